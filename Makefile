@@ -1,0 +1,147 @@
+# attnd — build, run, test. `make run` and `make test` set up a fresh Debian
+# machine themselves (they depend on `deps`). All outputs go under build/.
+
+VERSION    := 0.1.0
+BUILD      ?= build
+CC         ?= cc
+SANFLAGS   ?=
+OPT        ?= -O2 -march=native
+PYTHON     ?= /usr/bin/python3
+
+WARN       := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
+              -Wmissing-prototypes -Wformat=2 -Wvla
+ifeq ($(CI),true)
+WARN       += -Werror
+endif
+ifeq ($(WERROR),1)
+WARN       += -Werror
+endif
+
+PKGS       := libmicrohttpd jansson libuv openblas
+CFLAGS     := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
+              -DATTND_VERSION='"$(VERSION)"' -I. \
+              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
+LDFLAGS    := $(SANFLAGS)
+
+# Debian packages: to build and run, and in addition to test.
+DEPS_RUN   := gcc make pkg-config libmicrohttpd-dev libjansson-dev \
+              libopenblas-dev libuv1-dev
+DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest curl
+
+CORE_SRC   := $(wildcard core/*.c)
+API_SRC    := $(wildcard api/*.c)
+SRV_SRC    := $(wildcard server/*.c)
+CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+API_OBJ    := $(API_SRC:%.c=$(BUILD)/obj/%.o)
+SRV_OBJ    := $(SRV_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/web_assets.o
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+APIT_SRC   := $(wildcard tests/api/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+APIT_BIN   := $(APIT_SRC:tests/api/%.c=$(BUILD)/tests/%)
+WEB_FILES  := $(sort $(wildcard server/web/*))
+
+.PHONY: all run test test-c test-e2e asan tsan valgrind bench fuzz docker \
+        clean deps deps-test
+
+all: $(BUILD)/attnd
+
+# ---- dependencies -------------------------------------------------------
+# Installs what is missing with apt-get when root; otherwise prints the exact
+# command. Silent and fast when everything is present.
+define install_missing
+	@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "deps: missing packages; run:  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(DEPS_RUN))
+
+deps-test:
+	$(call install_missing,$(DEPS_TEST))
+
+# ---- build --------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The demo page and other static files are embedded into the binary.
+$(BUILD)/obj/server/web_assets.c: $(WEB_FILES) server/embed.sh
+	@mkdir -p $(dir $@)
+	sh server/embed.sh $@ $(WEB_FILES)
+
+$(BUILD)/obj/server/web_assets.o: $(BUILD)/obj/server/web_assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/attnd: $(SRV_OBJ) $(API_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- run and test -------------------------------------------------------
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/attnd --host 127.0.0.1 --port 8080
+
+test: deps-test
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(APIT_BIN)
+	@sh tests/run.sh $(BUILD)
+
+# Whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan: deps-test
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	  SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  all build/asan/tests/.stamp
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  sh tests/run.sh build/asan
+
+# Concurrency tests under ThreadSanitizer.
+tsan: deps-test
+	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 \
+	  SANFLAGS="-fsanitize=thread" all build/tsan/tests/.stamp
+	@TSAN_OPTIONS=halt_on_error=1 ATTND_TEST_ONLY=concurrency sh tests/run.sh build/tsan
+
+$(BUILD)/tests/.stamp: $(UNIT_BIN) $(APIT_BIN)
+	@touch $@
+
+valgrind: deps-test
+	@$(MAKE) --no-print-directory BUILD=build/vg all build/vg/tests/.stamp
+	@ATTND_VALGRIND=1 ATTND_TEST_ONLY=c sh tests/run.sh build/vg
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core
+	@sh tests/bench/run.sh $(BUILD)
+
+$(BUILD)/bench/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+fuzz:
+	@echo "fuzz: no fuzz targets yet (tests/fuzz/)"
+
+docker:
+	@if docker info >/dev/null 2>&1; then \
+	  docker build -f docker/Dockerfile -t attnd:$(VERSION) . ; \
+	else echo "docker: no Docker engine on this machine; see docker/"; fi
+
+clean:
+	rm -rf build

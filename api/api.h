@@ -1,0 +1,97 @@
+/*
+ * api/api.h — the service as a pure function.
+ *
+ * api_handle() turns one HTTP request (method, path, headers, body) into one
+ * response (status, headers, body) over the shared state in struct api_ctx
+ * (configuration, session store, metrics renderer). It never touches a
+ * socket, so every route is testable in-process (tests/api/). server/ feeds it
+ * requests from libmicrohttpd and writes back what it returns.
+ *
+ * api_handle() is thread-safe: the worker pool calls it concurrently.
+ */
+#ifndef ATTND_API_H
+#define ATTND_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sess_store;   /* core/store.h */
+struct attn_ws;      /* core/attn.h */
+
+/* Limits and policies; server/ fills this from flags and ATTND_* env. */
+struct api_config {
+    size_t max_body_bytes;          /* request body cap (server enforces, api reports) */
+    size_t max_elements;            /* cap on numbers in one request's inputs, and in its response */
+    size_t max_tokens;              /* default max_tokens of a session */
+    double session_ttl_s;           /* default ttl_s of a session */
+    const char *api_key;            /* Bearer token, or NULL/"" for none */
+    const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */
+    int workers;                    /* compute threads (for /v1/info) */
+    const char *version;            /* "0.1.0" */
+    const char *replica_id;         /* prefix of session ids, or NULL */
+};
+
+/* Renders Prometheus text for /metrics into a malloc'd buffer (server/). */
+typedef char *(*api_metrics_fn)(void *arg, size_t *len);
+
+/* Shared state of the service. */
+struct api_ctx {
+    struct api_config cfg;
+    struct sess_store *store;       /* sessions; may be NULL before sessions exist */
+    api_metrics_fn metrics;         /* NULL: /metrics answers 404 */
+    void *metrics_arg;
+    volatile int draining;          /* set by server on SIGTERM: /readyz 503 */
+};
+
+/* Looks up a request header by case-insensitive name; NULL if absent. */
+typedef const char *(*api_header_fn)(void *arg, const char *name);
+
+struct api_request {
+    const char *method;             /* "GET", "POST", ... */
+    const char *path;               /* URL path, percent-decoded by the transport, no query */
+    api_header_fn header;           /* may be NULL: no headers */
+    void *header_arg;
+    const char *body;               /* not NUL-terminated; may be NULL when body_len == 0 */
+    size_t body_len;
+    struct attn_ws *ws;             /* the calling worker's scratch, or NULL */
+};
+
+#define API_MAX_HEADERS 16
+
+struct api_header {
+    char name[64];
+    char value[512];
+};
+
+struct api_response {
+    int status;                     /* HTTP status */
+    const char *route;              /* route template for logs/metrics, e.g. "/v1/sessions/{id}"; static */
+    const char *content_type;       /* static string, e.g. "application/json" */
+    char *body;                     /* malloc'd (api_response_free frees it), may be NULL */
+    size_t body_len;
+    struct api_header headers[API_MAX_HEADERS];
+    size_t n_headers;
+    bool drain_after;               /* unused by api; server may set */
+};
+
+/* Handle one request. resp is fully written (status always set). */
+void api_handle(struct api_ctx *ctx, const struct api_request *req,
+                struct api_response *resp);
+
+/*
+ * Build the JSON error reply for a condition the transport detects itself
+ * (body over the cap, bad transfer coding, ...): code is a wire code such as
+ * "body_too_large"; path may be NULL. CORS headers are added as for any reply.
+ */
+void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
+                         const char *code, const char *message,
+                         struct api_response *resp);
+
+/* Add a header (truncates overlong values; ignores past API_MAX_HEADERS). */
+void api_response_header(struct api_response *resp, const char *name,
+                         const char *value);
+
+void api_response_free(struct api_response *resp);
+
+#endif

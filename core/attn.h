@@ -1,0 +1,181 @@
+/*
+ * core/attn.h — scaled dot-product attention on plain arrays.
+ *
+ * One forward pass covers every variant of DESIGN.md: grouped-query heads,
+ * q/k/v bias vectors, additive score bias with -inf entries, boolean masks,
+ * causal masks (bottom-right or top-left), ALiBi, RoPE, explicit scale, and
+ * the standard / softmax1 / sink softmax. float32 and float64 share one
+ * implementation. No HTTP, no JSON; cblas.h is included only in core/.
+ *
+ * The pass is split so that a session's KV cache and a stateless request run
+ * the very same code:
+ *   attn_prepare_kv   raw k, v rows -> stored rows (bias added, RoPE applied
+ *                     at their positions)
+ *   attn_forward_kv   raw q against prepared k, v (bias + RoPE on q here)
+ *   attn_forward      the stateless request: prepare_kv into scratch, then
+ *                     forward_kv
+ *
+ * Positions: keys sit at 0..L-1. Queries sit at L-n..L-1 (bottom-right, also
+ * when causal is off) or 0..n-1 with ATTN_CAUSAL_TOP_LEFT; the same positions
+ * drive the causal mask, RoPE and ALiBi. A causal query at position p attends
+ * keys at positions <= p.
+ */
+#ifndef ATTND_CORE_ATTN_H
+#define ATTND_CORE_ATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+enum attn_softmax {
+    ATTN_SOFTMAX_STANDARD = 0,  /* exp(s) / sum exp(s) */
+    ATTN_SOFTMAX_ONE,           /* exp(s) / (1 + sum exp(s)) */
+    ATTN_SOFTMAX_SINK,          /* exp(s) / (exp(sink) + sum exp(s)) */
+};
+
+enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_BOTTOM_RIGHT,   /* query i at position L-n+i */
+    ATTN_CAUSAL_TOP_LEFT,       /* query i at position i (PyTorch is_causal) */
+};
+
+enum attn_rope_pairs {
+    ATTN_ROPE_INTERLEAVED = 0,  /* dims (2i, 2i+1) */
+    ATTN_ROPE_HALF,             /* dims (i, i + d/2) */
+};
+
+enum attn_empty_rows {
+    ATTN_EMPTY_ZERO = 0,        /* weights 0, output 0, row flagged */
+    ATTN_EMPTY_ERROR,           /* CORE_EEMPTYROW */
+};
+
+/* Bits of attn_request.outputs. */
+enum {
+    ATTN_OUT_SCORES = 1u << 0,
+    ATTN_OUT_WEIGHTS = 1u << 1,
+    ATTN_OUT_OUTPUT = 1u << 2,
+    ATTN_OUT_ALL = 7u,
+};
+
+/* Dimensions of one pass. */
+struct attn_shape {
+    size_t h;       /* query heads (1 for a 2-D q) */
+    size_t h_kv;    /* key/value heads; h % h_kv == 0 */
+    size_t n;       /* query rows per head */
+    size_t L;       /* key/value rows per head */
+    size_t d_k;     /* query/key width */
+    size_t d_v;     /* value width */
+};
+
+/* What stays fixed for a session (and is per request when stateless). */
+struct attn_params {
+    enum attn_dtype dtype;          /* element type of every array */
+    double scale;                   /* > 0, already resolved (1/sqrt(d_k) default) */
+    enum attn_softmax softmax;
+    double sink_logit;              /* ATTN_SOFTMAX_SINK only */
+    bool rope;                      /* rotate q and k after bias */
+    double rope_base;               /* > 0, typically 10000 */
+    enum attn_rope_pairs rope_pairs;
+    bool alibi;                     /* add -slope_h * |pos_q - pos_k| */
+    const double *alibi_slopes;     /* [h], or NULL for 2^(-8(i+1)/h) */
+};
+
+/* Raw (unbiased, unrotated) input arrays, all of params.dtype, borrowed. */
+struct attn_inputs {
+    const void *q;                  /* [h][n][d_k] */
+    const void *k;                  /* [h_kv][L][d_k] */
+    const void *v;                  /* [h_kv][L][d_v] */
+    const void *bias_q;             /* [bias_q_heads][d_k] or NULL */
+    const void *bias_k;             /* [bias_k_heads][d_k] or NULL */
+    const void *bias_v;             /* [bias_v_heads][d_v] or NULL */
+    size_t bias_q_heads;            /* 1 (shared) or h */
+    size_t bias_k_heads;            /* 1 (shared) or h_kv */
+    size_t bias_v_heads;            /* 1 (shared) or h_kv */
+};
+
+/* Per-pass options that are not data arrays. */
+struct attn_request {
+    struct attn_shape shape;
+    struct attn_params params;
+    enum attn_causal causal;
+    enum attn_empty_rows empty_rows;
+    const void *attn_bias;          /* [attn_bias_heads][n][L] of dtype, -inf allowed, or NULL */
+    size_t attn_bias_heads;         /* 1 (every head) or h */
+    const uint8_t *mask;            /* [mask_heads][n][L], nonzero = may attend, or NULL */
+    size_t mask_heads;              /* 1 (every head) or h */
+    unsigned outputs;               /* ATTN_OUT_* bits, at least one */
+};
+
+/*
+ * Caller-owned result buffers, each NULL unless its ATTN_OUT_* bit is set.
+ * Masked scores are written as -INFINITY (the API prints them as null); every
+ * other number written is finite.
+ */
+struct attn_result {
+    void *scores;                   /* [h][n][L] final s_ij: scale, attn_bias, ALiBi */
+    void *weights;                  /* [h][n][L] */
+    void *output;                   /* [h][n][d_v] */
+    uint8_t *empty;                 /* [h][n] set to 1 for rows with no allowed key; may be NULL */
+    size_t n_empty;                 /* out: how many (head,row) pairs were empty */
+};
+
+/* Prepared keys and values per kv head (e.g. a session's cache). */
+struct attn_kv_view {
+    const void *const *k;           /* [h_kv] pointers, each [L][d_k] */
+    const void *const *v;           /* [h_kv] pointers, each [L][d_v] */
+};
+
+/* Reusable scratch memory (one per worker thread); grows, never shrinks
+ * below what the largest pass needed. Not thread-safe: one user at a time. */
+struct attn_ws;
+struct attn_ws *attn_ws_new(void);
+void attn_ws_free(struct attn_ws *ws);
+size_t attn_ws_bytes(const struct attn_ws *ws);
+
+/* Resolve the default scale: 1/sqrt(d_k). */
+double attn_default_scale(size_t d_k);
+
+/* Standard ALiBi slope of head i of h: 2^(-8(i+1)/h). */
+double attn_alibi_slope(size_t i, size_t h);
+
+/*
+ * Validate a request before anything is allocated: non-zero dimensions,
+ * h % h_kv == 0, head counts of biases/masks, d_k even with RoPE, positive
+ * finite scale/base, finite sink, outputs non-empty, and every element count
+ * (inputs and outputs) free of overflow. Does not read array contents.
+ */
+enum core_status attn_check(const struct attn_request *r);
+
+/*
+ * Prepare m rows of keys and values for storage.
+ * k_in [h_kv][m][d_k], v_in [h_kv][m][d_v] (in->k, in->v; in->bias_k/v used)
+ *   -> k_out[g] [m][d_k], v_out[g] [m][d_v] for g < h_kv
+ * Row r is at position pos0 + r. k_out/v_out may point into a larger cache.
+ */
+void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
+                     const struct attn_inputs *in, size_t m, int64_t pos0,
+                     void *const *k_out, void *const *v_out);
+
+/*
+ * Attention of raw q against prepared keys/values.
+ * q [h][n][d_k] (in->q, in->bias_q used; in->k/v ignored), kv: h_kv heads of
+ * [L][d_k] / [L][d_v] -> result (see struct attn_result).
+ */
+enum core_status attn_forward_kv(const struct attn_request *r,
+                                 const struct attn_inputs *in,
+                                 const struct attn_kv_view *kv,
+                                 struct attn_result *out, struct attn_ws *ws);
+
+/*
+ * Stateless attention: q [h][n][d_k], k [h_kv][L][d_k], v [h_kv][L][d_v]
+ * -> scores/weights [h][n][L], output [h][n][d_v]. ws may be NULL (a
+ * temporary one is used).
+ */
+enum core_status attn_forward(const struct attn_request *r,
+                              const struct attn_inputs *in,
+                              struct attn_result *out, struct attn_ws *ws);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * tests/harness.h — the smallest test harness that does the job.
+ *
+ * TEST(name) defines a test; RUN(name) runs it; a test fails if any CHECK in
+ * it fails (the failing expression and line are printed). TEST_MAIN_END()
+ * prints the closing line CI reads, "N passed, N failed", and returns the
+ * exit code. Header-only so each test file is one self-contained program.
+ */
+#ifndef ATTND_TEST_HARNESS_H
+#define ATTND_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int th_passed, th_failed, th_cur_failed;
+static const char *th_cur_name;
+
+#define TEST(name) static void name(void)
+
+#define RUN(name)                                                          \
+    do {                                                                   \
+        th_cur_failed = 0;                                                 \
+        th_cur_name = #name;                                               \
+        name();                                                            \
+        if (th_cur_failed) {                                               \
+            th_failed++;                                                   \
+            printf("FAIL %s\n", #name);                                    \
+        } else {                                                           \
+            th_passed++;                                                   \
+            if (getenv("TEST_VERBOSE"))                                    \
+                printf("ok   %s\n", #name);                                \
+        }                                                                  \
+    } while (0)
+
+#define CHECK(cond)                                                        \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            th_cur_failed = 1;                                             \
+            printf("  %s:%d: %s: CHECK(%s)\n", __FILE__, __LINE__,         \
+                   th_cur_name, #cond);                                    \
+        }                                                                  \
+    } while (0)
+
+/* |a - b| <= tol, with a and b printed on failure. */
+#define CHECK_NEAR(a, b, tol)                                              \
+    do {                                                                   \
+        double th_a = (double)(a), th_b = (double)(b);                     \
+        if (!(fabs(th_a - th_b) <= (tol))) {                               \
+            th_cur_failed = 1;                                             \
+            printf("  %s:%d: %s: %s = %.17g, %s = %.17g (tol %g)\n",       \
+                   __FILE__, __LINE__, th_cur_name, #a, th_a, #b, th_b,    \
+                   (double)(tol));                                         \
+        }                                                                  \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                 \
+    do {                                                                   \
+        long long th_a = (long long)(a), th_b = (long long)(b);            \
+        if (th_a != th_b) {                                                \
+            th_cur_failed = 1;                                             \
+            printf("  %s:%d: %s: %s = %lld, expected %lld\n", __FILE__,    \
+                   __LINE__, th_cur_name, #a, th_a, th_b);                 \
+        }                                                                  \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                    \
+    do {                                                                   \
+        const char *th_a = (a), *th_b = (b);                               \
+        if (!th_a || !th_b || strcmp(th_a, th_b) != 0) {                   \
+            th_cur_failed = 1;                                             \
+            printf("  %s:%d: %s: %s = \"%s\", expected \"%s\"\n",          \
+                   __FILE__, __LINE__, th_cur_name, #a,                    \
+                   th_a ? th_a : "(null)", th_b ? th_b : "(null)");        \
+        }                                                                  \
+    } while (0)
+
+#define TEST_MAIN_END()                                                    \
+    do {                                                                   \
+        printf("%d passed, %d failed\n", th_passed, th_failed);            \
+        return th_failed ? 1 : 0;                                          \
+    } while (0)
+
+#endif

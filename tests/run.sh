@@ -1,0 +1,50 @@
+#!/bin/sh
+# tests/run.sh BUILD — runs every test against the binaries in BUILD:
+# the C unit and in-process api tests, then the end-to-end suite (pytest)
+# against BUILD/attnd. Ends with one line "N passed, N failed" over all.
+# ATTND_TEST_ONLY=c           C tests only
+# ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency
+# ATTND_VALGRIND=1            run the C tests under valgrind
+set -u
+build=${1:-build}
+only=${ATTND_TEST_ONLY:-}
+passed=0; failed=0
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+
+for t in "$build"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    case "$only" in concurrency) case "$name" in *concurrency*) ;; *) continue ;; esac ;; esac
+    if [ "${ATTND_VALGRIND:-}" = 1 ]; then
+        valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+            "$t" >"$log" 2>&1; rc=$?
+    else
+        "$t" >"$log" 2>&1; rc=$?
+    fi
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}
+    f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/'); f=${f:-0}
+    if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ $rc -ne 0 ]; then
+        echo "== $name: FAILED (exit $rc)"; cat "$log"
+    else
+        echo "== $name: $line"
+    fi
+done
+
+if [ "$only" != c ] && [ -d tests/e2e ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
+    kflag=""
+    [ "$only" = concurrency ] && kflag="-k concurrency"
+    ATTND_BIN="$build/attnd" /usr/bin/python3 -m pytest -q -p no:cacheprovider $kflag tests/e2e >"$log" 2>&1; rc=$?
+    tail -n 40 "$log"
+    summary=$(tail -n 1 "$log")
+    p=$(echo "$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); p=${p:-0}
+    f=$(echo "$summary" | grep -oE '[0-9]+ (failed|error)' | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}'); f=${f:-0}
+    # exit 5 = no tests collected (e.g. a -k filter matched none): not a failure
+    if [ $rc -ne 0 ] && [ $rc -ne 5 ] && [ "$f" = 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
