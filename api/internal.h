@@ -1,0 +1,127 @@
+/*
+ * api/internal.h — what the api/ handlers share: the per-request call
+ * object, the reply helpers (JSON error object, JSON tree, prebuilt buffer),
+ * body parsing with the DESIGN.md errors, and the handler entry points the
+ * router dispatches to.
+ *
+ * A handler receives a struct api_call and must answer exactly once through
+ * one of the api_reply_* / api_fail* functions (a second answer replaces the
+ * first). Error replies always use the DESIGN.md shape
+ *   {"error":{"code":"...","message":"...","path":"/json/pointer"|null}}
+ * with the status taken from the one table in api/error.c. CORS headers are
+ * added by the router after the handler returns, so handlers never add them.
+ */
+#ifndef ATTND_API_INTERNAL_H
+#define ATTND_API_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "api/buf.h"
+#include "api/error.h"
+#include "core/status.h"
+
+/* Nesting depth at which a JSON body is refused with json_too_deep. */
+#define API_MAX_JSON_DEPTH 32
+
+struct api_call {
+    struct api_ctx *ctx;                /* shared state (config, store, metrics) */
+    const struct api_request *req;      /* the request, borrowed */
+    struct api_response *resp;          /* the answer being built */
+    uint64_t t0_us;                     /* api_now_us() when handling began */
+    bool answered;                      /* a reply helper has run */
+};
+
+/* Monotonic clock in microseconds. */
+uint64_t api_now_us(void);
+
+/* Header value of the request by case-insensitive name, or NULL. */
+const char *api_header(const struct api_call *c, const char *name);
+
+/*
+ * Error reply: status from the table for code, body the DESIGN.md error
+ * object. path is a JSON pointer ("" = whole body) or NULL (no field);
+ * fmt/... the message (NULL: the table's default text).
+ */
+void api_fail(struct api_call *c, const char *code, const char *path,
+              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Error reply for a core status, via the single core -> wire mapping; the
+ * message is core_status_text(st). */
+void api_fail_core(struct api_call *c, enum core_status st, const char *path);
+
+/* 405 method_not_allowed with "Allow: <allow>" (e.g. "GET, POST"). */
+void api_fail_method(struct api_call *c, const char *allow);
+
+/* Reply with a JSON tree; body is stolen (decref'd here). A NULL body or a
+ * failing dump answers 500 internal. */
+void api_reply_json(struct api_call *c, int status, json_t *body);
+
+/* Reply with prebuilt JSON text; buf's data is taken (buf is reset). A
+ * failed buffer answers 422 response_too_large if it hit its cap, else
+ * 500 internal. */
+void api_reply_buf(struct api_call *c, int status, struct api_buf *buf);
+
+/* Reply without a body (e.g. 204). */
+void api_reply_empty(struct api_call *c, int status);
+
+/* Reply with text of the given static content type; text is copied. */
+void api_reply_text(struct api_call *c, int status, const char *content_type,
+                    const char *text, size_t len);
+
+/*
+ * Parse the request body as a JSON object. Refuses with:
+ *   415 unsupported_media_type  Content-Type is not application/json
+ *                               (a charset parameter is allowed)
+ *   400 invalid_json            empty body, syntax error, not an object
+ *   400 duplicate_key           a key repeats within one object
+ *   400 json_too_deep           nesting beyond API_MAX_JSON_DEPTH
+ * Returns a new reference, or NULL after answering with the error.
+ */
+json_t *api_parse_body(struct api_call *c);
+
+/* Same, but an empty body (no Content-Type needed) yields an empty object. */
+json_t *api_parse_body_optional(struct api_call *c);
+
+/*
+ * Refuse members of obj not listed in allowed (NULL-terminated):
+ * 422 invalid_field with path prefix + "/" + escaped key. prefix is the
+ * JSON pointer of obj ("" for the body). Returns false after answering.
+ */
+bool api_check_fields(struct api_call *c, const json_t *obj,
+                      const char *prefix, const char *const *allowed);
+
+/* Append the JSON pointer of key (RFC 6901 escaping ~ -> ~0, / -> ~1) to
+ * prefix into out[size]; truncates safely. Returns out. */
+char *api_pointer_key(char *out, size_t size, const char *prefix,
+                      const char *key);
+
+/* Append "/<index>" to prefix into out[size]. Returns out. */
+char *api_pointer_index(char *out, size_t size, const char *prefix,
+                        size_t index);
+
+/* ---- handlers (router.c dispatches; each answers through c) ----------- */
+
+/* POST /v1/attention (api/attention.c). */
+void api_attention(struct api_call *c);
+
+/* GET /healthz, /readyz, /v1/info, /metrics (api/ops.c). */
+void api_ops_healthz(struct api_call *c);
+void api_ops_readyz(struct api_call *c);
+void api_ops_info(struct api_call *c);
+void api_ops_metrics(struct api_call *c);
+
+/* GET/POST /v1/verify and /verify (api/verify.c, the verify engineer's).
+ * The handler checks the method itself (405 with "Allow: GET, POST"). */
+void api_verify(struct api_call *c);
+
+/* Everything under /v1/sessions (api/sessions.c, the sessions engineer's).
+ * rest is the path after "/v1/sessions": "" or "/{id}" or "/{id}/kv" ...
+ * The handler sets c->resp->route to a template ("/v1/sessions/{id}/kv"),
+ * never the raw id, and checks the method itself (api_fail_method). */
+void api_sessions(struct api_call *c, const char *rest);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * api/read.h — readers from jansson values into core types.
+ *
+ * Each reader takes the JSON value (NULL when the member is absent, which
+ * yields the default), the JSON pointer of that value (RFC 6901, e.g.
+ * "/k" or "/bias/q"), and answers the call with the DESIGN.md error — path
+ * extended down to the offending element, e.g. "/k/2/1" — before returning
+ * false. Nothing is allocated for a request before its element count has
+ * been checked (with checked arithmetic) against the element budget.
+ *
+ * The readers are separately callable so the sessions and verify handlers
+ * can reuse them; api_read_attention() combines them for /v1/attention.
+ */
+#ifndef ATTND_API_READ_H
+#define ATTND_API_READ_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/internal.h"
+#include "api/write.h"
+#include "core/attn.h"
+
+/* Longest JSON pointer a reader reports (longer ones are truncated). */
+#define API_PATH_MAX 128
+
+/* What the elements of a tensor may be. */
+enum api_elem {
+    API_ELEM_REAL = 0,      /* finite numbers (and in dtype range) */
+    API_ELEM_NULLABLE,      /* numbers, null = -inf (attn_bias) */
+    API_ELEM_BOOL,          /* true/false -> uint8_t 1/0 (mask) */
+};
+
+/* A tensor read from JSON; owns data. */
+struct api_tensor {
+    enum attn_dtype dtype;          /* element type of data (REAL/NULLABLE) */
+    enum api_elem elem;             /* API_ELEM_BOOL: data is uint8_t */
+    int rank;                       /* 0 when absent, else 1..ATTN_MAX_RANK */
+    size_t shape[ATTN_MAX_RANK];
+    size_t count;                   /* product of shape */
+    void *data;                     /* malloc'd, or NULL when absent */
+};
+
+struct api_tensor_spec {
+    enum attn_dtype dtype;          /* element type to store (converted) */
+    enum api_elem elem;
+    int min_rank, max_rank;         /* accepted ranks, within 1..ATTN_MAX_RANK */
+    size_t *budget;                 /* elements still allowed in this request;
+                                       reduced on success (limit_exceeded when
+                                       passed); NULL: cfg.max_elements alone */
+};
+
+/*
+ * Read nested arrays (or the base64 form, unless elem is BOOL: then
+ * "dtype":"bool" with one byte per element) into out. Errors:
+ * invalid_field (types, rank, base64 form), ragged_matrix (a row whose
+ * length differs; path of that row), empty_matrix (a zero dimension),
+ * non_finite (NaN/Inf in base64, float32 overflow), limit_exceeded.
+ */
+bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
+                     const struct api_tensor_spec *spec,
+                     struct api_tensor *out);
+
+void api_tensor_free(struct api_tensor *t);
+
+/* Interpret a rank-2 tensor as 1 head and a rank-3 one as shape[0] heads:
+ * heads, rows, cols. */
+void api_tensor_heads(const struct api_tensor *t, size_t *heads,
+                      size_t *rows, size_t *cols);
+
+/* "float64" (default) | "float32". */
+bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
+                    enum attn_dtype *out);
+
+/* Positive finite number; absent -> *given = false (caller resolves the
+ * default 1/sqrt(d_k)). */
+bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
+                    double *out, bool *given);
+
+/* Members "softmax" ("standard" default | "softmax1" | "sink") and
+ * "sink_logit" (required with, and only allowed with, "sink") of obj, whose
+ * pointer is prefix ("" for the body). */
+bool api_read_softmax(struct api_call *c, const json_t *obj,
+                      const char *prefix, enum attn_softmax *softmax,
+                      double *sink_logit);
+
+/* false (default) | true | "bottom_right" | "top_left". */
+bool api_read_causal(struct api_call *c, const json_t *v, const char *path,
+                     enum attn_causal *out);
+
+/* true | false (default) | {"slopes":[h positive-or-zero finite numbers]}.
+ * *slopes is malloc'd [heads] or NULL (standard slopes). */
+bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
+                    size_t heads, bool *on, double **slopes);
+
+/* {"base":10000 (default), "pairs":"interleaved" (default)|"half"}; absent
+ * or false -> off; true -> on with the defaults. d_k must be even (checked
+ * with d_k here when d_k > 0). */
+bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
+                   size_t d_k, bool *on, double *base,
+                   enum attn_rope_pairs *pairs);
+
+/* "zero" (default) | "error". */
+bool api_read_empty_rows(struct api_call *c, const json_t *v,
+                         const char *path, enum attn_empty_rows *out);
+
+/* Non-empty subset of ["scores","weights","output"]; default all. */
+bool api_read_return(struct api_call *c, const json_t *v, const char *path,
+                     unsigned *outputs);
+
+/* "json" (default) | "base64". */
+bool api_read_encoding(struct api_call *c, const json_t *v, const char *path,
+                       enum api_encoding *out);
+
+/* Integer 1..17; absent -> 0 (shortest round-trip). */
+bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
+                     int *digits);
+
+/* Bias vectors: each of q, k, v is [d] (shared by all heads) or per head
+ * ([h][d_k] for q, [h_kv][d_k] for k, [h_kv][d_v] for v). */
+struct api_bias {
+    struct api_tensor q, k, v;      /* rank 0 (absent), 1 or 2 */
+    size_t q_heads, k_heads, v_heads; /* 1 (shared) or per head; 0 absent */
+};
+
+/* Read {"q":…,"k":…,"v":…} (each optional) against s->h, h_kv, d_k, d_v. */
+bool api_read_bias(struct api_call *c, const json_t *v, const char *path,
+                   enum attn_dtype dt, const struct attn_shape *s,
+                   size_t *budget, struct api_bias *out);
+
+void api_bias_free(struct api_bias *b);
+
+/* Point in->bias_* at b's arrays (NULL when absent). */
+void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in);
+
+/*
+ * A score-shaped matrix: [n][L] (every head, *heads = 1) or [h][n][L]
+ * (*heads = h). elem NULLABLE for attn_bias (null = -inf), BOOL for mask.
+ */
+bool api_read_score_matrix(struct api_call *c, const json_t *v,
+                           const char *path, enum api_elem elem,
+                           enum attn_dtype dt, const struct attn_shape *s,
+                           size_t *budget, struct api_tensor *out,
+                           size_t *heads);
+
+/* A whole POST /v1/attention body, owned. */
+struct api_attention_req {
+    struct attn_request r;          /* options + shape; pointers into below */
+    struct attn_inputs in;          /* pointers into q, k, v, bias */
+    struct api_tensor q, k, v;      /* q [n][d_k] or [h][n][d_k]; k, v alike */
+    struct api_bias bias;
+    struct api_tensor attn_bias;    /* rank 0 when absent */
+    struct api_tensor mask;         /* rank 0 when absent */
+    double *alibi_slopes;           /* malloc'd [h] or NULL */
+    int q_rank;                     /* 2 or 3: the rank of every output */
+    enum api_encoding encoding;
+    int digits;                     /* 0 = shortest round-trip */
+};
+
+/* Read and validate the whole body (an object) into out; on false the call
+ * has been answered and out needs no free. */
+bool api_read_attention(struct api_call *c, const json_t *body,
+                        struct api_attention_req *out);
+
+void api_attention_req_free(struct api_attention_req *r);
+
+#endif

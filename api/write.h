@@ -1,0 +1,90 @@
+/*
+ * api/write.h — numbers, matrices and whole attention responses as JSON
+ * text, appended straight into a capped api_buf (never through a jansson
+ * tree: a response can hold millions of numbers).
+ *
+ * Numbers print as the shortest text that reads back (strtod / strtof) to
+ * the same value of their dtype, or with exactly `digits` significant
+ * digits when asked (1..17). Number formatting sits behind api_fmt_f64 /
+ * api_fmt_f32 so a faster algorithm can replace it without touching callers.
+ * Matrices print as nested arrays (rank 1..3) or, with base64 encoding, as
+ * {"shape":[…],"dtype":"float32"|"float64","data":"<base64 little-endian>"}.
+ */
+#ifndef ATTND_API_WRITE_H
+#define ATTND_API_WRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/buf.h"
+#include "core/attn.h"
+
+enum api_encoding {
+    API_ENC_JSON = 0,       /* nested arrays */
+    API_ENC_BASE64,         /* {"shape","dtype","data"} */
+};
+
+/* Bytes a formatted number may take, with the NUL. */
+#define API_NUM_MAX 32
+
+/* Format a finite x into out[API_NUM_MAX]: shortest round-trip text when
+ * digits == 0, else exactly digits (1..17) significant digits. Returns the
+ * length (no NUL counted). Non-finite x prints "null". */
+size_t api_fmt_f64(char *out, double x, int digits);
+size_t api_fmt_f32(char *out, float x, int digits);
+
+/* Append one number of dtype dt read from p. */
+bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
+                      int digits);
+
+/* Append a JSON string literal (quoted, escaped) of NUL-terminated s. */
+bool api_write_string(struct api_buf *b, const char *s);
+
+/*
+ * Append a row-major matrix of dtype dt with the given rank (1..3) and shape
+ * as nested arrays; -inf prints as null when neg_inf_null (masked scores).
+ */
+bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
+                      int rank, const size_t *shape, int digits,
+                      bool neg_inf_null);
+
+/* Append {"shape":[…],"dtype":"…","data":"<base64>"} of the same matrix
+ * (bytes as stored: little-endian IEEE 754; masked scores stay -inf). */
+bool api_write_matrix_b64(struct api_buf *b, const void *data,
+                          enum attn_dtype dt, int rank, const size_t *shape);
+
+/* Everything the attention response writer needs. */
+struct api_attention_view {
+    const struct attn_request *req;     /* shape, params, causal, outputs */
+    const struct attn_result *res;      /* the computed arrays */
+    int q_rank;                         /* 2: outputs drop the head axis; 3: keep it */
+    enum api_encoding encoding;
+    int digits;                         /* 0 = shortest round-trip */
+    uint64_t elapsed_us;                /* meta.elapsed_us */
+    const char *meta_extra;             /* JSON members appended inside meta
+                                           (e.g. "\"length\":5"), or NULL */
+};
+
+/*
+ * How many numbers the selected outputs hold (scores, weights: h*n*L each;
+ * output: h*n*d_v); false on overflow. The handler compares this against
+ * cfg.max_elements (422 response_too_large) before computing.
+ */
+bool api_attention_numbers(const struct attn_request *r, size_t *count);
+
+/* An upper bound of the response's bytes for a cap on its api_buf. */
+bool api_attention_max_bytes(const struct attn_request *r,
+                             enum api_encoding enc, size_t *bytes);
+
+/*
+ * Append the whole response object:
+ * {"scores":…,"weights":…,"output":…,"meta":{"heads","kv_heads","n","L",
+ *  "d_k","d_v","scale","softmax","dtype","causal","empty_rows","elapsed_us"}}
+ * Only the outputs selected in req->outputs appear. meta.empty_rows lists the
+ * rows with no allowed key (2-D q: [i,…]; 3-D q: [[head,i],…]); meta.causal
+ * is false, "bottom_right" or "top_left"; meta.heads/kv_heads are h/h_kv.
+ */
+bool api_write_attention(struct api_buf *b, const struct api_attention_view *v);
+
+#endif
