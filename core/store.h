@@ -8,7 +8,17 @@
  * being deleted or expired is never freed while a request still uses it.
  * Knows neither HTTP nor JSON.
  *
- * (The sessions work fills in the session-level API below the store API.)
+ * Locking: a store mutex guards the id map, the LRU list and the global
+ * byte count; each session has its own mutex, held from sess_acquire to
+ * sess_release, so requests on one session run one at a time. A session
+ * carries a reference count: delete, expiry and eviction unlink it from the
+ * map at once, but it is freed only when the last holder releases it (a
+ * holder that finds it unlinked gets CORE_ENOTFOUND from every operation).
+ * Lock order: session mutex, then store mutex — never the other way.
+ *
+ * Accounting: a session's bytes are its cache's allocated storage
+ * (kv_bytes); the global count is their sum. Growth is checked against
+ * max_cache_bytes before any memory is allocated.
  */
 #ifndef ATTND_CORE_STORE_H
 #define ATTND_CORE_STORE_H
@@ -17,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn.h"
+#include "kv.h"
 #include "status.h"
 
 enum sess_policy {
@@ -66,5 +78,141 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
 /* Restore the sessions saved in dir; bad files are logged and skipped. */
 enum core_status sess_store_load(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg);
+
+/* ---- sessions ----------------------------------------------------------- */
+
+/* Longest id text, with its NUL: replica prefix (<= 63) + '.' + 22. */
+#define SESS_ID_MAX 88
+
+/* Base64url characters of the random part of an id (128 bits). */
+#define SESS_ID_RANDOM_LEN 22
+
+/*
+ * What a session fixes at creation. Arrays are borrowed by sess_create and
+ * copied into the session.
+ */
+struct sess_spec {
+    struct attn_shape shape;        /* h, h_kv, d_k, d_v (n and L ignored) */
+    struct attn_params params;      /* dtype, scale, softmax, rope, alibi;
+                                       params.alibi_slopes [h] or NULL */
+    const void *bias_q;             /* [bias_q_heads][d_k] of dtype, or NULL */
+    const void *bias_k;             /* [bias_k_heads][d_k] of dtype, or NULL */
+    const void *bias_v;             /* [bias_v_heads][d_v] of dtype, or NULL */
+    size_t bias_q_heads;            /* 1 or h (0 when absent) */
+    size_t bias_k_heads;            /* 1 or h_kv (0 when absent) */
+    size_t bias_v_heads;            /* 1 or h_kv (0 when absent) */
+    size_t max_tokens;              /* rows at most; 0 = cfg.default_max_tokens */
+    double ttl_s;                   /* idle seconds before expiry; <= 0 = default */
+};
+
+/* A session held by one request (between sess_acquire and sess_release). */
+struct sess;
+
+/* Snapshot of a session for GET /v1/sessions/{id}. */
+struct sess_info {
+    char id[SESS_ID_MAX];
+    size_t length;                  /* cached rows per head */
+    size_t bytes;                   /* accounted storage bytes */
+    size_t max_tokens;
+    double ttl_s;
+    double expires_in_s;            /* seconds until expiry if left idle */
+};
+
+/*
+ * Create an empty session from spec (validated: dimensions, h % h_kv, bias
+ * head counts, RoPE with even d_k, positive scale/base, finite sink, ALiBi
+ * slopes finite). Writes its id (NUL-terminated) into id[SESS_ID_MAX].
+ * CORE_EINVAL/CORE_ESHAPE on a bad spec; CORE_ECAPACITY when max_sessions
+ * are live (reject policy, or lru with no idle session to evict);
+ * CORE_ENOMEM; CORE_EIO if getrandom fails.
+ */
+enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
+                             char *id);
+
+/*
+ * Look up id, take a reference, lock the session and refresh its TTL and
+ * LRU position. CORE_ENOTFOUND for an unknown or expired id. On CORE_OK the
+ * caller must call sess_release(st, *out) exactly once.
+ */
+enum core_status sess_acquire(struct sess_store *st, const char *id,
+                              struct sess **out);
+
+/* Unlock and drop the reference (frees a session already removed). */
+void sess_release(struct sess_store *st, struct sess *s);
+
+/* Remove id now (a holder finishes its request first; its later operations
+ * answer CORE_ENOTFOUND). CORE_ENOTFOUND when unknown or expired. */
+enum core_status sess_delete(struct sess_store *st, const char *id);
+
+/* ---- operations on a held session (between acquire and release) -------- */
+
+/* The fixed parameters; arrays point into the session (valid while held). */
+const struct sess_spec *sess_spec(const struct sess *s);
+
+/* Rows cached per head. */
+size_t sess_length(const struct sess *s);
+
+/* The cache itself, read-only (GET .../kv, save). */
+const struct kv_cache *sess_cache(const struct sess *s);
+
+void sess_get_info(struct sess_store *st, const struct sess *s,
+                   struct sess_info *out);
+
+/*
+ * Append m raw rows: k [h_kv][m][d_k], v [h_kv][m][d_v] of the session's
+ * dtype; stored after the session's bias and RoPE. expected_length < 0
+ * means "don't check". All or nothing. Errors: CORE_ENOTFOUND (deleted
+ * meanwhile), CORE_ELENGTH (length != expected_length), CORE_EFULL (over
+ * max_tokens), CORE_ECAPACITY (over max_cache_bytes: reject policy, or lru
+ * without enough idle sessions to evict), CORE_EINVAL, CORE_ELIMIT,
+ * CORE_ENOMEM, CORE_ENONFINITE.
+ */
+enum core_status sess_append(struct sess_store *st, struct sess *s,
+                             const void *k, const void *v, size_t m,
+                             long long expected_length);
+
+/* One attention request against a session. */
+struct sess_query {
+    const void *q;                  /* [h][n][d_k] raw queries, session dtype */
+    size_t n;                       /* query rows per head */
+    enum attn_causal causal;        /* NONE or BOTTOM_RIGHT (or TOP_LEFT) */
+    enum attn_empty_rows empty_rows;
+    const void *attn_bias;          /* [attn_bias_heads][n][L] or NULL */
+    size_t attn_bias_heads;         /* 1 or h */
+    const uint8_t *mask;            /* [mask_heads][n][L] or NULL */
+    size_t mask_heads;              /* 1 or h */
+    unsigned outputs;               /* ATTN_OUT_* bits */
+};
+
+/*
+ * The attn_request this query makes against the session's current length L
+ * (shape {h,h_kv,n,L,d_k,d_v}, the session's params, the query's options):
+ * callers size result buffers from it and check it with attn_check before
+ * appending. L is what the length will be after appending `m_extra` rows.
+ */
+enum core_status sess_request(const struct sess *s, const struct sess_query *q,
+                              size_t m_extra, struct attn_request *out);
+
+/*
+ * Append m rows (k, v as sess_append; m == 0 appends nothing), then attend q
+ * against the whole cache: results [h][n][L] with L the new length (queries
+ * at L-n..L-1). If the attention fails after an append, the append is rolled
+ * back: the request is all or nothing. Errors as sess_append, plus
+ * attn_forward_kv's (CORE_ESHAPE, CORE_EEMPTYROW, ...).
+ */
+enum core_status sess_attend(struct sess_store *st, struct sess *s,
+                             const void *k, const void *v, size_t m,
+                             const struct sess_query *q,
+                             struct attn_result *out, struct attn_ws *ws);
+
+/* Keep the first `length` rows. CORE_EINVAL if length > current length;
+ * CORE_ENOTFOUND if deleted meanwhile. */
+enum core_status sess_truncate(struct sess_store *st, struct sess *s,
+                               size_t length);
+
+/* A new session with the same parameters and a copy of the cache; its id
+ * into id[SESS_ID_MAX]. Errors as sess_create plus CORE_ECAPACITY when the
+ * copy does not fit max_cache_bytes. */
+enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id);
 
 #endif
