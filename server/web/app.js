@@ -1,0 +1,797 @@
+/*
+ * server/web/app.js — the behaviour of attnd's teaching page (index.html).
+ *
+ * Plain JavaScript, no libraries and no build step, so the page works
+ * offline from the binary. The page holds the learner's inputs in `state`,
+ * renders them as small editable grids, and after every change asks attnd:
+ *   POST /v1/attention  scores, weights, output for the heat maps
+ *   POST /v1/verify     the checks whose claim the learner is looking at
+ * The decode section drives a session: POST /v1/sessions, then per token
+ * POST /v1/sessions/{id}/attention and GET /v1/sessions/{id}/kv.
+ * All arithmetic shown comes from attnd; the page only compares two answers
+ * of attnd (what changed since the last edit) and colours the cells.
+ * API errors ({"error":{"code","message","path"}}) are shown as text, and a
+ * path that names a grid cell marks that cell invalid.
+ */
+'use strict';
+
+(function () {
+  /* ---- the worked example of DESIGN.md ------------------------------- */
+  var EXAMPLE = {
+    q: [[1, 0]],
+    k: [[1, 0], [0, 1], [-1, 0]],
+    v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]],   /* one-hot: output = weights */
+    bq: [0, 1],
+    bk: [3, -2],
+    bv: [1, 0, 0]
+  };
+
+  var state = null;         /* {q,k,v,bq,bk,bv}: arrays of numbers (NaN = bad cell) */
+  var prev = null;          /* last successful attention answer + what changed */
+  var lastChange = 'the worked example';
+  var seq = 0;              /* ids of update rounds; stale answers are dropped */
+  var timer = 0;
+  var session = null;       /* {id, d_k, d_v, length} of the decode mode */
+
+  function $(id) { return document.getElementById(id); }
+
+  function clone(x) { return JSON.parse(JSON.stringify(x)); }
+
+  /* ---- numbers ------------------------------------------------------- */
+  function fmt(x) {
+    if (x === null || x === undefined) return 'masked';
+    if (typeof x !== 'number' || !isFinite(x)) return String(x);
+    var a = Math.abs(x);
+    if (a !== 0 && (a >= 1e6 || a < 1e-6)) return x.toExponential(3);
+    var t = x.toFixed(6);
+    return t === '-0.000000' ? '0.000000' : t;
+  }
+
+  function fmtDiff(x) {
+    if (typeof x !== 'number') return String(x);
+    return x === 0 ? '0' : x.toExponential(2);
+  }
+
+  /* ---- the API ------------------------------------------------------- */
+  function apiBase() {
+    var b = $('api-base').value.trim();
+    return b.replace(/\/+$/, '');
+  }
+
+  function ApiError(status, code, message, path) {
+    this.status = status;
+    this.code = code;
+    this.message = message;
+    this.path = path;
+  }
+
+  /* One request; resolves to the parsed JSON body (null for 204), rejects
+   * with ApiError. */
+  function api(method, path, body) {
+    var init = { method: method, headers: {} };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    var url = apiBase() + path;
+    return fetch(url, init).then(function (r) {
+      return r.text().then(function (text) {
+        var data = null;
+        if (text) {
+          try { data = JSON.parse(text); } catch (e) { data = null; }
+        }
+        if (r.ok) return data;
+        var err = data && data.error;
+        if (err && typeof err === 'object') {
+          throw new ApiError(r.status, err.code, err.message, err.path);
+        }
+        throw new ApiError(r.status, 'http_' + r.status,
+          typeof err === 'string' ? err : (text || r.statusText), null);
+      });
+    }, function () {
+      throw new ApiError(0, 'network',
+        'Could not reach attnd at ' + (apiBase() || location.origin) +
+        ' (server down, wrong URL, or the origin is not in --cors-origins).',
+        null);
+    });
+  }
+
+  function showError(e) {
+    var box = $('error');
+    clearInvalid();
+    if (!e) { box.hidden = true; box.textContent = ''; return; }
+    box.hidden = false;
+    box.textContent = '';
+    var h = document.createElement('strong');
+    h.textContent = e instanceof ApiError
+      ? 'attnd answered ' + (e.status ? e.status + ' ' : '') + (e.code || 'error')
+      : 'Error';
+    box.appendChild(h);
+    var p = document.createElement('span');
+    p.textContent = ': ' + (e.message || String(e));
+    box.appendChild(p);
+    if (e.path) {
+      var w = document.createElement('span');
+      w.textContent = ' (at ' + e.path + ')';
+      box.appendChild(w);
+      markInvalid(e.path);
+    }
+  }
+
+  /* A JSON pointer such as /k/2/1 or /bias/q/0 names a grid cell. */
+  function markInvalid(ptr) {
+    var m = /^\/(q|k|v)\/(\d+)(?:\/(\d+))?/.exec(ptr) ||
+            /^\/bias\/(q|k|v)(?:\/(\d+))?/.exec(ptr);
+    if (!m) return;
+    var sel;
+    if (ptr.indexOf('/bias/') === 0) {
+      sel = '#grid-b' + m[1] + ' input' + (m[2] !== undefined ? '[data-c="' + m[2] + '"]' : '');
+    } else {
+      sel = '#grid-' + m[1] + ' input[data-r="' + m[2] + '"]' +
+        (m[3] !== undefined ? '[data-c="' + m[3] + '"]' : '');
+    }
+    Array.prototype.forEach.call(document.querySelectorAll(sel), function (el) {
+      el.setAttribute('aria-invalid', 'true');
+    });
+  }
+
+  function clearInvalid() {
+    Array.prototype.forEach.call(document.querySelectorAll('.grid input[aria-invalid]'),
+      function (el) { if (!isNaN(Number(el.dataset.good))) el.removeAttribute('aria-invalid'); });
+  }
+
+  /* ---- editable grids ------------------------------------------------ */
+  function parseCell(text) {
+    var t = String(text).trim().replace(/\u2212/g, '-');
+    if (t === '' || !/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return NaN;
+    return Number(t);
+  }
+
+  /* A matrix (array of rows) or vector as a table of text inputs. name is
+   * the label used for screen readers ("K"), rowName the row label ("k"). */
+  function renderGrid(holder, data, name, rowName, onEdit) {
+    var isVec = !Array.isArray(data[0]);
+    var rows = isVec ? [data] : data;
+    var table = document.createElement('table');
+    table.className = 'grid';
+    var body = document.createElement('tbody');
+    rows.forEach(function (row, r) {
+      var tr = document.createElement('tr');
+      var th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = isVec ? name : rowName + (r + 1);
+      tr.appendChild(th);
+      row.forEach(function (x, c) {
+        var td = document.createElement('td');
+        var inp = document.createElement('input');
+        inp.type = 'text';
+        inp.inputMode = 'decimal';
+        inp.autocomplete = 'off';
+        inp.spellcheck = false;
+        inp.size = 5;
+        inp.value = isNaN(x) ? '' : String(x);
+        inp.dataset.c = String(c);
+        if (!isVec) inp.dataset.r = String(r);
+        inp.setAttribute('aria-label', isVec
+          ? name + ' component ' + (c + 1)
+          : name + ' row ' + (r + 1) + ' column ' + (c + 1));
+        inp.addEventListener('input', function () {
+          var val = parseCell(inp.value);
+          inp.dataset.good = String(val);
+          if (isNaN(val)) inp.setAttribute('aria-invalid', 'true');
+          else inp.removeAttribute('aria-invalid');
+          if (isVec) data[c] = val; else data[r][c] = val;
+          onEdit(name + ' edited');
+        });
+        td.appendChild(inp);
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    holder.textContent = '';
+    holder.appendChild(table);
+  }
+
+  function renderInputs() {
+    renderGrid($('grid-q'), state.q, 'Q', 'q', changed);
+    renderGrid($('grid-k'), state.k, 'K', 'k', changed);
+    renderGrid($('grid-v'), state.v, 'V', 'v', changed);
+    renderGrid($('grid-bq'), state.bq, 'Q bias', '', changed);
+    renderGrid($('grid-bk'), state.bk, 'K bias', '', changed);
+    renderGrid($('grid-bv'), state.bv, 'V bias', '', changed);
+    var dk = state.q[0].length, dv = state.v[0].length;
+    $('dims').textContent = 'n = ' + state.q.length + ' queries, L = ' +
+      state.k.length + ' tokens, d_k = ' + dk + ', d_v = ' + dv + '.';
+    $('q-del').disabled = state.q.length <= 1;
+    $('kv-del').disabled = state.k.length <= 1;
+    $('dk-del').disabled = dk <= 1;
+    $('dv-del').disabled = dv <= 1;
+    $('scale-help').textContent = 'Default: 1/\u221Ad_k = ' + fmt(1 / Math.sqrt(dk)) + '.';
+    renderStepInputs();
+  }
+
+  function zeros(n) { var a = []; for (var i = 0; i < n; i++) a.push(0); return a; }
+
+  function structural(fn, what) {
+    return function () { fn(); renderInputs(); changed(what); };
+  }
+
+  function bindStructureButtons() {
+    $('q-add').addEventListener('click', structural(function () {
+      state.q.push(zeros(state.q[0].length));
+    }, 'query row added'));
+    $('q-del').addEventListener('click', structural(function () {
+      if (state.q.length > 1) state.q.pop();
+    }, 'query row removed'));
+    $('kv-add').addEventListener('click', structural(function () {
+      state.k.push(zeros(state.k[0].length));
+      state.v.push(zeros(state.v[0].length));
+    }, 'token added'));
+    $('kv-del').addEventListener('click', structural(function () {
+      if (state.k.length > 1) { state.k.pop(); state.v.pop(); }
+    }, 'token removed'));
+    $('dk-add').addEventListener('click', structural(function () {
+      state.q.forEach(function (r) { r.push(0); });
+      state.k.forEach(function (r) { r.push(0); });
+      state.bq.push(0); state.bk.push(0);
+    }, 'd_k widened'));
+    $('dk-del').addEventListener('click', structural(function () {
+      if (state.q[0].length <= 1) return;
+      state.q.forEach(function (r) { r.pop(); });
+      state.k.forEach(function (r) { r.pop(); });
+      state.bq.pop(); state.bk.pop();
+    }, 'd_k narrowed'));
+    $('dv-add').addEventListener('click', structural(function () {
+      state.v.forEach(function (r) { r.push(0); });
+      state.bv.push(0);
+    }, 'd_v widened'));
+    $('dv-del').addEventListener('click', structural(function () {
+      if (state.v[0].length <= 1) return;
+      state.v.forEach(function (r) { r.pop(); });
+      state.bv.pop();
+    }, 'd_v narrowed'));
+  }
+
+  /* ---- options -> request bodies -------------------------------------- */
+  function softmaxChoice() {
+    var el = document.querySelector('input[name="softmax"]:checked');
+    return el ? el.value : 'standard';
+  }
+
+  function numberOf(id) { return parseCell($(id).value); }
+
+  function badCells() {
+    var all = [state.q, state.k, state.v, [state.bq], [state.bk], [state.bv]];
+    return all.some(function (m) {
+      return m.some(function (row) { return row.some(function (x) { return isNaN(x); }); });
+    });
+  }
+
+  /* The options shared by /v1/attention and POST /v1/sessions. */
+  function commonOptions(body) {
+    var sm = softmaxChoice();
+    body.softmax = sm;
+    if (sm === 'sink') body.sink_logit = numberOf('sink-logit');
+    if ($('use-scale').checked) body.scale = numberOf('scale');
+    if ($('use-rope').checked) {
+      body.rope = { base: numberOf('rope-base'), pairs: $('rope-pairs').value };
+    }
+    var bias = {};
+    if ($('use-bq').checked) bias.q = state.bq;
+    if ($('use-bk').checked) bias.k = state.bk;
+    if ($('use-bv').checked) bias.v = state.bv;
+    if (bias.q || bias.k || bias.v) body.bias = bias;
+    return body;
+  }
+
+  function attentionBody() {
+    var body = commonOptions({ q: state.q, k: state.k, v: state.v });
+    var c = $('causal').value;
+    if (c !== 'none') body.causal = c;
+    return body;
+  }
+
+  /* /v1/verify examines what the bias vectors do, so it gets them whether
+   * or not they are switched on for the heat maps. */
+  function verifyBody() {
+    var sm = softmaxChoice();
+    return {
+      q: state.q, k: state.k, v: state.v,
+      bias: { q: state.bq, k: state.bk, v: state.bv },
+      softmax: sm === 'sink' ? 'standard' : sm
+    };
+  }
+
+  /* ---- heat maps ----------------------------------------------------- */
+  function mix(a, b, t) {
+    return [0, 1, 2].map(function (i) { return Math.round(a[i] + (b[i] - a[i]) * t); });
+  }
+
+  function luminance(rgb) {
+    var c = rgb.map(function (v) {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  }
+
+  var WHITE = [255, 255, 255], BLUE = [29, 78, 216], ORANGE = [194, 65, 12];
+
+  /* kind 'weights': 0..1 white->blue; otherwise diverging around 0. */
+  function cellColour(x, kind, maxAbs) {
+    var rgb;
+    if (kind === 'weights') rgb = mix(WHITE, BLUE, Math.max(0, Math.min(1, x)));
+    else {
+      var t = maxAbs > 0 ? Math.min(1, Math.abs(x) / maxAbs) : 0;
+      rgb = mix(WHITE, x < 0 ? ORANGE : BLUE, t);
+    }
+    return { bg: 'rgb(' + rgb.join(',') + ')', fg: luminance(rgb) > 0.18 ? '#111' : '#fff' };
+  }
+
+  /* m [rows][cols] (numbers or null) -> a labelled table with the numbers
+   * in the cells; data-value keeps attnd's number exactly. */
+  function renderHeat(holder, m, rowLabels, colLabels, kind, caption) {
+    var maxAbs = 0;
+    m.forEach(function (row) {
+      row.forEach(function (x) { if (typeof x === 'number') maxAbs = Math.max(maxAbs, Math.abs(x)); });
+    });
+    var table = document.createElement('table');
+    table.className = 'heatmap';
+    table.dataset.kind = kind;
+    if (caption) {
+      var cap = document.createElement('caption');
+      cap.className = 'visually-hidden';
+      cap.textContent = caption;
+      table.appendChild(cap);
+    }
+    var thead = document.createElement('thead');
+    var hr = document.createElement('tr');
+    var corner = document.createElement('td');
+    hr.appendChild(corner);
+    colLabels.forEach(function (l) {
+      var th = document.createElement('th');
+      th.scope = 'col';
+      th.textContent = l;
+      hr.appendChild(th);
+    });
+    thead.appendChild(hr);
+    table.appendChild(thead);
+    var tbody = document.createElement('tbody');
+    m.forEach(function (row, i) {
+      var tr = document.createElement('tr');
+      var th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = rowLabels[i];
+      tr.appendChild(th);
+      row.forEach(function (x, j) {
+        var td = document.createElement('td');
+        td.dataset.row = String(i);
+        td.dataset.col = String(j);
+        if (typeof x === 'number') {
+          var c = cellColour(x, kind, maxAbs);
+          td.style.background = c.bg;
+          td.style.color = c.fg;
+          td.dataset.value = String(x);
+          td.textContent = fmt(x);
+          td.title = rowLabels[i] + ', ' + colLabels[j] + ': ' + String(x);
+        } else {
+          td.className = 'masked';
+          td.dataset.value = 'null';
+          td.textContent = 'masked';
+          td.title = rowLabels[i] + ', ' + colLabels[j] + ': masked (score \u2212\u221E)';
+        }
+        tr.appendChild(td);
+      });
+      tbody.appendChild(tr);
+    });
+    table.appendChild(tbody);
+    holder.textContent = '';
+    holder.appendChild(table);
+  }
+
+  function labels(prefix, n) {
+    var a = [];
+    for (var i = 0; i < n; i++) a.push(prefix + (i + 1));
+    return a;
+  }
+
+  function renderAttention(res) {
+    var n = res.weights.length, L = res.weights[0].length, dv = res.output[0].length;
+    var rows = labels('q', n);
+    renderHeat($('map-scores'), res.scores, rows, labels('k', L), 'scores',
+      'Scores: rows are queries, columns are keys');
+    renderHeat($('map-weights'), res.weights, rows, labels('k', L), 'weights',
+      'Weights: rows are queries, columns are keys');
+    renderHeat($('map-output'), res.output, rows, labels('dim ', dv), 'output',
+      'Output: rows are queries, columns are value dimensions');
+    var m = res.meta || {};
+    $('meta').textContent = 'scale = ' + fmt(m.scale) + ', softmax = ' + m.softmax +
+      ', n = ' + m.n + ', L = ' + m.L + ', d_k = ' + m.d_k + ', d_v = ' + m.d_v +
+      (m.empty_rows && m.empty_rows.length ? ', rows with no allowed key: ' + JSON.stringify(m.empty_rows) : '') +
+      ' · computed in ' + m.elapsed_us + ' µs.';
+  }
+
+  /* ---- what changed since the last answer ----------------------------- */
+  function sameShape(a, b) {
+    return a && b && a.length === b.length &&
+      a.every(function (r, i) { return r.length === b[i].length; });
+  }
+
+  function maxAbsDiff(a, b) {
+    var d = 0;
+    a.forEach(function (r, i) {
+      r.forEach(function (x, j) {
+        var y = b[i][j];
+        if (typeof x === 'number' && typeof y === 'number') d = Math.max(d, Math.abs(x - y));
+        else if (x !== y) d = Infinity;
+      });
+    });
+    return d;
+  }
+
+  /* Per query row: did every score move by the same amount? */
+  function scoreShift(a, b) {
+    return a.map(function (r, i) {
+      var deltas = [];
+      r.forEach(function (x, j) {
+        if (typeof x === 'number' && typeof b[i][j] === 'number') deltas.push(x - b[i][j]);
+      });
+      if (!deltas.length) return null;
+      var lo = Math.min.apply(null, deltas), hi = Math.max.apply(null, deltas);
+      return { common: hi - lo <= 1e-9 * Math.max(1, Math.abs(hi)), lo: lo, hi: hi };
+    });
+  }
+
+  function renderChanges(res) {
+    var box = $('changes');
+    box.textContent = '';
+    if (!prev || !sameShape(res.scores, prev.scores) || !sameShape(res.output, prev.output)) {
+      prev = { scores: res.scores, weights: res.weights, output: res.output };
+      return;
+    }
+    var h = document.createElement('h3');
+    h.textContent = 'What changed (' + lastChange + ')';
+    box.appendChild(h);
+    var ul = document.createElement('ul');
+    var shifts = scoreShift(res.scores, prev.scores);
+    shifts.forEach(function (s, i) {
+      if (!s) return;
+      var li = document.createElement('li');
+      if (s.common && s.hi === 0) li.textContent = 'Row q' + (i + 1) + ': scores unchanged.';
+      else if (s.common) {
+        li.textContent = 'Row q' + (i + 1) + ': every score moved by the same ' +
+          fmt(s.hi) + ' (a common shift of the row).';
+      } else {
+        li.textContent = 'Row q' + (i + 1) + ': scores moved by different amounts per key (from ' +
+          fmt(s.lo) + ' to ' + fmt(s.hi) + '), so relative scores changed.';
+      }
+      ul.appendChild(li);
+    });
+    var dw = maxAbsDiff(res.weights, prev.weights);
+    var dout = maxAbsDiff(res.output, prev.output);
+    var lw = document.createElement('li');
+    lw.id = 'weights-change';
+    lw.dataset.maxAbsDiff = String(dw);
+    lw.textContent = dw <= 1e-12
+      ? 'Weights unchanged (largest |\u0394p| = ' + fmtDiff(dw) + ').'
+      : 'Weights changed (largest |\u0394p| = ' + fmt(dw) + ').';
+    ul.appendChild(lw);
+    var lo = document.createElement('li');
+    lo.textContent = dout <= 1e-12
+      ? 'Output unchanged (largest |\u0394| = ' + fmtDiff(dout) + ').'
+      : 'Output changed (largest |\u0394| = ' + fmt(dout) + ').';
+    ul.appendChild(lo);
+    box.appendChild(ul);
+    prev = { scores: res.scores, weights: res.weights, output: res.output };
+  }
+
+  /* ---- claims (/v1/verify) -------------------------------------------- */
+  /* Topics of the checks, matched on id and claim text, and when each is
+   * the one the learner is looking at. */
+  var TOPICS = [
+    { re: /base/i, when: function (o) { return !o.bq && !o.bk; } },
+    { re: /k.?bias.*(shift|common)|common.?shift/i, when: function (o) { return o.bk && o.sm === 'standard' && !o.rope; } },
+    { re: /k.?bias.*(weight|unchanged|invarian)/i, when: function (o) { return o.bk && o.sm === 'standard' && !o.rope; } },
+    { re: /q.?bias/i, when: function (o) { return o.bq; } },
+    { re: /four|decompos|both/i, when: function (o) { return o.bq && o.bk; } },
+    { re: /softmax1.*(ratio)|ratio/i, when: function (o) { return o.sm !== 'standard'; } },
+    { re: /softmax1.*(shift|not)/i, when: function (o) { return o.sm !== 'standard' && o.bk; } },
+    { re: /zero.?key|prepend/i, when: function (o) { return o.sm !== 'standard' && !o.bk; } },
+    { re: /v.?bias/i, when: function (o) { return o.bv; } },
+    { re: /rope/i, when: function (o) { return o.rope && o.bk; } }
+  ];
+
+  function optionsNow() {
+    return {
+      bq: $('use-bq').checked, bk: $('use-bk').checked, bv: $('use-bv').checked,
+      sm: softmaxChoice(), rope: $('use-rope').checked
+    };
+  }
+
+  function leadText(o) {
+    var s = [];
+    if (o.rope && o.bk) {
+      s.push('RoPE rotates every key by its own position after the bias, so the K bias is no longer common to all keys: the weights can change.');
+    } else if (o.bk && o.sm === 'standard') {
+      s.push('A K bias common to all keys adds the same c = scale\u00B7q\u00B7b_K to every score of a row; standard softmax cancels a common shift, so the weights and the output stay the same.');
+    } else if (o.bk) {
+      s.push('Under ' + o.sm + ' the extra term in the denominator (1, or e^sink) does not move with the scores: a common shift keeps the ratios p\u2081/p\u2082 = e^(s\u2081\u2212s\u2082) but changes the weights.');
+    }
+    if (o.bq) {
+      s.push('A Q bias adds scale\u00B7b_Q\u00B7k_j, which differs per key: relative scores change by scale\u00B7b_Q\u00B7(k\u2081\u2212k\u2082), so the weights can change.');
+    }
+    if (o.bv) {
+      s.push('A V bias shifts the output by b_V (standard) or by (\u03A3p)\u00B7b_V (softmax1, sink).');
+    }
+    if (!o.bq && !o.bk && o.sm !== 'standard') {
+      s.push(o.sm + ' is standard attention with an extra zero-score option: the weights of a row add up to less than 1.');
+    }
+    if (!s.length) s.push('No bias: these are the base scores s = scale\u00B7q\u00B7k and their softmax. Switch on the K bias, then the Q bias.');
+    return s.join(' ');
+  }
+
+  function checkList(v) {
+    if (Array.isArray(v)) return v;
+    if (v && Array.isArray(v.checks)) return v.checks;
+    return [];
+  }
+
+  function renderData(data) {
+    var dl = document.createElement('dl');
+    dl.className = 'check-data';
+    Object.keys(data || {}).forEach(function (key) {
+      var dt = document.createElement('dt');
+      dt.textContent = key;
+      var dd = document.createElement('dd');
+      dd.textContent = JSON.stringify(data[key], function (k, x) {
+        return typeof x === 'number' ? Number(fmt(x)) : x;
+      });
+      dl.appendChild(dt);
+      dl.appendChild(dd);
+    });
+    return dl;
+  }
+
+  function renderCheck(c) {
+    var div = document.createElement('div');
+    div.className = 'check ' + (c.passed ? 'pass' : 'fail');
+    div.dataset.id = c.id;
+    var h = document.createElement('h3');
+    h.textContent = (c.passed ? '\u2714 holds: ' : '\u2718 does not hold: ') + c.claim;
+    div.appendChild(h);
+    var p = document.createElement('p');
+    p.className = 'check-nums';
+    p.textContent = 'check ' + c.id + ' · passed: ' + c.passed + ' · max_abs_diff = ' +
+      fmtDiff(c.max_abs_diff) + ' (tolerance ' + fmtDiff(c.tolerance) + ')';
+    div.appendChild(p);
+    if (c.data && typeof c.data === 'object') {
+      var d = document.createElement('details');
+      var s = document.createElement('summary');
+      s.textContent = 'The numbers';
+      d.appendChild(s);
+      d.appendChild(renderData(c.data));
+      div.appendChild(d);
+    }
+    return div;
+  }
+
+  function renderClaims(v) {
+    var o = optionsNow();
+    $('claim-lead').textContent = leadText(o);
+    var checks = checkList(v);
+    var chosen = checks.filter(function (c) {
+      var text = (c.id || '') + ' ' + (c.claim || '');
+      return TOPICS.some(function (t) { return t.when(o) && t.re.test(text); });
+    });
+    var box = $('claim-checks');
+    box.textContent = '';
+    chosen.forEach(function (c) { box.appendChild(renderCheck(c)); });
+    var all = $('all-checks');
+    all.textContent = '';
+    checks.forEach(function (c) { all.appendChild(renderCheck(c)); });
+  }
+
+  /* ---- one update round ----------------------------------------------- */
+  function setBusy(on) {
+    document.body.dataset.busy = on ? '1' : '0';
+    $('results').setAttribute('aria-busy', on ? 'true' : 'false');
+  }
+
+  function update() {
+    timer = 0;
+    if (badCells()) {
+      showError(new ApiError(0, 'invalid_number',
+        'A cell does not hold a number; fix the cell marked in red.', null));
+      $('status').textContent = 'Waiting for a valid number.';
+      return;
+    }
+    var my = ++seq;
+    setBusy(true);
+    var att = api('POST', '/v1/attention', attentionBody());
+    var ver = api('POST', '/v1/verify', verifyBody()).then(null, function (e) { return { failed: e }; });
+    Promise.all([att, ver]).then(function (both) {
+      if (my !== seq) return;
+      var res = both[0], v = both[1];
+      showError(null);
+      renderAttention(res);
+      renderChanges(res);
+      if (v && v.failed) {
+        $('claim-lead').textContent = leadText(optionsNow());
+        $('claim-checks').textContent = 'The checks could not run: ' +
+          (v.failed.code || '') + ' ' + (v.failed.message || '');
+      } else {
+        renderClaims(v);
+      }
+      $('status').textContent = 'Updated (' + lastChange + '). Weights: ' +
+        res.weights.map(function (r, i) {
+          return 'q' + (i + 1) + ': ' + r.map(fmt).join(', ');
+        }).join('; ') + '.';
+      document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+    }, function (e) {
+      if (my !== seq) return;
+      showError(e);
+      $('status').textContent = 'attnd refused the inputs: ' + (e.message || e.code) + '.';
+      document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+    }).then(function () { if (my === seq) setBusy(false); });
+  }
+
+  function changed(what) {
+    if (typeof what === 'string') lastChange = what;
+    if (timer) clearTimeout(timer);
+    setBusy(true);
+    timer = setTimeout(update, 150);
+  }
+
+  /* ---- decode mode ----------------------------------------------------- */
+  var step = { q: [0], k: [0], v: [0] };
+
+  function renderStepInputs() {
+    var dk = session ? session.d_k : state.q[0].length;
+    var dv = session ? session.d_v : state.v[0].length;
+    var t = session ? session.length : 0;
+    var L = state.k.length;
+    function fit(row, d) { var r = row.slice(0, d); while (r.length < d) r.push(0); return r; }
+    step.q = fit(state.q[0], dk);
+    step.k = fit(state.k[t % L], dk);
+    step.v = fit(state.v[t % L], dv);
+    renderGrid($('grid-step-q'), step.q, 'Next token query', '', function () {});
+    renderGrid($('grid-step-k'), step.k, 'Next token key', '', function () {});
+    renderGrid($('grid-step-v'), step.v, 'Next token value', '', function () {});
+  }
+
+  function sessionInfo(text) { $('sess-info').textContent = text; }
+
+  function renderKv(kv) {
+    var k = kv.k, v = kv.v;
+    /* one head: [L][d]; several: [h][L][d] (show head 1) */
+    if (k.length && Array.isArray(k[0]) && Array.isArray(k[0][0])) { k = k[0]; v = v[0]; }
+    var rows = k.map(function (kr, i) { return kr.concat(v[i]); });
+    var cols = labels('k', k.length ? k[0].length : 0).map(function (l, i) { return 'k[' + i + ']'; })
+      .concat((v.length ? v[0] : []).map(function (x, i) { return 'v[' + i + ']'; }));
+    renderHeat($('kv-table'), rows, labels('pos ', rows.length).map(function (l, i) { return 'pos ' + i; }),
+      cols, 'cache', 'Cached keys and values by position');
+    $('kv-table').dataset.length = String(rows.length);
+  }
+
+  function startSession() {
+    var body = commonOptions({ d_k: state.q[0].length, d_v: state.v[0].length });
+    setBusy(true);
+    api('POST', '/v1/sessions', body).then(function (s) {
+      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0 };
+      $('sess-start').disabled = true;
+      $('sess-end').disabled = false;
+      $('step-box').disabled = false;
+      $('kv-table').textContent = '';
+      $('map-step-weights').textContent = '';
+      sessionInfo('Session ' + s.id + ' started: empty cache, d_k = ' + body.d_k +
+        ', d_v = ' + body.d_v + ', softmax = ' + body.softmax + '.');
+      renderStepInputs();
+      showError(null);
+    }, showError).then(function () { setBusy(false); });
+  }
+
+  function appendStep() {
+    if (!session) return;
+    var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
+    if (bad) { showError(new ApiError(0, 'invalid_number', 'A cell of the next token is not a number.', null)); return; }
+    var id = encodeURIComponent(session.id);
+    setBusy(true);
+    api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
+      .then(function (res) {
+        var L = res.weights[0].length;
+        renderHeat($('map-step-weights'), res.weights, ['new q'], labels('pos ', L).map(function (l, i) { return 'pos ' + i; }),
+          'weights', 'Weights of the newest query over cached positions');
+        return api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
+          renderKv(kv);
+          session.length = Number($('kv-table').dataset.length);
+          sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
+            (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them.');
+          $('status').textContent = 'Decode step done: cache length ' + session.length +
+            '; weights of the new query: ' + res.weights[0].map(fmt).join(', ') + '.';
+          renderStepInputs();
+          showError(null);
+          document.body.dataset.steps = String(session.length);
+        });
+      }).then(null, showError).then(function () { setBusy(false); });
+  }
+
+  function endSession() {
+    if (!session) return;
+    var id = session.id;
+    session = null;
+    $('sess-start').disabled = false;
+    $('sess-end').disabled = true;
+    $('step-box').disabled = true;
+    api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
+      sessionInfo('Session ' + id + ' deleted.');
+    }, showError);
+    renderStepInputs();
+  }
+
+  /* ---- wiring ---------------------------------------------------------- */
+  function describe(el) {
+    var lab = document.querySelector('label[for="' + el.id + '"]');
+    var name = lab ? lab.textContent.trim() : el.id;
+    if (el.type === 'checkbox') return name + (el.checked ? ' on' : ' off');
+    if (el.type === 'radio') return 'softmax: ' + el.value;
+    return name + ' = ' + el.value;
+  }
+
+  function bindOptions() {
+    ['use-bq', 'use-bk', 'use-bv', 'sm-standard', 'sm-softmax1', 'sm-sink', 'causal',
+      'use-scale', 'use-rope', 'rope-pairs'].forEach(function (id) {
+      $(id).addEventListener('change', function () { changed(describe($(id))); });
+    });
+    ['sink-logit', 'scale', 'rope-base'].forEach(function (id) {
+      $(id).addEventListener('input', function () {
+        if (id === 'sink-logit' && softmaxChoice() !== 'sink') return;
+        if (id === 'scale' && !$('use-scale').checked) return;
+        if (id === 'rope-base' && !$('use-rope').checked) return;
+        changed(describe($(id)));
+      });
+    });
+    $('api-base').addEventListener('change', function () { fixLinks(); changed('API base URL changed'); });
+    $('reset').addEventListener('click', function () { reset(); changed('back to the worked example'); });
+    $('sess-start').addEventListener('click', startSession);
+    $('sess-end').addEventListener('click', endSession);
+    $('step').addEventListener('click', appendStep);
+    $('controls').addEventListener('submit', function (e) { e.preventDefault(); });
+  }
+
+  /* Footer links follow the API base URL. */
+  function fixLinks() {
+    Array.prototype.forEach.call(document.querySelectorAll('footer a'), function (a) {
+      if (!a.dataset.path) a.dataset.path = a.getAttribute('href');
+      a.href = apiBase() + a.dataset.path;
+    });
+  }
+
+  function reset() {
+    state = clone(EXAMPLE);
+    prev = null;
+    $('use-bq').checked = false;
+    $('use-bk').checked = false;
+    $('use-bv').checked = false;
+    $('sm-standard').checked = true;
+    $('causal').value = 'none';
+    $('use-scale').checked = false;
+    $('use-rope').checked = false;
+    renderInputs();
+  }
+
+  function init() {
+    /* ?api=http://host:port lets a page served elsewhere pick its attnd. */
+    var m = /[?&]api=([^&]+)/.exec(location.search);
+    if (m) $('api-base').value = decodeURIComponent(m[1]);
+    fixLinks();
+    bindStructureButtons();
+    bindOptions();
+    reset();
+    document.body.dataset.updates = '0';
+    update();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+})();
