@@ -142,12 +142,30 @@ double attn_default_scale(size_t d_k);
 double attn_alibi_slope(size_t i, size_t h);
 
 /*
+ * BLAS threading (DESIGN.md: one owner, no oversubscription). The server
+ * calls attn_blas_init(1) once before starting workers, so every worker runs
+ * single-threaded BLAS; nothing else in core/ changes the thread count.
+ * attn_blas_config() is openblas_get_config() (static text, for /v1/info).
+ */
+void attn_blas_init(int threads);
+const char *attn_blas_config(void);
+
+/*
  * Validate a request before anything is allocated: non-zero dimensions,
  * h % h_kv == 0, head counts of biases/masks, d_k even with RoPE, positive
  * finite scale/base, finite sink, outputs non-empty, and every element count
  * (inputs and outputs) free of overflow. Does not read array contents.
  */
 enum core_status attn_check(const struct attn_request *r);
+
+/*
+ * The part of validation that needs the inputs: q, k, v present, each bias
+ * head count 1 (shared) or h (q) / h_kv (k, v). CORE_ESHAPE otherwise.
+ * attn_forward calls both checks; attn_forward_kv checks q and bias_q only
+ * (k, v come from the view).
+ */
+enum core_status attn_check_inputs(const struct attn_request *r,
+                                   const struct attn_inputs *in);
 
 /*
  * Prepare m rows of keys and values for storage.
@@ -158,6 +176,15 @@ enum core_status attn_check(const struct attn_request *r);
 void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
                      const struct attn_inputs *in, size_t m, int64_t pos0,
                      void *const *k_out, void *const *v_out);
+
+/*
+ * Errors of attn_forward_kv / attn_forward: those of the checks above;
+ * CORE_ENOMEM when scratch cannot be allocated; CORE_EEMPTYROW with
+ * ATTN_EMPTY_ERROR (a row with no allowed key; with every softmax variant);
+ * CORE_ENONFINITE when a score that is not masked, or an output, is not
+ * finite (e.g. float32 q·k overflowing). On error the result buffers hold
+ * partial data and must not be used.
+ */
 
 /*
  * Attention of raw q against prepared keys/values.

@@ -1,0 +1,438 @@
+/*
+ * core/attn.c — scaled dot-product attention: validation, scratch memory,
+ * BLAS set-up and the dtype dispatch around the one implementation in
+ * core/attn_impl.h (included below for float and for double).
+ *
+ * attn_forward is literally attn_prepare_kv into scratch followed by
+ * attn_forward_kv, so a session whose cache holds rows prepared by
+ * attn_prepare_kv gets bit-identical results to the stateless pass. (When
+ * preparing would be a plain copy, i.e. no bias and no RoPE, the input rows
+ * are used in place: the same bits without the copy.)
+ */
+#include "attn.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__x86_64__) && defined(__GLIBC__)
+#include <immintrin.h>
+#define ATTN_HAVE_MVEC 1
+/* glibc's libmvec (linked through libm.so's AS_NEEDED clause): 8-lane expf
+ * and 4-lane exp for AVX2, within 4 ulp. Used for the softmax exponentials,
+ * which a scalar libm call per element would make slower than the gemms. */
+__m256 _ZGVdN8v_expf(__m256 x);
+__m256d _ZGVdN4v_exp(__m256d x);
+#endif
+
+#define ATTN_CAT2(a, b) a##_##b
+#define ATTN_CAT(a, b) ATTN_CAT2(a, b)
+
+/* Partial sums / lanes in the hand-vectorised loops. */
+#define ATTN_CHUNK 16
+/* Tiles of at most this many query rows use plain loops instead of gemm
+ * (decode is memory-bound; see tests/bench/bench_core.c). */
+#define ATTN_LOOP_ROWS 4
+/* Target bytes of one tile's score rows, and the tile height bounds. */
+#define ATTN_TILE_BYTES ((size_t)1 << 20)
+#define ATTN_TILE_MIN 32
+#define ATTN_TILE_MAX 256
+
+enum { WS_KV, WS_PTR, WS_BLK, WS_N };
+
+struct attn_ws {
+    void *buf[WS_N];                /* 64-byte aligned regions */
+    size_t cap[WS_N];               /* bytes of each region */
+};
+
+struct attn_ws *attn_ws_new(void)
+{
+    return calloc(1, sizeof(struct attn_ws));
+}
+
+static void ws_release(struct attn_ws *ws)
+{
+    for (int i = 0; i < WS_N; i++) {
+        free(ws->buf[i]);
+        ws->buf[i] = NULL;
+        ws->cap[i] = 0;
+    }
+}
+
+void attn_ws_free(struct attn_ws *ws)
+{
+    if (!ws)
+        return;
+    ws_release(ws);
+    free(ws);
+}
+
+size_t attn_ws_bytes(const struct attn_ws *ws)
+{
+    size_t t = 0;
+    for (int i = 0; ws && i < WS_N; i++)
+        t += ws->cap[i];
+    return t;
+}
+
+/* Region i of ws with at least `need` bytes, or NULL (out of memory). */
+static void *ws_reserve(struct attn_ws *ws, int i, size_t need)
+{
+    if (ws->cap[i] >= need && ws->buf[i])
+        return ws->buf[i];
+    size_t sz;
+    if (!core_add(need, 63, &sz))
+        return NULL;
+    sz &= ~(size_t)63;
+    if (sz == 0)
+        sz = 64;
+    free(ws->buf[i]);
+    ws->buf[i] = aligned_alloc(64, sz);
+    ws->cap[i] = ws->buf[i] ? sz : 0;
+    return ws->buf[i];
+}
+
+double attn_default_scale(size_t d_k)
+{
+    return 1.0 / sqrt((double)d_k);
+}
+
+double attn_alibi_slope(size_t i, size_t h)
+{
+    return exp2(-8.0 * (double)(i + 1) / (double)h);
+}
+
+void attn_blas_init(int threads)
+{
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+const char *attn_blas_config(void)
+{
+    const char *c = openblas_get_config();
+    return c ? c : "unknown";
+}
+
+/* Position of query row i (DESIGN.md "Positions"). */
+static int64_t attn_query_pos(const struct attn_request *r, size_t i)
+{
+    if (r->causal == ATTN_CAUSAL_TOP_LEFT)
+        return (int64_t)i;
+    return (int64_t)r->shape.L - (int64_t)r->shape.n + (int64_t)i;
+}
+
+/* ALiBi slope of query head hh of h. */
+static double attn_head_slope(const struct attn_params *p, size_t hh, size_t h)
+{
+    return p->alibi_slopes ? p->alibi_slopes[hh] : attn_alibi_slope(hh, h);
+}
+
+/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y in double. */
+static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
+{
+    size_t j = 0;
+    double sum = 0;
+#ifdef ATTN_HAVE_MVEC
+    __m256 vs = _mm256_set1_ps(sh);
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
+        _mm256_storeu_ps(y + j, e);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    sum = (t[0] + t[1]) + (t[2] + t[3]);
+#endif
+    for (; j < n; j++) {
+        y[j] = expf(x[j] - sh);
+        sum += y[j];
+    }
+    return sum;
+}
+
+/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y. */
+static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
+{
+    size_t j = 0;
+    double sum = 0;
+#ifdef ATTN_HAVE_MVEC
+    __m256d vs = _mm256_set1_pd(sh);
+    __m256d a0 = _mm256_setzero_pd();
+    for (; j + 4 <= n; j += 4) {
+        __m256d e = _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(x + j), vs));
+        _mm256_storeu_pd(y + j, e);
+        a0 = _mm256_add_pd(a0, e);
+    }
+    double t[4];
+    _mm256_storeu_pd(t, a0);
+    sum = (t[0] + t[1]) + (t[2] + t[3]);
+#endif
+    for (; j < n; j++) {
+        y[j] = exp(x[j] - sh);
+        sum += y[j];
+    }
+    return sum;
+}
+
+#define T float
+#define SFX f32
+#define ATTN_GEMM cblas_sgemm
+#include "attn_impl.h"
+#undef T
+#undef SFX
+#undef ATTN_GEMM
+
+#define T double
+#define SFX f64
+#define ATTN_GEMM cblas_dgemm
+#include "attn_impl.h"
+#undef T
+#undef SFX
+#undef ATTN_GEMM
+
+/* ---- validation ------------------------------------------------------- */
+
+static bool finite_pos(double x)
+{
+    return isfinite(x) && x > 0;
+}
+
+/* Every BLAS dimension and leading dimension must fit an int. */
+static bool fits_int(size_t x)
+{
+    return x <= (size_t)INT_MAX;
+}
+
+/* a·b·c elements of esz bytes, without overflow. */
+static bool bytes_ok(size_t a, size_t b, size_t c, size_t esz)
+{
+    size_t t;
+    return core_mul3(a, b, c, &t) && core_mul(t, esz, &t);
+}
+
+static enum core_status check_params(const struct attn_request *r)
+{
+    const struct attn_params *p = &r->params;
+    if (p->dtype != ATTN_F32 && p->dtype != ATTN_F64)
+        return CORE_EINVAL;
+    if (!finite_pos(p->scale))
+        return CORE_EINVAL;
+    if (p->softmax != ATTN_SOFTMAX_STANDARD && p->softmax != ATTN_SOFTMAX_ONE &&
+        p->softmax != ATTN_SOFTMAX_SINK)
+        return CORE_EINVAL;
+    if (p->softmax == ATTN_SOFTMAX_SINK && !isfinite(p->sink_logit))
+        return CORE_EINVAL;
+    if (p->rope && (!finite_pos(p->rope_base) ||
+                    (p->rope_pairs != ATTN_ROPE_INTERLEAVED &&
+                     p->rope_pairs != ATTN_ROPE_HALF)))
+        return CORE_EINVAL;
+    if (p->alibi && p->alibi_slopes)
+        for (size_t i = 0; i < r->shape.h; i++)
+            if (!isfinite(p->alibi_slopes[i]))
+                return CORE_EINVAL;
+    if (r->causal != ATTN_CAUSAL_NONE && r->causal != ATTN_CAUSAL_BOTTOM_RIGHT &&
+        r->causal != ATTN_CAUSAL_TOP_LEFT)
+        return CORE_EINVAL;
+    if (r->empty_rows != ATTN_EMPTY_ZERO && r->empty_rows != ATTN_EMPTY_ERROR)
+        return CORE_EINVAL;
+    if (r->outputs == 0 || (r->outputs & ~(unsigned)ATTN_OUT_ALL))
+        return CORE_EINVAL;
+    return CORE_OK;
+}
+
+enum core_status attn_check(const struct attn_request *r)
+{
+    if (!r)
+        return CORE_EINVAL;
+    const struct attn_shape *s = &r->shape;
+    if (!s->h || !s->h_kv || !s->n || !s->L || !s->d_k || !s->d_v)
+        return CORE_ESHAPE;
+    if (s->h % s->h_kv)
+        return CORE_ESHAPE;
+    if (r->params.rope && s->d_k % 2)
+        return CORE_ESHAPE;
+    if (r->attn_bias && r->attn_bias_heads != 1 && r->attn_bias_heads != s->h)
+        return CORE_ESHAPE;
+    if (r->mask && r->mask_heads != 1 && r->mask_heads != s->h)
+        return CORE_ESHAPE;
+    /* Sizes: BLAS takes int dimensions; positions are int64_t. */
+    if (!fits_int(s->L) || !fits_int(s->d_k) || !fits_int(s->d_v) ||
+        !fits_int(s->n) || s->h > (size_t)INT_MAX)
+        return CORE_ELIMIT;
+    size_t esz = attn_dtype_size(r->params.dtype), hn;
+    if (!core_mul(s->h, s->n, &hn) || !bytes_ok(hn, s->d_k, 1, esz) ||
+        !bytes_ok(hn, s->d_v, 1, esz) || !bytes_ok(hn, s->L, 1, esz) ||
+        !bytes_ok(s->h_kv, s->L, s->d_k, esz) ||
+        !bytes_ok(s->h_kv, s->L, s->d_v, esz) ||
+        !bytes_ok(hn, s->L, 1, 1) ||
+        !bytes_ok(ATTN_TILE_MAX, s->L + s->d_k, 1, esz))
+        return CORE_ELIMIT;
+    return check_params(r);
+}
+
+enum core_status attn_check_inputs(const struct attn_request *r,
+                                   const struct attn_inputs *in)
+{
+    if (!r || !in || !in->q || !in->k || !in->v)
+        return CORE_EINVAL;
+    if (in->bias_q && in->bias_q_heads != 1 && in->bias_q_heads != r->shape.h)
+        return CORE_ESHAPE;
+    if (in->bias_k && in->bias_k_heads != 1 && in->bias_k_heads != r->shape.h_kv)
+        return CORE_ESHAPE;
+    if (in->bias_v && in->bias_v_heads != 1 && in->bias_v_heads != r->shape.h_kv)
+        return CORE_ESHAPE;
+    return CORE_OK;
+}
+
+/* ---- the passes ------------------------------------------------------- */
+
+void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
+                     const struct attn_inputs *in, size_t m, int64_t pos0,
+                     void *const *k_out, void *const *v_out)
+{
+    if (p->dtype == ATTN_F32) {
+        prepare_k_f32(s, p, in, m, pos0, k_out);
+        prepare_v_f32(s, in, m, v_out);
+    } else {
+        prepare_k_f64(s, p, in, m, pos0, k_out);
+        prepare_v_f64(s, in, m, v_out);
+    }
+}
+
+/* Query rows per tile: about ATTN_TILE_BYTES of score rows, within bounds. */
+static size_t tile_rows(size_t R, size_t L, size_t esz)
+{
+    size_t b = ATTN_TILE_BYTES / (L * esz);
+    if (b < ATTN_TILE_MIN)
+        b = ATTN_TILE_MIN;
+    if (b > ATTN_TILE_MAX)
+        b = ATTN_TILE_MAX;
+    return b < R ? b : R;
+}
+
+/* Requested result buffers must be present. */
+static bool result_ok(const struct attn_request *r, const struct attn_result *out)
+{
+    return out && (!(r->outputs & ATTN_OUT_SCORES) || out->scores) &&
+           (!(r->outputs & ATTN_OUT_WEIGHTS) || out->weights) &&
+           (!(r->outputs & ATTN_OUT_OUTPUT) || out->output);
+}
+
+/* forward_kv on a workspace that exists. */
+static enum core_status forward_kv_ws(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_result *out, struct attn_ws *ws)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype);
+    size_t R = s->h / s->h_kv * s->n;
+    size_t B = tile_rows(R, s->L, esz);
+    /* qb [B][d_k] rounded to 64 bytes, then pb [B][L] when weights are not
+     * kept but the output is needed. Bounded by attn_check (TILE_MAX·(L+d_k)). */
+    size_t qb_bytes = (B * s->d_k * esz + 63) & ~(size_t)63;
+    bool need_pb = !(r->outputs & ATTN_OUT_WEIGHTS) && (r->outputs & ATTN_OUT_OUTPUT);
+    size_t bytes = qb_bytes + (need_pb ? B * s->L * esz : 0);
+    char *blk = ws_reserve(ws, WS_BLK, bytes);
+    if (!blk)
+        return CORE_ENOMEM;
+    void *pb = need_pb ? blk + qb_bytes : NULL;
+    out->n_empty = 0;
+    if (r->params.dtype == ATTN_F32)
+        return forward_kv_f32(r, in, kv, out, B, (float *)(void *)blk, pb);
+    return forward_kv_f64(r, in, kv, out, B, (double *)(void *)blk, pb);
+}
+
+static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *kv)
+{
+    if (!kv || !kv->k || !kv->v)
+        return false;
+    for (size_t g = 0; g < r->shape.h_kv; g++)
+        if (!kv->k[g] || !kv->v[g])
+            return false;
+    return true;
+}
+
+enum core_status attn_forward_kv(const struct attn_request *r,
+                                 const struct attn_inputs *in,
+                                 const struct attn_kv_view *kv,
+                                 struct attn_result *out, struct attn_ws *ws)
+{
+    enum core_status st = attn_check(r);
+    if (st != CORE_OK)
+        return st;
+    if (!in || !in->q || (in->bias_q && in->bias_q_heads != 1 &&
+                          in->bias_q_heads != r->shape.h))
+        return in && in->q ? CORE_ESHAPE : CORE_EINVAL;
+    if (!kv_view_ok(r, kv) || !result_ok(r, out))
+        return CORE_EINVAL;
+    if (ws)
+        return forward_kv_ws(r, in, kv, out, ws);
+    struct attn_ws tmp = {0};
+    st = forward_kv_ws(r, in, kv, out, &tmp);
+    ws_release(&tmp);
+    return st;
+}
+
+/* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
+ * the input rows where preparing is a plain copy), then forward_kv. */
+static enum core_status forward_ws(const struct attn_request *r,
+                                   const struct attn_inputs *in,
+                                   struct attn_result *out, struct attn_ws *ws)
+{
+    const struct attn_shape *s = &r->shape;
+    const struct attn_params *p = &r->params;
+    size_t esz = attn_dtype_size(p->dtype);
+    bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
+    size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;  /* per head, checked */
+    size_t kvb = 0;
+    if ((prep_k && !core_mul(kb, s->h_kv, &kvb)) ||
+        (prep_v && !core_add(kvb, s->h_kv * vb, &kvb)))
+        return CORE_ELIMIT;
+    char *store = kvb ? ws_reserve(ws, WS_KV, kvb) : NULL;
+    void **ptr = ws_reserve(ws, WS_PTR, 2 * s->h_kv * sizeof(void *));
+    if ((kvb && !store) || !ptr)
+        return CORE_ENOMEM;
+    void **kp = ptr, **vp = ptr + s->h_kv;
+    for (size_t g = 0; g < s->h_kv; g++) {
+        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * kb;
+        vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
+                       : (char *)(uintptr_t)in->v + g * vb;
+    }
+    if (p->dtype == ATTN_F32) {
+        if (prep_k)
+            prepare_k_f32(s, p, in, s->L, 0, kp);
+        if (prep_v)
+            prepare_v_f32(s, in, s->L, vp);
+    } else {
+        if (prep_k)
+            prepare_k_f64(s, p, in, s->L, 0, kp);
+        if (prep_v)
+            prepare_v_f64(s, in, s->L, vp);
+    }
+    struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
+    return forward_kv_ws(r, in, &kv, out, ws);
+}
+
+enum core_status attn_forward(const struct attn_request *r,
+                              const struct attn_inputs *in,
+                              struct attn_result *out, struct attn_ws *ws)
+{
+    enum core_status st = attn_check(r);
+    if (st == CORE_OK)
+        st = attn_check_inputs(r, in);
+    if (st != CORE_OK)
+        return st;
+    if (!result_ok(r, out))
+        return CORE_EINVAL;
+    if (ws)
+        return forward_ws(r, in, out, ws);
+    struct attn_ws tmp = {0};
+    st = forward_ws(r, in, out, &tmp);
+    ws_release(&tmp);
+    return st;
+}

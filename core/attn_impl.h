@@ -1,0 +1,342 @@
+/*
+ * core/attn_impl.h — the forward pass, written once for one element type.
+ *
+ * core/attn.c includes this file twice: with T = float, SFX = f32 and with
+ * T = double, SFX = f64 (and the matching BLAS/exp names), so float32 and
+ * float64 share one implementation instead of two copies. Everything here is
+ * static; the public entry points in attn.c dispatch on the dtype.
+ *
+ * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
+ * ATTN_EXP (expf/exp), and attn.c's shared helpers (attn_query_pos,
+ * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, vexp_shift_SFX).
+ *
+ * The pass for one kv head g: its G = h/h_kv query heads are contiguous, so
+ * their G·n query rows form one contiguous block of rows in q, scores,
+ * weights and output. Those rows are processed in tiles of at most B rows:
+ *   prep_q   q rows + bias_q, RoPE at the query positions   -> qb [B][d_k]
+ *   qk       scale · qb · Kᵀ (gemm, or plain loops for very few rows)
+ *   finish   attn_bias, ALiBi, mask, causal  (masked = -inf)
+ *   softmax  row shift m / max(m,0) / max(m,sink), extra term in the sum
+ *   pv       P · V (gemm, or plain loops for very few rows)
+ */
+
+#define FN(name) ATTN_CAT(name, SFX)
+
+/* x [rows][d] rotated in place, row r at position pos0 + r (DESIGN.md RoPE). */
+static void FN(rope_rows)(T *x, size_t rows, size_t d, int64_t pos0,
+                          double base, enum attn_rope_pairs pairs)
+{
+    size_t half = d / 2;
+    /* Pairs outer, rows inner: one pow() per pair, not per element. */
+    for (size_t i = 0; i < half; i++) {
+        double theta = pow(base, -2.0 * (double)i / (double)d);
+        size_t a = pairs == ATTN_ROPE_HALF ? i : 2 * i;
+        size_t b = pairs == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
+        for (size_t r = 0; r < rows; r++) {
+            double ang = (double)(pos0 + (int64_t)r) * theta;
+            double c = cos(ang), s = sin(ang);
+            T *row = x + r * d;
+            double xa = row[a], xb = row[b];
+            row[a] = (T)(xa * c - xb * s);
+            row[b] = (T)(xa * s + xb * c);
+        }
+    }
+}
+
+/* src [m][d] + bias [d] (or a plain copy when bias is NULL) -> dst [m][d];
+ * dst may equal src. */
+static void FN(add_bias_rows)(const T *src, const T *bias, size_t m, size_t d,
+                              T *dst)
+{
+    if (!bias) {
+        if (dst != src)
+            memmove(dst, src, m * d * sizeof(T));
+        return;
+    }
+    for (size_t r = 0; r < m; r++)
+        for (size_t c = 0; c < d; c++)
+            dst[r * d + c] = src[r * d + c] + bias[c];
+}
+
+/* k_in [h_kv][m][d_k] -> k_out[g] [m][d_k]: + bias_k, RoPE at pos0 + r. */
+static void FN(prepare_k)(const struct attn_shape *s, const struct attn_params *p,
+                          const struct attn_inputs *in, size_t m, int64_t pos0,
+                          void *const *k_out)
+{
+    const T *k = in->k, *bk = in->bias_k;
+    for (size_t g = 0; g < s->h_kv; g++) {
+        T *dst = k_out[g];
+        const T *bias = bk ? bk + (in->bias_k_heads == 1 ? 0 : g) * s->d_k : NULL;
+        FN(add_bias_rows)(k + g * m * s->d_k, bias, m, s->d_k, dst);
+        if (p->rope)
+            FN(rope_rows)(dst, m, s->d_k, pos0, p->rope_base, p->rope_pairs);
+    }
+}
+
+/* v_in [h_kv][m][d_v] -> v_out[g] [m][d_v]: + bias_v. */
+static void FN(prepare_v)(const struct attn_shape *s, const struct attn_inputs *in,
+                          size_t m, void *const *v_out)
+{
+    const T *v = in->v, *bv = in->bias_v;
+    for (size_t g = 0; g < s->h_kv; g++) {
+        const T *bias = bv ? bv + (in->bias_v_heads == 1 ? 0 : g) * s->d_v : NULL;
+        FN(add_bias_rows)(v + g * m * s->d_v, bias, m, s->d_v, v_out[g]);
+    }
+}
+
+/* Global query rows [row0, row0+nb) (row = head·n + i) -> qb [nb][d_k]:
+ * + bias_q of the row's head, RoPE at the row's query position. */
+static void FN(prep_q)(const struct attn_request *r, const struct attn_inputs *in,
+                       size_t row0, size_t nb, T *qb)
+{
+    size_t n = r->shape.n, d = r->shape.d_k;
+    const T *q = in->q, *bq = in->bias_q;
+    size_t t = 0;
+    while (t < nb) {
+        size_t gr = row0 + t, hh = gr / n, i = gr % n;
+        size_t run = n - i < nb - t ? n - i : nb - t;   /* rows of head hh */
+        const T *bias = bq ? bq + (in->bias_q_heads == 1 ? 0 : hh) * d : NULL;
+        FN(add_bias_rows)(q + gr * d, bias, run, d, qb + t * d);
+        if (r->params.rope)
+            FN(rope_rows)(qb + t * d, run, d, attn_query_pos(r, i),
+                          r->params.rope_base, r->params.rope_pairs);
+        t += run;
+    }
+}
+
+/* a [d] · b [d], with ATTN_CHUNK independent partial sums so the compiler
+ * vectorises it without -ffast-math (why hand-written: BLAS dot per key is
+ * call-bound at d ≈ 128). */
+static T FN(dot)(const T *restrict a, const T *restrict b, size_t d)
+{
+    T acc[ATTN_CHUNK] = {0};
+    size_t c = 0;
+    for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            acc[u] += a[c + u] * b[c + u];
+    T t = 0;
+    for (; c < d; c++)
+        t += a[c] * b[c];
+    for (size_t u = 0; u < ATTN_CHUNK; u++)
+        t += acc[u];
+    return t;
+}
+
+/* o [d] += w · x [d] */
+static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
+{
+    size_t c = 0;
+    for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            o[c + u] += w * x[c + u];
+    for (; c < d; c++)
+        o[c] += w * x[c];
+}
+
+/* qb [nb][d_k], K [L][d_k] -> S [nb][L] = scale · qb · Kᵀ.
+ * Few rows (decode) read K once with plain loops: memory-bound, and OpenBLAS
+ * gemv/gemm reach far less bandwidth there (bench/RESULTS.md, Surprises 2). */
+static void FN(qk)(const T *qb, size_t nb, const T *K, size_t L, size_t d_k,
+                   T scale, T *S)
+{
+    if (nb <= ATTN_LOOP_ROWS) {
+        for (size_t j = 0; j < L; j++) {
+            const T *kr = K + j * d_k;
+            for (size_t t = 0; t < nb; t++)
+                S[t * L + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
+        }
+        return;
+    }
+    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)L, (int)d_k,
+              scale, qb, (int)d_k, K, (int)d_k, 0, S, (int)L);
+}
+
+/* P [nb][L], V [L][d_v] -> O [nb][d_v] = P · V */
+static void FN(pv)(const T *P, size_t nb, const T *V, size_t L, size_t d_v, T *O)
+{
+    if (nb <= ATTN_LOOP_ROWS) {
+        memset(O, 0, nb * d_v * sizeof(T));
+        for (size_t j = 0; j < L; j++) {
+            const T *vr = V + j * d_v;
+            for (size_t t = 0; t < nb; t++) {
+                T w = P[t * L + j];
+                if (w != 0)
+                    FN(axpy)(O + t * d_v, w, vr, d_v);
+            }
+        }
+        return;
+    }
+    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)L,
+              1, P, (int)L, V, (int)d_v, 0, O, (int)d_v);
+}
+
+/* true when every x [n] is finite */
+static bool FN(all_finite)(const T *x, size_t n)
+{
+    int ok = 1;
+    size_t j = 0;
+    for (; j + ATTN_CHUNK <= n; j += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            ok &= (x[j + u] - x[j + u]) == 0;   /* false for ±inf and NaN */
+    for (; j < n; j++)
+        ok &= (x[j] - x[j]) == 0;
+    return ok != 0;
+}
+
+/* s [L] = scale·q·k of query row i of head hh -> final scores: + attn_bias,
+ * + ALiBi; masked (mask, causal, -inf bias) = -inf. *any: a key is allowed. */
+static enum core_status FN(finish_scores)(const struct attn_request *r, size_t hh,
+                                          size_t i, T *s, bool *any)
+{
+    size_t L = r->shape.L, n = r->shape.n;
+    int64_t pos = attn_query_pos(r, i);
+    size_t lim = L;                         /* keys [0, lim) pass causal */
+    if (r->causal != ATTN_CAUSAL_NONE)
+        lim = pos < 0 ? 0 : ((uint64_t)pos + 1 < L ? (size_t)pos + 1 : L);
+    const T *b = r->attn_bias;
+    if (b)
+        b += ((r->attn_bias_heads == 1 ? 0 : hh) * n + i) * L;
+    const uint8_t *mk = r->mask;
+    if (mk)
+        mk += ((r->mask_heads == 1 ? 0 : hh) * n + i) * L;
+    bool alibi = r->params.alibi;
+    double slope = alibi ? attn_head_slope(&r->params, hh, r->shape.h) : 0;
+
+    bool anyk = false;
+    if (!b && !mk && !alibi) {              /* the common case, vectorisable */
+        if (!FN(all_finite)(s, lim))
+            return CORE_ENONFINITE;
+        anyk = lim > 0;
+    } else {
+        for (size_t j = 0; j < lim; j++) {
+            if ((mk && !mk[j]) || (b && b[j] == -INFINITY)) {
+                s[j] = -INFINITY;
+                continue;
+            }
+            T v = s[j];
+            if (b)
+                v += b[j];
+            if (alibi)
+                v = (T)((double)v - slope * fabs((double)(pos - (int64_t)j)));
+            if (!isfinite(v))
+                return CORE_ENONFINITE;
+            s[j] = v;
+            anyk = true;
+        }
+    }
+    for (size_t j = lim; j < L; j++)
+        s[j] = -INFINITY;
+    *any = anyk;
+    return CORE_OK;
+}
+
+/* max of x [n] (-inf when every entry is -inf) */
+static T FN(row_max)(const T *x, size_t n)
+{
+    T m[ATTN_CHUNK];
+    for (size_t u = 0; u < ATTN_CHUNK; u++)
+        m[u] = -INFINITY;
+    size_t j = 0;
+    for (; j + ATTN_CHUNK <= n; j += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            m[u] = x[j + u] > m[u] ? x[j + u] : m[u];
+    T r = -INFINITY;
+    for (; j < n; j++)
+        r = x[j] > r ? x[j] : r;
+    for (size_t u = 0; u < ATTN_CHUNK; u++)
+        r = m[u] > r ? m[u] : r;
+    return r;
+}
+
+/* s [L] final scores with at least one finite entry -> w [L] weights
+ * (w may equal s). Shift: m (standard), max(m, 0) (softmax1), max(m, sink)
+ * (sink); the extra term exp(0 - shift) / exp(sink - shift) joins the sum
+ * computed after the shift, so it neither overflows nor is lost. */
+static void FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L)
+{
+    double shift = FN(row_max)(s, L), extra = 0;
+    if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
+        shift = 0;
+    else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
+        shift = p->sink_logit;
+    T sh = (T)shift;
+    if (p->softmax == ATTN_SOFTMAX_ONE)
+        extra = exp(0.0 - (double)sh);
+    else if (p->softmax == ATTN_SOFTMAX_SINK)
+        extra = exp(p->sink_logit - (double)sh);
+    double sum = FN(vexp_shift)(s, w, L, sh) + extra;
+    T inv = (T)(1.0 / sum);
+    size_t j = 0;
+    for (; j + ATTN_CHUNK <= L; j += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            w[j + u] *= inv;
+    for (; j < L; j++)
+        w[j] *= inv;
+}
+
+/* Rows [row0, row0+nb): S [nb][L] holds scale·q·k. Finishes the scores,
+ * writes weights to P (when P is not NULL; P may equal S), flags empty rows. */
+static enum core_status FN(finish_block)(const struct attn_request *r, size_t row0,
+                                         size_t nb, T *S, T *P,
+                                         struct attn_result *out)
+{
+    size_t n = r->shape.n, L = r->shape.L;
+    for (size_t t = 0; t < nb; t++) {
+        size_t gr = row0 + t;
+        bool any;
+        enum core_status st = FN(finish_scores)(r, gr / n, gr % n, S + t * L, &any);
+        if (st != CORE_OK)
+            return st;
+        if (out->empty)
+            out->empty[gr] = !any;
+        if (!any) {
+            out->n_empty++;
+            if (r->empty_rows == ATTN_EMPTY_ERROR)
+                return CORE_EEMPTYROW;
+            if (P)
+                memset(P + t * L, 0, L * sizeof(T));
+        } else if (P) {
+            FN(softmax_row)(&r->params, S + t * L, P + t * L, L);
+        }
+    }
+    return CORE_OK;
+}
+
+/* See attn_forward_kv in attn.h; arguments already validated, scratch in
+ * qb [B][d_k] and pb [B][L] (pb only when weights are not requested). */
+static enum core_status FN(forward_kv)(const struct attn_request *r,
+                                       const struct attn_inputs *in,
+                                       const struct attn_kv_view *kv,
+                                       struct attn_result *out, size_t B,
+                                       T *qb, T *pb)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t L = s->L, R = s->h / s->h_kv * s->n;
+    T *sc = (r->outputs & ATTN_OUT_SCORES) ? out->scores : NULL;
+    T *wt = (r->outputs & ATTN_OUT_WEIGHTS) ? out->weights : NULL;
+    T *ot = (r->outputs & ATTN_OUT_OUTPUT) ? out->output : NULL;
+    T scale = (T)r->params.scale;
+
+    for (size_t g = 0; g < s->h_kv; g++) {
+        const T *K = kv->k[g], *V = kv->v[g];
+        for (size_t r0 = 0; r0 < R; r0 += B) {
+            size_t nb = R - r0 < B ? R - r0 : B, row0 = g * R + r0;
+            T *P = wt ? wt + row0 * L : ot ? pb : NULL;
+            T *S = sc ? sc + row0 * L : P;
+            FN(prep_q)(r, in, row0, nb, qb);
+            FN(qk)(qb, nb, K, L, s->d_k, scale, S);
+            enum core_status st = FN(finish_block)(r, row0, nb, S, P, out);
+            if (st != CORE_OK)
+                return st;
+            if (ot) {
+                T *O = ot + row0 * s->d_v;
+                FN(pv)(P, nb, V, L, s->d_v, O);
+                if (!FN(all_finite)(O, nb * s->d_v))
+                    return CORE_ENONFINITE;
+            }
+        }
+    }
+    return CORE_OK;
+}
+
+#undef FN
