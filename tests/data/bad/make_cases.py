@@ -1,0 +1,618 @@
+#!/usr/bin/env python3
+"""tests/data/bad/make_cases.py — writes the hostile-input catalogue.
+
+The catalogue is the folders beside this file: <case>/request holds the exact
+raw HTTP bytes a client sends (or <case>/gen.py, whose generate() returns
+them, for cases too big to keep in the repo), and <case>/expect.json the
+answer DESIGN.md's contract asks for. This script is how the folders were
+written; the folders are the catalogue (tests/e2e/test_e2e_bad.py reads them).
+Re-run it after editing a case here:  python3 tests/data/bad/make_cases.py
+
+expect.json fields (see README.md):
+  status        int, or a list of acceptable ints
+  status_class  4: any 4xx (transport-level cases libmicrohttpd answers itself)
+  code          wire error code, or a list of acceptable codes
+  path          JSON pointer of the error, or a list of acceptable pointers
+  error_shape   "v1" (default for 4xx/5xx, {"error":{code,message,path}}),
+                "v2" ({"error":"..."}), "any" (either), "none" (no JSON check)
+  flags         extra daemon flags; cases with equal flags share one daemon
+  setup         {"session": {...create body...}, "then": "keep"|"delete"|
+                 "expire", "sleep": s} — "{{SID}}" in the request is replaced
+                 by the new session's id
+  forbid        byte strings that must not appear in the response
+  note          why this expectation, where the contract is not explicit
+"""
+import json
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+SESSION = {"d_k": 2, "d_v": 2, "heads": 1, "kv_heads": 1}
+
+# Daemon flag groups.
+SMALL_CAP = ["--max-body-bytes", "65536"]
+BIG_CAP = ["--max-body-bytes", "8000000"]
+SMALL_OUT = ["--max-elements", "100"]
+
+cases = {}
+
+
+def raw_request(method, path, body=b"", headers=None, content_type="application/json",
+                content_length=True):
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+    if body and content_type:
+        head.append(f"Content-Type: {content_type}")
+    if content_length and (body or method in ("POST", "PUT")):
+        head.append(f"Content-Length: {len(body)}")
+    for h in headers or []:
+        head.append(h)
+    head.append("Connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def as_body(body):
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def case(name, expect, body=None, method="POST", path="/v1/attention", headers=None,
+         raw=None, gen=None, **kw):
+    assert name not in cases, name
+    if raw is None and gen is None:
+        raw = raw_request(method, path, as_body(body), headers, **kw)
+    cases[name] = (expect, raw, gen)
+
+
+def err(status, code, path=None, **extra):
+    e = {"status": status, "code": code}
+    if path is not None:
+        e["path"] = path
+    e.update(extra)
+    return e
+
+
+def with_(base, **changes):
+    d = json.loads(json.dumps(base))
+    for k, v in changes.items():
+        d[k] = v
+    return d
+
+
+def without(base, key):
+    d = dict(base)
+    del d[key]
+    return d
+
+
+# ---- malformed JSON (400) ------------------------------------------------
+case("json_truncated", err(400, "invalid_json"), b'{"q":[[1,0]],"k":[[1,0]')
+case("json_trailing_garbage", err(400, "invalid_json"), as_body(VALID) + b" xyz")
+case("json_two_documents", err(400, "invalid_json"), as_body(VALID) + as_body(VALID))
+case("json_bom", err(400, "invalid_json",
+                     note="RFC 8259 lets a parser refuse a BOM; a JSON API should"),
+     b"\xef\xbb\xbf" + as_body(VALID))
+case("json_empty_body", err(400, "invalid_json"), b"", headers=["Content-Type: application/json"])
+case("json_not_object", err(400, "invalid_json",
+                            note="the body must be an object (api/internal.h)"),
+     b"[[1,0]]")
+case("json_single_quotes", err(400, "invalid_json"), b"{'q':[[1,0]]}")
+case("json_nan_literal", err(400, "invalid_json"),
+     b'{"q":[[NaN,0]],"k":[[1,0]],"v":[[1,2]]}')
+case("json_infinity_literal", err(400, "invalid_json"),
+     b'{"q":[[Infinity,0]],"k":[[1,0]],"v":[[1,2]]}')
+case("json_neg_infinity_literal", err(400, "invalid_json"),
+     b'{"q":[[-Infinity,0]],"k":[[1,0]],"v":[[1,2]]}')
+case("json_number_1e400",
+     {"status": [400, 422], "code": ["invalid_json", "non_finite"],
+      "path": ["", "/q/0/0", None],
+      "note": "valid JSON grammar, but outside double: refused either by the "
+              "parser (400 invalid_json) or as a non-finite value (422)"},
+     b'{"q":[[1e400,0]],"k":[[1,0]],"v":[[1,2]]}')
+case("json_invalid_utf8_string", err(400, "invalid_json"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"softmax":"st\xff\xfeandard"}')
+case("json_invalid_utf8_key", err(400, "invalid_json"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"\xc3\x28":1}')
+case("json_overlong_utf8", err(400, "invalid_json"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"softmax":"\xc0\xaf"}')
+case("json_lone_surrogate_escape", err(400, "invalid_json"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"softmax":"\\ud800"}')
+case("json_nul_in_key",
+     {"status": [400, 422], "code": ["invalid_json", "invalid_field"],
+      "note": "jansson refuses \\u0000 in keys unless JSON_ALLOW_NUL; if "
+              "allowed, it is an unknown field"},
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"so\\u0000ftmax":"standard"}')
+case("json_duplicate_key", err(400, "duplicate_key"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"q":[[0,1]]}')
+case("json_duplicate_nested_key", err(400, "duplicate_key"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"rope":{"base":10,"base":20}}')
+case("json_too_deep_33", err(400, "json_too_deep",
+                             note="API_MAX_JSON_DEPTH is 32 (api/internal.h)"),
+     b'{"q":' + b"[" * 40 + b"]" * 40 + b',"k":[[1,0]],"v":[[1,2]]}')
+
+GEN_DEEP = '''"""100 000-deep nesting inside "q" (200 KB body)."""
+import json
+
+def generate():
+    depth = 100000
+    body = b'{"q":' + b"[" * depth + b"]" * depth + b'}'
+    return (b"POST /v1/attention HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+            b"Content-Type: application/json\\r\\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\\r\\n"
+            b"Connection: close\\r\\n\\r\\n" + body)
+'''
+case("json_deep_100000", err(400, "json_too_deep", flags=BIG_CAP), gen=GEN_DEEP)
+
+GEN_DEEP_OBJ = '''"""100 000-deep nesting of objects {"a":{"a":...}} (600 KB body)."""
+
+def generate():
+    depth = 100000
+    body = b'{"a":' * depth + b'1' + b'}' * depth
+    return (b"POST /v1/attention HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+            b"Content-Type: application/json\\r\\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\\r\\n"
+            b"Connection: close\\r\\n\\r\\n" + body)
+'''
+case("json_deep_objects_100000", err(400, "json_too_deep", flags=BIG_CAP), gen=GEN_DEEP_OBJ)
+
+# ---- media type (415) ----------------------------------------------------
+case("content_type_text_plain", err(415, "unsupported_media_type"), VALID,
+     content_type="text/plain")
+case("content_type_missing", err(415, "unsupported_media_type",
+                                 note="a non-empty body without Content-Type"),
+     VALID, content_type=None)
+case("content_type_form", err(415, "unsupported_media_type"), VALID,
+     content_type="application/x-www-form-urlencoded")
+case("content_type_json_prefix_trick", err(415, "unsupported_media_type",
+                                           note="application/jsonx is not application/json"),
+     VALID, content_type="application/jsonx")
+
+# ---- wrong types, null elements, ragged, empty (422) ---------------------
+case("missing_q", err(422, "invalid_field", ["/q", ""]), without(VALID, "q"))
+case("missing_v", err(422, "invalid_field", ["/v", ""]), without(VALID, "v"))
+case("q_is_string", err(422, "invalid_field", "/q"), with_(VALID, q="abc"))
+case("q_is_number", err(422, "invalid_field", "/q"), with_(VALID, q=5))
+case("q_element_string", err(422, "invalid_field", "/q/0/1"), with_(VALID, q=[[1, "0"]]))
+case("q_element_bool", err(422, "invalid_field", "/q/0/0"), with_(VALID, q=[[True, 0]]))
+case("k_null_element", err(422, "invalid_field", "/k/1/0"),
+     with_(VALID, k=[[1, 0], [None, 1]]))
+case("v_null_row", err(422, "invalid_field", "/v/1"), with_(VALID, v=[[1, 2], None]))
+case("k_ragged_rows", err(422, "ragged_matrix", "/k/2"),
+     with_(VALID, k=[[1, 0], [0, 1], [1]], v=[[1, 2], [3, 4], [5, 6]]))
+case("q_ragged_3d", err(422, "ragged_matrix", "/q/1/0"),
+     with_(VALID, q=[[[1, 0]], [[1, 0, 3]]], k=[[[1, 0], [0, 1]]], v=[[[1, 2], [3, 4]]]))
+case("q_ragged_heads", err(422, "ragged_matrix", "/q/1"),
+     with_(VALID, q=[[[1, 0]], [[1, 0], [0, 1]]], k=[[[1, 0], [0, 1]]], v=[[[1, 2], [3, 4]]]))
+case("q_mixed_depth", err(422, ["ragged_matrix", "invalid_field"], ["/q/1", "/q/1/0"]),
+     with_(VALID, q=[[1, 0], [[1], [0]]]))
+case("q_empty", err(422, "empty_matrix", "/q"), with_(VALID, q=[]))
+case("q_empty_rows", err(422, "empty_matrix", ["/q", "/q/0"]), with_(VALID, q=[[]]))
+case("k_empty", err(422, "empty_matrix", "/k"), with_(VALID, k=[], v=[]))
+case("q_rank4", err(422, ["invalid_field", "shape_mismatch"], "/q",
+                    note="rank 4 is not a supported shape"),
+     with_(VALID, q=[[[[1, 0]]]]))
+case("q_rank1", err(422, ["invalid_field", "shape_mismatch"], "/q",
+                    note="a vector is not a matrix"),
+     with_(VALID, q=[1, 0]))
+
+# ---- dimension mismatches (422 shape_mismatch) ---------------------------
+case("dk_mismatch", err(422, "shape_mismatch", ["/k", "/q"]),
+     with_(VALID, k=[[1, 0, 0], [0, 1, 0]]))
+case("kv_length_mismatch", err(422, "shape_mismatch", ["/v", "/k"]),
+     with_(VALID, v=[[1, 2], [3, 4], [5, 6]]))
+case("rank_mismatch_q3_k2", err(422, "shape_mismatch", ["/k", "/q"]),
+     with_(VALID, q=[[[1, 0]]]))
+case("rank_mismatch_k3_v2", err(422, "shape_mismatch", ["/v", "/k"]),
+     with_(VALID, q=[[[1, 0]]], k=[[[1, 0], [0, 1]]]))
+case("gqa_heads_not_divisible", err(422, "shape_mismatch", ["/k", "/q"],
+                                    note="h=3, h_kv=2: h % h_kv != 0"),
+     {"q": [[[1, 0]]] * 3, "k": [[[1, 0]]] * 2, "v": [[[1, 2]]] * 2})
+case("gqa_more_kv_heads", err(422, "shape_mismatch", ["/k", "/q"]),
+     {"q": [[[1, 0]]] * 2, "k": [[[1, 0]]] * 4, "v": [[[1, 2]]] * 4})
+case("kv_heads_mismatch", err(422, "shape_mismatch", ["/v", "/k"]),
+     {"q": [[[1, 0]]] * 2, "k": [[[1, 0]]] * 2, "v": [[[1, 2]]] * 1})
+case("bias_q_wrong_length", err(422, "shape_mismatch", "/bias/q"),
+     with_(VALID, bias={"q": [1, 2, 3]}))
+case("bias_k_wrong_length", err(422, "shape_mismatch", "/bias/k"),
+     with_(VALID, bias={"k": [1]}))
+case("bias_v_wrong_length", err(422, "shape_mismatch", "/bias/v"),
+     with_(VALID, bias={"v": [1, 2, 3]}))
+case("bias_k_wrong_heads", err(422, "shape_mismatch", "/bias/k",
+                               note="[h_kv][d] with 3 rows for h_kv=1"),
+     with_(VALID, bias={"k": [[1, 0], [1, 0], [1, 0]]}))
+case("bias_unknown_member", err(422, "invalid_field", "/bias/z"),
+     with_(VALID, bias={"z": [1, 0]}))
+case("bias_not_object", err(422, "invalid_field", "/bias"), with_(VALID, bias=[1, 0]))
+case("attn_bias_wrong_shape", err(422, "shape_mismatch", "/attn_bias"),
+     with_(VALID, attn_bias=[[0, 0, 0]]))
+case("attn_bias_wrong_rows", err(422, "shape_mismatch", "/attn_bias"),
+     with_(VALID, attn_bias=[[0, 0], [0, 0]]))
+case("attn_bias_string_entry", err(422, "invalid_field", "/attn_bias/0/1"),
+     with_(VALID, attn_bias=[[0, "x"]]))
+case("mask_wrong_shape", err(422, "shape_mismatch", "/mask"),
+     with_(VALID, mask=[[True]]))
+case("mask_number_entry", err(422, "invalid_field", "/mask/0/0"),
+     with_(VALID, mask=[[1, 0]]))
+case("mask_wrong_heads", err(422, "shape_mismatch", "/mask",
+                             note="3 mask heads for a 2-D q (h=1)"),
+     with_(VALID, mask=[[[True, True]]] * 3))
+
+# ---- non-finite and float32 range (422 non_finite) -----------------------
+case("float32_input_overflow", err(422, "non_finite", ["/q/0/0", "/q"],
+                                   note="1e39 is finite as float64 but not as float32"),
+     with_(VALID, q=[[1e39, 0]], dtype="float32"))
+case("float32_scores_overflow", err(422, "non_finite",
+                                    note="q.k = 1e60 overflows float32 scores; no Inf may "
+                                         "leave the service"),
+     with_(VALID, q=[[1e30, 0]], k=[[1e30, 0], [0, 1]], dtype="float32"))
+case("float64_scores_overflow", err(422, "non_finite",
+                                    note="q.k = 1e400 overflows double"),
+     with_(VALID, q=[[1e200, 0]], k=[[1e200, 0], [0, 1]]))
+
+# ---- base64 tensors ------------------------------------------------------
+def b64t(shape, data, dtype="float64"):
+    return {"shape": shape, "dtype": dtype, "data": data}
+
+
+case("base64_bad_alphabet", err(422, "invalid_field", ["/q/data", "/q"]),
+     with_(VALID, q=b64t([1, 2], "AAAA!!!!AAAAAAAAAAAAAAAA")))
+case("base64_wrong_length", err(422, ["shape_mismatch", "invalid_field"], ["/q/data", "/q"],
+                                note="shape [2,2] float64 needs 32 bytes; 16 are sent"),
+     with_(VALID, q=b64t([2, 2], "AAAAAAAAAAAAAAAAAAAAAA==")))
+case("base64_bad_padding", err(422, "invalid_field", ["/q/data", "/q"]),
+     with_(VALID, q=b64t([1, 2], "AAAAAAAAAAAAAAAAAAAAA=A")))
+case("base64_shape_1e9_by_1e9", err(422, "limit_exceeded", ["/q", "/q/shape"]),
+     with_(VALID, q=b64t([1000000000, 1000000000], "AAAA")))
+case("base64_shape_overflow_u64", err(422, "limit_exceeded", ["/q", "/q/shape"],
+                                      note="2^32 * 2^32 * 8 overflows size_t"),
+     with_(VALID, q=b64t([4294967296, 4294967296, 8], "AAAA")))
+case("base64_shape_negative", err(422, "invalid_field", ["/q/shape/0", "/q/shape", "/q"]),
+     with_(VALID, q=b64t([-1, 2], "AAAA")))
+case("base64_shape_zero", err(422, ["empty_matrix", "invalid_field"], ["/q", "/q/shape", "/q/shape/0"]),
+     with_(VALID, q=b64t([0, 2], "")))
+case("base64_bad_dtype", err(422, "invalid_field", "/q/dtype"),
+     with_(VALID, q=b64t([1, 2], "AAAAAAAAAAAAAAAAAAAAAA==", dtype="int8")))
+case("base64_nan_payload", err(422, "non_finite", ["/q", "/q/data", "/q/0/0"],
+                               note="little-endian float64 NaN 0x7ff8000000000000"),
+     with_(VALID, q=b64t([1, 2], "AAAAAAAA+H8AAAAAAAAAAA==")))
+case("base64_unknown_member", err(422, "invalid_field", "/q/extra"),
+     with_(VALID, q={"shape": [1, 2], "dtype": "float64",
+                     "data": "AAAAAAAAAAAAAAAAAAAAAA==", "extra": 1}))
+
+# ---- options with invalid values (422 invalid_field) ---------------------
+for name, field, value, path in [
+    ("softmax_unknown", "softmax", "bogus", "/softmax"),
+    ("softmax_number", "softmax", 5, "/softmax"),
+    ("sink_logit_string", "sink_logit", "x", "/sink_logit"),
+    ("causal_unknown", "causal", "sideways", "/causal"),
+    ("causal_number", "causal", 1, "/causal"),
+    ("alibi_string", "alibi", "yes", "/alibi"),
+    ("alibi_slopes_string", "alibi", {"slopes": "x"}, "/alibi/slopes"),
+    ("rope_not_object", "rope", "yes", "/rope"),
+    ("rope_negative_base", "rope", {"base": -1}, "/rope/base"),
+    ("rope_pairs_unknown", "rope", {"base": 10000, "pairs": "diagonal"}, "/rope/pairs"),
+    ("scale_zero", "scale", 0, "/scale"),
+    ("scale_negative", "scale", -1, "/scale"),
+    ("scale_string", "scale", "x", "/scale"),
+    ("empty_rows_unknown", "empty_rows", "ignore", "/empty_rows"),
+    ("dtype_float16", "dtype", "float16", "/dtype"),
+    ("return_unknown_item", "return", ["logits"], "/return/0"),
+    ("return_not_array", "return", 7, "/return"),
+    ("encoding_hex", "encoding", "hex", "/encoding"),
+    ("digits_zero", "digits", 0, "/digits"),
+    ("digits_18", "digits", 18, "/digits"),
+    ("digits_fraction", "digits", 3.5, "/digits"),
+    ("digits_string", "digits", "5", "/digits"),
+    ("unknown_field", "temperature", 1, "/temperature"),
+]:
+    case("opt_" + name, err(422, "invalid_field", path), with_(VALID, **{field: value}))
+
+case("opt_sink_without_logit", err(422, "invalid_field", ["/sink_logit", "/softmax"],
+                                   note='"sink" needs sink_logit (DESIGN.md: "sink" with sink_logit)'),
+     with_(VALID, softmax="sink"))
+case("opt_alibi_slopes_wrong_count", err(422, "shape_mismatch", "/alibi/slopes",
+                                         note="h=1 needs one slope"),
+     with_(VALID, alibi={"slopes": [0.5, 0.25]}))
+case("opt_rope_odd_dk", err(422, ["invalid_field", "shape_mismatch"], ["/rope", "/q"],
+                            note="RoPE needs an even d_k"),
+     with_(VALID, q=[[1, 0, 0]], k=[[1, 0, 0], [0, 1, 0]], rope={"base": 10000}))
+case("empty_row_error", err(422, "empty_row", note='empty_rows "error" with a fully masked row'),
+     with_(VALID, mask=[[False, False]], empty_rows="error"))
+
+# ---- limits (422) --------------------------------------------------------
+case("limit_inputs_over_max_elements",
+     err(422, "limit_exceeded", flags=SMALL_OUT, note="--max-elements 100; 3*60*2 inputs"),
+     {"q": [[1, 0]] * 60, "k": [[1, 0]] * 60, "v": [[1, 2]] * 60})
+case("limit_response_too_large",
+     err(422, "response_too_large", flags=SMALL_OUT,
+         note="--max-elements 100: 60 inputs fit, scores+weights 2*100 do not"),
+     {"q": [[1, 0]] * 10, "k": [[1, 0]] * 10, "v": [[1, 2]] * 10})
+case("limit_response_fits_when_output_only",
+     {"status": 200, "flags": SMALL_OUT, "error_shape": "none",
+      "note": "control: the same request with return [output] is 20 numbers"},
+     {"q": [[1, 0]] * 10, "k": [[1, 0]] * 10, "v": [[1, 2]] * 10, "return": ["output"]})
+case("limit_base64_response_too_large",
+     err(422, "response_too_large", flags=SMALL_OUT,
+         note="base64 encoding does not escape the output limit"),
+     {"q": [[1, 0]] * 10, "k": [[1, 0]] * 10, "v": [[1, 2]] * 10, "encoding": "base64"})
+case("limit_session_max_tokens_huge", err(422, ["limit_exceeded", "invalid_field"], "/max_tokens",
+                                          note="1e15 tokens can never be cached"),
+     with_(SESSION, max_tokens=10 ** 15), path="/v1/sessions")
+
+# ---- methods and routes ----------------------------------------------------
+case("method_put_attention", err(405, "method_not_allowed", require_headers=["allow"]),
+     VALID, method="PUT")
+case("method_get_attention", err(405, "method_not_allowed", require_headers=["allow"]),
+     method="GET")
+case("method_delete_healthz", err(405, "method_not_allowed", require_headers=["allow"]),
+     method="DELETE", path="/healthz")
+case("route_unknown", err(404, "not_found"), method="GET", path="/v1/nothing-here")
+case("route_unknown_post", err(404, "not_found"), VALID, path="/v1/attentionx")
+
+# ---- bodies over the cap (413), transfer codings -------------------------
+BIG = as_body(with_(VALID, pad=" " * 70000))
+case("body_over_cap_content_length", err(413, "body_too_large", flags=SMALL_CAP), BIG)
+case("body_over_cap_declared_only",
+     err(413, "body_too_large", flags=SMALL_CAP,
+         note="Content-Length 10 MB, only 1 KB sent: answer from the header, do not wait"),
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 10000000\r\nConnection: close\r\n\r\n" + b" " * 1024))
+case("body_over_cap_expect_100",
+     err(413, "body_too_large", flags=SMALL_CAP,
+         note="Expect: 100-continue with an oversized Content-Length: refuse before the body"),
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 10000000\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"))
+
+
+def chunked(body, size):
+    out = []
+    for i in range(0, len(body), size):
+        part = body[i:i + size]
+        out.append(b"%x\r\n" % len(part) + part + b"\r\n")
+    return b"".join(out) + b"0\r\n\r\n"
+
+
+case("body_over_cap_chunked", err(413, "body_too_large", flags=SMALL_CAP,
+                                  note="no Content-Length: the cap applies as chunks arrive"),
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked(BIG, 4096)))
+case("chunked_valid_small", {"status": 200, "error_shape": "none",
+                             "note": "control: chunked bodies are accepted"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked(as_body(VALID), 7)))
+case("content_length_and_chunked",
+     {"status_class": 4, "error_shape": "any",
+      "note": "request smuggling shape (RFC 9112 6.1): refuse with a clean 4xx"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+          + chunked(as_body(VALID), 16)))
+case("transfer_coding_unknown",
+     {"status": [400, 411, 413, 501], "error_shape": "any",
+      "note": "Transfer-Encoding: gzip is not supported; RFC 9112 suggests 501, "
+              "libmicrohttpd may answer 400/411"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Transfer-Encoding: gzip\r\nConnection: close\r\n\r\n" + as_body(VALID)))
+case("chunked_bad_size", {"status_class": 4, "error_shape": "any"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"))
+case("content_length_negative", {"status_class": 4, "error_shape": "any"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: -5\r\nConnection: close\r\n\r\n{}"))
+case("content_length_garbage", {"status_class": 4, "error_shape": "any"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 12abc\r\nConnection: close\r\n\r\n{}"))
+case("content_length_twice_differing", {"status_class": 4, "error_shape": "any",
+                                        "note": "RFC 9112 6.3: differing duplicates are an error"},
+     raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 2\r\nContent-Length: 40\r\nConnection: close\r\n\r\n{}"))
+
+GEN_CHUNKS = '''"""A valid request body sent as a million one-byte chunks (6 MB on the wire).
+
+The body is the small valid request padded with spaces to 1 000 000 bytes,
+so the daemon must take it (with --max-body-bytes 8000000) and answer 200.
+"""
+import json
+
+def generate():
+    body = json.dumps({"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}).encode()
+    body = body[:-1] + b" " * (1000000 - len(body)) + b"}"
+    assert len(body) == 1000000
+    wire = b"".join(b"1\\r\\n" + body[i:i + 1] + b"\\r\\n" for i in range(len(body)))
+    return (b"POST /v1/attention HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+            b"Content-Type: application/json\\r\\nTransfer-Encoding: chunked\\r\\n"
+            b"Connection: close\\r\\n\\r\\n" + wire + b"0\\r\\n\\r\\n")
+'''
+case("chunked_million_one_byte", {"status": 200, "flags": BIG_CAP, "error_shape": "none",
+                                  "timeout": 60},
+     gen=GEN_CHUNKS)
+
+GEN_CHUNKS_CAP = '''"""A million one-byte chunks against a 64 KB cap: refused with 413 as
+soon as the cap is passed (the client keeps sending; the answer must come)."""
+
+def generate():
+    wire = b"1\\r\\n \\r\\n" * 1000000
+    return (b"POST /v1/attention HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+            b"Content-Type: application/json\\r\\nTransfer-Encoding: chunked\\r\\n"
+            b"Connection: close\\r\\n\\r\\n{" + wire + b"0\\r\\n\\r\\n")
+'''
+case("chunked_million_one_byte_over_cap", err(413, "body_too_large", flags=SMALL_CAP,
+                                              timeout=60), gen=GEN_CHUNKS_CAP)
+
+GEN_HEADER = '''"""One 100 KB header value."""
+
+def generate():
+    return (b"GET /healthz HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+            b"X-Big: " + b"a" * 102400 + b"\\r\\nConnection: close\\r\\n\\r\\n")
+'''
+case("header_100kb", {"status_class": 4, "error_shape": "any",
+                      "note": "libmicrohttpd answers 431 itself"}, gen=GEN_HEADER)
+
+GEN_MANY_HEADERS = '''"""10 000 small headers (about 150 KB)."""
+
+def generate():
+    hs = b"".join(b"X-H%d: v\\r\\n" % i for i in range(10000))
+    return (b"GET /healthz HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n" + hs +
+            b"Connection: close\\r\\n\\r\\n")
+'''
+case("headers_10000", {"status_class": 4, "error_shape": "any"}, gen=GEN_MANY_HEADERS)
+
+GEN_URI = '''"""A 100 KB URI."""
+
+def generate():
+    return (b"GET /v1/sessions/" + b"A" * 102400 + b" HTTP/1.1\\r\\n"
+            b"Host: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n")
+'''
+case("uri_100kb", {"status_class": 4, "error_shape": "any",
+                   "note": "libmicrohttpd answers 414 itself"}, gen=GEN_URI)
+case("request_line_garbage", {"status_class": 4, "error_shape": "any"},
+     raw=b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n")
+case("http_version_unknown", {"status_class": [4, 5], "error_shape": "any",
+                              "note": "HTTP/3.7: 505 or 400"},
+     raw=b"GET /healthz HTTP/3.7\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+
+# ---- sessions ----------------------------------------------------------------
+UNKNOWN_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+case("session_unknown_get", err(404, "session_not_found"), method="GET",
+     path="/v1/sessions/" + UNKNOWN_ID)
+case("session_unknown_attention", err(404, "session_not_found"),
+     {"q": [[1, 0]]}, path=f"/v1/sessions/{UNKNOWN_ID}/attention")
+case("session_unknown_delete", err(404, "session_not_found"), method="DELETE",
+     path="/v1/sessions/" + UNKNOWN_ID)
+case("session_malformed_id", err(404, ["session_not_found", "not_found"]), method="GET",
+     path="/v1/sessions/!!not*an*id!!")
+case("session_malformed_long_id", err(404, ["session_not_found", "not_found"]),
+     method="GET", path="/v1/sessions/" + "z" * 2000)
+case("session_deleted_get", err(404, "session_not_found",
+                                setup={"session": SESSION, "then": "delete"}),
+     method="GET", path="/v1/sessions/{{SID}}")
+case("session_deleted_append", err(404, "session_not_found",
+                                   setup={"session": SESSION, "then": "delete"}),
+     {"k": [[1, 0]], "v": [[1, 2]]}, path="/v1/sessions/{{SID}}/kv")
+case("session_expired_get", err(404, "session_not_found",
+                                setup={"session": with_(SESSION, ttl_s=1), "then": "expire",
+                                       "sleep": 2.2}),
+     method="GET", path="/v1/sessions/{{SID}}")
+case("session_create_dk_zero", err(422, "invalid_field", "/d_k"), with_(SESSION, d_k=0),
+     path="/v1/sessions")
+case("session_create_dk_string", err(422, "invalid_field", "/d_k"), with_(SESSION, d_k="2"),
+     path="/v1/sessions")
+case("session_create_gqa_mismatch", err(422, ["shape_mismatch", "invalid_field"],
+                                        ["/kv_heads", "/heads"]),
+     with_(SESSION, heads=3, kv_heads=2), path="/v1/sessions")
+case("session_create_unknown_field", err(422, "invalid_field", "/colour"),
+     with_(SESSION, colour="red"), path="/v1/sessions")
+case("session_create_bad_ttl", err(422, "invalid_field", "/ttl_s"), with_(SESSION, ttl_s=-5),
+     path="/v1/sessions")
+case("session_append_dk_mismatch", err(422, "shape_mismatch", ["/k", "/k/0"],
+                                       setup={"session": SESSION}),
+     {"k": [[1, 0, 0]], "v": [[1, 2]]}, path="/v1/sessions/{{SID}}/kv")
+case("session_append_kv_rows_mismatch", err(422, "shape_mismatch", ["/v", "/k"],
+                                            setup={"session": SESSION}),
+     {"k": [[1, 0], [0, 1]], "v": [[1, 2]]}, path="/v1/sessions/{{SID}}/kv")
+case("session_append_expected_length", err(409, "length_conflict", setup={"session": SESSION}),
+     {"k": [[1, 0]], "v": [[1, 2]], "expected_length": 5}, path="/v1/sessions/{{SID}}/kv")
+case("session_full", err(409, "session_full",
+                         setup={"session": with_(SESSION, max_tokens=2)}),
+     {"k": [[1, 0]] * 3, "v": [[1, 2]] * 3}, path="/v1/sessions/{{SID}}/kv")
+case("session_attention_q_mismatch", err(422, "shape_mismatch", ["/q", "/q/0"],
+                                         setup={"session": SESSION}),
+     {"q": [[1, 0, 0]], "k": [[1, 0]], "v": [[1, 2]]},
+     path="/v1/sessions/{{SID}}/attention")
+case("session_truncate_negative", err(422, "invalid_field", "/length",
+                                      setup={"session": SESSION}),
+     {"length": -1}, path="/v1/sessions/{{SID}}/truncate")
+case("session_truncate_beyond",
+     err(422, ["invalid_field", "length_conflict"], ["/length", None],
+         setup={"session": SESSION},
+         note="truncating an empty session to 5 rows cannot roll back; 422 or 409"),
+     {"length": 5}, path="/v1/sessions/{{SID}}/truncate")
+case("session_method_put", err(405, "method_not_allowed", require_headers=["allow"],
+                               setup={"session": SESSION}),
+     SESSION, method="PUT", path="/v1/sessions/{{SID}}")
+case("session_unknown_subroute", err(404, ["not_found", "session_not_found"],
+                                     setup={"session": SESSION}),
+     method="GET", path="/v1/sessions/{{SID}}/nothing")
+
+# ---- path traversal on every route, plain and percent-encoded -----------------
+TRAV = [
+    ("root", "/../../../../etc/passwd"),
+    ("root_pct", "/%2e%2e/%2e%2e/%2e%2e/etc/passwd"),
+    ("root_pct_slash", "/..%2f..%2f..%2fetc%2fpasswd"),
+    ("root_double_pct", "/%252e%252e/%252e%252e/etc/passwd"),
+    ("attention", "/v1/attention/../../../etc/passwd"),
+    ("attention_pct", "/v1/attention/%2e%2e%2f%2e%2e%2fetc%2fpasswd"),
+    ("sessions", "/v1/sessions/../../../etc/passwd"),
+    ("sessions_pct", "/v1/sessions/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd"),
+    ("sessions_kv", "/v1/sessions/..%2f..%2fstate/kv"),
+    ("sessions_backslash", "/v1/sessions/..%5c..%5cetc%5cpasswd"),
+    ("sessions_nul", "/v1/sessions/abc%00/../../etc/passwd"),
+    ("verify", "/v1/verify/../../etc/passwd"),
+    ("verify_short", "/verify/%2e%2e/%2e%2e/etc/passwd"),
+    ("healthz", "/healthz/../../etc/passwd"),
+    ("static", "/index.html/../../../etc/passwd"),
+    ("static_pct", "/%2e%2e%2f%2e%2e%2fserver%2fmain.c"),
+    ("metrics", "/metrics/%2e%2e/%2e%2e/etc/passwd"),
+    ("info", "/v1/info/../../etc/passwd"),
+    ("v2", "/v2/models/../../../etc/passwd"),
+    ("v2_pct", "/v2/models/%2e%2e%2f%2e%2e%2fetc%2fpasswd/infer"),
+]
+for name, p in TRAV:
+    shape = "any" if name.startswith("v2") else "v1"
+    case("traversal_" + name,
+         {"status": [400, 404], "code": ["not_found", "session_not_found", "invalid_field"],
+          "error_shape": shape, "forbid": ["root:", "#include"],
+          "note": "never a file: 404 (or 400 for a refused path)"},
+         method="GET", path=p)
+case("traversal_sessions_delete",
+     {"status": [400, 404], "code": ["not_found", "session_not_found"],
+      "forbid": ["root:"]},
+     method="DELETE", path="/v1/sessions/..%2f..%2f..%2ftmp")
+case("traversal_sessions_post_kv",
+     {"status": [400, 404], "code": ["not_found", "session_not_found"],
+      "forbid": ["root:"]},
+     {"k": [[1, 0]], "v": [[1, 2]]}, path="/v1/sessions/%2e%2e%2f%2e%2e/kv")
+
+# ---- CORS: errors carry CORS-safe headers ---------------------------------------
+case("cors_error_with_origin", err(400, "invalid_json"), b"{",
+     headers=["Origin: http://evil.example"])
+case("cors_preflight_unknown_route",
+     {"status": [200, 204, 404], "error_shape": "any",
+      "note": "a preflight never grants '*' with credentials"},
+     method="OPTIONS", path="/v1/attention",
+     headers=["Origin: http://evil.example", "Access-Control-Request-Method: POST"])
+
+
+def write_all():
+    keep = set(cases)
+    for entry in os.listdir(HERE):
+        full = os.path.join(HERE, entry)
+        if os.path.isdir(full) and entry not in keep:
+            shutil.rmtree(full)
+    for name, (expect, raw, gen) in sorted(cases.items()):
+        d = os.path.join(HERE, name)
+        os.makedirs(d, exist_ok=True)
+        for f in ("request", "gen.py"):
+            p = os.path.join(d, f)
+            if os.path.exists(p):
+                os.remove(p)
+        if gen is not None:
+            with open(os.path.join(d, "gen.py"), "w") as f:
+                f.write(gen)
+        else:
+            with open(os.path.join(d, "request"), "wb") as f:
+                f.write(raw)
+        with open(os.path.join(d, "expect.json"), "w") as f:
+            json.dump(expect, f, indent=1, sort_keys=True)
+            f.write("\n")
+    print(f"{len(cases)} cases written to {HERE}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    write_all()
