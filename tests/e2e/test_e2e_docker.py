@@ -285,3 +285,49 @@ def test_runtime_env_healthcheck_and_stopsignal(df, clean_build):
             proc.kill()
             proc.wait()
         shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- compose and Kubernetes files -----------------------------------------
+
+def load_yaml(name):
+    yaml = pytest.importorskip("yaml", reason="python3-yaml (Makefile DEPS_TEST)")
+    with open(os.path.join(ROOT, "docker", name)) as f:
+        return list(yaml.safe_load_all(f))
+
+
+def test_compose_three_replicas_behind_nginx():
+    (doc,) = load_yaml("compose.yml")
+    svcs = doc["services"]
+    reps = {n: s for n, s in svcs.items() if n.startswith("attnd-")}
+    assert len(reps) == 3
+    ids = {s["environment"]["ATTND_REPLICA_ID"] for s in reps.values()}
+    assert ids == {"r1", "r2", "r3"}
+    for s in reps.values():
+        assert s["environment"]["ATTND_HOST"] == "0.0.0.0"
+        assert s["build"]["dockerfile"] == "docker/Dockerfile"
+        assert "ports" not in s, "only nginx publishes a port"
+    ng = svcs["nginx"]
+    assert re.fullmatch(r"nginx:\d+\.\d+\.\d+(-\w+)?", ng["image"]), ng["image"]
+    # every placeholder of nginx.conf is set, each replica address once
+    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
+        names = set(re.findall(r"\$\{(\w+)\}", f.read()))
+    assert names <= set(ng["environment"])
+    assert {ng["environment"][f"ATTND_R{i}"] for i in (1, 2, 3)} == \
+        {f"attnd-r{i}:8080" for i in (1, 2, 3)}
+    assert any("nginx.conf:/etc/nginx/templates/" in v for v in ng["volumes"])
+
+
+def test_k8s_deployment_probes_and_service():
+    docs = {d["kind"]: d for d in load_yaml("k8s.yaml")}
+    dep, svc = docs["Deployment"], docs["Service"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["cpu"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    env = {e["name"]: e for e in c["env"]}
+    assert env["ATTND_HOST"]["value"] == "0.0.0.0"
+    assert env["ATTND_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert pod["terminationGracePeriodSeconds"] > int(env["ATTND_DRAIN_TIMEOUT"]["value"])
