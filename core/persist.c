@@ -1,0 +1,546 @@
+/*
+ * core/persist.c — saving the session store to a directory and restoring it
+ * (sess_store_save / sess_store_load of store.h).
+ *
+ * One file per session, "<id>.sess", written atomically: ".<id>.tmp" is
+ * written, fsync'd and renamed over the old file, then the directory is
+ * fsync'd. Files of sessions that no longer exist are removed after a save.
+ *
+ * Format, version 1 (all integers u32/u64 and floats f64 in host byte order;
+ * a byte-order mark makes a file from another byte order read as corrupt):
+ *   "ATTNDSES" u32 version=1 u32 bom=0x01020304
+ *   u32 id_len, id bytes
+ *   u32 dtype u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
+ *   f64 scale u32 softmax f64 sink u32 rope f64 rope_base u32 rope_pairs
+ *   u32 alibi u32 has_slopes [f64 slopes[h]]
+ *   u64 bias_q_heads bias_k_heads bias_v_heads, then each present bias
+ *   K rows per head [length][d_k], V rows per head [length][d_v]
+ *   u32 crc32 (IEEE, of every byte before it)
+ * Reading is bounded by the file's size: no length read from a file is
+ * allocated before it is known to fit in what is left of the file.
+ *
+ * CRC-32 is hand-written (a 256-entry table, 20 lines) because zlib is not
+ * among the build dependencies and one checksum does not justify adding it.
+ */
+#include "store_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PERSIST_MAGIC "ATTNDSES"
+#define PERSIST_VERSION 1u
+#define PERSIST_BOM 0x01020304u
+#define PERSIST_SUFFIX ".sess"
+
+/* ---- CRC-32 (IEEE 802.3, reflected, poly 0xEDB88320) ------------------- */
+
+static void crc_table(uint32_t t[256])
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        t[i] = c;
+    }
+}
+
+static uint32_t crc_update(const uint32_t t[256], uint32_t crc, const void *p,
+                           size_t n)
+{
+    const unsigned char *b = p;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++)
+        crc = t[(crc ^ b[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- logging ------------------------------------------------------------ */
+
+static void logf_(sess_log_fn log, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void logf_(sess_log_fn log, void *arg, const char *fmt, ...)
+{
+    if (!log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log(arg, msg);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+struct wr {
+    FILE *f;
+    uint32_t crc;
+    const uint32_t *tab;
+    bool ok;
+};
+
+static void put(struct wr *w, const void *p, size_t n)
+{
+    if (!w->ok || n == 0)
+        return;
+    if (fwrite(p, 1, n, w->f) != n)
+        w->ok = false;
+    w->crc = crc_update(w->tab, w->crc, p, n);
+}
+
+static void put_u32(struct wr *w, uint32_t x) { put(w, &x, sizeof x); }
+static void put_u64(struct wr *w, uint64_t x) { put(w, &x, sizeof x); }
+static void put_f64(struct wr *w, double x) { put(w, &x, sizeof x); }
+
+/* Serialise a held session. */
+static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
+{
+    const struct sess_spec *sp = &s->spec;
+    const struct attn_shape *sh = &sp->shape;
+    const struct attn_params *pa = &sp->params;
+    size_t es = attn_dtype_size(pa->dtype), len = kv_length(s->kv);
+    uint32_t id_len = (uint32_t)strlen(s->id);
+    put(w, PERSIST_MAGIC, 8);
+    put_u32(w, PERSIST_VERSION);
+    put_u32(w, PERSIST_BOM);
+    put_u32(w, id_len);
+    put(w, s->id, id_len);
+    put_u32(w, (uint32_t)pa->dtype);
+    put_u64(w, sh->h);
+    put_u64(w, sh->h_kv);
+    put_u64(w, sh->d_k);
+    put_u64(w, sh->d_v);
+    put_u64(w, len);
+    put_u64(w, sp->max_tokens);
+    put_f64(w, sp->ttl_s);
+    pthread_mutex_lock(&st->mu);
+    double left = sess_expires_in(st, s);
+    pthread_mutex_unlock(&st->mu);
+    put_f64(w, left >= 0 ? sp->ttl_s - left : 0);
+    put_f64(w, pa->scale);
+    put_u32(w, (uint32_t)pa->softmax);
+    put_f64(w, pa->sink_logit);
+    put_u32(w, pa->rope);
+    put_f64(w, pa->rope_base);
+    put_u32(w, (uint32_t)pa->rope_pairs);
+    put_u32(w, pa->alibi);
+    put_u32(w, pa->alibi_slopes != NULL);
+    if (pa->alibi_slopes)
+        put(w, pa->alibi_slopes, sh->h * sizeof(double));
+    put_u64(w, sp->bias_q_heads);
+    put_u64(w, sp->bias_k_heads);
+    put_u64(w, sp->bias_v_heads);
+    put(w, sp->bias_q, sp->bias_q_heads * sh->d_k * es);
+    put(w, sp->bias_k, sp->bias_k_heads * sh->d_k * es);
+    put(w, sp->bias_v, sp->bias_v_heads * sh->d_v * es);
+    for (size_t g = 0; g < sh->h_kv; g++)
+        put(w, kv_k(s->kv, g), len * sh->d_k * es);
+    for (size_t g = 0; g < sh->h_kv; g++)
+        put(w, kv_v(s->kv, g), len * sh->d_v * es);
+    uint32_t crc = w->crc;
+    put_u32(w, crc);
+}
+
+static void path_of(char *out, size_t size, const char *dir, const char *pre,
+                    const char *id, const char *suf)
+{
+    snprintf(out, size, "%s/%s%s%s", dir, pre, id, suf);
+}
+
+/* Write one held session to dir/<id>.sess atomically. */
+static bool save_one(struct sess_store *st, struct sess *s, const char *dir,
+                     const uint32_t *tab, sess_log_fn log, void *log_arg)
+{
+    char tmp[4096], fin[4096];
+    path_of(tmp, sizeof tmp, dir, ".", s->id, ".tmp");
+    path_of(fin, sizeof fin, dir, "", s->id, PERSIST_SUFFIX);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        logf_(log, log_arg, "session save: cannot create %s: %s", tmp,
+              strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    struct wr w = {.f = f, .tab = tab, .ok = true};
+    write_sess(&w, st, s);
+    bool ok = w.ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, fin) != 0)
+        ok = false;
+    if (!ok) {
+        logf_(log, log_arg, "session save: writing %s failed: %s", fin,
+              strerror(errno));
+        unlink(tmp);
+    }
+    return ok;
+}
+
+/* True for a name "<something>.sess". */
+static bool is_sess_file(const char *name)
+{
+    size_t n = strlen(name), k = strlen(PERSIST_SUFFIX);
+    return n > k && name[0] != '.' && strcmp(name + n - k, PERSIST_SUFFIX) == 0;
+}
+
+/* Is the session file `name` one of the ids in ids[n]? */
+static bool saved_now(const char *name, char (*ids)[SESS_ID_MAX], size_t n)
+{
+    size_t k = strlen(name) - strlen(PERSIST_SUFFIX);
+    for (size_t i = 0; i < n; i++)
+        if (strlen(ids[i]) == k && memcmp(ids[i], name, k) == 0)
+            return true;
+    return false;
+}
+
+/* Remove *.sess files of sessions not saved now, and stray temp files. */
+static void remove_stale(const char *dir, char (*ids)[SESS_ID_MAX], size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        bool stale_tmp = e->d_name[0] == '.' && len > 4 &&
+                         strcmp(e->d_name + len - 4, ".tmp") == 0;
+        bool stale = is_sess_file(e->d_name) && !saved_now(e->d_name, ids, n);
+        if (stale || stale_tmp)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+static void fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Take a reference on every linked session (the store mutex is released
+ * before any of them is locked: lock order). */
+static struct sess **hold_all(struct sess_store *st, size_t *n)
+{
+    pthread_mutex_lock(&st->mu);
+    struct sess **all = malloc((st->count ? st->count : 1) * sizeof *all);
+    size_t k = 0;
+    for (struct sess *s = st->lru_head; all && s; s = s->lru_next) {
+        s->refs++;
+        all[k++] = s;
+    }
+    pthread_mutex_unlock(&st->mu);
+    *n = k;
+    return all;
+}
+
+enum core_status sess_store_save(struct sess_store *st, const char *dir,
+                                 sess_log_fn log, void *log_arg)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        logf_(log, log_arg, "session save: cannot create %s: %s", dir,
+              strerror(errno));
+        return CORE_EIO;
+    }
+    uint32_t tab[256];
+    crc_table(tab);
+    size_t n;
+    struct sess **all = hold_all(st, &n);
+    char (*ids)[SESS_ID_MAX] = calloc(n ? n : 1, sizeof *ids);
+    if (!all || !ids) {
+        for (size_t i = 0; all && i < n; i++) {
+            pthread_mutex_lock(&all[i]->mu);
+            sess_release(st, all[i]);
+        }
+        free(all);
+        free(ids);
+        return CORE_ENOMEM;
+    }
+    size_t saved = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        struct sess *s = all[i];
+        pthread_mutex_lock(&s->mu);
+        if (save_one(st, s, dir, tab, log, log_arg))
+            memcpy(ids[saved++], s->id, SESS_ID_MAX);
+        else
+            ok = false;
+        sess_release(st, s);
+    }
+    if (ok)
+        remove_stale(dir, ids, saved);
+    fsync_dir(dir);
+    free(all);
+    free(ids);
+    return ok ? CORE_OK : CORE_EIO;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct rd {
+    FILE *f;
+    uint32_t crc;
+    const uint32_t *tab;
+    size_t left;            /* bytes before the trailing crc */
+    const char *err;        /* first problem, or NULL */
+};
+
+static bool get(struct rd *r, void *p, size_t n)
+{
+    if (r->err)
+        return false;
+    if (n > r->left) {
+        r->err = "truncated";
+        return false;
+    }
+    if (n && fread(p, 1, n, r->f) != n) {
+        r->err = "read error";
+        return false;
+    }
+    r->left -= n;
+    r->crc = crc_update(r->tab, r->crc, p, n);
+    return true;
+}
+
+static uint32_t get_u32(struct rd *r)
+{
+    uint32_t x = 0;
+    get(r, &x, sizeof x);
+    return x;
+}
+
+static uint64_t get_u64(struct rd *r)
+{
+    uint64_t x = 0;
+    get(r, &x, sizeof x);
+    return x;
+}
+
+static double get_f64(struct rd *r)
+{
+    double x = 0;
+    get(r, &x, sizeof x);
+    return x;
+}
+
+/* malloc and read a*b elements of es bytes, refusing sizes beyond the
+ * file. */
+static void *get_array(struct rd *r, uint64_t a, uint64_t b, size_t es)
+{
+    size_t bytes;
+    if (r->err || a == 0 || b == 0)
+        return NULL;
+    if (a > SIZE_MAX || b > SIZE_MAX ||
+        !core_mul3((size_t)a, (size_t)b, es, &bytes) || bytes > r->left) {
+        r->err = "truncated";
+        return NULL;
+    }
+    void *p = malloc(bytes);
+    if (!p) {
+        r->err = "out of memory";
+        return NULL;
+    }
+    if (!get(r, p, bytes)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Everything read from one file before it becomes a session. */
+struct loaded {
+    char id[SESS_ID_MAX];
+    struct sess_spec spec;
+    uint64_t length;
+    double idle_s;
+    double *slopes;
+    void *bq, *bk, *bv, *k, *v;
+};
+
+static void loaded_free(struct loaded *l)
+{
+    free(l->slopes);
+    free(l->bq);
+    free(l->bk);
+    free(l->bv);
+    free(l->k);
+    free(l->v);
+}
+
+/* Header fields up to the biases; r->err set on a bad value. */
+static void read_header(struct rd *r, struct loaded *l)
+{
+    char magic[8] = {0};
+    get(r, magic, 8);
+    if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
+        r->err = "not a session file";
+    if (!r->err && get_u32(r) != PERSIST_VERSION)
+        r->err = "unsupported version";
+    if (!r->err && get_u32(r) != PERSIST_BOM)
+        r->err = "other byte order";
+    uint32_t id_len = get_u32(r);
+    if (!r->err && (id_len == 0 || id_len >= SESS_ID_MAX))
+        r->err = "bad id";
+    get(r, l->id, r->err ? 0 : id_len);
+    for (uint32_t i = 0; !r->err && i < id_len; i++) {
+        char ch = l->id[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+            r->err = "bad id";
+    }
+    uint32_t dtype = get_u32(r);
+    struct attn_shape *sh = &l->spec.shape;
+    sh->h = get_u64(r);
+    sh->h_kv = get_u64(r);
+    sh->d_k = get_u64(r);
+    sh->d_v = get_u64(r);
+    l->length = get_u64(r);
+    l->spec.max_tokens = get_u64(r);
+    l->spec.ttl_s = get_f64(r);
+    l->idle_s = get_f64(r);
+    struct attn_params *pa = &l->spec.params;
+    pa->dtype = dtype == 1 ? ATTN_F32 : ATTN_F64;
+    pa->scale = get_f64(r);
+    uint32_t softmax = get_u32(r);
+    pa->softmax = (enum attn_softmax)softmax;
+    pa->sink_logit = get_f64(r);
+    uint32_t rope = get_u32(r);
+    pa->rope = rope != 0;
+    pa->rope_base = get_f64(r);
+    uint32_t pairs = get_u32(r);
+    pa->rope_pairs = (enum attn_rope_pairs)pairs;
+    uint32_t alibi = get_u32(r), has_slopes = get_u32(r);
+    pa->alibi = alibi != 0;
+    if (!r->err && (dtype > 1 || softmax > 2 || rope > 1 || pairs > 1 ||
+                    alibi > 1 || has_slopes > 1 || l->spec.max_tokens == 0 ||
+                    l->length > l->spec.max_tokens))
+        r->err = "bad header field";
+    if (has_slopes)
+        l->slopes = get_array(r, sh->h, 1, sizeof(double));
+    pa->alibi_slopes = l->slopes;
+}
+
+/* Biases and rows. */
+static void read_body(struct rd *r, struct loaded *l)
+{
+    struct sess_spec *sp = &l->spec;
+    const struct attn_shape *sh = &sp->shape;
+    size_t es = attn_dtype_size(sp->params.dtype), kn, vn;
+    sp->bias_q_heads = get_u64(r);
+    sp->bias_k_heads = get_u64(r);
+    sp->bias_v_heads = get_u64(r);
+    if (r->err)
+        return;
+    if (sp->bias_q_heads > 1 + (uint64_t)sh->h ||
+        sp->bias_k_heads > 1 + (uint64_t)sh->h_kv ||
+        sp->bias_v_heads > 1 + (uint64_t)sh->h_kv) {
+        r->err = "bad bias heads";
+        return;
+    }
+    l->bq = get_array(r, sp->bias_q_heads, sh->d_k, es);
+    l->bk = get_array(r, sp->bias_k_heads, sh->d_k, es);
+    l->bv = get_array(r, sp->bias_v_heads, sh->d_v, es);
+    sp->bias_q = l->bq;
+    sp->bias_k = l->bk;
+    sp->bias_v = l->bv;
+    if (!core_mul3((size_t)l->length, sh->h_kv, sh->d_k, &kn) ||
+        !core_mul3((size_t)l->length, sh->h_kv, sh->d_v, &vn)) {
+        r->err = "truncated";
+        return;
+    }
+    l->k = get_array(r, kn, 1, es);
+    l->v = get_array(r, vn, 1, es);
+}
+
+/* Parse the file at path into l; returns NULL or the reason it is bad. */
+static const char *read_file(const char *path, const uint32_t *tab,
+                             struct loaded *l)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strerror(errno);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || sb.st_size < 4) {
+        fclose(f);
+        return "truncated";
+    }
+    struct rd r = {.f = f, .tab = tab, .left = (size_t)sb.st_size - 4};
+    read_header(&r, l);
+    read_body(&r, l);
+    uint32_t crc = r.crc, want = 0;
+    r.left += 4;
+    if (!r.err && r.left != 4)
+        r.err = "trailing bytes";
+    if (!r.err && get(&r, &want, 4) && want != crc)
+        r.err = "checksum mismatch";
+    fclose(f);
+    return r.err;
+}
+
+/* Turn a parsed file into a linked session; NULL or the reason. */
+static const char *restore(struct sess_store *st, struct loaded *l)
+{
+    enum core_status rc;
+    struct sess *s = sess_new_from_spec(&l->spec, &rc);
+    if (!s)
+        return core_status_text(rc);
+    if (l->length > 0)
+        rc = kv_append_prepared(s->kv, l->k, l->v, (size_t)l->length);
+    memcpy(s->id, l->id, SESS_ID_MAX);
+    if (rc == CORE_OK)
+        rc = sess_link(st, s, l->idle_s);
+    if (rc != CORE_OK) {
+        sess_destroy(s);
+        return rc == CORE_EINVAL ? "id already in use" : core_status_text(rc);
+    }
+    return NULL;
+}
+
+enum core_status sess_store_load(struct sess_store *st, const char *dir,
+                                 sess_log_fn log, void *log_arg)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return CORE_OK;
+        logf_(log, log_arg, "session load: cannot open %s: %s", dir,
+              strerror(errno));
+        return CORE_EIO;
+    }
+    uint32_t tab[256];
+    crc_table(tab);
+    size_t loaded_n = 0, skipped = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_sess_file(e->d_name))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct loaded l = {0};
+        const char *why = read_file(path, tab, &l);
+        if (!why)
+            why = restore(st, &l);
+        loaded_free(&l);
+        if (why) {
+            logf_(log, log_arg, "session load: skipping %s: %s", path, why);
+            skipped++;
+        } else {
+            loaded_n++;
+        }
+    }
+    closedir(d);
+    logf_(log, log_arg, "session load: %zu restored, %zu skipped", loaded_n,
+          skipped);
+    return CORE_OK;
+}

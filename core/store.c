@@ -1,0 +1,760 @@
+/*
+ * core/store.c — the session store (see store.h): a hash map of id ->
+ * session, an LRU list, per-session mutexes, reference counts, TTL expiry
+ * and byte accounting against the global limits.
+ *
+ * The map is a small chained hash table written here because C has no
+ * usable one (hsearch is global and cannot delete) and none of our
+ * dependencies (libuv, jansson, libmicrohttpd) exports one for core/.
+ * Sessions removed while held are put on a local "graveyard" list and freed
+ * outside the store mutex, or by their last sess_release.
+ */
+#include "store_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* ---- clock ------------------------------------------------------------- */
+
+static double monotonic_clock(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double sess_now(struct sess_store *st)
+{
+    return st->clock(st->clock_arg);
+}
+
+/* ---- ids --------------------------------------------------------------- */
+
+static const char b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* 16 random bytes -> 22 base64url characters (no padding) + NUL. */
+static enum core_status random_id(char out[SESS_ID_RANDOM_LEN + 1])
+{
+    unsigned char b[18] = {0};  /* 16 random + 2 zero bytes to finish a group */
+    size_t got = 0;
+    while (got < 16) {
+        ssize_t r = getrandom(b + got, 16 - got, 0);
+        if (r <= 0)
+            return CORE_EIO;
+        got += (size_t)r;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < 18 && o < SESS_ID_RANDOM_LEN; i += 3) {
+        uint32_t w = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+        for (int s = 18; s >= 0 && o < SESS_ID_RANDOM_LEN; s -= 6)
+            out[o++] = b64url[(w >> s) & 63];
+    }
+    out[o] = '\0';
+    return CORE_OK;
+}
+
+/* Keep [A-Za-z0-9._-] of the replica id (at most 62 characters) and end it
+ * with a separator, so ids stay URL- and file-name-safe. */
+static void set_replica(struct sess_store *st, const char *r)
+{
+    size_t o = 0;
+    for (; r && *r && o < sizeof st->replica - 2; r++) {
+        char ch = *r;
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+                  ch == '-';
+        if (ok)
+            st->replica[o++] = ch;
+    }
+    if (o > 0 && st->replica[o - 1] != '.' && st->replica[o - 1] != '-' &&
+        st->replica[o - 1] != '_')
+        st->replica[o++] = '.';
+    st->replica[o] = '\0';
+}
+
+/* ---- hash map and LRU (store mutex held) --------------------------------- */
+
+/* FNV-1a over the id text. */
+static size_t hash_id(const char *id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static struct sess *find(struct sess_store *st, const char *id)
+{
+    struct sess *s = st->buckets[hash_id(id) & (st->n_buckets - 1)];
+    while (s && strcmp(s->id, id) != 0)
+        s = s->hnext;
+    return s;
+}
+
+/* Double the table when it is more than twice as full as it is wide; a
+ * failed growth just keeps longer chains. */
+static void maybe_grow(struct sess_store *st)
+{
+    if (st->count < 2 * st->n_buckets || st->n_buckets > SIZE_MAX / 4)
+        return;
+    size_t nb = st->n_buckets * 2;
+    struct sess **b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < st->n_buckets; i++) {
+        struct sess *s = st->buckets[i];
+        while (s) {
+            struct sess *next = s->hnext;
+            size_t j = hash_id(s->id) & (nb - 1);
+            s->hnext = b[j];
+            b[j] = s;
+            s = next;
+        }
+    }
+    free(st->buckets);
+    st->buckets = b;
+    st->n_buckets = nb;
+}
+
+static void lru_unlink(struct sess_store *st, struct sess *s)
+{
+    if (s->lru_prev)
+        s->lru_prev->lru_next = s->lru_next;
+    else
+        st->lru_head = s->lru_next;
+    if (s->lru_next)
+        s->lru_next->lru_prev = s->lru_prev;
+    else
+        st->lru_tail = s->lru_prev;
+    s->lru_prev = s->lru_next = NULL;
+}
+
+static void lru_push_front(struct sess_store *st, struct sess *s)
+{
+    s->lru_prev = NULL;
+    s->lru_next = st->lru_head;
+    if (st->lru_head)
+        st->lru_head->lru_prev = s;
+    else
+        st->lru_tail = s;
+    st->lru_head = s;
+}
+
+/* Remove s from the map, the LRU list and the accounting. If nobody holds
+ * it, it goes onto *grave (freed by bury() after the mutex is released). */
+static void unlink_sess(struct sess_store *st, struct sess *s,
+                        struct sess **grave)
+{
+    struct sess **pp = &st->buckets[hash_id(s->id) & (st->n_buckets - 1)];
+    while (*pp && *pp != s)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = s->hnext;
+    s->hnext = NULL;
+    lru_unlink(st, s);
+    st->count--;
+    st->bytes -= s->bytes;
+    s->linked = false;
+    if (s->refs == 0) {
+        s->hnext = *grave;
+        *grave = s;
+    }
+}
+
+static void bury(struct sess *grave)
+{
+    while (grave) {
+        struct sess *next = grave->hnext;
+        sess_destroy(grave);
+        grave = next;
+    }
+}
+
+static double ttl_of(const struct sess *s)
+{
+    return s->spec.ttl_s;
+}
+
+static bool expired(const struct sess *s, double now)
+{
+    return s->refs == 0 && ttl_of(s) > 0 && now - s->last_used >= ttl_of(s);
+}
+
+/* Bytes held by idle sessions other than `keep` (what lru may evict). */
+static size_t idle_bytes(struct sess_store *st, const struct sess *keep,
+                         size_t *idle_count)
+{
+    size_t b = 0, n = 0;
+    for (struct sess *s = st->lru_tail; s; s = s->lru_prev)
+        if (s->refs == 0 && s != keep) {
+            b += s->bytes;
+            n++;
+        }
+    *idle_count = n;
+    return b;
+}
+
+/* Evict the least recently used idle session other than keep; false when
+ * there is none. */
+static bool evict_one(struct sess_store *st, const struct sess *keep,
+                      struct sess **grave)
+{
+    for (struct sess *s = st->lru_tail; s; s = s->lru_prev)
+        if (s->refs == 0 && s != keep) {
+            unlink_sess(st, s, grave);
+            st->evictions++;
+            return true;
+        }
+    return false;
+}
+
+/*
+ * Make room for `add_sessions` more sessions and the global byte count
+ * growing by `add_bytes`, evicting idle sessions (lru policy) if needed.
+ * Nothing is evicted unless eviction can make it fit.
+ */
+static enum core_status admit(struct sess_store *st, size_t add_sessions,
+                              size_t add_bytes, const struct sess *keep,
+                              struct sess **grave)
+{
+    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
+    bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
+    bool fits_b = max_b == 0 || (st->bytes <= max_b &&
+                                 add_bytes <= max_b - st->bytes);
+    if (fits_s && fits_b)
+        return CORE_OK;
+    if (st->cfg.policy != SESS_POLICY_LRU)
+        return CORE_ECAPACITY;
+    size_t idle_n, idle_b = idle_bytes(st, keep, &idle_n);
+    if (max_s && st->count + add_sessions > max_s + idle_n)
+        return CORE_ECAPACITY;
+    if (max_b && (add_bytes > max_b || st->bytes - idle_b > max_b - add_bytes))
+        return CORE_ECAPACITY;
+    for (;;) {
+        fits_s = max_s == 0 || st->count + add_sessions <= max_s;
+        fits_b = max_b == 0 || (st->bytes <= max_b &&
+                                add_bytes <= max_b - st->bytes);
+        if (fits_s && fits_b)
+            return CORE_OK;
+        if (!evict_one(st, keep, grave))
+            return CORE_ECAPACITY;
+    }
+}
+
+/* ---- store ------------------------------------------------------------- */
+
+struct sess_store *sess_store_new(const struct sess_config *cfg)
+{
+    struct sess_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->cfg = *cfg;
+    set_replica(st, cfg->replica_id);
+    st->cfg.replica_id = st->replica;
+    st->n_buckets = 64;
+    st->buckets = calloc(st->n_buckets, sizeof *st->buckets);
+    if (!st->buckets || pthread_mutex_init(&st->mu, NULL) != 0) {
+        free(st->buckets);
+        free(st);
+        return NULL;
+    }
+    st->clock = monotonic_clock;
+    return st;
+}
+
+/* Frees every session; no request may hold one any more. */
+void sess_store_free(struct sess_store *st)
+{
+    if (!st)
+        return;
+    struct sess *grave = NULL;
+    while (st->lru_head)
+        unlink_sess(st, st->lru_head, &grave);
+    bury(grave);
+    pthread_mutex_destroy(&st->mu);
+    free(st->buckets);
+    free(st);
+}
+
+void sess_store_set_clock(struct sess_store *st, sess_clock_fn fn, void *arg)
+{
+    pthread_mutex_lock(&st->mu);
+    st->clock = fn ? fn : monotonic_clock;
+    st->clock_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&st->mu);
+}
+
+size_t sess_store_sweep(struct sess_store *st)
+{
+    struct sess *grave = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&st->mu);
+    double now = sess_now(st);
+    struct sess *s = st->lru_tail;
+    while (s) {
+        struct sess *prev = s->lru_prev;
+        if (expired(s, now)) {
+            unlink_sess(st, s, &grave);
+            st->expirations++;
+            n++;
+        }
+        s = prev;
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    return n;
+}
+
+void sess_store_stats(struct sess_store *st, struct sess_stats *out)
+{
+    pthread_mutex_lock(&st->mu);
+    out->sessions = st->count;
+    out->bytes = st->bytes;
+    out->created = st->created;
+    out->evictions = st->evictions;
+    out->expirations = st->expirations;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- sessions: creation and lifetime -------------------------------------- */
+
+/* Copy count elements of size es; *err = CORE_ENOMEM on failure. */
+static void *dup_array(const void *p, size_t count, size_t es, bool *ok)
+{
+    size_t bytes;
+    if (!p)
+        return NULL;
+    void *d = core_mul(count, es, &bytes) ? malloc(bytes) : NULL;
+    if (!d) {
+        *ok = false;
+        return NULL;
+    }
+    memcpy(d, p, bytes);
+    return d;
+}
+
+static bool finite_array(const double *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i]))
+            return false;
+    return true;
+}
+
+/* Validate a spec by asking attn_check about a one-query, one-key pass with
+ * every fixed option of the session. */
+static enum core_status check_spec(const struct sess_spec *sp)
+{
+    const struct attn_shape *sh = &sp->shape;
+    if (sh->h == 0 || sh->h_kv == 0 || sh->d_k == 0 || sh->d_v == 0)
+        return CORE_EINVAL;
+    if (sh->h % sh->h_kv != 0)
+        return CORE_ESHAPE;
+    if ((sp->bias_q && sp->bias_q_heads != 1 && sp->bias_q_heads != sh->h) ||
+        (sp->bias_k && sp->bias_k_heads != 1 && sp->bias_k_heads != sh->h_kv) ||
+        (sp->bias_v && sp->bias_v_heads != 1 && sp->bias_v_heads != sh->h_kv))
+        return CORE_ESHAPE;
+    if (sp->params.alibi && sp->params.alibi_slopes &&
+        !finite_array(sp->params.alibi_slopes, sh->h))
+        return CORE_ENONFINITE;
+    struct attn_request r = {.shape = *sh, .params = sp->params,
+                             .attn_bias_heads = 1, .mask_heads = 1,
+                             .outputs = ATTN_OUT_ALL};
+    r.shape.n = 1;
+    r.shape.L = 1;
+    return attn_check(&r);
+}
+
+struct sess *sess_new_from_spec(const struct sess_spec *spec,
+                                enum core_status *err)
+{
+    *err = check_spec(spec);
+    if (*err != CORE_OK)
+        return NULL;
+    *err = CORE_ENOMEM;
+    struct sess *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    const struct attn_shape *sh = &spec->shape;
+    size_t es = attn_dtype_size(spec->params.dtype);
+    bool ok = true;
+    s->spec = *spec;
+    s->bias_q = dup_array(spec->bias_q, spec->bias_q_heads * sh->d_k, es, &ok);
+    s->bias_k = dup_array(spec->bias_k, spec->bias_k_heads * sh->d_k, es, &ok);
+    s->bias_v = dup_array(spec->bias_v, spec->bias_v_heads * sh->d_v, es, &ok);
+    if (spec->params.alibi)
+        s->slopes = dup_array(spec->params.alibi_slopes, sh->h,
+                              sizeof(double), &ok);
+    s->spec.bias_q = s->bias_q;
+    s->spec.bias_k = s->bias_k;
+    s->spec.bias_v = s->bias_v;
+    s->spec.bias_q_heads = s->bias_q ? spec->bias_q_heads : 0;
+    s->spec.bias_k_heads = s->bias_k ? spec->bias_k_heads : 0;
+    s->spec.bias_v_heads = s->bias_v ? spec->bias_v_heads : 0;
+    s->spec.params.alibi_slopes = s->slopes;
+    s->spec.shape.n = 0;
+    s->spec.shape.L = 0;
+    s->kv = kv_new(spec->params.dtype, sh->h_kv, sh->d_k, sh->d_v);
+    if (!ok || !s->kv || pthread_mutex_init(&s->mu, NULL) != 0) {
+        kv_free(s->kv);
+        free(s->bias_q);
+        free(s->bias_k);
+        free(s->bias_v);
+        free(s->slopes);
+        free(s);
+        return NULL;
+    }
+    *err = CORE_OK;
+    return s;
+}
+
+void sess_destroy(struct sess *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->mu);
+    kv_free(s->kv);
+    free(s->bias_q);
+    free(s->bias_k);
+    free(s->bias_v);
+    free(s->slopes);
+    free(s);
+}
+
+/* Fill in max_tokens and ttl defaults from the store's config. */
+static void resolve_defaults(struct sess_store *st, struct sess *s)
+{
+    if (s->spec.max_tokens == 0)
+        s->spec.max_tokens = st->cfg.default_max_tokens
+                                 ? st->cfg.default_max_tokens : SIZE_MAX;
+    if (!(s->spec.ttl_s > 0))
+        s->spec.ttl_s = st->cfg.default_ttl_s > 0 ? st->cfg.default_ttl_s : 0;
+}
+
+enum core_status sess_link(struct sess_store *st, struct sess *s,
+                           double idle_s)
+{
+    char rnd[SESS_ID_RANDOM_LEN + 1];
+    bool fresh = s->id[0] == '\0';
+    enum core_status rc = CORE_OK;
+    struct sess *grave = NULL;
+    resolve_defaults(st, s);
+    s->bytes = kv_bytes(s->kv);
+    pthread_mutex_lock(&st->mu);
+    for (int tries = 0; fresh; tries++) {
+        rc = tries < 4 ? random_id(rnd) : CORE_EIO;
+        if (rc != CORE_OK)
+            break;
+        snprintf(s->id, sizeof s->id, "%s%s", st->replica, rnd);
+        if (!find(st, s->id))
+            break;
+    }
+    if (rc == CORE_OK && !fresh && find(st, s->id))
+        rc = CORE_EINVAL;
+    if (rc == CORE_OK)
+        rc = admit(st, 1, s->bytes, NULL, &grave);
+    if (rc == CORE_OK) {
+        size_t j = hash_id(s->id) & (st->n_buckets - 1);
+        s->hnext = st->buckets[j];
+        st->buckets[j] = s;
+        lru_push_front(st, s);
+        s->linked = true;
+        s->last_used = sess_now(st) - (idle_s > 0 ? idle_s : 0);
+        st->count++;
+        st->bytes += s->bytes;
+        st->created++;
+        maybe_grow(st);
+    } else if (fresh) {
+        s->id[0] = '\0';
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    return rc;
+}
+
+enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
+                             char *id)
+{
+    enum core_status rc;
+    struct sess *s = sess_new_from_spec(spec, &rc);
+    if (!s)
+        return rc;
+    rc = sess_link(st, s, 0);
+    if (rc != CORE_OK) {
+        sess_destroy(s);
+        return rc;
+    }
+    memcpy(id, s->id, SESS_ID_MAX);
+    return CORE_OK;
+}
+
+enum core_status sess_acquire(struct sess_store *st, const char *id,
+                              struct sess **out)
+{
+    struct sess *grave = NULL;
+    *out = NULL;
+    if (!id || strnlen(id, SESS_ID_MAX) >= SESS_ID_MAX)
+        return CORE_ENOTFOUND;
+    pthread_mutex_lock(&st->mu);
+    double now = sess_now(st);
+    struct sess *s = find(st, id);
+    if (s && expired(s, now)) {
+        unlink_sess(st, s, &grave);
+        st->expirations++;
+        s = NULL;
+    }
+    if (s) {
+        s->refs++;
+        s->last_used = now;
+        lru_unlink(st, s);
+        lru_push_front(st, s);
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    if (!s)
+        return CORE_ENOTFOUND;
+    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&st->mu);
+    bool linked = s->linked;
+    pthread_mutex_unlock(&st->mu);
+    if (!linked) {
+        sess_release(st, s);
+        return CORE_ENOTFOUND;
+    }
+    *out = s;
+    return CORE_OK;
+}
+
+void sess_release(struct sess_store *st, struct sess *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&st->mu);
+    s->refs--;
+    s->last_used = sess_now(st);
+    bool dead = !s->linked && s->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (dead)
+        sess_destroy(s);
+}
+
+enum core_status sess_delete(struct sess_store *st, const char *id)
+{
+    struct sess *grave = NULL;
+    enum core_status rc = CORE_ENOTFOUND;
+    if (!id || strnlen(id, SESS_ID_MAX) >= SESS_ID_MAX)
+        return rc;
+    pthread_mutex_lock(&st->mu);
+    struct sess *s = find(st, id);
+    if (s) {
+        bool was_expired = expired(s, sess_now(st));
+        unlink_sess(st, s, &grave);
+        if (was_expired)
+            st->expirations++;
+        else
+            rc = CORE_OK;
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    return rc;
+}
+
+/* ---- operations on a held session --------------------------------------- */
+
+const struct sess_spec *sess_spec(const struct sess *s) { return &s->spec; }
+size_t sess_length(const struct sess *s) { return kv_length(s->kv); }
+const struct kv_cache *sess_cache(const struct sess *s) { return s->kv; }
+
+double sess_expires_in(struct sess_store *st, const struct sess *s)
+{
+    if (!(s->spec.ttl_s > 0))
+        return -1;
+    double left = s->spec.ttl_s - (sess_now(st) - s->last_used);
+    return left > 0 ? left : 0;
+}
+
+void sess_get_info(struct sess_store *st, const struct sess *s,
+                   struct sess_info *out)
+{
+    memcpy(out->id, s->id, SESS_ID_MAX);
+    out->length = kv_length(s->kv);
+    out->max_tokens = s->spec.max_tokens;
+    out->ttl_s = s->spec.ttl_s;
+    pthread_mutex_lock(&st->mu);
+    out->bytes = s->bytes;
+    out->expires_in_s = sess_expires_in(st, s);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static bool is_linked(struct sess_store *st, const struct sess *s)
+{
+    pthread_mutex_lock(&st->mu);
+    bool linked = s->linked;
+    pthread_mutex_unlock(&st->mu);
+    return linked;
+}
+
+/* Re-account s after its cache changed size (shrink or failed growth). */
+static void reaccount(struct sess_store *st, struct sess *s)
+{
+    pthread_mutex_lock(&st->mu);
+    size_t now_b = kv_bytes(s->kv);
+    if (s->linked) {
+        st->bytes = st->bytes - s->bytes + now_b;
+    }
+    s->bytes = now_b;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/*
+ * Reserve room for `need` rows: decide the capacity (the geometric target,
+ * or exactly `need` rows when only that fits the budget), admit the extra
+ * bytes (lru may evict idle sessions), then allocate.
+ */
+static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
+                                     size_t need)
+{
+    size_t cap, bytes, exact;
+    enum core_status rc = kv_plan(s->kv, need, &cap, &bytes, &exact);
+    if (rc != CORE_OK)
+        return rc;
+    if (cap <= kv_capacity(s->kv))
+        return CORE_OK;
+    struct sess *grave = NULL;
+    pthread_mutex_lock(&st->mu);
+    if (!s->linked) {
+        rc = CORE_ENOTFOUND;
+    } else if (admit(st, 0, bytes - s->bytes, s, &grave) != CORE_OK) {
+        cap = need;
+        bytes = exact;
+        rc = admit(st, 0, bytes - s->bytes, s, &grave);
+    }
+    if (rc == CORE_OK) {
+        st->bytes += bytes - s->bytes;  /* claimed before allocating */
+        s->bytes = bytes;
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    if (rc != CORE_OK)
+        return rc;
+    rc = kv_reserve(s->kv, cap);
+    if (rc != CORE_OK)
+        reaccount(st, s);   /* give the claim back */
+    return rc;
+}
+
+enum core_status sess_append(struct sess_store *st, struct sess *s,
+                             const void *k, const void *v, size_t m,
+                             long long expected_length)
+{
+    size_t len = kv_length(s->kv), need;
+    if (!is_linked(st, s))
+        return CORE_ENOTFOUND;
+    if (expected_length >= 0 && (unsigned long long)expected_length != len)
+        return CORE_ELENGTH;
+    if (m == 0 || !k || !v)
+        return CORE_EINVAL;
+    if (!core_add(len, m, &need))
+        return CORE_ELIMIT;
+    if (need > s->spec.max_tokens)
+        return CORE_EFULL;
+    enum core_status rc = reserve_rows(st, s, need);
+    if (rc != CORE_OK)
+        return rc;
+    struct attn_inputs in = {.k = k, .v = v, .bias_k = s->spec.bias_k,
+                             .bias_v = s->spec.bias_v,
+                             .bias_k_heads = s->spec.bias_k_heads,
+                             .bias_v_heads = s->spec.bias_v_heads};
+    return kv_append(s->kv, &s->spec.params, &in, m);
+}
+
+enum core_status sess_request(const struct sess *s, const struct sess_query *q,
+                              size_t m_extra, struct attn_request *out)
+{
+    size_t L;
+    if (!core_add(kv_length(s->kv), m_extra, &L))
+        return CORE_ELIMIT;
+    memset(out, 0, sizeof *out);
+    out->shape = s->spec.shape;
+    out->shape.n = q->n;
+    out->shape.L = L;
+    out->params = s->spec.params;
+    out->causal = q->causal;
+    out->empty_rows = q->empty_rows;
+    out->attn_bias = q->attn_bias;
+    out->attn_bias_heads = q->attn_bias ? q->attn_bias_heads : 1;
+    out->mask = q->mask;
+    out->mask_heads = q->mask ? q->mask_heads : 1;
+    out->outputs = q->outputs;
+    return CORE_OK;
+}
+
+enum core_status sess_attend(struct sess_store *st, struct sess *s,
+                             const void *k, const void *v, size_t m,
+                             const struct sess_query *q,
+                             struct attn_result *out, struct attn_ws *ws)
+{
+    struct attn_request r;
+    enum core_status rc = sess_request(s, q, m, &r);
+    if (rc == CORE_OK)
+        rc = attn_check(&r);
+    if (rc != CORE_OK)
+        return rc;
+    size_t len0 = kv_length(s->kv);
+    if (m > 0) {
+        rc = sess_append(st, s, k, v, m, -1);
+        if (rc != CORE_OK)
+            return rc;
+    }
+    struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
+                             .bias_q_heads = s->spec.bias_q_heads};
+    rc = kv_attend(s->kv, &r, &in, out, ws);
+    if (rc != CORE_OK && m > 0) {
+        kv_truncate(s->kv, len0);
+        reaccount(st, s);
+    }
+    return rc;
+}
+
+enum core_status sess_truncate(struct sess_store *st, struct sess *s,
+                               size_t length)
+{
+    if (!is_linked(st, s))
+        return CORE_ENOTFOUND;
+    if (length > kv_length(s->kv))
+        return CORE_EINVAL;
+    kv_truncate(s->kv, length);
+    reaccount(st, s);
+    return CORE_OK;
+}
+
+enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
+{
+    enum core_status rc;
+    struct sess *f = sess_new_from_spec(&s->spec, &rc);
+    if (!f)
+        return rc;
+    f->spec.max_tokens = s->spec.max_tokens;
+    f->spec.ttl_s = s->spec.ttl_s;
+    struct kv_cache *copy = kv_fork(s->kv);
+    if (!copy) {
+        sess_destroy(f);
+        return CORE_ENOMEM;
+    }
+    kv_free(f->kv);
+    f->kv = copy;
+    rc = is_linked(st, s) ? sess_link(st, f, 0) : CORE_ENOTFOUND;
+    if (rc != CORE_OK) {
+        sess_destroy(f);
+        return rc;
+    }
+    memcpy(id, f->id, SESS_ID_MAX);
+    return CORE_OK;
+}

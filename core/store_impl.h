@@ -1,0 +1,67 @@
+/*
+ * core/store_impl.h — the session store's internals shared by store.c (the
+ * map, locks, accounting) and persist.c (save/load). Not for other modules:
+ * everything else goes through core/store.h.
+ */
+#ifndef ATTND_CORE_STORE_IMPL_H
+#define ATTND_CORE_STORE_IMPL_H
+
+#include <pthread.h>
+
+#include "store.h"
+
+struct sess {
+    char id[SESS_ID_MAX];           /* NUL-terminated */
+    struct sess_spec spec;          /* arrays point at the owned copies below */
+    void *bias_q, *bias_k, *bias_v; /* owned copies, or NULL */
+    double *slopes;                 /* owned copy of ALiBi slopes [h], or NULL */
+    struct kv_cache *kv;            /* the cache; guarded by mu */
+    pthread_mutex_t mu;             /* held from acquire to release */
+    /* Guarded by the store mutex: */
+    size_t refs;                    /* holders (acquire .. release) */
+    bool linked;                    /* in the map (false once removed) */
+    size_t bytes;                   /* accounted; == kv_bytes(kv) */
+    double last_used;               /* clock at the last acquire/release */
+    struct sess *lru_prev, *lru_next; /* most recently used at lru_head */
+    struct sess *hnext;             /* hash chain; graveyard link once removed */
+};
+
+struct sess_store {
+    struct sess_config cfg;         /* cfg.replica_id points at replica */
+    char replica[64];               /* sanitised id prefix, "" for none */
+    pthread_mutex_t mu;             /* guards everything below */
+    struct sess **buckets;          /* hash table of linked sessions */
+    size_t n_buckets;               /* power of two */
+    size_t count;                   /* linked sessions */
+    struct sess *lru_head, *lru_tail;
+    size_t bytes;                   /* sum of linked sessions' bytes */
+    uint64_t created, evictions, expirations;
+    sess_clock_fn clock;
+    void *clock_arg;
+};
+
+/* Current time of the store's clock (seconds). */
+double sess_now(struct sess_store *st);
+
+/* A new unlinked session from spec (validated, arrays copied); NULL on
+ * error with *err set. The cache is empty. */
+struct sess *sess_new_from_spec(const struct sess_spec *spec,
+                                enum core_status *err);
+
+/* Free an unlinked, unreferenced session. */
+void sess_destroy(struct sess *s);
+
+/*
+ * Link s (not yet linked; id already set, or generated when id[0] == 0)
+ * into the store, admitting its bytes and one more session against the
+ * limits (lru policy evicts idle sessions). idle_s: seconds it has already
+ * been idle (0 for new). CORE_ECAPACITY when it does not fit; CORE_EINVAL
+ * when the id is already taken.
+ */
+enum core_status sess_link(struct sess_store *st, struct sess *s,
+                           double idle_s);
+
+/* Seconds s may still stay idle before expiry (negative: never expires). */
+double sess_expires_in(struct sess_store *st, const struct sess *s);
+
+#endif
