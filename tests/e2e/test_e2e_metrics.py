@@ -1,0 +1,131 @@
+"""tests/e2e/test_e2e_metrics.py — /metrics read by a real exposition parser.
+
+The text is parsed with prometheus_client's text_string_to_metric_families
+(Debian's python3-prometheus-client), which refuses malformed exposition
+text. The checks follow the Prometheus naming conventions: one attnd_ prefix,
+base units in the name (_seconds, _bytes), counters ending in _total,
+histograms with cumulative buckets ending at +Inf; request counts labelled by
+route template (never a raw session id) and status code; and the numbers move
+as the requests made here say they must.
+"""
+import math
+import re
+
+import pytest
+
+parser = pytest.importorskip(
+    "prometheus_client.parser", reason="python3-prometheus-client (Makefile DEPS_TEST)")
+
+ATT = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+
+
+def scrape(attnd):
+    r = attnd.get("/metrics")
+    assert r.status == 200, r
+    ctype = r.headers["content-type"]
+    assert ctype.startswith("text/plain") and "version=0.0.4" in ctype, ctype
+    text = r.body.decode()
+    fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    return text, fams
+
+
+def value(fams, name, sample=None, **labels):
+    fam = fams[name]
+    sample = sample or name
+    total = 0.0
+    for s in fam.samples:
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+            total += s.value
+    return total
+
+
+def test_exposition_parses_and_names_follow_conventions(attnd):
+    attnd.post("/v1/attention", ATT)
+    text, fams = scrape(attnd)
+    assert fams, "no metric families"
+    for name, fam in fams.items():
+        assert re.fullmatch(r"attnd_[a-z0-9_]+", name), name
+        assert fam.documentation.strip(), f"{name} has no HELP"
+        assert not re.search(r"_(ms|milliseconds|us|microseconds|kb|mb|kilobytes|megabytes)(_|$)", name), name
+        if fam.type == "counter":
+            # the parser strips _total from the family; the samples carry it
+            assert all(s.name.endswith(("_total", "_created")) for s in fam.samples), name
+            assert re.search(rf"^# TYPE {name}_total counter$|^# TYPE {name} counter$", text, re.M)
+        elif fam.type == "gauge":
+            assert not name.endswith("_total"), name
+        for s in fam.samples:
+            assert not math.isnan(s.value), s
+            assert "le" not in s.labels or fam.type == "histogram", s
+
+
+def test_request_counter_by_route_and_code(attnd):
+    _, before = scrape(attnd)
+    assert before["attnd_requests"].type == "counter"
+    b200 = value(before, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="200")
+    b422 = value(before, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="422")
+    for _ in range(3):
+        assert attnd.post("/v1/attention", ATT).status == 200
+    assert attnd.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2], [3, 4]]}).status == 422
+    _, after = scrape(attnd)
+    assert value(after, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="200") == b200 + 3
+    assert value(after, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="422") == b422 + 1
+    for s in after["attnd_requests"].samples:
+        if s.name == "attnd_requests_total":
+            assert {"route", "code"} <= set(s.labels), s
+            assert re.fullmatch(r"[1-5]\d\d", s.labels["code"]), s
+
+
+def test_duration_histogram_in_seconds(attnd):
+    attnd.post("/v1/attention", ATT)
+    _, fams = scrape(attnd)
+    fam = fams["attnd_request_duration_seconds"]
+    assert fam.type == "histogram"
+    series = {}
+    for s in fam.samples:
+        key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+        series.setdefault(key, {"buckets": [], "count": None, "sum": None})
+        if s.name.endswith("_bucket"):
+            series[key]["buckets"].append((float(s.labels["le"]), s.value))
+        elif s.name.endswith("_count"):
+            series[key]["count"] = s.value
+        elif s.name.endswith("_sum"):
+            series[key]["sum"] = s.value
+    assert series
+    for key, h in series.items():
+        b = sorted(h["buckets"])
+        assert b and b[-1][0] == math.inf, key
+        counts = [c for _, c in b]
+        assert counts == sorted(counts), f"buckets not cumulative: {key}"
+        assert b[-1][1] == h["count"], key
+        assert h["sum"] is not None and h["sum"] >= 0
+        # seconds, not milliseconds: the bounds are fractions of a second
+        finite = [le for le, _ in b if le != math.inf]
+        assert finite and min(finite) < 0.01 and max(finite) <= 120, finite
+    att = [h for k, h in series.items() if ("route", "/v1/attention") in k]
+    assert att and att[0]["count"] >= 1
+    assert att[0]["sum"] < 60 * att[0]["count"], "durations must be in seconds"
+
+
+def test_session_gauges_and_route_templates(attnd):
+    _, before = scrape(attnd)
+    s0 = value(before, "attnd_sessions")
+    assert before["attnd_sessions"].type == "gauge"
+    assert before["attnd_kv_cache_bytes"].type == "gauge"
+    ids = []
+    for _ in range(2):
+        r = attnd.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        assert r.status == 201, r
+        ids.append(r.json()["id"])
+    r = attnd.post(f"/v1/sessions/{ids[0]}/kv", {"k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]})
+    assert r.status == 200, r
+    text, mid = scrape(attnd)
+    assert value(mid, "attnd_sessions") == s0 + 2
+    assert value(mid, "attnd_kv_cache_bytes") >= 2 * 2 * 2 * 4   # 2 rows of k and v, float32 at least
+    for sid in ids:
+        assert sid not in text, "raw session ids must not become label values"
+    assert re.search(r'route="/v1/sessions/\{id\}/kv"', text)
+    assert attnd.request("DELETE", f"/v1/sessions/{ids[0]}").status == 204
+    _, after = scrape(attnd)
+    assert value(after, "attnd_sessions") == s0 + 1
+    assert value(after, "attnd_kv_cache_bytes") < value(mid, "attnd_kv_cache_bytes")
+    attnd.request("DELETE", f"/v1/sessions/{ids[1]}")
