@@ -1,0 +1,276 @@
+/*
+ * tests/unit/test_kv.c — the KV cache: growth and storage overhead,
+ * all-or-nothing appends, truncate/fork isolation, and decoding through the
+ * cache equal bit for bit to the stateless pass on the full K/V.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/attn.h"
+#include "core/kv.h"
+#include "tests/harness.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static double *rnd(size_t n)
+{
+    double *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = urand();
+    return p;
+}
+
+static struct attn_params plain_params(void)
+{
+    struct attn_params p = {.dtype = ATTN_F64, .scale = 0.5};
+    return p;
+}
+
+TEST(growth_is_geometric_and_overhead_bounded)
+{
+    struct kv_cache *c = kv_new(ATTN_F64, 2, 4, 3);
+    CHECK(c != NULL);
+    struct attn_params p = plain_params();
+    double k[2 * 4], v[2 * 3];
+    for (size_t i = 0; i < 8; i++)
+        k[i] = (double)i;
+    for (size_t i = 0; i < 6; i++)
+        v[i] = (double)i;
+    struct attn_inputs in = {.k = k, .v = v};
+    size_t changes = 0, last_cap = 0;
+    for (size_t i = 0; i < 5000; i++) {
+        CHECK_EQ_INT(kv_append(c, &p, &in, 1), CORE_OK);
+        size_t len = kv_length(c), cap = kv_capacity(c);
+        if (cap != last_cap)
+            changes++;
+        last_cap = cap;
+        /* storage never more than 10% over the raw rows */
+        CHECK(cap >= len && cap <= len + len / 10);
+        CHECK(kv_bytes(c) * 10 <= len * kv_row_bytes(c) * 11);
+    }
+    CHECK_EQ_INT(kv_length(c), 5000);
+    CHECK_EQ_INT(kv_row_bytes(c), 2 * (4 + 3) * sizeof(double));
+    /* amortised O(1): about log(5000/10)/log(1.1) + 10 growths, not 5000 */
+    CHECK(changes < 100);
+    kv_free(c);
+}
+
+TEST(plan_matches_growth)
+{
+    struct kv_cache *c = kv_new(ATTN_F32, 1, 2, 2);
+    size_t cap, bytes, exact;
+    CHECK_EQ_INT(kv_plan(c, 100, &cap, &bytes, &exact), CORE_OK);
+    CHECK_EQ_INT(cap, 110);
+    CHECK_EQ_INT(bytes, 110 * 4 * sizeof(float));
+    CHECK_EQ_INT(exact, 100 * 4 * sizeof(float));
+    CHECK_EQ_INT(kv_plan(c, SIZE_MAX / 2, &cap, &bytes, NULL), CORE_ELIMIT);
+    CHECK_EQ_INT(kv_bytes(c), 0);
+    kv_free(c);
+}
+
+TEST(append_is_all_or_nothing)
+{
+    struct kv_cache *c = kv_new(ATTN_F64, 2, 2, 2);
+    struct attn_params p = plain_params();
+    double k[2 * 3 * 2], v[2 * 3 * 2];
+    for (size_t i = 0; i < 12; i++)
+        k[i] = v[i] = (double)i + 1;
+    struct attn_inputs in = {.k = k, .v = v};
+    CHECK_EQ_INT(kv_append(c, &p, &in, 3), CORE_OK);
+    double before_k[6], before_v[6];
+    memcpy(before_k, kv_k(c, 1), sizeof before_k);
+    memcpy(before_v, kv_v(c, 1), sizeof before_v);
+    size_t cap0 = kv_capacity(c);
+
+    /* a bias that overflows one prepared number to +inf */
+    double big[2] = {1.7e308, 0};
+    k[2 * 3 * 2 - 2] = 1.7e308;
+    struct attn_inputs bad = {.k = k, .v = v, .bias_k = big, .bias_k_heads = 1};
+    CHECK_EQ_INT(kv_append(c, &p, &bad, 3), CORE_ENONFINITE);
+    CHECK_EQ_INT(kv_length(c), 3);
+    CHECK(memcmp(kv_k(c, 1), before_k, sizeof before_k) == 0);
+    CHECK(memcmp(kv_v(c, 1), before_v, sizeof before_v) == 0);
+
+    /* bad arguments change nothing either */
+    CHECK_EQ_INT(kv_append(c, &p, &in, 0), CORE_EINVAL);
+    struct attn_params p32 = p;
+    p32.dtype = ATTN_F32;
+    CHECK_EQ_INT(kv_append(c, &p32, &in, 1), CORE_EINVAL);
+    double nanrow[4] = {NAN, 0, 0, 0};
+    CHECK_EQ_INT(kv_append_prepared(c, nanrow, nanrow, 1), CORE_ENONFINITE);
+    CHECK_EQ_INT(kv_length(c), 3);
+    CHECK(kv_capacity(c) >= cap0);
+    kv_free(c);
+}
+
+TEST(truncate_and_fork_are_isolated)
+{
+    struct kv_cache *c = kv_new(ATTN_F64, 1, 2, 1);
+    double k[2 * 100], v[100];
+    for (size_t i = 0; i < 100; i++) {
+        k[2 * i] = (double)i;
+        k[2 * i + 1] = -(double)i;
+        v[i] = (double)i * 10;
+    }
+    CHECK_EQ_INT(kv_append_prepared(c, k, v, 100), CORE_OK);
+    struct kv_cache *f = kv_fork(c);
+    CHECK(f != NULL);
+    CHECK_EQ_INT(kv_length(f), 100);
+    CHECK(kv_capacity(f) <= 110);
+    CHECK(memcmp(kv_k(f, 0), kv_k(c, 0), sizeof k) == 0);
+
+    kv_truncate(c, 10);
+    CHECK_EQ_INT(kv_length(c), 10);
+    CHECK(kv_capacity(c) <= 11);       /* slack given back */
+    CHECK_EQ_INT(kv_length(f), 100);   /* fork untouched */
+    CHECK(((const double *)kv_v(f, 0))[99] == 990.0);
+
+    double k2[2] = {7, 7}, v2[1] = {7};
+    CHECK_EQ_INT(kv_append_prepared(f, k2, v2, 1), CORE_OK);
+    CHECK_EQ_INT(kv_length(c), 10);
+    CHECK(((const double *)kv_v(c, 0))[9] == 90.0);
+    CHECK(((const double *)kv_v(f, 0))[100] == 7.0);
+
+    kv_truncate(c, 50);                /* longer than length: no-op */
+    CHECK_EQ_INT(kv_length(c), 10);
+    kv_truncate(c, 0);
+    CHECK_EQ_INT(kv_length(c), 0);
+    CHECK_EQ_INT(kv_bytes(c), 0);
+    CHECK(kv_k(c, 0) == NULL);
+    CHECK_EQ_INT(kv_append_prepared(c, k2, v2, 1), CORE_OK);
+    CHECK(((const double *)kv_k(c, 0))[0] == 7.0);
+    kv_free(c);
+    kv_free(f);
+}
+
+/* Decode through the cache in steps and compare every step with the
+ * stateless pass on the whole K/V (queries at L-n..L-1): GQA 4/2 heads,
+ * q/k/v biases, RoPE, ALiBi, bottom-right causal; float64 and float32. */
+static void decode_equivalence(enum attn_dtype dt)
+{
+    const size_t h = 4, h_kv = 2, d_k = 6, d_v = 3, L = 9;
+    const size_t steps[] = {4, 1, 2, 1, 1};   /* rows per step, sum L */
+    size_t es = attn_dtype_size(dt);
+    double *k64 = rnd(h_kv * L * d_k), *v64 = rnd(h_kv * L * d_v);
+    double *q64 = rnd(h * L * d_k), *bq64 = rnd(d_k), *bk64 = rnd(h_kv * d_k),
+           *bv64 = rnd(d_v);
+    /* arrays in dtype */
+    void *k = malloc(h_kv * L * d_k * es), *v = malloc(h_kv * L * d_v * es);
+    void *q = malloc(h * L * d_k * es), *bq = malloc(d_k * es),
+         *bk = malloc(h_kv * d_k * es), *bv = malloc(d_v * es);
+    struct { void *dst; double *src; size_t n; } conv[] = {
+        {k, k64, h_kv * L * d_k}, {v, v64, h_kv * L * d_v}, {q, q64, h * L * d_k},
+        {bq, bq64, d_k}, {bk, bk64, h_kv * d_k}, {bv, bv64, d_v}};
+    for (size_t a = 0; a < 6; a++)
+        for (size_t i = 0; i < conv[a].n; i++) {
+            if (dt == ATTN_F32)
+                ((float *)conv[a].dst)[i] = (float)conv[a].src[i];
+            else
+                ((double *)conv[a].dst)[i] = conv[a].src[i];
+        }
+    struct attn_params p = {.dtype = dt, .scale = attn_default_scale(d_k),
+                            .rope = true, .rope_base = 10000,
+                            .rope_pairs = ATTN_ROPE_INTERLEAVED, .alibi = true};
+    struct kv_cache *c = kv_new(dt, h_kv, d_k, d_v);
+    struct attn_ws *ws = attn_ws_new();
+    size_t len = 0;
+    for (size_t st = 0; st < sizeof steps / sizeof steps[0]; st++) {
+        size_t m = steps[st];
+        /* the step's rows of every head, contiguous: [h_kv][m][d] */
+        char *ks = malloc(h_kv * m * d_k * es), *vs = malloc(h_kv * m * d_v * es);
+        char *qs = malloc(h * m * d_k * es);
+        for (size_t g = 0; g < h_kv; g++) {
+            memcpy(ks + g * m * d_k * es, (char *)k + (g * L + len) * d_k * es,
+                   m * d_k * es);
+            memcpy(vs + g * m * d_v * es, (char *)v + (g * L + len) * d_v * es,
+                   m * d_v * es);
+        }
+        for (size_t i = 0; i < h; i++)
+            memcpy(qs + i * m * d_k * es, (char *)q + (i * L + len) * d_k * es,
+                   m * d_k * es);
+        struct attn_inputs ain = {.k = ks, .v = vs, .bias_k = bk,
+                                  .bias_k_heads = h_kv, .bias_v = bv,
+                                  .bias_v_heads = 1};
+        CHECK_EQ_INT(kv_append(c, &p, &ain, m), CORE_OK);
+        len += m;
+        /* stateless: the first len rows of k, v, queries = this step's rows */
+        char *kf = malloc(h_kv * len * d_k * es), *vf = malloc(h_kv * len * d_v * es);
+        for (size_t g = 0; g < h_kv; g++) {
+            memcpy(kf + g * len * d_k * es, (char *)k + g * L * d_k * es,
+                   len * d_k * es);
+            memcpy(vf + g * len * d_v * es, (char *)v + g * L * d_v * es,
+                   len * d_v * es);
+        }
+        struct attn_request r = {
+            .shape = {.h = h, .h_kv = h_kv, .n = m, .L = len, .d_k = d_k, .d_v = d_v},
+            .params = p, .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+            .attn_bias_heads = 1, .mask_heads = 1, .outputs = ATTN_OUT_ALL};
+        size_t sw = h * m * len * es, so = h * m * d_v * es;
+        struct attn_result a = {malloc(sw), malloc(sw), malloc(so), NULL, 0};
+        struct attn_result b = {malloc(sw), malloc(sw), malloc(so), NULL, 0};
+        struct attn_inputs full = {.q = qs, .k = kf, .v = vf, .bias_q = bq,
+                                   .bias_q_heads = 1, .bias_k = bk,
+                                   .bias_k_heads = h_kv, .bias_v = bv,
+                                   .bias_v_heads = 1};
+        struct attn_inputs qin = {.q = qs, .bias_q = bq, .bias_q_heads = 1};
+        CHECK_EQ_INT(attn_forward(&r, &full, &a, ws), CORE_OK);
+        r.shape.L = 12345;  /* ignored: the cache decides */
+        CHECK_EQ_INT(kv_attend(c, &r, &qin, &b, ws), CORE_OK);
+        CHECK(memcmp(a.scores, b.scores, sw) == 0);
+        CHECK(memcmp(a.weights, b.weights, sw) == 0);
+        CHECK(memcmp(a.output, b.output, so) == 0);
+        free(a.scores); free(a.weights); free(a.output);
+        free(b.scores); free(b.weights); free(b.output);
+        free(ks); free(vs); free(qs); free(kf); free(vf);
+    }
+    CHECK_EQ_INT(kv_length(c), L);
+    /* a mismatching shape is refused */
+    struct attn_request bad = {
+        .shape = {.h = h, .h_kv = 1, .n = 1, .L = 1, .d_k = d_k, .d_v = d_v},
+        .params = p, .outputs = ATTN_OUT_ALL};
+    struct attn_inputs qin = {.q = q};
+    struct attn_result none = {0};
+    CHECK_EQ_INT(kv_attend(c, &bad, &qin, &none, ws), CORE_ESHAPE);
+    attn_ws_free(ws);
+    kv_free(c);
+    free(k); free(v); free(q); free(bq); free(bk); free(bv);
+    free(k64); free(v64); free(q64); free(bq64); free(bk64); free(bv64);
+}
+
+TEST(decode_equals_stateless_f64) { decode_equivalence(ATTN_F64); }
+TEST(decode_equals_stateless_f32) { decode_equivalence(ATTN_F32); }
+
+TEST(empty_cache_cannot_attend)
+{
+    struct kv_cache *c = kv_new(ATTN_F64, 1, 2, 2);
+    double q[2] = {1, 0}, o[2];
+    struct attn_request r = {
+        .shape = {.h = 1, .h_kv = 1, .n = 1, .L = 1, .d_k = 2, .d_v = 2},
+        .params = plain_params(), .outputs = ATTN_OUT_OUTPUT};
+    struct attn_inputs in = {.q = q};
+    struct attn_result out = {.output = o};
+    CHECK_EQ_INT(kv_attend(c, &r, &in, &out, NULL), CORE_ESHAPE);
+    CHECK(kv_new(ATTN_F64, 0, 2, 2) == NULL);
+    kv_free(c);
+}
+
+int main(void)
+{
+    RUN(growth_is_geometric_and_overhead_bounded);
+    RUN(plan_matches_growth);
+    RUN(append_is_all_or_nothing);
+    RUN(truncate_and_fork_are_isolated);
+    RUN(decode_equals_stateless_f64);
+    RUN(decode_equals_stateless_f32);
+    RUN(empty_cache_cannot_attend);
+    TEST_MAIN_END();
+}
