@@ -1,0 +1,339 @@
+/*
+ * server/config.c — flags and ATTND_* environment twins -> struct srv_config.
+ *
+ * One table (opts[]) names every setting once: its flag, its environment
+ * twin (derived: --max-body-bytes <-> ATTND_MAX_BODY_BYTES), its kind, range,
+ * default and help line. Defaults are applied by parsing the table's default
+ * text through the same setter as user input, so --help always shows what is
+ * in force. Hand-written rather than getopt_long because getopt cannot carry
+ * the environment twins, the ranges or the generated help.
+ */
+#include "server/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt_kind {
+    OPT_STR,        /* char array at off, size len */
+    OPT_UINT,       /* unsigned at off, [min, max] */
+    OPT_SIZE,       /* size_t at off, [min, max], k/m/g suffix (x1024) */
+    OPT_SECONDS,    /* double at off, [min, max], finite */
+    OPT_LOGFMT,     /* json | text */
+    OPT_POLICY,     /* reject | lru */
+    OPT_CORS,       /* comma-separated origins */
+};
+
+struct opt {
+    const char *name;               /* flag without "--" */
+    enum opt_kind kind;
+    size_t off;                     /* offsetof(struct srv_config, field) */
+    size_t len;                     /* OPT_STR: sizeof the array */
+    double min, max;                /* numeric range, inclusive */
+    const char *def;                /* default as text (NULL: computed) */
+    const char *help;
+};
+
+#define F(field) offsetof(struct srv_config, field), sizeof(((struct srv_config *)0)->field)
+#define N(field) offsetof(struct srv_config, field), 0
+
+static const struct opt opts[] = {
+    {"host", OPT_STR, F(host), 0, 0, "127.0.0.1", "address to listen on (0.0.0.0 for all)"},
+    {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
+    {"port-file", OPT_STR, F(port_file), 0, 0, "", "write the bound port to this file"},
+    {"workers", OPT_UINT, N(workers), 1, 256, NULL, "compute threads (default: CPU count)"},
+    {"max-body-bytes", OPT_SIZE, N(max_body_bytes), 1, 4294967296.0, "64m",
+     "largest request body (k/m/g suffixes)"},
+    {"max-elements", OPT_SIZE, N(max_elements), 1, 1e15, "4194304",
+     "numbers in one request's inputs, and in its response"},
+    {"max-sessions", OPT_SIZE, N(max_sessions), 0, 1e9, "1024", "live sessions at most"},
+    {"max-cache-bytes", OPT_SIZE, N(max_cache_bytes), 0, 1e15, "1g",
+     "KV cache bytes over all sessions"},
+    {"session-ttl", OPT_SECONDS, N(session_ttl_s), 1, 31536000, "3600",
+     "default session time to live, seconds"},
+    {"max-tokens", OPT_SIZE, N(max_tokens), 1, 1e12, "32768", "default max_tokens of a session"},
+    {"api-key", OPT_STR, F(api_key), 0, 0, "",
+     "require 'Authorization: Bearer KEY' (all but /healthz, /readyz)"},
+    {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "", "comma-separated allowed browser origins"},
+    {"cache-policy", OPT_POLICY, N(cache_lru), 0, 0, "reject",
+     "when the cache is full: reject (503) | lru (evict idle sessions)"},
+    {"replica-id", OPT_STR, F(replica_id), 0, 0, "", "prefix of session ids on this replica"},
+    {"state-dir", OPT_STR, F(state_dir), 0, 0, "",
+     "save sessions here on drain, restore them on start"},
+    {"log-format", OPT_LOGFMT, N(log_format), 0, 0, "json", "json | text"},
+    {"log-file", OPT_STR, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens); default stdout"},
+    {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
+     "seconds to let in-flight requests finish on SIGTERM"},
+    {"conn-timeout", OPT_UINT, N(conn_timeout_s), 1, 86400, "30", "idle connection timeout, seconds"},
+    {"max-connections", OPT_UINT, N(max_connections), 1, 100000, "1000", "open connections at most"},
+    {"max-connections-per-ip", OPT_UINT, N(max_connections_per_ip), 1, 100000, "256",
+     "open connections per client address"},
+};
+
+#undef F
+#undef N
+
+#define N_OPTS (sizeof opts / sizeof opts[0])
+
+/* Parse a whole-string unsigned decimal with an optional k/m/g suffix. */
+static bool parse_u64(const char *s, bool suffix, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)s[0]))
+        return false;                   /* rejects "", "-1", " 1", "+1" */
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s)
+        return false;
+    uint64_t mul = 1;
+    if (suffix && *end) {
+        switch (tolower((unsigned char)*end)) {
+        case 'k': mul = 1ull << 10; break;
+        case 'm': mul = 1ull << 20; break;
+        case 'g': mul = 1ull << 30; break;
+        default: return false;
+        }
+        end++;
+    }
+    if (*end != '\0')
+        return false;
+    uint64_t r;
+    if (__builtin_mul_overflow((uint64_t)v, mul, &r))
+        return false;
+    *out = r;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
+        return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool set_str(char *dst, size_t cap, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= cap)
+        return false;
+    memcpy(dst, v, n + 1);
+    return true;
+}
+
+/* Split "a, b,c" into cfg->cors_origins (pointers into cfg->cors_buf). */
+static bool set_cors(struct srv_config *cfg, const char *v)
+{
+    if (!set_str(cfg->cors_buf, sizeof cfg->cors_buf, v))
+        return false;
+    size_t n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(cfg->cors_buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        char *e = tok + strlen(tok);
+        while (e > tok && (e[-1] == ' ' || e[-1] == '\t'))
+            *--e = '\0';
+        if (*tok == '\0')
+            continue;
+        if (n == SRV_MAX_CORS_ORIGINS)
+            return false;
+        cfg->cors_origins[n++] = tok;
+    }
+    cfg->cors_origins[n] = NULL;
+    return true;
+}
+
+/* Apply one value; false if it does not parse or is out of range. */
+static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
+{
+    char *base = (char *)cfg;
+    uint64_t u;
+    double d;
+    switch (o->kind) {
+    case OPT_STR:
+        return set_str(base + o->off, o->len, v);
+    case OPT_UINT:
+        if (!parse_u64(v, false, &u) || (double)u < o->min || (double)u > o->max)
+            return false;
+        *(unsigned *)(void *)(base + o->off) = (unsigned)u;
+        return true;
+    case OPT_SIZE:
+        if (!parse_u64(v, true, &u) || (double)u < o->min || (double)u > o->max ||
+            u > SIZE_MAX)
+            return false;
+        *(size_t *)(void *)(base + o->off) = (size_t)u;
+        return true;
+    case OPT_SECONDS:
+        if (!parse_double(v, &d) || d < o->min || d > o->max)
+            return false;
+        *(double *)(void *)(base + o->off) = d;
+        return true;
+    case OPT_LOGFMT:
+        if (strcmp(v, "json") == 0)
+            cfg->log_format = SRV_LOG_JSON;
+        else if (strcmp(v, "text") == 0)
+            cfg->log_format = SRV_LOG_TEXT;
+        else
+            return false;
+        return true;
+    case OPT_POLICY:
+        if (strcmp(v, "reject") == 0)
+            cfg->cache_lru = false;
+        else if (strcmp(v, "lru") == 0)
+            cfg->cache_lru = true;
+        else
+            return false;
+        return true;
+    case OPT_CORS:
+        return set_cors(cfg, v);
+    }
+    return false;
+}
+
+/* "max-body-bytes" -> "ATTND_MAX_BODY_BYTES" */
+static void env_name(const struct opt *o, char *buf, size_t cap)
+{
+    size_t n = strlen(o->name);
+    if (cap < n + 7)
+        return;
+    memcpy(buf, "ATTND_", 6);
+    for (size_t i = 0; i < n; i++)
+        buf[6 + i] = o->name[i] == '-' ? '_' : (char)toupper((unsigned char)o->name[i]);
+    buf[6 + n] = '\0';
+}
+
+static const char *kind_hint(const struct opt *o)
+{
+    switch (o->kind) {
+    case OPT_UINT: return "an integer";
+    case OPT_SIZE: return "a non-negative integer (k/m/g suffix allowed)";
+    case OPT_SECONDS: return "a number of seconds";
+    case OPT_LOGFMT: return "json or text";
+    case OPT_POLICY: return "reject or lru";
+    case OPT_CORS: return "at most 32 origins, 4095 characters";
+    case OPT_STR: break;
+    }
+    return "shorter text";
+}
+
+static void bad_value(FILE *err, const struct opt *o, const char *where, const char *v)
+{
+    if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS)
+        fprintf(err, "attnd: invalid %s '%s': expected %s in [%.15g, %.15g]\n",
+                where, v, kind_hint(o), o->min, o->max);
+    else
+        fprintf(err, "attnd: invalid %s '%s': expected %s\n", where, v, kind_hint(o));
+    fprintf(err, "Try 'attnd --help'.\n");
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: attnd [--flag VALUE | --flag=VALUE]...\n"
+            "attnd %s: scaled dot-product attention over HTTP/JSON.\n\n"
+            "Every flag has an environment twin (--max-body-bytes <-> ATTND_MAX_BODY_BYTES);\n"
+            "a flag wins over its twin.\n\n",
+            ATTND_VERSION);
+    char env[64];
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *o = &opts[i];
+        env_name(o, env, sizeof env);
+        fprintf(out, "  --%-24s %s\n  %-26s [%s; default: %s]\n", o->name, o->help, "",
+                env, o->def ? (o->def[0] ? o->def : "none") : "CPU count");
+    }
+    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "print this help and exit",
+             "version", "print the version and exit");
+}
+
+static const struct opt *find_opt(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (strlen(opts[i].name) == len && memcmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static unsigned cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
+}
+
+static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->workers = cpu_count();
+    char env[64];
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *o = &opts[i];
+        if (o->def && !set_opt(cfg, o, o->def)) {
+            fprintf(err, "attnd: internal error: bad default for --%s\n", o->name);
+            return false;
+        }
+        env_name(o, env, sizeof env);
+        const char *v = getenv(env);
+        if (v && !set_opt(cfg, o, v)) {
+            char where[96];
+            snprintf(where, sizeof where, "value of %s", env);
+            bad_value(err, o, where, v);
+            return false;
+        }
+    }
+    return true;
+}
+
+enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
+                                        char **argv, FILE *out, FILE *err)
+{
+    if (!apply_defaults_and_env(cfg, err))
+        return SRV_CONFIG_EXIT_USAGE;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_help(out);
+            return SRV_CONFIG_EXIT_OK;
+        }
+        if (strcmp(a, "--version") == 0) {
+            fprintf(out, "attnd %s\n", ATTND_VERSION);
+            return SRV_CONFIG_EXIT_OK;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(err, "attnd: unexpected argument '%s'\nTry 'attnd --help'.\n", a);
+            return SRV_CONFIG_EXIT_USAGE;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct opt *o = find_opt(name, len);
+        if (!o) {
+            fprintf(err, "attnd: unknown flag '--%.*s'\nTry 'attnd --help'.\n", (int)len, name);
+            return SRV_CONFIG_EXIT_USAGE;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v) {
+            if (i + 1 >= argc) {
+                fprintf(err, "attnd: --%s needs a value\nTry 'attnd --help'.\n", o->name);
+                return SRV_CONFIG_EXIT_USAGE;
+            }
+            v = argv[++i];
+        }
+        if (!set_opt(cfg, o, v)) {
+            char where[64];
+            snprintf(where, sizeof where, "--%s", o->name);
+            bad_value(err, o, where, v);
+            return SRV_CONFIG_EXIT_USAGE;
+        }
+    }
+    return SRV_CONFIG_RUN;
+}

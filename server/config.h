@@ -1,0 +1,58 @@
+/*
+ * server/config.h — the static configuration surface of attnd.
+ *
+ * Every setting is a command-line flag (--max-body-bytes 1048576 or
+ * --max-body-bytes=1048576) with an ATTND_* environment twin
+ * (ATTND_MAX_BODY_BYTES); a flag wins over its twin, a twin over the
+ * default. Numbers are validated strictly (whole string, range); a bad value
+ * is reported with the flag's name and the process exits 2.
+ */
+#ifndef ATTND_SERVER_CONFIG_H
+#define ATTND_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define SRV_MAX_CORS_ORIGINS 32
+
+enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT };
+
+struct srv_config {
+    char host[256];                 /* bind address (numeric or name) */
+    unsigned port;                  /* 0: pick a free port */
+    char port_file[1024];           /* write the bound port here, or "" */
+    unsigned workers;               /* compute pool threads */
+    size_t max_body_bytes;          /* request body cap */
+    size_t max_elements;            /* numbers per request (in and out) */
+    size_t max_sessions;            /* live sessions at most */
+    size_t max_cache_bytes;         /* KV cache bytes over all sessions */
+    double session_ttl_s;           /* default session ttl */
+    size_t max_tokens;              /* default session max_tokens */
+    char api_key[512];              /* Bearer token, "" for none */
+    char cors_buf[4096];            /* storage behind cors_origins */
+    const char *cors_origins[SRV_MAX_CORS_ORIGINS + 1]; /* NULL-terminated */
+    bool cache_lru;                 /* --cache-policy lru (else reject) */
+    char replica_id[64];            /* prefix of session ids, or "" */
+    char state_dir[1024];           /* sessions saved/restored here, or "" */
+    enum srv_log_format log_format; /* json | text */
+    char log_file[1024];            /* append logs here (SIGHUP reopens), "" = stdout */
+    double drain_timeout_s;         /* SIGTERM: longest wait for in-flight requests */
+    unsigned conn_timeout_s;        /* idle connection timeout */
+    unsigned max_connections;       /* open connections at most */
+    unsigned max_connections_per_ip;/* open connections per client address */
+};
+
+/* What srv_config_parse asks of the caller. */
+enum srv_config_result {
+    SRV_CONFIG_RUN = 0,             /* start the daemon */
+    SRV_CONFIG_EXIT_OK,             /* --help / --version printed: exit 0 */
+    SRV_CONFIG_EXIT_USAGE,          /* error printed to stderr: exit 2 */
+};
+
+/* Defaults, then ATTND_* from the environment, then argv. Messages go to
+ * out (help, version) and err (errors). */
+enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
+                                        char **argv, FILE *out, FILE *err);
+
+#endif

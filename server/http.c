@@ -1,0 +1,615 @@
+/*
+ * server/http.c — libmicrohttpd glue: polling, body caps, suspend/resume,
+ * static files, transport errors in JSON.
+ *
+ * Threading choice. MHD runs without a thread of its own: it is polled by
+ * the libuv loop through its epoll fd (MHD_DAEMON_INFO_EPOLL_FD, a uv_poll
+ * handle, and a uv_timer armed from MHD_get_timeout). Measured here (2
+ * cores, wrk -t2 -c32, 3 s, GET /healthz through the work pool):
+ * see the comment above start_daemon() for the figures. The reasons:
+ *   - every MHD call (queue, suspend, resume) happens on one thread, the loop
+ *     thread, which also owns uv_queue_work: no hand-off queue, no locks
+ *     between transport and loop, and a resumed connection is picked up in
+ *     the same loop iteration;
+ *   - on 2 cores a second transport thread competes with the compute pool;
+ *     the transport's work per request (headers, copying the body) is small
+ *     next to JSON parsing and attention on the pool.
+ *
+ * Request life (struct req, MHD's *con_cls):
+ *   1st call    headers only: check Content-Length/Transfer-Encoding; answer
+ *               400/413 at once (the body is never read), else return YES
+ *               (answering here would turn off keep-alive, see RESULTS.md).
+ *   body calls  append into a buffer capped at --max-body-bytes; past the
+ *               cap, keep counting but discard (bounded), answer 413.
+ *   last call   static file, or suspend + uv_queue_work(api_handle).
+ *   resumed     queue the api_response; MHD sends it.
+ *   completed   log line, metrics, free.
+ */
+#include "server/http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "server/assets.h"
+#include "server/log.h"
+#include "server/loop.h"
+
+#define MAX_REQ_HEADERS 64
+#define BODY_INITIAL_CAP 4096
+/* Bytes past the cap that are read and dropped to answer 413 cleanly on a
+ * chunked upload; a client that goes on beyond is disconnected. */
+#define DISCARD_LIMIT ((uint64_t)16 << 20)
+
+struct srv_http {
+    uv_loop_t *loop;
+    struct MHD_Daemon *mhd;
+    uv_poll_t poll;                 /* MHD's epoll fd */
+    uv_timer_t timer;               /* MHD_get_timeout */
+    int open_handles;               /* handles not yet closed by srv_http_stop */
+    const struct srv_config *cfg;
+    struct api_ctx *ctx;
+    struct srv_metrics *metrics;
+    unsigned port;
+    size_t in_flight;               /* requests between 1st call and completion */
+    size_t working;                 /* requests on the work pool */
+    bool quiesced;                  /* no new connections; answers close */
+    srv_http_idle_fn idle;
+    void *idle_arg;
+};
+
+enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_ANSWERED };
+
+struct req_header {
+    const char *name, *value;       /* MHD's strings, valid for the request */
+};
+
+struct req {
+    struct srv_http *h;
+    struct MHD_Connection *conn;
+    enum req_state state;
+    const char *method;             /* MHD's string */
+    const char *url;                /* MHD's string, percent-decoded path */
+    uint64_t t0;                    /* uv_hrtime at the 1st call */
+    char *body;                     /* capped buffer */
+    size_t len, cap;
+    uint64_t bytes_in;              /* everything received, kept or not */
+    bool too_large;
+    struct req_header hdr[MAX_REQ_HEADERS];
+    size_t n_hdr;
+    uv_work_t work;
+    struct api_response resp;       /* filled on the pool */
+    int status;                     /* what was queued */
+    const char *route;
+    uint64_t bytes_out;
+};
+
+/* ---- headers ----------------------------------------------------------- */
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
+                                      const char *key, const char *value)
+{
+    (void)kind;
+    struct req *r = cls;
+    if (r->n_hdr == MAX_REQ_HEADERS)
+        return MHD_NO;
+    r->hdr[r->n_hdr].name = key;
+    r->hdr[r->n_hdr].value = value ? value : "";
+    r->n_hdr++;
+    return MHD_YES;
+}
+
+/* api_header_fn over the copied header pointers: safe on a pool thread,
+ * because MHD does not touch a suspended connection's headers. */
+static const char *req_header(void *arg, const char *name)
+{
+    struct req *r = arg;
+    for (size_t i = 0; i < r->n_hdr; i++)
+        if (strcasecmp(r->hdr[i].name, name) == 0)
+            return r->hdr[i].value;
+    return NULL;
+}
+
+/* api_header_fn on the transport thread (1st call, before the copy). */
+static const char *conn_header(void *arg, const char *name)
+{
+    struct req *r = arg;
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+static void api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
+{
+    memset(q, 0, sizeof *q);
+    q->method = r->method;
+    q->path = r->url;
+    q->header = fn;
+    q->header_arg = r;
+    q->body = r->body;
+    q->body_len = r->len;
+}
+
+/* ---- answering --------------------------------------------------------- */
+
+/* Queue resp on the connection; takes its body. */
+static enum MHD_Result queue(struct req *r, struct api_response *resp)
+{
+    char *body = resp->body;
+    size_t len = body ? resp->body_len : 0;
+    resp->body = NULL;
+    struct MHD_Response *mr = body
+        ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+        : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!mr) {
+        free(body);
+        api_response_free(resp);
+        return MHD_NO;
+    }
+    if (resp->content_type)
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    for (size_t i = 0; i < resp->n_headers && i < API_MAX_HEADERS; i++)
+        MHD_add_response_header(mr, resp->headers[i].name, resp->headers[i].value);
+    if (r->h->quiesced || resp->drain_after)
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+    r->status = resp->status;
+    r->route = resp->route;
+    r->bytes_out = len;
+    r->state = REQ_ANSWERED;
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)resp->status, mr);
+    MHD_destroy_response(mr);
+    api_response_free(resp);
+    return ret;
+}
+
+/* A fault the transport detects: JSON error body with CORS headers. */
+static enum MHD_Result transport_error(struct req *r, const char *code, const char *msg)
+{
+    struct api_request q;
+    api_req_init(r, &q, conn_header);
+    struct api_response resp;
+    memset(&resp, 0, sizeof resp);
+    api_transport_error(r->h->ctx, &q, code, msg, &resp);
+    return queue(r, &resp);
+}
+
+static const char *content_type_of(const char *path)
+{
+    static const struct { const char *ext, *type; } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript; charset=utf-8"},
+        {".mjs", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".md", "text/markdown; charset=utf-8"},
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return "application/octet-stream";
+}
+
+/* The embedded file for a GET/HEAD path, or NULL. */
+static const struct srv_asset *find_asset(const char *method, const char *url)
+{
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return NULL;
+    const char *name = url;
+    if (strcmp(url, "/") == 0)
+        name = "/index.html";
+    else if (strcmp(url, "/v1/openapi.json") == 0)
+        name = "/openapi.json";
+    for (const struct srv_asset *a = srv_assets; a->path; a++)
+        if (strcmp(a->path, name) == 0)
+            return a;
+    return NULL;
+}
+
+static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
+{
+    struct MHD_Response *mr = MHD_create_response_from_buffer(
+        a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!mr)
+        return MHD_NO;
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type_of(a->path));
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    if (r->h->quiesced)
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+    r->status = 200;
+    r->route = strcmp(r->url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
+             : strcmp(a->path, "/index.html") == 0 ? "/" : "/{asset}";
+    r->bytes_out = a->size;
+    r->state = REQ_ANSWERED;
+    enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+/* ---- the work pool ----------------------------------------------------- */
+
+static void run_mhd(struct srv_http *h);
+
+static void work_cb(uv_work_t *w)
+{
+    struct req *r = w->data;
+    struct api_request q;
+    api_req_init(r, &q, req_header);
+    q.ws = srv_worker_ws();
+    api_handle(r->h->ctx, &q, &r->resp);
+}
+
+static void after_work_cb(uv_work_t *w, int status)
+{
+    struct req *r = w->data;
+    struct srv_http *h = r->h;
+    if (status != 0) {                  /* cancelled: never ran */
+        api_response_free(&r->resp);
+        memset(&r->resp, 0, sizeof r->resp);
+        struct api_request q;
+        api_req_init(r, &q, req_header);
+        api_transport_error(h->ctx, &q, "internal", "request was cancelled", &r->resp);
+    }
+    free(r->body);                      /* the response no longer needs it */
+    r->body = NULL;
+    r->len = r->cap = 0;
+    r->state = REQ_READY;
+    h->working--;
+    MHD_resume_connection(r->conn);
+    run_mhd(h);
+}
+
+static enum MHD_Result dispatch(struct req *r)
+{
+    const struct srv_asset *a = find_asset(r->method, r->url);
+    if (a)
+        return serve_asset(r, a);
+    r->n_hdr = 0;
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
+    memset(&r->resp, 0, sizeof r->resp);
+    r->work.data = r;
+    MHD_suspend_connection(r->conn);
+    int rc = uv_queue_work(r->h->loop, &r->work, work_cb, after_work_cb);
+    if (rc != 0) {
+        MHD_resume_connection(r->conn);
+        return transport_error(r, "internal", "cannot schedule the request");
+    }
+    r->state = REQ_WORKING;
+    r->h->working++;
+    return MHD_YES;
+}
+
+/* ---- the access handler ------------------------------------------------ */
+
+/* Checks on the headers alone; answers (and returns true) on a fault. */
+static bool check_framing(struct req *r, enum MHD_Result *ret)
+{
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (te && cl) {
+        *ret = transport_error(r, "bad_request",
+                               "Content-Length and Transfer-Encoding together");
+        return true;
+    }
+    if (te && strcasecmp(te, "chunked") != 0) {
+        *ret = transport_error(r, "bad_request",
+                               "unsupported Transfer-Encoding (only chunked)");
+        return true;
+    }
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (cl[0] < '0' || cl[0] > '9' || errno || *end) {
+            *ret = transport_error(r, "bad_request", "invalid Content-Length");
+            return true;
+        }
+        if (n > r->h->cfg->max_body_bytes) {
+            *ret = transport_error(r, "body_too_large", NULL);
+            return true;
+        }
+        if (n > 0) {                    /* one allocation of the announced size */
+            r->body = malloc((size_t)n);
+            if (!r->body) {
+                *ret = transport_error(r, "capacity_exhausted", "out of memory");
+                return true;
+            }
+            r->cap = (size_t)n;
+        }
+    }
+    return false;
+}
+
+/* Append an upload chunk within the cap; false once over the cap. */
+static bool append_body(struct req *r, const char *data, size_t n)
+{
+    size_t max = r->h->cfg->max_body_bytes;
+    if (r->too_large || n > max - r->len) {
+        r->too_large = true;
+        return false;
+    }
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap ? r->cap : BODY_INITIAL_CAP;
+        while (cap < r->len + n)
+            cap = cap > max / 2 ? max : cap * 2;
+        char *nb = realloc(r->body, cap);
+        if (!nb) {
+            r->too_large = true;        /* treated as over the cap */
+            return false;
+        }
+        r->body = nb;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    return true;
+}
+
+static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
+{
+    r->bytes_in += *size;
+    if (!append_body(r, data, *size)) {
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+        if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
+            return MHD_NO;              /* endless upload: disconnect */
+    }
+    *size = 0;
+    return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version,
+                               const char *upload_data, size_t *upload_data_size,
+                               void **con_cls)
+{
+    (void)version;
+    struct srv_http *h = cls;
+    struct req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        r->h = h;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        r->t0 = uv_hrtime();
+        *con_cls = r;
+        h->in_flight++;
+        srv_metrics_begin(h->metrics);
+        enum MHD_Result ret;
+        if (check_framing(r, &ret))
+            return ret;
+        r->state = REQ_BODY;
+        return MHD_YES;                 /* two-call pattern: keep-alive stays on */
+    }
+    switch (r->state) {
+    case REQ_BODY:
+        if (*upload_data_size)
+            return on_upload(r, upload_data, upload_data_size);
+        if (r->too_large)
+            return transport_error(r, "body_too_large", NULL);
+        return dispatch(r);
+    case REQ_READY:
+        return queue(r, &r->resp);
+    case REQ_NEW:
+    case REQ_WORKING:
+    case REQ_ANSWERED:
+        break;
+    }
+    if (*upload_data_size)              /* body after an early answer: drop */
+        *upload_data_size = 0;
+    return MHD_YES;
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    struct srv_http *h = cls;
+    struct req *r = *con_cls;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    uint64_t ns = uv_hrtime() - r->t0;
+    int status = r->state == REQ_ANSWERED ? r->status : 499;  /* 499: client went away */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)
+        status = 499;
+    srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000);
+    srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9);
+    api_response_free(&r->resp);
+    free(r->body);
+    free(r);
+    h->in_flight--;
+    if (h->quiesced && h->in_flight == 0 && h->idle) {
+        srv_http_idle_fn idle = h->idle;
+        h->idle = NULL;
+        idle(h->idle_arg);
+    }
+}
+
+/* ---- polling MHD from libuv -------------------------------------------- */
+
+static void timer_cb(uv_timer_t *t)
+{
+    run_mhd(t->data);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    run_mhd(p->data);
+}
+
+static void run_mhd(struct srv_http *h)
+{
+    if (!h->mhd)
+        return;
+    MHD_run(h->mhd);
+    MHD_UNSIGNED_LONG_LONG to;
+    if (MHD_get_timeout(h->mhd, &to) == MHD_YES)
+        uv_timer_start(&h->timer, timer_cb, (uint64_t)to, 0);
+    else
+        uv_timer_stop(&h->timer);
+}
+
+__attribute__((format(printf, 2, 0)))
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    srv_log_msgf("warn", "http: %s", msg);
+}
+
+/* ---- start / stop ------------------------------------------------------ */
+
+static bool resolve(const struct srv_config *cfg, struct sockaddr_storage *ss, bool *v6)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int rc = getaddrinfo(cfg->host, NULL, &hints, &res);
+    if (rc != 0 || !res) {
+        srv_log_msgf("error", "cannot resolve --host '%s': %s", cfg->host, gai_strerror(rc));
+        return false;
+    }
+    memset(ss, 0, sizeof *ss);
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    if (*v6)
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)cfg->port);
+    else
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)cfg->port);
+    return true;
+}
+
+/*
+ * Measured on this machine (wrk -t2 -c32 -d3s, GET /healthz, through the
+ * work pool with 2 workers), against ../shared/bench/mhd_server.c's hello
+ * (which answers inline, no pool): see README "Benchmarks".
+ */
+static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr_storage *ss,
+                                       bool v6)
+{
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    const struct srv_config *cfg = h->cfg;
+    return MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, handler, h,
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_END);
+}
+
+struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
+                                struct api_ctx *ctx, struct srv_metrics *metrics)
+{
+    struct sockaddr_storage ss;
+    bool v6;
+    if (!resolve(cfg, &ss, &v6))
+        return NULL;
+    struct srv_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->loop = loop;
+    h->cfg = cfg;
+    h->ctx = ctx;
+    h->metrics = metrics;
+    h->mhd = start_daemon(h, &ss, v6);
+    if (!h->mhd) {
+        srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *ei = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    h->port = pi ? pi->port : cfg->port;
+    uv_timer_init(loop, &h->timer);
+    h->timer.data = h;
+    uv_poll_init(loop, &h->poll, ei ? ei->epoll_fd : -1);
+    h->poll.data = h;
+    h->open_handles = 2;
+    uv_poll_start(&h->poll, UV_READABLE, poll_cb);
+    run_mhd(h);
+    return h;
+}
+
+unsigned srv_http_port(const struct srv_http *h)
+{
+    return h->port;
+}
+
+size_t srv_http_in_flight(const struct srv_http *h)
+{
+    return h->in_flight;
+}
+
+size_t srv_http_working(const struct srv_http *h)
+{
+    return h->working;
+}
+
+void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
+{
+    if (!h->quiesced) {
+        h->quiesced = true;
+        MHD_socket fd = MHD_quiesce_daemon(h->mhd);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+    h->idle = idle;
+    h->idle_arg = arg;
+    if (h->in_flight == 0 && h->idle) {
+        h->idle = NULL;
+        idle(arg);
+    }
+}
+
+static void handle_closed(uv_handle_t *handle)
+{
+    struct srv_http *h = handle->data;
+    if (--h->open_handles == 0)
+        free(h);
+}
+
+void srv_http_stop(struct srv_http *h)
+{
+    if (!h)
+        return;
+    uv_poll_stop(&h->poll);
+    uv_timer_stop(&h->timer);
+    if (h->mhd) {
+        MHD_stop_daemon(h->mhd);
+        h->mhd = NULL;
+    }
+    uv_close((uv_handle_t *)&h->poll, handle_closed);
+    uv_close((uv_handle_t *)&h->timer, handle_closed);
+}

@@ -1,0 +1,48 @@
+/*
+ * server/http.h — the libmicrohttpd transport of attnd.
+ *
+ * Accepts connections, reads requests into capped body buffers, answers
+ * transport-level faults itself in JSON (through api_transport_error), serves
+ * the embedded static files, and hands every other request to api_handle()
+ * on the libuv work pool: the connection is suspended while the pool works
+ * and resumed from the loop thread when the response is ready. Every
+ * function here runs on the loop thread.
+ */
+#ifndef ATTND_SERVER_HTTP_H
+#define ATTND_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "api/api.h"
+#include "server/config.h"
+#include "server/metrics.h"
+
+struct srv_http;
+
+/* Called on the loop thread when, after srv_http_quiesce, no request is in
+ * flight any more. Must not stop the transport from inside the callback
+ * (it runs inside the transport); schedule that instead. */
+typedef void (*srv_http_idle_fn)(void *arg);
+
+/* Bind and start listening. NULL on failure (the reason is logged). */
+struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
+                                struct api_ctx *ctx, struct srv_metrics *metrics);
+
+/* The TCP port actually bound (useful with --port 0). */
+unsigned srv_http_port(const struct srv_http *h);
+
+/* Stop accepting new connections; answers from now on close their
+ * connection. idle is called once no request is in flight (maybe at once). */
+void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg);
+
+/* Requests received and not yet answered / currently on the work pool. */
+size_t srv_http_in_flight(const struct srv_http *h);
+size_t srv_http_working(const struct srv_http *h);
+
+/* Stop the transport: closes every connection (none may be on the pool)
+ * and its libuv handles; the struct is freed once they are closed. */
+void srv_http_stop(struct srv_http *h);
+
+#endif

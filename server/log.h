@@ -1,0 +1,39 @@
+/*
+ * server/log.h — attnd's log: one line per request and per process event.
+ *
+ * JSON lines by default (one object per line: ts, level, msg and fields),
+ * or a short human form with --log-format text. Request lines carry the
+ * method, the route template (never the path: it can hold a session id),
+ * status, bytes in and out and microseconds; never a body or a header.
+ * Lines go to stdout or to --log-file, which SIGHUP reopens (log rotation).
+ * Thread-safe: a line is written with one locked write.
+ */
+#ifndef ATTND_SERVER_LOG_H
+#define ATTND_SERVER_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/config.h"
+
+/* Start logging; path "" or NULL means stdout. Returns 0 or -errno. */
+int srv_log_open(enum srv_log_format fmt, const char *path);
+
+/* Reopen the log file (SIGHUP); no-op on stdout. Returns 0 or -errno. */
+int srv_log_reopen(void);
+
+void srv_log_close(void);
+
+/* One request: method as sent, route template (NULL: "-"). */
+void srv_log_request(const char *method, const char *route, int status,
+                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us);
+
+/* A process event; level is "info", "warn" or "error". kv holds extra
+ * key/value pairs of text (NULL-terminated: k1, v1, k2, v2, ..., NULL). */
+void srv_log_event(const char *level, const char *msg, const char *const *kv);
+
+/* printf-style message as a plain event. */
+void srv_log_msgf(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,364 @@
+/*
+ * server/loop.c — attnd's process: one libuv loop owns signals, timers, the
+ * compute pool and (through server/http.c) the transport.
+ *
+ * Start: UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
+ * single-threaded BLAS per worker (attn_blas_init(1)), the session store
+ * (restored from --state-dir), the transport, the port file.
+ * Run: a 1 s housekeeping timer queues a TTL sweep on the pool.
+ * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
+ * let in-flight requests finish, save sessions, close everything, exit 0;
+ * past --drain-timeout with requests still computing: exit 1 at once. A
+ * second signal during a drain exits at once as well.
+ */
+#include "server/loop.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "api/api.h"
+#include "core/attn.h"
+#include "core/store.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/metrics.h"
+
+#define HOUSEKEEPING_MS 1000
+#define MAX_WORKER_WS 1024
+
+struct proc {
+    uv_loop_t loop;
+    uv_signal_t sig_int, sig_term, sig_hup;
+    uv_timer_t housekeeping;
+    uv_timer_t drain_timer;         /* --drain-timeout */
+    uv_timer_t finish_timer;        /* runs finish() outside the transport */
+    uv_work_t sweep;                /* TTL sweep on the pool */
+    bool sweeping;
+    bool draining, finished;
+    bool handles_ready;             /* loop and handles initialised */
+    int exit_code;
+    struct srv_config *cfg;
+    struct api_ctx ctx;
+    struct srv_metrics *metrics;
+    struct sess_store *store;
+    struct srv_http *http;
+};
+
+/* ---- per-worker scratch ------------------------------------------------- */
+
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct attn_ws *ws_all[MAX_WORKER_WS];
+static size_t ws_count;
+static _Thread_local struct attn_ws *ws_mine;
+
+struct attn_ws *srv_worker_ws(void)
+{
+    if (ws_mine)
+        return ws_mine;
+    pthread_mutex_lock(&ws_mu);
+    if (ws_count < MAX_WORKER_WS) {
+        ws_mine = attn_ws_new();
+        if (ws_mine)
+            ws_all[ws_count++] = ws_mine;
+    }
+    pthread_mutex_unlock(&ws_mu);
+    return ws_mine;
+}
+
+/* After the pool's threads are gone (uv_library_shutdown). */
+static void free_worker_ws(void)
+{
+    pthread_mutex_lock(&ws_mu);
+    for (size_t i = 0; i < ws_count; i++)
+        attn_ws_free(ws_all[i]);
+    ws_count = 0;
+    pthread_mutex_unlock(&ws_mu);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+static void store_log(void *arg, const char *msg)
+{
+    (void)arg;
+    srv_log_msgf("warn", "sessions: %s", msg);
+}
+
+static struct sess_store *store_open(const struct srv_config *cfg)
+{
+    struct sess_config sc = {
+        .max_sessions = cfg->max_sessions,
+        .max_cache_bytes = cfg->max_cache_bytes,
+        .default_ttl_s = cfg->session_ttl_s,
+        .default_max_tokens = cfg->max_tokens,
+        .policy = cfg->cache_lru ? SESS_POLICY_LRU : SESS_POLICY_REJECT,
+        .replica_id = cfg->replica_id[0] ? cfg->replica_id : NULL,
+    };
+    struct sess_store *st = sess_store_new(&sc);
+    if (!st)
+        return NULL;
+    if (cfg->state_dir[0]) {
+        enum core_status rc = sess_store_load(st, cfg->state_dir, store_log, NULL);
+        struct sess_stats s;
+        sess_store_stats(st, &s);
+        srv_log_msgf(rc == CORE_OK ? "info" : "warn", "sessions restored from %s: %zu%s",
+                     cfg->state_dir, s.sessions, rc == CORE_OK ? "" : " (with errors)");
+    }
+    return st;
+}
+
+static void store_save(struct proc *p)
+{
+    if (!p->store || !p->cfg->state_dir[0])
+        return;
+    struct sess_stats s;
+    sess_store_stats(p->store, &s);
+    enum core_status rc = sess_store_save(p->store, p->cfg->state_dir, store_log, NULL);
+    if (rc == CORE_OK)
+        srv_log_msgf("info", "sessions saved to %s: %zu", p->cfg->state_dir, s.sessions);
+    else
+        srv_log_msgf("error", "sessions: saving to %s failed (%d); previous state kept",
+                     p->cfg->state_dir, (int)rc);
+}
+
+static void sweep_work(uv_work_t *w)
+{
+    struct proc *p = w->data;
+    size_t n = sess_store_sweep(p->store);
+    if (n > 0)
+        srv_log_msgf("info", "sessions expired: %zu", n);
+}
+
+static void sweep_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct proc *p = w->data;
+    p->sweeping = false;
+}
+
+static void housekeeping_cb(uv_timer_t *t)
+{
+    struct proc *p = t->data;
+    if (!p->store || p->sweeping || p->draining)
+        return;
+    p->sweep.data = p;
+    if (uv_queue_work(&p->loop, &p->sweep, sweep_work, sweep_done) == 0)
+        p->sweeping = true;
+}
+
+/* ---- drain and shutdown ------------------------------------------------- */
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void close_all(struct proc *p);
+
+static void finish(struct proc *p)
+{
+    if (p->finished)
+        return;
+    p->finished = true;
+    store_save(p);
+    srv_http_stop(p->http);
+    p->http = NULL;
+    close_all(p);
+}
+
+static void finish_cb(uv_timer_t *t)
+{
+    finish(t->data);
+}
+
+/* The transport has no request in flight: finish on the next turn. */
+static void on_idle(void *arg)
+{
+    struct proc *p = arg;
+    uv_timer_start(&p->finish_timer, finish_cb, 0, 0);
+}
+
+static void drain_timeout_cb(uv_timer_t *t)
+{
+    struct proc *p = t->data;
+    size_t busy = srv_http_working(p->http);
+    if (busy == 0) {                    /* only uploads/downloads left: cut them */
+        srv_log_msgf("warn", "drain timeout: closing %zu unfinished connection(s)",
+                     srv_http_in_flight(p->http));
+        finish(p);
+        return;
+    }
+    srv_log_msgf("error", "drain timeout: %zu request(s) still computing; exiting", busy);
+    store_save(p);
+    fflush(stdout);
+    _exit(1);
+}
+
+static void start_drain(struct proc *p, const char *why)
+{
+    p->draining = true;
+    p->ctx.draining = 1;
+    srv_log_msgf("info", "draining (%s): %zu request(s) in flight, timeout %gs", why,
+                 srv_http_in_flight(p->http), p->cfg->drain_timeout_s);
+    uv_timer_start(&p->drain_timer, drain_timeout_cb,
+                   (uint64_t)(p->cfg->drain_timeout_s * 1000.0), 0);
+    srv_http_quiesce(p->http, on_idle, p);
+}
+
+static void signal_cb(uv_signal_t *s, int signum)
+{
+    struct proc *p = s->data;
+    if (signum == SIGHUP) {
+        int rc = srv_log_reopen();
+        srv_log_msgf(rc == 0 ? "info" : "error", "SIGHUP: log reopened%s%s",
+                     rc == 0 ? "" : ": ", rc == 0 ? "" : strerror(-rc));
+        return;
+    }
+    if (p->draining) {
+        srv_log_msgf("warn", "second %s during drain: exiting now", strsignal(signum));
+        fflush(stdout);
+        _exit(1);
+    }
+    start_drain(p, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+/* Write the bound port atomically (temp file + rename). */
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[1100];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return -ENAMETOOLONG;
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return -errno;
+    fprintf(f, "%u\n", port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+static void init_ctx(struct proc *p)
+{
+    struct srv_config *c = p->cfg;
+    struct api_config *a = &p->ctx.cfg;
+    a->max_body_bytes = c->max_body_bytes;
+    a->max_elements = c->max_elements;
+    a->max_tokens = c->max_tokens;
+    a->session_ttl_s = c->session_ttl_s;
+    a->api_key = c->api_key[0] ? c->api_key : NULL;
+    a->cors_origins = c->cors_origins[0] ? c->cors_origins : NULL;
+    a->workers = (int)c->workers;
+    a->version = ATTND_VERSION;
+    a->replica_id = c->replica_id[0] ? c->replica_id : NULL;
+    p->ctx.store = p->store;
+    p->ctx.metrics = srv_metrics_render;
+    p->ctx.metrics_arg = p->metrics;
+}
+
+static void init_handles(struct proc *p)
+{
+    uv_signal_init(&p->loop, &p->sig_int);
+    uv_signal_init(&p->loop, &p->sig_term);
+    uv_signal_init(&p->loop, &p->sig_hup);
+    p->sig_int.data = p->sig_term.data = p->sig_hup.data = p;
+    uv_signal_start(&p->sig_int, signal_cb, SIGINT);
+    uv_signal_start(&p->sig_term, signal_cb, SIGTERM);
+    uv_signal_start(&p->sig_hup, signal_cb, SIGHUP);
+    uv_timer_init(&p->loop, &p->housekeeping);
+    uv_timer_init(&p->loop, &p->drain_timer);
+    uv_timer_init(&p->loop, &p->finish_timer);
+    p->housekeeping.data = p->drain_timer.data = p->finish_timer.data = p;
+    uv_timer_start(&p->housekeeping, housekeeping_cb, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
+}
+
+static bool start(struct proc *p)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%u", p->cfg->workers);
+    setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
+    attn_blas_init(1);
+    p->metrics = srv_metrics_new();
+    p->store = store_open(p->cfg);
+    if (!p->metrics || !p->store) {
+        srv_log_msgf("error", "out of memory at start");
+        return false;
+    }
+    srv_metrics_set_store(p->metrics, p->store);
+    init_ctx(p);
+    if (uv_loop_init(&p->loop) != 0)
+        return false;
+    init_handles(p);
+    p->handles_ready = true;
+    p->http = srv_http_start(&p->loop, p->cfg, &p->ctx, p->metrics);
+    if (!p->http)
+        return false;
+    unsigned port = srv_http_port(p->http);
+    if (p->cfg->port_file[0]) {
+        int rc = write_port_file(p->cfg->port_file, port);
+        if (rc != 0) {
+            srv_log_msgf("error", "cannot write --port-file %s: %s", p->cfg->port_file,
+                         strerror(-rc));
+            return false;
+        }
+    }
+    char ps[16], ws[16], pid[24];
+    snprintf(ps, sizeof ps, "%u", port);
+    snprintf(ws, sizeof ws, "%u", p->cfg->workers);
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    const char *kv[] = {"version", ATTND_VERSION, "host", p->cfg->host, "port", ps,
+                        "workers", ws, "pid", pid, NULL};
+    srv_log_event("info", "listening", kv);
+    return true;
+}
+
+static void close_all(struct proc *p)
+{
+    close_handle((uv_handle_t *)&p->sig_int);
+    close_handle((uv_handle_t *)&p->sig_term);
+    close_handle((uv_handle_t *)&p->sig_hup);
+    close_handle((uv_handle_t *)&p->housekeeping);
+    close_handle((uv_handle_t *)&p->drain_timer);
+    close_handle((uv_handle_t *)&p->finish_timer);
+}
+
+int srv_loop_run(struct srv_config *cfg)
+{
+    struct proc *p = calloc(1, sizeof *p);
+    if (!p)
+        return 1;
+    p->cfg = cfg;
+    int code = 1;
+    if (start(p)) {
+        uv_run(&p->loop, UV_RUN_DEFAULT);
+        code = p->exit_code;
+    } else if (p->handles_ready) {          /* failed after the loop was set up */
+        srv_http_stop(p->http);
+        p->http = NULL;
+        p->finished = true;
+        close_all(p);
+        uv_run(&p->loop, UV_RUN_DEFAULT);
+    }
+    if (p->handles_ready)
+        uv_loop_close(&p->loop);
+    uv_library_shutdown();                  /* joins the pool threads */
+    free_worker_ws();
+    if (p->store)
+        sess_store_free(p->store);
+    srv_metrics_free(p->metrics);
+    srv_log_msgf("info", "stopped (exit %d)", code);
+    free(p);
+    return code;
+}

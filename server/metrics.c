@@ -1,0 +1,220 @@
+/*
+ * server/metrics.c — a small fixed table of per-route counters behind one
+ * mutex (updates come from the loop thread, renders from a worker), and a
+ * Prometheus text renderer into a growing buffer. A mutex rather than
+ * atomics: an update touches a dozen fields of one route and costs far less
+ * than the request it counts.
+ */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROUTES 64
+#define MAX_CODES 16
+#define N_BUCKETS 14
+
+static const double bucket_le[N_BUCKETS] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+struct route_stats {
+    char name[96];                      /* route template */
+    int codes[MAX_CODES];               /* HTTP status of each counter */
+    uint64_t code_count[MAX_CODES];
+    size_t n_codes;
+    uint64_t bucket[N_BUCKETS];         /* non-cumulative counts */
+    uint64_t count;                     /* all observations (+Inf) */
+    double sum;                         /* seconds */
+};
+
+struct srv_metrics {
+    pthread_mutex_t mu;
+    struct route_stats routes[MAX_ROUTES];
+    size_t n_routes;
+    int64_t in_flight;
+    uint64_t bytes_in, bytes_out;
+    struct sess_store *store;
+};
+
+struct srv_metrics *srv_metrics_new(void)
+{
+    struct srv_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void srv_metrics_free(struct srv_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void srv_metrics_set_store(struct srv_metrics *m, struct sess_store *st)
+{
+    pthread_mutex_lock(&m->mu);
+    m->store = st;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_begin(struct srv_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->in_flight++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* The route's slot; the last slot is "other" once the table is full. */
+static struct route_stats *route_slot(struct srv_metrics *m, const char *route)
+{
+    if (!route || !route[0] || strlen(route) >= sizeof m->routes[0].name)
+        route = "other";
+    for (size_t i = 0; i < m->n_routes; i++)
+        if (strcmp(m->routes[i].name, route) == 0)
+            return &m->routes[i];
+    if (m->n_routes == MAX_ROUTES - 1)
+        route = "other";
+    for (size_t i = 0; i < m->n_routes; i++)
+        if (strcmp(m->routes[i].name, route) == 0)
+            return &m->routes[i];
+    struct route_stats *r = &m->routes[m->n_routes++];
+    memcpy(r->name, route, strlen(route) + 1);
+    return r;
+}
+
+static void count_code(struct route_stats *r, int status)
+{
+    for (size_t i = 0; i < r->n_codes; i++)
+        if (r->codes[i] == status) {
+            r->code_count[i]++;
+            return;
+        }
+    if (r->n_codes == MAX_CODES) {      /* fold rare codes into the last */
+        r->code_count[MAX_CODES - 1]++;
+        return;
+    }
+    r->codes[r->n_codes] = status;
+    r->code_count[r->n_codes++] = 1;
+}
+
+void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
+                     uint64_t bytes_in, uint64_t bytes_out, double seconds)
+{
+    pthread_mutex_lock(&m->mu);
+    m->in_flight--;
+    m->bytes_in += bytes_in;
+    m->bytes_out += bytes_out;
+    struct route_stats *r = route_slot(m, route);
+    count_code(r, status);
+    size_t b = 0;
+    while (b < N_BUCKETS && seconds > bucket_le[b])
+        b++;
+    if (b < N_BUCKETS)
+        r->bucket[b]++;
+    r->count++;
+    r->sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- rendering ---------------------------------------------------------- */
+
+struct out {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void outf(struct out *o, const char *fmt, ...)
+{
+    if (o->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->oom = true;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap * 2 + (size_t)n;
+        char *nb = realloc(o->buf, cap);
+        if (!nb) {
+            o->oom = true;
+            return;
+        }
+        o->buf = nb;
+        o->cap = cap;
+    }
+}
+
+static void render_requests(struct out *o, const struct srv_metrics *m)
+{
+    outf(o, "# HELP attnd_requests_total HTTP requests answered, by route template and status code.\n"
+            "# TYPE attnd_requests_total counter\n");
+    for (size_t i = 0; i < m->n_routes; i++) {
+        const struct route_stats *r = &m->routes[i];
+        for (size_t c = 0; c < r->n_codes; c++)
+            outf(o, "attnd_requests_total{route=\"%s\",code=\"%d\"} %llu\n", r->name,
+                 r->codes[c], (unsigned long long)r->code_count[c]);
+    }
+    outf(o, "# HELP attnd_request_duration_seconds Time from request headers to response sent.\n"
+            "# TYPE attnd_request_duration_seconds histogram\n");
+    for (size_t i = 0; i < m->n_routes; i++) {
+        const struct route_stats *r = &m->routes[i];
+        uint64_t cum = 0;
+        for (size_t b = 0; b < N_BUCKETS; b++) {
+            cum += r->bucket[b];
+            outf(o, "attnd_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                 r->name, bucket_le[b], (unsigned long long)cum);
+        }
+        outf(o, "attnd_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+                "attnd_request_duration_seconds_sum{route=\"%s\"} %.9g\n"
+                "attnd_request_duration_seconds_count{route=\"%s\"} %llu\n",
+             r->name, (unsigned long long)r->count, r->name, r->sum, r->name,
+             (unsigned long long)r->count);
+    }
+    outf(o, "# HELP attnd_requests_in_flight Requests received and not yet answered.\n"
+            "# TYPE attnd_requests_in_flight gauge\n"
+            "attnd_requests_in_flight %lld\n"
+            "# HELP attnd_request_bytes_total Request body bytes received.\n"
+            "# TYPE attnd_request_bytes_total counter\n"
+            "attnd_request_bytes_total %llu\n"
+            "# HELP attnd_response_bytes_total Response body bytes sent.\n"
+            "# TYPE attnd_response_bytes_total counter\n"
+            "attnd_response_bytes_total %llu\n",
+         (long long)m->in_flight, (unsigned long long)m->bytes_in,
+         (unsigned long long)m->bytes_out);
+}
+
+char *srv_metrics_render(void *arg, size_t *len)
+{
+    struct srv_metrics *m = arg;
+    struct out o = {.cap = 8192};
+    o.buf = malloc(o.cap);
+    if (!o.buf)
+        return NULL;
+    pthread_mutex_lock(&m->mu);
+    render_requests(&o, m);
+    pthread_mutex_unlock(&m->mu);
+    if (o.oom) {
+        free(o.buf);
+        return NULL;
+    }
+    *len = o.len;
+    return o.buf;
+}

@@ -1,0 +1,35 @@
+/*
+ * server/metrics.h — request counters and latency histograms, rendered as
+ * Prometheus text for GET /metrics (through api_ctx.metrics).
+ *
+ * Series: attnd_requests_total{route,code}, attnd_request_duration_seconds
+ * (histogram by route), attnd_requests_in_flight, attnd_request_bytes_total,
+ * attnd_response_bytes_total, and, when a session store is attached,
+ * attnd_sessions, attnd_kv_cache_bytes, attnd_session_evictions_total,
+ * attnd_session_expirations_total. Routes are templates (bounded set); the
+ * table folds anything past its capacity into route="other".
+ */
+#ifndef ATTND_SERVER_METRICS_H
+#define ATTND_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sess_store;
+struct srv_metrics;
+
+struct srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(struct srv_metrics *m);
+
+/* Sessions gauges and counters come from this store (may be NULL). */
+void srv_metrics_set_store(struct srv_metrics *m, struct sess_store *st);
+
+void srv_metrics_begin(struct srv_metrics *m);          /* in-flight + 1 */
+/* One finished request: in-flight - 1 and the counters. route NULL: "other". */
+void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
+                     uint64_t bytes_in, uint64_t bytes_out, double seconds);
+
+/* api_metrics_fn: malloc'd Prometheus text, *len its length; NULL on OOM. */
+char *srv_metrics_render(void *m, size_t *len);
+
+#endif
