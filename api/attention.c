@@ -1,0 +1,104 @@
+/*
+ * api/attention.c — POST /v1/attention: parse and validate the body
+ * (api/read.c), refuse responses over --max-elements numbers before
+ * computing, run the core forward pass into result buffers sized with
+ * checked arithmetic, and stream the response into a capped buffer
+ * (api/write.c).
+ */
+#include "api/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/read.h"
+#include "api/write.h"
+#include "core/attn.h"
+
+/* Result buffers for the selected outputs; false on overflow or ENOMEM. */
+static bool result_alloc(const struct attn_request *r, struct attn_result *res)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
+
+    memset(res, 0, sizeof *res);
+    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
+        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
+        !core_mul(s->h, s->n, &rows))
+        return false;
+    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
+        return false;
+    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
+        return false;
+    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
+        return false;
+    return (res->empty = calloc(rows, 1)) != NULL;
+}
+
+static void result_free(struct attn_result *res)
+{
+    free(res->scores);
+    free(res->weights);
+    free(res->output);
+    free(res->empty);
+    memset(res, 0, sizeof *res);
+}
+
+static size_t max_elements(const struct api_call *c)
+{
+    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+}
+
+/* Compute and answer for a validated request. */
+static void attention_run(struct api_call *c, struct api_attention_req *a)
+{
+    struct attn_result res;
+    struct api_buf buf;
+    size_t numbers, cap;
+    enum core_status st;
+
+    if (!api_attention_numbers(&a->r, &numbers) || numbers > max_elements(c)) {
+        api_fail(c, "response_too_large", "/return",
+                 "the response would hold more than %zu numbers "
+                 "(--max-elements); ask for fewer outputs via \"return\"",
+                 max_elements(c));
+        return;
+    }
+    if (!api_attention_max_bytes(&a->r, a->encoding, &cap)) {
+        api_fail(c, "response_too_large", NULL, NULL);
+        return;
+    }
+    if (!result_alloc(&a->r, &res)) {
+        result_free(&res);
+        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        return;
+    }
+    st = attn_forward(&a->r, &a->in, &res, c->req->ws);
+    if (st != CORE_OK) {
+        result_free(&res);
+        api_fail_core(c, st, NULL);
+        return;
+    }
+    api_buf_init(&buf, cap);
+    api_write_attention(&buf, &(struct api_attention_view){
+        .req = &a->r, .res = &res, .q_rank = a->q_rank,
+        .encoding = a->encoding, .digits = a->digits,
+        .elapsed_us = api_now_us() - c->t0_us});
+    result_free(&res);
+    api_reply_buf(c, 200, &buf);
+}
+
+void api_attention(struct api_call *c)
+{
+    struct api_attention_req a;
+    json_t *body = api_parse_body(c);
+
+    if (!body)
+        return;
+    if (api_read_attention(c, body, &a)) {
+        json_decref(body);      /* the arrays are copied out: free early */
+        attention_run(c, &a);
+        api_attention_req_free(&a);
+        return;
+    }
+    json_decref(body);
+}

@@ -1,0 +1,113 @@
+/*
+ * api/buf.c — the capped growable buffer of api/buf.h.
+ *
+ * Growth doubles the capacity (starting at 256 bytes) but never allocates
+ * more than max + 1 bytes; every size is computed with checked arithmetic.
+ */
+#include "api/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+
+void api_buf_init(struct api_buf *b, size_t max)
+{
+    memset(b, 0, sizeof *b);
+    b->max = max;
+}
+
+static bool buf_fail(struct api_buf *b, bool too_large)
+{
+    b->failed = true;
+    b->too_large = too_large;
+    return false;
+}
+
+bool api_buf_reserve(struct api_buf *b, size_t extra)
+{
+    size_t need, want;
+    char *p;
+
+    if (b->failed)
+        return false;
+    if (!core_add(b->len, extra, &need) || need > b->max)
+        return buf_fail(b, true);
+    if (need < b->cap)          /* room for need bytes and the NUL */
+        return true;
+    want = b->cap ? b->cap : 256;
+    while (want <= need) {
+        if (!core_mul(want, 2, &want)) {
+            want = need + 1;
+            break;
+        }
+    }
+    if (want > b->max + 1)
+        want = b->max + 1;      /* need <= max, so need + 1 fits */
+    p = realloc(b->data, want);
+    if (!p)
+        return buf_fail(b, false);
+    b->data = p;
+    b->cap = want;
+    return true;
+}
+
+bool api_buf_append(struct api_buf *b, const void *p, size_t n)
+{
+    if (!api_buf_reserve(b, n))
+        return false;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return true;
+}
+
+bool api_buf_puts(struct api_buf *b, const char *s)
+{
+    return api_buf_append(b, s, strlen(s));
+}
+
+bool api_buf_putc(struct api_buf *b, char c)
+{
+    return api_buf_append(b, &c, 1);
+}
+
+bool api_buf_printf(struct api_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (b->failed)
+        return false;
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return buf_fail(b, false);
+    if (!api_buf_reserve(b, (size_t)n))
+        return false;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return true;
+}
+
+char *api_buf_take(struct api_buf *b, size_t *len)
+{
+    char *p = b->data;
+
+    if (len)
+        *len = b->len;
+    api_buf_init(b, b->max);
+    return p;
+}
+
+void api_buf_free(struct api_buf *b)
+{
+    free(b->data);
+    api_buf_init(b, b->max);
+}

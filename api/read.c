@@ -1,0 +1,961 @@
+/*
+ * api/read.c — jansson values -> core types, with JSON-pointer errors.
+ *
+ * Tensors arrive as nested arrays or as {"shape","dtype","data"} base64.
+ * For nested arrays the shape is taken from the first element at each
+ * level, the element count is checked against the request's budget with
+ * checked arithmetic, then every row's length is verified (ragged_matrix
+ * with the path of the first bad row) — all before anything is allocated;
+ * only then are the numbers converted and stored. Element conversion sits
+ * in leaf_read() so a faster number path can replace it.
+ */
+#include "api/read.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/base64.h"
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static size_t budget_default(const struct api_call *c)
+{
+    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+}
+
+/* A member of obj, or NULL when absent or JSON null. */
+static json_t *member(const json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* Append "/index" to a path held in p[API_PATH_MAX] at length *len. */
+static size_t path_push(char *p, size_t len, size_t index)
+{
+    int n;
+
+    if (len >= API_PATH_MAX - 1)
+        return len;
+    n = snprintf(p + len, API_PATH_MAX - len, "/%zu", index);
+    if (n < 0 || (size_t)n >= API_PATH_MAX - len)
+        return len;     /* truncated pointer: keep the prefix */
+    return len + (size_t)n;
+}
+
+/* Pointer of member key below prefix. */
+static const char *sub(char *out, const char *prefix, const char *key)
+{
+    return api_pointer_key(out, API_PATH_MAX, prefix, key);
+}
+
+static bool get_finite(const json_t *v, double *out)
+{
+    if (!json_is_number(v))
+        return false;
+    *out = json_number_value(v);
+    return isfinite(*out);
+}
+
+/* ---- tensors: nested arrays ------------------------------------------- */
+
+struct walk {
+    struct api_call *c;
+    const struct api_tensor_spec *spec;
+    int rank;
+    size_t shape[ATTN_MAX_RANK];
+    char path[API_PATH_MAX];
+    char *dst;                      /* next element to store */
+};
+
+/* Shape from the first element at each level; answers on error. */
+static bool nested_shape(struct walk *w, const json_t *v)
+{
+    const json_t *cur = v;
+    size_t base = strlen(w->path), len = base;
+
+    w->rank = 0;
+    while (json_is_array(cur)) {
+        size_t n = json_array_size(cur);
+        if (w->rank == w->spec->max_rank) {
+            api_fail(w->c, "invalid_field", w->path,
+                     "expected nested arrays of rank %d..%d, got more levels",
+                     w->spec->min_rank, w->spec->max_rank);
+            return false;
+        }
+        if (n == 0) {
+            w->path[len] = '\0';
+            api_fail(w->c, "empty_matrix", w->path, "empty array");
+            return false;
+        }
+        w->shape[w->rank++] = n;
+        len = path_push(w->path, len, 0);
+        cur = json_array_get(cur, 0);
+    }
+    w->path[base] = '\0';
+    return true;
+}
+
+/* Every array at level l has shape[l] entries and, above the last level,
+ * only arrays (ragged_matrix at the path of the first bad row). */
+static bool nested_check(struct walk *w, const json_t *arr, int level,
+                         size_t len)
+{
+    size_t i, n = json_array_size(arr);
+
+    if (n != w->shape[level]) {
+        w->path[len] = '\0';
+        api_fail(w->c, n == 0 ? "empty_matrix" : "ragged_matrix", w->path,
+                 "row has %zu entries, expected %zu", n, w->shape[level]);
+        return false;
+    }
+    if (level == w->rank - 1)
+        return true;
+    for (i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        size_t l2 = path_push(w->path, len, i);
+        if (!json_is_array(e)) {
+            w->path[l2] = '\0';
+            api_fail(w->c, "ragged_matrix", w->path,
+                     "expected an array (a row of the matrix)");
+            return false;
+        }
+        if (!nested_check(w, e, level + 1, l2))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * Convert one JSON element to the stored type at dst. Returns NULL on
+ * success or the wire code of the error (message in msg).
+ */
+static const char *leaf_read(const json_t *e, const struct api_tensor_spec *spec,
+                             void *dst, const char **msg)
+{
+    double x;
+
+    if (spec->elem == API_ELEM_BOOL) {
+        if (!json_is_boolean(e)) {
+            *msg = "expected true or false";
+            return "invalid_field";
+        }
+        *(uint8_t *)dst = json_is_true(e) ? 1 : 0;
+        return NULL;
+    }
+    if (spec->elem == API_ELEM_NULLABLE && json_is_null(e)) {
+        x = -INFINITY;
+    } else if (json_is_number(e)) {
+        x = json_number_value(e);
+        if (!isfinite(x)) {
+            *msg = "number is not finite";
+            return "non_finite";
+        }
+    } else {
+        *msg = spec->elem == API_ELEM_NULLABLE ? "expected a number or null"
+                                               : "expected a number";
+        return "invalid_field";
+    }
+    if (spec->dtype == ATTN_F32) {
+        float f = (float)x;
+        if (isinf(f) && !isinf(x)) {
+            *msg = "number is outside the float32 range";
+            return "non_finite";
+        }
+        *(float *)dst = f;
+    } else {
+        *(double *)dst = x;
+    }
+    return NULL;
+}
+
+static size_t elem_size(const struct api_tensor_spec *spec)
+{
+    return spec->elem == API_ELEM_BOOL ? 1 : attn_dtype_size(spec->dtype);
+}
+
+static bool nested_fill(struct walk *w, const json_t *arr, int level,
+                        size_t len)
+{
+    size_t i, n = json_array_size(arr), esz = elem_size(w->spec);
+
+    for (i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        if (level < w->rank - 1) {
+            if (!nested_fill(w, e, level + 1, path_push(w->path, len, i)))
+                return false;
+            continue;
+        }
+        const char *msg = NULL;
+        const char *code = leaf_read(e, w->spec, w->dst, &msg);
+        if (code) {
+            w->path[path_push(w->path, len, i)] = '\0';
+            api_fail(w->c, code, w->path, "%s", msg);
+            return false;
+        }
+        w->dst += esz;
+    }
+    return true;
+}
+
+/* Count of shape[0..rank) against the budget; answers limit_exceeded. */
+static bool budget_take(struct api_call *c, const char *path, int rank,
+                        const size_t *shape, size_t *budget, size_t *count)
+{
+    size_t n = 1;
+    int i;
+
+    for (i = 0; i < rank; i++)
+        if (!core_mul(n, shape[i], &n)) {
+            n = SIZE_MAX;
+            break;
+        }
+    if (n > *budget) {
+        api_fail(c, "limit_exceeded", path,
+                 "%zu numbers exceed the request's remaining limit of %zu "
+                 "(--max-elements)", n, *budget);
+        return false;
+    }
+    *count = n;
+    return true;
+}
+
+static bool read_nested(struct api_call *c, const json_t *v, const char *path,
+                        const struct api_tensor_spec *spec, size_t *budget,
+                        struct api_tensor *out)
+{
+    struct walk w;
+    size_t count, bytes;
+    void *data;
+
+    memset(&w, 0, sizeof w);
+    w.c = c;
+    w.spec = spec;
+    snprintf(w.path, sizeof w.path, "%s", path);
+    if (!nested_shape(&w, v))
+        return false;
+    if (w.rank < spec->min_rank) {
+        api_fail(c, "invalid_field", path,
+                 "expected nested arrays of rank %d..%d, got rank %d",
+                 spec->min_rank, spec->max_rank, w.rank);
+        return false;
+    }
+    if (!budget_take(c, path, w.rank, w.shape, budget, &count))
+        return false;
+    if (!nested_check(&w, v, 0, strlen(w.path)))
+        return false;
+    if (!core_mul(count, elem_size(spec), &bytes) || !(data = malloc(bytes))) {
+        api_fail(c, "capacity_exhausted", path, "out of memory");
+        return false;
+    }
+    w.dst = data;
+    w.path[strlen(path)] = '\0';
+    if (!nested_fill(&w, v, 0, strlen(w.path))) {
+        free(data);
+        return false;
+    }
+    *budget -= count;
+    out->dtype = spec->dtype;
+    out->elem = spec->elem;
+    out->rank = w.rank;
+    memcpy(out->shape, w.shape, sizeof w.shape);
+    out->count = count;
+    out->data = data;
+    return true;
+}
+
+/* ---- tensors: base64 -------------------------------------------------- */
+
+enum b64_type { B64_F64, B64_F32, B64_BOOL };
+
+static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
+                      const struct api_tensor_spec *spec, int *rank,
+                      size_t *shape)
+{
+    char p[API_PATH_MAX], pi[API_PATH_MAX];
+    size_t i, n;
+
+    sub(p, path, "shape");
+    n = json_array_size(v);
+    if (!json_is_array(v) || n < (size_t)spec->min_rank ||
+        n > (size_t)spec->max_rank) {
+        api_fail(c, "invalid_field", p, "expected an array of %d..%d sizes",
+                 spec->min_rank, spec->max_rank);
+        return false;
+    }
+    for (i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        api_pointer_index(pi, sizeof pi, p, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0) {
+            api_fail(c, "invalid_field", pi, "expected a size (integer >= 0)");
+            return false;
+        }
+        if (json_integer_value(e) == 0) {
+            api_fail(c, "empty_matrix", pi, "zero dimension");
+            return false;
+        }
+        shape[i] = (size_t)json_integer_value(e);
+    }
+    *rank = (int)n;
+    return true;
+}
+
+static bool b64_type(struct api_call *c, const json_t *v, const char *path,
+                     const struct api_tensor_spec *spec, enum b64_type *t)
+{
+    char p[API_PATH_MAX];
+    const char *s = json_string_value(v);
+
+    sub(p, path, "dtype");
+    if (s && spec->elem == API_ELEM_BOOL && strcmp(s, "bool") == 0) {
+        *t = B64_BOOL;
+        return true;
+    }
+    if (s && spec->elem != API_ELEM_BOOL && strcmp(s, "float64") == 0) {
+        *t = B64_F64;
+        return true;
+    }
+    if (s && spec->elem != API_ELEM_BOOL && strcmp(s, "float32") == 0) {
+        *t = B64_F32;
+        return true;
+    }
+    api_fail(c, "invalid_field", p, spec->elem == API_ELEM_BOOL
+             ? "expected \"bool\"" : "expected \"float32\" or \"float64\"");
+    return false;
+}
+
+/* Convert (or check) n decoded elements of type t at src into dst;
+ * answers on a bad element. src and dst may be the same array. */
+static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
+                        const void *src, const struct api_tensor_spec *spec,
+                        void *dst, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        double x;
+        if (t == B64_BOOL) {
+            uint8_t b = ((const uint8_t *)src)[i];
+            if (b > 1) {
+                api_fail(c, "invalid_field", path, "element %zu is not 0 or 1", i);
+                return false;
+            }
+            continue;
+        }
+        x = t == B64_F32 ? (double)((const float *)src)[i]
+                         : ((const double *)src)[i];
+        if (!isfinite(x) && !(spec->elem == API_ELEM_NULLABLE && x == -INFINITY)) {
+            api_fail(c, "non_finite", path, "element %zu is not finite", i);
+            return false;
+        }
+        if (spec->dtype == ATTN_F32) {
+            float f = (float)x;
+            if (isinf(f) && !isinf(x)) {
+                api_fail(c, "non_finite", path,
+                         "element %zu is outside the float32 range", i);
+                return false;
+            }
+            ((float *)dst)[i] = f;
+        } else {
+            ((double *)dst)[i] = x;
+        }
+    }
+    return true;
+}
+
+static bool read_b64(struct api_call *c, const json_t *v, const char *path,
+                     const struct api_tensor_spec *spec, size_t *budget,
+                     struct api_tensor *out)
+{
+    static const char *const fields[] = {"shape", "dtype", "data", NULL};
+    char pd[API_PATH_MAX];
+    const json_t *jd = json_object_get(v, "data");
+    size_t shape[ATTN_MAX_RANK] = {0}, count, sbytes, dbytes, have;
+    int rank;
+    enum b64_type t;
+    void *src, *dst;
+    bool same;
+
+    if (!api_check_fields(c, v, path, fields) ||
+        !b64_shape(c, json_object_get(v, "shape"), path, spec, &rank, shape) ||
+        !b64_type(c, json_object_get(v, "dtype"), path, spec, &t))
+        return false;
+    sub(pd, path, "data");
+    if (!json_is_string(jd)) {
+        api_fail(c, "invalid_field", pd, "expected a base64 string");
+        return false;
+    }
+    if (!budget_take(c, path, rank, shape, budget, &count))
+        return false;
+    if (!core_mul(count, elem_size(spec), &dbytes) ||
+        !core_mul(count, t == B64_BOOL ? 1 : t == B64_F32 ? 4 : 8, &sbytes)) {
+        api_fail(c, "limit_exceeded", path, "tensor too large");
+        return false;
+    }
+    if (!api_base64_decoded_len(json_string_value(jd), json_string_length(jd), &have) ||
+        have != sbytes) {
+        api_fail(c, "invalid_field", pd,
+                 "data must be base64 of %zu bytes (shape and dtype)", sbytes);
+        return false;
+    }
+    same = sbytes == dbytes;    /* same element type: decode in place */
+    dst = malloc(dbytes ? dbytes : 1);
+    src = same ? dst : malloc(sbytes ? sbytes : 1);
+    if (!dst || !src) {
+        free(dst);
+        if (!same)
+            free(src);
+        api_fail(c, "capacity_exhausted", path, "out of memory");
+        return false;
+    }
+    if (!api_base64_decode(json_string_value(jd), json_string_length(jd), src)) {
+        api_fail(c, "invalid_field", pd, "data is not valid base64");
+    } else if (b64_convert(c, pd, t, src, spec, dst, count)) {
+        if (!same)
+            free(src);
+        *budget -= count;
+        out->dtype = spec->dtype;
+        out->elem = spec->elem;
+        out->rank = rank;
+        memcpy(out->shape, shape, sizeof shape);
+        out->count = count;
+        out->data = dst;
+        return true;
+    }
+    free(dst);
+    if (!same)
+        free(src);
+    return false;
+}
+
+bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
+                     const struct api_tensor_spec *spec,
+                     struct api_tensor *out)
+{
+    size_t local = budget_default(c);
+    size_t *budget = spec->budget ? spec->budget : &local;
+
+    memset(out, 0, sizeof *out);
+    if (json_is_array(v))
+        return read_nested(c, v, path, spec, budget, out);
+    if (json_is_object(v))
+        return read_b64(c, v, path, spec, budget, out);
+    api_fail(c, "invalid_field", path, v ? "expected nested arrays or "
+             "{\"shape\",\"dtype\",\"data\"}" : "missing required field");
+    return false;
+}
+
+void api_tensor_free(struct api_tensor *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+void api_tensor_heads(const struct api_tensor *t, size_t *heads,
+                      size_t *rows, size_t *cols)
+{
+    *heads = t->rank == 3 ? t->shape[0] : 1;
+    *rows = t->rank >= 2 ? t->shape[t->rank - 2] : 1;
+    *cols = t->rank >= 1 ? t->shape[t->rank - 1] : 0;
+}
+
+/* ---- options ---------------------------------------------------------- */
+
+/* Index of string v in names (NULL-terminated), or -1 (answered). */
+static int read_enum(struct api_call *c, const json_t *v, const char *path,
+                     const char *const *names, const char *expect)
+{
+    const char *s = json_string_value(v);
+    int i;
+
+    for (i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    api_fail(c, "invalid_field", path, "expected %s", expect);
+    return -1;
+}
+
+bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
+                    enum attn_dtype *out)
+{
+    static const char *const names[] = {"float64", "float32", NULL};
+    int i;
+
+    *out = ATTN_F64;
+    if (!v)
+        return true;
+    if ((i = read_enum(c, v, path, names, "\"float64\" or \"float32\"")) < 0)
+        return false;
+    *out = i == 1 ? ATTN_F32 : ATTN_F64;
+    return true;
+}
+
+bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
+                    double *out, bool *given)
+{
+    *given = false;
+    if (!v)
+        return true;
+    if (!get_finite(v, out) || !(*out > 0)) {
+        api_fail(c, "invalid_field", path, "expected a positive number");
+        return false;
+    }
+    *given = true;
+    return true;
+}
+
+bool api_read_softmax(struct api_call *c, const json_t *obj,
+                      const char *prefix, enum attn_softmax *softmax,
+                      double *sink_logit)
+{
+    static const char *const names[] = {"standard", "softmax1", "sink", NULL};
+    static const enum attn_softmax kinds[] = {
+        ATTN_SOFTMAX_STANDARD, ATTN_SOFTMAX_ONE, ATTN_SOFTMAX_SINK};
+    const json_t *v = member(obj, "softmax"), *s = member(obj, "sink_logit");
+    char p[API_PATH_MAX];
+    int i = 0;
+
+    *softmax = ATTN_SOFTMAX_STANDARD;
+    *sink_logit = 0;
+    if (v && (i = read_enum(c, v, sub(p, prefix, "softmax"), names,
+                            "\"standard\", \"softmax1\" or \"sink\"")) < 0)
+        return false;
+    *softmax = kinds[i];
+    sub(p, prefix, "sink_logit");
+    if (*softmax == ATTN_SOFTMAX_SINK) {
+        if (!s || !get_finite(s, sink_logit)) {
+            api_fail(c, "invalid_field", p,
+                     "softmax \"sink\" needs a finite sink_logit");
+            return false;
+        }
+    } else if (s) {
+        api_fail(c, "invalid_field", p,
+                 "sink_logit is only allowed with softmax \"sink\"");
+        return false;
+    }
+    return true;
+}
+
+bool api_read_causal(struct api_call *c, const json_t *v, const char *path,
+                     enum attn_causal *out)
+{
+    static const char *const names[] = {"bottom_right", "top_left", NULL};
+    int i;
+
+    *out = ATTN_CAUSAL_NONE;
+    if (!v || json_is_false(v))
+        return true;
+    if (json_is_true(v)) {
+        *out = ATTN_CAUSAL_BOTTOM_RIGHT;
+        return true;
+    }
+    if ((i = read_enum(c, v, path, names,
+                       "true, false, \"bottom_right\" or \"top_left\"")) < 0)
+        return false;
+    *out = i == 0 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_TOP_LEFT;
+    return true;
+}
+
+bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
+                    size_t heads, bool *on, double **slopes)
+{
+    static const char *const fields[] = {"slopes", NULL};
+    char p[API_PATH_MAX], pi[API_PATH_MAX];
+    const json_t *arr;
+    size_t i;
+
+    *on = false;
+    *slopes = NULL;
+    if (!v || json_is_false(v))
+        return true;
+    if (json_is_true(v)) {
+        *on = true;
+        return true;
+    }
+    if (!json_is_object(v)) {
+        api_fail(c, "invalid_field", path, "expected true, false or {\"slopes\":[…]}");
+        return false;
+    }
+    if (!api_check_fields(c, v, path, fields))
+        return false;
+    arr = json_object_get(v, "slopes");
+    sub(p, path, "slopes");
+    if (!json_is_array(arr)) {
+        api_fail(c, "invalid_field", p, "expected an array of %zu numbers", heads);
+        return false;
+    }
+    if (json_array_size(arr) != heads) {
+        api_fail(c, "shape_mismatch", p, "expected %zu slopes (one per head), got %zu",
+                 heads, json_array_size(arr));
+        return false;
+    }
+    if (!(*slopes = malloc(heads * sizeof **slopes))) {   /* heads <= q's count */
+        api_fail(c, "capacity_exhausted", p, "out of memory");
+        return false;
+    }
+    for (i = 0; i < heads; i++) {
+        if (!get_finite(json_array_get(arr, i), &(*slopes)[i])) {
+            free(*slopes);
+            *slopes = NULL;
+            api_fail(c, "invalid_field", api_pointer_index(pi, sizeof pi, p, i),
+                     "expected a finite number");
+            return false;
+        }
+    }
+    *on = true;
+    return true;
+}
+
+bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
+                   size_t d_k, bool *on, double *base,
+                   enum attn_rope_pairs *pairs)
+{
+    static const char *const fields[] = {"base", "pairs", NULL};
+    static const char *const names[] = {"interleaved", "half", NULL};
+    char p[API_PATH_MAX];
+    const json_t *jb, *jp;
+    int i;
+
+    *on = false;
+    *base = 10000;
+    *pairs = ATTN_ROPE_INTERLEAVED;
+    if (!v || json_is_false(v))
+        return true;
+    if (!json_is_true(v)) {
+        if (!json_is_object(v)) {
+            api_fail(c, "invalid_field", path,
+                     "expected true, false or {\"base\":…,\"pairs\":…}");
+            return false;
+        }
+        if (!api_check_fields(c, v, path, fields))
+            return false;
+        if ((jb = member(v, "base")) && (!get_finite(jb, base) || !(*base > 0))) {
+            api_fail(c, "invalid_field", sub(p, path, "base"),
+                     "expected a positive number");
+            return false;
+        }
+        if ((jp = member(v, "pairs"))) {
+            if ((i = read_enum(c, jp, sub(p, path, "pairs"), names,
+                               "\"interleaved\" or \"half\"")) < 0)
+                return false;
+            *pairs = i == 0 ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
+        }
+    }
+    if (d_k % 2 != 0) {
+        api_fail(c, "invalid_field", path, "RoPE needs an even d_k (got %zu)", d_k);
+        return false;
+    }
+    *on = true;
+    return true;
+}
+
+bool api_read_empty_rows(struct api_call *c, const json_t *v,
+                         const char *path, enum attn_empty_rows *out)
+{
+    static const char *const names[] = {"zero", "error", NULL};
+    int i;
+
+    *out = ATTN_EMPTY_ZERO;
+    if (!v)
+        return true;
+    if ((i = read_enum(c, v, path, names, "\"zero\" or \"error\"")) < 0)
+        return false;
+    *out = i == 0 ? ATTN_EMPTY_ZERO : ATTN_EMPTY_ERROR;
+    return true;
+}
+
+bool api_read_return(struct api_call *c, const json_t *v, const char *path,
+                     unsigned *outputs)
+{
+    static const char *const names[] = {"scores", "weights", "output", NULL};
+    static const unsigned bits[] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS,
+                                    ATTN_OUT_OUTPUT};
+    char pi[API_PATH_MAX];
+    size_t i;
+    int k;
+
+    *outputs = ATTN_OUT_ALL;
+    if (!v)
+        return true;
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        api_fail(c, "invalid_field", path, "expected a non-empty subset of "
+                 "[\"scores\",\"weights\",\"output\"]");
+        return false;
+    }
+    *outputs = 0;
+    for (i = 0; i < json_array_size(v); i++) {
+        k = read_enum(c, json_array_get(v, i),
+                      api_pointer_index(pi, sizeof pi, path, i), names,
+                      "\"scores\", \"weights\" or \"output\"");
+        if (k < 0)
+            return false;
+        *outputs |= bits[k];
+    }
+    return true;
+}
+
+bool api_read_encoding(struct api_call *c, const json_t *v, const char *path,
+                       enum api_encoding *out)
+{
+    static const char *const names[] = {"json", "base64", NULL};
+    int i;
+
+    *out = API_ENC_JSON;
+    if (!v)
+        return true;
+    if ((i = read_enum(c, v, path, names, "\"json\" or \"base64\"")) < 0)
+        return false;
+    *out = i == 0 ? API_ENC_JSON : API_ENC_BASE64;
+    return true;
+}
+
+bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
+                     int *digits)
+{
+    double x;
+
+    *digits = 0;
+    if (!v)
+        return true;
+    if (!get_finite(v, &x) || x != floor(x) || x < 1 || x > 17) {
+        api_fail(c, "invalid_field", path, "expected an integer 1..17");
+        return false;
+    }
+    *digits = (int)x;
+    return true;
+}
+
+/* ---- biases and score-shaped matrices --------------------------------- */
+
+/* One bias vector: [d] shared, or [heads][d] (a leading 1 is shared too). */
+static bool read_bias_one(struct api_call *c, const json_t *v, const char *path,
+                          enum attn_dtype dt, size_t heads, size_t d,
+                          size_t *budget, struct api_tensor *t, size_t *out_heads)
+{
+    struct api_tensor_spec spec = {dt, API_ELEM_REAL, 1, 2, budget};
+    size_t h, rows, cols;
+
+    *out_heads = 0;
+    if (!v)
+        return true;
+    if (!api_read_tensor(c, v, path, &spec, t))
+        return false;
+    api_tensor_heads(t, &h, &rows, &cols);
+    h = t->rank == 2 ? t->shape[0] : 1;
+    if (cols != d || (h != 1 && h != heads)) {
+        api_fail(c, "shape_mismatch", path,
+                 "expected [%zu] or [%zu][%zu], got %s[%zu]", d, heads, d,
+                 t->rank == 2 ? "[…]" : "", cols);
+        api_tensor_free(t);
+        return false;
+    }
+    *out_heads = h;
+    return true;
+}
+
+bool api_read_bias(struct api_call *c, const json_t *v, const char *path,
+                   enum attn_dtype dt, const struct attn_shape *s,
+                   size_t *budget, struct api_bias *out)
+{
+    static const char *const fields[] = {"q", "k", "v", NULL};
+    char p[API_PATH_MAX];
+
+    memset(out, 0, sizeof *out);
+    if (!v)
+        return true;
+    if (!json_is_object(v)) {
+        api_fail(c, "invalid_field", path, "expected {\"q\":…,\"k\":…,\"v\":…}");
+        return false;
+    }
+    if (!api_check_fields(c, v, path, fields))
+        return false;
+    if (read_bias_one(c, member(v, "q"), sub(p, path, "q"), dt, s->h, s->d_k,
+                      budget, &out->q, &out->q_heads) &&
+        read_bias_one(c, member(v, "k"), sub(p, path, "k"), dt, s->h_kv, s->d_k,
+                      budget, &out->k, &out->k_heads) &&
+        read_bias_one(c, member(v, "v"), sub(p, path, "v"), dt, s->h_kv, s->d_v,
+                      budget, &out->v, &out->v_heads))
+        return true;
+    api_bias_free(out);
+    return false;
+}
+
+void api_bias_free(struct api_bias *b)
+{
+    api_tensor_free(&b->q);
+    api_tensor_free(&b->k);
+    api_tensor_free(&b->v);
+    b->q_heads = b->k_heads = b->v_heads = 0;
+}
+
+void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in)
+{
+    in->bias_q = b->q.data;
+    in->bias_k = b->k.data;
+    in->bias_v = b->v.data;
+    in->bias_q_heads = b->q.data ? b->q_heads : 0;
+    in->bias_k_heads = b->k.data ? b->k_heads : 0;
+    in->bias_v_heads = b->v.data ? b->v_heads : 0;
+}
+
+bool api_read_score_matrix(struct api_call *c, const json_t *v,
+                           const char *path, enum api_elem elem,
+                           enum attn_dtype dt, const struct attn_shape *s,
+                           size_t *budget, struct api_tensor *out,
+                           size_t *heads)
+{
+    struct api_tensor_spec spec = {dt, elem, 2, 3, budget};
+    size_t h, rows, cols;
+
+    *heads = 0;
+    memset(out, 0, sizeof *out);
+    if (!v)
+        return true;
+    if (!api_read_tensor(c, v, path, &spec, out))
+        return false;
+    api_tensor_heads(out, &h, &rows, &cols);
+    if (rows != s->n || cols != s->L || (h != 1 && h != s->h)) {
+        api_fail(c, "shape_mismatch", path,
+                 "expected [n][L] = [%zu][%zu] or [%zu][%zu][%zu]",
+                 s->n, s->L, s->h, s->n, s->L);
+        api_tensor_free(out);
+        return false;
+    }
+    *heads = h;
+    return true;
+}
+
+/* ---- the whole /v1/attention body ------------------------------------- */
+
+static const char *const attention_fields[] = {
+    "q", "k", "v", "bias", "attn_bias", "mask", "causal", "alibi", "rope",
+    "scale", "softmax", "sink_logit", "empty_rows", "dtype", "return",
+    "encoding", "digits", NULL};
+
+/* q, k, v and the shape they imply. */
+static bool read_qkv(struct api_call *c, const json_t *body, size_t *budget,
+                     struct api_attention_req *a)
+{
+    struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 3, budget};
+    struct attn_shape *s = &a->r.shape;
+    size_t dk2, hv, Lv;
+
+    if (!api_read_tensor(c, member(body, "q"), "/q", &spec, &a->q) ||
+        !api_read_tensor(c, member(body, "k"), "/k", &spec, &a->k) ||
+        !api_read_tensor(c, member(body, "v"), "/v", &spec, &a->v))
+        return false;
+    a->q_rank = a->q.rank;
+    if (a->k.rank != a->q.rank || a->v.rank != a->q.rank) {
+        api_fail(c, "shape_mismatch", a->k.rank != a->q.rank ? "/k" : "/v",
+                 "q, k and v must have the same rank (q has %d)", a->q.rank);
+        return false;
+    }
+    api_tensor_heads(&a->q, &s->h, &s->n, &s->d_k);
+    api_tensor_heads(&a->k, &s->h_kv, &s->L, &dk2);
+    api_tensor_heads(&a->v, &hv, &Lv, &s->d_v);
+    if (dk2 != s->d_k) {
+        api_fail(c, "shape_mismatch", "/k", "k rows have %zu numbers, q rows %zu",
+                 dk2, s->d_k);
+        return false;
+    }
+    if (s->h % s->h_kv != 0) {
+        api_fail(c, "shape_mismatch", "/k",
+                 "q's %zu heads are not a multiple of k's %zu heads", s->h, s->h_kv);
+        return false;
+    }
+    if (hv != s->h_kv || Lv != s->L) {
+        api_fail(c, "shape_mismatch", "/v",
+                 "v must have k's %zu heads and %zu rows, has %zu and %zu",
+                 s->h_kv, s->L, hv, Lv);
+        return false;
+    }
+    return true;
+}
+
+/* Options that need no shape, then those that do. */
+static bool read_options(struct api_call *c, const json_t *body,
+                         struct api_attention_req *a)
+{
+    struct attn_request *r = &a->r;
+    struct attn_params *p = &r->params;
+    bool given;
+
+    if (!api_read_softmax(c, body, "", &p->softmax, &p->sink_logit) ||
+        !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
+        !api_read_causal(c, member(body, "causal"), "/causal", &r->causal) ||
+        !api_read_empty_rows(c, member(body, "empty_rows"), "/empty_rows",
+                             &r->empty_rows) ||
+        !api_read_return(c, member(body, "return"), "/return", &r->outputs) ||
+        !api_read_encoding(c, member(body, "encoding"), "/encoding", &a->encoding) ||
+        !api_read_digits(c, member(body, "digits"), "/digits", &a->digits) ||
+        !api_read_rope(c, member(body, "rope"), "/rope", r->shape.d_k, &p->rope,
+                       &p->rope_base, &p->rope_pairs) ||
+        !api_read_alibi(c, member(body, "alibi"), "/alibi", r->shape.h, &p->alibi,
+                        &a->alibi_slopes))
+        return false;
+    if (!given)
+        p->scale = attn_default_scale(r->shape.d_k);
+    p->alibi_slopes = a->alibi_slopes;
+    return true;
+}
+
+static bool read_arrays(struct api_call *c, const json_t *body, size_t *budget,
+                        struct api_attention_req *a)
+{
+    struct attn_request *r = &a->r;
+
+    if (!api_read_bias(c, member(body, "bias"), "/bias", r->params.dtype,
+                       &r->shape, budget, &a->bias) ||
+        !api_read_score_matrix(c, member(body, "attn_bias"), "/attn_bias",
+                               API_ELEM_NULLABLE, r->params.dtype, &r->shape,
+                               budget, &a->attn_bias, &r->attn_bias_heads) ||
+        !api_read_score_matrix(c, member(body, "mask"), "/mask", API_ELEM_BOOL,
+                               r->params.dtype, &r->shape, budget, &a->mask,
+                               &r->mask_heads))
+        return false;
+    r->attn_bias = a->attn_bias.data;
+    r->mask = a->mask.data;
+    a->in.q = a->q.data;
+    a->in.k = a->k.data;
+    a->in.v = a->v.data;
+    api_bias_inputs(&a->bias, &a->in);
+    return true;
+}
+
+bool api_read_attention(struct api_call *c, const json_t *body,
+                        struct api_attention_req *out)
+{
+    size_t budget = budget_default(c);
+    enum core_status st;
+
+    memset(out, 0, sizeof *out);
+    if (!api_check_fields(c, body, "", attention_fields) ||
+        !api_read_dtype(c, member(body, "dtype"), "/dtype", &out->r.params.dtype) ||
+        !read_qkv(c, body, &budget, out) ||
+        !read_options(c, body, out) ||
+        !read_arrays(c, body, &budget, out))
+        goto fail;
+    st = attn_check(&out->r);
+    if (st != CORE_OK) {
+        api_fail_core(c, st, NULL);
+        goto fail;
+    }
+    return true;
+fail:
+    api_attention_req_free(out);
+    return false;
+}
+
+void api_attention_req_free(struct api_attention_req *r)
+{
+    api_tensor_free(&r->q);
+    api_tensor_free(&r->k);
+    api_tensor_free(&r->v);
+    api_bias_free(&r->bias);
+    api_tensor_free(&r->attn_bias);
+    api_tensor_free(&r->mask);
+    free(r->alibi_slopes);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,405 @@
+/*
+ * api/reply.c — answering a call: the DESIGN.md error object, JSON and
+ * prebuilt-text replies, request body parsing with its wire errors, and
+ * JSON-pointer helpers. Every handler answers through these functions, so
+ * the status of an error always comes from the table in api/error.c.
+ */
+#include "api/internal.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+uint64_t api_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+const char *api_header(const struct api_call *c, const char *name)
+{
+    if (!c->req->header)
+        return NULL;
+    return c->req->header(c->req->header_arg, name);
+}
+
+/* Drop whatever an earlier answer left (a second answer replaces it). */
+static void reply_reset(struct api_call *c)
+{
+    free(c->resp->body);
+    c->resp->body = NULL;
+    c->resp->body_len = 0;
+    c->resp->content_type = NULL;
+    c->answered = true;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (1..4), or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+    size_t n, i;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF)
+        n = 2;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+        n = 3;
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+        n = 4;
+    else
+        return 0;
+    for (i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* Replace every byte that is not part of well-formed UTF-8 with '?', so
+ * text echoed from a request (or cut by truncation) is valid JSON. This is
+ * a structural check only (overlong 3/4-byte forms pass; jansson accepts
+ * them as well). */
+static void utf8_sanitize(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n == 0) {
+            *p++ = '?';
+        } else {
+            p += n;
+        }
+    }
+}
+
+void api_fail(struct api_call *c, const char *code, const char *path,
+              const char *fmt, ...)
+{
+    char msg[512], pbuf[256];
+    json_t *body;
+
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    } else {
+        snprintf(msg, sizeof msg, "%s", api_error_text(code));
+    }
+    utf8_sanitize(msg);
+    if (path) {
+        snprintf(pbuf, sizeof pbuf, "%s", path);
+        utf8_sanitize(pbuf);
+        path = pbuf;
+    }
+    /* Headers a handler set for a success (Location, ...) do not belong on
+     * an error; CORS headers are added later by the router. */
+    c->resp->n_headers = 0;
+    body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", code,
+                     "message", msg, "path", path);
+    if (strcmp(code, "capacity_exhausted") == 0)
+        api_response_header(c->resp, "Retry-After", "1");
+    api_reply_json(c, api_error_status(code), body);
+}
+
+void api_fail_core(struct api_call *c, enum core_status st, const char *path)
+{
+    api_fail(c, api_core_code(st), path, "%s", core_status_text(st));
+}
+
+void api_fail_method(struct api_call *c, const char *allow)
+{
+    api_fail(c, "method_not_allowed", NULL, "method %s not allowed; allowed: %s",
+             c->req->method ? c->req->method : "(none)", allow);
+    api_response_header(c->resp, "Allow", allow);
+}
+
+/* Last resort when even the error body cannot be built. */
+static void reply_internal_static(struct api_call *c)
+{
+    static const char text[] =
+        "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\","
+        "\"path\":null}}";
+
+    reply_reset(c);
+    c->resp->status = 500;
+    c->resp->content_type = "application/json";
+    c->resp->body = malloc(sizeof text);
+    if (c->resp->body) {
+        memcpy(c->resp->body, text, sizeof text);
+        c->resp->body_len = sizeof text - 1;
+    }
+}
+
+void api_reply_json(struct api_call *c, int status, json_t *body)
+{
+    char *text;
+
+    if (!body) {
+        reply_internal_static(c);
+        return;
+    }
+    text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!text) {
+        reply_internal_static(c);
+        return;
+    }
+    reply_reset(c);
+    c->resp->status = status;
+    c->resp->content_type = "application/json";
+    c->resp->body = text;
+    c->resp->body_len = strlen(text);
+}
+
+void api_reply_buf(struct api_call *c, int status, struct api_buf *buf)
+{
+    size_t len;
+    char *text;
+
+    if (!api_buf_ok(buf)) {
+        bool too_large = buf->too_large;
+        api_buf_free(buf);
+        if (too_large)
+            api_fail(c, "response_too_large", NULL, NULL);
+        else
+            api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        return;
+    }
+    text = api_buf_take(buf, &len);
+    reply_reset(c);
+    c->resp->status = status;
+    c->resp->content_type = "application/json";
+    c->resp->body = text;
+    c->resp->body_len = len;
+}
+
+void api_reply_empty(struct api_call *c, int status)
+{
+    reply_reset(c);
+    c->resp->status = status;
+}
+
+void api_reply_text(struct api_call *c, int status, const char *content_type,
+                    const char *text, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (!copy) {
+        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        return;
+    }
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    reply_reset(c);
+    c->resp->status = status;
+    c->resp->content_type = content_type;
+    c->resp->body = copy;
+    c->resp->body_len = len;
+}
+
+/* ---- body parsing ----------------------------------------------------- */
+
+static const char *skip_ws(const char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return s;
+}
+
+/*
+ * application/json, optionally followed by "; charset=utf-8" (the value
+ * case-insensitive, optionally quoted). Any other type or parameter: false.
+ */
+static bool media_type_ok(const char *ct)
+{
+    static const char type[] = "application/json";
+    const char *p;
+
+    if (!ct)
+        return false;
+    p = skip_ws(ct);
+    if (strncasecmp(p, type, sizeof type - 1) != 0)
+        return false;
+    p = skip_ws(p + sizeof type - 1);
+    while (*p == ';') {
+        p = skip_ws(p + 1);
+        if (*p == '\0')
+            return true;
+        if (strncasecmp(p, "charset=", 8) != 0)
+            return false;
+        p += 8;
+        if (strncasecmp(p, "\"utf-8\"", 7) == 0)
+            p += 7;
+        else if (strncasecmp(p, "utf-8", 5) == 0)
+            p += 5;
+        else
+            return false;
+        p = skip_ws(p);
+    }
+    return *p == '\0';
+}
+
+/* Nesting depth of the JSON text (strings skipped) exceeds the limit?
+ * Checked before jansson sees the text so hostile nesting costs one scan. */
+static bool too_deep(const char *s, size_t n)
+{
+    size_t i, depth = 0;
+    bool in_str = false;
+
+    for (i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > API_MAX_JSON_DEPTH)
+                return true;
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return false;
+}
+
+static json_t *parse_text(struct api_call *c, const char *s, size_t n)
+{
+    json_error_t err;
+    json_t *root;
+
+    if (too_deep(s, n)) {
+        api_fail(c, "json_too_deep", "", "JSON nesting deeper than %d",
+                 API_MAX_JSON_DEPTH);
+        return NULL;
+    }
+    root = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err);
+    if (!root && json_error_code(&err) == json_error_numeric_overflow) {
+        /* An integer literal beyond long long is still a JSON number:
+         * read every integer as a real instead. */
+        root = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
+                          &err);
+    }
+    if (!root) {
+        switch (json_error_code(&err)) {
+        case json_error_duplicate_key:
+            api_fail(c, "duplicate_key", "", "%s (line %d, column %d)",
+                     err.text, err.line, err.column);
+            break;
+        case json_error_stack_overflow:
+            api_fail(c, "json_too_deep", "", "%s", err.text);
+            break;
+        case json_error_numeric_overflow:
+            api_fail(c, "non_finite", "", "%s (line %d, column %d)",
+                     err.text, err.line, err.column);
+            break;
+        default:
+            api_fail(c, "invalid_json", "", "%s (line %d, column %d)",
+                     err.text, err.line, err.column);
+            break;
+        }
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        api_fail(c, "invalid_json", "", "request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static json_t *parse_body(struct api_call *c, bool optional)
+{
+    const struct api_request *r = c->req;
+
+    if (r->body_len == 0 || !r->body) {
+        if (optional)
+            return json_object();
+        api_fail(c, "invalid_json", "", "request body is empty");
+        return NULL;
+    }
+    if (!media_type_ok(api_header(c, "Content-Type"))) {
+        api_fail(c, "unsupported_media_type", NULL,
+                 "Content-Type must be application/json");
+        return NULL;
+    }
+    return parse_text(c, r->body, r->body_len);
+}
+
+json_t *api_parse_body(struct api_call *c)
+{
+    return parse_body(c, false);
+}
+
+json_t *api_parse_body_optional(struct api_call *c)
+{
+    return parse_body(c, true);
+}
+
+/* ---- JSON pointers ---------------------------------------------------- */
+
+char *api_pointer_key(char *out, size_t size, const char *prefix,
+                      const char *key)
+{
+    size_t n;
+
+    if (size == 0)
+        return out;
+    n = (size_t)snprintf(out, size, "%s/", prefix);
+    if (n >= size)
+        return out;
+    for (; *key && n + 1 < size; key++) {
+        if (*key == '~' || *key == '/') {
+            if (n + 2 >= size)
+                break;
+            out[n++] = '~';
+            out[n++] = *key == '~' ? '0' : '1';
+        } else {
+            out[n++] = *key;
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+char *api_pointer_index(char *out, size_t size, const char *prefix,
+                        size_t index)
+{
+    if (size)
+        snprintf(out, size, "%s/%zu", prefix, index);
+    return out;
+}
+
+bool api_check_fields(struct api_call *c, const json_t *obj,
+                      const char *prefix, const char *const *allowed)
+{
+    const char *key;
+    json_t *val;
+
+    json_object_foreach((json_t *)obj, key, val) {
+        const char *const *a;
+        bool ok = false;
+        char path[128];
+
+        for (a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0) {
+                ok = true;
+                break;
+            }
+        if (!ok) {
+            api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+                     prefix, key), "unknown field \"%s\"", key);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,284 @@
+/*
+ * api/router.c — api_handle(): method + path -> handler, with the
+ * cross-cutting policies every route shares: CORS (allowlist, Vary: Origin,
+ * OPTIONS preflight), Bearer authentication (constant-time compare), 404 /
+ * 405 with Allow, and the route template reported to logs and metrics.
+ */
+#include "api/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Methods as bits, for the route table and the Allow header. */
+enum {
+    M_GET = 1u << 0,
+    M_POST = 1u << 1,
+    M_DELETE = 1u << 2,
+};
+
+struct api_route {
+    const char *path;               /* exact path */
+    const char *route;              /* template for logs and metrics */
+    unsigned methods;               /* M_* bits */
+    bool open;                      /* reachable without the API key */
+    void (*handler)(struct api_call *c);
+};
+
+static const struct api_route api_routes[] = {
+    {"/healthz", "/healthz", M_GET, true, api_ops_healthz},
+    {"/readyz", "/readyz", M_GET, true, api_ops_readyz},
+    {"/metrics", "/metrics", M_GET, false, api_ops_metrics},
+    {"/v1/info", "/v1/info", M_GET, false, api_ops_info},
+    {"/v1/attention", "/v1/attention", M_POST, false, api_attention},
+    {"/v1/verify", "/v1/verify", M_GET | M_POST, false, api_verify},
+    {"/verify", "/verify", M_GET | M_POST, false, api_verify},
+};
+
+static const char sessions_prefix[] = "/v1/sessions";
+#define SESSIONS_METHODS (M_GET | M_POST | M_DELETE)
+
+static const char cors_allow_headers[] = "Authorization, Content-Type";
+static const char cors_expose_headers[] = "Location, Retry-After, WWW-Authenticate";
+static const char cors_max_age[] = "600";
+
+static unsigned method_bit(const char *m)
+{
+    if (!m)
+        return 0;
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
+        return M_GET;
+    if (strcmp(m, "POST") == 0)
+        return M_POST;
+    if (strcmp(m, "DELETE") == 0)
+        return M_DELETE;
+    return 0;
+}
+
+/* "GET, POST" for the Allow and Access-Control-Allow-Methods headers. */
+static void methods_text(unsigned methods, char *out, size_t size)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    if (methods & M_GET)
+        n += (size_t)snprintf(out + n, size - n, "%sGET", n ? ", " : "");
+    if ((methods & M_POST) && n < size)
+        n += (size_t)snprintf(out + n, size - n, "%sPOST", n ? ", " : "");
+    if ((methods & M_DELETE) && n < size)
+        snprintf(out + n, size - n, "%sDELETE", n ? ", " : "");
+}
+
+/* A sessions path: "/v1/sessions" itself or below it ("/v1/sessions/..."). */
+static const char *sessions_rest(const char *path)
+{
+    size_t n = sizeof sessions_prefix - 1;
+
+    if (strncmp(path, sessions_prefix, n) != 0)
+        return NULL;
+    if (path[n] != '\0' && path[n] != '/')
+        return NULL;
+    return path + n;
+}
+
+static const struct api_route *route_find(const char *path)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof api_routes / sizeof api_routes[0]; i++)
+        if (strcmp(api_routes[i].path, path) == 0)
+            return &api_routes[i];
+    return NULL;
+}
+
+/* ---- CORS ------------------------------------------------------------- */
+
+static bool cors_enabled(const struct api_ctx *ctx)
+{
+    return ctx->cfg.cors_origins && ctx->cfg.cors_origins[0];
+}
+
+/* The Access-Control-Allow-Origin value for this request, or NULL. */
+static const char *cors_allow_origin(const struct api_ctx *ctx,
+                                     const char *origin)
+{
+    const char *const *o;
+
+    if (!cors_enabled(ctx) || !origin || !*origin)
+        return NULL;
+    for (o = ctx->cfg.cors_origins; *o; o++) {
+        if (strcmp(*o, "*") == 0)
+            return "*";     /* never combined with Allow-Credentials */
+        if (strcmp(*o, origin) == 0)
+            return origin;
+    }
+    return NULL;
+}
+
+static void cors_headers(struct api_call *c)
+{
+    const char *allow;
+
+    if (!cors_enabled(c->ctx))
+        return;
+    api_response_header(c->resp, "Vary", "Origin");
+    allow = cors_allow_origin(c->ctx, api_header(c, "Origin"));
+    if (!allow)
+        return;
+    api_response_header(c->resp, "Access-Control-Allow-Origin", allow);
+    api_response_header(c->resp, "Access-Control-Expose-Headers",
+                        cors_expose_headers);
+}
+
+/* OPTIONS on a known path: 204 with what a browser may send there. The
+ * allow headers are only sent to an allowed origin (cors_headers). */
+static void preflight(struct api_call *c, unsigned methods)
+{
+    char m[64];
+
+    api_reply_empty(c, 204);
+    if (!cors_allow_origin(c->ctx, api_header(c, "Origin")))
+        return;
+    methods_text(methods, m, sizeof m);
+    api_response_header(c->resp, "Access-Control-Allow-Methods", m);
+    api_response_header(c->resp, "Access-Control-Allow-Headers",
+                        cors_allow_headers);
+    api_response_header(c->resp, "Access-Control-Max-Age", cors_max_age);
+}
+
+/* ---- authentication --------------------------------------------------- */
+
+/* Compare in time that depends only on the lengths, never on where the
+ * first difference is. */
+static bool secret_equal(const char *a, size_t na, const char *b, size_t nb)
+{
+    volatile unsigned char diff = (unsigned char)(na != nb);
+    size_t i;
+
+    for (i = 0; i < nb; i++)
+        diff |= (unsigned char)(b[i] ^ (i < na ? a[i] : 0));
+    return diff == 0;
+}
+
+static bool authorized(struct api_call *c)
+{
+    const char *key = c->ctx->cfg.api_key;
+    const char *h;
+
+    if (!key || !*key)
+        return true;
+    h = api_header(c, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return secret_equal(h, strlen(h), key, strlen(key));
+}
+
+static void unauthorized(struct api_call *c)
+{
+    api_fail(c, "unauthorized", NULL, NULL);
+    api_response_header(c->resp, "WWW-Authenticate", "Bearer realm=\"attnd\"");
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+static void call_init(struct api_call *c, struct api_ctx *ctx,
+                      const struct api_request *req, struct api_response *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->status = 500;
+    resp->route = "unmatched";
+    c->ctx = ctx;
+    c->req = req;
+    c->resp = resp;
+    c->t0_us = api_now_us();
+    c->answered = false;
+}
+
+static void dispatch(struct api_call *c)
+{
+    const char *path = c->req->path ? c->req->path : "";
+    const char *method = c->req->method ? c->req->method : "";
+    const struct api_route *rt = route_find(path);
+    const char *rest = rt ? NULL : sessions_rest(path);
+    unsigned methods = rt ? rt->methods : rest ? SESSIONS_METHODS : 0;
+    char allow[64];
+
+    if (rt)
+        c->resp->route = rt->route;
+    else if (rest)
+        c->resp->route = sessions_prefix;
+    if (!methods) {
+        api_fail(c, "not_found", NULL, "no route for %s", path);
+        return;
+    }
+    if (strcmp(method, "OPTIONS") == 0) {
+        preflight(c, methods);
+        return;
+    }
+    if (!(rt && rt->open) && !authorized(c)) {
+        unauthorized(c);
+        return;
+    }
+    if (rest) {
+        api_sessions(c, rest);
+        return;
+    }
+    if (!(method_bit(method) & methods)) {
+        methods_text(methods, allow, sizeof allow);
+        api_fail_method(c, allow);
+        return;
+    }
+    rt->handler(c);
+}
+
+void api_handle(struct api_ctx *ctx, const struct api_request *req,
+                struct api_response *resp)
+{
+    struct api_call c;
+
+    call_init(&c, ctx, req, resp);
+    dispatch(&c);
+    if (!c.answered)
+        api_fail(&c, "internal", NULL, "handler did not answer");
+    cors_headers(&c);
+}
+
+void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
+                         const char *code, const char *message,
+                         struct api_response *resp)
+{
+    struct api_call c;
+
+    call_init(&c, ctx, req, resp);
+    resp->route = "transport";
+    if (!api_error_known(code))
+        code = "internal";
+    if (message)
+        api_fail(&c, code, NULL, "%s", message);
+    else
+        api_fail(&c, code, NULL, NULL);
+    cors_headers(&c);
+}
+
+void api_response_header(struct api_response *resp, const char *name,
+                         const char *value)
+{
+    struct api_header *h;
+
+    if (resp->n_headers >= API_MAX_HEADERS)
+        return;
+    h = &resp->headers[resp->n_headers++];
+    snprintf(h->name, sizeof h->name, "%s", name);
+    snprintf(h->value, sizeof h->value, "%s", value);
+}
+
+void api_response_free(struct api_response *resp)
+{
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+}

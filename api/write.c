@@ -1,0 +1,317 @@
+/*
+ * api/write.c — JSON text out: numbers (shortest round-trip or fixed
+ * significant digits), nested-array and base64 matrices, and the whole
+ * attention response, appended straight into a capped api_buf.
+ *
+ * Shortest round-trip: the correctly rounded p-digit decimal is the nearest
+ * p-digit decimal to x, so if any p-digit decimal reads back to x, this one
+ * does. Trying p = 15, 16, 17 (float64; 17 always round-trips) or 6..9
+ * (float32; 9 always round-trips) and reading back with strtod / strtof
+ * therefore yields the shortest form for those p; fewer digits come out of
+ * %g on their own (trailing zeros dropped), because any shorter decimal that
+ * round-trips is within half an ulp of x and so is what %.15g (%.6g) rounds to.
+ */
+#include "api/write.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/base64.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "base64 tensors are little-endian: add a byte swap here");
+
+static size_t fmt_null(char *out)
+{
+    memcpy(out, "null", 5);
+    return 4;
+}
+
+size_t api_fmt_f64(char *out, double x, int digits)
+{
+    int p, n = 0;
+
+    if (!isfinite(x))
+        return fmt_null(out);
+    if (digits > 0)
+        return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
+                                digits > 17 ? 17 : digits, x);
+    for (p = 15; p <= 17; p++) {
+        n = snprintf(out, API_NUM_MAX, "%.*g", p, x);
+        if (p == 17 || strtod(out, NULL) == x)
+            break;
+    }
+    return (size_t)n;
+}
+
+size_t api_fmt_f32(char *out, float x, int digits)
+{
+    int p, n = 0;
+
+    if (!isfinite(x))
+        return fmt_null(out);
+    if (digits > 0)
+        return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
+                                digits > 17 ? 17 : digits, (double)x);
+    for (p = 6; p <= 9; p++) {
+        n = snprintf(out, API_NUM_MAX, "%.*g", p, (double)x);
+        if (p == 9 || strtof(out, NULL) == x)
+            break;
+    }
+    return (size_t)n;
+}
+
+bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
+                      int digits)
+{
+    char tmp[API_NUM_MAX];
+    size_t n;
+
+    if (dt == ATTN_F32)
+        n = api_fmt_f32(tmp, *(const float *)p, digits);
+    else
+        n = api_fmt_f64(tmp, *(const double *)p, digits);
+    return api_buf_append(b, tmp, n);
+}
+
+bool api_write_string(struct api_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    api_buf_putc(b, '"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            api_buf_putc(b, '\\');
+            api_buf_putc(b, (char)ch);
+        } else if (ch < 0x20) {
+            char esc[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+            api_buf_append(b, esc, sizeof esc);
+        } else {
+            api_buf_putc(b, (char)ch);
+        }
+    }
+    return api_buf_putc(b, '"');
+}
+
+/* One row of cols numbers: [x,x,...]. */
+static void write_row(struct api_buf *b, const void *row, enum attn_dtype dt,
+                      size_t cols, int digits, bool neg_inf_null)
+{
+    size_t j, esz = attn_dtype_size(dt);
+    char tmp[API_NUM_MAX];
+
+    (void)neg_inf_null;     /* api_fmt_* print every non-finite as null */
+    /* Each number takes < API_NUM_MAX bytes; reserve the row at once. */
+    if (!api_buf_reserve(b, 2 + cols * API_NUM_MAX))
+        return;
+    api_buf_putc(b, '[');
+    for (j = 0; j < cols; j++) {
+        const char *p = (const char *)row + j * esz;
+        size_t n = dt == ATTN_F32 ? api_fmt_f32(tmp, *(const float *)p, digits)
+                                  : api_fmt_f64(tmp, *(const double *)p, digits);
+        if (j)
+            api_buf_putc(b, ',');
+        api_buf_append(b, tmp, n);
+    }
+    api_buf_putc(b, ']');
+}
+
+bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
+                      int rank, const size_t *shape, int digits,
+                      bool neg_inf_null)
+{
+    size_t esz = attn_dtype_size(dt), i, stride;
+
+    if (rank <= 1) {
+        write_row(b, data, dt, rank == 1 ? shape[0] : 1, digits, neg_inf_null);
+        return api_buf_ok(b);
+    }
+    /* stride in elements of one outer slice; fits: the data exists. */
+    stride = shape[1] * (rank == 3 ? shape[2] : 1);
+    api_buf_putc(b, '[');
+    for (i = 0; i < shape[0] && api_buf_ok(b); i++) {
+        if (i)
+            api_buf_putc(b, ',');
+        api_write_matrix(b, (const char *)data + i * stride * esz, dt,
+                         rank - 1, shape + 1, digits, neg_inf_null);
+    }
+    api_buf_putc(b, ']');
+    return api_buf_ok(b);
+}
+
+static void write_shape(struct api_buf *b, int rank, const size_t *shape)
+{
+    int i;
+
+    api_buf_putc(b, '[');
+    for (i = 0; i < rank; i++)
+        api_buf_printf(b, "%s%zu", i ? "," : "", shape[i]);
+    api_buf_putc(b, ']');
+}
+
+bool api_write_matrix_b64(struct api_buf *b, const void *data,
+                          enum attn_dtype dt, int rank, const size_t *shape)
+{
+    size_t count = 1, bytes;
+    int i;
+
+    for (i = 0; i < rank; i++)
+        if (!core_mul(count, shape[i], &count))
+            return false;
+    if (!core_mul(count, attn_dtype_size(dt), &bytes))
+        return false;
+    api_buf_puts(b, "{\"shape\":");
+    write_shape(b, rank, shape);
+    api_buf_printf(b, ",\"dtype\":\"%s\",\"data\":\"", attn_dtype_name(dt));
+    api_base64_encode(b, data, bytes);
+    return api_buf_puts(b, "\"}");
+}
+
+/* ---- the attention response ------------------------------------------ */
+
+bool api_attention_numbers(const struct attn_request *r, size_t *count)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t snl, snd, total = 0;
+
+    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul3(s->h, s->n, s->d_v, &snd))
+        return false;
+    if ((r->outputs & ATTN_OUT_SCORES) && !core_add(total, snl, &total))
+        return false;
+    if ((r->outputs & ATTN_OUT_WEIGHTS) && !core_add(total, snl, &total))
+        return false;
+    if ((r->outputs & ATTN_OUT_OUTPUT) && !core_add(total, snd, &total))
+        return false;
+    *count = total;
+    return true;
+}
+
+bool api_attention_max_bytes(const struct attn_request *r,
+                             enum api_encoding enc, size_t *bytes)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t numbers, per, rows, body, extra;
+
+    if (!api_attention_numbers(r, &numbers) || !core_mul(s->h, s->n, &rows))
+        return false;
+    /* json: each number with its comma; base64: 8 bytes -> 11 characters
+     * plus padding. */
+    per = enc == API_ENC_BASE64 ? 11 : API_NUM_MAX;
+    if (!core_mul(numbers, per, &body))
+        return false;
+    /* Brackets of every row (3 outputs), meta.empty_rows ([h,i], pairs),
+     * and a fixed allowance for keys and meta. */
+    if (!core_mul(rows, 3 * 4 + 48, &extra) || !core_add(body, extra, &body))
+        return false;
+    return core_add(body, 4096, bytes);
+}
+
+static const char *softmax_name(enum attn_softmax s)
+{
+    switch (s) {
+    case ATTN_SOFTMAX_ONE: return "softmax1";
+    case ATTN_SOFTMAX_SINK: return "sink";
+    case ATTN_SOFTMAX_STANDARD: break;
+    }
+    return "standard";
+}
+
+static const char *causal_json(enum attn_causal c)
+{
+    switch (c) {
+    case ATTN_CAUSAL_BOTTOM_RIGHT: return "\"bottom_right\"";
+    case ATTN_CAUSAL_TOP_LEFT: return "\"top_left\"";
+    case ATTN_CAUSAL_NONE: break;
+    }
+    return "false";
+}
+
+/* "name": matrix [h][rows][cols], or [rows][cols] for a 2-D q. */
+static void write_output(struct api_buf *b, const struct api_attention_view *v,
+                         const char *name, const void *data, size_t cols,
+                         bool neg_inf_null)
+{
+    const struct attn_shape *s = &v->req->shape;
+    size_t shape[3] = {s->h, s->n, cols};
+    const size_t *sh = v->q_rank == 2 ? shape + 1 : shape;
+    int rank = v->q_rank == 2 ? 2 : 3;
+    enum attn_dtype dt = v->req->params.dtype;
+
+    api_buf_printf(b, "\"%s\":", name);
+    if (v->encoding == API_ENC_BASE64)
+        api_write_matrix_b64(b, data, dt, rank, sh);
+    else
+        api_write_matrix(b, data, dt, rank, sh, v->digits, neg_inf_null);
+    api_buf_putc(b, ',');
+}
+
+static void write_empty_rows(struct api_buf *b, const struct api_attention_view *v)
+{
+    const struct attn_shape *s = &v->req->shape;
+    size_t hd, i, k = 0;
+
+    api_buf_puts(b, "\"empty_rows\":[");
+    if (v->res->empty && v->res->n_empty) {
+        for (hd = 0; hd < s->h; hd++)
+            for (i = 0; i < s->n; i++) {
+                if (!v->res->empty[hd * s->n + i])
+                    continue;
+                if (k++)
+                    api_buf_putc(b, ',');
+                if (v->q_rank == 2)
+                    api_buf_printf(b, "%zu", i);
+                else
+                    api_buf_printf(b, "[%zu,%zu]", hd, i);
+            }
+    }
+    api_buf_putc(b, ']');
+}
+
+static void write_meta(struct api_buf *b, const struct api_attention_view *v)
+{
+    const struct attn_shape *s = &v->req->shape;
+    const struct attn_params *p = &v->req->params;
+    char num[API_NUM_MAX];
+
+    api_buf_printf(b, "\"meta\":{\"heads\":%zu,\"kv_heads\":%zu,\"n\":%zu,"
+                   "\"L\":%zu,\"d_k\":%zu,\"d_v\":%zu,", s->h, s->h_kv, s->n,
+                   s->L, s->d_k, s->d_v);
+    api_fmt_f64(num, p->scale, 0);
+    api_buf_printf(b, "\"scale\":%s,\"softmax\":\"%s\",", num,
+                   softmax_name(p->softmax));
+    if (p->softmax == ATTN_SOFTMAX_SINK) {
+        api_fmt_f64(num, p->sink_logit, 0);
+        api_buf_printf(b, "\"sink_logit\":%s,", num);
+    }
+    api_buf_printf(b, "\"dtype\":\"%s\",\"causal\":%s,",
+                   attn_dtype_name(p->dtype), causal_json(v->req->causal));
+    write_empty_rows(b, v);
+    api_buf_printf(b, ",\"elapsed_us\":%llu",
+                   (unsigned long long)v->elapsed_us);
+    if (v->meta_extra && *v->meta_extra) {
+        api_buf_putc(b, ',');
+        api_buf_puts(b, v->meta_extra);
+    }
+    api_buf_putc(b, '}');
+}
+
+bool api_write_attention(struct api_buf *b, const struct api_attention_view *v)
+{
+    const struct attn_request *r = v->req;
+    const struct attn_result *res = v->res;
+
+    api_buf_putc(b, '{');
+    if (r->outputs & ATTN_OUT_SCORES)
+        write_output(b, v, "scores", res->scores, r->shape.L, true);
+    if (r->outputs & ATTN_OUT_WEIGHTS)
+        write_output(b, v, "weights", res->weights, r->shape.L, false);
+    if (r->outputs & ATTN_OUT_OUTPUT)
+        write_output(b, v, "output", res->output, r->shape.d_v, false);
+    write_meta(b, v);
+    api_buf_putc(b, '}');
+    return api_buf_ok(b);
+}
