@@ -1,0 +1,109 @@
+/*
+ * tests/api/api_testlib.h — in-process request helpers for the api tests:
+ * a fake header table (the transport's header lookup), one call to
+ * api_handle(), and accessors for the JSON body, the error object and the
+ * response headers. Header-only, like tests/harness.h.
+ */
+#ifndef ATTND_API_TESTLIB_H
+#define ATTND_API_TESTLIB_H
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+
+/* Headers as a NULL-terminated list of name, value pairs. */
+static const char *t_header_fn(void *arg, const char *name)
+{
+    const char *const *h = arg;
+
+    for (; h && h[0]; h += 2)
+        if (strcasecmp(h[0], name) == 0)
+            return h[1];
+    return NULL;
+}
+
+static const char *const t_json_headers[] = {"Content-Type", "application/json",
+                                              NULL};
+
+/* One request; body may be NULL; headers NULL means Content-Type JSON. */
+static void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
+                     const char *const *headers, const char *body,
+                     struct api_response *resp)
+{
+    struct api_request req;
+
+    memset(&req, 0, sizeof req);
+    req.method = method;
+    req.path = path;
+    req.header = t_header_fn;
+    req.header_arg = (void *)(headers ? headers : t_json_headers);
+    req.body = body;
+    req.body_len = body ? strlen(body) : 0;
+    api_handle(ctx, &req, resp);
+}
+
+static void t_call(struct api_ctx *ctx, const char *method, const char *path,
+                   const char *body, struct api_response *resp)
+{
+    t_call_h(ctx, method, path, NULL, body, resp);
+}
+
+static void t_ctx_init(struct api_ctx *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->cfg.max_body_bytes = 1 << 20;
+    ctx->cfg.max_elements = 1 << 20;
+    ctx->cfg.max_tokens = 4096;
+    ctx->cfg.session_ttl_s = 600;
+    ctx->cfg.workers = 2;
+    ctx->cfg.version = "0.1.0-test";
+}
+
+/* The body parsed as JSON (new reference) or NULL. */
+static json_t *t_json(const struct api_response *r)
+{
+    if (!r->body)
+        return NULL;
+    return json_loadb(r->body, r->body_len, 0, NULL);
+}
+
+/* Value of a response header, or NULL. */
+static const char *t_hdr(const struct api_response *r, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < r->n_headers; i++)
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
+    return NULL;
+}
+
+/* Error code and path of an error reply, copied into static storage
+ * ("" when absent; "(null)" for a JSON null path). */
+static char t_code_buf[64], t_path_buf[256];
+
+static const char *t_err_code(const struct api_response *r)
+{
+    json_t *j = t_json(r);
+    const char *s = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+
+    snprintf(t_code_buf, sizeof t_code_buf, "%s", s ? s : "");
+    json_decref(j);
+    return t_code_buf;
+}
+
+static const char *t_err_path(const struct api_response *r)
+{
+    json_t *j = t_json(r);
+    json_t *p = json_object_get(json_object_get(j, "error"), "path");
+
+    snprintf(t_path_buf, sizeof t_path_buf, "%s",
+             json_is_null(p) ? "(null)" : json_string_value(p) ? json_string_value(p) : "");
+    json_decref(j);
+    return t_path_buf;
+}
+
+#endif

@@ -1,0 +1,344 @@
+/*
+ * tests/api/test_api_ops.c — the operations endpoints and the router's
+ * shared policies, in-process: /healthz, /readyz (draining), /v1/info,
+ * /metrics, 404 / 405 with Allow, route templates, CORS (allowed, refused,
+ * preflight), Bearer auth on and off, api_transport_error.
+ */
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+
+static struct api_ctx ctx;
+
+TEST(healthz_ok)
+{
+    struct api_response r;
+    json_t *j;
+
+    t_call(&ctx, "GET", "/healthz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.route, "/healthz");
+    CHECK_STR(r.content_type, "application/json");
+    j = t_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+    api_response_free(&r);
+}
+
+TEST(readyz_draining)
+{
+    struct api_response r;
+
+    t_call(&ctx, "GET", "/readyz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    ctx.draining = 1;
+    t_call(&ctx, "GET", "/readyz", NULL, &r);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_STR(t_err_code(&r), "draining");
+    api_response_free(&r);
+    t_call(&ctx, "GET", "/healthz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);       /* alive while draining */
+    api_response_free(&r);
+    ctx.draining = 0;
+}
+
+TEST(info_fields)
+{
+    struct api_response r;
+    json_t *j, *lim;
+
+    t_call(&ctx, "GET", "/v1/info", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    j = t_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "version")), "0.1.0-test");
+    CHECK(json_is_string(json_object_get(j, "blas")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "threads"), "workers")), 2);
+    lim = json_object_get(j, "limits");
+    CHECK_EQ_INT(json_integer_value(json_object_get(lim, "max_elements")), 1 << 20);
+    CHECK_EQ_INT(json_integer_value(json_object_get(lim, "max_body_bytes")), 1 << 20);
+    CHECK_EQ_INT(json_integer_value(json_object_get(lim, "max_tokens")), 4096);
+    json_decref(j);
+    api_response_free(&r);
+}
+
+static char *fake_metrics(void *arg, size_t *len)
+{
+    const char *text = arg;
+    char *p = malloc(strlen(text) + 1);
+
+    memcpy(p, text, strlen(text) + 1);
+    *len = strlen(text);
+    return p;
+}
+
+TEST(metrics_enabled_and_not)
+{
+    struct api_response r;
+
+    t_call(&ctx, "GET", "/metrics", NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(t_err_code(&r), "not_found");
+    api_response_free(&r);
+    ctx.metrics = fake_metrics;
+    ctx.metrics_arg = (void *)"attnd_up 1\n";
+    t_call(&ctx, "GET", "/metrics", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.content_type && strncmp(r.content_type, "text/plain", 10) == 0);
+    CHECK(r.body_len == 11 && memcmp(r.body, "attnd_up 1\n", 11) == 0);
+    api_response_free(&r);
+    ctx.metrics = NULL;
+}
+
+TEST(not_found_and_method)
+{
+    struct api_response r;
+
+    t_call(&ctx, "GET", "/nope", NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(t_err_code(&r), "not_found");
+    CHECK_STR(t_err_path(&r), "(null)");
+    CHECK_STR(r.route, "unmatched");
+    api_response_free(&r);
+
+    t_call(&ctx, "GET", "/v1/attention", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_err_code(&r), "method_not_allowed");
+    CHECK_STR(t_hdr(&r, "Allow"), "POST");
+    CHECK_STR(r.route, "/v1/attention");
+    api_response_free(&r);
+
+    t_call(&ctx, "DELETE", "/v1/verify", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, POST");
+    api_response_free(&r);
+
+    t_call(&ctx, "POST", "/healthz", "{}", &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_hdr(&r, "Allow"), "GET");
+    api_response_free(&r);
+
+    /* a prefix of a route is not the route */
+    t_call(&ctx, "POST", "/v1/attentionx", "{}", &r);
+    CHECK_EQ_INT(r.status, 404);
+    api_response_free(&r);
+    t_call(&ctx, "GET", "/v1/sessionsx", NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(r.route, "unmatched");
+    api_response_free(&r);
+}
+
+TEST(route_templates_never_raw_ids)
+{
+    struct api_response r;
+
+    t_call(&ctx, "GET", "/v1/sessions/abcdef0123456789", NULL, &r);
+    CHECK(r.route && strstr(r.route, "abcdef") == NULL);
+    CHECK(r.route && strncmp(r.route, "/v1/sessions", 12) == 0);
+    api_response_free(&r);
+    t_call(&ctx, "GET", "/verify", NULL, &r);
+    CHECK_STR(r.route, "/verify");
+    api_response_free(&r);
+}
+
+static const char *const origins[] = {"https://demo.example", "http://localhost:3000", NULL};
+
+TEST(cors_allowed_origin)
+{
+    const char *const h[] = {"Origin", "https://demo.example", NULL};
+    struct api_response r;
+
+    ctx.cfg.cors_origins = origins;
+    t_call_h(&ctx, "GET", "/healthz", h, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
+    CHECK_STR(t_hdr(&r, "Vary"), "Origin");
+    CHECK(t_hdr(&r, "Access-Control-Allow-Credentials") == NULL);
+    api_response_free(&r);
+    /* errors carry CORS headers too */
+    t_call_h(&ctx, "GET", "/nope", h, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
+    api_response_free(&r);
+    ctx.cfg.cors_origins = NULL;
+}
+
+TEST(cors_refused_origin)
+{
+    const char *const h[] = {"Origin", "https://evil.example", NULL};
+    struct api_response r;
+
+    ctx.cfg.cors_origins = origins;
+    t_call_h(&ctx, "GET", "/healthz", h, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Origin") == NULL);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Methods") == NULL);
+    CHECK_STR(t_hdr(&r, "Vary"), "Origin");
+    api_response_free(&r);
+    ctx.cfg.cors_origins = NULL;
+    /* no allowlist: no CORS headers at all */
+    t_call_h(&ctx, "GET", "/healthz", h, NULL, &r);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Origin") == NULL);
+    CHECK(t_hdr(&r, "Vary") == NULL);
+    api_response_free(&r);
+}
+
+TEST(cors_preflight)
+{
+    const char *const ok[] = {"Origin", "http://localhost:3000",
+                              "Access-Control-Request-Method", "POST", NULL};
+    const char *const bad[] = {"Origin", "http://localhost:3001",
+                               "Access-Control-Request-Method", "POST", NULL};
+    struct api_response r;
+
+    ctx.cfg.cors_origins = origins;
+    ctx.cfg.api_key = "s3cret";         /* preflight needs no token */
+    t_call_h(&ctx, "OPTIONS", "/v1/attention", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 204);
+    CHECK(r.body == NULL);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "http://localhost:3000");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "POST");
+    CHECK(t_hdr(&r, "Access-Control-Allow-Headers") &&
+          strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "Authorization") &&
+          strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "Content-Type"));
+    CHECK_STR(t_hdr(&r, "Access-Control-Max-Age"), "600");
+    api_response_free(&r);
+
+    t_call_h(&ctx, "OPTIONS", "/v1/sessions/x/kv", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 204);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST, DELETE");
+    api_response_free(&r);
+
+    t_call_h(&ctx, "OPTIONS", "/v1/attention", bad, NULL, &r);
+    CHECK_EQ_INT(r.status, 204);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Origin") == NULL);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Methods") == NULL);
+    api_response_free(&r);
+
+    t_call_h(&ctx, "OPTIONS", "/nope", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    api_response_free(&r);
+    ctx.cfg.cors_origins = NULL;
+    ctx.cfg.api_key = NULL;
+}
+
+TEST(cors_wildcard_never_echoes_credentials)
+{
+    static const char *const any[] = {"*", NULL};
+    const char *const h[] = {"Origin", "https://x.example", NULL};
+    struct api_response r;
+
+    ctx.cfg.cors_origins = any;
+    t_call_h(&ctx, "GET", "/healthz", h, NULL, &r);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "*");
+    CHECK(t_hdr(&r, "Access-Control-Allow-Credentials") == NULL);
+    api_response_free(&r);
+    ctx.cfg.cors_origins = NULL;
+}
+
+TEST(auth_on)
+{
+    const char *const good[] = {"Authorization", "Bearer s3cret", NULL};
+    const char *const wrong[] = {"Authorization", "Bearer s3creT", NULL};
+    const char *const longer[] = {"Authorization", "Bearer s3cret2", NULL};
+    const char *const basic[] = {"Authorization", "Basic czNjcmV0", NULL};
+    struct api_response r;
+
+    ctx.cfg.api_key = "s3cret";
+    t_call_h(&ctx, "GET", "/v1/info", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    CHECK_STR(t_err_code(&r), "unauthorized");
+    CHECK(t_hdr(&r, "WWW-Authenticate") &&
+          strncmp(t_hdr(&r, "WWW-Authenticate"), "Bearer", 6) == 0);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/v1/info", wrong, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/v1/info", longer, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/v1/info", basic, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/v1/info", good, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    /* every route but the probes needs the token, unknown routes included */
+    t_call_h(&ctx, "POST", "/v1/attention", NULL, "{}", &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/v1/sessions/abc", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/verify", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 401);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/healthz", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    t_call_h(&ctx, "GET", "/readyz", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    ctx.cfg.api_key = NULL;
+}
+
+TEST(auth_off)
+{
+    struct api_response r;
+
+    ctx.cfg.api_key = "";
+    t_call_h(&ctx, "GET", "/v1/info", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    ctx.cfg.api_key = NULL;
+    t_call_h(&ctx, "GET", "/v1/info", NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+}
+
+TEST(transport_error)
+{
+    struct api_request req;
+    struct api_response r;
+    const char *const h[] = {"Origin", "https://demo.example", NULL};
+
+    memset(&req, 0, sizeof req);
+    req.method = "POST";
+    req.path = "/v1/attention";
+    req.header = t_header_fn;
+    req.header_arg = (void *)h;
+    ctx.cfg.cors_origins = origins;
+    api_transport_error(&ctx, &req, "body_too_large", "body over 1 MiB", &r);
+    CHECK_EQ_INT(r.status, 413);
+    CHECK_STR(t_err_code(&r), "body_too_large");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
+    api_response_free(&r);
+    api_transport_error(&ctx, &req, "bad_request", NULL, &r);
+    CHECK_EQ_INT(r.status, 400);
+    api_response_free(&r);
+    api_transport_error(&ctx, &req, "no_such_code", NULL, &r);
+    CHECK_EQ_INT(r.status, 500);
+    CHECK_STR(t_err_code(&r), "internal");
+    api_response_free(&r);
+    ctx.cfg.cors_origins = NULL;
+}
+
+int main(void)
+{
+    t_ctx_init(&ctx);
+    RUN(healthz_ok);
+    RUN(readyz_draining);
+    RUN(info_fields);
+    RUN(metrics_enabled_and_not);
+    RUN(not_found_and_method);
+    RUN(route_templates_never_raw_ids);
+    RUN(cors_allowed_origin);
+    RUN(cors_refused_origin);
+    RUN(cors_preflight);
+    RUN(cors_wildcard_never_echoes_credentials);
+    RUN(auth_on);
+    RUN(auth_off);
+    RUN(transport_error);
+    TEST_MAIN_END();
+}
