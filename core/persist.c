@@ -261,7 +261,7 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
     if (!all || !ids) {
         for (size_t i = 0; all && i < n; i++) {
             pthread_mutex_lock(&all[i]->mu);
-            sess_release(st, all[i]);
+            sess_unhold(st, all[i]);
         }
         free(all);
         free(ids);
@@ -276,7 +276,7 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
             memcpy(ids[saved++], s->id, SESS_ID_MAX);
         else
             ok = false;
-        sess_release(st, s);
+        sess_unhold(st, s);
     }
     if (ok)
         remove_stale(dir, ids, saved);

@@ -217,11 +217,11 @@ static bool evict_one(struct sess_store *st, const struct sess *keep,
 /*
  * Make room for `add_sessions` more sessions and the global byte count
  * growing by `add_bytes`, evicting idle sessions (lru policy) if needed.
- * Nothing is evicted unless eviction can make it fit.
+ * Nothing is evicted unless may_evict and eviction can make it fit.
  */
 static enum core_status admit(struct sess_store *st, size_t add_sessions,
                               size_t add_bytes, const struct sess *keep,
-                              struct sess **grave)
+                              bool may_evict, struct sess **grave)
 {
     size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
     bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
@@ -229,7 +229,7 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
                                  add_bytes <= max_b - st->bytes);
     if (fits_s && fits_b)
         return CORE_OK;
-    if (st->cfg.policy != SESS_POLICY_LRU)
+    if (st->cfg.policy != SESS_POLICY_LRU || !may_evict)
         return CORE_ECAPACITY;
     size_t idle_n, idle_b = idle_bytes(st, keep, &idle_n);
     if (max_s && st->count + add_sessions > max_s + idle_n)
@@ -458,7 +458,7 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     if (rc == CORE_OK && !fresh && find(st, s->id))
         rc = CORE_EINVAL;
     if (rc == CORE_OK)
-        rc = admit(st, 1, s->bytes, NULL, &grave);
+        rc = admit(st, 1, s->bytes, NULL, true, &grave);
     if (rc == CORE_OK) {
         size_t j = hash_id(s->id) & (st->n_buckets - 1);
         s->hnext = st->buckets[j];
@@ -531,18 +531,30 @@ enum core_status sess_acquire(struct sess_store *st, const char *id,
     return CORE_OK;
 }
 
-void sess_release(struct sess_store *st, struct sess *s)
+/* Unlock s and drop a reference; touch: count it as a use (TTL, LRU). */
+static void unref(struct sess_store *st, struct sess *s, bool touch)
 {
     if (!s)
         return;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&st->mu);
     s->refs--;
-    s->last_used = sess_now(st);
+    if (touch)
+        s->last_used = sess_now(st);
     bool dead = !s->linked && s->refs == 0;
     pthread_mutex_unlock(&st->mu);
     if (dead)
         sess_destroy(s);
+}
+
+void sess_release(struct sess_store *st, struct sess *s)
+{
+    unref(st, s, true);
+}
+
+void sess_unhold(struct sess_store *st, struct sess *s)
+{
+    unref(st, s, false);
 }
 
 enum core_status sess_delete(struct sess_store *st, const char *id)
@@ -629,12 +641,14 @@ static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
         return CORE_OK;
     struct sess *grave = NULL;
     pthread_mutex_lock(&st->mu);
+    /* the geometric target if it fits as is, else exactly `need` rows,
+     * evicting (lru) only for that exact size */
     if (!s->linked) {
         rc = CORE_ENOTFOUND;
-    } else if (admit(st, 0, bytes - s->bytes, s, &grave) != CORE_OK) {
+    } else if (admit(st, 0, bytes - s->bytes, s, false, &grave) != CORE_OK) {
         cap = need;
         bytes = exact;
-        rc = admit(st, 0, bytes - s->bytes, s, &grave);
+        rc = admit(st, 0, bytes - s->bytes, s, true, &grave);
     }
     if (rc == CORE_OK) {
         st->bytes += bytes - s->bytes;  /* claimed before allocating */

@@ -61,7 +61,11 @@ void sess_destroy(struct sess *s);
 enum core_status sess_link(struct sess_store *st, struct sess *s,
                            double idle_s);
 
-/* Seconds s may still stay idle before expiry (negative: never expires). */
+/* sess_release without counting as a use (save walks sessions this way). */
+void sess_unhold(struct sess_store *st, struct sess *s);
+
+/* Seconds s may still stay idle before expiry (negative: never expires);
+ * store mutex held. */
 double sess_expires_in(struct sess_store *st, const struct sess *s);
 
 #endif
