@@ -1,0 +1,136 @@
+/*
+ * core/verify.h — numeric checks of what biases and softmax variants change.
+ *
+ * verify_run() takes one attention head (q [n][d_k], k [L][d_k], v [L][d_v],
+ * optional bias vectors bQ, bK, bV) and runs the checks of DESIGN.md's
+ * "Verify" section: a common key bias is a per-row shift that standard
+ * softmax cancels, a query bias is not, softmax1 keeps ratios but not
+ * weights, equals attention with a zero key prepended, and so on. Every side
+ * of every comparison that involves attention is computed by the core's real
+ * code paths (attn_forward, and kv_append/kv_attend for the session check),
+ * each side by its own call, so a regression in the core makes a check fail.
+ * The other side is either another core call on changed inputs or plain
+ * arithmetic done here in double precision. Nothing expected is hard-coded.
+ *
+ * A check reports {id, name, claim, applicable, passed, max_abs_diff,
+ * tolerance, note, data}; data is a short list of named numeric arrays
+ * (scalar, vector or matrix) that a teaching page shows. The report also
+ * holds the seed article's table: four conditions (no bias, Q bias only,
+ * common K bias only, both) with scores and weights, under standard softmax
+ * and under softmax1. No JSON here: api/verify.c serialises the report.
+ */
+#ifndef ATTND_CORE_VERIFY_H
+#define ATTND_CORE_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "attn.h"
+#include "status.h"
+#include "tensor.h"
+
+/* Default tolerances (absolute, on max_abs_diff). float32 keeps about seven
+ * significant digits, and check 15 adds 1000 to every score, which leaves
+ * about four decimals of the score in float32. */
+#define VERIFY_TOL_F64 1e-12
+#define VERIFY_TOL_F32 1e-4
+
+#define VERIFY_MAX_CHECKS 20
+#define VERIFY_MAX_DATA 12
+#define VERIFY_NOTE_MAX 240
+
+/* The forward pass verify calls; attn_forward unless a test injects a fault. */
+typedef enum core_status (*verify_forward_fn)(const struct attn_request *r,
+                                               const struct attn_inputs *in,
+                                               struct attn_result *out,
+                                               struct attn_ws *ws);
+
+/* One head of raw inputs, all arrays of dtype, borrowed. */
+struct verify_input {
+    enum attn_dtype dtype;
+    size_t n, L, d_k, d_v;          /* q [n][d_k], k [L][d_k], v [L][d_v] */
+    const void *q, *k, *v;
+    const void *bias_q;             /* [d_k] or NULL (absent) */
+    const void *bias_k;             /* [d_k] or NULL */
+    const void *bias_v;             /* [d_v] or NULL */
+    double scale;                   /* > 0, or 0 for 1/sqrt(d_k) */
+    enum attn_softmax softmax;      /* used by checks 16 and 17 */
+    double sink_logit;              /* ATTN_SOFTMAX_SINK only */
+    bool rope;                      /* the RoPE of checks 14 and 16; when off,
+                                       check 14 uses base 10000 interleaved */
+    double rope_base;
+    enum attn_rope_pairs rope_pairs;
+    double tolerance;               /* > 0, or 0 for the dtype's default */
+    verify_forward_fn forward;      /* NULL: attn_forward */
+    struct attn_ws *ws;             /* scratch, or NULL */
+};
+
+/* A named numeric array: rank 0 (one number), 1 [cols] or 2 [rows][cols]. */
+struct verify_array {
+    const char *name;               /* static */
+    int rank;
+    size_t rows, cols;              /* rows is 1 for rank 0 and 1 */
+    double *data;                   /* malloc'd rows*cols, owned by the report */
+};
+
+struct verify_check {
+    int id;                         /* 1.. in DESIGN.md order */
+    const char *name;               /* short slug, static */
+    const char *claim;              /* one plain sentence, static */
+    bool applicable;                /* false: the premise cannot be built here */
+    bool passed;                    /* true when not applicable (vacuous) */
+    double max_abs_diff;            /* the number compared with tolerance */
+    double tolerance;
+    bool expect_change;             /* a counterexample: passes when
+                                       max_abs_diff > tolerance */
+    char note[VERIFY_NOTE_MAX];     /* "" or one sentence on how it was run */
+    struct verify_array data[VERIFY_MAX_DATA];
+    size_t n_data;
+};
+
+/* One row of the seed's table: scores and weights [n][L]. */
+struct verify_condition {
+    const char *name;               /* "no_bias", "q_bias", "k_bias", "both" */
+    double *scores;                 /* malloc'd [n][L] */
+    double *weights;                /* malloc'd [n][L] */
+};
+
+enum { VERIFY_TABLE_STANDARD = 0, VERIFY_TABLE_SOFTMAX1 = 1 };
+
+struct verify_report {
+    enum attn_dtype dtype;
+    size_t n, L, d_k, d_v;
+    double scale;                   /* resolved */
+    double tolerance;               /* resolved */
+    const char *tolerance_note;     /* static sentence on how it was chosen */
+    bool passed;                    /* every check passed */
+    struct verify_check checks[VERIFY_MAX_CHECKS];
+    size_t n_checks;
+    struct verify_condition table[2][4];   /* [STANDARD|SOFTMAX1][condition] */
+};
+
+/*
+ * Run every check. in: one head as above (n, L, d_k, d_v >= 1). out is
+ * overwritten; free it with verify_report_free() whatever the status.
+ * Errors: CORE_EINVAL (bad dimensions, scale, tolerance), CORE_ELIMIT (size
+ * overflow), CORE_ENOMEM, or a core error of a forward pass.
+ */
+enum core_status verify_run(const struct verify_input *in,
+                            struct verify_report *out);
+
+void verify_report_free(struct verify_report *r);
+
+/* Numbers in the report's data arrays and table (for response limits);
+ * false on overflow. */
+bool verify_report_elements(const struct verify_report *r, size_t *count);
+
+/*
+ * The built-in example of DESIGN.md: q = (1,0); k1 = (1,0), k2 = (0,1),
+ * k3 = (-1,0); bQ = (0,1); bK = (3,-2); d_k = 2. The values are the 3x3
+ * identity, v_j = e_j, so each output row shows its weights; bV =
+ * (1, -1, 0.5). float64, default scale and tolerance, standard softmax, no
+ * RoPE. The arrays are static.
+ */
+void verify_builtin(struct verify_input *in);
+
+#endif
