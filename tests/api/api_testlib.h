@@ -15,7 +15,7 @@
 #include "api/api.h"
 
 /* Headers as a NULL-terminated list of name, value pairs. */
-static const char *t_header_fn(void *arg, const char *name)
+static inline const char *t_header_fn(void *arg, const char *name)
 {
     const char *const *h = arg;
 
@@ -29,7 +29,7 @@ static const char *const t_json_headers[] = {"Content-Type", "application/json",
                                               NULL};
 
 /* One request; body may be NULL; headers NULL means Content-Type JSON. */
-static void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
+static inline void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
                      const char *const *headers, const char *body,
                      struct api_response *resp)
 {
@@ -45,13 +45,13 @@ static void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
     api_handle(ctx, &req, resp);
 }
 
-static void t_call(struct api_ctx *ctx, const char *method, const char *path,
+static inline void t_call(struct api_ctx *ctx, const char *method, const char *path,
                    const char *body, struct api_response *resp)
 {
     t_call_h(ctx, method, path, NULL, body, resp);
 }
 
-static void t_ctx_init(struct api_ctx *ctx)
+static inline void t_ctx_init(struct api_ctx *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg.max_body_bytes = 1 << 20;
@@ -63,7 +63,7 @@ static void t_ctx_init(struct api_ctx *ctx)
 }
 
 /* The body parsed as JSON (new reference) or NULL. */
-static json_t *t_json(const struct api_response *r)
+static inline json_t *t_json(const struct api_response *r)
 {
     if (!r->body)
         return NULL;
@@ -71,7 +71,7 @@ static json_t *t_json(const struct api_response *r)
 }
 
 /* Value of a response header, or NULL. */
-static const char *t_hdr(const struct api_response *r, const char *name)
+static inline const char *t_hdr(const struct api_response *r, const char *name)
 {
     size_t i;
 
@@ -85,7 +85,7 @@ static const char *t_hdr(const struct api_response *r, const char *name)
  * ("" when absent; "(null)" for a JSON null path). */
 static char t_code_buf[64], t_path_buf[256];
 
-static const char *t_err_code(const struct api_response *r)
+static inline const char *t_err_code(const struct api_response *r)
 {
     json_t *j = t_json(r);
     const char *s = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
@@ -95,7 +95,7 @@ static const char *t_err_code(const struct api_response *r)
     return t_code_buf;
 }
 
-static const char *t_err_path(const struct api_response *r)
+static inline const char *t_err_path(const struct api_response *r)
 {
     json_t *j = t_json(r);
     json_t *p = json_object_get(json_object_get(j, "error"), "path");
