@@ -55,6 +55,8 @@ struct srv_http {
     struct MHD_Daemon *mhd;
     uv_poll_t poll;                 /* MHD's epoll fd */
     uv_timer_t timer;               /* MHD_get_timeout */
+    uv_check_t check;               /* one MHD_run per loop turn for resumed requests */
+    bool resumed;                   /* a connection was resumed this turn */
     int open_handles;               /* handles not yet closed by srv_http_stop */
     const struct srv_config *cfg;
     struct api_ctx *ctx;
@@ -268,7 +270,7 @@ static void after_work_cb(uv_work_t *w, int status)
     r->state = REQ_READY;
     h->working--;
     MHD_resume_connection(r->conn);
-    run_mhd(h);
+    h->resumed = true;                  /* check_cb runs MHD once for all */
 }
 
 static enum MHD_Result dispatch(struct req *r)
@@ -451,6 +453,16 @@ static void timer_cb(uv_timer_t *t)
     run_mhd(t->data);
 }
 
+/* After this turn's I/O callbacks (all after_work_cb of the turn). */
+static void check_cb(uv_check_t *c)
+{
+    struct srv_http *h = c->data;
+    if (h->resumed) {
+        h->resumed = false;
+        run_mhd(h);
+    }
+}
+
 static void poll_cb(uv_poll_t *p, int status, int events)
 {
     (void)status;
@@ -518,6 +530,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     const struct srv_config *cfg = h->cfg;
     return MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, handler, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,         /* first: see MHD docs */
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,
         MHD_OPTION_NOTIFY_COMPLETED, completed, h,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
@@ -525,7 +538,6 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_END);
 }
 
@@ -556,8 +568,11 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     h->timer.data = h;
     uv_poll_init(loop, &h->poll, ei ? ei->epoll_fd : -1);
     h->poll.data = h;
-    h->open_handles = 2;
+    uv_check_init(loop, &h->check);
+    h->check.data = h;
+    h->open_handles = 3;
     uv_poll_start(&h->poll, UV_READABLE, poll_cb);
+    uv_check_start(&h->check, check_cb);
     run_mhd(h);
     return h;
 }
@@ -606,10 +621,12 @@ void srv_http_stop(struct srv_http *h)
         return;
     uv_poll_stop(&h->poll);
     uv_timer_stop(&h->timer);
+    uv_check_stop(&h->check);
     if (h->mhd) {
         MHD_stop_daemon(h->mhd);
         h->mhd = NULL;
     }
     uv_close((uv_handle_t *)&h->poll, handle_closed);
     uv_close((uv_handle_t *)&h->timer, handle_closed);
+    uv_close((uv_handle_t *)&h->check, handle_closed);
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/store.h"
+
 #define MAX_ROUTES 64
 #define MAX_CODES 16
 #define N_BUCKETS 14
@@ -201,6 +203,26 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
          (unsigned long long)m->bytes_out);
 }
 
+static void render_sessions(struct out *o, struct sess_store *st)
+{
+    struct sess_stats s;
+    sess_store_stats(st, &s);
+    outf(o, "# HELP attnd_sessions Live sessions.\n"
+            "# TYPE attnd_sessions gauge\n"
+            "attnd_sessions %zu\n"
+            "# HELP attnd_kv_cache_bytes Bytes accounted to session KV caches.\n"
+            "# TYPE attnd_kv_cache_bytes gauge\n"
+            "attnd_kv_cache_bytes %zu\n"
+            "# HELP attnd_session_evictions_total Sessions evicted by the LRU policy.\n"
+            "# TYPE attnd_session_evictions_total counter\n"
+            "attnd_session_evictions_total %llu\n"
+            "# HELP attnd_session_expirations_total Sessions removed by TTL.\n"
+            "# TYPE attnd_session_expirations_total counter\n"
+            "attnd_session_expirations_total %llu\n",
+         s.sessions, s.bytes,
+         (unsigned long long)s.evictions, (unsigned long long)s.expirations);
+}
+
 char *srv_metrics_render(void *arg, size_t *len)
 {
     struct srv_metrics *m = arg;
@@ -210,7 +232,10 @@ char *srv_metrics_render(void *arg, size_t *len)
         return NULL;
     pthread_mutex_lock(&m->mu);
     render_requests(&o, m);
+    struct sess_store *st = m->store;
     pthread_mutex_unlock(&m->mu);
+    if (st)                             /* the store has its own locks */
+        render_sessions(&o, st);
     if (o.oom) {
         free(o.buf);
         return NULL;
