@@ -1,0 +1,267 @@
+/*
+ * tests/unit/test_store_concurrency.c — many threads on shared sessions:
+ * appenders and attenders on one session (final length = sum of appends,
+ * every row intact and each thread's rows in its own order), and a churn of
+ * create / append / fork / delete / sweep / lru eviction on a small store
+ * (no crash, no use-after-free, accounting consistent at the end). Run under
+ * ThreadSanitizer by `make tsan` (its name contains "concurrency").
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/store.h"
+#include "tests/harness.h"
+
+#define D 4             /* d_k = d_v */
+#define APPENDERS 4
+#define APPENDS 60      /* per appender */
+
+static struct sess_store *st;
+static char shared_id[SESS_ID_MAX];
+static size_t appended[APPENDERS];     /* rows each appender got in */
+
+static struct sess_spec spec(void)
+{
+    struct sess_spec s = {.shape = {.h = 2, .h_kv = 1, .d_k = D, .d_v = D},
+                          .params = {.dtype = ATTN_F64, .scale = 0.5}};
+    return s;
+}
+
+/* Rows tagged t*100000 + seq: every number of the row is the tag. */
+static void *appender(void *arg)
+{
+    size_t t = (size_t)(uintptr_t)arg, seq = 0;
+    for (int i = 0; i < APPENDS; i++) {
+        size_t m = 1 + (size_t)i % 3;
+        double k[3 * D], v[3 * D];
+        for (size_t r = 0; r < m; r++)
+            for (size_t j = 0; j < D; j++) {
+                k[r * D + j] = (double)(t * 100000 + seq + r);
+                v[r * D + j] = -(double)(t * 100000 + seq + r);
+            }
+        struct sess *s;
+        if (sess_acquire(st, shared_id, &s) != CORE_OK)
+            continue;
+        if (sess_append(st, s, k, v, m, -1) == CORE_OK) {
+            seq += m;
+            appended[t] += m;
+        }
+        sess_release(st, s);
+    }
+    return NULL;
+}
+
+static int attend_failures;
+
+static void *attender(void *arg)
+{
+    (void)arg;
+    double q[2 * D] = {0.1, 0.2, 0.3, 0.4, -1, 0, 1, 0};
+    for (int i = 0; i < 40; i++) {
+        struct sess *s;
+        if (sess_acquire(st, shared_id, &s) != CORE_OK)
+            continue;
+        size_t L = sess_length(s);
+        if (L > 0) {
+            double *o = malloc(2 * D * sizeof *o);
+            struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
+            struct attn_result out = {.output = o};
+            if (sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK ||
+                sess_length(s) != L)
+                __atomic_add_fetch(&attend_failures, 1, __ATOMIC_RELAXED);
+            free(o);
+        }
+        sess_release(st, s);
+    }
+    return NULL;
+}
+
+TEST(many_appenders_one_session)
+{
+    struct sess_config cfg = {.default_ttl_s = 600};
+    st = sess_store_new(&cfg);
+    struct sess_spec sp = spec();
+    CHECK_EQ_INT(sess_create(st, &sp, shared_id), CORE_OK);
+    pthread_t th[APPENDERS + 2];
+    for (size_t t = 0; t < APPENDERS; t++)
+        pthread_create(&th[t], NULL, appender, (void *)(uintptr_t)t);
+    for (size_t t = APPENDERS; t < APPENDERS + 2; t++)
+        pthread_create(&th[t], NULL, attender, NULL);
+    for (size_t t = 0; t < APPENDERS + 2; t++)
+        pthread_join(th[t], NULL);
+    CHECK_EQ_INT(attend_failures, 0);
+
+    struct sess *s;
+    CHECK_EQ_INT(sess_acquire(st, shared_id, &s), CORE_OK);
+    size_t total = 0;
+    for (size_t t = 0; t < APPENDERS; t++) {
+        total += appended[t];
+        CHECK_EQ_INT(appended[t], APPENDS / 3 * 6);   /* 1+2+3 per 3 */
+    }
+    CHECK_EQ_INT(sess_length(s), total);
+    const double *k = kv_k(sess_cache(s), 0), *v = kv_v(sess_cache(s), 0);
+    size_t next[APPENDERS] = {0};
+    int bad = 0;
+    for (size_t r = 0; r < sess_length(s); r++) {
+        double tag = k[r * D];
+        size_t t = (size_t)tag / 100000, seq = (size_t)tag % 100000;
+        for (size_t j = 0; j < D; j++)
+            if (k[r * D + j] != tag || v[r * D + j] != -tag)
+                bad++;
+        if (t >= APPENDERS || seq != next[t])
+            bad++;
+        else
+            next[t]++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    sess_release(st, s);
+    sess_store_free(st);
+}
+
+/* ---- churn ------------------------------------------------------------- */
+
+#define SLOTS 8
+static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
+static char ids[SLOTS][SESS_ID_MAX];
+static int stop;   /* atomic */
+
+/* Every id ever created (including forks), for the final accounting. */
+#define ALL_MAX 4096
+static char all_ids[ALL_MAX][SESS_ID_MAX];
+static size_t n_all;
+
+static void remember(const char *id)
+{
+    pthread_mutex_lock(&ids_mu);
+    if (n_all < ALL_MAX)
+        memcpy(all_ids[n_all++], id, SESS_ID_MAX);
+    pthread_mutex_unlock(&ids_mu);
+}
+
+static void pick(unsigned *seed, char *out)
+{
+    pthread_mutex_lock(&ids_mu);
+    memcpy(out, ids[(size_t)rand_r(seed) % SLOTS], SESS_ID_MAX);
+    pthread_mutex_unlock(&ids_mu);
+}
+
+static void *churner(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    double k[2 * D] = {1, 2, 3, 4, 5, 6, 7, 8}, v[2 * D] = {0};
+    double q[2 * D] = {1, 0, 0, 0, 0, 1, 0, 0}, o[2 * D];
+    char id[SESS_ID_MAX];
+    for (int i = 0; i < 300; i++) {
+        int op = rand_r(&seed) % 6;
+        pick(&seed, id);
+        if (op == 0) {
+            struct sess_spec sp = spec();
+            sp.ttl_s = 0.02;
+            char nid[SESS_ID_MAX];
+            if (sess_create(st, &sp, nid) == CORE_OK) {
+                remember(nid);
+                pthread_mutex_lock(&ids_mu);
+                memcpy(ids[(size_t)rand_r(&seed) % SLOTS], nid, SESS_ID_MAX);
+                pthread_mutex_unlock(&ids_mu);
+            }
+        } else if (op == 1) {
+            sess_delete(st, id);
+        } else {
+            struct sess *s;
+            if (sess_acquire(st, id, &s) != CORE_OK)
+                continue;
+            if (op == 2 || op == 3) {
+                sess_append(st, s, k, v, 2, -1);
+            } else if (op == 4) {
+                struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
+                struct attn_result out = {.output = o};
+                sess_attend(st, s, k, v, 1, &qq, &out, NULL);
+            } else {
+                char fid[SESS_ID_MAX];
+                if (rand_r(&seed) % 2) {
+                    if (sess_fork(st, s, fid) == CORE_OK)
+                        remember(fid);
+                }
+                else
+                    sess_truncate(st, s, sess_length(s) / 2);
+            }
+            sess_release(st, s);
+        }
+    }
+    return NULL;
+}
+
+static double frozen_at;
+
+static double frozen_clock(void *arg)
+{
+    (void)arg;
+    return frozen_at;
+}
+
+static void *sweeper(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        sess_store_sweep(st);
+        struct sess_stats stats;
+        sess_store_stats(st, &stats);
+    }
+    return NULL;
+}
+
+TEST(churn_create_delete_evict_expire)
+{
+    struct sess_config cfg = {.max_sessions = 6, .max_cache_bytes = 64 * 1024,
+                              .policy = SESS_POLICY_LRU, .default_ttl_s = 1};
+    st = sess_store_new(&cfg);
+    struct sess_spec sp = spec();
+    for (size_t i = 0; i < SLOTS; i++)
+        if (sess_create(st, &sp, ids[i]) == CORE_OK)
+            remember(ids[i]);
+    pthread_t th[5];
+    for (size_t t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, churner, (void *)(uintptr_t)(t + 1));
+    pthread_create(&th[4], NULL, sweeper, NULL);
+    for (size_t t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th[4], NULL);
+    /* freeze time, drop what has expired, then count every session */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    frozen_at = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    sess_store_set_clock(st, frozen_clock, NULL);
+    sess_store_sweep(st);
+    struct sess_stats stats;
+    sess_store_stats(st, &stats);
+    CHECK(stats.sessions <= 6);
+    CHECK(stats.bytes <= 64 * 1024);
+    size_t sum = 0, seen = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        struct sess *s;
+        if (sess_acquire(st, all_ids[i], &s) != CORE_OK)
+            continue;
+        struct sess_info info;
+        sess_get_info(st, s, &info);
+        CHECK_EQ_INT(info.bytes, kv_bytes(sess_cache(s)));
+        sum += info.bytes;
+        seen++;
+        sess_release(st, s);
+    }
+    CHECK_EQ_INT(seen, stats.sessions);
+    CHECK(seen > 0);
+    CHECK_EQ_INT(sum, stats.bytes);
+    CHECK(stats.created >= SLOTS);
+    CHECK(stats.evictions + stats.expirations > 0);
+    sess_store_free(st);
+}
+
+int main(void)
+{
+    RUN(many_appenders_one_session);
+    RUN(churn_create_delete_evict_expire);
+    TEST_MAIN_END();
+}
