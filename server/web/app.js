@@ -157,10 +157,12 @@
     var body = document.createElement('tbody');
     rows.forEach(function (row, r) {
       var tr = document.createElement('tr');
-      var th = document.createElement('th');
-      th.scope = 'row';
-      th.textContent = isVec ? name : rowName + (r + 1);
-      tr.appendChild(th);
+      if (!isVec) {   /* a vector is named by the label beside it */
+        var th = document.createElement('th');
+        th.scope = 'row';
+        th.textContent = rowName + (r + 1);
+        tr.appendChild(th);
+      }
       row.forEach(function (x, c) {
         var td = document.createElement('td');
         var inp = document.createElement('input');

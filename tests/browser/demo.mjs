@@ -1,0 +1,303 @@
+// tests/browser/demo.mjs — the teaching page in real headless Chromium.
+//
+//   node demo.mjs --page URL --api URL --shots DIR [--name demo]
+//
+// --page is where the page is loaded from (attnd itself, or a second origin
+// for the CORS case: then URL carries ?api=<attnd>); --api is attnd's URL,
+// which this script also calls directly to get the numbers the page must
+// show. Chromium is Debian's /usr/bin/chromium driven by playwright-core.
+// Steps: heat map cells equal the API's numbers; the K bias moves the
+// scores and not the weights (standard); softmax1 changes the weights and
+// the K bias then changes them too; /v1/verify's claims are shown; API
+// errors are readable; a decode session grows the cached K/V table; the
+// page is keyboard operable, labelled, readable at 375 px. Screenshots go
+// to DIR/<name>.png and DIR/<name>-375.png. Ends with "N passed, N failed".
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+function arg(name, dflt) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : dflt;
+}
+const PAGE = arg('page');
+const API = arg('api');
+const SHOTS = arg('shots', 'build/artifacts');
+const NAME = arg('name', 'demo');
+if (!PAGE || !API) {
+  console.error('usage: node demo.mjs --page URL --api URL [--shots DIR] [--name NAME]');
+  process.exit(2);
+}
+
+let passed = 0;
+let failed = 0;
+async function step(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e && e.message ? e.message.split('\n').slice(0, 6).join(' | ') : e}`);
+  }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+function close(a, b, tol, what) {
+  assert(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
+}
+
+const Q = [[1, 0]];
+const K = [[1, 0], [0, 1], [-1, 0]];
+const V = [[1, 0, 0], [0, 1, 0], [0, 0, 1]];
+
+async function apiPost(path, body) {
+  const r = await fetch(API + path, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const j = await r.json();
+  assert(r.ok, `${path} answered ${r.status}: ${JSON.stringify(j)}`);
+  return j;
+}
+
+// The heat map `id` as numbers (null for masked cells), row-major.
+async function heat(page, id) {
+  return page.$$eval(`#${id} table tbody tr`, (rows) => rows.map((tr) =>
+    Array.from(tr.querySelectorAll('td')).map((td) => (td.dataset.value === 'null' ? null : Number(td.dataset.value)))));
+}
+async function heatText(page, id) {
+  return page.$$eval(`#${id} table tbody td`, (tds) => tds.map((td) => td.textContent));
+}
+
+async function updates(page) {
+  return page.evaluate(() => Number(document.body.dataset.updates || 0));
+}
+// Run `action`, then wait until the page has finished the update it causes.
+async function andWait(page, action) {
+  const before = await updates(page);
+  await action();
+  await page.waitForFunction((n) => Number(document.body.dataset.updates || 0) > n &&
+    document.body.dataset.busy === '0', before, { timeout: 10000 });
+}
+
+function sameMatrix(a, b, what, tol = 0) {
+  assert(a.length === b.length, `${what}: ${a.length} rows vs ${b.length}`);
+  a.forEach((r, i) => {
+    assert(r.length === b[i].length, `${what} row ${i}: ${r.length} vs ${b[i].length}`);
+    r.forEach((x, j) => {
+      if (tol === 0) assert(x === b[i][j], `${what}[${i}][${j}]: page ${x}, API ${b[i][j]}`);
+      else close(x, b[i][j], tol, `${what}[${i}][${j}]`);
+    });
+  });
+}
+function maxDiff(a, b) {
+  let d = 0;
+  a.forEach((r, i) => r.forEach((x, j) => { d = Math.max(d, Math.abs(x - b[i][j])); }));
+  return d;
+}
+
+// Relative luminance and contrast ratio (WCAG 2).
+function lum(rgb) {
+  const c = rgb.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+}
+function contrast(a, b) {
+  const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+const rgbOf = (s) => (s.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+
+mkdirSync(SHOTS, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), 'attnd-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1280, height: 900 },
+});
+const consoleErrors = [];
+try {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+
+  await step('page loads and shows the worked example', async () => {
+    await page.goto(PAGE);
+    await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+      document.body.dataset.busy === '0', null, { timeout: 15000 });
+    const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+    assert(err === '', `error box shows: ${err}`);
+    assert((await page.inputValue('#grid-k input[data-r="2"][data-c="0"]')) === '-1', 'k3 is not (-1, 0)');
+  });
+
+  let base;
+  await step('heat map cells hold the API\'s own numbers', async () => {
+    base = await apiPost('/v1/attention', { q: Q, k: K, v: V });
+    sameMatrix(await heat(page, 'map-scores'), base.scores, 'scores');
+    sameMatrix(await heat(page, 'map-weights'), base.weights, 'weights');
+    sameMatrix(await heat(page, 'map-output'), base.output, 'output');
+    const text = await heatText(page, 'map-weights');
+    assert(JSON.stringify(text) === JSON.stringify(['0.575975', '0.283995', '0.140029']), `weights text ${text}`);
+    const stext = await heatText(page, 'map-scores');
+    assert(JSON.stringify(stext) === JSON.stringify(['0.707107', '0.000000', '-0.707107']), `scores text ${stext}`);
+    const heads = await page.$$eval('#map-weights th', (t) => t.map((x) => x.textContent));
+    assert(heads.join(',') === 'k1,k2,k3,q1', `labels ${heads}`);
+  });
+
+  await step('every control has a label and the results have a live region', async () => {
+    const unlabelled = await page.$$eval('input, select, button', (els) => els.filter((e) => {
+      if (e.type === 'hidden') return false;
+      const name = (e.labels && e.labels.length) || e.getAttribute('aria-label') ||
+        (e.tagName === 'BUTTON' && e.textContent.trim());
+      return !name;
+    }).map((e) => e.id || e.outerHTML.slice(0, 80)));
+    assert(unlabelled.length === 0, `unlabelled: ${unlabelled.join(', ')}`);
+    const live = await page.$eval('#status', (e) => `${e.getAttribute('role')}/${e.getAttribute('aria-live')}`);
+    assert(live === 'status/polite', `live region ${live}`);
+    assert((await page.textContent('#status')).includes('0.575975'), 'status does not announce the weights');
+  });
+
+  await step('heat map text has at least 4.5:1 contrast', async () => {
+    const cells = await page.$$eval('.heatmap td[data-value]', (tds) => tds.map((td) => {
+      const s = getComputedStyle(td);
+      return [s.color, s.backgroundColor];
+    }));
+    assert(cells.length >= 9, `only ${cells.length} cells`);
+    for (const [fg, bg] of cells) {
+      const c = contrast(rgbOf(fg), rgbOf(bg));
+      assert(c >= 4.5, `contrast ${c.toFixed(2)} for ${fg} on ${bg}`);
+    }
+  });
+
+  await step('K bias on (keyboard): scores shift by 3/sqrt(2), weights unchanged', async () => {
+    // Reach the checkbox with Tab and toggle it with Space, as a keyboard user.
+    await page.focus('body');
+    let found = false;
+    for (let i = 0; i < 120 && !found; i++) {
+      await page.keyboard.press('Tab');
+      found = await page.evaluate(() => document.activeElement && document.activeElement.id === 'use-bk');
+    }
+    assert(found, 'Tab never reached the K bias checkbox');
+    await andWait(page, () => page.keyboard.press('Space'));
+    assert(await page.isChecked('#use-bk'), 'Space did not check the K bias');
+    const api = await apiPost('/v1/attention', { q: Q, k: K, v: V, bias: { k: [3, -2] } });
+    const s = await heat(page, 'map-scores');
+    const w = await heat(page, 'map-weights');
+    sameMatrix(s, api.scores, 'scores');
+    sameMatrix(w, api.weights, 'weights');
+    s[0].forEach((x, j) => close(x - base.scores[0][j], 3 / Math.SQRT2, 1e-12, `shift of score ${j}`));
+    assert(maxDiff(w, base.weights) <= 1e-15, `weights moved by ${maxDiff(w, base.weights)}`);
+    const note = await page.textContent('#weights-change');
+    assert(/unchanged/i.test(note), `change note: ${note}`);
+    const shift = await page.textContent('#changes');
+    assert(shift.includes('2.121320') && /common shift/.test(shift), `shift note: ${shift}`);
+  });
+
+  await step('the claim panel shows /v1/verify\'s K-bias checks with their numbers', async () => {
+    const lead = await page.textContent('#claim-lead');
+    assert(/common/i.test(lead) && /weights/i.test(lead), `lead: ${lead}`);
+    const checks = await page.$$eval('#claim-checks .check', (cs) => cs.map((c) => ({
+      id: c.dataset.id, pass: c.classList.contains('pass'), text: c.textContent })));
+    assert(checks.length >= 1, `no relevant check shown: ${await page.textContent('#claim-checks')}`);
+    assert(checks.every((c) => c.pass), `a shown check failed: ${JSON.stringify(checks)}`);
+    assert(checks.every((c) => /max_abs_diff/.test(c.text)), 'max_abs_diff not shown');
+    const all = await page.$$eval('#all-checks .check', (cs) => cs.length);
+    assert(all >= checks.length, 'full check list missing');
+  });
+
+  let stdK;
+  await step('softmax1: weights change, and equal the API\'s softmax1 weights', async () => {
+    stdK = await heat(page, 'map-weights');
+    await andWait(page, () => page.check('#sm-softmax1'));
+    const api = await apiPost('/v1/attention', { q: Q, k: K, v: V, bias: { k: [3, -2] }, softmax: 'softmax1' });
+    const w = await heat(page, 'map-weights');
+    sameMatrix(w, api.weights, 'weights');
+    assert(maxDiff(w, stdK) > 1e-3, `softmax1 weights equal standard ones (${maxDiff(w, stdK)})`);
+    const sum = w[0].reduce((a, b) => a + b, 0);
+    assert(sum < 1 && sum > 0, `softmax1 row sum ${sum}`);
+  });
+
+  await step('softmax1: the K bias now changes the weights (not shift invariant)', async () => {
+    const withK = await heat(page, 'map-weights');
+    await andWait(page, () => page.uncheck('#use-bk'));
+    const api = await apiPost('/v1/attention', { q: Q, k: K, v: V, softmax: 'softmax1' });
+    const w = await heat(page, 'map-weights');
+    sameMatrix(w, api.weights, 'weights');
+    assert(maxDiff(w, withK) > 1e-3, `weights did not change (${maxDiff(w, withK)})`);
+    const note = await page.textContent('#weights-change');
+    assert(/changed/i.test(note) && !/unchanged/i.test(note), `change note: ${note}`);
+    const lead = await page.textContent('#claim-lead');
+    assert(/softmax1/.test(lead), `lead: ${lead}`);
+  });
+
+  await step('editing a cell re-computes; API errors are shown with code and path', async () => {
+    await andWait(page, () => page.check('#sm-standard'));
+    await andWait(page, () => page.fill('#grid-q input[data-r="0"][data-c="1"]', '1'));
+    const api = await apiPost('/v1/attention', { q: [[1, 1]], k: K, v: V });
+    sameMatrix(await heat(page, 'map-weights'), api.weights, 'weights after edit');
+    await andWait(page, async () => { await page.check('#use-scale'); await page.fill('#scale', '0'); });
+    const err = await page.textContent('#error');
+    assert(!(await page.$eval('#error', (e) => e.hidden)), 'error box hidden');
+    assert(/422/.test(err) && /invalid_field/.test(err) && /\/scale/.test(err), `error text: ${err}`);
+    await andWait(page, () => page.uncheck('#use-scale'));
+    assert(await page.$eval('#error', (e) => e.hidden), 'error box still shown after the fix');
+  });
+
+  await step('add and remove a token row', async () => {
+    await andWait(page, () => page.click('#kv-add'));
+    assert((await heat(page, 'map-weights'))[0].length === 4, 'no fourth key');
+    await andWait(page, () => page.click('#kv-del'));
+    assert((await heat(page, 'map-weights'))[0].length === 3, 'fourth key not removed');
+    await andWait(page, () => page.click('#reset'));
+    sameMatrix(await heat(page, 'map-weights'), base.weights, 'weights after reset');
+  });
+
+  await step('decode: three tokens grow the cache; the last query\'s weights equal the stateless ones', async () => {
+    await page.click('#sess-start');
+    await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+    for (let t = 1; t <= 3; t++) {
+      await page.click('#step');
+      await page.waitForFunction((n) => Number(document.body.dataset.steps || 0) === n &&
+        document.body.dataset.busy === '0', t, { timeout: 10000 });
+      const rows = await page.$$eval('#kv-table tbody tr', (r) => r.length);
+      assert(rows === t, `cache table has ${rows} rows after ${t} steps`);
+    }
+    const kv = await heat(page, 'kv-table');
+    sameMatrix(kv, K.map((k, i) => k.concat(V[i])), 'cached K|V');
+    const w = await heat(page, 'map-step-weights');
+    sameMatrix(w, base.weights, 'decode weights', 1e-12);
+    await page.click('#sess-end');
+    await page.waitForFunction(() => /deleted/.test(document.getElementById('sess-info').textContent));
+  });
+
+  await step(`screenshot ${NAME}.png`, async () => {
+    await page.screenshot({ path: join(SHOTS, `${NAME}.png`), fullPage: true });
+  });
+
+  await step('at 375 px: no sideways scrolling, maps readable', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 812 });
+    await phone.goto(PAGE);
+    await phone.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+      document.body.dataset.busy === '0', null, { timeout: 15000 });
+    await andWait(phone, () => phone.check('#use-bk'));
+    const width = await phone.evaluate(() => document.documentElement.scrollWidth);
+    assert(width <= 375, `page is ${width}px wide`);
+    const box = await phone.$eval('#map-weights table', (t) => t.getBoundingClientRect().right);
+    assert(box <= 375, `weights map ends at ${box}px`);
+    const sz = await phone.$eval('#map-weights td', (td) => parseFloat(getComputedStyle(td).fontSize));
+    assert(sz >= 11, `heat map font ${sz}px`);
+    await phone.screenshot({ path: join(SHOTS, `${NAME}-375.png`), fullPage: true });
+    await phone.close();
+  });
+
+  await step('no uncaught script errors', async () => {
+    assert(consoleErrors.length === 0, consoleErrors.join('; '));
+  });
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
