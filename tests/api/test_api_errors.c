@@ -1,0 +1,284 @@
+/*
+ * tests/api/test_api_errors.c — every request error of POST /v1/attention,
+ * table-driven: the body, the HTTP status, the wire code and the JSON
+ * pointer of the offending field. Also the body-level errors (media type,
+ * invalid JSON, duplicate keys, nesting depth) and the error object shape.
+ */
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+
+static struct api_ctx ctx;
+
+#define QKV "\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],\"v\":[[1,0],[0,1],[0,0]]"
+#define KV "\"k\":[[1,0],[0,1],[-1,0]],\"v\":[[1,0],[0,1],[0,0]]"
+/* base64 of the float64 NaN 0x7ff8000000000000 (little-endian) */
+#define NAN_B64 "AAAAAAAA+H8="
+
+struct err_case {
+    const char *body;
+    int status;
+    const char *code;
+    const char *path;       /* "(null)" for a JSON null path */
+};
+
+static const struct err_case cases[] = {
+    /* body-level */
+    {"{", 400, "invalid_json", ""},
+    {"[1,2]", 400, "invalid_json", ""},
+    {"{\"q\":1,\"q\":2}", 400, "duplicate_key", ""},
+    {"{\"q\":[[1e400]]}", 422, "non_finite", ""},
+    /* required and unknown fields */
+    {"{" KV "}", 422, "invalid_field", "/q"},
+    {"{\"q\":[[1,0]],\"v\":[[1]]}", 422, "invalid_field", "/k"},
+    {"{" QKV ",\"casual\":true}", 422, "invalid_field", "/casual"},
+    {"{" QKV ",\"a/b~c\":1}", 422, "invalid_field", "/a~1b~0c"},
+    {"{\"q\":\"hello\"," KV "}", 422, "invalid_field", "/q"},
+    {"{\"q\":[1,0]," KV "}", 422, "invalid_field", "/q"},
+    {"{\"q\":[[[[1]]]]," KV "}", 422, "invalid_field", "/q/0/0/0"},
+    {"{\"q\":[[1,\"x\"]]," KV "}", 422, "invalid_field", "/q/0/1"},
+    {"{\"q\":[[1,null]]," KV "}", 422, "invalid_field", "/q/0/1"},
+    {"{\"q\":[[1,true]]," KV "}", 422, "invalid_field", "/q/0/1"},
+    /* options */
+    {"{" QKV ",\"dtype\":\"float16\"}", 422, "invalid_field", "/dtype"},
+    {"{" QKV ",\"scale\":-1}", 422, "invalid_field", "/scale"},
+    {"{" QKV ",\"scale\":0}", 422, "invalid_field", "/scale"},
+    {"{" QKV ",\"scale\":\"1\"}", 422, "invalid_field", "/scale"},
+    {"{" QKV ",\"softmax\":\"hard\"}", 422, "invalid_field", "/softmax"},
+    {"{" QKV ",\"softmax\":\"sink\"}", 422, "invalid_field", "/sink_logit"},
+    {"{" QKV ",\"sink_logit\":1}", 422, "invalid_field", "/sink_logit"},
+    {"{" QKV ",\"causal\":\"sideways\"}", 422, "invalid_field", "/causal"},
+    {"{" QKV ",\"causal\":1}", 422, "invalid_field", "/causal"},
+    {"{" QKV ",\"alibi\":\"yes\"}", 422, "invalid_field", "/alibi"},
+    {"{" QKV ",\"alibi\":{\"slope\":[1]}}", 422, "invalid_field", "/alibi/slope"},
+    {"{" QKV ",\"alibi\":{\"slopes\":[1,2]}}", 422, "shape_mismatch", "/alibi/slopes"},
+    {"{" QKV ",\"alibi\":{\"slopes\":[\"a\"]}}", 422, "invalid_field", "/alibi/slopes/0"},
+    {"{\"q\":[[1,0,0]],\"k\":[[1,0,0]],\"v\":[[1]],\"rope\":true}", 422,
+     "invalid_field", "/rope"},
+    {"{" QKV ",\"rope\":{\"base\":0}}", 422, "invalid_field", "/rope/base"},
+    {"{" QKV ",\"rope\":{\"pairs\":\"odd\"}}", 422, "invalid_field", "/rope/pairs"},
+    {"{" QKV ",\"rope\":{\"theta\":1}}", 422, "invalid_field", "/rope/theta"},
+    {"{" QKV ",\"rope\":3}", 422, "invalid_field", "/rope"},
+    {"{" QKV ",\"empty_rows\":\"skip\"}", 422, "invalid_field", "/empty_rows"},
+    {"{" QKV ",\"return\":[]}", 422, "invalid_field", "/return"},
+    {"{" QKV ",\"return\":\"scores\"}", 422, "invalid_field", "/return"},
+    {"{" QKV ",\"return\":[\"scores\",\"logits\"]}", 422, "invalid_field", "/return/1"},
+    {"{" QKV ",\"encoding\":\"hex\"}", 422, "invalid_field", "/encoding"},
+    {"{" QKV ",\"digits\":0}", 422, "invalid_field", "/digits"},
+    {"{" QKV ",\"digits\":18}", 422, "invalid_field", "/digits"},
+    {"{" QKV ",\"digits\":2.5}", 422, "invalid_field", "/digits"},
+    {"{" QKV ",\"bias\":[1,2]}", 422, "invalid_field", "/bias"},
+    {"{" QKV ",\"bias\":{\"o\":[1,2]}}", 422, "invalid_field", "/bias/o"},
+    {"{" QKV ",\"bias\":{\"k\":[1,\"x\"]}}", 422, "invalid_field", "/bias/k/1"},
+    {"{" QKV ",\"mask\":[[true,1,true]]}", 422, "invalid_field", "/mask/0/1"},
+    {"{" QKV ",\"attn_bias\":[[0,true,0]]}", 422, "invalid_field", "/attn_bias/0/1"},
+    /* ragged */
+    {"{\"q\":[[1,0]],\"k\":[[1,0],[0],[-1,0]],\"v\":[[1],[2],[3]]}", 422,
+     "ragged_matrix", "/k/1"},
+    {"{\"q\":[[1,0]],\"k\":[[1,0],3,[-1,0]],\"v\":[[1],[2],[3]]}", 422,
+     "ragged_matrix", "/k/1"},
+    {"{\"q\":[[[1,0]],[[1,0],[0,1]]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", 422,
+     "ragged_matrix", "/q/1"},
+    {"{\"q\":[[[1,0]],[[1]]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", 422,
+     "ragged_matrix", "/q/1/0"},
+    {"{" QKV ",\"mask\":[[true,true,true],[true]]}", 422, "ragged_matrix", "/mask/1"},
+    /* shapes */
+    {"{\"q\":[[1,0,0]]," KV "}", 422, "shape_mismatch", "/k"},
+    {"{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2],[3]]}", 422,
+     "shape_mismatch", "/v"},
+    {"{\"q\":[[[1,0]]]," KV "}", 422, "shape_mismatch", "/k"},
+    {"{\"q\":[[[1,0]],[[1,0]],[[1,0]]],\"k\":[[[1,0]],[[1,0]]],"
+     "\"v\":[[[1]],[[1]]]}", 422, "shape_mismatch", "/k"},
+    {"{\"q\":[[[1,0]]],\"k\":[[[1,0]]],\"v\":[[[1]],[[2]]]}", 422,
+     "shape_mismatch", "/v"},
+    {"{" QKV ",\"bias\":{\"q\":[1,2,3]}}", 422, "shape_mismatch", "/bias/q"},
+    {"{" QKV ",\"bias\":{\"v\":[[1,2],[3,4]]}}", 422, "shape_mismatch", "/bias/v"},
+    {"{" QKV ",\"attn_bias\":[[0,0]]}", 422, "shape_mismatch", "/attn_bias"},
+    {"{" QKV ",\"mask\":[[[true,true,true]],[[true,true,true]]]}", 422,
+     "shape_mismatch", "/mask"},
+    /* empty */
+    {"{\"q\":[]," KV "}", 422, "empty_matrix", "/q"},
+    {"{\"q\":[[1,0]],\"k\":[[]],\"v\":[[1]]}", 422, "empty_matrix", "/k/0"},
+    {"{\"q\":[[1,0]],\"k\":[[1,0],[]],\"v\":[[1],[2]]}", 422, "empty_matrix", "/k/1"},
+    {"{\"q\":[[1,0]],\"k\":{\"shape\":[3,0],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"v\":[[1],[2],[3]]}", 422, "empty_matrix", "/k/shape/1"},
+    /* non-finite */
+    {"{\"q\":[[1e39,0]]," KV ",\"dtype\":\"float32\"}", 422, "non_finite", "/q/0/0"},
+    {"{\"q\":[[1,0]]," KV ",\"bias\":{\"v\":[0,-1e300]},\"dtype\":\"float32\"}", 422,
+     "non_finite", "/bias/v/1"},
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"" NAN_B64 "\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "non_finite", "/q/data"},
+    /* base64 form */
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAA\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/data"},
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAA*AAAA=\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/data"},
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"int8\",\"data\":\"AA==\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/dtype"},
+    {"{\"q\":{\"shape\":[1,1,1,1],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape"},
+    {"{\"q\":{\"shape\":[1,-1],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape/1"},
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":5},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/data"},
+    {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"\",\"x\":1},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/x"},
+    /* limits: element budget and an overflowing product */
+    {"{\"q\":{\"shape\":[4294967296,4294967296],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "limit_exceeded", "/q"},
+    /* empty rows as an error */
+    {"{" QKV ",\"mask\":[[false,false,false]],\"empty_rows\":\"error\"}", 422,
+     "empty_row", "(null)"},
+};
+
+TEST(error_table)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct api_response r;
+        const struct err_case *e = &cases[i];
+        json_t *j, *err;
+
+        t_call(&ctx, "POST", "/v1/attention", e->body, &r);
+        j = t_json(&r);
+        err = json_object_get(j, "error");
+        if (r.status != e->status || strcmp(t_err_code(&r), e->code) != 0 ||
+            strcmp(t_err_path(&r), e->path) != 0)
+            printf("  case %zu: %s\n    -> %d %.*s\n", i, e->body, r.status,
+                   (int)r.body_len, r.body ? r.body : "");
+        CHECK_EQ_INT(r.status, e->status);
+        CHECK_STR(t_err_code(&r), e->code);
+        CHECK_STR(t_err_path(&r), e->path);
+        CHECK(json_is_string(json_object_get(err, "message")));
+        CHECK_EQ_INT(json_object_size(j), 1);
+        CHECK_EQ_INT(json_object_size(err), 3);
+        CHECK_STR(r.content_type, "application/json");
+        json_decref(j);
+        api_response_free(&r);
+    }
+}
+
+TEST(limit_exceeded_path)
+{
+    struct api_response r;
+
+    ctx.cfg.max_elements = 10;      /* q 2 + k 6 fit, v 6 does not */
+    t_call(&ctx, "POST", "/v1/attention", "{" QKV "}", &r);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(t_err_code(&r), "limit_exceeded");
+    CHECK_STR(t_err_path(&r), "/v");
+    api_response_free(&r);
+    ctx.cfg.max_elements = 1 << 20;
+}
+
+TEST(media_types)
+{
+    static const char *const bad[] = {"text/plain", "application/jsonx",
+                                      "application/json; charset=latin1",
+                                      "application/x-www-form-urlencoded", NULL};
+    static const char *const good[] = {"application/json", "Application/JSON",
+                                       "application/json;charset=utf-8",
+                                       "application/json; charset=\"UTF-8\"", NULL};
+    const char *h[] = {"Content-Type", NULL, NULL};
+    struct api_response r;
+    size_t i;
+
+    for (i = 0; bad[i]; i++) {
+        h[1] = bad[i];
+        t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+        CHECK_EQ_INT(r.status, 415);
+        CHECK_STR(t_err_code(&r), "unsupported_media_type");
+        api_response_free(&r);
+    }
+    for (i = 0; good[i]; i++) {
+        h[1] = good[i];
+        t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+        CHECK_EQ_INT(r.status, 200);
+        api_response_free(&r);
+    }
+    /* no Content-Type at all */
+    h[0] = NULL;
+    t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+    CHECK_EQ_INT(r.status, 415);
+    api_response_free(&r);
+}
+
+TEST(empty_body)
+{
+    struct api_response r;
+
+    t_call(&ctx, "POST", "/v1/attention", "", &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(t_err_code(&r), "invalid_json");
+    CHECK_STR(t_err_path(&r), "");
+    api_response_free(&r);
+}
+
+TEST(too_deep)
+{
+    char body[256];
+    struct api_response r;
+    size_t i, n = 0;
+
+    n += (size_t)snprintf(body, sizeof body, "{\"q\":");
+    for (i = 0; i < 40; i++)
+        body[n++] = '[';
+    for (i = 0; i < 40; i++)
+        body[n++] = ']';
+    body[n++] = '}';
+    body[n] = '\0';
+    t_call(&ctx, "POST", "/v1/attention", body, &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(t_err_code(&r), "json_too_deep");
+    api_response_free(&r);
+    /* brackets inside strings do not count */
+    n = (size_t)snprintf(body, sizeof body, "{\"x\":\"");
+    for (i = 0; i < 40; i++)
+        body[n++] = '[';
+    n += (size_t)snprintf(body + n, sizeof body - n, "\"}");
+    t_call(&ctx, "POST", "/v1/attention", body, &r);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(t_err_code(&r), "invalid_field");
+    CHECK_STR(t_err_path(&r), "/x");
+    api_response_free(&r);
+}
+
+TEST(big_integer_literal_is_a_number)
+{
+    struct api_response r;
+
+    t_call(&ctx, "POST", "/v1/attention",
+           "{\"q\":[[100000000000000000000000]],\"k\":[[1]],\"v\":[[1]]}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+}
+
+TEST(invalid_utf8_in_echoed_text)
+{
+    struct api_response r;
+    json_t *j;
+
+    /* the method is echoed in the 405 message: invalid UTF-8 must not break
+     * the JSON error body */
+    t_call(&ctx, "PUT\xff", "/v1/attention", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    j = t_json(&r);
+    CHECK(j != NULL);
+    json_decref(j);
+    api_response_free(&r);
+}
+
+int main(void)
+{
+    t_ctx_init(&ctx);
+    RUN(error_table);
+    RUN(limit_exceeded_path);
+    RUN(media_types);
+    RUN(empty_body);
+    RUN(too_deep);
+    RUN(big_integer_literal_is_a_number);
+    RUN(invalid_utf8_in_echoed_text);
+    TEST_MAIN_END();
+}
