@@ -1,0 +1,503 @@
+/*
+ * tests/unit/test_verify.c — core/verify: the built-in example against the
+ * published table, each check where it must pass and where its premise
+ * fails, float32, and injected core faults that must make checks fail.
+ *
+ * The published table of the seed article is the only hard-coded expectation;
+ * the softmax1 table and every other expected number are computed here in
+ * long double from the inputs, independently of core/ and core/verify.c.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/attn.h"
+#include "core/verify.h"
+#include "tests/harness.h"
+
+static const struct verify_check *find(const struct verify_report *r,
+                                       const char *name)
+{
+    for (size_t i = 0; i < r->n_checks; i++)
+        if (strcmp(r->checks[i].name, name) == 0)
+            return &r->checks[i];
+    return NULL;
+}
+
+static const struct verify_array *arr(const struct verify_check *ck,
+                                      const char *name)
+{
+    for (size_t i = 0; ck && i < ck->n_data; i++)
+        if (strcmp(ck->data[i].name, name) == 0)
+            return &ck->data[i];
+    return NULL;
+}
+
+static void dump(const struct verify_report *r)
+{
+    if (!getenv("TEST_VERBOSE"))
+        return;
+    for (size_t i = 0; i < r->n_checks; i++) {
+        const struct verify_check *ck = &r->checks[i];
+        printf("  %2d %-30s app=%d pass=%d diff=%.3g  %s\n", ck->id, ck->name,
+               ck->applicable, ck->passed, ck->max_abs_diff, ck->note);
+    }
+}
+
+/* Run and expect success. */
+static enum core_status run(const struct verify_input *in,
+                            struct verify_report *r)
+{
+    enum core_status st = verify_run(in, r);
+    dump(r);
+    return st;
+}
+
+/* The published figures of the seed article, rounded to 6 decimals. */
+static const double PUB_SCORES[4][3] = {
+    {0.707107, 0.0, -0.707107},
+    {0.707107, 0.707107, -0.707107},
+    {2.828427, 2.121320, 1.414214},
+    {1.414214, 1.414214, 0.0},
+};
+static const double PUB_WEIGHTS[4][3] = {
+    {0.575975, 0.283995, 0.140029},
+    {0.445808, 0.445808, 0.108383},
+    {0.575975, 0.283995, 0.140029},
+    {0.445808, 0.445808, 0.108383},
+};
+
+TEST(builtin_matches_published_table)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    for (int c = 0; c < 4; c++)
+        for (int j = 0; j < 3; j++) {
+            const struct verify_condition *t = &r.table[VERIFY_TABLE_STANDARD][c];
+            CHECK_NEAR(t->scores[j], PUB_SCORES[c][j], 5e-7);
+            CHECK_NEAR(t->weights[j], PUB_WEIGHTS[c][j], 5e-7);
+            /* "to 6 decimals": rounding gives the published text */
+            CHECK_NEAR(round(t->weights[j] * 1e6) / 1e6, PUB_WEIGHTS[c][j], 1e-12);
+            CHECK_NEAR(round(t->scores[j] * 1e6) / 1e6, PUB_SCORES[c][j], 1e-12);
+        }
+    CHECK_STR(r.table[0][0].name, "no_bias");
+    CHECK_STR(r.table[0][1].name, "q_bias");
+    CHECK_STR(r.table[0][2].name, "k_bias");
+    CHECK_STR(r.table[0][3].name, "both");
+    verify_report_free(&r);
+}
+
+/* softmax1 of the four conditions, computed here in long double. */
+TEST(builtin_softmax1_table)
+{
+    static const long double q[2] = {1, 0}, k[3][2] = {{1, 0}, {0, 1}, {-1, 0}};
+    static const long double bq[2] = {0, 1}, bk[2] = {3, -2};
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    for (int c = 0; c < 4; c++) {
+        long double s[3], sum = 1.0L;
+        for (int j = 0; j < 3; j++) {
+            long double d = 0;
+            for (int x = 0; x < 2; x++)
+                d += (q[x] + ((c & 1) ? bq[x] : 0)) * (k[j][x] + ((c & 2) ? bk[x] : 0));
+            s[j] = d / sqrtl(2.0L);
+            sum += expl(s[j]);
+        }
+        const struct verify_condition *t = &r.table[VERIFY_TABLE_SOFTMAX1][c];
+        for (int j = 0; j < 3; j++) {
+            CHECK_NEAR(t->scores[j], (double)s[j], 1e-14);
+            CHECK_NEAR(t->weights[j], (double)(expl(s[j]) / sum), 1e-14);
+        }
+    }
+    /* softmax1 is not shift invariant: no-bias and K-bias rows differ */
+    CHECK(fabs(r.table[1][0].weights[0] - r.table[1][2].weights[0]) > 0.05);
+    verify_report_free(&r);
+}
+
+TEST(builtin_every_check)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK_EQ_INT(r.n_checks, 17);
+    CHECK(r.passed);
+    CHECK_NEAR(r.tolerance, 1e-12, 0);
+    for (size_t i = 0; i < r.n_checks; i++) {
+        const struct verify_check *ck = &r.checks[i];
+        CHECK_EQ_INT(ck->id, (long long)i + 1);
+        CHECK(ck->passed);
+        CHECK(ck->claim && strlen(ck->claim) > 20);
+        CHECK(isfinite(ck->max_abs_diff));
+        CHECK_NEAR(ck->tolerance, 1e-12, 0);
+        /* the keys of the example span R^2: only check 7 has no premise */
+        CHECK(ck->applicable == (ck->id != 7));
+        if (ck->applicable && !ck->expect_change)
+            CHECK(ck->max_abs_diff <= 1e-12);
+        if (ck->applicable)
+            CHECK(ck->n_data > 0);
+    }
+    verify_report_free(&r);
+}
+
+TEST(builtin_row_constant_and_q_change)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_array *c = arr(find(&r, "k_bias_row_constant"), "row_constant");
+    CHECK(c && c->cols == 1);
+    if (c)
+        CHECK_NEAR(c->data[0], 3.0 / sqrt(2.0), 1e-15);
+    /* bQ.(k_j - k_1): (0,1).(0,0)=0, (0,1).(-1,1)=1, (0,1).(-2,0)=0 */
+    const struct verify_array *e =
+        arr(find(&r, "q_bias_relative_scores"), "expected_difference_change");
+    CHECK(e && e->cols == 3);
+    if (e) {
+        CHECK_NEAR(e->data[0], 0.0, 0);
+        CHECK_NEAR(e->data[1], 1.0 / sqrt(2.0), 1e-15);
+        CHECK_NEAR(e->data[2], 0.0, 1e-15);
+    }
+    /* check 6 uses q and the three keys as queries: c = 3, 3, -2, -3 over sqrt 2 */
+    const struct verify_array *rc = arr(find(&r, "every_query_row"), "row_constant");
+    CHECK(rc && rc->cols == 4);
+    if (rc) {
+        CHECK_NEAR(rc->data[1], 3.0 / sqrt(2.0), 1e-15);
+        CHECK_NEAR(rc->data[2], -2.0 / sqrt(2.0), 1e-15);
+        CHECK_NEAR(rc->data[3], -3.0 / sqrt(2.0), 1e-15);
+    }
+    /* per-key shift and RoPE are detected changes */
+    const struct verify_check *k8 = find(&r, "per_key_shift_counterexample");
+    CHECK(k8 && k8->expect_change && k8->max_abs_diff > 0.01);
+    const struct verify_check *k14 = find(&r, "rope_breaks_k_bias");
+    CHECK(k14 && k14->expect_change && k14->max_abs_diff > 1e-3);
+    verify_report_free(&r);
+}
+
+/* A deterministic pseudo-random fill in [-1, 1). */
+static void fill(double *x, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1103515245u + 12345u;
+        x[i] = ((*seed >> 8) & 0xffff) / 32768.0 - 1.0;
+    }
+}
+
+struct data {
+    double q[4 * 4], k[5 * 4], v[5 * 3], bq[4], bk[4], bv[3];
+};
+
+static void caller_input(struct verify_input *in, struct data *d, size_t n,
+                         size_t L, size_t dk, size_t dv)
+{
+    unsigned seed = 7;
+    fill(d->q, n * dk, &seed);
+    fill(d->k, L * dk, &seed);
+    fill(d->v, L * dv, &seed);
+    fill(d->bq, dk, &seed);
+    fill(d->bk, dk, &seed);
+    fill(d->bv, dv, &seed);
+    memset(in, 0, sizeof *in);
+    in->dtype = ATTN_F64;
+    in->n = n;
+    in->L = L;
+    in->d_k = dk;
+    in->d_v = dv;
+    in->q = d->q;
+    in->k = d->k;
+    in->v = d->v;
+    in->bias_q = d->bq;
+    in->bias_k = d->bk;
+    in->bias_v = d->bv;
+}
+
+TEST(caller_data_all_pass)
+{
+    struct data d;
+    struct verify_input in;
+    struct verify_report r;
+    caller_input(&in, &d, 3, 5, 4, 3);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(r.passed);
+    CHECK_EQ_INT(r.n, 3);
+    /* 4 key differences in R^4 of random keys span it: no exception */
+    CHECK(!find(&r, "q_bias_exception")->applicable);
+    CHECK(find(&r, "session_decode")->applicable);
+    verify_report_free(&r);
+}
+
+TEST(caller_data_with_rope_and_sink)
+{
+    struct data d;
+    struct verify_input in;
+    struct verify_report r;
+    caller_input(&in, &d, 2, 5, 4, 3);
+    in.rope = true;
+    in.rope_base = 100.0;
+    in.rope_pairs = ATTN_ROPE_HALF;
+    in.softmax = ATTN_SOFTMAX_SINK;
+    in.sink_logit = 0.75;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(r.passed);
+    const struct verify_check *s = find(&r, "sink_extra_key");
+    CHECK(s && s->applicable && s->passed);
+    const struct verify_array *sl = arr(s, "sink_logit");
+    CHECK(sl && sl->data[0] == 0.75);
+    CHECK(strstr(find(&r, "rope_breaks_k_bias")->note, "base 100") != NULL);
+    CHECK(arr(find(&r, "v_bias_output_shift"), "output_shift_sink") != NULL);
+    verify_report_free(&r);
+}
+
+TEST(float32_tolerance)
+{
+    struct data d;
+    float q[12], k[20], v[15], bq[4], bk[4], bv[3];
+    struct verify_input in;
+    struct verify_report r;
+    caller_input(&in, &d, 3, 5, 4, 3);
+    for (int i = 0; i < 12; i++) q[i] = (float)d.q[i];
+    for (int i = 0; i < 20; i++) k[i] = (float)d.k[i];
+    for (int i = 0; i < 15; i++) v[i] = (float)d.v[i];
+    for (int i = 0; i < 4; i++) { bq[i] = (float)d.bq[i]; bk[i] = (float)d.bk[i]; }
+    for (int i = 0; i < 3; i++) bv[i] = (float)d.bv[i];
+    in.dtype = ATTN_F32;
+    in.q = q; in.k = k; in.v = v;
+    in.bias_q = bq; in.bias_k = bk; in.bias_v = bv;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(r.passed);
+    CHECK_NEAR(r.tolerance, VERIFY_TOL_F32, 0);
+    CHECK(r.tolerance_note && strstr(r.tolerance_note, "float32"));
+    CHECK_EQ_INT(r.dtype, ATTN_F32);
+    verify_report_free(&r);
+}
+
+TEST(exception_applicable_when_keys_lie_in_a_plane)
+{
+    /* keys in the xy-plane: bQ = e_z has dot product 0 with each */
+    double q[3] = {0.3, -1.0, 2.0};
+    double k[3 * 3] = {1, 0, 0, 0, 1, 0, -1, 0, 0}, v[3] = {1, 2, 3};
+    double bq[3] = {1, 1, 1};
+    struct verify_input in;
+    struct verify_report r;
+    memset(&in, 0, sizeof in);
+    in.n = 1; in.L = 3; in.d_k = 3; in.d_v = 1;
+    in.q = q; in.k = k; in.v = v; in.bias_q = bq;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *ck = find(&r, "q_bias_exception");
+    CHECK(ck && ck->applicable && ck->passed);
+    const struct verify_array *b = arr(ck, "bias_q_used");
+    CHECK(b && b->cols == 3);
+    if (b) {   /* (1,1,1) projected onto the z axis */
+        CHECK_NEAR(b->data[0], 0.0, 1e-15);
+        CHECK_NEAR(b->data[1], 0.0, 1e-15);
+        CHECK_NEAR(b->data[2], 1.0, 1e-15);
+    }
+    CHECK(strstr(ck->note, "projected") != NULL);
+    /* absent k and v biases: their checks have no premise, and say so */
+    const char *kb[] = {"k_bias_row_constant", "k_bias_weights_unchanged",
+                        "softmax1_not_shift_invariant", "v_bias_output_shift",
+                        "rope_breaks_k_bias"};
+    for (size_t i = 0; i < sizeof kb / sizeof kb[0]; i++) {
+        const struct verify_check *x = find(&r, kb[i]);
+        CHECK(x && !x->applicable && x->passed && x->note[0]);
+    }
+    /* d_k odd: no RoPE variant in check 16, still applicable */
+    CHECK(find(&r, "session_decode")->applicable);
+    CHECK(r.passed);
+    verify_report_free(&r);
+}
+
+TEST(exception_uses_given_bq_when_it_already_qualifies)
+{
+    /* the seed's exception: bQ = (0,1) with keys (1,0), (-1,0) */
+    double q[2] = {1, 0}, k[4] = {1, 0, -1, 0}, v[2] = {1, -1}, bq[2] = {0, 1};
+    struct verify_input in;
+    struct verify_report r;
+    memset(&in, 0, sizeof in);
+    in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
+    in.q = q; in.k = k; in.v = v; in.bias_q = bq;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *ck = find(&r, "q_bias_exception");
+    CHECK(ck && ck->applicable && ck->passed);
+    CHECK(strstr(ck->note, "already") != NULL);
+    /* check 4 agrees: the difference change is 0 */
+    const struct verify_check *c4 = find(&r, "q_bias_relative_scores");
+    CHECK(c4 && c4->passed);
+    const struct verify_array *w = arr(c4, "weight_change");
+    CHECK(w && w->data[0] <= 1e-15);
+    verify_report_free(&r);
+}
+
+TEST(premises_that_fail)
+{
+    /* one key: no shift can change weights; zero query: nothing changes */
+    double q[2] = {0, 0}, k[2] = {1, 2}, v[1] = {3}, bk[2] = {1, 1};
+    struct verify_input in;
+    struct verify_report r;
+    memset(&in, 0, sizeof in);
+    in.n = 1; in.L = 1; in.d_k = 2; in.d_v = 1;
+    in.q = q; in.k = k; in.v = v; in.bias_k = bk;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!find(&r, "per_key_shift_counterexample")->applicable);
+    CHECK(!find(&r, "rope_breaks_k_bias")->applicable);
+    /* q.bK = 0: softmax1 sees no shift */
+    CHECK(!find(&r, "softmax1_not_shift_invariant")->applicable);
+    CHECK(r.passed);
+    verify_report_free(&r);
+
+    double q2[4] = {0, 0, 0, 0}, k2[4] = {1, 2, 3, 4}, v2[2] = {1, 2};
+    in.n = 2; in.L = 2; in.q = q2; in.k = k2; in.v = v2;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c8 = find(&r, "per_key_shift_counterexample");
+    CHECK(!c8->applicable && strstr(c8->note, "zero"));
+    verify_report_free(&r);
+
+    /* more queries than keys: causal decoding has no premise */
+    double q3[6] = {1, 0, 0, 1, 1, 1};
+    in.n = 3; in.L = 2; in.q = q3;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!find(&r, "session_decode")->applicable);
+    verify_report_free(&r);
+}
+
+TEST(bad_input)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    in.n = 0;
+    CHECK_EQ_INT(verify_run(&in, &r), CORE_EINVAL);
+    verify_report_free(&r);
+    verify_builtin(&in);
+    in.tolerance = -1;
+    CHECK_EQ_INT(verify_run(&in, &r), CORE_EINVAL);
+    verify_report_free(&r);
+    verify_builtin(&in);
+    in.scale = NAN;
+    CHECK_EQ_INT(verify_run(&in, &r), CORE_EINVAL);
+    verify_report_free(&r);
+}
+
+TEST(tolerance_and_elements)
+{
+    struct verify_input in;
+    struct verify_report r;
+    size_t count = 0;
+    verify_builtin(&in);
+    in.tolerance = 1e-9;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK_NEAR(r.tolerance, 1e-9, 0);
+    CHECK_NEAR(r.checks[0].tolerance, 1e-9, 0);
+    CHECK(verify_report_elements(&r, &count));
+    CHECK(count > 16 * 3 && count < 2000);
+    verify_report_free(&r);
+}
+
+/* ---- injected core faults ------------------------------------------------ */
+
+/* The classic wrong softmax1: add 1 after subtracting the row maximum. */
+static enum core_status fwd_wrong_softmax1(const struct attn_request *r,
+                                           const struct attn_inputs *in,
+                                           struct attn_result *out,
+                                           struct attn_ws *ws)
+{
+    enum core_status st = attn_forward(r, in, out, ws);
+    if (st != CORE_OK || r->params.softmax != ATTN_SOFTMAX_ONE ||
+        r->params.dtype != ATTN_F64)
+        return st;
+    size_t n = r->shape.n, L = r->shape.L, dv = r->shape.d_v;
+    const double *v = in->v;
+    double *s = out->scores, *w = out->weights, *o = out->output;
+    for (size_t i = 0; i < n; i++) {
+        double m = s[i * L], sum = 1.0;
+        for (size_t j = 1; j < L; j++)
+            m = s[i * L + j] > m ? s[i * L + j] : m;
+        for (size_t j = 0; j < L; j++)
+            sum += exp(s[i * L + j] - m);
+        for (size_t j = 0; j < L; j++)
+            w[i * L + j] = exp(s[i * L + j] - m) / sum;
+        for (size_t d = 0; d < dv; d++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < L; j++)
+                acc += w[i * L + j] * (v[j * dv + d] +
+                       (in->bias_v ? ((const double *)in->bias_v)[d] : 0.0));
+            o[i * dv + d] = acc;
+        }
+    }
+    return st;
+}
+
+/* A core that forgets the key bias. */
+static enum core_status fwd_no_k_bias(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      struct attn_result *out,
+                                      struct attn_ws *ws)
+{
+    struct attn_inputs x = *in;
+    x.bias_k = NULL;
+    return attn_forward(r, &x, out, ws);
+}
+
+/* A core whose weights are off by 1e-9. */
+static enum core_status fwd_noisy(const struct attn_request *r,
+                                  const struct attn_inputs *in,
+                                  struct attn_result *out, struct attn_ws *ws)
+{
+    enum core_status st = attn_forward(r, in, out, ws);
+    if (st == CORE_OK && r->params.dtype == ATTN_F64)
+        ((double *)out->weights)[0] += 1e-9;
+    return st;
+}
+
+TEST(core_faults_fail_checks)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    in.forward = fwd_wrong_softmax1;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!r.passed);
+    CHECK(!find(&r, "softmax1_zero_key")->passed);
+    CHECK(!find(&r, "softmax1_row_sums")->passed);
+    CHECK(!find(&r, "max_subtraction")->passed);
+    CHECK(find(&r, "k_bias_weights_unchanged")->passed);
+    verify_report_free(&r);
+
+    verify_builtin(&in);
+    in.forward = fwd_no_k_bias;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!r.passed);
+    CHECK(!find(&r, "k_bias_row_constant")->passed);
+    CHECK(!find(&r, "four_term_decomposition")->passed);
+    verify_report_free(&r);
+
+    verify_builtin(&in);
+    in.forward = fwd_noisy;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!r.passed);
+    CHECK(!find(&r, "softmax1_ratios")->passed);
+    verify_report_free(&r);
+}
+
+int main(void)
+{
+    RUN(builtin_matches_published_table);
+    RUN(builtin_softmax1_table);
+    RUN(builtin_every_check);
+    RUN(builtin_row_constant_and_q_change);
+    RUN(caller_data_all_pass);
+    RUN(caller_data_with_rope_and_sink);
+    RUN(float32_tolerance);
+    RUN(exception_applicable_when_keys_lie_in_a_plane);
+    RUN(exception_uses_given_bq_when_it_already_qualifies);
+    RUN(premises_that_fail);
+    RUN(bad_input);
+    RUN(tolerance_and_elements);
+    RUN(core_faults_fail_checks);
+    TEST_MAIN_END();
+}
