@@ -499,7 +499,7 @@ static const char *restore(struct sess_store *st, struct loaded *l)
         rc = kv_append_prepared(s->kv, l->k, l->v, (size_t)l->length);
     memcpy(s->id, l->id, SESS_ID_MAX);
     if (rc == CORE_OK)
-        rc = sess_link(st, s, l->idle_s);
+        rc = sess_link(st, s, l->idle_s, NULL);
     if (rc != CORE_OK) {
         sess_destroy(s);
         return rc == CORE_EINVAL ? "id already in use" : core_status_text(rc);

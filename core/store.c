@@ -438,7 +438,7 @@ static void resolve_defaults(struct sess_store *st, struct sess *s)
 }
 
 enum core_status sess_link(struct sess_store *st, struct sess *s,
-                           double idle_s)
+                           double idle_s, char *id_out)
 {
     char rnd[SESS_ID_RANDOM_LEN + 1];
     bool fresh = s->id[0] == '\0';
@@ -470,6 +470,10 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
         st->bytes += s->bytes;
         st->created++;
         maybe_grow(st);
+        /* copied under the mutex: once it is released, another thread may
+         * already evict or delete s */
+        if (id_out)
+            memcpy(id_out, s->id, SESS_ID_MAX);
     } else if (fresh) {
         s->id[0] = '\0';
     }
@@ -485,13 +489,10 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
     struct sess *s = sess_new_from_spec(spec, &rc);
     if (!s)
         return rc;
-    rc = sess_link(st, s, 0);
-    if (rc != CORE_OK) {
+    rc = sess_link(st, s, 0, id);
+    if (rc != CORE_OK)
         sess_destroy(s);
-        return rc;
-    }
-    memcpy(id, s->id, SESS_ID_MAX);
-    return CORE_OK;
+    return rc;
 }
 
 enum core_status sess_acquire(struct sess_store *st, const char *id,
@@ -764,11 +765,8 @@ enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
     }
     kv_free(f->kv);
     f->kv = copy;
-    rc = is_linked(st, s) ? sess_link(st, f, 0) : CORE_ENOTFOUND;
-    if (rc != CORE_OK) {
+    rc = is_linked(st, s) ? sess_link(st, f, 0, id) : CORE_ENOTFOUND;
+    if (rc != CORE_OK)
         sess_destroy(f);
-        return rc;
-    }
-    memcpy(id, f->id, SESS_ID_MAX);
-    return CORE_OK;
+    return rc;
 }

@@ -56,10 +56,12 @@ void sess_destroy(struct sess *s);
  * into the store, admitting its bytes and one more session against the
  * limits (lru policy evicts idle sessions). idle_s: seconds it has already
  * been idle (0 for new). CORE_ECAPACITY when it does not fit; CORE_EINVAL
- * when the id is already taken.
+ * when the id is already taken. On success the id is copied to
+ * id_out[SESS_ID_MAX] (may be NULL) before s becomes visible to others; s
+ * itself must not be touched afterwards (it may already be evicted).
  */
 enum core_status sess_link(struct sess_store *st, struct sess *s,
-                           double idle_s);
+                           double idle_s, char *id_out);
 
 /* sess_release without counting as a use (save walks sessions this way). */
 void sess_unhold(struct sess_store *st, struct sess *s);
