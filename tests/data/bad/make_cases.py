@@ -183,7 +183,7 @@ case("q_element_string", err(422, "invalid_field", "/q/0/1"), with_(VALID, q=[[1
 case("q_element_bool", err(422, "invalid_field", "/q/0/0"), with_(VALID, q=[[True, 0]]))
 case("k_null_element", err(422, "invalid_field", "/k/1/0"),
      with_(VALID, k=[[1, 0], [None, 1]]))
-case("v_null_row", err(422, "invalid_field", "/v/1"), with_(VALID, v=[[1, 2], None]))
+case("v_null_row", err(422, ["invalid_field", "ragged_matrix"], "/v/1"), with_(VALID, v=[[1, 2], None]))
 case("k_ragged_rows", err(422, "ragged_matrix", "/k/2"),
      with_(VALID, k=[[1, 0], [0, 1], [1]], v=[[1, 2], [3, 4], [5, 6]]))
 case("q_ragged_3d", err(422, "ragged_matrix", "/q/1/0"),
@@ -195,7 +195,7 @@ case("q_mixed_depth", err(422, ["ragged_matrix", "invalid_field"], ["/q/1", "/q/
 case("q_empty", err(422, "empty_matrix", "/q"), with_(VALID, q=[]))
 case("q_empty_rows", err(422, "empty_matrix", ["/q", "/q/0"]), with_(VALID, q=[[]]))
 case("k_empty", err(422, "empty_matrix", "/k"), with_(VALID, k=[], v=[]))
-case("q_rank4", err(422, ["invalid_field", "shape_mismatch"], "/q",
+case("q_rank4", err(422, ["invalid_field", "shape_mismatch"], ["/q", "/q/0/0/0"],
                     note="rank 4 is not a supported shape"),
      with_(VALID, q=[[[[1, 0]]]]))
 case("q_rank1", err(422, ["invalid_field", "shape_mismatch"], "/q",
@@ -408,7 +408,7 @@ case("content_length_negative", {"status_class": 4, "error_shape": "any"},
 case("content_length_garbage", {"status_class": 4, "error_shape": "any"},
      raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
           b"Content-Length: 12abc\r\nConnection: close\r\n\r\n{}"))
-case("content_length_twice_differing", {"status_class": 4, "error_shape": "any",
+case("content_length_twice_differing", {"status": 400, "error_shape": "any",
                                         "note": "RFC 9112 6.3: differing duplicates are an error"},
      raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
           b"Content-Length: 2\r\nContent-Length: 40\r\nConnection: close\r\n\r\n{}"))
@@ -440,7 +440,7 @@ def generate():
     wire = b"1\\r\\n \\r\\n" * 1000000
     return (b"POST /v1/attention HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
             b"Content-Type: application/json\\r\\nTransfer-Encoding: chunked\\r\\n"
-            b"Connection: close\\r\\n\\r\\n{" + wire + b"0\\r\\n\\r\\n")
+            b"Connection: close\\r\\n\\r\\n1\\r\\n{\\r\\n" + wire + b"0\\r\\n\\r\\n")
 '''
 case("chunked_million_one_byte_over_cap", err(413, "body_too_large", flags=SMALL_CAP,
                                               timeout=60), gen=GEN_CHUNKS_CAP)

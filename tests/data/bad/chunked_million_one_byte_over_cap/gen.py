@@ -5,4 +5,4 @@ def generate():
     wire = b"1\r\n \r\n" * 1000000
     return (b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-            b"Connection: close\r\n\r\n{" + wire + b"0\r\n\r\n")
+            b"Connection: close\r\n\r\n1\r\n{\r\n" + wire + b"0\r\n\r\n")
