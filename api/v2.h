@@ -1,0 +1,27 @@
+/*
+ * api/v2.h — the Open Inference Protocol v2 (KServe / Triton REST) over the
+ * attention core and the session store.
+ *
+ * Routes under /v2 (rest = the path after "/v2"):
+ *   GET  ""                          server metadata (name, version, extensions)
+ *   GET  /health/live, /health/ready {"live":true} / {"ready":bool} (503 draining)
+ *   GET  /models/attention[/versions/1]        model metadata
+ *   GET  /models/attention[/versions/1]/ready  {"name","ready"}
+ *   POST /models/attention[/versions/1]/infer  inference (JSON or binary)
+ * Errors use that protocol's shape, {"error":"message"}, with Triton's
+ * status mapping: 400 invalid argument (every client mistake), 404 not
+ * found, 405 method (with Allow), 503 unavailable, 500 internal.
+ */
+#ifndef ATTND_API_V2_H
+#define ATTND_API_V2_H
+
+#include "api/internal.h"
+
+/* Handle a request whose path is "/v2" + rest ("" or "/..."). Sets
+ * c->resp->route to a template and checks the method itself. */
+void api_v2(struct api_call *c, const char *rest);
+
+/* Maximum open v2 sequences per process (sequence_id -> session map). */
+#define API_V2_MAX_SEQUENCES 4096
+
+#endif
