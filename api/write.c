@@ -10,6 +10,9 @@
  * therefore yields the shortest form for those p; fewer digits come out of
  * %g on their own (trailing zeros dropped), because any shorter decimal that
  * round-trips is within half an ulp of x and so is what %.15g (%.6g) rounds to.
+ * That needs half an ulp to be below half the spacing of 15 (6) digit
+ * decimals, which holds for normal numbers only: subnormals, whose ulp is
+ * relatively larger, search p from 1.
  */
 #include "api/write.h"
 
@@ -39,7 +42,7 @@ size_t api_fmt_f64(char *out, double x, int digits)
     if (digits > 0)
         return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
                                 digits > 17 ? 17 : digits, x);
-    for (p = 15; p <= 17; p++) {
+    for (p = fabs(x) < DBL_MIN ? 1 : 15; p <= 17; p++) {
         n = snprintf(out, API_NUM_MAX, "%.*g", p, x);
         if (p == 17 || strtod(out, NULL) == x)
             break;
@@ -56,7 +59,7 @@ size_t api_fmt_f32(char *out, float x, int digits)
     if (digits > 0)
         return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
                                 digits > 17 ? 17 : digits, (double)x);
-    for (p = 6; p <= 9; p++) {
+    for (p = fabsf(x) < FLT_MIN ? 1 : 6; p <= 9; p++) {
         n = snprintf(out, API_NUM_MAX, "%.*g", p, (double)x);
         if (p == 9 || strtof(out, NULL) == x)
             break;

@@ -1,0 +1,332 @@
+/*
+ * tests/api/test_api_numbers.c — the number and byte plumbing of api/:
+ * shortest round-trip printing (random float64 bit patterns and a sampled
+ * sweep over every float32 exponent and sign, read back with strtod /
+ * strtof, and checked to be minimal), fixed digits, JSON number grammar,
+ * base64 (RFC 4648 vectors, padding and alphabet errors), the capped
+ * buffer, and matrix writers.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "api/base64.h"
+#include "api/buf.h"
+#include "api/write.h"
+
+/* xorshift64*: deterministic test data */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+/* Significant digits of a %g-style number text (leading and trailing
+ * zeros of the digit string do not count: "758450" has 5). */
+static int sig_digits(const char *s)
+{
+    int n = 0, zeros = 0, started = 0;
+
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
+        if (*s < '0' || *s > '9')
+            continue;
+        if (*s != '0')
+            started = 1;
+        if (!started)
+            continue;
+        if (*s == '0') {
+            zeros++;
+        } else {
+            n += zeros + 1;
+            zeros = 0;
+        }
+    }
+    return n;
+}
+
+/* RFC 8259 number grammar. */
+static int json_number_ok(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return 0;
+    if (*s == '.') {
+        s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+static int f64_ok(double x, int *bad_minimal)
+{
+    char out[API_NUM_MAX], shorter[400];
+    size_t n = api_fmt_f64(out, x, 0);
+    int p = sig_digits(out);
+
+    if (n != strlen(out) || !json_number_ok(out) || strtod(out, NULL) != x)
+        return 0;
+    /* minimal: one digit fewer does not read back */
+    if (p > 1) {
+        snprintf(shorter, sizeof shorter, "%.*g", p - 1, x);
+        if (strtod(shorter, NULL) == x && (*bad_minimal)++ < 3)
+            printf("  f64 %s could be %s\n", out, shorter);
+    }
+    return 1;
+}
+
+static int f32_ok(float x, int *bad_minimal)
+{
+    char out[API_NUM_MAX], shorter[400];
+    size_t n = api_fmt_f32(out, x, 0);
+    int p = sig_digits(out);
+
+    if (n != strlen(out) || !json_number_ok(out) || strtof(out, NULL) != x)
+        return 0;
+    if (p > 1) {
+        snprintf(shorter, sizeof shorter, "%.*g", p - 1, (double)x);
+        if (strtof(shorter, NULL) == x && (*bad_minimal)++ < 3)
+            printf("  f32 %s could be %s\n", out, shorter);
+    }
+    return 1;
+}
+
+TEST(f64_random_round_trip)
+{
+    int i, bad = 0, not_minimal = 0;
+
+    for (i = 0; i < 100000; i++) {
+        uint64_t bits = rng();
+        double x;
+        memcpy(&x, &bits, sizeof x);
+        if (!isfinite(x))
+            continue;
+        if (!f64_ok(x, &not_minimal) && bad++ < 5)
+            printf("  f64 %.17g does not round-trip\n", x);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(not_minimal, 0);
+}
+
+TEST(f64_special_values)
+{
+    static const double xs[] = {0.0, -0.0, 1.0, -1.0, 0.1, 0.2, 0.3, 1e-300,
+                                5e-324, DBL_MIN, DBL_MAX, -DBL_MAX, 1e21, 1e22,
+                                123456789012345678.0, 0.575975, 1 / 3.0};
+    char out[API_NUM_MAX];
+    int not_minimal = 0;
+    size_t i;
+
+    for (i = 0; i < sizeof xs / sizeof xs[0]; i++)
+        CHECK(f64_ok(xs[i], &not_minimal));
+    CHECK_EQ_INT(not_minimal, 0);
+    api_fmt_f64(out, 0.1, 0);
+    CHECK_STR(out, "0.1");
+    api_fmt_f64(out, -0.0, 0);
+    CHECK_STR(out, "-0");
+    api_fmt_f64(out, 1.0, 0);
+    CHECK_STR(out, "1");
+    api_fmt_f64(out, INFINITY, 0);
+    CHECK_STR(out, "null");
+    api_fmt_f64(out, NAN, 0);
+    CHECK_STR(out, "null");
+}
+
+/* Every sign and exponent of float32, with sampled mantissas, plus the
+ * neighbourhoods of powers of two and the subnormals. */
+TEST(f32_sampled_sweep)
+{
+    int bad = 0, not_minimal = 0, tested = 0;
+    uint32_t hi, k;
+
+    for (hi = 0; hi < 512; hi++) {          /* sign + 8-bit exponent */
+        if ((hi & 255) == 255)
+            continue;                       /* inf / NaN */
+        for (k = 0; k < 160; k++) {
+            uint32_t mant = k < 16 ? k : k < 32 ? 0x7FFFFF - (k - 16)
+                                               : (uint32_t)rng() & 0x7FFFFF;
+            uint32_t bits = hi << 23 | mant;
+            float x;
+            memcpy(&x, &bits, sizeof x);
+            tested++;
+            if (!f32_ok(x, &not_minimal) && bad++ < 5)
+                printf("  f32 %.9g does not round-trip\n", (double)x);
+        }
+    }
+    CHECK(tested > 80000);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(not_minimal, 0);
+}
+
+TEST(f32_known)
+{
+    char out[API_NUM_MAX];
+
+    api_fmt_f32(out, 0.1f, 0);
+    CHECK_STR(out, "0.1");
+    api_fmt_f32(out, 16777216.0f, 0);
+    CHECK_STR(out, "16777216");
+    api_fmt_f32(out, FLT_MAX, 0);
+    CHECK(strtof(out, NULL) == FLT_MAX);
+    api_fmt_f32(out, 0.575975f, 0);
+    CHECK_STR(out, "0.575975");
+}
+
+TEST(fixed_digits)
+{
+    char out[API_NUM_MAX];
+
+    api_fmt_f64(out, 0.5759746, 3);
+    CHECK_STR(out, "0.576");
+    api_fmt_f64(out, 123456.0, 2);
+    CHECK_STR(out, "1.2e+05");
+    CHECK(json_number_ok(out));
+    api_fmt_f64(out, 1 / 3.0, 17);
+    CHECK(strtod(out, NULL) == 1 / 3.0);
+    api_fmt_f32(out, 0.1f, 9);
+    CHECK_STR(out, "0.100000001");
+}
+
+/* RFC 4648 section 10 test vectors. */
+TEST(base64_vectors)
+{
+    static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==",
+                                      "Zm9vYmE=", "Zm9vYmFy"};
+    size_t i, n;
+
+    for (i = 0; i < 7; i++) {
+        struct api_buf b;
+        char dec[16];
+        api_buf_init(&b, 64);
+        CHECK(api_base64_encode(&b, in[i], strlen(in[i])));
+        CHECK(b.len == strlen(out[i]) && (b.len == 0 || strcmp(b.data, out[i]) == 0));
+        api_buf_free(&b);
+        CHECK(api_base64_decoded_len(out[i], strlen(out[i]), &n));
+        CHECK_EQ_INT(n, strlen(in[i]));
+        CHECK(api_base64_decode(out[i], strlen(out[i]), dec));
+        CHECK(memcmp(dec, in[i], n) == 0);
+    }
+}
+
+TEST(base64_rejects)
+{
+    char dec[16];
+    size_t n;
+
+    CHECK(!api_base64_decoded_len("Zm9", 3, &n));          /* not a multiple of 4 */
+    CHECK(!api_base64_decode("Zm9", 3, dec));
+    CHECK(!api_base64_decode("Zm9*", 4, dec));             /* outside the alphabet */
+    CHECK(!api_base64_decode("Z=9v", 4, dec));             /* '=' inside */
+    CHECK(!api_base64_decode("Zm=v", 4, dec));
+    CHECK(!api_base64_decode("Zm9 ", 4, dec));             /* whitespace */
+    CHECK(!api_base64_decode("Zh==", 4, dec));             /* non-zero pad bits */
+    CHECK(!api_base64_decode("Zm9=", 4, dec));
+    CHECK(api_base64_decode("Zm8=", 4, dec));
+}
+
+TEST(base64_random_round_trip)
+{
+    unsigned char src[300], dec[300];
+    size_t len, n;
+    int i;
+
+    for (i = 0; i < 200; i++) {
+        struct api_buf b;
+        size_t k;
+        len = (size_t)(rng() % sizeof src);
+        for (k = 0; k < len; k++)
+            src[k] = (unsigned char)rng();
+        api_buf_init(&b, 1024);
+        CHECK(api_base64_encode(&b, src, len));
+        CHECK(api_base64_decoded_len(b.data ? b.data : "", b.len, &n) && n == len);
+        CHECK(api_base64_decode(b.data ? b.data : "", b.len, dec));
+        CHECK(memcmp(src, dec, len) == 0);
+        api_buf_free(&b);
+    }
+}
+
+TEST(buf_cap)
+{
+    struct api_buf b;
+    size_t len;
+    char *p;
+
+    api_buf_init(&b, 10);
+    CHECK(api_buf_puts(&b, "hello"));
+    CHECK(api_buf_printf(&b, "%d", 12345));
+    CHECK_EQ_INT(b.len, 10);
+    CHECK(!api_buf_putc(&b, 'x'));          /* 11 > cap */
+    CHECK(!api_buf_ok(&b) && b.too_large);
+    CHECK(!api_buf_puts(&b, ""));           /* sticky */
+    api_buf_free(&b);
+    api_buf_init(&b, 1 << 20);
+    for (len = 0; len < 10000; len++)
+        api_buf_putc(&b, 'a');
+    CHECK(api_buf_ok(&b) && b.len == 10000 && b.data[10000] == '\0');
+    p = api_buf_take(&b, &len);
+    CHECK(len == 10000 && b.data == NULL && b.len == 0);
+    free(p);
+}
+
+TEST(matrix_writers)
+{
+    static const double m[] = {1, 0.5, -INFINITY, 2, 3, 4};
+    static const float f[] = {0.1f, 2};
+    size_t shape3[] = {1, 2, 3}, shape1[] = {2};
+    struct api_buf b;
+
+    api_buf_init(&b, 1024);
+    CHECK(api_write_matrix(&b, m, ATTN_F64, 3, shape3, 0, true));
+    CHECK_STR(b.data, "[[[1,0.5,null],[2,3,4]]]");
+    api_buf_free(&b);
+    CHECK(api_write_matrix(&b, m, ATTN_F64, 2, shape3 + 1, 0, true));
+    CHECK_STR(b.data, "[[1,0.5,null],[2,3,4]]");
+    api_buf_free(&b);
+    CHECK(api_write_matrix(&b, f, ATTN_F32, 1, shape1, 0, false));
+    CHECK_STR(b.data, "[0.1,2]");
+    api_buf_free(&b);
+    CHECK(api_write_matrix_b64(&b, f, ATTN_F32, 1, shape1));
+    CHECK_STR(b.data, "{\"shape\":[2],\"dtype\":\"float32\",\"data\":\"zczMPQAAAEA=\"}");
+    api_buf_free(&b);
+    CHECK(api_write_string(&b, "a\"b\\c\n"));
+    CHECK_STR(b.data, "\"a\\\"b\\\\c\\u000a\"");
+    api_buf_free(&b);
+}
+
+int main(void)
+{
+    RUN(f64_random_round_trip);
+    RUN(f64_special_values);
+    RUN(f32_sampled_sweep);
+    RUN(f32_known);
+    RUN(fixed_digits);
+    RUN(base64_vectors);
+    RUN(base64_rejects);
+    RUN(base64_random_round_trip);
+    RUN(buf_cap);
+    RUN(matrix_writers);
+    TEST_MAIN_END();
+}
