@@ -36,7 +36,9 @@ __m256d _ZGVdN4v_exp(__m256d x);
  * (decode is memory-bound; see tests/bench/bench_core.c). */
 #define ATTN_LOOP_ROWS 4
 /* Target bytes of one tile's score rows, and the tile height bounds. */
+#ifndef ATTN_TILE_BYTES
 #define ATTN_TILE_BYTES ((size_t)1 << 20)
+#endif
 #define ATTN_TILE_MIN 32
 #define ATTN_TILE_MAX 256
 

@@ -17,7 +17,9 @@
  *   qk       scale · qb · Kᵀ (gemm, or plain loops for very few rows)
  *   finish   attn_bias, ALiBi, mask, causal  (masked = -inf)
  *   softmax  row shift m / max(m,0) / max(m,sink), extra term in the sum
- *   pv       P · V (gemm, or plain loops for very few rows)
+ *   pv       P · V (gemm, or plain loops for very few rows); when weights
+ *            are not returned, P stays unnormalised and the output rows are
+ *            scaled by 1/denominator instead
  */
 
 #define FN(name) ATTN_CAT(name, SFX)
@@ -183,10 +185,37 @@ static bool FN(all_finite)(const T *x, size_t n)
     return ok != 0;
 }
 
+/* max of x [n] (-inf when n = 0); *ok = 0 when an entry is not finite.
+ * One pass for both, with ATTN_CHUNK lanes so it vectorises. */
+static T FN(max_finite)(const T *x, size_t n, int *ok)
+{
+    T m[ATTN_CHUNK];
+    int f = 1;
+    for (size_t u = 0; u < ATTN_CHUNK; u++)
+        m[u] = -INFINITY;
+    size_t j = 0;
+    for (; j + ATTN_CHUNK <= n; j += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++) {
+            T v = x[j + u];
+            m[u] = v > m[u] ? v : m[u];
+            f &= (v - v) == 0;
+        }
+    T r = -INFINITY;
+    for (; j < n; j++) {
+        r = x[j] > r ? x[j] : r;
+        f &= (x[j] - x[j]) == 0;
+    }
+    for (size_t u = 0; u < ATTN_CHUNK; u++)
+        r = m[u] > r ? m[u] : r;
+    *ok = f;
+    return r;
+}
+
 /* s [L] = scale·q·k of query row i of head hh -> final scores: + attn_bias,
- * + ALiBi; masked (mask, causal, -inf bias) = -inf. *any: a key is allowed. */
+ * + ALiBi; masked (mask, causal, -inf bias) = -inf. *mx: the row maximum,
+ * -inf when no key is allowed (an empty row). */
 static enum core_status FN(finish_scores)(const struct attn_request *r, size_t hh,
-                                          size_t i, T *s, bool *any)
+                                          size_t i, T *s, T *mx)
 {
     size_t L = r->shape.L, n = r->shape.n;
     int64_t pos = attn_query_pos(r, i);
@@ -202,11 +231,12 @@ static enum core_status FN(finish_scores)(const struct attn_request *r, size_t h
     bool alibi = r->params.alibi;
     double slope = alibi ? attn_head_slope(&r->params, hh, r->shape.h) : 0;
 
-    bool anyk = false;
+    T m = -INFINITY;
     if (!b && !mk && !alibi) {              /* the common case, vectorisable */
-        if (!FN(all_finite)(s, lim))
+        int ok;
+        m = FN(max_finite)(s, lim, &ok);
+        if (!ok)
             return CORE_ENONFINITE;
-        anyk = lim > 0;
     } else {
         for (size_t j = 0; j < lim; j++) {
             if ((mk && !mk[j]) || (b && b[j] == -INFINITY)) {
@@ -221,40 +251,35 @@ static enum core_status FN(finish_scores)(const struct attn_request *r, size_t h
             if (!isfinite(v))
                 return CORE_ENONFINITE;
             s[j] = v;
-            anyk = true;
+            m = v > m ? v : m;
         }
     }
     for (size_t j = lim; j < L; j++)
         s[j] = -INFINITY;
-    *any = anyk;
+    *mx = m;
     return CORE_OK;
 }
 
-/* max of x [n] (-inf when every entry is -inf) */
-static T FN(row_max)(const T *x, size_t n)
+/* x [n] *= f */
+static void FN(scale_row)(T *x, size_t n, T f)
 {
-    T m[ATTN_CHUNK];
-    for (size_t u = 0; u < ATTN_CHUNK; u++)
-        m[u] = -INFINITY;
     size_t j = 0;
     for (; j + ATTN_CHUNK <= n; j += ATTN_CHUNK)
         for (size_t u = 0; u < ATTN_CHUNK; u++)
-            m[u] = x[j + u] > m[u] ? x[j + u] : m[u];
-    T r = -INFINITY;
+            x[j + u] *= f;
     for (; j < n; j++)
-        r = x[j] > r ? x[j] : r;
-    for (size_t u = 0; u < ATTN_CHUNK; u++)
-        r = m[u] > r ? m[u] : r;
-    return r;
+        x[j] *= f;
 }
 
-/* s [L] final scores with at least one finite entry -> w [L] weights
- * (w may equal s). Shift: m (standard), max(m, 0) (softmax1), max(m, sink)
- * (sink); the extra term exp(0 - shift) / exp(sink - shift) joins the sum
- * computed after the shift, so it neither overflows nor is lost. */
-static void FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L)
+/* s [L] final scores with finite maximum m -> w [L] = exp(s - shift)
+ * (w may equal s); returns 1 / the denominator. Shift: m (standard),
+ * max(m, 0) (softmax1), max(m, sink) (sink); the extra term exp(0 - shift)
+ * / exp(sink - shift) joins the sum computed after the shift, so it neither
+ * overflows nor is lost. The caller multiplies the weights (or the output
+ * row) by the returned factor. */
+static T FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L, T m)
 {
-    double shift = FN(row_max)(s, L), extra = 0;
+    double shift = m, extra = 0;
     if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
         shift = 0;
     else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
@@ -265,30 +290,28 @@ static void FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_
     else if (p->softmax == ATTN_SOFTMAX_SINK)
         extra = exp(p->sink_logit - (double)sh);
     double sum = FN(vexp_shift)(s, w, L, sh) + extra;
-    T inv = (T)(1.0 / sum);
-    size_t j = 0;
-    for (; j + ATTN_CHUNK <= L; j += ATTN_CHUNK)
-        for (size_t u = 0; u < ATTN_CHUNK; u++)
-            w[j + u] *= inv;
-    for (; j < L; j++)
-        w[j] *= inv;
+    return (T)(1.0 / sum);
 }
 
 /* Rows [row0, row0+nb): S [nb][L] holds scale·q·k. Finishes the scores,
- * writes weights to P (when P is not NULL; P may equal S), flags empty rows. */
+ * writes exp(s - shift) to P (when P is not NULL; P may equal S), flags
+ * empty rows. inv [nb]: each row's normalising factor (0 for empty rows);
+ * applied to P here when `normalise`, else left to the caller. */
 static enum core_status FN(finish_block)(const struct attn_request *r, size_t row0,
-                                         size_t nb, T *S, T *P,
-                                         struct attn_result *out)
+                                         size_t nb, T *S, T *P, bool normalise,
+                                         T *inv, struct attn_result *out)
 {
     size_t n = r->shape.n, L = r->shape.L;
     for (size_t t = 0; t < nb; t++) {
         size_t gr = row0 + t;
-        bool any;
-        enum core_status st = FN(finish_scores)(r, gr / n, gr % n, S + t * L, &any);
+        T m;
+        enum core_status st = FN(finish_scores)(r, gr / n, gr % n, S + t * L, &m);
         if (st != CORE_OK)
             return st;
+        bool any = m != -INFINITY;
         if (out->empty)
             out->empty[gr] = !any;
+        inv[t] = 0;
         if (!any) {
             out->n_empty++;
             if (r->empty_rows == ATTN_EMPTY_ERROR)
@@ -296,14 +319,18 @@ static enum core_status FN(finish_block)(const struct attn_request *r, size_t ro
             if (P)
                 memset(P + t * L, 0, L * sizeof(T));
         } else if (P) {
-            FN(softmax_row)(&r->params, S + t * L, P + t * L, L);
+            inv[t] = FN(softmax_row)(&r->params, S + t * L, P + t * L, L, m);
+            if (normalise)
+                FN(scale_row)(P + t * L, L, inv[t]);
         }
     }
     return CORE_OK;
 }
 
 /* See attn_forward_kv in attn.h; arguments already validated, scratch in
- * qb [B][d_k] and pb [B][L] (pb only when weights are not requested). */
+ * qb [B][d_k] and pb [B][L] (pb only when weights are not requested).
+ * When the weights are not kept, P holds unnormalised exp(s - shift) and the
+ * output rows are scaled instead: d_v multiplications per row, not L. */
 static enum core_status FN(forward_kv)(const struct attn_request *r,
                                        const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
@@ -316,6 +343,7 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
     T *wt = (r->outputs & ATTN_OUT_WEIGHTS) ? out->weights : NULL;
     T *ot = (r->outputs & ATTN_OUT_OUTPUT) ? out->output : NULL;
     T scale = (T)r->params.scale;
+    T inv[ATTN_TILE_MAX];
 
     for (size_t g = 0; g < s->h_kv; g++) {
         const T *K = kv->k[g], *V = kv->v[g];
@@ -325,12 +353,15 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
             T *S = sc ? sc + row0 * L : P;
             FN(prep_q)(r, in, row0, nb, qb);
             FN(qk)(qb, nb, K, L, s->d_k, scale, S);
-            enum core_status st = FN(finish_block)(r, row0, nb, S, P, out);
+            enum core_status st = FN(finish_block)(r, row0, nb, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
                 FN(pv)(P, nb, V, L, s->d_v, O);
+                if (!wt)
+                    for (size_t t = 0; t < nb; t++)
+                        FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);
                 if (!FN(all_finite)(O, nb * s->d_v))
                     return CORE_ENONFINITE;
             }

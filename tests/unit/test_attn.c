@@ -1028,8 +1028,8 @@ static bool same_bytes(const void *a, const void *b, size_t n)
     return memcmp(a, b, n) == 0;
 }
 
-/* Output only (tiled through scratch) == all outputs (weights materialised),
- * and the scratch stays O(tile·L), not O(n·L). */
+/* Output only (tiled through scratch) == all outputs (weights materialised)
+ * within rounding, and the scratch stays O(tile·L), not O(n·L). */
 TEST(tiled_output_equals_materialised)
 {
     for (int dt = 0; dt < 2; dt++) {
@@ -1044,7 +1044,14 @@ TEST(tiled_output_equals_materialised)
         CHECK_EQ_INT(attn_forward(&full.req, &full.in, &full.out, NULL), CORE_OK);
         CHECK_EQ_INT(attn_forward(&tiled.req, &tiled.in, &tiled.out, ws), CORE_OK);
         size_t esz = attn_dtype_size(c.dt), bytes = attn_ws_bytes(ws);
-        CHECK(same_bytes(full.output, tiled.output, 2 * 150 * 5 * esz));
+        /* the tiled path scales output rows instead of weights: equal within
+         * rounding (|v| <= 1, so absolute tolerances) */
+        double tol = c.dt == ATTN_F64 ? 1e-14 : 1e-6, worst = 0;
+        for (size_t x = 0; x < 2 * 150 * 5; x++) {
+            double d = fabs(get_val(full.output, x, c.dt) - get_val(tiled.output, x, c.dt));
+            worst = d > worst ? d : worst;
+        }
+        CHECK(worst <= tol);
         CHECK(bytes < 2 * 150 * 9000 * esz / 4);   /* well below n·L per head */
         /* a second pass reuses the scratch: no growth */
         CHECK_EQ_INT(attn_forward(&tiled.req, &tiled.in, &tiled.out, ws), CORE_OK);
