@@ -3,8 +3,12 @@
  * cross-cutting policies every route shares: CORS (allowlist, Vary: Origin,
  * OPTIONS preflight), Bearer authentication (constant-time compare), 404 /
  * 405 with Allow, and the route template reported to logs and metrics.
+ * Exact routes are checked here for their method; the subtrees /v1/sessions
+ * (api/sessions.c) and /v2 (api/v2.c) route the rest of the path and check
+ * methods themselves.
  */
 #include "api/internal.h"
+#include "api/v2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +40,17 @@ static const struct api_route api_routes[] = {
     {"/verify", "/verify", M_GET | M_POST, false, api_verify},
 };
 
-static const char sessions_prefix[] = "/v1/sessions";
-#define SESSIONS_METHODS (M_GET | M_POST | M_DELETE)
+/* Subtrees whose handler routes the rest of the path itself. */
+struct api_subtree {
+    const char *prefix;             /* the subtree's root path */
+    unsigned methods;               /* every method used below it */
+    void (*handler)(struct api_call *c, const char *rest);
+};
+
+static const struct api_subtree api_subtrees[] = {
+    {"/v1/sessions", M_GET | M_POST | M_DELETE, api_sessions},
+    {"/v2", M_GET | M_POST, api_v2},
+};
 
 static const char cors_allow_headers[] = "Authorization, Content-Type";
 static const char cors_expose_headers[] = "Location, Retry-After, WWW-Authenticate";
@@ -70,16 +83,22 @@ static void methods_text(unsigned methods, char *out, size_t size)
         snprintf(out + n, size - n, "%sDELETE", n ? ", " : "");
 }
 
-/* A sessions path: "/v1/sessions" itself or below it ("/v1/sessions/..."). */
-static const char *sessions_rest(const char *path)
+/* The subtree holding path (its root itself or below it), or NULL; *rest
+ * is the path after the root ("" or "/..."). */
+static const struct api_subtree *subtree_find(const char *path,
+                                              const char **rest)
 {
-    size_t n = sizeof sessions_prefix - 1;
+    size_t i, n;
 
-    if (strncmp(path, sessions_prefix, n) != 0)
-        return NULL;
-    if (path[n] != '\0' && path[n] != '/')
-        return NULL;
-    return path + n;
+    for (i = 0; i < sizeof api_subtrees / sizeof api_subtrees[0]; i++) {
+        n = strlen(api_subtrees[i].prefix);
+        if (strncmp(path, api_subtrees[i].prefix, n) == 0 &&
+            (path[n] == '\0' || path[n] == '/')) {
+            *rest = path + n;
+            return &api_subtrees[i];
+        }
+    }
+    return NULL;
 }
 
 static const struct api_route *route_find(const char *path)
@@ -203,14 +222,15 @@ static void dispatch(struct api_call *c)
     const char *path = c->req->path ? c->req->path : "";
     const char *method = c->req->method ? c->req->method : "";
     const struct api_route *rt = route_find(path);
-    const char *rest = rt ? NULL : sessions_rest(path);
-    unsigned methods = rt ? rt->methods : rest ? SESSIONS_METHODS : 0;
+    const char *rest = NULL;
+    const struct api_subtree *st = rt ? NULL : subtree_find(path, &rest);
+    unsigned methods = rt ? rt->methods : st ? st->methods : 0;
     char allow[64];
 
     if (rt)
         c->resp->route = rt->route;
-    else if (rest)
-        c->resp->route = sessions_prefix;
+    else if (st)
+        c->resp->route = st->prefix;   /* the handler sets a finer template */
     if (!methods) {
         api_fail(c, "not_found", NULL, "no route for %s", path);
         return;
@@ -223,8 +243,8 @@ static void dispatch(struct api_call *c)
         unauthorized(c);
         return;
     }
-    if (rest) {
-        api_sessions(c, rest);
+    if (st) {
+        st->handler(c, rest);
         return;
     }
     if (!(method_bit(method) & methods)) {

@@ -140,6 +140,15 @@ TEST(route_templates_never_raw_ids)
     t_call(&ctx, "GET", "/verify", NULL, &r);
     CHECK_STR(r.route, "/verify");
     api_response_free(&r);
+    /* the /v2 subtree reaches its handler (the Open Inference Protocol) */
+    t_call(&ctx, "GET", "/v2/health/live", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.route && strncmp(r.route, "/v2", 3) == 0);
+    api_response_free(&r);
+    t_call(&ctx, "GET", "/v2x", NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(r.route, "unmatched");
+    api_response_free(&r);
 }
 
 static const char *const origins[] = {"https://demo.example", "http://localhost:3000", NULL};
