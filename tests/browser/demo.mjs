@@ -25,6 +25,7 @@ const PAGE = arg('page');
 const API = arg('api');
 const SHOTS = arg('shots', 'build/artifacts');
 const NAME = arg('name', 'demo');
+const REFUSED = process.argv.includes('--refused');   // the origin is not allowed
 if (!PAGE || !API) {
   console.error('usage: node demo.mjs --page URL --api URL [--shots DIR] [--name NAME]');
   process.exit(2);
@@ -120,6 +121,22 @@ const consoleErrors = [];
 try {
   const page = await context.newPage();
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
+
+  if (REFUSED) {
+    await step('a page from an origin not in --cors-origins is refused, and says so', async () => {
+      await page.goto(PAGE);
+      await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+        document.body.dataset.busy === '0', null, { timeout: 15000 });
+      const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+      assert(/Could not reach attnd/.test(err) && /cors-origins/.test(err), `error box: ${err}`);
+      const cells = await page.$$eval('#map-weights td', (t) => t.length);
+      assert(cells === 0, 'weights shown although the browser must block the answer');
+    });
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+    console.log(`${passed} passed, ${failed} failed`);
+    process.exit(failed ? 1 : 0);
+  }
 
   await step('page loads and shows the worked example', async () => {
     await page.goto(PAGE);

@@ -1,0 +1,82 @@
+"""tests/e2e/test_e2e_browser.py — the teaching page in real headless Chromium.
+
+Runs tests/browser/demo.mjs (playwright-core driving Debian's
+/usr/bin/chromium) against a real attnd:
+- same origin: the page as attnd serves it at "/";
+- CORS: the same files served by a tiny static server on a second localhost
+  port, calling attnd started with --cors-origins set to that origin;
+- refused: the same second origin calling an attnd without --cors-origins,
+  where the browser must block the calls and the page must say so.
+Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
+default build). `make test` installs chromium and runs `npm ci` first.
+"""
+import functools
+import http.server
+import os
+import subprocess
+import threading
+
+import pytest
+
+from attnd_proc import BIN, Attnd
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BROWSER_DIR = os.path.join(ROOT, "tests", "browser")
+WEB_DIR = os.path.join(ROOT, "server", "web")
+ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(BIN)), "artifacts")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+
+def run_node(script, *args, timeout=240):
+    """Run a node script of tests/browser; fail the test with its output
+    unless it exits 0."""
+    assert os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")), \
+        "tests/browser/node_modules missing: run `make deps-test` (npm ci)"
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: run `make deps-test`"
+    p = subprocess.run(["node", script, *args], cwd=BROWSER_DIR, capture_output=True,
+                       text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    print(out)
+    assert p.returncode == 0, "\n".join(
+        line for line in out.splitlines() if not line.startswith("ok ")) or out
+    assert " 0 failed" in out
+    return out
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def static_origin():
+    """server/web/ served read-only from a second localhost port."""
+    handler = functools.partial(_Quiet, directory=WEB_DIR)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_demo_page_same_origin():
+    with Attnd() as a:
+        out = run_node("demo.mjs", "--page", a.url + "/", "--api", a.url,
+                       "--shots", ARTIFACTS, "--name", "demo")
+    assert os.path.getsize(os.path.join(ARTIFACTS, "demo.png")) > 10000, out
+    assert os.path.getsize(os.path.join(ARTIFACTS, "demo-375.png")) > 10000, out
+
+
+def test_demo_page_from_another_origin_with_cors(static_origin):
+    with Attnd("--cors-origins", static_origin) as a:
+        run_node("demo.mjs", "--page", f"{static_origin}/index.html?api={a.url}",
+                 "--api", a.url, "--shots", ARTIFACTS, "--name", "demo-cors")
+
+
+def test_demo_page_from_an_origin_not_allowed(static_origin):
+    with Attnd("--cors-origins", "http://127.0.0.1:1") as a:
+        run_node("demo.mjs", "--page", f"{static_origin}/index.html?api={a.url}",
+                 "--api", a.url, "--refused")
