@@ -324,11 +324,12 @@ static bool result_ok(const struct attn_request *r, const struct attn_result *ou
            (!(r->outputs & ATTN_OUT_OUTPUT) || out->output);
 }
 
-/* forward_kv on a workspace that exists. */
+/* forward_kv of rows [rb, re) on a workspace that exists. */
 static enum core_status forward_kv_ws(const struct attn_request *r,
                                       const struct attn_inputs *in,
                                       const struct attn_kv_view *kv,
-                                      struct attn_result *out, struct attn_ws *ws)
+                                      struct attn_result *out, struct attn_ws *ws,
+                                      size_t rb, size_t re)
 {
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
@@ -345,8 +346,8 @@ static enum core_status forward_kv_ws(const struct attn_request *r,
     void *pb = need_pb ? blk + qb_bytes : NULL;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(r, in, kv, out, B, (float *)(void *)blk, pb);
-    return forward_kv_f64(r, in, kv, out, B, (double *)(void *)blk, pb);
+        return forward_kv_f32(r, in, kv, out, rb, re, B, (float *)(void *)blk, pb);
+    return forward_kv_f64(r, in, kv, out, rb, re, B, (double *)(void *)blk, pb);
 }
 
 static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *kv)
@@ -359,25 +360,38 @@ static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *
     return true;
 }
 
-enum core_status attn_forward_kv(const struct attn_request *r,
-                                 const struct attn_inputs *in,
-                                 const struct attn_kv_view *kv,
-                                 struct attn_result *out, struct attn_ws *ws)
+enum core_status attn_forward_kv_rows(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_result *out, struct attn_ws *ws,
+                                      size_t row_begin, size_t row_end)
 {
     enum core_status st = attn_check(r);
     if (st != CORE_OK)
         return st;
+    if (row_begin >= row_end || row_end > r->shape.h * r->shape.n)
+        return CORE_EINVAL;
     if (!in || !in->q || (in->bias_q && in->bias_q_heads != 1 &&
                           in->bias_q_heads != r->shape.h))
         return in && in->q ? CORE_ESHAPE : CORE_EINVAL;
     if (!kv_view_ok(r, kv) || !result_ok(r, out))
         return CORE_EINVAL;
     if (ws)
-        return forward_kv_ws(r, in, kv, out, ws);
+        return forward_kv_ws(r, in, kv, out, ws, row_begin, row_end);
     struct attn_ws tmp = {0};
-    st = forward_kv_ws(r, in, kv, out, &tmp);
+    st = forward_kv_ws(r, in, kv, out, &tmp, row_begin, row_end);
     ws_release(&tmp);
     return st;
+}
+
+enum core_status attn_forward_kv(const struct attn_request *r,
+                                 const struct attn_inputs *in,
+                                 const struct attn_kv_view *kv,
+                                 struct attn_result *out, struct attn_ws *ws)
+{
+    if (!r)
+        return CORE_EINVAL;
+    return attn_forward_kv_rows(r, in, kv, out, ws, 0, r->shape.h * r->shape.n);
 }
 
 /* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
@@ -417,7 +431,7 @@ static enum core_status forward_ws(const struct attn_request *r,
             prepare_v_f64(s, in, s->L, vp);
     }
     struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
-    return forward_kv_ws(r, in, &kv, out, ws);
+    return forward_kv_ws(r, in, &kv, out, ws, 0, s->h * s->n);
 }
 
 enum core_status attn_forward(const struct attn_request *r,

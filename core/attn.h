@@ -197,6 +197,20 @@ enum core_status attn_forward_kv(const struct attn_request *r,
                                  struct attn_result *out, struct attn_ws *ws);
 
 /*
+ * attn_forward_kv restricted to the global query rows [row_begin, row_end),
+ * row = head·n + i (0 <= row_begin < row_end <= h·n): only those rows of
+ * scores/weights/output/empty are written, and out->n_empty counts only
+ * them. Rows are independent, so a large pass may be split across worker
+ * threads, each with its own ws and result struct (sum the n_empty); the
+ * split results equal the whole pass within rounding (the tiling differs).
+ */
+enum core_status attn_forward_kv_rows(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_result *out, struct attn_ws *ws,
+                                      size_t row_begin, size_t row_end);
+
+/*
  * Stateless attention: q [h][n][d_k], k [h_kv][L][d_k], v [h_kv][L][d_v]
  * -> scores/weights [h][n][L], output [h][n][d_v]. ws may be NULL (a
  * temporary one is used).

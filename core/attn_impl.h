@@ -327,15 +327,16 @@ static enum core_status FN(finish_block)(const struct attn_request *r, size_t ro
     return CORE_OK;
 }
 
-/* See attn_forward_kv in attn.h; arguments already validated, scratch in
- * qb [B][d_k] and pb [B][L] (pb only when weights are not requested).
+/* See attn_forward_kv_rows in attn.h: global query rows [rb, re) (row =
+ * head·n + i); arguments already validated, scratch in qb [B][d_k] and
+ * pb [B][L] (pb only when weights are not requested).
  * When the weights are not kept, P holds unnormalised exp(s - shift) and the
  * output rows are scaled instead: d_v multiplications per row, not L. */
 static enum core_status FN(forward_kv)(const struct attn_request *r,
                                        const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
-                                       struct attn_result *out, size_t B,
-                                       T *qb, T *pb)
+                                       struct attn_result *out, size_t rb,
+                                       size_t re, size_t B, T *qb, T *pb)
 {
     const struct attn_shape *s = &r->shape;
     size_t L = s->L, R = s->h / s->h_kv * s->n;
@@ -345,10 +346,11 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
 
-    for (size_t g = 0; g < s->h_kv; g++) {
+    for (size_t g = rb / R; g < s->h_kv && g * R < re; g++) {
         const T *K = kv->k[g], *V = kv->v[g];
-        for (size_t r0 = 0; r0 < R; r0 += B) {
-            size_t nb = R - r0 < B ? R - r0 : B, row0 = g * R + r0;
+        size_t lo = rb > g * R ? rb : g * R, hi = re < (g + 1) * R ? re : (g + 1) * R;
+        for (size_t row0 = lo; row0 < hi; row0 += B) {
+            size_t nb = hi - row0 < B ? hi - row0 : B;
             T *P = wt ? wt + row0 * L : ot ? pb : NULL;
             T *S = sc ? sc + row0 * L : P;
             FN(prep_q)(r, in, row0, nb, qb);

@@ -11,6 +11,7 @@
  * validation, the tiled path and the prepare_kv/forward_kv split.
  */
 #include <float.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -1130,6 +1131,73 @@ TEST(forward_equals_prepare_plus_forward_kv)
     }
 }
 
+/* One part of a split pass (a worker thread's share). */
+struct split_job {
+    const struct tcore *t;
+    const struct attn_kv_view *kv;
+    struct attn_result out;
+    size_t rb, re;
+    enum core_status st;
+};
+
+static void *split_worker(void *p)
+{
+    struct split_job *j = p;
+    struct attn_ws *ws = attn_ws_new();
+    j->st = attn_forward_kv_rows(&j->t->req, &j->t->in, j->kv, &j->out, ws, j->rb, j->re);
+    attn_ws_free(ws);
+    return NULL;
+}
+
+/* attn_forward_kv_rows over parts (crossing head and kv-group boundaries),
+ * run on two threads, equals the whole pass; bad ranges are rejected. */
+TEST(rows_split_across_threads)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase c;
+        plain_case(&c, (enum attn_dtype)dt, 4, 2, 7, 300, 8, 4);
+        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        c.n = 7;
+        c.L = 5;   /* n > L: empty rows in every head */
+        tcase_free(&c);
+        tcase_fill(&c);
+        struct tcore whole, split;
+        tcore_init(&c, &whole);
+        tcore_init(&c, &split);
+        CHECK_EQ_INT(attn_forward(&whole.req, &whole.in, &whole.out, NULL), CORE_OK);
+        size_t esz = attn_dtype_size(c.dt);
+        const void *kp[2] = {split.in.k, (const char *)split.in.k + 5 * 8 * esz};
+        const void *vp[2] = {split.in.v, (const char *)split.in.v + 5 * 4 * esz};
+        struct attn_kv_view kv = {kp, vp};
+        struct split_job jobs[2] = {{&split, &kv, split.out, 0, 11, CORE_OK},
+                                    {&split, &kv, split.out, 11, 28, CORE_OK}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            CHECK(pthread_create(&th[i], NULL, split_worker, &jobs[i]) == 0);
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        CHECK(jobs[0].st == CORE_OK && jobs[1].st == CORE_OK);
+        CHECK_EQ_INT(jobs[0].out.n_empty + jobs[1].out.n_empty, whole.out.n_empty);
+        CHECK_EQ_INT(whole.out.n_empty, 4 * 2);
+        double tol = dt == ATTN_F64 ? 1e-14 : 1e-6;
+        for (size_t x = 0; x < 28 * 5; x++) {
+            double a = get_val(split.scores, x, c.dt), b = get_val(whole.scores, x, c.dt);
+            CHECK(a == b || fabs(a - b) <= tol);
+            CHECK_NEAR(get_val(split.weights, x, c.dt), get_val(whole.weights, x, c.dt), tol);
+        }
+        for (size_t x = 0; x < 28 * 4; x++)
+            CHECK_NEAR(get_val(split.output, x, c.dt), get_val(whole.output, x, c.dt), tol);
+        CHECK(memcmp(split.empty, whole.empty, 28) == 0);
+        CHECK_EQ_INT(attn_forward_kv_rows(&split.req, &split.in, &kv, &split.out, NULL, 5, 5),
+                     CORE_EINVAL);
+        CHECK_EQ_INT(attn_forward_kv_rows(&split.req, &split.in, &kv, &split.out, NULL, 0, 29),
+                     CORE_EINVAL);
+        tcore_free(&whole);
+        tcore_free(&split);
+        tcase_free(&c);
+    }
+}
+
 /* Scores only: no softmax needed, but empty rows are still found. */
 TEST(scores_only)
 {
@@ -1186,6 +1254,7 @@ int main(void)
 #endif
     RUN(tiled_output_equals_materialised);
     RUN(forward_equals_prepare_plus_forward_kv);
+    RUN(rows_split_across_threads);
     RUN(scores_only);
     RUN(f32_overflow_is_nonfinite_error);
     RUN(blas_config_text);
