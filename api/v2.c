@@ -102,6 +102,15 @@ static void v2_error_shape(struct api_call *c)
     api_reply_json(c, v2_status(r->status), json_pack("{s:s}", "error", text));
 }
 
+/* The inputs and outputs of the model. */
+enum v2_slot { V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK, V2_NSLOT };
+
+static const char *const v2_slot_names[V2_NSLOT] = {
+    "q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
+};
+
+static const char *const v2_out_names[3] = {"scores", "weights", "output"};
+
 /* ---- metadata and health ----------------------------------------------- */
 
 static bool is_get(const struct api_call *c)
@@ -149,21 +158,18 @@ static json_t *tensor_meta(const char *name, const char *dtype, int rank)
 
 static void v2_model_meta(struct api_call *c)
 {
-    static const char *const fp3[] = {"q", "k", "v", "attn_bias"};
-    static const char *const fp2[] = {"bias_q", "bias_k", "bias_v"};
-    static const char *const outs[] = {"scores", "weights", "output"};
+    static const int ranks[V2_NSLOT] = {3, 3, 3, 2, 2, 2, 3, 3};
     json_t *in = json_array(), *out = json_array();
     size_t i;
 
     /* The largest rank is listed; 2-D q/k/v/attn_bias/mask and 1-D biases
      * are accepted too, and FP32 wherever FP64 is listed. */
-    for (i = 0; i < 4; i++)
-        json_array_append_new(in, tensor_meta(fp3[i], "FP64", 3));
+    for (i = 0; i < V2_NSLOT; i++)
+        json_array_append_new(in, tensor_meta(v2_slot_names[i],
+                                              i == V2_MASK ? "BOOL" : "FP64",
+                                              ranks[i]));
     for (i = 0; i < 3; i++)
-        json_array_append_new(in, tensor_meta(fp2[i], "FP64", 2));
-    json_array_append_new(in, tensor_meta("mask", "BOOL", 3));
-    for (i = 0; i < 3; i++)
-        json_array_append_new(out, tensor_meta(outs[i], "FP64", 3));
+        json_array_append_new(out, tensor_meta(v2_out_names[i], "FP64", 3));
     api_reply_json(c, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name",
                                      V2_MODEL, "versions", V2_VERSION,
                                      "platform", "attnd", "inputs", in,
@@ -281,13 +287,6 @@ static void seq_prune(struct api_ctx *ctx)
 
 /* ---- one inference request --------------------------------------------- */
 
-enum v2_slot { V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK, V2_NSLOT };
-
-static const char *const v2_slot_names[V2_NSLOT] = {
-    "q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
-};
-
-static const char *const v2_out_names[3] = {"scores", "weights", "output"};
 
 /* An input tensor, converted to the computation's dtype (mask: uint8_t). */
 struct v2_tensor {
@@ -668,7 +667,8 @@ static bool read_binary_size(struct api_call *c, const json_t *in,
     if (!b)
         return true;
     if (!json_is_integer(b) || json_integer_value(b) < 0) {
-        api_fail(c, "invalid_field", api_pointer_key(path, sizeof path, path,
+        char bp[API_PATH_MAX];
+        api_fail(c, "invalid_field", api_pointer_key(bp, sizeof bp, path,
                  "binary_data_size"), "binary_data_size must be a "
                  "non-negative integer");
         return false;
@@ -787,7 +787,7 @@ static bool read_inputs(struct api_call *c, struct v2_infer *x,
                         const json_t *inputs)
 {
     size_t i;
-    char path[API_PATH_MAX];
+    char path[API_PATH_MAX], npath[API_PATH_MAX];
 
     for (i = 0; i < json_array_size(inputs); i++) {
         const json_t *in = json_array_get(inputs, i);
@@ -799,14 +799,14 @@ static bool read_inputs(struct api_call *c, struct v2_infer *x,
             api_fail(c, "invalid_field", path, "an input must be an object");
             return false;
         }
-        api_pointer_key(path, sizeof path, path, "name");
+        api_pointer_key(npath, sizeof npath, path, "name");
         if (slot < 0) {
-            api_fail(c, "invalid_field", path, "unknown input; the inputs are "
+            api_fail(c, "invalid_field", npath, "unknown input; the inputs are "
                      "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask");
             return false;
         }
         if (x->t[slot].present) {
-            api_fail(c, "invalid_field", path, "input %s given twice", name);
+            api_fail(c, "invalid_field", npath, "input %s given twice", name);
             return false;
         }
         if (!read_input(c, x, in, i, (enum v2_slot)slot))
