@@ -66,11 +66,26 @@ static size_t max_elements(const struct api_call *c)
     return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
 }
 
+/* true (after answering) when m is nested three deep: several heads. */
+static bool multi_head(struct api_call *c, const json_t *m, const char *path)
+{
+    if (!json_is_array(json_array_get(json_array_get(m, 0), 0)))
+        return false;
+    api_fail(c, "invalid_field", path, "verify takes one head: a matrix "
+             "[rows][width], not [heads][rows][width]");
+    return true;
+}
+
 /* q, k, v: one head each (rank 2), with agreeing widths and lengths. */
 static bool read_qkv(struct api_call *c, const json_t *body, size_t *budget,
                      struct verify_req *r)
 {
     struct api_tensor_spec spec = {r->in.dtype, API_ELEM_REAL, 2, 2, budget};
+
+    if (multi_head(c, member(body, "q"), "/q") ||
+        multi_head(c, member(body, "k"), "/k") ||
+        multi_head(c, member(body, "v"), "/v"))
+        return false;
 
     if (!api_read_tensor(c, member(body, "q"), "/q", &spec, &r->q) ||
         !api_read_tensor(c, member(body, "k"), "/k", &spec, &r->k) ||

@@ -1,0 +1,291 @@
+/*
+ * tests/api/test_api_verify.c — GET/POST /v1/verify and /verify in-process:
+ * the built-in example's table against the published figures (6 decimals),
+ * the softmax1 table recomputed here, the shape of each check, the same
+ * answer on both paths, caller data (float64 and float32, with RoPE and
+ * sink), the inputs echo, and the validation errors of a POST body.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+
+static struct api_ctx ctx;
+
+static json_t *call(const char *method, const char *path, const char *body,
+                    int *status)
+{
+    struct api_response r;
+    json_t *j;
+
+    t_call(&ctx, method, path, body, &r);
+    *status = r.status;
+    j = t_json(&r);
+    if (r.status != 200 && getenv("TEST_VERBOSE"))
+        printf("  %d %.*s\n", r.status, (int)r.body_len, r.body ? r.body : "");
+    api_response_free(&r);
+    return j;
+}
+
+static double at(const json_t *m, size_t i, size_t j)
+{
+    return json_number_value(json_array_get(json_array_get(m, i), j));
+}
+
+static json_t *check_named(json_t *report, const char *name)
+{
+    size_t i;
+    json_t *ck;
+
+    json_array_foreach(json_object_get(report, "checks"), i, ck)
+        if (strcmp(json_string_value(json_object_get(ck, "name")), name) == 0)
+            return ck;
+    return NULL;
+}
+
+static const double PUB_W[4][3] = {
+    {0.575975, 0.283995, 0.140029}, {0.445808, 0.445808, 0.108383},
+    {0.575975, 0.283995, 0.140029}, {0.445808, 0.445808, 0.108383}};
+static const double PUB_S[4][3] = {
+    {0.707107, 0, -0.707107}, {0.707107, 0.707107, -0.707107},
+    {2.828427, 2.121320, 1.414214}, {1.414214, 1.414214, 0}};
+
+TEST(get_builtin_table)
+{
+    int st;
+    json_t *j = call("GET", "/v1/verify", NULL, &st);
+    json_t *std = json_object_get(json_object_get(j, "table"), "standard");
+    static const char *const names[] = {"no_bias", "q_bias", "k_bias", "both"};
+
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_is_true(json_object_get(j, "passed")));
+    CHECK_STR(json_string_value(json_object_get(j, "example")), "builtin");
+    CHECK_STR(json_string_value(json_object_get(j, "dtype")), "float64");
+    CHECK_NEAR(json_number_value(json_object_get(j, "tolerance")), 1e-12, 0);
+    CHECK_EQ_INT(json_array_size(std), 4);
+    for (size_t c = 0; c < 4; c++) {
+        json_t *row = json_array_get(std, c);
+        CHECK_STR(json_string_value(json_object_get(row, "condition")), names[c]);
+        for (size_t k = 0; k < 3; k++) {
+            CHECK_NEAR(at(json_object_get(row, "scores"), 0, k), PUB_S[c][k], 5e-7);
+            CHECK_NEAR(at(json_object_get(row, "weights"), 0, k), PUB_W[c][k], 5e-7);
+        }
+    }
+    json_decref(j);
+}
+
+TEST(get_builtin_softmax1_table)
+{
+    int st;
+    json_t *j = call("GET", "/v1/verify", NULL, &st);
+    json_t *t1 = json_object_get(json_object_get(j, "table"), "softmax1");
+
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_array_size(t1), 4);
+    for (size_t c = 0; c < 4; c++) {
+        json_t *row = json_array_get(t1, c);
+        double sum = 1.0;
+        for (size_t k = 0; k < 3; k++)
+            sum += exp(PUB_S[c][k]);
+        for (size_t k = 0; k < 3; k++)  /* from the 6-decimal scores: 1e-5 */
+            CHECK_NEAR(at(json_object_get(row, "weights"), 0, k),
+                       exp(PUB_S[c][k]) / sum, 1e-5);
+    }
+    json_decref(j);
+}
+
+TEST(get_checks_shape)
+{
+    int st;
+    size_t i;
+    json_t *ck, *j = call("GET", "/v1/verify", NULL, &st);
+    json_t *checks = json_object_get(j, "checks");
+
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_array_size(checks), 17);
+    json_array_foreach(checks, i, ck) {
+        CHECK_EQ_INT(json_integer_value(json_object_get(ck, "id")), (long long)i + 1);
+        CHECK(json_is_string(json_object_get(ck, "claim")));
+        CHECK(json_is_true(json_object_get(ck, "passed")));
+        CHECK(json_is_boolean(json_object_get(ck, "applicable")));
+        CHECK(json_is_number(json_object_get(ck, "max_abs_diff")));
+        CHECK(json_is_number(json_object_get(ck, "tolerance")));
+        CHECK(json_is_object(json_object_get(ck, "data")));
+    }
+    ck = check_named(j, "k_bias_row_constant");
+    CHECK(ck != NULL);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(
+                   json_object_get(ck, "data"), "row_constant"), 0)),
+               3.0 / sqrt(2.0), 1e-15);
+    ck = check_named(j, "q_bias_exception");
+    CHECK(ck && json_is_false(json_object_get(ck, "applicable")));
+    CHECK(ck && json_is_string(json_object_get(ck, "note")));
+    json_decref(j);
+}
+
+TEST(short_path_and_post_builtin_agree)
+{
+    int s1, s2, s3;
+    json_t *a = call("GET", "/v1/verify", NULL, &s1);
+    json_t *b = call("GET", "/verify", NULL, &s2);
+    json_t *c = call("POST", "/verify",
+                     "{\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],"
+                     "\"v\":[[1,0,0],[0,1,0],[0,0,1]],"
+                     "\"bias\":{\"q\":[0,1],\"k\":[3,-2],\"v\":[1,-1,0.5]}}", &s3);
+
+    CHECK_EQ_INT(s1, 200);
+    CHECK_EQ_INT(s2, 200);
+    CHECK_EQ_INT(s3, 200);
+    json_object_del(a, "elapsed_us");
+    json_object_del(b, "elapsed_us");
+    CHECK(json_equal(a, b));
+    CHECK(json_equal(json_object_get(a, "table"), json_object_get(c, "table")));
+    CHECK(json_equal(json_object_get(a, "checks"), json_object_get(c, "checks")));
+    CHECK_STR(json_string_value(json_object_get(c, "example")), "request");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
+TEST(post_caller_data)
+{
+    int st;
+    json_t *j = call("POST", "/v1/verify",
+                     "{\"q\":[[0.2,-1,0.5,1],[1,1,0,-0.5]],"
+                     "\"k\":[[1,0,2,0],[0,1,0,1],[-1,0.5,0,0],[0.3,0.3,-1,2]],"
+                     "\"v\":[[1,2],[3,4],[5,6],[7,8]],"
+                     "\"bias\":{\"q\":[0,1,0,0],\"k\":[3,-2,1,0],\"v\":[1,1]},"
+                     "\"rope\":{\"base\":100,\"pairs\":\"half\"},"
+                     "\"softmax\":\"sink\",\"sink_logit\":0.5,"
+                     "\"tolerance\":1e-10,\"scale\":0.25}", &st);
+    json_t *in = json_object_get(j, "inputs");
+
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_is_true(json_object_get(j, "passed")));
+    CHECK_NEAR(json_number_value(json_object_get(j, "tolerance")), 1e-10, 0);
+    CHECK_NEAR(json_number_value(json_object_get(j, "scale")), 0.25, 0);
+    CHECK_STR(json_string_value(json_object_get(in, "softmax")), "sink");
+    CHECK_NEAR(json_number_value(json_object_get(in, "sink_logit")), 0.5, 0);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(in, "rope"), "base")),
+               100, 0);
+    CHECK_EQ_INT(json_array_size(json_object_get(in, "q")), 2);
+    /* table rows are [n][L] */
+    json_t *w = json_object_get(json_array_get(json_object_get(
+        json_object_get(j, "table"), "standard"), 0), "weights");
+    CHECK_EQ_INT(json_array_size(w), 2);
+    CHECK_EQ_INT(json_array_size(json_array_get(w, 0)), 4);
+    /* scores of the table equal scale * q.k, computed here */
+    CHECK_NEAR(at(json_object_get(json_array_get(json_object_get(
+                   json_object_get(j, "table"), "standard"), 0), "scores"), 1, 3),
+               0.25 * (1 * 0.3 + 1 * 0.3 + 0 * -1 + -0.5 * 2), 1e-15);
+    json_t *sink = check_named(j, "sink_extra_key");
+    CHECK(sink && json_is_true(json_object_get(sink, "passed")));
+    json_decref(j);
+}
+
+TEST(post_float32)
+{
+    int st;
+    json_t *j = call("POST", "/v1/verify",
+                     "{\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],\"v\":[[1],[2],[3]],"
+                     "\"bias\":{\"q\":[0,1],\"k\":[3,-2]},\"dtype\":\"float32\"}", &st);
+    json_t *w = json_object_get(json_array_get(json_object_get(
+        json_object_get(j, "table"), "standard"), 0), "weights");
+
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_is_true(json_object_get(j, "passed")));
+    CHECK_STR(json_string_value(json_object_get(j, "dtype")), "float32");
+    CHECK_NEAR(json_number_value(json_object_get(j, "tolerance")), 1e-4, 0);
+    CHECK(strstr(json_string_value(json_object_get(j, "tolerance_note")), "float32"));
+    CHECK_NEAR(at(w, 0, 0), 0.575975, 1e-6);
+    /* no bias.v: check 13 has no premise */
+    json_t *c13 = check_named(j, "v_bias_output_shift");
+    CHECK(c13 && json_is_false(json_object_get(c13, "applicable")));
+    json_decref(j);
+
+    /* float32 numbers print as the shortest float32 text */
+    struct api_response r;
+    t_call(&ctx, "POST", "/v1/verify",
+           "{\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],\"v\":[[1],[2],[3]],"
+           "\"dtype\":\"float32\"}", &r);
+    CHECK(r.body && strstr(r.body, "[[0.57597536,0.28399542,0.14002925]]"));
+    api_response_free(&r);
+}
+
+struct bad {
+    const char *body, *code, *path;
+};
+
+TEST(post_validation_errors)
+{
+    static const struct bad cases[] = {
+        {"{\"k\":[[1,0]],\"v\":[[1]]}", "invalid_field", "/q"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0,1]],\"v\":[[1]]}", "shape_mismatch", "/k"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1],[2]]}", "shape_mismatch", "/v"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0],[2]],\"v\":[[1],[2]]}", "ragged_matrix", "/k/1"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"tolerance\":0}", "invalid_field", "/tolerance"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"tolerance\":\"x\"}", "invalid_field", "/tolerance"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"extra\":1}", "invalid_field", "/extra"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"bias\":{\"k\":[1,2,3]}}", "shape_mismatch", "/bias/k"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"softmax\":\"sink\"}", "invalid_field", "/sink_logit"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"softmax\":\"hard\"}", "invalid_field", "/softmax"},
+        {"{\"q\":[[1,0,1]],\"k\":[[1,0,1]],\"v\":[[1]],\"rope\":true}", "invalid_field", "/rope"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"int8\"}", "invalid_field", "/dtype"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"scale\":-1}", "invalid_field", "/scale"},
+        {"{\"q\":[[[1,0]]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "invalid_field", "/q"},
+        {"{\"q\":[[1,0]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "invalid_field", "/k"},
+        {"{\"q\":[],\"k\":[[1,0]],\"v\":[[1]]}", "empty_matrix", "/q"},
+        {"{\"q\":[[1e39,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\"}", "non_finite", "/q/0/0"},
+        {"[1]", "invalid_json", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct api_response r;
+        t_call(&ctx, "POST", "/v1/verify", cases[i].body, &r);
+        CHECK_STR(t_err_code(&r), cases[i].code);
+        if (strcmp(t_err_code(&r), cases[i].code) != 0)
+            printf("  case %zu: %.*s\n", i, (int)r.body_len, r.body);
+        if (cases[i].path[0])
+            CHECK(strncmp(t_err_path(&r), cases[i].path, strlen(cases[i].path)) == 0);
+        api_response_free(&r);
+    }
+}
+
+TEST(methods_and_limits)
+{
+    struct api_response r;
+    t_call(&ctx, "DELETE", "/v1/verify", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK(t_hdr(&r, "Allow") && strstr(t_hdr(&r, "Allow"), "POST"));
+    api_response_free(&r);
+
+    static const char *const text[] = {"Content-Type", "text/plain", NULL};
+    t_call_h(&ctx, "POST", "/v1/verify", text, "{}", &r);
+    CHECK_EQ_INT(r.status, 415);
+    api_response_free(&r);
+
+    /* a tiny element budget refuses the report before computing */
+    size_t saved = ctx.cfg.max_elements;
+    ctx.cfg.max_elements = 200;
+    int st;
+    json_t *j = call("GET", "/v1/verify", NULL, &st);
+    CHECK_EQ_INT(st, 422);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+              "response_too_large");
+    json_decref(j);
+    ctx.cfg.max_elements = saved;
+}
+
+int main(void)
+{
+    t_ctx_init(&ctx);
+    RUN(get_builtin_table);
+    RUN(get_builtin_softmax1_table);
+    RUN(get_checks_shape);
+    RUN(short_path_and_post_builtin_agree);
+    RUN(post_caller_data);
+    RUN(post_float32);
+    RUN(post_validation_errors);
+    RUN(methods_and_limits);
+    TEST_MAIN_END();
+}
