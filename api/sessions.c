@@ -1,15 +1,797 @@
 /*
- * api/sessions.c — everything under /v1/sessions.
+ * api/sessions.c — everything under /v1/sessions: the KV-cache sessions of
+ * DESIGN.md over core/store.h.
  *
- * Owned by the sessions engineer; replaced wholesale. This minimal version
- * only lets the router link: it answers 404 not_found until the real
- * handler lands.
+ *   POST   /v1/sessions                 create        201 + Location
+ *   GET    /v1/sessions/{id}            describe
+ *   DELETE /v1/sessions/{id}            delete        204
+ *   POST   /v1/sessions/{id}/kv         append rows   (expected_length: 409)
+ *   GET    /v1/sessions/{id}/kv         the cached K and V
+ *   POST   /v1/sessions/{id}/attention  append k/v if given, then attend q
+ *   POST   /v1/sessions/{id}/truncate   keep the first `length` rows
+ *   POST   /v1/sessions/{id}/fork       copy into a new session  201
+ *
+ * A request on a session holds it (sess_acquire .. sess_release) from the
+ * moment its body is validated against the session's fixed parameters
+ * (dtype, heads, widths: read with the session's dtype) until the cache has
+ * been read or changed; the response is written after releasing it.
+ * Everything that can be refused (shapes, expected_length, response size,
+ * the attention options) is checked before the cache changes.
  */
 #include "api/internal.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/read.h"
+#include "api/write.h"
+#include "core/kv.h"
+#include "core/store.h"
+
+static const char route_root[] = "/v1/sessions";
+static const char route_id[] = "/v1/sessions/{id}";
+static const char route_kv[] = "/v1/sessions/{id}/kv";
+static const char route_attention[] = "/v1/sessions/{id}/attention";
+static const char route_truncate[] = "/v1/sessions/{id}/truncate";
+static const char route_fork[] = "/v1/sessions/{id}/fork";
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static size_t max_elements(const struct api_call *c)
+{
+    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+}
+
+/* A member of obj, or NULL when absent or JSON null. */
+static json_t *member(const json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/*
+ * An integer member in [lo, hi]; absent -> *out = dflt (required: error).
+ * JSON numbers with an integral value (2.0) count as integers.
+ */
+static bool read_int(struct api_call *c, const json_t *obj, const char *key,
+                     bool required, size_t lo, size_t hi, size_t dflt,
+                     size_t *out)
+{
+    char path[API_PATH_MAX];
+    json_t *v = member(obj, key);
+    api_pointer_key(path, sizeof path, "", key);
+    *out = dflt;
+    if (!v) {
+        if (required)
+            api_fail(c, "invalid_field", path, "\"%s\" is required", key);
+        return !required;
+    }
+    double x = json_is_number(v) ? json_number_value(v) : -1;
+    if (!json_is_number(v) || !(x >= (double)lo && x <= (double)hi) ||
+        x != floor(x)) {
+        api_fail(c, "invalid_field", path, "expected an integer %zu..%zu", lo, hi);
+        return false;
+    }
+    *out = (size_t)x;
+    return true;
+}
+
+static const char *softmax_name(enum attn_softmax s)
+{
+    switch (s) {
+    case ATTN_SOFTMAX_ONE: return "softmax1";
+    case ATTN_SOFTMAX_SINK: return "sink";
+    case ATTN_SOFTMAX_STANDARD: break;
+    }
+    return "standard";
+}
+
+/* The session object of GET /v1/sessions/{id}; new reference. */
+static json_t *session_json(const struct sess_spec *sp,
+                            const struct sess_info *info)
+{
+    json_int_t max_tokens = sp->max_tokens > (size_t)INT64_MAX
+                                ? (json_int_t)INT64_MAX
+                                : (json_int_t)sp->max_tokens;
+    /* milliseconds are plenty, and keep the text short */
+    double expires = info->expires_in_s >= 0
+                         ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, "
+                     "s:f, s:f, s:f}",
+                     "id", info->id, "length", (json_int_t)info->length,
+                     "heads", (json_int_t)sp->shape.h,
+                     "kv_heads", (json_int_t)sp->shape.h_kv,
+                     "d_k", (json_int_t)sp->shape.d_k,
+                     "d_v", (json_int_t)sp->shape.d_v,
+                     "dtype", attn_dtype_name(sp->params.dtype),
+                     "softmax", softmax_name(sp->params.softmax),
+                     "bytes", (json_int_t)info->bytes,
+                     "max_tokens", max_tokens,
+                     "expires_in_s", expires, "ttl_s", sp->ttl_s,
+                     "scale", sp->params.scale);
+}
+
+/* Answer with a held session's object and release it. */
+static void reply_session(struct api_call *c, struct sess *s, int status)
+{
+    struct sess_store *st = c->ctx->store;
+    struct sess_info info;
+    sess_get_info(st, s, &info);
+    json_t *j = session_json(sess_spec(s), &info);
+    sess_release(st, s);
+    api_reply_json(c, status, j);
+}
+
+/* Answer 201 for a session just created (or forked) under id. */
+static void reply_created(struct api_call *c, const char *id)
+{
+    char loc[sizeof route_root + SESS_ID_MAX + 1];
+    struct sess *s;
+    snprintf(loc, sizeof loc, "%s/%s", route_root, id);
+    enum core_status rc = sess_acquire(c->ctx->store, id, &s);
+    if (rc != CORE_OK) {        /* evicted in between (lru): say so */
+        api_fail_core(c, rc, NULL);
+        return;
+    }
+    reply_session(c, s, 201);
+    if (c->resp->status == 201)
+        api_response_header(c->resp, "Location", loc);
+}
+
+/* Look up id; answers 404 session_not_found and returns NULL if absent. */
+static struct sess *acquire(struct api_call *c, const char *id)
+{
+    struct sess *s = NULL;
+    if (sess_acquire(c->ctx->store, id, &s) != CORE_OK) {
+        api_fail(c, "session_not_found", NULL, NULL);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- reading rows of a session's shape ------------------------------------ */
+
+/*
+ * A per-head tensor member: [rows][width] when heads == 1, or
+ * [heads][rows][width]; read in the session's dtype. *rows is set.
+ */
+static bool read_heads(struct api_call *c, const json_t *body, const char *key,
+                       enum attn_dtype dt, size_t heads, size_t width,
+                       size_t *budget, struct api_tensor *t, size_t *rows)
+{
+    char path[API_PATH_MAX];
+    struct api_tensor_spec spec = {dt, API_ELEM_REAL, 2, 3, budget};
+    size_t h, cols;
+    api_pointer_key(path, sizeof path, "", key);
+    if (!api_read_tensor(c, member(body, key), path, &spec, t))
+        return false;
+    api_tensor_heads(t, &h, rows, &cols);
+    if (t->rank == 2 && heads != 1) {
+        api_fail(c, "shape_mismatch", path,
+                 "the session has %zu heads here: send [%zu][rows][%zu]",
+                 heads, heads, width);
+        return false;
+    }
+    if (h != heads || cols != width) {
+        api_fail(c, "shape_mismatch", path,
+                 "expected [%zu][rows][%zu] (the session's shape), got "
+                 "[%zu][%zu][%zu]", heads, width, h, *rows, cols);
+        return false;
+    }
+    return true;
+}
+
+/* Optional k and v (both or neither) of a held session; *m = rows (0 when
+ * absent). */
+static bool read_kv(struct api_call *c, const json_t *body,
+                    const struct sess_spec *sp, bool required, size_t *budget,
+                    struct api_tensor *k, struct api_tensor *v, size_t *m)
+{
+    const struct attn_shape *sh = &sp->shape;
+    bool hk = member(body, "k") != NULL, hv = member(body, "v") != NULL;
+    size_t mv;
+    *m = 0;
+    if (!hk && !hv && !required)
+        return true;
+    if (!hk || !hv) {
+        api_fail(c, "invalid_field", hk ? "/v" : "/k",
+                 "\"k\" and \"v\" are required together");
+        return false;
+    }
+    if (!read_heads(c, body, "k", sp->params.dtype, sh->h_kv, sh->d_k, budget,
+                    k, m) ||
+        !read_heads(c, body, "v", sp->params.dtype, sh->h_kv, sh->d_v, budget,
+                    v, &mv))
+        return false;
+    if (mv != *m) {
+        api_fail(c, "shape_mismatch", "/v", "v has %zu rows, k has %zu", mv, *m);
+        return false;
+    }
+    return true;
+}
+
+/* 409 length_conflict unless expected (>= 0) is the held session's length. */
+static bool check_expected(struct api_call *c, const struct sess *s,
+                          long long expected)
+{
+    if (expected < 0 || (size_t)expected == sess_length(s))
+        return true;
+    api_fail(c, "length_conflict", "/expected_length",
+             "the cache has %zu rows, expected_length is %lld",
+             sess_length(s), expected);
+    return false;
+}
+
+/* Optional "expected_length": -1 when absent. */
+static bool read_expected(struct api_call *c, const json_t *body,
+                          long long *out)
+{
+    size_t x;
+    *out = -1;
+    if (!member(body, "expected_length"))
+        return true;
+    if (!read_int(c, body, "expected_length", false, 0, (size_t)INT64_MAX, 0, &x))
+        return false;
+    *out = (long long)x;
+    return true;
+}
+
+/* ---- POST /v1/sessions ------------------------------------------------------ */
+
+static const char *const create_fields[] = {
+    "d_k", "d_v", "heads", "kv_heads", "dtype", "softmax", "sink_logit",
+    "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", NULL};
+
+/* Everything a create request owns while it is being read. */
+struct create_req {
+    struct sess_spec spec;
+    struct api_bias bias;
+    double *slopes;
+};
+
+static bool read_dims(struct api_call *c, const json_t *body,
+                      struct attn_shape *sh)
+{
+    size_t lim = max_elements(c), w;
+    if (!read_int(c, body, "d_k", true, 1, lim, 0, &sh->d_k) ||
+        !read_int(c, body, "d_v", true, 1, lim, 0, &sh->d_v) ||
+        !read_int(c, body, "heads", false, 1, lim, 1, &sh->h) ||
+        !read_int(c, body, "kv_heads", false, 1, lim, sh->h, &sh->h_kv))
+        return false;
+    if (sh->h % sh->h_kv != 0) {
+        api_fail(c, "shape_mismatch", "/kv_heads",
+                 "heads (%zu) must be a multiple of kv_heads (%zu)", sh->h, sh->h_kv);
+        return false;
+    }
+    /* one row of q, and one row of k and v over all heads, must fit in a
+     * request */
+    if (!core_mul(sh->h, sh->d_k, &w) || w > lim ||
+        !core_add(sh->d_k, sh->d_v, &w) || !core_mul(w, sh->h_kv, &w) || w > lim) {
+        api_fail(c, "limit_exceeded", "/heads",
+                 "a row over all heads would pass --max-elements (%zu)", lim);
+        return false;
+    }
+    return true;
+}
+
+static bool read_ttl(struct api_call *c, const json_t *body, double *ttl)
+{
+    json_t *v = member(body, "ttl_s");
+    *ttl = c->ctx->cfg.session_ttl_s;
+    if (!v)
+        return true;
+    double x = json_is_number(v) ? json_number_value(v) : -1;
+    if (!json_is_number(v) || !(x > 0) || x > 31536000.0) {
+        api_fail(c, "invalid_field", "/ttl_s",
+                 "expected seconds in (0, 31536000]");
+        return false;
+    }
+    *ttl = x;
+    return true;
+}
+
+static bool read_create(struct api_call *c, const json_t *body,
+                        struct create_req *cr)
+{
+    struct sess_spec *sp = &cr->spec;
+    struct attn_params *p = &sp->params;
+    size_t budget = max_elements(c);
+    size_t tok_max = c->ctx->cfg.max_tokens ? c->ctx->cfg.max_tokens : SIZE_MAX;
+    bool given;
+    if (!api_check_fields(c, body, "", create_fields) ||
+        !api_read_dtype(c, member(body, "dtype"), "/dtype", &p->dtype) ||
+        !read_dims(c, body, &sp->shape) ||
+        !api_read_softmax(c, body, "", &p->softmax, &p->sink_logit) ||
+        !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
+        !api_read_rope(c, member(body, "rope"), "/rope", sp->shape.d_k,
+                       &p->rope, &p->rope_base, &p->rope_pairs) ||
+        !api_read_alibi(c, member(body, "alibi"), "/alibi", sp->shape.h,
+                        &p->alibi, &cr->slopes) ||
+        !api_read_bias(c, member(body, "bias"), "/bias", p->dtype, &sp->shape,
+                       &budget, &cr->bias) ||
+        !read_int(c, body, "max_tokens", false, 1, tok_max,
+                  c->ctx->cfg.max_tokens, &sp->max_tokens) ||
+        !read_ttl(c, body, &sp->ttl_s))
+        return false;
+    if (!given)
+        p->scale = attn_default_scale(sp->shape.d_k);
+    p->alibi_slopes = cr->slopes;
+    struct attn_inputs in = {0};
+    api_bias_inputs(&cr->bias, &in);
+    sp->bias_q = in.bias_q;
+    sp->bias_k = in.bias_k;
+    sp->bias_v = in.bias_v;
+    sp->bias_q_heads = in.bias_q_heads;
+    sp->bias_k_heads = in.bias_k_heads;
+    sp->bias_v_heads = in.bias_v_heads;
+    return true;
+}
+
+static void sessions_create(struct api_call *c)
+{
+    struct create_req cr;
+    char id[SESS_ID_MAX];
+    memset(&cr, 0, sizeof cr);
+    json_t *body = api_parse_body(c);
+    if (!body)
+        return;
+    bool ok = read_create(c, body, &cr);
+    json_decref(body);
+    if (ok) {
+        enum core_status rc = sess_create(c->ctx->store, &cr.spec, id);
+        if (rc == CORE_OK)
+            reply_created(c, id);
+        else
+            api_fail_core(c, rc, NULL);
+    }
+    api_bias_free(&cr.bias);
+    free(cr.slopes);
+}
+
+/* ---- POST /v1/sessions/{id}/kv ------------------------------------------- */
+
+static const char *const append_fields[] = {"k", "v", "expected_length", NULL};
+
+/* The wire error for a failed append (expected_length has a path). */
+static void fail_append(struct api_call *c, enum core_status rc)
+{
+    if (rc == CORE_ELENGTH)
+        api_fail_core(c, rc, "/expected_length");
+    else
+        api_fail_core(c, rc, NULL);
+}
+
+static void kv_append_req(struct api_call *c, const char *id)
+{
+    struct api_tensor k = {0}, v = {0};
+    size_t budget = max_elements(c), m;
+    long long expected;
+    json_t *body = api_parse_body(c);
+    if (!body)
+        return;
+    if (!api_check_fields(c, body, "", append_fields) ||
+        !read_expected(c, body, &expected)) {
+        json_decref(body);
+        return;
+    }
+    struct sess *s = acquire(c, id);
+    if (!s) {
+        json_decref(body);
+        return;
+    }
+    bool ok = check_expected(c, s, expected) &&
+              read_kv(c, body, sess_spec(s), true, &budget, &k, &v, &m);
+    json_decref(body);
+    if (ok) {
+        enum core_status rc = sess_append(c->ctx->store, s, k.data, v.data, m,
+                                          expected);
+        if (rc == CORE_OK) {
+            reply_session(c, s, 200);
+            s = NULL;
+        } else {
+            fail_append(c, rc);
+        }
+    }
+    if (s)
+        sess_release(c->ctx->store, s);
+    api_tensor_free(&k);
+    api_tensor_free(&v);
+}
+
+/* ---- GET /v1/sessions/{id}/kv -------------------------------------------- */
+
+/* Append one cached matrix (all heads) of the cache: rank 2 for one head. */
+static void write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys)
+{
+    size_t H = kv_heads(kv), L = kv_length(kv);
+    size_t shape[2] = {L, keys ? kv_d_k(kv) : kv_d_v(kv)};
+    if (H > 1)
+        api_buf_putc(b, '[');
+    for (size_t g = 0; g < H; g++) {
+        if (g)
+            api_buf_putc(b, ',');
+        if (L == 0)
+            api_buf_puts(b, "[]");
+        else
+            api_write_matrix(b, keys ? kv_k(kv, g) : kv_v(kv, g), kv_dtype(kv),
+                             2, shape, 0, false);
+    }
+    if (H > 1)
+        api_buf_putc(b, ']');
+}
+
+static void kv_get_req(struct api_call *c, const char *id)
+{
+    struct sess *s = acquire(c, id);
+    if (!s)
+        return;
+    const struct kv_cache *kv = sess_cache(s);
+    size_t L = kv_length(kv), numbers, cap, w;
+    if (!core_add(kv_d_k(kv), kv_d_v(kv), &w) ||
+        !core_mul3(L, w, kv_heads(kv), &numbers) || numbers > max_elements(c) ||
+        !core_mul(numbers, API_NUM_MAX, &cap) || !core_add(cap, 4096 + 8 * L * kv_heads(kv), &cap)) {
+        sess_release(c->ctx->store, s);
+        api_fail(c, "response_too_large", NULL,
+                 "the cache holds more than %zu numbers (--max-elements)",
+                 max_elements(c));
+        return;
+    }
+    struct api_buf b;
+    api_buf_init(&b, cap);
+    api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"k\":", L,
+                   attn_dtype_name(kv_dtype(kv)));
+    write_cached(&b, kv, true);
+    api_buf_puts(&b, ",\"v\":");
+    write_cached(&b, kv, false);
+    api_buf_putc(&b, '}');
+    sess_release(c->ctx->store, s);
+    api_reply_buf(c, 200, &b);
+}
+
+/* ---- POST /v1/sessions/{id}/attention --------------------------------------- */
+
+static const char *const attention_fields[] = {
+    "q", "k", "v", "causal", "attn_bias", "mask", "return", "expected_length",
+    "empty_rows", "encoding", "digits", NULL};
+
+/* Everything an attention request owns. */
+struct att_req {
+    struct api_tensor q, k, v, attn_bias, mask;
+    size_t m;                       /* rows to append */
+    long long expected;
+    struct sess_query query;
+    struct attn_request r;          /* the pass (L = length + m) */
+    int q_rank;
+    enum api_encoding encoding;
+    int digits;
+};
+
+static void att_req_free(struct att_req *a)
+{
+    api_tensor_free(&a->q);
+    api_tensor_free(&a->k);
+    api_tensor_free(&a->v);
+    api_tensor_free(&a->attn_bias);
+    api_tensor_free(&a->mask);
+}
+
+static bool read_att_options(struct api_call *c, const json_t *body,
+                             struct att_req *a)
+{
+    struct sess_query *q = &a->query;
+    return api_read_causal(c, member(body, "causal"), "/causal", &q->causal) &&
+           api_read_empty_rows(c, member(body, "empty_rows"), "/empty_rows",
+                               &q->empty_rows) &&
+           api_read_return(c, member(body, "return"), "/return", &q->outputs) &&
+           api_read_encoding(c, member(body, "encoding"), "/encoding",
+                             &a->encoding) &&
+           api_read_digits(c, member(body, "digits"), "/digits", &a->digits) &&
+           read_expected(c, body, &a->expected);
+}
+
+/* The arrays, read against the held session s. */
+static bool read_att_arrays(struct api_call *c, const json_t *body,
+                            const struct sess *s, struct att_req *a)
+{
+    const struct sess_spec *sp = sess_spec(s);
+    size_t budget = max_elements(c), n;
+    if (!read_heads(c, body, "q", sp->params.dtype, sp->shape.h, sp->shape.d_k,
+                    &budget, &a->q, &n) ||
+        !read_kv(c, body, sp, false, &budget, &a->k, &a->v, &a->m))
+        return false;
+    a->q_rank = a->q.rank;
+    a->query.q = a->q.data;
+    a->query.n = n;
+    if (sess_request(s, &a->query, a->m, &a->r) != CORE_OK) {
+        api_fail(c, "limit_exceeded", "/k", "the cache would be too long");
+        return false;
+    }
+    if (!api_read_score_matrix(c, member(body, "attn_bias"), "/attn_bias",
+                               API_ELEM_NULLABLE, sp->params.dtype,
+                               &a->r.shape, &budget, &a->attn_bias,
+                               &a->query.attn_bias_heads) ||
+        !api_read_score_matrix(c, member(body, "mask"), "/mask", API_ELEM_BOOL,
+                               sp->params.dtype, &a->r.shape, &budget,
+                               &a->mask, &a->query.mask_heads))
+        return false;
+    a->query.attn_bias = a->attn_bias.data;
+    a->query.mask = a->mask.data;
+    return sess_request(s, &a->query, a->m, &a->r) == CORE_OK;
+}
+
+/* Checks that need the held session's length: expected_length, an empty
+ * cache, the pass's validity and the response's size. */
+static bool check_att(struct api_call *c, const struct sess *s,
+                      struct att_req *a, size_t *cap)
+{
+    size_t numbers;
+    if (!check_expected(c, s, a->expected))
+        return false;
+    if (a->r.shape.L == 0) {
+        api_fail(c, "empty_matrix", "/k",
+                 "the session's cache is empty: send \"k\" and \"v\" first");
+        return false;
+    }
+    enum core_status rc = attn_check(&a->r);
+    if (rc != CORE_OK) {
+        api_fail_core(c, rc, NULL);
+        return false;
+    }
+    if (!api_attention_numbers(&a->r, &numbers) || numbers > max_elements(c) ||
+        !api_attention_max_bytes(&a->r, a->encoding, cap)) {
+        api_fail(c, "response_too_large", "/return",
+                 "the response would hold more than %zu numbers "
+                 "(--max-elements); ask for fewer outputs via \"return\"",
+                 max_elements(c));
+        return false;
+    }
+    return true;
+}
+
+/* Result buffers for the selected outputs; false on overflow or ENOMEM. */
+static bool result_alloc(const struct attn_request *r, struct attn_result *res)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
+    memset(res, 0, sizeof *res);
+    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
+        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
+        !core_mul(s->h, s->n, &rows))
+        return false;
+    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
+        return false;
+    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
+        return false;
+    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
+        return false;
+    return (res->empty = calloc(rows, 1)) != NULL;
+}
+
+static void result_free(struct attn_result *res)
+{
+    free(res->scores);
+    free(res->weights);
+    free(res->output);
+    free(res->empty);
+    memset(res, 0, sizeof *res);
+}
+
+/* Append and attend on the held session; the session is released here. */
+static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
+{
+    struct sess_store *st = c->ctx->store;
+    struct attn_result res;
+    size_t cap;
+    if (!check_att(c, s, a, &cap)) {
+        sess_release(st, s);
+        return;
+    }
+    if (!result_alloc(&a->r, &res)) {
+        sess_release(st, s);
+        result_free(&res);
+        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        return;
+    }
+    enum core_status rc = sess_attend(st, s, a->k.data, a->v.data, a->m,
+                                      &a->query, &res, c->req->ws);
+    sess_release(st, s);
+    if (rc != CORE_OK) {
+        result_free(&res);
+        fail_append(c, rc);
+        return;
+    }
+    struct api_buf buf;
+    api_buf_init(&buf, cap);
+    api_write_attention(&buf, &(struct api_attention_view){
+        .req = &a->r, .res = &res, .q_rank = a->q_rank,
+        .encoding = a->encoding, .digits = a->digits,
+        .elapsed_us = api_now_us() - c->t0_us});
+    result_free(&res);
+    api_reply_buf(c, 200, &buf);
+}
+
+static void attention_req(struct api_call *c, const char *id)
+{
+    struct att_req a;
+    memset(&a, 0, sizeof a);
+    json_t *body = api_parse_body(c);
+    if (!body)
+        return;
+    if (!api_check_fields(c, body, "", attention_fields) ||
+        !read_att_options(c, body, &a)) {
+        json_decref(body);
+        return;
+    }
+    struct sess *s = acquire(c, id);
+    if (s) {
+        bool ok = read_att_arrays(c, body, s, &a);
+        json_decref(body);
+        body = NULL;
+        if (ok)
+            att_run(c, s, &a);
+        else
+            sess_release(c->ctx->store, s);
+    }
+    json_decref(body);
+    att_req_free(&a);
+}
+
+/* ---- truncate, fork, get, delete ----------------------------------------- */
+
+static void truncate_req(struct api_call *c, const char *id)
+{
+    static const char *const fields[] = {"length", NULL};
+    size_t length;
+    json_t *body = api_parse_body(c);
+    if (!body)
+        return;
+    bool ok = api_check_fields(c, body, "", fields) &&
+              read_int(c, body, "length", true, 0, (size_t)INT64_MAX, 0, &length);
+    json_decref(body);
+    if (!ok)
+        return;
+    struct sess *s = acquire(c, id);
+    if (!s)
+        return;
+    if (length > sess_length(s)) {
+        size_t len = sess_length(s);
+        sess_release(c->ctx->store, s);
+        api_fail(c, "invalid_field", "/length",
+                 "length must be 0..%zu (the cache's length)", len);
+        return;
+    }
+    enum core_status rc = sess_truncate(c->ctx->store, s, length);
+    if (rc != CORE_OK) {
+        sess_release(c->ctx->store, s);
+        api_fail_core(c, rc, NULL);
+        return;
+    }
+    reply_session(c, s, 200);
+}
+
+static void fork_req(struct api_call *c, const char *id)
+{
+    static const char *const none[] = {NULL};
+    char nid[SESS_ID_MAX];
+    json_t *body = api_parse_body_optional(c);
+    if (!body)
+        return;
+    bool ok = api_check_fields(c, body, "", none);
+    json_decref(body);
+    if (!ok)
+        return;
+    struct sess *s = acquire(c, id);
+    if (!s)
+        return;
+    enum core_status rc = sess_fork(c->ctx->store, s, nid);
+    sess_release(c->ctx->store, s);
+    if (rc != CORE_OK)
+        api_fail_core(c, rc, NULL);
+    else
+        reply_created(c, nid);
+}
+
+static void get_req(struct api_call *c, const char *id)
+{
+    struct sess *s = acquire(c, id);
+    if (s)
+        reply_session(c, s, 200);
+}
+
+static void delete_req(struct api_call *c, const char *id)
+{
+    if (sess_delete(c->ctx->store, id) != CORE_OK)
+        api_fail(c, "session_not_found", NULL, NULL);
+    else
+        api_reply_empty(c, 204);
+}
+
+/* ---- routing -------------------------------------------------------------- */
+
+static bool is_method(const struct api_call *c, const char *m)
+{
+    return strcmp(c->req->method, m) == 0;
+}
+
+/* Split "/{id}[/action]" into id and action ("" if none); an overlong id
+ * becomes "" (unknown to the store: 404 session_not_found). false: no id. */
+static bool split_rest(const char *rest, char *id, const char **action)
+{
+    const char *p = rest + 1, *slash = strchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    if (n == 0)
+        return false;
+    if (n >= SESS_ID_MAX)
+        n = 0;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    *action = slash ? slash + 1 : "";
+    return true;
+}
+
+/* Dispatch "/{id}/action" by action and method. */
+static void on_session(struct api_call *c, const char *id, const char *action)
+{
+    bool get = is_method(c, "GET"), post = is_method(c, "POST");
+    if (action[0] == '\0') {
+        c->resp->route = route_id;
+        if (get)
+            get_req(c, id);
+        else if (is_method(c, "DELETE"))
+            delete_req(c, id);
+        else
+            api_fail_method(c, "GET, DELETE");
+    } else if (strcmp(action, "kv") == 0) {
+        c->resp->route = route_kv;
+        if (get)
+            kv_get_req(c, id);
+        else if (post)
+            kv_append_req(c, id);
+        else
+            api_fail_method(c, "GET, POST");
+    } else {
+        static const struct {
+            const char *name, *route;
+            void (*fn)(struct api_call *, const char *);
+        } posts[] = {{"attention", route_attention, attention_req},
+                     {"truncate", route_truncate, truncate_req},
+                     {"fork", route_fork, fork_req}};
+        for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++) {
+            if (strcmp(action, posts[i].name) != 0)
+                continue;
+            c->resp->route = posts[i].route;
+            if (post)
+                posts[i].fn(c, id);
+            else
+                api_fail_method(c, "POST");
+            return;
+        }
+        c->resp->route = route_root;
+        api_fail(c, "not_found", NULL, "no such route under /v1/sessions");
+    }
+}
+
 void api_sessions(struct api_call *c, const char *rest)
 {
-    (void)rest;
-    c->resp->route = "/v1/sessions";
-    api_fail(c, "not_found", NULL, "sessions are not available in this build");
+    char id[SESS_ID_MAX];
+    const char *action = "";
+    c->resp->route = route_root;
+    if (!c->ctx->store) {
+        api_fail(c, "capacity_exhausted", NULL, "sessions are not available");
+        return;
+    }
+    if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
+        if (is_method(c, "POST"))
+            sessions_create(c);
+        else
+            api_fail_method(c, "POST");
+        return;
+    }
+    if (!split_rest(rest, id, &action)) {
+        api_fail(c, "not_found", NULL, "no such route under /v1/sessions");
+        return;
+    }
+    on_session(c, id, action);
 }
