@@ -1,0 +1,155 @@
+"""tests/e2e/test_e2e_verify.py — /v1/verify and /verify against the real daemon.
+
+GET on both paths gives the same report, whose table matches the seed
+article's published figures to 6 decimals; the softmax1 table is recomputed
+here with Python's math module; POST runs every check on caller data
+(float64 and float32); bad bodies get the DESIGN.md error shape.
+"""
+import math
+
+PUB_SCORES = [
+    (0.707107, 0.0, -0.707107),
+    (0.707107, 0.707107, -0.707107),
+    (2.828427, 2.121320, 1.414214),
+    (1.414214, 1.414214, 0.0),
+]
+PUB_WEIGHTS = [
+    (0.575975, 0.283995, 0.140029),
+    (0.445808, 0.445808, 0.108383),
+    (0.575975, 0.283995, 0.140029),
+    (0.445808, 0.445808, 0.108383),
+]
+
+SEED_Q = [[1, 0]]
+SEED_K = [[1, 0], [0, 1], [-1, 0]]
+
+
+def scores_of(q, k, bq, bk):
+    """scale * (q + bq) . (k_j + bk), here in plain Python."""
+    d = len(q)
+    qq = [q[i] + bq[i] for i in range(d)]
+    return [sum(qq[i] * (kj[i] + bk[i]) for i in range(d)) / math.sqrt(d) for kj in k]
+
+
+def by_name(report, name):
+    return next(c for c in report["checks"] if c["name"] == name)
+
+
+def test_get_both_paths_equal_and_published_table(attnd):
+    a = attnd.get("/v1/verify")
+    b = attnd.get("/verify")
+    assert a.status == 200 and b.status == 200
+    assert a.headers["content-type"].startswith("application/json")
+    ra, rb = a.json(), b.json()
+    ra.pop("elapsed_us")
+    rb.pop("elapsed_us")
+    assert ra == rb
+    assert ra["passed"] is True
+    assert ra["example"] == "builtin"
+    assert ra["tolerance"] == 1e-12
+    table = ra["table"]["standard"]
+    assert [t["condition"] for t in table] == ["no_bias", "q_bias", "k_bias", "both"]
+    for row, s_pub, w_pub in zip(table, PUB_SCORES, PUB_WEIGHTS):
+        assert [round(x, 6) for x in row["scores"][0]] == [round(x, 6) for x in s_pub]
+        assert [round(x, 6) for x in row["weights"][0]] == list(w_pub)
+
+
+def test_get_softmax1_table_recomputed(attnd):
+    r = attnd.get("/v1/verify").json()
+    conds = [([0, 0], [0, 0]), ([0, 1], [0, 0]), ([0, 0], [3, -2]), ([0, 1], [3, -2])]
+    for row, (bq, bk) in zip(r["table"]["softmax1"], conds):
+        s = scores_of(SEED_Q[0], SEED_K, bq, bk)
+        den = 1 + sum(math.exp(x) for x in s)
+        for got, x in zip(row["weights"][0], s):
+            assert abs(got - math.exp(x) / den) < 1e-12
+        assert 0 < sum(row["weights"][0]) < 1
+    # softmax1 is not shift invariant: no bias vs common K bias differ
+    t1 = r["table"]["softmax1"]
+    assert abs(t1[0]["weights"][0][0] - t1[2]["weights"][0][0]) > 0.05
+
+
+def test_get_every_check_reported(attnd):
+    r = attnd.get("/v1/verify").json()
+    assert [c["id"] for c in r["checks"]] == list(range(1, 18))
+    for c in r["checks"]:
+        assert set(c) >= {"id", "name", "claim", "passed", "max_abs_diff",
+                          "tolerance", "applicable", "data"}
+        assert c["passed"] is True
+        if c["applicable"] and not c["expect_change"]:
+            assert c["max_abs_diff"] <= c["tolerance"]
+    assert by_name(r, "q_bias_exception")["applicable"] is False
+    assert by_name(r, "session_decode")["applicable"] is True
+    rc = by_name(r, "k_bias_row_constant")["data"]["row_constant"]
+    assert abs(rc[0] - 3 / math.sqrt(2)) < 1e-15
+
+
+def test_post_caller_data(attnd):
+    body = {
+        "q": [[0.2, -1, 0.5], [1, 1, 0]],
+        "k": [[1, 0, 0], [0, 1, 0], [-1, 0.5, 0], [2, 2, 0]],
+        "v": [[1, 2], [3, 4], [5, 6], [7, 8]],
+        "bias": {"q": [1, 2, 3], "k": [3, -2, 1], "v": [0.5, -0.5]},
+        "softmax": "softmax1",
+        "tolerance": 1e-10,
+    }
+    res = attnd.post("/v1/verify", body)
+    assert res.status == 200, res
+    r = res.json()
+    assert r["passed"] is True
+    assert r["example"] == "request"
+    assert r["inputs"]["q"] == body["q"]
+    assert r["inputs"]["softmax"] == "softmax1"
+    assert r["tolerance"] == 1e-10
+    # keys lie in the xy-plane: bQ = (1,2,3) projects to (0,0,3)
+    ex = by_name(r, "q_bias_exception")
+    assert ex["applicable"] is True and ex["passed"] is True
+    used = ex["data"]["bias_q_used"]
+    assert abs(used[0]) < 1e-12 and abs(used[1]) < 1e-12 and abs(used[2] - 3) < 1e-12
+    # check 1 against scores computed here
+    s = by_name(r, "base_scores")["data"]["scores_core"]
+    for i, q in enumerate(body["q"]):
+        for j, x in enumerate(scores_of(q, body["k"], [0] * 3, [0] * 3)):
+            assert abs(s[i][j] - x) < 1e-12
+    # the same report on the short path
+    r2 = attnd.post("/verify", body).json()
+    r.pop("elapsed_us")
+    r2.pop("elapsed_us")
+    assert r == r2
+
+
+def test_post_float32(attnd):
+    body = {"q": SEED_Q, "k": SEED_K, "v": [[1], [2], [3]],
+            "bias": {"q": [0, 1], "k": [3, -2], "v": [1]}, "dtype": "float32"}
+    res = attnd.post("/v1/verify", body)
+    assert res.status == 200, res
+    r = res.json()
+    assert r["passed"] is True
+    assert r["dtype"] == "float32"
+    assert r["tolerance"] == 1e-4
+    assert "float32" in r["tolerance_note"]
+    w = r["table"]["standard"][0]["weights"][0]
+    assert [round(x, 6) for x in w] == list(PUB_WEIGHTS[0])
+    assert b"0.57597536" in res.body   # shortest float32 text
+
+
+def test_post_errors(attnd):
+    cases = [
+        ({"k": [[1]], "v": [[1]]}, 422, "invalid_field", "/q"),
+        ({"q": [[1, 0]], "k": [[1, 0, 0]], "v": [[1]]}, 422, "shape_mismatch", "/k"),
+        ({"q": [[1, 0]], "k": [[1, 0]], "v": [[1]], "tolerance": -1}, 422,
+         "invalid_field", "/tolerance"),
+        ({"q": [[1, 0]], "k": [[1, 0]], "v": [[1]], "bias": {"v": [1, 2]}}, 422,
+         "shape_mismatch", "/bias/v"),
+        ({"q": [[1, 0]], "k": [[1, 0]], "v": [[1]], "nope": 1}, 422,
+         "invalid_field", "/nope"),
+    ]
+    for body, status, code, path in cases:
+        res = attnd.post("/v1/verify", body)
+        assert res.status == status, (body, res)
+        err = res.json()["error"]
+        assert err["code"] == code and err["path"] == path, (body, err)
+    res = attnd.request("POST", "/v1/verify", "{not json",
+                        headers={"Content-Type": "application/json"})
+    assert res.status == 400 and res.json()["error"]["code"] == "invalid_json"
+    res = attnd.request("PUT", "/verify")
+    assert res.status == 405 and "POST" in res.headers.get("allow", "")
