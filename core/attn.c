@@ -34,7 +34,9 @@ __m256d _ZGVdN4v_exp(__m256d x);
 #define ATTN_CHUNK 16
 /* Tiles of at most this many query rows use plain loops instead of gemm
  * (decode is memory-bound; see tests/bench/bench_core.c). */
+#ifndef ATTN_LOOP_ROWS
 #define ATTN_LOOP_ROWS 4
+#endif
 /* Target bytes of one tile's score rows, and the tile height bounds. */
 #ifndef ATTN_TILE_BYTES
 #define ATTN_TILE_BYTES ((size_t)1 << 20)
