@@ -297,12 +297,9 @@
   /* /v1/verify examines what the bias vectors do, so it gets them whether
    * or not they are switched on for the heat maps. */
   function verifyBody() {
-    var sm = softmaxChoice();
-    return {
-      q: state.q, k: state.k, v: state.v,
-      bias: { q: state.bq, k: state.bk, v: state.bv },
-      softmax: sm === 'sink' ? 'standard' : sm
-    };
+    var body = commonOptions({ q: state.q, k: state.k, v: state.v });
+    body.bias = { q: state.bq, k: state.bk, v: state.bv };
+    return body;
   }
 
   /* ---- heat maps ----------------------------------------------------- */
@@ -489,25 +486,29 @@
   }
 
   /* ---- claims (/v1/verify) -------------------------------------------- */
-  /* Topics of the checks, matched on id and claim text, and when each is
-   * the one the learner is looking at. */
-  var TOPICS = [
-    { re: /base/i, when: function (o) { return !o.bq && !o.bk; } },
-    { re: /k.?bias.*(shift|common)|common.?shift/i, when: function (o) { return o.bk && o.sm === 'standard' && !o.rope; } },
-    { re: /k.?bias.*(weight|unchanged|invarian)/i, when: function (o) { return o.bk && o.sm === 'standard' && !o.rope; } },
-    { re: /q.?bias/i, when: function (o) { return o.bq; } },
-    { re: /four|decompos|both/i, when: function (o) { return o.bq && o.bk; } },
-    { re: /softmax1.*(ratio)|ratio/i, when: function (o) { return o.sm !== 'standard'; } },
-    { re: /softmax1.*(shift|not)/i, when: function (o) { return o.sm !== 'standard' && o.bk; } },
-    { re: /zero.?key|prepend/i, when: function (o) { return o.sm !== 'standard' && !o.bk; } },
-    { re: /v.?bias/i, when: function (o) { return o.bv; } },
-    { re: /rope/i, when: function (o) { return o.rope && o.bk; } }
-  ];
+  /* When each check (by its stable name) is the one the learner is looking
+   * at, given the toggles. */
+  var TOPICS = {
+    base_scores: function (o) { return !o.bq && !o.bk; },
+    k_bias_row_constant: function (o) { return o.bk && !o.rope; },
+    k_bias_weights_unchanged: function (o) { return o.bk && o.sm === 'standard' && !o.rope; },
+    q_bias_relative_scores: function (o) { return o.bq; },
+    q_bias_exception: function (o) { return o.bq; },
+    four_term_decomposition: function (o) { return o.bq && o.bk; },
+    every_query_row: function (o) { return (o.bq || o.bk) && o.n > 1; },
+    softmax1_ratios: function (o) { return o.sm === 'softmax1' && !o.bk; },
+    softmax1_not_shift_invariant: function (o) { return o.sm === 'softmax1' && o.bk; },
+    softmax1_zero_key: function (o) { return o.sm === 'softmax1' && !o.bk; },
+    softmax1_row_sums: function (o) { return o.sm === 'softmax1'; },
+    sink_extra_key: function (o) { return o.sm === 'sink'; },
+    v_bias_output_shift: function (o) { return o.bv; },
+    rope_breaks_k_bias: function (o) { return o.rope && o.bk; }
+  };
 
   function optionsNow() {
     return {
       bq: $('use-bq').checked, bk: $('use-bk').checked, bv: $('use-bv').checked,
-      sm: softmaxChoice(), rope: $('use-rope').checked
+      sm: softmaxChoice(), rope: $('use-rope').checked, n: state.q.length
     };
   }
 
@@ -557,20 +558,27 @@
 
   function renderCheck(c) {
     var div = document.createElement('div');
-    div.className = 'check ' + (c.passed ? 'pass' : 'fail');
-    div.dataset.id = c.id;
+    var na = c.applicable === false;
+    div.className = 'check ' + (na ? 'na' : c.passed ? 'pass' : 'fail');
+    div.dataset.name = c.name;
     var h = document.createElement('h3');
-    h.textContent = (c.passed ? '\u2714 holds: ' : '\u2718 does not hold: ') + c.claim;
+    h.textContent = (na ? 'Not applicable here: ' : c.passed ? '\u2714 holds: ' : '\u2718 does not hold: ') + c.claim;
     div.appendChild(h);
     var p = document.createElement('p');
     p.className = 'check-nums';
-    p.textContent = 'check ' + c.id + ' · passed: ' + c.passed + ' · max_abs_diff = ' +
-      fmtDiff(c.max_abs_diff) + ' (tolerance ' + fmtDiff(c.tolerance) + ')';
+    p.textContent = 'check ' + c.id + ' ' + c.name + ' \u00B7 passed: ' + c.passed +
+      ' \u00B7 max_abs_diff = ' + fmtDiff(c.max_abs_diff) + ' (tolerance ' + fmtDiff(c.tolerance) + ')';
     div.appendChild(p);
+    if (c.note) {
+      var n = document.createElement('p');
+      n.className = 'help';
+      n.textContent = c.note;
+      div.appendChild(n);
+    }
     if (c.data && typeof c.data === 'object') {
       var d = document.createElement('details');
       var s = document.createElement('summary');
-      s.textContent = 'The numbers';
+      s.textContent = 'The numbers of check ' + c.id;
       d.appendChild(s);
       d.appendChild(renderData(c.data));
       div.appendChild(d);
@@ -578,13 +586,66 @@
     return div;
   }
 
+  /* The seed's table: the four bias cases under the chosen softmax, with
+   * the case the toggles select marked. */
+  var CASES = { no_bias: 'no bias', q_bias: 'Q bias only', k_bias: 'K bias only', both: 'Q and K bias' };
+
+  function renderCases(v, o) {
+    var box = $('cases');
+    box.textContent = '';
+    var rows = v && v.table && v.table[o.sm];
+    if (!rows) {
+      box.textContent = 'No four-case table for the ' + o.sm + ' softmax.';
+      return;
+    }
+    var now = o.bq && o.bk ? 'both' : o.bq ? 'q_bias' : o.bk ? 'k_bias' : 'no_bias';
+    var table = document.createElement('table');
+    table.className = 'cases';
+    var cap = document.createElement('caption');
+    cap.textContent = 'The four bias cases (' + o.sm + ' softmax, query row q1' +
+      (o.rope ? ', without RoPE' : '') + ')';
+    table.appendChild(cap);
+    var hr = document.createElement('tr');
+    ['case', 'scores (s\u2081, s\u2082, \u2026)', 'weights (p\u2081, p\u2082, \u2026)'].forEach(function (t) {
+      var th = document.createElement('th');
+      th.scope = 'col';
+      th.textContent = t;
+      hr.appendChild(th);
+    });
+    var thead = document.createElement('thead');
+    thead.appendChild(hr);
+    table.appendChild(thead);
+    var tbody = document.createElement('tbody');
+    rows.forEach(function (r) {
+      var tr = document.createElement('tr');
+      tr.dataset.condition = r.condition;
+      if (r.condition === now) {
+        tr.className = 'current';
+        tr.setAttribute('aria-current', 'true');
+      }
+      var th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = (CASES[r.condition] || r.condition) + (r.condition === now ? ' (shown above)' : '');
+      tr.appendChild(th);
+      [r.scores, r.weights].forEach(function (m) {
+        var td = document.createElement('td');
+        td.textContent = '(' + (m && m[0] ? m[0].map(fmt).join(', ') : '') + ')';
+        tr.appendChild(td);
+      });
+      tbody.appendChild(tr);
+    });
+    table.appendChild(tbody);
+    box.appendChild(table);
+  }
+
   function renderClaims(v) {
     var o = optionsNow();
     $('claim-lead').textContent = leadText(o);
+    renderCases(v, o);
     var checks = checkList(v);
     var chosen = checks.filter(function (c) {
-      var text = (c.id || '') + ' ' + (c.claim || '');
-      return TOPICS.some(function (t) { return t.when(o) && t.re.test(text); });
+      var t = TOPICS[c.name];
+      return t && t(o);
     });
     var box = $('claim-checks');
     box.textContent = '';
@@ -592,6 +653,8 @@
     var all = $('all-checks');
     all.textContent = '';
     checks.forEach(function (c) { all.appendChild(renderCheck(c)); });
+    $('all-checks-count').textContent = checks.filter(function (c) { return c.passed; }).length +
+      ' of ' + checks.length + ' hold';
   }
 
   /* ---- one update round ----------------------------------------------- */

@@ -210,16 +210,33 @@ try {
     assert(shift.includes('2.121320') && /common shift/.test(shift), `shift note: ${shift}`);
   });
 
-  await step('the claim panel shows /v1/verify\'s K-bias checks with their numbers', async () => {
+  // The checks shown in the claim panel: {name: passed}.
+  async function shownChecks() {
+    return page.$$eval('#claim-checks .check', (cs) => Object.fromEntries(cs.map((c) =>
+      [c.dataset.name, c.classList.contains('pass') && /max_abs_diff/.test(c.textContent)])));
+  }
+  async function caseRow(condition) {
+    return page.$eval(`#cases tr[data-condition="${condition}"]`, (tr) => ({
+      current: tr.getAttribute('aria-current') === 'true',
+      cells: Array.from(tr.querySelectorAll('td')).map((td) => td.textContent) }));
+  }
+
+  await step('the claim panel shows /v1/verify\'s K-bias checks and the four-case table', async () => {
     const lead = await page.textContent('#claim-lead');
     assert(/common/i.test(lead) && /weights/i.test(lead), `lead: ${lead}`);
-    const checks = await page.$$eval('#claim-checks .check', (cs) => cs.map((c) => ({
-      id: c.dataset.id, pass: c.classList.contains('pass'), text: c.textContent })));
-    assert(checks.length >= 1, `no relevant check shown: ${await page.textContent('#claim-checks')}`);
-    assert(checks.every((c) => c.pass), `a shown check failed: ${JSON.stringify(checks)}`);
-    assert(checks.every((c) => /max_abs_diff/.test(c.text)), 'max_abs_diff not shown');
+    const shown = await shownChecks();
+    assert(shown.k_bias_row_constant === true && shown.k_bias_weights_unchanged === true,
+      `shown checks: ${JSON.stringify(shown)} / ${await page.textContent('#claim-checks')}`);
     const all = await page.$$eval('#all-checks .check', (cs) => cs.length);
-    assert(all >= checks.length, 'full check list missing');
+    assert(all >= 10, `only ${all} checks in the full list`);
+    const k = await caseRow('k_bias');
+    const none = await caseRow('no_bias');
+    const q = await caseRow('q_bias');
+    assert(k.current && !none.current, 'the K-bias case is not marked current');
+    assert(k.cells[1] === '(0.575975, 0.283995, 0.140029)' && none.cells[1] === k.cells[1],
+      `weights of the cases: ${k.cells[1]} / ${none.cells[1]}`);
+    assert(k.cells[0] === '(2.828427, 2.121320, 1.414214)', `K-bias scores ${k.cells[0]}`);
+    assert(q.cells[1] === '(0.445808, 0.445808, 0.108383)', `Q-bias weights ${q.cells[1]}`);
   });
 
   let stdK;
@@ -232,6 +249,11 @@ try {
     assert(maxDiff(w, stdK) > 1e-3, `softmax1 weights equal standard ones (${maxDiff(w, stdK)})`);
     const sum = w[0].reduce((a, b) => a + b, 0);
     assert(sum < 1 && sum > 0, `softmax1 row sum ${sum}`);
+    const shown = await shownChecks();
+    assert(shown.softmax1_not_shift_invariant === true, `shown checks: ${JSON.stringify(shown)}`);
+    const k = await caseRow('k_bias');
+    const none = await caseRow('no_bias');
+    assert(k.current && k.cells[1] !== none.cells[1], `softmax1 cases: ${k.cells[1]} / ${none.cells[1]}`);
   });
 
   await step('softmax1: the K bias now changes the weights (not shift invariant)', async () => {
@@ -271,7 +293,10 @@ try {
 
   await step('decode: three tokens grow the cache; the last query\'s weights equal the stateless ones', async () => {
     await page.click('#sess-start');
-    await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+    await page.waitForFunction(() => !document.getElementById('step-box').disabled ||
+      !document.getElementById('error').hidden, null, { timeout: 10000 });
+    const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+    assert(err === '', `starting a session: ${err}`);
     for (let t = 1; t <= 3; t++) {
       await page.click('#step');
       await page.waitForFunction((n) => Number(document.body.dataset.steps || 0) === n &&
