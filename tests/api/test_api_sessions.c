@@ -1,0 +1,444 @@
+/*
+ * tests/api/test_api_sessions.c — every /v1/sessions endpoint and error,
+ * in-process: create (201, Location, defaults, each invalid field), append
+ * (expected_length 409, session_full 409, shapes 422, all or nothing), the
+ * cached K/V after bias, attention through the session equal to the
+ * stateless /v1/attention text for text, truncate, fork isolation, delete,
+ * 404 for unknown ids, 405 with Allow, capacity 503 with Retry-After.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/store.h"
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+
+static struct api_ctx ctx;
+static char sid[128];
+
+/* POST/GET path body; returns status, keeps the response in *r. */
+static int req(const char *method, const char *path, const char *body,
+               struct api_response *r)
+{
+    t_call(&ctx, method, path, body, r);
+    return r->status;
+}
+
+/* Status only. */
+static int st_of(const char *method, const char *path, const char *body)
+{
+    struct api_response r;
+    int s = req(method, path, body, &r);
+    api_response_free(&r);
+    return s;
+}
+
+/* Create a session from body; its id into out (size 128). */
+static int create(const char *body, char *out)
+{
+    struct api_response r;
+    int s = req("POST", "/v1/sessions", body, &r);
+    json_t *j = t_json(&r);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    snprintf(out, 128, "%s", id ? id : "");
+    json_decref(j);
+    api_response_free(&r);
+    return s;
+}
+
+static char path_buf[256];
+static const char *P(const char *id, const char *suffix)
+{
+    snprintf(path_buf, sizeof path_buf, "/v1/sessions/%s%s", id, suffix);
+    return path_buf;
+}
+
+/* Integer member of the JSON body of a GET /v1/sessions/{id}. */
+static long long info_int(const char *id, const char *key)
+{
+    struct api_response r;
+    req("GET", P(id, ""), NULL, &r);
+    json_t *j = t_json(&r);
+    long long v = r.status == 200 ? json_integer_value(json_object_get(j, key)) : -1;
+    json_decref(j);
+    api_response_free(&r);
+    return v;
+}
+
+/* Check the error reply r has status, code and path. */
+#define CHECK_ERR(r, want_status, want_code, want_path)                   \
+    do {                                                                   \
+        CHECK_EQ_INT((r)->status, want_status);                            \
+        CHECK_STR(t_err_code(r), want_code);                               \
+        CHECK_STR(t_err_path(r), want_path);                               \
+    } while (0)
+
+TEST(create_returns_201_location_and_object)
+{
+    struct api_response r;
+    CHECK_EQ_INT(req("POST", "/v1/sessions", "{\"d_k\":2,\"d_v\":3}", &r), 201);
+    CHECK_STR(r.route, "/v1/sessions");
+    json_t *j = t_json(&r);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    CHECK(id != NULL && strlen(id) == 22);
+    char loc[128];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", id ? id : "");
+    CHECK_STR(t_hdr(&r, "Location"), loc);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "length")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "heads")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "kv_heads")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "d_k")), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "d_v")), 3);
+    CHECK_STR(json_string_value(json_object_get(j, "dtype")), "float64");
+    CHECK_STR(json_string_value(json_object_get(j, "softmax")), "standard");
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "bytes")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "max_tokens")), 4096);
+    CHECK_NEAR(json_number_value(json_object_get(j, "expires_in_s")), 600, 0.01);
+    json_decref(j);
+    api_response_free(&r);
+
+    /* every option */
+    CHECK_EQ_INT(create("{\"d_k\":4,\"d_v\":2,\"heads\":4,\"kv_heads\":2,"
+                        "\"dtype\":\"float32\",\"softmax\":\"sink\",\"sink_logit\":1,"
+                        "\"scale\":0.25,\"bias\":{\"q\":[1,2,3,4],\"k\":[[0,0,0,1],[1,0,0,0]],"
+                        "\"v\":[1,1]},\"rope\":{\"base\":100,\"pairs\":\"half\"},"
+                        "\"alibi\":true,\"max_tokens\":8,\"ttl_s\":5}", sid), 201);
+    CHECK_EQ_INT(info_int(sid, "heads"), 4);
+    CHECK_EQ_INT(info_int(sid, "max_tokens"), 8);
+    req("GET", P(sid, ""), NULL, &r);
+    CHECK_STR(r.route, "/v1/sessions/{id}");
+    j = t_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "dtype")), "float32");
+    CHECK_STR(json_string_value(json_object_get(j, "softmax")), "sink");
+    CHECK_NEAR(json_number_value(json_object_get(j, "expires_in_s")), 5, 0.01);
+    json_decref(j);
+    api_response_free(&r);
+}
+
+TEST(create_errors_name_the_field)
+{
+    struct api_response r;
+    static const struct { const char *body, *code, *path; } cases[] = {
+        {"{\"d_k\":0,\"d_v\":3}", "invalid_field", "/d_k"},
+        {"{\"d_k\":2}", "invalid_field", "/d_v"},
+        {"{\"d_k\":2.5,\"d_v\":3}", "invalid_field", "/d_k"},
+        {"{\"d_k\":\"2\",\"d_v\":3}", "invalid_field", "/d_k"},
+        {"{\"d_k\":2,\"d_v\":3,\"nope\":1}", "invalid_field", "/nope"},
+        {"{\"d_k\":2,\"d_v\":3,\"heads\":3,\"kv_heads\":2}", "shape_mismatch", "/kv_heads"},
+        {"{\"d_k\":3,\"d_v\":3,\"rope\":true}", "invalid_field", "/rope"},
+        {"{\"d_k\":2,\"d_v\":3,\"bias\":{\"k\":[1,2,3]}}", "shape_mismatch", "/bias/k"},
+        {"{\"d_k\":2,\"d_v\":3,\"max_tokens\":5000}", "invalid_field", "/max_tokens"},
+        {"{\"d_k\":2,\"d_v\":3,\"max_tokens\":0}", "invalid_field", "/max_tokens"},
+        {"{\"d_k\":2,\"d_v\":3,\"ttl_s\":-1}", "invalid_field", "/ttl_s"},
+        {"{\"d_k\":2,\"d_v\":3,\"scale\":0}", "invalid_field", "/scale"},
+        {"{\"d_k\":2,\"d_v\":3,\"dtype\":\"int8\"}", "invalid_field", "/dtype"},
+        {"{\"d_k\":2,\"d_v\":3,\"softmax\":\"sink\"}", "invalid_field", "/sink_logit"},
+        {"{\"d_k\":2000000,\"d_v\":3}", "invalid_field", "/d_k"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        req("POST", "/v1/sessions", cases[i].body, &r);
+        CHECK_EQ_INT(r.status, 422);
+        CHECK_STR(t_err_code(&r), cases[i].code);
+        CHECK_STR(t_err_path(&r), cases[i].path);
+        if (r.status != 422)
+            printf("    case %zu: %.*s\n", i, (int)r.body_len, r.body);
+        api_response_free(&r);
+    }
+    req("POST", "/v1/sessions", "{\"d_k\":2,", &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(t_err_code(&r), "invalid_json");
+    api_response_free(&r);
+    req("GET", "/v1/sessions", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_hdr(&r, "Allow"), "POST");
+    api_response_free(&r);
+}
+
+TEST(append_get_kv_and_conflicts)
+{
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":3,\"bias\":{\"k\":[10,20]},\"max_tokens\":4}", sid), 201);
+    CHECK_EQ_INT(req("POST", P(sid, "/kv"),
+                     "{\"k\":[[1,0],[0,1]],\"v\":[[1,0,0],[0,1,0]],\"expected_length\":0}", &r), 200);
+    CHECK_STR(r.route, "/v1/sessions/{id}/kv");
+    json_t *j = t_json(&r);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "length")), 2);
+    CHECK(json_integer_value(json_object_get(j, "bytes")) >= 2 * 5 * 8);
+    json_decref(j);
+    api_response_free(&r);
+
+    /* stored after bias */
+    CHECK_EQ_INT(req("GET", P(sid, "/kv"), NULL, &r), 200);
+    CHECK(r.body && strstr(r.body, "\"k\":[[11,20],[10,21]]") != NULL);
+    CHECK(r.body && strstr(r.body, "\"v\":[[1,0,0],[0,1,0]]") != NULL);
+    CHECK(r.body && strstr(r.body, "\"length\":2") != NULL);
+    api_response_free(&r);
+
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0,0]],\"expected_length\":5}", &r);
+    CHECK_ERR(&r, 409, "length_conflict", "/expected_length");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0,0]],\"v\":[[1,0,0]]}", &r);
+    CHECK_ERR(&r, 422, "shape_mismatch", "/k");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0]]}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/v");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0],[1,1]],\"v\":[[1,0,0]]}", &r);
+    CHECK_ERR(&r, 422, "shape_mismatch", "/v");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0,\"x\"]]}", &r);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(t_err_path(&r), "/v/0/2");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0],[1,0],[1,0]],\"v\":[[1,0,0],[1,0,0],[1,0,0]]}", &r);
+    CHECK_ERR(&r, 409, "session_full", "(null)");
+    api_response_free(&r);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0,0]],\"x\":1}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/x");
+    api_response_free(&r);
+    /* nothing of the refused requests landed */
+    CHECK_EQ_INT(info_int(sid, "length"), 2);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1,0],[2,0]],\"v\":[[1,0,0],[2,0,0]],\"expected_length\":2}"), 200);
+    CHECK_EQ_INT(info_int(sid, "length"), 4);
+    CHECK_EQ_INT(st_of("PUT", P(sid, "/kv"), "{}"), 405);
+}
+
+TEST(multi_head_shapes)
+{
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":1,\"heads\":2,\"kv_heads\":2}", sid), 201);
+    req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1]]}", &r);
+    CHECK_ERR(&r, 422, "shape_mismatch", "/k");
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[[1,0]],[[0,1]]],\"v\":[[[1]],[[2]]]}"), 200);
+    CHECK_EQ_INT(req("GET", P(sid, "/kv"), NULL, &r), 200);
+    CHECK(r.body && strstr(r.body, "\"k\":[[[1,0]],[[0,1]]]") != NULL);
+    CHECK(r.body && strstr(r.body, "\"v\":[[[1]],[[2]]]") != NULL);
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]]}", &r);
+    CHECK_ERR(&r, 422, "shape_mismatch", "/q");
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/attention"), "{\"q\":[[[1,0]],[[0,1]]]}"), 200);
+}
+
+/* The session's answer for each decode step equals /v1/attention on the
+ * whole K/V (bottom-right causal), as text: same bytes in float64. */
+TEST(attention_equals_stateless_text)
+{
+    const char *opts = "\"heads\":2,\"kv_heads\":1,\"bias\":{\"q\":[0.5,-1],\"k\":[3,-2],\"v\":[1,2]},"
+                       "\"rope\":{\"base\":10000},\"alibi\":true";
+    char body[2048];
+    snprintf(body, sizeof body, "{\"d_k\":2,\"d_v\":2,%s}", opts);
+    CHECK_EQ_INT(create(body, sid), 201);
+    const char *ks[] = {"[0.1,0.7]", "[-1.5,0.25]", "[2,1]", "[0.3,-0.9]"};
+    const char *vs[] = {"[1,0]", "[0,1]", "[0.5,0.5]", "[-1,2]"};
+    const char *qs[] = {"[[[1,0]],[[0,1]]]", "[[[0.2,0.3]],[[1,1]]]",
+                        "[[[-1,0.5]],[[0.7,0.1]]]", "[[[0,2]],[[3,-1]]]"};
+    char kall[512] = "", vall[512] = "";
+    for (int step = 0; step < 4; step++) {
+        struct api_response a, b;
+        snprintf(body, sizeof body, "{\"q\":%s,\"k\":[[%s]],\"v\":[[%s]],\"causal\":true}",
+                 qs[step], ks[step], vs[step]);
+        CHECK_EQ_INT(req("POST", P(sid, "/attention"), body, &a), 200);
+        CHECK_STR(a.route, "/v1/sessions/{id}/attention");
+        size_t kl = strlen(kall), vl = strlen(vall);
+        snprintf(kall + kl, sizeof kall - kl, "%s%s", step ? "," : "", ks[step]);
+        snprintf(vall + vl, sizeof vall - vl, "%s%s", step ? "," : "", vs[step]);
+        snprintf(body, sizeof body,
+                 "{\"q\":%s,\"k\":[[%s]],\"v\":[[%s]],\"causal\":true,"
+                 "\"bias\":{\"q\":[0.5,-1],\"k\":[3,-2],\"v\":[1,2]},"
+                 "\"rope\":{\"base\":10000},\"alibi\":true}", qs[step], kall, vall);
+        CHECK_EQ_INT(req("POST", "/v1/attention", body, &b), 200);
+        /* compare everything before "elapsed_us" */
+        const char *ea = a.body ? strstr(a.body, "\"elapsed_us\"") : NULL;
+        const char *eb = b.body ? strstr(b.body, "\"elapsed_us\"") : NULL;
+        CHECK(ea && eb && ea - a.body == eb - b.body &&
+              memcmp(a.body, b.body, (size_t)(ea - a.body)) == 0);
+        api_response_free(&a);
+        api_response_free(&b);
+    }
+    CHECK_EQ_INT(info_int(sid, "length"), 4);
+}
+
+TEST(attention_errors_leave_cache_unchanged)
+{
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":2}", sid), 201);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]]}", &r);
+    CHECK_ERR(&r, 422, "empty_matrix", "/k");
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0]]}"), 200);
+    /* attn_bias must cover the cache after the append: [1][2], not [1][1] */
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"attn_bias\":[[0]]}", &r);
+    CHECK_ERR(&r, 422, "shape_mismatch", "/attn_bias");
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"expected_length\":0}", &r);
+    CHECK_ERR(&r, 409, "length_conflict", "/expected_length");
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"k\":[[0,1]]}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/v");
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"return\":[\"nope\"]}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/return/0");
+    api_response_free(&r);
+    /* every key masked with empty_rows "error": 422 and the append undone */
+    req("POST", P(sid, "/attention"),
+        "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"mask\":[[false,false]],\"empty_rows\":\"error\"}", &r);
+    CHECK_ERR(&r, 422, "empty_row", "(null)");
+    api_response_free(&r);
+    CHECK_EQ_INT(info_int(sid, "length"), 1);
+    /* a good one with a mask, attn_bias (null = -inf) and return */
+    CHECK_EQ_INT(req("POST", P(sid, "/attention"),
+                     "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"mask\":[[true,true]],"
+                     "\"attn_bias\":[[null,0]],\"return\":[\"weights\"],\"expected_length\":1}", &r), 200);
+    CHECK(r.body && strstr(r.body, "\"weights\":[[0,1]]") != NULL);
+    CHECK(r.body && strstr(r.body, "\"output\"") == NULL);
+    api_response_free(&r);
+    CHECK_EQ_INT(info_int(sid, "length"), 2);
+}
+
+TEST(truncate_fork_delete)
+{
+    struct api_response r;
+    char fid[128];
+    CHECK_EQ_INT(create("{\"d_k\":1,\"d_v\":1}", sid), 201);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1],[2],[3]],\"v\":[[4],[5],[6]]}"), 200);
+    CHECK_EQ_INT(req("POST", P(sid, "/fork"), NULL, &r), 201);
+    CHECK_STR(r.route, "/v1/sessions/{id}/fork");
+    json_t *j = t_json(&r);
+    snprintf(fid, sizeof fid, "%s", json_string_value(json_object_get(j, "id")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "length")), 3);
+    CHECK(t_hdr(&r, "Location") && strstr(t_hdr(&r, "Location"), fid) != NULL);
+    json_decref(j);
+    api_response_free(&r);
+    CHECK(strcmp(fid, sid) != 0);
+
+    CHECK_EQ_INT(req("POST", P(sid, "/truncate"), "{\"length\":1}", &r), 200);
+    CHECK_STR(r.route, "/v1/sessions/{id}/truncate");
+    api_response_free(&r);
+    CHECK_EQ_INT(info_int(sid, "length"), 1);
+    CHECK_EQ_INT(info_int(fid, "length"), 3);
+    CHECK_EQ_INT(st_of("POST", P(fid, "/kv"), "{\"k\":[[7]],\"v\":[[8]]}"), 200);
+    req("GET", P(sid, "/kv"), NULL, &r);
+    CHECK(r.body && strstr(r.body, "\"k\":[[1]],\"v\":[[4]]") != NULL);
+    api_response_free(&r);
+    req("GET", P(fid, "/kv"), NULL, &r);
+    CHECK(r.body && strstr(r.body, "\"k\":[[1],[2],[3],[7]],\"v\":[[4],[5],[6],[8]]") != NULL);
+    api_response_free(&r);
+
+    req("POST", P(sid, "/truncate"), "{\"length\":2}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/length");
+    api_response_free(&r);
+    req("POST", P(sid, "/truncate"), "{}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/length");
+    api_response_free(&r);
+    req("POST", P(sid, "/fork"), "{\"x\":1}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/x");
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("GET", P(sid, "/truncate"), NULL), 405);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/truncate"), "{\"length\":0}"), 200);
+    req("GET", P(sid, "/kv"), NULL, &r);
+    CHECK(r.body && strstr(r.body, "\"length\":0,\"dtype\":\"float64\",\"k\":[],\"v\":[]") != NULL);
+    api_response_free(&r);
+
+    CHECK_EQ_INT(req("DELETE", P(sid, ""), NULL, &r), 204);
+    CHECK(r.body_len == 0);
+    api_response_free(&r);
+    req("DELETE", P(sid, ""), NULL, &r);
+    CHECK_ERR(&r, 404, "session_not_found", "(null)");
+    api_response_free(&r);
+    CHECK_EQ_INT(info_int(fid, "length"), 4);   /* the fork lives on */
+    req("PUT", P(fid, ""), "{}", &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, DELETE");
+    api_response_free(&r);
+}
+
+TEST(unknown_ids_and_routes)
+{
+    struct api_response r;
+    const char *paths[] = {"", "/kv", "/attention", "/truncate", "/fork"};
+    const char *methods[] = {"GET", "POST", "POST", "POST", "POST"};
+    const char *bodies[] = {NULL, "{\"k\":[[1]],\"v\":[[1]]}", "{\"q\":[[1]]}",
+                            "{\"length\":0}", NULL};
+    for (size_t i = 0; i < 5; i++) {
+        req(methods[i], P("AAAAAAAAAAAAAAAAAAAAAA", paths[i]), bodies[i], &r);
+        CHECK_ERR(&r, 404, "session_not_found", "(null)");
+        api_response_free(&r);
+    }
+    char longid[200];
+    memset(longid, 'A', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    req("GET", P(longid, ""), NULL, &r);
+    CHECK_ERR(&r, 404, "session_not_found", "(null)");
+    api_response_free(&r);
+    req("GET", P("AAAA", "/nope"), NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(t_err_code(&r), "not_found");
+    api_response_free(&r);
+}
+
+TEST(capacity_503_with_retry_after)
+{
+    struct sess_store *old = ctx.store;
+    struct sess_config cfg = {.max_sessions = 1, .max_cache_bytes = 8 * 10,
+                              .default_ttl_s = 600, .default_max_tokens = 4096};
+    ctx.store = sess_store_new(&cfg);
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\"}", sid), 201);
+    req("POST", "/v1/sessions", "{\"d_k\":1,\"d_v\":1}", &r);
+    CHECK_ERR(&r, 503, "capacity_exhausted", "(null)");
+    CHECK_STR(t_hdr(&r, "Retry-After"), "1");
+    api_response_free(&r);
+    /* 8 bytes a row: 10 rows fit, 11 do not */
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"),
+                       "{\"k\":[[1],[2],[3],[4],[5],[6],[7],[8],[9]],"
+                       "\"v\":[[1],[2],[3],[4],[5],[6],[7],[8],[9]]}"), 200);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]]}", &r);
+    CHECK_ERR(&r, 503, "capacity_exhausted", "(null)");
+    CHECK_STR(t_hdr(&r, "Retry-After"), "1");
+    api_response_free(&r);
+    /* reads keep working */
+    CHECK_EQ_INT(st_of("POST", P(sid, "/attention"), "{\"q\":[[1]]}"), 200);
+    CHECK_EQ_INT(st_of("GET", P(sid, "/kv"), NULL), 200);
+    CHECK_EQ_INT(info_int(sid, "length"), 9);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1]],\"v\":[[1]]}"), 200);
+    sess_store_free(ctx.store);
+    ctx.store = old;
+}
+
+TEST(response_size_limit)
+{
+    struct api_response r;
+    size_t old = ctx.cfg.max_elements;
+    CHECK_EQ_INT(create("{\"d_k\":1,\"d_v\":1}", sid), 201);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1],[2],[3],[4],[5]],\"v\":[[1],[2],[3],[4],[5]]}"), 200);
+    ctx.cfg.max_elements = 8;
+    req("POST", P(sid, "/attention"), "{\"q\":[[1],[2]]}", &r);   /* 2*5*2 + 2 */
+    CHECK_ERR(&r, 422, "response_too_large", "/return");
+    api_response_free(&r);
+    req("GET", P(sid, "/kv"), NULL, &r);                            /* 10 numbers */
+    CHECK_ERR(&r, 422, "response_too_large", "(null)");
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/attention"), "{\"q\":[[1]],\"return\":[\"output\"]}"), 200);
+    ctx.cfg.max_elements = old;
+}
+
+int main(void)
+{
+    struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
+    t_ctx_init(&ctx);
+    ctx.store = sess_store_new(&cfg);
+    RUN(create_returns_201_location_and_object);
+    RUN(create_errors_name_the_field);
+    RUN(append_get_kv_and_conflicts);
+    RUN(multi_head_shapes);
+    RUN(attention_equals_stateless_text);
+    RUN(attention_errors_leave_cache_unchanged);
+    RUN(truncate_fork_delete);
+    RUN(unknown_ids_and_routes);
+    RUN(capacity_503_with_retry_after);
+    RUN(response_size_limit);
+    sess_store_free(ctx.store);
+    TEST_MAIN_END();
+}
