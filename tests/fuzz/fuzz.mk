@@ -1,0 +1,73 @@
+# tests/fuzz/fuzz.mk — libFuzzer targets (included by the Makefile).
+#
+#   make fuzz         build each target with clang (libFuzzer + ASan + UBSan)
+#                     and fuzz it for FUZZ_SECONDS (default 60) from its seed
+#                     corpus; new inputs go to build/fuzz/corpus/<name>,
+#                     crashes to build/fuzz/crash-<name>-*
+#   make fuzz-replay  run every stored corpus input once under libFuzzer
+#   BUILD/tests/test_fuzz_<name>
+#                     the same corpora replayed by an ordinary (gcc) build,
+#                     so tests/run.sh runs them in `make test` and `make asan`
+#                     (add $(FUZZ_REPLAY_BIN) to the test prerequisites)
+#
+# Targets: fuzz_request (every route from raw body bytes, in-process through
+# api_handle), fuzz_base64 (tensor codec), fuzz_sessions (store operation
+# sequences with invariants). A crash found becomes a file in
+# tests/fuzz/corpus/<name>/ (named regress-*) so it is replayed forever.
+
+FUZZ_BUILD    ?= build/fuzz
+FUZZ_SECONDS  ?= 60
+FUZZ_CC       ?= clang
+FUZZ_NAMES    := request base64 sessions
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                 -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN) \
+                 -fsanitize=fuzzer-no-link -DATTND_VERSION='"$(VERSION)"' -I. \
+                 $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_OBJ      := $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(API_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_BIN      := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/test_fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-replay fuzz-deps
+
+fuzz-deps:
+	$(call install_missing,clang libclang-rt-dev)
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(API_OBJ) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFUZZ_NAME='"$*"' $< tests/fuzz/replay_main.c $(API_OBJ) $(CORE_OBJ) \
+	  -o $@ $(LDFLAGS) $(LDLIBS)
+
+fuzz-build: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_NAMES); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  echo "fuzz: fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/attnd.dict \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/fuzz_$$t.log \
+	    || { tail -n 60 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; }; \
+	  grep -E '^(stat::number_of_executed_units|#[0-9]+ +DONE)' $(FUZZ_BUILD)/fuzz_$$t.log; \
+	  echo "fuzz: fuzz_$$t corpus $$(ls $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t | wc -l) inputs"; \
+	done
+
+fuzz-replay: fuzz-build
+	@for t in $(FUZZ_NAMES); do \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  $(FUZZ_BUILD)/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/replay_$$t.log \
+	    || { tail -n 60 $(FUZZ_BUILD)/replay_$$t.log; exit 1; }; \
+	  echo "fuzz-replay: fuzz_$$t $$(ls tests/fuzz/corpus/$$t | wc -l) inputs ok"; \
+	done
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,79 @@
+/*
+ * tests/fuzz/fuzz_base64.c — libFuzzer target: the base64 tensor codec
+ * (api/base64.h) that every {"shape","dtype","data"} tensor goes through.
+ *
+ * Two directions per input:
+ *   text  -> bytes: api_base64_decoded_len/api_base64_decode on the raw input
+ *            (into a buffer of exactly the announced size, so ASan sees any
+ *            overrun); a decoded text re-encodes to the same length and its
+ *            bytes survive a second round trip;
+ *   bytes -> text:  encoding the raw input (into a capped api_buf) and
+ *            decoding it gives the input back, and the announced encoded
+ *            length is the length written.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/base64.h"
+#include "api/buf.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void b64_fail(const char *what)
+{
+    fprintf(stderr, "fuzz_base64: %s\n", what);
+    abort();
+}
+
+/* bytes -> text -> bytes is the identity; returns the text (malloc'd). */
+static char *b64_roundtrip(const uint8_t *p, size_t n, size_t *text_len)
+{
+    struct api_buf b;
+    size_t want, back_len;
+
+    if (!api_base64_encoded_len(n, &want))
+        b64_fail("encoded length overflows for a small input");
+    api_buf_init(&b, want + 1);
+    if (!api_base64_encode(&b, p, n) || !api_buf_ok(&b))
+        b64_fail("encode failed");
+    if (b.len != want)
+        b64_fail("encoded length differs from api_base64_encoded_len");
+    if (!api_base64_decoded_len(b.data ? b.data : "", b.len, &back_len) || back_len != n)
+        b64_fail("decoded length of an encoding is not the input length");
+    uint8_t *back = malloc(n ? n : 1);
+    if (!back)
+        abort();
+    if (!api_base64_decode(b.data ? b.data : "", b.len, back))
+        b64_fail("an encoding does not decode");
+    if (n && memcmp(back, p, n) != 0)
+        b64_fail("decode(encode(x)) != x");
+    free(back);
+    return api_buf_take(&b, text_len);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *text = (const char *)data;
+    size_t n;
+
+    free(b64_roundtrip(data, size, &n));
+
+    if (!api_base64_decoded_len(text, size, &n))
+        return 0;
+    if (n > size)
+        b64_fail("decoded length exceeds the text length");
+    uint8_t *out = malloc(n ? n : 1);
+    if (!out)
+        abort();
+    if (api_base64_decode(text, size, out)) {
+        size_t len2;
+        char *again = b64_roundtrip(out, n, &len2);
+        if (len2 != size)
+            b64_fail("re-encoding a decoded text changes its length");
+        free(again);
+    }
+    free(out);
+    return 0;
+}

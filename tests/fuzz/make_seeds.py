@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""tests/fuzz/make_seeds.py — writes the seed corpora of the fuzz targets.
+
+tests/fuzz/corpus/<target>/seed-* are generated here (re-run after editing);
+regress-* files there are crash reproducers and are never touched. The
+request seeds include the bodies of the hostile-input catalogue
+(tests/data/bad) sent to their routes.
+"""
+import hashlib
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BAD = os.path.join(HERE, "..", "data", "bad")
+
+ROUTES = {"POST /v1/attention": 0, "POST /v1/verify": 1, "GET /verify": 2,
+          "POST /v1/sessions": 3, "kv": 4, "attention": 5, "truncate": 6, "fork": 7,
+          "get": 8, "getkv": 9, "delete": 10, "info": 11, "v2": 12, "options": 13,
+          "put": 14, "path": 15}
+
+VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+B64 = {"shape": [1, 2], "dtype": "float64",
+       "data": "AAAAAAAA8D8AAAAAAAAAAA=="}
+
+
+def j(x):
+    return json.dumps(x, separators=(",", ":")).encode()
+
+
+def request_seeds():
+    seeds = []
+    add = lambda route, spec, body: seeds.append(bytes([ROUTES[route], spec]) + body)
+    add("POST /v1/attention", 0, j(VALID))
+    add("POST /v1/attention", 0, j(dict(VALID, causal=True, softmax="softmax1",
+                                        rope={"base": 10000, "pairs": "half"},
+                                        bias={"q": [0, 1], "k": [3, -2], "v": [1, 1]})))
+    add("POST /v1/attention", 0, j(dict(VALID, q=B64, encoding="base64", digits=5,
+                                        **{"return": ["weights"]})))
+    add("POST /v1/attention", 0, j({"q": [[[1, 0]], [[0, 1]]], "k": [[[1, 0], [0, 1]]],
+                                    "v": [[[1, 2], [3, 4]]], "alibi": True,
+                                    "attn_bias": [[0, None]], "mask": [[True, True]],
+                                    "softmax": "sink", "sink_logit": 0.5,
+                                    "empty_rows": "error", "dtype": "float32", "scale": 0.5}))
+    add("POST /v1/verify", 0, j({"q": [[1, 0]], "k": [[1, 0], [0, 1], [-1, 0]],
+                                 "v": [[1, 0], [0, 1], [1, 1]],
+                                 "bias": {"q": [0, 1], "k": [3, -2]}, "tolerance": 1e-9}))
+    add("GET /verify", 0, b"")
+    add("POST /v1/sessions", 0, j({"d_k": 2, "d_v": 2, "heads": 2, "kv_heads": 1,
+                                   "dtype": "float64", "softmax": "softmax1",
+                                   "rope": {"base": 10000}, "max_tokens": 8, "ttl_s": 5}))
+    for spec in (0, 1, 2, 3, 0x24, 0x41, 0x80):
+        heads = 2 if spec & 2 else 1
+        kvh = 2 if spec & 1 else 1
+        kv = {"k": [[[0.5, 1]]] * kvh, "v": [[[1, 2]]] * kvh}
+        add("kv", spec, j(dict(kv, expected_length=3)))
+        add("attention", spec, j(dict(kv, q=[[[1, 0]]] * (heads * kvh), causal=True,
+                                      **{"return": ["output"]})))
+    add("truncate", 0, j({"length": 1}))
+    add("fork", 0, b"")
+    add("get", 0, b"")
+    add("getkv", 0, b"")
+    add("delete", 0, b"")
+    add("info", 0, b"")
+    add("v2", 0, j({"inputs": [{"name": "q", "shape": [1, 2], "datatype": "FP64",
+                                "data": [1, 0]},
+                               {"name": "k", "shape": [2, 2], "datatype": "FP64",
+                                "data": [1, 0, 0, 1]},
+                               {"name": "v", "shape": [2, 2], "datatype": "FP64",
+                                "data": [1, 2, 3, 4]}],
+                    "parameters": {"softmax": "standard"}}))
+    add("options", 0, b"")
+    add("put", 0, j(VALID))
+    for p in (b"/v1/sessions/../../etc/passwd", b"/healthz", b"/metrics", b"/",
+              b"/v1/sessions//kv", b"/v1/sessions/%2e%2e/kv", b"/v2/models/attention/ready"):
+        add("path", 0, p + b"\n")
+        add("path", 1, p + b"\n" + j(VALID))
+    # The catalogue's bodies, on the route they were sent to.
+    for name in sorted(os.listdir(BAD)):
+        f = os.path.join(BAD, name, "request")
+        if not os.path.isfile(f):
+            continue
+        raw = open(f, "rb").read()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        line = head.split(b"\r\n")[0].split(b" ")
+        if len(line) < 2 or len(body) > 8192 or b"chunked" in head.lower():
+            continue
+        method, path = line[0].decode("latin-1"), line[1]
+        if method == "POST" and path == b"/v1/attention":
+            add("POST /v1/attention", 0, body)
+        elif method == "POST" and path == b"/v1/sessions":
+            add("POST /v1/sessions", 0, body)
+        elif method == "POST" and path.endswith(b"/kv"):
+            add("kv", 0, body)
+        elif method == "POST" and path.endswith(b"/attention"):
+            add("attention", 0, body)
+        elif method == "POST" and path.endswith(b"/truncate"):
+            add("truncate", 0, body)
+        else:
+            add("path", 1 if method == "POST" else 0, path + b"\n" + body)
+    return seeds
+
+
+def base64_seeds():
+    return [b"", b"AAAA", b"AAAAAAAA8D8AAAAAAAAAAA==", b"AB==", b"A===", b"====", b"QQ=",
+            b"!!!!", b"AAAA\nAAAA", struct.pack("<4d", 1.0, -2.5, 1e308, 5e-324)]
+
+
+def sessions_seeds():
+    # byte 0: limits/policy; then ops: (op | slot << 4) followed by arguments.
+    create = lambda a, b, c: bytes([0, a, b, c])
+    vals = bytes(range(100, 164))
+    return [
+        bytes([0x3f]) + create(0x05, 0x00, 0x28) + bytes([0x01, 3]) + vals +
+        bytes([0x02, 0x15]) + vals + bytes([0x03, 1]) + bytes([0x04]) + bytes([0x05]),
+        bytes([0x7a]) + create(0x00, 0x01, 0x12) + create(0x03, 0x02, 0x34) +
+        bytes([0x01, 0x85]) + vals + bytes([0x11, 6]) + vals + bytes([0x26 | 0x80]) +
+        bytes([0x07, 5]) + b"abcde",
+        bytes([0x01]) + create(0x15, 0x0c, 0xff) + bytes([0x01, 2]) + b"\xff" * 32 +
+        bytes([0x01, 2]) + b"\xfe" * 32 + bytes([0xf6]) + bytes([0x01, 1]) + vals,
+        bytes([0x47]) + b"".join(create(i, i, 0x10 | i) for i in range(8)) +
+        b"".join(bytes([0x01 | (i << 4), 6]) + vals for i in range(8)),
+    ]
+
+
+def write(target, seeds):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        if f.startswith("seed-"):
+            os.remove(os.path.join(d, f))
+    for s in seeds:
+        with open(os.path.join(d, "seed-" + hashlib.sha1(s).hexdigest()[:16]), "wb") as f:
+            f.write(s)
+    return len(seeds)
+
+
+if __name__ == "__main__":
+    for t, s in (("request", request_seeds()), ("base64", base64_seeds()),
+                 ("sessions", sessions_seeds())):
+        print(t, write(t, s))
