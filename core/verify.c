@@ -39,6 +39,7 @@ struct vrun {
     double rope_base;
     enum attn_rope_pairs rope_pairs;
     const double *attn_bias;        /* [n][L] or NULL */
+    const uint8_t *mask;            /* [n][L], nonzero = may attend, or NULL */
     enum attn_causal causal;
 };
 
@@ -210,6 +211,7 @@ static void vx_request(const struct vx *c, const struct vrun *r,
     rq->empty_rows = ATTN_EMPTY_ZERO;
     rq->attn_bias_heads = 1;
     rq->mask_heads = 1;
+    rq->mask = r->mask;
     rq->outputs = ATTN_OUT_ALL;
 }
 
@@ -1237,6 +1239,119 @@ static enum core_status check_sink(struct vx *c, struct verify_check *ck)
     return ck_num(ck, "sink_logit", sink);
 }
 
+/* ---- check 18: the exception over the allowed keys ---------------------- */
+
+/* The largest group of keys whose bQ.k_j agree (within 1e-12 of their size)
+ * into allowed [L] (1 = in the group); returns its size. */
+static size_t equal_dot_group(const struct vx *c, const double *dots,
+                              uint8_t *allowed)
+{
+    size_t best = 0, bj = 0, L = c->L;
+    for (size_t j = 0; j < L; j++) {
+        size_t cnt = 0;
+        for (size_t k = 0; k < L; k++) {
+            double e = 1e-12 * fmax(1.0, fmax(fabs(dots[j]), fabs(dots[k])));
+            cnt += fabs(dots[k] - dots[j]) <= e;
+        }
+        if (cnt > best) {
+            best = cnt;
+            bj = j;
+        }
+    }
+    for (size_t k = 0; k < L; k++) {
+        double e = 1e-12 * fmax(1.0, fmax(fabs(dots[bj]), fabs(dots[k])));
+        allowed[k] = fabs(dots[k] - dots[bj]) <= e;
+    }
+    return best;
+}
+
+static enum core_status check_q_allowed(struct vx *c, struct verify_check *ck)
+{
+    if (!c->bq)
+        return ck_na(ck, "no bias.q was given");
+    size_t n = c->n, L = c->L, dk = c->dk;
+    double *dots, *allowed_d;
+    uint8_t *allowed, *mask;
+    NEED(dots = vx_dbl(c, L, 1));
+    NEED(allowed_d = vx_dbl(c, L, 1));
+    NEED(allowed = vx_bytes(c, L, 1));
+    NEED(mask = vx_bytes(c, n * L, 1));
+    for (size_t j = 0; j < L; j++)
+        dots[j] = dot(c->bq, c->k + j * dk, dk);
+    size_t g = equal_dot_group(c, dots, allowed);
+    if (g < 2)
+        return ck_na(ck, "bias.q has a different dot product with every key, "
+                     "so no two keys can be compared.");
+    for (size_t j = 0; j < L; j++)
+        allowed_d[j] = allowed[j];
+    for (size_t i = 0; i < n; i++)
+        memcpy(mask + i * L, allowed, L);
+    struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
+    struct vpass a, b;
+    r.mask = mask;
+    TRY(vx_pass(c, &r, &a));
+    r.bq = c->bq;
+    TRY(vx_pass(c, &r, &b));
+    ck->max_abs_diff = max2(maxdiff(a.w, b.w, n * L),
+                            maxdiff(a.o, b.o, n * c->dv));
+    ck_note(ck, "bias.q itself, with attention limited (by a mask) to the %zu "
+            "of %zu keys that share its dot product; the others are masked.",
+            g, L);
+    TRY(ck_vec(ck, "allowed_keys", L, allowed_d));
+    TRY(ck_vec(ck, "bias_q_dot_k", L, dots));
+    TRY(ck_mat(ck, "weights_without_q_bias", n, L, a.w));
+    TRY(ck_mat(ck, "weights_with_q_bias", n, L, b.w));
+    return ck_num(ck, "weight_change_all_keys",
+                  maxdiff(c->p[0][C_NONE].w, c->p[0][C_Q].w, n * L));
+}
+
+/* ---- check 19: softmax1 weights rise with their own score -------------- */
+
+static enum core_status check_own_score(struct vx *c, struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L;
+    const double e1 = exp(1.0) - 1.0;
+    double *ab, *key, *pred;
+    NEED(ab = vx_dbl(c, n, L));
+    NEED(key = vx_dbl(c, n, 1));
+    NEED(pred = vx_dbl(c, n, L));
+    for (size_t i = 0; i < n; i++) {
+        key[i] = (double)(i % L);
+        ab[i * L + i % L] = 1.0;
+    }
+    const struct vpass *a = &c->p[1][C_BOTH];
+    struct vrun r = vx_run(c, ATTN_SOFTMAX_ONE, C_BOTH);
+    struct vpass b;
+    r.attn_bias = ab;
+    TRY(vx_pass(c, &r, &b));
+    bool signs = true;
+    for (size_t i = 0; i < n; i++) {
+        size_t jb = i % L;
+        double pj = a->w[i * L + jb], den = 1.0 + e1 * pj;
+        for (size_t j = 0; j < L; j++) {
+            size_t x = i * L + j;
+            pred[x] = (j == jb ? exp(1.0) * a->w[x] : a->w[x]) / den;
+            if (j == jb && pj > 0.0 && !(b.w[x] > a->w[x]))
+                signs = false;
+            if (j != jb && !(b.w[x] <= a->w[x]))
+                signs = false;
+        }
+    }
+    ck->max_abs_diff = maxdiff(b.w, pred, n * L);
+    if (!signs) {
+        ck->passed = false;
+        ck_note(ck, "A raised score did not raise its weight, or another "
+                "weight rose.");
+    } else {
+        ck_note(ck, "Row i raises the score of key i mod L (bumped_key, "
+                "counted from 0) by 1 through attn_bias.");
+    }
+    TRY(ck_vec(ck, "bumped_key", n, key));
+    TRY(ck_mat(ck, "weights_before", n, L, a->w));
+    TRY(ck_mat(ck, "weights_after", n, L, b.w));
+    return ck_mat(ck, "weights_predicted", n, L, pred);
+}
+
 /* ---- the list of checks ------------------------------------------------- */
 
 typedef enum core_status (*check_fn)(struct vx *c, struct verify_check *ck);
@@ -1299,6 +1414,13 @@ static const struct {
     {"sink_extra_key",
      "The sink softmax equals standard attention with one extra zero-value "
      "key whose score is sink_logit.", check_sink},
+    {"q_bias_exception_allowed_keys",
+     "Among the allowed keys that share one dot product with bQ, the query "
+     "bias leaves the weights unchanged.", check_q_allowed},
+    {"softmax1_own_score",
+     "Under softmax1, raising one score by 1 raises its weight to "
+     "e*p/(1+(e-1)*p) and scales every other weight by 1/(1+(e-1)*p), so the "
+     "derivative is positive.", check_own_score},
 };
 
 #define N_CHECKS (sizeof CHECKS / sizeof CHECKS[0])

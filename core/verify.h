@@ -5,7 +5,10 @@
  * optional bias vectors bQ, bK, bV) and runs the checks of DESIGN.md's
  * "Verify" section: a common key bias is a per-row shift that standard
  * softmax cancels, a query bias is not, softmax1 keeps ratios but not
- * weights, equals attention with a zero key prepended, and so on. Every side
+ * weights, equals attention with a zero key prepended, and so on: checks
+ * 1-16 in DESIGN.md's order, then three more the seed documents support
+ * (17 sink = extra key, 18 the exception over the allowed keys, 19 softmax1's
+ * positive derivative). Every side
  * of every comparison that involves attention is computed by the core's real
  * code paths (attn_forward, and kv_append/kv_attend for the session check),
  * each side by its own call, so a regression in the core makes a check fail.

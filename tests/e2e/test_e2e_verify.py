@@ -70,7 +70,7 @@ def test_get_softmax1_table_recomputed(attnd):
 
 def test_get_every_check_reported(attnd):
     r = attnd.get("/v1/verify").json()
-    assert [c["id"] for c in r["checks"]] == list(range(1, 18))
+    assert [c["id"] for c in r["checks"]] == list(range(1, 20))
     for c in r["checks"]:
         assert set(c) >= {"id", "name", "claim", "passed", "max_abs_diff",
                           "tolerance", "applicable", "data"}
@@ -79,6 +79,7 @@ def test_get_every_check_reported(attnd):
             assert c["max_abs_diff"] <= c["tolerance"]
     assert by_name(r, "q_bias_exception")["applicable"] is False
     assert by_name(r, "session_decode")["applicable"] is True
+    assert by_name(r, "q_bias_exception_allowed_keys")["data"]["allowed_keys"] == [1, 0, 1]
     rc = by_name(r, "k_bias_row_constant")["data"]["row_constant"]
     assert abs(rc[0] - 3 / math.sqrt(2)) < 1e-15
 

@@ -124,7 +124,7 @@ TEST(builtin_every_check)
     struct verify_report r;
     verify_builtin(&in);
     CHECK_EQ_INT(run(&in, &r), CORE_OK);
-    CHECK_EQ_INT(r.n_checks, 17);
+    CHECK_EQ_INT(r.n_checks, 19);
     CHECK(r.passed);
     CHECK_NEAR(r.tolerance, 1e-12, 0);
     for (size_t i = 0; i < r.n_checks; i++) {
@@ -170,6 +170,25 @@ TEST(builtin_row_constant_and_q_change)
         CHECK_NEAR(rc->data[1], 3.0 / sqrt(2.0), 1e-15);
         CHECK_NEAR(rc->data[2], -2.0 / sqrt(2.0), 1e-15);
         CHECK_NEAR(rc->data[3], -3.0 / sqrt(2.0), 1e-15);
+    }
+    /* check 18: bQ=(0,1) has dot product 0 with keys 1 and 3; key 2 masked */
+    const struct verify_array *al =
+        arr(find(&r, "q_bias_exception_allowed_keys"), "allowed_keys");
+    CHECK(al && al->cols == 3);
+    if (al) {
+        CHECK_NEAR(al->data[0], 1, 0);
+        CHECK_NEAR(al->data[1], 0, 0);
+        CHECK_NEAR(al->data[2], 1, 0);
+    }
+    /* check 19: raising s_1 by 1 under softmax1, predicted here */
+    const struct verify_check *c19 = find(&r, "softmax1_own_score");
+    const struct verify_array *after = arr(c19, "weights_after");
+    CHECK(after != NULL);
+    if (after) {
+        long double s1 = 1.414213562373095L + 1, s2 = 1.414213562373095L;
+        long double den = 1 + expl(s1) + expl(s2) + expl(0.0L);
+        CHECK_NEAR(after->data[0], (double)(expl(s1) / den), 1e-15);
+        CHECK_NEAR(after->data[2], (double)(1 / den), 1e-15);
     }
     /* per-key shift and RoPE are detected changes */
     const struct verify_check *k8 = find(&r, "per_key_shift_counterexample");
@@ -227,6 +246,8 @@ TEST(caller_data_all_pass)
     CHECK_EQ_INT(r.n, 3);
     /* 4 key differences in R^4 of random keys span it: no exception */
     CHECK(!find(&r, "q_bias_exception")->applicable);
+    /* random bQ has five different dot products: no pair to compare */
+    CHECK(!find(&r, "q_bias_exception_allowed_keys")->applicable);
     CHECK(find(&r, "session_decode")->applicable);
     verify_report_free(&r);
 }
@@ -465,6 +486,7 @@ TEST(core_faults_fail_checks)
     CHECK(!find(&r, "softmax1_zero_key")->passed);
     CHECK(!find(&r, "softmax1_row_sums")->passed);
     CHECK(!find(&r, "max_subtraction")->passed);
+    CHECK(!find(&r, "softmax1_own_score")->passed);
     CHECK(find(&r, "k_bias_weights_unchanged")->passed);
     verify_report_free(&r);
 
