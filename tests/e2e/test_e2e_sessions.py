@@ -1,0 +1,238 @@
+"""tests/e2e/test_e2e_sessions.py — sessions (the KV cache) on the real daemon.
+
+- Decoding through a session equals the stateless /v1/attention on the full
+  K/V bit for bit in float64 (JSON numbers and base64 bytes), over a prefill
+  and several decode steps, with GQA, q/k/v biases, RoPE and ALiBi on.
+- Truncate and fork are isolated from each other.
+- Capacity: reject (503 capacity_exhausted + Retry-After, reads keep
+  working) and lru (the least recently used idle session goes).
+- TTL: an idle session expires (404), one in use does not.
+- Restart with --state-dir: the same requests give the same bytes.
+"""
+import base64
+import os
+import random
+import shutil
+import signal
+import struct
+import tempfile
+import time
+
+from attnd_proc import Attnd
+
+OPTS = {"bias": {"q": [0.25, -0.5, 1.0, 0.0], "k": [[3, -2, 0.5, 1], [0, 1, -1, 2]],
+                 "v": [1, -1, 0.5]},
+        "rope": {"base": 10000, "pairs": "interleaved"}, "alibi": True}
+
+
+def _mat(rng, rows, cols):
+    return [[rng.uniform(-2, 2) for _ in range(cols)] for _ in range(rows)]
+
+
+def _without_elapsed(body):
+    j = body if isinstance(body, dict) else None
+    j = dict(j)
+    j["meta"] = {k: v for k, v in j["meta"].items() if k != "elapsed_us"}
+    return j
+
+
+def _create(d, spec):
+    r = d.post("/v1/sessions", spec)
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    assert r.headers["location"] == f"/v1/sessions/{sid}"
+    return sid
+
+
+def test_decode_equals_stateless_bit_for_bit(attnd):
+    rng = random.Random(1)
+    h, h_kv, d_k, d_v = 4, 2, 4, 3
+    sid = _create(attnd, {"d_k": d_k, "d_v": d_v, "heads": h, "kv_heads": h_kv, **OPTS})
+    K = [[] for _ in range(h_kv)]
+    V = [[] for _ in range(h_kv)]
+    for step, m in enumerate([5, 1, 1, 2, 1, 1]):        # prefill, then decode
+        k = [_mat(rng, m, d_k) for _ in range(h_kv)]
+        v = [_mat(rng, m, d_v) for _ in range(h_kv)]
+        q = [_mat(rng, m, d_k) for _ in range(h)]
+        for g in range(h_kv):
+            K[g] += k[g]
+            V[g] += v[g]
+        enc = "base64" if step % 2 else "json"
+        a = attnd.post(f"/v1/sessions/{sid}/attention",
+                       {"q": q, "k": k, "v": v, "causal": True, "encoding": enc})
+        b = attnd.post("/v1/attention", {"q": q, "k": K, "v": V, "causal": True,
+                                         "encoding": enc, **OPTS})
+        assert a.status == 200 and b.status == 200, (a, b)
+        ja, jb = a.json(), b.json()
+        assert ja["meta"]["L"] == len(K[0]) and ja["meta"]["n"] == m
+        for key in ("scores", "weights", "output"):
+            assert ja[key] == jb[key], f"step {step}: {key} differs"
+        assert _without_elapsed(ja) == _without_elapsed(jb)
+    # the cache holds the prepared rows of every step
+    r = attnd.get(f"/v1/sessions/{sid}")
+    assert r.json()["length"] == 11
+    # a query-only step against the whole cache, with an attn_bias over it
+    q = [_mat(rng, 1, d_k) for _ in range(h)]
+    ab = [[rng.uniform(-1, 1) for _ in range(11)]]
+    a = attnd.post(f"/v1/sessions/{sid}/attention", {"q": q, "attn_bias": ab})
+    b = attnd.post("/v1/attention", {"q": q, "k": K, "v": V, "attn_bias": ab, **OPTS})
+    assert a.status == 200 and b.status == 200
+    assert _without_elapsed(a.json()) == _without_elapsed(b.json())
+
+
+def test_float32_session_matches_float32_stateless(attnd):
+    rng = random.Random(2)
+    sid = _create(attnd, {"d_k": 2, "d_v": 2, "dtype": "float32", "rope": True})
+    K, V = [], []
+    for _ in range(3):
+        k, v, q = _mat(rng, 1, 2), _mat(rng, 1, 2), _mat(rng, 1, 2)
+        K += k
+        V += v
+        a = attnd.post(f"/v1/sessions/{sid}/attention", {"q": q, "k": k, "v": v})
+        b = attnd.post("/v1/attention", {"q": q, "k": K, "v": V, "dtype": "float32",
+                                         "rope": True})
+        assert a.status == 200 and b.status == 200
+        assert _without_elapsed(a.json()) == _without_elapsed(b.json())
+
+
+def test_truncate_and_fork_are_isolated(attnd):
+    sid = _create(attnd, {"d_k": 1, "d_v": 1})
+    assert attnd.post(f"/v1/sessions/{sid}/kv",
+                      {"k": [[1], [2], [3]], "v": [[4], [5], [6]]}).status == 200
+    f = attnd.post(f"/v1/sessions/{sid}/fork", {})
+    assert f.status == 201, f
+    fid = f.json()["id"]
+    assert f.headers["location"] == f"/v1/sessions/{fid}" and fid != sid
+    r = attnd.post(f"/v1/sessions/{sid}/truncate", {"length": 1})
+    assert r.status == 200 and r.json()["length"] == 1
+    assert attnd.post(f"/v1/sessions/{fid}/kv", {"k": [[7]], "v": [[8]]}).status == 200
+    assert attnd.post(f"/v1/sessions/{sid}/kv", {"k": [[9]], "v": [[9]],
+                                                 "expected_length": 1}).status == 200
+    assert attnd.get(f"/v1/sessions/{sid}/kv").json()["k"] == [[1], [9]]
+    assert attnd.get(f"/v1/sessions/{fid}/kv").json()["k"] == [[1], [2], [3], [7]]
+    assert attnd.request("DELETE", f"/v1/sessions/{sid}").status == 204
+    r = attnd.get(f"/v1/sessions/{sid}")
+    assert r.status == 404 and r.json()["error"]["code"] == "session_not_found"
+    assert attnd.get(f"/v1/sessions/{fid}").json()["length"] == 4
+
+
+def test_conflicts_and_full(attnd):
+    sid = _create(attnd, {"d_k": 1, "d_v": 1, "max_tokens": 2})
+    r = attnd.post(f"/v1/sessions/{sid}/kv", {"k": [[1]], "v": [[1]], "expected_length": 3})
+    assert r.status == 409 and r.json()["error"]["code"] == "length_conflict"
+    assert r.json()["error"]["path"] == "/expected_length"
+    r = attnd.post(f"/v1/sessions/{sid}/kv", {"k": [[1], [2], [3]], "v": [[1], [2], [3]]})
+    assert r.status == 409 and r.json()["error"]["code"] == "session_full"
+    assert attnd.get(f"/v1/sessions/{sid}").json()["length"] == 0
+
+
+def test_capacity_reject_policy():
+    # float64, d_k = d_v = 1: 16 bytes a row; 320 bytes = 20 rows
+    with Attnd("--max-sessions", "2", "--max-cache-bytes", "320") as d:
+        a = _create(d, {"d_k": 1, "d_v": 1})
+        b = _create(d, {"d_k": 1, "d_v": 1})
+        r = d.post("/v1/sessions", {"d_k": 1, "d_v": 1})
+        assert r.status == 503 and r.json()["error"]["code"] == "capacity_exhausted"
+        assert r.headers.get("retry-after") == "1"
+        assert d.post(f"/v1/sessions/{a}/kv", {"k": [[1]] * 15, "v": [[1]] * 15}).status == 200
+        r = d.post(f"/v1/sessions/{b}/kv", {"k": [[1]] * 10, "v": [[1]] * 10})
+        assert r.status == 503 and r.headers.get("retry-after") == "1", r
+        assert d.get(f"/v1/sessions/{b}").json()["length"] == 0       # all or nothing
+        # reads keep working
+        assert d.post(f"/v1/sessions/{a}/attention", {"q": [[1]]}).status == 200
+        assert d.get(f"/v1/sessions/{a}/kv").status == 200
+        assert d.request("DELETE", f"/v1/sessions/{a}").status == 204
+        assert d.post(f"/v1/sessions/{b}/kv", {"k": [[1]] * 10, "v": [[1]] * 10}).status == 200
+
+
+def test_capacity_lru_policy():
+    with Attnd("--max-sessions", "2", "--cache-policy", "lru") as d:
+        a = _create(d, {"d_k": 1, "d_v": 1})
+        b = _create(d, {"d_k": 1, "d_v": 1})
+        assert d.post(f"/v1/sessions/{a}/kv", {"k": [[1]], "v": [[1]]}).status == 200
+        c = _create(d, {"d_k": 1, "d_v": 1})                # b is least recently used
+        assert d.get(f"/v1/sessions/{b}").status == 404
+        assert d.get(f"/v1/sessions/{a}").status == 200
+        assert d.get(f"/v1/sessions/{c}").status == 200
+        m = d.get("/metrics").body.decode()
+        assert any(line.startswith("attnd_session_evictions_total") and
+                   float(line.split()[-1]) >= 1 for line in m.splitlines()), m
+
+
+def test_ttl_expiry(attnd):
+    idle = _create(attnd, {"d_k": 1, "d_v": 1, "ttl_s": 0.4})
+    busy = _create(attnd, {"d_k": 1, "d_v": 1, "ttl_s": 0.4})
+    info = attnd.get(f"/v1/sessions/{idle}").json()
+    assert 0 < info["expires_in_s"] <= 0.4
+    for _ in range(4):                      # used every 0.2 s: stays alive
+        time.sleep(0.2)
+        assert attnd.get(f"/v1/sessions/{busy}").status == 200
+    r = attnd.get(f"/v1/sessions/{idle}")
+    assert r.status == 404 and r.json()["error"]["code"] == "session_not_found"
+    assert attnd.post(f"/v1/sessions/{idle}/kv", {"k": [[1]], "v": [[1]]}).status == 404
+
+
+def _b64(vals):
+    return base64.b64encode(struct.pack("<%dd" % len(vals), *vals)).decode()
+
+
+def test_restart_with_state_dir_gives_same_bytes():
+    sd = tempfile.mkdtemp(prefix="attnd-sess-state-")
+    rng = random.Random(3)
+    try:
+        specs = [{"d_k": 4, "d_v": 2, "heads": 2, "kv_heads": 1, **{k: v for k, v in OPTS.items()
+                                                                     if k != "bias"}},
+                 {"d_k": 2, "d_v": 2, "dtype": "float32", "softmax": "softmax1",
+                  "bias": {"k": [3, -2]}}]
+        ids = []
+        with Attnd("--state-dir", sd) as d:
+            for spec in specs:
+                sid = _create(d, spec)
+                h_kv = spec.get("kv_heads", 1)
+                k = {"shape": [h_kv, 3, spec["d_k"]], "dtype": "float64",
+                     "data": _b64([rng.uniform(-1, 1) for _ in range(h_kv * 3 * spec["d_k"])])}
+                v = [_mat(rng, 3, spec["d_v"]) for _ in range(h_kv)]
+                assert d.post(f"/v1/sessions/{sid}/kv", {"k": k, "v": v}).status == 200
+                ids.append((sid, spec))
+            queries = {sid: [_mat(rng, 2, spec["d_k"]) for _ in range(spec.get("heads", 1))]
+                       for sid, spec in ids}
+
+            def snap(dd):
+                out = {}
+                for sid, _ in ids:
+                    kv = dd.get(f"/v1/sessions/{sid}/kv")
+                    att = dd.post(f"/v1/sessions/{sid}/attention",
+                                  {"q": queries[sid], "causal": True, "encoding": "base64"})
+                    assert kv.status == 200 and att.status == 200, (kv, att)
+                    out[sid] = (kv.body, _without_elapsed(att.json()))
+                return out
+            before = snap(d)
+            d.signal(signal.SIGTERM)
+            assert d.wait(timeout=20) == 0
+        names = os.listdir(sd)
+        assert sorted(names) == sorted(f"{sid}.sess" for sid, _ in ids), names
+        with Attnd("--state-dir", sd) as d:
+            assert snap(d) == before
+            # decoding continues where it stopped
+            sid, spec = ids[0]
+            r = d.post(f"/v1/sessions/{sid}/kv", {"k": [_mat(rng, 1, 4)], "v": [_mat(rng, 1, 2)],
+                                                  "expected_length": 3})
+            assert r.status == 200 and r.json()["length"] == 4
+            # a corrupt file is skipped with a log line, never a crash
+            d.signal(signal.SIGTERM)
+            assert d.wait(timeout=20) == 0
+        path = os.path.join(sd, f"{ids[1][0]}.sess")
+        with open(path, "r+b") as f:
+            f.seek(60)
+            b = f.read(1)
+            f.seek(60)
+            f.write(bytes([b[0] ^ 0xFF]))
+        with open(os.path.join(sd, "junk.sess"), "wb") as f:
+            f.write(b"ATTNDSES\x01")
+        with Attnd("--state-dir", sd) as d:
+            assert d.get(f"/v1/sessions/{ids[0][0]}").json()["length"] == 4
+            assert d.get(f"/v1/sessions/{ids[1][0]}").status == 404
+            logs = d.logs()
+            assert "skipping" in logs and "junk.sess" in logs, logs[-2000:]
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
