@@ -761,9 +761,9 @@ static int slot_of(const char *name)
     return -1;
 }
 
-/* The dtype of a stateless computation: that of q. */
-static bool pick_dtype(struct api_call *c, struct v2_infer *x,
-                       const json_t *inputs)
+/* The dtype of a stateless computation: that of q (a missing q is
+ * reported after the inputs have been read). */
+static void pick_dtype(struct v2_infer *x, const json_t *inputs)
 {
     size_t i;
 
@@ -775,11 +775,9 @@ static bool pick_dtype(struct api_call *c, struct v2_infer *x,
 
         if (name && strcmp(name, "q") == 0) {
             x->dt = dt && strcmp(dt, "FP32") == 0 ? ATTN_F32 : ATTN_F64;
-            return true;
+            return;
         }
     }
-    api_fail(c, "invalid_field", "/inputs", "input q is required");
-    return false;
 }
 
 /* Every element of "inputs", in order (binary data follows that order). */
@@ -1464,8 +1462,9 @@ static void v2_infer(struct api_call *c)
         api_fail(c, "invalid_field", "/inputs", "inputs must be a non-empty array");
         goto out;
     }
-    if (!read_sequence(c, &x) || !pick_dtype(c, &x, inputs))
+    if (!read_sequence(c, &x))
         goto out;
+    pick_dtype(&x, inputs);
     if (x.seq && !x.seq_start && !sequence_acquire(c, &x))
         goto out;
     if (!read_inputs(c, &x, inputs))

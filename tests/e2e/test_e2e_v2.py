@@ -1,0 +1,384 @@
+"""tests/e2e/test_e2e_v2.py — the Open Inference Protocol v2 against the real
+daemon: metadata and health, JSON inference checked against a Python
+reference and against /v1/attention for every option, the binary tensor data
+extension with request bodies built byte by byte (FP64 and FP32, binary and
+JSON outputs mixed), the sequence extension on sessions, and errors in the
+protocol's {"error": "..."} shape with Triton's status mapping.
+"""
+import json
+import math
+import struct
+
+import pytest
+
+HDR = "Inference-Header-Content-Length"
+INFER = "/v2/models/attention/infer"
+
+
+def tensor(name, shape, data, datatype="FP64"):
+    return {"name": name, "shape": shape, "datatype": datatype, "data": data}
+
+
+def flat(m):
+    return [x for row in m for x in (flat(row) if isinstance(row, list) else [row])] \
+        if isinstance(m, list) else [m]
+
+
+def shape_of(m):
+    s = []
+    while isinstance(m, list):
+        s.append(len(m))
+        m = m[0]
+    return s
+
+
+def outputs(resp):
+    return {o["name"]: o for o in resp["outputs"]}
+
+
+def v2_error(r, status):
+    assert r.status == status, r
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["error"]
+    assert isinstance(err, str) and err
+    return err
+
+
+# ---- a reference for the plain case ----------------------------------------
+
+def ref_attention(q, k, v, scale=None):
+    """2-D q [n][d], k [L][d], v [L][dv]: (weights, output), standard softmax."""
+    d = len(q[0])
+    scale = scale if scale is not None else 1 / math.sqrt(d)
+    W, O = [], []
+    for qi in q:
+        s = [scale * sum(a * b for a, b in zip(qi, kj)) for kj in k]
+        m = max(s)
+        e = [math.exp(x - m) for x in s]
+        z = sum(e)
+        w = [x / z for x in e]
+        W.append(w)
+        O.append([sum(w[j] * v[j][c] for j in range(len(v))) for c in range(len(v[0]))])
+    return W, O
+
+
+# ---- metadata and health ----------------------------------------------------
+
+def test_server_metadata(attnd):
+    r = attnd.get("/v2")
+    assert r.status == 200
+    meta = r.json()
+    assert meta["name"] == "attnd" and meta["version"]
+    assert {"binary_tensor_data", "sequence"} <= set(meta["extensions"])
+
+
+def test_health(attnd):
+    assert attnd.get("/v2/health/live").status == 200
+    assert attnd.get("/v2/health/ready").status == 200
+    assert attnd.get("/v2/health/ready").json() == {"ready": True}
+    assert attnd.get("/v2/models/attention/ready").status == 200
+    assert attnd.get("/v2/models/attention/versions/1/ready").status == 200
+
+
+def test_model_metadata(attnd):
+    r = attnd.get("/v2/models/attention")
+    assert r.status == 200
+    m = r.json()
+    assert m["name"] == "attention" and "1" in m["versions"]
+    ins = {t["name"]: t for t in m["inputs"]}
+    assert set(ins) == {"q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask"}
+    assert ins["mask"]["datatype"] == "BOOL"
+    assert ins["q"]["datatype"] in ("FP32", "FP64")
+    assert all(d == -1 for t in m["inputs"] for d in t["shape"])
+    assert [o["name"] for o in m["outputs"]] == ["scores", "weights", "output"]
+
+
+def test_unknown_model_and_route(attnd):
+    v2_error(attnd.get("/v2/models/bert"), 404)
+    v2_error(attnd.get("/v2/models/attention/versions/7"), 404)
+    v2_error(attnd.post("/v2/models/bert/infer", {"inputs": []}), 404)
+    v2_error(attnd.get("/v2/nothing/here"), 404)
+    r = attnd.get(INFER)
+    v2_error(r, 405)
+    assert r.headers["allow"] == "POST"
+
+
+# ---- JSON inference ----------------------------------------------------------
+
+Q = [[0.5, -1.0, 0.25, 2.0], [1.5, 0.0, -0.75, 0.5]]
+K = [[1.0, 0.0, 0.5, -0.5], [0.0, 1.0, -1.0, 0.25], [-1.0, 0.5, 0.0, 1.0]]
+V = [[1.0, 2.0], [3.0, -4.0], [0.5, 0.25]]
+
+
+def test_json_infer_matches_reference(attnd):
+    body = {"id": "abc-1", "inputs": [tensor("q", [2, 4], flat(Q)),
+                                      tensor("k", [3, 4], K),          # nested is fine too
+                                      tensor("v", [3, 2], flat(V))]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    resp = r.json()
+    assert resp["id"] == "abc-1" and resp["model_name"] == "attention"
+    outs = outputs(resp)
+    assert set(outs) == {"scores", "weights", "output"}
+    W, O = ref_attention(Q, K, V)
+    assert outs["weights"]["shape"] == [2, 3] and outs["output"]["shape"] == [2, 2]
+    assert outs["output"]["datatype"] == "FP64"
+    for got, want in zip(outs["weights"]["data"], flat(W)):
+        assert got == pytest.approx(want, abs=1e-12)
+    for got, want in zip(outs["output"]["data"], flat(O)):
+        assert got == pytest.approx(want, abs=1e-12)
+
+
+OPTION_CASES = [
+    ({"softmax": "softmax1"}, {"softmax": "softmax1"}),
+    ({"softmax": "sink", "sink_logit": 0.5}, {"softmax": "sink", "sink_logit": 0.5}),
+    ({"causal": True}, {"causal": True}),
+    ({"causal": "top_left", "scale": 0.3}, {"causal": "top_left", "scale": 0.3}),
+    ({"alibi": True}, {"alibi": True}),
+    ({"rope_base": 100.0, "rope_pairs": "half"}, {"rope": {"base": 100.0, "pairs": "half"}}),
+    ({"rope_pairs": "interleaved"}, {"rope": {"base": 10000, "pairs": "interleaved"}}),
+]
+
+
+@pytest.mark.parametrize("params,v1opts", OPTION_CASES)
+def test_parameters_equal_v1(attnd, params, v1opts):
+    """Each request parameter means exactly what the /v1/attention field means."""
+    q3 = [Q, [[-x for x in row] for row in Q]]          # h=2
+    k3, v3 = [K], [V]                                   # h_kv=1 (grouped)
+    bias_k = [0.5, -0.25, 1.0, 0.0]
+    v2body = {"parameters": params,
+              "inputs": [tensor("q", [2, 2, 4], flat(q3)), tensor("k", [1, 3, 4], flat(k3)),
+                         tensor("v", [1, 3, 2], flat(v3)), tensor("bias_k", [4], bias_k)]}
+    r2 = attnd.post(INFER, v2body)
+    assert r2.status == 200, r2
+    v1body = dict(v1opts, q=q3, k=k3, v=v3, bias={"k": bias_k})
+    r1 = attnd.post("/v1/attention", v1body)
+    assert r1.status == 200, r1
+    outs, ref = outputs(r2.json()), r1.json()
+    for name in ("weights", "output"):
+        assert outs[name]["shape"] == shape_of(ref[name])
+        assert outs[name]["data"] == pytest.approx(flat(ref[name]), abs=1e-13)
+    # masked scores are null in both
+    assert [x is None for x in outs["scores"]["data"]] == [x is None for x in flat(ref["scores"])]
+
+
+def test_attn_bias_mask_and_empty_rows(attnd):
+    body = {"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                       tensor("v", [3, 2], flat(V)),
+                       tensor("attn_bias", [2, 3], [0.0, None, 1.0, 0.0, 0.0, 0.0]),
+                       tensor("mask", [2, 3], [True, True, True, False, False, False], "BOOL")],
+            "outputs": [{"name": "weights"}]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    resp = r.json()
+    w = outputs(resp)["weights"]["data"]
+    assert list(outputs(resp)) == ["weights"]
+    assert w[1] == 0.0 and w[3:] == [0.0, 0.0, 0.0]
+    assert resp["parameters"]["empty_rows"] == 1
+    body["parameters"] = {"empty_rows": "error"}
+    v2_error(attnd.post(INFER, body), 400)
+
+
+def test_fp32(attnd):
+    body = {"inputs": [tensor("q", [2, 4], flat(Q), "FP32"), tensor("k", [3, 4], flat(K), "FP32"),
+                       tensor("v", [3, 2], flat(V), "FP32")]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    outs = outputs(r.json())
+    assert outs["output"]["datatype"] == "FP32"
+    _, O = ref_attention(Q, K, V)
+    assert outs["output"]["data"] == pytest.approx(flat(O), rel=1e-5, abs=1e-6)
+
+
+# ---- binary tensor data ------------------------------------------------------
+
+def binary_request(header, blobs):
+    """The body as the extension lays it out: JSON, then each blob in order."""
+    js = json.dumps(header).encode()
+    return js + b"".join(blobs), len(js)
+
+
+def split_binary_response(r):
+    n = int(r.headers[HDR.lower()])
+    return json.loads(r.body[:n]), r.body[n:]
+
+
+def test_binary_request_built_byte_by_byte(attnd):
+    q, k, v = flat(Q), flat(K), flat(V)
+    blobs = [struct.pack("<%dd" % len(q), *q), struct.pack("<%dd" % len(k), *k),
+             struct.pack("<%dd" % len(v), *v)]
+    header = {"id": "bin-1",
+              "inputs": [{"name": "q", "shape": [2, 4], "datatype": "FP64",
+                          "parameters": {"binary_data_size": len(blobs[0])}},
+                         {"name": "k", "shape": [3, 4], "datatype": "FP64",
+                          "parameters": {"binary_data_size": len(blobs[1])}},
+                         {"name": "v", "shape": [3, 2], "datatype": "FP64",
+                          "parameters": {"binary_data_size": len(blobs[2])}}],
+              "outputs": [{"name": "output", "parameters": {"binary_data": True}},
+                          {"name": "weights", "parameters": {"binary_data": False}}]}
+    body, n = binary_request(header, blobs)
+    assert len(body) == n + 8 * (8 + 12 + 6)
+    r = attnd.post(INFER, body, headers={"Content-Type": "application/octet-stream", HDR: str(n)})
+    assert r.status == 200, r
+    assert r.headers["content-type"] == "application/octet-stream"
+    js, raw = split_binary_response(r)
+    outs = outputs(js)
+    assert js["id"] == "bin-1"
+    assert outs["output"]["parameters"]["binary_data_size"] == 2 * 2 * 8 == len(raw)
+    assert "data" not in outs["output"]
+    out = struct.unpack("<4d", raw)
+    W, O = ref_attention(Q, K, V)
+    assert list(out) == pytest.approx(flat(O), abs=1e-12)
+    assert outs["weights"]["data"] == pytest.approx(flat(W), abs=1e-12)
+
+
+def test_binary_fp32_mixed_with_json_inputs(attnd):
+    q = flat(Q)
+    blob = struct.pack("<%df" % len(q), *q)
+    header = {"parameters": {"binary_data_output": True},
+              "inputs": [tensor("k", [3, 4], flat(K), "FP32"),
+                         {"name": "q", "shape": [2, 4], "datatype": "FP32",
+                          "parameters": {"binary_data_size": len(blob)}},
+                         tensor("v", [3, 2], flat(V), "FP32")]}
+    body, n = binary_request(header, [blob])
+    # a JSON content type with the header length is accepted too
+    r = attnd.post(INFER, body, headers={"Content-Type": "application/json", HDR: str(n)})
+    assert r.status == 200, r
+    js, raw = split_binary_response(r)
+    sizes = [o["parameters"]["binary_data_size"] for o in js["outputs"]]
+    assert [o["name"] for o in js["outputs"]] == ["scores", "weights", "output"]
+    assert sizes == [6 * 4, 6 * 4, 4 * 4] and sum(sizes) == len(raw)
+    out = struct.unpack("<4f", raw[48:])
+    _, O = ref_attention(Q, K, V)
+    assert list(out) == pytest.approx(flat(O), rel=1e-5, abs=1e-6)
+
+
+def test_binary_mask_bool_bytes(attnd):
+    mask = bytes([1, 0, 1, 0, 1, 1])
+    header = {"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                         tensor("v", [3, 2], flat(V)),
+                         {"name": "mask", "shape": [2, 3], "datatype": "BOOL",
+                          "parameters": {"binary_data_size": 6}}],
+              "outputs": [{"name": "weights"}]}
+    body, n = binary_request(header, [mask])
+    r = attnd.post(INFER, body, headers={"Content-Type": "application/octet-stream", HDR: str(n)})
+    assert r.status == 200, r
+    assert r.headers["content-type"].startswith("application/json")
+    w = outputs(r.json())["weights"]["data"]
+    assert w[1] == 0.0 and w[0] + w[2] == pytest.approx(1.0)
+
+
+def test_binary_errors(attnd):
+    q = struct.pack("<8d", *flat(Q))
+    header = {"inputs": [{"name": "q", "shape": [2, 4], "datatype": "FP64",
+                          "parameters": {"binary_data_size": 64}},
+                         tensor("k", [3, 4], flat(K)), tensor("v", [3, 2], flat(V))]}
+    body, n = binary_request(header, [q])
+    hdrs = {"Content-Type": "application/octet-stream", HDR: str(n)}
+    assert attnd.post(INFER, body, headers=hdrs).status == 200
+    assert "/inputs/0" in v2_error(attnd.post(INFER, body[:-1], headers=hdrs), 400)
+    v2_error(attnd.post(INFER, body + b"\0", headers=hdrs), 400)             # unclaimed byte
+    v2_error(attnd.post(INFER, body, headers=dict(hdrs, **{HDR: str(len(body) + 1)})), 400)
+    v2_error(attnd.post(INFER, body, headers=dict(hdrs, **{HDR: "12x"})), 400)
+    nan = struct.pack("<8d", float("nan"), *flat(Q)[1:])
+    v2_error(attnd.post(INFER, binary_request(header, [nan])[0], headers=hdrs), 400)
+    header["inputs"][0]["parameters"]["binary_data_size"] = 60            # not 8 * 8
+    body, n = binary_request(header, [q[:60]])
+    assert "binary_data_size" in v2_error(
+        attnd.post(INFER, body, headers={"Content-Type": "application/octet-stream", HDR: str(n)}), 400)
+
+
+# ---- sequences ----------------------------------------------------------------
+
+def seq_body(seq_id, q, k=None, v=None, **params):
+    inputs = [tensor("q", shape_of(q), flat(q))]
+    if k is not None:
+        inputs += [tensor("k", shape_of(k), flat(k)), tensor("v", shape_of(v), flat(v))]
+    return {"parameters": dict(params, sequence_id=seq_id), "inputs": inputs}
+
+
+@pytest.mark.parametrize("seq_id", [7, "chat-42"])
+def test_sequence_decode_equals_stateless(attnd, seq_id):
+    rows_k = K + [[0.25, 0.25, -1.0, 0.5]]
+    rows_v = V + [[2.0, 2.0]]
+    r = attnd.post(INFER, seq_body(seq_id, Q[:1], K, V, sequence_start=True, causal=True,
+                                   softmax="softmax1"))
+    assert r.status == 200, r
+    p = r.json()["parameters"]
+    assert p["sequence_id"] == seq_id and p["sequence_length"] == 3
+    sid = p["session_id"]
+    info = attnd.get(f"/v1/sessions/{sid}")
+    assert info.status == 200 and info.json()["length"] == 3
+    r = attnd.post(INFER, seq_body(seq_id, Q[1:], rows_k[3:], rows_v[3:], causal=True))
+    assert r.status == 200, r
+    assert r.json()["parameters"]["sequence_length"] == 4
+    dec = outputs(r.json())
+    full = attnd.post(INFER, {"parameters": {"causal": True, "softmax": "softmax1"},
+                              "inputs": [tensor("q", [1, 4], Q[1]), tensor("k", [4, 4], flat(rows_k)),
+                                         tensor("v", [4, 2], flat(rows_v))]})
+    assert full.status == 200, full
+    ref = outputs(full.json())
+    assert dec["output"]["data"] == pytest.approx(ref["output"]["data"], abs=1e-14)
+    # a query alone attends the cache; sequence_end deletes the session after
+    r = attnd.post(INFER, seq_body(seq_id, Q[1:], sequence_end=True, causal=True))
+    assert r.status == 200, r
+    assert outputs(r.json())["output"]["data"] == pytest.approx(ref["output"]["data"], abs=1e-14)
+    assert attnd.get(f"/v1/sessions/{sid}").status == 404
+    v2_error(attnd.post(INFER, seq_body(seq_id, Q[1:])), 404)
+
+
+def test_sequence_continues_a_v1_session(attnd):
+    r = attnd.post("/v1/sessions", {"d_k": 4, "d_v": 2})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    assert attnd.post(f"/v1/sessions/{sid}/kv", {"k": K, "v": V}).status == 200
+    r = attnd.post(INFER, seq_body(sid, Q))
+    assert r.status == 200, r
+    _, O = ref_attention(Q, K, V)
+    assert outputs(r.json())["output"]["data"] == pytest.approx(flat(O), abs=1e-12)
+    assert r.json()["parameters"]["session_id"] == sid
+    attnd.request("DELETE", f"/v1/sessions/{sid}")
+
+
+def test_sequence_errors(attnd):
+    v2_error(attnd.post(INFER, seq_body(99, Q)), 404)                      # never started
+    v2_error(attnd.post(INFER, seq_body(5, Q, sequence_start=True)), 400)  # no k, v
+    v2_error(attnd.post(INFER, seq_body(-3, Q, K, V)), 400)                # bad id
+    body = seq_body(0, Q, K, V, sequence_start=True)
+    v2_error(attnd.post(INFER, body), 400)                                 # start without id
+    assert attnd.post(INFER, seq_body("e1", Q, K, V, sequence_start=True)).status == 200
+    err = v2_error(attnd.post(INFER, seq_body("e1", Q, scale=2.0)), 400)    # fixed at start
+    assert "scale" in err
+    v2_error(attnd.post(INFER, seq_body("e1", [[1.0, 2.0]])), 400)         # wrong d_k
+    assert attnd.post(INFER, seq_body("e1", Q, sequence_end=True)).status == 200
+
+
+# ---- errors ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("body,where", [
+    ({"inputs": [tensor("q", [2, 4], flat(Q), "INT32")]}, "/inputs/0/datatype"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q)[:7]), tensor("k", [3, 4], flat(K)),
+                 tensor("v", [3, 2], flat(V))]}, "/inputs/0/data"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                 tensor("v", [2, 2], flat(V)[:4])]}, "/inputs/2/shape"),
+    ({"inputs": [tensor("query", [2, 4], flat(Q))]}, "/inputs/0/name"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                 tensor("v", [3, 2], flat(V))], "parameters": {"softmax": "hard"}},
+     "/parameters/softmax"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                 tensor("v", [3, 2], flat(V))], "outputs": [{"name": "logits"}]},
+     "/outputs/0/name"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                 tensor("v", [3, 2], flat(V)), tensor("mask", [2, 3], [1] * 6, "BOOL")]},
+     "/inputs/3/data/0"),
+    ({"inputs": []}, "/inputs"),
+    ({"inputs": [tensor("q", [2, 4], flat(Q))], "extra": 1}, "/extra"),
+])
+def test_invalid_arguments_are_400(attnd, body, where):
+    assert where in v2_error(attnd.post(INFER, body), 400)
+
+
+def test_invalid_json_is_400(attnd):
+    v2_error(attnd.post(INFER, b'{"inputs": [', headers={"Content-Type": "application/json"}), 400)
+    v2_error(attnd.post(INFER, b'{"inputs": 1, "inputs": 2}',
+                        headers={"Content-Type": "application/json"}), 400)
