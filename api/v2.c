@@ -72,7 +72,7 @@ static int v2_status(int status)
 
 /* Rewrite an attnd error object {"error":{"code","message","path"}} into
  * {"error":"message [code at path]"}; anything else is left alone. */
-static void v2_error_shape(struct api_call *c)
+void api_v2_error_shape(struct api_call *c)
 {
     struct api_response *r = c->resp;
     json_t *root, *err;
@@ -1553,5 +1553,5 @@ static void dispatch(struct api_call *c, const char *rest)
 void api_v2(struct api_call *c, const char *rest)
 {
     dispatch(c, rest ? rest : "");
-    v2_error_shape(c);
+    api_v2_error_shape(c);
 }

@@ -21,6 +21,12 @@
  * c->resp->route to a template and checks the method itself. */
 void api_v2(struct api_call *c, const char *rest);
 
+/* Rewrite an error reply already in c->resp (attnd's error object) into the
+ * protocol's {"error":"..."} shape and status mapping; other replies are
+ * left alone. api_v2 applies it to its own replies; the router may apply it
+ * to errors it answers itself under /v2 (401 unauthorized). */
+void api_v2_error_shape(struct api_call *c);
+
 /* Maximum open v2 sequences per process (sequence_id -> session map). */
 #define API_V2_MAX_SEQUENCES 4096
 
