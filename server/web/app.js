@@ -797,7 +797,7 @@
   /* ---- wiring ---------------------------------------------------------- */
   function describe(el) {
     var lab = document.querySelector('label[for="' + el.id + '"]');
-    var name = lab ? lab.textContent.trim() : el.id;
+    var name = el.dataset.name || (lab ? lab.textContent.trim() : el.id);
     if (el.type === 'checkbox') return name + (el.checked ? ' on' : ' off');
     if (el.type === 'radio') return 'softmax: ' + el.value;
     return name + ' = ' + el.value;

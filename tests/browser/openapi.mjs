@@ -186,7 +186,7 @@ function fill(template, vars) {
 
 async function send(method, path, body, headers = {}) {
   const init = { method: method.toUpperCase(), headers: { ...headers } };
-  if (body !== undefined) {
+  if (body !== undefined && !['GET', 'HEAD'].includes(init.method)) {
     init.body = typeof body === 'string' ? body : JSON.stringify(body);
     if (!Object.keys(init.headers).some((h) => h.toLowerCase() === 'content-type')) {
       init.headers['Content-Type'] = 'application/json';
@@ -226,6 +226,10 @@ async function runExample(o, status, resp, ptr, ct, exName, ex) {
     if (String(r.status) !== status) {
       fail(label, `status ${r.status}, body ${r.text.slice(0, 300)}`);
       return;
+    }
+    for (const [h, re] of Object.entries(ex['x-attnd-expect-headers'] || {})) {
+      const got = r.headers.get(h);
+      if (got === null || !new RegExp(re).test(got)) { fail(label, `header ${h}: ${got} does not match ${re}`); return; }
     }
     if (ct === 'application/json') {
       const v = schemaAt(`${ptr}/content/application~1json/schema`);
