@@ -1445,6 +1445,10 @@ static enum core_status run_checks(struct vx *c, struct verify_report *rep)
             ck->max_abs_diff = 0.0;
         } else if (ck->expect_change) {
             ck->passed = ck->passed && ck->max_abs_diff > c->tol;
+            if (!(ck->max_abs_diff > c->tol))
+                ck_note(ck, "No weight changed by more than the tolerance; "
+                        "large gaps between scores saturate the weights at 0 "
+                        "and 1.");
         } else {
             ck->passed = ck->passed && ck->max_abs_diff <= c->tol;
         }

@@ -386,6 +386,27 @@ TEST(premises_that_fail)
     verify_report_free(&r);
 }
 
+/* Scores 7000 apart: the weights are exactly 1 and 0, so no counterexample
+ * can show a change; the checks say so instead of passing. */
+TEST(saturated_weights_fail_counterexamples)
+{
+    double q[2] = {100, 0}, k[4] = {100, 0, 0, 1}, v[2] = {1, 2};
+    struct verify_input in;
+    struct verify_report r;
+    memset(&in, 0, sizeof in);
+    in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
+    in.q = q; in.k = k; in.v = v;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c8 = find(&r, "per_key_shift_counterexample");
+    CHECK(c8 && c8->applicable && !c8->passed);
+    CHECK(c8 && strstr(c8->note, "saturate") != NULL);
+    CHECK(!r.passed);
+    /* the invariance checks still hold */
+    CHECK(find(&r, "base_scores")->passed);
+    CHECK(find(&r, "max_subtraction")->passed);
+    verify_report_free(&r);
+}
+
 TEST(bad_input)
 {
     struct verify_input in;
@@ -518,6 +539,7 @@ int main(void)
     RUN(exception_applicable_when_keys_lie_in_a_plane);
     RUN(exception_uses_given_bq_when_it_already_qualifies);
     RUN(premises_that_fail);
+    RUN(saturated_weights_fail_counterexamples);
     RUN(bad_input);
     RUN(tolerance_and_elements);
     RUN(core_faults_fail_checks);
