@@ -1477,7 +1477,9 @@ static void v2_infer(struct api_call *c)
 out:
     if (x.sess) {
         sess_release(c->ctx->store, x.sess);
-        if (x.seq_end) {
+        /* sequence_end, or a start whose first request failed: no sequence
+         * is left behind */
+        if (x.seq_end || (x.seq_start && c->resp->status >= 400)) {
             sess_delete(c->ctx->store, x.sid);
             seq_forget(c->ctx, x.seq_key, x.sid);
         }

@@ -483,6 +483,16 @@ TEST(sequence_rules)
     CHECK_NEAR(dat(output(j, "weights"), 0), 0.575975, 5e-7);
     CHECK_STR(json_string_value(json_object_get(output(j, "weights"), "datatype")), "FP64");
     json_decref(j);
+    /* a start whose first pass fails leaves no sequence behind */
+    j = infer("{\"parameters\":{\"sequence_id\":\"s2\",\"sequence_start\":true,"
+              "\"empty_rows\":\"error\"},\"inputs\":[" SEED_IN ",{\"name\":\"mask\","
+              "\"datatype\":\"BOOL\",\"shape\":[1,3],\"data\":[false,false,false]}]}", &st);
+    CHECK_EQ_INT(st, 400);
+    json_decref(j);
+    j = infer("{\"parameters\":{\"sequence_id\":\"s2\"},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 404);
+    json_decref(j);
     /* sequence_start without an id */
     j = infer("{\"parameters\":{\"sequence_start\":true},\"inputs\":[" SEED_IN "]}", &st);
     CHECK_EQ_INT(st, 400);
