@@ -1,19 +1,30 @@
 /*
- * server/http.c — libmicrohttpd glue: polling, body caps, suspend/resume,
- * static files, transport errors in JSON.
+ * server/http.c — libmicrohttpd glue: body caps, suspend/resume, static
+ * files, transport errors in JSON.
  *
- * Threading choice. MHD runs without a thread of its own: it is polled by
- * the libuv loop through its epoll fd (MHD_DAEMON_INFO_EPOLL_FD, a uv_poll
- * handle, and a uv_timer armed from MHD_get_timeout). Measured here (2
- * cores, wrk -t2 -c32, 3 s, GET /healthz through the work pool):
- * see the comment above start_daemon() for the figures. The reasons:
- *   - every MHD call (queue, suspend, resume) happens on one thread, the loop
- *     thread, which also owns uv_queue_work: no hand-off queue, no locks
- *     between transport and loop, and a resumed connection is picked up in
- *     the same loop iteration;
- *   - on 2 cores a second transport thread competes with the compute pool;
- *     the transport's work per request (headers, copying the body) is small
- *     next to JSON parsing and attention on the pool.
+ * Threading choice: MHD runs one internal polling thread with poll(), and
+ * hands finished request bodies to the libuv loop (uv_async), which queues
+ * them on the work pool; the loop resumes the connection when the answer is
+ * ready. Measured on this machine (libmicrohttpd 0.9.75, 2 cores):
+ *   - polled by libuv through MHD's epoll fd (MHD_USE_EPOLL, external) was
+ *     tried first: one thread for everything, ~25k req/s on GET /healthz
+ *     through the pool. But MHD 0.9.75's epoll code never notices a client
+ *     that half-closes (FIN) with a partial request — headers or body: the
+ *     connection and its buffers stay until the idle timeout (reproduced
+ *     with ../shared/bench/mhd_server.c in epoll mode too; poll mode frees
+ *     them at once). Vanishing uploaders would pin memory and descriptors
+ *     and hold up a drain, so epoll is out, and libuv cannot poll MHD's
+ *     poll()-based mode without rebuilding fd sets every turn.
+ *   - an internal poll() thread costs one more hand-off (MHD thread -> loop
+ *     -> pool -> loop -> MHD thread) and gives ~19-22k req/s on the same
+ *     GET /healthz in spot checks on this shared machine (noisy: +-30%),
+ *     against 45-72k for mhd_server's inline hello. Per request that is
+ *     tens of microseconds, small next to JSON parsing and attention.
+ *   - one MHD thread, not a pool: on 2 cores the compute pool needs the
+ *     CPUs; the transport only parses headers and copies bodies.
+ * All MHD calls on a connection happen on the MHD thread, except
+ * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
+ * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
  *
  * Request life (struct req, MHD's *con_cls):
  *   1st call    headers only: check Content-Length/Transfer-Encoding; answer
@@ -21,13 +32,17 @@
  *               (answering here would turn off keep-alive, see RESULTS.md).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413.
- *   last call   static file, or suspend + uv_queue_work(api_handle).
+ *   last call   static file, or suspend + hand to the loop (uv_async), which
+ *               runs api_handle on the pool (uv_queue_work).
  *   resumed     queue the api_response; MHD sends it.
  *   completed   log line, metrics, free.
  */
 #include "server/http.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -53,19 +68,18 @@
 struct srv_http {
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
-    uv_poll_t poll;                 /* MHD's epoll fd */
-    uv_timer_t timer;               /* MHD_get_timeout */
-    uv_check_t check;               /* one MHD_run per loop turn for resumed requests */
-    bool resumed;                   /* a connection was resumed this turn */
-    int open_handles;               /* handles not yet closed by srv_http_stop */
+    uv_async_t async;               /* MHD thread -> loop: work to queue, idle */
     const struct srv_config *cfg;
     struct api_ctx *ctx;
     struct srv_metrics *metrics;
     unsigned port;
-    size_t in_flight;               /* requests between 1st call and completion */
-    size_t working;                 /* requests on the work pool */
-    bool quiesced;                  /* no new connections; answers close */
-    srv_http_idle_fn idle;
+    pthread_mutex_t mu;             /* guards pending, req states, idle_due */
+    struct req *pending;            /* suspended, waiting for uv_queue_work */
+    bool idle_due;                  /* in-flight reached 0 after quiesce */
+    atomic_size_t in_flight;        /* requests between 1st call and completion */
+    atomic_size_t working;          /* suspended requests (pending or on the pool) */
+    atomic_bool quiesced;           /* no new connections; answers close */
+    srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };
 
@@ -89,6 +103,8 @@ struct req {
     struct req_header hdr[MAX_REQ_HEADERS];
     size_t n_hdr;
     uv_work_t work;
+    struct req *next;               /* in srv_http.pending */
+    bool orphan;                    /* MHD closed it while working: loop frees */
     struct api_response resp;       /* filled on the pool */
     int status;                     /* what was queued */
     const char *route;
@@ -159,7 +175,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (size_t i = 0; i < resp->n_headers && i < API_MAX_HEADERS; i++)
         MHD_add_response_header(mr, resp->headers[i].name, resp->headers[i].value);
-    if (r->h->quiesced || resp->drain_after)
+    if (atomic_load(&r->h->quiesced) || resp->drain_after)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     r->status = resp->status;
     r->route = resp->route;
@@ -228,7 +244,7 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type_of(a->path));
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
-    if (r->h->quiesced)
+    if (atomic_load(&r->h->quiesced))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     r->status = 200;
     r->route = strcmp(r->url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
@@ -240,9 +256,7 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     return ret;
 }
 
-/* ---- the work pool ----------------------------------------------------- */
-
-static void run_mhd(struct srv_http *h);
+/* ---- the work pool (loop thread and pool threads) ------------------------ */
 
 static void work_cb(uv_work_t *w)
 {
@@ -267,56 +281,122 @@ static void after_work_cb(uv_work_t *w, int status)
     free(r->body);                      /* the response no longer needs it */
     r->body = NULL;
     r->len = r->cap = 0;
+    pthread_mutex_lock(&h->mu);
+    bool orphan = r->orphan;
     r->state = REQ_READY;
-    h->working--;
-    MHD_resume_connection(r->conn);
-    h->resumed = true;                  /* check_cb runs MHD once for all */
+    pthread_mutex_unlock(&h->mu);
+    if (orphan) {                       /* the daemon is stopping: nobody to answer */
+        api_response_free(&r->resp);
+        free(r);
+    } else {
+        MHD_resume_connection(r->conn); /* the MHD thread calls handler() again */
+    }
+    atomic_fetch_sub(&h->working, 1);
 }
 
+/* Loop thread: queue what the MHD thread suspended; report idleness. */
+static void async_cb(uv_async_t *a)
+{
+    struct srv_http *h = a->data;
+    pthread_mutex_lock(&h->mu);
+    struct req *list = h->pending;
+    h->pending = NULL;
+    bool idle = h->idle_due;
+    h->idle_due = false;
+    pthread_mutex_unlock(&h->mu);
+    /* reverse into arrival order */
+    struct req *fifo = NULL;
+    while (list) {
+        struct req *n = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = n;
+    }
+    while (fifo) {
+        struct req *r = fifo;
+        fifo = r->next;
+        r->work.data = r;
+        if (uv_queue_work(h->loop, &r->work, work_cb, after_work_cb) != 0)
+            after_work_cb(&r->work, UV_ECANCELED);
+    }
+    if (idle && h->idle && atomic_load(&h->in_flight) == 0) {
+        srv_http_idle_fn fn = h->idle;
+        h->idle = NULL;
+        fn(h->idle_arg);
+    }
+}
+
+/* MHD thread: suspend and hand the request to the loop. */
 static enum MHD_Result dispatch(struct req *r)
 {
     const struct srv_asset *a = find_asset(r->method, r->url);
     if (a)
         return serve_asset(r, a);
+    struct srv_http *h = r->h;
     r->n_hdr = 0;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
     memset(&r->resp, 0, sizeof r->resp);
-    r->work.data = r;
     MHD_suspend_connection(r->conn);
-    int rc = uv_queue_work(r->h->loop, &r->work, work_cb, after_work_cb);
-    if (rc != 0) {
-        MHD_resume_connection(r->conn);
-        return transport_error(r, "internal", "cannot schedule the request");
-    }
+    atomic_fetch_add(&h->working, 1);
+    pthread_mutex_lock(&h->mu);
     r->state = REQ_WORKING;
-    r->h->working++;
+    r->next = h->pending;
+    h->pending = r;
+    pthread_mutex_unlock(&h->mu);
+    uv_async_send(&h->async);
     return MHD_YES;
 }
 
 /* ---- the access handler ------------------------------------------------ */
 
+/* Framing headers as sent, duplicates included. */
+struct framing {
+    const char *cl, *te;            /* first value of each */
+    bool cl_conflict;               /* Content-Length twice with different values */
+    unsigned n_te;                  /* Transfer-Encoding header lines */
+};
+
+static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (!value)
+        value = "";
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->cl && strcmp(f->cl, value) != 0)
+            f->cl_conflict = true;
+        if (!f->cl)
+            f->cl = value;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (!f->te)
+            f->te = value;
+        f->n_te++;
+    }
+    return MHD_YES;
+}
+
 /* Checks on the headers alone; answers (and returns true) on a fault. */
 static bool check_framing(struct req *r, enum MHD_Result *ret)
 {
-    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (te && cl) {
-        *ret = transport_error(r, "bad_request",
-                               "Content-Length and Transfer-Encoding together");
+    struct framing f = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_framing, &f);
+    const char *msg = NULL;
+    if (f.cl && f.te)
+        msg = "Content-Length and Transfer-Encoding together";
+    else if (f.cl_conflict)
+        msg = "conflicting Content-Length headers";
+    else if (f.te && (f.n_te > 1 || strcasecmp(f.te, "chunked") != 0))
+        msg = "unsupported Transfer-Encoding (only chunked)";
+    if (msg) {
+        *ret = transport_error(r, "bad_request", msg);
         return true;
     }
-    if (te && strcasecmp(te, "chunked") != 0) {
-        *ret = transport_error(r, "bad_request",
-                               "unsupported Transfer-Encoding (only chunked)");
-        return true;
-    }
-    if (cl) {
+    if (f.cl) {
         char *end;
         errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (cl[0] < '0' || cl[0] > '9' || errno || *end) {
+        unsigned long long n = strtoull(f.cl, &end, 10);
+        if (f.cl[0] < '0' || f.cl[0] > '9' || errno || *end) {
             *ret = transport_error(r, "bad_request", "invalid Content-Length");
             return true;
         }
@@ -393,7 +473,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         r->url = url;
         r->t0 = uv_hrtime();
         *con_cls = r;
-        h->in_flight++;
+        atomic_fetch_add(&h->in_flight, 1);
         srv_metrics_begin(h->metrics);
         enum MHD_Result ret;
         if (check_framing(r, &ret))
@@ -408,7 +488,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (r->too_large)
             return transport_error(r, "body_too_large", NULL);
         return dispatch(r);
-    case REQ_READY:
+    case REQ_READY:                     /* resumed by after_work_cb */
         return queue(r, &r->resp);
     case REQ_NEW:
     case REQ_WORKING:
@@ -420,6 +500,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     return MHD_YES;
 }
 
+/* MHD thread (or MHD_stop_daemon): the request is over. */
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
@@ -435,51 +516,22 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         status = 499;
     srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000);
     srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9);
-    api_response_free(&r->resp);
-    free(r->body);
-    free(r);
-    h->in_flight--;
-    if (h->quiesced && h->in_flight == 0 && h->idle) {
-        srv_http_idle_fn idle = h->idle;
-        h->idle = NULL;
-        idle(h->idle_arg);
+    pthread_mutex_lock(&h->mu);
+    bool working = r->state == REQ_WORKING;
+    if (working)
+        r->orphan = true;               /* after_work_cb frees it */
+    pthread_mutex_unlock(&h->mu);
+    if (!working) {
+        api_response_free(&r->resp);
+        free(r->body);
+        free(r);
     }
-}
-
-/* ---- polling MHD from libuv -------------------------------------------- */
-
-static void timer_cb(uv_timer_t *t)
-{
-    run_mhd(t->data);
-}
-
-/* After this turn's I/O callbacks (all after_work_cb of the turn). */
-static void check_cb(uv_check_t *c)
-{
-    struct srv_http *h = c->data;
-    if (h->resumed) {
-        h->resumed = false;
-        run_mhd(h);
+    if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
+        pthread_mutex_lock(&h->mu);
+        h->idle_due = true;
+        pthread_mutex_unlock(&h->mu);
+        uv_async_send(&h->async);
     }
-}
-
-static void poll_cb(uv_poll_t *p, int status, int events)
-{
-    (void)status;
-    (void)events;
-    run_mhd(p->data);
-}
-
-static void run_mhd(struct srv_http *h)
-{
-    if (!h->mhd)
-        return;
-    MHD_run(h->mhd);
-    MHD_UNSIGNED_LONG_LONG to;
-    if (MHD_get_timeout(h->mhd, &to) == MHD_YES)
-        uv_timer_start(&h->timer, timer_cb, (uint64_t)to, 0);
-    else
-        uv_timer_stop(&h->timer);
 }
 
 __attribute__((format(printf, 2, 0)))
@@ -516,19 +568,24 @@ static bool resolve(const struct srv_config *cfg, struct sockaddr_storage *ss, b
     return true;
 }
 
-/*
- * Measured on this machine (wrk -t2 -c32 -d3s, GET /healthz, through the
- * work pool with 2 workers), against ../shared/bench/mhd_server.c's hello
- * (which answers inline, no pool): see README "Benchmarks".
- */
+/* Starts MHD's thread with the process signals blocked, so that they are
+ * delivered to the loop thread (libuv's signal handling). */
 static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr_storage *ss,
                                        bool v6)
 {
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
     const struct srv_config *cfg = h->cfg;
-    return MHD_start_daemon(
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, handler, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,         /* first: see MHD docs */
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,
@@ -539,6 +596,8 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_END);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return d;
 }
 
 struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
@@ -555,25 +614,20 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     h->cfg = cfg;
     h->ctx = ctx;
     h->metrics = metrics;
+    pthread_mutex_init(&h->mu, NULL);
+    atomic_init(&h->in_flight, 0);
+    atomic_init(&h->working, 0);
+    atomic_init(&h->quiesced, false);
+    uv_async_init(loop, &h->async, async_cb);   /* before MHD can call dispatch */
+    h->async.data = h;
     h->mhd = start_daemon(h, &ss, v6);
     if (!h->mhd) {
         srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
-        free(h);
+        srv_http_stop(h);
         return NULL;
     }
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    const union MHD_DaemonInfo *ei = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     h->port = pi ? pi->port : cfg->port;
-    uv_timer_init(loop, &h->timer);
-    h->timer.data = h;
-    uv_poll_init(loop, &h->poll, ei ? ei->epoll_fd : -1);
-    h->poll.data = h;
-    uv_check_init(loop, &h->check);
-    h->check.data = h;
-    h->open_handles = 3;
-    uv_poll_start(&h->poll, UV_READABLE, poll_cb);
-    uv_check_start(&h->check, check_cb);
-    run_mhd(h);
     return h;
 }
 
@@ -584,49 +638,44 @@ unsigned srv_http_port(const struct srv_http *h)
 
 size_t srv_http_in_flight(const struct srv_http *h)
 {
-    return h->in_flight;
+    return atomic_load(&((struct srv_http *)h)->in_flight);
 }
 
 size_t srv_http_working(const struct srv_http *h)
 {
-    return h->working;
+    return atomic_load(&((struct srv_http *)h)->working);
 }
 
 void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
 {
-    if (!h->quiesced) {
-        h->quiesced = true;
+    h->idle = idle;
+    h->idle_arg = arg;
+    if (!atomic_exchange(&h->quiesced, true)) {
         MHD_socket fd = MHD_quiesce_daemon(h->mhd);
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
     }
-    h->idle = idle;
-    h->idle_arg = arg;
-    if (h->in_flight == 0 && h->idle) {
+    if (atomic_load(&h->in_flight) == 0) {
         h->idle = NULL;
         idle(arg);
     }
 }
 
-static void handle_closed(uv_handle_t *handle)
+static void async_closed(uv_handle_t *handle)
 {
     struct srv_http *h = handle->data;
-    if (--h->open_handles == 0)
-        free(h);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
 }
 
 void srv_http_stop(struct srv_http *h)
 {
     if (!h)
         return;
-    uv_poll_stop(&h->poll);
-    uv_timer_stop(&h->timer);
-    uv_check_stop(&h->check);
     if (h->mhd) {
-        MHD_stop_daemon(h->mhd);
+        MHD_stop_daemon(h->mhd);        /* joins the MHD thread */
         h->mhd = NULL;
     }
-    uv_close((uv_handle_t *)&h->poll, handle_closed);
-    uv_close((uv_handle_t *)&h->timer, handle_closed);
-    uv_close((uv_handle_t *)&h->check, handle_closed);
+    async_cb(&h->async);                /* requests it suspended last: orphans */
+    uv_close((uv_handle_t *)&h->async, async_closed);
 }

@@ -161,11 +161,17 @@ static void close_handle(uv_handle_t *h)
 }
 
 static void close_all(struct proc *p);
+static void finish_cb(uv_timer_t *t);
 
 static void finish(struct proc *p)
 {
     if (p->finished)
         return;
+    if (p->http && srv_http_working(p->http) > 0) {
+        /* a request reached the pool after the idle report: wait for it */
+        uv_timer_start(&p->finish_timer, finish_cb, 10, 0);
+        return;
+    }
     p->finished = true;
     store_save(p);
     srv_http_stop(p->http);

@@ -90,7 +90,8 @@ class Attnd:
 
     def logs(self):
         try:
-            self.log.flush()
+            if not self.log.closed:
+                self.log.flush()
             with open(self.log_path, "rb") as f:
                 return f.read().decode(errors="replace")
         except OSError:
