@@ -291,6 +291,40 @@ try {
     sameMatrix(await heat(page, 'map-weights'), base.weights, 'weights after reset');
   });
 
+  await step('RoPE after the K bias: the weights change, and the RoPE check says why', async () => {
+    await andWait(page, () => page.check('#use-bk'));
+    await andWait(page, () => page.check('#use-rope'));
+    const rope = { base: 10000, pairs: 'interleaved' };
+    const api = await apiPost('/v1/attention', { q: Q, k: K, v: V, bias: { k: [3, -2] }, rope });
+    const withK = await heat(page, 'map-weights');
+    sameMatrix(withK, api.weights, 'weights with K bias and RoPE');
+    const shown = await shownChecks();
+    assert(shown.rope_breaks_k_bias === true, `shown checks: ${JSON.stringify(shown)}`);
+    assert(/RoPE/.test(await page.textContent('#claim-lead')), 'lead does not mention RoPE');
+    await andWait(page, () => page.uncheck('#use-bk'));
+    const noK = await heat(page, 'map-weights');
+    sameMatrix(noK, (await apiPost('/v1/attention', { q: Q, k: K, v: V, rope })).weights, 'weights with RoPE');
+    assert(maxDiff(withK, noK) > 1e-6, `the K bias did not change the weights under RoPE (${maxDiff(withK, noK)})`);
+    await andWait(page, () => page.click('#reset'));
+  });
+
+  await step('sink softmax and a bottom-right causal mask (masked cells say so)', async () => {
+    await andWait(page, () => page.check('#sm-sink'));
+    await andWait(page, () => page.fill('#sink-logit', '1'));
+    let api = await apiPost('/v1/attention', { q: Q, k: K, v: V, softmax: 'sink', sink_logit: 1 });
+    sameMatrix(await heat(page, 'map-weights'), api.weights, 'sink weights');
+    await andWait(page, () => page.click('#q-add'));
+    await andWait(page, () => page.selectOption('#causal', 'bottom_right'));
+    api = await apiPost('/v1/attention', { q: [[1, 0], [0, 0]], k: K, v: V, softmax: 'sink', sink_logit: 1,
+      causal: 'bottom_right' });
+    sameMatrix(await heat(page, 'map-scores'), api.scores, 'causal scores');
+    sameMatrix(await heat(page, 'map-weights'), api.weights, 'causal weights');
+    const masked = await page.$eval('#map-scores td[data-row="0"][data-col="2"]', (td) => td.textContent);
+    assert(api.scores[0][2] === null && masked === 'masked', `masked cell shows ${masked}`);
+    await andWait(page, () => page.click('#reset'));
+    sameMatrix(await heat(page, 'map-weights'), base.weights, 'weights after reset');
+  });
+
   await step('decode: three tokens grow the cache; the last query\'s weights equal the stateless ones', async () => {
     await page.click('#sess-start');
     await page.waitForFunction(() => !document.getElementById('step-box').disabled ||
