@@ -1213,16 +1213,130 @@ static enum core_status check_max_sub(struct vx *c, struct verify_check *ck)
 
 /* ---- check 16: a session's KV cache ------------------------------------ */
 
-/* Stateless attention with queries at L-n..L-1 (causal bottom-right) vs. a
- * cache that is prefilled with L-n rows and then gets one key per query
- * row, attending that row after each append. Both with the request's
- * softmax, biases and RoPE. */
+/* Append rows [from, from+m) of k, v to cache kc. */
+static enum core_status kv_rows(struct vx *c, struct kv_cache *kc,
+                                const struct attn_params *p, size_t from,
+                                size_t m)
+{
+    bool ok = true;
+    struct attn_inputs in;
+    memset(&in, 0, sizeof in);
+    in.k = vx_cast(c, c->k + from * c->dk, m * c->dk, &ok);
+    in.v = vx_cast(c, c->v + from * c->dv, m * c->dv, &ok);
+    in.bias_k = vx_cast(c, c->bk, c->dk, &ok);
+    in.bias_v = vx_cast(c, c->bv, c->dv, &ok);
+    in.bias_k_heads = in.bias_v_heads = 1;
+    if (!ok)
+        return c->err;
+    return kv_append(kc, p, &in, m);
+}
+
+/* Attend query row i of q through the cache; weights [len] and output
+ * [d_v] into w, o (double). */
+static enum core_status kv_query(struct vx *c, const struct kv_cache *kc,
+                                 const struct vrun *r, size_t i, double *w,
+                                 double *o)
+{
+    struct attn_request rq;
+    struct attn_inputs in;
+    struct vrun one = *r;
+    size_t len = kv_length(kc), es = attn_dtype_size(c->dt);
+    one.q = r->q + i * c->dk;
+    one.n = 1;
+    one.L = len;
+    one.k = one.v = NULL;
+    vx_request(c, &one, &rq);
+    TRY(vx_inputs(c, &one, &rq, &in));
+    struct attn_result res;
+    memset(&res, 0, sizeof res);
+    NEED(res.scores = vx_bytes(c, len, es));
+    NEED(res.weights = vx_bytes(c, len, es));
+    NEED(res.output = vx_bytes(c, c->dv, es));
+    TRY(kv_attend(kc, &rq, &in, &res, c->ws));
+    vx_unload(c, res.weights, w, len);
+    vx_unload(c, res.output, o, c->dv);
+    return CORE_OK;
+}
+
+static enum core_status decode_steps(struct vx *c, struct kv_cache *kc,
+                                     const struct vrun *r, double *dec_w,
+                                     double *dec_o)
+{
+    struct attn_request rq;
+    vx_request(c, r, &rq);
+    size_t n = c->n, L = c->L, pre = L - n;
+    if (pre)
+        TRY(kv_rows(c, kc, &rq.params, 0, pre));
+    for (size_t i = 0; i < n; i++) {
+        TRY(kv_rows(c, kc, &rq.params, pre + i, 1));
+        TRY(kv_query(c, kc, r, i, dec_w + i * L, dec_o + i * c->dv));
+    }
+    return CORE_OK;
+}
+
+/* Stateless attention with queries at L-n..L-1 (causal bottom-right) into
+ * full, vs. a cache that is prefilled with L-n rows and then gets one key
+ * per query row, attending that row after each append (dec_w [n][L], dec_o
+ * [n][d_v]). Both with the request's softmax and biases and the given RoPE. */
 static enum core_status decode_compare(struct vx *c, bool rope, double base,
                                        enum attn_rope_pairs pairs,
                                        double *dec_w, double *dec_o,
-                                       struct vpass *full);
+                                       struct vpass *full)
+{
+    struct vrun r = vx_run(c, c->in->softmax, C_BOTH);
+    r.bv = c->bv;
+    r.rope = rope;
+    r.rope_base = base;
+    r.rope_pairs = pairs;
+    r.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    TRY(vx_pass(c, &r, full));
+    struct kv_cache *kc = kv_new(c->dt, 1, c->dk, c->dv);
+    if (!kc)
+        return CORE_ENOMEM;
+    enum core_status st = decode_steps(c, kc, &r, dec_w, dec_o);
+    kv_free(kc);
+    return st;
+}
 
-static enum core_status check_session(struct vx *c, struct verify_check *ck);
+static enum core_status check_session(struct vx *c, struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L, dv = c->dv;
+    if (n > L)
+        return ck_na(ck, "q has more rows than k: causal decoding would leave "
+                     "the first queries without keys.");
+    bool rope2 = !c->in->rope && c->dk % 2 == 0;  /* add a RoPE variant */
+    double *w[2], *o[2];
+    struct vpass full[2];
+    double m = 0.0;
+    for (int v = 0; v < (rope2 ? 2 : 1); v++) {
+        bool rope = v == 1;
+        NEED(w[v] = vx_dbl(c, n, L));
+        NEED(o[v] = vx_dbl(c, n, dv));
+        TRY(decode_compare(c, rope ? true : c->in->rope,
+                           c->in->rope ? c->in->rope_base : 10000.0,
+                           c->in->rope ? c->in->rope_pairs
+                                       : ATTN_ROPE_INTERLEAVED,
+                           w[v], o[v], &full[v]));
+        m = max2(m, maxdiff(w[v], full[v].w, n * L));
+        m = max2(m, maxdiff(o[v], full[v].o, n * dv));
+    }
+    ck->max_abs_diff = m;
+    ck_note(ck, "The cache is prefilled with the first L-n keys, then gets one "
+            "key per query row and attends that row; the recomputation is "
+            "causal (bottom-right) over all keys. With the request's softmax "
+            "and biases, %s.", c->in->rope ? "with the request's RoPE"
+            : rope2 ? "once without and once with RoPE (base 10000)"
+            : "without RoPE (d_k is odd)");
+    TRY(ck_mat(ck, "weights_decoded", n, L, w[0]));
+    TRY(ck_mat(ck, "weights_recomputed", n, L, full[0].w));
+    TRY(ck_mat(ck, "output_decoded", n, dv, o[0]));
+    TRY(ck_mat(ck, "output_recomputed", n, dv, full[0].o));
+    if (rope2) {
+        TRY(ck_mat(ck, "weights_decoded_rope", n, L, w[1]));
+        TRY(ck_mat(ck, "weights_recomputed_rope", n, L, full[1].w));
+    }
+    return CORE_OK;
+}
 
 /* ---- check 17: sink ----------------------------------------------------- */
 
@@ -1453,129 +1567,6 @@ static enum core_status run_checks(struct vx *c, struct verify_report *rep)
             ck->passed = ck->passed && ck->max_abs_diff <= c->tol;
         }
         rep->passed = rep->passed && ck->passed;
-    }
-    return CORE_OK;
-}
-
-/* ---- check 16 body ------------------------------------------------------ */
-
-/* Append rows [from, from+m) of k, v to cache kc. */
-static enum core_status kv_rows(struct vx *c, struct kv_cache *kc,
-                                const struct attn_params *p, size_t from,
-                                size_t m)
-{
-    bool ok = true;
-    struct attn_inputs in;
-    memset(&in, 0, sizeof in);
-    in.k = vx_cast(c, c->k + from * c->dk, m * c->dk, &ok);
-    in.v = vx_cast(c, c->v + from * c->dv, m * c->dv, &ok);
-    in.bias_k = vx_cast(c, c->bk, c->dk, &ok);
-    in.bias_v = vx_cast(c, c->bv, c->dv, &ok);
-    in.bias_k_heads = in.bias_v_heads = 1;
-    if (!ok)
-        return c->err;
-    return kv_append(kc, p, &in, m);
-}
-
-/* Attend query row i of q through the cache; weights [len] and output
- * [d_v] into w, o (double). */
-static enum core_status kv_query(struct vx *c, const struct kv_cache *kc,
-                                 const struct vrun *r, size_t i, double *w,
-                                 double *o)
-{
-    struct attn_request rq;
-    struct attn_inputs in;
-    struct vrun one = *r;
-    size_t len = kv_length(kc), es = attn_dtype_size(c->dt);
-    one.q = r->q + i * c->dk;
-    one.n = 1;
-    one.L = len;
-    one.k = one.v = NULL;
-    vx_request(c, &one, &rq);
-    TRY(vx_inputs(c, &one, &rq, &in));
-    struct attn_result res;
-    memset(&res, 0, sizeof res);
-    NEED(res.scores = vx_bytes(c, len, es));
-    NEED(res.weights = vx_bytes(c, len, es));
-    NEED(res.output = vx_bytes(c, c->dv, es));
-    TRY(kv_attend(kc, &rq, &in, &res, c->ws));
-    vx_unload(c, res.weights, w, len);
-    vx_unload(c, res.output, o, c->dv);
-    return CORE_OK;
-}
-
-static enum core_status decode_steps(struct vx *c, struct kv_cache *kc,
-                                     const struct vrun *r, double *dec_w,
-                                     double *dec_o)
-{
-    struct attn_request rq;
-    vx_request(c, r, &rq);
-    size_t n = c->n, L = c->L, pre = L - n;
-    if (pre)
-        TRY(kv_rows(c, kc, &rq.params, 0, pre));
-    for (size_t i = 0; i < n; i++) {
-        TRY(kv_rows(c, kc, &rq.params, pre + i, 1));
-        TRY(kv_query(c, kc, r, i, dec_w + i * L, dec_o + i * c->dv));
-    }
-    return CORE_OK;
-}
-
-static enum core_status decode_compare(struct vx *c, bool rope, double base,
-                                       enum attn_rope_pairs pairs,
-                                       double *dec_w, double *dec_o,
-                                       struct vpass *full)
-{
-    struct vrun r = vx_run(c, c->in->softmax, C_BOTH);
-    r.bv = c->bv;
-    r.rope = rope;
-    r.rope_base = base;
-    r.rope_pairs = pairs;
-    r.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    TRY(vx_pass(c, &r, full));
-    struct kv_cache *kc = kv_new(c->dt, 1, c->dk, c->dv);
-    if (!kc)
-        return CORE_ENOMEM;
-    enum core_status st = decode_steps(c, kc, &r, dec_w, dec_o);
-    kv_free(kc);
-    return st;
-}
-
-static enum core_status check_session(struct vx *c, struct verify_check *ck)
-{
-    size_t n = c->n, L = c->L, dv = c->dv;
-    if (n > L)
-        return ck_na(ck, "q has more rows than k: causal decoding would leave "
-                     "the first queries without keys.");
-    bool rope2 = !c->in->rope && c->dk % 2 == 0;  /* add a RoPE variant */
-    double *w[2], *o[2];
-    struct vpass full[2];
-    double m = 0.0;
-    for (int v = 0; v < (rope2 ? 2 : 1); v++) {
-        bool rope = v == 1;
-        NEED(w[v] = vx_dbl(c, n, L));
-        NEED(o[v] = vx_dbl(c, n, dv));
-        TRY(decode_compare(c, rope ? true : c->in->rope,
-                           c->in->rope ? c->in->rope_base : 10000.0,
-                           c->in->rope ? c->in->rope_pairs
-                                       : ATTN_ROPE_INTERLEAVED,
-                           w[v], o[v], &full[v]));
-        m = max2(m, maxdiff(w[v], full[v].w, n * L));
-        m = max2(m, maxdiff(o[v], full[v].o, n * dv));
-    }
-    ck->max_abs_diff = m;
-    ck_note(ck, "The cache is prefilled with the first L-n keys, then gets one "
-            "key per query row and attends that row; the recomputation is "
-            "causal (bottom-right) over all keys. With the request's softmax "
-            "and biases, %s.", c->in->rope ? "with the request's RoPE"
-            : rope2 ? "once without and once with RoPE (base 10000)"
-            : "without RoPE (d_k is odd)");
-    TRY(ck_mat(ck, "weights_decoded", n, L, w[0]));
-    TRY(ck_mat(ck, "weights_recomputed", n, L, full[0].w));
-    TRY(ck_mat(ck, "output_decoded", n, dv, o[0]));
-    TRY(ck_mat(ck, "output_recomputed", n, dv, full[0].o));
-    if (rope2) {
-        TRY(ck_mat(ck, "weights_decoded_rope", n, L, w[1]));
-        TRY(ck_mat(ck, "weights_recomputed_rope", n, L, full[1].w));
     }
     return CORE_OK;
 }
