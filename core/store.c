@@ -69,7 +69,7 @@ static void set_replica(struct sess_store *st, const char *r)
         bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
                   (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
                   ch == '-';
-        if (ok)
+        if (ok && !(o == 0 && ch == '.'))   /* no hidden file names */
             st->replica[o++] = ch;
     }
     if (o > 0 && st->replica[o - 1] != '.' && st->replica[o - 1] != '-' &&
@@ -347,6 +347,21 @@ static bool finite_array(const double *p, size_t n)
     return true;
 }
 
+/* heads * d elements of dtype t at p are finite (NULL: nothing to check). */
+static bool finite_bias(enum attn_dtype t, const void *p, size_t heads,
+                        size_t d)
+{
+    if (!p)
+        return true;
+    for (size_t i = 0; i < heads * d; i++) {
+        double x = t == ATTN_F32 ? (double)((const float *)p)[i]
+                                 : ((const double *)p)[i];
+        if (!isfinite(x))
+            return false;
+    }
+    return true;
+}
+
 /* Validate a spec by asking attn_check about a one-query, one-key pass with
  * every fixed option of the session. */
 static enum core_status check_spec(const struct sess_spec *sp)
@@ -362,6 +377,12 @@ static enum core_status check_spec(const struct sess_spec *sp)
         return CORE_ESHAPE;
     if (sp->params.alibi && sp->params.alibi_slopes &&
         !finite_array(sp->params.alibi_slopes, sh->h))
+        return CORE_ENONFINITE;
+    /* biases come validated from the api, but also from state files */
+    enum attn_dtype t = sp->params.dtype;
+    if (!finite_bias(t, sp->bias_q, sp->bias_q_heads, sh->d_k) ||
+        !finite_bias(t, sp->bias_k, sp->bias_k_heads, sh->d_k) ||
+        !finite_bias(t, sp->bias_v, sp->bias_v_heads, sh->d_v))
         return CORE_ENONFINITE;
     struct attn_request r = {.shape = *sh, .params = sp->params,
                              .attn_bias_heads = 1, .mask_heads = 1,

@@ -96,6 +96,13 @@ TEST(ids_are_random_urlsafe_and_prefixed)
                  SESS_ID_RANDOM_LEN);
     sess_store_free(st);
 
+    /* unsafe characters and leading dots are dropped from the prefix */
+    struct sess_config odd = {.replica_id = "../a/b c"};
+    st = sess_store_new(&odd);
+    CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+    CHECK(strncmp(a, "abc.", 4) == 0);
+    sess_store_free(st);
+
     struct sess_config none = {0};
     st = sess_store_new(&none);
     CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
@@ -134,6 +141,11 @@ TEST(create_get_delete)
     bad.params.rope_base = 10000;
     bad.shape.d_k = 3;
     CHECK(sess_create(st, &bad, id) != CORE_OK);
+    bad = sp;
+    double nanb[2] = {0, NAN};
+    bad.bias_k = nanb;
+    bad.bias_k_heads = 1;
+    CHECK_EQ_INT(sess_create(st, &bad, id), CORE_ENONFINITE);
     bad = sp;
     bad.shape.d_v = 0;
     CHECK(sess_create(st, &bad, id) != CORE_OK);
