@@ -721,6 +721,7 @@ static enum core_status check_q_exception(struct vx *c, struct verify_check *ck)
     NEED(tmp = vx_dbl(c, dk, 1));
     NEED(bq = vx_dbl(c, dk, 1));
     size_t nb = key_diff_basis(c, basis, tmp);
+    TRY(ck_num(ck, "key_difference_rank", (double)nb));
     if (!exception_bq(c, basis, nb, bq, ck))
         return ck_na(ck, "The key differences k_j - k_1 span every direction, "
                      "so only bQ = 0 has equal dot products with all keys.");

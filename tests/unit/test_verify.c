@@ -138,8 +138,7 @@ TEST(builtin_every_check)
         CHECK(ck->applicable == (ck->id != 7));
         if (ck->applicable && !ck->expect_change)
             CHECK(ck->max_abs_diff <= 1e-12);
-        if (ck->applicable)
-            CHECK(ck->n_data > 0);
+        CHECK(ck->n_data > 0);
     }
     verify_report_free(&r);
 }
@@ -171,6 +170,9 @@ TEST(builtin_row_constant_and_q_change)
         CHECK_NEAR(rc->data[2], -2.0 / sqrt(2.0), 1e-15);
         CHECK_NEAR(rc->data[3], -3.0 / sqrt(2.0), 1e-15);
     }
+    /* check 7: the key differences (-1,1), (-2,0) have rank 2 = d_k */
+    const struct verify_array *rk = arr(find(&r, "q_bias_exception"), "key_difference_rank");
+    CHECK(rk && rk->rank == 0 && rk->data[0] == 2);
     /* check 18: bQ=(0,1) has dot product 0 with keys 1 and 3; key 2 masked */
     const struct verify_array *al =
         arr(find(&r, "q_bias_exception_allowed_keys"), "allowed_keys");
