@@ -1,0 +1,406 @@
+"""tests/e2e/test_e2e_service.py — the attnd process as an operator sees it.
+
+Probes, /v1/info, /metrics, the seed example's numbers, static files, CORS,
+auth, JSON 404/405, configuration (flags, ATTND_* twins, --help, --version,
+bad values), the log lines, and a SIGTERM drain with a request in flight.
+Each test talks HTTP to the real build/attnd (attnd_proc.Attnd).
+"""
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from attnd_proc import BIN, Attnd
+
+SEED = {"q": [[1, 0]], "k": [[1, 0], [0, 1], [-1, 0]], "v": [[1, 0], [0, 1], [0, 0]]}
+W_PLAIN = [0.575975, 0.283995, 0.140029]
+W_QBIAS = [0.445808, 0.445808, 0.108383]
+
+
+def close(a, b, tol=1e-6):
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def run_bin(*args, env=None, timeout=10):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=full, timeout=timeout)
+
+
+# ---- probes, info, metrics -------------------------------------------------
+
+def test_healthz_and_readyz(attnd):
+    r = attnd.get("/healthz")
+    assert r.status == 200 and r.headers["content-type"].startswith("application/json")
+    assert r.json()["status"] == "ok"
+    r = attnd.get("/readyz")
+    assert r.status == 200, r
+
+
+def test_info_reports_configuration():
+    with Attnd("--workers", "3", "--max-elements", "12345", "--max-body-bytes", "2m") as a:
+        info = a.get("/v1/info").json()
+        assert info["version"] == "0.1.0"
+        assert info["threads"]["workers"] == 3
+        assert info["limits"]["max_elements"] == 12345
+        assert info["limits"]["max_body_bytes"] == 2 * 1024 * 1024
+        assert "blas" in info and info["blas"]
+
+
+def metric(text, name, **labels):
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pat = "^" + re.escape(name) + (r"\{" + re.escape(want) + r"\}" if labels else "") + r" (\S+)$"
+    m = re.search(pat, text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_metrics_count_requests_bytes_and_latency(attnd):
+    before = attnd.get("/metrics").body.decode()
+    body = json.dumps(SEED).encode()
+    for _ in range(3):
+        assert attnd.post("/v1/attention", SEED).status == 200
+    assert attnd.get("/nope").status == 404
+    after = attnd.get("/metrics")
+    assert after.status == 200 and after.headers["content-type"].startswith("text/plain")
+    text = after.body.decode()
+    for n in ("attnd_requests_total", "attnd_request_duration_seconds", "attnd_requests_in_flight",
+              "attnd_request_bytes_total", "attnd_response_bytes_total", "attnd_sessions",
+              "attnd_kv_cache_bytes", "attnd_session_evictions_total",
+              "attnd_session_expirations_total"):
+        assert f"# TYPE {n} " in text and f"# HELP {n} " in text, n
+    k = dict(route="/v1/attention", code="200")
+    assert metric(text, "attnd_requests_total", **k) == metric(before, "attnd_requests_total", **k) + 3
+    assert metric(text, "attnd_request_bytes_total") >= metric(before, "attnd_request_bytes_total") + 3 * len(body)
+    assert metric(text, "attnd_response_bytes_total") > metric(before, "attnd_response_bytes_total")
+    assert metric(text, "attnd_request_duration_seconds_count", route="/v1/attention") >= 3
+    assert metric(text, "attnd_requests_in_flight") == 1     # this scrape itself
+
+
+# ---- the seed example ------------------------------------------------------
+
+def test_seed_example_numbers(attnd):
+    r = attnd.post("/v1/attention", SEED)
+    assert r.status == 200, r
+    out = r.json()
+    assert close(out["weights"][0], W_PLAIN)
+    assert close(out["output"][0], W_PLAIN[:2])
+    assert abs(out["meta"]["scale"] - 2 ** -0.5) < 1e-15
+    both = dict(SEED, bias={"q": [0, 1], "k": [3, -2]})
+    out = attnd.post("/v1/attention", both).json()
+    assert close(out["weights"][0], W_QBIAS)
+    kb = dict(SEED, bias={"k": [3, -2]})      # a common K bias leaves the weights alone
+    assert close(attnd.post("/v1/attention", kb).json()["weights"][0], W_PLAIN)
+
+
+# ---- static files, 404, 405 -----------------------------------------------
+
+def test_demo_page_and_openapi(attnd):
+    r = attnd.get("/")
+    assert r.status == 200 and r.headers["content-type"].startswith("text/html")
+    assert b"<html" in r.body.lower()
+    assert attnd.get("/index.html").body == r.body
+    web = os.path.join(os.path.dirname(__file__), "..", "..", "server", "web")
+    if os.path.exists(os.path.join(web, "openapi.json")):
+        r = attnd.get("/v1/openapi.json")
+        assert r.status == 200 and r.headers["content-type"].startswith("application/json")
+        assert "paths" in r.json()
+    for name in os.listdir(web):
+        if name.endswith(".js"):
+            r = attnd.get("/" + name)
+            assert r.status == 200 and "javascript" in r.headers["content-type"], name
+
+
+def test_unknown_route_is_json_404(attnd):
+    for path in ("/nope", "/../etc/passwd", "/%2e%2e/etc/passwd", "/server/web/index.html"):
+        r = attnd.get(path)
+        assert r.status == 404, (path, r)
+        assert r.json()["error"]["code"] == "not_found"
+
+
+def test_wrong_method_is_json_405_with_allow(attnd):
+    r = attnd.request("PUT", "/v1/attention", b"{}")
+    assert r.status == 405
+    assert r.json()["error"]["code"] == "method_not_allowed"
+    assert "POST" in r.headers["allow"]
+
+
+# ---- CORS and auth ---------------------------------------------------------
+
+def test_cors_preflight_allowed_and_refused():
+    good, bad = "http://teach.example", "http://evil.example"
+    with Attnd("--cors-origins", f"{good}, http://other.example") as a:
+        pre = {"Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "content-type"}
+        r = a.request("OPTIONS", "/v1/attention", headers={"Origin": good, **pre})
+        assert r.status == 204, r
+        assert r.headers["access-control-allow-origin"] == good
+        assert "POST" in r.headers["access-control-allow-methods"]
+        assert "origin" in r.headers.get("vary", "").lower()
+        r = a.request("OPTIONS", "/v1/attention", headers={"Origin": bad, **pre})
+        assert "access-control-allow-origin" not in r.headers
+        # errors carry CORS headers too, also the ones the transport answers
+        r = a.post("/v1/attention", {"q": 1}, headers={"Origin": good})
+        assert r.status == 422 and r.headers["access-control-allow-origin"] == good
+        r = a.post("/v1/attention", SEED, headers={"Origin": bad})
+        assert r.status == 200 and "access-control-allow-origin" not in r.headers
+
+
+def test_cors_on_transport_errors():
+    good = "http://teach.example"
+    with Attnd("--cors-origins", good, "--max-body-bytes", "100") as a:
+        r = a.post("/v1/attention", "x" * 500, headers={"Origin": good, "Content-Type": "application/json"})
+        assert r.status == 413 and r.json()["error"]["code"] == "body_too_large"
+        assert r.headers["access-control-allow-origin"] == good
+
+
+def test_auth_on_and_off(attnd):
+    assert attnd.post("/v1/attention", SEED).status == 200            # off: open
+    with Attnd(env={"ATTND_API_KEY": "s3cret-key"}) as a:
+        assert a.get("/healthz").status == 200
+        assert a.get("/readyz").status == 200
+        r = a.post("/v1/attention", SEED)
+        assert r.status == 401 and r.json()["error"]["code"] == "unauthorized"
+        r = a.post("/v1/attention", SEED, headers={"Authorization": "Bearer wrong-key!"})
+        assert r.status == 401
+        r = a.post("/v1/attention", SEED, headers={"Authorization": "Bearer s3cret-key"})
+        assert r.status == 200 and close(r.json()["weights"][0], W_PLAIN)
+        assert a.get("/metrics").status == 401
+        assert a.get("/").status == 200                               # the demo page is public
+
+
+# ---- configuration ---------------------------------------------------------
+
+FLAGS = ["host", "port", "port-file", "workers", "max-body-bytes", "max-elements",
+         "max-sessions", "max-cache-bytes", "session-ttl", "max-tokens", "api-key",
+         "cors-origins", "cache-policy", "replica-id", "state-dir", "log-format",
+         "drain-timeout"]
+
+
+def test_help_lists_every_flag_and_twin():
+    r = run_bin("--help")
+    assert r.returncode == 0
+    for f in FLAGS + ["help", "version"]:
+        assert f"--{f}" in r.stdout, f
+    for f in FLAGS:
+        assert "ATTND_" + f.upper().replace("-", "_") in r.stdout, f
+    assert "default: 8080" in r.stdout and "default: 127.0.0.1" in r.stdout
+
+
+def test_version():
+    r = run_bin("--version")
+    assert r.returncode == 0 and r.stdout.strip() == "attnd 0.1.0"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--port", "70000"], "--port"),
+    (["--port", "80x"], "--port"),
+    (["--port", "-1"], "--port"),
+    (["--workers", "0"], "--workers"),
+    (["--max-body-bytes", "12q"], "--max-body-bytes"),
+    (["--max-body-bytes", ""], "--max-body-bytes"),
+    (["--max-elements", "99999999999999999999999"], "--max-elements"),
+    (["--session-ttl", "nan"], "--session-ttl"),
+    (["--session-ttl", "1e999"], "--session-ttl"),
+    (["--drain-timeout", "-5"], "--drain-timeout"),
+    (["--log-format", "xml"], "--log-format"),
+    (["--cache-policy", "fifo"], "--cache-policy"),
+    (["--bogus"], "--bogus"),
+    (["--port"], "--port"),
+    (["stray"], "stray"),
+])
+def test_bad_flag_exits_2_with_a_clear_message(args, needle):
+    r = run_bin(*args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    assert needle in r.stderr and "attnd" in r.stderr, r.stderr
+
+
+def test_bad_env_twin_exits_2_naming_it():
+    r = run_bin(env={"ATTND_WORKERS": "many"})
+    assert r.returncode == 2 and "ATTND_WORKERS" in r.stderr
+
+
+def test_env_twins_and_flags_win():
+    big = {"q": [[1.0, 0.0]] * 8, "k": SEED["k"], "v": SEED["v"]}
+    with Attnd(env={"ATTND_MAX_BODY_BYTES": "100", "ATTND_MAX_ELEMENTS": "50"}) as a:
+        assert a.post("/v1/attention", big).status == 413
+        info = a.get("/v1/info").json()
+        assert info["limits"]["max_body_bytes"] == 100 and info["limits"]["max_elements"] == 50
+    with Attnd("--max-body-bytes", "100000", env={"ATTND_MAX_BODY_BYTES": "100"}) as a:
+        assert a.post("/v1/attention", big).status == 200
+
+
+def test_port_file_holds_the_bound_port(attnd):
+    with open(attnd.port_file) as f:
+        text = f.read()
+    assert text.endswith("\n") and int(text) == attnd.port and attnd.port > 0
+    s = socket.create_connection(("127.0.0.1", int(text)), timeout=5)
+    s.close()
+
+
+def test_port_in_use_fails_cleanly(attnd):
+    r = run_bin("--port", str(attnd.port), timeout=10)
+    assert r.returncode == 1
+    assert "cannot listen" in r.stdout
+
+
+# ---- logs ------------------------------------------------------------------
+
+def test_json_log_lines_never_hold_bodies_or_session_ids():
+    with Attnd() as a:
+        marker = 0.123456789123
+        body = {"q": [[marker, 0]], "k": SEED["k"], "v": SEED["v"]}
+        assert a.post("/v1/attention", body).status == 200
+        s = a.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        assert s.status == 201, s
+        sid = s.json()["id"]
+        assert a.get(f"/v1/sessions/{sid}").status == 200
+        a.get("/nope")
+        a.stop()
+        text = a.logs()
+    lines = [json.loads(x) for x in text.splitlines() if x.strip()]
+    assert all({"ts", "level", "msg"} <= set(x) for x in lines)
+    reqs = [x for x in lines if x["msg"] == "request"]
+    assert len(reqs) >= 4
+    for x in reqs:
+        assert {"method", "route", "status", "bytes_in", "bytes_out", "us"} <= set(x), x
+    att = [x for x in reqs if x["route"] == "/v1/attention"][0]
+    assert att["method"] == "POST" and att["status"] == 200
+    assert att["bytes_in"] == len(json.dumps(body)) and att["bytes_out"] > 0
+    assert any(x["route"] == "/v1/sessions/{id}" for x in reqs)
+    assert sid not in text and str(marker) not in text and "123456789" not in text
+    assert any(x["msg"] == "listening" for x in lines)
+    assert any(x["msg"].startswith("stopped") for x in lines)
+
+
+def test_text_log_format():
+    with Attnd("--log-format", "text") as a:
+        a.get("/healthz")
+        a.stop()
+        text = a.logs()
+    assert re.search(r"^\S+Z GET /healthz 200 in=0 out=\d+ \d+us$", text, re.M), text
+    with pytest.raises(ValueError):
+        json.loads(text.splitlines()[0])
+
+
+def test_log_file_and_sighup_reopen(tmp_path):
+    path = tmp_path / "attnd.log"
+    with Attnd("--log-file", str(path)) as a:
+        a.get("/healthz")
+        os.rename(path, tmp_path / "attnd.log.1")         # what logrotate does
+        a.signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        a.get("/readyz")
+        a.stop()
+    old = (tmp_path / "attnd.log.1").read_text()
+    new = path.read_text()
+    assert '"route":"/healthz"' in old and '"route":"/readyz"' in new
+
+
+# ---- drain -----------------------------------------------------------------
+
+def _mat(rng, n, d):
+    return [[round(rng.uniform(-1, 1), 6) for _ in range(d)] for _ in range(n)]
+
+
+def _read_response(sock):
+    """One HTTP/1.1 response with Content-Length from a raw socket."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before headers: %r" % data[:200])
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
+    n = int(hdrs["content-length"])
+    while len(rest) < n:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("closed mid-body")
+        rest += chunk
+    return status, hdrs, rest[:n]
+
+
+def test_sigterm_lets_a_slow_request_finish_then_exits_0():
+    rng = random.Random(7)
+    n, d = 300, 32
+    body = json.dumps({"q": _mat(rng, n, d), "k": _mat(rng, n, d), "v": _mat(rng, n, d)}).encode()
+    with Attnd("--drain-timeout", "20") as a:
+        probe = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+        probe.request("GET", "/healthz")                   # a keep-alive connection
+        assert probe.getresponse().read()
+        s = socket.create_connection(("127.0.0.1", a.port), timeout=30)
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body[:-1000])
+        time.sleep(0.3)
+        a.signal(signal.SIGTERM)                          # the request is in flight
+        time.sleep(0.3)
+        assert a.proc.poll() is None, "exited with a request in flight"
+        probe.request("GET", "/readyz")                   # draining: not ready, closing
+        r = probe.getresponse()
+        assert r.status == 503 and json.loads(r.read())["error"]["code"] == "draining"
+        assert r.getheader("Connection", "").lower() == "close"
+        with pytest.raises(OSError):                      # no new connections
+            socket.create_connection(("127.0.0.1", a.port), timeout=2).recv(1)
+        s.sendall(body[-1000:])
+        status, hdrs, out = _read_response(s)
+        assert status == 200, out[:300]
+        res = json.loads(out)
+        assert len(res["output"]) == n and len(res["weights"][0]) == n
+        assert abs(sum(res["weights"][0]) - 1) < 1e-9
+        assert a.wait(timeout=20) == 0
+        logs = a.logs()
+        assert "draining" in logs and "stopped (exit 0)" in logs
+
+
+def test_sigint_idle_exits_0_quickly():
+    with Attnd() as a:
+        t0 = time.time()
+        a.signal(signal.SIGINT)
+        assert a.wait(timeout=10) == 0
+        assert time.time() - t0 < 5
+
+
+def test_drain_timeout_cuts_a_stalled_upload():
+    with Attnd("--drain-timeout", "1") as a:
+        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"q\":")
+        time.sleep(0.2)
+        t0 = time.time()
+        a.signal(signal.SIGTERM)
+        assert a.wait(timeout=10) == 0
+        assert time.time() - t0 < 5
+        assert "drain timeout" in a.logs()
+        s.close()
+
+
+def test_concurrent_requests_all_answered(attnd):
+    results = []
+
+    def worker(i):
+        body = {"q": [[1, 0]], "k": SEED["k"], "v": SEED["v"], "bias": {"q": [0, 1]} if i % 2 else {}}
+        for _ in range(10):
+            r = attnd.post("/v1/attention", body)
+            results.append((i % 2, r.status, r.json()["weights"][0]))
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(results) == 80
+    for odd, status, w in results:
+        assert status == 200 and close(w, W_QBIAS if odd else W_PLAIN)
