@@ -1,18 +1,8 @@
 /*
- * api/write.c — JSON text out: numbers (shortest round-trip or fixed
- * significant digits), nested-array and base64 matrices, and the whole
- * attention response, appended straight into a capped api_buf.
- *
- * Shortest round-trip: the correctly rounded p-digit decimal is the nearest
- * p-digit decimal to x, so if any p-digit decimal reads back to x, this one
- * does. Trying p = 15, 16, 17 (float64; 17 always round-trips) or 6..9
- * (float32; 9 always round-trips) and reading back with strtod / strtof
- * therefore yields the shortest form for those p; fewer digits come out of
- * %g on their own (trailing zeros dropped), because any shorter decimal that
- * round-trips is within half an ulp of x and so is what %.15g (%.6g) rounds to.
- * That needs half an ulp to be below half the spacing of 15 (6) digit
- * decimals, which holds for normal numbers only: subnormals, whose ulp is
- * relatively larger, search p from 1.
+ * api/write.c — JSON text out: numbers (shortest round-trip via api/dtoa.c,
+ * or fixed significant digits via printf), nested-array and base64
+ * matrices, and the whole attention response, appended straight into a
+ * capped api_buf.
  */
 #include "api/write.h"
 
@@ -35,36 +25,21 @@ static size_t fmt_null(char *out)
 
 size_t api_fmt_f64(char *out, double x, int digits)
 {
-    int p, n = 0;
-
     if (!isfinite(x))
         return fmt_null(out);
-    if (digits > 0)
-        return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
-                                digits > 17 ? 17 : digits, x);
-    for (p = fabs(x) < DBL_MIN ? 1 : 15; p <= 17; p++) {
-        n = snprintf(out, API_NUM_MAX, "%.*g", p, x);
-        if (p == 17 || strtod(out, NULL) == x)
-            break;
-    }
-    return (size_t)n;
+    if (digits <= 0)
+        return api_dtoa_f64(out, x);
+    return (size_t)snprintf(out, API_NUM_MAX, "%.*g", digits > 17 ? 17 : digits, x);
 }
 
 size_t api_fmt_f32(char *out, float x, int digits)
 {
-    int p, n = 0;
-
     if (!isfinite(x))
         return fmt_null(out);
-    if (digits > 0)
-        return (size_t)snprintf(out, API_NUM_MAX, "%.*g",
-                                digits > 17 ? 17 : digits, (double)x);
-    for (p = fabsf(x) < FLT_MIN ? 1 : 6; p <= 9; p++) {
-        n = snprintf(out, API_NUM_MAX, "%.*g", p, (double)x);
-        if (p == 9 || strtof(out, NULL) == x)
-            break;
-    }
-    return (size_t)n;
+    if (digits <= 0)
+        return api_dtoa_f32(out, x);
+    return (size_t)snprintf(out, API_NUM_MAX, "%.*g", digits > 17 ? 17 : digits,
+                            (double)x);
 }
 
 bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,

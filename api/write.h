@@ -34,6 +34,11 @@ enum api_encoding {
 size_t api_fmt_f64(char *out, double x, int digits);
 size_t api_fmt_f32(char *out, float x, int digits);
 
+/* Shortest round-trip text alone (api/dtoa.c, Schubfach): what api_fmt_*
+ * use when digits == 0. out holds API_NUM_MAX bytes. */
+size_t api_dtoa_f64(char *out, double x);
+size_t api_dtoa_f32(char *out, float x);
+
 /* Append one number of dtype dt read from p. */
 bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
                       int digits);

@@ -2,7 +2,8 @@
  * tests/api/test_api_numbers.c — the number and byte plumbing of api/:
  * shortest round-trip printing (random float64 bit patterns and a sampled
  * sweep over every float32 exponent and sign, read back with strtod /
- * strtof, and checked to be minimal), fixed digits, JSON number grammar,
+ * strtof, checked to be minimal and the closest of the shortest), the
+ * JavaScript-style layout, fixed digits, JSON number grammar,
  * base64 (RFC 4648 vectors, padding and alphabet errors), the capped
  * buffer, and matrix writers.
  */
@@ -49,6 +50,42 @@ static int sig_digits(const char *s)
     return n;
 }
 
+/* The significant digits of a number text, without leading or trailing
+ * zeros, into d. */
+static void digit_string(const char *s, char *d)
+{
+    size_t n = 0;
+    int started = 0;
+
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
+        if (*s < '0' || *s > '9')
+            continue;
+        if (*s != '0')
+            started = 1;
+        if (started)
+            d[n++] = *s;
+    }
+    while (n && d[n - 1] == '0')
+        n--;
+    d[n] = '\0';
+}
+
+/* out has p significant digits: when the correctly rounded p-digit decimal
+ * reads back to x (it may not at a power of two, whose rounding interval
+ * is narrower below), they must be its digits (the closest of the
+ * shortest). */
+static int closest(const char *out, double x, int p, int is_f32)
+{
+    char ref[400], a[64], b[400];
+
+    snprintf(ref, sizeof ref, "%.*g", p, x);
+    if (is_f32 ? strtof(ref, NULL) != (float)x : strtod(ref, NULL) != x)
+        return 1;
+    digit_string(out, a);
+    digit_string(ref, b);
+    return strcmp(a, b) == 0;
+}
+
 /* RFC 8259 number grammar. */
 static int json_number_ok(const char *s)
 {
@@ -86,7 +123,8 @@ static int f64_ok(double x, int *bad_minimal)
     size_t n = api_fmt_f64(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || strtod(out, NULL) != x)
+    if (n != strlen(out) || !json_number_ok(out) || strtod(out, NULL) != x ||
+        (p > 0 && !closest(out, x, p, 0)))
         return 0;
     /* minimal: one digit fewer does not read back */
     if (p > 1) {
@@ -103,7 +141,8 @@ static int f32_ok(float x, int *bad_minimal)
     size_t n = api_fmt_f32(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || strtof(out, NULL) != x)
+    if (n != strlen(out) || !json_number_ok(out) || strtof(out, NULL) != x ||
+        (p > 0 && !closest(out, (double)x, p, 1)))
         return 0;
     if (p > 1) {
         snprintf(shorter, sizeof shorter, "%.*g", p - 1, (double)x);
@@ -124,7 +163,7 @@ TEST(f64_random_round_trip)
         if (!isfinite(x))
             continue;
         if (!f64_ok(x, &not_minimal) && bad++ < 5)
-            printf("  f64 %.17g does not round-trip\n", x);
+            printf("  f64 %.17g: not a round-trip, or not the closest\n", x);
     }
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(not_minimal, 0);
@@ -148,6 +187,20 @@ TEST(f64_special_values)
     CHECK_STR(out, "-0");
     api_fmt_f64(out, 1.0, 0);
     CHECK_STR(out, "1");
+    api_fmt_f64(out, 1e21, 0);
+    CHECK_STR(out, "1e+21");
+    api_fmt_f64(out, 1e20, 0);
+    CHECK_STR(out, "100000000000000000000");
+    api_fmt_f64(out, 1e-7, 0);
+    CHECK_STR(out, "1e-7");
+    api_fmt_f64(out, 1.5e-6, 0);
+    CHECK_STR(out, "0.0000015");
+    api_fmt_f64(out, 5e-324, 0);
+    CHECK_STR(out, "5e-324");
+    api_fmt_f64(out, 123.456, 0);
+    CHECK_STR(out, "123.456");
+    api_fmt_f64(out, -2.5e-300, 0);
+    CHECK_STR(out, "-2.5e-300");
     api_fmt_f64(out, INFINITY, 0);
     CHECK_STR(out, "null");
     api_fmt_f64(out, NAN, 0);
