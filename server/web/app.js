@@ -447,7 +447,7 @@
     box.textContent = '';
     if (!prev || !sameShape(res.scores, prev.scores) || !sameShape(res.output, prev.output)) {
       prev = { scores: res.scores, weights: res.weights, output: res.output };
-      return;
+      return '';
     }
     var h = document.createElement('h3');
     h.textContent = 'What changed (' + lastChange + ')';
@@ -483,6 +483,7 @@
     ul.appendChild(lo);
     box.appendChild(ul);
     prev = { scores: res.scores, weights: res.weights, output: res.output };
+    return dw <= 1e-12 ? ' Weights unchanged.' : ' Weights changed.';
   }
 
   /* ---- claims (/v1/verify) -------------------------------------------- */
@@ -680,7 +681,7 @@
       var res = both[0], v = both[1];
       showError(null);
       renderAttention(res);
-      renderChanges(res);
+      var summary = renderChanges(res);
       if (v && v.failed) {
         $('claim-lead').textContent = leadText(optionsNow());
         $('claim-checks').textContent = 'The checks could not run: ' +
@@ -688,7 +689,7 @@
       } else {
         renderClaims(v);
       }
-      $('status').textContent = 'Updated (' + lastChange + '). Weights: ' +
+      $('status').textContent = 'Updated (' + lastChange + ').' + summary + ' Weights: ' +
         res.weights.map(function (r, i) {
           return 'q' + (i + 1) + ': ' + r.map(fmt).join(', ');
         }).join('; ') + '.';
