@@ -1,0 +1,310 @@
+"""tests/e2e/test_e2e_transport.py — HTTP framing on the real daemon, byte by byte.
+
+Raw sockets, so the tests see what a hostile or sloppy client sees: body caps
+with Content-Length (answered before the body is sent) and chunked, bodies
+exactly at the cap, Content-Length with Transfer-Encoding, unknown transfer
+codings, conflicting Content-Length, Expect: 100-continue, keep-alive kept
+over several requests (and closed after an early refusal), idle timeouts,
+per-address connection limits, and a server that keeps serving after all of it.
+"""
+import json
+import socket
+import time
+
+import pytest
+
+from attnd_proc import Attnd
+
+SEED = {"q": [[1, 0]], "k": [[1, 0], [0, 1], [-1, 0]], "v": [[1, 0], [0, 1], [0, 0]]}
+W_PLAIN = [0.575975, 0.283995, 0.140029]
+CAP = 4096
+
+
+@pytest.fixture(scope="module")
+def small():
+    """attnd with a small body cap."""
+    with Attnd("--max-body-bytes", str(CAP)) as a:
+        yield a
+
+
+def connect(a, timeout=10):
+    return socket.create_connection(("127.0.0.1", a.port), timeout=timeout)
+
+
+def read_response(sock):
+    """(status, headers, body) of one response framed by Content-Length.
+    Reads the head byte by byte so a pipelined next response stays unread."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        c = sock.recv(1)
+        if not c:
+            raise ConnectionError("closed before headers: %r" % head[:200])
+        head += c
+    lines = head[:-4].decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for x in lines[1:]:
+        k, v = x.split(":", 1)
+        hdrs[k.strip().lower()] = v.strip()
+    n = int(hdrs.get("content-length", "0"))
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            raise ConnectionError("closed mid-body")
+        body += chunk
+    return status, hdrs, body
+
+
+def closed_by_peer(sock, wait=3.0):
+    sock.settimeout(wait)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def post_head(path="/v1/attention", extra=b""):
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n" + extra)
+
+
+def chunked(body, size=100):
+    out = b""
+    for i in range(0, len(body), size):
+        part = body[i:i + size]
+        out += b"%x\r\n" % len(part) + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def json_error(status, hdrs, body, want_status, want_code):
+    assert status == want_status, (status, body[:200])
+    assert hdrs["content-type"].startswith("application/json"), hdrs
+    err = json.loads(body)["error"]
+    assert err["code"] == want_code, err
+    assert err["message"]
+
+
+def still_serving(a):
+    r = a.post("/v1/attention", SEED)
+    assert r.status == 200
+    assert all(abs(x - y) < 1e-6 for x, y in zip(r.json()["weights"][0], W_PLAIN))
+
+
+# ---- body caps ---------------------------------------------------------------
+
+def test_content_length_over_cap_answered_before_the_body(small):
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % (CAP + 1)))   # no body sent
+    status, hdrs, body = read_response(s)
+    json_error(status, hdrs, body, 413, "body_too_large")
+    assert hdrs.get("connection", "").lower() == "close"
+    assert closed_by_peer(s)
+    still_serving(small)
+
+
+def test_huge_content_length_is_413_not_an_allocation(small):
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: 99999999999999999\r\n\r\n"))
+    json_error(*read_response(s), 413, "body_too_large")
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: 99999999999999999999999999\r\n\r\n"))
+    status, _, _ = read_response(s)
+    assert status in (400, 413)
+    still_serving(small)
+
+
+def test_expect_100_continue_over_cap_gets_413_without_continue(small):
+    s = connect(small)
+    s.sendall(post_head(extra=b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (10 * CAP)))
+    status, hdrs, body = read_response(s)
+    json_error(status, hdrs, body, 413, "body_too_large")
+
+
+def test_chunked_over_cap_is_413(small):
+    s = connect(small)
+    big = b'{"q":[' + b"[1,0]," * CAP + b"[1,0]]}"
+    s.sendall(post_head(extra=b"Transfer-Encoding: chunked\r\n\r\n") + chunked(big, 1000))
+    json_error(*read_response(s), 413, "body_too_large")
+    still_serving(small)
+
+
+def test_endless_chunked_upload_is_cut_off(small):
+    s = connect(small, timeout=30)
+    s.sendall(post_head(extra=b"Transfer-Encoding: chunked\r\n\r\n"))
+    chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
+    sent = 0
+    try:
+        for _ in range(2000):                 # up to 128 MB; the server stops reading far sooner
+            s.sendall(chunk)
+            sent += len(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert sent < 64 * 1024 * 1024, "server kept reading an endless upload"
+    still_serving(small)
+
+
+def test_body_exactly_at_the_cap_is_accepted(small):
+    body = json.dumps(SEED).encode()
+    body += b" " * (CAP - len(body))
+    assert len(body) == CAP
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % CAP) + body)
+    status, _, out = read_response(s)
+    assert status == 200, out[:200]
+    s = connect(small)
+    s.sendall(post_head(extra=b"Transfer-Encoding: chunked\r\n\r\n") + chunked(body, 333))
+    status, _, out = read_response(s)
+    assert status == 200, out[:200]
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % (CAP + 1)) + body + b" ")
+    assert read_response(s)[0] == 413
+
+
+def test_chunked_body_is_reassembled(small):
+    s = connect(small)
+    s.sendall(post_head(extra=b"Transfer-Encoding: chunked\r\n\r\n") + chunked(json.dumps(SEED).encode(), 7))
+    status, _, out = read_response(s)
+    assert status == 200
+    w = json.loads(out)["weights"][0]
+    assert all(abs(x - y) < 1e-6 for x, y in zip(w, W_PLAIN))
+
+
+# ---- framing faults ------------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [
+    b"Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"Transfer-Encoding: chunked\r\nContent-Length: 6\r\n\r\n0\r\n\r\n",
+    b"Transfer-Encoding: gzip\r\n\r\nxxxx",
+    b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+    b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}",
+    b"Content-Length: -1\r\n\r\n",
+    b"Content-Length: 1e3\r\n\r\n",
+], ids=["cl_te", "te_cl", "gzip", "gzip_chunked", "te_twice", "cl_conflict", "cl_negative", "cl_float"])
+def test_bad_framing_is_json_400(small, extra):
+    s = connect(small)
+    s.sendall(post_head(extra=extra))
+    status, hdrs, body = read_response(s)
+    assert status == 400, body[:200]
+    if body:                                  # ours: JSON; MHD's own refusals may be plain
+        try:
+            err = json.loads(body)["error"]
+        except ValueError:
+            err = None
+        if err is not None:
+            assert err["code"] == "bad_request"
+    still_serving(small)
+
+
+def test_transport_errors_are_logged_and_counted(small):
+    before = small.get("/metrics").body.decode()
+    s = connect(small)
+    s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % (CAP * 2)))
+    read_response(s)
+    after = small.get("/metrics").body.decode()
+
+    def count(text):
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith("attnd_requests_total{") and 'code="413"' in line:
+                total += float(line.split()[-1])
+        return total
+    assert count(after) == count(before) + 1
+
+
+# ---- connections ---------------------------------------------------------------
+
+def test_keep_alive_serves_several_requests_on_one_connection(small):
+    s = connect(small)
+    body = json.dumps(SEED).encode()
+    for i in range(3):
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, hdrs, _ = read_response(s)
+        assert status == 200 and hdrs.get("connection", "").lower() != "close"
+        s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % len(body)) + body)
+        status, hdrs, out = read_response(s)
+        assert status == 200 and hdrs.get("connection", "").lower() != "close"
+        assert json.loads(out)["meta"]["L"] == 3
+    # errors the api answers keep the connection too
+    s.sendall(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_response(s)[0] == 404
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_response(s)[0] == 200
+
+
+def test_pipelined_requests_answered_in_order(small):
+    s = connect(small)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [read_response(s)[0] for _ in range(3)] == [200, 404, 200]
+
+
+def test_idle_connection_times_out():
+    with Attnd("--conn-timeout", "1") as a:
+        s = connect(a)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(s)[0] == 200
+        t0 = time.time()
+        assert closed_by_peer(s, wait=6)
+        assert time.time() - t0 < 5
+        half = connect(a)
+        half.sendall(b"GET /healthz HTTP/1.1\r\nHo")      # a stalled header
+        assert closed_by_peer(half, wait=6)
+        assert a.get("/healthz").status == 200
+
+
+def test_per_address_connection_limit():
+    with Attnd("--max-connections-per-ip", "4") as a:
+        held = [connect(a) for _ in range(4)]
+        for h in held:
+            h.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(h)[0] == 200
+        extra = connect(a)
+        try:
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            refused = closed_by_peer(extra, wait=3)
+        except (BrokenPipeError, ConnectionResetError):
+            refused = True
+        assert refused, "a fifth connection from one address was served"
+        for h in held:
+            h.close()
+        time.sleep(0.3)
+        assert a.get("/healthz").status == 200
+
+
+def test_client_vanishing_mid_upload_is_freed(small):
+    for _ in range(5):
+        s = connect(small)
+        s.sendall(post_head(extra=b"Content-Length: 4000\r\n\r\n") + b'{"q":[[1,')
+        s.close()                                         # FIN mid-body
+        h = connect(small)
+        h.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        h.close()                                         # FIN mid-header
+    time.sleep(0.5)
+    text = small.get("/metrics").body.decode()
+    inflight = [float(x.split()[-1]) for x in text.splitlines() if x.startswith("attnd_requests_in_flight ")]
+    assert inflight == [1.0], "half-closed uploads still count as in flight"
+    still_serving(small)
+
+
+def test_huge_header_and_uri_are_refused_cleanly(small):
+    s = connect(small)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n")
+    try:
+        status, _, _ = read_response(s)
+        assert 400 <= status < 500
+    except (ConnectionError, OSError):
+        pass
+    s = connect(small)
+    s.sendall(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        status, _, _ = read_response(s)
+        assert 400 <= status < 500
+    except (ConnectionError, OSError):
+        pass
+    still_serving(small)
