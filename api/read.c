@@ -564,7 +564,7 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
     static const char *const fields[] = {"slopes", NULL};
     char p[API_PATH_MAX], pi[API_PATH_MAX];
     const json_t *arr;
-    size_t i;
+    size_t i, bytes;
 
     *on = false;
     *slopes = NULL;
@@ -591,7 +591,7 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
                  heads, json_array_size(arr));
         return false;
     }
-    if (!(*slopes = malloc(heads * sizeof **slopes))) {   /* heads <= q's count */
+    if (!core_mul(heads, sizeof **slopes, &bytes) || !(*slopes = malloc(bytes))) {
         api_fail(c, "capacity_exhausted", p, "out of memory");
         return false;
     }

@@ -357,6 +357,44 @@ TEST(base64_float32_input_converted)
     json_decref(j);
 }
 
+/* A mask as base64 bytes ("dtype":"bool") and an attn_bias whose -inf
+ * travels as raw IEEE bytes (the base64 twin of null). */
+TEST(base64_mask_and_attn_bias)
+{
+    static const unsigned char mask[] = {0, 1, 1};
+    static const double bias[] = {0, -INFINITY, 1};
+    struct api_buf b;
+    char body[1024], *mb, *bb;
+    size_t len;
+    int st;
+    json_t *j, *w;
+
+    api_buf_init(&b, 1024);
+    api_base64_encode(&b, mask, sizeof mask);
+    mb = api_buf_take(&b, &len);
+    api_base64_encode(&b, bias, sizeof bias);
+    bb = api_buf_take(&b, &len);
+    snprintf(body, sizeof body, "{" SEED_QKV ",\"mask\":{\"shape\":[1,3],"
+             "\"dtype\":\"bool\",\"data\":\"%s\"},\"attn_bias\":{\"shape\":[1,3],"
+             "\"dtype\":\"float64\",\"data\":\"%s\"}}", mb, bb);
+    j = post(body, &st);
+    w = json_object_get(j, "weights");
+    CHECK_EQ_INT(st, 200);
+    CHECK(at(w, 0, 0) == 0.0 && at(w, 0, 1) == 0.0);   /* masked; -inf */
+    CHECK(at(w, 0, 2) == 1.0);
+    json_decref(j);
+    /* a mask byte other than 0/1 is refused */
+    snprintf(body, sizeof body, "{" SEED_QKV ",\"mask\":{\"shape\":[1,3],"
+             "\"dtype\":\"bool\",\"data\":\"AAEC\"}}");
+    j = post(body, &st);
+    CHECK_EQ_INT(st, 422);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "error"), "path")),
+              "/mask/data");
+    json_decref(j);
+    free(mb);
+    free(bb);
+}
+
 /* Two query heads sharing one kv head (GQA); output keeps the head axis. */
 TEST(grouped_heads_rank3)
 {
@@ -492,6 +530,7 @@ int main(void)
     RUN(digits_fixed);
     RUN(base64_in_and_out);
     RUN(base64_float32_input_converted);
+    RUN(base64_mask_and_attn_bias);
     RUN(grouped_heads_rank3);
     RUN(empty_rows_rank3_pairs);
     RUN(alibi_standard_and_slopes);
