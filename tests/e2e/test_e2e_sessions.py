@@ -236,3 +236,27 @@ def test_restart_with_state_dir_gives_same_bytes():
             assert "skipping" in logs and "junk.sess" in logs, logs[-2000:]
     finally:
         shutil.rmtree(sd, ignore_errors=True)
+
+
+def _metric(d, name):
+    for line in d.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} missing from /metrics")
+
+
+def test_ttl_sweep_timer_expires_without_a_lookup():
+    with Attnd() as d:
+        keep = _create(d, {"d_k": 1, "d_v": 1})
+        gone = _create(d, {"d_k": 1, "d_v": 1, "ttl_s": 0.2})
+        assert d.post(f"/v1/sessions/{gone}/kv", {"k": [[1]] * 4, "v": [[1]] * 4}).status == 200
+        assert _metric(d, "attnd_sessions") == 2
+        assert _metric(d, "attnd_kv_cache_bytes") > 0
+        deadline = time.time() + 5
+        while time.time() < deadline and _metric(d, "attnd_session_expirations_total") < 1:
+            time.sleep(0.1)
+        assert _metric(d, "attnd_session_expirations_total") == 1
+        assert _metric(d, "attnd_sessions") == 1
+        assert _metric(d, "attnd_kv_cache_bytes") == 0
+        assert d.get(f"/v1/sessions/{keep}").status == 200
+        assert d.get(f"/v1/sessions/{gone}").status == 404
