@@ -429,9 +429,11 @@ static void kv_get_req(struct api_call *c, const char *id)
         return;
     const struct kv_cache *kv = sess_cache(s);
     size_t L = kv_length(kv), numbers, cap, w;
+    /* each number with its comma, plus a row's brackets (at most one row
+     * per number), plus the keys */
     if (!core_add(kv_d_k(kv), kv_d_v(kv), &w) ||
         !core_mul3(L, w, kv_heads(kv), &numbers) || numbers > max_elements(c) ||
-        !core_mul(numbers, API_NUM_MAX, &cap) || !core_add(cap, 4096 + 8 * L * kv_heads(kv), &cap)) {
+        !core_mul(numbers, API_NUM_MAX + 4, &cap) || !core_add(cap, 4096, &cap)) {
         sess_release(c->ctx->store, s);
         api_fail(c, "response_too_large", NULL,
                  "the cache holds more than %zu numbers (--max-elements)",
