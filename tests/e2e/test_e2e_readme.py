@@ -1,0 +1,80 @@
+"""tests/e2e/test_e2e_readme.py — README's Quick start, run verbatim.
+
+Every ```sh block of the "Quick start" section is run with bash against a
+fresh attnd (localhost:8080 replaced by its port); the ```json block right
+after it is the answer it must give: every key shown must be there with the
+same value (numbers to 1e-9 relative), keys left out of the README are not
+checked (meta, elapsed time, messages).
+"""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from attnd_proc import Attnd
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+def quick_start_blocks():
+    text = open(README, encoding="utf-8").read()
+    m = re.search(r"^## Quick start\n(.*?)(?=^## )", text, re.S | re.M)
+    assert m, "README has no Quick start section"
+    blocks = re.findall(r"```(sh|json)\n(.*?)```", m.group(1), re.S)
+    pairs = []
+    for i, (lang, body) in enumerate(blocks):
+        if lang != "sh":
+            continue
+        expect = blocks[i + 1][1] if i + 1 < len(blocks) and blocks[i + 1][0] == "json" else None
+        pairs.append((body.strip(), expect))
+    return pairs
+
+
+def matches(want, got, path=""):
+    if isinstance(want, dict):
+        assert isinstance(got, dict), path
+        for k, v in want.items():
+            assert k in got, f"{path}/{k} missing"
+            matches(v, got[k], f"{path}/{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), path
+        for i, (a, b) in enumerate(zip(want, got)):
+            matches(a, b, f"{path}/{i}")
+    elif isinstance(want, (int, float)) and not isinstance(want, bool):
+        assert isinstance(got, (int, float)) and abs(got - want) <= 1e-9 * max(1, abs(want)), \
+            f"{path}: {got} != {want}"
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    text = open(README, encoding="utf-8").read()
+    first = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    cmds = [line.split("#")[0].strip() for line in first.strip().splitlines()]
+    assert cmds == ["make run", "make test"]
+
+
+def test_quick_start_has_commands_with_answers():
+    pairs = quick_start_blocks()
+    assert len(pairs) >= 4
+    assert all(expect for _, expect in pairs)
+    assert any('"q":[[1,0]]' in cmd and "[-1,0]" in cmd for cmd, _ in pairs)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    with Attnd() as a:
+        yield a
+
+
+@pytest.mark.parametrize("index", range(len(quick_start_blocks())))
+def test_quick_start_command(daemon, index):
+    cmd, expect = quick_start_blocks()[index]
+    cmd = cmd.replace("localhost:8080", f"127.0.0.1:{daemon.port}")
+    assert "8080" not in cmd
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    matches(json.loads(expect), got)
