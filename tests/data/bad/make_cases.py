@@ -579,6 +579,16 @@ case("traversal_sessions_post_kv",
       "forbid": ["root:"]},
      {"k": [[1, 0]], "v": [[1, 2]]}, path="/v1/sessions/%2e%2e%2f%2e%2e/kv")
 
+# ---- Open Inference Protocol v2 (its own {"error":"..."} shape) ---------------
+case("v2_infer_empty_body", {"status": 400, "error_shape": "v2",
+                             "note": "found by fuzz_request: NULL body + 0 (UB) in api/v2.c"},
+     b"", path="/v2/models/attention/infer", headers=["Content-Type: application/json"])
+case("v2_infer_not_json", {"status": 400, "error_shape": "v2"},
+     b"{\"inputs\": [", path="/v2/models/attention/infer")
+case("v2_infer_header_length_too_big", {"status": 400, "error_shape": "v2"},
+     b"{}", path="/v2/models/attention/infer",
+     headers=["Inference-Header-Content-Length: 99999"])
+
 # ---- CORS: errors carry CORS-safe headers ---------------------------------------
 case("cors_error_with_origin", err(400, "invalid_json"), b"{",
      headers=["Origin: http://evil.example"])
