@@ -42,7 +42,9 @@ __m256d _ZGVdN4v_exp(__m256d x);
 #define ATTN_TILE_BYTES ((size_t)1 << 20)
 #endif
 #define ATTN_TILE_MIN 32
+#ifndef ATTN_TILE_MAX
 #define ATTN_TILE_MAX 256
+#endif
 
 enum { WS_KV, WS_PTR, WS_BLK, WS_N };
 

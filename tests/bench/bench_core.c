@@ -11,7 +11,9 @@
  * decode KV is cold: the pass rotates through enough caches to exceed
  * 128 MiB (4× L3). Attention FLOPs are 4·n·L·d (the two products); decode
  * bytes are the K and V rows read, 2·L·d·4. Each figure is the median of
- * BENCH_REPS (default 5) samples of at least 20 ms each.
+ * BENCH_REPS (default 5) samples of at least 20 ms each, interleaved with
+ * samples of its limit so both see the same load, timed in thread CPU time
+ * (the machine is shared: time spent descheduled is not ours).
  *
  * usage: bench_core [reps]
  */
@@ -29,7 +31,7 @@ static int reps = 5;
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -39,25 +41,41 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Seconds per call of fn(arg): median over reps samples of >= 20 ms. */
-static double time_median(void (*fn)(void *), void *arg)
+/* Seconds per call of fn(arg) over one sample of >= 20 ms. */
+static double sample(void (*fn)(void *), void *arg, int calls)
 {
-    fn(arg);   /* warm-up */
     double t0 = now_s();
-    fn(arg);
-    double one = now_s() - t0;
-    int calls = (int)(0.02 / (one > 1e-9 ? one : 1e-9)) + 1;
-    double *t = malloc((size_t)reps * sizeof(double));
+    for (int c = 0; c < calls; c++)
+        fn(arg);
+    return (now_s() - t0) / calls;
+}
+
+static double median(double *t, int count)
+{
+    qsort(t, (size_t)count, sizeof(double), cmp_double);
+    return count % 2 ? t[count / 2] : 0.5 * (t[count / 2 - 1] + t[count / 2]);
+}
+
+/* Medians (seconds per call) of fa(a) and fb(b), their samples interleaved
+ * (a b a b ...) so both see the same machine load. */
+static void time_pair(void (*fa)(void *), void *a, void (*fb)(void *), void *b,
+                      double *ta, double *tb)
+{
+    fa(a);   /* warm-up, and a first estimate of the call time */
+    fb(b);
+    double oa = sample(fa, a, 1), ob = sample(fb, b, 1);
+    int ca = (int)(0.02 / (oa > 1e-9 ? oa : 1e-9)) + 1;
+    int cb = (int)(0.02 / (ob > 1e-9 ? ob : 1e-9)) + 1;
+    double *sa = malloc((size_t)reps * sizeof(double));
+    double *sb = malloc((size_t)reps * sizeof(double));
     for (int r = 0; r < reps; r++) {
-        t0 = now_s();
-        for (int c = 0; c < calls; c++)
-            fn(arg);
-        t[r] = (now_s() - t0) / calls;
+        sa[r] = sample(fa, a, ca);
+        sb[r] = sample(fb, b, cb);
     }
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-    free(t);
-    return med;
+    *ta = median(sa, reps);
+    *tb = median(sb, reps);
+    free(sa);
+    free(sb);
 }
 
 static float *rand_floats(size_t count, unsigned seed)
@@ -127,8 +145,19 @@ static void run_prefill(void *p)
     }
 }
 
-/* GFLOP/s of a prefill f32 pass with one head. */
-static double bench_prefill(size_t n, size_t L, size_t d, unsigned outputs, double *ms)
+/* The limits, shared by every row. */
+static struct gemm_arg lim_gemm;
+static struct read_arg lim_read;
+
+/* Prints one row: core figure, same-run limit, ratio. */
+static void row(const char *name, double t, double core, double limit, const char *unit)
+{
+    printf("%-40s %8.3f ms %7.1f %-4s %7.1f %-4s %6.2f\n", name, t * 1e3, core, unit, limit,
+           unit, core / limit);
+}
+
+/* A prefill f32 pass with one head, in GFLOP/s next to sgemm. */
+static void bench_prefill(const char *name, size_t n, size_t L, size_t d, unsigned outputs)
 {
     struct prefill_arg a;
     memset(&a, 0, sizeof a);
@@ -142,15 +171,17 @@ static double bench_prefill(size_t n, size_t L, size_t d, unsigned outputs, doub
     a.in = (struct attn_inputs){q, k, v, NULL, NULL, NULL, 1, 1, 1};
     a.out = (struct attn_result){NULL, w, o, NULL, 0};
     a.ws = attn_ws_new();
-    double t = time_median(run_prefill, &a);
+    double t, tg;
+    time_pair(run_prefill, &a, run_sgemm, &lim_gemm, &t, &tg);
     attn_ws_free(a.ws);
     free(q);
     free(k);
     free(v);
     free(w);
     free(o);
-    *ms = t * 1e3;
-    return 4.0 * (double)n * (double)L * (double)d / t / 1e9;
+    double gn = lim_gemm.n;
+    row(name, t, 4.0 * (double)n * (double)L * (double)d / t / 1e9, 2.0 * gn * gn * gn / tg / 1e9,
+        "GF/s");
 }
 
 struct decode_arg {
@@ -175,8 +206,9 @@ static void run_decode(void *p)
     }
 }
 
-/* GB/s of K+V read by a decode step (n=1) against cold prepared caches. */
-static double bench_decode(size_t L, size_t d, double *us)
+/* A decode step (n=1) against cold prepared caches, in GB/s of K+V read
+ * next to the plain read loop. */
+static void bench_decode(const char *name, size_t L, size_t d)
 {
     struct decode_arg a;
     memset(&a, 0, sizeof a);
@@ -199,7 +231,8 @@ static double bench_decode(size_t L, size_t d, double *us)
     a.in = (struct attn_inputs){q, NULL, NULL, NULL, NULL, NULL, 1, 1, 1};
     a.out = (struct attn_result){NULL, NULL, o, NULL, 0};
     a.ws = attn_ws_new();
-    double t = time_median(run_decode, &a);
+    double t, tr;
+    time_pair(run_decode, &a, run_read, &lim_read, &t, &tr);
     attn_ws_free(a.ws);
     for (int c = 0; c < a.ncache; c++) {
         free(a.k[c]);
@@ -209,8 +242,8 @@ static double bench_decode(size_t L, size_t d, double *us)
     free(a.v);
     free(q);
     free(o);
-    *us = t * 1e6;
-    return (double)kvbytes / t / 1e9;
+    row(name, t, (double)kvbytes / t / 1e9, (double)lim_read.n * sizeof(float) / tr / 1e9,
+        "GB/s");
 }
 
 int main(int argc, char **argv)
@@ -225,35 +258,23 @@ int main(int argc, char **argv)
         reps = (int)r;
     }
     attn_blas_init(1);
+    lim_gemm = (struct gemm_arg){2048, rand_floats(2048 * 2048, 20),
+                                 rand_floats(2048 * 2048, 21), rand_floats(2048 * 2048, 22)};
+    lim_read = (struct read_arg){rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, 0};
 
-    struct gemm_arg g = {2048, rand_floats(2048 * 2048, 20), rand_floats(2048 * 2048, 21),
-                         rand_floats(2048 * 2048, 22)};
-    double sgemm = 2.0 * 2048.0 * 2048.0 * 2048.0 / time_median(run_sgemm, &g) / 1e9;
-    free(g.a);
-    free(g.b);
-    free(g.c);
-    struct read_arg rd = {rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, 0};
-    double readbw = (double)rd.n * sizeof(float) / time_median(run_read, &rd) / 1e9;
-    free((void *)rd.x);
-
-    printf("threads=1 reps=%d  limits: sgemm(2048) %.1f GFLOP/s, read %.1f GB/s\n", reps,
-           sgemm, readbw);
-    printf("%-40s %10s %12s %12s %8s\n", "case (float32)", "time", "attnd", "limit", "ratio");
-    double ms, us;
-    double p1 = bench_prefill(2048, 2048, 128, ATTN_OUT_OUTPUT, &ms);
-    printf("%-40s %7.2f ms %7.1f GF/s %7.1f GF/s %8.2f\n", "prefill n=L=2048 d=128 output", ms,
-           p1, sgemm, p1 / sgemm);
-    double p2 = bench_prefill(2048, 2048, 128, ATTN_OUT_OUTPUT | ATTN_OUT_WEIGHTS, &ms);
-    printf("%-40s %7.2f ms %7.1f GF/s %7.1f GF/s %8.2f\n", "prefill n=L=2048 d=128 weights+output",
-           ms, p2, sgemm, p2 / sgemm);
-    double p3 = bench_prefill(1024, 1024, 64, ATTN_OUT_OUTPUT, &ms);
-    printf("%-40s %7.2f ms %7.1f GF/s %7.1f GF/s %8.2f\n", "prefill n=L=1024 d=64 output", ms,
-           p3, sgemm, p3 / sgemm);
-    double d1 = bench_decode(4096, 128, &us);
-    printf("%-40s %7.1f us %7.1f GB/s %7.1f GB/s %8.2f\n", "decode L=4096 d=128 cold", us, d1,
-           readbw, d1 / readbw);
-    double d2 = bench_decode(32768, 128, &us);
-    printf("%-40s %7.1f us %7.1f GB/s %7.1f GB/s %8.2f\n", "decode L=32768 d=128 cold", us, d2,
-           readbw, d2 / readbw);
+    printf("float32, 1 thread, %d interleaved samples per figure (median, thread CPU time)\n",
+           reps);
+    printf("limits: sgemm = square 2048 cblas_sgemm; read = plain loop over 256 MiB\n");
+    printf("%-40s %11s %12s %12s %6s\n", "case", "time", "attnd", "limit", "ratio");
+    bench_prefill("prefill n=L=2048 d=128, output", 2048, 2048, 128, ATTN_OUT_OUTPUT);
+    bench_prefill("prefill n=L=2048 d=128, weights+output", 2048, 2048, 128,
+                  ATTN_OUT_OUTPUT | ATTN_OUT_WEIGHTS);
+    bench_prefill("prefill n=L=1024 d=64, output", 1024, 1024, 64, ATTN_OUT_OUTPUT);
+    bench_decode("decode L=4096 d=128, KV cold", 4096, 128);
+    bench_decode("decode L=32768 d=128, KV cold", 32768, 128);
+    free(lim_gemm.a);
+    free(lim_gemm.b);
+    free(lim_gemm.c);
+    free((void *)lim_read.x);
     return 0;
 }
