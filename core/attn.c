@@ -129,6 +129,29 @@ static int64_t attn_query_pos(const struct attn_request *r, size_t i)
     return (int64_t)r->shape.L - (int64_t)r->shape.n + (int64_t)i;
 }
 
+/* Keys [0, lim) of query row i pass the causal test (lim = L without one). */
+static size_t attn_causal_lim(const struct attn_request *r, size_t i)
+{
+    size_t L = r->shape.L;
+    if (r->causal == ATTN_CAUSAL_NONE)
+        return L;
+    int64_t pos = attn_query_pos(r, i);
+    return pos < 0 ? 0 : ((uint64_t)pos + 1 < L ? (size_t)pos + 1 : L);
+}
+
+/* Keys any of the global rows [row0, row0+nb) may see: max of their lims. */
+static size_t attn_tile_keys(const struct attn_request *r, size_t row0, size_t nb)
+{
+    size_t lt = 0, n = r->shape.n;
+    if (r->causal == ATTN_CAUSAL_NONE)
+        return r->shape.L;
+    for (size_t t = 0; t < nb; t++) {
+        size_t lim = attn_causal_lim(r, (row0 + t) % n);
+        lt = lim > lt ? lim : lt;
+    }
+    return lt;
+}
+
 /* ALiBi slope of query head hh of h. */
 static double attn_head_slope(const struct attn_params *p, size_t hh, size_t h)
 {

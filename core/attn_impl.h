@@ -6,9 +6,12 @@
  * float64 share one implementation instead of two copies. Everything here is
  * static; the public entry points in attn.c dispatch on the dtype.
  *
- * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
- * ATTN_EXP (expf/exp), and attn.c's shared helpers (attn_query_pos,
- * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, vexp_shift_SFX).
+ * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm) and
+ * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
+ * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, ATTN_TILE_MAX, vexp_shift_SFX).
+ *
+ * With a causal mask, a tile's products stop at the last key any of its rows
+ * may see (Lt columns instead of L): about half the work of a causal prefill.
  *
  * The pass for one kv head g: its G = h/h_kv query heads are contiguous, so
  * their G·n query rows form one contiguous block of rows in q, scores,
@@ -135,41 +138,44 @@ static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
         o[c] += w * x[c];
 }
 
-/* qb [nb][d_k], K [L][d_k] -> S [nb][L] = scale · qb · Kᵀ.
+/* qb [nb][d_k], K [Lt][d_k] -> S [nb][Lt] (row stride ld) = scale · qb · Kᵀ.
  * Few rows (decode) read K once with plain loops: memory-bound, and OpenBLAS
  * gemv/gemm reach far less bandwidth there (bench/RESULTS.md, Surprises 2). */
-static void FN(qk)(const T *qb, size_t nb, const T *K, size_t L, size_t d_k,
-                   T scale, T *S)
+static void FN(qk)(const T *qb, size_t nb, const T *K, size_t Lt, size_t ld,
+                   size_t d_k, T scale, T *S)
 {
+    if (Lt == 0)
+        return;
     if (nb <= ATTN_LOOP_ROWS) {
-        for (size_t j = 0; j < L; j++) {
+        for (size_t j = 0; j < Lt; j++) {
             const T *kr = K + j * d_k;
             for (size_t t = 0; t < nb; t++)
-                S[t * L + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
+                S[t * ld + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
         }
         return;
     }
-    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)L, (int)d_k,
-              scale, qb, (int)d_k, K, (int)d_k, 0, S, (int)L);
+    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)Lt, (int)d_k,
+              scale, qb, (int)d_k, K, (int)d_k, 0, S, (int)ld);
 }
 
-/* P [nb][L], V [L][d_v] -> O [nb][d_v] = P · V */
-static void FN(pv)(const T *P, size_t nb, const T *V, size_t L, size_t d_v, T *O)
+/* P [nb][Lt] (row stride ld), V [Lt][d_v] -> O [nb][d_v] = P · V */
+static void FN(pv)(const T *P, size_t nb, const T *V, size_t Lt, size_t ld,
+                   size_t d_v, T *O)
 {
-    if (nb <= ATTN_LOOP_ROWS) {
+    if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
-        for (size_t j = 0; j < L; j++) {
+        for (size_t j = 0; j < Lt; j++) {
             const T *vr = V + j * d_v;
             for (size_t t = 0; t < nb; t++) {
-                T w = P[t * L + j];
+                T w = P[t * ld + j];
                 if (w != 0)
                     FN(axpy)(O + t * d_v, w, vr, d_v);
             }
         }
         return;
     }
-    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)L,
-              1, P, (int)L, V, (int)d_v, 0, O, (int)d_v);
+    ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)Lt,
+              1, P, (int)ld, V, (int)d_v, 0, O, (int)d_v);
 }
 
 /* true when every x [n] is finite */
@@ -219,9 +225,7 @@ static enum core_status FN(finish_scores)(const struct attn_request *r, size_t h
 {
     size_t L = r->shape.L, n = r->shape.n;
     int64_t pos = attn_query_pos(r, i);
-    size_t lim = L;                         /* keys [0, lim) pass causal */
-    if (r->causal != ATTN_CAUSAL_NONE)
-        lim = pos < 0 ? 0 : ((uint64_t)pos + 1 < L ? (size_t)pos + 1 : L);
+    size_t lim = attn_causal_lim(r, i);     /* keys [0, lim) pass causal */
     const T *b = r->attn_bias;
     if (b)
         b += ((r->attn_bias_heads == 1 ? 0 : hh) * n + i) * L;
@@ -293,12 +297,14 @@ static T FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L
     return (T)(1.0 / sum);
 }
 
-/* Rows [row0, row0+nb): S [nb][L] holds scale·q·k. Finishes the scores,
- * writes exp(s - shift) to P (when P is not NULL; P may equal S), flags
- * empty rows. inv [nb]: each row's normalising factor (0 for empty rows);
- * applied to P here when `normalise`, else left to the caller. */
+/* Rows [row0, row0+nb): S [nb][L] holds scale·q·k in its first Lt columns
+ * (no key beyond Lt passes the causal test). Finishes the scores, writes
+ * exp(s - shift) to P (when P is not NULL; P may equal S), flags empty rows.
+ * inv [nb]: each row's normalising factor (0 for empty rows). With
+ * `normalise` (P is the caller's weights) P is scaled here and complete up
+ * to L; otherwise only P's first Lt columns are written, unnormalised. */
 static enum core_status FN(finish_block)(const struct attn_request *r, size_t row0,
-                                         size_t nb, T *S, T *P, bool normalise,
+                                         size_t nb, size_t Lt, T *S, T *P, bool normalise,
                                          T *inv, struct attn_result *out)
 {
     size_t n = r->shape.n, L = r->shape.L;
@@ -319,9 +325,11 @@ static enum core_status FN(finish_block)(const struct attn_request *r, size_t ro
             if (P)
                 memset(P + t * L, 0, L * sizeof(T));
         } else if (P) {
-            inv[t] = FN(softmax_row)(&r->params, S + t * L, P + t * L, L, m);
-            if (normalise)
-                FN(scale_row)(P + t * L, L, inv[t]);
+            inv[t] = FN(softmax_row)(&r->params, S + t * L, P + t * L, Lt, m);
+            if (normalise) {
+                FN(scale_row)(P + t * L, Lt, inv[t]);
+                memset(P + t * L + Lt, 0, (L - Lt) * sizeof(T));
+            }
         }
     }
     return CORE_OK;
@@ -353,14 +361,16 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
             size_t nb = hi - row0 < B ? hi - row0 : B;
             T *P = wt ? wt + row0 * L : ot ? pb : NULL;
             T *S = sc ? sc + row0 * L : P;
+            size_t Lt = attn_tile_keys(r, row0, nb);
             FN(prep_q)(r, in, row0, nb, qb);
-            FN(qk)(qb, nb, K, L, s->d_k, scale, S);
-            enum core_status st = FN(finish_block)(r, row0, nb, S, P, wt != NULL, inv, out);
+            FN(qk)(qb, nb, K, Lt, L, s->d_k, scale, S);
+            enum core_status st =
+                FN(finish_block)(r, row0, nb, Lt, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
-                FN(pv)(P, nb, V, L, s->d_v, O);
+                FN(pv)(P, nb, V, Lt, L, s->d_v, O);
                 if (!wt)
                     for (size_t t = 0; t < nb; t++)
                         FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);
