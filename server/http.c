@@ -64,6 +64,11 @@
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
+/* Request bodies buffered at once, over all connections, at most this many
+ * times --max-body-bytes (and at least BODY_BUDGET_MIN): bounded memory
+ * however many clients upload at once. Past it: 503 capacity_exhausted. */
+#define BODY_BUDGET_FACTOR 8
+#define BODY_BUDGET_MIN ((size_t)256 << 20)
 
 struct srv_http {
     uv_loop_t *loop;
@@ -79,6 +84,8 @@ struct srv_http {
     atomic_size_t in_flight;        /* requests between 1st call and completion */
     atomic_size_t working;          /* suspended requests (pending or on the pool) */
     atomic_bool quiesced;           /* no new connections; answers close */
+    atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
+    size_t body_budget;             /* cap on body_bytes */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };
@@ -99,7 +106,7 @@ struct req {
     char *body;                     /* capped buffer */
     size_t len, cap;
     uint64_t bytes_in;              /* everything received, kept or not */
-    bool too_large;
+    const char *refuse;             /* set once over a cap: wire code to answer */
     struct req_header hdr[MAX_REQ_HEADERS];
     size_t n_hdr;
     uv_work_t work;
@@ -110,6 +117,44 @@ struct req {
     const char *route;
     uint64_t bytes_out;
 };
+
+/* ---- body buffers within the global budget ------------------------------ */
+
+static bool budget_take(struct srv_http *h, size_t n)
+{
+    size_t cur = atomic_load(&h->body_bytes);
+    do {
+        if (n > h->body_budget - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
+    return true;
+}
+
+/* Free the body and return its bytes to the budget. */
+static void body_release(struct req *r)
+{
+    free(r->body);
+    atomic_fetch_sub(&r->h->body_bytes, r->cap);
+    r->body = NULL;
+    r->len = r->cap = 0;
+}
+
+/* Grow the buffer to cap bytes (within the budget); false if it cannot. */
+static bool body_reserve(struct req *r, size_t cap)
+{
+    if (cap <= r->cap)
+        return true;
+    if (!budget_take(r->h, cap - r->cap))
+        return false;
+    char *nb = realloc(r->body, cap);
+    if (!nb) {
+        atomic_fetch_sub(&r->h->body_bytes, cap - r->cap);
+        return false;
+    }
+    r->body = nb;
+    r->cap = cap;
+    return true;
+}
 
 /* ---- headers ----------------------------------------------------------- */
 
@@ -278,9 +323,7 @@ static void after_work_cb(uv_work_t *w, int status)
         api_req_init(r, &q, req_header);
         api_transport_error(h->ctx, &q, "internal", "request was cancelled", &r->resp);
     }
-    free(r->body);                      /* the response no longer needs it */
-    r->body = NULL;
-    r->len = r->cap = 0;
+    body_release(r);                    /* the response no longer needs it */
     pthread_mutex_lock(&h->mu);
     bool orphan = r->orphan;
     r->state = REQ_READY;
@@ -404,37 +447,33 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
             *ret = transport_error(r, "body_too_large", NULL);
             return true;
         }
-        if (n > 0) {                    /* one allocation of the announced size */
-            r->body = malloc((size_t)n);
-            if (!r->body) {
-                *ret = transport_error(r, "capacity_exhausted", "out of memory");
-                return true;
-            }
-            r->cap = (size_t)n;
+        if (n > 0 && !body_reserve(r, (size_t)n)) {   /* one buffer of the announced size */
+            *ret = transport_error(r, "capacity_exhausted",
+                                   "too many request bodies in flight; retry");
+            return true;
         }
     }
     return false;
 }
 
-/* Append an upload chunk within the cap; false once over the cap. */
+/* Append an upload chunk within the caps; false (r->refuse set) if not. */
 static bool append_body(struct req *r, const char *data, size_t n)
 {
     size_t max = r->h->cfg->max_body_bytes;
-    if (r->too_large || n > max - r->len) {
-        r->too_large = true;
+    if (r->refuse)
+        return false;
+    if (n > max - r->len) {
+        r->refuse = "body_too_large";
         return false;
     }
     if (r->len + n > r->cap) {
         size_t cap = r->cap ? r->cap : BODY_INITIAL_CAP;
         while (cap < r->len + n)
             cap = cap > max / 2 ? max : cap * 2;
-        char *nb = realloc(r->body, cap);
-        if (!nb) {
-            r->too_large = true;        /* treated as over the cap */
+        if (!body_reserve(r, cap)) {
+            r->refuse = "capacity_exhausted";
             return false;
         }
-        r->body = nb;
-        r->cap = cap;
     }
     memcpy(r->body + r->len, data, n);
     r->len += n;
@@ -445,9 +484,7 @@ static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
     if (!append_body(r, data, *size)) {
-        free(r->body);
-        r->body = NULL;
-        r->len = r->cap = 0;
+        body_release(r);
         if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
             return MHD_NO;              /* endless upload: disconnect */
     }
@@ -485,8 +522,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case REQ_BODY:
         if (*upload_data_size)
             return on_upload(r, upload_data, upload_data_size);
-        if (r->too_large)
-            return transport_error(r, "body_too_large", NULL);
+        if (r->refuse)
+            return transport_error(r, r->refuse,
+                                   strcmp(r->refuse, "body_too_large") == 0 ? NULL
+                                   : "too many request bodies in flight; retry");
         return dispatch(r);
     case REQ_READY:                     /* resumed by after_work_cb */
         return queue(r, &r->resp);
@@ -523,7 +562,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_unlock(&h->mu);
     if (!working) {
         api_response_free(&r->resp);
-        free(r->body);
+        body_release(r);
         free(r);
     }
     if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
@@ -618,6 +657,11 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->working, 0);
     atomic_init(&h->quiesced, false);
+    atomic_init(&h->body_bytes, 0);
+    h->body_budget = cfg->max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
+                         ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
+    if (h->body_budget < BODY_BUDGET_MIN)
+        h->body_budget = BODY_BUDGET_MIN;
     uv_async_init(loop, &h->async, async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
     h->mhd = start_daemon(h, &ss, v6);

@@ -308,3 +308,26 @@ def test_huge_header_and_uri_are_refused_cleanly(small):
     except (ConnectionError, OSError):
         pass
     still_serving(small)
+
+
+def test_bodies_in_flight_share_a_bounded_budget():
+    # budget: 8 x --max-body-bytes (at least 256 MiB): 8 announced 40 MiB bodies fill it
+    with Attnd("--max-body-bytes", "40m") as a:
+        held = []
+        for _ in range(8):
+            h = connect(a)
+            h.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % (40 << 20)) + b'{"q":')
+            held.append(h)
+        time.sleep(0.3)
+        s = connect(a)
+        s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % (40 << 20)))
+        status, hdrs, body = read_response(s)
+        json_error(status, hdrs, body, 503, "capacity_exhausted")
+        assert hdrs.get("retry-after")
+        small_body = json.dumps(SEED).encode()
+        for h in held:
+            h.close()
+        time.sleep(0.5)
+        s = connect(a)
+        s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % len(small_body)) + small_body)
+        assert read_response(s)[0] == 200               # the budget came back
