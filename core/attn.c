@@ -12,6 +12,7 @@
 #include "attn.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -248,12 +249,15 @@ static enum core_status check_params(const struct attn_request *r)
     const struct attn_params *p = &r->params;
     if (p->dtype != ATTN_F32 && p->dtype != ATTN_F64)
         return CORE_EINVAL;
-    if (!finite_pos(p->scale))
+    /* float32 passes hold scale and the sink shift as float: keep them finite */
+    double range = p->dtype == ATTN_F32 ? FLT_MAX : DBL_MAX;
+    if (!finite_pos(p->scale) || p->scale > range)
         return CORE_EINVAL;
     if (p->softmax != ATTN_SOFTMAX_STANDARD && p->softmax != ATTN_SOFTMAX_ONE &&
         p->softmax != ATTN_SOFTMAX_SINK)
         return CORE_EINVAL;
-    if (p->softmax == ATTN_SOFTMAX_SINK && !isfinite(p->sink_logit))
+    if (p->softmax == ATTN_SOFTMAX_SINK &&
+        (!isfinite(p->sink_logit) || fabs(p->sink_logit) > range))
         return CORE_EINVAL;
     if (p->rope && (!finite_pos(p->rope_base) ||
                     (p->rope_pairs != ATTN_ROPE_INTERLEAVED &&

@@ -695,6 +695,14 @@ TEST(softmax1_large_magnitudes)
         CHECK_EQ_INT(run_1d((enum attn_dtype)dt, ATTN_SOFTMAX_SINK, 1000, 1, 2, q, kz, v, s,
                             w, o), CORE_OK);
         CHECK(w[0] == 0 && isfinite(o[0]));
+        /* sinks at ±1e30: all mass on the sink / none on it */
+        CHECK_EQ_INT(run_1d((enum attn_dtype)dt, ATTN_SOFTMAX_SINK, 1e30, 1, 2, q, kz, v, s,
+                            w, o), CORE_OK);
+        CHECK(w[0] == 0 && w[1] == 0 && o[0] == 0);
+        CHECK_EQ_INT(run_1d((enum attn_dtype)dt, ATTN_SOFTMAX_SINK, -1e30, 1, 2, q, kp, v, s,
+                            w, o), CORE_OK);
+        CHECK_NEAR(w[0], e1, 1e-6);
+        CHECK_NEAR(w[0] + w[1], 1, 1e-6);
     }
 }
 
@@ -947,6 +955,14 @@ TEST(check_rejects_bad_requests)
     r = valid_request();
     r.params.softmax = ATTN_SOFTMAX_SINK;
     r.params.sink_logit = INFINITY;
+    CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
+    r.params.sink_logit = 1e300;                        /* finite, but not as float32 */
+    CHECK_EQ_INT(attn_check(&r), CORE_OK);
+    r.params.dtype = ATTN_F32;
+    CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
+    r.params.sink_logit = 1e30;
+    CHECK_EQ_INT(attn_check(&r), CORE_OK);
+    r.params.scale = 1e39;
     CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
     r = valid_request();
     r.params.rope = true;
