@@ -704,6 +704,7 @@
 
   function changed(what) {
     if (typeof what === 'string') lastChange = what;
+    seq++;   /* answers to requests sent before this edit are now stale */
     if (timer) clearTimeout(timer);
     setBusy(true);
     timer = setTimeout(update, 150);
