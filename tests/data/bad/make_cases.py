@@ -354,6 +354,15 @@ case("method_get_attention", err(405, "method_not_allowed", require_headers=["al
 case("method_delete_healthz", err(405, "method_not_allowed", require_headers=["allow"]),
      method="DELETE", path="/healthz")
 case("route_unknown", err(404, "not_found"), method="GET", path="/v1/nothing-here")
+case("route_utf8_overlong", err(404, "not_found",
+                                note="found by fuzz_request: answered 500 (the 404 message "
+                                     "quoted a path jansson refuses as UTF-8)"),
+     method="GET", path="/%f0%80%80%80")
+case("route_utf8_surrogate", err(404, "not_found", note="UTF-8 of U+D800; answered 500"),
+     method="POST", path="/%ed%a0%80")
+case("route_utf8_beyond_max", err(404, "not_found", note="U+110000; answered 500"),
+     method="GET", path="/%f4%90%80%80")
+case("route_invalid_utf8_lone_byte", err(404, "not_found"), method="GET", path="/v1/%ff%fe")
 case("route_unknown_post", err(404, "not_found"), VALID, path="/v1/attentionx")
 
 # ---- bodies over the cap (413), transfer codings -------------------------
