@@ -211,18 +211,22 @@ static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
 #define T float
 #define SFX f32
 #define ATTN_GEMM cblas_sgemm
+#define ATTN_NEXTDOWN(x) nextafterf((x), -INFINITY)
 #include "attn_impl.h"
 #undef T
 #undef SFX
 #undef ATTN_GEMM
+#undef ATTN_NEXTDOWN
 
 #define T double
 #define SFX f64
 #define ATTN_GEMM cblas_dgemm
+#define ATTN_NEXTDOWN(x) nextafter((x), -INFINITY)
 #include "attn_impl.h"
 #undef T
 #undef SFX
 #undef ATTN_GEMM
+#undef ATTN_NEXTDOWN
 
 /* ---- validation ------------------------------------------------------- */
 

@@ -6,7 +6,8 @@
  * float64 share one implementation instead of two copies. Everything here is
  * static; the public entry points in attn.c dispatch on the dtype.
  *
- * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm) and
+ * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
+ * ATTN_NEXTDOWN (the next T toward -inf), and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
  * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, ATTN_TILE_MAX, vexp_shift_SFX).
  *
@@ -288,7 +289,12 @@ static T FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L
         shift = 0;
     else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
         shift = p->sink_logit;
+    /* The shift as T, rounded down: every s <= m <= sh keeps exp(s - sh) <= 1,
+     * and a sink shift gives an extra term >= 1 (or inf, when the sink is
+     * beyond T's precision: then the weights are 0, their correct limit). */
     T sh = (T)shift;
+    if ((double)sh > shift)
+        sh = ATTN_NEXTDOWN(sh);
     if (p->softmax == ATTN_SOFTMAX_ONE)
         extra = exp(0.0 - (double)sh);
     else if (p->softmax == ATTN_SOFTMAX_SINK)
