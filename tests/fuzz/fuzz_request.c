@@ -5,9 +5,10 @@
  * Input layout: byte 0 picks the route and method (and, in its high bits, the
  * Content-Type sent), byte 1 picks the parameters of the session that session
  * routes act on, the rest is the request body. Route 15 instead takes the
- * body's first line as the path (the router itself is fuzzed) and the rest as
- * the body. Each input runs against a fresh store holding one session with
- * three cached rows, so every crash reproduces from its input alone.
+ * body's first line as the path — or as "<METHOD> <path>" when bit 1 of
+ * byte 1 is set — so the router itself is fuzzed, and the rest as the body.
+ * Each input runs against a fresh store holding one session with three
+ * cached rows, so every crash reproduces from its input alone.
  *
  * Oracles, beyond ASan/UBSan: the status is a real HTTP status; nothing ever
  * answers 500; every error answers the DESIGN.md object
@@ -175,6 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const no_origins[] = {NULL};
     char id[SESS_ID_MAX];
     char path[FUZZ_MAX_PATH];
+    char method[FUZZ_MAX_PATH];
     struct fuzz_headers hdr;
     struct api_request req;
     struct api_response resp;
@@ -209,6 +211,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(path, body, n);
         path[n] = '\0';
         req.method = (data[1] & 1) ? "POST" : "GET";
+        char *sp = (data[1] & 2) ? strchr(path, ' ') : NULL;
+        if (sp) {                   /* "<METHOD> <path>": the method too */
+            *sp = '\0';
+            memcpy(method, path, (size_t)(sp - path) + 1);
+            req.method = method;
+            memmove(path, sp + 1, strlen(sp + 1) + 1);
+        }
         body_len -= nl ? n + 1 : n;
         body += nl ? n + 1 : n;
     }

@@ -363,6 +363,13 @@ case("route_utf8_surrogate", err(404, "not_found", note="UTF-8 of U+D800; answer
 case("route_utf8_beyond_max", err(404, "not_found", note="U+110000; answered 500"),
      method="GET", path="/%f4%90%80%80")
 case("route_invalid_utf8_lone_byte", err(404, "not_found"), method="GET", path="/v1/%ff%fe")
+case("method_invalid_utf8", err([400, 405, 501], ["method_not_allowed", "bad_request"],
+                                note="the 405 message quoted the raw method: answered 500; "
+                                     "the JSON log line carries the raw bytes too"),
+     raw=b"BREW\xf0\x80\x80\x80 /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+         b"Connection: close\r\n\r\n")
+case("method_unknown", err(405, "method_not_allowed", require_headers=["allow"]),
+     method="BREW", path="/v1/attention")
 case("route_unknown_post", err(404, "not_found"), VALID, path="/v1/attentionx")
 
 # ---- bodies over the cap (413), transfer codings -------------------------
