@@ -644,6 +644,11 @@
     $('claim-lead').textContent = leadText(o);
     renderCases(v, o);
     var checks = checkList(v);
+    var dc = $('decode-check');
+    dc.textContent = '';
+    checks.forEach(function (c) {
+      if (c.name === 'session_decode') dc.appendChild(renderCheck(c));
+    });
     var chosen = checks.filter(function (c) {
       var t = TOPICS[c.name];
       return t && t(o);
