@@ -69,6 +69,8 @@
    * with ApiError. */
   function api(method, path, body) {
     var init = { method: method, headers: {} };
+    var key = $('api-key').value.trim();
+    if (key) init.headers.Authorization = 'Bearer ' + key;
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -824,6 +826,7 @@
       });
     });
     $('api-base').addEventListener('change', function () { fixLinks(); changed('API base URL changed'); });
+    $('api-key').addEventListener('change', function () { changed('API key entered'); });
     $('reset').addEventListener('click', function () { reset(); changed('back to the worked example'); });
     $('sess-start').addEventListener('click', startSession);
     $('sess-end').addEventListener('click', endSession);

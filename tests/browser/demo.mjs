@@ -26,6 +26,7 @@ const API = arg('api');
 const SHOTS = arg('shots', 'build/artifacts');
 const NAME = arg('name', 'demo');
 const REFUSED = process.argv.includes('--refused');   // the origin is not allowed
+const KEY = arg('api-key');                            // attnd runs with --api-key KEY
 if (!PAGE || !API) {
   console.error('usage: node demo.mjs --page URL --api URL [--shots DIR] [--name NAME]');
   process.exit(2);
@@ -53,9 +54,9 @@ const K = [[1, 0], [0, 1], [-1, 0]];
 const V = [[1, 0, 0], [0, 1, 0], [0, 0, 1]];
 
 async function apiPost(path, body) {
-  const r = await fetch(API + path, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-  });
+  const headers = { 'Content-Type': 'application/json' };
+  if (KEY) headers.Authorization = `Bearer ${KEY}`;
+  const r = await fetch(API + path, { method: 'POST', headers, body: JSON.stringify(body) });
   const j = await r.json();
   assert(r.ok, `${path} answered ${r.status}: ${JSON.stringify(j)}`);
   return j;
@@ -122,8 +123,23 @@ try {
   const page = await context.newPage();
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
 
-  if (REFUSED) {
-    await step('a page from an origin not in --cors-origins is refused, and says so', async () => {
+  if (KEY) {
+    await step('without the API key the page shows 401 unauthorized; with it, the maps', async () => {
+      await page.goto(PAGE);
+      await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+        document.body.dataset.busy === '0', null, { timeout: 15000 });
+      const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+      assert(/401/.test(err) && /unauthorized/.test(err), `error box: ${err}`);
+      await andWait(page, () => page.fill('#api-key', KEY).then(() => page.press('#api-key', 'Tab')));
+      assert(await page.$eval('#error', (e) => e.hidden), 'error still shown with the key');
+      const api = await apiPost('/v1/attention', { q: Q, k: K, v: V });
+      sameMatrix(await heat(page, 'map-weights'), api.weights, 'weights');
+      assert((await page.$$eval('#all-checks .check', (c) => c.length)) > 0, 'no checks with the key');
+    });
+  }
+
+  if (REFUSED || KEY) {
+    if (REFUSED) await step('a page from an origin not in --cors-origins is refused, and says so', async () => {
       await page.goto(PAGE);
       await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
         document.body.dataset.busy === '0', null, { timeout: 15000 });

@@ -5,8 +5,11 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
 - same origin: the page as attnd serves it at "/";
 - CORS: the same files served by a tiny static server on a second localhost
   port, calling attnd started with --cors-origins set to that origin;
-- refused: the same second origin calling an attnd without --cors-origins,
-  where the browser must block the calls and the page must say so.
+- refused: the same second origin calling an attnd whose --cors-origins
+  does not list it, where the browser must block the calls and the page
+  must say so;
+- API key: an attnd with --api-key answers the page 401 until the learner
+  types the key.
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -80,3 +83,9 @@ def test_demo_page_from_an_origin_not_allowed(static_origin):
     with Attnd("--cors-origins", "http://127.0.0.1:1") as a:
         run_node("demo.mjs", "--page", f"{static_origin}/index.html?api={a.url}",
                  "--api", a.url, "--refused")
+
+
+def test_demo_page_with_api_key():
+    with Attnd("--api-key", "teach-me-attention") as a:
+        run_node("demo.mjs", "--page", a.url + "/", "--api", a.url,
+                 "--api-key", "teach-me-attention")
