@@ -191,6 +191,9 @@ def _setup_session(d, setup):
     r = d.post("/v1/sessions", setup["session"])
     assert r.status == 201, f"setup: creating a session answered {r}"
     sid = r.json()["id"]
+    for body in setup.get("append", []):
+        r = d.post(f"/v1/sessions/{sid}/kv", body)
+        assert r.status == 200, f"setup: appending to the session answered {r}"
     then = setup.get("then", "keep")
     if then == "delete":
         r = d.request("DELETE", f"/v1/sessions/{sid}")

@@ -16,8 +16,8 @@ expect.json fields (see README.md):
   error_shape   "v1" (default for 4xx/5xx, {"error":{code,message,path}}),
                 "v2" ({"error":"..."}), "any" (either), "none" (no JSON check)
   flags         extra daemon flags; cases with equal flags share one daemon
-  setup         {"session": {...create body...}, "then": "keep"|"delete"|
-                 "expire", "sleep": s} — "{{SID}}" in the request is replaced
+  setup         {"session": {...create body...}, "append": [kv bodies],
+                 "then": "keep"|"delete"|"expire", "sleep": s} — "{{SID}}" in the request is replaced
                  by the new session's id
   forbid        byte strings that must not appear in the response
   note          why this expectation, where the contract is not explicit
@@ -342,6 +342,20 @@ case("limit_base64_response_too_large",
      err(422, "response_too_large", flags=SMALL_OUT,
          note="base64 encoding does not escape the output limit"),
      {"q": [[1, 0]] * 10, "k": [[1, 0]] * 10, "v": [[1, 2]] * 10, "encoding": "base64"})
+ROWS15 = {"k": [[1, 0]] * 15, "v": [[0, 1]] * 15}
+case("limit_session_kv_response_too_large",
+     err(422, "response_too_large", flags=SMALL_OUT,
+         setup={"session": SESSION, "append": [ROWS15, ROWS15]},
+         note="30 cached rows: GET .../kv would print 120 numbers > --max-elements 100"),
+     method="GET", path="/v1/sessions/{{SID}}/kv")
+case("limit_session_attention_response_too_large",
+     err(422, "response_too_large", flags=SMALL_OUT,
+         setup={"session": SESSION, "append": [ROWS15, ROWS15]},
+         note="2 queries x 30 keys: scores+weights+output = 124 numbers > 100"),
+     {"q": [[1, 0], [0, 1]]}, path="/v1/sessions/{{SID}}/attention")
+case("limit_session_append_over_max_elements",
+     err(422, "limit_exceeded", flags=SMALL_OUT, setup={"session": SESSION}),
+     {"k": [[1, 0]] * 40, "v": [[0, 1]] * 40}, path="/v1/sessions/{{SID}}/kv")
 case("limit_session_max_tokens_huge", err(422, ["limit_exceeded", "invalid_field"], "/max_tokens",
                                           note="1e15 tokens can never be cached"),
      with_(SESSION, max_tokens=10 ** 15), path="/v1/sessions")
