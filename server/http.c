@@ -5,23 +5,24 @@
  * Threading choice: MHD runs one internal polling thread with poll(), and
  * hands finished request bodies to the libuv loop (uv_async), which queues
  * them on the work pool; the loop resumes the connection when the answer is
- * ready. Measured on this machine (libmicrohttpd 0.9.75, 2 cores):
- *   - polled by libuv through MHD's epoll fd (MHD_USE_EPOLL, external) was
- *     tried first: one thread for everything, ~25k req/s on GET /healthz
- *     through the pool. But MHD 0.9.75's epoll code never notices a client
- *     that half-closes (FIN) with a partial request — headers or body: the
- *     connection and its buffers stay until the idle timeout (reproduced
- *     with ../shared/bench/mhd_server.c in epoll mode too; poll mode frees
- *     them at once). Vanishing uploaders would pin memory and descriptors
- *     and hold up a drain, so epoll is out, and libuv cannot poll MHD's
- *     poll()-based mode without rebuilding fd sets every turn.
- *   - an internal poll() thread costs one more hand-off (MHD thread -> loop
- *     -> pool -> loop -> MHD thread) and gives ~19-22k req/s on the same
- *     GET /healthz in spot checks on this shared machine (noisy: +-30%),
- *     against 45-72k for mhd_server's inline hello. Per request that is
- *     tens of microseconds, small next to JSON parsing and attention.
- *   - one MHD thread, not a pool: on 2 cores the compute pool needs the
- *     CPUs; the transport only parses headers and copies bodies.
+ * ready. Measured on this machine (libmicrohttpd 0.9.75, 2 shared cores,
+ * wrk -t2 -c32 -d3s, spot checks with other work running, so +-30%):
+ *   - polled by libuv through MHD's epoll fd (MHD_USE_EPOLL, no MHD thread)
+ *     was tried first: one thread for everything, 14-25k req/s on GET
+ *     /healthz through the pool. But MHD 0.9.75's epoll code never notices
+ *     a client that half-closes (FIN) with a partial request, headers or
+ *     body: the connection and its buffers stay until the idle timeout
+ *     (reproduced with ../shared/bench/mhd_server.c in epoll mode too; poll
+ *     mode frees them at once). Vanishing uploaders would pin memory and
+ *     descriptors and hold up a drain, so epoll is out; and libuv cannot
+ *     poll MHD's poll()-based mode without rebuilding fd sets every turn.
+ *   - an internal poll() thread: 34-39k req/s on the same GET /healthz
+ *     through the pool, against 69-98k for mhd_server's inline hello (one
+ *     thread, no pool) in the same run. The extra hand-off costs nothing
+ *     visible next to the epoll variant, and per request it is microseconds
+ *     against the JSON parsing and attention done on the pool.
+ *   - one MHD thread, not a pool of them: on 2 cores the compute pool needs
+ *     the CPUs; the transport only parses headers and copies bodies.
  * All MHD calls on a connection happen on the MHD thread, except
  * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
