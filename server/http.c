@@ -209,6 +209,10 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
     char *body = resp->body;
     size_t len = body ? resp->body_len : 0;
     resp->body = NULL;
+    if (len == 0) {                     /* MHD keeps no pointer to an empty buffer */
+        free(body);
+        body = NULL;
+    }
     struct MHD_Response *mr = body
         ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
         : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
