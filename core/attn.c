@@ -31,8 +31,10 @@ __m256d _ZGVdN4v_exp(__m256d x);
 #define ATTN_CAT2(a, b) a##_##b
 #define ATTN_CAT(a, b) ATTN_CAT2(a, b)
 
-/* Partial sums / lanes in the hand-vectorised loops. */
+/* Partial sums / lanes in the hand-vectorised loops (dot's reduction tree
+ * is written for exactly 16). */
 #define ATTN_CHUNK 16
+_Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
 /* Tiles of at most this many query rows use plain loops instead of gemm
  * (decode is memory-bound; see tests/bench/bench_core.c). */
 #ifndef ATTN_LOOP_ROWS

@@ -120,12 +120,30 @@ static T FN(dot)(const T *restrict a, const T *restrict b, size_t d)
     for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
         for (size_t u = 0; u < ATTN_CHUNK; u++)
             acc[u] += a[c + u] * b[c + u];
-    T t = 0;
     for (; c < d; c++)
-        t += a[c] * b[c];
-    for (size_t u = 0; u < ATTN_CHUNK; u++)
-        t += acc[u];
-    return t;
+        acc[c % ATTN_CHUNK] += a[c] * b[c];
+    /* pairwise, each step a fixed-length loop the compiler vectorises */
+    for (size_t u = 0; u < 8; u++)
+        acc[u] += acc[u + 8];
+    for (size_t u = 0; u < 4; u++)
+        acc[u] += acc[u + 4];
+    return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
+
+/* o [d] += w[0]·x[0] + ... + w[3]·x[3] (x[i] [d], rows ld apart): four
+ * keys per pass over o, so o is loaded and stored a quarter as often. */
+static void FN(axpy4)(T *restrict o, const T *w, const T *restrict x, size_t ld,
+                      size_t d)
+{
+    const T *x0 = x, *x1 = x + ld, *x2 = x + 2 * ld, *x3 = x + 3 * ld;
+    T w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    size_t c = 0;
+    for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
+        for (size_t u = 0; u < ATTN_CHUNK; u++)
+            o[c + u] += (w0 * x0[c + u] + w1 * x1[c + u]) +
+                        (w2 * x2[c + u] + w3 * x3[c + u]);
+    for (; c < d; c++)
+        o[c] += (w0 * x0[c] + w1 * x1[c]) + (w2 * x2[c] + w3 * x3[c]);
 }
 
 /* o [d] += w · x [d] */
@@ -165,14 +183,13 @@ static void FN(pv)(const T *P, size_t nb, const T *V, size_t Lt, size_t ld,
 {
     if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
-        for (size_t j = 0; j < Lt; j++) {
-            const T *vr = V + j * d_v;
-            for (size_t t = 0; t < nb; t++) {
-                T w = P[t * ld + j];
-                if (w != 0)
-                    FN(axpy)(O + t * d_v, w, vr, d_v);
-            }
-        }
+        size_t j = 0;
+        for (; j + 4 <= Lt; j += 4)
+            for (size_t t = 0; t < nb; t++)
+                FN(axpy4)(O + t * d_v, P + t * ld + j, V + j * d_v, d_v, d_v);
+        for (; j < Lt; j++)
+            for (size_t t = 0; t < nb; t++)
+                FN(axpy)(O + t * d_v, P[t * ld + j], V + j * d_v, d_v);
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)Lt,
