@@ -89,16 +89,19 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
 
 void api_attention(struct api_call *c)
 {
+    static const char *const fast_keys[] = {"q", "k", "v", NULL};
     struct api_attention_req a;
-    json_t *body = api_parse_body(c);
+    struct api_pre pre;
+    json_t *body = api_parse_body_pre(c, fast_keys, &pre);
+    bool ok;
 
     if (!body)
         return;
-    if (api_read_attention(c, body, &a)) {
-        json_decref(body);      /* the arrays are copied out: free early */
+    ok = api_read_attention_pre(c, body, &pre, &a);
+    json_decref(body);          /* the arrays are copied out: free early */
+    api_pre_free(&pre);
+    if (ok) {
         attention_run(c, &a);
         api_attention_req_free(&a);
-        return;
     }
-    json_decref(body);
 }

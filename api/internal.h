@@ -86,6 +86,18 @@ json_t *api_parse_body(struct api_call *c);
 /* Same, but an empty body (no Content-Type needed) yields an empty object. */
 json_t *api_parse_body_optional(struct api_call *c);
 
+struct api_pre;     /* api/numread.h */
+
+/*
+ * api_parse_body() with the fast numeric reader: the top-level members
+ * named in keys (NULL-terminated, e.g. {"q","k","v",NULL}) that are plain
+ * numeric arrays are read straight into *pre (free with api_pre_free) and
+ * stand as 0 in the returned tree; give pre to the readers
+ * (api_read_tensor_pre, api_read_attention_pre). Errors are exactly those of api_parse_body().
+ */
+json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
+                           struct api_pre *pre);
+
 /*
  * Refuse members of obj not listed in allowed (NULL-terminated):
  * 422 invalid_field with path prefix + "/" + escaped key. prefix is the

@@ -430,14 +430,97 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
     return false;
 }
 
+/* ---- tensors: read by the fast reader ---------------------------------- */
+
+/* The JSON pointer of flat element i of a [shape] array below path. */
+static void element_path(char *out, const char *path, size_t i, int rank,
+                         const size_t *shape)
+{
+    size_t idx[ATTN_MAX_RANK], len;
+    int d;
+
+    for (d = rank - 1; d >= 0; d--) {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+    snprintf(out, API_PATH_MAX, "%s", path);
+    len = strlen(out);
+    for (d = 0; d < rank; d++)
+        len = path_push(out, len, idx[d]);
+}
+
+/* Same checks and errors as read_nested(), on an array already in doubles. */
+static bool read_pre(struct api_call *c, struct api_numarray *a,
+                     const char *path, const struct api_tensor_spec *spec,
+                     size_t *budget, struct api_tensor *out)
+{
+    char p[API_PATH_MAX];
+    size_t count, i, len;
+    int d;
+
+    if (a->rank > spec->max_rank) {
+        snprintf(p, sizeof p, "%s", path);
+        for (d = 0, len = strlen(p); d < spec->max_rank; d++)
+            len = path_push(p, len, 0);
+        api_fail(c, "invalid_field", p,
+                 "expected nested arrays of rank %d..%d, got more levels",
+                 spec->min_rank, spec->max_rank);
+        return false;
+    }
+    if (a->rank < spec->min_rank) {
+        api_fail(c, "invalid_field", path,
+                 "expected nested arrays of rank %d..%d, got rank %d",
+                 spec->min_rank, spec->max_rank, a->rank);
+        return false;
+    }
+    if (!budget_take(c, path, a->rank, a->shape, budget, &count))
+        return false;
+    if (spec->elem == API_ELEM_BOOL) {
+        element_path(p, path, 0, a->rank, a->shape);
+        api_fail(c, "invalid_field", p, "expected true or false");
+        return false;
+    }
+    if (spec->dtype == ATTN_F32) {
+        float *f = (float *)a->data;    /* in place: 4-byte slots trail 8-byte reads */
+        for (i = 0; i < count; i++) {
+            double x = a->data[i];
+            f[i] = (float)x;
+            if (isinf(f[i])) {
+                element_path(p, path, i, a->rank, a->shape);
+                api_fail(c, "non_finite", p, "number is outside the float32 range");
+                return false;
+            }
+        }
+    }
+    *budget -= count;
+    out->dtype = spec->dtype;
+    out->elem = spec->elem;
+    out->rank = a->rank;
+    memcpy(out->shape, a->shape, sizeof a->shape);
+    out->count = count;
+    out->data = a->data;            /* moved */
+    a->data = NULL;
+    return true;
+}
+
 bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
                      const struct api_tensor_spec *spec,
                      struct api_tensor *out)
 {
+    return api_read_tensor_pre(c, v, path, spec, NULL, out);
+}
+
+bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
+                         const struct api_tensor_spec *spec,
+                         const struct api_pre *pre, struct api_tensor *out)
+{
     size_t local = budget_default(c);
     size_t *budget = spec->budget ? spec->budget : &local;
+    struct api_numarray *a = api_pre_find(pre, path);
 
     memset(out, 0, sizeof *out);
+    if (a && v)
+        return read_pre(c, a, path, spec, budget, out);
     if (json_is_array(v))
         return read_nested(c, v, path, spec, budget, out);
     if (json_is_object(v))
@@ -836,15 +919,15 @@ static const char *const attention_fields[] = {
 
 /* q, k, v and the shape they imply. */
 static bool read_qkv(struct api_call *c, const json_t *body, size_t *budget,
-                     struct api_attention_req *a)
+                     const struct api_pre *pre, struct api_attention_req *a)
 {
     struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 3, budget};
     struct attn_shape *s = &a->r.shape;
     size_t dk2, hv, Lv;
 
-    if (!api_read_tensor(c, member(body, "q"), "/q", &spec, &a->q) ||
-        !api_read_tensor(c, member(body, "k"), "/k", &spec, &a->k) ||
-        !api_read_tensor(c, member(body, "v"), "/v", &spec, &a->v))
+    if (!api_read_tensor_pre(c, member(body, "q"), "/q", &spec, pre, &a->q) ||
+        !api_read_tensor_pre(c, member(body, "k"), "/k", &spec, pre, &a->k) ||
+        !api_read_tensor_pre(c, member(body, "v"), "/v", &spec, pre, &a->v))
         return false;
     a->q_rank = a->q.rank;
     if (a->k.rank != a->q.rank || a->v.rank != a->q.rank) {
@@ -927,13 +1010,20 @@ static bool read_arrays(struct api_call *c, const json_t *body, size_t *budget,
 bool api_read_attention(struct api_call *c, const json_t *body,
                         struct api_attention_req *out)
 {
+    return api_read_attention_pre(c, body, NULL, out);
+}
+
+bool api_read_attention_pre(struct api_call *c, const json_t *body,
+                            const struct api_pre *pre,
+                            struct api_attention_req *out)
+{
     size_t budget = budget_default(c);
     enum core_status st;
 
     memset(out, 0, sizeof *out);
     if (!api_check_fields(c, body, "", attention_fields) ||
         !api_read_dtype(c, member(body, "dtype"), "/dtype", &out->r.params.dtype) ||
-        !read_qkv(c, body, &budget, out) ||
+        !read_qkv(c, body, &budget, pre, out) ||
         !read_options(c, body, out) ||
         !read_arrays(c, body, &budget, out))
         goto fail;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "api/internal.h"
+#include "api/numread.h"
 #include "api/write.h"
 #include "core/attn.h"
 
@@ -62,6 +63,12 @@ struct api_tensor_spec {
 bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
                      const struct api_tensor_spec *spec,
                      struct api_tensor *out);
+
+/* api_read_tensor(), taking the array from pre (by path) when the fast
+ * reader of api_parse_body_pre() read it; pre may be NULL. */
+bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
+                         const struct api_tensor_spec *spec,
+                         const struct api_pre *pre, struct api_tensor *out);
 
 void api_tensor_free(struct api_tensor *t);
 
@@ -163,6 +170,12 @@ struct api_attention_req {
  * has been answered and out needs no free. */
 bool api_read_attention(struct api_call *c, const json_t *body,
                         struct api_attention_req *out);
+
+/* The same for a body parsed with api_parse_body_pre(): q, k, v are taken
+ * from pre when the fast reader read them. */
+bool api_read_attention_pre(struct api_call *c, const json_t *body,
+                            const struct api_pre *pre,
+                            struct api_attention_req *out);
 
 void api_attention_req_free(struct api_attention_req *r);
 

@@ -5,6 +5,7 @@
  * the status of an error always comes from the table in api/error.c.
  */
 #include "api/internal.h"
+#include "api/numread.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -39,31 +40,43 @@ static void reply_reset(struct api_call *c)
     c->answered = true;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0. */
+/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 (RFC 3629:
+ * no overlong forms, no surrogates, nothing beyond U+10FFFF — what jansson
+ * accepts). */
 static size_t utf8_seq(const unsigned char *s)
 {
+    unsigned char lo = 0x80, hi = 0xBF;
     size_t n, i;
 
     if (s[0] < 0x80)
         return 1;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF)
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
         n = 2;
-    else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
         n = 3;
-    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+        if (s[0] == 0xE0)
+            lo = 0xA0;          /* overlong */
+        else if (s[0] == 0xED)
+            hi = 0x9F;          /* surrogates */
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
         n = 4;
-    else
+        if (s[0] == 0xF0)
+            lo = 0x90;          /* overlong */
+        else if (s[0] == 0xF4)
+            hi = 0x8F;          /* beyond U+10FFFF */
+    } else {
         return 0;
-    for (i = 1; i < n; i++)
+    }
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (i = 2; i < n; i++)
         if ((s[i] & 0xC0) != 0x80)
             return 0;
     return n;
 }
 
 /* Replace every byte that is not part of well-formed UTF-8 with '?', so
- * text echoed from a request (or cut by truncation) is valid JSON. This is
- * a structural check only (overlong 3/4-byte forms pass; jansson accepts
- * them as well). */
+ * text echoed from a request (or cut by truncation) is valid JSON. */
 static void utf8_sanitize(char *s)
 {
     unsigned char *p = (unsigned char *)s;
@@ -343,6 +356,33 @@ json_t *api_parse_body(struct api_call *c)
 json_t *api_parse_body_optional(struct api_call *c)
 {
     return parse_body(c, true);
+}
+
+json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
+                           struct api_pre *pre)
+{
+    const struct api_request *r = c->req;
+    size_t max = c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+    json_error_t err;
+    size_t len;
+    char *text;
+    json_t *root;
+
+    memset(pre, 0, sizeof *pre);
+    if (r->body_len == 0 || !r->body ||
+        !media_type_ok(api_header(c, "Content-Type")) ||
+        too_deep(r->body, r->body_len) ||
+        !(text = api_pre_rewrite(r->body, r->body_len, keys, max, pre, &len)))
+        return parse_body(c, false);
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    if (!root || !json_is_object(root)) {
+        /* report the error as found in the original text */
+        json_decref(root);
+        api_pre_free(pre);
+        return parse_body(c, false);
+    }
+    return root;
 }
 
 /* ---- JSON pointers ---------------------------------------------------- */

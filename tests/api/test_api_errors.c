@@ -268,6 +268,22 @@ TEST(invalid_utf8_in_echoed_text)
     CHECK(j != NULL);
     json_decref(j);
     api_response_free(&r);
+    /* paths echoed in 404 messages: overlong, surrogate, beyond U+10FFFF,
+     * truncated sequences */
+    {
+        static const char *const paths[] = {"/\xf0\x80\x80\x80", "/\xed\xa0\x80",
+                                            "/\xf4\x90\x80\x80", "/\xc0\xaf", "/\xe2\x82",
+                                            "/ok\xc3\xa9"};
+        size_t i;
+        for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+            t_call(&ctx, "GET", paths[i], NULL, &r);
+            CHECK_EQ_INT(r.status, 404);
+            j = t_json(&r);
+            CHECK(j != NULL);
+            json_decref(j);
+            api_response_free(&r);
+        }
+    }
 }
 
 int main(void)

@@ -1,0 +1,379 @@
+/*
+ * api/numread.c — the dedicated numeric-array reader of api/numread.h and
+ * the body rewrite that hands the rest of the body to jansson.
+ *
+ * Numbers: the RFC 8259 grammar is checked byte by byte; the value comes
+ * from Clinger's exact fast path (at most 19 digits, mantissa <= 2^53,
+ * |exponent| <= 22: one correctly rounded multiplication or division of
+ * exact doubles) or else from strtod on the validated text, so every value
+ * is the correctly rounded one, as jansson's. Assumes the "C" LC_NUMERIC
+ * locale for strtod (the daemon never calls setlocale).
+ */
+#include "api/numread.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double pow10_exact[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/*
+ * One number at p (< end). Returns the byte after it, or NULL when the text
+ * is not a JSON number followed by a delimiter (whitespace, ',' or ']'), or
+ * its value is not a finite double.
+ */
+static const char *num_parse(const char *p, const char *end, double *out)
+{
+    const char *start = p;
+    uint64_t w = 0;
+    int digits = 0, e10 = 0, ex = 0;
+    bool neg = false, is_int = true, truncated = false, eneg = false;
+
+    if (*p == '-') {
+        neg = true;
+        if (++p == end)
+            return NULL;
+    }
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        for (; p < end && is_digit(*p); p++) {
+            if (digits < 19) {
+                w = w * 10 + (uint64_t)(*p - '0');
+                digits++;
+            } else {
+                truncated = true;
+                e10++;
+            }
+        }
+    } else {
+        return NULL;
+    }
+    if (p < end && *p == '.') {
+        is_int = false;
+        if (++p == end || !is_digit(*p))
+            return NULL;
+        for (; p < end && is_digit(*p); p++) {
+            if (w == 0 && *p == '0') {
+                e10--;                      /* leading zeros of a fraction */
+            } else if (digits < 19) {
+                w = w * 10 + (uint64_t)(*p - '0');
+                digits++;
+                e10--;
+            } else {
+                truncated = true;
+            }
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_int = false;
+        if (++p < end && (*p == '+' || *p == '-'))
+            eneg = *p++ == '-';
+        if (p == end || !is_digit(*p))
+            return NULL;
+        for (; p < end && is_digit(*p); p++)
+            if (ex < 100000)
+                ex = ex * 10 + (*p - '0');
+    }
+    if (p == end || !(is_ws(*p) || *p == ',' || *p == ']'))
+        return NULL;
+    e10 += eneg ? -ex : ex;
+    if (w == 0) {
+        *out = neg && !is_int ? -0.0 : 0.0;     /* jansson: integer -0 is 0 */
+    } else if (!truncated && w <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
+        double d = (double)w;
+        d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
+        *out = neg ? -d : d;
+    } else {
+        *out = strtod(start, NULL);     /* stops at the delimiter checked above */
+        if (!isfinite(*out))
+            return NULL;
+    }
+    return p;
+}
+
+struct np {
+    const char *p, *end;
+    int rank;                       /* 0 until the first number is seen */
+    size_t shape[ATTN_MAX_RANK];    /* 0 until the first array of a level closes */
+    double *data;
+    size_t n, cap, max;
+};
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && is_ws(*p))
+        p++;
+    return p;
+}
+
+static bool np_push(struct np *s, double x)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        double *d;
+        if (cap > s->max)
+            cap = s->max;
+        if (s->n == cap)
+            return false;               /* over max_count */
+        d = realloc(s->data, cap * sizeof *d);   /* cap <= max_count, checked by caller */
+        if (!d)
+            return false;
+        s->data = d;
+        s->cap = cap;
+    }
+    s->data[s->n++] = x;
+    return true;
+}
+
+/* The array at s->p (after '['), at nesting level (0 = outermost). */
+static bool np_array(struct np *s, int level)
+{
+    size_t count = 0;
+    bool rows;
+
+    s->p = skip_ws(s->p, s->end);
+    if (s->p == s->end || *s->p == ']')
+        return false;                   /* empty: jansson reports it */
+    rows = *s->p == '[';
+    if (rows ? (s->rank && level >= s->rank - 1) || level + 1 >= ATTN_MAX_RANK
+             : (s->rank && level != s->rank - 1))
+        return false;                   /* ragged depth or too deep */
+    if (!rows)
+        s->rank = level + 1;
+    for (;;) {
+        double x;
+        const char *q;
+        if (rows) {
+            if (s->p == s->end || *s->p != '[')
+                return false;
+            s->p++;
+            if (!np_array(s, level + 1))
+                return false;
+        } else {
+            if (s->p == s->end || !(q = num_parse(s->p, s->end, &x)) || !np_push(s, x))
+                return false;
+            s->p = q;
+        }
+        count++;
+        s->p = skip_ws(s->p, s->end);
+        if (s->p == s->end)
+            return false;
+        if (*s->p == ']')
+            break;
+        if (*s->p != ',')
+            return false;
+        s->p = skip_ws(s->p + 1, s->end);
+    }
+    s->p++;
+    if (s->shape[level] == 0)
+        s->shape[level] = count;
+    return s->shape[level] == count;
+}
+
+size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
+                          struct api_numarray *out)
+{
+    struct np st;
+    size_t i, total = 1;
+
+    if (len == 0 || s[0] != '[' || max_count == 0 ||
+        max_count > SIZE_MAX / sizeof(double))
+        return 0;
+    memset(&st, 0, sizeof st);
+    st.p = s + 1;
+    st.end = s + len;
+    st.max = max_count;
+    if (!np_array(&st, 0)) {
+        free(st.data);
+        return 0;
+    }
+    for (i = 0; i < (size_t)st.rank; i++)
+        total *= st.shape[i];           /* <= n, which fits */
+    if (total != st.n) {
+        free(st.data);
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    out->rank = st.rank;
+    memcpy(out->shape, st.shape, sizeof st.shape);
+    out->count = st.n;
+    out->data = st.data;
+    return (size_t)(st.p - s);
+}
+
+void api_numarray_free(struct api_numarray *a)
+{
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+void api_pre_free(struct api_pre *pre)
+{
+    size_t i;
+
+    for (i = 0; i < pre->n; i++)
+        api_numarray_free(&pre->e[i].a);
+    pre->n = 0;
+}
+
+struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path)
+{
+    size_t i;
+
+    for (i = 0; pre && i < pre->n; i++)
+        if (pre->e[i].a.data && strcmp(pre->e[i].path, path) == 0)
+            return (struct api_numarray *)&pre->e[i].a;
+    return NULL;
+}
+
+/* ---- following the top level of the body ------------------------------ */
+
+/* End of the string starting at p ('"'), or NULL. */
+static const char *skip_string(const char *p, const char *end)
+{
+    for (p++; p < end; p++) {
+        if (*p == '\\') {
+            if (++p == end)
+                return NULL;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* End of any JSON value at p (not validated: jansson does that), or NULL. */
+static const char *skip_value(const char *p, const char *end)
+{
+    size_t depth = 0;
+
+    while (p < end) {
+        char c = *p;
+        if (c == '"') {
+            if (!(p = skip_string(p, end)))
+                return NULL;
+            if (depth == 0)
+                return p;
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            depth++;
+        } else if (c == ']' || c == '}') {
+            if (depth == 0)
+                return p;               /* end of the enclosing object */
+            if (--depth == 0)
+                return p + 1;
+        } else if (depth == 0 && (c == ',' || is_ws(c))) {
+            return p;
+        }
+        p++;
+    }
+    return depth == 0 ? p : NULL;
+}
+
+static bool key_listed(const char *k, size_t n, const char *const *keys)
+{
+    for (; *keys; keys++)
+        if (strlen(*keys) == n && memcmp(*keys, k, n) == 0)
+            return true;
+    return false;
+}
+
+struct span {
+    size_t start, end;
+};
+
+/* Walk the top-level object; read listed numeric members into pre. */
+static bool pre_scan(const char *body, size_t len, const char *const *keys,
+                     size_t max_count, struct api_pre *pre, struct span *spans)
+{
+    const char *p = body, *end = body + len;
+    size_t budget = max_count;
+
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '{')
+        return false;
+    p = skip_ws(p, end);
+    if (p < end && *p == '}')
+        return skip_ws(p + 1, end) == end;
+    for (;;) {
+        const char *k, *ke, *v;
+        if (p == end || *p != '"' || !(ke = skip_string(p, end)))
+            return false;
+        k = p + 1;
+        p = skip_ws(ke, end);
+        if (p == end || *p++ != ':')
+            return false;
+        v = p = skip_ws(p, end);
+        if (p < end && *p == '[' && pre->n < API_PRE_MAX &&
+            key_listed(k, (size_t)(ke - 1 - k), keys) && (size_t)(ke - 1 - k) < 30) {
+            struct api_numarray a;
+            size_t used = api_numarray_parse(v, (size_t)(end - v), budget, &a);
+            if (used) {
+                size_t i = pre->n++;
+                pre->e[i].path[0] = '/';
+                memcpy(pre->e[i].path + 1, k, (size_t)(ke - 1 - k));
+                pre->e[i].path[ke - k] = '\0';
+                pre->e[i].a = a;
+                spans[i].start = (size_t)(v - body);
+                spans[i].end = spans[i].start + used;
+                budget -= a.count;
+                p = v + used;
+            } else if (!(p = skip_value(v, end))) {
+                return false;
+            }
+        } else if (!(p = skip_value(v, end))) {
+            return false;
+        }
+        p = skip_ws(p, end);
+        if (p == end)
+            return false;
+        if (*p == '}')
+            return skip_ws(p + 1, end) == end;
+        if (*p++ != ',')
+            return false;
+        p = skip_ws(p, end);
+    }
+}
+
+char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
+                      size_t max_count, struct api_pre *pre, size_t *out_len)
+{
+    struct span spans[API_PRE_MAX];
+    size_t i, from = 0, n = 0;
+    char *out;
+
+    memset(pre, 0, sizeof *pre);
+    if (!pre_scan(body, len, keys, max_count, pre, spans) || pre->n == 0) {
+        api_pre_free(pre);
+        return NULL;
+    }
+    if (!(out = malloc(len + 1))) {     /* every span (>= 3 bytes) shrinks to 1 */
+        api_pre_free(pre);
+        return NULL;
+    }
+    for (i = 0; i < pre->n; i++) {
+        memcpy(out + n, body + from, spans[i].start - from);
+        n += spans[i].start - from;
+        out[n++] = '0';
+        from = spans[i].end;
+    }
+    memcpy(out + n, body + from, len - from);
+    n += len - from;
+    *out_len = n;
+    return out;
+}

@@ -1,0 +1,71 @@
+/*
+ * api/numread.h — a dedicated reader for the big numeric arrays of a
+ * request body (issue 9: jansson builds one heap object per number and
+ * reads ~4 M numbers/s; this reads nested arrays straight into doubles).
+ *
+ * It never decides an error on its own: it either takes an array it fully
+ * understands — a rectangular nested array (rank 1..3, no empty level) of
+ * RFC 8259 numbers whose values are finite doubles — or leaves the text
+ * to jansson, which then reports whatever is wrong exactly as without this
+ * reader. Values equal jansson's (strtod, correctly rounded; an integer
+ * literal -0 reads as +0 as jansson's integers do — unless the body holds
+ * an integer beyond 64 bits, which makes api/reply.c parse every integer
+ * as a real and so read that -0 as -0.0: the only difference, the sign of
+ * a zero). tests/api/
+ * test_api_numread.c checks agreement with jansson on generated and
+ * mutated inputs.
+ */
+#ifndef ATTND_API_NUMREAD_H
+#define ATTND_API_NUMREAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/tensor.h"
+
+/* A numeric array read from text; owns data. */
+struct api_numarray {
+    int rank;                       /* 1..ATTN_MAX_RANK */
+    size_t shape[ATTN_MAX_RANK];
+    size_t count;
+    double *data;                   /* malloc'd [count] */
+};
+
+/*
+ * Read the array at s[0..len) (s[0] must be '['). Returns the bytes it
+ * spans, or 0 when it is not an array this reader takes (see above) or
+ * holds more than max_count numbers; out is untouched then.
+ */
+size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
+                          struct api_numarray *out);
+
+void api_numarray_free(struct api_numarray *a);
+
+/* Top-level members taken by the fast reader, by JSON pointer ("/q"). */
+#define API_PRE_MAX 4
+
+struct api_pre {
+    size_t n;
+    struct {
+        char path[32];              /* "/q" */
+        struct api_numarray a;      /* data NULL once a reader took it */
+    } e[API_PRE_MAX];
+};
+
+void api_pre_free(struct api_pre *pre);
+
+/* The entry for path not yet taken by a reader, or NULL. */
+struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
+
+/*
+ * Prepare a body for jansson: the top-level members named in keys whose
+ * values are arrays this reader takes are read into pre (at most
+ * API_PRE_MAX; at most max_count numbers in all) and replaced by 0 in the
+ * returned copy of the text (*out_len bytes, malloc'd). Returns NULL when
+ * nothing was taken (parse the original) or the body's top level could not
+ * be followed.
+ */
+char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
+                      size_t max_count, struct api_pre *pre, size_t *out_len);
+
+#endif

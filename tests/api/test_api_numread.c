@@ -1,0 +1,487 @@
+/*
+ * tests/api/test_api_numread.c — the fast numeric-array reader against
+ * jansson (the differential check issue 9 asks for), deterministic so it
+ * runs in `make test`:
+ *  - generated arrays in many textual forms (integers, -0, fractions,
+ *    exponents, 17+ digit mantissas, whitespace) and thousands of random
+ *    byte mutations of them: the reader takes a text exactly when jansson
+ *    parses it to a rectangular numeric array of finite values (rank 1..3,
+ *    no empty level), and then every value is bit-identical (but for the
+ *    sign of an integer -0 when jansson must retry with integers as reals);
+ *  - whole /v1/attention bodies, mutated: reading with the fast path
+ *    (api_parse_body_pre + api_read_attention_pre) and without it gives the
+ *    same outcome — the same error object, or the same q, k, v bytes.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+#include "api/internal.h"
+#include "api/numread.h"
+#include "api/read.h"
+
+static struct api_ctx ctx;
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+/* ---- jansson's verdict ------------------------------------------------ */
+
+/* Flatten a jansson tree that is a rectangular numeric array into vals;
+ * returns the count or -1 when it is not one. */
+static long flatten(const json_t *j, int level, int *rank, size_t *shape,
+                    double *vals, size_t cap, size_t *n)
+{
+    size_t i, len;
+
+    if (!json_is_array(j) || level >= 3)
+        return -1;
+    len = json_array_size(j);
+    if (len == 0)
+        return -1;
+    if (shape[level] == 0)
+        shape[level] = len;
+    else if (shape[level] != len)
+        return -1;
+    for (i = 0; i < len; i++) {
+        const json_t *e = json_array_get(j, i);
+        if (json_is_array(e)) {
+            if (*rank && *rank <= level + 1)
+                return -1;
+            if (flatten(e, level + 1, rank, shape, vals, cap, n) < 0)
+                return -1;
+        } else if (json_is_number(e)) {
+            if (*rank && *rank != level + 1)
+                return -1;
+            *rank = level + 1;
+            if (*n >= cap || !isfinite(json_number_value(e)))
+                return -1;
+            vals[(*n)++] = json_number_value(e);
+        } else {
+            return -1;
+        }
+    }
+    return (long)*n;
+}
+
+/* Does jansson need its integers-as-reals retry for text (an integer
+ * literal beyond 64 bits)? Then it reads the integer literal -0 as -0.0,
+ * where its integer path (and the reader) give +0.0: the one difference
+ * allowed, by the sign of a zero. */
+static int int_overflow(const char *text, size_t len)
+{
+    json_error_t err;
+    json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &err);
+
+    json_decref(j);
+    return !j && json_error_code(&err) == json_error_numeric_overflow;
+}
+
+/* a[i] == b[i] bit for bit, or (loose) as numbers: -0 == +0. */
+static int same_values(const double *a, const double *b, size_t n, int loose)
+{
+    size_t i;
+
+    if (!loose)
+        return memcmp(a, b, n * sizeof *a) == 0;
+    for (i = 0; i < n; i++)
+        if (!(a[i] == b[i]))
+            return 0;
+    return 1;
+}
+
+/* Compare the reader and jansson on text; returns 1 when they agree. */
+static int agree(const char *text, size_t len)
+{
+    static double vals[4096];
+    struct api_numarray a;
+    size_t lead = 0, used, shape[3] = {0}, n = 0;
+    int rank = 0, ok;
+    json_error_t err;
+    json_t *j;
+    long cnt;
+
+    /* the reader's verdict on the whole text: whitespace (skipped by its
+     * caller), an array, then only whitespace */
+    while (lead < len && (text[lead] == ' ' || text[lead] == '\n' ||
+                          text[lead] == '\t' || text[lead] == '\r'))
+        lead++;
+    used = api_numarray_parse(text + lead, len - lead, 4096, &a);
+    if (used) {
+        size_t k = lead + used;
+        while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\t' ||
+                           text[k] == '\r'))
+            k++;
+        if (k != len) {
+            api_numarray_free(&a);
+            used = 0;
+        }
+    }
+    j = json_loadb(text, len, JSON_DECODE_ANY, &err);
+    if (!j && json_error_code(&err) == json_error_numeric_overflow)
+        j = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &err);
+    cnt = j ? flatten(j, 0, &rank, shape, vals, 4096, &n) : -1;
+    if (cnt >= 0) {
+        size_t total = 1;
+        int d;
+        for (d = 0; d < rank; d++)
+            total *= shape[d];
+        if (total != (size_t)cnt)
+            cnt = -1;
+    }
+    json_decref(j);
+    if ((cnt >= 0) != (used > 0)) {
+        printf("  verdicts differ (jansson %s, reader %s): %.*s\n",
+               cnt >= 0 ? "takes" : "refuses", used ? "takes" : "refuses",
+               (int)(len < 200 ? len : 200), text);
+        if (used)
+            api_numarray_free(&a);
+        return 0;
+    }
+    if (!used)
+        return 1;
+    ok = a.count == (size_t)cnt && a.rank == rank &&
+         memcmp(a.shape, shape, sizeof shape) == 0 &&
+         same_values(a.data, vals, (size_t)cnt, int_overflow(text, len));
+    if (!ok) {
+        size_t i;
+        printf("  values differ: %.*s\n", (int)(len < 200 ? len : 200), text);
+        for (i = 0; i < a.count && i < (size_t)cnt; i++)
+            if (memcmp(&a.data[i], &vals[i], sizeof(double)) != 0) {
+                printf("    element %zu: reader %.17g, jansson %.17g\n", i,
+                       a.data[i], vals[i]);
+                break;
+            }
+    }
+    api_numarray_free(&a);
+    return ok;
+}
+
+/* ---- generated texts --------------------------------------------------- */
+
+static void put(char *buf, size_t cap, size_t *n, const char *s)
+{
+    size_t l = strlen(s);
+
+    if (*n + l < cap) {
+        memcpy(buf + *n, s, l);
+        *n += l;
+        buf[*n] = '\0';
+    }
+}
+
+static void gen_number(char *out, size_t cap)
+{
+    static const char *const fixed[] = {
+        "0", "-0", "0.0", "-0.0", "1", "-1", "0.5", "1e5", "1E5", "1e+5", "1e-5",
+        "-2.5e-3", "123456789012345678", "12345678901234567890123",
+        "9007199254740993", "9007199254740992", "0.1", "0.30000000000000004",
+        "2.2250738585072014e-308", "4.9e-324", "1e-400", "1.7976931348623157e308",
+        "1e308", "1e309", "-1e309", "0.000000000000000000000000000001",
+        "3.14159265358979323846264338327950288", "1e22", "1e23", "8e-23",
+        "100000000000000000000000", "0e0", "-0e-0", "5e-324", "2e-323"};
+    uint64_t r = rng();
+
+    switch (r % 4) {
+    case 0:
+        snprintf(out, cap, "%s", fixed[(r >> 8) % (sizeof fixed / sizeof fixed[0])]);
+        break;
+    case 1: {
+        uint64_t bits = rng();
+        double x;
+        memcpy(&x, &bits, sizeof x);
+        if (!isfinite(x))
+            x = 1.5;
+        snprintf(out, cap, "%.*g", (int)(1 + (r >> 8) % 17), x);
+        break;
+    }
+    case 2:
+        snprintf(out, cap, "%lld", (long long)(rng() >> ((r >> 8) % 64)) *
+                                   ((r >> 20) & 1 ? -1 : 1));
+        break;
+    default:
+        snprintf(out, cap, "%s%llu.%llue%s%d", (r >> 8) & 1 ? "-" : "",
+                 (unsigned long long)(rng() % 100000),
+                 (unsigned long long)(rng() % 1000000000000ull),
+                 (r >> 9) & 1 ? "-" : "", (int)((r >> 10) % 330));
+        break;
+    }
+}
+
+static const char *gen_ws(void)
+{
+    static const char *const ws[] = {"", "", "", " ", "\n", "\t", " \r\n "};
+    return ws[rng() % 7];
+}
+
+/* A random nested array of rank 1..3 (sometimes ragged). */
+static size_t gen_array(char *buf, size_t cap)
+{
+    int rank = (int)(1 + rng() % 3), i0, i1, i2;
+    int s0 = (int)(1 + rng() % 4), s1 = (int)(1 + rng() % 4), s2 = (int)(1 + rng() % 5);
+    size_t n = 0;
+    char num[64];
+
+    buf[0] = '\0';
+    put(buf, cap, &n, gen_ws());
+    put(buf, cap, &n, "[");
+    for (i0 = 0; i0 < s0; i0++) {
+        if (i0)
+            put(buf, cap, &n, ",");
+        put(buf, cap, &n, gen_ws());
+        if (rank == 1) {
+            gen_number(num, sizeof num);
+            put(buf, cap, &n, num);
+            continue;
+        }
+        put(buf, cap, &n, "[");
+        for (i1 = 0; i1 < s1 + (rng() % 16 == 0); i1++) {
+            if (i1)
+                put(buf, cap, &n, ",");
+            put(buf, cap, &n, gen_ws());
+            if (rank == 2) {
+                gen_number(num, sizeof num);
+                put(buf, cap, &n, num);
+                put(buf, cap, &n, gen_ws());
+                continue;
+            }
+            put(buf, cap, &n, "[");
+            for (i2 = 0; i2 < s2; i2++) {
+                if (i2)
+                    put(buf, cap, &n, ",");
+                gen_number(num, sizeof num);
+                put(buf, cap, &n, num);
+            }
+            put(buf, cap, &n, "]");
+        }
+        put(buf, cap, &n, "]");
+        put(buf, cap, &n, gen_ws());
+    }
+    put(buf, cap, &n, "]");
+    put(buf, cap, &n, gen_ws());
+    return n;
+}
+
+/* Flip, insert or delete one byte, from an alphabet that matters. */
+static size_t mutate(char *buf, size_t n, size_t cap)
+{
+    static const char alphabet[] = "[]{},:.-+eE0123456789 \"\nxn";
+    size_t pos = n ? (size_t)(rng() % n) : 0;
+    char ch = alphabet[rng() % (sizeof alphabet - 1)];
+
+    switch (rng() % 3) {
+    case 0:
+        if (n)
+            buf[pos] = ch;
+        break;
+    case 1:
+        if (n + 1 < cap) {
+            memmove(buf + pos + 1, buf + pos, n - pos + 1);
+            buf[pos] = ch;
+            n++;
+        }
+        break;
+    default:
+        if (n) {
+            memmove(buf + pos, buf + pos + 1, n - pos);
+            n--;
+        }
+        break;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+TEST(fixed_texts_agree)
+{
+    static const char *const texts[] = {
+        "[1,2,3]", "[[1,2],[3,4]]", "[[[1],[2]],[[3],[4]]]", "[]", "[[]]", "[[1],[]]",
+        "[[1,2],[3]]", "[[1,2],3]", "[1,[2]]", "[[[[1]]]]", "[1,]", "[,1]", "[01]",
+        "[1.]", "[.5]", "[+1]", "[1e]", "[1e+]", "[-]", "[--1]", "[0x10]", "[Infinity]",
+        "[NaN]", "[1 2]", "[1,2", "[1,2]]", "[true]", "[null]", "[\"1\"]", "[1e999]",
+        "[-1e999]", "[ 1 , 2 ]", "[\t1\n,\r2 ]", "[-0]", "[-0.0]", "[1E2]", "[1e-2]",
+        "[123456789012345678901234567890]", "[0.1e1]", "[1]x", "[1] ", "[[1,2],[3,4]] ",
+        "[1\x00]", "[1,\xff]"};
+    size_t i;
+
+    for (i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        CHECK(agree(texts[i], strlen(texts[i])));
+}
+
+TEST(generated_and_mutated_agree)
+{
+    char buf[8192];
+    int i, m, bad = 0;
+
+    for (i = 0; i < 1500; i++) {
+        size_t n = gen_array(buf, sizeof buf - 8);
+        if (!agree(buf, n) && bad++ > 5)
+            break;
+        for (m = 0; m < 4; m++) {
+            n = mutate(buf, n, sizeof buf);
+            if (!agree(buf, n) && bad++ > 5)
+                break;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* ---- whole bodies: fast path == jansson path -------------------------- */
+
+struct outcome {
+    int ok;
+    char err[600];
+    struct api_attention_req a;
+};
+
+static void outcome_free(struct outcome *o)
+{
+    if (o->ok)
+        api_attention_req_free(&o->a);
+}
+
+static void read_body(const char *body, size_t len, int fast, struct outcome *o)
+{
+    static const char *const keys[] = {"q", "k", "v", NULL};
+    struct api_request req;
+    struct api_response resp;
+    struct api_call c;
+    struct api_pre pre;
+    json_t *root;
+
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    memset(&c, 0, sizeof c);
+    memset(o, 0, sizeof *o);
+    req.method = "POST";
+    req.path = "/v1/attention";
+    req.header = t_header_fn;
+    req.header_arg = (void *)t_json_headers;
+    req.body = body;
+    req.body_len = len;
+    c.ctx = &ctx;
+    c.req = &req;
+    c.resp = &resp;
+    memset(&pre, 0, sizeof pre);
+    root = fast ? api_parse_body_pre(&c, keys, &pre) : api_parse_body(&c);
+    if (root) {
+        o->ok = fast ? api_read_attention_pre(&c, root, &pre, &o->a)
+                     : api_read_attention(&c, root, &o->a);
+        json_decref(root);
+    }
+    api_pre_free(&pre);
+    if (!o->ok)
+        snprintf(o->err, sizeof o->err, "%d %.*s", resp.status,
+                 (int)resp.body_len, resp.body ? resp.body : "");
+    api_response_free(&resp);
+}
+
+static int same_tensor(const struct api_tensor *x, const struct api_tensor *y,
+                       int loose)
+{
+    size_t i;
+
+    if (x->rank != y->rank || x->count != y->count || x->dtype != y->dtype ||
+        memcmp(x->shape, y->shape, sizeof x->shape) != 0)
+        return 0;
+    if (x->dtype == ATTN_F64)
+        return same_values(x->data, y->data, x->count, loose);
+    for (i = 0; i < x->count; i++) {
+        float a = ((const float *)x->data)[i], b = ((const float *)y->data)[i];
+        if (loose ? !(a == b) : memcmp(&a, &b, sizeof a) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int bodies_agree(const char *body, size_t len)
+{
+    struct outcome f, s;
+    int ok, loose = int_overflow(body, len);
+
+    read_body(body, len, 1, &f);
+    read_body(body, len, 0, &s);
+    ok = f.ok == s.ok && (f.ok ? same_tensor(&f.a.q, &s.a.q, loose) &&
+                                 same_tensor(&f.a.k, &s.a.k, loose) &&
+                                 same_tensor(&f.a.v, &s.a.v, loose)
+                               : strcmp(f.err, s.err) == 0);
+    if (!ok)
+        printf("  body outcomes differ: %.*s\n    fast: %s\n    jansson: %s\n",
+               (int)(len < 300 ? len : 300), body, f.ok ? "ok" : f.err,
+               s.ok ? "ok" : s.err);
+    outcome_free(&f);
+    outcome_free(&s);
+    return ok;
+}
+
+TEST(bodies_agree_fixed)
+{
+    static const char *const bodies[] = {
+        "{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]]}",
+        "{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]],\"dtype\":\"float32\"}",
+        "{\"q\":[[1e39,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\"}",
+        "{\"q\":[1,0],\"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"q\":[[[[1]]]],\"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"q\":[[1,0]],\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],}",
+        "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]]} x",
+        "{\"q\":[[1,0]] \"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"x\":\"\\\"q\\\":[[1]]\",\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"\\u0071\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]]}",
+        "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"big\":100000000000000000000000}",
+        "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1e999]]}",
+        "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"bias\":{\"q\":[0,1]}}",
+        " { \"q\" : [ [ 1 , 0 ] ] , \"k\" : [[1,0]] , \"v\" : [[1]] } ",
+        "{\"q\":[[1,0]],\"k\":{\"shape\":[1,2],\"dtype\":\"float64\",\"data\":\"\"},\"v\":[[1]]}"};
+    size_t i;
+
+    for (i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        CHECK(bodies_agree(bodies[i], strlen(bodies[i])));
+}
+
+TEST(bodies_agree_mutated)
+{
+    char buf[8192], arr[3][2048];
+    int i, m, bad = 0;
+
+    for (i = 0; i < 300 && bad < 5; i++) {
+        size_t n = 0;
+        int t;
+        for (t = 0; t < 3; t++)
+            gen_array(arr[t], sizeof arr[t]);
+        buf[0] = '\0';
+        put(buf, sizeof buf, &n, "{\"q\":");
+        put(buf, sizeof buf, &n, arr[0]);
+        put(buf, sizeof buf, &n, ",\"k\":");
+        put(buf, sizeof buf, &n, arr[1]);
+        put(buf, sizeof buf, &n, ",\"v\":");
+        put(buf, sizeof buf, &n, arr[2]);
+        put(buf, sizeof buf, &n, rng() & 1 ? ",\"dtype\":\"float32\"}" : "}");
+        if (!bodies_agree(buf, n))
+            bad++;
+        for (m = 0; m < 3; m++) {
+            n = mutate(buf, n, sizeof buf);
+            if (!bodies_agree(buf, n))
+                bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+int main(void)
+{
+    t_ctx_init(&ctx);
+    RUN(fixed_texts_agree);
+    RUN(generated_and_mutated_agree);
+    RUN(bodies_agree_fixed);
+    RUN(bodies_agree_mutated);
+    TEST_MAIN_END();
+}
