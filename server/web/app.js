@@ -736,15 +736,23 @@
 
   function sessionInfo(text) { $('sess-info').textContent = text; }
 
+  /* Zero-based labels: ("pos ", 2) -> "pos 0", "pos 1"; ("k[", 2) -> "k[0]", "k[1]". */
+  function indexLabels(prefix, n) {
+    var close = prefix.slice(-1) === '[' ? ']' : '';
+    var a = [];
+    for (var i = 0; i < n; i++) a.push(prefix + i + close);
+    return a;
+  }
+
   function renderKv(kv) {
     var k = kv.k, v = kv.v;
     /* one head: [L][d]; several: [h][L][d] (show head 1) */
     if (k.length && Array.isArray(k[0]) && Array.isArray(k[0][0])) { k = k[0]; v = v[0]; }
     var rows = k.map(function (kr, i) { return kr.concat(v[i]); });
-    var cols = labels('k', k.length ? k[0].length : 0).map(function (l, i) { return 'k[' + i + ']'; })
-      .concat((v.length ? v[0] : []).map(function (x, i) { return 'v[' + i + ']'; }));
-    renderHeat($('kv-table'), rows, labels('pos ', rows.length).map(function (l, i) { return 'pos ' + i; }),
-      cols, 'cache', 'Cached keys and values by position');
+    var cols = indexLabels('k[', k.length ? k[0].length : 0)
+      .concat(indexLabels('v[', v.length ? v[0].length : 0));
+    renderHeat($('kv-table'), rows, indexLabels('pos ', rows.length), cols, 'cache',
+      'Cached keys and values by position');
     $('kv-table').dataset.length = String(rows.length);
   }
 
@@ -774,7 +782,7 @@
     api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
       .then(function (res) {
         var L = res.weights[0].length;
-        renderHeat($('map-step-weights'), res.weights, ['new q'], labels('pos ', L).map(function (l, i) { return 'pos ' + i; }),
+        renderHeat($('map-step-weights'), res.weights, ['new q'], indexLabels('pos ', L),
           'weights', 'Weights of the newest query over cached positions');
         return api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
           renderKv(kv);
