@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -90,6 +91,28 @@ static void store_log(void *arg, const char *msg)
     srv_log_msgf("warn", "sessions: %s", msg);
 }
 
+/* mkdir -p dir (0700 for what it creates); 0 or -errno. */
+static int make_dirs(const char *dir)
+{
+    char path[sizeof ((struct srv_config *)0)->state_dir];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path)
+        return -ENAMETOOLONG;
+    memcpy(path, dir, n + 1);
+    for (char *q = path + 1; ; q++) {
+        if (*q == '/' || *q == '\0') {
+            char c = *q;
+            *q = '\0';
+            if (mkdir(path, 0700) != 0 && errno != EEXIST)
+                return -errno;
+            *q = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return access(dir, W_OK | X_OK) == 0 ? 0 : -errno;
+}
+
 static struct sess_store *store_open(const struct srv_config *cfg)
 {
     struct sess_config sc = {
@@ -101,9 +124,18 @@ static struct sess_store *store_open(const struct srv_config *cfg)
         .replica_id = cfg->replica_id[0] ? cfg->replica_id : NULL,
     };
     struct sess_store *st = sess_store_new(&sc);
-    if (!st)
+    if (!st) {
+        srv_log_msgf("error", "cannot create the session store");
         return NULL;
+    }
     if (cfg->state_dir[0]) {
+        int e = make_dirs(cfg->state_dir);
+        if (e != 0) {
+            srv_log_msgf("error", "--state-dir %s is not a writable directory: %s",
+                         cfg->state_dir, strerror(-e));
+            sess_store_free(st);
+            return NULL;
+        }
         enum core_status rc = sess_store_load(st, cfg->state_dir, store_log, NULL);
         struct sess_stats s;
         sess_store_stats(st, &s);
@@ -123,8 +155,8 @@ static void store_save(struct proc *p)
     if (rc == CORE_OK)
         srv_log_msgf("info", "sessions saved to %s: %zu", p->cfg->state_dir, s.sessions);
     else
-        srv_log_msgf("error", "sessions: saving to %s failed (%d); previous state kept",
-                     p->cfg->state_dir, (int)rc);
+        srv_log_msgf("error", "sessions: saving to %s failed (%s); previous state kept",
+                     p->cfg->state_dir, core_status_text(rc));
 }
 
 static void sweep_work(uv_work_t *w)
@@ -298,10 +330,8 @@ static bool start(struct proc *p)
     attn_blas_init(1);
     p->metrics = srv_metrics_new();
     p->store = store_open(p->cfg);
-    if (!p->metrics || !p->store) {
-        srv_log_msgf("error", "out of memory at start");
+    if (!p->metrics || !p->store)
         return false;
-    }
     srv_metrics_set_store(p->metrics, p->store);
     init_ctx(p);
     if (uv_loop_init(&p->loop) != 0)
