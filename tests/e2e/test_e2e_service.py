@@ -404,3 +404,27 @@ def test_concurrent_requests_all_answered(attnd):
     assert len(results) == 80
     for odd, status, w in results:
         assert status == 200 and close(w, W_QBIAS if odd else W_PLAIN)
+
+
+def test_state_dir_is_created_saved_on_drain_and_restored(tmp_path):
+    sd = tmp_path / "state" / "nested"
+    with Attnd("--state-dir", str(sd)) as a:
+        assert sd.is_dir()
+        r = a.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        assert r.status == 201
+        sid = r.json()["id"]
+        assert a.post(f"/v1/sessions/{sid}/kv", {"k": SEED["k"], "v": SEED["v"]}).status == 200
+        a.signal(signal.SIGTERM)
+        assert a.wait(timeout=20) == 0
+        assert "sessions saved" in a.logs()
+    with Attnd("--state-dir", str(sd)) as a:
+        r = a.get(f"/v1/sessions/{sid}")
+        assert r.status == 200 and r.json()["length"] == 3
+        out = a.post(f"/v1/sessions/{sid}/attention", {"q": SEED["q"]}).json()
+        assert close(out["weights"][0], W_PLAIN)
+
+
+def test_unwritable_state_dir_fails_at_start():
+    r = run_bin("--port", "0", "--state-dir", "/proc/attnd-no-such-dir")
+    assert r.returncode == 1
+    assert "--state-dir" in r.stdout and "not a writable directory" in r.stdout
