@@ -350,12 +350,19 @@ static bool start(struct proc *p)
             return false;
         }
     }
-    char ps[16], ws[16], pid[24];
+    const struct srv_config *c = p->cfg;
+    char ps[16], ws[16], pid[24], body[32], elems[32];
     snprintf(ps, sizeof ps, "%u", port);
-    snprintf(ws, sizeof ws, "%u", p->cfg->workers);
+    snprintf(ws, sizeof ws, "%u", c->workers);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    const char *kv[] = {"version", ATTND_VERSION, "host", p->cfg->host, "port", ps,
-                        "workers", ws, "pid", pid, NULL};
+    snprintf(body, sizeof body, "%zu", c->max_body_bytes);
+    snprintf(elems, sizeof elems, "%zu", c->max_elements);
+    const char *kv[] = {"version", ATTND_VERSION, "host", c->host, "port", ps,
+                        "workers", ws, "pid", pid, "max_body_bytes", body,
+                        "max_elements", elems, "auth", c->api_key[0] ? "on" : "off",
+                        "cors", c->cors_origins[0] ? "on" : "off",
+                        "cache_policy", c->cache_lru ? "lru" : "reject",
+                        "state_dir", c->state_dir[0] ? c->state_dir : "-", NULL};
     srv_log_event("info", "listening", kv);
     return true;
 }
