@@ -210,6 +210,12 @@ static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
     return sum;
 }
 
+/* The keys one pass reads: [k0, k0 + kw) of the cache's L. */
+struct attn_win {
+    size_t k0, kw;                  /* window start and width */
+    struct attn_partial *part;      /* key-split pass: where m, l, o go; else NULL */
+};
+
 #define T float
 #define SFX f32
 #define ATTN_GEMM cblas_sgemm
@@ -361,30 +367,30 @@ static bool result_ok(const struct attn_request *r, const struct attn_result *ou
            (!(r->outputs & ATTN_OUT_OUTPUT) || out->output);
 }
 
-/* forward_kv of rows [rb, re) on a workspace that exists. */
+/* forward_kv of rows [rb, re) against window w, on a workspace that exists. */
 static enum core_status forward_kv_ws(const struct attn_request *r,
                                       const struct attn_inputs *in,
                                       const struct attn_kv_view *kv,
                                       struct attn_result *out, struct attn_ws *ws,
-                                      size_t rb, size_t re)
+                                      size_t rb, size_t re, const struct attn_win *w)
 {
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
     size_t R = s->h / s->h_kv * s->n;
-    size_t B = tile_rows(R, s->L, esz);
+    size_t B = tile_rows(R, w->kw, esz);
     /* qb [B][d_k] rounded to 64 bytes, then pb [B][L] when weights are not
      * kept but the output is needed. Bounded by attn_check (TILE_MAX·(L+d_k)). */
     size_t qb_bytes = (B * s->d_k * esz + 63) & ~(size_t)63;
     bool need_pb = !(r->outputs & ATTN_OUT_WEIGHTS) && (r->outputs & ATTN_OUT_OUTPUT);
-    size_t bytes = qb_bytes + (need_pb ? B * s->L * esz : 0);
+    size_t bytes = qb_bytes + (need_pb ? B * w->kw * esz : 0);
     char *blk = ws_reserve(ws, WS_BLK, bytes);
     if (!blk)
         return CORE_ENOMEM;
     void *pb = need_pb ? blk + qb_bytes : NULL;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(r, in, kv, out, rb, re, B, (float *)(void *)blk, pb);
-    return forward_kv_f64(r, in, kv, out, rb, re, B, (double *)(void *)blk, pb);
+        return forward_kv_f32(r, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb);
+    return forward_kv_f64(r, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb);
 }
 
 static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *kv)
@@ -397,28 +403,84 @@ static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *
     return true;
 }
 
+/* Checks shared by the forward_kv entry points: request, q and its bias,
+ * the view. */
+static enum core_status check_kv_call(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv)
+{
+    enum core_status st = attn_check(r);
+    if (st != CORE_OK)
+        return st;
+    if (!in || !in->q)
+        return CORE_EINVAL;
+    if (in->bias_q && in->bias_q_heads != 1 && in->bias_q_heads != r->shape.h)
+        return CORE_ESHAPE;
+    return kv_view_ok(r, kv) ? CORE_OK : CORE_EINVAL;
+}
+
+/* forward_kv_ws with a temporary workspace when ws is NULL. */
+static enum core_status forward_kv_any(const struct attn_request *r,
+                                       const struct attn_inputs *in,
+                                       const struct attn_kv_view *kv,
+                                       struct attn_result *out, struct attn_ws *ws,
+                                       size_t rb, size_t re, const struct attn_win *w)
+{
+    if (ws)
+        return forward_kv_ws(r, in, kv, out, ws, rb, re, w);
+    struct attn_ws tmp = {0};
+    enum core_status st = forward_kv_ws(r, in, kv, out, &tmp, rb, re, w);
+    ws_release(&tmp);
+    return st;
+}
+
 enum core_status attn_forward_kv_rows(const struct attn_request *r,
                                       const struct attn_inputs *in,
                                       const struct attn_kv_view *kv,
                                       struct attn_result *out, struct attn_ws *ws,
                                       size_t row_begin, size_t row_end)
 {
+    enum core_status st = check_kv_call(r, in, kv);
+    if (st != CORE_OK)
+        return st;
+    if (row_begin >= row_end || row_end > r->shape.h * r->shape.n || !result_ok(r, out))
+        return CORE_EINVAL;
+    struct attn_win w = {0, r->shape.L, NULL};
+    return forward_kv_any(r, in, kv, out, ws, row_begin, row_end, &w);
+}
+
+enum core_status attn_forward_kv_keys(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_partial *part, struct attn_ws *ws,
+                                      size_t key_begin, size_t key_end)
+{
+    enum core_status st = check_kv_call(r, in, kv);
+    if (st != CORE_OK)
+        return st;
+    if (r->outputs != ATTN_OUT_OUTPUT || key_begin >= key_end || key_end > r->shape.L ||
+        !part || !part->o || !part->m || !part->l)
+        return CORE_EINVAL;
+    struct attn_win w = {key_begin, key_end - key_begin, part};
+    struct attn_result none = {0};
+    return forward_kv_any(r, in, kv, &none, ws, 0, r->shape.h * r->shape.n, &w);
+}
+
+enum core_status attn_combine(const struct attn_request *r,
+                              const struct attn_partial *parts, size_t np,
+                              struct attn_result *out)
+{
     enum core_status st = attn_check(r);
     if (st != CORE_OK)
         return st;
-    if (row_begin >= row_end || row_end > r->shape.h * r->shape.n)
+    if (!parts || !np || !out || !out->output || r->outputs != ATTN_OUT_OUTPUT)
         return CORE_EINVAL;
-    if (!in || !in->q || (in->bias_q && in->bias_q_heads != 1 &&
-                          in->bias_q_heads != r->shape.h))
-        return in && in->q ? CORE_ESHAPE : CORE_EINVAL;
-    if (!kv_view_ok(r, kv) || !result_ok(r, out))
-        return CORE_EINVAL;
-    if (ws)
-        return forward_kv_ws(r, in, kv, out, ws, row_begin, row_end);
-    struct attn_ws tmp = {0};
-    st = forward_kv_ws(r, in, kv, out, &tmp, row_begin, row_end);
-    ws_release(&tmp);
-    return st;
+    for (size_t p = 0; p < np; p++)
+        if (!parts[p].o || !parts[p].m || !parts[p].l)
+            return CORE_EINVAL;
+    if (r->params.dtype == ATTN_F32)
+        return combine_f32(r, parts, np, out);
+    return combine_f64(r, parts, np, out);
 }
 
 enum core_status attn_forward_kv(const struct attn_request *r,
@@ -468,7 +530,8 @@ static enum core_status forward_ws(const struct attn_request *r,
             prepare_v_f64(s, in, s->L, vp);
     }
     struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
-    return forward_kv_ws(r, in, &kv, out, ws, 0, s->h * s->n);
+    struct attn_win w = {0, s->L, NULL};
+    return forward_kv_ws(r, in, &kv, out, ws, 0, s->h * s->n, &w);
 }
 
 enum core_status attn_forward(const struct attn_request *r,

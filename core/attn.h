@@ -211,6 +211,35 @@ enum core_status attn_forward_kv_rows(const struct attn_request *r,
                                       size_t row_begin, size_t row_end);
 
 /*
+ * Splitting one pass over its keys (a long decode on several cores): each
+ * worker runs attn_forward_kv_keys on a window [key_begin, key_end) of the
+ * cache into its own struct attn_partial, then attn_combine merges them.
+ * Only the output can be split this way (r->outputs == ATTN_OUT_OUTPUT);
+ * masks, biases, causal limits and positions keep their full-pass meaning.
+ */
+struct attn_partial {
+    void *o;                        /* [h][n][d_v] of dtype: Σ exp(s - m)·v over the window */
+    double *m;                      /* [h][n] window maximum of allowed scores, -inf if none */
+    double *l;                      /* [h][n] Σ exp(s - m) over the window (0 if none) */
+};
+
+/* One window of keys, all query rows. CORE_EINVAL unless outputs is
+ * ATTN_OUT_OUTPUT and 0 <= key_begin < key_end <= L. Empty windows are
+ * no error (the policy applies in attn_combine). */
+enum core_status attn_forward_kv_keys(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_partial *part, struct attn_ws *ws,
+                                      size_t key_begin, size_t key_end);
+
+/* parts[0..np) covering every key exactly once -> out->output (and
+ * out->empty, out->n_empty, the empty-row policy) as attn_forward_kv would
+ * give, within rounding. */
+enum core_status attn_combine(const struct attn_request *r,
+                              const struct attn_partial *parts, size_t np,
+                              struct attn_result *out);
+
+/*
  * Stateless attention: q [h][n][d_k], k [h_kv][L][d_k], v [h_kv][L][d_v]
  * -> scores/weights [h][n][L], output [h][n][d_v]. ws may be NULL (a
  * temporary one is used).

@@ -235,21 +235,22 @@ static T FN(max_finite)(const T *x, size_t n, int *ok)
     return r;
 }
 
-/* s [L] = scale·q·k of query row i of head hh -> final scores: + attn_bias,
- * + ALiBi; masked (mask, causal, -inf bias) = -inf. *mx: the row maximum,
- * -inf when no key is allowed (an empty row). */
+/* s [kw] = scale·q·k of query row i of head hh against keys k0..k0+kw-1
+ * -> final scores: + attn_bias, + ALiBi; masked (mask, causal, -inf bias)
+ * = -inf. *mx: the row maximum, -inf when no key is allowed. */
 static enum core_status FN(finish_scores)(const struct attn_request *r, size_t hh,
-                                          size_t i, T *s, T *mx)
+                                          size_t i, size_t k0, size_t kw, T *s, T *mx)
 {
     size_t L = r->shape.L, n = r->shape.n;
     int64_t pos = attn_query_pos(r, i);
     size_t lim = attn_causal_lim(r, i);     /* keys [0, lim) pass causal */
+    lim = lim <= k0 ? 0 : (lim - k0 < kw ? lim - k0 : kw);   /* window-relative */
     const T *b = r->attn_bias;
     if (b)
-        b += ((r->attn_bias_heads == 1 ? 0 : hh) * n + i) * L;
+        b += ((r->attn_bias_heads == 1 ? 0 : hh) * n + i) * L + k0;
     const uint8_t *mk = r->mask;
     if (mk)
-        mk += ((r->mask_heads == 1 ? 0 : hh) * n + i) * L;
+        mk += ((r->mask_heads == 1 ? 0 : hh) * n + i) * L + k0;
     bool alibi = r->params.alibi;
     double slope = alibi ? attn_head_slope(&r->params, hh, r->shape.h) : 0;
 
@@ -269,14 +270,14 @@ static enum core_status FN(finish_scores)(const struct attn_request *r, size_t h
             if (b)
                 v += b[j];
             if (alibi)
-                v = (T)((double)v - slope * fabs((double)(pos - (int64_t)j)));
+                v = (T)((double)v - slope * fabs((double)(pos - (int64_t)(k0 + j))));
             if (!isfinite(v))
                 return CORE_ENONFINITE;
             s[j] = v;
             m = v > m ? v : m;
         }
     }
-    for (size_t j = lim; j < L; j++)
+    for (size_t j = lim; j < kw; j++)
         s[j] = -INFINITY;
     *mx = m;
     return CORE_OK;
@@ -294,12 +295,12 @@ static void FN(scale_row)(T *x, size_t n, T f)
 }
 
 /* s [L] final scores with finite maximum m -> w [L] = exp(s - shift)
- * (w may equal s); returns 1 / the denominator. Shift: m (standard),
- * max(m, 0) (softmax1), max(m, sink) (sink); the extra term exp(0 - shift)
- * / exp(sink - shift) joins the sum computed after the shift, so it neither
- * overflows nor is lost. The caller multiplies the weights (or the output
- * row) by the returned factor. */
-static T FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L, T m)
+ * (w may equal s); returns the denominator (>= 1, or inf). Shift: m
+ * (standard), max(m, 0) (softmax1), max(m, sink) (sink); the extra term
+ * exp(0 - shift) / exp(sink - shift) joins the sum computed after the shift,
+ * so it neither overflows nor is lost. The caller divides the weights (or
+ * the output row) by the returned sum. */
+static double FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L, T m)
 {
     double shift = m, extra = 0;
     if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
@@ -316,91 +317,166 @@ static T FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L
         extra = exp(0.0 - (double)sh);
     else if (p->softmax == ATTN_SOFTMAX_SINK)
         extra = exp(p->sink_logit - (double)sh);
-    double sum = FN(vexp_shift)(s, w, L, sh) + extra;
-    return (T)(1.0 / sum);
+    return FN(vexp_shift)(s, w, L, sh) + extra;
 }
 
-/* Rows [row0, row0+nb): S [nb][L] holds scale·q·k in its first Lt columns
- * (no key beyond Lt passes the causal test). Finishes the scores, writes
- * exp(s - shift) to P (when P is not NULL; P may equal S), flags empty rows.
- * inv [nb]: each row's normalising factor (0 for empty rows). With
- * `normalise` (P is the caller's weights) P is scaled here and complete up
- * to L; otherwise only P's first Lt columns are written, unnormalised. */
-static enum core_status FN(finish_block)(const struct attn_request *r, size_t row0,
-                                         size_t nb, size_t Lt, T *S, T *P, bool normalise,
-                                         T *inv, struct attn_result *out)
+/* Rows [row0, row0+nb) against the window w: S [nb][kw] holds scale·q·k in
+ * its first Lt columns (no key beyond Lt passes the causal test). Finishes
+ * the scores, writes exp(s - shift) to P (when P is not NULL; P may equal
+ * S). inv [nb]: each row's 1/denominator (0 for rows with no allowed key).
+ * With `normalise` (P is the caller's weights) P is scaled here and complete
+ * up to kw; otherwise only P's first Lt columns are written, unnormalised.
+ * A full pass flags empty rows; a key-split pass (w->part) records each
+ * row's window maximum and sum instead (an empty window is no error). */
+static enum core_status FN(finish_block)(const struct attn_request *r,
+                                         const struct attn_win *w, size_t row0,
+                                         size_t nb, size_t Lt, T *S, T *P,
+                                         bool normalise, T *inv,
+                                         struct attn_result *out)
 {
-    size_t n = r->shape.n, L = r->shape.L;
+    size_t n = r->shape.n, kw = w->kw;
+    struct attn_params std = r->params;
+    std.softmax = ATTN_SOFTMAX_STANDARD;    /* partial sums: shift by the max only */
+    const struct attn_params *sp = w->part ? &std : &r->params;
     for (size_t t = 0; t < nb; t++) {
         size_t gr = row0 + t;
         T m;
-        enum core_status st = FN(finish_scores)(r, gr / n, gr % n, S + t * L, &m);
+        enum core_status st =
+            FN(finish_scores)(r, gr / n, gr % n, w->k0, kw, S + t * kw, &m);
         if (st != CORE_OK)
             return st;
         bool any = m != -INFINITY;
+        double sum = 0;
+        inv[t] = 0;
+        if (any && P) {
+            sum = FN(softmax_row)(sp, S + t * kw, P + t * kw, Lt, m);
+            inv[t] = (T)(1.0 / sum);
+            if (normalise) {
+                FN(scale_row)(P + t * kw, Lt, inv[t]);
+                memset(P + t * kw + Lt, 0, (kw - Lt) * sizeof(T));
+            }
+        } else if (P) {
+            memset(P + t * kw, 0, kw * sizeof(T));
+        }
+        if (w->part) {
+            w->part->m[gr] = m;
+            w->part->l[gr] = sum;
+            continue;
+        }
         if (out->empty)
             out->empty[gr] = !any;
-        inv[t] = 0;
         if (!any) {
             out->n_empty++;
             if (r->empty_rows == ATTN_EMPTY_ERROR)
                 return CORE_EEMPTYROW;
-            if (P)
-                memset(P + t * L, 0, L * sizeof(T));
-        } else if (P) {
-            inv[t] = FN(softmax_row)(&r->params, S + t * L, P + t * L, Lt, m);
-            if (normalise) {
-                FN(scale_row)(P + t * L, Lt, inv[t]);
-                memset(P + t * L + Lt, 0, (L - Lt) * sizeof(T));
-            }
         }
     }
     return CORE_OK;
 }
 
-/* See attn_forward_kv_rows in attn.h: global query rows [rb, re) (row =
- * head·n + i); arguments already validated, scratch in qb [B][d_k] and
- * pb [B][L] (pb only when weights are not requested).
- * When the weights are not kept, P holds unnormalised exp(s - shift) and the
- * output rows are scaled instead: d_v multiplications per row, not L. */
+/* See attn_forward_kv_rows / attn_forward_kv_keys in attn.h: global query
+ * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
+ * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
+ * weights are not requested). When the weights are not kept, P holds
+ * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
+ * multiplications per row, not L (a key-split pass leaves them unscaled). */
 static enum core_status FN(forward_kv)(const struct attn_request *r,
                                        const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, size_t rb,
-                                       size_t re, size_t B, T *qb, T *pb)
+                                       size_t re, const struct attn_win *w,
+                                       size_t B, T *qb, T *pb)
 {
     const struct attn_shape *s = &r->shape;
-    size_t L = s->L, R = s->h / s->h_kv * s->n;
+    size_t kw = w->kw, R = s->h / s->h_kv * s->n;
     T *sc = (r->outputs & ATTN_OUT_SCORES) ? out->scores : NULL;
     T *wt = (r->outputs & ATTN_OUT_WEIGHTS) ? out->weights : NULL;
     T *ot = (r->outputs & ATTN_OUT_OUTPUT) ? out->output : NULL;
+    if (w->part)
+        ot = w->part->o;
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
 
     for (size_t g = rb / R; g < s->h_kv && g * R < re; g++) {
-        const T *K = kv->k[g], *V = kv->v[g];
+        const T *K = (const T *)kv->k[g] + w->k0 * s->d_k;
+        const T *V = (const T *)kv->v[g] + w->k0 * s->d_v;
         size_t lo = rb > g * R ? rb : g * R, hi = re < (g + 1) * R ? re : (g + 1) * R;
         for (size_t row0 = lo; row0 < hi; row0 += B) {
             size_t nb = hi - row0 < B ? hi - row0 : B;
-            T *P = wt ? wt + row0 * L : ot ? pb : NULL;
-            T *S = sc ? sc + row0 * L : P;
-            size_t Lt = attn_tile_keys(r, row0, nb);
+            T *P = wt ? wt + row0 * kw : ot ? pb : NULL;
+            T *S = sc ? sc + row0 * kw : P;
+            size_t Lt = attn_tile_keys(r, row0, nb);    /* absolute, then in w */
+            Lt = Lt <= w->k0 ? 0 : (Lt - w->k0 < kw ? Lt - w->k0 : kw);
             FN(prep_q)(r, in, row0, nb, qb);
-            FN(qk)(qb, nb, K, Lt, L, s->d_k, scale, S);
+            FN(qk)(qb, nb, K, Lt, kw, s->d_k, scale, S);
             enum core_status st =
-                FN(finish_block)(r, row0, nb, Lt, S, P, wt != NULL, inv, out);
+                FN(finish_block)(r, w, row0, nb, Lt, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
-                FN(pv)(P, nb, V, Lt, L, s->d_v, O);
-                if (!wt)
+                FN(pv)(P, nb, V, Lt, kw, s->d_v, O);
+                if (!wt && !w->part)
                     for (size_t t = 0; t < nb; t++)
                         FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);
                 if (!FN(all_finite)(O, nb * s->d_v))
                     return CORE_ENONFINITE;
             }
         }
+    }
+    return CORE_OK;
+}
+
+/* parts[p]: o [h·n][d_v], m, l [h·n] of key windows that together cover the
+ * keys -> out->output [h·n][d_v]: rescale each window's sums to the common
+ * shift (max m, or max(m, 0) / max(m, sink)), add the extra term once, divide.
+ * Factors in double; the denominator is >= 1 (the window holding the max
+ * contributes l >= 1, or the extra term is 1). */
+static enum core_status FN(combine)(const struct attn_request *r,
+                                    const struct attn_partial *parts, size_t np,
+                                    struct attn_result *out)
+{
+    const struct attn_params *p = &r->params;
+    size_t rows = r->shape.h * r->shape.n, dv = r->shape.d_v;
+    T *o = out->output;
+    out->n_empty = 0;
+    for (size_t gr = 0; gr < rows; gr++) {
+        double M = -INFINITY;
+        for (size_t q = 0; q < np; q++)
+            M = parts[q].m[gr] > M ? parts[q].m[gr] : M;
+        bool any = M != -INFINITY;
+        if (out->empty)
+            out->empty[gr] = !any;
+        T *orow = o + gr * dv;
+        memset(orow, 0, dv * sizeof(T));
+        if (!any) {
+            out->n_empty++;
+            if (r->empty_rows == ATTN_EMPTY_ERROR)
+                return CORE_EEMPTYROW;
+            continue;
+        }
+        double shift = M, den = 0;
+        if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
+            shift = 0;
+        else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
+            shift = p->sink_logit;
+        if (p->softmax == ATTN_SOFTMAX_ONE)
+            den = exp(0.0 - shift);
+        else if (p->softmax == ATTN_SOFTMAX_SINK)
+            den = exp(p->sink_logit - shift);
+        for (size_t q = 0; q < np; q++)
+            if (parts[q].m[gr] != -INFINITY)
+                den += parts[q].l[gr] * exp(parts[q].m[gr] - shift);
+        for (size_t q = 0; q < np; q++) {
+            if (parts[q].m[gr] == -INFINITY)
+                continue;
+            double f = exp(parts[q].m[gr] - shift) / den;
+            const T *po = (const T *)parts[q].o + gr * dv;
+            for (size_t c = 0; c < dv; c++)
+                orow[c] += (T)((double)po[c] * f);
+        }
+        if (!FN(all_finite)(orow, dv))
+            return CORE_ENONFINITE;
     }
     return CORE_OK;
 }

@@ -1214,6 +1214,104 @@ TEST(rows_split_across_threads)
     }
 }
 
+/* Runs c split over its keys at random cut points (prepare_kv, then
+ * forward_kv_keys per window, then combine) and compares with attn_forward.
+ * Returns the number of problems. */
+static int key_split_case(const struct tcase *c)
+{
+    struct tcore full, t;
+    tcore_init(c, &full);
+    tcore_init(c, &t);
+    size_t esz = attn_dtype_size(c->dt), L = c->L, rows = c->h * c->n;
+    enum core_status st_full = attn_forward(&full.req, &full.in, &full.out, NULL);
+    /* prepared cache */
+    char *kc = malloc(c->h_kv * L * c->dk * esz), *vc = malloc(c->h_kv * L * c->dv * esz);
+    void *ko[8], *vo[8];
+    const void *kp[8], *vp[8];
+    for (size_t g = 0; g < c->h_kv; g++) {
+        kp[g] = ko[g] = kc + g * L * c->dk * esz;
+        vp[g] = vo[g] = vc + g * L * c->dv * esz;
+    }
+    attn_prepare_kv(&t.req.shape, &t.req.params, &t.in, L, 0, ko, vo);
+    struct attn_kv_view kv = {kp, vp};
+    size_t cuts[4] = {0, 0, 0, L}, np = 1 + rng_u64() % 3;
+    if (np > L)
+        np = L;
+    for (size_t p = 1; p < np; p++)   /* strictly increasing cuts in (0, L) */
+        cuts[p] = cuts[p - 1] + 1 + rng_u64() % (L - cuts[p - 1] - (np - p));
+    cuts[np] = L;
+    struct attn_partial parts[3];
+    enum core_status st = CORE_OK;
+    for (size_t p = 0; p < np; p++) {
+        parts[p].o = malloc(rows * c->dv * esz);
+        parts[p].m = malloc(rows * sizeof(double));
+        parts[p].l = malloc(rows * sizeof(double));
+        if (st == CORE_OK)
+            st = attn_forward_kv_keys(&t.req, &t.in, &kv, &parts[p], NULL, cuts[p],
+                                      cuts[p + 1]);
+    }
+    if (st == CORE_OK)
+        st = attn_combine(&t.req, parts, np, &t.out);
+    int bad = 0;
+    double tol = c->dt == ATTN_F64 ? 1e-13 : 2e-6;
+    if (st != st_full) {
+        printf("    status %s vs full %s\n", core_status_name(st), core_status_name(st_full));
+        bad++;
+    } else if (st == CORE_OK) {
+        for (size_t x = 0; x < rows * c->dv; x++) {
+            double a = get_val(t.output, x, c->dt), b = get_val(full.output, x, c->dt);
+            if (!(fabs(a - b) <= tol) && bad++ < 5)
+                printf("    output [%zu] %.17g vs full %.17g\n", x, a, b);
+        }
+        if (t.out.n_empty != full.out.n_empty || memcmp(t.empty, full.empty, rows))
+            bad++;
+    }
+    if (bad) {
+        printf("    %zu windows, cuts %zu %zu %zu %zu\n", np, cuts[0], cuts[1], cuts[2], cuts[3]);
+        print_case(c);
+    }
+    for (size_t p = 0; p < np; p++) {
+        free(parts[p].o);
+        free(parts[p].m);
+        free(parts[p].l);
+    }
+    free(kc);
+    free(vc);
+    tcore_free(&full);
+    tcore_free(&t);
+    return bad;
+}
+
+/* Splitting the keys and combining equals the whole pass, for every option. */
+TEST(key_split_equals_full)
+{
+    int failures = 0;
+    for (int i = 0; i < 200 && failures < 3; i++) {
+        struct tcase c;
+        random_case(&c, i % 2 ? ATTN_F32 : ATTN_F64);
+        c.outputs = ATTN_OUT_OUTPUT;
+        failures += key_split_case(&c) != 0;
+        tcase_free(&c);
+    }
+    CHECK(failures == 0);
+    /* outputs other than OUTPUT alone cannot be split; bad windows */
+    struct tcase c;
+    plain_case(&c, ATTN_F64, 1, 1, 2, 5, 2, 2);
+    struct tcore t;
+    tcore_init(&c, &t);
+    const void *kp[1] = {t.in.k}, *vp[1] = {t.in.v};
+    struct attn_kv_view kv = {kp, vp};
+    double o[4], m[2], l[2];
+    struct attn_partial part = {o, m, l};
+    CHECK_EQ_INT(attn_forward_kv_keys(&t.req, &t.in, &kv, &part, NULL, 0, 5), CORE_EINVAL);
+    t.req.outputs = ATTN_OUT_OUTPUT;
+    CHECK_EQ_INT(attn_forward_kv_keys(&t.req, &t.in, &kv, &part, NULL, 3, 3), CORE_EINVAL);
+    CHECK_EQ_INT(attn_forward_kv_keys(&t.req, &t.in, &kv, &part, NULL, 0, 6), CORE_EINVAL);
+    CHECK_EQ_INT(attn_forward_kv_keys(&t.req, &t.in, &kv, &part, NULL, 2, 5), CORE_OK);
+    tcore_free(&t);
+    tcase_free(&c);
+}
+
 /* Scores only: no softmax needed, but empty rows are still found. */
 TEST(scores_only)
 {
@@ -1271,6 +1369,7 @@ int main(void)
     RUN(tiled_output_equals_materialised);
     RUN(forward_equals_prepare_plus_forward_kv);
     RUN(rows_split_across_threads);
+    RUN(key_split_equals_full);
     RUN(scores_only);
     RUN(f32_overflow_is_nonfinite_error);
     RUN(blas_config_text);
