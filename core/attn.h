@@ -155,6 +155,10 @@ const char *attn_blas_config(void);
  * h % h_kv == 0, head counts of biases/masks, d_k even with RoPE, positive
  * finite scale/base, finite sink, outputs non-empty, and every element count
  * (inputs and outputs) free of overflow. Does not read array contents.
+ * CORE_ESHAPE: a zero dimension or a head count that does not fit;
+ * CORE_ELIMIT: a byte count overflows, or L, n, d_k, d_v or h exceed
+ * INT_MAX (BLAS takes int); CORE_EINVAL: a bad option value (with float32,
+ * scale and sink_logit must also be finite as float).
  */
 enum core_status attn_check(const struct attn_request *r);
 
