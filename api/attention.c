@@ -79,6 +79,10 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         return;
     }
     api_buf_init(&buf, cap);
+    /* Reserve a typical size at once (about 20 bytes a number in JSON, 11
+     * in base64) instead of doubling through a large response. */
+    api_buf_reserve(&buf, numbers > (cap - 4096) / 20 ? cap - 4096
+                          : numbers * (a->encoding == API_ENC_BASE64 ? 11 : 20));
     api_write_attention(&buf, &(struct api_attention_view){
         .req = &a->r, .res = &res, .q_rank = a->q_rank,
         .encoding = a->encoding, .digits = a->digits,
