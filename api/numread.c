@@ -190,9 +190,10 @@ size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
     struct np st;
     size_t i, total = 1;
 
-    if (len == 0 || s[0] != '[' || max_count == 0 ||
-        max_count > SIZE_MAX / sizeof(double))
+    if (len == 0 || s[0] != '[' || max_count == 0)
         return 0;
+    if (max_count > SIZE_MAX / sizeof(double))
+        max_count = SIZE_MAX / sizeof(double);  /* what can be allocated at all */
     memset(&st, 0, sizeof st);
     st.p = s + 1;
     st.end = s + len;

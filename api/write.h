@@ -4,8 +4,8 @@
  * tree: a response can hold millions of numbers).
  *
  * Numbers print as the shortest text that reads back (strtod / strtof) to
- * the same value of their dtype, or with exactly `digits` significant
- * digits when asked (1..17). Number formatting sits behind api_fmt_f64 /
+ * the same value of their dtype, or rounded to `digits` significant digits
+ * when asked (1..17; printf's %g: trailing zeros dropped). Number formatting sits behind api_fmt_f64 /
  * api_fmt_f32 so a faster algorithm can replace it without touching callers.
  * Matrices print as nested arrays (rank 1..3) or, with base64 encoding, as
  * {"shape":[…],"dtype":"float32"|"float64","data":"<base64 little-endian>"}.
@@ -29,7 +29,7 @@ enum api_encoding {
 #define API_NUM_MAX 32
 
 /* Format a finite x into out[API_NUM_MAX]: shortest round-trip text when
- * digits == 0, else exactly digits (1..17) significant digits. Returns the
+ * digits == 0, else rounded to digits (1..17) significant digits (%g). Returns the
  * length (no NUL counted). Non-finite x prints "null". */
 size_t api_fmt_f64(char *out, double x, int digits);
 size_t api_fmt_f32(char *out, float x, int digits);

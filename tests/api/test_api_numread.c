@@ -334,6 +334,20 @@ TEST(generated_and_mutated_agree)
     CHECK_EQ_INT(bad, 0);
 }
 
+TEST(count_limits)
+{
+    struct api_numarray a;
+
+    CHECK(api_numarray_parse("[1,2]", 5, SIZE_MAX, &a) == 5);   /* no limit */
+    CHECK_EQ_INT(a.count, 2);
+    CHECK(a.data[0] == 1 && a.data[1] == 2);
+    api_numarray_free(&a);
+    CHECK(api_numarray_parse("[[1,2],[3,4]]", 13, 4, &a) == 13);
+    api_numarray_free(&a);
+    CHECK(api_numarray_parse("[[1,2],[3,4]]", 13, 3, &a) == 0); /* over the cap */
+    CHECK(api_numarray_parse("[1,2]", 4, 10, &a) == 0);         /* cut short */
+}
+
 /* ---- whole bodies: fast path == jansson path -------------------------- */
 
 struct outcome {
@@ -481,6 +495,7 @@ int main(void)
     t_ctx_init(&ctx);
     RUN(fixed_texts_agree);
     RUN(generated_and_mutated_agree);
+    RUN(count_limits);
     RUN(bodies_agree_fixed);
     RUN(bodies_agree_mutated);
     TEST_MAIN_END();
