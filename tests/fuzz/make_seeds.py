@@ -2,6 +2,7 @@
 """tests/fuzz/make_seeds.py — writes the seed corpora of the fuzz targets.
 
 tests/fuzz/corpus/<target>/seed-* are generated here (re-run after editing);
+grown-* files are inputs libFuzzer found that add coverage (`-merge=1`);
 regress-* files there are crash reproducers and are never touched. The
 request seeds include the bodies of the hostile-input catalogue
 (tests/data/bad) sent to their routes.
