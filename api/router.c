@@ -52,8 +52,12 @@ static const struct api_subtree api_subtrees[] = {
     {"/v2", M_GET | M_POST, api_v2},
 };
 
-static const char cors_allow_headers[] = "Authorization, Content-Type";
-static const char cors_expose_headers[] = "Location, Retry-After, WWW-Authenticate";
+/* Inference-Header-Content-Length: the v2 protocol's binary tensor data
+ * extension, in both directions. */
+static const char cors_allow_headers[] =
+    "Authorization, Content-Type, Inference-Header-Content-Length";
+static const char cors_expose_headers[] =
+    "Location, Retry-After, WWW-Authenticate, Inference-Header-Content-Length";
 static const char cors_max_age[] = "600";
 
 static unsigned method_bit(const char *m)

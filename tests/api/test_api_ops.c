@@ -214,6 +214,13 @@ TEST(cors_preflight)
     CHECK_STR(t_hdr(&r, "Access-Control-Max-Age"), "600");
     api_response_free(&r);
 
+    t_call_h(&ctx, "OPTIONS", "/v2/models/attention/infer", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 204);
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST");
+    CHECK(strstr(t_hdr(&r, "Access-Control-Allow-Headers"),
+                 "Inference-Header-Content-Length") != NULL);
+    api_response_free(&r);
+
     t_call_h(&ctx, "OPTIONS", "/v1/sessions/x/kv", ok, NULL, &r);
     CHECK_EQ_INT(r.status, 204);
     CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST, DELETE");
