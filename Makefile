@@ -27,7 +27,12 @@ LDFLAGS    := $(SANFLAGS)
 # Debian packages: to build and run, and in addition to test.
 DEPS_RUN   := gcc make pkg-config libmicrohttpd-dev libjansson-dev \
               libopenblas-dev libuv1-dev
-DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest curl
+BROWSER    ?= 1
+DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest python3-prometheus-client \
+              python3-yaml curl git nginx wrk
+ifeq ($(BROWSER),1)
+DEPS_TEST  += chromium nodejs
+endif
 
 CORE_SRC   := $(wildcard core/*.c)
 API_SRC    := $(wildcard api/*.c)
@@ -42,8 +47,8 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 APIT_BIN   := $(APIT_SRC:tests/api/%.c=$(BUILD)/tests/%)
 WEB_FILES  := $(sort $(wildcard server/web/*))
 
-.PHONY: all run test test-c test-e2e asan tsan valgrind bench fuzz docker \
-        clean deps deps-test
+.PHONY: all run test asan tsan valgrind bench fuzz docker \
+        clean deps deps-test deps-npm
 
 all: $(BUILD)/attnd
 
@@ -70,6 +75,15 @@ deps:
 
 deps-test:
 	$(call install_missing,$(DEPS_TEST))
+	@if [ "$(BROWSER)" = 1 ] && [ -f tests/browser/package.json ] && [ ! -d tests/browser/node_modules ]; then \
+	  command -v npm >/dev/null || $(MAKE) --no-print-directory deps-npm || exit 1; \
+	  echo "deps: npm ci (tests/browser)"; \
+	  (cd tests/browser && npm ci --silent --no-audit --no-fund) || exit 1; \
+	fi
+
+# Debian ships npm apart from nodejs (NodeSource's nodejs includes it).
+deps-npm:
+	$(call install_missing,npm)
 
 # ---- build --------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -104,7 +118,7 @@ run: deps
 
 test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(APIT_BIN)
-	@sh tests/run.sh $(BUILD)
+	@ATTND_BROWSER=$(BROWSER) sh tests/run.sh $(BUILD)
 
 # Whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps-test
@@ -124,7 +138,8 @@ $(BUILD)/tests/.stamp: $(UNIT_BIN) $(APIT_BIN)
 	@touch $@
 
 valgrind: deps-test
-	@$(MAKE) --no-print-directory BUILD=build/vg all build/vg/tests/.stamp
+	@# valgrind cannot execute AVX-512: build for x86-64-v3 here.
+	@$(MAKE) --no-print-directory BUILD=build/vg OPT="-O2 -march=x86-64-v3" all build/vg/tests/.stamp
 	@ATTND_VALGRIND=1 ATTND_TEST_ONLY=c sh tests/run.sh build/vg
 
 bench: deps
