@@ -183,8 +183,12 @@ def daemons():
         return pool[key]
 
     yield get
-    for d in pool.values():
-        d.stop()
+    bad = []
+    for flags, d in pool.items():
+        rc = d.stop()
+        if rc != 0:     # e.g. LeakSanitizer's report under `make asan`
+            bad.append(f"attnd {' '.join(flags)} exited {rc}: {d.logs()[-3000:]}")
+    assert not bad, "\n".join(bad)
 
 
 def _setup_session(d, setup):
