@@ -273,7 +273,7 @@ static size_t gen_array(char *buf, size_t cap)
 /* Flip, insert or delete one byte, from an alphabet that matters. */
 static size_t mutate(char *buf, size_t n, size_t cap)
 {
-    static const char alphabet[] = "[]{},:.-+eE0123456789 \"\nxn";
+    static const char alphabet[] = "[]{},:.-+eE0123456789 \"\nxnq\\";
     size_t pos = n ? (size_t)(rng() % n) : 0;
     char ch = alphabet[rng() % (sizeof alphabet - 1)];
 
