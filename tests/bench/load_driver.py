@@ -35,6 +35,17 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
+def sanitized(pid):
+    """True when pid runs under ASan/TSan (their allocators hold freed memory
+    in quarantine, so resident memory says nothing about leaks there)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            maps = f.read()
+    except OSError:
+        return False
+    return "libasan" in maps or "libtsan" in maps or "libclang_rt" in maps
+
+
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 

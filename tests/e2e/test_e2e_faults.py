@@ -362,8 +362,11 @@ def test_vanishing_clients_free_everything():
         rss2 = load_driver.rss_kib(pid)
         print(f"vanishing clients: fds {fd_base} -> {fds}; RSS {rss1} -> {rss2} KiB")
         assert fds <= fd_base, f"fds {fds}, baseline {fd_base}"
-        assert rss2 <= max(rss1 * 1.10, rss1 + 2048), f"RSS {rss1} -> {rss2} KiB"
+        if not load_driver.sanitized(pid):      # ASan's quarantine holds freed memory
+            assert rss2 <= max(rss1 * 1.10, rss1 + 2048), f"RSS {rss1} -> {rss2} KiB"
         assert d.proc.poll() is None
         assert d.get("/healthz").status == 200
         r = d.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2]]})
         assert r.status == 200, r
+        rc = d.stop()
+        assert rc == 0, f"attnd exited {rc} on SIGTERM: {d.logs()[-3000:]}"

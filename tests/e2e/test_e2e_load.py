@@ -6,7 +6,8 @@ keep-alive client threads (tests/bench/load_driver.py) for ATTND_LOAD_SECONDS
 connection errors, every answer the expected one; resident memory flat after
 a warm-up (the measured phase ends within 10% of where it began, with a
 1 MiB floor for allocator noise); open file descriptors back to the
-baseline once the clients hang up.
+baseline once the clients hang up. (Under ASan/TSan the memory check is
+skipped: their allocators quarantine freed memory; LeakSanitizer covers leaks.)
 """
 import json
 import os
@@ -45,10 +46,13 @@ def test_mixed_load_no_errors_flat_memory_fds_back():
         assert stats.unexpected == 0, summary
         assert summary["by_kind"].get("malformed", 0) > 0, summary
         assert summary["by_kind"].get("decode", 0) > 0, summary
-        assert rss_after <= max(rss_before * 1.10, rss_before + 1024), \
-            f"RSS grew from {rss_before} KiB to {rss_after} KiB under steady load"
+        if not load_driver.sanitized(pid):      # ASan's quarantine holds freed memory
+            assert rss_after <= max(rss_before * 1.10, rss_before + 1024), \
+                f"RSS grew from {rss_before} KiB to {rss_after} KiB under steady load"
 
         fds = load_driver.wait_fds(pid, fd_base, timeout=10)
         assert fds <= fd_base, f"fds {fds} after the clients left, baseline {fd_base}"
         assert d.get("/healthz").status == 200
         assert d.proc.poll() is None
+        rc = d.stop()
+        assert rc == 0, f"attnd exited {rc} on SIGTERM: {d.logs()[-3000:]}"

@@ -85,3 +85,5 @@ def test_slow_header_clients_do_not_block_healthz():
         fds = load_driver.wait_fds(pid, fd_base, timeout=10)
         assert fds <= fd_base, f"fds {fds} after the slow clients left, baseline {fd_base}"
         assert d.get("/healthz").status == 200
+        rc = d.stop()
+        assert rc == 0, f"attnd exited {rc} on SIGTERM: {d.logs()[-3000:]}"
