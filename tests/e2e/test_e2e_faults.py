@@ -126,7 +126,8 @@ def test_sigterm_under_load_drains_and_exits_zero():
     clean = {200, (503, "draining"), "refused"}
     bad_after = [o for o in after if o[2] not in clean and not str(o[2]).startswith("reset:")]
     assert not bad_after, f"requests after SIGTERM not refused cleanly: {bad_after[:5]}"
-    print(f"sigterm: {len(before)} before, {len(inflight)} in flight, {len(after)} after; "
+    kinds = sorted({str(o[2]) for o in after})
+    print(f"sigterm: {len(before)} before, {len(inflight)} in flight, {len(after)} after {kinds}; "
           f"drain {t_exit - t_sig:.2f} s")
 
 
