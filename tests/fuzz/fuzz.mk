@@ -63,13 +63,14 @@ fuzz: fuzz-build
 	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/fuzz_$$t.log \
 	    || { tail -n 60 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; }; \
 	  grep -E '^(stat::number_of_executed_units|#[0-9]+ +DONE)' $(FUZZ_BUILD)/fuzz_$$t.log; \
-	  echo "fuzz: fuzz_$$t corpus $$(ls $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t | wc -l) inputs"; \
+	  echo "fuzz: fuzz_$$t corpus $$(find $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t -type f | wc -l) inputs"; \
 	done
 
 fuzz-replay: fuzz-build
 	@for t in $(FUZZ_NAMES); do \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  $(FUZZ_BUILD)/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/replay_$$t.log \
+	  $(FUZZ_BUILD)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_BUILD)/replay-crash-$$t- \
+	    tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/replay_$$t.log \
 	    || { tail -n 60 $(FUZZ_BUILD)/replay_$$t.log; exit 1; }; \
 	  echo "fuzz-replay: fuzz_$$t $$(ls tests/fuzz/corpus/$$t | wc -l) inputs ok"; \
 	done
