@@ -4,7 +4,9 @@
  *
  * Input layout: byte 0 picks the route and method (and, in its high bits, the
  * Content-Type sent), byte 1 picks the parameters of the session that session
- * routes act on, the rest is the request body. Route 15 instead takes the
+ * routes act on, the rest is the request body. For the v2 infer route, byte 1
+ * (plus 256 when bit 7 of byte 0 is set) is instead the
+ * Inference-Header-Content-Length of the binary tensor extension (0: none). Route 15 instead takes the
  * body's first line as the path — or as "<METHOD> <path>" when bit 1 of
  * byte 1 is set — so the router itself is fuzzed, and the rest as the body.
  * Each input runs against a fresh store holding one session with three
@@ -64,6 +66,7 @@ static const char *const fuzz_ctypes[4] = {
 
 struct fuzz_headers {
     const char *ctype;
+    const char *v2_hdr_len;         /* Inference-Header-Content-Length, or NULL */
 };
 
 static const char *fuzz_header(void *arg, const char *name)
@@ -74,6 +77,8 @@ static const char *fuzz_header(void *arg, const char *name)
         return h->ctype;
     if (strcasecmp(name, "Origin") == 0)
         return "http://fuzz.example";
+    if (strcasecmp(name, "Inference-Header-Content-Length") == 0)
+        return h->v2_hdr_len;
     return NULL;
 }
 
@@ -155,8 +160,17 @@ static void fuzz_check(const struct api_response *r, int v2)
     if (!r->body || r->body_len == 0 || !r->content_type ||
         strncmp(r->content_type, "application/json", 16) != 0)
         return;
+    size_t json_len = r->body_len;
+    for (size_t i = 0; i < r->n_headers; i++)   /* v2 binary outputs follow the JSON */
+        if (strcasecmp(r->headers[i].name, "Inference-Header-Content-Length") == 0) {
+            char *end;
+            unsigned long long n = strtoull(r->headers[i].value, &end, 10);
+            if (*end || n == 0 || n > r->body_len)
+                fuzz_fail("bad Inference-Header-Content-Length in a response", r);
+            json_len = (size_t)n;
+        }
     json_error_t jerr;
-    json_t *doc = json_loadb(r->body, r->body_len, JSON_DECODE_INT_AS_REAL, &jerr);
+    json_t *doc = json_loadb(r->body, json_len, JSON_DECODE_INT_AS_REAL, &jerr);
     if (!doc)
         fuzz_fail("response body is not JSON", r);
     if (r->status >= 400 && !v2)
@@ -186,6 +200,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const struct fuzz_route *rt = &fuzz_routes[data[0] & 15];
     hdr.ctype = fuzz_ctypes[(data[0] >> 4) & 3];
+    /* v2 binary extension: byte 1 (and bit 7 of byte 0) give the JSON length. */
+    char hdr_len[16];
+    hdr.v2_hdr_len = NULL;
+    if ((data[0] & 15) == 12 && (data[1] || (data[0] & 128))) {
+        snprintf(hdr_len, sizeof hdr_len, "%u", data[1] + ((data[0] & 128) ? 256u : 0u));
+        hdr.v2_hdr_len = hdr_len;
+    }
     const char *body = (const char *)data + 2;
     size_t body_len = size - 2;
 

@@ -70,6 +70,21 @@ def request_seeds():
                                {"name": "v", "shape": [2, 2], "datatype": "FP64",
                                 "data": [1, 2, 3, 4]}],
                     "parameters": {"softmax": "standard"}}))
+    # v2 binary tensor extension: JSON header, then little-endian tensors.
+    hdr = j({"inputs": [{"name": n, "shape": [2, 2], "datatype": "FP64",
+                         "parameters": {"binary_data_size": 32}} for n in ("q", "k", "v")],
+             "outputs": [{"name": "output", "parameters": {"binary_data": True}}]})
+    assert len(hdr) < 512
+    binary = struct.pack("<12d", 1, 0, 0, 1, 1, 0, 0, 1, 1, 2, 3, 4)
+    seeds.append(bytes([12 | (128 if len(hdr) >= 256 else 0), len(hdr) % 256]) + hdr + binary)
+    hdr32 = j({"inputs": [{"name": "q", "shape": [1, 2], "datatype": "FP32",
+                           "parameters": {"binary_data_size": 8}},
+                          {"name": "k", "shape": [1, 2], "datatype": "FP32", "data": [1, 0]},
+                          {"name": "v", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]},
+                          {"name": "mask", "shape": [1, 1], "datatype": "BOOL",
+                           "parameters": {"binary_data_size": 1}}]})
+    seeds.append(bytes([12 | (128 if len(hdr32) >= 256 else 0), len(hdr32) % 256]) + hdr32 +
+                 struct.pack("<2f", 1, 0) + b"\x01")
     add("options", 0, b"")
     add("put", 0, j(VALID))
     for p in (b"/v1/sessions/../../etc/passwd", b"/healthz", b"/metrics", b"/",
