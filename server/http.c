@@ -636,7 +636,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,  /* headers; MHD zeroes it per request */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
