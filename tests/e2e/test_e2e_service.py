@@ -428,3 +428,41 @@ def test_unwritable_state_dir_fails_at_start():
     r = run_bin("--port", "0", "--state-dir", "/proc/attnd-no-such-dir")
     assert r.returncode == 1
     assert "--state-dir" in r.stdout and "not a writable directory" in r.stdout
+
+
+def test_head_and_content_types_of_static_files(attnd):
+    r = attnd.request("HEAD", "/")
+    assert r.status == 200 and r.body == b"" and r.headers["content-type"].startswith("text/html")
+    web = os.path.join(os.path.dirname(__file__), "..", "..", "server", "web")
+    want = {".css": "text/css", ".html": "text/html", ".json": "application/json"}
+    for name in os.listdir(web):
+        ext = os.path.splitext(name)[1]
+        if ext in want:
+            r = attnd.get("/" + name)
+            assert r.status == 200 and r.headers["content-type"].startswith(want[ext]), name
+            with open(os.path.join(web, name), "rb") as f:
+                assert r.body == f.read(), name
+
+
+def test_sighup_on_stdout_keeps_serving():
+    with Attnd() as a:
+        a.signal(signal.SIGHUP)
+        time.sleep(0.2)
+        assert a.get("/healthz").status == 200
+        assert a.proc.poll() is None
+
+
+def test_second_signal_during_drain_exits_at_once():
+    with Attnd("--drain-timeout", "60") as a:
+        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"q\":")
+        time.sleep(0.2)
+        a.signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert a.proc.poll() is None                      # waiting for the upload
+        t0 = time.time()
+        a.signal(signal.SIGTERM)
+        assert a.wait(timeout=10) == 1
+        assert time.time() - t0 < 5
+        s.close()
