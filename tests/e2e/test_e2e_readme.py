@@ -78,3 +78,20 @@ def test_quick_start_command(daemon, index):
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     matches(json.loads(expect), got)
+
+
+def test_configuration_table_matches_help():
+    from attnd_proc import BIN
+    text = open(README, encoding="utf-8").read()
+    section = re.search(r"^## Configuration\n(.*?)(?=^## )", text, re.S | re.M).group(1)
+    rows = re.findall(r"^\| `--([a-z-]+)` \| `(ATTND_[A-Z_]+)` \| ([^|]+) \|", section, re.M)
+    help_text = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10).stdout
+    in_help = set(re.findall(r"^  --([a-z-]+)", help_text, re.M)) - {"help", "version"}
+    assert {f for f, _, _ in rows} == in_help
+    for flag, env, default in rows:
+        assert env == "ATTND_" + flag.upper().replace("-", "_")
+        m = re.search(rf"^  --{flag} .*\n.*\[{env}; default: ([^\]]+)\]", help_text, re.M)
+        assert m, flag
+        d = default.strip().strip("`")
+        assert m.group(1) == d or (m.group(1) in ("none", "CPU count") and d in ("none", "CPU count", "stdout")), \
+            (flag, m.group(1), d)
