@@ -12,6 +12,7 @@
 #include "api/numread.h"
 
 #include <math.h>
+#include "api/base64.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +220,132 @@ size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
 void api_numarray_free(struct api_numarray *a)
 {
     free(a->data);
+    free(a->raw);
     memset(a, 0, sizeof *a);
+}
+
+/* ---- base64 tensor objects -------------------------------------------- */
+
+/* A string without escapes or control characters at p ('"'): its text in
+ * *t, *n; returns the byte after it, or NULL. */
+static const char *plain_string(const char *p, const char *end, const char **t,
+                                size_t *n)
+{
+    const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
+
+    if (!q)
+        return NULL;
+    *t = p + 1;
+    *n = (size_t)(q - p - 1);
+    if (*n < 64) {                  /* keys and dtypes; data is checked by the
+                                       base64 decoder, whose alphabet has
+                                       neither '\\' nor control characters */
+        const char *c;
+        for (c = *t; c < q; c++)
+            if (*c == '\\' || (unsigned char)*c < 0x20)
+                return NULL;
+    }
+    return q + 1;
+}
+
+static bool text_is(const char *t, size_t n, const char *lit)
+{
+    return strlen(lit) == n && memcmp(t, lit, n) == 0;
+}
+
+/* [d0, d1, d2]: 1..3 positive integers without sign, fraction or exponent
+ * (at most 18 digits each). */
+static const char *shape_list(const char *p, const char *end, int *rank,
+                              size_t *shape)
+{
+    *rank = 0;
+    p = skip_ws(p + 1, end);
+    for (;;) {
+        size_t v = 0;
+        int digits = 0;
+        if (p == end || *p < '1' || *p > '9' || *rank == ATTN_MAX_RANK)
+            return NULL;
+        for (; p < end && is_digit(*p); p++) {
+            if (++digits > 18)
+                return NULL;
+            v = v * 10 + (size_t)(*p - '0');
+        }
+        shape[(*rank)++] = v;
+        p = skip_ws(p, end);
+        if (p == end)
+            return NULL;
+        if (*p == ']')
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
+                           struct api_numarray *out)
+{
+    const char *p = s + 1, *end = s + len, *data = NULL, *t;
+    size_t shape[ATTN_MAX_RANK] = {0}, n, data_len = 0, count = 1, bytes, have;
+    int rank = 0, i, seen = 0, dtype = -1;
+    void *raw;
+
+    if (len == 0 || s[0] != '{')
+        return 0;
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p == end || *p != '"' || !(p = plain_string(p, end, &t, &n)))
+            return 0;
+        p = skip_ws(p, end);
+        if (p == end || *p++ != ':')
+            return 0;
+        p = skip_ws(p, end);
+        if (p == end)
+            return 0;
+        if (text_is(t, n, "shape") && !(seen & 1) && *p == '[') {
+            seen |= 1;
+            p = shape_list(p, end, &rank, shape);
+        } else if (text_is(t, n, "dtype") && !(seen & 2) && *p == '"') {
+            seen |= 2;
+            if ((p = plain_string(p, end, &t, &n)))
+                dtype = text_is(t, n, "float64") ? ATTN_F64
+                      : text_is(t, n, "float32") ? ATTN_F32 : -1;
+            if (dtype < 0)
+                return 0;
+        } else if (text_is(t, n, "data") && !(seen & 4) && *p == '"') {
+            seen |= 4;
+            p = plain_string(p, end, &data, &data_len);
+        } else {
+            return 0;
+        }
+        if (!p || (p = skip_ws(p, end)) == end)
+            return 0;
+        if (*p == '}')
+            break;
+        if (*p++ != ',')
+            return 0;
+    }
+    if (seen != 7)
+        return 0;
+    for (i = 0; i < rank; i++)
+        if (!core_mul(count, shape[i], &count))
+            return 0;
+    if (count > max_count ||
+        !core_mul(count, attn_dtype_size((enum attn_dtype)dtype), &bytes) ||
+        !api_base64_decoded_len(data, data_len, &have) || have != bytes ||
+        !(raw = malloc(bytes)))
+        return 0;
+    if (!api_base64_decode(data, data_len, raw)) {
+        free(raw);
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    out->rank = rank;
+    memcpy(out->shape, shape, sizeof shape);
+    out->count = count;
+    out->raw = raw;
+    out->raw_dtype = (enum attn_dtype)dtype;
+    return (size_t)(p + 1 - s);
 }
 
 void api_pre_free(struct api_pre *pre)
@@ -236,7 +362,8 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path)
     size_t i;
 
     for (i = 0; pre && i < pre->n; i++)
-        if (pre->e[i].a.data && strcmp(pre->e[i].path, path) == 0)
+        if ((pre->e[i].a.data || pre->e[i].a.raw) &&
+            strcmp(pre->e[i].path, path) == 0)
             return (struct api_numarray *)&pre->e[i].a;
     return NULL;
 }
@@ -320,10 +447,12 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
         if (p == end || *p++ != ':')
             return false;
         v = p = skip_ws(p, end);
-        if (p < end && *p == '[' && pre->n < API_PRE_MAX &&
+        if (p < end && (*p == '[' || *p == '{') && pre->n < API_PRE_MAX &&
             key_listed(k, (size_t)(ke - 1 - k), keys) && (size_t)(ke - 1 - k) < 30) {
             struct api_numarray a;
-            size_t used = api_numarray_parse(v, (size_t)(end - v), budget, &a);
+            size_t used = *p == '['
+                ? api_numarray_parse(v, (size_t)(end - v), budget, &a)
+                : api_b64tensor_parse(v, (size_t)(end - v), budget, &a);
             if (used) {
                 size_t i = pre->n++;
                 pre->e[i].path[0] = '/';

@@ -51,6 +51,28 @@ static const char *sub(char *out, const char *prefix, const char *key)
     return api_pointer_key(out, API_PATH_MAX, prefix, key);
 }
 
+/* A size: a JSON integer >= 0, or an integral real in [0, 2^53] (a body
+ * holding an integer literal beyond 64 bits is parsed with every integer
+ * as a real, see api/reply.c). */
+static bool get_size(const json_t *v, size_t *out)
+{
+    double x;
+
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            return false;
+        *out = (size_t)json_integer_value(v);
+        return true;
+    }
+    if (!json_is_real(v))
+        return false;
+    x = json_real_value(v);
+    if (!(x >= 0 && x <= 9007199254740992.0) || x != floor(x))
+        return false;
+    *out = (size_t)x;
+    return true;
+}
+
 static bool get_finite(const json_t *v, double *out)
 {
     if (!json_is_number(v))
@@ -288,15 +310,14 @@ static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
     for (i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         api_pointer_index(pi, sizeof pi, p, i);
-        if (!json_is_integer(e) || json_integer_value(e) < 0) {
+        if (!get_size(e, &shape[i])) {
             api_fail(c, "invalid_field", pi, "expected a size (integer >= 0)");
             return false;
         }
-        if (json_integer_value(e) == 0) {
+        if (shape[i] == 0) {
             api_fail(c, "empty_matrix", pi, "zero dimension");
             return false;
         }
-        shape[i] = (size_t)json_integer_value(e);
     }
     *rank = (int)n;
     return true;
@@ -328,12 +349,46 @@ static bool b64_type(struct api_call *c, const json_t *v, const char *path,
 
 /* Convert (or check) n decoded elements of type t at src into dst;
  * answers on a bad element. src and dst may be the same array. */
+/* Index of the first element of a same-type array that is not finite
+ * (-inf allowed when allow_neg_inf), or n: a bit test per element, as the
+ * base64 path runs at memory speed. */
+static size_t first_nonfinite(const void *src, enum b64_type t, size_t n,
+                              bool allow_neg_inf)
+{
+    size_t i;
+
+    if (t == B64_F32) {
+        const uint32_t *u = src;
+        for (i = 0; i < n; i++)
+            if ((u[i] & 0x7F800000u) == 0x7F800000u &&
+                !(allow_neg_inf && u[i] == 0xFF800000u))
+                return i;
+    } else {
+        const uint64_t *u = src;
+        for (i = 0; i < n; i++)
+            if ((u[i] & 0x7FF0000000000000ull) == 0x7FF0000000000000ull &&
+                !(allow_neg_inf && u[i] == 0xFFF0000000000000ull))
+                return i;
+    }
+    return n;
+}
+
 static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
                         const void *src, const struct api_tensor_spec *spec,
                         void *dst, size_t n)
 {
     size_t i;
 
+    if (t != B64_BOOL && (t == B64_F32) == (spec->dtype == ATTN_F32)) {
+        i = first_nonfinite(src, t, n, spec->elem == API_ELEM_NULLABLE);
+        if (i < n) {
+            api_fail(c, "non_finite", path, "element %zu is not finite", i);
+            return false;
+        }
+        if (dst != src)
+            memcpy(dst, src, n * (t == B64_F32 ? 4 : 8));
+        return true;
+    }
     for (i = 0; i < n; i++) {
         double x;
         if (t == B64_BOOL) {
@@ -449,6 +504,54 @@ static void element_path(char *out, const char *path, size_t i, int rank,
         len = path_push(out, len, idx[d]);
 }
 
+/* Same checks and errors as read_b64(), on a base64 tensor the fast reader
+ * has decoded (anything it did not take went the jansson way). */
+static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
+                         const char *path, const struct api_tensor_spec *spec,
+                         size_t *budget, struct api_tensor *out)
+{
+    enum b64_type t = a->raw_dtype == ATTN_F32 ? B64_F32 : B64_F64;
+    char p[API_PATH_MAX];
+    size_t count, dbytes;
+    void *dst;
+
+    if (a->rank < spec->min_rank || a->rank > spec->max_rank) {
+        api_fail(c, "invalid_field", sub(p, path, "shape"),
+                 "expected an array of %d..%d sizes", spec->min_rank,
+                 spec->max_rank);
+        return false;
+    }
+    if (spec->elem == API_ELEM_BOOL) {
+        api_fail(c, "invalid_field", sub(p, path, "dtype"), "expected \"bool\"");
+        return false;
+    }
+    if (!budget_take(c, path, a->rank, a->shape, budget, &count))
+        return false;
+    /* count * 8 fits: the raw bytes exist */
+    dbytes = count * attn_dtype_size(spec->dtype);
+    dst = spec->dtype == a->raw_dtype ? a->raw : malloc(dbytes);
+    if (!dst) {
+        api_fail(c, "capacity_exhausted", path, "out of memory");
+        return false;
+    }
+    if (!b64_convert(c, sub(p, path, "data"), t, a->raw, spec, dst, count)) {
+        if (dst != a->raw)
+            free(dst);
+        return false;
+    }
+    if (dst != a->raw)
+        free(a->raw);
+    a->raw = NULL;
+    *budget -= count;
+    out->dtype = spec->dtype;
+    out->elem = spec->elem;
+    out->rank = a->rank;
+    memcpy(out->shape, a->shape, sizeof a->shape);
+    out->count = count;
+    out->data = dst;
+    return true;
+}
+
 /* Same checks and errors as read_nested(), on an array already in doubles. */
 static bool read_pre(struct api_call *c, struct api_numarray *a,
                      const char *path, const struct api_tensor_spec *spec,
@@ -457,6 +560,9 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
     char p[API_PATH_MAX];
     size_t count, i, len;
     int d;
+
+    if (a->raw)
+        return read_pre_b64(c, a, path, spec, budget, out);
 
     if (a->rank > spec->max_rank) {
         snprintf(p, sizeof p, "%s", path);

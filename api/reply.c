@@ -259,28 +259,44 @@ static bool media_type_ok(const char *ct)
     return *p == '\0';
 }
 
+/* End of the string whose opening quote is at s[i] (index after the closing
+ * quote), or n. memchr does the scanning: base64 strings run to megabytes. */
+static size_t string_end(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n;) {
+        const char *q = memchr(s + i, '"', n - i);
+        size_t j, bs = 0;
+        if (!q)
+            return n;
+        j = (size_t)(q - s);
+        while (j - bs > i && s[j - bs - 1] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            return j + 1;       /* not escaped */
+        i = j + 1;
+    }
+    return n;
+}
+
 /* Nesting depth of the JSON text (strings skipped) exceeds the limit?
  * Checked before jansson sees the text so hostile nesting costs one scan. */
 static bool too_deep(const char *s, size_t n)
 {
-    size_t i, depth = 0;
-    bool in_str = false;
+    size_t i = 0, depth = 0;
 
-    for (i = 0; i < n; i++) {
+    while (i < n) {
         char ch = s[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = false;
-        } else if (ch == '"') {
-            in_str = true;
-        } else if (ch == '[' || ch == '{') {
+        if (ch == '"') {
+            i = string_end(s, n, i);
+            continue;
+        }
+        if (ch == '[' || ch == '{') {
             if (++depth > API_MAX_JSON_DEPTH)
                 return true;
         } else if ((ch == ']' || ch == '}') && depth > 0) {
             depth--;
         }
+        i++;
     }
     return false;
 }

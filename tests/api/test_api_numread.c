@@ -8,7 +8,8 @@
  *    parses it to a rectangular numeric array of finite values (rank 1..3,
  *    no empty level), and then every value is bit-identical (but for the
  *    sign of an integer -0 when jansson must retry with integers as reals);
- *  - whole /v1/attention bodies, mutated: reading with the fast path
+ *  - whole /v1/attention bodies (nested arrays and base64 tensor objects),
+ *    mutated: reading with the fast path
  *    (api_parse_body_pre + api_read_attention_pre) and without it gives the
  *    same outcome — the same error object, or the same q, k, v bytes.
  */
@@ -18,6 +19,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
+#include "api/base64.h"
 #include "api/internal.h"
 #include "api/numread.h"
 #include "api/read.h"
@@ -429,7 +431,7 @@ static int bodies_agree(const char *body, size_t len)
                                : strcmp(f.err, s.err) == 0);
     if (!ok)
         printf("  body outcomes differ: %.*s\n    fast: %s\n    jansson: %s\n",
-               (int)(len < 300 ? len : 300), body, f.ok ? "ok" : f.err,
+               (int)len, body, f.ok ? "ok" : f.err,
                s.ok ? "ok" : s.err);
     outcome_free(&f);
     outcome_free(&s);
@@ -454,11 +456,132 @@ TEST(bodies_agree_fixed)
         "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1e999]]}",
         "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"bias\":{\"q\":[0,1]}}",
         " { \"q\" : [ [ 1 , 0 ] ] , \"k\" : [[1,0]] , \"v\" : [[1]] } ",
-        "{\"q\":[[1,0]],\"k\":{\"shape\":[1,2],\"dtype\":\"float64\",\"data\":\"\"},\"v\":[[1]]}"};
+        "{\"q\":[[1,0]],\"k\":{\"shape\":[1,2],\"dtype\":\"float64\",\"data\":\"\"},\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA+H8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8H8=\"},"
+        "\"k\":[[1]],\"v\":[[1]],\"dtype\":\"float32\"}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\",\"x\":1},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\",\"data\":\"\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1,1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"AAAAAAAA\\u0038D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1],\"dtype\":\"float\\u0036\\u0034\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,01],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}",
+        "{\"q\":{\"shape\":[1,1.0],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+        "\"k\":[[1]],\"v\":[[1]]}"};
     size_t i;
 
     for (i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
         CHECK(bodies_agree(bodies[i], strlen(bodies[i])));
+}
+
+/* A base64 tensor object: random shape, dtype, member order and values
+ * (sometimes non-finite, sometimes a wrong byte count). */
+static void gen_b64(char *out, size_t cap)
+{
+    int rank = (int)(1 + rng() % 3), i, f32 = (int)(rng() & 1);
+    size_t shape[3], count = 1, bytes, n = 0;
+    unsigned char raw[512];
+    char shape_txt[64], dt[32], *data;
+    struct api_buf b;
+    const char *order[3][3] = {{"s", "t", "d"}, {"d", "s", "t"}, {"t", "d", "s"}};
+    int o = (int)(rng() % 3);
+
+    for (i = 0; i < rank; i++) {
+        shape[i] = 1 + rng() % 4;
+        count *= shape[i];
+    }
+    bytes = count * (f32 ? 4 : 8);
+    for (i = 0; i < (int)bytes; i++)
+        raw[i] = (unsigned char)rng();
+    if (rng() % 4) {                         /* mostly finite numbers */
+        size_t k;
+        for (k = 0; k < count; k++) {
+            double x = (double)(rng() % 2001) / 100.0 - 10;
+            if (f32) {
+                float fx = (float)x;
+                memcpy(raw + 4 * k, &fx, 4);
+            } else {
+                memcpy(raw + 8 * k, &x, 8);
+            }
+        }
+    }
+    if (rng() % 8 == 0 && bytes > 1)
+        bytes--;                             /* wrong length */
+    api_buf_init(&b, 4096);
+    api_base64_encode(&b, raw, bytes);
+    data = api_buf_take(&b, &n);
+    n = 0;
+    n += (size_t)snprintf(shape_txt, sizeof shape_txt, "[%zu", shape[0]);
+    for (i = 1; i < rank; i++)
+        n += (size_t)snprintf(shape_txt + n, sizeof shape_txt - n, ", %zu", shape[i]);
+    snprintf(shape_txt + n, sizeof shape_txt - n, "]");
+    snprintf(dt, sizeof dt, "\"%s\"", f32 ? "float32" : "float64");
+    n = 0;
+    out[0] = '\0';
+    put(out, cap, &n, "{");
+    for (i = 0; i < 3; i++) {
+        const char *m = order[o][i];
+        if (i)
+            put(out, cap, &n, ",");
+        put(out, cap, &n, gen_ws());
+        if (*m == 's') {
+            put(out, cap, &n, "\"shape\":");
+            put(out, cap, &n, shape_txt);
+        } else if (*m == 't') {
+            put(out, cap, &n, "\"dtype\" : ");
+            put(out, cap, &n, dt);
+        } else {
+            put(out, cap, &n, "\"data\":\"");
+            put(out, cap, &n, data ? data : "");
+            put(out, cap, &n, "\"");
+        }
+    }
+    put(out, cap, &n, gen_ws());
+    put(out, cap, &n, "}");
+    free(data);
+}
+
+TEST(bodies_agree_base64)
+{
+    char buf[8192], arr[3][2048];
+    int i, m, t, bad = 0;
+
+    for (i = 0; i < 300 && bad < 5; i++) {
+        size_t n = 0;
+        for (t = 0; t < 3; t++) {
+            if (rng() % 3)
+                gen_b64(arr[t], sizeof arr[t]);
+            else
+                gen_array(arr[t], sizeof arr[t]);
+        }
+        buf[0] = '\0';
+        put(buf, sizeof buf, &n, "{\"q\":");
+        put(buf, sizeof buf, &n, arr[0]);
+        put(buf, sizeof buf, &n, ",\"k\":");
+        put(buf, sizeof buf, &n, arr[1]);
+        put(buf, sizeof buf, &n, ",\"v\":");
+        put(buf, sizeof buf, &n, arr[2]);
+        put(buf, sizeof buf, &n, rng() & 1 ? ",\"dtype\":\"float32\"}" : "}");
+        if (!bodies_agree(buf, n))
+            bad++;
+        for (m = 0; m < 3; m++) {
+            n = mutate(buf, n, sizeof buf);
+            if (!bodies_agree(buf, n))
+                bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
 }
 
 TEST(bodies_agree_mutated)
@@ -498,5 +621,6 @@ int main(void)
     RUN(count_limits);
     RUN(bodies_agree_fixed);
     RUN(bodies_agree_mutated);
+    RUN(bodies_agree_base64);
     TEST_MAIN_END();
 }
