@@ -6,8 +6,10 @@
  * level, the element count is checked against the request's budget with
  * checked arithmetic, then every row's length is verified (ragged_matrix
  * with the path of the first bad row) — all before anything is allocated;
- * only then are the numbers converted and stored. Element conversion sits
- * in leaf_read() so a faster number path can replace it.
+ * only then are the numbers converted and stored. Arrays that the fast
+ * reader (api/numread.c) already read for api_parse_body_pre() go through
+ * read_pre() / read_pre_b64(), which apply the same checks in the same
+ * order with the same errors.
  */
 #include "api/read.h"
 
