@@ -33,8 +33,9 @@
  *               (answering here would turn off keep-alive, see RESULTS.md).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413.
- *   last call   static file, or suspend + hand to the loop (uv_async), which
- *               runs api_handle on the pool (uv_queue_work).
+ *   last call   static file or probe (answered here), or suspend + hand to
+ *               the loop (uv_async), which runs api_handle on the pool
+ *               (uv_queue_work).
  *   resumed     queue the api_response; MHD sends it.
  *   completed   log line, metrics, free.
  */
@@ -375,6 +376,24 @@ static void async_cb(uv_async_t *a)
 }
 
 /* MHD thread: suspend and hand the request to the loop. */
+/*
+ * Probes answered on the transport thread: they read a flag or two, and a
+ * liveness probe must not queue behind long computations on a busy pool
+ * (an orchestrator would restart a healthy, merely busy, replica).
+ */
+static bool is_probe(const struct req *r)
+{
+    static const char *const probes[] = {
+        "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready",
+    };
+    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
+        return false;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+        if (strcmp(r->url, probes[i]) == 0)
+            return true;
+    return false;
+}
+
 static enum MHD_Result dispatch(struct req *r)
 {
     const struct srv_asset *a = find_asset(r->method, r->url);
@@ -383,6 +402,12 @@ static enum MHD_Result dispatch(struct req *r)
     struct srv_http *h = r->h;
     r->n_hdr = 0;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
+    if (is_probe(r)) {
+        struct api_request q;
+        api_req_init(r, &q, req_header);
+        api_handle(h->ctx, &q, &r->resp);
+        return queue(r, &r->resp);
+    }
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
     pthread_mutex_lock(&h->mu);

@@ -466,3 +466,31 @@ def test_second_signal_during_drain_exits_at_once():
         assert a.wait(timeout=10) == 1
         assert time.time() - t0 < 5
         s.close()
+
+
+def test_probes_answer_while_every_worker_computes():
+    rng = random.Random(3)
+    n, d = 1000, 16
+    body = {"q": _mat(rng, n, d), "k": _mat(rng, n, d), "v": _mat(rng, n, d)}
+    with Attnd("--workers", "1") as a:
+        done = []
+
+        def big():
+            done.append(a.post("/v1/attention", body, timeout=120).status)
+
+        ts = [threading.Thread(target=big) for _ in range(4)]
+        for t in ts:
+            t.start()
+        time.sleep(0.3)                                   # bodies uploaded, pool busy
+        lat = []
+        for _ in range(5):
+            t0 = time.time()
+            assert a.get("/healthz").status == 200
+            assert a.get("/readyz").status == 200
+            lat.append(time.time() - t0)
+        pending = 4 - len(done)
+        for t in ts:
+            t.join()
+        assert done == [200] * 4
+        assert pending > 0, "the big requests finished before the probes: not a busy pool"
+        assert max(lat) < 0.5, lat
