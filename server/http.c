@@ -61,7 +61,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 
-#define MAX_REQ_HEADERS 64
+#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
 #define BODY_INITIAL_CAP 4096
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
