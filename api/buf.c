@@ -80,18 +80,29 @@ bool api_buf_printf(struct api_buf *b, const char *fmt, ...)
     va_list ap;
     int n;
 
-    if (b->failed)
+    /* Format straight into the free space (one pass when it fits, which is
+     * the rule for the short texts written here); else grow and redo. */
+    if (b->failed ||
+        !api_buf_reserve(b, b->max - b->len < 64 ? b->max - b->len : 64))
         return false;
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return buf_fail(b, false);
-    if (!api_buf_reserve(b, (size_t)n))
+    if (n < 0) {
+        b->data[b->len] = '\0';
+        b->failed = true;
+        b->too_large = false;
         return false;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        if (!api_buf_reserve(b, (size_t)n)) {
+            b->data[b->len] = '\0';
+            return false;
+        }
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
     return true;
 }

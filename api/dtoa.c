@@ -247,22 +247,50 @@ static struct dec to_decimal32(int q, uint32_t c, int dk)
 
 /* ---- text --------------------------------------------------------------- */
 
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* The decimal digits of f (> 0) into the end of buf[24]; returns where they
+ * start. Two digits per division. */
+static char *digits_of(uint64_t f, char *end)
+{
+    char *p = end;
+
+    while (f >= 100) {
+        unsigned r = (unsigned)(f % 100);
+        f /= 100;
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * r, 2);
+    }
+    if (f >= 10) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * f, 2);
+    } else {
+        *--p = (char)('0' + f);
+    }
+    return p;
+}
+
 /* Digits of d.f without trailing zeros, as JavaScript lays them out. */
 static size_t dec_text(char *out, bool neg, struct dec d)
 {
-    char dig[24];
-    int n = 0, exp10, i;
+    char buf[24], *dig;
+    int n, exp10, i;
     char *o = out;
 
-    while (d.f % 10 == 0 && d.f != 0) {
+    while (d.f % 100 == 0 && d.f != 0) {
+        d.f /= 100;
+        d.e += 2;
+    }
+    if (d.f % 10 == 0 && d.f != 0) {
         d.f /= 10;
         d.e++;
     }
-    do {
-        dig[n++] = (char)('0' + d.f % 10);
-        d.f /= 10;
-    } while (d.f);
-    /* dig holds n digits, least significant first; x = 0.D * 10^(e+n) */
+    dig = digits_of(d.f, buf + sizeof buf);
+    n = (int)(buf + sizeof buf - dig);
+    /* dig[0..n) most significant first; x = 0.D * 10^(e+n) */
     exp10 = d.e + n - 1;                    /* scientific exponent */
     if (neg)
         *o++ = '-';
@@ -272,23 +300,26 @@ static size_t dec_text(char *out, bool neg, struct dec d)
             *o++ = '.';
             for (i = -1; i > exp10; i--)
                 *o++ = '0';
-            for (i = n - 1; i >= 0; i--)
-                *o++ = dig[i];
-        } else {
-            for (i = n - 1; i >= 0; i--) {
-                *o++ = dig[i];
-                if (i > 0 && n - 1 - i == exp10)
-                    *o++ = '.';
-            }
+            memcpy(o, dig, (size_t)n);
+            o += n;
+        } else if (n <= exp10 + 1) {        /* an integer */
+            memcpy(o, dig, (size_t)n);
+            o += n;
             for (i = n - 1; i < exp10; i++)
                 *o++ = '0';
+        } else {
+            memcpy(o, dig, (size_t)exp10 + 1);
+            o += exp10 + 1;
+            *o++ = '.';
+            memcpy(o, dig + exp10 + 1, (size_t)(n - exp10 - 1));
+            o += n - exp10 - 1;
         }
     } else {
-        *o++ = dig[n - 1];
+        *o++ = dig[0];
         if (n > 1) {
             *o++ = '.';
-            for (i = n - 2; i >= 0; i--)
-                *o++ = dig[i];
+            memcpy(o, dig + 1, (size_t)n - 1);
+            o += n - 1;
         }
         *o++ = 'e';
         *o++ = exp10 < 0 ? '-' : '+';
