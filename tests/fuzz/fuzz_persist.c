@@ -12,8 +12,8 @@
  * Oracles, beyond ASan/UBSan/LeakSanitizer: loading never fails as a whole
  * (bad files are skipped); the store stays within max_sessions and
  * max_cache_bytes and holds at most one session per distinct id; a restored
- * session can be acquired by the id in the file, its length is within
- * max_tokens, and attending over it either fails cleanly or answers finite
+ * session can be acquired by the id in the file (unless the file's ttl had
+ * run out), its length is within max_tokens, its ttl is positive and finite, and attending over it either fails cleanly or answers finite
  * numbers; saving the restored store and loading that again gives the same
  * sessions and bytes.
  */
@@ -104,6 +104,19 @@ static void pz_file_id(const uint8_t *p, size_t n, char *id)
         return;
     memcpy(id, p + 20, len);
     id[len] = '\0';
+}
+
+/* ttl_s - idle_s of the file: how long the restored session has left
+ * (offsets after the id: u32 dtype, 6 x u64, then f64 ttl_s, f64 idle_s). */
+static double pz_file_time_left(const uint8_t *p, size_t n, size_t id_len)
+{
+    size_t off = 20 + id_len + 4 + 6 * 8;
+    double ttl, idle;
+    if (n < off + 16)
+        return 0;
+    memcpy(&ttl, p + off, sizeof ttl);
+    memcpy(&idle, p + off + 8, sizeof idle);
+    return ttl - idle;
 }
 
 /* Attend one query over the restored session: clean failure or finite. */
@@ -206,12 +219,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char id[SESS_ID_MAX];
         struct sess *s;
         pz_file_id(file, n, id);
-        if (sess_acquire(st, id, &s) != CORE_OK)
+        enum core_status rc = sess_acquire(st, id, &s);
+        if (rc == CORE_ENOTFOUND && !(pz_file_time_left(file, n, strlen(id)) > 1.0)) {
+            sess_store_free(st);        /* restored already expired: fine */
+            return 0;
+        }
+        if (rc != CORE_OK)
             pz_fail("a restored session cannot be acquired by its id");
         struct sess_info info;
         sess_get_info(st, s, &info);
         if (info.length > info.max_tokens)
             pz_fail("restored past max_tokens");
+        if (!(info.ttl_s > 0) || !isfinite(info.ttl_s) || !isfinite(info.expires_in_s))
+            pz_fail("restored with a ttl that is not a positive finite number");
         pz_attend(st, s);
         sess_release(st, s);
 
