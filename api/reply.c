@@ -278,6 +278,10 @@ static size_t string_end(const char *s, size_t n, size_t i)
     return n;
 }
 
+/* Byte classes for the depth scan: 1 quote, 2 opening, 3 closing bracket. */
+static const unsigned char depth_class[256] = {
+    ['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
+
 /* Nesting depth of the JSON text (strings skipped) exceeds the limit?
  * Checked before jansson sees the text so hostile nesting costs one scan. */
 static bool too_deep(const char *s, size_t n)
@@ -285,18 +289,24 @@ static bool too_deep(const char *s, size_t n)
     size_t i = 0, depth = 0;
 
     while (i < n) {
-        char ch = s[i];
-        if (ch == '"') {
+        switch (depth_class[(unsigned char)s[i]]) {
+        case 0:
+            i++;
+            break;
+        case 1:
             i = string_end(s, n, i);
-            continue;
-        }
-        if (ch == '[' || ch == '{') {
+            break;
+        case 2:
             if (++depth > API_MAX_JSON_DEPTH)
                 return true;
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            depth--;
+            i++;
+            break;
+        default:
+            if (depth > 0)
+                depth--;
+            i++;
+            break;
         }
-        i++;
     }
     return false;
 }

@@ -121,13 +121,40 @@ bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
     return api_buf_ok(b);
 }
 
+/* Append a size in decimal (printf is slow for many small integers). */
+static void put_size(struct api_buf *b, size_t v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    api_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+/* Append "key":<size>, (the comma unless last). */
+static void put_member_size(struct api_buf *b, const char *key, size_t v,
+                            bool last)
+{
+    api_buf_putc(b, '"');
+    api_buf_puts(b, key);
+    api_buf_puts(b, "\":");
+    put_size(b, v);
+    if (!last)
+        api_buf_putc(b, ',');
+}
+
 static void write_shape(struct api_buf *b, int rank, const size_t *shape)
 {
     int i;
 
     api_buf_putc(b, '[');
-    for (i = 0; i < rank; i++)
-        api_buf_printf(b, "%s%zu", i ? "," : "", shape[i]);
+    for (i = 0; i < rank; i++) {
+        if (i)
+            api_buf_putc(b, ',');
+        put_size(b, shape[i]);
+    }
     api_buf_putc(b, ']');
 }
 
@@ -144,7 +171,9 @@ bool api_write_matrix_b64(struct api_buf *b, const void *data,
         return false;
     api_buf_puts(b, "{\"shape\":");
     write_shape(b, rank, shape);
-    api_buf_printf(b, ",\"dtype\":\"%s\",\"data\":\"", attn_dtype_name(dt));
+    api_buf_puts(b, ",\"dtype\":\"");
+    api_buf_puts(b, attn_dtype_name(dt));
+    api_buf_puts(b, "\",\"data\":\"");
     api_base64_encode(b, data, bytes);
     return api_buf_puts(b, "\"}");
 }
@@ -219,7 +248,9 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
     int rank = v->q_rank == 2 ? 2 : 3;
     enum attn_dtype dt = v->req->params.dtype;
 
-    api_buf_printf(b, "\"%s\":", name);
+    api_buf_putc(b, '"');
+    api_buf_puts(b, name);
+    api_buf_puts(b, "\":");
     if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, data, dt, rank, sh);
     else
@@ -240,10 +271,15 @@ static void write_empty_rows(struct api_buf *b, const struct api_attention_view 
                     continue;
                 if (k++)
                     api_buf_putc(b, ',');
-                if (v->q_rank == 2)
-                    api_buf_printf(b, "%zu", i);
-                else
-                    api_buf_printf(b, "[%zu,%zu]", hd, i);
+                if (v->q_rank == 2) {
+                    put_size(b, i);
+                } else {
+                    api_buf_putc(b, '[');
+                    put_size(b, hd);
+                    api_buf_putc(b, ',');
+                    put_size(b, i);
+                    api_buf_putc(b, ']');
+                }
             }
     }
     api_buf_putc(b, ']');
@@ -255,21 +291,31 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     const struct attn_params *p = &v->req->params;
     char num[API_NUM_MAX];
 
-    api_buf_printf(b, "\"meta\":{\"heads\":%zu,\"kv_heads\":%zu,\"n\":%zu,"
-                   "\"L\":%zu,\"d_k\":%zu,\"d_v\":%zu,", s->h, s->h_kv, s->n,
-                   s->L, s->d_k, s->d_v);
-    api_fmt_f64(num, p->scale, 0);
-    api_buf_printf(b, "\"scale\":%s,\"softmax\":\"%s\",", num,
-                   softmax_name(p->softmax));
+    api_buf_puts(b, "\"meta\":{");
+    put_member_size(b, "heads", s->h, false);
+    put_member_size(b, "kv_heads", s->h_kv, false);
+    put_member_size(b, "n", s->n, false);
+    put_member_size(b, "L", s->L, false);
+    put_member_size(b, "d_k", s->d_k, false);
+    put_member_size(b, "d_v", s->d_v, false);
+    api_buf_puts(b, "\"scale\":");
+    api_buf_append(b, num, api_fmt_f64(num, p->scale, 0));
+    api_buf_puts(b, ",\"softmax\":\"");
+    api_buf_puts(b, softmax_name(p->softmax));
+    api_buf_puts(b, "\",");
     if (p->softmax == ATTN_SOFTMAX_SINK) {
-        api_fmt_f64(num, p->sink_logit, 0);
-        api_buf_printf(b, "\"sink_logit\":%s,", num);
+        api_buf_puts(b, "\"sink_logit\":");
+        api_buf_append(b, num, api_fmt_f64(num, p->sink_logit, 0));
+        api_buf_putc(b, ',');
     }
-    api_buf_printf(b, "\"dtype\":\"%s\",\"causal\":%s,",
-                   attn_dtype_name(p->dtype), causal_json(v->req->causal));
+    api_buf_puts(b, "\"dtype\":\"");
+    api_buf_puts(b, attn_dtype_name(p->dtype));
+    api_buf_puts(b, "\",\"causal\":");
+    api_buf_puts(b, causal_json(v->req->causal));
+    api_buf_putc(b, ',');
     write_empty_rows(b, v);
-    api_buf_printf(b, ",\"elapsed_us\":%llu",
-                   (unsigned long long)v->elapsed_us);
+    api_buf_putc(b, ',');
+    put_member_size(b, "elapsed_us", (size_t)v->elapsed_us, true);
     if (v->meta_extra && *v->meta_extra) {
         api_buf_putc(b, ',');
         api_buf_puts(b, v->meta_extra);
