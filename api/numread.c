@@ -384,8 +384,10 @@ static const char *skip_string(const char *p, const char *end)
     return NULL;
 }
 
-/* End of any JSON value at p (not validated: jansson does that), or NULL. */
-static const char *skip_value(const char *p, const char *end)
+/* End of any JSON value at p (not validated: jansson does that), or NULL
+ * (also when its brackets nest to max_depth: with the enclosing body that
+ * is beyond it). */
+static const char *skip_value(const char *p, const char *end, size_t max_depth)
 {
     size_t depth = 0;
 
@@ -399,7 +401,8 @@ static const char *skip_value(const char *p, const char *end)
             continue;
         }
         if (c == '[' || c == '{') {
-            depth++;
+            if (++depth >= max_depth)
+                return NULL;
         } else if (c == ']' || c == '}') {
             if (depth == 0)
                 return p;               /* end of the enclosing object */
@@ -427,7 +430,8 @@ struct span {
 
 /* Walk the top-level object; read listed numeric members into pre. */
 static bool pre_scan(const char *body, size_t len, const char *const *keys,
-                     size_t max_count, struct api_pre *pre, struct span *spans)
+                     size_t max_count, size_t max_depth, struct api_pre *pre,
+                     struct span *spans)
 {
     const char *p = body, *end = body + len;
     size_t budget = max_count;
@@ -463,10 +467,10 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
                 spans[i].end = spans[i].start + used;
                 budget -= a.count;
                 p = v + used;
-            } else if (!(p = skip_value(v, end))) {
+            } else if (!(p = skip_value(v, end, max_depth))) {
                 return false;
             }
-        } else if (!(p = skip_value(v, end))) {
+        } else if (!(p = skip_value(v, end, max_depth))) {
             return false;
         }
         p = skip_ws(p, end);
@@ -481,14 +485,16 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
 }
 
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
-                      size_t max_count, struct api_pre *pre, size_t *out_len)
+                      size_t max_count, size_t max_depth, struct api_pre *pre,
+                      size_t *out_len)
 {
     struct span spans[API_PRE_MAX];
     size_t i, from = 0, n = 0;
     char *out;
 
     memset(pre, 0, sizeof *pre);
-    if (!pre_scan(body, len, keys, max_count, pre, spans) || pre->n == 0) {
+    if (max_depth < ATTN_MAX_RANK + 2 ||     /* room for the fast arrays */
+        !pre_scan(body, len, keys, max_count, max_depth, pre, spans) || pre->n == 0) {
         api_pre_free(pre);
         return NULL;
     }

@@ -79,9 +79,11 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  * API_PRE_MAX; at most max_count numbers in all) and replaced by 0 in the
  * returned copy of the text (*out_len bytes, malloc'd). Returns NULL when
  * nothing was taken (parse the original) or the body's top level could not
- * be followed.
+ * be followed, or nests deeper than max_depth (the body counting as 1): so
+ * a returned text needs no separate depth check.
  */
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
-                      size_t max_count, struct api_pre *pre, size_t *out_len);
+                      size_t max_count, size_t max_depth, struct api_pre *pre,
+                      size_t *out_len);
 
 #endif

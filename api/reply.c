@@ -395,10 +395,12 @@ json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
     json_t *root;
 
     memset(pre, 0, sizeof *pre);
+    /* The rewrite follows the whole body and refuses nesting beyond the
+     * limit, so a rewritten text needs no too_deep() scan. */
     if (r->body_len == 0 || !r->body ||
         !media_type_ok(api_header(c, "Content-Type")) ||
-        too_deep(r->body, r->body_len) ||
-        !(text = api_pre_rewrite(r->body, r->body_len, keys, max, pre, &len)))
+        !(text = api_pre_rewrite(r->body, r->body_len, keys, max,
+                                 API_MAX_JSON_DEPTH, pre, &len)))
         return parse_body(c, false);
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);

@@ -245,6 +245,35 @@ TEST(too_deep)
     api_response_free(&r);
 }
 
+/* The depth limit holds the same when the fast reader takes q, k, v: the
+ * body object is level 1, so "x" may nest 31 more levels, not 32. */
+TEST(too_deep_beside_fast_arrays)
+{
+    char body[512];
+    struct api_response r;
+    size_t i, n;
+    int levels;
+
+    for (levels = 31; levels <= 32; levels++) {
+        n = (size_t)snprintf(body, sizeof body, "{" QKV ",\"x\":");
+        for (i = 0; i < (size_t)levels; i++)
+            body[n++] = '[';
+        for (i = 0; i < (size_t)levels; i++)
+            body[n++] = ']';
+        body[n++] = '}';
+        body[n] = '\0';
+        t_call(&ctx, "POST", "/v1/attention", body, &r);
+        if (levels == 31) {
+            CHECK_EQ_INT(r.status, 422);        /* parsed: x is unknown */
+            CHECK_STR(t_err_path(&r), "/x");
+        } else {
+            CHECK_EQ_INT(r.status, 400);
+            CHECK_STR(t_err_code(&r), "json_too_deep");
+        }
+        api_response_free(&r);
+    }
+}
+
 TEST(big_integer_literal_is_a_number)
 {
     struct api_response r;
@@ -294,6 +323,7 @@ int main(void)
     RUN(media_types);
     RUN(empty_body);
     RUN(too_deep);
+    RUN(too_deep_beside_fast_arrays);
     RUN(big_integer_literal_is_a_number);
     RUN(invalid_utf8_in_echoed_text);
     TEST_MAIN_END();
