@@ -116,6 +116,8 @@ static double pz_file_time_left(const uint8_t *p, size_t n, size_t id_len)
         return 0;
     memcpy(&ttl, p + off, sizeof ttl);
     memcpy(&idle, p + off + 8, sizeof idle);
+    if (!(idle >= 0) || !isfinite(ttl))
+        return 0;                   /* corrupt clock fields: no promise */
     return ttl - idle;
 }
 
