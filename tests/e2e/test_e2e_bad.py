@@ -266,6 +266,8 @@ def test_bad_case(daemons, name):
             f"status {r.status}, expected {exp['status_class']}xx: {r}"
     for h in exp.get("require_headers", []):
         assert r.header(h), f"missing header {h}: {r}"
+    for h in exp.get("absent_headers", []):
+        assert not r.header(h), f"header {h} must be absent: {r}"
     for bad in exp.get("forbid", []):
         assert bad.encode() not in r.body, f"response contains {bad!r}: {r}"
     check_cors(r)

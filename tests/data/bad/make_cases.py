@@ -19,6 +19,7 @@ expect.json fields (see README.md):
   setup         {"session": {...create body...}, "append": [kv bodies],
                  "then": "keep"|"delete"|"expire", "sleep": s} — "{{SID}}" in the request is replaced
                  by the new session's id
+  require_headers / absent_headers   response headers that must / must not be there
   forbid        byte strings that must not appear in the response
   note          why this expectation, where the contract is not explicit
 """
@@ -618,6 +619,40 @@ case("v2_infer_not_json", {"status": 400, "error_shape": "v2"},
 case("v2_infer_header_length_too_big", {"status": 400, "error_shape": "v2"},
      b"{}", path="/v2/models/attention/infer",
      headers=["Inference-Header-Content-Length: 99999"])
+
+# ---- capacity and authentication --------------------------------------------------
+case("capacity_max_sessions", err(503, "capacity_exhausted", require_headers=["retry-after"],
+                                  flags=["--max-sessions", "1"], setup={"session": SESSION},
+                                  note="--max-sessions 1 and one live session"),
+     SESSION, path="/v1/sessions")
+case("capacity_cache_bytes", err(503, "capacity_exhausted", require_headers=["retry-after"],
+                                 flags=["--max-cache-bytes", "4096"], setup={"session": SESSION},
+                                 note="300 rows of K and V (9.6 KB) past a 4 KB cache"),
+     {"k": [[1, 0]] * 300, "v": [[0, 1]] * 300}, path="/v1/sessions/{{SID}}/kv")
+AUTH = ["--api-key", "s3cret-key"]
+case("auth_missing", err(401, "unauthorized", flags=AUTH, require_headers=["www-authenticate"]),
+     VALID)
+case("auth_wrong_key", err(401, "unauthorized", flags=AUTH),
+     VALID, headers=["Authorization: Bearer s3cret-kez"])
+case("auth_wrong_scheme", err(401, "unauthorized", flags=AUTH),
+     VALID, headers=["Authorization: Basic czNjcmV0LWtleQ=="])
+case("auth_key_prefix", err(401, "unauthorized", flags=AUTH,
+                            note="a prefix of the key is not the key"),
+     VALID, headers=["Authorization: Bearer s3cret"])
+case("auth_healthz_open", {"status": 200, "flags": AUTH, "error_shape": "none",
+                           "note": "control: /healthz stays open with --api-key"},
+     method="GET", path="/healthz")
+case("auth_right_key_bad_body", err(400, "invalid_json", flags=AUTH,
+                                    note="control: with the key, the body is judged"),
+     b"{", headers=["Authorization: Bearer s3cret-key"])
+CORS = ["--cors-origins", "http://ok.example"]
+case("cors_allowed_origin_error", err(400, "invalid_json", flags=CORS,
+                                      require_headers=["access-control-allow-origin", "vary"],
+                                      note="an allowed origin sees its errors"),
+     b"{", headers=["Origin: http://ok.example"])
+case("cors_other_origin_error", err(400, "invalid_json", flags=CORS,
+                                    absent_headers=["access-control-allow-origin"]),
+     b"{", headers=["Origin: http://evil.example"])
 
 # ---- CORS: errors carry CORS-safe headers ---------------------------------------
 case("cors_error_with_origin", err(400, "invalid_json"), b"{",
