@@ -1,7 +1,7 @@
 """tests/e2e/test_e2e_slow_clients.py — slowloris does not starve /healthz.
 
-40 clients open connections and drip a request header one byte every 200 ms
-(never finishing it). Meanwhile fresh clients probe /healthz: each probe must
+40 clients open connections and drip a request one byte every 200 ms, never
+finishing it: 30 drip a header, 10 send their headers and drip the body. Meanwhile fresh clients probe /healthz: each probe must
 be answered, and quickly — at most one of 20 probes may take longer than
 100 ms, none longer than 1 s (generous: this is a behavioural check on a
 shared 2-core machine, not a benchmark). Afterwards the slow connections are
@@ -22,14 +22,25 @@ import load_driver  # noqa: E402
 SLOW = 40
 
 
-def _drip(port, stop, opened):
+HEADER_DRIP = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10000
+BODY_DRIP = (b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n" +
+             b" " * 10000)
+
+
+def _drip(port, stop, opened, data=HEADER_DRIP):
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
     except OSError:
         return
     opened.append(s)
-    data = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10000
     i = 0
+    if data is BODY_DRIP:           # the headers at once, then the body byte by byte
+        i = data.index(b"\r\n\r\n") + 4
+        try:
+            s.sendall(data[:i])
+        except OSError:
+            return
     while not stop.is_set() and i < len(data):
         try:
             s.send(data[i:i + 1])
@@ -57,8 +68,10 @@ def test_slow_header_clients_do_not_block_healthz():
         fd_base = load_driver.fd_count(pid)
         stop = threading.Event()
         opened = []
-        threads = [threading.Thread(target=_drip, args=(d.port, stop, opened), daemon=True)
-                   for _ in range(SLOW)]
+        threads = [threading.Thread(target=_drip, daemon=True,
+                                    args=(d.port, stop, opened,
+                                          BODY_DRIP if i % 4 == 3 else HEADER_DRIP))
+                   for i in range(SLOW)]
         for t in threads:
             t.start()
         time.sleep(1.0)             # every slow client connected and dripping
