@@ -48,7 +48,9 @@ bool api_write_string(struct api_buf *b, const char *s);
 
 /*
  * Append a row-major matrix of dtype dt with the given rank (1..3) and shape
- * as nested arrays; -inf prints as null when neg_inf_null (masked scores).
+ * as nested arrays. Every non-finite value prints as null (no NaN or Inf
+ * ever leaves the service): that is how masked scores (-inf) travel;
+ * neg_inf_null only documents that the caller expects them.
  */
 bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
                       int rank, const size_t *shape, int digits,
