@@ -654,6 +654,17 @@ void api_tensor_heads(const struct api_tensor *t, size_t *heads,
 
 /* ---- options ---------------------------------------------------------- */
 
+bool api_read_size(struct api_call *c, const json_t *v, const char *path,
+                   size_t min, size_t max, size_t *out)
+{
+    if (!v || !get_size(v, out) || *out < min || *out > max) {
+        api_fail(c, "invalid_field", path, "expected an integer in %zu..%zu",
+                 min, max);
+        return false;
+    }
+    return true;
+}
+
 /* Index of string v in names (NULL-terminated), or -1 (answered). */
 static int read_enum(struct api_call *c, const json_t *v, const char *path,
                      const char *const *names, const char *expect)

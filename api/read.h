@@ -77,6 +77,15 @@ void api_tensor_free(struct api_tensor *t);
 void api_tensor_heads(const struct api_tensor *t, size_t *heads,
                       size_t *rows, size_t *cols);
 
+/*
+ * An integer in [min, max] (e.g. d_k, length, max_tokens): a JSON integer,
+ * or an integral real (a body holding an integer literal beyond 64 bits is
+ * parsed with every integer as a real, see api/reply.c). v must be present;
+ * invalid_field otherwise.
+ */
+bool api_read_size(struct api_call *c, const json_t *v, const char *path,
+                   size_t min, size_t max, size_t *out);
+
 /* "float64" (default) | "float32". */
 bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
                     enum attn_dtype *out);

@@ -8,6 +8,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
+#include "api/read.h"
 
 static struct api_ctx ctx;
 
@@ -274,6 +275,34 @@ TEST(too_deep_beside_fast_arrays)
     }
 }
 
+TEST(read_size)
+{
+    struct api_request req;
+    struct api_response resp;
+    struct api_call c;
+    json_t *j = json_loads("[7, 7.0, 7.5, -1, \"7\", 0, 100]", 0, NULL);
+    size_t v = 0;
+
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    memset(&c, 0, sizeof c);
+    c.ctx = &ctx;
+    c.req = &req;
+    c.resp = &resp;
+    CHECK(api_read_size(&c, json_array_get(j, 0), "/a", 1, 99, &v) && v == 7);
+    CHECK(api_read_size(&c, json_array_get(j, 1), "/a", 1, 99, &v) && v == 7);
+    CHECK(!api_read_size(&c, json_array_get(j, 2), "/a", 1, 99, &v));
+    CHECK(!api_read_size(&c, json_array_get(j, 3), "/a", 1, 99, &v));
+    CHECK(!api_read_size(&c, json_array_get(j, 4), "/a", 1, 99, &v));
+    CHECK(!api_read_size(&c, json_array_get(j, 5), "/a", 1, 99, &v));
+    CHECK(!api_read_size(&c, json_array_get(j, 6), "/x/0", 1, 99, &v));
+    CHECK_EQ_INT(resp.status, 422);
+    CHECK_STR(t_err_path(&resp), "/x/0");
+    CHECK(!api_read_size(&c, NULL, "/a", 1, 99, &v));
+    api_response_free(&resp);
+    json_decref(j);
+}
+
 TEST(big_integer_literal_is_a_number)
 {
     struct api_response r;
@@ -324,6 +353,7 @@ int main(void)
     RUN(empty_body);
     RUN(too_deep);
     RUN(too_deep_beside_fast_arrays);
+    RUN(read_size);
     RUN(big_integer_literal_is_a_number);
     RUN(invalid_utf8_in_echoed_text);
     TEST_MAIN_END();
