@@ -182,6 +182,7 @@ def daemons():
             pool[key] = Attnd(*flags)
         return pool[key]
 
+    get.pool = pool
     yield get
     bad = []
     for flags, d in pool.items():
@@ -293,3 +294,21 @@ def test_bad_case(daemons, name):
 
 def test_catalogue_size():
     assert len(CASES) >= 50, len(CASES)
+
+
+def test_logs_stay_valid_json(daemons):
+    """Whatever the clients sent, every log line the daemons wrote is one
+    valid UTF-8 JSON object (no log injection, nothing a collector chokes on).
+    Runs after the catalogue, over the daemons it started."""
+    bad = []
+    for flags, d in daemons.pool.items():
+        d.log.flush()
+        with open(d.log_path, "rb") as f:
+            for line in f:
+                try:
+                    doc = json.loads(line.decode("utf-8"))
+                    assert isinstance(doc, dict)
+                except (UnicodeDecodeError, ValueError, AssertionError):
+                    bad.append(line[:200])
+    assert daemons.pool, "no daemon ran"
+    assert not bad, f"{len(bad)} log lines are not UTF-8 JSON objects, e.g. {bad[:3]}"
