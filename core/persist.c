@@ -393,6 +393,10 @@ static void read_header(struct rd *r, struct loaded *l)
     if (!r->err && (id_len == 0 || id_len >= SESS_ID_MAX))
         r->err = "bad id";
     get(r, l->id, r->err ? 0 : id_len);
+    /* ids the store makes never start with '.', and a dot file would be
+     * skipped by the next load: save writes "<id>.sess" */
+    if (!r->err && l->id[0] == '.')
+        r->err = "bad id";
     for (uint32_t i = 0; !r->err && i < id_len; i++) {
         char ch = l->id[i];
         if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
