@@ -115,6 +115,15 @@ char *api_pointer_key(char *out, size_t size, const char *prefix,
 char *api_pointer_index(char *out, size_t size, const char *prefix,
                         size_t index);
 
+struct attn_request;  /* core/attn.h */
+struct attn_result;
+
+/* Result buffers for r's selected outputs (api/result.c), sized with
+ * checked arithmetic; false on overflow or ENOMEM. Free with
+ * api_result_free whether it succeeded or not. */
+bool api_result_alloc(const struct attn_request *r, struct attn_result *res);
+void api_result_free(struct attn_result *res);
+
 /* ---- handlers (router.c dispatches; each answers through c) ----------- */
 
 /* POST /v1/attention (api/attention.c). */

@@ -552,34 +552,6 @@ static bool check_att(struct api_call *c, const struct sess *s,
     return true;
 }
 
-/* Result buffers for the selected outputs; false on overflow or ENOMEM. */
-static bool result_alloc(const struct attn_request *r, struct attn_result *res)
-{
-    const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
-    memset(res, 0, sizeof *res);
-    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
-        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
-        !core_mul(s->h, s->n, &rows))
-        return false;
-    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
-        return false;
-    return (res->empty = calloc(rows, 1)) != NULL;
-}
-
-static void result_free(struct attn_result *res)
-{
-    free(res->scores);
-    free(res->weights);
-    free(res->output);
-    free(res->empty);
-    memset(res, 0, sizeof *res);
-}
-
 /* Append and attend on the held session; the session is released here. */
 static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
 {
@@ -590,9 +562,9 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         sess_release(st, s);
         return;
     }
-    if (!result_alloc(&a->r, &res)) {
+    if (!api_result_alloc(&a->r, &res)) {
         sess_release(st, s);
-        result_free(&res);
+        api_result_free(&res);
         api_fail(c, "capacity_exhausted", NULL, "out of memory");
         return;
     }
@@ -600,7 +572,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
                                       &a->query, &res, c->req->ws);
     sess_release(st, s);
     if (rc != CORE_OK) {
-        result_free(&res);
+        api_result_free(&res);
         fail_append(c, rc);
         return;
     }
@@ -610,7 +582,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         .req = &a->r, .res = &res, .q_rank = a->q_rank,
         .encoding = a->encoding, .digits = a->digits,
         .elapsed_us = api_now_us() - c->t0_us});
-    result_free(&res);
+    api_result_free(&res);
     api_reply_buf(c, 200, &buf);
 }
 

@@ -1104,34 +1104,6 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 
 /* ---- compute and answer -------------------------------------------------- */
 
-static bool result_alloc(const struct attn_request *r, struct attn_result *res)
-{
-    const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
-
-    memset(res, 0, sizeof *res);
-    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
-        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
-        !core_mul(s->h, s->n, &rows))
-        return false;
-    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
-        return false;
-    return (res->empty = calloc(rows, 1)) != NULL;
-}
-
-static void result_free(struct attn_result *res)
-{
-    free(res->scores);
-    free(res->weights);
-    free(res->output);
-    free(res->empty);
-    memset(res, 0, sizeof *res);
-}
-
 /* Little-endian bytes of n elements of dt. */
 static bool put_le(struct api_buf *b, const void *data, enum attn_dtype dt,
                    size_t n)
@@ -1313,8 +1285,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         api_fail_core(c, st, NULL);
         return;
     }
-    if (!result_alloc(r, &res)) {
-        result_free(&res);
+    if (!api_result_alloc(r, &res)) {
+        api_result_free(&res);
         api_fail(c, "capacity_exhausted", NULL, "out of memory");
         return;
     }
@@ -1334,7 +1306,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         api_fail_core(c, st, NULL);
     else
         respond(c, x, r, &res, cap);
-    result_free(&res);
+    api_result_free(&res);
 }
 
 /* sequence_start: a new session from this request's shapes and options,
