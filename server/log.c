@@ -2,9 +2,14 @@
  * server/log.c — formats log lines (JSON or text) into a bounded buffer and
  * writes each with a single fwrite under a mutex, so lines from the loop and
  * the worker threads never interleave. Strings are JSON-escaped (control
- * bytes as \u00XX); nothing is sprintf'd without a bound.
+ * bytes as \u00XX, bytes that are not well-formed UTF-8 as \ufffd); nothing
+ * is sprintf'd without a bound. A string that does not fit is cut at a whole
+ * character, keeping LINE_RESERVE bytes for the rest of the line, so even a
+ * cut line is one valid JSON object.
  */
 #include "server/log.h"
+
+#include "api/utf8.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +29,17 @@ struct line {
     char buf[2048];
     size_t len;
 };
+
+/* Bytes kept free while writing strings: the closing quotes, the numeric
+ * fields of a request line (at most ~110 bytes) and the closing brace. */
+#define LINE_RESERVE 160
+
+/* Room left for string text, keeping LINE_RESERVE for the rest. */
+static size_t str_room(const struct line *l)
+{
+    size_t cap = sizeof l->buf - 2 - LINE_RESERVE;
+    return l->len < cap ? cap - l->len : 0;
+}
 
 static void put(struct line *l, const char *s, size_t n)
 {
@@ -51,20 +67,36 @@ static void putf(struct line *l, const char *fmt, ...)
         put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-/* JSON string body (without quotes). */
+/* JSON string body (without quotes), cut at a whole character or escape
+ * when it would eat into LINE_RESERVE. */
 static void put_esc(struct line *l, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        char e[6];
+        const char *out = e;
+        size_t n = 1, w;
         if (*p == '"' || *p == '\\') {
-            char e[2] = {'\\', (char)*p};
-            put(l, e, 2);
+            e[0] = '\\';
+            e[1] = (char)*p;
+            w = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
-            char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
-            put(l, e, 6);
+            memcpy(e, "\\u00", 4);
+            e[4] = hex[*p >> 4];
+            e[5] = hex[*p & 15];
+            w = 6;
+        } else if ((n = api_utf8_seq(p)) == 0) {
+            out = "\\ufffd";   /* not UTF-8: the replacement character */
+            n = 1;
+            w = 6;
         } else {
-            put(l, (const char *)p, 1);
+            out = (const char *)p;
+            w = n;
         }
+        if (w > str_room(l))
+            return;
+        put(l, out, w);
+        p += n;
     }
 }
 
@@ -151,8 +183,11 @@ static void begin(struct line *l, const char *level, const char *msg)
     }
 }
 
+/* A text field; left out whole when not even its key fits any more. */
 static void field_str(struct line *l, const char *k, const char *v)
 {
+    if (str_room(l) < strlen(k) + 6)
+        return;
     if (log_fmt == SRV_LOG_JSON) {
         puts_(l, ",\"");
         put_esc(l, k);

@@ -383,6 +383,11 @@ case("method_invalid_utf8", err([400, 405, 501], ["method_not_allowed", "bad_req
                                      "the JSON log line carries the raw bytes too"),
      raw=b"BREW\xf0\x80\x80\x80 /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
          b"Connection: close\r\n\r\n")
+case("method_long_control_bytes", err([400, 405, 501], ["method_not_allowed", "bad_request"],
+                                      note="escaped six to one, the method overflowed the "
+                                           "2 KB log line, which was cut mid-string: not JSON"),
+     raw=b"B" + b"\x01" * 1500 + b" /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+         b"Connection: close\r\n\r\n")
 case("method_unknown", err(405, "method_not_allowed", require_headers=["allow"]),
      method="BREW", path="/v1/attention")
 case("route_unknown_post", err(404, "not_found"), VALID, path="/v1/attentionx")
