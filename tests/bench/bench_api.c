@@ -1,0 +1,369 @@
+/*
+ * tests/bench/bench_api.c — the api layer's number and tensor paths next to
+ * libc and memory limits measured in the same process (a benchmark, not a
+ * test). Prints human-readable lines and BENCHROW lines (tests/bench/run.sh).
+ *
+ * Rows:
+ *   JSON numbers in   api_numarray_parse (the reader api_handle uses for
+ *                     q/k/v) on "[0.123456789, ...]" text of 1e6 numbers,
+ *                     as ../shared/bench/json_bench.c generates it, next to
+ *                     a bare strtod loop over the same text.
+ *   JSON numbers out  api_write_matrix (shortest round-trip, as responses
+ *                     print) of 1e6 float64 results of arithmetic (17
+ *                     significant digits mostly) and of float32 values,
+ *                     next to the same strtod loop and snprintf("%.17g").
+ *   base64 in-process api_handle on POST /v1/attention with base64 float32
+ *                     q/k/v and "encoding":"base64" (output only): tensor
+ *                     payload (q, k, v and output bytes) per second, next to
+ *                     memcpy of the same bytes.
+ *   small request     api_handle on ../shared/bench/req/small_n4_L4_d8.json:
+ *                     microseconds per request (detail, no goal).
+ * Each figure is the median of reps samples (default 5) of at least 20 ms,
+ * interleaved with its limit's samples, in thread CPU time.
+ *
+ * usage: bench_api [reps] [small_request.json]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "api/base64.h"
+#include "api/buf.h"
+#include "api/numread.h"
+#include "api/write.h"
+#include "core/attn.h"
+
+static int reps = 5;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *t, int count)
+{
+    qsort(t, (size_t)count, sizeof(double), cmp_double);
+    return count % 2 ? t[count / 2] : 0.5 * (t[count / 2 - 1] + t[count / 2]);
+}
+
+typedef void (*bench_fn)(void *);
+
+/* Seconds per call: median over reps samples of >= 20 ms each. */
+static double time_fn(bench_fn fn, void *arg)
+{
+    double s[64];
+    int calls = 1;
+    double t0 = now_s();
+    fn(arg);                                    /* warm-up, and calibration */
+    double one = now_s() - t0;
+    if (one < 0.02)
+        calls = (int)(0.02 / (one > 1e-7 ? one : 1e-7)) + 1;
+    for (int r = 0; r < reps; r++) {
+        t0 = now_s();
+        for (int c = 0; c < calls; c++)
+            fn(arg);
+        s[r] = (now_s() - t0) / calls;
+    }
+    return median(s, reps);
+}
+
+/* Interleaved: a sample of fa, then of fb, reps times; medians in *ta, *tb. */
+static void time_pair(bench_fn fa, void *a, bench_fn fb, void *b, double *ta, double *tb)
+{
+    double sa[64], sb[64];
+    int keep = reps;
+    reps = 1;
+    for (int r = 0; r < keep; r++) {
+        sa[r] = time_fn(fa, a);
+        sb[r] = time_fn(fb, b);
+    }
+    reps = keep;
+    *ta = median(sa, reps);
+    *tb = median(sb, reps);
+}
+
+static volatile double sink;
+
+/* ---- numbers in ---------------------------------------------------------- */
+
+struct text {
+    char *s;
+    size_t len, count;
+};
+
+/* "[0.123456789, 0.987654321, ...]": json_bench.c's gen format. */
+static struct text gen_text(size_t count)
+{
+    struct text t = {malloc(count * 13 + 16), 0, count};
+    uint64_t x = 88172645463325252ull;
+    t.s[t.len++] = '[';
+    for (size_t i = 0; i < count; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned frac = (unsigned)(x % 1000000000u);
+        t.len += (size_t)snprintf(t.s + t.len, 16, "%s0.%09u", i ? ", " : "", frac);
+    }
+    t.s[t.len++] = ']';
+    t.s[t.len] = '\0';
+    return t;
+}
+
+static void run_strtod(void *arg)
+{
+    const struct text *t = arg;
+    const char *p = t->s + 1;
+    double acc = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        char *end;
+        acc += strtod(p, &end);
+        p = end + 2;                            /* ", " */
+    }
+    sink = acc;
+}
+
+static void run_numread(void *arg)
+{
+    const struct text *t = arg;
+    struct api_numarray a;
+    if (api_numarray_parse(t->s, t->len, t->count, &a) != t->len || a.count != t->count) {
+        fprintf(stderr, "bench_api: api_numarray_parse failed\n");
+        exit(1);
+    }
+    sink = a.data[t->count / 2];
+    api_numarray_free(&a);
+}
+
+/* ---- numbers out --------------------------------------------------------- */
+
+struct mat {
+    const void *data;
+    enum attn_dtype dt;
+    size_t count;
+    size_t bytes;                               /* last output's length */
+};
+
+static void run_write(void *arg)
+{
+    struct mat *m = arg;
+    struct api_buf b;
+    size_t shape[2] = {m->count / 1000, 1000};
+    api_buf_init(&b, (size_t)1 << 30);
+    if (!api_write_matrix(&b, m->data, m->dt, 2, shape, 0, false)) {
+        fprintf(stderr, "bench_api: api_write_matrix failed\n");
+        exit(1);
+    }
+    m->bytes = b.len;
+    api_buf_free(&b);
+}
+
+static void run_snprintf(void *arg)
+{
+    struct mat *m = arg;
+    const double *d = m->data;
+    char *out = malloc(m->count * 26 + 2);
+    size_t len = 0;
+    for (size_t i = 0; i < m->count; i++)
+        len += (size_t)snprintf(out + len, 26, "%.17g,", d[i]);
+    m->bytes = len;
+    free(out);
+}
+
+/* ---- base64 through api_handle --------------------------------------------- */
+
+struct b64req {
+    struct api_ctx *ctx;
+    struct api_request q;
+    size_t payload;                             /* tensor bytes in and out */
+    void *src, *dst;                            /* memcpy limit */
+};
+
+static void run_handle(void *arg)
+{
+    struct b64req *r = arg;
+    struct api_response resp;
+    api_handle(r->ctx, &r->q, &resp);
+    if (resp.status != 200) {
+        fprintf(stderr, "bench_api: status %d: %.*s\n", resp.status,
+                (int)(resp.body_len < 400 ? resp.body_len : 400), resp.body);
+        exit(1);
+    }
+    api_response_free(&resp);
+}
+
+static void run_memcpy(void *arg)
+{
+    struct b64req *r = arg;
+    memcpy(r->dst, r->src, r->payload);
+    sink = ((volatile char *)r->dst)[r->payload / 2];
+}
+
+static const char *header_json(void *arg, const char *name)
+{
+    (void)arg;
+    return strcasecmp(name, "Content-Type") == 0 ? "application/json" : NULL;
+}
+
+/* Append {"shape":[rows,cols],"dtype":"float32","data":"..."} of random floats. */
+static void put_tensor(struct api_buf *b, const char *key, size_t rows, size_t cols, uint64_t *x)
+{
+    size_t n = rows * cols;
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; i < n; i++) {
+        *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+        f[i] = (float)((double)(*x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    api_buf_printf(b, "\"%s\":{\"shape\":[%zu,%zu],\"dtype\":\"float32\",\"data\":\"", key,
+                   rows, cols);
+    api_base64_encode(b, f, n * sizeof *f);
+    api_buf_puts(b, "\"}");
+    free(f);
+}
+
+/* POST /v1/attention, float32 base64 in and out, output only. */
+static char *b64_body(size_t n, size_t L, size_t d, size_t *len)
+{
+    struct api_buf b;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    api_buf_init(&b, (size_t)1 << 30);
+    api_buf_putc(&b, '{');
+    put_tensor(&b, "q", n, d, &x);
+    api_buf_putc(&b, ',');
+    put_tensor(&b, "k", L, d, &x);
+    api_buf_putc(&b, ',');
+    put_tensor(&b, "v", L, d, &x);
+    api_buf_puts(&b, ",\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    return api_buf_take(&b, len);
+}
+
+/* ---- rows ------------------------------------------------------------------ */
+
+static void row(const char *name, const char *limit_name, double limit, double v,
+                const char *unit, double goal_ratio, const char *goal_text, double goal_abs)
+{
+    double ratio = v / limit;
+    int pass = goal_abs > 0 ? v >= goal_abs : ratio >= goal_ratio;
+    printf("BENCHROW|%s|%s|%.2f|-|-|%.2f|%s|%.2f of %s|%s|%s\n", name, limit_name, limit, v,
+           unit, ratio, limit_name, goal_text, pass ? "PASS" : "MISS");
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n > 0 ? malloc((size_t)n) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    *len = s ? (size_t)n : 0;
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        reps = atoi(argv[1]) > 0 && atoi(argv[1]) <= 64 ? atoi(argv[1]) : 5;
+    struct api_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.cfg.max_body_bytes = (size_t)64 << 20;
+    ctx.cfg.max_elements = (size_t)1 << 24;
+    ctx.cfg.version = "bench";
+    ctx.cfg.workers = 1;
+    struct attn_ws *ws = attn_ws_new();
+
+    printf("1 thread, %d interleaved samples per figure (median, thread CPU time)\n", reps);
+
+    /* numbers in */
+    struct text t = gen_text(1000000);
+    double t_strtod, t_read;
+    time_pair(run_strtod, &t, run_numread, &t, &t_strtod, &t_read);
+    double m_strtod = t.count / t_strtod / 1e6, m_read = t.count / t_read / 1e6;
+    printf("numbers in: api_numarray_parse %.1f M/s (%.0f MB/s); strtod loop %.1f M/s\n",
+           m_read, t.len / t_read / 1e6, m_strtod);
+    row("JSON numbers in (api_numarray_parse, 1e6 numbers)", "strtod loop M numbers/s",
+        m_strtod, m_read, "M numbers/s", 0, ">=12 M/s", 12);
+
+    /* numbers out: float64 arithmetic results, and float32 */
+    size_t count = 1000000;
+    double *d64 = malloc(count * sizeof *d64);
+    float *f32 = malloc(count * sizeof *f32);
+    uint64_t x = 0x243F6A8885A308D3ull;
+    for (size_t i = 0; i < count; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        d64[i] = ((double)(x >> 11) / 9007199254740992.0 - 0.5) * 3.0;
+        f32[i] = (float)d64[i];
+    }
+    struct mat m64 = {d64, ATTN_F64, count, 0}, m32 = {f32, ATTN_F32, count, 0},
+               msn = {d64, ATTN_F64, count, 0};
+    double t_w64, t_w32, t_sn, t_strtod2;
+    time_pair(run_strtod, &t, run_write, &m64, &t_strtod2, &t_w64);
+    time_pair(run_snprintf, &msn, run_write, &m32, &t_sn, &t_w32);
+    double m_strtod2 = t.count / t_strtod2 / 1e6;
+    printf("numbers out: float64 %.1f M/s (%.1f bytes each), float32 %.1f M/s (%.1f bytes each); "
+           "snprintf %%.17g %.1f M/s; strtod loop %.1f M/s\n",
+           count / t_w64 / 1e6, (double)m64.bytes / count, count / t_w32 / 1e6,
+           (double)m32.bytes / count, count / t_sn / 1e6, m_strtod2);
+    row("JSON numbers out float64 (api_write_matrix, shortest)", "strtod loop M numbers/s",
+        m_strtod2, count / t_w64 / 1e6, "M numbers/s", 0, ">=15 M/s", 15);
+    row("JSON numbers out float32 (api_write_matrix, shortest)", "strtod loop M numbers/s",
+        m_strtod2, count / t_w32 / 1e6, "M numbers/s", 0, ">=15 M/s", 15);
+
+    /* base64 through api_handle */
+    size_t n = 16, L = 2048, dk = 64, blen;
+    char *body = b64_body(n, L, dk, &blen);
+    struct b64req br = {&ctx, {0}, (n * dk + 2 * L * dk + n * dk) * sizeof(float), NULL, NULL};
+    br.q.method = "POST";
+    br.q.path = "/v1/attention";
+    br.q.header = header_json;
+    br.q.body = body;
+    br.q.body_len = blen;
+    br.q.ws = ws;
+    br.src = malloc(br.payload);
+    br.dst = malloc(br.payload);
+    memset(br.src, 1, br.payload);
+    double t_h, t_mc;
+    time_pair(run_memcpy, &br, run_handle, &br, &t_mc, &t_h);
+    printf("base64 in-process: n=%zu L=%zu d=%zu float32, %zu payload bytes, body %zu bytes: "
+           "%.3f ms per request, %.2f GB/s payload; memcpy %.1f GB/s\n",
+           n, L, dk, br.payload, blen, t_h * 1e3, br.payload / t_h / 1e9, br.payload / t_mc / 1e9);
+    row("base64 tensors in-process (api_handle, f32 n=16 L=2048 d=64)", "memcpy GB/s",
+        br.payload / t_mc / 1e9, br.payload / t_h / 1e9, "GB/s", 0, ">=1 GB/s payload", 1);
+
+    /* the small request, for detail */
+    if (argc > 2) {
+        size_t slen;
+        char *small = read_file(argv[2], &slen);
+        if (small) {
+            struct b64req sr = br;
+            sr.q.body = small;
+            sr.q.body_len = slen;
+            double ts = time_fn(run_handle, &sr);
+            printf("small request (%s): api_handle %.1f us per request\n", argv[2], ts * 1e6);
+            free(small);
+        }
+    }
+    free(body);
+    free(br.src);
+    free(br.dst);
+    free(d64);
+    free(f32);
+    free(t.s);
+    attn_ws_free(ws);
+    return 0;
+}
