@@ -193,6 +193,7 @@ struct v2_seq {
     char sid[SESS_ID_MAX];
 };
 
+/* Lock order: v2_seq_mu, then the store's mutex (seq_prune). */
 static pthread_mutex_t v2_seq_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct v2_seq v2_seqs[API_V2_MAX_SEQUENCES];
 static size_t v2_nseqs;
@@ -260,29 +261,21 @@ static bool seq_put(const struct api_ctx *ctx, const char *key,
     return ok;
 }
 
-/* Drop the entries of ctx whose session expired or was deleted. The store
- * is asked outside the map's lock (a session may be busy). */
+/* Drop the entries of ctx whose session expired or was deleted; asking
+ * the store with sess_exists neither waits for a busy session nor counts
+ * as a use (acquiring would keep every mapped session from expiring). */
 static void seq_prune(struct api_ctx *ctx)
 {
-    struct v2_seq *copy;
-    size_t i, n = 0;
-    struct sess *s;
+    size_t i = 0;
 
-    copy = malloc(sizeof v2_seqs);
-    if (!copy)
-        return;
     pthread_mutex_lock(&v2_seq_mu);
-    for (i = 0; i < v2_nseqs; i++)
-        if (v2_seqs[i].ctx == ctx)
-            copy[n++] = v2_seqs[i];
-    pthread_mutex_unlock(&v2_seq_mu);
-    for (i = 0; i < n; i++) {
-        if (sess_acquire(ctx->store, copy[i].sid, &s) == CORE_OK)
-            sess_release(ctx->store, s);
+    while (i < v2_nseqs) {
+        if (v2_seqs[i].ctx == ctx && !sess_exists(ctx->store, v2_seqs[i].sid))
+            v2_seqs[i] = v2_seqs[--v2_nseqs];
         else
-            seq_forget(ctx, copy[i].key, copy[i].sid);
+            i++;
     }
-    free(copy);
+    pthread_mutex_unlock(&v2_seq_mu);
 }
 
 /* ---- one inference request --------------------------------------------- */

@@ -553,6 +553,17 @@ enum core_status sess_acquire(struct sess_store *st, const char *id,
     return CORE_OK;
 }
 
+bool sess_exists(struct sess_store *st, const char *id)
+{
+    if (!id || strnlen(id, SESS_ID_MAX) >= SESS_ID_MAX)
+        return false;
+    pthread_mutex_lock(&st->mu);
+    const struct sess *s = find(st, id);
+    bool live = s && !expired(s, sess_now(st));
+    pthread_mutex_unlock(&st->mu);
+    return live;
+}
+
 /* Unlock s and drop a reference; touch: count it as a use (TTL, LRU). */
 static void unref(struct sess_store *st, struct sess *s, bool touch)
 {

@@ -140,6 +140,11 @@ enum core_status sess_acquire(struct sess_store *st, const char *id,
 /* Unlock and drop the reference (frees a session already removed). */
 void sess_release(struct sess_store *st, struct sess *s);
 
+/* Whether id names a live session, without holding it or counting as a
+ * use (its TTL and LRU position stay as they are; never waits for a busy
+ * session). */
+bool sess_exists(struct sess_store *st, const char *id);
+
 /* Remove id now (a holder finishes its request first; its later operations
  * answer CORE_ENOTFOUND). CORE_ENOTFOUND when unknown or expired. */
 enum core_status sess_delete(struct sess_store *st, const char *id);

@@ -19,9 +19,10 @@
 
 static struct api_ctx ctx;
 
-/* One call to api_v2 with the path "/v2" + rest; body of len bytes. */
-static void v2(const char *method, const char *rest, const char *const *hdrs,
-               const char *body, size_t len, struct api_response *resp)
+/* One call to api_v2 on pctx with the path "/v2" + rest; body of len bytes. */
+static void v2_on(struct api_ctx *pctx, const char *method, const char *rest,
+                  const char *const *hdrs, const char *body, size_t len,
+                  struct api_response *resp)
 {
     static char path[256];
     struct api_request req;
@@ -37,12 +38,19 @@ static void v2(const char *method, const char *rest, const char *const *hdrs,
     req.body_len = len;
     memset(resp, 0, sizeof *resp);
     resp->status = 500;
-    c.ctx = &ctx;
+    c.ctx = pctx;
     c.req = &req;
     c.resp = resp;
     c.t0_us = api_now_us();
     c.answered = false;
     api_v2(&c, rest);
+}
+
+/* The same on the shared ctx. */
+static void v2(const char *method, const char *rest, const char *const *hdrs,
+               const char *body, size_t len, struct api_response *resp)
+{
+    v2_on(&ctx, method, rest, hdrs, body, len, resp);
 }
 
 /* JSON request; the parsed answer (new reference) and its status. */
@@ -586,6 +594,61 @@ TEST(element_budget)
     ctx.cfg.max_elements = saved;
 }
 
+static double fake_now;
+static double fake_clock(void *arg)
+{
+    (void)arg;
+    return fake_now;
+}
+
+/* Start sequence "p<i>" on the store of pctx; the status. */
+static int start_seq(struct api_ctx *pctx, size_t i, bool end)
+{
+    char body[512];
+    struct api_response r;
+
+    snprintf(body, sizeof body,
+             "{\"parameters\":{\"sequence_id\":\"p%zu\",\"sequence_start\":true%s},"
+             "\"inputs\":["
+             "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}]}",
+             i, end ? ",\"sequence_end\":true" : "");
+    v2_on(pctx, "POST", "/models/attention/infer", NULL, body, strlen(body), &r);
+    int st = r.status;
+    api_response_free(&r);
+    return st;
+}
+
+/* With the sequence map full, pruning it must not refresh the TTLs of the
+ * idle sessions it looks at, or they never expire and the map stays full. */
+TEST(sequence_prune_keeps_ttls)
+{
+    struct api_ctx pctx;
+    struct sess_config sc;
+    size_t i, started = 0;
+
+    t_ctx_init(&pctx);
+    memset(&sc, 0, sizeof sc);
+    sc.default_ttl_s = 100;
+    sc.default_max_tokens = 16;
+    pctx.store = sess_store_new(&sc);
+    CHECK(pctx.store != NULL);
+    if (!pctx.store)
+        return;
+    sess_store_set_clock(pctx.store, fake_clock, NULL);
+    for (i = 0; i < API_V2_MAX_SEQUENCES; i++)
+        started += start_seq(&pctx, i, false) == 200;
+    CHECK_EQ_INT(started, API_V2_MAX_SEQUENCES);
+    fake_now += 60;     /* all idle 60 s of 100: the map is full, nothing goes */
+    CHECK_EQ_INT(start_seq(&pctx, i, false), 503);
+    fake_now += 60;     /* 120 s since their last use: all expired */
+    CHECK_EQ_INT(start_seq(&pctx, i, true), 200);
+    fake_now += 200;    /* leave the map empty for other tests */
+    CHECK_EQ_INT(start_seq(&pctx, i + 1, true), 200);
+    sess_store_free(pctx.store);
+}
+
 int main(void)
 {
     struct sess_config sc;
@@ -614,6 +677,7 @@ int main(void)
     RUN(sequence_rules);
     RUN(errors_in_v2_shape);
     RUN(element_budget);
+    RUN(sequence_prune_keeps_ttls);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -186,6 +186,23 @@ TEST(ttl_expires_and_use_refreshes)
     sess_store_free(st);
 }
 
+/* sess_exists answers without counting as a use. */
+TEST(exists_does_not_refresh)
+{
+    struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
+    struct sess_spec sp = small_spec();
+    sp.ttl_s = 10;
+    char a[SESS_ID_MAX];
+    CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+    CHECK(!sess_exists(st, "no-such-id"));
+    for (int i = 0; i < 3; i++) {
+        fake_now += 4;
+        CHECK_EQ_INT(sess_exists(st, a), i < 2);    /* 4, 8 live; 12 not */
+    }
+    CHECK_EQ_INT(sess_store_sweep(st), 1);
+    sess_store_free(st);
+}
+
 TEST(held_session_is_not_expired)
 {
     struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
@@ -593,6 +610,7 @@ int main(void)
     RUN(ids_are_random_urlsafe_and_prefixed);
     RUN(create_get_delete);
     RUN(ttl_expires_and_use_refreshes);
+    RUN(exists_does_not_refresh);
     RUN(held_session_is_not_expired);
     RUN(reject_policy_limits);
     RUN(lru_policy_evicts_idle_least_recent);
