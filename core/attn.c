@@ -15,6 +15,8 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,11 +51,12 @@ _Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
 #define ATTN_TILE_MAX 256
 #endif
 
-enum { WS_KV, WS_PTR, WS_BLK, WS_N };
+enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_N };
 
 struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */
     size_t cap[WS_N];               /* bytes of each region */
+    struct attn_pool *pool;         /* helpers for large passes, or NULL */
 };
 
 struct attn_ws *attn_ws_new(void)
@@ -101,6 +104,174 @@ static void *ws_reserve(struct attn_ws *ws, int i, size_t need)
     ws->buf[i] = aligned_alloc(64, sz);
     ws->cap[i] = ws->buf[i] ? sz : 0;
     return ws->buf[i];
+}
+
+/* ---- the helper pool --------------------------------------------------- */
+
+/* Why hand-written: a pass needs a fork-join over a handful of pieces with
+ * per-thread scratch and a "step back when others wait" rule; OpenMP would
+ * add its own spinning pool next to libuv's (bench/RESULTS.md, Surprises 7). */
+struct attn_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    pthread_t *th;
+    struct attn_ws **ws;            /* one workspace per helper */
+    size_t helpers, started;
+    bool (*may_help)(void *);
+    void *may_arg;
+    bool busy, stop;                /* a pass owns the pool / shutting down */
+    unsigned long gen;              /* bumped for every published job */
+    attn_piece_fn fn;               /* the job, NULL when none is open */
+    void *arg;
+    size_t pieces, active;          /* helpers inside the job */
+    atomic_size_t next;             /* next unclaimed piece */
+};
+
+struct pool_helper {
+    struct attn_pool *pool;
+    size_t idx;
+};
+
+static bool pool_may(struct attn_pool *p)
+{
+    return !p->may_help || p->may_help(p->may_arg);
+}
+
+/* Claim and run pieces of the open job until none are left (or, for a
+ * helper, until may_help says other work waits). */
+static void pool_work(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t pieces,
+                      struct attn_ws *ws, bool helper)
+{
+    while (!helper || pool_may(p)) {
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= pieces)
+            break;
+        fn(arg, i, ws);
+    }
+}
+
+static void *pool_main(void *v)
+{
+    struct pool_helper *h = v;
+    struct attn_pool *p = h->pool;
+    struct attn_ws *ws = p->ws[h->idx];
+    free(h);
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen)
+            pthread_cond_wait(&p->wake, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->gen;
+        if (!p->fn)
+            continue;               /* that job is already finished */
+        attn_piece_fn fn = p->fn;
+        void *arg = p->arg;
+        size_t pieces = p->pieces;
+        p->active++;
+        pthread_mutex_unlock(&p->mu);
+        pool_work(p, fn, arg, pieces, ws, true);
+        pthread_mutex_lock(&p->mu);
+        if (--p->active == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+struct attn_pool *attn_pool_new(size_t helpers, bool (*may_help)(void *arg), void *arg)
+{
+    struct attn_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->may_help = may_help;
+    p->may_arg = arg;
+    atomic_init(&p->next, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->th = calloc(helpers ? helpers : 1, sizeof *p->th);
+    p->ws = calloc(helpers ? helpers : 1, sizeof *p->ws);
+    if (!p->th || !p->ws) {
+        attn_pool_free(p);
+        return NULL;
+    }
+    p->helpers = helpers;
+    for (size_t i = 0; i < helpers; i++) {
+        struct pool_helper *h = malloc(sizeof *h);
+        p->ws[i] = attn_ws_new();
+        if (!h || !p->ws[i]) {
+            free(h);
+            attn_pool_free(p);
+            return NULL;
+        }
+        *h = (struct pool_helper){p, i};
+        if (pthread_create(&p->th[i], NULL, pool_main, h) != 0) {
+            free(h);
+            attn_pool_free(p);
+            return NULL;
+        }
+        p->started++;
+    }
+    return p;
+}
+
+void attn_pool_free(struct attn_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < p->started; i++)
+        pthread_join(p->th[i], NULL);
+    for (size_t i = 0; p->ws && i < p->helpers; i++)
+        attn_ws_free(p->ws[i]);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    free(p->th);
+    free(p->ws);
+    free(p);
+}
+
+void attn_ws_set_pool(struct attn_ws *ws, struct attn_pool *pool)
+{
+    if (ws)
+        ws->pool = pool;
+}
+
+void attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t pieces,
+                   struct attn_ws *ws)
+{
+    bool joined = false;
+    if (p && p->helpers && pieces > 1 && pool_may(p)) {
+        pthread_mutex_lock(&p->mu);
+        if (!p->busy && !p->stop) {
+            p->busy = joined = true;
+            p->fn = fn;
+            p->arg = arg;
+            p->pieces = pieces;
+            atomic_store(&p->next, 0);
+            p->gen++;
+            pthread_cond_broadcast(&p->wake);
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (!joined) {
+        for (size_t i = 0; i < pieces; i++)
+            fn(arg, i, ws);
+        return;
+    }
+    pool_work(p, fn, arg, pieces, ws, false);
+    pthread_mutex_lock(&p->mu);
+    p->fn = NULL;                   /* no helper joins from here on */
+    while (p->active)
+        pthread_cond_wait(&p->done, &p->mu);
+    p->busy = false;
+    pthread_mutex_unlock(&p->mu);
 }
 
 double attn_default_scale(size_t d_k)
@@ -367,8 +538,9 @@ static bool result_ok(const struct attn_request *r, const struct attn_result *ou
            (!(r->outputs & ATTN_OUT_OUTPUT) || out->output);
 }
 
-/* forward_kv of rows [rb, re) against window w, on a workspace that exists. */
-static enum core_status forward_kv_ws(const struct attn_request *r,
+/* forward_kv of rows [rb, re) against window w, on a workspace that
+ * exists, on the calling thread. */
+static enum core_status forward_kv_serial(const struct attn_request *r,
                                       const struct attn_inputs *in,
                                       const struct attn_kv_view *kv,
                                       struct attn_result *out, struct attn_ws *ws,
@@ -391,6 +563,159 @@ static enum core_status forward_kv_ws(const struct attn_request *r,
     if (r->params.dtype == ATTN_F32)
         return forward_kv_f32(r, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb);
     return forward_kv_f64(r, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb);
+}
+
+/* ---- splitting a pass into pieces (see attn_pool in attn.h) ------------ */
+
+/* Passes below this many multiply-adds (rows·keys·(d_k+d_v)) are not split
+ * by rows: waking a helper costs tens of microseconds. */
+#ifndef ATTN_SPLIT_MACS
+#define ATTN_SPLIT_MACS ((size_t)1 << 22)
+#endif
+/* Decode passes are split by keys into windows of at least this many bytes
+ * of keys and values, at most ATTN_SPLIT_WIN windows, whenever there are two
+ * or more (with or without a pool, so the result depends only on the
+ * request: a session step and the stateless pass agree bit for bit). */
+#define ATTN_WIN_BYTES ((size_t)1 << 20)
+#define ATTN_SPLIT_WIN 8
+
+struct piece_res {
+    enum core_status st;
+    size_t n_empty;
+};
+
+struct split_job {
+    const struct attn_request *r;
+    const struct attn_inputs *in;
+    const struct attn_kv_view *kv;
+    const struct attn_result *out;  /* shared result buffers */
+    size_t B, R, tpg;               /* row pieces: tile rows, rows per kv head, tiles per kv head */
+    size_t wk;                      /* key pieces: window width */
+    struct attn_partial *parts;     /* key pieces: one per window */
+    struct piece_res *res;          /* per piece */
+};
+
+/* Row piece i: one tile of B rows of one kv head's row block, exactly as
+ * the serial loop cuts them (so the bits are the serial pass's). */
+static void row_piece(void *arg, size_t i, struct attn_ws *ws)
+{
+    struct split_job *j = arg;
+    size_t g = i / j->tpg, rb = g * j->R + (i % j->tpg) * j->B;
+    size_t re = rb + j->B < (g + 1) * j->R ? rb + j->B : (g + 1) * j->R;
+    struct attn_result o = *j->out;
+    struct attn_win w = {0, j->r->shape.L, NULL};
+    j->res[i].st = forward_kv_serial(j->r, j->in, j->kv, &o, ws, rb, re, &w);
+    j->res[i].n_empty = o.n_empty;
+}
+
+/* Key piece i: every row against window i into parts[i]. */
+static void key_piece(void *arg, size_t i, struct attn_ws *ws)
+{
+    struct split_job *j = arg;
+    size_t L = j->r->shape.L, k0 = i * j->wk;
+    size_t k1 = k0 + j->wk < L ? k0 + j->wk : L;
+    struct attn_win w = {k0, k1 - k0, &j->parts[i]};
+    struct attn_result none = {0};
+    j->res[i].st = forward_kv_serial(j->r, j->in, j->kv, &none, ws, 0,
+                                     j->r->shape.h * j->r->shape.n, &w);
+}
+
+/* First failure in piece order (what the serial pass would report first). */
+static enum core_status first_error(const struct piece_res *res, size_t np)
+{
+    for (size_t i = 0; i < np; i++)
+        if (res[i].st != CORE_OK)
+            return res[i].st;
+    return CORE_OK;
+}
+
+/* Bytes of keys and values a pass reads; SIZE_MAX on overflow. */
+static size_t kv_bytes(const struct attn_shape *s, size_t esz)
+{
+    size_t a, b;
+    if (!core_mul3(s->h_kv, s->L, s->d_k + s->d_v, &a) || !core_mul(a, esz, &b))
+        return SIZE_MAX;
+    return b;
+}
+
+/* The whole pass split by query-row tiles over the pool. */
+static enum core_status split_rows(const struct attn_request *r, const struct attn_inputs *in,
+                                   const struct attn_kv_view *kv, struct attn_result *out,
+                                   struct attn_ws *ws, size_t B, size_t R, size_t tiles)
+{
+    struct piece_res *res = ws_reserve(ws, WS_PART, tiles * sizeof *res);
+    if (!res)
+        return CORE_ENOMEM;
+    struct split_job j = {r, in, kv, out, B, R, (R + B - 1) / B, 0, NULL, res};
+    attn_pool_run(ws->pool, row_piece, &j, tiles, ws);
+    out->n_empty = 0;
+    for (size_t i = 0; i < tiles; i++)
+        out->n_empty += res[i].n_empty;
+    return first_error(res, tiles);
+}
+
+/* The whole pass (output only) split by key windows, then combined. */
+static enum core_status split_keys(const struct attn_request *r, const struct attn_inputs *in,
+                                   const struct attn_kv_view *kv, struct attn_result *out,
+                                   struct attn_ws *ws, size_t nwin)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype), rows = s->h * s->n;
+    size_t wk = (s->L + nwin - 1) / nwin;
+    nwin = (s->L + wk - 1) / wk;
+    /* per window: o [rows][d_v] (64-byte rounded), m, l [rows] doubles */
+    size_t ob = (rows * s->d_v * esz + 63) & ~(size_t)63, per, total, head;
+    head = nwin * (sizeof(struct attn_partial) + sizeof(struct piece_res));
+    head = (head + 63) & ~(size_t)63;
+    if (!core_mul(rows, 2 * sizeof(double), &per) || !core_add(per, ob, &per) ||
+        !core_mul(per, nwin, &total) || !core_add(total, head, &total))
+        return CORE_ELIMIT;
+    char *mem = ws_reserve(ws, WS_PART, total);
+    if (!mem)
+        return CORE_ENOMEM;
+    struct attn_partial *parts = (struct attn_partial *)(void *)mem;
+    struct piece_res *res = (struct piece_res *)(void *)(parts + nwin);
+    for (size_t i = 0; i < nwin; i++) {
+        char *b = mem + head + i * per;
+        parts[i].o = b;
+        parts[i].m = (double *)(void *)(b + ob);
+        parts[i].l = parts[i].m + rows;
+    }
+    struct split_job j = {r, in, kv, out, 0, 0, 0, wk, parts, res};
+    attn_pool_run(ws->pool, key_piece, &j, nwin, ws);
+    enum core_status st = first_error(res, nwin);
+    if (st != CORE_OK)
+        return st;
+    if (r->params.dtype == ATTN_F32)
+        return combine_f32(r, parts, nwin, out);
+    return combine_f64(r, parts, nwin, out);
+}
+
+/* forward_kv_serial, or the same pass split into pieces: by key windows for
+ * a long decode (always, see ATTN_WIN_BYTES), by query-row tiles for a large
+ * pass when ws has a pool. Only whole passes are split. */
+static enum core_status forward_kv_ws(const struct attn_request *r,
+                                      const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_result *out, struct attn_ws *ws,
+                                      size_t rb, size_t re, const struct attn_win *w)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype);
+    size_t rows = s->h * s->n, R = s->h / s->h_kv * s->n;
+    if (w->part || rb != 0 || re != rows || w->kw != s->L)
+        return forward_kv_serial(r, in, kv, out, ws, rb, re, w);
+    size_t kvb = kv_bytes(s, esz);
+    if (r->outputs == ATTN_OUT_OUTPUT && R <= ATTN_LOOP_ROWS &&
+        kvb / ATTN_WIN_BYTES >= 2 && s->L >= 2) {
+        size_t nwin = kvb / ATTN_WIN_BYTES;
+        return split_keys(r, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
+    }
+    size_t B = tile_rows(R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
+    if (!ws->pool || tiles < 2 || R <= ATTN_LOOP_ROWS ||
+        (core_mul3(rows, s->L, s->d_k + s->d_v, &macs) && macs < ATTN_SPLIT_MACS))
+        return forward_kv_serial(r, in, kv, out, ws, rb, re, w);
+    return split_rows(r, in, kv, out, ws, B, R, tiles);
 }
 
 static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *kv)

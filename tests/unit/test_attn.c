@@ -1345,6 +1345,165 @@ TEST(blas_config_text)
     CHECK(attn_blas_config() != NULL && strlen(attn_blas_config()) > 0);
 }
 
+/* ---- the helper pool (attn_pool): split passes ------------------------- */
+
+static void count_piece(void *arg, size_t piece, struct attn_ws *ws)
+{
+    (void)ws;
+    int *hits = arg;
+    __atomic_fetch_add(&hits[piece], 1, __ATOMIC_RELAXED);
+}
+
+static bool never_help(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+/* Every piece runs exactly once, with helpers, without a pool, and when
+ * may_help refuses. */
+TEST(pool_runs_every_piece_once)
+{
+    struct attn_pool *pools[3] = {attn_pool_new(1, NULL, NULL), NULL,
+                                  attn_pool_new(2, never_help, NULL)};
+    CHECK(pools[0] && pools[2]);
+    for (int p = 0; p < 3; p++)
+        for (size_t pieces = 1; pieces <= 37; pieces += 9) {
+            int hits[37] = {0};
+            attn_pool_run(pools[p], count_piece, hits, pieces, NULL);
+            for (size_t i = 0; i < pieces; i++)
+                CHECK_EQ_INT(hits[i], 1);
+        }
+    attn_pool_free(pools[0]);
+    attn_pool_free(pools[2]);
+    attn_pool_free(NULL);
+}
+
+/* Runs c on a workspace with a pool (matches the reference) and on one
+ * without: they agree bit for bit (the pieces depend only on the request). */
+static int pool_case(const struct tcase *c, struct attn_pool *pool)
+{
+    struct attn_ws *ws = attn_ws_new(), *plain = attn_ws_new();
+    attn_ws_set_pool(ws, pool);
+    int bad = run_case(c, ws);
+    struct tcore a, b;
+    tcore_init(c, &a);
+    tcore_init(c, &b);
+    enum core_status sa = attn_forward(&a.req, &a.in, &a.out, ws);
+    enum core_status sb = attn_forward(&b.req, &b.in, &b.out, plain);
+    size_t esz = attn_dtype_size(c->dt), hn = c->h * c->n;
+    bad += sa != sb;
+    if (sa == CORE_OK && sb == CORE_OK) {
+        bad += a.out.n_empty != b.out.n_empty;
+        bad += !same_bytes(a.empty, b.empty, hn);
+        if (a.scores)
+            bad += !same_bytes(a.scores, b.scores, hn * c->L * esz);
+        if (a.weights)
+            bad += !same_bytes(a.weights, b.weights, hn * c->L * esz);
+        if (a.output)
+            bad += !same_bytes(a.output, b.output, hn * c->dv * esz);
+    }
+    if (bad)
+        print_case(c);
+    tcore_free(&a);
+    tcore_free(&b);
+    attn_ws_free(ws);
+    attn_ws_free(plain);
+    return bad;
+}
+
+/* A prefill large enough to be split by row tiles over the pool: GQA,
+ * causal, mask, ALiBi, RoPE, every output set, empty rows under both
+ * policies. */
+TEST(pool_split_prefill_matches)
+{
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    CHECK(pool != NULL);
+    static const unsigned outs[] = {ATTN_OUT_ALL, ATTN_OUT_OUTPUT, ATTN_OUT_WEIGHTS};
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < 4; k++) {
+            struct tcase c;
+            plain_case(&c, (enum attn_dtype)dt, 2, 1, 300, 161, 64, 16);
+            tcase_free(&c);
+            c.causal = k == 3 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_TOP_LEFT;
+            c.mask = k == 1 ? 2 : 0;
+            c.alibi = k == 2;
+            c.rope = k == 0;
+            c.er = k == 3 ? ATTN_EMPTY_ERROR : ATTN_EMPTY_ZERO;   /* n > L: empty rows */
+            c.outputs = outs[k % 3];
+            tcase_fill(&c);
+            CHECK_EQ_INT(pool_case(&c, pool), 0);
+            tcase_free(&c);
+        }
+    attn_pool_free(pool);
+}
+
+/* A long decode is split by key windows (with or without a pool) and
+ * combined: equals the reference with GQA, RoPE, ALiBi, sinks, softmax1 and
+ * masks that leave whole windows empty. */
+TEST(decode_key_windows_match_reference)
+{
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    CHECK(pool != NULL);
+    static const enum attn_softmax sms[] = {ATTN_SOFTMAX_STANDARD, ATTN_SOFTMAX_ONE,
+                                            ATTN_SOFTMAX_SINK};
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < 3; k++) {
+            struct tcase c;
+            plain_case(&c, (enum attn_dtype)dt, 4, 2, 1, 4099, 64, 64);
+            tcase_free(&c);
+            c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            c.rope = k == 0;
+            c.alibi = k == 1;
+            c.sm = sms[k];
+            c.sink = 2.5;
+            c.mask = k == 2 ? 1 : 0;
+            c.outputs = ATTN_OUT_OUTPUT;
+            tcase_fill(&c);
+            if (c.mk)   /* only the last keys allowed: the early windows are empty */
+                for (size_t j = 0; j < c.L; j++)
+                    c.mk[j] = j + 100 >= c.L;
+            CHECK_EQ_INT(pool_case(&c, pool), 0);
+            tcase_free(&c);
+        }
+    attn_pool_free(pool);
+}
+
+struct pool_user {
+    struct tcase *c;
+    struct attn_pool *pool;
+    int bad;
+};
+
+static void *pool_user_main(void *p)
+{
+    struct pool_user *u = p;
+    for (int i = 0; i < 3; i++)
+        u->bad += pool_case(u->c, u->pool);
+    return NULL;
+}
+
+/* Two callers share one pool (as two server workers do): a caller that
+ * finds it busy runs alone; the answers do not change. */
+TEST(pool_shared_by_two_callers)
+{
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    CHECK(pool != NULL);
+    struct tcase c;
+    plain_case(&c, ATTN_F32, 2, 1, 200, 160, 64, 32);
+    c.outputs = ATTN_OUT_OUTPUT;
+    struct pool_user u[2] = {{&c, pool, 0}, {&c, pool, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&th[i], NULL, pool_user_main, &u[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CHECK_EQ_INT(u[0].bad + u[1].bad, 0);
+    c.outputs = ATTN_OUT_ALL;
+    tcase_free(&c);
+    attn_pool_free(pool);
+}
+
 int main(void)
 {
     RUN(seed_table_four_bias_conditions);
@@ -1370,6 +1529,10 @@ int main(void)
     RUN(forward_equals_prepare_plus_forward_kv);
     RUN(rows_split_across_threads);
     RUN(key_split_equals_full);
+    RUN(pool_runs_every_piece_once);
+    RUN(pool_split_prefill_matches);
+    RUN(decode_key_windows_match_reference);
+    RUN(pool_shared_by_two_callers);
     RUN(scores_only);
     RUN(f32_overflow_is_nonfinite_error);
     RUN(blas_config_text);
