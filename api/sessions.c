@@ -51,10 +51,8 @@ static json_t *member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
-/*
- * An integer member in [lo, hi]; absent -> *out = dflt (required: error).
- * JSON numbers with an integral value (2.0) count as integers.
- */
+/* An integer member in [lo, hi] (api_read_size); absent -> *out = dflt
+ * (required: error). */
 static bool read_int(struct api_call *c, const json_t *obj, const char *key,
                      bool required, size_t lo, size_t hi, size_t dflt,
                      size_t *out)
@@ -68,14 +66,7 @@ static bool read_int(struct api_call *c, const json_t *obj, const char *key,
             api_fail(c, "invalid_field", path, "\"%s\" is required", key);
         return !required;
     }
-    double x = json_is_number(v) ? json_number_value(v) : -1;
-    if (!json_is_number(v) || !(x >= (double)lo && x <= (double)hi) ||
-        x != floor(x)) {
-        api_fail(c, "invalid_field", path, "expected an integer %zu..%zu", lo, hi);
-        return false;
-    }
-    *out = (size_t)x;
-    return true;
+    return api_read_size(c, v, path, lo, hi, out);
 }
 
 static const char *softmax_name(enum attn_softmax s)

@@ -177,6 +177,11 @@ TEST(append_get_kv_and_conflicts)
     req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0,0]],\"expected_length\":5}", &r);
     CHECK_ERR(&r, 409, "length_conflict", "/expected_length");
     api_response_free(&r);
+    /* 2^63 read as a real once wrapped to a negative "don't check" */
+    req("POST", P(sid, "/kv"),
+        "{\"k\":[[1,0]],\"v\":[[1,0,0]],\"expected_length\":9223372036854775808}", &r);
+    CHECK_ERR(&r, 422, "invalid_field", "/expected_length");
+    api_response_free(&r);
     req("POST", P(sid, "/kv"), "{\"k\":[[1,0,0]],\"v\":[[1,0,0]]}", &r);
     CHECK_ERR(&r, 422, "shape_mismatch", "/k");
     api_response_free(&r);
