@@ -83,7 +83,7 @@ static struct route_stats *route_slot(struct srv_metrics *m, const char *route)
     for (size_t i = 0; i < m->n_routes; i++)
         if (strcmp(m->routes[i].name, route) == 0)
             return &m->routes[i];
-    if (m->n_routes == MAX_ROUTES - 1)
+    if (m->n_routes >= MAX_ROUTES - 1)   /* "other" takes the last slot */
         route = "other";
     for (size_t i = 0; i < m->n_routes; i++)
         if (strcmp(m->routes[i].name, route) == 0)
