@@ -324,7 +324,8 @@ void sess_store_stats(struct sess_store *st, struct sess_stats *out)
 
 /* ---- sessions: creation and lifetime -------------------------------------- */
 
-/* Copy count elements of size es; *err = CORE_ENOMEM on failure. */
+/* A copy of count elements of size es (NULL for a NULL p); *ok = false
+ * on overflow or when memory is short. */
 static void *dup_array(const void *p, size_t count, size_t es, bool *ok)
 {
     size_t bytes;
@@ -392,6 +393,18 @@ static enum core_status check_spec(const struct sess_spec *sp)
     return attn_check(&r);
 }
 
+/* Free s and what it owns, but not its mutex (which a half-built session
+ * never initialised). */
+static void free_parts(struct sess *s)
+{
+    kv_free(s->kv);
+    free(s->bias_q);
+    free(s->bias_k);
+    free(s->bias_v);
+    free(s->slopes);
+    free(s);
+}
+
 struct sess *sess_new_from_spec(const struct sess_spec *spec,
                                 enum core_status *err)
 {
@@ -423,12 +436,7 @@ struct sess *sess_new_from_spec(const struct sess_spec *spec,
     s->spec.shape.L = 0;
     s->kv = kv_new(spec->params.dtype, sh->h_kv, sh->d_k, sh->d_v);
     if (!ok || !s->kv || pthread_mutex_init(&s->mu, NULL) != 0) {
-        kv_free(s->kv);
-        free(s->bias_q);
-        free(s->bias_k);
-        free(s->bias_v);
-        free(s->slopes);
-        free(s);
+        free_parts(s);
         return NULL;
     }
     *err = CORE_OK;
@@ -440,12 +448,7 @@ void sess_destroy(struct sess *s)
     if (!s)
         return;
     pthread_mutex_destroy(&s->mu);
-    kv_free(s->kv);
-    free(s->bias_q);
-    free(s->bias_k);
-    free(s->bias_v);
-    free(s->slopes);
-    free(s);
+    free_parts(s);
 }
 
 /* Fill in max_tokens and ttl defaults from the store's config. */
