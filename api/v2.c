@@ -670,6 +670,68 @@ static bool read_binary_size(struct api_call *c, const json_t *in,
     return true;
 }
 
+/* The raw little-endian bytes of input t (binary_data_size bsize), taken
+ * from the binary part after the earlier inputs' bytes. */
+static bool read_binary_data(struct api_call *c, struct v2_infer *x,
+                             const json_t *in, const char *prefix,
+                             struct v2_tensor *t, enum v2_wire w,
+                             long long bsize, bool nullable)
+{
+    char path[API_PATH_MAX];
+    size_t need = 0;
+
+    if (member(in, "data")) {
+        api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+                 prefix, "data"), "data and binary_data_size exclude "
+                 "each other");
+        return false;
+    }
+    if (!core_mul(t->count, wire_size(w), &need) ||
+        (unsigned long long)bsize != need) {
+        api_fail(c, "shape_mismatch", api_pointer_key(path, sizeof path,
+                 prefix, "parameters/binary_data_size"),
+                 "binary_data_size is %lld, the shape and datatype need "
+                 "%zu bytes", bsize, need);
+        return false;
+    }
+    if (need > x->bin_len - x->bin_used) {
+        api_fail(c, "invalid_field", prefix, "the body holds %zu binary "
+                 "bytes after earlier inputs, %zu are needed",
+                 x->bin_len - x->bin_used, need);
+        return false;
+    }
+    api_pointer_key(path, sizeof path, prefix, "data");
+    if (!fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
+        return false;
+    x->bin_used += need;
+    return true;
+}
+
+/* The JSON "data" of input t, flat or nested, exactly t->count elements. */
+static bool read_json_data(struct api_call *c, struct v2_infer *x,
+                           const json_t *in, const char *prefix,
+                           struct v2_tensor *t, bool is_bool, bool nullable)
+{
+    char path[API_PATH_MAX];
+    struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0};
+    const json_t *data = member(in, "data");
+
+    api_pointer_key(path, sizeof path, prefix, "data");
+    if (!json_is_array(data)) {
+        api_fail(c, "invalid_field", path, "data must be an array (or "
+                 "use binary_data_size)");
+        return false;
+    }
+    if (!fill_json(&f, data, 1, path))
+        return false;
+    if (f.pos != t->count) {
+        api_fail(c, "shape_mismatch", path, "data holds %zu elements, the "
+                 "shape needs %zu", f.pos, t->count);
+        return false;
+    }
+    return true;
+}
+
 /* One element of "inputs" into its slot. */
 static bool read_input(struct api_call *c, struct v2_infer *x,
                        const json_t *in, size_t idx, enum v2_slot slot)
@@ -677,7 +739,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     static const char *const allowed[] = {"name", "shape", "datatype",
                                           "parameters", "data", NULL};
     struct v2_tensor *t = &x->t[slot];
-    char prefix[API_PATH_MAX], path[API_PATH_MAX];
+    char prefix[API_PATH_MAX];
     bool is_bool = slot == V2_MASK, nullable = slot == V2_AB;
     size_t esz = is_bool ? 1 : attn_dtype_size(x->dt), bytes;
     enum v2_wire w;
@@ -695,53 +757,9 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
         api_fail(c, "capacity_exhausted", prefix, "out of memory");
         return false;
     }
-    if (bsize >= 0) {
-        size_t need = 0;
-        if (member(in, "data")) {
-            api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
-                     prefix, "data"), "data and binary_data_size exclude "
-                     "each other");
-            return false;
-        }
-        if (!core_mul(t->count, wire_size(w), &need) ||
-            (unsigned long long)bsize != need) {
-            api_fail(c, "shape_mismatch", api_pointer_key(path, sizeof path,
-                     prefix, "parameters/binary_data_size"),
-                     "binary_data_size is %lld, the shape and datatype need "
-                     "%zu bytes", bsize, need);
-            return false;
-        }
-        if (need > x->bin_len - x->bin_used) {
-            api_fail(c, "invalid_field", prefix, "the body holds %zu binary "
-                     "bytes after earlier inputs, %zu are needed",
-                     x->bin_len - x->bin_used, need);
-            return false;
-        }
-        api_pointer_key(path, sizeof path, prefix, "data");
-        if (!fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
-            return false;
-        x->bin_used += need;
-        return true;
-    }
-    {
-        struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0};
-        const json_t *data = member(in, "data");
-
-        api_pointer_key(path, sizeof path, prefix, "data");
-        if (!json_is_array(data)) {
-            api_fail(c, "invalid_field", path, "data must be an array (or "
-                     "use binary_data_size)");
-            return false;
-        }
-        if (!fill_json(&f, data, 1, path))
-            return false;
-        if (f.pos != t->count) {
-            api_fail(c, "shape_mismatch", path, "data holds %zu elements, the "
-                     "shape needs %zu", f.pos, t->count);
-            return false;
-        }
-    }
-    return true;
+    if (bsize >= 0)
+        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable);
+    return read_json_data(c, x, in, prefix, t, is_bool, nullable);
 }
 
 static int slot_of(const char *name)
