@@ -20,6 +20,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,7 @@ static int flog2pow10(int e)
 static uint64_t g_hi[G_KMAX - G_KMIN + 1];     /* g >> 63 */
 static uint64_t g_lo[G_KMAX - G_KMIN + 1];     /* g & (2^63 - 1) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static atomic_bool g_ready;     /* set (release) once the table is built */
 
 struct big {
     uint32_t w[BIG_LIMBS];      /* little-endian limbs */
@@ -128,6 +131,15 @@ static void g_init(void)
         g_hi[k - G_KMIN] = (uint64_t)(g >> 63);
         g_lo[k - G_KMIN] = (uint64_t)g & ((1ull << 63) - 1);
     }
+    atomic_store_explicit(&g_ready, true, memory_order_release);
+}
+
+/* The table, built on first use; after that one load instead of a call
+ * into pthread_once per number. */
+static inline void g_ensure(void)
+{
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire))
+        pthread_once(&g_once, g_init);
 }
 
 /* ---- the decision procedure ------------------------------------------- */
@@ -252,23 +264,42 @@ static const char digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* v < 10^8 as exactly 8 digits at p: four independent pairs, 32-bit
+ * arithmetic (shorter dependency chains than a digit-pair loop). */
+static void put8(char *p, uint32_t v)
+{
+    uint32_t hi = v / 10000, lo = v % 10000;
+
+    memcpy(p, digit_pairs + 2 * (hi / 100), 2);
+    memcpy(p + 2, digit_pairs + 2 * (hi % 100), 2);
+    memcpy(p + 4, digit_pairs + 2 * (lo / 100), 2);
+    memcpy(p + 6, digit_pairs + 2 * (lo % 100), 2);
+}
+
 /* The decimal digits of f (> 0) into the end of buf[24]; returns where they
- * start. Two digits per division. */
+ * start. Eight digits per 64-bit division, then two at a time. */
 static char *digits_of(uint64_t f, char *end)
 {
     char *p = end;
+    uint32_t v;
 
-    while (f >= 100) {
-        unsigned r = (unsigned)(f % 100);
-        f /= 100;
+    while (f >= 100000000) {
+        p -= 8;
+        put8(p, (uint32_t)(f % 100000000));
+        f /= 100000000;
+    }
+    v = (uint32_t)f;
+    while (v >= 100) {
+        unsigned r = v % 100;
+        v /= 100;
         p -= 2;
         memcpy(p, digit_pairs + 2 * r, 2);
     }
-    if (f >= 10) {
+    if (v >= 10) {
         p -= 2;
-        memcpy(p, digit_pairs + 2 * f, 2);
+        memcpy(p, digit_pairs + 2 * v, 2);
     } else {
-        *--p = (char)('0' + f);
+        *--p = (char)('0' + v);
     }
     return p;
 }
@@ -376,7 +407,7 @@ size_t api_dtoa_f64(char *out, double x)
         memcpy(out, "null", 5);
         return 4;
     }
-    pthread_once(&g_once, g_init);
+    g_ensure();
     if (bq != 0) {
         int mq = 1074 + 1 - bq;
         uint64_t c = (1ull << 52) | t;
@@ -405,7 +436,7 @@ size_t api_dtoa_f32(char *out, float x)
         memcpy(out, "null", 5);
         return 4;
     }
-    pthread_once(&g_once, g_init);
+    g_ensure();
     if (bq != 0) {
         int mq = 149 + 1 - bq;
         uint32_t c = (1u << 23) | t;

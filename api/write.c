@@ -75,27 +75,39 @@ bool api_write_string(struct api_buf *b, const char *s)
     return api_buf_putc(b, '"');
 }
 
-/* One row of cols numbers: [x,x,...]. */
+/* One row of cols numbers: [x,x,...], formatted straight into the buffer
+ * (room for the whole row is reserved first: each number takes fewer than
+ * API_NUM_MAX bytes with its NUL, which the next byte overwrites). */
 static void write_row(struct api_buf *b, const void *row, enum attn_dtype dt,
                       size_t cols, int digits, bool neg_inf_null)
 {
-    size_t j, esz = attn_dtype_size(dt);
-    char tmp[API_NUM_MAX];
+    size_t j, room;
+    char *o;
 
     (void)neg_inf_null;     /* api_fmt_* print every non-finite as null */
-    /* Each number takes < API_NUM_MAX bytes; reserve the row at once. */
-    if (!api_buf_reserve(b, 2 + cols * API_NUM_MAX))
+    if (!core_mul(cols, API_NUM_MAX, &room) || room > SIZE_MAX - 2 ||
+        !api_buf_reserve(b, 2 + room))
         return;
-    api_buf_putc(b, '[');
-    for (j = 0; j < cols; j++) {
-        const char *p = (const char *)row + j * esz;
-        size_t n = dt == ATTN_F32 ? api_fmt_f32(tmp, *(const float *)p, digits)
-                                  : api_fmt_f64(tmp, *(const double *)p, digits);
-        if (j)
-            api_buf_putc(b, ',');
-        api_buf_append(b, tmp, n);
+    o = b->data + b->len;
+    *o++ = '[';
+    if (dt == ATTN_F32) {
+        const float *x = row;
+        for (j = 0; j < cols; j++) {
+            if (j)
+                *o++ = ',';
+            o += api_fmt_f32(o, x[j], digits);
+        }
+    } else {
+        const double *x = row;
+        for (j = 0; j < cols; j++) {
+            if (j)
+                *o++ = ',';
+            o += api_fmt_f64(o, x[j], digits);
+        }
     }
-    api_buf_putc(b, ']');
+    *o++ = ']';
+    *o = '\0';
+    b->len = (size_t)(o - b->data);
 }
 
 bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,

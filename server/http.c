@@ -45,6 +45,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -63,6 +64,10 @@
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
 #define BODY_INITIAL_CAP 4096
+/* MHD polling threads (poll(), not epoll: see the top comment). */
+#ifndef HTTP_THREADS
+#define HTTP_THREADS 2
+#endif
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
@@ -109,15 +114,16 @@ struct req {
     size_t len, cap;
     uint64_t bytes_in;              /* everything received, kept or not */
     const char *refuse;             /* set once over a cap: wire code to answer */
-    struct req_header hdr[MAX_REQ_HEADERS];
     size_t n_hdr;
     uv_work_t work;
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
-    struct api_response resp;       /* filled on the pool */
     int status;                     /* what was queued */
     const char *route;
     uint64_t bytes_out;
+    /* Not zeroed at the 1st call (req_new): written before they are read. */
+    struct req_header hdr[MAX_REQ_HEADERS];
+    struct api_response resp;       /* filled by api_handle (9 KiB of header slots) */
 };
 
 /* ---- body buffers within the global budget ------------------------------ */
@@ -394,6 +400,61 @@ static bool is_probe(const struct req *r)
     return false;
 }
 
+/*
+ * Tiny stateless attention requests are answered on the transport thread.
+ * Handing one to the pool costs three thread hops (uv_async to the loop,
+ * uv_queue_work to a worker, MHD_resume_connection back), each a futex or
+ * eventfd wake-up and a context switch on 2 shared cores: measured with
+ * perf, the hops and their scheduling took more CPU than the request itself
+ * (n=L=4, d=8: ~20 us of parsing, attention and printing). The work inline
+ * is bounded by the request alone:
+ *   - only POST /v1/attention (stateless; session routes may touch a large
+ *     KV cache and stay on the pool), body at most INLINE_MAX_BODY bytes:
+ *     at most ~INLINE_MAX_BODY/2 numbers in (one digit and a comma each),
+ *     so with h*(n*d + L*d + L*d_v) <= N the attention work h*n*L*(d+d_v)
+ *     stays under N^2/4 = 2.6e5 multiply-adds (d = d_v = 1), well under a
+ *     millisecond;
+ *   - the response at most INLINE_MAX_OUT numbers (the api's --max-elements
+ *     is lowered for the inline call); a request refused for that limit is
+ *     handed to the pool, which answers it under the real limit.
+ */
+#define INLINE_MAX_BODY 2048
+#define INLINE_MAX_OUT 4096
+
+static bool is_tiny_attention(const struct req *r)
+{
+    return r->len <= INLINE_MAX_BODY && !r->refuse &&
+           strcmp(r->method, "POST") == 0 && strcmp(r->url, "/v1/attention") == 0;
+}
+
+/* Whether the api refused for a size limit (the pool may answer it). */
+static bool refused_for_size(const struct api_response *resp)
+{
+    static const char *const codes[] = {"\"response_too_large\"", "\"limit_exceeded\""};
+    if (resp->status != 422 || !resp->body)
+        return false;
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (memmem(resp->body, resp->body_len, codes[i], strlen(codes[i])))
+            return true;
+    return false;
+}
+
+/* Answer into r->resp on this thread; false: hand it to the pool instead. */
+static bool answer_inline(struct req *r)
+{
+    struct api_ctx ctx = *r->h->ctx;    /* draining etc. as of now */
+    if (ctx.cfg.max_elements == 0 || ctx.cfg.max_elements > INLINE_MAX_OUT)
+        ctx.cfg.max_elements = INLINE_MAX_OUT;
+    struct api_request q;
+    api_req_init(r, &q, req_header);
+    q.ws = srv_worker_ws();
+    api_handle(&ctx, &q, &r->resp);
+    if (!refused_for_size(&r->resp) || ctx.cfg.max_elements == r->h->ctx->cfg.max_elements)
+        return true;
+    api_response_free(&r->resp);
+    return false;
+}
+
 static enum MHD_Result dispatch(struct req *r)
 {
     const struct srv_asset *a = find_asset(r->method, r->url);
@@ -408,6 +469,8 @@ static enum MHD_Result dispatch(struct req *r)
         api_handle(h->ctx, &q, &r->resp);
         return queue(r, &r->resp);
     }
+    if (is_tiny_attention(r) && answer_inline(r))
+        return queue(r, &r->resp);
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
     pthread_mutex_lock(&h->mu);
@@ -420,6 +483,20 @@ static enum MHD_Result dispatch(struct req *r)
 }
 
 /* ---- the access handler ------------------------------------------------ */
+
+/* A zeroed request without clearing its header and response slots (11 KiB
+ * that api_handle and collect_header write before anything reads them):
+ * clearing them was the largest user-space cost of a small request. */
+static struct req *req_new(void)
+{
+    struct req *r = malloc(sizeof *r);
+    if (!r)
+        return NULL;
+    memset(r, 0, offsetof(struct req, hdr));
+    r->resp.body = NULL;
+    r->resp.body_len = 0;
+    return r;
+}
 
 /* Framing headers as sent, duplicates included. */
 struct framing {
@@ -530,7 +607,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     struct srv_http *h = cls;
     struct req *r = *con_cls;
     if (!r) {
-        r = calloc(1, sizeof *r);
+        r = req_new();
         if (!r)
             return MHD_NO;
         r->h = h;
@@ -663,6 +740,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
         MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return d;
