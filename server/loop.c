@@ -3,7 +3,8 @@
  * compute pool and (through server/http.c) the transport.
  *
  * Start: UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
- * single-threaded BLAS per worker (attn_blas_init(1)), the session store
+ * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
+ * pool that lets one large request use idle cores, the session store
  * (restored from --state-dir), the transport, the port file.
  * Run: a 1 s housekeeping timer queues a TTL sweep on the pool.
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
@@ -15,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +54,34 @@ struct proc {
     struct srv_http *http;
 };
 
-/* ---- per-worker scratch ------------------------------------------------- */
+/* ---- per-worker scratch and the helper pool ------------------------------ */
+
+/*
+ * One large request uses both cores: every worker's scratch carries the
+ * core's helper pool (attn_pool, min(workers, cpus) - 1 threads), which
+ * joins a pass only while that request is the only one computing (a helper
+ * steps back as soon as another request waits), so helpers never
+ * oversubscribe the workers; BLAS stays single-threaded.
+ */
+static struct attn_pool *par_pool;
+static _Atomic(struct srv_http *) par_http;     /* NULL once the transport stops */
+
+static bool par_may_help(void *arg)
+{
+    (void)arg;
+    struct srv_http *h = atomic_load(&par_http);
+    return h && srv_http_working(h) <= 1;
+}
+
+static void par_start(unsigned workers)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t w = workers;
+    if (cpus > 0 && (size_t)cpus < w)
+        w = (size_t)cpus;
+    if (w >= 2)
+        par_pool = attn_pool_new(w - 1, par_may_help, NULL);
+}
 
 static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct attn_ws *ws_all[MAX_WORKER_WS];
@@ -66,6 +95,7 @@ struct attn_ws *srv_worker_ws(void)
     pthread_mutex_lock(&ws_mu);
     if (ws_count < MAX_WORKER_WS) {
         ws_mine = attn_ws_new();
+        attn_ws_set_pool(ws_mine, par_pool);
         if (ws_mine)
             ws_all[ws_count++] = ws_mine;
     }
@@ -81,6 +111,8 @@ static void free_worker_ws(void)
         attn_ws_free(ws_all[i]);
     ws_count = 0;
     pthread_mutex_unlock(&ws_mu);
+    attn_pool_free(par_pool);
+    par_pool = NULL;
 }
 
 /* ---- sessions ----------------------------------------------------------- */
@@ -206,6 +238,7 @@ static void finish(struct proc *p)
     }
     p->finished = true;
     store_save(p);
+    atomic_store(&par_http, NULL);
     srv_http_stop(p->http);
     p->http = NULL;
     close_all(p);
@@ -328,6 +361,7 @@ static bool start(struct proc *p)
     snprintf(n, sizeof n, "%u", p->cfg->workers);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
     attn_blas_init(1);
+    par_start(p->cfg->workers);
     p->metrics = srv_metrics_new();
     p->store = store_open(p->cfg);
     if (!p->metrics || !p->store)
@@ -341,6 +375,7 @@ static bool start(struct proc *p)
     p->http = srv_http_start(&p->loop, p->cfg, &p->ctx, p->metrics);
     if (!p->http)
         return false;
+    atomic_store(&par_http, p->http);
     unsigned port = srv_http_port(p->http);
     if (p->cfg->port_file[0]) {
         int rc = write_port_file(p->cfg->port_file, port);
@@ -388,6 +423,7 @@ int srv_loop_run(struct srv_config *cfg)
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
     } else if (p->handles_ready) {          /* failed after the loop was set up */
+        atomic_store(&par_http, NULL);
         srv_http_stop(p->http);
         p->http = NULL;
         p->finished = true;
