@@ -1645,7 +1645,9 @@ static const char *const COND_NAMES[4] = {"no_bias", "q_bias", "k_bias",
 /* The eight shared passes, and the table copied from them. */
 static enum core_status shared_passes(struct vx *c, struct verify_report *rep)
 {
-    size_t nl = c->n * c->L;
+    size_t bytes;
+    if (!core_mul3(c->n, c->L, sizeof(double), &bytes))
+        return CORE_ELIMIT;
     for (int v = 0; v < 2; v++)
         for (int cond = 0; cond < 4; cond++) {
             struct vrun r = vx_run(
@@ -1653,12 +1655,12 @@ static enum core_status shared_passes(struct vx *c, struct verify_report *rep)
             TRY(vx_pass(c, &r, &c->p[v][cond]));
             struct verify_condition *t = &rep->table[v][cond];
             t->name = COND_NAMES[cond];
-            t->scores = malloc(nl * sizeof(double));
-            t->weights = malloc(nl * sizeof(double));
+            t->scores = malloc(bytes);
+            t->weights = malloc(bytes);
             if (!t->scores || !t->weights)
                 return CORE_ENOMEM;
-            memcpy(t->scores, c->p[v][cond].s, nl * sizeof(double));
-            memcpy(t->weights, c->p[v][cond].w, nl * sizeof(double));
+            memcpy(t->scores, c->p[v][cond].s, bytes);
+            memcpy(t->weights, c->p[v][cond].w, bytes);
         }
     return CORE_OK;
 }
