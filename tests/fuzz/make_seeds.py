@@ -141,6 +141,20 @@ def sessions_seeds():
     ]
 
 
+def numbers_seeds():
+    seeds = [b"\x00" + t for t in (
+        b"[[1,2],[3,4]]", b"[1e400]", b"[-0, 1e-320, 5e-324]", b"[[[1]],[[2]]]",
+        b" [ 1 , 2 ] ", b"[[1,2],[3]]", b"[18446744073709551616, -0]", b"[1.0e+2,-3E-2]",
+        b"[[0.1,0.2,0.30000000000000004]]", b"[01]", b"[1.]", b"[.5]", b"[[]]", b"[1,]")]
+    seeds.append(b"\x01" + j(B64))
+    seeds.append(b"\x01" + j({"dtype": "float32", "shape": [2], "data": "AACAPwAAAEA="}))
+    for x in (0.1, 5e-324, 1.7976931348623157e308, 9.611687e18, 1e21, 1e-7, 123456789.0, -0.0):
+        seeds.append(b"\x02" + struct.pack("<d", x))
+    for x in (0.1, 1e-45, 3.4028234663852886e38, 16777217.0, 1e21):
+        seeds.append(b"\x03" + struct.pack("<f", x))
+    return seeds
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -155,5 +169,5 @@ def write(target, seeds):
 
 if __name__ == "__main__":
     for t, s in (("request", request_seeds()), ("base64", base64_seeds()),
-                 ("sessions", sessions_seeds())):
+                 ("sessions", sessions_seeds()), ("numbers", numbers_seeds())):
         print(t, write(t, s))

@@ -130,6 +130,12 @@ case("json_nul_in_key",
       "note": "jansson refuses \\u0000 in keys unless JSON_ALLOW_NUL; if "
               "allowed, it is an unknown field"},
      b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"so\\u0000ftmax":"standard"}')
+case("json_nul_after_number", err(400, "invalid_json",
+                                  note="a raw NUL is never JSON; jansson takes it after a "
+                                       "number ([[1,0\\0]] read as [[1,0]]): answered 200"),
+     b'{"q":[[1,0\x00]],"k":[[1,0]],"v":[[1,2]]}')
+case("json_nul_in_string", err(400, "invalid_json"),
+     b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"softmax":"stan\x00dard"}')
 case("json_duplicate_key", err(400, "duplicate_key"),
      b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]],"q":[[0,1]]}')
 case("json_duplicate_nested_key", err(400, "duplicate_key"),
