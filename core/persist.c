@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +431,11 @@ static void read_header(struct rd *r, struct loaded *l)
                     alibi > 1 || has_slopes > 1 || l->spec.max_tokens == 0 ||
                     l->length > l->spec.max_tokens))
         r->err = "bad header field";
+    /* save writes ttl 0 for "never expires"; an infinite ttl would be a
+     * session that never expires and reports a non-finite expires_in */
+    if (!r->err && (!isfinite(l->spec.ttl_s) || !(l->spec.ttl_s >= 0) ||
+                    !isfinite(l->idle_s) || !(l->idle_s >= 0)))
+        r->err = "bad clock field";
     if (has_slopes)
         l->slopes = get_array(r, sh->h, 1, sizeof(double));
     pa->alibi_slopes = l->slopes;

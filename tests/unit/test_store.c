@@ -583,6 +583,41 @@ TEST(load_refuses_dot_ids)
     rm_dir(dir);
 }
 
+/* A file whose ttl or idle time is not a finite number >= 0 is refused
+ * (an infinite ttl restored a session that never expired). */
+TEST(load_refuses_non_finite_clock_fields)
+{
+    static const double bad[] = {INFINITY, NAN, -1.0};
+    for (size_t field = 0; field < 2; field++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char dir[] = "/tmp/attnd-test-store-XXXXXX";
+            CHECK(mkdtemp(dir) != NULL);
+            struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
+            struct sess_spec sp = small_spec();
+            char a[SESS_ID_MAX], path[512];
+            CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+            CHECK_EQ_INT(sess_store_save(st, dir, logger, NULL), CORE_OK);
+            sess_store_free(st);
+            snprintf(path, sizeof path, "%s/%s.sess", dir, a);
+            FILE *f = fopen(path, "r+b");
+            CHECK(f != NULL);
+            if (!f)
+                return;
+            /* magic, version, bom, id_len, id, dtype, 6 u64, ttl_s, idle_s */
+            fseek(f, (long)(20 + strlen(a) + 4 + 6 * 8 + 8 * field), SEEK_SET);
+            fwrite(&bad[i], sizeof bad[i], 1, f);
+            fclose(f);
+            fix_crc(path);
+            st = new_store(0, 0, SESS_POLICY_REJECT);
+            CHECK_EQ_INT(sess_store_load(st, dir, logger, NULL), CORE_OK);
+            struct sess_stats stats;
+            sess_store_stats(st, &stats);
+            CHECK_EQ_INT(stats.sessions, 0);
+            sess_store_free(st);
+            rm_dir(dir);
+        }
+}
+
 TEST(load_respects_capacity)
 {
     char dir[] = "/tmp/attnd-test-store-XXXXXX";
@@ -619,6 +654,7 @@ int main(void)
     RUN(attend_appends_then_rolls_back_on_error);
     RUN(save_load_round_trip_and_bad_files);
     RUN(load_refuses_dot_ids);
+    RUN(load_refuses_non_finite_clock_fields);
     RUN(load_respects_capacity);
     TEST_MAIN_END();
 }
