@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX2__) && defined(__x86_64__) && defined(__GLIBC__)
+#if defined(__AVX2__) && defined(__x86_64__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX2__) && defined(__x86_64__) && defined(__GLIBC__)
 #define ATTN_HAVE_MVEC 1
 /* glibc's libmvec (linked through libm.so's AS_NEEDED clause): 8-lane expf
  * and 4-lane exp for AVX2, within 4 ulp. Used for the softmax exponentials,
@@ -332,11 +334,48 @@ static double attn_head_slope(const struct attn_params *p, size_t hh, size_t h)
     return p->alibi_slopes ? p->alibi_slopes[hh] : attn_alibi_slope(hh, h);
 }
 
+#if defined(__AVX512F__) && defined(__x86_64__)
+/* exp(x) of 16 floats, for the softmax's x <= ~0 (and -inf, which gives 0):
+ * Cephes expf's reduction and polynomial (relative error about 1e-7), 2^n
+ * applied by scalef, which also flushes results below the float range to
+ * 0. Why hand-written: inlined into the exp+sum loop, 16 lanes, no range
+ * handling beyond what the softmax needs; the libmvec AVX2 call per 8
+ * elements plus the loop around it was ~14% of a 2048² prefill (perf). */
+static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 nf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, nf);
+}
+#endif
+
 /* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y in double. */
 static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
 {
     size_t j = 0;
     double sum = 0;
+#if defined(__AVX512F__) && defined(__x86_64__)
+    __m512 vs512 = _mm512_set1_ps(sh);
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (; j + 16 <= n; j += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vs512));
+        _mm512_storeu_ps(y + j, e);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                   _mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    sum += _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+#endif
 #ifdef ATTN_HAVE_MVEC
     __m256 vs = _mm256_set1_ps(sh);
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
@@ -348,7 +387,7 @@ static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
     }
     double t[4];
     _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
-    sum = (t[0] + t[1]) + (t[2] + t[3]);
+    sum += (t[0] + t[1]) + (t[2] + t[3]);
 #endif
     for (; j < n; j++) {
         y[j] = expf(x[j] - sh);
@@ -372,7 +411,7 @@ static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
     }
     double t[4];
     _mm256_storeu_pd(t, a0);
-    sum = (t[0] + t[1]) + (t[2] + t[3]);
+    sum += (t[0] + t[1]) + (t[2] + t[3]);
 #endif
     for (; j < n; j++) {
         y[j] = exp(x[j] - sh);
@@ -386,6 +425,25 @@ struct attn_win {
     size_t k0, kw;                  /* window start and width */
     struct attn_partial *part;      /* key-split pass: where m, l, o go; else NULL */
 };
+
+/* Output-only passes over the whole key range take the key-blocked path
+ * (attn_impl.h flash_rows): tiles of up to ATTN_FLASH_ROWS query rows,
+ * ATTN_FLASH_KEYS keys per block. Larger row tiles than the materialising
+ * path: gemm packs K and V once per row tile, so the packing cost falls
+ * with the tile height, while the [rows][keys] block stays in L2. Few rows
+ * per kv head (decode) keep the plain loops (memory-bound). */
+#ifndef ATTN_FLASH_ROWS
+#define ATTN_FLASH_ROWS 512
+#endif
+#ifndef ATTN_FLASH_KEYS
+#define ATTN_FLASH_KEYS 256
+#endif
+
+static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
+{
+    size_t R = r->shape.h / r->shape.h_kv * r->shape.n;   /* rows per kv head */
+    return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
+}
 
 #define T float
 #define SFX f32
@@ -519,9 +577,13 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
     }
 }
 
-/* Query rows per tile: about ATTN_TILE_BYTES of score rows, within bounds. */
-static size_t tile_rows(size_t R, size_t L, size_t esz)
+/* Query rows per tile: about ATTN_TILE_BYTES of score rows, within bounds;
+ * ATTN_FLASH_ROWS on the key-blocked path. */
+static size_t tile_rows(const struct attn_request *r, const struct attn_win *w, size_t R,
+                        size_t L, size_t esz)
 {
+    if (attn_flash(r, w))
+        return R < ATTN_FLASH_ROWS ? R : ATTN_FLASH_ROWS;
     size_t b = ATTN_TILE_BYTES / (L * esz);
     if (b < ATTN_TILE_MIN)
         b = ATTN_TILE_MIN;
@@ -549,12 +611,13 @@ static enum core_status forward_kv_serial(const struct attn_request *r,
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
     size_t R = s->h / s->h_kv * s->n;
-    size_t B = tile_rows(R, w->kw, esz);
+    size_t B = tile_rows(r, w, R, w->kw, esz);
     /* qb [B][d_k] rounded to 64 bytes, then pb [B][L] when weights are not
      * kept but the output is needed. Bounded by attn_check (TILE_MAX·(L+d_k)). */
     size_t qb_bytes = (B * s->d_k * esz + 63) & ~(size_t)63;
     bool need_pb = !(r->outputs & ATTN_OUT_WEIGHTS) && (r->outputs & ATTN_OUT_OUTPUT);
-    size_t bytes = qb_bytes + (need_pb ? B * w->kw * esz : 0);
+    size_t pb_keys = attn_flash(r, w) && w->kw > ATTN_FLASH_KEYS ? ATTN_FLASH_KEYS : w->kw;
+    size_t bytes = qb_bytes + (need_pb ? B * pb_keys * esz : 0);
     char *blk = ws_reserve(ws, WS_BLK, bytes);
     if (!blk)
         return CORE_ENOMEM;
@@ -711,7 +774,7 @@ static enum core_status forward_kv_ws(const struct attn_request *r,
         size_t nwin = kvb / ATTN_WIN_BYTES;
         return split_keys(r, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
     }
-    size_t B = tile_rows(R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
+    size_t B = tile_rows(r, w, R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
     if (!ws->pool || tiles < 2 || R <= ATTN_LOOP_ROWS ||
         (core_mul3(rows, s->L, s->d_k + s->d_v, &macs) && macs < ATTN_SPLIT_MACS))
         return forward_kv_serial(r, in, kv, out, ws, rb, re, w);

@@ -24,6 +24,9 @@
  *   pv       P · V (gemm, or plain loops for very few rows); when weights
  *            are not returned, P stays unnormalised and the output rows are
  *            scaled by 1/denominator instead
+ * When only the output is asked for (and a kv head has more than
+ * ATTN_LOOP_ROWS query rows), flash_rows replaces qk..pv: keys in blocks
+ * with an online softmax, scratch [B][ATTN_FLASH_KEYS] whatever L is.
  */
 
 #define FN(name) ATTN_CAT(name, SFX)
@@ -374,6 +377,80 @@ static enum core_status FN(finish_block)(const struct attn_request *r,
     return CORE_OK;
 }
 
+/* Rows [row0, row0+nb) of one kv head, output only: the keys [0, Lt) in
+ * blocks of ATTN_FLASH_KEYS with an online softmax (per row a running max m
+ * and sum l; when m grows, l and the output row are rescaled by
+ * exp(m_old - m_new)), so the scratch S is [nb][ATTN_FLASH_KEYS] whatever L
+ * is, and each block's products stay in cache. qb [nb][d_k] prepared
+ * queries; O [nb][d_v] gets the normalised output rows. The extra term of
+ * softmax1 / sink joins at the end with the shift max(m, 0) / max(m, sink),
+ * in double, so the denominator is >= 1 and nothing overflows. */
+static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0, size_t nb,
+                                       size_t Lt, const T *qb, const T *K, const T *V,
+                                       T *S, T *O, struct attn_result *out)
+{
+    const struct attn_shape *s = &r->shape;
+    const struct attn_params *p = &r->params;
+    size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
+    T m[ATTN_FLASH_ROWS];
+    double l[ATTN_FLASH_ROWS];
+    for (size_t t = 0; t < nb; t++) {
+        m[t] = -INFINITY;
+        l[t] = 0;
+    }
+    memset(O, 0, nb * dv * sizeof(T));
+    for (size_t k0 = 0; k0 < Lt; k0 += KB) {
+        size_t kw = Lt - k0 < KB ? Lt - k0 : KB;
+        ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,
+                  (T)p->scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
+        for (size_t t = 0; t < nb; t++) {
+            size_t gr = row0 + t;
+            T *row = S + t * kw, mb;
+            enum core_status st = FN(finish_scores)(r, gr / n, gr % n, k0, kw, row, &mb);
+            if (st != CORE_OK)
+                return st;
+            if (mb == -INFINITY) {          /* no allowed key in this block */
+                memset(row, 0, kw * sizeof(T));
+                continue;
+            }
+            if (mb > m[t]) {
+                if (m[t] != -INFINITY) {
+                    double a = exp((double)m[t] - (double)mb);
+                    l[t] *= a;
+                    FN(scale_row)(O + t * dv, dv, (T)a);
+                }
+                m[t] = mb;
+            }
+            l[t] += FN(vexp_shift)(row, row, kw, m[t]);
+        }
+        ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)dv, (int)kw, 1,
+                  S, (int)kw, V + k0 * dv, (int)dv, 1, O, (int)dv);
+    }
+    for (size_t t = 0; t < nb; t++) {
+        size_t gr = row0 + t;
+        bool any = m[t] != -INFINITY;
+        if (out->empty)
+            out->empty[gr] = !any;
+        if (!any) {                         /* O's row stayed 0 */
+            out->n_empty++;
+            if (r->empty_rows == ATTN_EMPTY_ERROR)
+                return CORE_EEMPTYROW;
+            continue;
+        }
+        double mx = m[t], shift = mx, extra = 0;
+        if (p->softmax == ATTN_SOFTMAX_ONE) {
+            shift = mx > 0 ? mx : 0;
+            extra = exp(0.0 - shift);
+        } else if (p->softmax == ATTN_SOFTMAX_SINK) {
+            shift = mx > p->sink_logit ? mx : p->sink_logit;
+            extra = exp(p->sink_logit - shift);
+        }
+        double f = exp(mx - shift);
+        FN(scale_row)(O + t * dv, dv, (T)(f / (l[t] * f + extra)));
+    }
+    return FN(all_finite)(O, nb * dv) ? CORE_OK : CORE_ENONFINITE;
+}
+
 /* See attn_forward_kv_rows / attn_forward_kv_keys in attn.h: global query
  * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
  * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
@@ -394,6 +471,8 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
     T *ot = (r->outputs & ATTN_OUT_OUTPUT) ? out->output : NULL;
     if (w->part)
         ot = w->part->o;
+    /* output only, whole pass: key blocks with an online softmax */
+    bool flash = attn_flash(r, w);
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
 
@@ -408,6 +487,13 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
             size_t Lt = attn_tile_keys(r, row0, nb);    /* absolute, then in w */
             Lt = Lt <= w->k0 ? 0 : (Lt - w->k0 < kw ? Lt - w->k0 : kw);
             FN(prep_q)(r, in, row0, nb, qb);
+            if (flash) {
+                enum core_status st = FN(flash_rows)(r, row0, nb, Lt, qb, K, V, pb,
+                                                     ot + row0 * s->d_v, out);
+                if (st != CORE_OK)
+                    return st;
+                continue;
+            }
             FN(qk)(qb, nb, K, Lt, kw, s->d_k, scale, S);
             enum core_status st =
                 FN(finish_block)(r, w, row0, nb, Lt, S, P, wt != NULL, inv, out);

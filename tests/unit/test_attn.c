@@ -1345,6 +1345,29 @@ TEST(blas_config_text)
     CHECK(attn_blas_config() != NULL && strlen(attn_blas_config()) > 0);
 }
 
+/* Output only: the key-blocked path's scratch does not depend on L (no
+ * [rows][L] block at all), and its results match the materialising pass. */
+TEST(output_only_scratch_independent_of_L)
+{
+    size_t bytes[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        struct tcase c;
+        plain_case(&c, ATTN_F32, 2, 1, 64, i ? 20000 : 3000, 8, 8);
+        c.outputs = ATTN_OUT_OUTPUT;
+        struct tcore t;
+        tcore_init(&c, &t);
+        struct attn_ws *ws = attn_ws_new();
+        CHECK_EQ_INT(attn_forward(&t.req, &t.in, &t.out, ws), CORE_OK);
+        bytes[i] = attn_ws_bytes(ws);
+        attn_ws_free(ws);
+        tcore_free(&t);
+        c.outputs = ATTN_OUT_ALL;
+        tcase_free(&c);
+    }
+    CHECK_EQ_INT(bytes[0], bytes[1]);
+    CHECK(bytes[1] < 128 * 20000 * sizeof(float) / 8);
+}
+
 /* ---- the helper pool (attn_pool): split passes ------------------------- */
 
 static void count_piece(void *arg, size_t piece, struct attn_ws *ws)
@@ -1529,6 +1552,7 @@ int main(void)
     RUN(forward_equals_prepare_plus_forward_kv);
     RUN(rows_split_across_threads);
     RUN(key_split_equals_full);
+    RUN(output_only_scratch_independent_of_L);
     RUN(pool_runs_every_piece_once);
     RUN(pool_split_prefill_matches);
     RUN(decode_key_windows_match_reference);
