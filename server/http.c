@@ -22,7 +22,14 @@
  *     visible next to the epoll variant, and per request it is microseconds
  *     against the JSON parsing and attention done on the pool.
  *   - one MHD thread, not a pool of them: on 2 cores the compute pool needs
- *     the CPUs; the transport only parses headers and copies bodies.
+ *     the CPUs; the transport only parses headers and copies bodies. (A
+ *     pool of 2 poll() threads was tried for small requests: no gain
+ *     visible through the noise, and MHD 0.9.75's pool broke the
+ *     per-address connection limit and the vanishing-client cleanup in
+ *     tests/e2e, and aborted in MHD_stop_daemon on a drain race.)
+ *   - tiny POST /v1/attention requests are answered on the MHD thread
+ *     (answer_inline: bounded by body and response size, see there): the
+ *     three hops to the pool and back cost more than the request.
  * All MHD calls on a connection happen on the MHD thread, except
  * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
@@ -33,9 +40,10 @@
  *               (answering here would turn off keep-alive, see RESULTS.md).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413.
- *   last call   static file or probe (answered here), or suspend + hand to
- *               the loop (uv_async), which runs api_handle on the pool
- *               (uv_queue_work).
+ *   last call   static file, probe or tiny attention request (answered
+ *               here), or suspend + hand to the loop (uv_async), which runs
+ *               api_handle on the pool (uv_queue_work); while draining, a
+ *               new request is refused (503 draining) instead.
  *   resumed     queue the api_response; MHD sends it.
  *   completed   log line, metrics, free.
  */
@@ -64,10 +72,6 @@
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
 #define BODY_INITIAL_CAP 4096
-/* MHD polling threads (poll(), not epoll: see the top comment). */
-#ifndef HTTP_THREADS
-#define HTTP_THREADS 2
-#endif
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
@@ -471,6 +475,12 @@ static enum MHD_Result dispatch(struct req *r)
     }
     if (is_tiny_attention(r) && answer_inline(r))
         return queue(r, &r->resp);
+    /* Draining: a new request on a kept-alive connection is refused rather
+     * than suspended, so that no connection is suspended once the last
+     * in-flight request is done (MHD_stop_daemon aborts the process if one
+     * is; with two MHD threads the race was seen in the e2e drain tests). */
+    if (atomic_load(&h->quiesced))
+        return transport_error(r, "draining", NULL);
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
     pthread_mutex_lock(&h->mu);
@@ -740,7 +750,6 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
         MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return d;

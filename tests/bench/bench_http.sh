@@ -9,12 +9,17 @@
 #           (../shared/bench/peer_attention.py, 2 uvicorn workers, 1 BLAS
 #           thread each), which needs Debian's python3-fastapi
 #           python3-uvicorn python3-uvloop python3-httptools python3-numpy.
+#   b64     POST a base64 float32 request (n=16 L=2048 d=64, "encoding":
+#           "base64", output only; 1.4 MB body) to attnd vs POST /echo of the
+#           same body on mhd_server: tensor payload (q, k, v, output bytes)
+#           per second next to the bytes per second MHD moves in and out.
+#           8 connections (each body is 1.4 MB).
 # Runs alternate (limit, attnd, limit, attnd, ...) so slow phases of the
 # shared machine hit both; medians over BENCH_REPS runs of DUR each.
 # env: BENCH_REPS (3), DUR (5s), SHARED (../shared/bench, from the repo root)
 set -u
-build=${1:?usage: bench_http.sh BUILD small|medium}
-what=${2:?usage: bench_http.sh BUILD small|medium}
+build=${1:?usage: bench_http.sh BUILD small|medium|b64}
+what=${2:?usage: bench_http.sh BUILD small|medium|b64}
 reps=${BENCH_REPS:-3}
 dur=${DUR:-5s}
 shared=${SHARED:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/bench}
@@ -63,7 +68,7 @@ start_attnd() {
 # wrk_once LABEL URL [BODY]: one run; appends its wrk_result line to $tmp/LABEL.
 wrk_once() {
     if [ $# -ge 3 ]; then
-        wrk -t2 -c32 -d"$dur" --timeout 5s --latency -s "$shared/wrk/post_json.lua" "$2" -- "$3" \
+        wrk -t2 -c"${CONNS:-32}" -d"$dur" --timeout 5s --latency -s "$shared/wrk/post_json.lua" "$2" -- "$3" \
             > "$tmp/out" 2>&1
     else
         wrk -t2 -c32 -d"$dur" --timeout 5s --latency -s "$shared/wrk/get.lua" "$2" > "$tmp/out" 2>&1
@@ -154,8 +159,61 @@ print("BENCHROW|HTTP medium JSON n=L=64 d=64, all outputs, wrk -t2 -c32|-|-|Fast
 EOF
 }
 
+# A base64 float32 attention request, n x L x d, output only, into $1;
+# prints its tensor payload bytes (q, k, v and output).
+b64_body() {
+    "$py" - "$1" 16 2048 64 <<'EOF'
+import base64, random, struct, sys
+path, n, L, d = sys.argv[1], *map(int, sys.argv[2:])
+rnd = random.Random(1)
+def t(rows):
+    raw = struct.pack("<%df" % (rows * d), *(rnd.uniform(-1, 1) for _ in range(rows * d)))
+    return '{"shape":[%d,%d],"dtype":"float32","data":"%s"}' % (rows, d, base64.b64encode(raw).decode())
+with open(path, "w") as f:
+    f.write('{"q":%s,"k":%s,"v":%s,"dtype":"float32","encoding":"base64","return":["output"]}'
+            % (t(n), t(L), t(L)))
+print((n * d + 2 * L * d + n * d) * 4)
+EOF
+}
+
+bench_b64() {
+    body="$tmp/b64.json"
+    payload=$(b64_body "$body") || return 1
+    size=$(wc -c < "$body")
+    port=$(free_port)
+    "$build/bench/mhd_server" "$port" 2 epoll > "$tmp/mhd.log" 2>&1 &
+    pids="$pids $!"
+    wait_http "http://127.0.0.1:$port/" || return 1
+    start_attnd || return 1
+    code=$(curl -s -o "$tmp/b64.out" -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data-binary @"$body" "$attnd_url/v1/attention")
+    [ "$code" = 200 ] || { echo "b64 request: HTTP $code: $(head -c 300 "$tmp/b64.out")" >&2; return 1; }
+    CONNS=8
+    r=0
+    while [ $r -lt "$reps" ]; do
+        wrk_once echo "http://127.0.0.1:$port/echo" "$body" || return 1
+        wrk_once attnd "$attnd_url/v1/attention" "$body" || return 1
+        r=$((r + 1))
+    done
+    set -- $(summary echo)
+    e_rps=$1
+    set -- $(summary attnd)
+    a_rps=$1 a_err=$3
+    "$py" - "$e_rps" "$a_rps" "$a_err" "$size" "$payload" <<'EOF'
+import sys
+e, a, err, size, payload = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+echo_gbs = e * size / 1e9          # body bytes MHD receives (and sends back) per second
+gbs = a * payload / 1e9
+print("  MHD echo of the %d-byte body: %.0f req/s = %.2f GB/s each way; attnd %.0f req/s = %.2f GB/s of tensor payload (%d bytes each), %d errors"
+      % (size, e, echo_gbs, a, gbs, payload, err))
+print("BENCHROW|base64 tensors over HTTP (f32 n=16 L=2048 d=64, wrk -c8)|MHD echo GB/s (same body)|%.2f|-|-|%.2f|GB/s|%.2f of echo|>=1 GB/s payload|%s"
+      % (echo_gbs, gbs, gbs / echo_gbs, "PASS" if gbs >= 1 and err == 0 else "MISS"))
+EOF
+}
+
 case "$what" in
 small) bench_small ;;
 medium) bench_medium ;;
+b64) bench_b64 ;;
 *) echo "bench_http.sh: unknown load $what" >&2; exit 2 ;;
 esac

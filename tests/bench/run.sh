@@ -1,15 +1,31 @@
 #!/bin/sh
-# tests/bench/run.sh BUILD — `make bench` runs this after building BUILD/bench/*.
-# Prints one section per part of the system; every figure sits next to a
-# limit measured in the same run, as a ratio (the machine is shared and
-# noisy, so only same-run ratios are comparable). BENCH_REPS sets the number
-# of samples per figure (median reported; default 5).
+# tests/bench/run.sh BUILD — `make bench` runs this after building BUILD/attnd
+# and BUILD/bench/*. Prints one section per part of the system; every figure
+# sits next to a limit measured in the same run, as a ratio (the machine is
+# shared and noisy, so only same-run ratios are comparable). BENCH_REPS sets
+# the number of samples per figure (median reported; default 5).
+#
+# Sections (SECTIONS="core json http" by default; any subset, e.g.
+# SECTIONS=http make bench):
+#   core   the attention core in-process (bench_core)
+#   json   JSON numbers in/out and base64 through api_handle (bench_api)
+#   http   wrk against the daemon: small requests vs libmicrohttpd's hello,
+#          medium JSON vs the FastAPI peer, base64 tensors vs MHD echo
+#          (tests/bench/bench_http.sh; loopback only, servers stopped by PID)
+#
+# Every bench program prints its results as lines
+#   BENCHROW|what|limit name|limit|peer name|peer|attnd|unit|ratio|goal|PASS/MISS
+# and this script ends with one markdown table of all of them.
 #
 # To add a section: write a function bench_<name> below and append its name
 # to SECTIONS (or set SECTIONS in the environment to run a subset).
 set -u
 build=${1:-build}
 reps=${BENCH_REPS:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+shared=${SHARED:-$here/../../../shared/bench}
+out=$(mktemp "${TMPDIR:-/tmp}/attnd_bench_out.XXXXXX")
+trap 'rm -f "$out"' EXIT
 
 section() {
     echo
@@ -22,9 +38,43 @@ bench_core() {
     "$build/bench/bench_core" "$reps"
 }
 
-SECTIONS=${SECTIONS:-core}
+# JSON numbers and base64 tensors through the api entry points.
+bench_json() {
+    section "api: JSON numbers in/out, base64 tensors in-process (bench_api)"
+    "$build/bench/bench_api" "$reps" "$shared/req/small_n4_L4_d8.json"
+}
+
+# HTTP over loopback: about 3 x 2 x DUR per load, plus start-up.
+bench_http() {
+    section "HTTP: wrk -t2 -c32 against build/attnd (bench_http.sh)"
+    n=$((reps < 3 ? reps : 3))
+    for load in small medium b64; do
+        BENCH_REPS=$n SHARED="$shared" sh "$here/bench_http.sh" "$build" "$load" ||
+            { echo "http load $load failed"; return 1; }
+    done
+}
+
+# The final table from every BENCHROW line of the run.
+table() {
+    echo
+    echo "## Results (same-run ratios; medians)"
+    echo
+    echo "| what | same-run limit | peer | attnd | ratio | goal | met |"
+    echo "|---|---|---|---|---|---|---|"
+    grep '^BENCHROW|' "$out" | while IFS='|' read -r _ what lname lval pname pval val unit ratio goal met; do
+        limit="-"
+        [ "$lname" != "-" ] && limit="$lname $lval"
+        peer="-"
+        [ "$pname" != "-" ] && peer="$pname $pval"
+        echo "| $what | $limit | $peer | $val $unit | $ratio | $goal | $met |"
+    done
+}
+
+SECTIONS=${SECTIONS:-core json http}
 status=0
 for s in $SECTIONS; do
-    "bench_$s" || { echo "bench section $s failed"; status=1; }
+    { "bench_$s" 2>&1 || echo "bench section $s failed"; } | tee -a "$out"
 done
+table
+grep -q '^bench section .* failed' "$out" && status=1
 exit $status
