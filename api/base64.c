@@ -35,11 +35,6 @@ static const uint8_t b64_table[256] = {
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
 };
 
-static uint8_t b64_value(unsigned char ch)
-{
-    return b64_table[ch];
-}
-
 bool api_base64_encoded_len(size_t n, size_t *out)
 {
     return core_mul(n / 3 + (n % 3 != 0), 4, out);
@@ -115,9 +110,9 @@ bool api_base64_decode(const char *s, size_t len, void *out)
         o += 3;
     }
     if (pad) {
-        uint8_t a = b64_value((unsigned char)s[i]);
-        uint8_t b = b64_value((unsigned char)s[i + 1]);
-        uint8_t c = pad == 1 ? b64_value((unsigned char)s[i + 2]) : 0;
+        uint8_t a = b64_table[(unsigned char)s[i]];
+        uint8_t b = b64_table[(unsigned char)s[i + 1]];
+        uint8_t c = pad == 1 ? b64_table[(unsigned char)s[i + 2]] : 0;
         if ((a | b | c) & 0xC0)
             return false;
         /* The unused low bits must be zero (canonical encoding). */
