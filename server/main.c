@@ -2,7 +2,8 @@
  * server/main.c — attnd's entry point: configuration (flags + ATTND_*
  * environment, server/config.c), logging, then the libuv process
  * (server/loop.c) until it has drained. Exit codes: 0 after a clean drain or
- * --help/--version, 1 on a start-up or drain failure, 2 on a bad flag.
+ * --help/--version, 1 on a start-up or drain failure, 2 on a bad flag or a
+ * --log-file that cannot be opened.
  */
 #include <signal.h>
 #include <stdio.h>
