@@ -52,6 +52,10 @@ WEB_FILES  := $(sort $(wildcard server/web/*))
 
 all: $(BUILD)/attnd
 
+# libFuzzer targets: fuzz, fuzz-replay, fuzz-build, and the gcc-built corpus
+# replayers $(FUZZ_REPLAY_BIN) that `make test` runs.
+include tests/fuzz/fuzz.mk
+
 # ---- dependencies -------------------------------------------------------
 # Installs what is missing with apt-get when root; otherwise prints the exact
 # command. Silent and fast when everything is present.
@@ -117,7 +121,7 @@ run: deps
 	$(BUILD)/attnd --host 127.0.0.1 --port 8080
 
 test: deps-test
-	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(APIT_BIN)
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(APIT_BIN) $(FUZZ_REPLAY_BIN)
 	@ATTND_BROWSER=$(BROWSER) sh tests/run.sh $(BUILD)
 
 # Whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
@@ -134,7 +138,7 @@ tsan: deps-test
 	  SANFLAGS="-fsanitize=thread" all build/tsan/tests/.stamp
 	@TSAN_OPTIONS=halt_on_error=1 ATTND_TEST_ONLY=concurrency sh tests/run.sh build/tsan
 
-$(BUILD)/tests/.stamp: $(UNIT_BIN) $(APIT_BIN)
+$(BUILD)/tests/.stamp: $(UNIT_BIN) $(APIT_BIN) $(FUZZ_REPLAY_BIN)
 	@touch $@
 
 valgrind: deps-test
@@ -149,9 +153,6 @@ bench: deps
 $(BUILD)/bench/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
-
-fuzz:
-	@echo "fuzz: no fuzz targets yet (tests/fuzz/)"
 
 docker:
 	@if docker info >/dev/null 2>&1; then \
