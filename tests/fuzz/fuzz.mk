@@ -32,7 +32,7 @@ FUZZ_REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/test_fuzz_%)
 
 .PHONY: fuzz fuzz-build fuzz-replay fuzz-deps
 
-fuzz-deps:
+fuzz-deps: deps
 	$(call install_missing,clang libclang-rt-dev)
 
 $(FUZZ_BUILD)/obj/%.o: %.c
