@@ -7,7 +7,8 @@
  * static; the public entry points in attn.c dispatch on the dtype.
  *
  * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
- * ATTN_NEXTDOWN (the next T toward -inf), and
+ * ATTN_NEXTDOWN (the next T toward -inf), optionally ATTN_MAX_FINITE (a
+ * faster max_finite for T), and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
  * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, ATTN_TILE_MAX, vexp_shift_SFX).
  *
@@ -212,6 +213,7 @@ static bool FN(all_finite)(const T *x, size_t n)
     return ok != 0;
 }
 
+#ifndef ATTN_MAX_FINITE
 /* max of x [n] (-inf when n = 0); *ok = 0 when an entry is not finite.
  * One pass for both, with ATTN_CHUNK lanes so it vectorises. */
 static T FN(max_finite)(const T *x, size_t n, int *ok)
@@ -237,6 +239,7 @@ static T FN(max_finite)(const T *x, size_t n, int *ok)
     *ok = f;
     return r;
 }
+#endif
 
 /* s [kw] = scale·q·k of query row i of head hh against keys k0..k0+kw-1
  * -> final scores: + attn_bias, + ALiBi; masked (mask, causal, -inf bias)
@@ -260,7 +263,11 @@ static enum core_status FN(finish_scores)(const struct attn_request *r, size_t h
     T m = -INFINITY;
     if (!b && !mk && !alibi) {              /* the common case, vectorisable */
         int ok;
+#ifdef ATTN_MAX_FINITE
+        m = ATTN_MAX_FINITE(s, lim, &ok);
+#else
         m = FN(max_finite)(s, lim, &ok);
+#endif
         if (!ok)
             return CORE_ENONFINITE;
     } else {
