@@ -122,6 +122,7 @@ struct req {
     uv_work_t work;
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
+    bool late;                      /* began after the drain started */
     int status;                     /* what was queued */
     const char *route;
     uint64_t bytes_out;
@@ -475,11 +476,12 @@ static enum MHD_Result dispatch(struct req *r)
     }
     if (is_tiny_attention(r) && answer_inline(r))
         return queue(r, &r->resp);
-    /* Draining: a new request on a kept-alive connection is refused rather
-     * than suspended, so that no connection is suspended once the last
-     * in-flight request is done (MHD_stop_daemon aborts the process if one
-     * is; with two MHD threads the race was seen in the e2e drain tests). */
-    if (atomic_load(&h->quiesced))
+    /* Draining: a request that began after the drain started (on a
+     * kept-alive connection) is refused rather than suspended, so that no
+     * connection is suspended once the in-flight requests are done
+     * (MHD_stop_daemon aborts the process if one is; the race was seen in
+     * the e2e drain tests). Requests begun before it still finish. */
+    if (r->late)
         return transport_error(r, "draining", NULL);
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
@@ -627,6 +629,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         r->t0 = uv_hrtime();
         *con_cls = r;
         atomic_fetch_add(&h->in_flight, 1);
+        r->late = atomic_load(&h->quiesced);    /* after counting: see quiesce */
         srv_metrics_begin(h->metrics);
         enum MHD_Result ret;
         if (check_framing(r, &ret))
