@@ -107,13 +107,13 @@ $(BUILD)/attnd: $(SRV_OBJ) $(API_OBJ) $(CORE_OBJ)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---- run and test -------------------------------------------------------
 run: deps
