@@ -388,9 +388,12 @@ static bool split_body(struct api_call *c, struct v2_infer *x)
     jc.req = &jr;
     x->hdr = api_parse_body(&jc);
     c->answered = jc.answered;
-    x->bin = (const unsigned char *)r->body + hlen;
+    if (!x->hdr)
+        return false;
+    /* body may be NULL when empty: no pointer arithmetic on it then */
+    x->bin = hlen < r->body_len ? (const unsigned char *)r->body + hlen : NULL;
     x->bin_len = r->body_len - hlen;
-    return x->hdr != NULL;
+    return true;
 }
 
 /* Sequence parameters: sequence_id (positive integer or non-empty string),

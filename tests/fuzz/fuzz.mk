@@ -77,3 +77,4 @@ fuzz-replay: fuzz-build
 	  echo "fuzz-replay: fuzz_$$t $$(ls tests/fuzz/corpus/$$t | wc -l) inputs ok"; \
 	done
 -include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
+.SECONDARY: $(FUZZ_OBJ)
