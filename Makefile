@@ -48,7 +48,7 @@ APIT_BIN   := $(APIT_SRC:tests/api/%.c=$(BUILD)/tests/%)
 WEB_FILES  := $(sort $(wildcard server/web/*))
 
 .PHONY: all run test asan tsan valgrind bench fuzz docker \
-        clean deps deps-test deps-npm
+        clean deps deps-test deps-npm deps-bench
 
 all: $(BUILD)/attnd
 
@@ -146,13 +146,32 @@ valgrind: deps-test
 	@$(MAKE) --no-print-directory BUILD=build/vg OPT="-O2 -march=x86-64-v3" all build/vg/tests/.stamp
 	@ATTND_VALGRIND=1 ATTND_TEST_ONLY=c sh tests/run.sh build/vg
 
-bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core
+# Peers measured side by side: numpy, the FastAPI service of ../shared/bench,
+# and libmicrohttpd's hello server (built from ../shared into build/).
+DEPS_BENCH := $(DEPS_RUN) wrk curl python3 python3-numpy python3-fastapi \
+              python3-uvicorn python3-uvloop python3-httptools
+
+deps-bench:
+	$(call install_missing,$(DEPS_BENCH))
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core \
+	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server
 	@sh tests/bench/run.sh $(BUILD)
 
-$(BUILD)/bench/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
+$(BUILD)/bench/bench_core: tests/bench/bench_core.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/bench_api: tests/bench/bench_api.c $(API_OBJ) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+# The HTTP limit of RESULTS.md, built as its own Makefile builds it.
+$(BUILD)/bench/mhd_server: ../shared/bench/mhd_server.c
+	@mkdir -p $(dir $@)
+	$(CC) -O3 -march=native -pthread $< -o $@ \
+	  $(shell pkg-config --cflags --libs libmicrohttpd jansson 2>/dev/null)
 
 docker:
 	@if docker info >/dev/null 2>&1; then \
