@@ -14,35 +14,6 @@
 #include "api/write.h"
 #include "core/attn.h"
 
-/* Result buffers for the selected outputs; false on overflow or ENOMEM. */
-static bool result_alloc(const struct attn_request *r, struct attn_result *res)
-{
-    const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
-
-    memset(res, 0, sizeof *res);
-    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
-        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
-        !core_mul(s->h, s->n, &rows))
-        return false;
-    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
-        return false;
-    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
-        return false;
-    return (res->empty = calloc(rows, 1)) != NULL;
-}
-
-static void result_free(struct attn_result *res)
-{
-    free(res->scores);
-    free(res->weights);
-    free(res->output);
-    free(res->empty);
-    memset(res, 0, sizeof *res);
-}
-
 static size_t max_elements(const struct api_call *c)
 {
     return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
@@ -67,14 +38,14 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         api_fail(c, "response_too_large", NULL, NULL);
         return;
     }
-    if (!result_alloc(&a->r, &res)) {
-        result_free(&res);
+    if (!api_result_alloc(&a->r, &res)) {
+        api_result_free(&res);
         api_fail(c, "capacity_exhausted", NULL, "out of memory");
         return;
     }
     st = attn_forward(&a->r, &a->in, &res, c->req->ws);
     if (st != CORE_OK) {
-        result_free(&res);
+        api_result_free(&res);
         api_fail_core(c, st, NULL);
         return;
     }
@@ -87,7 +58,7 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         .req = &a->r, .res = &res, .q_rank = a->q_rank,
         .encoding = a->encoding, .digits = a->digits,
         .elapsed_us = api_now_us() - c->t0_us});
-    result_free(&res);
+    api_result_free(&res);
     api_reply_buf(c, 200, &buf);
 }
 

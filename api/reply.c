@@ -6,6 +6,7 @@
  */
 #include "api/internal.h"
 #include "api/numread.h"
+#include "api/utf8.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -40,41 +41,6 @@ static void reply_reset(struct api_call *c)
     c->answered = true;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 (RFC 3629:
- * no overlong forms, no surrogates, nothing beyond U+10FFFF — what jansson
- * accepts). */
-static size_t utf8_seq(const unsigned char *s)
-{
-    unsigned char lo = 0x80, hi = 0xBF;
-    size_t n, i;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
-        n = 2;
-    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
-        n = 3;
-        if (s[0] == 0xE0)
-            lo = 0xA0;          /* overlong */
-        else if (s[0] == 0xED)
-            hi = 0x9F;          /* surrogates */
-    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
-        n = 4;
-        if (s[0] == 0xF0)
-            lo = 0x90;          /* overlong */
-        else if (s[0] == 0xF4)
-            hi = 0x8F;          /* beyond U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (i = 2; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return n;
-}
-
 /* Replace every byte that is not part of well-formed UTF-8 with '?', so
  * text echoed from a request (or cut by truncation) is valid JSON. */
 static void utf8_sanitize(char *s)
@@ -82,7 +48,7 @@ static void utf8_sanitize(char *s)
     unsigned char *p = (unsigned char *)s;
 
     while (*p) {
-        size_t n = utf8_seq(p);
+        size_t n = api_utf8_seq(p);
         if (n == 0) {
             *p++ = '?';
         } else {
