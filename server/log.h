@@ -6,7 +6,9 @@
  * method, the route template (never the path: it can hold a session id),
  * status, bytes in and out and microseconds; never a body or a header.
  * Lines go to stdout or to --log-file, which SIGHUP reopens (log rotation).
- * Thread-safe: a line is written with one locked write.
+ * Thread-safe: a line is written whole under a lock. Request lines are
+ * batched (written within 50 ms, before any event line, on reopen and at
+ * srv_log_close); event lines are written at once.
  */
 #ifndef ATTND_SERVER_LOG_H
 #define ATTND_SERVER_LOG_H
