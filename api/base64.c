@@ -3,6 +3,15 @@
  * hand-written). The encoder reserves its whole output once and fills it
  * three bytes -> four characters at a time; the decoder uses a 256-entry
  * table in which every byte outside the alphabet is invalid.
+ *
+ * Decoding is most of a base64 request's time (57% at 0.58 GB/s before), so
+ * on x86-64 CPUs with AVX2 (checked at run time; the table decoder remains
+ * the fallback and handles the tail) 32 characters at a time go through the
+ * nibble-lookup scheme of W. Muła and D. Lemire ("Faster Base64 Encoding
+ * and Decoding using AVX2 Instructions", ACM TWEB 2018), as in aklomp's
+ * BSD-licensed libbase64 — which Debian 12 does not package, hence the
+ * dozen lines here. It rejects exactly the bytes the table rejects (test:
+ * every byte value at every position of a block, tests/api).
  */
 #include "api/base64.h"
 
@@ -10,6 +19,11 @@
 #include <string.h>
 
 #include "core/tensor.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define B64_AVX2 1
+#endif
 
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -86,17 +100,86 @@ bool api_base64_decoded_len(const char *s, size_t len, size_t *out)
     return true;
 }
 
+#ifdef B64_AVX2
+/* s[32*k] -> out[24*k] for as many whole blocks of 32 characters as lie in
+ * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
+ * the alphabet. Per byte: its low nibble selects a set of bit flags of the
+ * high nibbles it is invalid with (lut_lo), its high nibble its own flag
+ * (lut_hi); a common bit means invalid. The high nibble (and '/', the one
+ * odd character of its row) picks the offset that maps ASCII to 0..63. */
+__attribute__((target("avx2")))
+static size_t decode_avx2(const char *s, size_t len, unsigned char *o)
+{
+    const __m256i lut_lo = _mm256_setr_epi8(
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+    const __m256i lut_hi = _mm256_setr_epi8(
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+    const __m256i lut_roll = _mm256_setr_epi8(
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i mask_2f = _mm256_set1_epi8(0x2F);
+    const __m256i pack_ab = _mm256_set1_epi32(0x01400140);
+    const __m256i pack_abcd = _mm256_set1_epi32(0x00011000);
+    const __m256i order = _mm256_setr_epi8(
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+    size_t i;
+
+    for (i = 0; i + 32 <= len; i += 32, o += 24) {
+        __m256i str = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        __m256i hi_nib = _mm256_and_si256(_mm256_srli_epi32(str, 4), mask_2f);
+        __m256i lo_nib = _mm256_and_si256(str, mask_2f);
+        __m256i lo = _mm256_shuffle_epi8(lut_lo, lo_nib);
+        __m256i hi = _mm256_shuffle_epi8(lut_hi, hi_nib);
+        __m256i eq_2f = _mm256_cmpeq_epi8(str, mask_2f);
+        __m256i roll = _mm256_shuffle_epi8(lut_roll, _mm256_add_epi8(eq_2f, hi_nib));
+        __m256i v;
+
+        if (!_mm256_testz_si256(lo, hi))
+            return SIZE_MAX;
+        v = _mm256_add_epi8(str, roll);                 /* 6-bit values */
+        v = _mm256_maddubs_epi16(v, pack_ab);           /* a<<6|b per pair */
+        v = _mm256_madd_epi16(v, pack_abcd);            /* 24 bits per 4 */
+        v = _mm256_shuffle_epi8(v, order);              /* 12 bytes per lane */
+        v = _mm256_permutevar8x32_epi32(v, lanes);      /* 24 bytes in front */
+        _mm_storeu_si128((__m128i *)(void *)o, _mm256_castsi256_si128(v));
+        _mm_storel_epi64((__m128i *)(void *)(o + 16), _mm256_extracti128_si256(v, 1));
+    }
+    return i;
+}
+
+static bool have_avx2(void)
+{
+    static int known;               /* 0 unknown, 1 no, 2 yes; races are benign */
+
+    if (!known)
+        known = __builtin_cpu_supports("avx2") ? 2 : 1;
+    return known == 2;
+}
+#endif
+
 bool api_base64_decode(const char *s, size_t len, void *out)
 {
     unsigned char *o = out;
-    size_t i, pad = 0, full;
+    size_t i = 0, pad = 0, full;
 
     if (len % 4 != 0)
         return false;
     if (len >= 1 && s[len - 1] == '=')
         pad = (len >= 2 && s[len - 2] == '=') ? 2 : 1;
     full = pad ? len - 4 : len;     /* groups without padding */
-    for (i = 0; i < full; i += 4) {
+#ifdef B64_AVX2
+    if (full >= 32 && have_avx2()) {
+        i = decode_avx2(s, full, o);
+        if (i == SIZE_MAX)
+            return false;
+        o += i / 4 * 3;
+    }
+#endif
+    for (; i < full; i += 4) {
         uint32_t a = b64_table[(unsigned char)s[i]];
         uint32_t b = b64_table[(unsigned char)s[i + 1]];
         uint32_t c = b64_table[(unsigned char)s[i + 2]];

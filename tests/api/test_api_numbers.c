@@ -321,6 +321,49 @@ TEST(base64_random_round_trip)
     }
 }
 
+/* Every byte value at every position of a 72-character encoding (two
+ * 32-character vector blocks and a tail): accepted exactly when it is in
+ * the alphabet, decoded to the bits a plain alphabet lookup gives, and
+ * nothing written past the 54 output bytes. */
+TEST(base64_every_byte_every_position)
+{
+    static const char alpha[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char s[72];
+    unsigned char dec[54 + 16], want[54];
+    size_t pos, k;
+    int v;
+
+    for (k = 0; k < sizeof s; k++)
+        s[k] = alpha[(k * 7 + 3) % 64];
+    for (pos = 0; pos < sizeof s; pos++) {
+        char keep = s[pos];
+        for (v = 0; v < 256; v++) {
+            const char *hit = v ? memchr(alpha, v, 64) : NULL;
+            bool ok;
+            s[pos] = (char)v;
+            memset(dec, 0xA5, sizeof dec);
+            ok = api_base64_decode(s, sizeof s, dec);
+            CHECK(ok == (hit != NULL));
+            if (!hit)
+                continue;
+            for (k = 0; k < sizeof s; k += 4) {
+                uint32_t w = 0;
+                size_t j;
+                for (j = 0; j < 4; j++)
+                    w = w << 6 | (uint32_t)((const char *)memchr(alpha, s[k + j], 64) - alpha);
+                want[k / 4 * 3] = (unsigned char)(w >> 16);
+                want[k / 4 * 3 + 1] = (unsigned char)(w >> 8);
+                want[k / 4 * 3 + 2] = (unsigned char)w;
+            }
+            CHECK(memcmp(dec, want, sizeof want) == 0);
+            for (k = sizeof want; k < sizeof dec; k++)
+                CHECK(dec[k] == 0xA5);
+        }
+        s[pos] = keep;
+    }
+}
+
 TEST(buf_cap)
 {
     struct api_buf b;
@@ -379,6 +422,7 @@ int main(void)
     RUN(base64_vectors);
     RUN(base64_rejects);
     RUN(base64_random_round_trip);
+    RUN(base64_every_byte_every_position);
     RUN(buf_cap);
     RUN(matrix_writers);
     TEST_MAIN_END();

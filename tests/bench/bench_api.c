@@ -275,20 +275,9 @@ static char *read_file(const char *path, size_t *len)
     return s;
 }
 
-int main(int argc, char **argv)
+/* The JSON number rows: parse vs strtod, print vs strtod. */
+static void bench_numbers(void)
 {
-    if (argc > 1)
-        reps = atoi(argv[1]) > 0 && atoi(argv[1]) <= 64 ? atoi(argv[1]) : 5;
-    struct api_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.cfg.max_body_bytes = (size_t)64 << 20;
-    ctx.cfg.max_elements = (size_t)1 << 24;
-    ctx.cfg.version = "bench";
-    ctx.cfg.workers = 1;
-    struct attn_ws *ws = attn_ws_new();
-
-    printf("1 thread, %d interleaved samples per figure (median, thread CPU time)\n", reps);
-
     /* numbers in */
     struct text t = gen_text(1000000);
     double t_strtod, t_read;
@@ -323,6 +312,29 @@ int main(int argc, char **argv)
         m_strtod2, count / t_w64 / 1e6, "M numbers/s", 0, ">=15 M/s", 15);
     row("JSON numbers out float32 (api_write_matrix, shortest)", "strtod loop M numbers/s",
         m_strtod2, count / t_w32 / 1e6, "M numbers/s", 0, ">=15 M/s", 15);
+    free(d64);
+    free(f32);
+    free(t.s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        reps = atoi(argv[1]) > 0 && atoi(argv[1]) <= 64 ? atoi(argv[1]) : 5;
+    struct api_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.cfg.max_body_bytes = (size_t)64 << 20;
+    ctx.cfg.max_elements = (size_t)1 << 24;
+    ctx.cfg.version = "bench";
+    ctx.cfg.workers = 1;
+    struct attn_ws *ws = attn_ws_new();
+
+    printf("1 thread, %d interleaved samples per figure (median, thread CPU time)\n", reps);
+
+    /* BENCH_API_ONLY=base64 skips the number rows (for profiling base64). */
+    const char *only = getenv("BENCH_API_ONLY");
+    if (!only || strcmp(only, "base64") != 0)
+        bench_numbers();
 
     /* base64 through api_handle */
     size_t n = 16, L = 2048, dk = 64, blen;
@@ -361,9 +373,6 @@ int main(int argc, char **argv)
     free(body);
     free(br.src);
     free(br.dst);
-    free(d64);
-    free(f32);
-    free(t.s);
     attn_ws_free(ws);
     return 0;
 }
