@@ -3,7 +3,8 @@
 # the C unit and in-process api tests, then the end-to-end suite (pytest)
 # against BUILD/attnd. Ends with one line "N passed, N failed" over all.
 # ATTND_TEST_ONLY=c           C tests only
-# ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency
+# ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency, and
+#                             test_attn (the core's helper-pool tests)
 # ATTND_VALGRIND=1            run the C tests under valgrind
 # ATTND_BROWSER=0             skip the suites that need Chromium and node
 set -u
@@ -15,7 +16,7 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
-    case "$only" in concurrency) case "$name" in *concurrency*) ;; *) continue ;; esac ;; esac
+    case "$only" in concurrency) case "$name" in *concurrency*|test_attn) ;; *) continue ;; esac ;; esac
     if [ "${ATTND_VALGRIND:-}" = 1 ]; then
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             "$t" >"$log" 2>&1; rc=$?
