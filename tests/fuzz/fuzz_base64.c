@@ -5,8 +5,10 @@
  * Two directions per input:
  *   text  -> bytes: api_base64_decoded_len/api_base64_decode on the raw input
  *            (into a buffer of exactly the announced size, so ASan sees any
- *            overrun); a decoded text re-encodes to the same length and its
- *            bytes survive a second round trip;
+ *            overrun); it must agree (accept/reject and bytes) with the
+ *            plain bit-by-bit reference decoder below, which shares nothing
+ *            with the table or AVX2 paths of api/base64.c; a decoded text
+ *            re-encodes to the very same text (the encoding is canonical);
  *   bytes -> text:  encoding the raw input (into a capped api_buf) and
  *            decoding it gives the input back, and the announced encoded
  *            length is the length written.
@@ -25,6 +27,37 @@ static void b64_fail(const char *what)
 {
     fprintf(stderr, "fuzz_base64: %s\n", what);
     abort();
+}
+
+/* The reference: strict RFC 4648 with '=' padding, no whitespace, zero pad
+ * bits; one character at a time by searching the alphabet. */
+static bool ref_decode(const char *s, size_t len, uint8_t *out, size_t *n)
+{
+    static const char alpha[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t pad = 0, i, chars;
+    uint32_t acc = 0;
+    int bits = 0;
+
+    *n = 0;
+    if (len % 4 != 0)
+        return false;
+    if (len >= 1 && s[len - 1] == '=')
+        pad = (len >= 2 && s[len - 2] == '=') ? 2 : 1;
+    chars = len - pad;
+    for (i = 0; i < chars; i++) {
+        const char *hit = s[i] ? memchr(alpha, s[i], 64) : NULL;
+        if (!hit)
+            return false;
+        acc = acc << 6 | (uint32_t)(hit - alpha);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[(*n)++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return acc == 0;                /* leftover (pad) bits must be zero */
 }
 
 /* bytes -> text -> bytes is the identity; returns the text (malloc'd). */
@@ -64,16 +97,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (n > size)
         b64_fail("decoded length exceeds the text length");
-    uint8_t *out = malloc(n ? n : 1);
-    if (!out)
+    uint8_t *out = malloc(n ? n : 1), *ref = malloc(size ? size : 1);
+    if (!out || !ref)
         abort();
-    if (api_base64_decode(text, size, out)) {
+    size_t ref_n;
+    bool ok = api_base64_decode(text, size, out);
+    if (ok != ref_decode(text, size, ref, &ref_n))
+        b64_fail("accepts or rejects unlike the reference decoder");
+    if (ok && (ref_n != n || (n && memcmp(out, ref, n) != 0)))
+        b64_fail("decodes to other bytes than the reference decoder");
+    if (ok) {
         size_t len2;
         char *again = b64_roundtrip(out, n, &len2);
-        if (len2 != size)
-            b64_fail("re-encoding a decoded text changes its length");
+        if (len2 != size || memcmp(again, text, size) != 0)
+            b64_fail("re-encoding a decoded text changes it");
         free(again);
     }
     free(out);
+    free(ref);
     return 0;
 }
