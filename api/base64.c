@@ -11,7 +11,9 @@
  * and Decoding using AVX2 Instructions", ACM TWEB 2018), as in aklomp's
  * BSD-licensed libbase64 — which Debian 12 does not package, hence the
  * dozen lines here. It rejects exactly the bytes the table rejects (test:
- * every byte value at every position of a block, tests/api).
+ * every byte value at every position of a block, tests/api). Encoding
+ * takes 24 bytes -> 32 characters the same way (same paper; test: against
+ * a reference encoder at every length up to 200).
  */
 #include "api/base64.h"
 
@@ -54,16 +56,67 @@ bool api_base64_encoded_len(size_t n, size_t *out)
     return core_mul(n / 3 + (n % 3 != 0), 4, out);
 }
 
+#ifdef B64_AVX2
+/* A read of libgcc's CPU model, filled in by a constructor. */
+static bool have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2");
+}
+
+/* p[24*k] -> o[32*k] while 32 input bytes can be loaded (two overlapping
+ * 16-byte loads, 12 used from each); returns the bytes consumed. Each
+ * 3-byte group is spread into four 6-bit indices by shifts done as 16-bit
+ * multiplies, and an index becomes ASCII by adding the offset of its range
+ * (A-Z, a-z, 0-9, '+', '/'), found by a saturating subtract and a lookup. */
+__attribute__((target("avx2")))
+static size_t encode_avx2(const unsigned char *p, size_t n, char *o)
+{
+    const __m256i spread = _mm256_setr_epi8(
+        1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10,
+        1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10);
+    const __m256i offsets = _mm256_setr_epi8(
+        71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 65, 0, 0,
+        71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 65, 0, 0);
+    size_t i;
+
+    for (i = 0; i + 32 <= n; i += 24, o += 32) {
+        __m256i in = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + i))),
+            _mm_loadu_si128((const __m128i *)(const void *)(p + i + 12)), 1);
+        __m256i t0, t1, idx, r;
+
+        in = _mm256_shuffle_epi8(in, spread);
+        t0 = _mm256_mulhi_epu16(_mm256_and_si256(in, _mm256_set1_epi32(0x0FC0FC00)),
+                                _mm256_set1_epi32(0x04000040));
+        t1 = _mm256_mullo_epi16(_mm256_and_si256(in, _mm256_set1_epi32(0x003F03F0)),
+                                _mm256_set1_epi32(0x01000010));
+        idx = _mm256_or_si256(t0, t1);                  /* 0..63 per byte */
+        r = _mm256_subs_epu8(idx, _mm256_set1_epi8(51));
+        r = _mm256_or_si256(r, _mm256_and_si256(
+                _mm256_cmpgt_epi8(_mm256_set1_epi8(26), idx), _mm256_set1_epi8(13)));
+        r = _mm256_add_epi8(_mm256_shuffle_epi8(offsets, r), idx);
+        _mm256_storeu_si256((__m256i *)(void *)o, r);
+    }
+    return i;
+}
+#endif
+
 bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
 {
     const unsigned char *s = p;
-    size_t len, i;
+    size_t len, i = 0;
     char *o;
 
     if (!api_base64_encoded_len(n, &len) || !api_buf_reserve(b, len))
         return false;
     o = b->data + b->len;
-    for (i = 0; i + 3 <= n; i += 3) {
+#ifdef B64_AVX2
+    if (n >= 32 && have_avx2()) {
+        i = encode_avx2(s, n, o);
+        o += i / 3 * 4;
+    }
+#endif
+    for (; i + 3 <= n; i += 3) {
         uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
         *o++ = b64_alphabet[v >> 18];
         *o++ = b64_alphabet[(v >> 12) & 63];
@@ -151,14 +204,6 @@ static size_t decode_avx2(const char *s, size_t len, unsigned char *o)
     return i;
 }
 
-static bool have_avx2(void)
-{
-    static int known;               /* 0 unknown, 1 no, 2 yes; races are benign */
-
-    if (!known)
-        known = __builtin_cpu_supports("avx2") ? 2 : 1;
-    return known == 2;
-}
 #endif
 
 bool api_base64_decode(const char *s, size_t len, void *out)

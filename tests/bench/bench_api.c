@@ -230,6 +230,33 @@ static void put_tensor(struct api_buf *b, const char *key, size_t rows, size_t c
     free(f);
 }
 
+/* The codec alone on the request's payload, for detail. */
+struct codec {
+    const void *bytes;
+    size_t n;
+    char *text;
+    size_t text_len;
+    void *out;
+    struct api_buf enc;
+};
+
+static void run_decode(void *arg)
+{
+    struct codec *c = arg;
+    if (!api_base64_decode(c->text, c->text_len, c->out))
+        exit(1);
+    sink = ((volatile char *)c->out)[c->n / 2];
+}
+
+static void run_encode(void *arg)
+{
+    struct codec *c = arg;
+    c->enc.len = 0;
+    if (!api_base64_encode(&c->enc, c->bytes, c->n))
+        exit(1);
+    sink = c->enc.data[c->enc.len / 2];
+}
+
 /* POST /v1/attention, float32 base64 in and out, output only. */
 static char *b64_body(size_t n, size_t L, size_t d, size_t *len)
 {
@@ -356,6 +383,19 @@ int main(int argc, char **argv)
            n, L, dk, br.payload, blen, t_h * 1e3, br.payload / t_h / 1e9, br.payload / t_mc / 1e9);
     row("base64 tensors in-process (api_handle, f32 n=16 L=2048 d=64)", "memcpy GB/s",
         br.payload / t_mc / 1e9, br.payload / t_h / 1e9, "GB/s", 0, ">=1 GB/s payload", 1);
+
+    /* the codec alone, for detail */
+    struct codec cd = {br.src, br.payload, NULL, 0, br.dst, {0}};
+    api_buf_init(&cd.enc, (size_t)1 << 30);
+    run_encode(&cd);
+    cd.text = api_buf_take(&cd.enc, &cd.text_len);
+    api_buf_init(&cd.enc, (size_t)1 << 30);
+    double t_dec, t_enc;
+    time_pair(run_decode, &cd, run_encode, &cd, &t_dec, &t_enc);
+    printf("base64 codec alone on %zu bytes: decode %.2f GB/s of bytes out, encode %.2f GB/s "
+           "of bytes in\n", br.payload, br.payload / t_dec / 1e9, br.payload / t_enc / 1e9);
+    free(cd.text);
+    api_buf_free(&cd.enc);
 
     /* the small request, for detail */
     if (argc > 2) {
