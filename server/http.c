@@ -466,8 +466,6 @@ static enum MHD_Result dispatch(struct req *r)
     if (a)
         return serve_asset(r, a);
     struct srv_http *h = r->h;
-    r->n_hdr = 0;
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
     if (is_probe(r)) {
         struct api_request q;
         api_req_init(r, &q, req_header);
@@ -512,16 +510,19 @@ static struct req *req_new(void)
 
 /* Framing headers as sent, duplicates included. */
 struct framing {
+    struct req *r;
     const char *cl, *te;            /* first value of each */
     bool cl_conflict;               /* Content-Length twice with different values */
     unsigned n_te;                  /* Transfer-Encoding header lines */
 };
 
+/* One pass over the headers: framing checks, and the copy the api reads
+ * (collect_header; MHD's strings stay valid for the request). */
 static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
                                     const char *key, const char *value)
 {
-    (void)kind;
     struct framing *f = cls;
+    collect_header(f->r, kind, key, value);
     if (!value)
         value = "";
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
@@ -540,7 +541,8 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
 /* Checks on the headers alone; answers (and returns true) on a fault. */
 static bool check_framing(struct req *r, enum MHD_Result *ret)
 {
-    struct framing f = {0};
+    struct framing f = {.r = r};
+    r->n_hdr = 0;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_framing, &f);
     const char *msg = NULL;
     if (f.cl && f.te)
