@@ -96,6 +96,7 @@ struct srv_http {
     atomic_size_t working;          /* suspended requests (pending or on the pool) */
     atomic_bool quiesced;           /* no new connections; answers close */
     atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
+    _Atomic(struct req *) spare;    /* one freed request kept for the next */
     size_t body_budget;             /* cap on body_bytes */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
@@ -497,15 +498,26 @@ static enum MHD_Result dispatch(struct req *r)
 /* A zeroed request without clearing its header and response slots (11 KiB
  * that api_handle and collect_header write before anything reads them):
  * clearing them was the largest user-space cost of a small request. */
-static struct req *req_new(void)
+static struct req *req_new(struct srv_http *h)
 {
-    struct req *r = malloc(sizeof *r);
+    struct req *r = atomic_exchange(&h->spare, NULL);
+    if (!r)
+        r = malloc(sizeof *r);
     if (!r)
         return NULL;
     memset(r, 0, offsetof(struct req, hdr));
     r->resp.body = NULL;
     r->resp.body_len = 0;
     return r;
+}
+
+/* Keep r for the next request if the spare slot is empty: an 11 KiB
+ * malloc and free per request went through glibc's slow bins. */
+static void req_free(struct srv_http *h, struct req *r)
+{
+    struct req *none = NULL;
+    if (!atomic_compare_exchange_strong(&h->spare, &none, r))
+        free(r);
 }
 
 /* Framing headers as sent, duplicates included. */
@@ -621,7 +633,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     struct srv_http *h = cls;
     struct req *r = *con_cls;
     if (!r) {
-        r = req_new();
+        r = req_new(h);
         if (!r)
             return MHD_NO;
         r->h = h;
@@ -684,7 +696,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!working) {
         api_response_free(&r->resp);
         body_release(r);
-        free(r);
+        req_free(h, r);
     }
     if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
         pthread_mutex_lock(&h->mu);
@@ -779,6 +791,7 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->working, 0);
     atomic_init(&h->quiesced, false);
     atomic_init(&h->body_bytes, 0);
+    atomic_init(&h->spare, NULL);
     h->body_budget = cfg->max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
                          ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
     if (h->body_budget < BODY_BUDGET_MIN)
@@ -829,6 +842,7 @@ void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
 static void async_closed(uv_handle_t *handle)
 {
     struct srv_http *h = handle->data;
+    free(atomic_load(&h->spare));
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
