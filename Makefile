@@ -29,7 +29,7 @@ DEPS_RUN   := gcc make pkg-config libmicrohttpd-dev libjansson-dev \
               libopenblas-dev libuv1-dev
 BROWSER    ?= 1
 DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest python3-prometheus-client \
-              python3-yaml curl git nginx wrk
+              python3-yaml curl git nginx wrk valgrind
 ifeq ($(BROWSER),1)
 DEPS_TEST  += chromium nodejs
 endif
