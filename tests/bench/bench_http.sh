@@ -5,6 +5,9 @@
 # stopped by PID on exit, and each wrk run is bounded by DUR.
 #   small   POST req/small_n4_L4_d8.json to attnd vs GET / on
 #           ../shared/bench/mhd_server.c (pool of 2, epoll): the HTTP limit.
+#           Also prints attnd's CPU microseconds per request (from
+#           /proc/PID/stat), which load from others on the machine moves
+#           far less than req/s.
 #   medium  POST req/medium_n64_L64_d64.json to attnd vs the FastAPI peer
 #           (../shared/bench/peer_attention.py, 2 uvicorn workers, 1 BLAS
 #           thread each), which needs Debian's python3-fastapi
@@ -58,6 +61,7 @@ wait_http() {
 start_attnd() {
     "$build/attnd" --host 127.0.0.1 --port 0 --port-file "$tmp/attnd.port" \
         --log-file "$tmp/attnd.log" --max-connections-per-ip 1000 &
+    attnd_pid=$!
     pids="$pids $!"
     i=0
     while [ ! -s "$tmp/attnd.port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -77,6 +81,22 @@ wrk_once() {
     [ -n "$line" ] || { cat "$tmp/out" >&2; return 1; }
     echo "  $1: $line"
     echo "$line" >> "$tmp/$1"
+}
+
+# cpu_ticks PID: user+system clock ticks the process has used so far.
+cpu_ticks() {
+    awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+# attnd_cpu_once URL BODY: a wrk_once attnd run that also appends the
+# daemon's CPU microseconds per request to $tmp/attnd_cpu (steadier than
+# req/s on a shared machine: it counts only what attnd itself spends).
+attnd_cpu_once() {
+    t0=$(cpu_ticks "$attnd_pid")
+    wrk_once attnd "$1" "$2" || return 1
+    t1=$(cpu_ticks "$attnd_pid")
+    n=$(sed -n 's/.* requests=\([0-9]*\) .*/\1/p' "$tmp/out")
+    "$py" -c 'import os, sys; t, n = int(sys.argv[1]), int(sys.argv[2]); print("%.1f" % (t * 1e6 / os.sysconf("SC_CLK_TCK") / max(n, 1)))' \
+        "$((t1 - t0))" "${n:-0}" >> "$tmp/attnd_cpu"
 }
 
 # summary LABEL: "rps p99_ms errors" (medians; errors summed, with non-2xx).
@@ -103,9 +123,10 @@ bench_small() {
     r=0
     while [ $r -lt "$reps" ]; do
         wrk_once hello "$hello" || return 1
-        wrk_once attnd "$attnd_url/v1/attention" "$body" || return 1
+        attnd_cpu_once "$attnd_url/v1/attention" "$body" || return 1
         r=$((r + 1))
     done
+    echo "  attnd CPU per request (us, per run): $(tr '\n' ' ' < "$tmp/attnd_cpu")"
     set -- $(summary hello)
     h_rps=$1 h_p99=$2
     set -- $(summary attnd)
