@@ -28,7 +28,7 @@
  *     per-address connection limit and the vanishing-client cleanup in
  *     tests/e2e, and aborted in MHD_stop_daemon on a drain race.)
  *     Re-tried with the current code: per-request CPU unchanged, and
- *     test_per_address_connection_limit failed 3 runs in 12 (a connection
+ *     test_per_address_connection_limit failed 3 runs in 11 (a connection
  *     from the readiness probe, closed by the client, still counted on the
  *     other worker when the test's connections arrived).
  *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32):
