@@ -22,6 +22,10 @@
  * interleaved with its limit's samples, in thread CPU time.
  *
  * usage: bench_api [reps] [small_request.json]
+ *
+ * BENCH_API_ONLY=small runs only api_handle on small_request.json (default
+ * ../shared/bench/req/small_n4_L4_d8.json), BENCH_API_CALLS times (default
+ * 200000), in a plain loop (a fixed count, for callgrind's instruction counts).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -302,6 +306,37 @@ static char *read_file(const char *path, size_t *len)
     return s;
 }
 
+/* BENCH_API_ONLY=small: api_handle on the small body, a fixed number of calls. */
+static int bench_small_only(struct api_ctx *ctx, struct attn_ws *ws, const char *path)
+{
+    size_t slen;
+    char *small = read_file(path, &slen);
+    if (!small) {
+        fprintf(stderr, "bench_api: cannot read %s\n", path);
+        return 1;
+    }
+    const char *env = getenv("BENCH_API_CALLS");
+    char *end = NULL;
+    long calls = env ? strtol(env, &end, 10) : 200000;
+    if (env && (*end != '\0' || calls <= 0))
+        calls = 200000;
+    struct b64req sr = {ctx, {0}, 0, NULL, NULL};
+    sr.q.method = "POST";
+    sr.q.path = "/v1/attention";
+    sr.q.header = header_json;
+    sr.q.body = small;
+    sr.q.body_len = slen;
+    sr.q.ws = ws;
+    double t0 = now_s();
+    for (long c = 0; c < calls; c++)
+        run_handle(&sr);
+    double t = (now_s() - t0) / (double)calls;
+    printf("small request (%s): api_handle %.2f us per request (%ld calls)\n", path, t * 1e6,
+           calls);
+    free(small);
+    return 0;
+}
+
 /* The JSON number rows: parse vs strtod, print vs strtod. */
 static void bench_numbers(void)
 {
@@ -358,8 +393,15 @@ int main(int argc, char **argv)
 
     printf("1 thread, %d interleaved samples per figure (median, thread CPU time)\n", reps);
 
-    /* BENCH_API_ONLY=base64 skips the number rows (for profiling base64). */
+    /* BENCH_API_ONLY=base64 skips the number rows (for profiling base64);
+       BENCH_API_ONLY=small runs only the small request. */
     const char *only = getenv("BENCH_API_ONLY");
+    if (only && strcmp(only, "small") == 0) {
+        int rc = bench_small_only(&ctx, ws,
+                                  argc > 2 ? argv[2] : "../shared/bench/req/small_n4_L4_d8.json");
+        attn_ws_free(ws);
+        return rc;
+    }
     if (!only || strcmp(only, "base64") != 0)
         bench_numbers();
 
