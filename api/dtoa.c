@@ -307,7 +307,8 @@ static char *digits_of(uint64_t f, char *end)
 /* Digits of d.f without trailing zeros, as JavaScript lays them out. */
 static size_t dec_text(char *out, bool neg, struct dec d)
 {
-    char buf[24], *dig;
+    char buf[24 + 17], *dig;    /* digits end at buf + 24; 17 spare bytes
+                                   let the hot branch copy a fixed 17 */
     int n, exp10, i;
     char *o = out;
 
@@ -319,8 +320,9 @@ static size_t dec_text(char *out, bool neg, struct dec d)
         d.f /= 10;
         d.e++;
     }
-    dig = digits_of(d.f, buf + sizeof buf);
-    n = (int)(buf + sizeof buf - dig);
+    memset(buf + 24, 0, 17);
+    dig = digits_of(d.f, buf + 24);
+    n = (int)(buf + 24 - dig);
     /* dig[0..n) most significant first; x = 0.D * 10^(e+n) */
     exp10 = d.e + n - 1;                    /* scientific exponent */
     if (neg)
@@ -331,7 +333,9 @@ static size_t dec_text(char *out, bool neg, struct dec d)
             *o++ = '.';
             for (i = -1; i > exp10; i--)
                 *o++ = '0';
-            memcpy(o, dig, (size_t)n);
+            /* a constant-size copy (no libc call): n <= 17 digits; o is at
+               most out + 8, so out + 25 <= out + API_NUM_MAX */
+            memcpy(o, dig, 17);
             o += n;
         } else if (n <= exp10 + 1) {        /* an integer */
             memcpy(o, dig, (size_t)n);
