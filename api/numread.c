@@ -41,7 +41,7 @@ static const uint64_t pow10_u64[9] = {
  * at p, and k is returned; 0 when fewer than 8 bytes remain or p is not a
  * digit (the caller then takes one byte the slow way).
  */
-static int digits8(const char *p, const char *end, uint64_t *val)
+static inline int digits8(const char *p, const char *end, uint64_t *val)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     uint64_t x, a, bad, d;
