@@ -72,7 +72,13 @@ bool api_buf_puts(struct api_buf *b, const char *s)
 
 bool api_buf_putc(struct api_buf *b, char c)
 {
-    return api_buf_append(b, &c, 1);
+    /* the common case (room, no failure) without the reserve/memcpy calls;
+       the same checks as api_buf_reserve: len + 1 <= max, len + 1 < cap */
+    if (b->failed || b->len >= b->max || b->len + 1 >= b->cap)
+        return api_buf_append(b, &c, 1);
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+    return true;
 }
 
 bool api_buf_printf(struct api_buf *b, const char *fmt, ...)
