@@ -69,16 +69,6 @@ static bool read_int(struct api_call *c, const json_t *obj, const char *key,
     return api_read_size(c, v, path, lo, hi, out);
 }
 
-static const char *softmax_name(enum attn_softmax s)
-{
-    switch (s) {
-    case ATTN_SOFTMAX_ONE: return "softmax1";
-    case ATTN_SOFTMAX_SINK: return "sink";
-    case ATTN_SOFTMAX_STANDARD: break;
-    }
-    return "standard";
-}
-
 /* The session object of GET /v1/sessions/{id}; new reference. */
 static json_t *session_json(const struct sess_spec *sp,
                             const struct sess_info *info)
@@ -97,7 +87,7 @@ static json_t *session_json(const struct sess_spec *sp,
                      "d_k", (json_int_t)sp->shape.d_k,
                      "d_v", (json_int_t)sp->shape.d_v,
                      "dtype", attn_dtype_name(sp->params.dtype),
-                     "softmax", softmax_name(sp->params.softmax),
+                     "softmax", api_softmax_name(sp->params.softmax),
                      "bytes", (json_int_t)info->bytes,
                      "max_tokens", max_tokens,
                      "expires_in_s", expires, "ttl_s", sp->ttl_s,

@@ -234,8 +234,6 @@ static void put_key(struct vw *w, const char *key, bool first)
 static void put_inputs(struct vw *w, const struct verify_input *in,
                        double scale)
 {
-    static const char *const sm[] = {"standard", "softmax1", "sink"};
-
     api_buf_putc(w->b, '{');
     put_key(w, "q", true);
     put_input(w, in->q, 2, in->n, in->d_k);
@@ -253,7 +251,7 @@ static void put_inputs(struct vw *w, const struct verify_input *in,
     put_input(w, in->bias_v, 1, 1, in->d_v);
     api_buf_putc(w->b, '}');
     put_key(w, "softmax", false);
-    api_write_string(w->b, sm[in->softmax]);
+    api_write_string(w->b, api_softmax_name(in->softmax));
     if (in->softmax == ATTN_SOFTMAX_SINK) {
         put_key(w, "sink_logit", false);
         api_write_number(w->b, ATTN_F64, &in->sink_logit, 0);

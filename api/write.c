@@ -229,7 +229,7 @@ bool api_attention_max_bytes(const struct attn_request *r,
     return core_add(body, 4096, bytes);
 }
 
-static const char *softmax_name(enum attn_softmax s)
+const char *api_softmax_name(enum attn_softmax s)
 {
     switch (s) {
     case ATTN_SOFTMAX_ONE: return "softmax1";
@@ -313,7 +313,7 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     api_buf_puts(b, "\"scale\":");
     api_buf_append(b, num, api_fmt_f64(num, p->scale, 0));
     api_buf_puts(b, ",\"softmax\":\"");
-    api_buf_puts(b, softmax_name(p->softmax));
+    api_buf_puts(b, api_softmax_name(p->softmax));
     api_buf_puts(b, "\",");
     if (p->softmax == ATTN_SOFTMAX_SINK) {
         api_buf_puts(b, "\"sink_logit\":");

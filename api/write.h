@@ -94,4 +94,7 @@ bool api_attention_max_bytes(const struct attn_request *r,
  */
 bool api_write_attention(struct api_buf *b, const struct api_attention_view *v);
 
+/* The wire name of a softmax variant: "standard", "softmax1" or "sink". */
+const char *api_softmax_name(enum attn_softmax s);
+
 #endif
