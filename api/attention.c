@@ -14,30 +14,59 @@
 #include "api/write.h"
 #include "core/attn.h"
 
-static size_t max_elements(const struct api_call *c)
+size_t api_max_elements(const struct api_call *c)
 {
     return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+}
+
+bool api_attention_fits(struct api_call *c, const struct attn_request *r,
+                        enum api_encoding encoding, size_t *cap)
+{
+    size_t numbers;
+
+    if (!api_attention_numbers(r, &numbers) || numbers > api_max_elements(c)) {
+        api_fail(c, "response_too_large", "/return",
+                 "the response would hold more than %zu numbers "
+                 "(--max-elements); ask for fewer outputs via \"return\"",
+                 api_max_elements(c));
+        return false;
+    }
+    if (!api_attention_max_bytes(r, encoding, cap)) {
+        api_fail(c, "response_too_large", NULL, NULL);
+        return false;
+    }
+    return true;
+}
+
+void api_reply_attention(struct api_call *c, struct api_attention_view *v,
+                         struct attn_result *res, size_t cap)
+{
+    struct api_buf buf;
+    size_t numbers = 0;
+
+    /* api_attention_fits() has bounded this count already */
+    (void)api_attention_numbers(v->req, &numbers);
+    api_buf_init(&buf, cap);
+    /* Reserve a typical size at once (about 20 bytes a number in JSON, 11
+     * in base64) instead of doubling through a large response. */
+    api_buf_reserve(&buf, numbers > (cap - 4096) / 20 ? cap - 4096
+                          : numbers * (v->encoding == API_ENC_BASE64 ? 11 : 20));
+    v->res = res;
+    v->elapsed_us = api_now_us() - c->t0_us;
+    api_write_attention(&buf, v);
+    api_result_free(res);
+    api_reply_buf(c, 200, &buf);
 }
 
 /* Compute and answer for a validated request. */
 static void attention_run(struct api_call *c, struct api_attention_req *a)
 {
     struct attn_result res;
-    struct api_buf buf;
-    size_t numbers, cap;
+    size_t cap;
     enum core_status st;
 
-    if (!api_attention_numbers(&a->r, &numbers) || numbers > max_elements(c)) {
-        api_fail(c, "response_too_large", "/return",
-                 "the response would hold more than %zu numbers "
-                 "(--max-elements); ask for fewer outputs via \"return\"",
-                 max_elements(c));
+    if (!api_attention_fits(c, &a->r, a->encoding, &cap))
         return;
-    }
-    if (!api_attention_max_bytes(&a->r, a->encoding, &cap)) {
-        api_fail(c, "response_too_large", NULL, NULL);
-        return;
-    }
     if (!api_result_alloc(&a->r, &res)) {
         api_result_free(&res);
         api_fail(c, "capacity_exhausted", NULL, "out of memory");
@@ -49,17 +78,9 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         api_fail_core(c, st, NULL);
         return;
     }
-    api_buf_init(&buf, cap);
-    /* Reserve a typical size at once (about 20 bytes a number in JSON, 11
-     * in base64) instead of doubling through a large response. */
-    api_buf_reserve(&buf, numbers > (cap - 4096) / 20 ? cap - 4096
-                          : numbers * (a->encoding == API_ENC_BASE64 ? 11 : 20));
-    api_write_attention(&buf, &(struct api_attention_view){
-        .req = &a->r, .res = &res, .q_rank = a->q_rank,
-        .encoding = a->encoding, .digits = a->digits,
-        .elapsed_us = api_now_us() - c->t0_us});
-    api_result_free(&res);
-    api_reply_buf(c, 200, &buf);
+    api_reply_attention(c, &(struct api_attention_view){
+        .req = &a->r, .q_rank = a->q_rank,
+        .encoding = a->encoding, .digits = a->digits}, &res, cap);
 }
 
 void api_attention(struct api_call *c)

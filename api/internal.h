@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "api/buf.h"
 #include "api/error.h"
+#include "api/write.h"
 #include "core/status.h"
 
 /* Nesting depth at which a JSON body is refused with json_too_deep. */
@@ -144,5 +145,25 @@ void api_verify(struct api_call *c);
  * The handler sets c->resp->route to a template ("/v1/sessions/{id}/kv"),
  * never the raw id, and checks the method itself (api_fail_method). */
 void api_sessions(struct api_call *c, const char *rest);
+
+/* --max-elements, or SIZE_MAX when unset. */
+size_t api_max_elements(const struct api_call *c);
+
+/*
+ * The attention response's size check, shared by /v1/attention and session
+ * attention: answers 422 response_too_large (path /return) when the selected
+ * outputs hold more than --max-elements numbers; else sets *cap, the byte
+ * cap of the response buffer. (api/attention.c)
+ */
+bool api_attention_fits(struct api_call *c, const struct attn_request *r,
+                        enum api_encoding encoding, size_t *cap);
+
+/*
+ * Write the attention response described by *v (elapsed_us is filled in
+ * here) into a buffer capped at cap, answer 200 with it, and free v->res's
+ * arrays (res is the caller's, passed again as non-const). (api/attention.c)
+ */
+void api_reply_attention(struct api_call *c, struct api_attention_view *v,
+                         struct attn_result *res, size_t cap);
 
 #endif

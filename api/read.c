@@ -22,11 +22,6 @@
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static size_t budget_default(const struct api_call *c)
-{
-    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
-}
-
 /* A member of obj, or NULL when absent or JSON null. */
 static json_t *member(const json_t *obj, const char *key)
 {
@@ -651,7 +646,7 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
                          const struct api_tensor_spec *spec,
                          const struct api_pre *pre, struct api_tensor *out)
 {
-    size_t local = budget_default(c);
+    size_t local = api_max_elements(c);
     size_t *budget = spec->budget ? spec->budget : &local;
     struct api_numarray *a = api_pre_find(pre, path);
 
@@ -1165,7 +1160,7 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
                             const struct api_pre *pre,
                             struct api_attention_req *out)
 {
-    size_t budget = budget_default(c);
+    size_t budget = api_max_elements(c);
     enum core_status st;
 
     memset(out, 0, sizeof *out);

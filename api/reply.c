@@ -370,7 +370,7 @@ json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
                            struct api_pre *pre)
 {
     const struct api_request *r = c->req;
-    size_t max = c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+    size_t max = api_max_elements(c);
     json_error_t err;
     size_t len;
     char *text;

@@ -39,11 +39,6 @@ static const char route_fork[] = "/v1/sessions/{id}/fork";
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static size_t max_elements(const struct api_call *c)
-{
-    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
-}
-
 /* A member of obj, or NULL when absent or JSON null. */
 static json_t *member(const json_t *obj, const char *key)
 {
@@ -235,7 +230,7 @@ struct create_req {
 static bool read_dims(struct api_call *c, const json_t *body,
                       struct attn_shape *sh)
 {
-    size_t lim = max_elements(c), w;
+    size_t lim = api_max_elements(c), w;
     if (!read_int(c, body, "d_k", true, 1, lim, 0, &sh->d_k) ||
         !read_int(c, body, "d_v", true, 1, lim, 0, &sh->d_v) ||
         !read_int(c, body, "heads", false, 1, lim, 1, &sh->h) ||
@@ -278,7 +273,7 @@ static bool read_create(struct api_call *c, const json_t *body,
 {
     struct sess_spec *sp = &cr->spec;
     struct attn_params *p = &sp->params;
-    size_t budget = max_elements(c);
+    size_t budget = api_max_elements(c);
     size_t tok_max = c->ctx->cfg.max_tokens ? c->ctx->cfg.max_tokens : SIZE_MAX;
     bool given;
     if (!api_check_fields(c, body, "", create_fields) ||
@@ -347,7 +342,7 @@ static void fail_append(struct api_call *c, enum core_status rc)
 static void kv_append_req(struct api_call *c, const char *id)
 {
     struct api_tensor k = {0}, v = {0};
-    size_t budget = max_elements(c), m;
+    size_t budget = api_max_elements(c), m;
     long long expected;
     json_t *body = api_parse_body(c);
     if (!body)
@@ -413,12 +408,12 @@ static void kv_get_req(struct api_call *c, const char *id)
     /* each number with its comma, plus a row's brackets (at most one row
      * per number), plus the keys */
     if (!core_add(kv_d_k(kv), kv_d_v(kv), &w) ||
-        !core_mul3(L, w, kv_heads(kv), &numbers) || numbers > max_elements(c) ||
+        !core_mul3(L, w, kv_heads(kv), &numbers) || numbers > api_max_elements(c) ||
         !core_mul(numbers, API_NUM_MAX + 4, &cap) || !core_add(cap, 4096, &cap)) {
         sess_release(c->ctx->store, s);
         api_fail(c, "response_too_large", NULL,
                  "the cache holds more than %zu numbers (--max-elements)",
-                 max_elements(c));
+                 api_max_elements(c));
         return;
     }
     struct api_buf b;
@@ -479,7 +474,7 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
                             const struct sess *s, struct att_req *a)
 {
     const struct sess_spec *sp = sess_spec(s);
-    size_t budget = max_elements(c), n;
+    size_t budget = api_max_elements(c), n;
     if (!read_heads(c, body, "q", sp->params.dtype, sp->shape.h, sp->shape.d_k,
                     &budget, &a->q, &n) ||
         !read_kv(c, body, sp, false, &budget, &a->k, &a->v, &a->m))
@@ -509,7 +504,6 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
 static bool check_att(struct api_call *c, const struct sess *s,
                       struct att_req *a, size_t *cap)
 {
-    size_t numbers;
     if (!check_expected(c, s, a->expected))
         return false;
     if (a->r.shape.L == 0) {
@@ -522,15 +516,7 @@ static bool check_att(struct api_call *c, const struct sess *s,
         api_fail_core(c, rc, NULL);
         return false;
     }
-    if (!api_attention_numbers(&a->r, &numbers) || numbers > max_elements(c) ||
-        !api_attention_max_bytes(&a->r, a->encoding, cap)) {
-        api_fail(c, "response_too_large", "/return",
-                 "the response would hold more than %zu numbers "
-                 "(--max-elements); ask for fewer outputs via \"return\"",
-                 max_elements(c));
-        return false;
-    }
-    return true;
+    return api_attention_fits(c, &a->r, a->encoding, cap);
 }
 
 /* Append and attend on the held session; the session is released here. */
@@ -557,14 +543,9 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         fail_append(c, rc);
         return;
     }
-    struct api_buf buf;
-    api_buf_init(&buf, cap);
-    api_write_attention(&buf, &(struct api_attention_view){
-        .req = &a->r, .res = &res, .q_rank = a->q_rank,
-        .encoding = a->encoding, .digits = a->digits,
-        .elapsed_us = api_now_us() - c->t0_us});
-    api_result_free(&res);
-    api_reply_buf(c, 200, &buf);
+    api_reply_attention(c, &(struct api_attention_view){
+        .req = &a->r, .q_rank = a->q_rank,
+        .encoding = a->encoding, .digits = a->digits}, &res, cap);
 }
 
 static void attention_req(struct api_call *c, const char *id)

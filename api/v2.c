@@ -1284,8 +1284,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
                 const struct attn_inputs *in, size_t m)
 {
     struct attn_result res;
-    size_t numbers, cap, maxe = c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements
-                                                        : SIZE_MAX;
+    size_t numbers, cap, maxe = api_max_elements(c);
     enum core_status st;
 
     if (!api_attention_numbers(r, &numbers) || numbers > maxe ||
@@ -1426,7 +1425,7 @@ static void v2_infer(struct api_call *c)
     const json_t *inputs, *id;
 
     memset(&x, 0, sizeof x);
-    x.budget = c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+    x.budget = api_max_elements(c);
     if (!split_body(c, &x))
         goto out;
     if (!api_check_fields(c, x.hdr, "", allowed))

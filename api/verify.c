@@ -61,11 +61,6 @@ static const json_t *member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
-static size_t max_elements(const struct api_call *c)
-{
-    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
-}
-
 /* true (after answering) when m is nested three deep: several heads. */
 static bool multi_head(struct api_call *c, const json_t *m, const char *path)
 {
@@ -153,7 +148,7 @@ static bool read_options(struct api_call *c, const json_t *body,
 static bool read_verify(struct api_call *c, const json_t *body,
                         struct verify_req *r)
 {
-    size_t budget = max_elements(c);
+    size_t budget = api_max_elements(c);
 
     memset(r, 0, sizeof *r);
     if (!api_check_fields(c, body, "", verify_fields) ||
@@ -371,10 +366,10 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
     size_t numbers, inputs, bytes;
     enum core_status st;
 
-    if (!verify_numbers_bound(in, &numbers) || numbers > max_elements(c)) {
+    if (!verify_numbers_bound(in, &numbers) || numbers > api_max_elements(c)) {
         api_fail(c, "response_too_large", NULL,
                  "verify would return more than %zu numbers (--max-elements); "
-                 "send fewer rows", max_elements(c));
+                 "send fewer rows", api_max_elements(c));
         return;
     }
     st = verify_run(in, &rep);
