@@ -48,8 +48,8 @@ $(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(API_O
 	$(CC) $(CFLAGS) -DFUZZ_NAME='"$*"' $< tests/fuzz/replay_main.c $(API_OBJ) $(CORE_OBJ) \
 	  -o $@ $(LDFLAGS) $(LDLIBS)
 
-# The same makefiles again (works whether fuzz.mk is included or given by -f).
-FUZZ_MAKEFILES := $(addprefix -f ,$(filter-out %.d,$(MAKEFILE_LIST)))
+# The top Makefile again (it includes this fragment).
+FUZZ_MAKEFILES := -f $(firstword $(MAKEFILE_LIST))
 
 fuzz-build: fuzz-deps
 	@$(MAKE) --no-print-directory $(FUZZ_MAKEFILES) $(FUZZ_BIN)
