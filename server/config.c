@@ -46,6 +46,8 @@ static const struct opt opts[] = {
     {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "", "write the bound port to this file"},
     {"workers", OPT_UINT, N(workers), 1, 256, NULL, "compute threads (default: CPU count)"},
+    {"http-threads", OPT_UINT, N(http_threads), 1, 64, NULL,
+     "transport threads (default: CPU count)"},
     {"max-body-bytes", OPT_SIZE, N(max_body_bytes), 1, 4294967296.0, "64m",
      "largest request body (k/m/g suffixes)"},
     {"max-elements", OPT_SIZE, N(max_elements), 1, 1e15, "4194304",
@@ -274,6 +276,7 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->workers = cpu_count();
+    cfg->http_threads = cpu_count() < 64 ? cpu_count() : 64;
     char env[64];
     for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];

@@ -23,6 +23,7 @@ struct srv_config {
     unsigned port;                  /* 0: pick a free port */
     char port_file[1024];           /* write the bound port here, or "" */
     unsigned workers;               /* compute pool threads */
+    unsigned http_threads;          /* libmicrohttpd polling threads */
     size_t max_body_bytes;          /* request body cap */
     size_t max_elements;            /* numbers per request (in and out) */
     size_t max_sessions;            /* live sessions at most */

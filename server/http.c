@@ -2,11 +2,11 @@
  * server/http.c — libmicrohttpd glue: body caps, suspend/resume, static
  * files, transport errors in JSON.
  *
- * Threading choice: MHD runs one internal polling thread with poll(), and
+ * Threading choice: MHD runs a pool of --http-threads internal poll()
+ * threads (default: one per CPU; 1 gives a single thread, no pool), and
  * hands finished request bodies to the libuv loop (uv_async), which queues
  * them on the work pool; the loop resumes the connection when the answer is
- * ready. Measured on this machine (libmicrohttpd 0.9.75, 2 shared cores,
- * wrk -t2 -c32 -d3s, spot checks with other work running, so +-30%):
+ * ready. Measured (libmicrohttpd 0.9.75, 2 shared cores, wrk -t2 -c32):
  *   - polled by libuv through MHD's epoll fd (MHD_USE_EPOLL, no MHD thread)
  *     was tried first: one thread for everything, 14-25k req/s on GET
  *     /healthz through the pool. But MHD 0.9.75's epoll code never notices
@@ -16,21 +16,20 @@
  *     mode frees them at once). Vanishing uploaders would pin memory and
  *     descriptors and hold up a drain, so epoll is out; and libuv cannot
  *     poll MHD's poll()-based mode without rebuilding fd sets every turn.
- *   - an internal poll() thread: 34-39k req/s on the same GET /healthz
- *     through the pool, against 69-98k for mhd_server's inline hello (one
- *     thread, no pool) in the same run. The extra hand-off costs nothing
- *     visible next to the epoll variant, and per request it is microseconds
- *     against the JSON parsing and attention done on the pool.
- *   - one MHD thread, not a pool of them: on 2 cores the compute pool needs
- *     the CPUs; the transport only parses headers and copies bodies. (A
- *     pool of 2 poll() threads was tried for small requests: no gain
- *     visible through the noise, and MHD 0.9.75's pool broke the
- *     per-address connection limit and the vanishing-client cleanup in
- *     tests/e2e, and aborted in MHD_stop_daemon on a drain race.)
- *     Re-tried with the current code: per-request CPU unchanged, and
- *     test_per_address_connection_limit failed 3 runs in 11 (a connection
- *     from the readiness probe, closed by the client, still counted on the
- *     other worker when the test's connections arrived).
+ *   - one internal poll() thread saturates one core on small requests
+ *     (~58k req/s of n=L=4 d=8 attention against 186k for mhd_server's
+ *     hello, 0.31), while the other core idles; a pool of 2 poll() threads
+ *     gives 81k (0.47) at the same CPU per request (~17 us). Each worker
+ *     owns the connections it accepted; everything shared between them
+ *     (spare request, body budget, pending list, metrics, log) is atomic
+ *     or under a mutex.
+ *   - MHD's per-address connection count is shared by the pool, but a
+ *     client's close is noticed by the thread that owns that connection,
+ *     not necessarily before another thread accepts the client's next
+ *     connection: for a moment the closed one still counts. That is the
+ *     same race a single thread has with FIN and SYN on the wire, only
+ *     wider; tests that need an exact count wait for
+ *     attnd_connections_open first (tests/e2e/test_e2e_transport.py).
  *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32):
  *     ~40% in sendmsg (loopback TCP delivers to wrk inside the call), half
  *     of it the involuntary context switch right after it (the woken wrk
@@ -41,7 +40,7 @@
  *   - tiny POST /v1/attention requests are answered on the MHD thread
  *     (answer_inline: bounded by body and response size, see there): the
  *     three hops to the pool and back cost more than the request.
- * All MHD calls on a connection happen on the MHD thread, except
+ * All MHD calls on a connection happen on the MHD thread that owns it, except
  * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
  *
@@ -749,6 +748,16 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
 }
 
+/* MHD thread: a connection opened or closed (attnd_connections_open). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)conn;
+    (void)socket_context;
+    struct srv_http *h = cls;
+    srv_metrics_connection(h->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
 __attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -805,11 +814,13 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,         /* first: see MHD docs */
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,
         MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,  /* 1: no pool, one thread */
         MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return d;

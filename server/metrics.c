@@ -1,6 +1,6 @@
 /*
  * server/metrics.c — a small fixed table of per-route counters behind one
- * mutex (updates come from the loop thread, renders from a worker), and a
+ * mutex (updates come from the transport threads, renders from a worker), and a
  * Prometheus text renderer into a growing buffer. A mutex rather than
  * atomics: an update touches a dozen fields of one route and costs far less
  * than the request it counts.
@@ -40,6 +40,7 @@ struct srv_metrics {
     struct route_stats routes[MAX_ROUTES];
     size_t n_routes;
     int64_t in_flight;
+    int64_t connections;                /* open TCP connections */
     uint64_t bytes_in, bytes_out;
     struct sess_store *store;
 };
@@ -72,6 +73,13 @@ void srv_metrics_begin(struct srv_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     m->in_flight++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_connection(struct srv_metrics *m, int delta)
+{
+    pthread_mutex_lock(&m->mu);
+    m->connections += delta;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -193,13 +201,17 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
     outf(o, "# HELP attnd_requests_in_flight Requests received and not yet answered.\n"
             "# TYPE attnd_requests_in_flight gauge\n"
             "attnd_requests_in_flight %lld\n"
+            "# HELP attnd_connections_open Client connections open.\n"
+            "# TYPE attnd_connections_open gauge\n"
+            "attnd_connections_open %lld\n"
             "# HELP attnd_request_bytes_total Request body bytes received.\n"
             "# TYPE attnd_request_bytes_total counter\n"
             "attnd_request_bytes_total %llu\n"
             "# HELP attnd_response_bytes_total Response body bytes sent.\n"
             "# TYPE attnd_response_bytes_total counter\n"
             "attnd_response_bytes_total %llu\n",
-         (long long)m->in_flight, (unsigned long long)m->bytes_in,
+         (long long)m->in_flight, (long long)m->connections,
+         (unsigned long long)m->bytes_in,
          (unsigned long long)m->bytes_out);
 }
 

@@ -3,7 +3,8 @@
  * Prometheus text for GET /metrics (through api_ctx.metrics).
  *
  * Series: attnd_requests_total{route,code}, attnd_request_duration_seconds
- * (histogram by route), attnd_requests_in_flight, attnd_request_bytes_total,
+ * (histogram by route), attnd_requests_in_flight, attnd_connections_open,
+ * attnd_request_bytes_total,
  * attnd_response_bytes_total, and, when a session store is attached,
  * attnd_sessions, attnd_kv_cache_bytes, attnd_session_evictions_total,
  * attnd_session_expirations_total. Routes are templates (bounded set); the
@@ -25,6 +26,7 @@ void srv_metrics_free(struct srv_metrics *m);
 void srv_metrics_set_store(struct srv_metrics *m, struct sess_store *st);
 
 void srv_metrics_begin(struct srv_metrics *m);          /* in-flight + 1 */
+void srv_metrics_connection(struct srv_metrics *m, int delta);  /* opened +1, closed -1 */
 /* One finished request: in-flight - 1 and the counters. route NULL: "other". */
 void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
                      uint64_t bytes_in, uint64_t bytes_out, double seconds);

@@ -258,9 +258,46 @@ def test_idle_connection_times_out():
         assert a.get("/healthz").status == 200
 
 
+def open_connections(sock):
+    """attnd_connections_open, read over the kept-alive connection sock."""
+    sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, _, body = read_response(sock)
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith("attnd_connections_open "):
+            return float(line.split()[-1])
+    raise AssertionError("no attnd_connections_open in /metrics")
+
+
+def only_this_connection(sock, timeout=5.0):
+    """Wait until the server has closed every connection but sock (the
+    readiness probe's close is noticed by whichever transport thread held it,
+    not necessarily before the next accept)."""
+    deadline = time.time() + timeout
+    while open_connections(sock) != 1:
+        assert time.time() < deadline, "connections from earlier clients still open"
+        time.sleep(0.01)
+    time.sleep(0.05)    # the per-address count drops just after the gauge
+
+
+def test_connections_gauge_counts_open_connections(small):
+    s = connect(small)
+    only_this_connection(s)
+    others = [connect(small) for _ in range(3)]
+    for o in others:
+        o.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(o)[0] == 200
+    assert open_connections(s) == 4
+    for o in others:
+        o.close()
+    only_this_connection(s)
+
+
 def test_per_address_connection_limit():
     with Attnd("--max-connections-per-ip", "4") as a:
-        held = [connect(a) for _ in range(4)]
+        held = [connect(a)]
+        only_this_connection(held[0])
+        held += [connect(a) for _ in range(3)]
         for h in held:
             h.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(h)[0] == 200
