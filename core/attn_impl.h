@@ -161,6 +161,14 @@ static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
         o[c] += w * x[c];
 }
 
+/* x [n]: ask for its cache lines ahead of the loop that reads them. */
+static inline void FN(prefetch_row)(const T *x, size_t n)
+{
+    const char *p = (const char *)x;
+    for (size_t b = 0; b < n * sizeof(T); b += 64)
+        __builtin_prefetch(p + b, 0, 3);
+}
+
 /* qb [nb][d_k], K [Lt][d_k] -> S [nb][Lt] (row stride ld) = scale · qb · Kᵀ.
  * Few rows (decode) read K once with plain loops: memory-bound, and OpenBLAS
  * gemv/gemm reach far less bandwidth there (bench/RESULTS.md, Surprises 2). */
@@ -172,6 +180,8 @@ static void FN(qk)(const T *qb, size_t nb, const T *K, size_t Lt, size_t ld,
     if (nb <= ATTN_LOOP_ROWS) {
         for (size_t j = 0; j < Lt; j++) {
             const T *kr = K + j * d_k;
+            if (j + ATTN_PF_ROWS < Lt)
+                FN(prefetch_row)(kr + ATTN_PF_ROWS * d_k, d_k);
             for (size_t t = 0; t < nb; t++)
                 S[t * ld + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
         }
@@ -188,9 +198,12 @@ static void FN(pv)(const T *P, size_t nb, const T *V, size_t Lt, size_t ld,
     if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
         size_t j = 0;
-        for (; j + 4 <= Lt; j += 4)
+        for (; j + 4 <= Lt; j += 4) {
+            if (j + ATTN_PF_ROWS + 4 <= Lt)
+                FN(prefetch_row)(V + (j + ATTN_PF_ROWS) * d_v, 4 * d_v);
             for (size_t t = 0; t < nb; t++)
                 FN(axpy4)(O + t * d_v, P + t * ld + j, V + j * d_v, d_v, d_v);
+        }
         for (; j < Lt; j++)
             for (size_t t = 0; t < nb; t++)
                 FN(axpy)(O + t * d_v, P[t * ld + j], V + j * d_v, d_v);
