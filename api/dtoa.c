@@ -12,9 +12,11 @@
  * are computed exactly once, at first use, with a small bignum (below)
  * rather than pasted in as a generated table.
  *
- * Text follows JavaScript's Number-to-String layout (plain digits for
- * 1e-6 <= |x| < 1e21, else d.ddde±x), so the numbers match what a browser
- * prints for the same value; every output is an RFC 8259 number.
+ * The digits are made 8 at a time with word arithmetic (digit_bytes8) and
+ * laid out with fixed-size copies. Text follows JavaScript's Number-to-
+ * String layout (plain digits for 1e-6 <= |x| < 1e21, else d.ddde±x), so
+ * the numbers match what a browser prints for the same value; every output
+ * is an RFC 8259 number.
  */
 #include "api/write.h"
 
@@ -175,7 +177,8 @@ struct dec {
 };
 
 /* x = c 2^q (c = C_MIN with q > Q_MIN: the interval is asymmetric). */
-static struct dec to_decimal64(int q, uint64_t c, int dk)
+static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint64_t c,
+                                                                 int dk)
 {
     const uint64_t c_min = 1ull << 52;
     uint64_t out = c & 1, cb = c << 2, cbr = cb + 2, cbl;
@@ -259,103 +262,112 @@ static struct dec to_decimal32(int q, uint32_t c, int dk)
 
 /* ---- text --------------------------------------------------------------- */
 
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-/* v < 10^8 as exactly 8 digits at p: four independent pairs, 32-bit
- * arithmetic (shorter dependency chains than a digit-pair loop). */
-static void put8(char *p, uint32_t v)
+/* The 8 decimal digits of v < 10^8 as byte values 0..9, the most
+ * significant in the lowest byte (so in memory order on a little-endian
+ * machine): two 4-digit halves, each split into pairs and the pairs into
+ * digits by multiplications in parallel lanes (x * 10486 >> 20 is x / 100
+ * for x < 10^4, x * 103 >> 10 is x / 10 for x < 100). No division loop,
+ * no table. */
+static inline __attribute__((always_inline)) uint64_t digit_bytes8(uint32_t v)
 {
-    uint32_t hi = v / 10000, lo = v % 10000;
+    uint64_t x = (uint64_t)(v / 10000) | (uint64_t)(v % 10000) << 32, y;
 
-    memcpy(p, digit_pairs + 2 * (hi / 100), 2);
-    memcpy(p + 2, digit_pairs + 2 * (hi % 100), 2);
-    memcpy(p + 4, digit_pairs + 2 * (lo / 100), 2);
-    memcpy(p + 6, digit_pairs + 2 * (lo % 100), 2);
+    y = ((x * 10486) >> 20) & 0x0000007F0000007Full;
+    x = y | (x - y * 100) << 16;
+    y = ((x * 103) >> 10) & 0x000F000F000F000Full;
+    return y | (x - y * 10) << 8;
 }
 
-/* The decimal digits of f (> 0) into the end of buf[24]; returns where they
- * start. Eight digits per 64-bit division, then two at a time. */
-static char *digits_of(uint64_t f, char *end)
+/* Trailing zero digits of an 8-digit block from digit_bytes8 (b != 0). */
+static int block_tz(uint64_t b)
 {
-    char *p = end;
-    uint32_t v;
-
-    while (f >= 100000000) {
-        p -= 8;
-        put8(p, (uint32_t)(f % 100000000));
-        f /= 100000000;
-    }
-    v = (uint32_t)f;
-    while (v >= 100) {
-        unsigned r = v % 100;
-        v /= 100;
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * r, 2);
-    }
-    if (v >= 10) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
-    } else {
-        *--p = (char)('0' + v);
-    }
-    return p;
+    return __builtin_clzll(b) / 8;
 }
 
-/* Digits of d.f without trailing zeros, as JavaScript lays them out. */
+static const uint64_t pow10_u64[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull,
+    1000000000000ull, 10000000000000ull, 100000000000000ull,
+    1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, 10000000000000000000ull};
+
+/* Decimal digits of f > 0. */
+static int digit_count(uint64_t f)
+{
+    int t = ((64 - __builtin_clzll(f)) * 1233) >> 12;   /* ~ bits * log10(2) */
+
+    return t + 1 - (f < pow10_u64[t]);
+}
+
+/*
+ * Digits of d.f (0 < f < 10^19) without trailing zeros, as JavaScript lays
+ * them out. The digits go right-aligned into buf[0..24) in 8-digit blocks,
+ * followed by 24 '0' bytes, so every piece of the layout below is a copy of
+ * a fixed size (no libc calls, no loops over digits): the bytes past a
+ * number's end are scratch, inside out[API_NUM_MAX] (at most 25 are
+ * written: "-0.00000" and 17 digits).
+ */
 static size_t dec_text(char *out, bool neg, struct dec d)
 {
-    char buf[24 + 17], *dig;    /* digits end at buf + 24; 17 spare bytes
-                                   let the hot branch copy a fixed 17 */
-    int n, exp10, i;
+    static const char zeros[24] = "000000000000000000000000";
+    char buf[48], *dig;
+    uint64_t lo, b;
+    int n, tz, exp10;
     char *o = out;
 
-    while (d.f % 100 == 0 && d.f != 0) {
-        d.f /= 100;
-        d.e += 2;
+    memcpy(buf + 24, zeros, 24);
+    n = digit_count(d.f);
+    lo = d.f % 100000000;
+    b = digit_bytes8((uint32_t)lo);
+    memcpy(buf + 16, &(uint64_t){b + 0x3030303030303030ull}, 8);
+    tz = lo ? block_tz(b) : 8;
+    if (d.f >= 100000000) {
+        uint64_t hi = d.f / 100000000, mid = hi % 100000000;
+        b = digit_bytes8((uint32_t)mid);
+        memcpy(buf + 8, &(uint64_t){b + 0x3030303030303030ull}, 8);
+        if (tz == 8)
+            tz += mid ? block_tz(b) : 8;
+        if (hi >= 100000000) {
+            uint64_t top = hi / 100000000;      /* < 1000; 1 digit for f < 10^17 */
+            if (top < 10) {
+                buf[7] = (char)('0' + top);     /* no trailing zero */
+            } else {
+                b = digit_bytes8((uint32_t)top);
+                memcpy(buf, &(uint64_t){b + 0x3030303030303030ull}, 8);
+                if (tz == 16)
+                    tz += block_tz(b);
+            }
+        }
     }
-    if (d.f % 10 == 0 && d.f != 0) {
-        d.f /= 10;
-        d.e++;
-    }
-    memset(buf + 24, 0, 17);
-    dig = digits_of(d.f, buf + 24);
-    n = (int)(buf + 24 - dig);
-    /* dig[0..n) most significant first; x = 0.D * 10^(e+n) */
-    exp10 = d.e + n - 1;                    /* scientific exponent */
-    if (neg)
-        *o++ = '-';
+    dig = buf + 24 - n;
+    n -= tz;                                /* significant digits, >= 1 */
+    /* dig[0..n) most significant first; x = 0.D * 10^(e+tz+n) */
+    exp10 = d.e + tz + n - 1;               /* scientific exponent */
+    *o = '-';
+    o += neg;
     if (exp10 >= -6 && exp10 < 21) {
-        if (exp10 < 0) {
-            *o++ = '0';
-            *o++ = '.';
-            for (i = -1; i > exp10; i--)
-                *o++ = '0';
-            /* a constant-size copy (no libc call): n <= 17 digits; o is at
-               most out + 8, so out + 25 <= out + API_NUM_MAX */
+        if (exp10 < 0) {                    /* 0.000ddd */
+            memcpy(o, "0.000000", 8);
+            o += 1 - exp10;
             memcpy(o, dig, 17);
             o += n;
-        } else if (n <= exp10 + 1) {        /* an integer */
-            memcpy(o, dig, (size_t)n);
-            o += n;
-            for (i = n - 1; i < exp10; i++)
-                *o++ = '0';
-        } else {
-            memcpy(o, dig, (size_t)exp10 + 1);
+        } else if (n <= exp10 + 1) {        /* an integer: digits, then zeros */
+            memcpy(o, dig, 24);
             o += exp10 + 1;
-            *o++ = '.';
-            memcpy(o, dig + exp10 + 1, (size_t)(n - exp10 - 1));
-            o += n - exp10 - 1;
+        } else {                            /* ddd.ddd: n <= 17, so <= 16 before the point */
+            int i = exp10 + 1, r = n - i;
+            memcpy(o, dig, 16);
+            o[i] = '.';
+            memcpy(o + i + 1, dig + i, 8);
+            if (r > 8)                      /* then i <= 8 */
+                memcpy(o + i + 9, dig + i + 8, 8);
+            o += n + 1;
         }
     } else {
-        *o++ = dig[0];
-        if (n > 1) {
-            *o++ = '.';
-            memcpy(o, dig + 1, (size_t)n - 1);
-            o += n - 1;
-        }
+        o[0] = dig[0];
+        o[1] = '.';
+        memcpy(o + 2, dig + 1, 16);
+        o += n > 1 ? n + 1 : 1;
         *o++ = 'e';
         *o++ = exp10 < 0 ? '-' : '+';
         exp10 = exp10 < 0 ? -exp10 : exp10;     /* 1..324 */

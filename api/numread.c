@@ -6,8 +6,10 @@
  * from Clinger's exact fast path (at most 19 digits, mantissa <= 2^53,
  * |exponent| <= 22: one correctly rounded multiplication or division of
  * exact doubles) or else from strtod on the validated text, so every value
- * is the correctly rounded one, as jansson's. Assumes the "C" LC_NUMERIC
- * locale for strtod (the daemon never calls setlocale).
+ * is the correctly rounded one, as jansson's. The common short forms
+ * (-?I and -?I.F without exponent) are read a word of 8 bytes at a time
+ * first (num_fast); anything else takes the byte-by-byte grammar. Assumes
+ * the "C" LC_NUMERIC locale for strtod (the daemon never calls setlocale).
  */
 #include "api/numread.h"
 
@@ -23,50 +25,175 @@ static const double pow10_exact[23] = {
 
 static bool is_digit(char c)
 {
-    return c >= '0' && c <= '9';
+    return (unsigned char)(c - '0') < 10;
 }
+
+/* Byte classes of the reader: 1 JSON whitespace, 2 ',' or ']' (with
+ * whitespace, what may follow a number in an array). */
+static const unsigned char byte_class[256] = {
+    [' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1, [','] = 2, [']'] = 2};
 
 static bool is_ws(char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    return byte_class[(unsigned char)c] == 1;
 }
 
 static const uint64_t pow10_u64[9] = {
     1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* SWAR over 8 text bytes loaded little-endian and XORed with '0' (digits
+ * become bytes 0..9). How many leading bytes are digits (0..8): bit 7 of a
+ * byte below is set iff it is not a digit (no carries between bytes). */
+static inline int swar_digits(uint64_t a)
+{
+    uint64_t bad = (((a & 0x7F7F7F7F7F7F7F7Full) + 0x7676767676767676ull) | a) &
+                   0x8080808080808080ull;
+
+    return bad ? __builtin_ctzll(bad) / 8 : 8;
+}
+
+/* The value of the first k (1..8) digit bytes of a (see swar_digits). */
+static inline uint64_t swar_value(uint64_t a, int k)
+{
+    uint64_t d = k == 8 ? a : a << (8 * (8 - k));  /* leading zero digits in front */
+
+    d = (d * 10) + (d >> 8);
+    d = (((d & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+         (((d >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+    return (uint32_t)d;
+}
+
+/* 8 bytes at p as a little-endian word XORed with '0' (see swar_digits). */
+static inline uint64_t swar_load(const char *p)
+{
+    uint64_t x;
+
+    memcpy(&x, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    return x ^ 0x3030303030303030ull;
+}
 
 /*
  * Up to 8 digits at p at once (hand-written SWAR: the byte loop below cost
  * ~25 instructions a digit, most of a small request's parse): when 8 bytes
  * are readable, *val gets the value of the run of k (1..8) digits starting
  * at p, and k is returned; 0 when fewer than 8 bytes remain or p is not a
- * digit (the caller then takes one byte the slow way).
+ * digit (the caller then takes one byte the slow way). k < 8 means p[k] is
+ * readable and not a digit.
  */
 static inline int digits8(const char *p, const char *end, uint64_t *val)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t x, a, bad, d;
+    uint64_t a;
     int k;
 
     if (end - p < 8)
         return 0;
-    memcpy(&x, p, 8);
-    a = x ^ 0x3030303030303030ull;          /* digits become bytes 0..9 */
-    /* bit 7 of a byte set iff it is not a digit (no carries between bytes) */
-    bad = (((a & 0x7F7F7F7F7F7F7F7Full) + 0x7676767676767676ull) | a) &
-          0x8080808080808080ull;
-    k = bad ? __builtin_ctzll(bad) / 8 : 8;
-    if (k == 0)
-        return 0;
-    d = k == 8 ? a : a << (8 * (8 - k));   /* leading zero digits in front */
-    d = (d * 10) + (d >> 8);
-    d = (((d & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-         (((d >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-    *val = (uint32_t)d;
+    a = swar_load(p);
+    k = swar_digits(a);
+    if (k)
+        *val = swar_value(a, k);
     return k;
-#else
-    (void)p, (void)end, (void)val;
-    return 0;
-#endif
+}
+
+/*
+ * The common forms of a number, -?I or -?I.F (I at most 7 digits, F at most
+ * 15, no exponent, at most 19 digits and a mantissa <= 2^53 in all), when
+ * 24 bytes are readable at p: a handful of word operations instead of
+ * num_parse's byte-by-byte grammar. Returns the byte after the number
+ * (a delimiter, as num_parse checks), or NULL when the text is not of these
+ * forms; num_parse then decides. The value is Clinger's exact one, as in
+ * num_parse.
+ */
+static inline const char *num_fast(const char *p, const char *end, double *out)
+{
+    bool neg = *p == '-';
+    uint64_t a, b, w;
+    int k, m, m2;
+    const char *q;
+    double d;
+
+    p += neg;
+    if (end - p < 24)
+        return NULL;
+    if (is_digit(p[0]) && p[1] == '.') {    /* d.ddd: the usual one digit */
+        w = (uint64_t)(p[0] - '0');
+        k = 1;
+    } else {
+        a = swar_load(p);
+        k = swar_digits(a);
+        if (k == 0 || k == 8 || ((a & 0xFF) == 0 && k > 1))
+            return NULL;                    /* no digit, long, or leading 0 */
+        w = k == 1 ? (a & 0xFF) : swar_value(a, k);
+    }
+    q = p + k;
+    if (*q != '.') {
+        if (!byte_class[(unsigned char)*q])
+            return NULL;
+        d = (double)w;
+        *out = w == 0 ? 0.0 : neg ? -d : d;     /* jansson: integer -0 is 0 */
+        return q;
+    }
+    b = swar_load(q + 1);
+    m = swar_digits(b);
+    if (m == 0)
+        return NULL;
+    w = w * pow10_u64[m] + swar_value(b, m);
+    q += 1 + m;
+    if (m == 8) {                           /* a second block of fraction */
+        b = swar_load(q);
+        m2 = swar_digits(b);
+        if (m2 == 8 || k + 8 + m2 > 19)
+            return NULL;
+        if (m2) {
+            w = w * pow10_u64[m2] + swar_value(b, m2);
+            q += m2;
+            m += m2;
+        }
+        if (w > (1ull << 53))
+            return NULL;
+    }
+    if (!byte_class[(unsigned char)*q])
+        return NULL;                        /* an exponent, or not a number */
+    d = (double)w / pow10_exact[m];
+    *out = neg ? -d : d;
+    return q;
+}
+
+/*
+ * A run of decimal digits at p (< end) into the mantissa *w of *digits
+ * significant digits (at most 19 kept; a dropped digit sets *truncated).
+ * Returns the byte after the run; *count gets the digits read. Eight at a
+ * time while 8 bytes are readable and the mantissa has room, else one by
+ * one.
+ */
+static inline const char *digit_run(const char *p, const char *end, uint64_t *w,
+                                    int *digits, bool *truncated, int *count)
+{
+    const char *start = p;
+    uint64_t v;
+    int k;
+
+    while (*digits < 12 && (k = digits8(p, end, &v)) > 0) {
+        *w = *w * pow10_u64[k] + v;
+        *digits += k;
+        p += k;
+        if (k < 8) {                        /* p is a non-digit */
+            *count = (int)(p - start);
+            return p;
+        }
+    }
+    for (; p < end && is_digit(*p); p++) {
+        if (*digits < 19) {
+            *w = *w * 10 + (uint64_t)(*p - '0');
+            ++*digits;
+        } else {
+            *truncated = true;
+        }
+    }
+    *count = (int)(p - start);
+    return p;
 }
 
 /*
@@ -78,7 +205,7 @@ static const char *num_parse(const char *p, const char *end, double *out)
 {
     const char *start = p;
     uint64_t w = 0;
-    int digits = 0, e10 = 0, ex = 0;
+    int digits = 0, e10 = 0, ex = 0, kept, n;
     bool neg = false, is_int = true, truncated = false, eneg = false;
 
     if (*p == '-') {
@@ -89,21 +216,8 @@ static const char *num_parse(const char *p, const char *end, double *out)
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        for (; p < end && is_digit(*p); p++) {
-            uint64_t v;
-            int k = digits < 12 ? digits8(p, end, &v) : 0;
-            if (k) {                        /* k significant digits */
-                w = w * pow10_u64[k] + v;
-                digits += k;
-                p += k - 1;
-            } else if (digits < 19) {
-                w = w * 10 + (uint64_t)(*p - '0');
-                digits++;
-            } else {
-                truncated = true;
-                e10++;
-            }
-        }
+        p = digit_run(p, end, &w, &digits, &truncated, &n);
+        e10 = n - digits;                   /* integer digits past the 19 kept */
     } else {
         return NULL;
     }
@@ -111,23 +225,17 @@ static const char *num_parse(const char *p, const char *end, double *out)
         is_int = false;
         if (++p == end || !is_digit(*p))
             return NULL;
-        for (; p < end && is_digit(*p); p++) {
-            uint64_t v;
-            int k = digits < 12 && (w != 0 || *p != '0') ? digits8(p, end, &v) : 0;
-            if (k) {                        /* k significant digits */
-                w = w * pow10_u64[k] + v;
-                digits += k;
-                e10 -= k;
-                p += k - 1;
-            } else if (w == 0 && *p == '0') {
-                e10--;                      /* leading zeros of a fraction */
-            } else if (digits < 19) {
-                w = w * 10 + (uint64_t)(*p - '0');
-                digits++;
+        if (w == 0) {
+            while (*p == '0') {             /* leading zeros of a fraction */
                 e10--;
-            } else {
-                truncated = true;
+                if (++p == end)
+                    break;
             }
+        }
+        if (p < end && is_digit(*p)) {
+            kept = digits;
+            p = digit_run(p, end, &w, &digits, &truncated, &n);
+            e10 -= digits - kept;           /* fraction digits kept */
         }
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -140,7 +248,7 @@ static const char *num_parse(const char *p, const char *end, double *out)
             if (ex < 100000)
                 ex = ex * 10 + (*p - '0');
     }
-    if (p == end || !(is_ws(*p) || *p == ',' || *p == ']'))
+    if (p == end || !byte_class[(unsigned char)*p])
         return NULL;
     e10 += eneg ? -ex : ex;
     if (w == 0) {
@@ -172,23 +280,57 @@ static const char *skip_ws(const char *p, const char *end)
     return p;
 }
 
-static bool np_push(struct np *s, double x)
+/* Room for one more number: false when over max_count or out of memory. */
+static bool np_grow(struct np *s)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        double *d;
-        if (cap > s->max)
-            cap = s->max;
-        if (s->n == cap)
-            return false;               /* over max_count */
-        d = realloc(s->data, cap * sizeof *d);   /* cap <= max_count, checked by caller */
-        if (!d)
-            return false;
-        s->data = d;
-        s->cap = cap;
-    }
-    s->data[s->n++] = x;
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    double *d;
+
+    if (cap > s->max)
+        cap = s->max;
+    if (s->n == cap)
+        return false;               /* over max_count */
+    d = realloc(s->data, cap * sizeof *d);   /* cap <= max_count, checked by caller */
+    if (!d)
+        return false;
+    s->data = d;
+    s->cap = cap;
     return true;
+}
+
+/* The numbers of an innermost array, s->p at its first (after '[' and
+ * whitespace); s->p ends after its ']'. Returns how many, or 0 on failure. */
+static size_t np_leaf(struct np *s)
+{
+    const char *p = s->p, *end = s->end;
+    size_t count = 0;
+
+    for (;;) {
+        double x;
+        const char *q;
+        if (p == end)
+            return 0;
+        if (!(q = num_fast(p, end, &x)) && !(q = num_parse(p, end, &x)))
+            return 0;
+        p = q;
+        if (s->n == s->cap && !np_grow(s))
+            return 0;
+        s->data[s->n++] = x;
+        count++;
+        if (is_ws(*p))                  /* num_parse: p < end */
+            p = skip_ws(p, end);
+        if (p == end)
+            return 0;
+        if (*p == ']')
+            break;
+        if (*p != ',')
+            return 0;
+        p++;
+        if (p < end && is_ws(*p))
+            p = skip_ws(p, end);
+    }
+    s->p = p + 1;
+    return count;
 }
 
 /* The array at s->p (after '['), at nesting level (0 = outermost). */
@@ -204,33 +346,29 @@ static bool np_array(struct np *s, int level)
     if (rows ? (s->rank && level >= s->rank - 1) || level + 1 >= ATTN_MAX_RANK
              : (s->rank && level != s->rank - 1))
         return false;                   /* ragged depth or too deep */
-    if (!rows)
+    if (!rows) {
         s->rank = level + 1;
-    for (;;) {
-        double x;
-        const char *q;
-        if (rows) {
+        if (!(count = np_leaf(s)))
+            return false;
+    } else {
+        for (;;) {
             if (s->p == s->end || *s->p != '[')
                 return false;
             s->p++;
             if (!np_array(s, level + 1))
                 return false;
-        } else {
-            if (s->p == s->end || !(q = num_parse(s->p, s->end, &x)) || !np_push(s, x))
+            count++;
+            s->p = skip_ws(s->p, s->end);
+            if (s->p == s->end)
                 return false;
-            s->p = q;
+            if (*s->p == ']')
+                break;
+            if (*s->p != ',')
+                return false;
+            s->p = skip_ws(s->p + 1, s->end);
         }
-        count++;
-        s->p = skip_ws(s->p, s->end);
-        if (s->p == s->end)
-            return false;
-        if (*s->p == ']')
-            break;
-        if (*s->p != ',')
-            return false;
-        s->p = skip_ws(s->p + 1, s->end);
+        s->p++;
     }
-    s->p++;
     if (s->shape[level] == 0)
         s->shape[level] = count;
     return s->shape[level] == count;
@@ -406,6 +544,7 @@ void api_pre_free(struct api_pre *pre)
     for (i = 0; i < pre->n; i++)
         api_numarray_free(&pre->e[i].a);
     pre->n = 0;
+    pre->whole = false;
 }
 
 struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path)
@@ -479,13 +618,28 @@ struct span {
     size_t start, end;
 };
 
-/* Walk the top-level object; read listed numeric members into pre. */
+/* Every member taken (members of them), none twice? */
+static bool pre_whole(const struct api_pre *pre, size_t members)
+{
+    size_t i, j;
+
+    if (members != pre->n)
+        return false;
+    for (i = 0; i < pre->n; i++)
+        for (j = 0; j < i; j++)
+            if (strcmp(pre->e[i].path, pre->e[j].path) == 0)
+                return false;
+    return true;
+}
+
+/* Walk the top-level object; read listed numeric members into pre (and
+ * set pre->whole). */
 static bool pre_scan(const char *body, size_t len, const char *const *keys,
                      size_t max_count, size_t max_depth, struct api_pre *pre,
                      struct span *spans)
 {
     const char *p = body, *end = body + len;
-    size_t budget = max_count;
+    size_t budget = max_count, members = 0;
 
     p = skip_ws(p, end);
     if (p == end || *p++ != '{')
@@ -502,6 +656,7 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
         if (p == end || *p++ != ':')
             return false;
         v = p = skip_ws(p, end);
+        members++;
         if (p < end && (*p == '[' || *p == '{') && pre->n < API_PRE_MAX &&
             key_listed(k, (size_t)(ke - 1 - k), keys) && (size_t)(ke - 1 - k) < 30) {
             struct api_numarray a;
@@ -527,8 +682,12 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
         p = skip_ws(p, end);
         if (p == end)
             return false;
-        if (*p == '}')
-            return skip_ws(p + 1, end) == end;
+        if (*p == '}') {
+            if (skip_ws(p + 1, end) != end)
+                return false;
+            pre->whole = pre_whole(pre, members);
+            return true;
+        }
         if (*p++ != ',')
             return false;
         p = skip_ws(p, end);
@@ -549,6 +708,8 @@ char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
         api_pre_free(pre);
         return NULL;
     }
+    if (pre->whole)
+        return NULL;                    /* no text needed: see numread.h */
     if (!(out = malloc(len + 1))) {     /* every span (>= 3 bytes) shrinks to 1 */
         api_pre_free(pre);
         return NULL;

@@ -61,6 +61,8 @@ void api_numarray_free(struct api_numarray *a);
 
 struct api_pre {
     size_t n;
+    bool whole;                     /* every member of the body was taken,
+                                       each key once (api_pre_rewrite) */
     struct {
         char path[32];              /* "/q" */
         struct api_numarray a;      /* data and raw NULL once a reader took it */
@@ -81,6 +83,11 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  * nothing was taken (parse the original) or the body's top level could not
  * be followed, or nests deeper than max_depth (the body counting as 1): so
  * a returned text needs no separate depth check.
+ *
+ * When every member of the body was taken, each under a different key
+ * (pre->whole), no text is built and NULL is returned with pre kept: what
+ * jansson would read is exactly {"<key>":0,...} with the keys of pre, so
+ * the caller builds that object itself (api/reply.c).
  */
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
                       size_t max_count, size_t max_depth, struct api_pre *pre,

@@ -366,6 +366,21 @@ json_t *api_parse_body_optional(struct api_call *c)
     return parse_body(c, true);
 }
 
+/* The tree jansson would read from a body whose members the fast reader
+ * all took: {"<key>":0,...} (pre->whole). A new reference, or NULL. */
+static json_t *pre_tree(const struct api_pre *pre)
+{
+    json_t *root = json_object();
+    size_t i;
+
+    for (i = 0; root && i < pre->n; i++)
+        if (json_object_set_new(root, pre->e[i].path + 1, json_integer(0)) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
+    return root;
+}
+
 json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
                            struct api_pre *pre)
 {
@@ -380,10 +395,15 @@ json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
     /* The rewrite follows the whole body and refuses nesting beyond the
      * limit, so a rewritten text needs no too_deep() scan. */
     if (r->body_len == 0 || !r->body ||
-        !media_type_ok(api_header(c, "Content-Type")) ||
-        !(text = api_pre_rewrite(r->body, r->body_len, keys, max,
-                                 API_MAX_JSON_DEPTH, pre, &len)))
+        !media_type_ok(api_header(c, "Content-Type")))
         return parse_body(c, false);
+    if (!(text = api_pre_rewrite(r->body, r->body_len, keys, max,
+                                 API_MAX_JSON_DEPTH, pre, &len))) {
+        if (pre->whole && (root = pre_tree(pre)))
+            return root;        /* nothing left for jansson to read */
+        api_pre_free(pre);
+        return parse_body(c, false);
+    }
     /* A raw NUL in the arrays the rewrite took out fails their readers; one
      * in the rest is caught here, and parse_text reports it. */
     root = memchr(text, '\0', len) ? NULL

@@ -75,34 +75,37 @@ bool api_write_string(struct api_buf *b, const char *s)
     return api_buf_putc(b, '"');
 }
 
-/* One row of cols numbers: [x,x,...], formatted straight into the buffer
- * (room for the whole row is reserved first: each number takes fewer than
- * API_NUM_MAX bytes with its NUL, which the next byte overwrites). */
+/* One row of cols numbers: [x,x,...] after the byte lead (none if 0),
+ * formatted straight into the buffer (room for the whole row is reserved
+ * first: each number takes fewer than API_NUM_MAX bytes with its NUL, which
+ * the next byte overwrites). */
 static void write_row(struct api_buf *b, const void *row, enum attn_dtype dt,
-                      size_t cols, int digits, bool neg_inf_null)
+                      size_t cols, int digits, char lead)
 {
     size_t j, room;
     char *o;
 
-    (void)neg_inf_null;     /* api_fmt_* print every non-finite as null */
-    if (!core_mul(cols, API_NUM_MAX, &room) || room > SIZE_MAX - 2 ||
-        !api_buf_reserve(b, 2 + room))
+    if (!core_mul(cols, API_NUM_MAX, &room) || room > SIZE_MAX - 3 ||
+        !api_buf_reserve(b, 3 + room))
         return;
     o = b->data + b->len;
+    if (lead)
+        *o++ = lead;
     *o++ = '[';
     if (dt == ATTN_F32) {
         const float *x = row;
         for (j = 0; j < cols; j++) {
             if (j)
                 *o++ = ',';
-            o += api_fmt_f32(o, x[j], digits);
+            o += digits ? api_fmt_f32(o, x[j], digits) : api_dtoa_f32(o, x[j]);
         }
     } else {
         const double *x = row;
         for (j = 0; j < cols; j++) {
             if (j)
                 *o++ = ',';
-            o += api_fmt_f64(o, x[j], digits);
+            /* api_dtoa_* print every non-finite value as null too */
+            o += digits ? api_fmt_f64(o, x[j], digits) : api_dtoa_f64(o, x[j]);
         }
     }
     *o++ = ']';
@@ -116,8 +119,17 @@ bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
 {
     size_t esz = attn_dtype_size(dt), i, stride;
 
+    (void)neg_inf_null;     /* api_fmt_* print every non-finite as null */
     if (rank <= 1) {
-        write_row(b, data, dt, rank == 1 ? shape[0] : 1, digits, neg_inf_null);
+        write_row(b, data, dt, rank == 1 ? shape[0] : 1, digits, 0);
+        return api_buf_ok(b);
+    }
+    if (rank == 2 && shape[0] > 0) {
+        /* rows with their separators written by write_row: no putc each */
+        for (i = 0; i < shape[0] && api_buf_ok(b); i++)
+            write_row(b, (const char *)data + i * shape[1] * esz, dt, shape[1],
+                      digits, i ? ',' : '[');
+        api_buf_putc(b, ']');
         return api_buf_ok(b);
     }
     /* stride in elements of one outer slice; fits: the data exists. */
@@ -145,16 +157,30 @@ static void put_size(struct api_buf *b, size_t v)
     api_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
-/* Append "key":<size>, (the comma unless last). */
-static void put_member_size(struct api_buf *b, const char *key, size_t v,
-                            bool last)
+/* Text helpers for pieces composed in a local array: a literal (its
+ * length known at compile time), a NUL-terminated string, a size. Each
+ * returns / advances to the byte after what it wrote. */
+#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) += sizeof(lit) - 1)
+
+static char *put_text(char *o, const char *s)
 {
-    api_buf_putc(b, '"');
-    api_buf_puts(b, key);
-    api_buf_puts(b, "\":");
-    put_size(b, v);
-    if (!last)
-        api_buf_putc(b, ',');
+    size_t n = strlen(s);
+
+    memcpy(o, s, n);
+    return o + n;
+}
+
+static char *put_size_text(char *o, size_t v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (p < tmp + sizeof tmp)
+        *o++ = *p++;
+    return o;
 }
 
 static void write_shape(struct api_buf *b, int rank, const size_t *shape)
@@ -260,9 +286,12 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
     int rank = v->q_rank == 2 ? 2 : 3;
     enum attn_dtype dt = v->req->params.dtype;
 
-    api_buf_putc(b, '"');
-    api_buf_puts(b, name);
-    api_buf_puts(b, "\":");
+    char key[API_NUM_MAX], *o = key;
+
+    *o++ = '"';
+    o = put_text(o, name);          /* "scores", "weights", "output" */
+    PUT_LIT(o, "\":");
+    api_buf_append(b, key, (size_t)(o - key));
     if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, data, dt, rank, sh);
     else
@@ -301,33 +330,45 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
 {
     const struct attn_shape *s = &v->req->shape;
     const struct attn_params *p = &v->req->params;
-    char num[API_NUM_MAX];
+    char t[512], *o = t;        /* the fixed members: fewer than 400 bytes */
 
-    api_buf_puts(b, "\"meta\":{");
-    put_member_size(b, "heads", s->h, false);
-    put_member_size(b, "kv_heads", s->h_kv, false);
-    put_member_size(b, "n", s->n, false);
-    put_member_size(b, "L", s->L, false);
-    put_member_size(b, "d_k", s->d_k, false);
-    put_member_size(b, "d_v", s->d_v, false);
-    api_buf_puts(b, "\"scale\":");
-    api_buf_append(b, num, api_fmt_f64(num, p->scale, 0));
-    api_buf_puts(b, ",\"softmax\":\"");
-    api_buf_puts(b, api_softmax_name(p->softmax));
-    api_buf_puts(b, "\",");
-    if (p->softmax == ATTN_SOFTMAX_SINK) {
-        api_buf_puts(b, "\"sink_logit\":");
-        api_buf_append(b, num, api_fmt_f64(num, p->sink_logit, 0));
-        api_buf_putc(b, ',');
+    /* composed in t and appended once (a dozen appends showed in the
+     * small request's profile) */
+    const struct {
+        const char *key;
+        size_t val;
+    } dims[] = {{"\"meta\":{\"heads\":", s->h}, {",\"kv_heads\":", s->h_kv},
+                {",\"n\":", s->n}, {",\"L\":", s->L}, {",\"d_k\":", s->d_k},
+                {",\"d_v\":", s->d_v}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        o = put_text(o, dims[i].key);
+        o = put_size_text(o, dims[i].val);
     }
-    api_buf_puts(b, "\"dtype\":\"");
-    api_buf_puts(b, attn_dtype_name(p->dtype));
-    api_buf_puts(b, "\",\"causal\":");
-    api_buf_puts(b, causal_json(v->req->causal));
-    api_buf_putc(b, ',');
-    write_empty_rows(b, v);
-    api_buf_putc(b, ',');
-    put_member_size(b, "elapsed_us", (size_t)v->elapsed_us, true);
+    PUT_LIT(o, ",\"scale\":");
+    o += api_fmt_f64(o, p->scale, 0);
+    PUT_LIT(o, ",\"softmax\":\"");
+    o = put_text(o, api_softmax_name(p->softmax));
+    PUT_LIT(o, "\",");
+    if (p->softmax == ATTN_SOFTMAX_SINK) {
+        PUT_LIT(o, "\"sink_logit\":");
+        o += api_fmt_f64(o, p->sink_logit, 0);
+        *o++ = ',';
+    }
+    PUT_LIT(o, "\"dtype\":\"");
+    o = put_text(o, attn_dtype_name(p->dtype));
+    PUT_LIT(o, "\",\"causal\":");
+    o = put_text(o, causal_json(v->req->causal));
+    *o++ = ',';
+    if (v->res->empty && v->res->n_empty) {
+        api_buf_append(b, t, (size_t)(o - t));
+        write_empty_rows(b, v);
+        o = t;
+    } else {
+        PUT_LIT(o, "\"empty_rows\":[]");
+    }
+    PUT_LIT(o, ",\"elapsed_us\":");
+    o = put_size_text(o, (size_t)v->elapsed_us);
+    api_buf_append(b, t, (size_t)(o - t));
     if (v->meta_extra && *v->meta_extra) {
         api_buf_putc(b, ',');
         api_buf_puts(b, v->meta_extra);
