@@ -304,8 +304,9 @@ static int digit_count(uint64_t f)
  * them out. The digits go right-aligned into buf[0..24) in 8-digit blocks,
  * followed by 24 '0' bytes, so every piece of the layout below is a copy of
  * a fixed size (no libc calls, no loops over digits): the bytes past a
- * number's end are scratch, inside out[API_NUM_MAX] (at most 25 are
- * written: "-0.00000" and 17 digits).
+ * number's end are scratch, inside out[API_NUM_MAX] (at most 26 are
+ * written: "-0.00000" and 17 digits, or a sign, 17 digits, the point and
+ * the fixed-size copy past it in the ddd.ddd layout).
  */
 static size_t dec_text(char *out, bool neg, struct dec d)
 {
