@@ -280,6 +280,29 @@ static const char *skip_ws(const char *p, const char *end)
     return p;
 }
 
+/* After an element of an array (*pp <= end): whitespace, then ','
+ * (returns 1, *pp past it and the whitespace after it) or ']' (returns 0,
+ * *pp at it); -1 for anything else. The is_ws tests keep the common case,
+ * no whitespace, free of calls. */
+static inline int list_next(const char **pp, const char *end)
+{
+    const char *p = *pp;
+
+    if (p < end && is_ws(*p))
+        p = skip_ws(p, end);
+    if (p == end || (*p != ',' && *p != ']'))
+        return -1;
+    if (*p == ']') {
+        *pp = p;
+        return 0;
+    }
+    p++;
+    if (p < end && is_ws(*p))
+        p = skip_ws(p, end);
+    *pp = p;
+    return 1;
+}
+
 /* Room for one more number: false when over max_count or out of memory. */
 static bool np_grow(struct np *s)
 {
@@ -317,20 +340,16 @@ static size_t np_leaf(struct np *s)
             return 0;
         s->data[s->n++] = x;
         count++;
-        if (is_ws(*p))                  /* num_parse: p < end */
-            p = skip_ws(p, end);
-        if (p == end)
+        switch (list_next(&p, end)) {
+        case 1:
+            continue;
+        case 0:
+            s->p = p + 1;
+            return count;
+        default:
             return 0;
-        if (*p == ']')
-            break;
-        if (*p != ',')
-            return 0;
-        p++;
-        if (p < end && is_ws(*p))
-            p = skip_ws(p, end);
+        }
     }
-    s->p = p + 1;
-    return count;
 }
 
 /* The array at s->p (after '['), at nesting level (0 = outermost). */
@@ -358,14 +377,11 @@ static bool np_array(struct np *s, int level)
             if (!np_array(s, level + 1))
                 return false;
             count++;
-            s->p = skip_ws(s->p, s->end);
-            if (s->p == s->end)
+            int more = list_next(&s->p, s->end);
+            if (more < 0)
                 return false;
-            if (*s->p == ']')
+            if (!more)
                 break;
-            if (*s->p != ',')
-                return false;
-            s->p = skip_ws(s->p + 1, s->end);
         }
         s->p++;
     }

@@ -124,37 +124,22 @@ bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
         write_row(b, data, dt, rank == 1 ? shape[0] : 1, digits, 0);
         return api_buf_ok(b);
     }
-    if (rank == 2 && shape[0] > 0) {
-        /* rows with their separators written by write_row: no putc each */
-        for (i = 0; i < shape[0] && api_buf_ok(b); i++)
-            write_row(b, (const char *)data + i * shape[1] * esz, dt, shape[1],
-                      digits, i ? ',' : '[');
-        api_buf_putc(b, ']');
-        return api_buf_ok(b);
-    }
     /* stride in elements of one outer slice; fits: the data exists. */
     stride = shape[1] * (rank == 3 ? shape[2] : 1);
-    api_buf_putc(b, '[');
+    if (shape[0] == 0)
+        api_buf_putc(b, '[');
     for (i = 0; i < shape[0] && api_buf_ok(b); i++) {
-        if (i)
-            api_buf_putc(b, ',');
-        api_write_matrix(b, (const char *)data + i * stride * esz, dt,
-                         rank - 1, shape + 1, digits, neg_inf_null);
+        const char *slice = (const char *)data + i * stride * esz;
+        char lead = i ? ',' : '[';
+        if (rank == 2) {            /* the row writes its lead: no putc each */
+            write_row(b, slice, dt, shape[1], digits, lead);
+        } else {
+            api_buf_putc(b, lead);
+            api_write_matrix(b, slice, dt, rank - 1, shape + 1, digits, neg_inf_null);
+        }
     }
     api_buf_putc(b, ']');
     return api_buf_ok(b);
-}
-
-/* Append a size in decimal (printf is slow for many small integers). */
-static void put_size(struct api_buf *b, size_t v)
-{
-    char tmp[24], *p = tmp + sizeof tmp;
-
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    api_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
 /* Text helpers for pieces composed in a local array: a literal (its
@@ -181,6 +166,14 @@ static char *put_size_text(char *o, size_t v)
     while (p < tmp + sizeof tmp)
         *o++ = *p++;
     return o;
+}
+
+/* Append a size in decimal (printf is slow for many small integers). */
+static void put_size(struct api_buf *b, size_t v)
+{
+    char tmp[24];
+
+    api_buf_append(b, tmp, (size_t)(put_size_text(tmp, v) - tmp));
 }
 
 static void write_shape(struct api_buf *b, int rank, const size_t *shape)
@@ -286,12 +279,9 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
     int rank = v->q_rank == 2 ? 2 : 3;
     enum attn_dtype dt = v->req->params.dtype;
 
-    char key[API_NUM_MAX], *o = key;
-
-    *o++ = '"';
-    o = put_text(o, name);          /* "scores", "weights", "output" */
-    PUT_LIT(o, "\":");
-    api_buf_append(b, key, (size_t)(o - key));
+    api_buf_putc(b, '"');
+    api_buf_puts(b, name);
+    api_buf_puts(b, "\":");
     if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, data, dt, rank, sh);
     else
@@ -359,13 +349,9 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     PUT_LIT(o, "\",\"causal\":");
     o = put_text(o, causal_json(v->req->causal));
     *o++ = ',';
-    if (v->res->empty && v->res->n_empty) {
-        api_buf_append(b, t, (size_t)(o - t));
-        write_empty_rows(b, v);
-        o = t;
-    } else {
-        PUT_LIT(o, "\"empty_rows\":[]");
-    }
+    api_buf_append(b, t, (size_t)(o - t));
+    write_empty_rows(b, v);
+    o = t;
     PUT_LIT(o, ",\"elapsed_us\":");
     o = put_size_text(o, (size_t)v->elapsed_us);
     api_buf_append(b, t, (size_t)(o - t));

@@ -276,7 +276,7 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->workers = cpu_count();
-    cfg->http_threads = cpu_count() < 64 ? cpu_count() : 64;
+    cfg->http_threads = cfg->workers < 64 ? cfg->workers : 64;  /* --http-threads' range */
     char env[64];
     for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];

@@ -30,13 +30,10 @@
  *     same race a single thread has with FIN and SYN on the wire, only
  *     wider; tests that need an exact count wait for
  *     attnd_connections_open first (tests/e2e/test_e2e_transport.py).
- *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32):
- *     ~40% in sendmsg (loopback TCP delivers to wrk inside the call), half
- *     of it the involuntary context switch right after it (the woken wrk
- *     thread preempts this thread: ~0.8 per request, against ~0.01 for
- *     mhd_server, whose threads are never saturated); ~36% api_handle
- *     (number parsing and printing); MHD itself ~7%; this file and the log
- *     ~5%.
+ *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32,
+ *     pool of 2): the kernel's loopback TCP ~38% (sendmsg wakes the wrk
+ *     thread, which then preempts ours), api_handle ~30% (~50k
+ *     instructions), libc malloc/memset/strlen ~17%, MHD ~7%.
  *   - tiny POST /v1/attention requests are answered on the MHD thread
  *     (answer_inline: bounded by body and response size, see there): the
  *     three hops to the pool and back cost more than the request.
