@@ -424,12 +424,7 @@ def test_vanishing_clients_free_everything():
     with Attnd("--max-body-bytes", "4000000") as d:
         pid = d.proc.pid
         fd_base = load_driver.fd_count(pid)
-        # Warm-up: two rounds, so that each transport thread's malloc arena
-        # has held the round's buffers once (glibc keeps a freed 900 KB body
-        # in the arena that served it; with --http-threads 2 there are two
-        # such arenas, and one round may reach only one of them).
-        for _ in range(2):
-            _vanish_round(d.port, big_body)
+        _vanish_round(d.port, big_body)             # warm-up
         assert load_driver.wait_fds(pid, fd_base, 10) <= fd_base
         rss1 = load_driver.rss_kib(pid)
         for _ in range(2):
