@@ -126,7 +126,7 @@ test: deps-test
 
 # Whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -march=native" \
 	  SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  all build/asan/tests/.stamp
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -134,7 +134,7 @@ asan: deps-test
 
 # Concurrency tests under ThreadSanitizer.
 tsan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -march=native" \
 	  SANFLAGS="-fsanitize=thread" all build/tsan/tests/.stamp
 	@# test_attn holds the core's helper-pool tests; OpenBLAS's own threads
 	@# are not ours to check (the server runs BLAS single-threaded too).

@@ -10,6 +10,8 @@
  * are used in place: the same bits without the copy.)
  */
 #include "attn.h"
+#include "attn_fused.h"
+#include "simd512.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -340,30 +342,6 @@ static double attn_head_slope(const struct attn_params *p, size_t hh, size_t h)
     return p->alibi_slopes ? p->alibi_slopes[hh] : attn_alibi_slope(hh, h);
 }
 
-#if defined(__AVX512F__) && defined(__x86_64__)
-/* exp(x) of 16 floats, for the softmax's x <= ~0 (and -inf, which gives 0):
- * Cephes expf's reduction and polynomial (relative error about 1e-7), 2^n
- * applied by scalef, which also flushes results below the float range to
- * 0. Why hand-written: inlined into the exp+sum loop, 16 lanes, no range
- * handling beyond what the softmax needs; the libmvec AVX2 call per 8
- * elements plus the loop around it was ~14% of a 2048² prefill (perf). */
-static inline __m512 exp16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    __m512 nf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, nf);
-}
-#endif
 
 #if defined(__AVX512F__) && defined(__x86_64__)
 /* max of x [n] (-inf when n = 0); *ok = 0 when an entry is not finite
@@ -405,7 +383,7 @@ static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
     __m512 vs512 = _mm512_set1_ps(sh);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     for (; j + 16 <= n; j += 16) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vs512));
+        __m512 e = simd_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vs512));
         _mm512_storeu_ps(y + j, e);
         s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
@@ -487,6 +465,31 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
     return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
 }
 
+#ifdef ATTN_HAVE_FUSED
+/* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain:
+ * no attention bias, mask or ALiBi (causal limits are per row). Sets m, l
+ * and the unnormalised O as flash_keys would and *st; false when the kernel
+ * does not apply. S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
+static bool fused_keys_f32(const struct attn_request *r, size_t row0, size_t nb, size_t Lt,
+                           const float *qb, const float *K, const float *V, float *S,
+                           float *O, float *m, double *l, enum core_status *st)
+{
+    if (r->attn_bias || r->mask || r->params.alibi || Lt > INT32_MAX)
+        return false;
+    int32_t lim[ATTN_FLASH_ROWS];
+    for (size_t t = 0; t < nb; t++) {
+        size_t x = attn_causal_lim(r, (row0 + t) % r->shape.n);
+        lim[t] = (int32_t)(x < Lt ? x : Lt);
+    }
+    *st = attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
+                          lim, O, m, l, S)
+              ? CORE_OK
+              : CORE_ENONFINITE;
+    return true;
+}
+#define ATTN_FLASH_FUSED fused_keys_f32
+#endif
+
 #define T float
 #define SFX f32
 #ifdef ATTN_MAX_FINITE_F32
@@ -498,6 +501,7 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
 #undef T
 #undef SFX
 #undef ATTN_MAX_FINITE
+#undef ATTN_FLASH_FUSED
 #undef ATTN_GEMM
 #undef ATTN_NEXTDOWN
 
@@ -663,7 +667,13 @@ static enum core_status forward_kv_serial(const struct attn_request *r,
     size_t qb_bytes = (B * s->d_k * esz + 63) & ~(size_t)63;
     bool need_pb = !(r->outputs & ATTN_OUT_WEIGHTS) && (r->outputs & ATTN_OUT_OUTPUT);
     size_t pb_keys = attn_flash(r, w) && w->kw > ATTN_FLASH_KEYS ? ATTN_FLASH_KEYS : w->kw;
-    size_t bytes = qb_bytes + (need_pb ? B * pb_keys * esz : 0);
+    size_t pb_bytes = need_pb ? B * pb_keys * esz : 0;
+#ifdef ATTN_HAVE_FUSED
+    size_t fused = attn_fused_scratch_floats(B, s->d_k, s->d_v) * sizeof(float);
+    if (attn_flash(r, w) && r->params.dtype == ATTN_F32 && pb_bytes < fused)
+        pb_bytes = fused;
+#endif
+    size_t bytes = qb_bytes + pb_bytes;
     char *blk = ws_reserve(ws, WS_BLK, bytes);
     if (!blk)
         return CORE_ENOMEM;

@@ -8,7 +8,8 @@
  *
  * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
  * ATTN_NEXTDOWN (the next T toward -inf), optionally ATTN_MAX_FINITE (a
- * faster max_finite for T), and
+ * faster max_finite for T) and ATTN_FLASH_FUSED (flash_keys by another
+ * kernel when it applies), and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
  * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, ATTN_TILE_MAX, vexp_shift_SFX).
  *
@@ -27,7 +28,8 @@
  *            scaled by 1/denominator instead
  * When only the output is asked for (and a kv head has more than
  * ATTN_LOOP_ROWS query rows), flash_rows replaces qk..pv: keys in blocks
- * with an online softmax, scratch [B][ATTN_FLASH_KEYS] whatever L is.
+ * with an online softmax, scratch [B][ATTN_FLASH_KEYS] whatever L is
+ * (for float32 with AVX-512 and plain scores: core/attn_fused.c).
  */
 
 #define FN(name) ATTN_CAT(name, SFX)
@@ -402,18 +404,13 @@ static enum core_status FN(finish_block)(const struct attn_request *r,
  * and sum l; when m grows, l and the output row are rescaled by
  * exp(m_old - m_new)), so the scratch S is [nb][ATTN_FLASH_KEYS] whatever L
  * is, and each block's products stay in cache. qb [nb][d_k] prepared
- * queries; O [nb][d_v] gets the normalised output rows. The extra term of
- * softmax1 / sink joins at the end with the shift max(m, 0) / max(m, sink),
- * in double, so the denominator is >= 1 and nothing overflows. */
-static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0, size_t nb,
+ * queries -> m, l [nb] and O [nb][d_v] = Σ exp(s - m) v, unnormalised. */
+static enum core_status FN(flash_keys)(const struct attn_request *r, size_t row0, size_t nb,
                                        size_t Lt, const T *qb, const T *K, const T *V,
-                                       T *S, T *O, struct attn_result *out)
+                                       T *S, T *O, T *m, double *l)
 {
     const struct attn_shape *s = &r->shape;
-    const struct attn_params *p = &r->params;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
-    T m[ATTN_FLASH_ROWS];
-    double l[ATTN_FLASH_ROWS];
     for (size_t t = 0; t < nb; t++) {
         m[t] = -INFINITY;
         l[t] = 0;
@@ -422,7 +419,7 @@ static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0
     for (size_t k0 = 0; k0 < Lt; k0 += KB) {
         size_t kw = Lt - k0 < KB ? Lt - k0 : KB;
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,
-                  (T)p->scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
+                  (T)r->params.scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
         for (size_t t = 0; t < nb; t++) {
             size_t gr = row0 + t;
             T *row = S + t * kw, mb;
@@ -446,6 +443,29 @@ static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)dv, (int)kw, 1,
                   S, (int)kw, V + k0 * dv, (int)dv, 1, O, (int)dv);
     }
+    return CORE_OK;
+}
+
+/* flash_keys, or the fused kernel (ATTN_FLASH_FUSED, float32 with AVX-512)
+ * when it applies, then the rows normalised: O [nb][d_v] gets the output
+ * rows. The extra term of softmax1 / sink joins here with the shift
+ * max(m, 0) / max(m, sink), in double, so the denominator is >= 1 and
+ * nothing overflows. */
+static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0, size_t nb,
+                                       size_t Lt, const T *qb, const T *K, const T *V,
+                                       T *S, T *O, struct attn_result *out)
+{
+    const struct attn_params *p = &r->params;
+    size_t dv = r->shape.d_v;
+    T m[ATTN_FLASH_ROWS];
+    double l[ATTN_FLASH_ROWS];
+    enum core_status st;
+#ifdef ATTN_FLASH_FUSED
+    if (!ATTN_FLASH_FUSED(r, row0, nb, Lt, qb, K, V, S, O, m, l, &st))
+#endif
+        st = FN(flash_keys)(r, row0, nb, Lt, qb, K, V, S, O, m, l);
+    if (st != CORE_OK)
+        return st;
     for (size_t t = 0; t < nb; t++) {
         size_t gr = row0 + t;
         bool any = m[t] != -INFINITY;

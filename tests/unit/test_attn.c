@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "core/attn.h"
+#include "core/attn_fused.h"
 #include "tests/harness.h"
 
 /* ---- deterministic random numbers (xorshift64*) ----------------------- */
@@ -1368,6 +1369,116 @@ TEST(output_only_scratch_independent_of_L)
     CHECK(bytes[1] < 128 * 20000 * sizeof(float) / 8);
 }
 
+/* ---- the fused float32 kernel (core/attn_fused.c) ---------------------- */
+
+/* An output-only float32 case with plain scores (what the fused kernel
+ * takes): shapes across its group (48 rows), micro-tile (8) and block (64
+ * keys) edges, any causal mode, softmax variant, q/k/v bias and RoPE. */
+static void fused_case(struct tcase *c)
+{
+    static const size_t rows[] = {5, 47, 48, 49, 97, 130};
+    static const size_t keys[] = {1, 7, 8, 63, 64, 65, 129, 200};
+    static const size_t dims[] = {1, 3, 8, 9, 16, 33, 64};
+    static const size_t heads[][2] = {{1, 1}, {2, 1}, {3, 3}};
+    memset(c, 0, sizeof *c);
+    c->dt = ATTN_F32;
+    size_t hi = rng_u64() % 3;
+    c->h = heads[hi][0];
+    c->h_kv = heads[hi][1];
+    c->n = rng_pick(rows, 6);
+    c->L = rng_pick(keys, 8);
+    c->dk = rng_pick(dims, 7);
+    c->dv = rng_pick(dims, 7);
+    c->rope = c->dk % 2 == 0 && rng_u64() % 3 == 0;
+    c->base = 10000;
+    c->bq = (int)(rng_u64() % 3);
+    c->bk = (int)(rng_u64() % 3);
+    c->bv = (int)(rng_u64() % 3);
+    c->causal = (enum attn_causal)(rng_u64() % 3);
+    c->scale = rng_u64() % 2 ? attn_default_scale(c->dk) : rng_uniform(0.05, 4);
+    c->sm = (enum attn_softmax)(rng_u64() % 3);
+    c->sink = rng_uniform(-3, 3);
+    c->er = rng_u64() % 4 == 0 ? ATTN_EMPTY_ERROR : ATTN_EMPTY_ZERO;
+    c->outputs = ATTN_OUT_OUTPUT;
+    tcase_fill(c);
+}
+
+/* The fused kernel against the long-double reference; the build says
+ * whether it has the kernel (x86-64 with AVX-512F and DQ: it must). */
+TEST(fused_output_matches_reference)
+{
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__x86_64__)
+    CHECK(attn_fused_available());
+#endif
+    printf("    fused kernel in this build: %s\n", attn_fused_available() ? "yes" : "no");
+    struct attn_ws *ws = attn_ws_new();
+    int failures = 0;
+    for (int i = 0; i < 400 && failures <= 3; i++) {
+        struct tcase c;
+        fused_case(&c);
+        failures += run_case(&c, i % 2 ? ws : NULL) != 0;
+        tcase_free(&c);
+    }
+    CHECK(failures == 0);
+    attn_ws_free(ws);
+}
+
+/* Output only (fused when available) == the materialising pass within
+ * float rounding on a large causal case: several row tiles (512 rows),
+ * superblocks of keys, ragged groups, d not a multiple of 8. */
+TEST(fused_equals_materialised_large)
+{
+    for (int cm = 0; cm < 3; cm++) {
+        struct tcase c;
+        plain_case(&c, ATTN_F32, 2, 1, 700, 1500, 72, 67);
+        c.causal = (enum attn_causal)cm;
+        c.sm = (enum attn_softmax)cm;
+        c.sink = 0.5;
+        struct tcore full, fused;
+        tcore_init(&c, &full);
+        c.outputs = ATTN_OUT_OUTPUT;
+        tcore_init(&c, &fused);
+        CHECK_EQ_INT(attn_forward(&full.req, &full.in, &full.out, NULL), CORE_OK);
+        CHECK_EQ_INT(attn_forward(&fused.req, &fused.in, &fused.out, NULL), CORE_OK);
+        double worst = 0;
+        for (size_t x = 0; x < 2 * 700 * 67; x++) {
+            double d = fabs(get_val(full.output, x, c.dt) - get_val(fused.output, x, c.dt));
+            worst = d > worst ? d : worst;
+        }
+        CHECK(worst <= 1e-6);
+        CHECK_EQ_INT(fused.out.n_empty, full.out.n_empty);
+        CHECK(same_bytes(fused.empty, full.empty, 2 * 700));
+        tcore_free(&full);
+        tcore_free(&fused);
+        tcase_free(&c);
+    }
+}
+
+/* Scores beyond FLT_MAX are CORE_ENONFINITE on the output-only path too
+ * when a row sees them; beyond a row's causal limit they are not looked at,
+ * even when the row's group computes them for its neighbour. */
+TEST(fused_nonfinite_scores)
+{
+    struct tcase c;
+    plain_case(&c, ATTN_F32, 1, 1, 60, 70, 4, 4);
+    c.outputs = ATTN_OUT_OUTPUT;
+    c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;    /* row i sees keys [0, 11 + i) */
+    for (size_t x = 0; x < 4; x++) {
+        c.q[58 * 4 + x] = 1e20;             /* q58 · k69 overflows; 58 does not see 69 */
+        c.k[69 * 4 + x] = 1e20;
+    }
+    struct tcore t;
+    tcore_init(&c, &t);
+    CHECK_EQ_INT(attn_forward(&t.req, &t.in, &t.out, NULL), CORE_OK);
+    tcore_free(&t);
+    for (size_t x = 0; x < 4; x++)
+        c.q[59 * 4 + x] = 1e20;             /* row 59 sees key 69 */
+    tcore_init(&c, &t);
+    CHECK_EQ_INT(attn_forward(&t.req, &t.in, &t.out, NULL), CORE_ENONFINITE);
+    tcore_free(&t);
+    tcase_free(&c);
+}
+
 /* ---- the helper pool (attn_pool): split passes ------------------------- */
 
 static void count_piece(void *arg, size_t piece, struct attn_ws *ws)
@@ -1553,6 +1664,9 @@ int main(void)
     RUN(rows_split_across_threads);
     RUN(key_split_equals_full);
     RUN(output_only_scratch_independent_of_L);
+    RUN(fused_output_matches_reference);
+    RUN(fused_equals_materialised_large);
+    RUN(fused_nonfinite_scores);
     RUN(pool_runs_every_piece_once);
     RUN(pool_split_prefill_matches);
     RUN(decode_key_windows_match_reference);

@@ -1,0 +1,371 @@
+/*
+ * core/attn_fused.c — the fused output-only float32 kernel (attn_fused.h).
+ *
+ * Why hand-written rather than two sgemm calls per key block: with d = 64..128
+ * the blocks are thin gemms (k = d for Q·Kᵀ, n = d for P·V) that OpenBLAS
+ * packs on every call and runs well below its square-matrix rate, and the
+ * score block makes a round trip through memory between the two calls. Here
+ * both products are register-tiled micro-kernels over operands that need no
+ * packing, and the block of scores never leaves L1.
+ *
+ * The layout is transposed: a group of QG = 48 query rows lies across three
+ * 16-lane registers, one lane per query. Per group:
+ *   qt [d_k][QG]   scale · qᵀ (the only copy made)
+ *   st [BC][QG]    scores of BC keys, key j a row: K[j][c] is broadcast, so
+ *                  K is read in place; then exp(s - m) in place, so every
+ *                  softmax step (max, exp, sums) is lane-wise, no shuffles
+ *   ot [d_v][QG]   Σ_j V[j][c] · st[j]: V[j][c] is broadcast, V in place
+ * Online softmax per lane: running max m, sum l (double); a block that
+ * raises m rescales ot and l by exp(m_old - m_new) first.
+ *
+ * One micro-kernel (rank1_tile) does both products: 8×3 = 24 accumulators
+ * plus 3 operand registers and one broadcast; 8 keys × 48 queries for the
+ * scores, 8 value columns × 48 queries for the output.
+ */
+#include "attn_fused.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "simd512.h"
+
+#ifdef ATTN_HAVE_FUSED
+
+#define QG 48           /* query rows per group */
+#define NZ 3            /* registers per group (16 lanes each) */
+#define KR 8            /* keys per score micro-tile */
+#define CR 8            /* value columns per output micro-tile */
+#define BC 64           /* keys per online-softmax block */
+_Static_assert(QG == 16 * NZ, "one lane per query");
+_Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
+
+/* The lanes' running state and their causal limits. */
+struct fused_group {
+    __m512 m[NZ];               /* running max, -inf before any key */
+    __m512d l[2 * NZ];          /* running sum, lanes 0-7 / 8-15 of m[z] */
+    __m512i lim[NZ];            /* lane sees keys [0, lim) (0 for unused lanes) */
+    size_t lim_min, lim_max;    /* over all QG lanes */
+};
+
+/* q [rows][dk] -> qt [dk][QG] = scale · qᵀ, unused lanes 0. */
+static void pack_queries(const float *q, size_t rows, size_t dk, float scale, float *qt)
+{
+    memset(qt, 0, dk * QG * sizeof(float));
+    for (size_t t = 0; t < rows; t++)
+        for (size_t c = 0; c < dk; c++)
+            qt[c * QG + t] = scale * q[t * dk + c];
+}
+
+static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
+{
+    int32_t lv[QG] = {0};
+    memcpy(lv, lim, rows * sizeof(int32_t));
+    g->lim_min = (size_t)-1;
+    g->lim_max = 0;
+    for (size_t t = 0; t < QG; t++) {
+        size_t x = (size_t)lv[t];
+        g->lim_min = x < g->lim_min ? x : g->lim_min;
+        g->lim_max = x > g->lim_max ? x : g->lim_max;
+    }
+    for (int z = 0; z < NZ; z++) {
+        g->m[z] = _mm512_set1_ps(-INFINITY);
+        g->l[2 * z] = g->l[2 * z + 1] = _mm512_setzero_pd();
+        g->lim[z] = _mm512_loadu_si512(lv + 16 * z);
+    }
+}
+
+/* The one micro-kernel of both products: 8 rows of QG lanes,
+ *   out[r] (+)= Σ_i b[r·rs + i·bs] · p[i]     for i < count, r < 8,
+ * p [count][QG]; out [rows][QG] is loaded first when `add`, and only its
+ * first `rows` rows are written. Always inlined: each caller has one of the
+ * strides constant (scores bs = 1, values rs = 1), which keeps the eight
+ * broadcasts on one index register instead of eight pointers to advance. */
+static inline __attribute__((always_inline)) void
+rank1_tile(const float *p, size_t count, const float *b, size_t rs, size_t bs, bool add,
+           size_t rows, float *out)
+{
+    __m512 a[8][NZ];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+#pragma GCC unroll 3
+        for (int z = 0; z < NZ; z++)
+            a[r][z] = add && (size_t)r < rows ? _mm512_loadu_ps(out + r * QG + 16 * z)
+                                              : _mm512_setzero_ps();
+    for (size_t i = 0; i < count; i++) {
+        const float *pi = p + i * QG, *bi = b + i * bs;
+        __m512 p0 = _mm512_loadu_ps(pi), p1 = _mm512_loadu_ps(pi + 16),
+               p2 = _mm512_loadu_ps(pi + 32);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < 8; r++) {
+            __m512 x = _mm512_set1_ps(bi[r * rs]);
+            a[r][0] = _mm512_fmadd_ps(x, p0, a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(x, p1, a[r][1]);
+            a[r][2] = _mm512_fmadd_ps(x, p2, a[r][2]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        if ((size_t)r < rows)
+#pragma GCC unroll 3
+            for (int z = 0; z < NZ; z++)
+                _mm512_storeu_ps(out + r * QG + 16 * z, a[r][z]);
+}
+
+/* K [kw][dk] (row stride dk) -> st [kw][QG] = K · qt: 8 keys a tile, each
+ * key's row broadcast element by element against qt [dk][QG]. A last tile
+ * of fewer keys goes through kt [KR][dk]: its rows, the last one repeated. */
+static void scores(const float *qt, size_t dk, const float *K, size_t kw, float *st,
+                   float *kt)
+{
+    size_t j0 = 0;
+    for (; j0 + KR <= kw; j0 += KR)
+        rank1_tile(qt, dk, K + j0 * dk, dk, 1, false, KR, st + j0 * QG);
+    if (j0 == kw)
+        return;
+    size_t kr = kw - j0;
+    for (size_t r = 0; r < KR; r++)
+        memcpy(kt + r * dk, K + (j0 + (r < kr ? r : kr - 1)) * dk, dk * sizeof(float));
+    rank1_tile(qt, dk, kt, dk, 1, false, kr, st + j0 * QG);
+}
+
+/* pt [kw][QG] weights, v: value rows of stride vs, columns [0, CR) ->
+ * ot [cr][QG] += Σ_j v[j][r] · pt[j] for rows r < cr. */
+static void value_tile(const float *pt, size_t kw, const float *v, size_t vs, size_t cr,
+                       float *ot)
+{
+    rank1_tile(pt, kw, v, 1, vs, true, cr, ot);
+}
+
+/* pt [kw][QG], V [kw][dv] -> ot [dv][QG] += Vᵀ · pt. The last columns, when
+ * dv is not a multiple of CR, go through vt [kw][CR]: a copy of them with
+ * the last one repeated, so the micro-tile never reads past a row. */
+static void values(const float *pt, size_t kw, const float *V, size_t dv, float *ot,
+                   float *vt)
+{
+    for (size_t c0 = 0; c0 < dv; c0 += CR) {
+        size_t cr = dv - c0 < CR ? dv - c0 : CR;
+        if (cr == CR) {
+            value_tile(pt, kw, V + c0, dv, CR, ot + c0 * QG);
+            continue;
+        }
+        for (size_t j = 0; j < kw; j++)
+            for (size_t r = 0; r < CR; r++)
+                vt[j * CR + r] = V[j * dv + c0 + (r < cr ? r : cr - 1)];
+        value_tile(pt, kw, vt, CR, cr, ot + c0 * QG);
+    }
+}
+
+/* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf;
+ * mx: the lanes' block maxima. False when a seen score is not finite. */
+static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
+                      __m512 mx[NZ])
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    /* locals, not mx[] or g->: stores through st may alias those, which kept
+     * the running maxima in memory (a store-forwarding chain per key) */
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf, lim[NZ];
+    __mmask16 bad = 0;
+    for (int z = 0; z < NZ; z++)
+        lim[z] = _mm512_castsi512_ps(g->lim[z]);
+    if (k0 + kw <= g->lim_min) {        /* every lane sees every key */
+        for (size_t j = 0; j < kw; j++) {
+            const float *p = st + j * QG;
+            __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16),
+                   v2 = _mm512_loadu_ps(p + 32);
+            bad |= _mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99) |
+                   _mm512_fpclass_ps_mask(v2, 0x99);   /* NaN, ±inf */
+            m0 = _mm512_max_ps(m0, v0);
+            m1 = _mm512_max_ps(m1, v1);
+            m2 = _mm512_max_ps(m2, v2);
+        }
+    } else {
+        for (size_t j = 0; j < kw; j++) {
+            __m512i key = _mm512_set1_epi32((int32_t)(k0 + j));
+            __m512 v[NZ];
+            for (int z = 0; z < NZ; z++) {
+                float *p = st + j * QG + 16 * z;
+                __mmask16 seen = _mm512_cmpgt_epi32_mask(_mm512_castps_si512(lim[z]), key);
+                v[z] = _mm512_mask_mov_ps(ninf, seen, _mm512_loadu_ps(p));
+                _mm512_storeu_ps(p, v[z]);
+                bad |= _mm512_mask_fpclass_ps_mask(seen, v[z], 0x99);
+            }
+            m0 = _mm512_max_ps(m0, v[0]);
+            m1 = _mm512_max_ps(m1, v[1]);
+            m2 = _mm512_max_ps(m2, v[2]);
+        }
+    }
+    mx[0] = m0;
+    mx[1] = m1;
+    mx[2] = m2;
+    return bad == 0;
+}
+
+/* lanes lo/hi of x as doubles */
+static __m512d lo_pd(__m512 x)
+{
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+}
+
+static __m512d hi_pd(__m512 x)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+}
+
+/* One key block: st [kw][QG] scores of keys k0.. -> exp(s - m_new) in
+ * place; m, l updated; alpha = exp(m_old - m_new) per lane (0 where m_old
+ * was -inf). False when a seen score is not finite. */
+static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g,
+                          __m512 alpha[NZ])
+{
+    __m512 mx[NZ], sh[NZ];
+    if (!block_max(st, kw, k0, g, mx))
+        return false;
+    for (int z = 0; z < NZ; z++) {
+        __m512 mn = _mm512_max_ps(g->m[z], mx[z]);
+        /* lanes that have seen no key yet shift by 0: exp(-inf - 0) = 0 */
+        sh[z] = _mm512_maskz_mov_ps(
+            _mm512_cmp_ps_mask(mn, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), mn);
+        alpha[z] = simd_exp16(_mm512_sub_ps(g->m[z], sh[z]));
+        g->m[z] = mn;
+    }
+    __m512d s[2 * NZ];
+    for (int z = 0; z < 2 * NZ; z++)
+        s[z] = _mm512_setzero_pd();
+    for (size_t j0 = 0; j0 < kw; j0 += 8) {     /* float sums of 8 rows, then double */
+        size_t je = kw - j0 < 8 ? kw : j0 + 8;
+        for (int z = 0; z < NZ; z++) {
+            __m512 part = _mm512_setzero_ps();
+            for (size_t j = j0; j < je; j++) {
+                float *p = st + j * QG + 16 * z;
+                __m512 e = simd_exp16(_mm512_sub_ps(_mm512_loadu_ps(p), sh[z]));
+                _mm512_storeu_ps(p, e);
+                part = _mm512_add_ps(part, e);
+            }
+            s[2 * z] = _mm512_add_pd(s[2 * z], lo_pd(part));
+            s[2 * z + 1] = _mm512_add_pd(s[2 * z + 1], hi_pd(part));
+        }
+    }
+    for (int z = 0; z < NZ; z++) {
+        g->l[2 * z] = _mm512_fmadd_pd(g->l[2 * z], lo_pd(alpha[z]), s[2 * z]);
+        g->l[2 * z + 1] = _mm512_fmadd_pd(g->l[2 * z + 1], hi_pd(alpha[z]), s[2 * z + 1]);
+    }
+    return true;
+}
+
+/* ot [dv][QG] *= alpha lane-wise, skipped when every alpha is 1. */
+static void rescale(float *ot, size_t dv, const __m512 alpha[NZ])
+{
+    __mmask16 ne = 0;
+    for (int z = 0; z < NZ; z++)
+        ne |= _mm512_cmp_ps_mask(alpha[z], _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+    if (!ne)
+        return;
+    for (size_t c = 0; c < dv; c++)
+        for (int z = 0; z < NZ; z++) {
+            float *p = ot + c * QG + 16 * z;
+            _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), alpha[z]));
+        }
+}
+
+/* The group's lanes -> O [rows][dv], m [rows], l [rows]. */
+static void unpack(const float *ot, const struct fused_group *g, size_t rows, size_t dv,
+                   float *O, float *m, double *l)
+{
+    float mv[QG];
+    double lv[QG];
+    for (int z = 0; z < NZ; z++) {
+        _mm512_storeu_ps(mv + 16 * z, g->m[z]);
+        _mm512_storeu_pd(lv + 16 * z, g->l[2 * z]);
+        _mm512_storeu_pd(lv + 16 * z + 8, g->l[2 * z + 1]);
+    }
+    for (size_t t = 0; t < rows; t++) {
+        m[t] = mv[t];
+        l[t] = lv[t];
+        for (size_t c = 0; c < dv; c++)
+            O[t * dv + c] = ot[c * QG + t];
+    }
+}
+
+bool attn_fused_available(void)
+{
+    return true;
+}
+
+/* Floats of one group's state in the scratch (64-byte multiple). */
+#define GROUP_FLOATS ((sizeof(struct fused_group) + 63) / 64 * 16)
+
+size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
+{
+    size_t ng = (rows + QG - 1) / QG;
+    return ng * (GROUP_FLOATS + QG * (d_k + d_v)) + QG * BC + BC * CR + KR * d_k;
+}
+
+/* Keys per superblock: K and V rows of about ATTN_FUSED_KV_BYTES, which every
+ * group of a tile reads in turn while they stay in L2 (streaming all of K
+ * and V from L3 once per group left the broadcasts waiting on memory). */
+#ifndef ATTN_FUSED_KV_BYTES
+#define ATTN_FUSED_KV_BYTES ((size_t)256 << 10)
+#endif
+
+static size_t superblock_keys(size_t d_k, size_t d_v)
+{
+    size_t ks = ATTN_FUSED_KV_BYTES / ((d_k + d_v) * sizeof(float)) / BC * BC;
+    return ks > BC ? ks : BC;
+}
+
+/* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g. */
+static bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
+                       size_t ke, const float *K, const float *V, size_t dk, size_t dv,
+                       float *st, float *vt, float *kt)
+{
+    for (; k0 < ke; k0 += BC) {
+        size_t kw = ke - k0 < BC ? ke - k0 : BC;
+        __m512 alpha[NZ];
+        scores(qt, dk, K + k0 * dk, kw, st, kt);
+        if (!block_softmax(st, kw, k0, g, alpha))
+            return false;
+        rescale(ot, dv, alpha);
+        values(st, kw, V + k0 * dv, dv, ot, vt);
+    }
+    return true;
+}
+
+bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
+                     const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
+                     double *l, float *scratch)
+{
+    size_t ng = (nb + QG - 1) / QG, all = 0, ks = superblock_keys(d_k, d_v);
+    struct fused_group *g = (struct fused_group *)(void *)scratch;
+    float *qt = scratch + ng * GROUP_FLOATS, *ot = qt + ng * d_k * QG;
+    float *st = ot + ng * d_v * QG, *vt = st + BC * QG, *kt = vt + BC * CR;
+    for (size_t i = 0; i < ng; i++) {
+        size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
+        pack_queries(q + i * QG * d_k, rows, d_k, scale, qt + i * d_k * QG);
+        group_init(&g[i], lim + i * QG, rows);
+        memset(ot + i * d_v * QG, 0, d_v * QG * sizeof(float));
+        all = g[i].lim_max > all ? g[i].lim_max : all;
+    }
+    for (size_t s0 = 0; s0 < all; s0 += ks)
+        for (size_t i = 0; i < ng; i++) {
+            size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
+            if (!group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, s0, ke, K, V, d_k,
+                            d_v, st, vt, kt))
+                return false;
+        }
+    for (size_t i = 0; i < ng; i++) {
+        size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
+        unpack(ot + i * d_v * QG, &g[i], rows, d_v, O + i * QG * d_v, m + i * QG,
+               l + i * QG);
+    }
+    return true;
+}
+
+#else /* no AVX-512: core/attn.c keeps its gemm loop */
+
+bool attn_fused_available(void)
+{
+    return false;
+}
+
+#endif
