@@ -465,27 +465,50 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
     return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
 }
 
+/* The pass goes through core/attn_fused.c: key-blocked, float32, plain
+ * scores (no attention bias, mask or ALiBi; causal limits are per row). */
+static bool attn_fused_pass(const struct attn_request *r, const struct attn_win *w)
+{
+#ifdef ATTN_HAVE_FUSED
+    return attn_flash(r, w) && r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask &&
+           !r->params.alibi && r->shape.L <= INT32_MAX;
+#else
+    (void)r, (void)w;
+    return false;
+#endif
+}
+
+/* Row tiles of the fused pass: 4 groups of 48 rows. Small enough that a
+ * 1024-row head makes 6 pieces, so a helper that wakes late still takes its
+ * share (with 512-row tiles one core often ran both of two pieces), and
+ * large enough that each tile reads K and V from L3 only once per 4 groups. */
+#ifndef ATTN_FUSED_ROWS
+#define ATTN_FUSED_ROWS 192
+#endif
+_Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a tile");
+
 #ifdef ATTN_HAVE_FUSED
 /* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain:
  * no attention bias, mask or ALiBi (causal limits are per row). Sets m, l
- * and the unnormalised O as flash_keys would and *st; false when the kernel
- * does not apply. S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
+ * and the unnormalised O as flash_keys would, and *st; false when the kernel
+ * does not apply, or met a score it cannot take (flash_keys then runs and
+ * reports it, or finishes a score in (FLT_MAX/log2 e, FLT_MAX] exactly).
+ * S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
 static bool fused_keys_f32(const struct attn_request *r, size_t row0, size_t nb, size_t Lt,
                            const float *qb, const float *K, const float *V, float *S,
                            float *O, float *m, double *l, enum core_status *st)
 {
-    if (r->attn_bias || r->mask || r->params.alibi || Lt > INT32_MAX)
+    struct attn_win whole = {0, r->shape.L, NULL};
+    if (!attn_fused_pass(r, &whole))
         return false;
     int32_t lim[ATTN_FLASH_ROWS];
     for (size_t t = 0; t < nb; t++) {
         size_t x = attn_causal_lim(r, (row0 + t) % r->shape.n);
         lim[t] = (int32_t)(x < Lt ? x : Lt);
     }
-    *st = attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
-                          lim, O, m, l, S)
-              ? CORE_OK
-              : CORE_ENONFINITE;
-    return true;
+    *st = CORE_OK;
+    return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
+                           lim, O, m, l, S);
 }
 #define ATTN_FLASH_FUSED fused_keys_f32
 #endif
@@ -628,10 +651,12 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
 }
 
 /* Query rows per tile: about ATTN_TILE_BYTES of score rows, within bounds;
- * ATTN_FLASH_ROWS on the key-blocked path. */
+ * ATTN_FLASH_ROWS on the key-blocked path, ATTN_FUSED_ROWS on the fused one. */
 static size_t tile_rows(const struct attn_request *r, const struct attn_win *w, size_t R,
                         size_t L, size_t esz)
 {
+    if (attn_fused_pass(r, w))
+        return R < ATTN_FUSED_ROWS ? R : ATTN_FUSED_ROWS;
     if (attn_flash(r, w))
         return R < ATTN_FLASH_ROWS ? R : ATTN_FLASH_ROWS;
     size_t b = ATTN_TILE_BYTES / (L * esz);
@@ -670,7 +695,7 @@ static enum core_status forward_kv_serial(const struct attn_request *r,
     size_t pb_bytes = need_pb ? B * pb_keys * esz : 0;
 #ifdef ATTN_HAVE_FUSED
     size_t fused = attn_fused_scratch_floats(B, s->d_k, s->d_v) * sizeof(float);
-    if (attn_flash(r, w) && r->params.dtype == ATTN_F32 && pb_bytes < fused)
+    if (attn_fused_pass(r, w) && pb_bytes < fused)
         pb_bytes = fused;
 #endif
     size_t bytes = qb_bytes + pb_bytes;

@@ -12,11 +12,13 @@
  * 16-lane registers, one lane per query. Per group:
  *   qt [d_k][QG]   scale · qᵀ (the only copy made)
  *   st [BC][QG]    scores of BC keys, key j a row: K[j][c] is broadcast, so
- *                  K is read in place; then exp(s - m) in place, so every
+ *                  K is read in place; then 2^(s - m) in place, so every
  *                  softmax step (max, exp, sums) is lane-wise, no shuffles
  *   ot [d_v][QG]   Σ_j V[j][c] · st[j]: V[j][c] is broadcast, V in place
  * Online softmax per lane: running max m, sum l (double); a block that
- * raises m rescales ot and l by exp(m_old - m_new) first.
+ * raises m rescales ot and l by 2^(m_old - m_new) first. The scores are in
+ * base 2 (qt holds scale·log2(e)·q, the same one rounding as scale·q), so
+ * each exponential is 2^x: an exact reduction and one polynomial.
  *
  * One micro-kernel (rank1_tile) does both products: 8×3 = 24 accumulators
  * plus 3 operand registers and one broadcast; 8 keys × 48 queries for the
@@ -48,13 +50,13 @@ struct fused_group {
     size_t lim_min, lim_max;    /* over all QG lanes */
 };
 
-/* q [rows][dk] -> qt [dk][QG] = scale · qᵀ, unused lanes 0. */
-static void pack_queries(const float *q, size_t rows, size_t dk, float scale, float *qt)
+/* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
+static void pack_queries(const float *q, size_t rows, size_t dk, float scale2, float *qt)
 {
     memset(qt, 0, dk * QG * sizeof(float));
     for (size_t t = 0; t < rows; t++)
         for (size_t c = 0; c < dk; c++)
-            qt[c * QG + t] = scale * q[t * dk + c];
+            qt[c * QG + t] = scale2 * q[t * dk + c];
 }
 
 static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
@@ -212,8 +214,46 @@ static __m512d hi_pd(__m512 x)
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
 }
 
-/* One key block: st [kw][QG] scores of keys k0.. -> exp(s - m_new) in
- * place; m, l updated; alpha = exp(m_old - m_new) per lane (0 where m_old
+/* st [kw][QG] -> 2^(st - sh) in place, lane-wise; sum: the lanes' sums
+ * (float over 8 keys, then double), lanes 0-7 / 8-15 of each register.
+ * Locals throughout: stores through st may alias arrays, which kept the
+ * sums in memory. */
+static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 * NZ])
+{
+    __m512 h0 = sh[0], h1 = sh[1], h2 = sh[2];
+    __m512d d0 = _mm512_setzero_pd(), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;
+    for (size_t j0 = 0; j0 < kw; j0 += 8) {
+        size_t je = kw - j0 < 8 ? kw : j0 + 8;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
+        for (size_t j = j0; j < je; j++) {
+            float *p = st + j * QG;
+            __m512 e0 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p), h0));
+            __m512 e1 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 16), h1));
+            __m512 e2 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 32), h2));
+            _mm512_storeu_ps(p, e0);
+            _mm512_storeu_ps(p + 16, e1);
+            _mm512_storeu_ps(p + 32, e2);
+            a0 = _mm512_add_ps(a0, e0);
+            a1 = _mm512_add_ps(a1, e1);
+            a2 = _mm512_add_ps(a2, e2);
+        }
+        d0 = _mm512_add_pd(d0, lo_pd(a0));
+        d1 = _mm512_add_pd(d1, hi_pd(a0));
+        d2 = _mm512_add_pd(d2, lo_pd(a1));
+        d3 = _mm512_add_pd(d3, hi_pd(a1));
+        d4 = _mm512_add_pd(d4, lo_pd(a2));
+        d5 = _mm512_add_pd(d5, hi_pd(a2));
+    }
+    sum[0] = d0;
+    sum[1] = d1;
+    sum[2] = d2;
+    sum[3] = d3;
+    sum[4] = d4;
+    sum[5] = d5;
+}
+
+/* One key block: st [kw][QG] scores of keys k0.. -> 2^(s - m_new) in
+ * place; m, l updated; alpha = 2^(m_old - m_new) per lane (0 where m_old
  * was -inf). False when a seen score is not finite. */
 static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g,
                           __m512 alpha[NZ])
@@ -223,29 +263,14 @@ static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g
         return false;
     for (int z = 0; z < NZ; z++) {
         __m512 mn = _mm512_max_ps(g->m[z], mx[z]);
-        /* lanes that have seen no key yet shift by 0: exp(-inf - 0) = 0 */
+        /* lanes that have seen no key yet shift by 0: 2^(-inf - 0) = 0 */
         sh[z] = _mm512_maskz_mov_ps(
             _mm512_cmp_ps_mask(mn, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), mn);
-        alpha[z] = simd_exp16(_mm512_sub_ps(g->m[z], sh[z]));
+        alpha[z] = simd_exp2_16(_mm512_sub_ps(g->m[z], sh[z]));
         g->m[z] = mn;
     }
     __m512d s[2 * NZ];
-    for (int z = 0; z < 2 * NZ; z++)
-        s[z] = _mm512_setzero_pd();
-    for (size_t j0 = 0; j0 < kw; j0 += 8) {     /* float sums of 8 rows, then double */
-        size_t je = kw - j0 < 8 ? kw : j0 + 8;
-        for (int z = 0; z < NZ; z++) {
-            __m512 part = _mm512_setzero_ps();
-            for (size_t j = j0; j < je; j++) {
-                float *p = st + j * QG + 16 * z;
-                __m512 e = simd_exp16(_mm512_sub_ps(_mm512_loadu_ps(p), sh[z]));
-                _mm512_storeu_ps(p, e);
-                part = _mm512_add_ps(part, e);
-            }
-            s[2 * z] = _mm512_add_pd(s[2 * z], lo_pd(part));
-            s[2 * z + 1] = _mm512_add_pd(s[2 * z + 1], hi_pd(part));
-        }
-    }
+    block_exp2(st, kw, sh, s);
     for (int z = 0; z < NZ; z++) {
         g->l[2 * z] = _mm512_fmadd_pd(g->l[2 * z], lo_pd(alpha[z]), s[2 * z]);
         g->l[2 * z + 1] = _mm512_fmadd_pd(g->l[2 * z + 1], hi_pd(alpha[z]), s[2 * z + 1]);
@@ -280,7 +305,7 @@ static void unpack(const float *ot, const struct fused_group *g, size_t rows, si
         _mm512_storeu_pd(lv + 16 * z + 8, g->l[2 * z + 1]);
     }
     for (size_t t = 0; t < rows; t++) {
-        m[t] = mv[t];
+        m[t] = (float)(mv[t] * M_LN2);
         l[t] = lv[t];
         for (size_t c = 0; c < dv; c++)
             O[t * dv + c] = ot[c * QG + t];
@@ -336,12 +361,13 @@ bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const f
                      double *l, float *scratch)
 {
     size_t ng = (nb + QG - 1) / QG, all = 0, ks = superblock_keys(d_k, d_v);
+    float scale2 = (float)(scale * M_LOG2E);    /* scores in base 2 */
     struct fused_group *g = (struct fused_group *)(void *)scratch;
     float *qt = scratch + ng * GROUP_FLOATS, *ot = qt + ng * d_k * QG;
     float *st = ot + ng * d_v * QG, *vt = st + BC * QG, *kt = vt + BC * CR;
     for (size_t i = 0; i < ng; i++) {
         size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
-        pack_queries(q + i * QG * d_k, rows, d_k, scale, qt + i * d_k * QG);
+        pack_queries(q + i * QG * d_k, rows, d_k, scale2, qt + i * d_k * QG);
         group_init(&g[i], lim + i * QG, rows);
         memset(ot + i * d_v * QG, 0, d_v * QG * sizeof(float));
         all = g[i].lim_max > all ? g[i].lim_max : all;

@@ -30,12 +30,14 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
  * q [nb][d_k] prepared query rows, K [Lt][d_k] and V [Lt][d_v] prepared key
  * and value rows, lim [nb]: row t sees keys [0, lim[t]) (lim[t] <= Lt);
  * scores s[t][j] = scale · q[t] · K[j].
- * -> m [nb]  max_j s[t][j] over the keys row t sees (-inf: it sees none)
+ * -> m [nb]  max_j s[t][j] over the keys row t sees (-inf: it sees none),
+ *            within a rounding (the kernel works in base 2 and converts back)
  *    l [nb]  Σ_j exp(s[t][j] - m[t])                  (0 for such rows)
  *    O [nb][d_v] Σ_j exp(s[t][j] - m[t]) · V[j]       (unnormalised; 0 rows)
- * scratch: attn_fused_scratch_floats(nb, d_k, d_v) floats, 64-byte aligned. Returns false when a
- * score some row sees is not finite (the pass's CORE_ENONFINITE); O, m and l
- * are then unspecified.
+ * scratch: attn_fused_scratch_floats(nb, d_k, d_v) floats, 64-byte aligned.
+ * Returns false when a score some row sees is not finite in base 2 (O, m
+ * and l are then unspecified): the caller's exact path decides whether that
+ * is an error (a score just below FLT_MAX overflows only here).
  */
 bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
                      const float *V, size_t d_v, const int32_t *lim, float *O, float *m,

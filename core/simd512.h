@@ -1,6 +1,7 @@
 /*
- * core/simd512.h — the AVX-512 exponential the softmax loops share
- * (core/attn.c's exp+sum loop and the fused kernel of core/attn_fused.c).
+ * core/simd512.h — the AVX-512 exponentials of the softmax loops: exp for
+ * core/attn.c's exp+sum loop, exp2 for the fused kernel of core/attn_fused.c
+ * (whose scores are in base 2, so the reduction is one rounding).
  *
  * Why hand-written: inlined into the loops that use it, 16 lanes, no range
  * handling beyond what a softmax needs; the libmvec AVX2 call per 8 elements
@@ -31,6 +32,25 @@ static inline __m512 simd_exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, nf);
+}
+
+/* 2^x of 16 floats, for x <= ~0 (and -inf, which gives exactly 0):
+ * x = n + f with n = round(x), |f| <= 1/2 (exact), 2^f by a degree-6
+ * polynomial fitted for relative error (2e-9; about 1.7 ulp once evaluated
+ * in float), 2^n by scalef. Below -151 the result rounds to 0. */
+static inline __m512 simd_exp2_16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-151.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.5353360504377633e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3398875016719103e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.61843691766262e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5503323674201965e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022647738456726e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
 }
 #endif
 
