@@ -13,6 +13,17 @@
 #if defined(__AVX512F__) && defined(__x86_64__)
 #include <immintrin.h>
 
+/* c[0]·x^(n-1) + ... + c[n-1], by Horner's rule with fused multiply-adds
+ * (n is a constant at every call, and the loop is unrolled). */
+static inline __m512 simd_horner(__m512 x, const float *c, int n)
+{
+    __m512 p = _mm512_set1_ps(c[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < n; i++)
+        p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(c[i]));
+    return p;
+}
+
 /* exp(x) of 16 floats, for the softmax's x <= ~0 (and -inf, which gives 0):
  * Cephes expf's reduction and polynomial (relative error about 1e-7), 2^n
  * applied by scalef, which also flushes results below the float range to
@@ -24,12 +35,9 @@ static inline __m512 simd_exp16(__m512 x)
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    static const float c[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+    __m512 p = simd_horner(r, c, 6);
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, nf);
 }
@@ -43,13 +51,10 @@ static inline __m512 simd_exp2_16(__m512 x)
     x = _mm512_max_ps(x, _mm512_set1_ps(-151.0f));
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5353360504377633e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3398875016719103e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.61843691766262e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5503323674201965e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022647738456726e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    static const float c[7] = {1.5353360504377633e-4f, 1.3398875016719103e-3f,
+                               9.61843691766262e-3f,   5.5503323674201965e-2f,
+                               2.4022647738456726e-1f, 6.931471824645996e-1f, 1.0f};
+    __m512 p = simd_horner(f, c, 7);
     return _mm512_scalef_ps(p, n);
 }
 #endif
