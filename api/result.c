@@ -1,7 +1,8 @@
 /*
  * api/result.c — result buffers for one attention pass, shared by the
  * handlers that compute (/v1/sessions/{id}/attention, /v2 infer): each
- * selected output sized from the request's shape with checked arithmetic.
+ * selected output sized from the request's shape with checked arithmetic,
+ * all of them in one block.
  */
 #include "api/internal.h"
 
@@ -10,31 +11,55 @@
 
 #include "core/attn.h"
 
-/* scores, weights [h][n][L]; output [h][n][d_v]; empty [h][n] */
+/* Bytes of a part of the block, rounded up to 64 (so each part is aligned). */
+static bool part_bytes(size_t n, size_t *out)
+{
+    if (!core_add(n, 63, out))
+        return false;
+    *out &= ~(size_t)63;
+    return true;
+}
+
+/* scores, weights [h][n][L]; output [h][n][d_v]; empty [h][n]: one
+ * allocation in that order (empty, zeroed, always last), so a small request
+ * pays one malloc instead of four; the first buffer present is its start. */
 bool api_result_alloc(const struct attn_request *r, struct attn_result *res)
 {
     const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows;
+    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows, total = 0;
 
     memset(res, 0, sizeof *res);
     if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
         !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
-        !core_mul(s->h, s->n, &rows))
+        !core_mul(s->h, s->n, &rows) || !part_bytes(snl, &snl) || !part_bytes(snd, &snd))
         return false;
-    if ((r->outputs & ATTN_OUT_SCORES) && !(res->scores = malloc(snl)))
+    static const unsigned bit[3] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT};
+    size_t part[3] = {snl, snl, snd}, off[3] = {0, 0, 0}, off_empty;
+    for (int i = 0; i < 3; i++) {
+        if (!(r->outputs & bit[i]))
+            continue;
+        off[i] = total;
+        if (!core_add(total, part[i], &total))
+            return false;
+    }
+    off_empty = total;
+    if (!core_add(total, rows ? rows : 1, &total))
         return false;
-    if ((r->outputs & ATTN_OUT_WEIGHTS) && !(res->weights = malloc(snl)))
+    char *base = malloc(total);
+    if (!base)
         return false;
-    if ((r->outputs & ATTN_OUT_OUTPUT) && !(res->output = malloc(snd)))
-        return false;
-    return (res->empty = calloc(rows, 1)) != NULL;
+    void **dst[3] = {&res->scores, &res->weights, &res->output};
+    for (int i = 0; i < 3; i++)
+        if (r->outputs & bit[i])
+            *dst[i] = base + off[i];
+    res->empty = (uint8_t *)(base + off_empty);
+    memset(res->empty, 0, rows);
+    return true;
 }
 
 void api_result_free(struct attn_result *res)
 {
-    free(res->scores);
-    free(res->weights);
-    free(res->output);
-    free(res->empty);
+    free(res->scores ? res->scores : res->weights ? res->weights
+                     : res->output ? res->output : (void *)res->empty);
     memset(res, 0, sizeof *res);
 }
