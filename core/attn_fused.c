@@ -46,8 +46,9 @@ _Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
 struct fused_group {
     __m512 m[NZ];               /* running max, -inf before any key */
     __m512d l[2 * NZ];          /* running sum, lanes 0-7 / 8-15 of m[z] */
-    __m512i lim[NZ];            /* lane sees keys [0, lim) (0 for unused lanes) */
+    __m512i lim[NZ];            /* lane sees keys [0, lim) */
     size_t lim_min, lim_max;    /* over all QG lanes */
+    int nz;                     /* registers holding rows: ceil(rows / 16) */
 };
 
 /* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
@@ -59,17 +60,21 @@ static void pack_queries(const float *q, size_t rows, size_t dk, float scale2, f
             qt[c * QG + t] = scale2 * q[t * dk + c];
 }
 
+/* Lanes past `rows` (queries 0) get the largest limit, so they never make
+ * a block take the masked path; their results are dropped. */
 static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
 {
-    int32_t lv[QG] = {0};
-    memcpy(lv, lim, rows * sizeof(int32_t));
+    int32_t lv[QG];
     g->lim_min = (size_t)-1;
     g->lim_max = 0;
-    for (size_t t = 0; t < QG; t++) {
-        size_t x = (size_t)lv[t];
+    for (size_t t = 0; t < rows; t++) {
+        size_t x = (size_t)lim[t];
         g->lim_min = x < g->lim_min ? x : g->lim_min;
         g->lim_max = x > g->lim_max ? x : g->lim_max;
     }
+    for (size_t t = 0; t < QG; t++)
+        lv[t] = t < rows ? lim[t] : (int32_t)g->lim_max;
+    g->nz = (int)((rows + 15) / 16);
     for (int z = 0; z < NZ; z++) {
         g->m[z] = _mm512_set1_ps(-INFINITY);
         g->l[2 * z] = g->l[2 * z + 1] = _mm512_setzero_pd();
@@ -85,25 +90,29 @@ static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
  * broadcasts on one index register instead of eight pointers to advance. */
 static inline __attribute__((always_inline)) void
 rank1_tile(const float *p, size_t count, const float *b, size_t rs, size_t bs, bool add,
-           size_t rows, float *out)
+           size_t rows, float *out, int nz)
 {
     __m512 a[8][NZ];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
 #pragma GCC unroll 3
         for (int z = 0; z < NZ; z++)
-            a[r][z] = add && (size_t)r < rows ? _mm512_loadu_ps(out + r * QG + 16 * z)
-                                              : _mm512_setzero_ps();
+            a[r][z] = add && (size_t)r < rows && z < nz
+                          ? _mm512_loadu_ps(out + r * QG + 16 * z)
+                          : _mm512_setzero_ps();
     for (size_t i = 0; i < count; i++) {
         const float *pi = p + i * QG, *bi = b + i * bs;
-        __m512 p0 = _mm512_loadu_ps(pi), p1 = _mm512_loadu_ps(pi + 16),
-               p2 = _mm512_loadu_ps(pi + 32);
+        __m512 p0 = _mm512_loadu_ps(pi);
+        __m512 p1 = nz > 1 ? _mm512_loadu_ps(pi + 16) : p0;
+        __m512 p2 = nz > 2 ? _mm512_loadu_ps(pi + 32) : p0;
 #pragma GCC unroll 8
         for (size_t r = 0; r < 8; r++) {
             __m512 x = _mm512_set1_ps(bi[r * rs]);
             a[r][0] = _mm512_fmadd_ps(x, p0, a[r][0]);
-            a[r][1] = _mm512_fmadd_ps(x, p1, a[r][1]);
-            a[r][2] = _mm512_fmadd_ps(x, p2, a[r][2]);
+            if (nz > 1)
+                a[r][1] = _mm512_fmadd_ps(x, p1, a[r][1]);
+            if (nz > 2)
+                a[r][2] = _mm512_fmadd_ps(x, p2, a[r][2]);
         }
     }
 #pragma GCC unroll 8
@@ -111,55 +120,72 @@ rank1_tile(const float *p, size_t count, const float *b, size_t rs, size_t bs, b
         if ((size_t)r < rows)
 #pragma GCC unroll 3
             for (int z = 0; z < NZ; z++)
-                _mm512_storeu_ps(out + r * QG + 16 * z, a[r][z]);
+                if (z < nz)
+                    _mm512_storeu_ps(out + r * QG + 16 * z, a[r][z]);
+}
+
+/* rank1_tile for nz = 1, 2 or 3 registers of lanes: one specialised copy
+ * each (a group of fewer than 33 rows does a third or two thirds of the
+ * multiply-adds, not all of them). */
+static inline __attribute__((always_inline)) void
+rank1_tile_nz(const float *p, size_t count, const float *b, size_t rs, size_t bs, bool add,
+              size_t rows, float *out, int nz)
+{
+    if (nz == 3)
+        rank1_tile(p, count, b, rs, bs, add, rows, out, 3);
+    else if (nz == 2)
+        rank1_tile(p, count, b, rs, bs, add, rows, out, 2);
+    else
+        rank1_tile(p, count, b, rs, bs, add, rows, out, 1);
 }
 
 /* K [kw][dk] (row stride dk) -> st [kw][QG] = K · qt: 8 keys a tile, each
  * key's row broadcast element by element against qt [dk][QG]. A last tile
  * of fewer keys goes through kt [KR][dk]: its rows, the last one repeated. */
 static void scores(const float *qt, size_t dk, const float *K, size_t kw, float *st,
-                   float *kt)
+                   float *kt, int nz)
 {
     size_t j0 = 0;
     for (; j0 + KR <= kw; j0 += KR)
-        rank1_tile(qt, dk, K + j0 * dk, dk, 1, false, KR, st + j0 * QG);
+        rank1_tile_nz(qt, dk, K + j0 * dk, dk, 1, false, KR, st + j0 * QG, nz);
     if (j0 == kw)
         return;
     size_t kr = kw - j0;
     for (size_t r = 0; r < KR; r++)
         memcpy(kt + r * dk, K + (j0 + (r < kr ? r : kr - 1)) * dk, dk * sizeof(float));
-    rank1_tile(qt, dk, kt, dk, 1, false, kr, st + j0 * QG);
+    rank1_tile_nz(qt, dk, kt, dk, 1, false, kr, st + j0 * QG, nz);
 }
 
 /* pt [kw][QG] weights, v: value rows of stride vs, columns [0, CR) ->
  * ot [cr][QG] += Σ_j v[j][r] · pt[j] for rows r < cr. */
 static void value_tile(const float *pt, size_t kw, const float *v, size_t vs, size_t cr,
-                       float *ot)
+                       float *ot, int nz)
 {
-    rank1_tile(pt, kw, v, 1, vs, true, cr, ot);
+    rank1_tile_nz(pt, kw, v, 1, vs, true, cr, ot, nz);
 }
 
 /* pt [kw][QG], V [kw][dv] -> ot [dv][QG] += Vᵀ · pt. The last columns, when
  * dv is not a multiple of CR, go through vt [kw][CR]: a copy of them with
  * the last one repeated, so the micro-tile never reads past a row. */
 static void values(const float *pt, size_t kw, const float *V, size_t dv, float *ot,
-                   float *vt)
+                   float *vt, int nz)
 {
     for (size_t c0 = 0; c0 < dv; c0 += CR) {
         size_t cr = dv - c0 < CR ? dv - c0 : CR;
         if (cr == CR) {
-            value_tile(pt, kw, V + c0, dv, CR, ot + c0 * QG);
+            value_tile(pt, kw, V + c0, dv, CR, ot + c0 * QG, nz);
             continue;
         }
         for (size_t j = 0; j < kw; j++)
             for (size_t r = 0; r < CR; r++)
                 vt[j * CR + r] = V[j * dv + c0 + (r < cr ? r : cr - 1)];
-        value_tile(pt, kw, vt, CR, cr, ot + c0 * QG);
+        value_tile(pt, kw, vt, CR, cr, ot + c0 * QG, nz);
     }
 }
 
 /* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf;
- * mx: the lanes' block maxima. False when a seen score is not finite. */
+ * mx: the lanes' block maxima (-inf in registers past g->nz, which the
+ * micro-kernel did not write). False when a seen score is not finite. */
 static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
                       __m512 mx[NZ])
 {
@@ -170,7 +196,8 @@ static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group 
     __mmask16 bad = 0;
     for (int z = 0; z < NZ; z++)
         lim[z] = _mm512_castsi512_ps(g->lim[z]);
-    if (k0 + kw <= g->lim_min) {        /* every lane sees every key */
+    int nz = g->nz;
+    if (k0 + kw <= g->lim_min && nz == NZ) {    /* every lane sees every key */
         for (size_t j = 0; j < kw; j++) {
             const float *p = st + j * QG;
             __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16),
@@ -184,8 +211,8 @@ static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group 
     } else {
         for (size_t j = 0; j < kw; j++) {
             __m512i key = _mm512_set1_epi32((int32_t)(k0 + j));
-            __m512 v[NZ];
-            for (int z = 0; z < NZ; z++) {
+            __m512 v[NZ] = {ninf, ninf, ninf};
+            for (int z = 0; z < nz; z++) {
                 float *p = st + j * QG + 16 * z;
                 __mmask16 seen = _mm512_cmpgt_epi32_mask(_mm512_castps_si512(lim[z]), key);
                 v[z] = _mm512_mask_mov_ps(ninf, seen, _mm512_loadu_ps(p));
@@ -214,11 +241,13 @@ static __m512d hi_pd(__m512 x)
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
 }
 
-/* st [kw][QG] -> 2^(st - sh) in place, lane-wise; sum: the lanes' sums
- * (float over 8 keys, then double), lanes 0-7 / 8-15 of each register.
+/* st [kw][QG] -> 2^(st - sh) in place, lane-wise, in the first nz
+ * registers; sum: the lanes' sums (float over 8 keys, then double; 0 past
+ * nz), lanes 0-7 / 8-15 of each register.
  * Locals throughout: stores through st may alias arrays, which kept the
  * sums in memory. */
-static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 * NZ])
+static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 * NZ],
+                       int nz)
 {
     __m512 h0 = sh[0], h1 = sh[1], h2 = sh[2];
     __m512d d0 = _mm512_setzero_pd(), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;
@@ -228,14 +257,18 @@ static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 
         for (size_t j = j0; j < je; j++) {
             float *p = st + j * QG;
             __m512 e0 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p), h0));
-            __m512 e1 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 16), h1));
-            __m512 e2 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 32), h2));
             _mm512_storeu_ps(p, e0);
-            _mm512_storeu_ps(p + 16, e1);
-            _mm512_storeu_ps(p + 32, e2);
             a0 = _mm512_add_ps(a0, e0);
-            a1 = _mm512_add_ps(a1, e1);
-            a2 = _mm512_add_ps(a2, e2);
+            if (nz > 1) {
+                __m512 e1 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 16), h1));
+                _mm512_storeu_ps(p + 16, e1);
+                a1 = _mm512_add_ps(a1, e1);
+            }
+            if (nz > 2) {
+                __m512 e2 = simd_exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + 32), h2));
+                _mm512_storeu_ps(p + 32, e2);
+                a2 = _mm512_add_ps(a2, e2);
+            }
         }
         d0 = _mm512_add_pd(d0, lo_pd(a0));
         d1 = _mm512_add_pd(d1, hi_pd(a0));
@@ -270,7 +303,7 @@ static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g
         g->m[z] = mn;
     }
     __m512d s[2 * NZ];
-    block_exp2(st, kw, sh, s);
+    block_exp2(st, kw, sh, s, g->nz);
     for (int z = 0; z < NZ; z++) {
         g->l[2 * z] = _mm512_fmadd_pd(g->l[2 * z], lo_pd(alpha[z]), s[2 * z]);
         g->l[2 * z + 1] = _mm512_fmadd_pd(g->l[2 * z + 1], hi_pd(alpha[z]), s[2 * z + 1]);
@@ -278,16 +311,17 @@ static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g
     return true;
 }
 
-/* ot [dv][QG] *= alpha lane-wise, skipped when every alpha is 1. */
-static void rescale(float *ot, size_t dv, const __m512 alpha[NZ])
+/* ot [dv][QG] *= alpha lane-wise in the first nz registers, skipped when
+ * every alpha there is 1. */
+static void rescale(float *ot, size_t dv, const __m512 alpha[NZ], int nz)
 {
     __mmask16 ne = 0;
-    for (int z = 0; z < NZ; z++)
+    for (int z = 0; z < nz; z++)
         ne |= _mm512_cmp_ps_mask(alpha[z], _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
     if (!ne)
         return;
     for (size_t c = 0; c < dv; c++)
-        for (int z = 0; z < NZ; z++) {
+        for (int z = 0; z < nz; z++) {
             float *p = ot + c * QG + 16 * z;
             _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), alpha[z]));
         }
@@ -347,11 +381,11 @@ static bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t
     for (; k0 < ke; k0 += BC) {
         size_t kw = ke - k0 < BC ? ke - k0 : BC;
         __m512 alpha[NZ];
-        scores(qt, dk, K + k0 * dk, kw, st, kt);
+        scores(qt, dk, K + k0 * dk, kw, st, kt, g->nz);
         if (!block_softmax(st, kw, k0, g, alpha))
             return false;
-        rescale(ot, dv, alpha);
-        values(st, kw, V + k0 * dv, dv, ot, vt);
+        rescale(ot, dv, alpha, g->nz);
+        values(st, kw, V + k0 * dv, dv, ot, vt, g->nz);
     }
     return true;
 }

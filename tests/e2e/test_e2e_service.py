@@ -68,15 +68,25 @@ def test_metrics_count_requests_bytes_and_latency(attnd):
     for _ in range(3):
         assert attnd.post("/v1/attention", SEED).status == 200
     assert attnd.get("/nope").status == 404
-    after = attnd.get("/metrics")
+    k = dict(route="/v1/attention", code="200")
+    # A request is counted once its response has been sent (MHD's completion
+    # callback); a scrape on another connection, served by the other HTTP
+    # thread, can arrive a moment before the last one is counted.
+    deadline = time.monotonic() + 2
+    while True:
+        after = attnd.get("/metrics")
+        text = after.body.decode()
+        settled = (metric(text, "attnd_requests_total", **k) >= metric(before, "attnd_requests_total", **k) + 3
+                   and metric(text, "attnd_requests_in_flight") == 1)
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     assert after.status == 200 and after.headers["content-type"].startswith("text/plain")
-    text = after.body.decode()
     for n in ("attnd_requests_total", "attnd_request_duration_seconds", "attnd_requests_in_flight",
               "attnd_request_bytes_total", "attnd_response_bytes_total", "attnd_sessions",
               "attnd_kv_cache_bytes", "attnd_session_evictions_total",
               "attnd_session_expirations_total"):
         assert f"# TYPE {n} " in text and f"# HELP {n} " in text, n
-    k = dict(route="/v1/attention", code="200")
     assert metric(text, "attnd_requests_total", **k) == metric(before, "attnd_requests_total", **k) + 3
     assert metric(text, "attnd_request_bytes_total") >= metric(before, "attnd_request_bytes_total") + 3 * len(body)
     assert metric(text, "attnd_response_bytes_total") > metric(before, "attnd_response_bytes_total")
