@@ -1372,11 +1372,12 @@ TEST(output_only_scratch_independent_of_L)
 /* ---- the fused float32 kernel (core/attn_fused.c) ---------------------- */
 
 /* An output-only float32 case with plain scores (what the fused kernel
- * takes): shapes across its group (48 rows), micro-tile (8) and block (64
- * keys) edges, any causal mode, softmax variant, q/k/v bias and RoPE. */
+ * takes): shapes across its group (48 rows in 1, 2 or 3 registers of 16),
+ * micro-tile (8) and block (64 keys) edges, any causal mode, softmax
+ * variant, q/k/v bias and RoPE. */
 static void fused_case(struct tcase *c)
 {
-    static const size_t rows[] = {5, 47, 48, 49, 97, 130};
+    static const size_t rows[] = {5, 20, 47, 48, 49, 80, 97, 130};
     static const size_t keys[] = {1, 7, 8, 63, 64, 65, 129, 200};
     static const size_t dims[] = {1, 3, 8, 9, 16, 33, 64};
     static const size_t heads[][2] = {{1, 1}, {2, 1}, {3, 3}};
@@ -1385,7 +1386,7 @@ static void fused_case(struct tcase *c)
     size_t hi = rng_u64() % 3;
     c->h = heads[hi][0];
     c->h_kv = heads[hi][1];
-    c->n = rng_pick(rows, 6);
+    c->n = rng_pick(rows, 8);
     c->L = rng_pick(keys, 8);
     c->dk = rng_pick(dims, 7);
     c->dv = rng_pick(dims, 7);
