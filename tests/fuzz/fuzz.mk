@@ -23,7 +23,7 @@ FUZZ_CC       ?= clang
 FUZZ_NAMES    := request base64 sessions persist numbers
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                  -fno-omit-frame-pointer
-FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN) \
+FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 -march=native $(WARN) $(FUZZ_SAN) \
                  -fsanitize=fuzzer-no-link -DATTND_VERSION='"$(VERSION)"' -I. \
                  $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_OBJ      := $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(API_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
