@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/attn.h"
+#include "core/attn_fused.h"
 
 void api_ops_healthz(struct api_call *c)
 {
@@ -54,9 +55,10 @@ void api_ops_info(struct api_call *c)
     blas = blas_text;
 
     api_reply_json(c, 200, json_pack(
-        "{s:s, s:s, s:{s:i}, s:{s:o, s:o, s:o, s:f}, s:b, s:b}",
+        "{s:s, s:s, s:s, s:{s:i}, s:{s:o, s:o, s:o, s:f}, s:b, s:b}",
         "version", cfg->version ? cfg->version : ATTND_VERSION,
         "blas", blas,
+        "fused_kernel", attn_fused_available() ? "avx512" : "none",
         "threads", "workers", cfg->workers,
         "limits",
         "max_body_bytes", size_json(cfg->max_body_bytes),

@@ -53,6 +53,7 @@ def test_info_reports_configuration():
         assert info["limits"]["max_elements"] == 12345
         assert info["limits"]["max_body_bytes"] == 2 * 1024 * 1024
         assert "blas" in info and info["blas"]
+        assert info["fused_kernel"] in ("avx512", "none")   # test_attn checks which
 
 
 def metric(text, name, **labels):
