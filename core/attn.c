@@ -471,7 +471,7 @@ static bool attn_fused_pass(const struct attn_request *r, const struct attn_win 
 {
 #ifdef ATTN_HAVE_FUSED
     return attn_flash(r, w) && r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask &&
-           !r->params.alibi && r->shape.L <= INT32_MAX;
+           !r->params.alibi && r->shape.L <= INT32_MAX && attn_fused_available();
 #else
     (void)r, (void)w;
     return false;

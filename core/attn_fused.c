@@ -34,6 +34,11 @@
 
 #ifdef ATTN_HAVE_FUSED
 
+/* Every function here is compiled for AVX-512 whatever the build's -march
+ * (a portable build, e.g. the Docker image's, still carries the kernel);
+ * core/attn.c calls in only when attn_fused_available() says the CPU has it. */
+#define FUSED_FN __attribute__((target("avx512f,avx512dq")))
+
 #define QG 48           /* query rows per group */
 #define NZ 3            /* registers per group (16 lanes each) */
 #define KR 8            /* keys per score micro-tile */
@@ -52,7 +57,7 @@ struct fused_group {
 };
 
 /* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
-static void pack_queries(const float *q, size_t rows, size_t dk, float scale2, float *qt)
+static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float scale2, float *qt)
 {
     memset(qt, 0, dk * QG * sizeof(float));
     for (size_t t = 0; t < rows; t++)
@@ -62,7 +67,7 @@ static void pack_queries(const float *q, size_t rows, size_t dk, float scale2, f
 
 /* Lanes past `rows` (queries 0) get the largest limit, so they never make
  * a block take the masked path; their results are dropped. */
-static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
+static FUSED_FN void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
 {
     int32_t lv[QG];
     g->lim_min = (size_t)-1;
@@ -88,7 +93,7 @@ static void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
  * first `rows` rows are written. Always inlined: each caller has one of the
  * strides constant (scores bs = 1, values rs = 1), which keeps the eight
  * broadcasts on one index register instead of eight pointers to advance. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline, target("avx512f,avx512dq"))) void
 rank1_tile(const float *p, size_t count, const float *b, size_t rs, size_t bs, bool add,
            size_t rows, float *out, int nz)
 {
@@ -127,7 +132,7 @@ rank1_tile(const float *p, size_t count, const float *b, size_t rs, size_t bs, b
 /* rank1_tile for nz = 1, 2 or 3 registers of lanes: one specialised copy
  * each (a group of fewer than 33 rows does a third or two thirds of the
  * multiply-adds, not all of them). */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline, target("avx512f,avx512dq"))) void
 rank1_tile_nz(const float *p, size_t count, const float *b, size_t rs, size_t bs, bool add,
               size_t rows, float *out, int nz)
 {
@@ -142,7 +147,7 @@ rank1_tile_nz(const float *p, size_t count, const float *b, size_t rs, size_t bs
 /* K [kw][dk] (row stride dk) -> st [kw][QG] = K · qt: 8 keys a tile, each
  * key's row broadcast element by element against qt [dk][QG]. A last tile
  * of fewer keys goes through kt [KR][dk]: its rows, the last one repeated. */
-static void scores(const float *qt, size_t dk, const float *K, size_t kw, float *st,
+static FUSED_FN void scores(const float *qt, size_t dk, const float *K, size_t kw, float *st,
                    float *kt, int nz)
 {
     size_t j0 = 0;
@@ -158,7 +163,7 @@ static void scores(const float *qt, size_t dk, const float *K, size_t kw, float 
 
 /* pt [kw][QG] weights, v: value rows of stride vs, columns [0, CR) ->
  * ot [cr][QG] += Σ_j v[j][r] · pt[j] for rows r < cr. */
-static void value_tile(const float *pt, size_t kw, const float *v, size_t vs, size_t cr,
+static FUSED_FN void value_tile(const float *pt, size_t kw, const float *v, size_t vs, size_t cr,
                        float *ot, int nz)
 {
     rank1_tile_nz(pt, kw, v, 1, vs, true, cr, ot, nz);
@@ -167,7 +172,7 @@ static void value_tile(const float *pt, size_t kw, const float *v, size_t vs, si
 /* pt [kw][QG], V [kw][dv] -> ot [dv][QG] += Vᵀ · pt. The last columns, when
  * dv is not a multiple of CR, go through vt [kw][CR]: a copy of them with
  * the last one repeated, so the micro-tile never reads past a row. */
-static void values(const float *pt, size_t kw, const float *V, size_t dv, float *ot,
+static FUSED_FN void values(const float *pt, size_t kw, const float *V, size_t dv, float *ot,
                    float *vt, int nz)
 {
     for (size_t c0 = 0; c0 < dv; c0 += CR) {
@@ -186,7 +191,7 @@ static void values(const float *pt, size_t kw, const float *V, size_t dv, float 
 /* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf;
  * mx: the lanes' block maxima (-inf in registers past g->nz, which the
  * micro-kernel did not write). False when a seen score is not finite. */
-static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
+static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
                       __m512 mx[NZ])
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -231,12 +236,12 @@ static bool block_max(float *st, size_t kw, size_t k0, const struct fused_group 
 }
 
 /* lanes lo/hi of x as doubles */
-static __m512d lo_pd(__m512 x)
+static FUSED_FN __m512d lo_pd(__m512 x)
 {
     return _mm512_cvtps_pd(_mm512_castps512_ps256(x));
 }
 
-static __m512d hi_pd(__m512 x)
+static FUSED_FN __m512d hi_pd(__m512 x)
 {
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
 }
@@ -246,7 +251,7 @@ static __m512d hi_pd(__m512 x)
  * nz), lanes 0-7 / 8-15 of each register.
  * Locals throughout: stores through st may alias arrays, which kept the
  * sums in memory. */
-static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 * NZ],
+static FUSED_FN void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 * NZ],
                        int nz)
 {
     __m512 h0 = sh[0], h1 = sh[1], h2 = sh[2];
@@ -288,7 +293,7 @@ static void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m512d sum[2 
 /* One key block: st [kw][QG] scores of keys k0.. -> 2^(s - m_new) in
  * place; m, l updated; alpha = 2^(m_old - m_new) per lane (0 where m_old
  * was -inf). False when a seen score is not finite. */
-static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g,
+static FUSED_FN bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g,
                           __m512 alpha[NZ])
 {
     __m512 mx[NZ], sh[NZ];
@@ -313,7 +318,7 @@ static bool block_softmax(float *st, size_t kw, size_t k0, struct fused_group *g
 
 /* ot [dv][QG] *= alpha lane-wise in the first nz registers, skipped when
  * every alpha there is 1. */
-static void rescale(float *ot, size_t dv, const __m512 alpha[NZ], int nz)
+static FUSED_FN void rescale(float *ot, size_t dv, const __m512 alpha[NZ], int nz)
 {
     __mmask16 ne = 0;
     for (int z = 0; z < nz; z++)
@@ -328,7 +333,7 @@ static void rescale(float *ot, size_t dv, const __m512 alpha[NZ], int nz)
 }
 
 /* The group's lanes -> O [rows][dv], m [rows], l [rows]. */
-static void unpack(const float *ot, const struct fused_group *g, size_t rows, size_t dv,
+static FUSED_FN void unpack(const float *ot, const struct fused_group *g, size_t rows, size_t dv,
                    float *O, float *m, double *l)
 {
     float mv[QG];
@@ -348,7 +353,7 @@ static void unpack(const float *ot, const struct fused_group *g, size_t rows, si
 
 bool attn_fused_available(void)
 {
-    return true;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 }
 
 /* Floats of one group's state in the scratch (64-byte multiple). */
@@ -367,14 +372,14 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
 #define ATTN_FUSED_KV_BYTES ((size_t)256 << 10)
 #endif
 
-static size_t superblock_keys(size_t d_k, size_t d_v)
+static FUSED_FN size_t superblock_keys(size_t d_k, size_t d_v)
 {
     size_t ks = ATTN_FUSED_KV_BYTES / ((d_k + d_v) * sizeof(float)) / BC * BC;
     return ks > BC ? ks : BC;
 }
 
 /* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g. */
-static bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
+static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
                        size_t ke, const float *K, const float *V, size_t dk, size_t dv,
                        float *st, float *vt, float *kt)
 {
@@ -390,9 +395,9 @@ static bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t
     return true;
 }
 
-bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                     const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
-                     double *l, float *scratch)
+FUSED_FN bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale,
+                              const float *K, const float *V, size_t d_v, const int32_t *lim,
+                              float *O, float *m, double *l, float *scratch)
 {
     size_t ng = (nb + QG - 1) / QG, all = 0, ks = superblock_keys(d_k, d_v);
     float scale2 = (float)(scale * M_LOG2E);    /* scores in base 2 */
@@ -421,7 +426,7 @@ bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const f
     return true;
 }
 
-#else /* no AVX-512: core/attn.c keeps its gemm loop */
+#else /* not x86-64 with gcc or clang: core/attn.c keeps its gemm loop */
 
 bool attn_fused_available(void)
 {

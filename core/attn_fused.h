@@ -14,11 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__x86_64__)
+/* The kernel is compiled on x86-64 with gcc or clang (for AVX-512, by
+ * function attributes, whatever -march says) and used where the CPU runs it. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define ATTN_HAVE_FUSED 1
 #endif
 
-/* True when this build has the kernel (the target has AVX-512F and DQ). */
+/* True when the kernel is built in and this CPU has AVX-512F and DQ. */
 bool attn_fused_available(void);
 
 #ifdef ATTN_HAVE_FUSED

@@ -10,12 +10,16 @@
 #ifndef ATTND_CORE_SIMD512_H
 #define ATTND_CORE_SIMD512_H
 
-#if defined(__AVX512F__) && defined(__x86_64__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+/* Compiled for AVX-512 whatever the build's -march, so that the fused
+ * kernel of a portable build can use them (after checking the CPU). */
+#define SIMD512_FN static inline __attribute__((target("avx512f,avx512dq")))
 
 /* c[0]·x^(n-1) + ... + c[n-1], by Horner's rule with fused multiply-adds
  * (n is a constant at every call, and the loop is unrolled). */
-static inline __m512 simd_horner(__m512 x, const float *c, int n)
+SIMD512_FN __m512 simd_horner(__m512 x, const float *c, int n)
 {
     __m512 p = _mm512_set1_ps(c[0]);
 #pragma GCC unroll 8
@@ -28,7 +32,7 @@ static inline __m512 simd_horner(__m512 x, const float *c, int n)
  * Cephes expf's reduction and polynomial (relative error about 1e-7), 2^n
  * applied by scalef, which also flushes results below the float range to
  * 0. exp16(0) is exactly 1. */
-static inline __m512 simd_exp16(__m512 x)
+SIMD512_FN __m512 simd_exp16(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
     __m512 nf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -46,7 +50,7 @@ static inline __m512 simd_exp16(__m512 x)
  * x = n + f with n = round(x), |f| <= 1/2 (exact), 2^f by a degree-6
  * polynomial fitted for relative error (2e-9; about 1.7 ulp once evaluated
  * in float), 2^n by scalef. Below -151 the result rounds to 0. */
-static inline __m512 simd_exp2_16(__m512 x)
+SIMD512_FN __m512 simd_exp2_16(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-151.0f));
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
