@@ -465,17 +465,24 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
     return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
 }
 
-/* The pass goes through core/attn_fused.c: key-blocked, float32, plain
- * scores (no attention bias, mask or ALiBi; causal limits are per row). */
-static bool attn_fused_pass(const struct attn_request *r, const struct attn_win *w)
+/* core/attn_fused.c takes the request's scores: float32, plain (no
+ * attention bias, mask or ALiBi; causal limits are per row), and the CPU
+ * runs the kernel. */
+static bool attn_fused_scores(const struct attn_request *r)
 {
 #ifdef ATTN_HAVE_FUSED
-    return attn_flash(r, w) && r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask &&
-           !r->params.alibi && r->shape.L <= INT32_MAX && attn_fused_available();
+    return r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask && !r->params.alibi &&
+           r->shape.L <= INT32_MAX && attn_fused_available();
 #else
-    (void)r, (void)w;
+    (void)r;
     return false;
 #endif
+}
+
+/* The pass goes through core/attn_fused.c: key-blocked, fused scores. */
+static bool attn_fused_pass(const struct attn_request *r, const struct attn_win *w)
+{
+    return attn_flash(r, w) && attn_fused_scores(r);
 }
 
 /* Row tiles of the fused pass: 4 groups of 48 rows. Small enough that a
@@ -498,8 +505,7 @@ static bool fused_keys_f32(const struct attn_request *r, size_t row0, size_t nb,
                            const float *qb, const float *K, const float *V, float *S,
                            float *O, float *m, double *l, enum core_status *st)
 {
-    struct attn_win whole = {0, r->shape.L, NULL};
-    if (!attn_fused_pass(r, &whole))
+    if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
         return false;
     int32_t lim[ATTN_FLASH_ROWS];
     for (size_t t = 0; t < nb; t++) {
@@ -694,6 +700,8 @@ static enum core_status forward_kv_serial(const struct attn_request *r,
     size_t pb_keys = attn_flash(r, w) && w->kw > ATTN_FLASH_KEYS ? ATTN_FLASH_KEYS : w->kw;
     size_t pb_bytes = need_pb ? B * pb_keys * esz : 0;
 #ifdef ATTN_HAVE_FUSED
+    /* the larger of the two: a score the fused kernel cannot take sends the
+     * tile on to flash_keys, which needs its [B][keys] block */
     size_t fused = attn_fused_scratch_floats(B, s->d_k, s->d_v) * sizeof(float);
     if (attn_fused_pass(r, w) && pb_bytes < fused)
         pb_bytes = fused;

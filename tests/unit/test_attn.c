@@ -1046,6 +1046,18 @@ static bool same_bytes(const void *a, const void *b, size_t n)
     return memcmp(a, b, n) == 0;
 }
 
+/* Largest |a - b| over the output of two passes of case c. */
+static double max_output_diff(const struct tcase *c, const struct tcore *a,
+                              const struct tcore *b)
+{
+    double worst = 0;
+    for (size_t x = 0; x < c->h * c->n * c->dv; x++) {
+        double d = fabs(get_val(a->output, x, c->dt) - get_val(b->output, x, c->dt));
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
 /* Output only (tiled through scratch) == all outputs (weights materialised)
  * within rounding, and the scratch stays O(tile·L), not O(n·L). */
 TEST(tiled_output_equals_materialised)
@@ -1064,12 +1076,8 @@ TEST(tiled_output_equals_materialised)
         size_t esz = attn_dtype_size(c.dt), bytes = attn_ws_bytes(ws);
         /* the tiled path scales output rows instead of weights: equal within
          * rounding (|v| <= 1, so absolute tolerances) */
-        double tol = c.dt == ATTN_F64 ? 1e-14 : 1e-6, worst = 0;
-        for (size_t x = 0; x < 2 * 150 * 5; x++) {
-            double d = fabs(get_val(full.output, x, c.dt) - get_val(tiled.output, x, c.dt));
-            worst = d > worst ? d : worst;
-        }
-        CHECK(worst <= tol);
+        double tol = c.dt == ATTN_F64 ? 1e-14 : 1e-6;
+        CHECK(max_output_diff(&c, &full, &tiled) <= tol);
         CHECK(bytes < 2 * 150 * 9000 * esz / 4);   /* well below n·L per head */
         /* a second pass reuses the scratch: no growth */
         CHECK_EQ_INT(attn_forward(&tiled.req, &tiled.in, &tiled.out, ws), CORE_OK);
@@ -1441,12 +1449,7 @@ TEST(fused_equals_materialised_large)
         tcore_init(&c, &fused);
         CHECK_EQ_INT(attn_forward(&full.req, &full.in, &full.out, NULL), CORE_OK);
         CHECK_EQ_INT(attn_forward(&fused.req, &fused.in, &fused.out, NULL), CORE_OK);
-        double worst = 0;
-        for (size_t x = 0; x < 2 * 700 * 67; x++) {
-            double d = fabs(get_val(full.output, x, c.dt) - get_val(fused.output, x, c.dt));
-            worst = d > worst ? d : worst;
-        }
-        CHECK(worst <= 1e-6);
+        CHECK(max_output_diff(&c, &full, &fused) <= 1e-6);
         CHECK_EQ_INT(fused.out.n_empty, full.out.n_empty);
         CHECK(same_bytes(fused.empty, full.empty, 2 * 700));
         tcore_free(&full);
