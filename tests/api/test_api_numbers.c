@@ -3,9 +3,10 @@
  * shortest round-trip printing (random float64 bit patterns and a sampled
  * sweep over every float32 exponent and sign, read back with strtod /
  * strtof, checked to be minimal and the closest of the shortest), the
- * JavaScript-style layout, fixed digits, JSON number grammar,
- * base64 (RFC 4648 vectors, padding and alphabet errors), the capped
- * buffer, and matrix writers.
+ * JavaScript-style layout (each output re-laid out from its own digits and
+ * checked equal, over random bits and every decade), fixed digits, JSON
+ * number grammar, base64 (RFC 4648 vectors, padding and alphabet errors),
+ * the capped buffer, and matrix writers.
  */
 #include <float.h>
 #include <math.h>
@@ -117,14 +118,66 @@ static int json_number_ok(const char *s)
     return *s == '\0';
 }
 
+/* The text JavaScript's Number-to-String gives for the digits and the
+ * decimal exponent of number text s (any layout): s must equal it. */
+static int js_layout_ok(const char *s)
+{
+    char d[64], ref[64], *o = ref;
+    const char *t = s;
+    int n = 0, point = 0, seen_point = 0, started = 0, e = 0, i;
+
+    if (*t == '-')
+        *o++ = *t++;
+    for (; *t && *t != 'e'; t++) {          /* value = 0.d * 10^point */
+        if (*t == '.') {
+            seen_point = 1;
+        } else if (*t == '0' && !started) {
+            point -= seen_point;
+        } else {
+            started = 1;
+            d[n++] = *t;
+            point += !seen_point;
+        }
+    }
+    if (*t == 'e')
+        e = atoi(t + 1);
+    while (n && d[n - 1] == '0') {
+        n--;
+    }
+    if (n == 0)
+        return strcmp(s, "0") == 0 || strcmp(s, "-0") == 0;
+    e += point - 1;                         /* scientific exponent */
+    if (e >= -6 && e < 21) {
+        if (e < 0) {
+            o += sprintf(o, "0.");
+            for (i = 0; i < -e - 1; i++)
+                *o++ = '0';
+            o += sprintf(o, "%.*s", n, d);
+        } else if (n <= e + 1) {
+            o += sprintf(o, "%.*s", n, d);
+            for (i = n; i < e + 1; i++)
+                *o++ = '0';
+        } else {
+            o += sprintf(o, "%.*s.%.*s", e + 1, d, n - e - 1, d + e + 1);
+        }
+    } else {
+        o += sprintf(o, "%c", d[0]);
+        if (n > 1)
+            o += sprintf(o, ".%.*s", n - 1, d + 1);
+        o += sprintf(o, "e%c%d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    }
+    *o = '\0';
+    return strcmp(s, ref) == 0;
+}
+
 static int f64_ok(double x, int *bad_minimal)
 {
     char out[API_NUM_MAX], shorter[400];
     size_t n = api_fmt_f64(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || strtod(out, NULL) != x ||
-        (p > 0 && !closest(out, x, p, 0)))
+    if (n != strlen(out) || !json_number_ok(out) || !js_layout_ok(out) ||
+        strtod(out, NULL) != x || (p > 0 && !closest(out, x, p, 0)))
         return 0;
     /* minimal: one digit fewer does not read back */
     if (p > 1) {
@@ -141,8 +194,8 @@ static int f32_ok(float x, int *bad_minimal)
     size_t n = api_fmt_f32(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || strtof(out, NULL) != x ||
-        (p > 0 && !closest(out, (double)x, p, 1)))
+    if (n != strlen(out) || !json_number_ok(out) || !js_layout_ok(out) ||
+        strtof(out, NULL) != x || (p > 0 && !closest(out, (double)x, p, 1)))
         return 0;
     if (p > 1) {
         snprintf(shorter, sizeof shorter, "%.*g", p - 1, (double)x);
@@ -205,6 +258,32 @@ TEST(f64_special_values)
     CHECK_STR(out, "null");
     api_fmt_f64(out, NAN, 0);
     CHECK_STR(out, "null");
+}
+
+/* Random bit patterns are mostly far from 1: every decade the plain
+ * layouts cover (and a few past each end), with full-length mantissas and
+ * with short decimals (k / 10^m, integers), both signs. */
+TEST(f64_every_decade)
+{
+    int bad = 0, not_minimal = 0, e, i;
+
+    for (e = -10; e <= 24; e++) {
+        for (i = 0; i < 2000; i++) {
+            double u = (double)(rng() >> 11) / 9007199254740992.0;   /* [0,1) */
+            double x = (1 + 9 * u) * pow(10, e);
+            double y = (double)(rng() % 100000) * pow(10, e - (int)(rng() % 6));
+            if (i & 1) {
+                x = -x;
+                y = -y;
+            }
+            if ((!f64_ok(x, &not_minimal) || !f64_ok(y, &not_minimal)) && bad++ < 5)
+                printf("  f64 %.17g / %.17g: wrong text\n", x, y);
+            if (!f32_ok((float)x, &not_minimal) && bad++ < 5)
+                printf("  f32 %.9g: wrong text\n", (double)(float)x);
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(not_minimal, 0);
 }
 
 /* Every sign and exponent of float32, with sampled mantissas, plus the
@@ -452,6 +531,7 @@ int main(void)
 {
     RUN(f64_random_round_trip);
     RUN(f64_special_values);
+    RUN(f64_every_decade);
     RUN(f32_sampled_sweep);
     RUN(f32_known);
     RUN(fixed_digits);
