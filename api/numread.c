@@ -303,10 +303,13 @@ static inline int list_next(const char **pp, const char *end)
     return 1;
 }
 
-/* Room for one more number: false when over max_count or out of memory. */
+/* Room for one more number: false when over max_count or out of memory.
+ * The first block is 64 numbers (512 bytes), within glibc's per-thread
+ * cache of small chunks: a small request's three arrays then cost three
+ * cheap allocations instead of three 2 KiB ones from the shared bins. */
 static bool np_grow(struct np *s)
 {
-    size_t cap = s->cap ? s->cap * 2 : 256;
+    size_t cap = s->cap ? s->cap * 2 : 64;
     double *d;
 
     if (cap > s->max)

@@ -41,6 +41,9 @@ __m256d _ZGVdN4v_exp(__m256d x);
  * is written for exactly 16). */
 #define ATTN_CHUNK 16
 _Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
+/* A half chunk after the whole ones: small heads (d = 8, 24, ...) take one
+ * vector step there instead of a scalar loop. */
+#define ATTN_HALF (ATTN_CHUNK / 2)
 /* Tiles of at most this many query rows use plain loops instead of gemm
  * (decode is memory-bound; see tests/bench/bench_core.c). */
 #ifndef ATTN_LOOP_ROWS

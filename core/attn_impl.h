@@ -11,7 +11,8 @@
  * faster max_finite for T) and ATTN_FLASH_FUSED (flash_keys by another
  * kernel when it applies), and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
- * attn_head_slope, ATTN_CHUNK, ATTN_LOOP_ROWS, ATTN_TILE_MAX, vexp_shift_SFX).
+ * attn_head_slope, ATTN_CHUNK, ATTN_HALF, ATTN_LOOP_ROWS, ATTN_TILE_MAX,
+ * vexp_shift_SFX).
  *
  * With a causal mask, a tile's products stop at the last key any of its rows
  * may see (Lt columns instead of L): about half the work of a causal prefill.
@@ -126,6 +127,11 @@ static T FN(dot)(const T *restrict a, const T *restrict b, size_t d)
     for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
         for (size_t u = 0; u < ATTN_CHUNK; u++)
             acc[u] += a[c + u] * b[c + u];
+    if (c + ATTN_HALF <= d) {               /* d = 8, 24, ...: one vector more */
+        for (size_t u = 0; u < ATTN_HALF; u++)
+            acc[u] += a[c + u] * b[c + u];
+        c += ATTN_HALF;
+    }
     for (; c < d; c++)
         acc[c % ATTN_CHUNK] += a[c] * b[c];
     /* pairwise, each step a fixed-length loop the compiler vectorises */
@@ -148,6 +154,12 @@ static void FN(axpy4)(T *restrict o, const T *w, const T *restrict x, size_t ld,
         for (size_t u = 0; u < ATTN_CHUNK; u++)
             o[c + u] += (w0 * x0[c + u] + w1 * x1[c + u]) +
                         (w2 * x2[c + u] + w3 * x3[c + u]);
+    if (c + ATTN_HALF <= d) {
+        for (size_t u = 0; u < ATTN_HALF; u++)
+            o[c + u] += (w0 * x0[c + u] + w1 * x1[c + u]) +
+                        (w2 * x2[c + u] + w3 * x3[c + u]);
+        c += ATTN_HALF;
+    }
     for (; c < d; c++)
         o[c] += (w0 * x0[c] + w1 * x1[c]) + (w2 * x2[c] + w3 * x3[c]);
 }
@@ -159,6 +171,11 @@ static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
     for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
         for (size_t u = 0; u < ATTN_CHUNK; u++)
             o[c + u] += w * x[c + u];
+    if (c + ATTN_HALF <= d) {
+        for (size_t u = 0; u < ATTN_HALF; u++)
+            o[c + u] += w * x[c + u];
+        c += ATTN_HALF;
+    }
     for (; c < d; c++)
         o[c] += w * x[c];
 }

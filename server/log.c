@@ -103,6 +103,17 @@ static void put_esc(struct line *l, const char *s)
         char e[6];
         const char *out = e;
         size_t n = 1, w;
+        const unsigned char *q = p;
+        while (*q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\')
+            q++;                            /* a run of plain ASCII: copied at once */
+        if (q != p) {
+            size_t run = (size_t)(q - p), room = str_room(l);
+            put(l, (const char *)p, run < room ? run : room);
+            if (run > room)
+                return;
+            p = q;
+            continue;
+        }
         if (*p == '"' || *p == '\\') {
             e[0] = '\\';
             e[1] = (char)*p;
