@@ -260,6 +260,33 @@ TEST(f64_special_values)
     CHECK_STR(out, "null");
 }
 
+/* The float64 classes random bits rarely reach, each through both of
+ * api/dtoa.c's algorithms and their boundaries: subnormals, the powers of
+ * two and their neighbours (where the interval is narrower below), the
+ * smallest and largest exponents. */
+TEST(f64_edge_classes)
+{
+    int bad = 0, not_minimal = 0, i;
+
+    for (i = 0; i < 40000; i++) {
+        uint64_t r = rng(), sign = r & (1ull << 63), bits;
+        uint64_t e = 1 + (rng() % 2046), m = rng() & 0xFFFFFFFFFFFFFull;
+        double x;
+        switch (i % 5) {
+        case 0: bits = sign | m; break;                         /* subnormal */
+        case 1: bits = sign | e << 52 | (rng() % 3); break;     /* 2^k and above */
+        case 2: bits = sign | e << 52 | (0xFFFFFFFFFFFFFull - rng() % 3); break;
+        case 3: bits = sign | (1 + rng() % 3) << 52 | m; break;  /* smallest normals */
+        default: bits = sign | (2046 - rng() % 3) << 52 | m; break;
+        }
+        memcpy(&x, &bits, sizeof x);
+        if (!f64_ok(x, &not_minimal) && bad++ < 5)
+            printf("  f64 %.17g (%016llx): wrong text\n", x, (unsigned long long)bits);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(not_minimal, 0);
+}
+
 /* Random bit patterns are mostly far from 1: every decade the plain
  * layouts cover (and a few past each end), with full-length mantissas and
  * with short decimals (k / 10^m, integers), both signs. */
@@ -532,6 +559,7 @@ int main(void)
     RUN(f64_random_round_trip);
     RUN(f64_special_values);
     RUN(f64_every_decade);
+    RUN(f64_edge_classes);
     RUN(f32_sampled_sweep);
     RUN(f32_known);
     RUN(fixed_digits);
