@@ -31,9 +31,11 @@
  *     wider; tests that need an exact count wait for
  *     attnd_connections_open first (tests/e2e/test_e2e_transport.py).
  *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32,
- *     pool of 2): the kernel's loopback TCP ~38% (sendmsg wakes the wrk
- *     thread, which then preempts ours), api_handle ~30% (~50k
- *     instructions), libc malloc/memset/strlen ~17%, MHD ~7%.
+ *     pool of 2, 2026-12-01): the kernel's loopback TCP ~47% (sendmsg
+ *     wakes the wrk thread, which then preempts ours), api_handle ~25%
+ *     (~47k instructions: printing ~17k, reading ~13k), libc
+ *     malloc/memset/strlen ~13%, MHD ~7%; ~13 us of CPU per request
+ *     against the hello's 5.7 (tests/bench/ab_http.sh).
  *   - tiny POST /v1/attention requests are answered on the MHD thread
  *     (answer_inline: bounded by body and response size, see there): the
  *     three hops to the pool and back cost more than the request.
