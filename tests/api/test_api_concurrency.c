@@ -34,6 +34,11 @@ static const struct req_case cases[] = {
     {"GET", "/v1/info", NULL},
     {"OPTIONS", "/v1/attention", NULL},
     {"GET", "/nope", NULL},
+    /* bodies of q, k, v only: the fast reader takes them whole and the
+     * shared placeholder trees (api/reply.c) are built and reused */
+    {"POST", "/v1/attention", "{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]]}"},
+    {"POST", "/v1/attention", "{\"v\":[[1],[2]],\"q\":[[0,1]],\"k\":[[1,0],[0,1]]}"},
+    {"POST", "/v1/attention", "{\"q\":[[1,0]],\"k\":[[1,0]]}"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -127,6 +132,9 @@ TEST(concurrency_expected_answers)
     CHECK_EQ_INT(expected[6].status, 200);
     CHECK_EQ_INT(expected[7].status, 204);
     CHECK_EQ_INT(expected[8].status, 404);
+    CHECK_EQ_INT(expected[9].status, 200);
+    CHECK_EQ_INT(expected[10].status, 200);
+    CHECK_EQ_INT(expected[11].status, 422);
 }
 
 TEST(concurrency_same_answers)

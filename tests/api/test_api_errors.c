@@ -161,6 +161,46 @@ TEST(error_table)
     }
 }
 
+/* Bodies of q, k, v only are read whole by the fast reader, and their
+ * placeholder trees are shared per set of keys present (api/reply.c):
+ * each subset, in turns, must still be answered as its own. */
+TEST(whole_bodies_by_key_set)
+{
+    static const struct {
+        const char *body, *missing;     /* NULL: answered 200 */
+    } seq[] = {
+        {"{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]]}", NULL},
+        {"{\"q\":[[1,0]],\"k\":[[1,0],[0,1]]}", "/v"},
+        {"{\"k\":[[1,0],[0,1]],\"v\":[[1],[2]]}", "/q"},
+        {"{\"q\":[[1,0]]}", "/k"},
+        {"{\"q\":[[1,0]],\"v\":[[1],[2]]}", "/k"},
+        {"{\"v\":[[1],[2]],\"k\":[[1,0],[0,1]],\"q\":[[0,1]]}", NULL},
+        {"{\"k\":[[1,0],[0,1]]}", "/q"},
+    };
+    size_t round, i;
+
+    for (round = 0; round < 2; round++)
+        for (i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+            struct api_response r;
+            json_t *j, *msg;
+
+            t_call(&ctx, "POST", "/v1/attention", seq[i].body, &r);
+            if (!seq[i].missing) {
+                CHECK_EQ_INT(r.status, 200);
+                api_response_free(&r);
+                continue;
+            }
+            CHECK_EQ_INT(r.status, 422);
+            CHECK_STR(t_err_code(&r), "invalid_field");
+            CHECK_STR(t_err_path(&r), seq[i].missing);
+            j = t_json(&r);
+            msg = json_object_get(json_object_get(j, "error"), "message");
+            CHECK(msg && strstr(json_string_value(msg), "missing") != NULL);
+            json_decref(j);
+            api_response_free(&r);
+        }
+}
+
 TEST(limit_exceeded_path)
 {
     struct api_response r;
@@ -348,6 +388,7 @@ int main(void)
 {
     t_ctx_init(&ctx);
     RUN(error_table);
+    RUN(whole_bodies_by_key_set);
     RUN(limit_exceeded_path);
     RUN(media_types);
     RUN(empty_body);
