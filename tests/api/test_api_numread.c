@@ -3,7 +3,8 @@
  * jansson (the differential check issue 9 asks for), deterministic so it
  * runs in `make test`:
  *  - generated arrays in many textual forms (integers, -0, fractions,
- *    exponents, 17+ digit mantissas, whitespace) and thousands of random
+ *    -?D.F with 1-10 fraction digits, exponents, 17+ digit mantissas,
+ *    whitespace) and thousands of random
  *    byte mutations of them: the reader takes a text exactly when jansson
  *    parses it to a rectangular numeric array of finite values (rank 1..3,
  *    no empty level), and then every value is bit-identical (but for the
@@ -61,7 +62,7 @@ static void gen_number(char *out, size_t cap)
         "100000000000000000000000", "0e0", "-0e-0", "5e-324", "2e-323"};
     uint64_t r = rng();
 
-    switch (r % 4) {
+    switch (r % 5) {
     case 0:
         snprintf(out, cap, "%s", fixed[(r >> 8) % (sizeof fixed / sizeof fixed[0])]);
         break;
@@ -78,6 +79,15 @@ static void gen_number(char *out, size_t cap)
         snprintf(out, cap, "%lld", (long long)(rng() >> ((r >> 8) % 64)) *
                                    ((r >> 20) & 1 ? -1 : 1));
         break;
+    case 3: {                               /* -?D.F, numread's commonest form */
+        int m = (int)(1 + (r >> 8) % 10), i;  /* 1..10 fraction digits */
+        size_t n = (size_t)snprintf(out, cap, "%s%d.", (r >> 12) & 1 ? "-" : "",
+                                    (int)((r >> 13) % 10));
+        for (i = 0; i < m && n + 1 < cap; i++)
+            out[n++] = (char)('0' + rng() % 10);
+        out[n] = '\0';
+        break;
+    }
     default:
         snprintf(out, cap, "%s%llu.%llue%s%d", (r >> 8) & 1 ? "-" : "",
                  (unsigned long long)(rng() % 100000),
@@ -180,7 +190,13 @@ TEST(fixed_texts_agree)
         "[NaN]", "[1 2]", "[1,2", "[1,2]]", "[true]", "[null]", "[\"1\"]", "[1e999]",
         "[-1e999]", "[ 1 , 2 ]", "[\t1\n,\r2 ]", "[-0]", "[-0.0]", "[1E2]", "[1e-2]",
         "[123456789012345678901234567890]", "[0.1e1]", "[1]x", "[1] ", "[[1,2],[3,4]] ",
-        "[1\x00]", "[1,\xff]"};
+        "[1\x00]", "[1,\xff]",
+        /* the -?D.F form at its edges: 1 and 8 fraction digits, 9 (too many
+         * for one word), a space or an exponent before the delimiter, a
+         * non-digit inside, the end of the text */
+        "[0.5,-0.5,9.99999999,-9.99999999,1.000000001]", "[1.5 ,2.25\n]",
+        "[1.5e3,2.5E-1]", "[1.2x4,5]", "[1.5,-0.0]", "[[0.12345678],[-1.2]]",
+        "[1.5", "[1.23456789]", "[1.2.3]", "[1.-2]"};
     size_t i;
 
     for (i = 0; i < sizeof texts / sizeof texts[0]; i++)
