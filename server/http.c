@@ -79,7 +79,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 
-#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 32 KiB pool bounds them anyway */
+#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
 #define BODY_INITIAL_CAP 4096
 /* Body buffers up to this size are kept with the request struct for the
  * next request (req_free): a malloc and free of the body per request
@@ -817,11 +817,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
-        /* MHD's default 32 KiB: headers, and the read buffer uploads come
-         * through (8 KiB a recv with 16 KiB: 1.4 MB base64 bodies measured
-         * 10-14% slower; MHD zeroes the pool per request, 16 KiB more of it
-         * is ~1% of a small request, within noise) */
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,  /* 1: no pool, one thread */
         MHD_OPTION_END);
