@@ -53,11 +53,12 @@ static int flog2pow10(int e)
     return (int)(((int64_t)e * 913124641741LL) >> 38);
 }
 
-/* ---- the table g(k) = floor(10^-k / 2^r) + 1, 2^125 <= g - 1 < 2^126 --- */
+/* ---- the tables: Schubfach's g(k) = floor(10^-k / 2^r) + 1, 2^125 <= g - 1
+ * < 2^126, and Dragonbox's c(k) ----------------------------------------- */
 
 #define G_KMIN (-324)
 #define G_KMAX 292
-#define BIG_LIMBS 40            /* 1280 bits: 10^324 needs 1077 */
+#define BIG_LIMBS 40            /* 1280 bits: 10^326 needs 1083 */
 
 static uint64_t g_hi[G_KMAX - G_KMIN + 1];     /* g >> 63 */
 static uint64_t g_lo[G_KMAX - G_KMIN + 1];     /* g & (2^63 - 1) */
@@ -67,10 +68,10 @@ static uint64_t g_lo[G_KMAX - G_KMIN + 1];     /* g & (2^63 - 1) */
  * exponent e. */
 #define D_KMIN (-290)
 #define D_KMAX 326
-static uint64_t d_hi[D_KMAX - D_KMIN + 1];
-static uint64_t d_lo[D_KMAX - D_KMIN + 1];
+static uint64_t d_hi[D_KMAX - D_KMIN + 1];     /* c >> 64 */
+static uint64_t d_lo[D_KMAX - D_KMIN + 1];     /* c & (2^64 - 1) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static atomic_bool g_ready;     /* set (release) once the table is built */
+static atomic_bool g_ready;     /* set (release) once both tables are built */
 
 struct big {
     uint32_t w[BIG_LIMBS];      /* little-endian limbs, zero from n on */
@@ -184,7 +185,7 @@ static void g_init(void)
     atomic_store_explicit(&g_ready, true, memory_order_release);
 }
 
-/* The table, built on first use; after that one load instead of a call
+/* The tables, built on first use; after that one load instead of a call
  * into pthread_once per number. */
 static inline void g_ensure(void)
 {
@@ -270,7 +271,8 @@ static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint
 /*
  * Dragonbox (J. Jeon, "Dragonbox: A New Floating-Point Binary-to-Decimal
  * Conversion Algorithm", 2020), for x = c 2^e with a symmetric interval:
- * the same decimal as Schubfach (shortest, then closest, ties to even c)
+ * the same decimal as Schubfach (shortest, then closest, a tie to the even
+ * decimal significand)
  * from one 64 x 128-bit product instead of three. With kappa = 2, z is the
  * interval's upper end scaled to about 19 digits; z / 1000 is the answer
  * when its multiple of 1000 stays inside the interval (width delta), else
@@ -278,8 +280,9 @@ static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint
  * are needed only on exact ties of their comparisons (rare).
  */
 
-/* Bit 64 - beta of the 192-bit c(k) * two_f (its parity) and whether the
- * bits below it are all zero (the product an integer). */
+/* The parity of the integer part of c(k) * two_f / 2^(128 - beta) (bit
+ * 128 - beta of the 192-bit product) and whether the 64 bits below it are
+ * zero (an integer, as far as the algorithm needs: Dragonbox's own test). */
 struct d_parity {
     bool odd, integer;
 };
@@ -453,7 +456,8 @@ static size_t dec_text(char *out, bool neg, struct dec d)
     *o = '-';
     o += neg;
     if (exp10 < 0 && exp10 >= -6 && n <= 17 && n >= 17 + exp10) {
-        /* 0.000ddd with 16 or 17 digits, most numbers in (-1, 1): the
+        /* 0.000ddd with up to 17 digits, at least 17 + exp10 of them (so
+         * 16-17 digits for 0.ddd: most numbers in (-1, 1)): the
          * blocks go straight to their places (right-aligned, any leading
          * zeros of the middle one landing on the prefix's zeros). Reading
          * them back from buf at an offset across three stores would stall

@@ -94,7 +94,10 @@ struct api_pre;     /* api/numread.h */
  * named in keys (NULL-terminated, e.g. {"q","k","v",NULL}) that are plain
  * numeric arrays are read straight into *pre (free with api_pre_free) and
  * stand as 0 in the returned tree; give pre to the readers
- * (api_read_tensor_pre, api_read_attention_pre). Errors are exactly those of api_parse_body().
+ * (api_read_tensor_pre, api_read_attention_pre). Errors are exactly those
+ * of api_parse_body(). The tree is a new reference for json_decref; when
+ * the fast reader took the whole body it is a shared one that must not be
+ * modified (json_decref on it is a no-op).
  */
 json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
                            struct api_pre *pre);

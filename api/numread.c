@@ -6,10 +6,14 @@
  * from Clinger's exact fast path (at most 19 digits, mantissa <= 2^53,
  * |exponent| <= 22: one correctly rounded multiplication or division of
  * exact doubles) or else from strtod on the validated text, so every value
- * is the correctly rounded one, as jansson's. The common short forms
- * (-?I and -?I.F without exponent) are read a word of 8 bytes at a time
- * first (num_fast); anything else takes the byte-by-byte grammar. Assumes
- * the "C" LC_NUMERIC locale for strtod (the daemon never calls setlocale).
+ * is the correctly rounded one, as jansson's. In an array, each element's
+ * delimiter is found first by a 16-byte scan (next_delim), so consecutive
+ * elements do not wait on each other's digits; the commonest element,
+ * -?D.F with up to 8 fraction digits, then takes one word load (leaf_fast),
+ * the other short forms (-?I and -?I.F without exponent) a word of 8 bytes
+ * at a time (num_fast), and anything else the byte-by-byte grammar.
+ * Assumes the "C" LC_NUMERIC locale for strtod (the daemon never calls
+ * setlocale).
  */
 #include "api/numread.h"
 

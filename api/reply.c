@@ -392,17 +392,23 @@ static json_t *pre_tree_build(const struct api_pre *pre)
  * atomic on a shared cache line, and json_decref by the caller stays
  * right. Building it per request was ~2k instructions with its
  * json_delete, a twentieth of a small request's api_handle. The trees live
- * until exit. Bodies outside the table get a tree of their own.
+ * until exit. The table belongs to the first keys list it is used with
+ * (one caller's static array); bodies of other lists, or outside the table,
+ * get a tree of their own.
  */
 #define PRE_TREE_KEYS 4
 static _Atomic(json_t *) pre_trees[1u << PRE_TREE_KEYS];
+static _Atomic(const char *const *) pre_trees_keys;
 
 static json_t *pre_tree(const char *const *keys, const struct api_pre *pre)
 {
     unsigned mask = 0;
     size_t i, k;
     json_t *t, *none = NULL;
+    const char *const *owner = NULL;
 
+    if (!atomic_compare_exchange_strong(&pre_trees_keys, &owner, keys) && owner != keys)
+        return pre_tree_build(pre);         /* the table is another list's */
     for (i = 0; i < pre->n; i++) {
         for (k = 0; k < PRE_TREE_KEYS && keys[k]; k++)
             if (strcmp(keys[k], pre->e[i].path + 1) == 0)

@@ -121,8 +121,8 @@ struct srv_http {
     _Atomic(struct req *) spare;    /* one freed request kept for the next */
     pthread_mutex_t spare_mu;       /* guards spare_body */
     struct {
-        char *p;
-        size_t cap;
+        char *p;                    /* a freed body buffer, or NULL */
+        size_t cap;                 /* its size */
     } spare_body[SPARE_BODIES];     /* large body buffers for the next ones */
     size_t spare_bytes;             /* their sum, <= SPARE_BYTES_MAX */
     size_t body_budget;             /* cap on body_bytes */
@@ -185,7 +185,7 @@ static bool budget_take(struct srv_http *h, size_t n)
 }
 
 /* A large body buffer into a free spare slot; false when none is free or
- * the slots hold SPARE_BYTES_MAX already. */
+ * it would take the slots past SPARE_BYTES_MAX. */
 static bool spare_body_put(struct srv_http *h, char *p, size_t cap)
 {
     bool kept = false;
@@ -201,8 +201,9 @@ static bool spare_body_put(struct srv_http *h, char *p, size_t cap)
     return kept;
 }
 
-/* The smallest spare buffer of at least need bytes (its size in *cap), or
- * NULL. */
+/* The smallest spare buffer of need to 2 * need bytes (its size in *cap),
+ * or NULL: a small upload does not take (and charge the budget for) a
+ * buffer many times its size. */
 static char *spare_body_take(struct srv_http *h, size_t need, size_t *cap)
 {
     char *p = NULL;
@@ -210,6 +211,7 @@ static char *spare_body_take(struct srv_http *h, size_t need, size_t *cap)
     pthread_mutex_lock(&h->spare_mu);
     for (size_t i = 0; i < SPARE_BODIES; i++)
         if (h->spare_body[i].p && h->spare_body[i].cap >= need &&
+            h->spare_body[i].cap / 2 <= need &&
             (best == SPARE_BODIES || h->spare_body[i].cap < h->spare_body[best].cap))
             best = i;
     if (best < SPARE_BODIES) {
@@ -254,16 +256,13 @@ static bool body_reserve(struct req *r, size_t cap)
     if (r->cap == 0 && cap > KEEP_BODY_MAX) {
         size_t sc;
         char *sp = spare_body_take(r->h, cap, &sc);
-        if (sp) {
-            if (!budget_take(r->h, sc)) {
-                if (!spare_body_put(r->h, sp, sc))
-                    free(sp);
-                return false;
-            }
+        if (sp && budget_take(r->h, sc)) {
             r->body = sp;
             r->cap = sc;
             return true;
         }
+        if (sp && !spare_body_put(r->h, sp, sc))   /* over budget: try cap alone */
+            free(sp);
     }
     if (!budget_take(r->h, cap - r->cap))
         return false;
