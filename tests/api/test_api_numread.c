@@ -498,6 +498,49 @@ TEST(bodies_agree_mutated)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* The placeholder trees of wholly fast-read bodies are shared, but only
+ * for the first keys list they serve (api/reply.c): a second list, with
+ * other names at the same positions, must still get its own names. */
+TEST(whole_body_trees_per_keys_list)
+{
+    static const char *const qkv[] = {"q", "k", "v", NULL}, *const other[] = {"x", "y", NULL};
+    static const char *const *const lists[] = {qkv, other};
+    static const char *const texts[] = {"{\"q\":[[1,0]],\"k\":[[1,0]]}",
+                                        "{\"x\":[1,2],\"y\":[3]}"};
+    int round, i;
+
+    for (round = 0; round < 2; round++)
+        for (i = 0; i < 2; i++) {
+            struct api_request req;
+            struct api_response resp;
+            struct api_call c;
+            struct api_pre pre;
+            json_t *root;
+
+            memset(&req, 0, sizeof req);
+            memset(&resp, 0, sizeof resp);
+            memset(&c, 0, sizeof c);
+            memset(&pre, 0, sizeof pre);
+            req.method = "POST";
+            req.path = "/v1/attention";
+            req.header = t_header_fn;
+            req.header_arg = (void *)t_json_headers;
+            req.body = texts[i];
+            req.body_len = strlen(texts[i]);
+            c.ctx = &ctx;
+            c.req = &req;
+            c.resp = &resp;
+            root = api_parse_body_pre(&c, lists[i], &pre);
+            CHECK(root != NULL);
+            CHECK_EQ_INT(json_object_size(root), 2);
+            CHECK(json_object_get(root, lists[i][0]) != NULL);
+            CHECK(json_object_get(root, lists[i][1]) != NULL);
+            json_decref(root);
+            api_pre_free(&pre);
+            api_response_free(&resp);
+        }
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -507,5 +550,6 @@ int main(void)
     RUN(bodies_agree_fixed);
     RUN(bodies_agree_mutated);
     RUN(bodies_agree_base64);
+    RUN(whole_body_trees_per_keys_list);
     TEST_MAIN_END();
 }
