@@ -85,10 +85,11 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
 
 void api_attention(struct api_call *c)
 {
-    static const char *const fast_keys[] = {"q", "k", "v", NULL};
+    static const char *const qkv[] = {"q", "k", "v", NULL};
+    static struct api_fast_keys fast_keys = {.names = qkv};
     struct api_attention_req a;
     struct api_pre pre;
-    json_t *body = api_parse_body_pre(c, fast_keys, &pre);
+    json_t *body = api_parse_body_pre(c, &fast_keys, &pre);
     bool ok;
 
     if (!body)

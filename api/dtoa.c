@@ -226,8 +226,7 @@ struct dec {
 };
 
 /* x = c 2^q (c = C_MIN with q > Q_MIN: the interval is asymmetric). */
-static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint64_t c,
-                                                                 int dk)
+static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint64_t c)
 {
     const uint64_t c_min = 1ull << 52;
     uint64_t out = c & 1, cb = c << 2, cbr = cb + 2, cbl;
@@ -260,11 +259,11 @@ static inline __attribute__((always_inline)) struct dec to_decimal64(int q, uint
         bool uin = vbl + out <= s << 2;
         bool win = (t << 2) + out <= vbr;
         if (uin != win)
-            return (struct dec){uin ? s : t, k + dk};
+            return (struct dec){uin ? s : t, k};
     }
     {
         int64_t cmp = (int64_t)(vb - ((s + t) << 1));
-        return (struct dec){cmp < 0 || (cmp == 0 && (s & 1) == 0) ? s : t, k + dk};
+        return (struct dec){cmp < 0 || (cmp == 0 && (s & 1) == 0) ? s : t, k};
     }
 }
 
@@ -330,7 +329,7 @@ static inline __attribute__((always_inline)) struct dec d_decimal64(int e, uint6
     return (struct dec){f, minus_k + 2};
 }
 
-static struct dec to_decimal32(int q, uint32_t c, int dk)
+static struct dec to_decimal32(int q, uint32_t c)
 {
     const uint32_t c_min = 1u << 23;
     uint32_t out = c & 1;
@@ -363,11 +362,11 @@ static struct dec to_decimal32(int q, uint32_t c, int dk)
         bool uin = vbl + out <= s << 2;
         bool win = (t << 2) + out <= vbr;
         if (uin != win)
-            return (struct dec){uin ? s : t, k + dk};
+            return (struct dec){uin ? s : t, k};
     }
     {
         int32_t cmp = (int32_t)(vb - ((s + t) << 1));
-        return (struct dec){cmp < 0 || (cmp == 0 && (s & 1) == 0) ? s : t, k + dk};
+        return (struct dec){cmp < 0 || (cmp == 0 && (s & 1) == 0) ? s : t, k};
     }
 }
 
@@ -566,7 +565,7 @@ size_t api_dtoa_f64(char *out, double x)
         if (mq > 0 && mq < 53 && ((c >> mq) << mq) == c)
             return dec_text(out, neg, (struct dec){c >> mq, 0});   /* integer */
         if (t == 0 && bq > 1)                   /* a power of two: narrower below */
-            return dec_text(out, neg, to_decimal64(-mq, c, 0));
+            return dec_text(out, neg, to_decimal64(-mq, c));
         return dec_text(out, neg, d_decimal64(-mq, c));
     }
     if (t == 0)
@@ -596,11 +595,11 @@ size_t api_dtoa_f32(char *out, float x)
         uint32_t c = (1u << 23) | t;
         if (mq > 0 && mq < 24 && ((c >> mq) << mq) == c)
             return dec_text(out, neg, (struct dec){c >> mq, 0});
-        return dec_text(out, neg, to_decimal32(-mq, c, 0));
+        return dec_text(out, neg, to_decimal32(-mq, c));
     }
     if (t == 0)
         return zero_text(out, neg);
     if (t < TINY_F32)
         return tiny_text(out, (double)x, true);
-    return dec_text(out, neg, to_decimal32(-149, t, 0));
+    return dec_text(out, neg, to_decimal32(-149, t));
 }

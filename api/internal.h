@@ -89,17 +89,27 @@ json_t *api_parse_body_optional(struct api_call *c);
 
 struct api_pre;     /* api/numread.h */
 
+/* The members api_parse_body_pre reads fast, and the trees it shares for
+ * bodies made of nothing else (one per subset of the first
+ * API_FAST_KEYS_SHARED names, built at first use, kept until exit). One
+ * static per call site: {.names = (a NULL-terminated static array)}. */
+#define API_FAST_KEYS_SHARED 4
+struct api_fast_keys {
+    const char *const *names;
+    _Atomic(json_t *) trees[1u << API_FAST_KEYS_SHARED];
+};
+
 /*
  * api_parse_body() with the fast numeric reader: the top-level members
- * named in keys (NULL-terminated, e.g. {"q","k","v",NULL}) that are plain
- * numeric arrays are read straight into *pre (free with api_pre_free) and
- * stand as 0 in the returned tree; give pre to the readers
- * (api_read_tensor_pre, api_read_attention_pre). Errors are exactly those
- * of api_parse_body(). The tree is a new reference for json_decref; when
- * the fast reader took the whole body it is a shared one that must not be
- * modified (json_decref on it is a no-op).
+ * named in keys->names (e.g. {"q","k","v",NULL}) that are plain numeric
+ * arrays are read straight into *pre (free with api_pre_free) and stand as
+ * 0 in the returned tree; give pre to the readers (api_read_tensor_pre,
+ * api_read_attention_pre). Errors are exactly those of api_parse_body().
+ * The tree is a new reference for json_decref; when the fast reader took
+ * the whole body it is one of keys->trees, which must not be modified
+ * (json_decref on it is a no-op).
  */
-json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
+json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
                            struct api_pre *pre);
 
 /*

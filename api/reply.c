@@ -383,46 +383,38 @@ static json_t *pre_tree_build(const struct api_pre *pre)
 }
 
 /*
- * The same tree, shared: it depends only on which of the caller's keys are
- * present, and nobody modifies it (the readers look members up), so one
- * per subset of the first PRE_TREE_KEYS keys is built at first use and
- * published with a compare-and-swap. It is made immortal the way jansson's
- * own true/false/null are, a reference count of (size_t)-1 (jansson.h's
- * json_incref/json_decref then leave it alone), so handing it out is no
- * atomic on a shared cache line, and json_decref by the caller stays
- * right. Building it per request was ~2k instructions with its
- * json_delete, a twentieth of a small request's api_handle. The trees live
- * until exit. The table belongs to the first keys list it is used with
- * (one caller's static array); bodies of other lists, or outside the table,
- * get a tree of their own.
+ * The same tree, shared: it depends only on which of the keys are present,
+ * and nobody modifies it (the readers look members up), so keys->trees
+ * holds one per subset of the first API_FAST_KEYS_SHARED names, built at
+ * first use and published with a compare-and-swap. It is made immortal the
+ * way jansson's own true/false/null are, a reference count of (size_t)-1
+ * (jansson.h's json_incref/json_decref then leave it alone), so handing it
+ * out is no atomic on a shared cache line, and json_decref by the caller
+ * stays right. Building it per request was ~2k instructions with its
+ * json_delete, a twentieth of a small request's api_handle. Bodies outside
+ * the table get a tree of their own.
  */
-#define PRE_TREE_KEYS 4
-static _Atomic(json_t *) pre_trees[1u << PRE_TREE_KEYS];
-static _Atomic(const char *const *) pre_trees_keys;
-
-static json_t *pre_tree(const char *const *keys, const struct api_pre *pre)
+static json_t *pre_tree(struct api_fast_keys *keys, const struct api_pre *pre)
 {
+    const char *const *names = keys->names;
     unsigned mask = 0;
     size_t i, k;
     json_t *t, *none = NULL;
-    const char *const *owner = NULL;
 
-    if (!atomic_compare_exchange_strong(&pre_trees_keys, &owner, keys) && owner != keys)
-        return pre_tree_build(pre);         /* the table is another list's */
     for (i = 0; i < pre->n; i++) {
-        for (k = 0; k < PRE_TREE_KEYS && keys[k]; k++)
-            if (strcmp(keys[k], pre->e[i].path + 1) == 0)
+        for (k = 0; k < API_FAST_KEYS_SHARED && names[k]; k++)
+            if (strcmp(names[k], pre->e[i].path + 1) == 0)
                 break;
-        if (k == PRE_TREE_KEYS || !keys[k] || (mask & 1u << k))
+        if (k == API_FAST_KEYS_SHARED || !names[k] || (mask & 1u << k))
             return pre_tree_build(pre);
         mask |= 1u << k;
     }
-    if ((t = atomic_load(&pre_trees[mask])))
+    if ((t = atomic_load(&keys->trees[mask])))
         return t;
     if (!(t = pre_tree_build(pre)))
         return NULL;
     t->refcount = (size_t)-1;               /* before it is published */
-    if (!atomic_compare_exchange_strong(&pre_trees[mask], &none, t)) {
+    if (!atomic_compare_exchange_strong(&keys->trees[mask], &none, t)) {
         t->refcount = 1;
         json_decref(t);                     /* another thread's is in */
         t = none;
@@ -430,7 +422,7 @@ static json_t *pre_tree(const char *const *keys, const struct api_pre *pre)
     return t;
 }
 
-json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
+json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
                            struct api_pre *pre)
 {
     const struct api_request *r = c->req;
@@ -446,7 +438,7 @@ json_t *api_parse_body_pre(struct api_call *c, const char *const *keys,
     if (r->body_len == 0 || !r->body ||
         !media_type_ok(api_header(c, "Content-Type")))
         return parse_body(c, false);
-    if (!(text = api_pre_rewrite(r->body, r->body_len, keys, max,
+    if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max,
                                  API_MAX_JSON_DEPTH, pre, &len))) {
         if (pre->whole && (root = pre_tree(keys, pre)))
             return root;        /* nothing left for jansson to read */

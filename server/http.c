@@ -190,7 +190,8 @@ static bool spare_body_put(struct srv_http *h, char *p, size_t cap)
 {
     bool kept = false;
     pthread_mutex_lock(&h->spare_mu);
-    for (size_t i = 0; i < SPARE_BODIES && !kept && cap <= SPARE_BYTES_MAX - h->spare_bytes; i++)
+    bool room = cap <= SPARE_BYTES_MAX - h->spare_bytes;
+    for (size_t i = 0; room && i < SPARE_BODIES && !kept; i++)
         if (!h->spare_body[i].p) {
             h->spare_body[i].p = p;
             h->spare_body[i].cap = cap;

@@ -249,30 +249,39 @@ static void outcome_free(struct outcome *o)
         api_attention_req_free(&o->a);
 }
 
+/* A POST /v1/attention call of body (len bytes) with JSON headers, into
+ * c over the caller's req and resp (free resp with api_response_free). */
+static void call_init(struct api_call *c, struct api_request *req,
+                      struct api_response *resp, const char *body, size_t len)
+{
+    memset(req, 0, sizeof *req);
+    memset(resp, 0, sizeof *resp);
+    memset(c, 0, sizeof *c);
+    req->method = "POST";
+    req->path = "/v1/attention";
+    req->header = t_header_fn;
+    req->header_arg = (void *)t_json_headers;
+    req->body = body;
+    req->body_len = len;
+    c->ctx = &ctx;
+    c->req = req;
+    c->resp = resp;
+}
+
 static void read_body(const char *body, size_t len, int fast, struct outcome *o)
 {
-    static const char *const keys[] = {"q", "k", "v", NULL};
+    static const char *const qkv[] = {"q", "k", "v", NULL};
+    static struct api_fast_keys keys = {.names = qkv};
     struct api_request req;
     struct api_response resp;
     struct api_call c;
     struct api_pre pre;
     json_t *root;
 
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    memset(&c, 0, sizeof c);
+    call_init(&c, &req, &resp, body, len);
     memset(o, 0, sizeof *o);
-    req.method = "POST";
-    req.path = "/v1/attention";
-    req.header = t_header_fn;
-    req.header_arg = (void *)t_json_headers;
-    req.body = body;
-    req.body_len = len;
-    c.ctx = &ctx;
-    c.req = &req;
-    c.resp = &resp;
     memset(&pre, 0, sizeof pre);
-    root = fast ? api_parse_body_pre(&c, keys, &pre) : api_parse_body(&c);
+    root = fast ? api_parse_body_pre(&c, &keys, &pre) : api_parse_body(&c);
     if (root) {
         o->ok = fast ? api_read_attention_pre(&c, root, &pre, &o->a)
                      : api_read_attention(&c, root, &o->a);
@@ -498,13 +507,13 @@ TEST(bodies_agree_mutated)
     CHECK_EQ_INT(bad, 0);
 }
 
-/* The placeholder trees of wholly fast-read bodies are shared, but only
- * for the first keys list they serve (api/reply.c): a second list, with
- * other names at the same positions, must still get its own names. */
+/* The placeholder trees of wholly fast-read bodies are shared per keys
+ * list (struct api_fast_keys): a second list, with other names at the same
+ * positions, must get its own names, every time. */
 TEST(whole_body_trees_per_keys_list)
 {
-    static const char *const qkv[] = {"q", "k", "v", NULL}, *const other[] = {"x", "y", NULL};
-    static const char *const *const lists[] = {qkv, other};
+    static const char *const qkv[] = {"q", "k", "v", NULL}, *const xy[] = {"x", "y", NULL};
+    static struct api_fast_keys lists[] = {{.names = qkv}, {.names = xy}};
     static const char *const texts[] = {"{\"q\":[[1,0]],\"k\":[[1,0]]}",
                                         "{\"x\":[1,2],\"y\":[3]}"};
     int round, i;
@@ -517,24 +526,13 @@ TEST(whole_body_trees_per_keys_list)
             struct api_pre pre;
             json_t *root;
 
-            memset(&req, 0, sizeof req);
-            memset(&resp, 0, sizeof resp);
-            memset(&c, 0, sizeof c);
+            call_init(&c, &req, &resp, texts[i], strlen(texts[i]));
             memset(&pre, 0, sizeof pre);
-            req.method = "POST";
-            req.path = "/v1/attention";
-            req.header = t_header_fn;
-            req.header_arg = (void *)t_json_headers;
-            req.body = texts[i];
-            req.body_len = strlen(texts[i]);
-            c.ctx = &ctx;
-            c.req = &req;
-            c.resp = &resp;
-            root = api_parse_body_pre(&c, lists[i], &pre);
+            root = api_parse_body_pre(&c, &lists[i], &pre);
             CHECK(root != NULL);
             CHECK_EQ_INT(json_object_size(root), 2);
-            CHECK(json_object_get(root, lists[i][0]) != NULL);
-            CHECK(json_object_get(root, lists[i][1]) != NULL);
+            CHECK(json_object_get(root, lists[i].names[0]) != NULL);
+            CHECK(json_object_get(root, lists[i].names[1]) != NULL);
             json_decref(root);
             api_pre_free(&pre);
             api_response_free(&resp);
