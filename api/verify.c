@@ -126,7 +126,7 @@ static bool read_options(struct api_call *c, const json_t *body,
                          size_t *budget, struct verify_req *r)
 {
     struct verify_input *in = &r->in;
-    struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v};
+    struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v, 1};
     bool given = false;
 
     if (!api_read_softmax(c, body, "", &in->softmax, &in->sink_logit) ||

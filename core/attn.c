@@ -11,6 +11,7 @@
  */
 #include "attn.h"
 #include "attn_fused.h"
+#include "rope.h"
 #include "simd512.h"
 
 #include <cblas.h>
@@ -586,6 +587,12 @@ static enum core_status check_params(const struct attn_request *r)
                     (p->rope_pairs != ATTN_ROPE_INTERLEAVED &&
                      p->rope_pairs != ATTN_ROPE_HALF)))
         return CORE_EINVAL;
+    if (!isfinite(p->softcap) || p->softcap < 0 || p->softcap > range)
+        return CORE_EINVAL;
+    if (p->softmax == ATTN_SOFTMAX_SINK && p->sink_logits)
+        for (size_t i = 0; i < r->shape.h; i++)
+            if (!isfinite(p->sink_logits[i]) || fabs(p->sink_logits[i]) > range)
+                return CORE_EINVAL;
     if (p->alibi && p->alibi_slopes)
         for (size_t i = 0; i < r->shape.h; i++)
             if (!isfinite(p->alibi_slopes[i]))
@@ -597,7 +604,47 @@ static enum core_status check_params(const struct attn_request *r)
         return CORE_EINVAL;
     if (r->outputs == 0 || (r->outputs & ~(unsigned)ATTN_OUT_ALL))
         return CORE_EINVAL;
+    const struct attn_window *w = &r->window;
+    if (w->on && w->sinks < 0)
+        return CORE_EINVAL;
     return CORE_OK;
+}
+
+/* An array of `batches` rows of `len` positions or segment ids: batches 1
+ * or B, and (positions) every entry >= 0. */
+static enum core_status check_ints(const int64_t *a, size_t batches, size_t B, size_t len,
+                                   bool nonneg)
+{
+    if (!a)
+        return CORE_OK;
+    if (batches != 1 && batches != B)
+        return CORE_ESHAPE;
+    for (size_t i = 0; nonneg && i < batches * len; i++)
+        if (a[i] < 0)
+            return CORE_EINVAL;
+    return CORE_OK;
+}
+
+/* Positions, segments and the head counts of attn_bias / mask. */
+static enum core_status check_layout(const struct attn_request *r)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t B = s->B ? s->B : 1;
+    if (r->attn_bias && r->attn_bias_heads != 1 && r->attn_bias_heads != s->h &&
+        r->attn_bias_heads != B * s->h)
+        return CORE_ESHAPE;
+    if (r->mask && r->mask_heads != 1 && r->mask_heads != s->h && r->mask_heads != B * s->h)
+        return CORE_ESHAPE;
+    if (!r->seg_q != !r->seg_k)
+        return CORE_EINVAL;
+    enum core_status st = check_ints(r->pos_q, r->pos_q_batches, B, s->n, true);
+    if (st == CORE_OK)
+        st = check_ints(r->pos_k, r->pos_k_batches, B, s->L, true);
+    if (st == CORE_OK)
+        st = check_ints(r->seg_q, r->seg_batches, B, s->n, false);
+    if (st == CORE_OK)
+        st = check_ints(r->seg_k, r->seg_batches, B, s->L, false);
+    return st;
 }
 
 enum core_status attn_check(const struct attn_request *r)
@@ -609,25 +656,25 @@ enum core_status attn_check(const struct attn_request *r)
         return CORE_ESHAPE;
     if (s->h % s->h_kv)
         return CORE_ESHAPE;
-    if (r->params.rope && s->d_k % 2)
-        return CORE_ESHAPE;
-    if (r->attn_bias && r->attn_bias_heads != 1 && r->attn_bias_heads != s->h)
-        return CORE_ESHAPE;
-    if (r->mask && r->mask_heads != 1 && r->mask_heads != s->h)
-        return CORE_ESHAPE;
+    enum core_status st = attn_rope_check(&r->params, s->d_k);
+    if (st != CORE_OK)
+        return st;
     /* Sizes: BLAS takes int dimensions; positions are int64_t. */
+    size_t B = s->B ? s->B : 1, hb, hkvb;
     if (!fits_int(s->L) || !fits_int(s->d_k) || !fits_int(s->d_v) ||
-        !fits_int(s->n) || s->h > (size_t)INT_MAX)
+        !fits_int(s->n) || !core_mul(s->h, B, &hb) || hb > (size_t)INT_MAX ||
+        !core_mul(s->h_kv, B, &hkvb))
         return CORE_ELIMIT;
     size_t esz = attn_dtype_size(r->params.dtype), hn;
-    if (!core_mul(s->h, s->n, &hn) || !bytes_ok(hn, s->d_k, 1, esz) ||
+    if (!core_mul(hb, s->n, &hn) || !bytes_ok(hn, s->d_k, 1, esz) ||
         !bytes_ok(hn, s->d_v, 1, esz) || !bytes_ok(hn, s->L, 1, esz) ||
-        !bytes_ok(s->h_kv, s->L, s->d_k, esz) ||
-        !bytes_ok(s->h_kv, s->L, s->d_v, esz) ||
+        !bytes_ok(hkvb, s->L, s->d_k, esz) ||
+        !bytes_ok(hkvb, s->L, s->d_v, esz) ||
         !bytes_ok(hn, s->L, 1, 1) ||
         !bytes_ok(ATTN_TILE_MAX, s->L + s->d_k, 1, esz))
         return CORE_ELIMIT;
-    return check_params(r);
+    st = check_layout(r);
+    return st == CORE_OK ? check_params(r) : st;
 }
 
 enum core_status attn_check_inputs(const struct attn_request *r,
@@ -651,10 +698,23 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
                      void *const *k_out, void *const *v_out)
 {
     if (p->dtype == ATTN_F32) {
-        prepare_k_f32(s, p, in, m, pos0, k_out);
+        prepare_k_f32(s, p, in, m, NULL, pos0, k_out);
         prepare_v_f32(s, in, m, v_out);
     } else {
-        prepare_k_f64(s, p, in, m, pos0, k_out);
+        prepare_k_f64(s, p, in, m, NULL, pos0, k_out);
+        prepare_v_f64(s, in, m, v_out);
+    }
+}
+
+void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
+                        const struct attn_inputs *in, size_t m, const int64_t *pos,
+                        void *const *k_out, void *const *v_out)
+{
+    if (p->dtype == ATTN_F32) {
+        prepare_k_f32(s, p, in, m, pos, 0, k_out);
+        prepare_v_f32(s, in, m, v_out);
+    } else {
+        prepare_k_f64(s, p, in, m, pos, 0, k_out);
         prepare_v_f64(s, in, m, v_out);
     }
 }
@@ -1000,12 +1060,12 @@ static enum core_status forward_ws(const struct attn_request *r,
     }
     if (p->dtype == ATTN_F32) {
         if (prep_k)
-            prepare_k_f32(s, p, in, s->L, 0, kp);
+            prepare_k_f32(s, p, in, s->L, NULL, 0, kp);
         if (prep_v)
             prepare_v_f32(s, in, s->L, vp);
     } else {
         if (prep_k)
-            prepare_k_f64(s, p, in, s->L, 0, kp);
+            prepare_k_f64(s, p, in, s->L, NULL, 0, kp);
         if (prep_v)
             prepare_v_f64(s, in, s->L, vp);
     }

@@ -47,6 +47,34 @@ enum attn_rope_pairs {
     ATTN_ROPE_HALF,             /* dims (i, i + d/2) */
 };
 
+/* RoPE frequency scalings (DESIGN.md "Rotary embedding, complete"). */
+enum attn_rope_scaling_type {
+    ATTN_ROPE_SCALING_NONE = 0,
+    ATTN_ROPE_SCALING_LINEAR,       /* f_i / factor */
+    ATTN_ROPE_SCALING_NTK,          /* base' = base * factor^(r/(r-2)) */
+    ATTN_ROPE_SCALING_LLAMA3,       /* Llama 3.1's wavelength bands */
+    ATTN_ROPE_SCALING_YARN,         /* YaRN ramp + attention factor */
+};
+
+struct attn_rope_scaling {
+    enum attn_rope_scaling_type type;
+    double factor;                  /* every type but NONE; > 0 */
+    double low_freq_factor;         /* llama3 */
+    double high_freq_factor;        /* llama3; > low_freq_factor */
+    double original_max_position;   /* llama3, yarn; > 0 */
+    double beta_fast, beta_slow;    /* yarn (the caller fills the defaults 32, 1) */
+    double attention_factor;        /* yarn; 0 = 0.1 ln(factor) + 1 */
+};
+
+/* Sliding window with attention sinks (DESIGN.md "Masks and scores"):
+ * key j is allowed when P_q(i) - left <= P_k(j) <= P_q(i) + right (a
+ * negative side is unbounded), or when P_k(j) < sinks. */
+struct attn_window {
+    bool on;
+    int64_t left, right;            /* < 0 = unbounded side */
+    int64_t sinks;                  /* >= 0 */
+};
+
 enum attn_empty_rows {
     ATTN_EMPTY_ZERO = 0,        /* weights 0, output 0, row flagged */
     ATTN_EMPTY_ERROR,           /* CORE_EEMPTYROW */
@@ -68,6 +96,10 @@ struct attn_shape {
     size_t L;       /* key/value rows per head */
     size_t d_k;     /* query/key width */
     size_t d_v;     /* value width */
+    size_t B;       /* batch elements; 0 or 1 = no batch. Arrays hold B
+                       consecutive elements: q [B][h][n][d_k],
+                       k [B][h_kv][L][d_k], v [B][h_kv][L][d_v], outputs
+                       [B][h][n][..], empty [B][h][n] */
 };
 
 /* What stays fixed for a session (and is per request when stateless). */
@@ -81,6 +113,11 @@ struct attn_params {
     enum attn_rope_pairs rope_pairs;
     bool alibi;                     /* add -slope_h * |pos_q - pos_k| */
     const double *alibi_slopes;     /* [h], or NULL for 2^(-8(i+1)/h) */
+    double softcap;                 /* c > 0: s = c·tanh(s/c) (step 5); 0 = off */
+    const double *sink_logits;      /* [h] per query head (ATTN_SOFTMAX_SINK),
+                                       or NULL: sink_logit for every head */
+    size_t rope_dims;               /* rotate the first r dims (even); 0 = d_k */
+    struct attn_rope_scaling rope_scaling;
 };
 
 /* Raw (unbiased, unrotated) input arrays, all of params.dtype, borrowed. */
@@ -103,10 +140,26 @@ struct attn_request {
     enum attn_causal causal;
     enum attn_empty_rows empty_rows;
     const void *attn_bias;          /* [attn_bias_heads][n][L] of dtype, -inf allowed, or NULL */
-    size_t attn_bias_heads;         /* 1 (every head) or h */
+    size_t attn_bias_heads;         /* 1 (every head), h or B·h */
     const uint8_t *mask;            /* [mask_heads][n][L], nonzero = may attend, or NULL */
-    size_t mask_heads;              /* 1 (every head) or h */
+    size_t mask_heads;              /* 1 (every head), h or B·h */
     unsigned outputs;               /* ATTN_OUT_* bits, at least one */
+    /* Explicit positions (DESIGN.md "Positions"), integers >= 0, or NULL
+     * for the defaults: [pos_q_batches][n], [pos_k_batches][L], each count
+     * 1 (every batch element) or B. */
+    const int64_t *pos_q;
+    size_t pos_q_batches;
+    const int64_t *pos_k;
+    size_t pos_k_batches;
+    /* Packed sequences: query i may attend key j only when seg_q[i] ==
+     * seg_k[j]; [seg_batches][n] / [seg_batches][L] (both or neither),
+     * seg_batches 1 or B. Default positions then count within a segment. */
+    const int64_t *seg_q;
+    const int64_t *seg_k;
+    size_t seg_batches;
+    struct attn_window window;
+    /* attn_bias_heads / mask_heads may be 1, h or B·h; bias_q_heads 1 or h,
+     * bias_k/v_heads 1 or h_kv, the same for every batch element. */
 };
 
 /*
@@ -179,9 +232,12 @@ const char *attn_blas_config(void);
 
 /*
  * Validate a request before anything is allocated: non-zero dimensions,
- * h % h_kv == 0, head counts of biases/masks, d_k even with RoPE, positive
- * finite scale/base, finite sink, outputs non-empty, and every element count
- * (inputs and outputs) free of overflow. Does not read array contents.
+ * h % h_kv == 0, head counts of biases/masks, rotated dims even and <= d_k,
+ * the RoPE scaling's parameters, positive finite scale/base, finite sinks,
+ * softcap >= 0, window sinks >= 0, batch counts of positions/segments 1 or
+ * B, positions >= 0, outputs non-empty, and every element count (inputs and
+ * outputs, times B) free of overflow. Of the arrays it reads only the
+ * positions (and the per-head sinks / slopes).
  * CORE_ESHAPE: a zero dimension or a head count that does not fit;
  * CORE_ELIMIT: a byte count overflows, or L, n, d_k, d_v or h exceed
  * INT_MAX (BLAS takes int); CORE_EINVAL: a bad option value (with float32,
@@ -207,6 +263,11 @@ enum core_status attn_check_inputs(const struct attn_request *r,
 void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
                      const struct attn_inputs *in, size_t m, int64_t pos0,
                      void *const *k_out, void *const *v_out);
+
+/* attn_prepare_kv with row r at position pos[r] (pos [m], each >= 0). */
+void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
+                        const struct attn_inputs *in, size_t m, const int64_t *pos,
+                        void *const *k_out, void *const *v_out);
 
 /*
  * Errors of attn_forward_kv / attn_forward: those of the checks above;

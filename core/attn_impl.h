@@ -35,23 +35,31 @@
 
 #define FN(name) ATTN_CAT(name, SFX)
 
-/* x [rows][d] rotated in place, row r at position pos0 + r (DESIGN.md RoPE). */
-static void FN(rope_rows)(T *x, size_t rows, size_t d, int64_t pos0,
-                          double base, enum attn_rope_pairs pairs)
+/* x [rows][d] rotated in place (DESIGN.md RoPE): the first r dims of row t
+ * at position pos[t] (pos0 + t when pos is NULL), scaled frequencies, and
+ * YaRN's factor on the rotated dims. */
+static void FN(rope_rows)(T *x, size_t rows, size_t d, const int64_t *pos, int64_t pos0,
+                          const struct attn_params *p)
 {
-    size_t half = d / 2;
-    /* Pairs outer, rows inner: one pow() per pair, not per element. */
+    size_t r = attn_rope_dims(p, d), half = r / 2;
+    double ms = attn_rope_mscale(p);
+    /* Pairs outer, rows inner: one frequency per pair, not per element. */
     for (size_t i = 0; i < half; i++) {
-        double theta = pow(base, -2.0 * (double)i / (double)d);
-        size_t a = pairs == ATTN_ROPE_HALF ? i : 2 * i;
-        size_t b = pairs == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
-        for (size_t r = 0; r < rows; r++) {
-            double ang = (double)(pos0 + (int64_t)r) * theta;
-            double c = cos(ang), s = sin(ang);
-            T *row = x + r * d;
+        double theta = attn_rope_inv_freq(p, r, i);
+        size_t a = p->rope_pairs == ATTN_ROPE_HALF ? i : 2 * i;
+        size_t b = p->rope_pairs == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
+        for (size_t t = 0; t < rows; t++) {
+            double ang = (double)(pos ? pos[t] : pos0 + (int64_t)t) * theta;
+            double c = cos(ang), sn = sin(ang);
+            T *row = x + t * d;
             double xa = row[a], xb = row[b];
-            row[a] = (T)(xa * c - xb * s);
-            row[b] = (T)(xa * s + xb * c);
+            double ya = xa * c - xb * sn, yb = xa * sn + xb * c;
+            if (ms != 1) {
+                ya *= ms;
+                yb *= ms;
+            }
+            row[a] = (T)ya;
+            row[b] = (T)yb;
         }
     }
 }
@@ -73,8 +81,8 @@ static void FN(add_bias_rows)(const T *src, const T *bias, size_t m, size_t d,
 
 /* k_in [h_kv][m][d_k] -> k_out[g] [m][d_k]: + bias_k, RoPE at pos0 + r. */
 static void FN(prepare_k)(const struct attn_shape *s, const struct attn_params *p,
-                          const struct attn_inputs *in, size_t m, int64_t pos0,
-                          void *const *k_out)
+                          const struct attn_inputs *in, size_t m, const int64_t *pos,
+                          int64_t pos0, void *const *k_out)
 {
     const T *k = in->k, *bk = in->bias_k;
     for (size_t g = 0; g < s->h_kv; g++) {
@@ -82,7 +90,7 @@ static void FN(prepare_k)(const struct attn_shape *s, const struct attn_params *
         const T *bias = bk ? bk + (in->bias_k_heads == 1 ? 0 : g) * s->d_k : NULL;
         FN(add_bias_rows)(k + g * m * s->d_k, bias, m, s->d_k, dst);
         if (p->rope)
-            FN(rope_rows)(dst, m, s->d_k, pos0, p->rope_base, p->rope_pairs);
+            FN(rope_rows)(dst, m, s->d_k, pos, pos0, p);
     }
 }
 
@@ -111,8 +119,7 @@ static void FN(prep_q)(const struct attn_request *r, const struct attn_inputs *i
         const T *bias = bq ? bq + (in->bias_q_heads == 1 ? 0 : hh) * d : NULL;
         FN(add_bias_rows)(q + gr * d, bias, run, d, qb + t * d);
         if (r->params.rope)
-            FN(rope_rows)(qb + t * d, run, d, attn_query_pos(r, i),
-                          r->params.rope_base, r->params.rope_pairs);
+            FN(rope_rows)(qb + t * d, run, d, NULL, attn_query_pos(r, i), &r->params);
         t += run;
     }
 }

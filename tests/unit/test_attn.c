@@ -300,7 +300,7 @@ static void tcore_init(const struct tcase *c, struct tcore *t)
 {
     memset(t, 0, sizeof *t);
     size_t esz = attn_dtype_size(c->dt);
-    t->req.shape = (struct attn_shape){c->h, c->h_kv, c->n, c->L, c->dk, c->dv};
+    t->req.shape = (struct attn_shape){c->h, c->h_kv, c->n, c->L, c->dk, c->dv, 1};
     t->req.params = (struct attn_params){
         .dtype = c->dt, .scale = c->scale, .softmax = c->sm, .sink_logit = c->sink,
         .rope = c->rope != 0, .rope_base = c->base, .rope_pairs = c->pairs,
@@ -558,7 +558,7 @@ TEST(seed_table_four_bias_conditions)
     for (int cond = 0; cond < 4; cond++) {   /* none, Q, K, both */
         int with_q = cond == 1 || cond == 3, with_k = cond >= 2;
         struct attn_request r = {0};
-        r.shape = (struct attn_shape){1, 1, 1, 3, 2, 3};
+        r.shape = (struct attn_shape){1, 1, 1, 3, 2, 3, 1};
         r.params.dtype = ATTN_F64;
         r.params.scale = attn_default_scale(2);
         r.outputs = ATTN_OUT_ALL;
@@ -911,7 +911,7 @@ TEST(alibi_standard_slopes)
 static struct attn_request valid_request(void)
 {
     struct attn_request r = {0};
-    r.shape = (struct attn_shape){4, 2, 3, 5, 8, 8};
+    r.shape = (struct attn_shape){4, 2, 3, 5, 8, 8, 1};
     r.params.dtype = ATTN_F64;
     r.params.scale = 0.5;
     r.params.rope_base = 10000;
@@ -1029,7 +1029,7 @@ TEST(status_names)
 TEST(enomem_is_a_value)
 {
     struct attn_request r = valid_request();
-    r.shape = (struct attn_shape){1, 1, 1, (size_t)1 << 28, (size_t)1 << 28, 1};
+    r.shape = (struct attn_shape){1, 1, 1, (size_t)1 << 28, (size_t)1 << 28, 1, 1};
     CHECK_EQ_INT(attn_check(&r), CORE_OK);
     double dummy[1] = {0}, outb[1];
     struct attn_inputs in = {dummy, dummy, dummy, NULL, dummy, NULL, 1, 1, 1};
