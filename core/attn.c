@@ -719,6 +719,20 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
     }
 }
 
+void attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
+                    size_t row0, size_t nb, void *qb)
+{
+    if (r->params.dtype == ATTN_F32)
+        prep_q_f32(r, in, row0, nb, qb);
+    else
+        prep_q_f64(r, in, row0, nb, qb);
+}
+
+struct attn_pool *attn_ws_pool(const struct attn_ws *ws)
+{
+    return ws ? ws->pool : NULL;
+}
+
 /* Query rows per tile: about ATTN_TILE_BYTES of score rows, within bounds;
  * ATTN_FLASH_ROWS on the key-blocked path, ATTN_FUSED_ROWS on the fused one. */
 static size_t tile_rows(const struct attn_request *r, const struct attn_win *w, size_t R,

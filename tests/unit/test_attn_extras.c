@@ -1,0 +1,489 @@
+/*
+ * tests/unit/test_attn_extras.c — q·k, lse, row statistics, top-k weights
+ * and the head selection of core/attn_extras.c against a reference.
+ *
+ * ref_row below is written from DESIGN.md part 2 alone, in long double:
+ * bias, RoPE (its own rotation), q·k, scale, attention bias, ALiBi, mask and
+ * causal, the softmax variant with its extra term, then −Σ p ln p, the
+ * largest weight, Σ p and a full sort for the top k. Random cases cover
+ * both dtypes, GQA, every softmax, masks with empty rows, chosen heads in
+ * any order, k beyond the allowed keys, exact ties, the session path (keys
+ * prepared by attn_prepare_kv) and rows split into several blocks.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/attn.h"
+#include "core/attn_extras.h"
+#include "tests/harness.h"
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static double urand(double lo, double hi)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    uint64_t x = rng * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (double)(x >> 11) / 9007199254740992.0;
+}
+
+struct cfg {
+    size_t h, h_kv, n, L, d;
+    enum attn_dtype dt;
+    enum attn_softmax sm;
+    double sink, scale;
+    enum attn_causal causal;
+    int rope, half, alibi, mask, abias, bq, bk, ties;
+    double *q, *k, *v, *bqv, *bkv, *ab;
+    uint8_t *mk;
+};
+
+/* every value rounded to the dtype, so both sides read the same inputs */
+static double *arr(const struct cfg *c, size_t m, double lo, double hi)
+{
+    double *a = malloc(m * sizeof *a);
+    for (size_t i = 0; i < m; i++) {
+        a[i] = urand(lo, hi);
+        if (c->dt == ATTN_F32)
+            a[i] = (float)a[i];
+    }
+    return a;
+}
+
+static void *as_dt(const struct cfg *c, const double *a, size_t m)
+{
+    if (!a)
+        return NULL;
+    if (c->dt == ATTN_F64) {
+        double *o = malloc(m * sizeof *o);
+        memcpy(o, a, m * sizeof *o);
+        return o;
+    }
+    float *o = malloc(m * sizeof *o);
+    for (size_t i = 0; i < m; i++)
+        o[i] = (float)a[i];
+    return o;
+}
+
+static double at(const struct cfg *c, const void *p, size_t i)
+{
+    return c->dt == ATTN_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static int64_t qpos(const struct cfg *c, size_t i)
+{
+    return c->causal == ATTN_CAUSAL_TOP_LEFT ? (int64_t)i : (int64_t)(c->L - c->n + i);
+}
+
+/* x [d] rotated at position pos (DESIGN.md: pairs (2i, 2i+1) or (i, i+d/2),
+ * angle pos·base^(−2i/d), base 10000) */
+static void ref_rope(const struct cfg *c, long double *x, int64_t pos)
+{
+    size_t d = c->d;
+    for (size_t i = 0; i < d / 2; i++) {
+        long double th = (long double)pos * powl(10000.0L, -2.0L * (long double)i / (long double)d);
+        size_t a = c->half ? i : 2 * i, b = c->half ? i + d / 2 : 2 * i + 1;
+        long double xa = x[a], xb = x[b];
+        x[a] = xa * cosl(th) - xb * sinl(th);
+        x[b] = xa * sinl(th) + xb * cosl(th);
+    }
+}
+
+struct rrow {
+    long double qk[64], s[64], p[64];
+    int allowed[64];
+    long double lse, ent, maxw, mass;
+    long long argmax;
+    int lse_null;
+};
+
+static void ref_row(const struct cfg *c, size_t hh, size_t i, struct rrow *o)
+{
+    size_t d = c->d, g = hh / (c->h / c->h_kv);
+    long double q[64], k[64];
+    for (size_t t = 0; t < d; t++)
+        q[t] = c->q[(hh * c->n + i) * d + t] + (c->bqv ? c->bqv[t] : 0);
+    if (c->rope)
+        ref_rope(c, q, qpos(c, i));
+    long double mx = -INFINITY;
+    for (size_t j = 0; j < c->L; j++) {
+        for (size_t t = 0; t < d; t++)
+            k[t] = c->k[(g * c->L + j) * d + t] + (c->bkv ? c->bkv[t] : 0);
+        if (c->rope)
+            ref_rope(c, k, (int64_t)j);
+        long double dot = 0;
+        for (size_t t = 0; t < d; t++)
+            dot += q[t] * k[t];
+        o->qk[j] = dot;
+        long double s = c->scale * dot;
+        size_t bi = (hh * c->n + i) * c->L + j;
+        int ok = 1;
+        if (c->ab) {
+            if (c->ab[bi] == -INFINITY)
+                ok = 0;
+            else
+                s += c->ab[bi];
+        }
+        if (c->alibi)
+            s -= powl(2.0L, -8.0L * (long double)(hh + 1) / (long double)c->h) *
+                 fabsl((long double)(qpos(c, i) - (int64_t)j));
+        if (c->mk && !c->mk[bi])
+            ok = 0;
+        if (c->causal != ATTN_CAUSAL_NONE && (int64_t)j > qpos(c, i))
+            ok = 0;
+        o->allowed[j] = ok;
+        o->s[j] = s;
+        if (ok && s > mx)
+            mx = s;
+    }
+    int extra = c->sm != ATTN_SOFTMAX_STANDARD;
+    long double xl = c->sm == ATTN_SOFTMAX_SINK ? c->sink : 0;
+    long double sh = mx;
+    if (extra && (sh == -INFINITY || xl > sh))
+        sh = xl;
+    long double den = extra ? expl(xl - sh) : 0;
+    for (size_t j = 0; j < c->L; j++)
+        if (o->allowed[j])
+            den += expl(o->s[j] - sh);
+    o->lse_null = den == 0;
+    o->lse = den > 0 ? sh + logl(den) : 0;
+    o->ent = 0;
+    o->maxw = 0;
+    o->mass = 0;
+    o->argmax = -1;
+    for (size_t j = 0; j < c->L; j++) {
+        o->p[j] = o->allowed[j] ? expl(o->s[j] - o->lse) : 0;
+        if (!o->allowed[j])
+            continue;
+        o->mass += o->p[j];
+        o->ent -= o->p[j] * logl(o->p[j]);
+        if (o->argmax < 0 || o->p[j] > o->maxw) {
+            o->maxw = o->p[j];
+            o->argmax = (long long)j;
+        }
+    }
+}
+
+/* tolerance for a value of magnitude m */
+static double tol(const struct cfg *c, double m)
+{
+    return (c->dt == ATTN_F32 ? 2e-4 : 1e-10) * (1 + fabs(m));
+}
+
+/* One random case against the reference; heads chosen at random (maybe
+ * all), kv from attn_prepare_kv when `session`. */
+static void run_case(struct cfg *c, int session, size_t k_top)
+{
+    size_t h = c->h, hk = c->h_kv, n = c->n, L = c->L, d = c->d;
+    c->q = arr(c, h * n * d, -1.5, 1.5);
+    c->k = arr(c, hk * L * d, -1.5, 1.5);
+    c->v = arr(c, hk * L * d, -2, 2);
+    if (c->ties)                        /* equal keys: equal scores and weights */
+        for (size_t g = 0; g < hk; g++)
+            for (size_t j = 1; j < L; j += 2)
+                memcpy(c->k + (g * L + j) * d, c->k + (g * L + j - 1) * d, d * sizeof(double));
+    c->bqv = c->bq ? arr(c, d, -1, 1) : NULL;
+    c->bkv = c->bk ? arr(c, d, -1, 1) : NULL;
+    c->ab = c->abias ? arr(c, h * n * L, -1, 1) : NULL;
+    c->mk = NULL;
+    if (c->abias)
+        for (size_t t = 0; t < h * n * L; t += 7)
+            c->ab[t] = -INFINITY;
+    if (c->mask) {
+        c->mk = malloc(h * n * L);
+        for (size_t t = 0; t < h * n * L; t++)
+            c->mk[t] = urand(0, 1) < 0.6;
+        for (size_t j = 0; j < L; j++)      /* row (0, 0): no allowed key */
+            c->mk[j] = 0;
+    }
+    void *q = as_dt(c, c->q, h * n * d), *k = as_dt(c, c->k, hk * L * d);
+    void *v = as_dt(c, c->v, hk * L * d), *bq = as_dt(c, c->bqv, d);
+    void *bk = as_dt(c, c->bkv, d), *ab = as_dt(c, c->ab, h * n * L);
+    struct attn_request r = {
+        .shape = {h, hk, n, L, d, d},
+        .params = {.dtype = c->dt, .scale = c->scale, .softmax = c->sm,
+                   .sink_logit = c->sink, .rope = c->rope, .rope_base = 10000,
+                   .rope_pairs = c->half ? ATTN_ROPE_HALF : ATTN_ROPE_INTERLEAVED,
+                   .alibi = c->alibi},
+        .causal = c->causal, .attn_bias = ab, .attn_bias_heads = h,
+        .mask = c->mk, .mask_heads = h,
+        .outputs = ATTN_OUT_ALL,
+    };
+    struct attn_inputs in = {q, k, v, bq, bk, NULL, 1, 1, 1};
+    size_t heads[16], nh = 0;
+    int subset = urand(0, 1) < 0.5;
+    for (size_t a = h; a-- > 0;)            /* reversed order, some dropped */
+        if (!subset || urand(0, 1) < 0.6 || (a == 0 && nh == 0))
+            heads[nh++] = a;
+    size_t esz = attn_dtype_size(c->dt), rows = nh * n;
+    struct attn_result res = {malloc(rows * L * esz), malloc(rows * L * esz),
+                              malloc(rows * d * esz), calloc(rows, 1), 0};
+    struct attn_extras x = {ATTN_X_QK | ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK, heads, nh,
+                            k_top};
+    struct attn_extras_out xo = {
+        malloc(rows * L * esz), malloc(rows * esz), malloc(rows * esz), malloc(rows * esz),
+        malloc(rows * esz), malloc(rows * 8), malloc(rows * k_top * 8),
+        malloc(rows * k_top * esz)};
+    /* the full pass, for the compact arrays */
+    struct attn_result full = {malloc(h * n * L * esz), malloc(h * n * L * esz),
+                               malloc(h * n * d * esz), calloc(h * n, 1), 0};
+    CHECK(attn_forward(&r, &in, &full, NULL) == CORE_OK);
+
+    enum core_status st;
+    struct attn_ws *ws = attn_ws_new();
+    if (session) {
+        char *kst = malloc(hk * L * d * esz), *vst = malloc(hk * L * d * esz);
+        void *kp[16], *vp[16];
+        for (size_t g = 0; g < hk; g++) {
+            kp[g] = kst + g * L * d * esz;
+            vp[g] = vst + g * L * d * esz;
+        }
+        attn_prepare_kv(&r.shape, &r.params, &in, L, 0, kp, vp);
+        struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
+        st = attn_forward_extras(&r, &in, &kv, &x, &res, &xo, ws);
+        free(kst);
+        free(vst);
+    } else {
+        st = attn_forward_extras(&r, &in, NULL, &x, &res, &xo, ws);
+    }
+    attn_ws_free(ws);
+    CHECK(st == CORE_OK);
+
+    size_t bad = 0, n_empty = 0;
+    struct rrow *o = malloc(sizeof *o);
+    for (size_t a = 0; a < nh && st == CORE_OK; a++)
+        for (size_t i = 0; i < n; i++) {
+            size_t hh = heads[a], row = a * n + i, grow = hh * n + i;
+            ref_row(c, hh, i, o);
+            n_empty += res.empty[row];
+            bad += res.empty[row] != full.empty[grow];
+            for (size_t j = 0; j < L; j++) {
+                bad += !(fabs(at(c, xo.qk, row * L + j) - (double)o->qk[j]) <=
+                         tol(c, (double)o->qk[j]) * 4);
+                double cs = at(c, res.scores, row * L + j), fs = at(c, full.scores, grow * L + j);
+                bad += !(cs == fs || fabs(cs - fs) <= tol(c, fs));
+                bad += !(fabs(at(c, res.weights, row * L + j) -
+                              at(c, full.weights, grow * L + j)) <= tol(c, 0));
+            }
+            for (size_t t = 0; t < d; t++)
+                bad += !(fabs(at(c, res.output, row * d + t) - at(c, full.output, grow * d + t)) <=
+                         tol(c, at(c, full.output, grow * d + t)));
+            double lse = at(c, xo.lse, row);
+            bad += o->lse_null ? !isnan(lse) : !(fabs(lse - (double)o->lse) <= tol(c, (double)o->lse));
+            bad += !(fabs(at(c, xo.entropy, row) - (double)o->ent) <= tol(c, (double)o->ent));
+            bad += !(fabs(at(c, xo.max_weight, row) - (double)o->maxw) <= tol(c, 0));
+            bad += !(fabs(at(c, xo.mass, row) - (double)o->mass) <= tol(c, 0));
+            if (c->sm == ATTN_SOFTMAX_STANDARD && o->argmax >= 0)
+                bad += at(c, xo.mass, row) != 1.0;      /* exactly 1 */
+            /* argmax: a key whose reference weight is the largest (ties:
+             * the lowest index among equal reference weights) */
+            long long am = xo.argmax[row];
+            if (o->argmax < 0)
+                bad += am != -1;
+            else
+                bad += am < 0 || !(fabs((double)(o->p[am] - o->maxw)) <= tol(c, 0)) ||
+                       (c->ties && am > o->argmax && o->p[am - 1] == o->p[am]);
+            /* top-k: sorted best-first, ties to the lower index, the k
+             * largest reference weights, padding -1 / 0 */
+            size_t allowed = 0;
+            for (size_t j = 0; j < L; j++)
+                allowed += (size_t)o->allowed[j];
+            const int64_t *ti = xo.top_idx + row * k_top;
+            for (size_t t = 0; t < k_top; t++) {
+                double val = at(c, xo.top_val, row * k_top + t);
+                if (t >= allowed) {
+                    bad += ti[t] != -1 || val != 0;
+                    continue;
+                }
+                bad += ti[t] < 0 || ti[t] >= (int64_t)L || !o->allowed[ti[t]];
+                if (ti[t] < 0 || ti[t] >= (int64_t)L)
+                    continue;
+                bad += !(fabs(val - (double)o->p[ti[t]]) <= tol(c, 0));
+                bad += val != at(c, res.weights, row * L + (size_t)ti[t]);
+                if (t > 0) {
+                    double pv = at(c, xo.top_val, row * k_top + t - 1);
+                    bad += pv < val || (pv == val && ti[t - 1] > ti[t]);
+                }
+                /* nothing left out ranks above the last kept */
+                if (t + 1 == k_top || t + 1 == allowed)
+                    for (size_t j = 0; j < L; j++) {
+                        int kept = 0;
+                        for (size_t u = 0; u <= t; u++)
+                            kept |= ti[u] == (int64_t)j;
+                        double wj = at(c, res.weights, row * L + j);
+                        bad += o->allowed[j] && !kept &&
+                               (wj > val || (wj == val && (int64_t)j < ti[t]));
+                    }
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(res.n_empty, n_empty);
+    free(o);
+    free(res.scores); free(res.weights); free(res.output); free(res.empty);
+    free(full.scores); free(full.weights); free(full.output); free(full.empty);
+    free(xo.qk); free(xo.lse); free(xo.entropy); free(xo.max_weight); free(xo.mass);
+    free(xo.argmax); free(xo.top_idx); free(xo.top_val);
+    free(q); free(k); free(v); free(bq); free(bk); free(ab);
+    free(c->q); free(c->k); free(c->v); free(c->bqv); free(c->bkv); free(c->ab); free(c->mk);
+}
+
+TEST(test_random_cases)
+{
+    static const size_t Ls[] = {1, 2, 5, 17, 64};
+    for (int it = 0; it < 160; it++) {
+        struct cfg c = {0};
+        c.h_kv = 1 + (size_t)urand(0, 2);
+        c.h = c.h_kv * (1 + (size_t)urand(0, 3));
+        c.n = 1 + (size_t)urand(0, 9);
+        c.L = Ls[(size_t)urand(0, 5)];
+        c.d = 2 * (1 + (size_t)urand(0, 4));
+        c.dt = it % 2 ? ATTN_F32 : ATTN_F64;
+        c.sm = (enum attn_softmax)(it / 2 % 3);
+        c.sink = urand(-2, 2);
+        c.scale = urand(0.2, 1.5);
+        c.causal = (enum attn_causal)((size_t)urand(0, 3));
+        c.rope = urand(0, 1) < 0.5;
+        c.half = urand(0, 1) < 0.5;
+        c.alibi = urand(0, 1) < 0.3;
+        c.mask = urand(0, 1) < 0.3;
+        c.abias = urand(0, 1) < 0.3;
+        c.bq = urand(0, 1) < 0.5;
+        c.bk = urand(0, 1) < 0.5;
+        c.ties = it % 5 == 0;
+        run_case(&c, it % 3 == 0, 1 + (size_t)urand(0, (double)c.L + 3));
+    }
+}
+
+/* L large enough that a head's rows are cut into several score blocks */
+TEST(test_blocks_of_rows)
+{
+    struct cfg c = {0};
+    c.h = 2;
+    c.h_kv = 1;
+    c.n = 20;
+    c.L = 64;
+    c.d = 4;
+    c.dt = ATTN_F64;
+    c.scale = 0.7;
+    c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    /* 4 MiB / (64 · 8) = 8192 rows per block: too many; the test of the
+     * block cut is the long-context case below */
+    run_case(&c, 0, 3);
+}
+
+/* n = 12 rows of L = 65536 float64 keys: 8 rows per block, so one head's
+ * rows span two blocks; only top-k, lse and stats asked for */
+TEST(test_long_context_top_k)
+{
+    size_t n = 12, L = 65536, d = 2, k = 4;
+    double *q = malloc(n * d * 8), *kk = malloc(L * d * 8), *v = malloc(L * d * 8);
+    for (size_t i = 0; i < n * d; i++)
+        q[i] = urand(-1, 1);
+    for (size_t i = 0; i < L * d; i++) {
+        kk[i] = urand(-1, 1);
+        v[i] = urand(-1, 1);
+    }
+    struct attn_request r = {.shape = {1, 1, n, L, d, d},
+                             .params = {.dtype = ATTN_F64, .scale = 3, .softmax = ATTN_SOFTMAX_ONE},
+                             .outputs = ATTN_OUT_OUTPUT};
+    struct attn_inputs in = {q, kk, v, NULL, NULL, NULL, 1, 1, 1};
+    struct attn_result full = {malloc(n * L * 8), malloc(n * L * 8), malloc(n * d * 8), NULL, 0};
+    struct attn_request rf = r;
+    rf.outputs = ATTN_OUT_ALL;
+    CHECK(attn_forward(&rf, &in, &full, NULL) == CORE_OK);
+    double out[24], lse[12], ent[12], mw[12], mass[12], tv[48];
+    int64_t am[12], ti[48];
+    struct attn_result res = {NULL, NULL, out, NULL, 0};
+    struct attn_extras x = {ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK, NULL, 0, k};
+    struct attn_extras_out xo = {NULL, lse, ent, mw, mass, am, ti, tv};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    for (size_t i = 0; i < n; i++) {
+        const double *w = (const double *)full.weights + i * L;
+        const double *s = (const double *)full.scores + i * L;
+        long double den = 1, mx = 0, ent_ref = 0, mass_ref = 0;
+        size_t best = 0;
+        for (size_t j = 0; j < L; j++) {
+            den += expl((long double)s[j]);
+            if (w[j] > w[best])
+                best = j;
+        }
+        for (size_t j = 0; j < L; j++) {
+            long double p = expl((long double)s[j]) / den;
+            mass_ref += p;
+            ent_ref -= p * logl(p);
+        }
+        mx = w[best];
+        CHECK_NEAR(lse[i], (double)logl(den), 1e-9);
+        CHECK_NEAR(ent[i], (double)ent_ref, 1e-9);
+        CHECK_NEAR(mass[i], (double)mass_ref, 1e-12);
+        CHECK_NEAR(mw[i], (double)mx, 1e-15);
+        CHECK_EQ_INT(am[i], best);
+        CHECK_EQ_INT(ti[i * k], best);
+        for (size_t t = 1; t < k; t++)
+            CHECK(tv[i * k + t] <= tv[i * k + t - 1] && ti[i * k + t] >= 0);
+        for (size_t t = 0; t < d; t++)
+            CHECK_NEAR(out[i * d + t], ((double *)full.output)[i * d + t], 1e-12);
+    }
+    free(q); free(kk); free(v); free(full.scores); free(full.weights); free(full.output);
+}
+
+/* The worked example of the seed: q = (1,0), keys (1,0), (0,1), (-1,0),
+ * d_k = 2: weights 0.575975, 0.283995, 0.140029 */
+TEST(test_seed_example)
+{
+    double q[2] = {1, 0}, k[6] = {1, 0, 0, 1, -1, 0}, v[6] = {1, 0, 0, 1, 0, 0};
+    struct attn_request r = {.shape = {1, 1, 1, 3, 2, 2},
+                             .params = {.dtype = ATTN_F64, .scale = 1 / sqrt(2.0)},
+                             .outputs = 0};
+    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+    double qk[3], lse, ent, mw, mass, tv[5];
+    int64_t am, ti[5];
+    struct attn_result res = {0};
+    struct attn_extras x = {ATTN_X_QK | ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK, NULL, 0, 5};
+    struct attn_extras_out xo = {qk, &lse, &ent, &mw, &mass, &am, ti, tv};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    CHECK(qk[0] == 1 && qk[1] == 0 && qk[2] == -1);
+    CHECK_NEAR(tv[0], 0.575975, 5e-7);
+    CHECK_NEAR(tv[1], 0.283995, 5e-7);
+    CHECK_NEAR(tv[2], 0.140029, 5e-7);
+    CHECK(ti[0] == 0 && ti[1] == 1 && ti[2] == 2 && ti[3] == -1 && ti[4] == -1);
+    CHECK(tv[3] == 0 && tv[4] == 0 && mass == 1 && am == 0);
+    CHECK_NEAR(lse, log(exp(1 / sqrt(2.0)) + 1 + exp(-1 / sqrt(2.0))), 1e-15);
+}
+
+TEST(test_refusals)
+{
+    double q[2] = {1, 0}, k[2] = {1, 0}, v[2] = {1, 0}, o[2], tv[1];
+    int64_t ti[1];
+    struct attn_request r = {.shape = {1, 1, 1, 1, 2, 2},
+                             .params = {.dtype = ATTN_F64, .scale = 1},
+                             .outputs = ATTN_OUT_OUTPUT};
+    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+    struct attn_result res = {NULL, NULL, o, NULL, 0};
+    size_t bad_head = 1, twice[2] = {0, 0};
+    struct attn_extras_out xo = {0};
+    struct attn_extras x = {0, &bad_head, 1, 0};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_EINVAL);
+    x = (struct attn_extras){0, twice, 2, 0};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_EINVAL);
+    x = (struct attn_extras){ATTN_X_TOPK, NULL, 0, 0};
+    xo.top_idx = ti;
+    xo.top_val = tv;
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_EINVAL);
+    x.top_k = 1;
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    CHECK(ti[0] == 0 && tv[0] == 1);
+    x.want = ATTN_X_QK;                 /* its buffer missing */
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_EINVAL);
+}
+
+int main(void)
+{
+    RUN(test_seed_example);
+    RUN(test_random_cases);
+    RUN(test_blocks_of_rows);
+    RUN(test_long_context_top_k);
+    RUN(test_refusals);
+    TEST_MAIN_END();
+}
