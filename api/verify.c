@@ -280,7 +280,7 @@ static void put_check(struct vw *w, const struct verify_check *ck)
     api_buf_printf(w->b, ",\"expect_change\":%s",
                    ck->expect_change ? "true" : "false");
     put_key(w, "note", false);
-    if (ck->note[0])
+    if (ck->note && ck->note[0])
         api_write_string(w->b, ck->note);
     else
         api_buf_puts(w->b, "null");

@@ -402,9 +402,13 @@ __attribute__((format(printf, 2, 3)))
 static void ck_note(struct verify_check *ck, const char *fmt, ...)
 {
     va_list ap;
+    char *t = NULL;
     va_start(ap, fmt);
-    vsnprintf(ck->note, sizeof ck->note, fmt, ap);
+    if (vasprintf(&t, fmt, ap) < 0)
+        t = NULL;                   /* out of memory: no note rather than a cut one */
     va_end(ap);
+    free(ck->note);
+    ck->note = t;
 }
 
 /* Mark the check not applicable, with the reason. */
@@ -1686,6 +1690,10 @@ enum core_status verify_run(const struct verify_input *in,
 
 void verify_report_free(struct verify_report *r)
 {
+    for (size_t i = 0; i < VERIFY_MAX_CHECKS; i++) {
+        free(r->checks[i].note);
+        r->checks[i].note = NULL;
+    }
     for (size_t i = 0; i < VERIFY_MAX_CHECKS; i++)
         for (size_t j = 0; j < r->checks[i].n_data; j++) {
             free(r->checks[i].data[j].data);

@@ -40,7 +40,6 @@
 
 #define VERIFY_MAX_CHECKS 20
 #define VERIFY_MAX_DATA 12
-#define VERIFY_NOTE_MAX 240
 
 /* The forward pass verify calls; attn_forward unless a test injects a fault. */
 typedef enum core_status (*verify_forward_fn)(const struct attn_request *r,
@@ -86,7 +85,8 @@ struct verify_check {
     double tolerance;
     bool expect_change;             /* a counterexample: passes when
                                        max_abs_diff > tolerance */
-    char note[VERIFY_NOTE_MAX];     /* "" or one sentence on how it was run */
+    char *note;                     /* NULL or one sentence on how it was run
+                                       (malloc'd, whole: never cut to a size) */
     struct verify_array data[VERIFY_MAX_DATA];
     size_t n_data;
 };

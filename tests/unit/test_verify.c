@@ -143,6 +143,40 @@ TEST(builtin_every_check)
     verify_report_free(&r);
 }
 
+/* Every note and claim is whole: it ends its sentence (no buffer cuts one
+ * short, as check 16's once was "...with RoPE (base 10"), the longest of
+ * every configuration included. */
+TEST(notes_are_whole_sentences)
+{
+    static const enum attn_softmax sm[3] = {ATTN_SOFTMAX_STANDARD, ATTN_SOFTMAX_ONE,
+                                            ATTN_SOFTMAX_SINK};
+    size_t longest = 0;
+    for (int v = 0; v < 6; v++) {
+        struct verify_input in;
+        struct verify_report r;
+        verify_builtin(&in);
+        in.softmax = sm[v % 3];
+        in.sink_logit = 0.5;
+        in.rope = v >= 3;
+        in.rope_base = 10000;
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        for (size_t i = 0; i < r.n_checks; i++) {
+            const struct verify_check *ck = &r.checks[i];
+            size_t cl = strlen(ck->claim);
+            CHECK(cl > 0 && ck->claim[cl - 1] == '.');
+            if (!ck->note)
+                continue;
+            size_t nl = strlen(ck->note);
+            CHECK(nl > 0 && ck->note[nl - 1] == '.');
+            longest = nl > longest ? nl : longest;
+            if (ck->id == 16 && !in.rope)
+                CHECK(strstr(ck->note, "with RoPE (base 10000).") != NULL);
+        }
+        verify_report_free(&r);
+    }
+    CHECK(longest > 240);       /* the old buffer's size: this one was cut */
+}
+
 TEST(builtin_row_constant_and_q_change)
 {
     struct verify_input in;
@@ -327,7 +361,7 @@ TEST(exception_applicable_when_keys_lie_in_a_plane)
                         "rope_breaks_k_bias"};
     for (size_t i = 0; i < sizeof kb / sizeof kb[0]; i++) {
         const struct verify_check *x = find(&r, kb[i]);
-        CHECK(x && !x->applicable && x->passed && x->note[0]);
+        CHECK(x && !x->applicable && x->passed && x->note && x->note[0]);
     }
     /* d_k odd: no RoPE variant in check 16, still applicable */
     CHECK(find(&r, "session_decode")->applicable);
@@ -534,6 +568,7 @@ int main(void)
     RUN(builtin_matches_published_table);
     RUN(builtin_softmax1_table);
     RUN(builtin_every_check);
+    RUN(notes_are_whole_sentences);
     RUN(builtin_row_constant_and_q_change);
     RUN(caller_data_all_pass);
     RUN(caller_data_with_rope_and_sink);
