@@ -1,0 +1,337 @@
+/*
+ * tests/unit/test_half.c — core/half.c against a reference written apart.
+ *
+ * The reference rounding knows nothing of bit tricks: it lists every finite
+ * non-negative value of the format (exact doubles, built from the fields
+ * with ldexp), finds the two neighbours of x by binary search, and compares
+ * x with their midpoint (exact in double: at most 12 significant bits);
+ * a tie picks the even encoding, and past the largest finite value the
+ * next neighbour is infinity (as IEEE 754 rounds: 2^(emax+1) stands for
+ * it). Every float16 and bfloat16 bit pattern is widened and checked; the
+ * narrowing is checked on every midpoint and its float32/float64
+ * neighbours, on random values over the whole range, on the subnormal and
+ * overflow edges by name, and F16C against the portable path bit for bit.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "tests/harness.h"
+
+struct reffmt {
+    int mb, bias, ebits;
+    uint16_t inf;               /* +infinity's encoding */
+    double vals[0x8000];        /* value of each encoding 0..inf (inf: 2^(emax+1)) */
+};
+
+static struct reffmt R16 = {10, 15, 5, 0x7C00, {0}};
+static struct reffmt RB16 = {7, 127, 8, 0x7F80, {0}};
+
+static double field_value(const struct reffmt *f, unsigned e, unsigned m)
+{
+    if (e == 0)
+        return ldexp((double)m, 1 - f->bias - f->mb);
+    return ldexp((double)((1u << f->mb) + m), (int)e - f->bias - f->mb);
+}
+
+static void ref_init(struct reffmt *f)
+{
+    for (unsigned h = 0; h <= f->inf; h++)
+        f->vals[h] = field_value(f, h >> f->mb, h & ((1u << f->mb) - 1));
+}
+
+/* x finite -> the format's encoding, round to nearest even. */
+static uint16_t ref_round(const struct reffmt *f, double x)
+{
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs(x), mid;
+    unsigned lo = 0, hi = f->inf;
+
+    if (a >= f->vals[f->inf])
+        return sign | f->inf;
+    while (hi - lo > 1) {                   /* vals[lo] <= a < vals[hi] */
+        unsigned m = (lo + hi) / 2;
+        if (f->vals[m] <= a)
+            lo = m;
+        else
+            hi = m;
+    }
+    mid = (f->vals[lo] + f->vals[hi]) / 2;
+    if (a < mid)
+        return sign | (uint16_t)lo;
+    if (a > mid)
+        return sign | (uint16_t)hi;
+    return sign | (uint16_t)((lo & 1) ? hi : lo);
+}
+
+static uint32_t bits32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float from32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Every float16 pattern widens to its exact value, portable and F16C alike,
+ * and narrows back to itself from float32 and from float64. */
+TEST(f16_every_pattern)
+{
+    static uint16_t all[65536], back[65536], back2[65536];
+    static float wide[65536], wide2[65536];
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++)
+        all[h] = (uint16_t)h;
+    half_f16_to_f32_n_portable(all, wide, 65536);
+    half_f16_to_f32_n(all, wide2, 65536);
+    for (unsigned h = 0; h < 65536; h++) {
+        unsigned a = h & 0x7FFF;
+        if (bits32(wide[h]) != bits32(wide2[h]) || bits32(half_f16_to_f32((uint16_t)h)) != bits32(wide[h]))
+            bad++;
+        if (a > 0x7C00) {                   /* NaN: stays NaN, sign kept */
+            if (!isnan(wide[h]) || (signbit(wide[h]) != 0) != ((h >> 15) != 0))
+                bad++;
+            continue;
+        }
+        double ref = a == 0x7C00 ? INFINITY : R16.vals[a];
+        if (h & 0x8000)
+            ref = -ref;
+        if ((double)wide[h] != ref || (signbit(wide[h]) != 0) != ((h >> 15) != 0))
+            bad++;
+        if (half_f16_from_f32(wide[h]) != h || half_f16_from_f64((double)wide[h]) != h)
+            bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(half_f32_to_f16_n_portable(wide, back, 65536) == 0x7C00);    /* first inf */
+    CHECK(half_f32_to_f16_n(wide, back2, 65536) == 0x7C00);
+    bad = 0;
+    for (unsigned h = 0; h < 65536; h++)
+        if (back[h] != back2[h] || ((h & 0x7FFF) <= 0x7C00 && back[h] != h))
+            bad++;
+    CHECK_EQ_INT(bad, 0);
+}
+
+TEST(bf16_every_pattern)
+{
+    static uint16_t all[65536], back[65536];
+    static float wide[65536];
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++)
+        all[h] = (uint16_t)h;
+    half_bf16_to_f32_n(all, wide, 65536);
+    for (unsigned h = 0; h < 65536; h++) {
+        unsigned a = h & 0x7FFF;
+        if (bits32(half_bf16_to_f32((uint16_t)h)) != bits32(wide[h]))
+            bad++;
+        if (a > 0x7F80) {
+            if (!isnan(wide[h]))
+                bad++;
+            continue;
+        }
+        double ref = a == 0x7F80 ? INFINITY : RB16.vals[a];
+        if (h & 0x8000)
+            ref = -ref;
+        if ((double)wide[h] != ref || (signbit(wide[h]) != 0) != ((h >> 15) != 0))
+            bad++;
+        if (half_bf16_from_f32(wide[h]) != h || half_bf16_from_f64((double)wide[h]) != h)
+            bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(half_f32_to_bf16_n(wide, back, 65536) == 0x7F80);
+    bad = 0;
+    for (unsigned h = 0; h < 65536; h++)
+        if ((h & 0x7FFF) <= 0x7F80 && back[h] != h)
+            bad++;
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* One float input checked every way the library rounds it. */
+static int check_f32(float x)
+{
+    uint16_t r16 = ref_round(&R16, (double)x), rb = ref_round(&RB16, (double)x), o[3];
+    int bad = 0;
+    bad += half_f16_from_f32(x) != r16;
+    bad += half_f16_from_f64((double)x) != r16;
+    bad += half_bf16_from_f32(x) != rb;
+    bad += half_bf16_from_f64((double)x) != rb;
+    half_f32_to_f16_n_portable(&x, &o[0], 1);
+    half_f32_to_f16_n(&x, &o[1], 1);
+    half_f32_to_bf16_n(&x, &o[2], 1);
+    bad += o[0] != r16;
+    bad += o[1] != r16;
+    bad += o[2] != rb;
+    return bad;
+}
+
+static int check_f64(double x)
+{
+    return (half_f16_from_f64(x) != ref_round(&R16, x)) +
+           (half_bf16_from_f64(x) != ref_round(&RB16, x));
+}
+
+/* Every midpoint between neighbours (and between the largest finite value
+ * and infinity), exactly and one float32 / float64 step either side. */
+static int midpoints(const struct reffmt *f, int is16)
+{
+    int bad = 0;
+    for (unsigned h = 0; h < f->inf; h++) {
+        double mid = (f->vals[h] + f->vals[h + 1]) / 2;
+        float m32 = (float)mid;             /* exact: <= 12 significant bits */
+        double xs[5] = {mid, nextafter(mid, 0), nextafter(mid, INFINITY),
+                        (double)nextafterf(m32, 0), (double)nextafterf(m32, INFINITY)};
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < 5; i++) {
+                double x = s ? -xs[i] : xs[i];
+                bad += check_f64(x);
+                if (i == 0 || i >= 3)
+                    bad += check_f32((float)x);
+                if (i == 0) {
+                    bool want = is16 ? half_f16_is_midpoint(x) : half_bf16_is_midpoint(x);
+                    bad += !want;
+                }
+            }
+        bad += is16 ? half_f16_is_midpoint(f->vals[h]) : half_bf16_is_midpoint(f->vals[h]);
+    }
+    return bad;
+}
+
+TEST(rounding_at_every_midpoint)
+{
+    CHECK_EQ_INT(midpoints(&R16, 1), 0);
+    CHECK_EQ_INT(midpoints(&RB16, 0), 0);
+}
+
+TEST(rounding_random)
+{
+    int bad = 0;
+    for (int i = 0; i < 2000000; i++) {
+        uint64_t r = next_u64();
+        float x = from32((uint32_t)r);
+        if (isfinite(x))
+            bad += check_f32(x);
+        /* doubles over the formats' ranges: exponents -150..130 */
+        double d = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, (int)((r >> 3) % 281) - 150);
+        bad += check_f64(r & 1 ? -d : d);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+TEST(named_edges)
+{
+    /* float16 subnormals: 2^-24 is the smallest; 2^-25 ties to 0 */
+    CHECK_EQ_INT(half_f16_from_f64(0x1p-24), 0x0001);
+    CHECK_EQ_INT(half_f16_from_f64(0x1p-25), 0x0000);
+    CHECK_EQ_INT(half_f16_from_f64(nextafter(0x1p-25, 1)), 0x0001);
+    CHECK_EQ_INT(half_f16_from_f64(3 * 0x1p-25), 0x0002);       /* tie to even */
+    CHECK_EQ_INT(half_f16_from_f64(5 * 0x1p-25), 0x0002);
+    CHECK_EQ_INT(half_f16_from_f64(-0x1p-26), 0x8000);
+    CHECK_EQ_INT(half_f16_from_f64(0x1p-14 - 0x1p-25), 0x0400);  /* rounds up to normal */
+    CHECK_EQ_INT(half_f16_from_f32(0x1p-14f - 0x1p-25f), 0x0400);
+    /* float16 overflow: 65504 is the largest; 65520 ties to infinity */
+    CHECK_EQ_INT(half_f16_from_f64(65504), 0x7BFF);
+    CHECK_EQ_INT(half_f16_from_f64(nextafter(65520, 0)), 0x7BFF);
+    CHECK_EQ_INT(half_f16_from_f64(65520), 0x7C00);
+    CHECK_EQ_INT(half_f16_from_f32(-65520.0f), 0xFC00);
+    CHECK_EQ_INT(half_f16_from_f64(1e300), 0x7C00);
+    CHECK(!half_f16_is_finite(half_f16_from_f64(1e5)));
+    CHECK(half_f16_is_finite(0x7BFF));
+    /* bfloat16 ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 */
+    CHECK_EQ_INT(half_bf16_from_f64(1 + 0x1p-8), 0x3F80);
+    CHECK_EQ_INT(half_bf16_from_f64(1 + 3 * 0x1p-8), 0x3F82);
+    CHECK_EQ_INT(half_bf16_from_f32(1 + 0x1p-8f + 0x1p-23f), 0x3F81);
+    CHECK_EQ_INT(half_bf16_from_f64(nextafter(1 + 0x1p-8, 2)), 0x3F81);
+    /* bfloat16 subnormals and overflow */
+    CHECK_EQ_INT(half_bf16_from_f64(0x1p-133), 0x0001);
+    CHECK_EQ_INT(half_bf16_from_f64(0x1p-134), 0x0000);
+    CHECK_EQ_INT(half_bf16_from_f32(0x1p-134f * 3), 0x0002);
+    CHECK_EQ_INT(half_bf16_from_f64(0x1.FEp127), 0x7F7F);
+    CHECK_EQ_INT(half_bf16_from_f64(0x1.FFp127), 0x7F80);      /* ties to infinity */
+    CHECK_EQ_INT(half_bf16_from_f32(0x1.FEFFFEp127f), 0x7F7F);
+    CHECK(!half_bf16_is_finite(half_bf16_from_f32(3.4e38f)));
+    CHECK(half_bf16_is_finite(0x7F7F) && !half_bf16_is_finite(0xFF80));
+    /* the bulk converters name the first overflow */
+    float v[20] = {1, 2, 3};
+    uint16_t o[20];
+    v[13] = 70000.0f;
+    v[17] = -1e6f;
+    CHECK_EQ_INT(half_f32_to_f16_n(v, o, 20), 13);
+    CHECK_EQ_INT(half_f32_to_f16_n_portable(v, o, 20), 13);
+    CHECK_EQ_INT(half_f32_to_f16_n(v, o, 13), 13);
+    CHECK_EQ_INT(half_f32_to_bf16_n(v, o, 20), 20);
+    v[19] = INFINITY;
+    CHECK_EQ_INT(half_f32_to_bf16_n(v, o, 20), 19);
+}
+
+/* F16C and the portable path agree on every float32 with the low bits that
+ * decide the rounding, over the whole exponent range (every exponent, every
+ * pattern of the top fraction bits and of the 13 discarded bits' top and
+ * bottom), and on random bits; NaN payloads included. */
+TEST(f16c_matches_portable)
+{
+    static float in[1 << 16];
+    static uint16_t a[1 << 16], b[1 << 16];
+    static float wa[1 << 16], wb[1 << 16];
+    int bad = 0;
+    if (!half_f16c_available()) {
+        printf("  (no F16C on this CPU: portable path only)\n");
+        return;
+    }
+    for (uint32_t hi = 0; hi < 512; hi++) {             /* sign + exponent */
+        for (uint32_t j = 0; j < (1u << 16); j++) {
+            uint32_t mant = (j & 0x3FF) << 13 | ((j >> 10) & 7) << 10 | (j >> 13) |
+                            ((j >> 12) & 1) << 3;
+            in[j] = from32(hi << 23 | (mant & 0x7FFFFF));
+        }
+        size_t ia = half_f32_to_f16_n_portable(in, a, 1 << 16);
+        size_t ib = half_f32_to_f16_n_f16c(in, b, 1 << 16);
+        bad += ia != ib;
+        bad += memcmp(a, b, sizeof a) != 0;
+    }
+    for (int r = 0; r < 32; r++) {
+        for (uint32_t j = 0; j < (1u << 16); j++)
+            in[j] = from32((uint32_t)next_u64());
+        half_f32_to_f16_n_portable(in, a, (1 << 16) - r);
+        half_f32_to_f16_n_f16c(in, b, (1 << 16) - r);
+        bad += memcmp(a, b, ((1 << 16) - r) * sizeof *a) != 0;
+    }
+    for (uint32_t j = 0; j < (1u << 16); j++)
+        a[j] = (uint16_t)j;
+    half_f16_to_f32_n_portable(a, wa, 1 << 16);
+    half_f16_to_f32_n_f16c(a, wb, 1 << 16);
+    bad += memcmp(wa, wb, sizeof wa) != 0;
+    for (size_t n = 0; n < 20; n++) {                   /* tails */
+        half_f16_to_f32_n_f16c(a + 3, wb, n);
+        for (size_t i = 0; i < n; i++)
+            bad += bits32(wb[i]) != bits32(wa[i + 3]);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+int main(void)
+{
+    ref_init(&R16);
+    ref_init(&RB16);
+    RUN(f16_every_pattern);
+    RUN(bf16_every_pattern);
+    RUN(rounding_at_every_midpoint);
+    RUN(rounding_random);
+    RUN(named_edges);
+    RUN(f16c_matches_portable);
+    TEST_MAIN_END();
+}
