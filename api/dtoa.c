@@ -603,3 +603,10 @@ size_t api_dtoa_f32(char *out, float x)
         return tiny_text(out, (double)x, true);
     return dec_text(out, neg, to_decimal32(-149, t));
 }
+
+size_t api_dtoa_digits(char *out, bool neg, uint64_t f, int e)
+{
+    if (f == 0)
+        return zero_text(out, neg);
+    return dec_text(out, neg, (struct dec){f, e});
+}

@@ -39,6 +39,16 @@ size_t api_fmt_f32(char *out, float x, int digits);
 size_t api_dtoa_f64(char *out, double x);
 size_t api_dtoa_f32(char *out, float x);
 
+/* Shortest round-trip text of a float16 / bfloat16 bit pattern (api/
+ * dtoa_half.c): the fewest digits whose decimal rounds (to nearest even)
+ * back to h, the closest of those to h; "null" for infinity and NaN. */
+size_t api_dtoa_f16(char *out, uint16_t h);
+size_t api_dtoa_bf16(char *out, uint16_t h);
+
+/* The decimal f * 10^e (f < 10^19) laid out as api_dtoa_* lay out theirs
+ * (JavaScript's layout); f == 0 prints 0 (or -0 when neg). */
+size_t api_dtoa_digits(char *out, bool neg, uint64_t f, int e);
+
 /* Append one number of dtype dt read from p. */
 bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
                       int digits);

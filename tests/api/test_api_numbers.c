@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "tests/harness.h"
+#include "tests/api/api_testlib.h"
 #include "api/base64.h"
 #include "api/buf.h"
 #include "api/write.h"
@@ -87,37 +88,6 @@ static int closest(const char *out, double x, int p, int is_f32)
     return strcmp(a, b) == 0;
 }
 
-/* RFC 8259 number grammar. */
-static int json_number_ok(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
-        return 0;
-    if (*s == '.') {
-        s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return 0;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return 0;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    return *s == '\0';
-}
-
 /* The text JavaScript's Number-to-String gives for the digits and the
  * decimal exponent of number text s (any layout): s must equal it. */
 static int js_layout_ok(const char *s)
@@ -176,7 +146,7 @@ static int f64_ok(double x, int *bad_minimal)
     size_t n = api_fmt_f64(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || !js_layout_ok(out) ||
+    if (n != strlen(out) || !t_json_number_ok(out) || !js_layout_ok(out) ||
         strtod(out, NULL) != x || (p > 0 && !closest(out, x, p, 0)))
         return 0;
     /* minimal: one digit fewer does not read back */
@@ -194,7 +164,7 @@ static int f32_ok(float x, int *bad_minimal)
     size_t n = api_fmt_f32(out, x, 0);
     int p = sig_digits(out);
 
-    if (n != strlen(out) || !json_number_ok(out) || !js_layout_ok(out) ||
+    if (n != strlen(out) || !t_json_number_ok(out) || !js_layout_ok(out) ||
         strtof(out, NULL) != x || (p > 0 && !closest(out, (double)x, p, 1)))
         return 0;
     if (p > 1) {
@@ -361,7 +331,7 @@ TEST(fixed_digits)
     CHECK_STR(out, "0.576");
     api_fmt_f64(out, 123456.0, 2);
     CHECK_STR(out, "1.2e+05");
-    CHECK(json_number_ok(out));
+    CHECK(t_json_number_ok(out));
     api_fmt_f64(out, 1 / 3.0, 17);
     CHECK(strtod(out, NULL) == 1 / 3.0);
     api_fmt_f32(out, 0.1f, 9);

@@ -19,52 +19,7 @@
 
 #include "core/half.h"
 #include "tests/harness.h"
-
-struct reffmt {
-    int mb, bias, ebits;
-    uint16_t inf;               /* +infinity's encoding */
-    double vals[0x8000];        /* value of each encoding 0..inf (inf: 2^(emax+1)) */
-};
-
-static struct reffmt R16 = {10, 15, 5, 0x7C00, {0}};
-static struct reffmt RB16 = {7, 127, 8, 0x7F80, {0}};
-
-static double field_value(const struct reffmt *f, unsigned e, unsigned m)
-{
-    if (e == 0)
-        return ldexp((double)m, 1 - f->bias - f->mb);
-    return ldexp((double)((1u << f->mb) + m), (int)e - f->bias - f->mb);
-}
-
-static void ref_init(struct reffmt *f)
-{
-    for (unsigned h = 0; h <= f->inf; h++)
-        f->vals[h] = field_value(f, h >> f->mb, h & ((1u << f->mb) - 1));
-}
-
-/* x finite -> the format's encoding, round to nearest even. */
-static uint16_t ref_round(const struct reffmt *f, double x)
-{
-    uint16_t sign = signbit(x) ? 0x8000 : 0;
-    double a = fabs(x), mid;
-    unsigned lo = 0, hi = f->inf;
-
-    if (a >= f->vals[f->inf])
-        return sign | f->inf;
-    while (hi - lo > 1) {                   /* vals[lo] <= a < vals[hi] */
-        unsigned m = (lo + hi) / 2;
-        if (f->vals[m] <= a)
-            lo = m;
-        else
-            hi = m;
-    }
-    mid = (f->vals[lo] + f->vals[hi]) / 2;
-    if (a < mid)
-        return sign | (uint16_t)lo;
-    if (a > mid)
-        return sign | (uint16_t)hi;
-    return sign | (uint16_t)((lo & 1) ? hi : lo);
-}
+#include "tests/half_ref.h"
 
 static uint32_t bits32(float x)
 {
