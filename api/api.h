@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/error.h"
+
 struct sess_store;   /* core/store.h */
 struct attn_ws;      /* core/attn.h */
 
@@ -66,6 +68,7 @@ struct api_header {
 
 struct api_response {
     int status;                     /* HTTP status */
+    enum api_err error;             /* the error replied, or API_ERR_NONE */
     const char *route;              /* route template for logs/metrics, e.g. "/v1/sessions/{id}"; static */
     const char *content_type;       /* static string, e.g. "application/json" */
     char *body;                     /* malloc'd (api_response_free frees it), may be NULL */
@@ -81,11 +84,12 @@ void api_handle(struct api_ctx *ctx, const struct api_request *req,
 
 /*
  * Build the JSON error reply for a condition the transport detects itself
- * (body over the cap, bad transfer coding, ...): code is a wire code such as
- * "body_too_large"; path may be NULL. CORS headers are added as for any reply.
+ * (body over the cap, bad transfer coding, ...): code is an error such as
+ * API_ERR_BODY_TOO_LARGE (a value outside the table answers internal);
+ * message may be NULL (the table's text). CORS headers are added as for any reply.
  */
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
-                         const char *code, const char *message,
+                         enum api_err code, const char *message,
                          struct api_response *resp);
 
 /* Add a header (truncates overlong values; ignores past API_MAX_HEADERS). */

@@ -25,14 +25,14 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
     size_t numbers;
 
     if (!api_attention_numbers(r, &numbers) || numbers > api_max_elements(c)) {
-        api_fail(c, "response_too_large", "/return",
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/return",
                  "the response would hold more than %zu numbers "
                  "(--max-elements); ask for fewer outputs via \"return\"",
                  api_max_elements(c));
         return false;
     }
     if (!api_attention_max_bytes(r, encoding, cap)) {
-        api_fail(c, "response_too_large", NULL, NULL);
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
         return false;
     }
     return true;
@@ -69,7 +69,7 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         return;
     if (!api_result_alloc(&a->r, &res)) {
         api_result_free(&res);
-        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
     st = attn_forward(&a->r, &a->in, &res, c->req->ws);

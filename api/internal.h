@@ -43,11 +43,11 @@ uint64_t api_now_us(void);
 const char *api_header(const struct api_call *c, const char *name);
 
 /*
- * Error reply: status from the table for code, body the DESIGN.md error
- * object. path is a JSON pointer ("" = whole body) or NULL (no field);
+ * Error reply: status from the table for code (API_ERR_...), body the error
+ * object; c->resp->error is set to code. path is a JSON pointer ("" = whole body) or NULL (no field);
  * fmt/... the message (NULL: the table's default text).
  */
-void api_fail(struct api_call *c, const char *code, const char *path,
+void api_fail(struct api_call *c, enum api_err code, const char *path,
               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Error reply for a core status, via the single core -> wire mapping; the

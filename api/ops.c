@@ -20,7 +20,7 @@ void api_ops_healthz(struct api_call *c)
 void api_ops_readyz(struct api_call *c)
 {
     if (c->ctx->draining) {
-        api_fail(c, "draining", NULL, NULL);
+        api_fail(c, API_ERR_DRAINING, NULL, NULL);
         return;
     }
     api_reply_json(c, 200, json_pack("{s:s}", "status", "ready"));
@@ -75,12 +75,12 @@ void api_ops_metrics(struct api_call *c)
     char *text;
 
     if (!c->ctx->metrics) {
-        api_fail(c, "not_found", NULL, "metrics are not enabled");
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "metrics are not enabled");
         return;
     }
     text = c->ctx->metrics(c->ctx->metrics_arg, &len);
     if (!text) {
-        api_fail(c, "internal", NULL, "metrics rendering failed");
+        api_fail(c, API_ERR_INTERNAL, NULL, "metrics rendering failed");
         return;
     }
     api_reply_empty(c, 200);

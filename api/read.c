@@ -99,14 +99,14 @@ static bool nested_shape(struct walk *w, const json_t *v)
     while (json_is_array(cur)) {
         size_t n = json_array_size(cur);
         if (w->rank == w->spec->max_rank) {
-            api_fail(w->c, "invalid_field", w->path,
+            api_fail(w->c, API_ERR_INVALID_FIELD, w->path,
                      "expected nested arrays of rank %d..%d, got more levels",
                      w->spec->min_rank, w->spec->max_rank);
             return false;
         }
         if (n == 0) {
             w->path[len] = '\0';
-            api_fail(w->c, "empty_matrix", w->path, "empty array");
+            api_fail(w->c, API_ERR_EMPTY_MATRIX, w->path, "empty array");
             return false;
         }
         w->shape[w->rank++] = n;
@@ -126,7 +126,7 @@ static bool nested_check(struct walk *w, const json_t *arr, int level,
 
     if (n != w->shape[level]) {
         w->path[len] = '\0';
-        api_fail(w->c, n == 0 ? "empty_matrix" : "ragged_matrix", w->path,
+        api_fail(w->c, n == 0 ? API_ERR_EMPTY_MATRIX : API_ERR_RAGGED_MATRIX, w->path,
                  "row has %zu entries, expected %zu", n, w->shape[level]);
         return false;
     }
@@ -137,7 +137,7 @@ static bool nested_check(struct walk *w, const json_t *arr, int level,
         size_t l2 = path_push(w->path, len, i);
         if (!json_is_array(e)) {
             w->path[l2] = '\0';
-            api_fail(w->c, "ragged_matrix", w->path,
+            api_fail(w->c, API_ERR_RAGGED_MATRIX, w->path,
                      "expected an array (a row of the matrix)");
             return false;
         }
@@ -148,21 +148,21 @@ static bool nested_check(struct walk *w, const json_t *arr, int level,
 }
 
 /*
- * Convert one JSON element to the stored type at dst. Returns NULL on
- * success or the wire code of the error (message in msg).
+ * Convert one JSON element to the stored type at dst. Returns API_ERR_NONE
+ * on success or the error (message in msg).
  */
-static const char *leaf_read(const json_t *e, const struct api_tensor_spec *spec,
-                             void *dst, const char **msg)
+static enum api_err leaf_read(const json_t *e, const struct api_tensor_spec *spec,
+                              void *dst, const char **msg)
 {
     double x;
 
     if (spec->elem == API_ELEM_BOOL) {
         if (!json_is_boolean(e)) {
             *msg = "expected true or false";
-            return "invalid_field";
+            return API_ERR_INVALID_FIELD;
         }
         *(uint8_t *)dst = json_is_true(e) ? 1 : 0;
-        return NULL;
+        return API_ERR_NONE;
     }
     if (spec->elem == API_ELEM_NULLABLE && json_is_null(e)) {
         x = -INFINITY;
@@ -170,24 +170,24 @@ static const char *leaf_read(const json_t *e, const struct api_tensor_spec *spec
         x = json_number_value(e);
         if (!isfinite(x)) {
             *msg = "number is not finite";
-            return "non_finite";
+            return API_ERR_NON_FINITE;
         }
     } else {
         *msg = spec->elem == API_ELEM_NULLABLE ? "expected a number or null"
                                                : "expected a number";
-        return "invalid_field";
+        return API_ERR_INVALID_FIELD;
     }
     if (spec->dtype == ATTN_F32) {
         float f = (float)x;
         if (isinf(f) && !isinf(x)) {
             *msg = "number is outside the float32 range";
-            return "non_finite";
+            return API_ERR_NON_FINITE;
         }
         *(float *)dst = f;
     } else {
         *(double *)dst = x;
     }
-    return NULL;
+    return API_ERR_NONE;
 }
 
 static size_t elem_size(const struct api_tensor_spec *spec)
@@ -208,8 +208,8 @@ static bool nested_fill(struct walk *w, const json_t *arr, int level,
             continue;
         }
         const char *msg = NULL;
-        const char *code = leaf_read(e, w->spec, w->dst, &msg);
-        if (code) {
+        enum api_err code = leaf_read(e, w->spec, w->dst, &msg);
+        if (code != API_ERR_NONE) {
             w->path[path_push(w->path, len, i)] = '\0';
             api_fail(w->c, code, w->path, "%s", msg);
             return false;
@@ -232,7 +232,7 @@ static bool budget_take(struct api_call *c, const char *path, int rank,
             break;
         }
     if (n > *budget) {
-        api_fail(c, "limit_exceeded", path,
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, path,
                  "%zu numbers exceed the request's remaining limit of %zu "
                  "(--max-elements)", n, *budget);
         return false;
@@ -256,7 +256,7 @@ static bool read_nested(struct api_call *c, const json_t *v, const char *path,
     if (!nested_shape(&w, v))
         return false;
     if (w.rank < spec->min_rank) {
-        api_fail(c, "invalid_field", path,
+        api_fail(c, API_ERR_INVALID_FIELD, path,
                  "expected nested arrays of rank %d..%d, got rank %d",
                  spec->min_rank, spec->max_rank, w.rank);
         return false;
@@ -266,7 +266,7 @@ static bool read_nested(struct api_call *c, const json_t *v, const char *path,
     if (!nested_check(&w, v, 0, strlen(w.path)))
         return false;
     if (!core_mul(count, elem_size(spec), &bytes) || !(data = malloc(bytes))) {
-        api_fail(c, "capacity_exhausted", path, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
     w.dst = data;
@@ -300,7 +300,7 @@ static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
     n = json_array_size(v);
     if (!json_is_array(v) || n < (size_t)spec->min_rank ||
         n > (size_t)spec->max_rank) {
-        api_fail(c, "invalid_field", p, "expected an array of %d..%d sizes",
+        api_fail(c, API_ERR_INVALID_FIELD, p, "expected an array of %d..%d sizes",
                  spec->min_rank, spec->max_rank);
         return false;
     }
@@ -308,11 +308,11 @@ static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
         const json_t *e = json_array_get(v, i);
         api_pointer_index(pi, sizeof pi, p, i);
         if (!get_size(e, &shape[i])) {
-            api_fail(c, "invalid_field", pi, "expected a size (integer >= 0)");
+            api_fail(c, API_ERR_INVALID_FIELD, pi, "expected a size (integer >= 0)");
             return false;
         }
         if (shape[i] == 0) {
-            api_fail(c, "empty_matrix", pi, "zero dimension");
+            api_fail(c, API_ERR_EMPTY_MATRIX, pi, "zero dimension");
             return false;
         }
     }
@@ -339,7 +339,7 @@ static bool b64_type(struct api_call *c, const json_t *v, const char *path,
         *t = B64_F32;
         return true;
     }
-    api_fail(c, "invalid_field", p, spec->elem == API_ELEM_BOOL
+    api_fail(c, API_ERR_INVALID_FIELD, p, spec->elem == API_ELEM_BOOL
              ? "expected \"bool\"" : "expected \"float32\" or \"float64\"");
     return false;
 }
@@ -408,7 +408,7 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
     if (t != B64_BOOL && (t == B64_F32) == (spec->dtype == ATTN_F32)) {
         i = first_nonfinite(src, t, n, spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
-            api_fail(c, "non_finite", path, "element %zu is not finite", i);
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
         }
         if (dst != src)
@@ -420,7 +420,7 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
         if (t == B64_BOOL) {
             uint8_t b = ((const uint8_t *)src)[i];
             if (b > 1) {
-                api_fail(c, "invalid_field", path, "element %zu is not 0 or 1", i);
+                api_fail(c, API_ERR_INVALID_FIELD, path, "element %zu is not 0 or 1", i);
                 return false;
             }
             continue;
@@ -428,13 +428,13 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
         x = t == B64_F32 ? (double)((const float *)src)[i]
                          : ((const double *)src)[i];
         if (!isfinite(x) && !(spec->elem == API_ELEM_NULLABLE && x == -INFINITY)) {
-            api_fail(c, "non_finite", path, "element %zu is not finite", i);
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
         }
         if (spec->dtype == ATTN_F32) {
             float f = (float)x;
             if (isinf(f) && !isinf(x)) {
-                api_fail(c, "non_finite", path,
+                api_fail(c, API_ERR_NON_FINITE, path,
                          "element %zu is outside the float32 range", i);
                 return false;
             }
@@ -465,19 +465,19 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         return false;
     sub(pd, path, "data");
     if (!json_is_string(jd)) {
-        api_fail(c, "invalid_field", pd, "expected a base64 string");
+        api_fail(c, API_ERR_INVALID_FIELD, pd, "expected a base64 string");
         return false;
     }
     if (!budget_take(c, path, rank, shape, budget, &count))
         return false;
     if (!core_mul(count, elem_size(spec), &dbytes) ||
         !core_mul(count, t == B64_BOOL ? 1 : t == B64_F32 ? 4 : 8, &sbytes)) {
-        api_fail(c, "limit_exceeded", path, "tensor too large");
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "tensor too large");
         return false;
     }
     if (!api_base64_decoded_len(json_string_value(jd), json_string_length(jd), &have) ||
         have != sbytes) {
-        api_fail(c, "invalid_field", pd,
+        api_fail(c, API_ERR_INVALID_FIELD, pd,
                  "data must be base64 of %zu bytes (shape and dtype)", sbytes);
         return false;
     }
@@ -488,11 +488,11 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         free(dst);
         if (!same)
             free(src);
-        api_fail(c, "capacity_exhausted", path, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
     if (!api_base64_decode(json_string_value(jd), json_string_length(jd), src)) {
-        api_fail(c, "invalid_field", pd, "data is not valid base64");
+        api_fail(c, API_ERR_INVALID_FIELD, pd, "data is not valid base64");
     } else if (b64_convert(c, pd, t, src, spec, dst, count)) {
         if (!same)
             free(src);
@@ -542,13 +542,13 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
     void *dst;
 
     if (a->rank < spec->min_rank || a->rank > spec->max_rank) {
-        api_fail(c, "invalid_field", sub(p, path, "shape"),
+        api_fail(c, API_ERR_INVALID_FIELD, sub(p, path, "shape"),
                  "expected an array of %d..%d sizes", spec->min_rank,
                  spec->max_rank);
         return false;
     }
     if (spec->elem == API_ELEM_BOOL) {
-        api_fail(c, "invalid_field", sub(p, path, "dtype"), "expected \"bool\"");
+        api_fail(c, API_ERR_INVALID_FIELD, sub(p, path, "dtype"), "expected \"bool\"");
         return false;
     }
     if (!budget_take(c, path, a->rank, a->shape, budget, &count))
@@ -557,7 +557,7 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
     dbytes = count * attn_dtype_size(spec->dtype);
     dst = spec->dtype == a->raw_dtype ? a->raw : malloc(dbytes);
     if (!dst) {
-        api_fail(c, "capacity_exhausted", path, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
     if (!b64_convert(c, sub(p, path, "data"), t, a->raw, spec, dst, count)) {
@@ -594,13 +594,13 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
         snprintf(p, sizeof p, "%s", path);
         for (d = 0, len = strlen(p); d < spec->max_rank; d++)
             len = path_push(p, len, 0);
-        api_fail(c, "invalid_field", p,
+        api_fail(c, API_ERR_INVALID_FIELD, p,
                  "expected nested arrays of rank %d..%d, got more levels",
                  spec->min_rank, spec->max_rank);
         return false;
     }
     if (a->rank < spec->min_rank) {
-        api_fail(c, "invalid_field", path,
+        api_fail(c, API_ERR_INVALID_FIELD, path,
                  "expected nested arrays of rank %d..%d, got rank %d",
                  spec->min_rank, spec->max_rank, a->rank);
         return false;
@@ -609,7 +609,7 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
         return false;
     if (spec->elem == API_ELEM_BOOL) {
         element_path(p, path, 0, a->rank, a->shape);
-        api_fail(c, "invalid_field", p, "expected true or false");
+        api_fail(c, API_ERR_INVALID_FIELD, p, "expected true or false");
         return false;
     }
     if (spec->dtype == ATTN_F32) {
@@ -619,7 +619,7 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
             f[i] = (float)x;
             if (isinf(f[i])) {
                 element_path(p, path, i, a->rank, a->shape);
-                api_fail(c, "non_finite", p, "number is outside the float32 range");
+                api_fail(c, API_ERR_NON_FINITE, p, "number is outside the float32 range");
                 return false;
             }
         }
@@ -657,7 +657,7 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
         return read_nested(c, v, path, spec, budget, out);
     if (json_is_object(v))
         return read_b64(c, v, path, spec, budget, out);
-    api_fail(c, "invalid_field", path, v ? "expected nested arrays or "
+    api_fail(c, API_ERR_INVALID_FIELD, path, v ? "expected nested arrays or "
              "{\"shape\",\"dtype\",\"data\"}" : "missing required field");
     return false;
 }
@@ -682,7 +682,7 @@ bool api_read_size(struct api_call *c, const json_t *v, const char *path,
                    size_t min, size_t max, size_t *out)
 {
     if (!v || !get_size(v, out) || *out < min || *out > max) {
-        api_fail(c, "invalid_field", path, "expected an integer in %zu..%zu",
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected an integer in %zu..%zu",
                  min, max);
         return false;
     }
@@ -699,7 +699,7 @@ static int read_enum(struct api_call *c, const json_t *v, const char *path,
     for (i = 0; s && names[i]; i++)
         if (strcmp(s, names[i]) == 0)
             return i;
-    api_fail(c, "invalid_field", path, "expected %s", expect);
+    api_fail(c, API_ERR_INVALID_FIELD, path, "expected %s", expect);
     return -1;
 }
 
@@ -725,7 +725,7 @@ bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
     if (!v)
         return true;
     if (!get_finite(v, out) || !(*out > 0)) {
-        api_fail(c, "invalid_field", path, "expected a positive number");
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected a positive number");
         return false;
     }
     *given = true;
@@ -752,12 +752,12 @@ bool api_read_softmax(struct api_call *c, const json_t *obj,
     sub(p, prefix, "sink_logit");
     if (*softmax == ATTN_SOFTMAX_SINK) {
         if (!s || !get_finite(s, sink_logit)) {
-            api_fail(c, "invalid_field", p,
+            api_fail(c, API_ERR_INVALID_FIELD, p,
                      "softmax \"sink\" needs a finite sink_logit");
             return false;
         }
     } else if (s) {
-        api_fail(c, "invalid_field", p,
+        api_fail(c, API_ERR_INVALID_FIELD, p,
                  "sink_logit is only allowed with softmax \"sink\"");
         return false;
     }
@@ -801,7 +801,7 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
         return true;
     }
     if (!json_is_object(v)) {
-        api_fail(c, "invalid_field", path, "expected true, false or {\"slopes\":[…]}");
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected true, false or {\"slopes\":[…]}");
         return false;
     }
     if (!api_check_fields(c, v, path, fields))
@@ -809,23 +809,23 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
     arr = json_object_get(v, "slopes");
     sub(p, path, "slopes");
     if (!json_is_array(arr)) {
-        api_fail(c, "invalid_field", p, "expected an array of %zu numbers", heads);
+        api_fail(c, API_ERR_INVALID_FIELD, p, "expected an array of %zu numbers", heads);
         return false;
     }
     if (json_array_size(arr) != heads) {
-        api_fail(c, "shape_mismatch", p, "expected %zu slopes (one per head), got %zu",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, p, "expected %zu slopes (one per head), got %zu",
                  heads, json_array_size(arr));
         return false;
     }
     if (!core_mul(heads, sizeof **slopes, &bytes) || !(*slopes = malloc(bytes))) {
-        api_fail(c, "capacity_exhausted", p, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, p, "out of memory");
         return false;
     }
     for (i = 0; i < heads; i++) {
         if (!get_finite(json_array_get(arr, i), &(*slopes)[i])) {
             free(*slopes);
             *slopes = NULL;
-            api_fail(c, "invalid_field", api_pointer_index(pi, sizeof pi, p, i),
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_index(pi, sizeof pi, p, i),
                      "expected a finite number");
             return false;
         }
@@ -851,14 +851,14 @@ bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
         return true;
     if (!json_is_true(v)) {
         if (!json_is_object(v)) {
-            api_fail(c, "invalid_field", path,
+            api_fail(c, API_ERR_INVALID_FIELD, path,
                      "expected true, false or {\"base\":…,\"pairs\":…}");
             return false;
         }
         if (!api_check_fields(c, v, path, fields))
             return false;
         if ((jb = member(v, "base")) && (!get_finite(jb, base) || !(*base > 0))) {
-            api_fail(c, "invalid_field", sub(p, path, "base"),
+            api_fail(c, API_ERR_INVALID_FIELD, sub(p, path, "base"),
                      "expected a positive number");
             return false;
         }
@@ -870,7 +870,7 @@ bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
         }
     }
     if (d_k % 2 != 0) {
-        api_fail(c, "invalid_field", path, "RoPE needs an even d_k (got %zu)", d_k);
+        api_fail(c, API_ERR_INVALID_FIELD, path, "RoPE needs an even d_k (got %zu)", d_k);
         return false;
     }
     *on = true;
@@ -906,7 +906,7 @@ bool api_read_return(struct api_call *c, const json_t *v, const char *path,
     if (!v)
         return true;
     if (!json_is_array(v) || json_array_size(v) == 0) {
-        api_fail(c, "invalid_field", path, "expected a non-empty subset of "
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected a non-empty subset of "
                  "[\"scores\",\"weights\",\"output\"]");
         return false;
     }
@@ -946,7 +946,7 @@ bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
     if (!v)
         return true;
     if (!get_finite(v, &x) || x != floor(x) || x < 1 || x > 17) {
-        api_fail(c, "invalid_field", path, "expected an integer 1..17");
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected an integer 1..17");
         return false;
     }
     *digits = (int)x;
@@ -971,7 +971,7 @@ static bool read_bias_one(struct api_call *c, const json_t *v, const char *path,
     api_tensor_heads(t, &h, &rows, &cols);
     h = t->rank == 2 ? t->shape[0] : 1;
     if (cols != d || (h != 1 && h != heads)) {
-        api_fail(c, "shape_mismatch", path,
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path,
                  "expected [%zu] or [%zu][%zu], got %s[%zu]", d, heads, d,
                  t->rank == 2 ? "[…]" : "", cols);
         api_tensor_free(t);
@@ -992,7 +992,7 @@ bool api_read_bias(struct api_call *c, const json_t *v, const char *path,
     if (!v)
         return true;
     if (!json_is_object(v)) {
-        api_fail(c, "invalid_field", path, "expected {\"q\":…,\"k\":…,\"v\":…}");
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected {\"q\":…,\"k\":…,\"v\":…}");
         return false;
     }
     if (!api_check_fields(c, v, path, fields))
@@ -1043,7 +1043,7 @@ bool api_read_score_matrix(struct api_call *c, const json_t *v,
         return false;
     api_tensor_heads(out, &h, &rows, &cols);
     if (rows != s->n || cols != s->L || (h != 1 && h != s->h)) {
-        api_fail(c, "shape_mismatch", path,
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path,
                  "expected [n][L] = [%zu][%zu] or [%zu][%zu][%zu]",
                  s->n, s->L, s->h, s->n, s->L);
         api_tensor_free(out);
@@ -1091,7 +1091,7 @@ static bool body_members(struct api_call *c, const json_t *body, const json_t **
             if (strcmp(attention_fields[f], key) == 0)
                 break;
         if (f == AF_COUNT) {
-            api_fail(c, "invalid_field", api_pointer_key(path, sizeof path, "",
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, "",
                      key), "unknown field \"%s\"", key);
             return false;
         }
@@ -1115,7 +1115,7 @@ static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
         return false;
     a->q_rank = a->q.rank;
     if (a->k.rank != a->q.rank || a->v.rank != a->q.rank) {
-        api_fail(c, "shape_mismatch", a->k.rank != a->q.rank ? "/k" : "/v",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, a->k.rank != a->q.rank ? "/k" : "/v",
                  "q, k and v must have the same rank (q has %d)", a->q.rank);
         return false;
     }
@@ -1123,17 +1123,17 @@ static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
     api_tensor_heads(&a->k, &s->h_kv, &s->L, &dk2);
     api_tensor_heads(&a->v, &hv, &Lv, &s->d_v);
     if (dk2 != s->d_k) {
-        api_fail(c, "shape_mismatch", "/k", "k rows have %zu numbers, q rows %zu",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/k", "k rows have %zu numbers, q rows %zu",
                  dk2, s->d_k);
         return false;
     }
     if (s->h % s->h_kv != 0) {
-        api_fail(c, "shape_mismatch", "/k",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/k",
                  "q's %zu heads are not a multiple of k's %zu heads", s->h, s->h_kv);
         return false;
     }
     if (hv != s->h_kv || Lv != s->L) {
-        api_fail(c, "shape_mismatch", "/v",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/v",
                  "v must have k's %zu heads and %zu rows, has %zu and %zu",
                  s->h_kv, s->L, hv, Lv);
         return false;

@@ -58,7 +58,10 @@ static void utf8_sanitize(char *s)
     }
 }
 
-void api_fail(struct api_call *c, const char *code, const char *path,
+static void reply_json(struct api_call *c, int status, json_t *body,
+                       enum api_err error);
+
+void api_fail(struct api_call *c, enum api_err code, const char *path,
               const char *fmt, ...)
 {
     char msg[512], pbuf[256];
@@ -81,21 +84,21 @@ void api_fail(struct api_call *c, const char *code, const char *path,
     /* Headers a handler set for a success (Location, ...) do not belong on
      * an error; CORS headers are added later by the router. */
     c->resp->n_headers = 0;
-    body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", code,
-                     "message", msg, "path", path);
-    if (strcmp(code, "capacity_exhausted") == 0)
+    body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code",
+                     api_error_code(code), "message", msg, "path", path);
+    if (code == API_ERR_CAPACITY_EXHAUSTED)
         api_response_header(c->resp, "Retry-After", "1");
-    api_reply_json(c, api_error_status(code), body);
+    reply_json(c, api_error_status(code), body, code);
 }
 
 void api_fail_core(struct api_call *c, enum core_status st, const char *path)
 {
-    api_fail(c, api_core_code(st), path, "%s", core_status_text(st));
+    api_fail(c, api_core_error(st), path, "%s", core_status_text(st));
 }
 
 void api_fail_method(struct api_call *c, const char *allow)
 {
-    api_fail(c, "method_not_allowed", NULL, "method %s not allowed; allowed: %s",
+    api_fail(c, API_ERR_METHOD_NOT_ALLOWED, NULL, "method %s not allowed; allowed: %s",
              c->req->method ? c->req->method : "(none)", allow);
     api_response_header(c->resp, "Allow", allow);
 }
@@ -109,6 +112,7 @@ static void reply_internal_static(struct api_call *c)
 
     reply_reset(c);
     c->resp->status = 500;
+    c->resp->error = API_ERR_INTERNAL;
     c->resp->content_type = "application/json";
     c->resp->body = malloc(sizeof text);
     if (c->resp->body) {
@@ -117,7 +121,9 @@ static void reply_internal_static(struct api_call *c)
     }
 }
 
-void api_reply_json(struct api_call *c, int status, json_t *body)
+/* api_reply_json, recording error (API_ERR_NONE for a success). */
+static void reply_json(struct api_call *c, int status, json_t *body,
+                       enum api_err error)
 {
     char *text;
 
@@ -133,9 +139,15 @@ void api_reply_json(struct api_call *c, int status, json_t *body)
     }
     reply_reset(c);
     c->resp->status = status;
+    c->resp->error = error;
     c->resp->content_type = "application/json";
     c->resp->body = text;
     c->resp->body_len = strlen(text);
+}
+
+void api_reply_json(struct api_call *c, int status, json_t *body)
+{
+    reply_json(c, status, body, API_ERR_NONE);
 }
 
 void api_reply_buf(struct api_call *c, int status, struct api_buf *buf)
@@ -147,14 +159,15 @@ void api_reply_buf(struct api_call *c, int status, struct api_buf *buf)
         bool too_large = buf->too_large;
         api_buf_free(buf);
         if (too_large)
-            api_fail(c, "response_too_large", NULL, NULL);
+            api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
         else
-            api_fail(c, "capacity_exhausted", NULL, "out of memory");
+            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
     text = api_buf_take(buf, &len);
     reply_reset(c);
     c->resp->status = status;
+    c->resp->error = API_ERR_NONE;
     c->resp->content_type = "application/json";
     c->resp->body = text;
     c->resp->body_len = len;
@@ -164,6 +177,7 @@ void api_reply_empty(struct api_call *c, int status)
 {
     reply_reset(c);
     c->resp->status = status;
+    c->resp->error = API_ERR_NONE;
 }
 
 void api_reply_text(struct api_call *c, int status, const char *content_type,
@@ -172,13 +186,14 @@ void api_reply_text(struct api_call *c, int status, const char *content_type,
     char *copy = malloc(len + 1);
 
     if (!copy) {
-        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
     memcpy(copy, text, len);
     copy[len] = '\0';
     reply_reset(c);
     c->resp->status = status;
+    c->resp->error = API_ERR_NONE;
     c->resp->content_type = content_type;
     c->resp->body = copy;
     c->resp->body_len = len;
@@ -288,7 +303,7 @@ static bool has_raw_nul(struct api_call *c, const char *s, size_t n)
 
     if (!z)
         return false;
-    api_fail(c, "invalid_json", "", "raw NUL byte at offset %zu", (size_t)(z - s));
+    api_fail(c, API_ERR_INVALID_JSON, "", "raw NUL byte at offset %zu", (size_t)(z - s));
     return true;
 }
 
@@ -300,7 +315,7 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     if (has_raw_nul(c, s, n))
         return NULL;
     if (too_deep(s, n)) {
-        api_fail(c, "json_too_deep", "", "JSON nesting deeper than %d",
+        api_fail(c, API_ERR_JSON_TOO_DEEP, "", "JSON nesting deeper than %d",
                  API_MAX_JSON_DEPTH);
         return NULL;
     }
@@ -314,18 +329,18 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     if (!root) {
         switch (json_error_code(&err)) {
         case json_error_duplicate_key:
-            api_fail(c, "duplicate_key", "", "%s (line %d, column %d)",
+            api_fail(c, API_ERR_DUPLICATE_KEY, "", "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
         case json_error_stack_overflow:
-            api_fail(c, "json_too_deep", "", "%s", err.text);
+            api_fail(c, API_ERR_JSON_TOO_DEEP, "", "%s", err.text);
             break;
         case json_error_numeric_overflow:
-            api_fail(c, "non_finite", "", "%s (line %d, column %d)",
+            api_fail(c, API_ERR_NON_FINITE, "", "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
         default:
-            api_fail(c, "invalid_json", "", "%s (line %d, column %d)",
+            api_fail(c, API_ERR_INVALID_JSON, "", "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
         }
@@ -333,7 +348,7 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        api_fail(c, "invalid_json", "", "request body must be a JSON object");
+        api_fail(c, API_ERR_INVALID_JSON, "", "request body must be a JSON object");
         return NULL;
     }
     return root;
@@ -346,11 +361,11 @@ static json_t *parse_body(struct api_call *c, bool optional)
     if (r->body_len == 0 || !r->body) {
         if (optional)
             return json_object();
-        api_fail(c, "invalid_json", "", "request body is empty");
+        api_fail(c, API_ERR_INVALID_JSON, "", "request body is empty");
         return NULL;
     }
     if (!media_type_ok(api_header(c, "Content-Type"))) {
-        api_fail(c, "unsupported_media_type", NULL,
+        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
                  "Content-Type must be application/json");
         return NULL;
     }
@@ -518,7 +533,7 @@ bool api_check_fields(struct api_call *c, const json_t *obj,
                 break;
             }
         if (!ok) {
-            api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
                      prefix, key), "unknown field \"%s\"", key);
             return false;
         }

@@ -202,7 +202,7 @@ static bool authorized(struct api_call *c)
 
 static void unauthorized(struct api_call *c)
 {
-    api_fail(c, "unauthorized", NULL, NULL);
+    api_fail(c, API_ERR_UNAUTHORIZED, NULL, NULL);
     api_response_header(c->resp, "WWW-Authenticate", "Bearer realm=\"attnd\"");
 }
 
@@ -219,6 +219,7 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     resp->n_headers = 0;
     resp->drain_after = false;
     resp->status = 500;
+    resp->error = API_ERR_NONE;
     resp->route = "unmatched";
     c->ctx = ctx;
     c->req = req;
@@ -242,7 +243,7 @@ static void dispatch(struct api_call *c)
     else if (st)
         c->resp->route = st->prefix;   /* the handler sets a finer template */
     if (!methods) {
-        api_fail(c, "not_found", NULL, "no route for %s", path);
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for %s", path);
         return;
     }
     if (strcmp(method, "OPTIONS") == 0) {
@@ -273,20 +274,20 @@ void api_handle(struct api_ctx *ctx, const struct api_request *req,
     call_init(&c, ctx, req, resp);
     dispatch(&c);
     if (!c.answered)
-        api_fail(&c, "internal", NULL, "handler did not answer");
+        api_fail(&c, API_ERR_INTERNAL, NULL, "handler did not answer");
     cors_headers(&c);
 }
 
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
-                         const char *code, const char *message,
+                         enum api_err code, const char *message,
                          struct api_response *resp)
 {
     struct api_call c;
 
     call_init(&c, ctx, req, resp);
     resp->route = "transport";
-    if (!api_error_known(code))
-        code = "internal";
+    if ((int)code < 0 || code >= API_ERR_COUNT)
+        code = API_ERR_INTERNAL;
     if (message)
         api_fail(&c, code, NULL, "%s", message);
     else

@@ -58,7 +58,7 @@ static bool read_int(struct api_call *c, const json_t *obj, const char *key,
     *out = dflt;
     if (!v) {
         if (required)
-            api_fail(c, "invalid_field", path, "\"%s\" is required", key);
+            api_fail(c, API_ERR_INVALID_FIELD, path, "\"%s\" is required", key);
         return !required;
     }
     return api_read_size(c, v, path, lo, hi, out);
@@ -121,7 +121,7 @@ static struct sess *acquire(struct api_call *c, const char *id)
 {
     struct sess *s = NULL;
     if (sess_acquire(c->ctx->store, id, &s) != CORE_OK) {
-        api_fail(c, "session_not_found", NULL, NULL);
+        api_fail(c, API_ERR_SESSION_NOT_FOUND, NULL, NULL);
         return NULL;
     }
     return s;
@@ -145,13 +145,13 @@ static bool read_heads(struct api_call *c, const json_t *body, const char *key,
         return false;
     api_tensor_heads(t, &h, rows, &cols);
     if (t->rank == 2 && heads != 1) {
-        api_fail(c, "shape_mismatch", path,
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path,
                  "the session has %zu heads here: send [%zu][rows][%zu]",
                  heads, heads, width);
         return false;
     }
     if (h != heads || cols != width) {
-        api_fail(c, "shape_mismatch", path,
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path,
                  "expected [%zu][rows][%zu] (the session's shape), got "
                  "[%zu][%zu][%zu]", heads, width, h, *rows, cols);
         return false;
@@ -172,7 +172,7 @@ static bool read_kv(struct api_call *c, const json_t *body,
     if (!hk && !hv && !required)
         return true;
     if (!hk || !hv) {
-        api_fail(c, "invalid_field", hk ? "/v" : "/k",
+        api_fail(c, API_ERR_INVALID_FIELD, hk ? "/v" : "/k",
                  "\"k\" and \"v\" are required together");
         return false;
     }
@@ -182,7 +182,7 @@ static bool read_kv(struct api_call *c, const json_t *body,
                     v, &mv))
         return false;
     if (mv != *m) {
-        api_fail(c, "shape_mismatch", "/v", "v has %zu rows, k has %zu", mv, *m);
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/v", "v has %zu rows, k has %zu", mv, *m);
         return false;
     }
     return true;
@@ -194,7 +194,7 @@ static bool check_expected(struct api_call *c, const struct sess *s,
 {
     if (expected < 0 || (size_t)expected == sess_length(s))
         return true;
-    api_fail(c, "length_conflict", "/expected_length",
+    api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
              "the cache has %zu rows, expected_length is %lld",
              sess_length(s), expected);
     return false;
@@ -237,7 +237,7 @@ static bool read_dims(struct api_call *c, const json_t *body,
         !read_int(c, body, "kv_heads", false, 1, lim, sh->h, &sh->h_kv))
         return false;
     if (sh->h % sh->h_kv != 0) {
-        api_fail(c, "shape_mismatch", "/kv_heads",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/kv_heads",
                  "heads (%zu) must be a multiple of kv_heads (%zu)", sh->h, sh->h_kv);
         return false;
     }
@@ -245,7 +245,7 @@ static bool read_dims(struct api_call *c, const json_t *body,
      * request */
     if (!core_mul(sh->h, sh->d_k, &w) || w > lim ||
         !core_add(sh->d_k, sh->d_v, &w) || !core_mul(w, sh->h_kv, &w) || w > lim) {
-        api_fail(c, "limit_exceeded", "/heads",
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, "/heads",
                  "a row over all heads would pass --max-elements (%zu)", lim);
         return false;
     }
@@ -260,7 +260,7 @@ static bool read_ttl(struct api_call *c, const json_t *body, double *ttl)
         return true;
     double x = json_is_number(v) ? json_number_value(v) : -1;
     if (!json_is_number(v) || !(x > 0) || x > 31536000.0) {
-        api_fail(c, "invalid_field", "/ttl_s",
+        api_fail(c, API_ERR_INVALID_FIELD, "/ttl_s",
                  "expected seconds in (0, 31536000]");
         return false;
     }
@@ -411,7 +411,7 @@ static void kv_get_req(struct api_call *c, const char *id)
         !core_mul3(L, w, kv_heads(kv), &numbers) || numbers > api_max_elements(c) ||
         !core_mul(numbers, API_NUM_MAX + 4, &cap) || !core_add(cap, 4096, &cap)) {
         sess_release(c->ctx->store, s);
-        api_fail(c, "response_too_large", NULL,
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL,
                  "the cache holds more than %zu numbers (--max-elements)",
                  api_max_elements(c));
         return;
@@ -483,7 +483,7 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
     a->query.q = a->q.data;
     a->query.n = n;
     if (sess_request(s, &a->query, a->m, &a->r) != CORE_OK) {
-        api_fail(c, "limit_exceeded", "/k", "the cache would be too long");
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, "/k", "the cache would be too long");
         return false;
     }
     if (!api_read_score_matrix(c, member(body, "attn_bias"), "/attn_bias",
@@ -507,7 +507,7 @@ static bool check_att(struct api_call *c, const struct sess *s,
     if (!check_expected(c, s, a->expected))
         return false;
     if (a->r.shape.L == 0) {
-        api_fail(c, "empty_matrix", "/k",
+        api_fail(c, API_ERR_EMPTY_MATRIX, "/k",
                  "the session's cache is empty: send \"k\" and \"v\" first");
         return false;
     }
@@ -532,7 +532,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
     if (!api_result_alloc(&a->r, &res)) {
         sess_release(st, s);
         api_result_free(&res);
-        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
     enum core_status rc = sess_attend(st, s, a->k.data, a->v.data, a->m,
@@ -594,7 +594,7 @@ static void truncate_req(struct api_call *c, const char *id)
     if (length > sess_length(s)) {
         size_t len = sess_length(s);
         sess_release(c->ctx->store, s);
-        api_fail(c, "invalid_field", "/length",
+        api_fail(c, API_ERR_INVALID_FIELD, "/length",
                  "length must be 0..%zu (the cache's length)", len);
         return;
     }
@@ -639,7 +639,7 @@ static void get_req(struct api_call *c, const char *id)
 static void delete_req(struct api_call *c, const char *id)
 {
     if (sess_delete(c->ctx->store, id) != CORE_OK)
-        api_fail(c, "session_not_found", NULL, NULL);
+        api_fail(c, API_ERR_SESSION_NOT_FOUND, NULL, NULL);
     else
         api_reply_empty(c, 204);
 }
@@ -705,7 +705,7 @@ static void on_session(struct api_call *c, const char *id, const char *action)
             return;
         }
         c->resp->route = route_root;
-        api_fail(c, "not_found", NULL, "no such route under /v1/sessions");
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
     }
 }
 
@@ -715,7 +715,7 @@ void api_sessions(struct api_call *c, const char *rest)
     const char *action = "";
     c->resp->route = route_root;
     if (!c->ctx->store) {
-        api_fail(c, "capacity_exhausted", NULL, "sessions are not available");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
         return;
     }
     if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
@@ -726,7 +726,7 @@ void api_sessions(struct api_call *c, const char *rest)
         return;
     }
     if (!split_rest(rest, id, &action)) {
-        api_fail(c, "not_found", NULL, "no such route under /v1/sessions");
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
         return;
     }
     on_session(c, id, action);

@@ -77,6 +77,7 @@ void api_v2_error_shape(struct api_call *c)
     struct api_response *r = c->resp;
     json_t *root, *err;
     const char *msg, *code, *path;
+    enum api_err e;
     char text[1024];
 
     if (r->status < 400 || !r->body || !r->content_type ||
@@ -99,7 +100,10 @@ void api_v2_error_shape(struct api_call *c)
                  code ? code : "error");
     json_decref(root);
     /* api_reply_json keeps the headers already set (Allow, Retry-After). */
+    e = r->error;
     api_reply_json(c, v2_status(r->status), json_pack("{s:s}", "error", text));
+    if (r->error == API_ERR_NONE)    /* else the rewrite itself failed */
+        r->error = e;
 }
 
 /* The inputs and outputs of the model. */
@@ -339,7 +343,7 @@ static bool param_bool(struct api_call *c, const json_t *params,
     if (!v)
         return true;
     if (!json_is_boolean(v)) {
-        api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
                  "/parameters", key), "%s must be true or false", key);
         return false;
     }
@@ -376,7 +380,7 @@ static bool split_body(struct api_call *c, struct v2_infer *x)
         v = strtoull(hl, &end, 10);
         if (errno || end == hl || *end != '\0' || hl[0] == '-' ||
             v > r->body_len || v == 0) {
-            api_fail(c, "invalid_field", NULL, "%s must be a length between "
+            api_fail(c, API_ERR_INVALID_FIELD, NULL, "%s must be a length between "
                      "1 and the body's %zu bytes", V2_HDR_LEN, r->body_len);
             return false;
         }
@@ -412,7 +416,7 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
                json_string_length(id) < 64) {
         snprintf(x->seq_key, sizeof x->seq_key, "s:%s", json_string_value(id));
     } else if (id && !(json_is_integer(id) && json_integer_value(id) == 0)) {
-        api_fail(c, "invalid_field", "/parameters/sequence_id",
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
                  "sequence_id must be a positive integer or a string of "
                  "1 to 63 bytes");
         return false;
@@ -420,12 +424,12 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
     x->seq_id = id;
     x->seq = x->seq_key[0] != '\0';
     if (!x->seq && (x->seq_start || x->seq_end)) {
-        api_fail(c, "invalid_field", "/parameters/sequence_id",
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
                  "sequence_start and sequence_end need a sequence_id");
         return false;
     }
     if (x->seq && !c->ctx->store) {
-        api_fail(c, "capacity_exhausted", NULL, "sessions are not available");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
         return false;
     }
     return true;
@@ -438,7 +442,7 @@ static bool sequence_acquire(struct api_call *c, struct v2_infer *x)
 
     if (!seq_find(c->ctx, x->seq_key, x->sid)) {
         if (!json_is_string(x->seq_id)) {
-            api_fail(c, "session_not_found", "/parameters/sequence_id",
+            api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
                      "no open sequence with this sequence_id; start it with "
                      "sequence_start");
             return false;
@@ -450,7 +454,7 @@ static bool sequence_acquire(struct api_call *c, struct v2_infer *x)
     if (st != CORE_OK) {
         x->sess = NULL;
         seq_forget(c->ctx, x->seq_key, x->sid);
-        api_fail(c, "session_not_found", "/parameters/sequence_id",
+        api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
                  "no open sequence with this sequence_id (ended, expired or "
                  "never started)");
         return false;
@@ -501,7 +505,7 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
 
     if (json_is_array(v)) {
         if (depth > f->t->rank) {
-            api_fail(f->c, "invalid_field", path,
+            api_fail(f->c, API_ERR_INVALID_FIELD, path,
                      "data is nested deeper than the shape's rank");
             return false;
         }
@@ -512,13 +516,13 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
         return true;
     }
     if (f->pos >= f->t->count) {
-        api_fail(f->c, "shape_mismatch", path,
+        api_fail(f->c, API_ERR_SHAPE_MISMATCH, path,
                  "data holds more elements than the shape's %zu", f->t->count);
         return false;
     }
     if (f->is_bool) {
         if (!json_is_boolean(v)) {
-            api_fail(f->c, "invalid_field", path, "BOOL data must be true or false");
+            api_fail(f->c, API_ERR_INVALID_FIELD, path, "BOOL data must be true or false");
             return false;
         }
         ((uint8_t *)f->t->data)[f->pos++] = json_is_true(v) ? 1 : 0;
@@ -529,12 +533,12 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
         return true;
     }
     if (!json_is_number(v)) {
-        api_fail(f->c, "invalid_field", path, "expected a number%s",
+        api_fail(f->c, API_ERR_INVALID_FIELD, path, "expected a number%s",
                  f->nullable ? " or null" : "");
         return false;
     }
     if (!store_real(f->t->data, f->dt, f->pos, json_number_value(v), false)) {
-        api_fail(f->c, "non_finite", path, "number out of range of %s",
+        api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
                  attn_dtype_name(f->dt));
         return false;
     }
@@ -569,7 +573,7 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
             memcpy(&v, &u, sizeof v);
         }
         if (!store_real(t->data, dt, i, v, nullable)) {
-            api_fail(c, "non_finite", path, "element %zu is not a finite "
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite "
                      "number of %s", i, attn_dtype_name(dt));
             return false;
         }
@@ -588,7 +592,7 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
     api_pointer_key(path, sizeof path, prefix, "shape");
     if (!json_is_array(shape) || json_array_size(shape) < 1 ||
         json_array_size(shape) > ATTN_MAX_RANK) {
-        api_fail(c, "invalid_field", path, "shape must be an array of 1 to %d "
+        api_fail(c, API_ERR_INVALID_FIELD, path, "shape must be an array of 1 to %d "
                  "dimensions", ATTN_MAX_RANK);
         return false;
     }
@@ -599,17 +603,17 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
 
         api_pointer_index(dp, sizeof dp, path, i);
         if (!json_is_integer(d) || json_integer_value(d) < 0) {
-            api_fail(c, "invalid_field", dp, "a dimension must be a "
+            api_fail(c, API_ERR_INVALID_FIELD, dp, "a dimension must be a "
                      "non-negative integer");
             return false;
         }
         if (json_integer_value(d) == 0) {
-            api_fail(c, "empty_matrix", dp, "a dimension is 0");
+            api_fail(c, API_ERR_EMPTY_MATRIX, dp, "a dimension is 0");
             return false;
         }
         t->shape[i] = (size_t)json_integer_value(d);
         if (!core_mul(count, t->shape[i], &count) || count > x->budget) {
-            api_fail(c, "limit_exceeded", path, "the inputs hold more than "
+            api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "the inputs hold more than "
                      "%zu numbers (--max-elements)", c->ctx->cfg.max_elements);
             return false;
         }
@@ -638,7 +642,7 @@ static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
         *w = W_FP64;
         return true;
     }
-    api_fail(c, "invalid_field", path, "datatype must be %s",
+    api_fail(c, API_ERR_INVALID_FIELD, path, "datatype must be %s",
              want_bool ? "BOOL" : "FP32 or FP64");
     return false;
 }
@@ -655,7 +659,7 @@ static bool read_binary_size(struct api_call *c, const json_t *in,
     *size = -1;
     api_pointer_key(path, sizeof path, prefix, "parameters");
     if (p && !json_is_object(p)) {
-        api_fail(c, "invalid_field", path, "parameters must be an object");
+        api_fail(c, API_ERR_INVALID_FIELD, path, "parameters must be an object");
         return false;
     }
     if (p && !api_check_fields(c, p, path, allowed))
@@ -664,7 +668,7 @@ static bool read_binary_size(struct api_call *c, const json_t *in,
         return true;
     if (!json_is_integer(b) || json_integer_value(b) < 0) {
         char bp[API_PATH_MAX];
-        api_fail(c, "invalid_field", api_pointer_key(bp, sizeof bp, path,
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(bp, sizeof bp, path,
                  "binary_data_size"), "binary_data_size must be a "
                  "non-negative integer");
         return false;
@@ -684,21 +688,21 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
     size_t need = 0;
 
     if (member(in, "data")) {
-        api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
                  prefix, "data"), "data and binary_data_size exclude "
                  "each other");
         return false;
     }
     if (!core_mul(t->count, wire_size(w), &need) ||
         (unsigned long long)bsize != need) {
-        api_fail(c, "shape_mismatch", api_pointer_key(path, sizeof path,
+        api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(path, sizeof path,
                  prefix, "parameters/binary_data_size"),
                  "binary_data_size is %lld, the shape and datatype need "
                  "%zu bytes", bsize, need);
         return false;
     }
     if (need > x->bin_len - x->bin_used) {
-        api_fail(c, "invalid_field", prefix, "the body holds %zu binary "
+        api_fail(c, API_ERR_INVALID_FIELD, prefix, "the body holds %zu binary "
                  "bytes after earlier inputs, %zu are needed",
                  x->bin_len - x->bin_used, need);
         return false;
@@ -721,14 +725,14 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
 
     api_pointer_key(path, sizeof path, prefix, "data");
     if (!json_is_array(data)) {
-        api_fail(c, "invalid_field", path, "data must be an array (or "
+        api_fail(c, API_ERR_INVALID_FIELD, path, "data must be an array (or "
                  "use binary_data_size)");
         return false;
     }
     if (!fill_json(&f, data, 1, path))
         return false;
     if (f.pos != t->count) {
-        api_fail(c, "shape_mismatch", path, "data holds %zu elements, the "
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path, "data holds %zu elements, the "
                  "shape needs %zu", f.pos, t->count);
         return false;
     }
@@ -757,7 +761,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     t->present = true;
     t->index = idx;
     if (!core_mul(t->count, esz, &bytes) || !(t->data = malloc(bytes))) {
-        api_fail(c, "capacity_exhausted", prefix, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, prefix, "out of memory");
         return false;
     }
     if (bsize >= 0)
@@ -808,24 +812,24 @@ static bool read_inputs(struct api_call *c, struct v2_infer *x,
 
         api_pointer_index(path, sizeof path, "/inputs", i);
         if (!json_is_object(in)) {
-            api_fail(c, "invalid_field", path, "an input must be an object");
+            api_fail(c, API_ERR_INVALID_FIELD, path, "an input must be an object");
             return false;
         }
         api_pointer_key(npath, sizeof npath, path, "name");
         if (slot < 0) {
-            api_fail(c, "invalid_field", npath, "unknown input; the inputs are "
+            api_fail(c, API_ERR_INVALID_FIELD, npath, "unknown input; the inputs are "
                      "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask");
             return false;
         }
         if (x->t[slot].present) {
-            api_fail(c, "invalid_field", npath, "input %s given twice", name);
+            api_fail(c, API_ERR_INVALID_FIELD, npath, "input %s given twice", name);
             return false;
         }
         if (!read_input(c, x, in, i, (enum v2_slot)slot))
             return false;
     }
     if (x->bin_used != x->bin_len) {
-        api_fail(c, "invalid_field", NULL, "the body holds %zu binary bytes "
+        api_fail(c, API_ERR_INVALID_FIELD, NULL, "the body holds %zu binary bytes "
                  "that no input claims", x->bin_len - x->bin_used);
         return false;
     }
@@ -840,7 +844,7 @@ static bool shape_fail(struct api_call *c, const struct v2_tensor *t,
     char path[API_PATH_MAX], p2[API_PATH_MAX];
 
     api_pointer_index(path, sizeof path, "/inputs", t->index);
-    api_fail(c, "shape_mismatch", api_pointer_key(p2, sizeof p2, path, "shape"),
+    api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(p2, sizeof p2, path, "shape"),
              "%s", what);
     return false;
 }
@@ -861,7 +865,7 @@ static bool shape_stateless(struct api_call *c, struct v2_infer *x,
     size_t hk, dk, hv, Lv;
 
     if (!k->present || !v->present) {
-        api_fail(c, "invalid_field", "/inputs", "inputs k and v are required%s",
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "inputs k and v are required%s",
                  x->seq ? " at sequence_start" : "");
         return false;
     }
@@ -901,7 +905,7 @@ static bool shape_session(struct api_call *c, struct v2_infer *x,
         return shape_fail(c, q, "q must match the sequence's heads and d_k");
     s->n = n;
     if (k->present != v->present) {
-        api_fail(c, "invalid_field", "/inputs", "k and v go together");
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "k and v go together");
         return false;
     }
     if (k->present) {
@@ -917,7 +921,7 @@ static bool shape_session(struct api_call *c, struct v2_infer *x,
             return shape_fail(c, v, "v must match k's rows and the sequence's d_v");
     }
     if (!core_add(sess_length(x->sess), *m, &s->L)) {
-        api_fail(c, "limit_exceeded", NULL, NULL);
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, NULL, NULL);
         return false;
     }
     return true;
@@ -981,14 +985,14 @@ static bool read_rope(struct api_call *c, struct v2_infer *x)
     x->p.rope_pairs = ATTN_ROPE_INTERLEAVED;
     if (b && (!json_is_number(b) || !(json_number_value(b) > 0) ||
               !isfinite(json_number_value(b)))) {
-        api_fail(c, "invalid_field", "/parameters/rope_base",
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_base",
                  "rope_base must be a positive number");
         return false;
     }
     if (b)
         x->p.rope_base = json_number_value(b);
     if (p && !(ps && (strcmp(ps, "interleaved") == 0 || strcmp(ps, "half") == 0))) {
-        api_fail(c, "invalid_field", "/parameters/rope_pairs",
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_pairs",
                  "rope_pairs must be \"interleaved\" or \"half\"");
         return false;
     }
@@ -1008,7 +1012,7 @@ static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
 
     for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (member(x->params, fixed[i])) {
-            api_fail(c, "invalid_field", api_pointer_key(path, sizeof path,
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
                      "/parameters", fixed[i]), "%s is fixed at sequence_start",
                      fixed[i]);
             return false;
@@ -1016,7 +1020,7 @@ static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
     for (i = 0; i < 3; i++)
         if (x->t[biases[i]].present) {
             api_pointer_index(path, sizeof path, "/inputs", x->t[biases[i]].index);
-            api_fail(c, "invalid_field", path, "%s is fixed at sequence_start",
+            api_fail(c, API_ERR_INVALID_FIELD, path, "%s is fixed at sequence_start",
                      v2_slot_names[biases[i]]);
             return false;
         }
@@ -1074,7 +1078,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         return true;
     }
     if (!json_is_array(outs) || json_array_size(outs) == 0) {
-        api_fail(c, "invalid_field", "/outputs", "outputs must be a non-empty "
+        api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "outputs must be a non-empty "
                  "array");
         return false;
     }
@@ -1086,7 +1090,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 
         api_pointer_index(path, sizeof path, "/outputs", i);
         if (!json_is_object(o)) {
-            api_fail(c, "invalid_field", path, "an output must be an object");
+            api_fail(c, API_ERR_INVALID_FIELD, path, "an output must be an object");
             return false;
         }
         if (!api_check_fields(c, o, path, allowed))
@@ -1094,7 +1098,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         for (k = 0; k < 3 && !(name && strcmp(name, v2_out_names[k]) == 0); k++)
             ;
         if (k == 3 || (x->outputs & (1u << k))) {
-            api_fail(c, "invalid_field", api_pointer_key(pp, sizeof pp, path,
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(pp, sizeof pp, path,
                      "name"), k == 3 ? "unknown output; the outputs are "
                      "scores, weights, output" : "output named twice");
             return false;
@@ -1102,7 +1106,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         p = member(o, "parameters");
         api_pointer_key(pp, sizeof pp, path, "parameters");
         if (p && !json_is_object(p)) {
-            api_fail(c, "invalid_field", pp, "parameters must be an object");
+            api_fail(c, API_ERR_INVALID_FIELD, pp, "parameters must be an object");
             return false;
         }
         if (p && !api_check_fields(c, p, pp, pallowed))
@@ -1289,7 +1293,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
 
     if (!api_attention_numbers(r, &numbers) || numbers > maxe ||
         !response_cap(r, x, &cap)) {
-        api_fail(c, "response_too_large", "/outputs", "the response would "
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/outputs", "the response would "
                  "hold more than %zu numbers (--max-elements); ask for fewer "
                  "outputs", maxe);
         return;
@@ -1300,7 +1304,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     }
     if (!api_result_alloc(r, &res)) {
         api_result_free(&res);
-        api_fail(c, "capacity_exhausted", NULL, "out of memory");
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
     if (x->sess) {
@@ -1350,7 +1354,7 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
         seq_prune(c->ctx);
         if (!seq_put(c->ctx, x->seq_key, x->sid, old)) {
             sess_delete(c->ctx->store, x->sid);
-            api_fail(c, "capacity_exhausted", NULL, "too many open sequences "
+            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "too many open sequences "
                      "(%d)", API_V2_MAX_SEQUENCES);
             return false;
         }
@@ -1432,19 +1436,19 @@ static void v2_infer(struct api_call *c)
         goto out;
     id = member(x.hdr, "id");
     if (id && !json_is_string(id)) {
-        api_fail(c, "invalid_field", "/id", "id must be a string");
+        api_fail(c, API_ERR_INVALID_FIELD, "/id", "id must be a string");
         goto out;
     }
     x.params = member(x.hdr, "parameters");
     if (x.params && !json_is_object(x.params)) {
-        api_fail(c, "invalid_field", "/parameters", "parameters must be an object");
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters", "parameters must be an object");
         goto out;
     }
     if (x.params && !api_check_fields(c, x.params, "/parameters", v2_params_allowed))
         goto out;
     inputs = member(x.hdr, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
-        api_fail(c, "invalid_field", "/inputs", "inputs must be a non-empty array");
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "inputs must be a non-empty array");
         goto out;
     }
     if (!read_sequence(c, &x))
@@ -1455,7 +1459,7 @@ static void v2_infer(struct api_call *c)
     if (!read_inputs(c, &x, inputs))
         goto out;
     if (!x.t[V2_Q].present) {
-        api_fail(c, "invalid_field", "/inputs", "input q is required");
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "input q is required");
         goto out;
     }
     infer_compute(c, &x);
@@ -1529,11 +1533,11 @@ static void dispatch(struct api_call *c, const char *rest)
         is_post(c) ? v2_infer(c) : api_fail_method(c, "POST");
     } else if (what) {
         c->resp->route = "/v2/models/{model}";
-        api_fail(c, "not_found", NULL, "unknown %s; this server serves model "
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "unknown %s; this server serves model "
                  "\"" V2_MODEL "\" version " V2_VERSION, what);
     } else {
         c->resp->route = "/v2";
-        api_fail(c, "not_found", NULL, "no route for /v2%s", rest);
+        api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for /v2%s", rest);
     }
 }
 

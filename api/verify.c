@@ -66,7 +66,7 @@ static bool multi_head(struct api_call *c, const json_t *m, const char *path)
 {
     if (!json_is_array(json_array_get(json_array_get(m, 0), 0)))
         return false;
-    api_fail(c, "invalid_field", path, "verify takes one head: a matrix "
+    api_fail(c, API_ERR_INVALID_FIELD, path, "verify takes one head: a matrix "
              "[rows][width], not [heads][rows][width]");
     return true;
 }
@@ -87,12 +87,12 @@ static bool read_qkv(struct api_call *c, const json_t *body, size_t *budget,
         !api_read_tensor(c, member(body, "v"), "/v", &spec, &r->v))
         return false;
     if (r->k.shape[1] != r->q.shape[1]) {
-        api_fail(c, "shape_mismatch", "/k", "k rows have %zu numbers, q rows %zu",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/k", "k rows have %zu numbers, q rows %zu",
                  r->k.shape[1], r->q.shape[1]);
         return false;
     }
     if (r->v.shape[0] != r->k.shape[0]) {
-        api_fail(c, "shape_mismatch", "/v", "v must have k's %zu rows, has %zu",
+        api_fail(c, API_ERR_SHAPE_MISMATCH, "/v", "v must have k's %zu rows, has %zu",
                  r->k.shape[0], r->v.shape[0]);
         return false;
     }
@@ -114,7 +114,7 @@ static bool read_tolerance(struct api_call *c, const json_t *v, double *out)
         return true;
     if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
         !(json_number_value(v) > 0.0) || json_number_value(v) > 1.0) {
-        api_fail(c, "invalid_field", "/tolerance",
+        api_fail(c, API_ERR_INVALID_FIELD, "/tolerance",
                  "expected a number greater than 0 and at most 1");
         return false;
     }
@@ -367,7 +367,7 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
     enum core_status st;
 
     if (!verify_numbers_bound(in, &numbers) || numbers > api_max_elements(c)) {
-        api_fail(c, "response_too_large", NULL,
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL,
                  "verify would return more than %zu numbers (--max-elements); "
                  "send fewer rows", api_max_elements(c));
         return;
@@ -385,7 +385,7 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
         !core_mul(bytes, API_NUM_MAX + 4, &bytes) ||
         !core_add(bytes, 1u << 16, &bytes)) {
         verify_report_free(&rep);
-        api_fail(c, "response_too_large", NULL, NULL);
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
         return;
     }
     api_buf_init(&buf, bytes);

@@ -146,7 +146,7 @@ struct req {
     char *body;                     /* capped buffer */
     size_t len, cap;
     uint64_t bytes_in;              /* everything received, kept or not */
-    const char *refuse;             /* set once over a cap: wire code to answer */
+    enum api_err refuse;            /* set once over a cap: the error to answer */
     size_t n_hdr;
     uv_work_t work;
     struct req *next;               /* in srv_http.pending */
@@ -358,7 +358,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
 }
 
 /* A fault the transport detects: JSON error body with CORS headers. */
-static enum MHD_Result transport_error(struct req *r, const char *code, const char *msg)
+static enum MHD_Result transport_error(struct req *r, enum api_err code, const char *msg)
 {
     struct api_request q;
     api_req_init(r, &q, conn_header);
@@ -446,7 +446,7 @@ static void after_work_cb(uv_work_t *w, int status)
         memset(&r->resp, 0, sizeof r->resp);
         struct api_request q;
         api_req_init(r, &q, req_header);
-        api_transport_error(h->ctx, &q, "internal", "request was cancelled", &r->resp);
+        api_transport_error(h->ctx, &q, API_ERR_INTERNAL, "request was cancelled", &r->resp);
     }
     body_release(r);                    /* the response no longer needs it */
     pthread_mutex_lock(&h->mu);
@@ -536,20 +536,15 @@ static bool is_probe(const struct req *r)
 
 static bool is_tiny_attention(const struct req *r)
 {
-    return r->len <= INLINE_MAX_BODY && !r->refuse &&
+    return r->len <= INLINE_MAX_BODY && r->refuse == API_ERR_NONE &&
            strcmp(r->method, "POST") == 0 && strcmp(r->url, "/v1/attention") == 0;
 }
 
 /* Whether the api refused for a size limit (the pool may answer it). */
 static bool refused_for_size(const struct api_response *resp)
 {
-    static const char *const codes[] = {"\"response_too_large\"", "\"limit_exceeded\""};
-    if (resp->status != 422 || !resp->body)
-        return false;
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (memmem(resp->body, resp->body_len, codes[i], strlen(codes[i])))
-            return true;
-    return false;
+    return resp->error == API_ERR_RESPONSE_TOO_LARGE ||
+           resp->error == API_ERR_LIMIT_EXCEEDED;
 }
 
 /* Answer into r->resp on this thread; false: hand it to the pool instead. */
@@ -588,7 +583,7 @@ static enum MHD_Result dispatch(struct req *r)
      * (MHD_stop_daemon aborts the process if one is; the race was seen in
      * the e2e drain tests). Requests begun before it still finish. */
     if (r->late)
-        return transport_error(r, "draining", NULL);
+        return transport_error(r, API_ERR_DRAINING, NULL);
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
     pthread_mutex_lock(&h->mu);
@@ -616,6 +611,7 @@ static struct req *req_new(struct srv_http *h)
         r->keep_cap = 0;
     }
     memset(r, 0, offsetof(struct req, hdr));
+    r->refuse = API_ERR_NONE;
     r->resp.body = NULL;
     r->resp.body_len = 0;
     return r;
@@ -674,7 +670,7 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
     else if (f.te && (f.n_te > 1 || strcasecmp(f.te, "chunked") != 0))
         msg = "unsupported Transfer-Encoding (only chunked)";
     if (msg) {
-        *ret = transport_error(r, "bad_request", msg);
+        *ret = transport_error(r, API_ERR_BAD_REQUEST, msg);
         return true;
     }
     if (f.cl) {
@@ -682,15 +678,15 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
         errno = 0;
         unsigned long long n = strtoull(f.cl, &end, 10);
         if (f.cl[0] < '0' || f.cl[0] > '9' || errno || *end) {
-            *ret = transport_error(r, "bad_request", "invalid Content-Length");
+            *ret = transport_error(r, API_ERR_BAD_REQUEST, "invalid Content-Length");
             return true;
         }
         if (n > r->h->cfg->max_body_bytes) {
-            *ret = transport_error(r, "body_too_large", NULL);
+            *ret = transport_error(r, API_ERR_BODY_TOO_LARGE, NULL);
             return true;
         }
         if (n > 0 && !body_reserve(r, (size_t)n)) {   /* one buffer of the announced size */
-            *ret = transport_error(r, "capacity_exhausted",
+            *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
                                    "too many request bodies in flight; retry");
             return true;
         }
@@ -702,10 +698,10 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
 static bool append_body(struct req *r, const char *data, size_t n)
 {
     size_t max = r->h->cfg->max_body_bytes;
-    if (r->refuse)
+    if (r->refuse != API_ERR_NONE)
         return false;
     if (n > max - r->len) {
-        r->refuse = "body_too_large";
+        r->refuse = API_ERR_BODY_TOO_LARGE;
         return false;
     }
     if (r->len + n > r->cap) {
@@ -713,7 +709,7 @@ static bool append_body(struct req *r, const char *data, size_t n)
         while (cap < r->len + n)
             cap = cap > max / 2 ? max : cap * 2;
         if (!body_reserve(r, cap)) {
-            r->refuse = "capacity_exhausted";
+            r->refuse = API_ERR_CAPACITY_EXHAUSTED;
             return false;
         }
     }
@@ -765,9 +761,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case REQ_BODY:
         if (*upload_data_size)
             return on_upload(r, upload_data, upload_data_size);
-        if (r->refuse)
+        if (r->refuse != API_ERR_NONE)
             return transport_error(r, r->refuse,
-                                   strcmp(r->refuse, "body_too_large") == 0 ? NULL
+                                   r->refuse == API_ERR_BODY_TOO_LARGE ? NULL
                                    : "too many request bodies in flight; retry");
         return dispatch(r);
     case REQ_READY:                     /* resumed by after_work_cb */

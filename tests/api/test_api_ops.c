@@ -325,15 +325,15 @@ TEST(transport_error)
     req.header = t_header_fn;
     req.header_arg = (void *)h;
     ctx.cfg.cors_origins = origins;
-    api_transport_error(&ctx, &req, "body_too_large", "body over 1 MiB", &r);
+    api_transport_error(&ctx, &req, API_ERR_BODY_TOO_LARGE, "body over 1 MiB", &r);
     CHECK_EQ_INT(r.status, 413);
     CHECK_STR(t_err_code(&r), "body_too_large");
     CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
     api_response_free(&r);
-    api_transport_error(&ctx, &req, "bad_request", NULL, &r);
+    api_transport_error(&ctx, &req, API_ERR_BAD_REQUEST, NULL, &r);
     CHECK_EQ_INT(r.status, 400);
     api_response_free(&r);
-    api_transport_error(&ctx, &req, "no_such_code", NULL, &r);
+    api_transport_error(&ctx, &req, API_ERR_COUNT, NULL, &r);
     CHECK_EQ_INT(r.status, 500);
     CHECK_STR(t_err_code(&r), "internal");
     api_response_free(&r);

@@ -145,10 +145,13 @@ static void fuzz_check_error(const struct api_response *r, json_t *doc)
     if (!json_is_string(code) || !json_is_string(msg) || !path ||
         !(json_is_null(path) || json_is_string(path)))
         fuzz_fail("error object lacks code/message/path", r);
-    if (!api_error_known(json_string_value(code)))
+    enum api_err err;
+    if (!api_error_parse(json_string_value(code), &err))
         fuzz_fail("error code not in the table", r);
-    if (api_error_status(json_string_value(code)) != r->status)
+    if (api_error_status(err) != r->status)
         fuzz_fail("error status differs from the table's", r);
+    if (r->error != err)
+        fuzz_fail("response's error differs from its body's code", r);
 }
 
 static void fuzz_check(const struct api_response *r, int v2)
