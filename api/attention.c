@@ -14,11 +14,6 @@
 #include "api/write.h"
 #include "core/attn.h"
 
-size_t api_max_elements(const struct api_call *c)
-{
-    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
-}
-
 bool api_attention_fits(struct api_call *c, const struct attn_request *r,
                         enum api_encoding encoding, size_t *cap)
 {

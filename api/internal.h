@@ -1,14 +1,14 @@
 /*
  * api/internal.h — what the api/ handlers share: the per-request call
- * object, the reply helpers (JSON error object, JSON tree, prebuilt buffer),
- * body parsing with the DESIGN.md errors, and the handler entry points the
- * router dispatches to.
+ * object, the reply helpers (api/reply.c: JSON error object, JSON tree,
+ * prebuilt buffer), body parsing with its wire errors and JSON pointers
+ * (api/body.c), and the handler entry points the router dispatches to.
  *
  * A handler receives a struct api_call and must answer exactly once through
  * one of the api_reply_* / api_fail* functions (a second answer replaces the
- * first). Error replies always use the DESIGN.md shape
+ * first). Error replies always have the shape
  *   {"error":{"code":"...","message":"...","path":"/json/pointer"|null}}
- * with the status taken from the one table in api/error.c. CORS headers are
+ * with the status taken from the one table, API_ERROR_MAP. CORS headers are
  * added by the router after the handler returns, so handlers never add them.
  */
 #ifndef ATTND_API_INTERNAL_H
@@ -35,6 +35,12 @@ struct api_call {
     uint64_t t0_us;                     /* api_now_us() when handling began */
     bool answered;                      /* a reply helper has run */
 };
+
+/* --max-elements, or SIZE_MAX when unset (every reader's budget). */
+static inline size_t api_max_elements(const struct api_call *c)
+{
+    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+}
 
 /* Monotonic clock in microseconds. */
 uint64_t api_now_us(void);
@@ -159,8 +165,6 @@ void api_verify(struct api_call *c);
  * never the raw id, and checks the method itself (api_fail_method). */
 void api_sessions(struct api_call *c, const char *rest);
 
-/* --max-elements, or SIZE_MAX when unset. */
-size_t api_max_elements(const struct api_call *c);
 
 /*
  * The attention response's size check, shared by /v1/attention and session

@@ -1,20 +1,17 @@
 /*
- * api/reply.c — answering a call: the DESIGN.md error object, JSON and
- * prebuilt-text replies, request body parsing with its wire errors, and
- * JSON-pointer helpers. Every handler answers through these functions, so
- * the status of an error always comes from the table in api/error.c.
+ * api/reply.c — answering a call: the error object
+ * {"error":{"code","message","path"}}, JSON, prebuilt-text and empty
+ * replies, and the response's header slots. Every handler answers through
+ * these functions, so the status of an error always comes from the one
+ * table (API_ERROR_MAP in api/error.h) and resp->error records which one.
  */
 #include "api/internal.h"
-#include "api/numread.h"
 #include "api/utf8.h"
 
-#include <ctype.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 uint64_t api_now_us(void)
@@ -199,344 +196,21 @@ void api_reply_text(struct api_call *c, int status, const char *content_type,
     c->resp->body_len = len;
 }
 
-/* ---- body parsing ----------------------------------------------------- */
-
-static const char *skip_ws(const char *s)
+void api_response_header(struct api_response *resp, const char *name,
+                         const char *value)
 {
-    while (*s == ' ' || *s == '\t')
-        s++;
-    return s;
+    struct api_header *h;
+
+    if (resp->n_headers >= API_MAX_HEADERS)
+        return;
+    h = &resp->headers[resp->n_headers++];
+    snprintf(h->name, sizeof h->name, "%s", name);
+    snprintf(h->value, sizeof h->value, "%s", value);
 }
 
-/*
- * application/json, optionally followed by "; charset=utf-8" (the value
- * case-insensitive, optionally quoted). Any other type or parameter: false.
- */
-static bool media_type_ok(const char *ct)
+void api_response_free(struct api_response *resp)
 {
-    static const char type[] = "application/json";
-    const char *p;
-
-    if (!ct)
-        return false;
-    p = skip_ws(ct);
-    if (strncasecmp(p, type, sizeof type - 1) != 0)
-        return false;
-    p = skip_ws(p + sizeof type - 1);
-    while (*p == ';') {
-        p = skip_ws(p + 1);
-        if (*p == '\0')
-            return true;
-        if (strncasecmp(p, "charset=", 8) != 0)
-            return false;
-        p += 8;
-        if (strncasecmp(p, "\"utf-8\"", 7) == 0)
-            p += 7;
-        else if (strncasecmp(p, "utf-8", 5) == 0)
-            p += 5;
-        else
-            return false;
-        p = skip_ws(p);
-    }
-    return *p == '\0';
-}
-
-/* End of the string whose opening quote is at s[i] (index after the closing
- * quote), or n. memchr does the scanning: base64 strings run to megabytes. */
-static size_t string_end(const char *s, size_t n, size_t i)
-{
-    for (i++; i < n;) {
-        const char *q = memchr(s + i, '"', n - i);
-        size_t j, bs = 0;
-        if (!q)
-            return n;
-        j = (size_t)(q - s);
-        while (j - bs > i && s[j - bs - 1] == '\\')
-            bs++;
-        if (bs % 2 == 0)
-            return j + 1;       /* not escaped */
-        i = j + 1;
-    }
-    return n;
-}
-
-/* Byte classes for the depth scan: 1 quote, 2 opening, 3 closing bracket. */
-static const unsigned char depth_class[256] = {
-    ['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
-
-/* Nesting depth of the JSON text (strings skipped) exceeds the limit?
- * Checked before jansson sees the text so hostile nesting costs one scan. */
-static bool too_deep(const char *s, size_t n)
-{
-    size_t i = 0, depth = 0;
-
-    while (i < n) {
-        switch (depth_class[(unsigned char)s[i]]) {
-        case 0:
-            i++;
-            break;
-        case 1:
-            i = string_end(s, n, i);
-            break;
-        case 2:
-            if (++depth > API_MAX_JSON_DEPTH)
-                return true;
-            i++;
-            break;
-        default:
-            if (depth > 0)
-                depth--;
-            i++;
-            break;
-        }
-    }
-    return false;
-}
-
-/* A raw NUL byte is never JSON (outside strings only whitespace may sit
- * between tokens, inside them control bytes must be escaped), but jansson
- * stops reading a number at one and goes on: [[1,0\0]] read as [[1,0]].
- * Refuse it first (memchr: far faster than the parse). */
-static bool has_raw_nul(struct api_call *c, const char *s, size_t n)
-{
-    const char *z = memchr(s, '\0', n);
-
-    if (!z)
-        return false;
-    api_fail(c, API_ERR_INVALID_JSON, "", "raw NUL byte at offset %zu", (size_t)(z - s));
-    return true;
-}
-
-static json_t *parse_text(struct api_call *c, const char *s, size_t n)
-{
-    json_error_t err;
-    json_t *root;
-
-    if (has_raw_nul(c, s, n))
-        return NULL;
-    if (too_deep(s, n)) {
-        api_fail(c, API_ERR_JSON_TOO_DEEP, "", "JSON nesting deeper than %d",
-                 API_MAX_JSON_DEPTH);
-        return NULL;
-    }
-    root = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err);
-    if (!root && json_error_code(&err) == json_error_numeric_overflow) {
-        /* An integer literal beyond long long is still a JSON number:
-         * read every integer as a real instead. */
-        root = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
-                          &err);
-    }
-    if (!root) {
-        switch (json_error_code(&err)) {
-        case json_error_duplicate_key:
-            api_fail(c, API_ERR_DUPLICATE_KEY, "", "%s (line %d, column %d)",
-                     err.text, err.line, err.column);
-            break;
-        case json_error_stack_overflow:
-            api_fail(c, API_ERR_JSON_TOO_DEEP, "", "%s", err.text);
-            break;
-        case json_error_numeric_overflow:
-            api_fail(c, API_ERR_NON_FINITE, "", "%s (line %d, column %d)",
-                     err.text, err.line, err.column);
-            break;
-        default:
-            api_fail(c, API_ERR_INVALID_JSON, "", "%s (line %d, column %d)",
-                     err.text, err.line, err.column);
-            break;
-        }
-        return NULL;
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        api_fail(c, API_ERR_INVALID_JSON, "", "request body must be a JSON object");
-        return NULL;
-    }
-    return root;
-}
-
-static json_t *parse_body(struct api_call *c, bool optional)
-{
-    const struct api_request *r = c->req;
-
-    if (r->body_len == 0 || !r->body) {
-        if (optional)
-            return json_object();
-        api_fail(c, API_ERR_INVALID_JSON, "", "request body is empty");
-        return NULL;
-    }
-    if (!media_type_ok(api_header(c, "Content-Type"))) {
-        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
-                 "Content-Type must be application/json");
-        return NULL;
-    }
-    return parse_text(c, r->body, r->body_len);
-}
-
-json_t *api_parse_body(struct api_call *c)
-{
-    return parse_body(c, false);
-}
-
-json_t *api_parse_body_optional(struct api_call *c)
-{
-    return parse_body(c, true);
-}
-
-/* The tree jansson would read from a body whose members the fast reader
- * all took: {"<key>":0,...} (pre->whole). A new reference, or NULL. */
-static json_t *pre_tree_build(const struct api_pre *pre)
-{
-    json_t *root = json_object();
-    size_t i;
-
-    for (i = 0; root && i < pre->n; i++)
-        if (json_object_set_new(root, pre->e[i].path + 1, json_integer(0)) != 0) {
-            json_decref(root);
-            root = NULL;
-        }
-    return root;
-}
-
-/*
- * The same tree, shared: it depends only on which of the keys are present,
- * and nobody modifies it (the readers look members up), so keys->trees
- * holds one per subset of the first API_FAST_KEYS_SHARED names, built at
- * first use and published with a compare-and-swap. It is made immortal the
- * way jansson's own true/false/null are, a reference count of (size_t)-1
- * (jansson.h's json_incref/json_decref then leave it alone), so handing it
- * out is no atomic on a shared cache line, and json_decref by the caller
- * stays right. Building it per request was ~2k instructions with its
- * json_delete, a twentieth of a small request's api_handle. Bodies outside
- * the table get a tree of their own.
- */
-static json_t *pre_tree(struct api_fast_keys *keys, const struct api_pre *pre)
-{
-    const char *const *names = keys->names;
-    unsigned mask = 0;
-    size_t i, k;
-    json_t *t, *none = NULL;
-
-    for (i = 0; i < pre->n; i++) {
-        for (k = 0; k < API_FAST_KEYS_SHARED && names[k]; k++)
-            if (strcmp(names[k], pre->e[i].path + 1) == 0)
-                break;
-        if (k == API_FAST_KEYS_SHARED || !names[k] || (mask & 1u << k))
-            return pre_tree_build(pre);
-        mask |= 1u << k;
-    }
-    if ((t = atomic_load(&keys->trees[mask])))
-        return t;
-    if (!(t = pre_tree_build(pre)))
-        return NULL;
-    t->refcount = (size_t)-1;               /* before it is published */
-    if (!atomic_compare_exchange_strong(&keys->trees[mask], &none, t)) {
-        t->refcount = 1;
-        json_decref(t);                     /* another thread's is in */
-        t = none;
-    }
-    return t;
-}
-
-json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
-                           struct api_pre *pre)
-{
-    const struct api_request *r = c->req;
-    size_t max = api_max_elements(c);
-    json_error_t err;
-    size_t len;
-    char *text;
-    json_t *root;
-
-    memset(pre, 0, sizeof *pre);
-    /* The rewrite follows the whole body and refuses nesting beyond the
-     * limit, so a rewritten text needs no too_deep() scan. */
-    if (r->body_len == 0 || !r->body ||
-        !media_type_ok(api_header(c, "Content-Type")))
-        return parse_body(c, false);
-    if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max,
-                                 API_MAX_JSON_DEPTH, pre, &len))) {
-        if (pre->whole && (root = pre_tree(keys, pre)))
-            return root;        /* nothing left for jansson to read */
-        api_pre_free(pre);
-        return parse_body(c, false);
-    }
-    /* A raw NUL in the arrays the rewrite took out fails their readers; one
-     * in the rest is caught here, and parse_text reports it. */
-    root = memchr(text, '\0', len) ? NULL
-         : json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    free(text);
-    if (!root || !json_is_object(root)) {
-        /* report the error as found in the original text */
-        json_decref(root);
-        api_pre_free(pre);
-        return parse_body(c, false);
-    }
-    return root;
-}
-
-/* ---- JSON pointers ---------------------------------------------------- */
-
-char *api_pointer_key(char *out, size_t size, const char *prefix,
-                      const char *key)
-{
-    size_t n;
-
-    if (size == 0)
-        return out;
-    /* prefix + "/" copied by hand: readers build these paths on every
-     * request (snprintf's format parsing showed in profiles); cut to fit,
-     * as snprintf would. */
-    n = strlen(prefix);
-    if (n >= size - 1) {
-        memcpy(out, prefix, size - 1);
-        out[size - 1] = '\0';
-        return out;
-    }
-    memcpy(out, prefix, n);
-    out[n++] = '/';
-    for (; *key && n + 1 < size; key++) {
-        if (*key == '~' || *key == '/') {
-            if (n + 2 >= size)
-                break;
-            out[n++] = '~';
-            out[n++] = *key == '~' ? '0' : '1';
-        } else {
-            out[n++] = *key;
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
-
-char *api_pointer_index(char *out, size_t size, const char *prefix,
-                        size_t index)
-{
-    if (size)
-        snprintf(out, size, "%s/%zu", prefix, index);
-    return out;
-}
-
-bool api_check_fields(struct api_call *c, const json_t *obj,
-                      const char *prefix, const char *const *allowed)
-{
-    const char *key;
-    json_t *val;
-
-    json_object_foreach((json_t *)obj, key, val) {
-        const char *const *a;
-        bool ok = false;
-        char path[128];
-
-        for (a = allowed; *a; a++)
-            if (strcmp(*a, key) == 0) {
-                ok = true;
-                break;
-            }
-        if (!ok) {
-            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
-                     prefix, key), "unknown field \"%s\"", key);
-            return false;
-        }
-    }
-    return true;
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
 }

@@ -294,22 +294,3 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
         api_fail(&c, code, NULL, NULL);
     cors_headers(&c);
 }
-
-void api_response_header(struct api_response *resp, const char *name,
-                         const char *value)
-{
-    struct api_header *h;
-
-    if (resp->n_headers >= API_MAX_HEADERS)
-        return;
-    h = &resp->headers[resp->n_headers++];
-    snprintf(h->name, sizeof h->name, "%s", name);
-    snprintf(h->value, sizeof h->value, "%s", value);
-}
-
-void api_response_free(struct api_response *resp)
-{
-    free(resp->body);
-    resp->body = NULL;
-    resp->body_len = 0;
-}
