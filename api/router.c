@@ -8,7 +8,7 @@
  * methods themselves.
  */
 #include "api/internal.h"
-#include "api/v2.h"
+#include "api/v2_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,4 +293,9 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
     else
         api_fail(&c, code, NULL, NULL);
     cors_headers(&c);
+}
+
+void api_ctx_close(struct api_ctx *ctx)
+{
+    api_v2_seq_free(ctx);
 }

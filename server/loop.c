@@ -434,6 +434,7 @@ int srv_loop_run(struct srv_config *cfg)
         uv_loop_close(&p->loop);
     uv_library_shutdown();                  /* joins the pool threads */
     free_worker_ws();
+    api_ctx_close(&p->ctx);
     if (p->store)
         sess_store_free(p->store);
     srv_metrics_free(p->metrics);

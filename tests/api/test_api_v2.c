@@ -646,6 +646,7 @@ TEST(sequence_prune_keeps_ttls)
     CHECK_EQ_INT(start_seq(&pctx, i, true), 200);
     fake_now += 200;    /* leave the map empty for other tests */
     CHECK_EQ_INT(start_seq(&pctx, i + 1, true), 200);
+    api_ctx_close(&pctx);
     sess_store_free(pctx.store);
 }
 

@@ -1,0 +1,94 @@
+/*
+ * api/v2_impl.h — what the files of the Open Inference Protocol v2 share
+ * (api/v2.c routes and describes the model, api/v2_tensor.c reads input
+ * tensors, api/v2_infer.c runs one inference request, api/v2_seq.c maps
+ * sequence ids onto sessions): the model's input slots, the state of one
+ * inference request, and the functions that cross between those files.
+ */
+#ifndef ATTND_API_V2_IMPL_H
+#define ATTND_API_V2_IMPL_H
+
+#include "api/v2.h"
+#include "core/attn.h"
+#include "core/store.h"
+
+#define V2_MODEL "attention"
+#define V2_VERSION "1"
+#define V2_HDR_LEN "Inference-Header-Content-Length"
+
+/* The inputs and outputs of the model. */
+enum v2_slot { V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK, V2_NSLOT };
+
+/* Input names by slot, output names by ATTN_OUT_* bit index (api/v2.c). */
+extern const char *const api_v2_slot_names[V2_NSLOT];
+extern const char *const api_v2_out_names[3];
+
+/* An input tensor, converted to the computation's dtype (mask: uint8_t). */
+struct v2_tensor {
+    bool present;
+    size_t index;                   /* position in "inputs" (for paths) */
+    int rank;
+    size_t shape[ATTN_MAX_RANK];
+    size_t count;
+    void *data;                     /* malloc'd */
+};
+
+struct v2_infer {
+    json_t *hdr;                    /* the JSON part (new reference) */
+    const json_t *params;           /* request parameters (borrowed) or NULL */
+    const unsigned char *bin;       /* binary part of the body */
+    size_t bin_len, bin_used;
+    enum attn_dtype dt;             /* of the computation */
+    size_t budget;                  /* input elements still allowed */
+    struct v2_tensor t[V2_NSLOT];
+    /* options */
+    struct attn_params p;
+    bool scale_given;
+    enum attn_causal causal;
+    enum attn_empty_rows empty_rows;
+    double *slopes;                 /* malloc'd ALiBi slopes or NULL */
+    unsigned outputs, binary;       /* ATTN_OUT_* bits selected / binary */
+    /* sequence */
+    bool seq, seq_start, seq_end;
+    const json_t *seq_id;           /* borrowed */
+    char seq_key[80];
+    char sid[SESS_ID_MAX];
+    struct sess *sess;              /* held session, or NULL */
+};
+
+/* obj[key] when obj is an object, else NULL (borrowed). */
+static inline const json_t *member(const json_t *obj, const char *key)
+{
+    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
+}
+
+/* POST /v2/models/attention/infer (api/v2_infer.c). */
+void api_v2_infer(struct api_call *c);
+
+/* The dtype of a stateless computation: that of q (api/v2_tensor.c). */
+void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);
+
+/* Every element of "inputs" into x's slots, in order (binary data follows
+ * that order); false after answering with the error. (api/v2_tensor.c) */
+bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
+                        const json_t *inputs);
+
+/*
+ * The sequence map of ctx (api/v2_seq.c): a client's sequence id (as text,
+ * "i:<uint64>" or "s:<string>") -> the id of the session holding it, at
+ * most API_V2_MAX_SEQUENCES entries. Lock order: the map, then the store.
+ */
+/* Copy the session id of key into sid; false when unknown. */
+bool api_v2_seq_find(struct api_ctx *ctx, const char *key, char *sid);
+/* Forget key, but only while it still maps to sid. */
+void api_v2_seq_forget(struct api_ctx *ctx, const char *key, const char *sid);
+/* Map key to sid; the session it replaced (if any) into old (else "").
+ * false when the map is full (or cannot be made). */
+bool api_v2_seq_put(struct api_ctx *ctx, const char *key, const char *sid,
+                    char *old);
+/* Drop the entries whose session expired or was deleted. */
+void api_v2_seq_prune(struct api_ctx *ctx);
+/* Free the map (api_ctx_close). */
+void api_v2_seq_free(struct api_ctx *ctx);
+
+#endif

@@ -1,0 +1,801 @@
+/*
+ * api/v2_infer.c — one Open Inference Protocol v2 inference request: split
+ * the body into its JSON header and binary part, read the sequence
+ * parameters (and hold the sequence's session), the inputs
+ * (api/v2_tensor.c), their shapes, the options from `parameters` and the
+ * outputs asked for, then run the attention pass (stateless, or against a
+ * session's cache) and write the response, JSON or binary.
+ */
+#include "api/v2_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/read.h"
+#include "api/write.h"
+
+static void infer_free(struct v2_infer *x)
+{
+    size_t i;
+
+    for (i = 0; i < V2_NSLOT; i++)
+        free(x->t[i].data);
+    free(x->slopes);
+    json_decref(x->hdr);
+}
+
+static bool param_bool(struct api_call *c, const json_t *params,
+                       const char *key, bool *out)
+{
+    const json_t *v = member(params, key);
+    char path[API_PATH_MAX];
+
+    *out = false;
+    if (!v)
+        return true;
+    if (!json_is_boolean(v)) {
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
+                 "/parameters", key), "%s must be true or false", key);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+/* Header lookups for the JSON part of a binary request: whatever the body's
+ * Content-Type, that part is JSON. */
+static const char *json_part_header(void *arg, const char *name)
+{
+    const struct api_request *r = arg;
+
+    if (strcasecmp(name, "Content-Type") == 0)
+        return "application/json";
+    return r->header ? r->header(r->header_arg, name) : NULL;
+}
+
+/* Split the body into the JSON header and the binary part, and parse the
+ * header with the shared parser (duplicate keys, depth, syntax errors). */
+static bool split_body(struct api_call *c, struct v2_infer *x)
+{
+    const struct api_request *r = c->req;
+    const char *hl = api_header(c, V2_HDR_LEN);
+    struct api_request jr = *r;
+    struct api_call jc = *c;
+    size_t hlen = r->body_len;
+
+    if (hl) {
+        char *end;
+        unsigned long long v;
+
+        errno = 0;
+        v = strtoull(hl, &end, 10);
+        if (errno || end == hl || *end != '\0' || hl[0] == '-' ||
+            v > r->body_len || v == 0) {
+            api_fail(c, API_ERR_INVALID_FIELD, NULL, "%s must be a length between "
+                     "1 and the body's %zu bytes", V2_HDR_LEN, r->body_len);
+            return false;
+        }
+        hlen = (size_t)v;
+    }
+    jr.body_len = hlen;
+    jr.header = json_part_header;
+    jr.header_arg = (void *)r;
+    jc.req = &jr;
+    x->hdr = api_parse_body(&jc);
+    c->answered = jc.answered;
+    if (!x->hdr)
+        return false;
+    /* body may be NULL when empty: no pointer arithmetic on it then */
+    x->bin = hlen < r->body_len ? (const unsigned char *)r->body + hlen : NULL;
+    x->bin_len = r->body_len - hlen;
+    return true;
+}
+
+/* Sequence parameters: sequence_id (positive integer or non-empty string),
+ * sequence_start, sequence_end. */
+static bool read_sequence(struct api_call *c, struct v2_infer *x)
+{
+    const json_t *id = member(x->params, "sequence_id");
+
+    if (!param_bool(c, x->params, "sequence_start", &x->seq_start) ||
+        !param_bool(c, x->params, "sequence_end", &x->seq_end))
+        return false;
+    if (json_is_integer(id) && json_integer_value(id) > 0) {
+        snprintf(x->seq_key, sizeof x->seq_key, "i:%" JSON_INTEGER_FORMAT,
+                 json_integer_value(id));
+    } else if (json_is_string(id) && json_string_length(id) > 0 &&
+               json_string_length(id) < 64) {
+        snprintf(x->seq_key, sizeof x->seq_key, "s:%s", json_string_value(id));
+    } else if (id && !(json_is_integer(id) && json_integer_value(id) == 0)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
+                 "sequence_id must be a positive integer or a string of "
+                 "1 to 63 bytes");
+        return false;
+    }
+    x->seq_id = id;
+    x->seq = x->seq_key[0] != '\0';
+    if (!x->seq && (x->seq_start || x->seq_end)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
+                 "sequence_start and sequence_end need a sequence_id");
+        return false;
+    }
+    if (x->seq && !c->ctx->store) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
+        return false;
+    }
+    return true;
+}
+
+/* Find and hold the session of a continuing sequence. */
+static bool sequence_acquire(struct api_call *c, struct v2_infer *x)
+{
+    enum core_status st;
+
+    if (!api_v2_seq_find(c->ctx, x->seq_key, x->sid)) {
+        if (!json_is_string(x->seq_id)) {
+            api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
+                     "no open sequence with this sequence_id; start it with "
+                     "sequence_start");
+            return false;
+        }
+        /* a string may name a session directly */
+        snprintf(x->sid, sizeof x->sid, "%s", json_string_value(x->seq_id));
+    }
+    st = sess_acquire(c->ctx->store, x->sid, &x->sess);
+    if (st != CORE_OK) {
+        x->sess = NULL;
+        api_v2_seq_forget(c->ctx, x->seq_key, x->sid);
+        api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
+                 "no open sequence with this sequence_id (ended, expired or "
+                 "never started)");
+        return false;
+    }
+    x->dt = sess_spec(x->sess)->params.dtype;
+    return true;
+}
+
+/* ---- shapes -------------------------------------------------------------- */
+
+static bool shape_fail(struct api_call *c, const struct v2_tensor *t,
+                       const char *what)
+{
+    char path[API_PATH_MAX], p2[API_PATH_MAX];
+
+    api_pointer_index(path, sizeof path, "/inputs", t->index);
+    api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(p2, sizeof p2, path, "shape"),
+             "%s", what);
+    return false;
+}
+
+/* heads, rows, cols of a rank-2 ([rows, cols]) or rank-3 tensor. */
+static void hrc(const struct v2_tensor *t, size_t *h, size_t *r, size_t *cols)
+{
+    *h = t->rank == 3 ? t->shape[0] : 1;
+    *r = t->shape[t->rank - 2];
+    *cols = t->shape[t->rank - 1];
+}
+
+/* q [h,n,d_k] and k, v [h_kv,L,d] -> s (stateless). */
+static bool shape_stateless(struct api_call *c, struct v2_infer *x,
+                            struct attn_shape *s)
+{
+    const struct v2_tensor *q = &x->t[V2_Q], *k = &x->t[V2_K], *v = &x->t[V2_V];
+    size_t hk, dk, hv, Lv;
+
+    if (!k->present || !v->present) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "inputs k and v are required%s",
+                 x->seq ? " at sequence_start" : "");
+        return false;
+    }
+    if (q->rank < 2)
+        return shape_fail(c, q, "q must be [n,d_k] or [h,n,d_k]");
+    if (k->rank != q->rank)
+        return shape_fail(c, k, "k must have the rank of q");
+    if (v->rank != q->rank)
+        return shape_fail(c, v, "v must have the rank of q");
+    hrc(q, &s->h, &s->n, &s->d_k);
+    hrc(k, &s->h_kv, &s->L, &dk);
+    hrc(v, &hv, &Lv, &s->d_v);
+    hk = s->h_kv;
+    if (dk != s->d_k)
+        return shape_fail(c, k, "k's last dimension must equal q's (d_k)");
+    if (hv != hk || Lv != s->L)
+        return shape_fail(c, v, "v must have k's heads and rows");
+    if (s->h % s->h_kv != 0)
+        return shape_fail(c, k, "q's heads must be a multiple of k's heads");
+    return true;
+}
+
+/* q [h,n,d_k], optional k, v [h_kv,m,d] against a held session -> s, m. */
+static bool shape_session(struct api_call *c, struct v2_infer *x,
+                          struct attn_shape *s, size_t *m)
+{
+    const struct sess_spec *sp = sess_spec(x->sess);
+    const struct v2_tensor *q = &x->t[V2_Q], *k = &x->t[V2_K], *v = &x->t[V2_V];
+    size_t h, n, d, a, b, cc;
+
+    *s = sp->shape;
+    *m = 0;
+    if (q->rank < 2)
+        return shape_fail(c, q, "q must be [n,d_k] or [h,n,d_k]");
+    hrc(q, &h, &n, &d);
+    if (h != sp->shape.h || d != sp->shape.d_k)
+        return shape_fail(c, q, "q must match the sequence's heads and d_k");
+    s->n = n;
+    if (k->present != v->present) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "k and v go together");
+        return false;
+    }
+    if (k->present) {
+        if (k->rank != q->rank)
+            return shape_fail(c, k, "k must have the rank of q");
+        if (v->rank != q->rank)
+            return shape_fail(c, v, "v must have the rank of q");
+        hrc(k, &a, m, &b);
+        if (a != sp->shape.h_kv || b != sp->shape.d_k)
+            return shape_fail(c, k, "k must match the sequence's kv heads and d_k");
+        hrc(v, &a, &n, &cc);
+        if (a != sp->shape.h_kv || n != *m || cc != sp->shape.d_v)
+            return shape_fail(c, v, "v must match k's rows and the sequence's d_v");
+    }
+    if (!core_add(sess_length(x->sess), *m, &s->L)) {
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, NULL, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Bias vector [d] or [heads,d], heads 1 or `per`; -> its head count. */
+static bool bias_heads(struct api_call *c, const struct v2_tensor *t,
+                       size_t d, size_t per, size_t *heads)
+{
+    *heads = 0;
+    if (!t->present)
+        return true;
+    if (t->rank == 1 && t->shape[0] == d) {
+        *heads = 1;
+        return true;
+    }
+    if (t->rank == 2 && t->shape[1] == d &&
+        (t->shape[0] == 1 || t->shape[0] == per)) {
+        *heads = t->shape[0];
+        return true;
+    }
+    return shape_fail(c, t, "a bias is [d] or [heads,d] with the width of "
+                      "its matrix");
+}
+
+/* attn_bias / mask: [n,L] or [1|h,n,L]. */
+static bool score_heads(struct api_call *c, const struct v2_tensor *t,
+                        const struct attn_shape *s, size_t *heads)
+{
+    *heads = 0;
+    if (!t->present)
+        return true;
+    if (t->rank >= 2 && t->shape[t->rank - 2] == s->n &&
+        t->shape[t->rank - 1] == s->L) {
+        *heads = t->rank == 3 ? t->shape[0] : 1;
+        if (t->rank == 2 || *heads == 1 || *heads == s->h)
+            return true;
+    }
+    return shape_fail(c, t, "attn_bias and mask are [n,L] or [h,n,L] with L "
+                      "the number of keys");
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+static const char *const v2_params_allowed[] = {
+    "softmax", "sink_logit", "causal", "scale", "alibi", "rope_base",
+    "rope_pairs", "empty_rows", "sequence_id", "sequence_start",
+    "sequence_end", "binary_data_output", NULL,
+};
+
+/* rope_base (positive number) and rope_pairs ("interleaved"|"half"): either
+ * one turns RoPE on. */
+static bool read_rope(struct api_call *c, struct v2_infer *x)
+{
+    const json_t *b = member(x->params, "rope_base");
+    const json_t *p = member(x->params, "rope_pairs");
+    const char *ps = json_string_value(p);
+
+    x->p.rope = b || p;
+    x->p.rope_base = 10000.0;
+    x->p.rope_pairs = ATTN_ROPE_INTERLEAVED;
+    if (b && (!json_is_number(b) || !(json_number_value(b) > 0) ||
+              !isfinite(json_number_value(b)))) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_base",
+                 "rope_base must be a positive number");
+        return false;
+    }
+    if (b)
+        x->p.rope_base = json_number_value(b);
+    if (p && !(ps && (strcmp(ps, "interleaved") == 0 || strcmp(ps, "half") == 0))) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_pairs",
+                 "rope_pairs must be \"interleaved\" or \"half\"");
+        return false;
+    }
+    if (ps && strcmp(ps, "half") == 0)
+        x->p.rope_pairs = ATTN_ROPE_HALF;
+    return true;
+}
+
+/* Options fixed by a session may only come with its start. */
+static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
+{
+    static const char *const fixed[] = {"softmax", "sink_logit", "scale",
+                                        "alibi", "rope_base", "rope_pairs"};
+    static const enum v2_slot biases[] = {V2_BQ, V2_BK, V2_BV};
+    char path[API_PATH_MAX];
+    size_t i;
+
+    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (member(x->params, fixed[i])) {
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
+                     "/parameters", fixed[i]), "%s is fixed at sequence_start",
+                     fixed[i]);
+            return false;
+        }
+    for (i = 0; i < 3; i++)
+        if (x->t[biases[i]].present) {
+            api_pointer_index(path, sizeof path, "/inputs", x->t[biases[i]].index);
+            api_fail(c, API_ERR_INVALID_FIELD, path, "%s is fixed at sequence_start",
+                     api_v2_slot_names[biases[i]]);
+            return false;
+        }
+    return true;
+}
+
+/* Per-pass options (every request) and session-fixed ones (stateless and
+ * sequence_start): softmax, scale, alibi, rope. */
+static bool read_options(struct api_call *c, struct v2_infer *x,
+                         const struct attn_shape *s, bool fixed_too)
+{
+    json_t *empty = NULL;
+    const json_t *params = x->params;
+    bool ok;
+
+    if (!api_read_causal(c, member(params, "causal"), "/parameters/causal",
+                         &x->causal) ||
+        !api_read_empty_rows(c, member(params, "empty_rows"),
+                             "/parameters/empty_rows", &x->empty_rows))
+        return false;
+    if (!fixed_too)
+        return true;
+    x->p.dtype = x->dt;
+    if (!params)
+        params = empty = json_object();
+    ok = api_read_softmax(c, params, "/parameters", &x->p.softmax,
+                          &x->p.sink_logit) &&
+         api_read_scale(c, member(params, "scale"), "/parameters/scale",
+                        &x->p.scale, &x->scale_given) &&
+         api_read_alibi(c, member(params, "alibi"), "/parameters/alibi", s->h,
+                        &x->p.alibi, &x->slopes) &&
+         read_rope(c, x);
+    json_decref(empty);
+    if (ok && !x->scale_given)
+        x->p.scale = attn_default_scale(s->d_k);
+    x->p.alibi_slopes = x->slopes;
+    return ok;
+}
+
+/* "outputs": [{"name", "parameters":{"binary_data":bool}}], default all. */
+static bool read_outputs(struct api_call *c, struct v2_infer *x,
+                         const json_t *outs)
+{
+    static const char *const allowed[] = {"name", "parameters", NULL};
+    static const char *const pallowed[] = {"binary_data", NULL};
+    bool all_binary;
+    size_t i;
+    int k;
+
+    if (!param_bool(c, x->params, "binary_data_output", &all_binary))
+        return false;
+    if (!outs) {
+        x->outputs = ATTN_OUT_ALL;
+        x->binary = all_binary ? ATTN_OUT_ALL : 0;
+        return true;
+    }
+    if (!json_is_array(outs) || json_array_size(outs) == 0) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "outputs must be a non-empty "
+                 "array");
+        return false;
+    }
+    for (i = 0; i < json_array_size(outs); i++) {
+        const json_t *o = json_array_get(outs, i), *p;
+        const char *name = json_string_value(member(o, "name"));
+        char path[API_PATH_MAX], pp[API_PATH_MAX];
+        bool bin = all_binary;
+
+        api_pointer_index(path, sizeof path, "/outputs", i);
+        if (!json_is_object(o)) {
+            api_fail(c, API_ERR_INVALID_FIELD, path, "an output must be an object");
+            return false;
+        }
+        if (!api_check_fields(c, o, path, allowed))
+            return false;
+        for (k = 0; k < 3 && !(name && strcmp(name, api_v2_out_names[k]) == 0); k++)
+            ;
+        if (k == 3 || (x->outputs & (1u << k))) {
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(pp, sizeof pp, path,
+                     "name"), k == 3 ? "unknown output; the outputs are "
+                     "scores, weights, output" : "output named twice");
+            return false;
+        }
+        p = member(o, "parameters");
+        api_pointer_key(pp, sizeof pp, path, "parameters");
+        if (p && !json_is_object(p)) {
+            api_fail(c, API_ERR_INVALID_FIELD, pp, "parameters must be an object");
+            return false;
+        }
+        if (p && !api_check_fields(c, p, pp, pallowed))
+            return false;
+        if (member(p, "binary_data") && !param_bool(c, p, "binary_data", &bin))
+            return false;
+        x->outputs |= 1u << k;
+        if (bin)
+            x->binary |= 1u << k;
+    }
+    return true;
+}
+
+/* ---- compute and answer -------------------------------------------------- */
+
+/* Little-endian bytes of n elements of dt. */
+static bool put_le(struct api_buf *b, const void *data, enum attn_dtype dt,
+                   size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return api_buf_append(b, data, n * attn_dtype_size(dt));
+#else
+    size_t i, k, es = attn_dtype_size(dt);
+    const unsigned char *p = data;
+    for (i = 0; i < n; i++, p += es) {
+        unsigned char le[8];
+        uint64_t u = 0;
+        if (es == 4) {
+            uint32_t u32;
+            memcpy(&u32, p, 4);
+            u = u32;
+        } else {
+            memcpy(&u, p, 8);
+        }
+        for (k = 0; k < es; k++)
+            le[k] = (unsigned char)(u >> (8 * k));
+        if (!api_buf_append(b, le, es))
+            return false;
+    }
+    return true;
+#endif
+}
+
+struct v2_out {
+    const void *data;
+    int rank;
+    size_t shape[3];
+    size_t count;
+};
+
+/* The three outputs with the rank of q. */
+static void out_views(const struct attn_request *r, const struct attn_result *res,
+                      int q_rank, struct v2_out o[3])
+{
+    const struct attn_shape *s = &r->shape;
+    const void *data[3] = {res->scores, res->weights, res->output};
+    size_t cols[3] = {s->L, s->L, s->d_v};
+    int k;
+
+    for (k = 0; k < 3; k++) {
+        o[k].data = data[k];
+        o[k].rank = q_rank;
+        o[k].count = s->h * s->n * cols[k];
+        if (q_rank == 3) {
+            o[k].shape[0] = s->h;
+            o[k].shape[1] = s->n;
+            o[k].shape[2] = cols[k];
+        } else {
+            o[k].shape[0] = s->n;
+            o[k].shape[1] = cols[k];
+        }
+    }
+}
+
+static void write_params(struct api_buf *b, const struct v2_infer *x,
+                         const struct attn_request *r, size_t n_empty)
+{
+    api_buf_printf(b, "\"parameters\":{\"empty_rows\":%zu", n_empty);
+    if (x->seq) {
+        api_buf_puts(b, ",\"sequence_id\":");
+        if (json_is_integer(x->seq_id))
+            api_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(x->seq_id));
+        else
+            api_write_string(b, json_string_value(x->seq_id));
+        api_buf_printf(b, ",\"sequence_start\":%s,\"sequence_end\":%s,"
+                       "\"sequence_length\":%zu,\"session_id\":",
+                       x->seq_start ? "true" : "false",
+                       x->seq_end ? "true" : "false", r->shape.L);
+        api_write_string(b, x->sid);
+    }
+    api_buf_putc(b, '}');
+}
+
+static void respond(struct api_call *c, const struct v2_infer *x,
+                    const struct attn_request *r, const struct attn_result *res,
+                    size_t cap)
+{
+    const char *id = json_string_value(member(x->hdr, "id"));
+    const char *dtn = x->dt == ATTN_F32 ? "FP32" : "FP64";
+    struct v2_out o[3];
+    struct api_buf b;
+    size_t hlen, i;
+    bool first = true;
+    int k, d;
+    char num[32];
+
+    out_views(r, res, x->t[V2_Q].rank, o);
+    api_buf_init(&b, cap);
+    api_buf_puts(&b, "{\"model_name\":\"" V2_MODEL "\",\"model_version\":\""
+                 V2_VERSION "\",");
+    if (id) {
+        api_buf_puts(&b, "\"id\":");
+        api_write_string(&b, id);
+        api_buf_putc(&b, ',');
+    }
+    write_params(&b, x, r, res->n_empty);
+    api_buf_puts(&b, ",\"outputs\":[");
+    for (k = 0; k < 3; k++) {
+        if (!(x->outputs & (1u << k)))
+            continue;
+        api_buf_printf(&b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[",
+                       first ? "" : ",", api_v2_out_names[k], dtn);
+        first = false;
+        for (d = 0; d < o[k].rank; d++)
+            api_buf_printf(&b, "%s%zu", d ? "," : "", o[k].shape[d]);
+        if (x->binary & (1u << k)) {
+            api_buf_printf(&b, "],\"parameters\":{\"binary_data_size\":%zu}}",
+                           o[k].count * attn_dtype_size(x->dt));
+            continue;
+        }
+        api_buf_puts(&b, "],\"data\":[");
+        for (i = 0; i < o[k].count; i++) {
+            const char *p = (const char *)o[k].data + i * attn_dtype_size(x->dt);
+            if (i)
+                api_buf_putc(&b, ',');
+            api_write_number(&b, x->dt, p, 0);
+        }
+        api_buf_puts(&b, "]}");
+    }
+    api_buf_puts(&b, "]}");
+    hlen = b.len;
+    for (k = 0; k < 3; k++)
+        if (x->binary & x->outputs & (1u << k))
+            put_le(&b, o[k].data, x->dt, o[k].count);
+    api_reply_buf(c, 200, &b);
+    if (c->resp->status == 200 && (x->binary & x->outputs)) {
+        c->resp->content_type = "application/octet-stream";
+        snprintf(num, sizeof num, "%zu", hlen);
+        api_response_header(c->resp, V2_HDR_LEN, num);
+    }
+}
+
+/* Bytes the response may take: JSON text per number, binary bytes, and
+ * room for the fixed members. */
+static bool response_cap(const struct attn_request *r, const struct v2_infer *x,
+                         size_t *cap)
+{
+    struct v2_out o[3];
+    struct attn_result none;
+    size_t total = 4096, part;
+    int k;
+
+    memset(&none, 0, sizeof none);
+    out_views(r, &none, x->t[V2_Q].rank, o);
+    for (k = 0; k < 3; k++) {
+        if (!(x->outputs & (1u << k)))
+            continue;
+        if (!core_mul(o[k].count, (x->binary & (1u << k))
+                      ? attn_dtype_size(x->dt) : API_NUM_MAX + 1, &part) ||
+            !core_add(total, part, &total))
+            return false;
+    }
+    *cap = total;
+    return true;
+}
+
+/* Numbers limit, result buffers, the pass (stateless or session), reply. */
+static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
+                const struct attn_inputs *in, size_t m)
+{
+    struct attn_result res;
+    size_t numbers, cap, maxe = api_max_elements(c);
+    enum core_status st;
+
+    if (!api_attention_numbers(r, &numbers) || numbers > maxe ||
+        !response_cap(r, x, &cap)) {
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/outputs", "the response would "
+                 "hold more than %zu numbers (--max-elements); ask for fewer "
+                 "outputs", maxe);
+        return;
+    }
+    if ((st = attn_check(r)) != CORE_OK) {
+        api_fail_core(c, st, NULL);
+        return;
+    }
+    if (!api_result_alloc(r, &res)) {
+        api_result_free(&res);
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
+        return;
+    }
+    if (x->sess) {
+        struct sess_query q = {
+            .q = in->q, .n = r->shape.n, .causal = r->causal,
+            .empty_rows = r->empty_rows, .attn_bias = r->attn_bias,
+            .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
+            .mask_heads = r->mask_heads, .outputs = r->outputs,
+        };
+        st = sess_attend(c->ctx->store, x->sess, in->k, in->v, m, &q, &res,
+                         c->req->ws);
+    } else {
+        st = attn_forward(r, in, &res, c->req->ws);
+    }
+    if (st != CORE_OK)
+        api_fail_core(c, st, NULL);
+    else
+        respond(c, x, r, &res, cap);
+    api_result_free(&res);
+}
+
+/* sequence_start: a new session from this request's shapes and options,
+ * mapped from the sequence id (replacing and deleting an older one). */
+static bool sequence_create(struct api_call *c, struct v2_infer *x,
+                            const struct attn_request *r,
+                            const struct attn_inputs *in)
+{
+    struct sess_spec sp;
+    char old[SESS_ID_MAX];
+    enum core_status st;
+
+    memset(&sp, 0, sizeof sp);
+    sp.shape = r->shape;
+    sp.shape.n = sp.shape.L = 0;
+    sp.params = r->params;
+    sp.bias_q = in->bias_q;
+    sp.bias_k = in->bias_k;
+    sp.bias_v = in->bias_v;
+    sp.bias_q_heads = in->bias_q ? in->bias_q_heads : 0;
+    sp.bias_k_heads = in->bias_k ? in->bias_k_heads : 0;
+    sp.bias_v_heads = in->bias_v ? in->bias_v_heads : 0;
+    if ((st = sess_create(c->ctx->store, &sp, x->sid)) != CORE_OK) {
+        api_fail_core(c, st, NULL);
+        return false;
+    }
+    if (!api_v2_seq_put(c->ctx, x->seq_key, x->sid, old)) {
+        api_v2_seq_prune(c->ctx);
+        if (!api_v2_seq_put(c->ctx, x->seq_key, x->sid, old)) {
+            sess_delete(c->ctx->store, x->sid);
+            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "too many open sequences "
+                     "(%d)", API_V2_MAX_SEQUENCES);
+            return false;
+        }
+    }
+    if (old[0] && strcmp(old, x->sid) != 0)
+        sess_delete(c->ctx->store, old);
+    if ((st = sess_acquire(c->ctx->store, x->sid, &x->sess)) != CORE_OK) {
+        x->sess = NULL;
+        api_fail_core(c, st, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Shapes, options, the attn_request, then the pass. */
+static void infer_compute(struct api_call *c, struct v2_infer *x)
+{
+    struct attn_request r;
+    struct attn_inputs in;
+    size_t m = 0;
+    bool stateless_shape = !x->seq || x->seq_start;
+
+    memset(&r, 0, sizeof r);
+    memset(&in, 0, sizeof in);
+    if (stateless_shape ? !shape_stateless(c, x, &r.shape)
+                        : !shape_session(c, x, &r.shape, &m))
+        return;
+    if (stateless_shape) {
+        if (!bias_heads(c, &x->t[V2_BQ], r.shape.d_k, r.shape.h, &in.bias_q_heads) ||
+            !bias_heads(c, &x->t[V2_BK], r.shape.d_k, r.shape.h_kv, &in.bias_k_heads) ||
+            !bias_heads(c, &x->t[V2_BV], r.shape.d_v, r.shape.h_kv, &in.bias_v_heads))
+            return;
+        m = r.shape.L;
+    } else if (!refuse_fixed(c, x)) {
+        return;
+    }
+    if (!score_heads(c, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
+        !score_heads(c, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
+        !read_options(c, x, &r.shape, stateless_shape) ||
+        !read_outputs(c, x, member(x->hdr, "outputs")))
+        return;
+    r.params = stateless_shape ? x->p : sess_spec(x->sess)->params;
+    r.causal = x->causal;
+    r.empty_rows = x->empty_rows;
+    r.attn_bias = x->t[V2_AB].data;
+    r.mask = x->t[V2_MASK].data;
+    r.outputs = x->outputs;
+    in.q = x->t[V2_Q].data;
+    in.k = x->t[V2_K].data;
+    in.v = x->t[V2_V].data;
+    in.bias_q = x->t[V2_BQ].data;
+    in.bias_k = x->t[V2_BK].data;
+    in.bias_v = x->t[V2_BV].data;
+    if (x->seq_start) {
+        enum core_status st = attn_check(&r);
+        if (st != CORE_OK) {
+            api_fail_core(c, st, NULL);
+            return;
+        }
+        if (!sequence_create(c, x, &r, &in))
+            return;
+        r.params = sess_spec(x->sess)->params;
+    }
+    run(c, x, &r, &in, m);
+}
+
+void api_v2_infer(struct api_call *c)
+{
+    static const char *const allowed[] = {"id", "parameters", "inputs",
+                                          "outputs", NULL};
+    struct v2_infer x;
+    const json_t *inputs, *id;
+
+    memset(&x, 0, sizeof x);
+    x.budget = api_max_elements(c);
+    if (!split_body(c, &x))
+        goto out;
+    if (!api_check_fields(c, x.hdr, "", allowed))
+        goto out;
+    id = member(x.hdr, "id");
+    if (id && !json_is_string(id)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/id", "id must be a string");
+        goto out;
+    }
+    x.params = member(x.hdr, "parameters");
+    if (x.params && !json_is_object(x.params)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters", "parameters must be an object");
+        goto out;
+    }
+    if (x.params && !api_check_fields(c, x.params, "/parameters", v2_params_allowed))
+        goto out;
+    inputs = member(x.hdr, "inputs");
+    if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "inputs must be a non-empty array");
+        goto out;
+    }
+    if (!read_sequence(c, &x))
+        goto out;
+    api_v2_pick_dtype(&x, inputs);
+    if (x.seq && !x.seq_start && !sequence_acquire(c, &x))
+        goto out;
+    if (!api_v2_read_inputs(c, &x, inputs))
+        goto out;
+    if (!x.t[V2_Q].present) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/inputs", "input q is required");
+        goto out;
+    }
+    infer_compute(c, &x);
+out:
+    if (x.sess) {
+        sess_release(c->ctx->store, x.sess);
+        /* sequence_end, or a start whose first request failed: no sequence
+         * is left behind */
+        if (x.seq_end || (x.seq_start && c->resp->status >= 400)) {
+            sess_delete(c->ctx->store, x.sid);
+            api_v2_seq_forget(c->ctx, x.seq_key, x.sid);
+        }
+    }
+    infer_free(&x);
+}
+

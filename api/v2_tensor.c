@@ -1,0 +1,389 @@
+/*
+ * api/v2_tensor.c — the input tensors of an Open Inference Protocol v2
+ * inference request: each element of "inputs" (name, datatype FP32/FP64 or
+ * BOOL, shape, data) is checked and converted into its slot in the
+ * computation's dtype, its data read from JSON (flat or nested, row-major)
+ * or from the binary part of the body (little-endian, in the order of the
+ * inputs), with every refusal at the JSON pointer of the field at fault.
+ */
+#include "api/v2_impl.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/read.h"
+
+
+enum v2_wire { W_FP32, W_FP64, W_BOOL };
+
+static size_t wire_size(enum v2_wire w)
+{
+    return w == W_FP64 ? 8 : w == W_FP32 ? 4 : 1;
+}
+
+/* Store one real x as element i of t (dtype dt); false if it does not fit. */
+static bool store_real(void *data, enum attn_dtype dt, size_t i, double v,
+                       bool nullable)
+{
+    if (isnan(v) || (isinf(v) && !(nullable && v < 0)))
+        return false;
+    if (dt == ATTN_F32) {
+        if (isfinite(v) && fabs(v) > FLT_MAX)
+            return false;
+        ((float *)data)[i] = (float)v;
+    } else {
+        ((double *)data)[i] = v;
+    }
+    return true;
+}
+
+struct v2_fill {
+    struct api_call *c;
+    struct v2_tensor *t;
+    enum attn_dtype dt;
+    bool is_bool, nullable;
+    size_t pos;
+};
+
+/* Flatten nested `data` (row-major) into the tensor. */
+static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
+                      const char *path)
+{
+    char sub[API_PATH_MAX];
+    size_t i;
+
+    if (json_is_array(v)) {
+        if (depth > f->t->rank) {
+            api_fail(f->c, API_ERR_INVALID_FIELD, path,
+                     "data is nested deeper than the shape's rank");
+            return false;
+        }
+        for (i = 0; i < json_array_size(v); i++)
+            if (!fill_json(f, json_array_get(v, i), depth + 1,
+                           api_pointer_index(sub, sizeof sub, path, i)))
+                return false;
+        return true;
+    }
+    if (f->pos >= f->t->count) {
+        api_fail(f->c, API_ERR_SHAPE_MISMATCH, path,
+                 "data holds more elements than the shape's %zu", f->t->count);
+        return false;
+    }
+    if (f->is_bool) {
+        if (!json_is_boolean(v)) {
+            api_fail(f->c, API_ERR_INVALID_FIELD, path, "BOOL data must be true or false");
+            return false;
+        }
+        ((uint8_t *)f->t->data)[f->pos++] = json_is_true(v) ? 1 : 0;
+        return true;
+    }
+    if (json_is_null(v) && f->nullable) {
+        store_real(f->t->data, f->dt, f->pos++, -INFINITY, true);
+        return true;
+    }
+    if (!json_is_number(v)) {
+        api_fail(f->c, API_ERR_INVALID_FIELD, path, "expected a number%s",
+                 f->nullable ? " or null" : "");
+        return false;
+    }
+    if (!store_real(f->t->data, f->dt, f->pos, json_number_value(v), false)) {
+        api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
+                 attn_dtype_name(f->dt));
+        return false;
+    }
+    f->pos++;
+    return true;
+}
+
+/* Little-endian bytes -> the tensor, element by element (portable to any
+ * host byte order; the wire order is fixed by the protocol). */
+static bool fill_binary(struct api_call *c, struct v2_tensor *t,
+                        enum v2_wire w, enum attn_dtype dt, bool nullable,
+                        const unsigned char *p, const char *path)
+{
+    size_t i, k, ws = wire_size(w);
+
+    for (i = 0; i < t->count; i++, p += ws) {
+        uint64_t u = 0;
+        double v;
+
+        if (w == W_BOOL) {
+            ((uint8_t *)t->data)[i] = p[0] != 0;
+            continue;
+        }
+        for (k = 0; k < ws; k++)
+            u |= (uint64_t)p[k] << (8 * k);
+        if (w == W_FP32) {
+            uint32_t u32 = (uint32_t)u;
+            float f;
+            memcpy(&f, &u32, sizeof f);
+            v = f;
+        } else {
+            memcpy(&v, &u, sizeof v);
+        }
+        if (!store_real(t->data, dt, i, v, nullable)) {
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite "
+                     "number of %s", i, attn_dtype_name(dt));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* shape: 1..3 positive integers; count checked against the budget. */
+static bool read_shape(struct api_call *c, struct v2_infer *x,
+                       const json_t *shape, const char *prefix,
+                       struct v2_tensor *t)
+{
+    char path[API_PATH_MAX];
+    size_t i, count = 1;
+
+    api_pointer_key(path, sizeof path, prefix, "shape");
+    if (!json_is_array(shape) || json_array_size(shape) < 1 ||
+        json_array_size(shape) > ATTN_MAX_RANK) {
+        api_fail(c, API_ERR_INVALID_FIELD, path, "shape must be an array of 1 to %d "
+                 "dimensions", ATTN_MAX_RANK);
+        return false;
+    }
+    t->rank = (int)json_array_size(shape);
+    for (i = 0; i < json_array_size(shape); i++) {
+        const json_t *d = json_array_get(shape, i);
+        char dp[API_PATH_MAX];
+
+        api_pointer_index(dp, sizeof dp, path, i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0) {
+            api_fail(c, API_ERR_INVALID_FIELD, dp, "a dimension must be a "
+                     "non-negative integer");
+            return false;
+        }
+        if (json_integer_value(d) == 0) {
+            api_fail(c, API_ERR_EMPTY_MATRIX, dp, "a dimension is 0");
+            return false;
+        }
+        t->shape[i] = (size_t)json_integer_value(d);
+        if (!core_mul(count, t->shape[i], &count) || count > x->budget) {
+            api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "the inputs hold more than "
+                     "%zu numbers (--max-elements)", c->ctx->cfg.max_elements);
+            return false;
+        }
+    }
+    t->count = count;
+    x->budget -= count;
+    return true;
+}
+
+static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
+                      bool want_bool, enum v2_wire *w)
+{
+    const char *s = json_string_value(dt);
+    char path[API_PATH_MAX];
+
+    api_pointer_key(path, sizeof path, prefix, "datatype");
+    if (want_bool && s && strcmp(s, "BOOL") == 0) {
+        *w = W_BOOL;
+        return true;
+    }
+    if (!want_bool && s && strcmp(s, "FP32") == 0) {
+        *w = W_FP32;
+        return true;
+    }
+    if (!want_bool && s && strcmp(s, "FP64") == 0) {
+        *w = W_FP64;
+        return true;
+    }
+    api_fail(c, API_ERR_INVALID_FIELD, path, "datatype must be %s",
+             want_bool ? "BOOL" : "FP32 or FP64");
+    return false;
+}
+
+/* binary_data_size of an input: -1 when the data is in JSON. */
+static bool read_binary_size(struct api_call *c, const json_t *in,
+                             const char *prefix, long long *size)
+{
+    static const char *const allowed[] = {"binary_data_size", NULL};
+    const json_t *p = member(in, "parameters");
+    const json_t *b = member(p, "binary_data_size");
+    char path[API_PATH_MAX];
+
+    *size = -1;
+    api_pointer_key(path, sizeof path, prefix, "parameters");
+    if (p && !json_is_object(p)) {
+        api_fail(c, API_ERR_INVALID_FIELD, path, "parameters must be an object");
+        return false;
+    }
+    if (p && !api_check_fields(c, p, path, allowed))
+        return false;
+    if (!b)
+        return true;
+    if (!json_is_integer(b) || json_integer_value(b) < 0) {
+        char bp[API_PATH_MAX];
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(bp, sizeof bp, path,
+                 "binary_data_size"), "binary_data_size must be a "
+                 "non-negative integer");
+        return false;
+    }
+    *size = (long long)json_integer_value(b);
+    return true;
+}
+
+/* The raw little-endian bytes of input t (binary_data_size bsize), taken
+ * from the binary part after the earlier inputs' bytes. */
+static bool read_binary_data(struct api_call *c, struct v2_infer *x,
+                             const json_t *in, const char *prefix,
+                             struct v2_tensor *t, enum v2_wire w,
+                             long long bsize, bool nullable)
+{
+    char path[API_PATH_MAX];
+    size_t need = 0;
+
+    if (member(in, "data")) {
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
+                 prefix, "data"), "data and binary_data_size exclude "
+                 "each other");
+        return false;
+    }
+    if (!core_mul(t->count, wire_size(w), &need) ||
+        (unsigned long long)bsize != need) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(path, sizeof path,
+                 prefix, "parameters/binary_data_size"),
+                 "binary_data_size is %lld, the shape and datatype need "
+                 "%zu bytes", bsize, need);
+        return false;
+    }
+    if (need > x->bin_len - x->bin_used) {
+        api_fail(c, API_ERR_INVALID_FIELD, prefix, "the body holds %zu binary "
+                 "bytes after earlier inputs, %zu are needed",
+                 x->bin_len - x->bin_used, need);
+        return false;
+    }
+    api_pointer_key(path, sizeof path, prefix, "data");
+    if (!fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
+        return false;
+    x->bin_used += need;
+    return true;
+}
+
+/* The JSON "data" of input t, flat or nested, exactly t->count elements. */
+static bool read_json_data(struct api_call *c, struct v2_infer *x,
+                           const json_t *in, const char *prefix,
+                           struct v2_tensor *t, bool is_bool, bool nullable)
+{
+    char path[API_PATH_MAX];
+    struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0};
+    const json_t *data = member(in, "data");
+
+    api_pointer_key(path, sizeof path, prefix, "data");
+    if (!json_is_array(data)) {
+        api_fail(c, API_ERR_INVALID_FIELD, path, "data must be an array (or "
+                 "use binary_data_size)");
+        return false;
+    }
+    if (!fill_json(&f, data, 1, path))
+        return false;
+    if (f.pos != t->count) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path, "data holds %zu elements, the "
+                 "shape needs %zu", f.pos, t->count);
+        return false;
+    }
+    return true;
+}
+
+/* One element of "inputs" into its slot. */
+static bool read_input(struct api_call *c, struct v2_infer *x,
+                       const json_t *in, size_t idx, enum v2_slot slot)
+{
+    static const char *const allowed[] = {"name", "shape", "datatype",
+                                          "parameters", "data", NULL};
+    struct v2_tensor *t = &x->t[slot];
+    char prefix[API_PATH_MAX];
+    bool is_bool = slot == V2_MASK, nullable = slot == V2_AB;
+    size_t esz = is_bool ? 1 : attn_dtype_size(x->dt), bytes;
+    enum v2_wire w;
+    long long bsize;
+
+    api_pointer_index(prefix, sizeof prefix, "/inputs", idx);
+    if (!api_check_fields(c, in, prefix, allowed) ||
+        !read_wire(c, member(in, "datatype"), prefix, is_bool, &w) ||
+        !read_shape(c, x, member(in, "shape"), prefix, t) ||
+        !read_binary_size(c, in, prefix, &bsize))
+        return false;
+    t->present = true;
+    t->index = idx;
+    if (!core_mul(t->count, esz, &bytes) || !(t->data = malloc(bytes))) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, prefix, "out of memory");
+        return false;
+    }
+    if (bsize >= 0)
+        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable);
+    return read_json_data(c, x, in, prefix, t, is_bool, nullable);
+}
+
+static int slot_of(const char *name)
+{
+    int i;
+
+    for (i = 0; name && i < V2_NSLOT; i++)
+        if (strcmp(name, api_v2_slot_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The dtype of a stateless computation: that of q (a missing q is
+ * reported after the inputs have been read). */
+void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs)
+{
+    size_t i;
+
+    x->dt = ATTN_F64;
+    for (i = 0; i < json_array_size(inputs); i++) {
+        const json_t *in = json_array_get(inputs, i);
+        const char *name = json_string_value(member(in, "name"));
+        const char *dt = json_string_value(member(in, "datatype"));
+
+        if (name && strcmp(name, "q") == 0) {
+            x->dt = dt && strcmp(dt, "FP32") == 0 ? ATTN_F32 : ATTN_F64;
+            return;
+        }
+    }
+}
+
+/* Every element of "inputs", in order (binary data follows that order). */
+bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
+                        const json_t *inputs)
+{
+    size_t i;
+    char path[API_PATH_MAX], npath[API_PATH_MAX];
+
+    for (i = 0; i < json_array_size(inputs); i++) {
+        const json_t *in = json_array_get(inputs, i);
+        const char *name = json_string_value(member(in, "name"));
+        int slot = slot_of(name);
+
+        api_pointer_index(path, sizeof path, "/inputs", i);
+        if (!json_is_object(in)) {
+            api_fail(c, API_ERR_INVALID_FIELD, path, "an input must be an object");
+            return false;
+        }
+        api_pointer_key(npath, sizeof npath, path, "name");
+        if (slot < 0) {
+            api_fail(c, API_ERR_INVALID_FIELD, npath, "unknown input; the inputs are "
+                     "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask");
+            return false;
+        }
+        if (x->t[slot].present) {
+            api_fail(c, API_ERR_INVALID_FIELD, npath, "input %s given twice", name);
+            return false;
+        }
+        if (!read_input(c, x, in, i, (enum v2_slot)slot))
+            return false;
+    }
+    if (x->bin_used != x->bin_len) {
+        api_fail(c, API_ERR_INVALID_FIELD, NULL, "the body holds %zu binary bytes "
+                 "that no input claims", x->bin_len - x->bin_used);
+        return false;
+    }
+    return true;
+}
+
