@@ -77,7 +77,7 @@
 
 #include "server/assets.h"
 #include "server/log.h"
-#include "server/loop.h"
+#include "server/worker.h"
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
 #define BODY_INITIAL_CAP 4096

@@ -15,7 +15,6 @@
 #include "server/loop.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,9 +31,9 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/worker.h"
 
 #define HOUSEKEEPING_MS 1000
-#define MAX_WORKER_WS 1024
 
 struct proc {
     uv_loop_t loop;
@@ -54,16 +53,10 @@ struct proc {
     struct srv_http *http;
 };
 
-/* ---- per-worker scratch and the helper pool ------------------------------ */
+/* ---- the helper pool's policy ------------------------------------------- */
 
-/*
- * One large request uses both cores: every worker's scratch carries the
- * core's helper pool (attn_pool, min(workers, cpus) - 1 threads), which
- * joins a pass only while that request is the only one computing (a helper
- * steps back as soon as another request waits), so helpers never
- * oversubscribe the workers; BLAS stays single-threaded.
- */
-static struct attn_pool *par_pool;
+/* The helpers (server/worker.c) join a pass only while that request is the
+ * only one computing. */
 static _Atomic(struct srv_http *) par_http;     /* NULL once the transport stops */
 
 static bool par_may_help(void *arg)
@@ -71,48 +64,6 @@ static bool par_may_help(void *arg)
     (void)arg;
     struct srv_http *h = atomic_load(&par_http);
     return h && srv_http_working(h) <= 1;
-}
-
-static void par_start(unsigned workers)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t w = workers;
-    if (cpus > 0 && (size_t)cpus < w)
-        w = (size_t)cpus;
-    if (w >= 2)
-        par_pool = attn_pool_new(w - 1, par_may_help, NULL);
-}
-
-static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct attn_ws *ws_all[MAX_WORKER_WS];
-static size_t ws_count;
-static _Thread_local struct attn_ws *ws_mine;
-
-struct attn_ws *srv_worker_ws(void)
-{
-    if (ws_mine)
-        return ws_mine;
-    pthread_mutex_lock(&ws_mu);
-    if (ws_count < MAX_WORKER_WS) {
-        ws_mine = attn_ws_new();
-        attn_ws_set_pool(ws_mine, par_pool);
-        if (ws_mine)
-            ws_all[ws_count++] = ws_mine;
-    }
-    pthread_mutex_unlock(&ws_mu);
-    return ws_mine;
-}
-
-/* After the pool's threads are gone (uv_library_shutdown). */
-static void free_worker_ws(void)
-{
-    pthread_mutex_lock(&ws_mu);
-    for (size_t i = 0; i < ws_count; i++)
-        attn_ws_free(ws_all[i]);
-    ws_count = 0;
-    pthread_mutex_unlock(&ws_mu);
-    attn_pool_free(par_pool);
-    par_pool = NULL;
 }
 
 /* ---- sessions ----------------------------------------------------------- */
@@ -361,7 +312,7 @@ static bool start(struct proc *p)
     snprintf(n, sizeof n, "%u", p->cfg->workers);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
     attn_blas_init(1);
-    par_start(p->cfg->workers);
+    srv_worker_start(p->cfg->workers, par_may_help, NULL);
     p->metrics = srv_metrics_new();
     p->store = store_open(p->cfg);
     if (!p->metrics || !p->store)
@@ -433,7 +384,7 @@ int srv_loop_run(struct srv_config *cfg)
     if (p->handles_ready)
         uv_loop_close(&p->loop);
     uv_library_shutdown();                  /* joins the pool threads */
-    free_worker_ws();
+    srv_worker_free();
     api_ctx_close(&p->ctx);
     if (p->store)
         sess_store_free(p->store);

@@ -1,7 +1,7 @@
 /*
  * server/loop.h — the process around the transport: the libuv loop with its
  * signals (SIGINT/SIGTERM drain, SIGHUP log reopen), the housekeeping timer
- * (session TTL sweeps), the compute pool's per-thread scratch, the session
+ * (session TTL sweeps), the compute pool's helper policy, the session
  * store's life (load on start, save on drain) and the drain itself.
  */
 #ifndef ATTND_SERVER_LOOP_H
@@ -9,14 +9,8 @@
 
 #include "server/config.h"
 
-struct attn_ws;
-
 /* Run attnd until drained; returns the process exit code. cfg must outlive
  * the call (api_ctx points into it). */
 int srv_loop_run(struct srv_config *cfg);
-
-/* The calling pool thread's attention scratch (created on first use, freed
- * at shutdown); NULL if it cannot be allocated. */
-struct attn_ws *srv_worker_ws(void);
 
 #endif

@@ -1,0 +1,64 @@
+/*
+ * server/worker.c — what each compute thread (libuv's pool) computes with:
+ * its attention scratch, made on first use and freed at shutdown, and the
+ * core's helper pool that every scratch carries.
+ */
+#include "server/worker.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include "core/attn.h"
+
+#define MAX_WORKER_WS 1024
+
+/*
+ * One large request uses both cores: every worker's scratch carries the
+ * core's helper pool (attn_pool, min(workers, cpus) - 1 threads), which
+ * joins a pass only while that request is the only one computing (a helper
+ * steps back as soon as another request waits), so helpers never
+ * oversubscribe the workers; BLAS stays single-threaded.
+ */
+static struct attn_pool *par_pool;
+
+void srv_worker_start(unsigned workers, bool (*may_help)(void *arg), void *arg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t w = workers;
+    if (cpus > 0 && (size_t)cpus < w)
+        w = (size_t)cpus;
+    if (w >= 2)
+        par_pool = attn_pool_new(w - 1, may_help, arg);
+}
+
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct attn_ws *ws_all[MAX_WORKER_WS];
+static size_t ws_count;
+static _Thread_local struct attn_ws *ws_mine;
+
+struct attn_ws *srv_worker_ws(void)
+{
+    if (ws_mine)
+        return ws_mine;
+    pthread_mutex_lock(&ws_mu);
+    if (ws_count < MAX_WORKER_WS) {
+        ws_mine = attn_ws_new();
+        attn_ws_set_pool(ws_mine, par_pool);
+        if (ws_mine)
+            ws_all[ws_count++] = ws_mine;
+    }
+    pthread_mutex_unlock(&ws_mu);
+    return ws_mine;
+}
+
+void srv_worker_free(void)
+{
+    pthread_mutex_lock(&ws_mu);
+    for (size_t i = 0; i < ws_count; i++)
+        attn_ws_free(ws_all[i]);
+    ws_count = 0;
+    pthread_mutex_unlock(&ws_mu);
+    attn_pool_free(par_pool);
+    par_pool = NULL;
+}
