@@ -17,7 +17,7 @@ ifeq ($(WERROR),1)
 WARN       += -Werror
 endif
 
-PKGS       := libmicrohttpd jansson libuv openblas
+PKGS       := libmicrohttpd jansson libuv openblas gnutls
 CFLAGS     := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
               -DATTND_VERSION='"$(VERSION)"' -I. \
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -26,10 +26,10 @@ LDFLAGS    := $(SANFLAGS)
 
 # Debian packages: to build and run, and in addition to test.
 DEPS_RUN   := gcc make pkg-config libmicrohttpd-dev libjansson-dev \
-              libopenblas-dev libuv1-dev
+              libopenblas-dev libuv1-dev libgnutls28-dev
 BROWSER    ?= 1
 DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest python3-prometheus-client \
-              python3-yaml curl git nginx wrk valgrind
+              python3-yaml curl git nginx wrk valgrind openssl
 ifeq ($(BROWSER),1)
 DEPS_TEST  += chromium nodejs
 endif

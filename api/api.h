@@ -28,6 +28,10 @@ struct api_config {
     size_t max_tokens;              /* default max_tokens of a session */
     double session_ttl_s;           /* default ttl_s of a session */
     const char *api_key;            /* Bearer token, or NULL/"" for none */
+    /* Checks a Bearer token instead of api_key when set (server/keys.c:
+     * several named keys, reloaded on SIGHUP); thread-safe. */
+    bool (*auth)(void *arg, const char *token);
+    void *auth_arg;
     const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */
     int workers;                    /* compute threads (for /v1/info) */
     const char *version;            /* "0.1.0" */

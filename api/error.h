@@ -37,6 +37,8 @@
       "request body exceeds the size limit")                                  \
     X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415,                  \
       "request body must be application/json")                                \
+    X(RATE_LIMITED, "rate_limited", 429,                                      \
+      "too many requests for this key or address, retry later")               \
     X(INVALID_FIELD, "invalid_field", 422, "invalid field")                   \
     X(RAGGED_MATRIX, "ragged_matrix", 422, "matrix rows differ in length")    \
     X(SHAPE_MISMATCH, "shape_mismatch", 422, "shapes do not agree")           \

@@ -65,7 +65,7 @@ void api_ops_info(struct api_call *c)
         "max_elements", size_json(cfg->max_elements),
         "max_tokens", size_json(cfg->max_tokens),
         "session_ttl_s", cfg->session_ttl_s,
-        "auth", cfg->api_key && *cfg->api_key,
+        "auth", (cfg->api_key && *cfg->api_key) || cfg->auth,
         "cors", cfg->cors_origins && cfg->cors_origins[0]));
 }
 

@@ -189,7 +189,7 @@ static bool authorized(struct api_call *c)
     const char *key = c->ctx->cfg.api_key;
     const char *h;
 
-    if (!key || !*key)
+    if ((!key || !*key) && !c->ctx->cfg.auth)
         return true;
     h = api_header(c, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
@@ -197,6 +197,8 @@ static bool authorized(struct api_call *c)
     h += 7;
     while (*h == ' ')
         h++;
+    if (c->ctx->cfg.auth)
+        return c->ctx->cfg.auth(c->ctx->cfg.auth_arg, h);
     return secret_equal(h, strlen(h), key, strlen(key));
 }
 

@@ -23,6 +23,7 @@ enum opt_kind {
     OPT_UINT,       /* unsigned at off, [min, max] */
     OPT_SIZE,       /* size_t at off, [min, max], k/m/g suffix (x1024) */
     OPT_SECONDS,    /* double at off, [min, max], finite */
+    OPT_NUMBER,     /* the same, not a time */
     OPT_LOGFMT,     /* json | text */
     OPT_POLICY,     /* reject | lru */
     OPT_CORS,       /* comma-separated origins */
@@ -74,6 +75,17 @@ static const struct opt opts[] = {
     {"max-connections", OPT_UINT, N(max_connections), 1, 100000, "1000", "open connections at most"},
     {"max-connections-per-ip", OPT_UINT, N(max_connections_per_ip), 1, 100000, "256",
      "open connections per client address"},
+    {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "",
+     "serve HTTPS with this PEM certificate chain (SIGHUP reloads)"},
+    {"tls-key", OPT_STR, F(tls_key), 0, 0, "", "PEM private key of --tls-cert (mode 600 or 640)"},
+    {"api-key-file", OPT_STR, F(api_key_file), 0, 0, "",
+     "accepted keys, one 'name:key' a line (SIGHUP reloads)"},
+    {"rate-limit", OPT_NUMBER, N(rate_limit), 0, 1e6, "0",
+     "requests per second per key (or address); 0: off"},
+    {"rate-burst", OPT_UINT, N(rate_burst), 0, 1000000, "0",
+     "requests at once past --rate-limit; 0: one second's worth"},
+    {"max-inflight-per-key", OPT_UINT, N(max_inflight_per_key), 0, 1000000, "0",
+     "requests in flight per key (or address); 0: off"},
 };
 
 #undef F
@@ -177,6 +189,7 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
         *(size_t *)(void *)(base + o->off) = (size_t)u;
         return true;
     case OPT_SECONDS:
+    case OPT_NUMBER:
         if (!parse_double(v, &d) || d < o->min || d > o->max)
             return false;
         *(double *)(void *)(base + o->off) = d;
@@ -221,6 +234,7 @@ static const char *kind_hint(const struct opt *o)
     case OPT_UINT: return "an integer";
     case OPT_SIZE: return "a non-negative integer (k/m/g suffix allowed)";
     case OPT_SECONDS: return "a number of seconds";
+    case OPT_NUMBER: return "a number";
     case OPT_LOGFMT: return "json or text";
     case OPT_POLICY: return "reject or lru";
     case OPT_CORS: return "at most 32 origins, 4095 characters";
@@ -231,7 +245,8 @@ static const char *kind_hint(const struct opt *o)
 
 static void bad_value(FILE *err, const struct opt *o, const char *where, const char *v)
 {
-    if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS)
+    if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS ||
+        o->kind == OPT_NUMBER)
         fprintf(err, "attnd: invalid %s '%s': expected %s in [%.15g, %.15g]\n",
                 where, v, kind_hint(o), o->min, o->max);
     else
@@ -337,6 +352,10 @@ enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
             bad_value(err, o, where, v);
             return SRV_CONFIG_EXIT_USAGE;
         }
+    }
+    if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
+        fprintf(err, "attnd: --tls-cert and --tls-key go together\nTry 'attnd --help'.\n");
+        return SRV_CONFIG_EXIT_USAGE;
     }
     return SRV_CONFIG_RUN;
 }

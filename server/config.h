@@ -42,6 +42,12 @@ struct srv_config {
     unsigned conn_timeout_s;        /* idle connection timeout */
     unsigned max_connections;       /* open connections at most */
     unsigned max_connections_per_ip;/* open connections per client address */
+    char tls_cert[1024];            /* PEM certificate chain, "" = plain HTTP */
+    char tls_key[1024];             /* PEM private key (with tls_cert) */
+    char api_key_file[1024];        /* name:key lines, "" for none */
+    double rate_limit;              /* requests per second per client, 0 = off */
+    unsigned rate_burst;            /* bucket size, 0 = one second's worth */
+    unsigned max_inflight_per_key;  /* requests in flight per client, 0 = off */
 };
 
 /* What srv_config_parse asks of the caller. */

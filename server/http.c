@@ -63,6 +63,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -76,7 +77,10 @@
 #include <microhttpd.h>
 
 #include "server/assets.h"
+#include "server/keys.h"
+#include "server/limits.h"
 #include "server/log.h"
+#include "server/tls.h"
 #include "server/worker.h"
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's 16 KiB pool bounds them anyway */
@@ -110,6 +114,7 @@ struct srv_http {
     const struct srv_config *cfg;
     struct api_ctx *ctx;
     struct srv_metrics *metrics;
+    struct srv_http_guard guard;    /* keys, limits, TLS */
     unsigned port;
     pthread_mutex_t mu;             /* guards pending, req states, idle_due */
     struct req *pending;            /* suspended, waiting for uv_queue_work */
@@ -155,6 +160,10 @@ struct req {
     int status;                     /* what was queued */
     const char *route;
     uint64_t bytes_out;
+    bool admitted;                  /* counted by srv_limits_enter */
+    bool keyed;                     /* key_name holds a valid key's name */
+    char key_name[SRV_KEY_NAME_MAX];
+    char client[SRV_CLIENT_ID_MAX]; /* "k:NAME" or "a:ADDRESS" */
     /* Not zeroed at the 1st call (req_new): written before they are read. */
     struct req_header hdr[MAX_REQ_HEADERS];
     struct api_response resp;       /* filled by api_handle (9 KiB of header slots) */
@@ -357,15 +366,24 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
     return ret;
 }
 
-/* A fault the transport detects: JSON error body with CORS headers. */
-static enum MHD_Result transport_error(struct req *r, enum api_err code, const char *msg)
+/* A fault the transport detects: JSON error body with CORS headers, and
+ * Retry-After when retry is not NULL. */
+static enum MHD_Result transport_error_retry(struct req *r, enum api_err code, const char *msg,
+                                             const char *retry)
 {
     struct api_request q;
     api_req_init(r, &q, conn_header);
     struct api_response resp;
     memset(&resp, 0, sizeof resp);
     api_transport_error(r->h->ctx, &q, code, msg, &resp);
+    if (retry)
+        api_response_header(&resp, "Retry-After", retry);
     return queue(r, &resp);
+}
+
+static enum MHD_Result transport_error(struct req *r, enum api_err code, const char *msg)
+{
+    return transport_error_retry(r, code, msg, NULL);
 }
 
 static const char *content_type_of(const char *path)
@@ -595,6 +613,63 @@ static enum MHD_Result dispatch(struct req *r)
     return MHD_YES;
 }
 
+/* ---- who is asking, and whether they may ------------------------------- */
+
+/* r->client: the name of the valid API key the request carries, else its
+ * client address. */
+static void identify(struct req *r)
+{
+    struct srv_keys *keys = r->h->guard.keys;
+    const char *a = keys ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_AUTHORIZATION)
+                         : NULL;
+    if (a && strncasecmp(a, "Bearer ", 7) == 0) {
+        a += 7;
+        while (*a == ' ')
+            a++;
+        r->keyed = srv_keys_check(keys, a, r->key_name);
+    }
+    if (r->keyed) {
+        snprintf(r->client, sizeof r->client, "k:%s", r->key_name);
+        return;
+    }
+    char host[64] = "?";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, host,
+                  sizeof host);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, host,
+                  sizeof host);
+    snprintf(r->client, sizeof r->client, "a:%s", host);
+}
+
+/* Per-client limits on everything but probes, /metrics (a scraper's
+ * address is not a client to throttle) and static files; answers 429
+ * rate_limited (and returns true) when over. */
+static bool over_limit(struct req *r, enum MHD_Result *ret)
+{
+    struct srv_limits *l = r->h->guard.limits;
+    if (!srv_limits_on(l) || is_probe(r) || strcmp(r->url, "/metrics") == 0 ||
+        find_asset(r->method, r->url))
+        return false;
+    unsigned retry = 1;
+    enum srv_admit v = srv_limits_enter(l, r->client, uv_hrtime(), &retry);
+    if (v == SRV_ADMIT_OK) {
+        r->admitted = true;
+        return false;
+    }
+    srv_metrics_count(r->h->metrics, SRV_EV_RATE_LIMITED, r->keyed ? r->key_name : NULL);
+    char secs[16];
+    snprintf(secs, sizeof secs, "%u", retry);
+    *ret = transport_error_retry(r, API_ERR_RATE_LIMITED,
+                                 v == SRV_ADMIT_RATE ? "over --rate-limit; retry later"
+                                 : "over --max-inflight-per-key; retry later", secs);
+    return true;
+}
+
 /* ---- the access handler ------------------------------------------------ */
 
 /* A zeroed request without clearing its header and response slots (11 KiB
@@ -751,8 +826,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         atomic_fetch_add(&h->in_flight, 1);
         r->late = atomic_load(&h->quiesced);    /* after counting: see quiesce */
         srv_metrics_begin(h->metrics);
+        identify(r);
         enum MHD_Result ret;
-        if (check_framing(r, &ret))
+        if (check_framing(r, &ret) || over_limit(r, &ret))
             return ret;
         r->state = REQ_BODY;
         return MHD_YES;                 /* two-call pattern: keep-alive stays on */
@@ -792,8 +868,12 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     int status = r->state == REQ_ANSWERED ? r->status : 499;  /* 499: client went away */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)
         status = 499;
-    srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000);
-    srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9);
+    const char *key = r->keyed ? r->key_name : NULL;
+    srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000, key);
+    srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9,
+                    key);
+    if (r->admitted)
+        srv_limits_leave(h->guard.limits, r->client);
     pthread_mutex_lock(&h->mu);
     bool working = r->state == REQ_WORKING;
     if (working)
@@ -873,25 +953,34 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, handler, h,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,         /* first: see MHD docs */
-        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,  /* 1: no pool, one thread */
-        MHD_OPTION_END);
+    /* The same options with and without TLS (varargs cannot be made
+     * conditional; MHD_OPTION_ARRAY would need a function pointer as void *). */
+#define START(fl, ...) MHD_start_daemon(                                              \
+        fl, (uint16_t)cfg->port, NULL, NULL, handler, h,                              \
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,         /* first: see MHD docs */     \
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,                            \
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h,                                    \
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,                               \
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,                 \
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,                  \
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,    \
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */ \
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,                                        \
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,  /* 1: no pool, one thread */ \
+        __VA_ARGS__ MHD_OPTION_END)
+    struct MHD_Daemon *d = h->guard.tls
+        ? START(flags | MHD_USE_TLS,
+                MHD_OPTION_HTTPS_CERT_CALLBACK, srv_tls_cert_cb,
+                MHD_OPTION_HTTPS_PRIORITIES, srv_tls_priorities,)
+        : START(flags, );
+#undef START
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return d;
 }
 
 struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
-                                struct api_ctx *ctx, struct srv_metrics *metrics)
+                                struct api_ctx *ctx, struct srv_metrics *metrics,
+                                const struct srv_http_guard *guard)
 {
     struct sockaddr_storage ss;
     bool v6;
@@ -904,6 +993,8 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     h->cfg = cfg;
     h->ctx = ctx;
     h->metrics = metrics;
+    if (guard)
+        h->guard = *guard;
     pthread_mutex_init(&h->mu, NULL);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->working, 0);

@@ -11,6 +11,7 @@
 #ifndef ATTND_SERVER_HTTP_H
 #define ATTND_SERVER_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -26,9 +27,20 @@ struct srv_http;
  * (it runs inside the transport); schedule that instead. */
 typedef void (*srv_http_idle_fn)(void *arg);
 
+struct srv_keys;
+struct srv_limits;
+
+/* What the transport checks before a request reaches the api. */
+struct srv_http_guard {
+    struct srv_keys *keys;          /* API keys (names for logs and limits), or NULL */
+    struct srv_limits *limits;      /* per-client admission, or NULL */
+    bool tls;                       /* HTTPS with server/tls.c's current pair */
+};
+
 /* Bind and start listening. NULL on failure (the reason is logged). */
 struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
-                                struct api_ctx *ctx, struct srv_metrics *metrics);
+                                struct api_ctx *ctx, struct srv_metrics *metrics,
+                                const struct srv_http_guard *guard);
 
 /* The TCP port actually bound (useful with --port 0). */
 unsigned srv_http_port(const struct srv_http *h);

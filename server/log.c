@@ -362,7 +362,7 @@ static void end(struct line *l)
 }
 
 void srv_log_request(const char *method, const char *route, int status,
-                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us)
+                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key)
 {
     struct line l;
     if (log_fmt == SRV_LOG_TEXT) {
@@ -381,6 +381,10 @@ void srv_log_request(const char *method, const char *route, int status,
         puts_(&l, " ");
         put_u64(&l, us);
         puts_(&l, "us");
+        if (key) {
+            puts_(&l, " key=");
+            put_esc(&l, key);
+        }
         emit_batched(&l);
         return;
     }
@@ -398,6 +402,11 @@ void srv_log_request(const char *method, const char *route, int status,
     field_u64(&l, "bytes_in", bytes_in);
     field_u64(&l, "bytes_out", bytes_out);
     field_u64(&l, "us", us);
+    if (key) {
+        puts_(&l, ",\"key\":\"");
+        put_esc(&l, key);
+        puts_(&l, "\"");
+    }
     puts_(&l, "}");
     emit_batched(&l);
 }
@@ -422,4 +431,13 @@ void srv_log_msgf(const char *level, const char *fmt, ...)
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
     srv_log_event(level, msg, NULL);
+}
+
+int srv_whyf(char *why, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return -1;
 }

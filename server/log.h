@@ -4,7 +4,8 @@
  * JSON lines by default (one object per line: ts, level, msg and fields),
  * or a short human form with --log-format text. Request lines carry the
  * method, the route template (never the path: it can hold a session id),
- * status, bytes in and out and microseconds; never a body or a header.
+ * status, bytes in and out, microseconds and the API key's name; never a
+ * body, a header or a key.
  * Lines go to stdout or to --log-file, which SIGHUP reopens (log rotation).
  * Thread-safe: a line is written whole under a lock. Request lines are
  * batched (written within 50 ms, before any event line, on reopen and at
@@ -26,13 +27,18 @@ int srv_log_reopen(void);
 
 void srv_log_close(void);
 
-/* One request: method as sent, route template (NULL: "-"). */
+/* One request: method as sent, route template (NULL: "-"), the name of the
+ * API key it carried (NULL: none; never the key itself). */
 void srv_log_request(const char *method, const char *route, int status,
-                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us);
+                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key);
 
 /* A process event; level is "info", "warn" or "error". kv holds extra
  * key/value pairs of text (NULL-terminated: k1, v1, k2, v2, ..., NULL). */
 void srv_log_event(const char *level, const char *msg, const char *const *kv);
+
+/* Format why a file could not be used into why (for the caller to log or
+ * print); returns -1, so that `return srv_whyf(...)` reports a failure. */
+int srv_whyf(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* printf-style message as a plain event. */
 void srv_log_msgf(const char *level, const char *fmt, ...)

@@ -29,8 +29,11 @@
 #include "core/attn.h"
 #include "core/store.h"
 #include "server/http.h"
+#include "server/keys.h"
+#include "server/limits.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/tls.h"
 #include "server/worker.h"
 
 #define HOUSEKEEPING_MS 1000
@@ -51,6 +54,9 @@ struct proc {
     struct srv_metrics *metrics;
     struct sess_store *store;
     struct srv_http *http;
+    struct srv_tls *tls;            /* --tls-cert/--tls-key, or NULL */
+    struct srv_keys *keys;          /* --api-key(-file), or NULL */
+    struct srv_limits *limits;      /* --rate-limit, --max-inflight-per-key */
 };
 
 /* ---- the helper pool's policy ------------------------------------------- */
@@ -160,6 +166,8 @@ static void sweep_done(uv_work_t *w, int status)
 static void housekeeping_cb(uv_timer_t *t)
 {
     struct proc *p = t->data;
+    if (p->limits)
+        srv_limits_sweep(p->limits, uv_hrtime());
     if (!p->store || p->sweeping || p->draining)
         return;
     p->sweep.data = p;
@@ -234,6 +242,24 @@ static void start_drain(struct proc *p, const char *why)
     srv_http_quiesce(p->http, on_idle, p);
 }
 
+/* SIGHUP: certificate and key, API keys; a failure keeps what is in use. */
+static void reload(struct proc *p)
+{
+    char why[1200];
+    if (p->tls) {
+        if (srv_tls_reload(p->tls, why, sizeof why) == 0)
+            srv_log_msgf("info", "SIGHUP: TLS certificate and key reloaded");
+        else
+            srv_log_msgf("error", "SIGHUP: TLS reload failed, the old pair stays: %s", why);
+    }
+    if (p->keys && p->cfg->api_key_file[0]) {
+        if (srv_keys_reload(p->keys, why, sizeof why) == 0)
+            srv_log_msgf("info", "SIGHUP: API keys reloaded: %zu", srv_keys_count(p->keys));
+        else
+            srv_log_msgf("error", "SIGHUP: API key reload failed, the old keys stay: %s", why);
+    }
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     struct proc *p = s->data;
@@ -241,6 +267,7 @@ static void signal_cb(uv_signal_t *s, int signum)
         int rc = srv_log_reopen();
         srv_log_msgf(rc == 0 ? "info" : "error", "SIGHUP: log reopened%s%s",
                      rc == 0 ? "" : ": ", rc == 0 ? "" : strerror(-rc));
+        reload(p);
         return;
     }
     if (p->draining) {
@@ -272,6 +299,37 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
+static bool check_key(void *arg, const char *token)
+{
+    char name[SRV_KEY_NAME_MAX];
+    return srv_keys_check(arg, token, name);
+}
+
+/* TLS material and API keys: a file that cannot be used stops the start
+ * with exit code 2, as a bad flag does. */
+static bool load_secrets(struct proc *p)
+{
+    const struct srv_config *c = p->cfg;
+    char why[1200];
+    if (c->tls_cert[0]) {
+        p->tls = srv_tls_open(c->tls_cert, c->tls_key, why, sizeof why);
+        if (!p->tls) {
+            srv_log_msgf("error", "%s", why);
+            return false;
+        }
+        srv_tls_install(p->tls);
+    }
+    if (c->api_key_file[0] || c->api_key[0]) {
+        p->keys = srv_keys_open(c->api_key_file, c->api_key, why, sizeof why);
+        if (!p->keys) {
+            srv_log_msgf("error", "%s", why);
+            return false;
+        }
+    }
+    p->limits = srv_limits_new(c->rate_limit, c->rate_burst, c->max_inflight_per_key);
+    return p->limits != NULL;
+}
+
 static void init_ctx(struct proc *p)
 {
     struct srv_config *c = p->cfg;
@@ -280,7 +338,11 @@ static void init_ctx(struct proc *p)
     a->max_elements = c->max_elements;
     a->max_tokens = c->max_tokens;
     a->session_ttl_s = c->session_ttl_s;
-    a->api_key = c->api_key[0] ? c->api_key : NULL;
+    a->api_key = c->api_key[0] && !p->keys ? c->api_key : NULL;
+    if (p->keys) {                          /* --api-key is one of them */
+        a->auth = check_key;
+        a->auth_arg = p->keys;
+    }
     a->cors_origins = c->cors_origins[0] ? c->cors_origins : NULL;
     a->workers = (int)c->workers;
     a->version = ATTND_VERSION;
@@ -311,6 +373,10 @@ static bool start(struct proc *p)
     char n[16];
     snprintf(n, sizeof n, "%u", p->cfg->workers);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
+    if (!load_secrets(p)) {
+        p->exit_code = 2;
+        return false;
+    }
     attn_blas_init(1);
     srv_worker_start(p->cfg->workers, par_may_help, NULL);
     p->metrics = srv_metrics_new();
@@ -323,7 +389,8 @@ static bool start(struct proc *p)
         return false;
     init_handles(p);
     p->handles_ready = true;
-    p->http = srv_http_start(&p->loop, p->cfg, &p->ctx, p->metrics);
+    struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
+    p->http = srv_http_start(&p->loop, p->cfg, &p->ctx, p->metrics, &guard);
     if (!p->http)
         return false;
     atomic_store(&par_http, p->http);
@@ -345,7 +412,8 @@ static bool start(struct proc *p)
     snprintf(elems, sizeof elems, "%zu", c->max_elements);
     const char *kv[] = {"version", ATTND_VERSION, "host", c->host, "port", ps,
                         "workers", ws, "pid", pid, "max_body_bytes", body,
-                        "max_elements", elems, "auth", c->api_key[0] ? "on" : "off",
+                        "max_elements", elems, "auth", p->keys ? "on" : "off",
+                        "tls", p->tls ? "on" : "off",
                         "cors", c->cors_origins[0] ? "on" : "off",
                         "cache_policy", c->cache_lru ? "lru" : "reject",
                         "state_dir", c->state_dir[0] ? c->state_dir : "-", NULL};
@@ -373,6 +441,8 @@ int srv_loop_run(struct srv_config *cfg)
     if (start(p)) {
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
+    } else if (p->exit_code == 2) {         /* unusable TLS or key file */
+        code = 2;
     } else if (p->handles_ready) {          /* failed after the loop was set up */
         atomic_store(&par_http, NULL);
         srv_http_stop(p->http);
@@ -389,6 +459,9 @@ int srv_loop_run(struct srv_config *cfg)
     if (p->store)
         sess_store_free(p->store);
     srv_metrics_free(p->metrics);
+    srv_tls_free(p->tls);
+    srv_keys_free(p->keys);
+    srv_limits_free(p->limits);
     srv_log_msgf("info", "stopped (exit %d)", code);
     free(p);
     return code;

@@ -19,6 +19,7 @@
 #define MAX_ROUTES 64
 #define MAX_CODES 16
 #define N_BUCKETS 14
+#define MAX_KEYS 64                     /* key-name series; the rest fold into "other" */
 
 static const double bucket_le[N_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -35,8 +36,15 @@ struct route_stats {
     double sum;                         /* seconds */
 };
 
+struct key_stats {
+    char name[64];                      /* API key name, or "-" for none */
+    uint64_t requests, rate_limited;
+};
+
 struct srv_metrics {
     pthread_mutex_t mu;
+    struct key_stats keys[MAX_KEYS];
+    size_t n_keys;
     struct route_stats routes[MAX_ROUTES];
     size_t n_routes;
     int64_t in_flight;
@@ -116,10 +124,41 @@ static void count_code(struct route_stats *r, int status)
     r->code_count[r->n_codes++] = 1;
 }
 
-void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
-                     uint64_t bytes_in, uint64_t bytes_out, double seconds)
+/* The key's slot, as route_slot: the last slot is "other" once full. */
+static struct key_stats *key_slot(struct srv_metrics *m, const char *key)
+{
+    if (!key || !key[0] || strlen(key) >= sizeof m->keys[0].name)
+        key = "-";
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < m->n_keys; i++)
+            if (strcmp(m->keys[i].name, key) == 0)
+                return &m->keys[i];
+        if (m->n_keys < MAX_KEYS - 1)
+            break;
+        key = "other";
+    }
+    struct key_stats *k = &m->keys[m->n_keys++];
+    memcpy(k->name, key, strlen(key) + 1);
+    return k;
+}
+
+void srv_metrics_count(struct srv_metrics *m, enum srv_metric_event ev, const char *key)
 {
     pthread_mutex_lock(&m->mu);
+    switch (ev) {
+    case SRV_EV_RATE_LIMITED:
+        key_slot(m, key)->rate_limited++;
+        break;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
+                     uint64_t bytes_in, uint64_t bytes_out, double seconds, const char *key)
+{
+    pthread_mutex_lock(&m->mu);
+    if (key)
+        key_slot(m, key)->requests++;
     m->in_flight--;
     m->bytes_in += bytes_in;
     m->bytes_out += bytes_out;
@@ -213,6 +252,24 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
          (long long)m->in_flight, (long long)m->connections,
          (unsigned long long)m->bytes_in,
          (unsigned long long)m->bytes_out);
+    outf(o, "# HELP attnd_key_requests_total Requests answered, by API key name.\n"
+            "# TYPE attnd_key_requests_total counter\n");
+    for (size_t i = 0; i < m->n_keys; i++)
+        if (strcmp(m->keys[i].name, "-") != 0)
+            outf(o, "attnd_key_requests_total{key=\"%s\"} %llu\n", m->keys[i].name,
+                 (unsigned long long)m->keys[i].requests);
+    outf(o, "# HELP attnd_rate_limited_total Requests refused with 429 rate_limited, by API "
+            "key name (\"-\": clients without a key, limited by address).\n"
+            "# TYPE attnd_rate_limited_total counter\n");
+    uint64_t limited = 0;
+    for (size_t i = 0; i < m->n_keys; i++)
+        if (m->keys[i].rate_limited) {
+            limited += m->keys[i].rate_limited;
+            outf(o, "attnd_rate_limited_total{key=\"%s\"} %llu\n", m->keys[i].name,
+                 (unsigned long long)m->keys[i].rate_limited);
+        }
+    if (!limited)
+        outf(o, "attnd_rate_limited_total{key=\"-\"} 0\n");
 }
 
 static void render_sessions(struct out *o, struct sess_store *st)

@@ -4,16 +4,91 @@ Attnd(*flags, env=...) starts build/attnd (or $ATTND_BIN) with --port 0 and
 --port-file, waits until /healthz answers, and stops it on exit. Its request()
 speaks plain http.client so tests see exactly what a client sees: status,
 headers and body bytes.
+
+HTTPS: with --tls-cert among the flags, request() speaks TLS, checking the
+chain against ca= when given. With ATTND_E2E_TLS=1 in the environment every
+Attnd serves HTTPS with a certificate made once per run (make_ca,
+make_cert), and connect() wraps raw sockets in TLS, so the whole suite runs
+over TLS unchanged.
 """
 import http.client
 import json
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import tempfile
 import time
 
 BIN = os.environ.get("ATTND_BIN", "build/attnd")
+E2E_TLS = os.environ.get("ATTND_E2E_TLS") == "1"
+
+
+def _openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_ca(d, name):
+    """A self-signed CA in d; returns its certificate's path (key beside it)."""
+    cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + "-key.pem")
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", f"/CN={name}")
+    return cert
+
+
+def make_cert(d, name, ca, cn, days=2):
+    """A server certificate for 127.0.0.1 signed by ca (make_ca's path);
+    days < 0 makes one that has already expired. Returns (cert, key)."""
+    cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + "-key.pem")
+    csr, ext = os.path.join(d, name + ".csr"), os.path.join(d, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+             "-subj", f"/CN={cn}")
+    _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca[:-4] + "-key.pem",
+             "-CAcreateserial", "-days", str(days), "-extfile", ext, "-out", cert)
+    os.chmod(key, 0o600)
+    return cert, key
+
+
+_suite_pki = None
+
+
+def suite_pki():
+    """(ca, cert, key) shared by every Attnd of an ATTND_E2E_TLS run."""
+    global _suite_pki
+    if _suite_pki is None:
+        d = tempfile.mkdtemp(prefix="attnd-e2e-pki-")
+        ca = make_ca(d, "ca")
+        _suite_pki = (ca, *make_cert(d, "server", ca, "attnd e2e"))
+    return _suite_pki
+
+
+def client_context(ca=None):
+    """TLS client context: verifying against ca, or not verifying at all."""
+    if ca is None:
+        c = ssl.create_default_context()
+        c.check_hostname = False
+        c.verify_mode = ssl.CERT_NONE
+        return c
+    return ssl.create_default_context(cafile=ca)
+
+
+def connect(port, timeout=10, host="127.0.0.1"):
+    """A connected client socket to attnd: plain, or TLS in an ATTND_E2E_TLS run."""
+    s = socket.create_connection((host, port), timeout=timeout)
+    if E2E_TLS:
+        s = client_context(suite_pki()[0]).wrap_socket(s, server_hostname=host)
+    return s
+
+
+def http_connection(port, timeout=30, host="127.0.0.1"):
+    """http.client connection to attnd: HTTPS in an ATTND_E2E_TLS run."""
+    if E2E_TLS:
+        return http.client.HTTPSConnection(host, port, timeout=timeout,
+                                           context=client_context(suite_pki()[0]))
+    return http.client.HTTPConnection(host, port, timeout=timeout)
 
 
 class Response:
@@ -30,8 +105,14 @@ class Response:
 
 
 class Attnd:
-    def __init__(self, *flags, env=None, wait=True):
+    def __init__(self, *flags, env=None, wait=True, ca=None):
         self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")
+        self.tls = "--tls-cert" in flags
+        self.ca = ca
+        if E2E_TLS and not self.tls:
+            self.ca, cert, key = suite_pki()
+            flags = (*flags, "--tls-cert", cert, "--tls-key", key)
+            self.tls = True
         self.port_file = os.path.join(self.tmp, "port")
         self.log_path = os.path.join(self.tmp, "log")
         full_env = dict(os.environ)
@@ -63,7 +144,13 @@ class Attnd:
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def connection(self, timeout=30):
+        if self.tls:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                               context=client_context(self.ca))
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         """body: dict/list (sent as JSON), str or bytes."""
@@ -73,7 +160,7 @@ class Attnd:
             hdrs.setdefault("Content-Type", "application/json")
         elif isinstance(body, str):
             body = body.encode()
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = self.connection(timeout)
         try:
             conn.request(method, path, body=body, headers=hdrs)
             r = conn.getresponse()

@@ -30,7 +30,7 @@ TEST(routes_beyond_the_table_fold_into_other)
     for (int i = 0; i < 3 * MAX_ROUTES; i++) {
         snprintf(route, sizeof route, "/r%d", i);
         srv_metrics_begin(m);
-        srv_metrics_end(m, route, 200, 1, 2, 0.001);
+        srv_metrics_end(m, route, 200, 1, 2, 0.001, NULL);
     }
     size_t len = 0;
     char *text = srv_metrics_render(m, &len);

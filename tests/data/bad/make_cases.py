@@ -656,6 +656,12 @@ case("auth_healthz_open", {"status": 200, "flags": AUTH, "error_shape": "none",
 case("auth_right_key_bad_body", err(400, "invalid_json", flags=AUTH,
                                     note="control: with the key, the body is judged"),
      b"{", headers=["Authorization: Bearer s3cret-key"])
+RATE = ["--rate-limit", "0.001", "--rate-burst", "1"]
+case("rate_limited_after_burst",
+     err(429, "rate_limited", flags=RATE, setup={"session": SESSION},
+         require_headers=["retry-after"],
+         note="--rate-limit 0.001 --rate-burst 1: the setup's session create took the one token"),
+     VALID)
 CORS = ["--cors-origins", "http://ok.example"]
 case("cors_allowed_origin_error", err(400, "invalid_json", flags=CORS,
                                       require_headers=["access-control-allow-origin", "vary"],

@@ -1,0 +1,151 @@
+"""API keys from --api-key-file (rotated by SIGHUP) and per-key limits.
+
+Keys are named (`name:key`); the log and /metrics carry the name, never the
+key. --rate-limit is a token bucket per key (per address without one) and
+--max-inflight-per-key caps requests in flight: over either, 429
+rate_limited with Retry-After. A request is in flight from its headers on,
+so a half-sent upload holds its key's slot deterministically.
+"""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+from attnd_proc import Attnd, BIN, connect
+
+VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+ALICE, BOB, CAROL = "alice-key-0123456789", "bob-key-abcdefghij", "carol-key-ZYXWVUT"
+
+
+def key_file(text, mode=0o600):
+    d = tempfile.mkdtemp(prefix="attnd-keys-")
+    path = os.path.join(d, "keys")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def auth(key):
+    return {"Authorization": f"Bearer {key}"}
+
+
+def wait_log(a, words, timeout=10):
+    deadline = time.time() + timeout
+    while words not in a.logs():
+        assert time.time() < deadline, f"no '{words}' in the log: {a.logs()[-2000:]}"
+        time.sleep(0.05)
+
+
+def metric(a, name, key, headers):
+    text = a.get("/metrics", headers=headers).body.decode()
+    m = re.search(r'^%s\{key="%s"\} (\d+)$' % (name, re.escape(key)), text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_named_keys_rotate_on_sighup():
+    path = key_file(f"# attnd keys\nalice:{ALICE}\n\n bob : {BOB} \n")
+    with Attnd("--api-key-file", path) as a:
+        assert a.post("/v1/attention", VALID, headers=auth(ALICE)).status == 200
+        assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 200
+        r = a.post("/v1/attention", VALID, headers=auth(CAROL))
+        assert r.status == 401 and r.json()["error"]["code"] == "unauthorized"
+        assert a.get("/healthz").status == 200      # probes stay open
+        assert a.get("/v1/info", headers=auth(ALICE)).json()["auth"] is True
+        # rotate: bob goes, carol comes
+        tmp = path + ".new"
+        with open(tmp, "w") as f:
+            f.write(f"alice:{ALICE}\ncarol:{CAROL}\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+        a.signal(signal.SIGHUP)
+        wait_log(a, "API keys reloaded: 2")
+        assert a.post("/v1/attention", VALID, headers=auth(CAROL)).status == 200
+        assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 401
+        # a broken file on reload keeps the keys in use
+        with open(path, "w") as f:
+            f.write("alice:has a space\n")
+        a.signal(signal.SIGHUP)
+        wait_log(a, "API key reload failed")
+        assert a.post("/v1/attention", VALID, headers=auth(CAROL)).status == 200
+        assert metric(a, "attnd_key_requests_total", "carol", auth(CAROL)) >= 2
+        wait_log(a, '"key":"alice"')
+        wait_log(a, '"key":"carol"')
+        logs = a.logs()
+        for secret in (ALICE, BOB, CAROL):
+            assert secret not in logs
+
+
+def test_api_key_flag_and_file_together():
+    path = key_file(f"{BOB}\n")
+    with Attnd("--api-key-file", path, "--api-key", ALICE) as a:
+        assert a.post("/v1/attention", VALID, headers=auth(ALICE)).status == 200
+        assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 200
+        assert a.post("/v1/attention", VALID, headers=auth(ALICE[:-1])).status == 401
+        assert a.post("/v1/attention", VALID, headers=auth(ALICE + "x")).status == 401
+        wait_log(a, '"key":"default"')
+        wait_log(a, '"key":"key-1"')
+
+
+def test_bad_key_files_exit_2():
+    cases = [
+        (key_file(f"alice:{ALICE}\n", 0o644), "lets every user read"),
+        (key_file(f"alice:{ALICE}\nalice:{BOB}\n"), "used twice"),
+        (key_file(f"alice:{ALICE}\nbob:{ALICE}\n"), "same key appears twice"),
+        (key_file("al ice:x\n"), "a name is"),
+        (key_file("alice:\n"), "a key is"),
+        (key_file("# nothing\n\n"), "no keys"),
+        ("/nonexistent/keys", "No such file"),
+    ]
+    for path, words in cases:
+        p = subprocess.run([BIN, "--port", "0", "--api-key-file", path],
+                           capture_output=True, text=True, timeout=20)
+        assert p.returncode == 2, (path, p.returncode, p.stdout, p.stderr)
+        assert words in p.stdout + p.stderr, (words, p.stdout, p.stderr)
+
+
+def test_rate_limit_per_key_with_retry_after():
+    path = key_file(f"alice:{ALICE}\nbob:{BOB}\n")
+    with Attnd("--api-key-file", path, "--rate-limit", "0.5", "--rate-burst", "3") as a:
+        codes = [a.post("/v1/attention", VALID, headers=auth(ALICE)).status for _ in range(3)]
+        assert codes == [200, 200, 200]
+        r = a.post("/v1/attention", VALID, headers=auth(ALICE))
+        assert r.status == 429, r
+        assert r.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(r.headers["retry-after"]) <= 2      # one token per 2 s
+        assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 200   # own bucket
+        assert a.get("/healthz").status == 200              # probes are not limited
+        assert metric(a, "attnd_rate_limited_total", "alice", auth(BOB)) == 1
+        time.sleep(2.1)
+        assert a.post("/v1/attention", VALID, headers=auth(ALICE)).status == 200
+
+
+def test_rate_limit_per_address_without_keys():
+    with Attnd("--rate-limit", "0.2", "--rate-burst", "2") as a:
+        assert [a.get("/v1/info").status for _ in range(3)] == [200, 200, 429]
+        assert metric(a, "attnd_rate_limited_total", "-", {}) == 1
+
+
+def test_max_inflight_per_key():
+    path = key_file(f"alice:{ALICE}\nbob:{BOB}\n")
+    with Attnd("--api-key-file", path, "--max-inflight-per-key", "1") as a:
+        s = connect(a.port)
+        head = (f"POST /v1/attention HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        s.sendall(head.encode())
+        deadline = time.time() + 10
+        while True:             # the half-sent upload is in flight once its headers are read
+            r = a.post("/v1/attention", VALID, headers=auth(ALICE))
+            if r.status == 429 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        assert r.status == 429 and r.json()["error"]["code"] == "rate_limited", r
+        assert r.headers["retry-after"] == "1"
+        assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 200
+        s.close()
+        deadline = time.time() + 10
+        while a.post("/v1/attention", VALID, headers=auth(ALICE)).status != 200:
+            assert time.time() < deadline, "alice's slot was not given back"
+            time.sleep(0.05)

@@ -1,0 +1,176 @@
+"""HTTPS: --tls-cert/--tls-key served through libmicrohttpd's GnuTLS support.
+
+Certificates are made here with the openssl command line (a CA, a server
+certificate it signs for 127.0.0.1, a second CA and pair for rotation, an
+expired one). curl checks the chain as a client would (--cacert); the other
+checks use Python's ssl module. SIGHUP must swap the pair for new
+connections while a connection opened before it keeps working.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from attnd_proc import Attnd, BIN, make_ca, make_cert
+
+VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+
+
+@pytest.fixture(scope="module")
+def pki():
+    d = tempfile.mkdtemp(prefix="attnd-tls-")
+    ca = make_ca(d, "ca")
+    other = make_ca(d, "other-ca")
+    return {
+        "dir": d,
+        "ca": ca,
+        "other_ca": other,
+        "one": make_cert(d, "one", ca, "attnd one"),
+        "two": make_cert(d, "two", other, "attnd two"),
+        "expired": make_cert(d, "expired", ca, "attnd expired", days=-1),
+    }
+
+
+def curl(url, *args):
+    return subprocess.run(["curl", "-sS", "--max-time", "10", *args, url],
+                          capture_output=True, text=True)
+
+
+def tls_flags(pair):
+    return ["--tls-cert", pair[0], "--tls-key", pair[1]]
+
+
+def ctx_for(ca, minimum=None, maximum=None):
+    c = ssl.create_default_context(cafile=ca)
+    if minimum:
+        c.minimum_version = minimum
+    if maximum:
+        c.maximum_version = maximum
+    return c
+
+
+def peer_subject(port, ca):
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with ctx_for(ca).wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        return dict(x[0] for x in s.getpeercert()["subject"])["commonName"]
+
+
+def test_curl_with_the_ca_and_a_wrong_ca(pki):
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        url = f"https://127.0.0.1:{a.port}"
+        ok = curl(url + "/v1/attention", "--cacert", pki["ca"], "-H",
+                  "Content-Type: application/json", "-d", json.dumps(VALID))
+        assert ok.returncode == 0, ok.stderr
+        assert "output" in json.loads(ok.stdout)
+        bad = curl(url + "/healthz", "--cacert", pki["other_ca"])
+        assert bad.returncode == 60, (bad.returncode, bad.stderr)   # peer not verified
+        plain = curl(f"http://127.0.0.1:{a.port}/healthz")
+        assert plain.returncode != 0 or "ok" not in plain.stdout
+        assert a.get("/healthz").status == 200      # still serving after both
+
+
+def test_only_tls_12_and_13(pki):
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        for version, ok in ((ssl.TLSVersion.TLSv1_2, True), (ssl.TLSVersion.TLSv1_3, True)):
+            c = ctx_for(pki["ca"], version, version)
+            with c.wrap_socket(socket.create_connection(("127.0.0.1", a.port), timeout=10),
+                               server_hostname="127.0.0.1") as s:
+                assert s.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2",
+                                       ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
+                cipher = s.cipher()[0]
+                assert "GCM" in cipher or "CHACHA20" in cipher, cipher
+        old = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
+                              "-tls1_1"], input="", capture_output=True, text=True, timeout=20)
+        assert "Cipher is (NONE)" in old.stdout or old.returncode != 0, old.stdout[-500:]
+        cbc = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
+                              "-tls1_2", "-cipher", "ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA"],
+                             input="", capture_output=True, text=True, timeout=20)
+        assert "Cipher is (NONE)" in cbc.stdout or cbc.returncode != 0, cbc.stdout[-500:]
+        assert a.get("/healthz").status == 200
+
+
+def test_sighup_rotates_the_pair_and_keeps_connections(pki):
+    d = tempfile.mkdtemp(prefix="attnd-rot-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+
+    def install(pair):
+        for src, dst in zip(pair, (cert, key)):
+            with open(src, "rb") as f, open(dst + ".tmp", "wb") as g:
+                g.write(f.read())
+            os.chmod(dst + ".tmp", 0o600)
+            os.replace(dst + ".tmp", dst)
+
+    install(pki["one"])
+    with Attnd("--tls-cert", cert, "--tls-key", key, ca=pki["ca"]) as a:
+        held = http.client.HTTPSConnection("127.0.0.1", a.port, timeout=10,
+                                           context=ctx_for(pki["ca"]))
+        held.request("GET", "/healthz")
+        assert held.getresponse().read() == b'{"status":"ok"}'
+        assert peer_subject(a.port, pki["ca"]) == "attnd one"
+        install(pki["two"])
+        a.signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while "TLS certificate and key reloaded" not in a.logs() and time.time() < deadline:
+            time.sleep(0.05)
+        assert peer_subject(a.port, pki["other_ca"]) == "attnd two"
+        held.request("GET", "/healthz")             # the old connection still works
+        assert held.getresponse().read() == b'{"status":"ok"}'
+        # A broken pair on reload: the old one stays, the log says why.
+        with open(cert, "w") as f:
+            f.write("not a certificate\n")
+        a.signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while "TLS reload failed" not in a.logs() and time.time() < deadline:
+            time.sleep(0.05)
+        assert "not a PEM certificate chain" in a.logs()
+        assert peer_subject(a.port, pki["other_ca"]) == "attnd two"
+        held.close()
+
+
+def start_fails(*flags):
+    p = subprocess.run([BIN, "--port", "0", *flags], capture_output=True, text=True, timeout=20)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_unusable_material_exits_2(pki):
+    d = pki["dir"]
+    cert, key = pki["one"]
+    junk = os.path.join(d, "junk.pem")
+    with open(junk, "w") as f:
+        f.write("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    os.chmod(junk, 0o600)
+    open_key = os.path.join(d, "open-key.pem")
+    with open(key, "rb") as f, open(open_key, "wb") as g:
+        g.write(f.read())
+    os.chmod(open_key, 0o644)
+    cases = [
+        (["--tls-cert", os.path.join(d, "missing.pem"), "--tls-key", key], "cannot read"),
+        (["--tls-cert", junk, "--tls-key", key], "not a PEM certificate"),
+        (["--tls-cert", cert, "--tls-key", junk], "not a PEM private key"),
+        (["--tls-cert", cert, "--tls-key", pki["two"][1]], "--tls-cert/--tls-key"),
+        (["--tls-cert", cert, "--tls-key", open_key], "lets every user read"),
+        (["--tls-cert", cert], "go together"),
+    ]
+    for flags, words in cases:
+        code, out = start_fails(*flags)
+        assert code == 2, (flags, code, out)
+        assert words in out, (flags, out)
+
+
+def test_expired_certificate_is_logged(pki):
+    with Attnd(*tls_flags(pki["expired"])) as a:
+        assert "certificate expired on" in a.logs()
+        bad = curl(f"https://127.0.0.1:{a.port}/healthz", "--cacert", pki["ca"])
+        assert bad.returncode == 60, bad.stderr     # clients refuse it, as logged
+
+
+def test_info_and_log_say_tls(pki):
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        assert '"tls":"on"' in a.logs()
