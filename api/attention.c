@@ -12,21 +12,27 @@
 
 #include "api/read.h"
 #include "api/write.h"
+#include "api/extras.h"
 #include "core/attn.h"
 
 bool api_attention_fits(struct api_call *c, const struct attn_request *r,
-                        enum api_encoding encoding, size_t *cap)
+                        const struct api_extras *x, enum api_encoding encoding,
+                        size_t *cap)
 {
-    size_t numbers;
+    size_t numbers, more = 0;
 
-    if (!api_attention_numbers(r, &numbers) || numbers > api_max_elements(c)) {
+    if (!api_extras_numbers(r, x, &numbers) || numbers > api_max_elements(c)) {
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/return",
                  "the response would hold more than %zu numbers "
                  "(--max-elements); ask for fewer outputs via \"return\"",
                  api_max_elements(c));
         return false;
     }
-    if (!api_attention_max_bytes(r, encoding, cap)) {
+    /* the v1 bound with h heads covers the chosen heads' arrays; the extras
+     * add their numbers and labels */
+    if (!api_attention_max_bytes(r, encoding, cap) ||
+        (x && (!api_extras_bytes(r, x, &more) || !core_mul(numbers, API_NUM_MAX, &numbers) ||
+               !core_add(*cap, more, cap) || !core_add(*cap, numbers, cap)))) {
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
         return false;
     }
@@ -40,7 +46,7 @@ void api_reply_attention(struct api_call *c, struct api_attention_view *v,
     size_t numbers = 0;
 
     /* api_attention_fits() has bounded this count already */
-    (void)api_attention_numbers(v->req, &numbers);
+    (void)api_extras_numbers(v->req, v->x, &numbers);
     api_buf_init(&buf, cap);
     /* Reserve a typical size at once (about 20 bytes a number in JSON, 11
      * in base64) instead of doubling through a large response. */
@@ -60,21 +66,28 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
     size_t cap;
     enum core_status st;
 
-    if (!api_attention_fits(c, &a->r, a->encoding, &cap))
+    const struct api_extras *x = api_extras_compute(&a->x) || a->x.tokens ? &a->x : NULL;
+    if (!api_attention_fits(c, &a->r, x, a->encoding, &cap))
         return;
-    if (!api_result_alloc(&a->r, &res)) {
+    if (api_extras_compute(x) ? !api_extras_alloc(&a->r, &a->x, &res)
+                              : !api_result_alloc(&a->r, &res)) {
         api_result_free(&res);
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
-    st = attn_forward(&a->r, &a->in, &res, c->req->ws);
+    if (api_extras_compute(x)) {
+        struct attn_extras xc = api_extras_core(x);
+        st = attn_forward_extras(&a->r, &a->in, NULL, &xc, &res, &a->x.xo, c->req->ws);
+    } else {
+        st = attn_forward(&a->r, &a->in, &res, c->req->ws);
+    }
     if (st != CORE_OK) {
         api_result_free(&res);
         api_fail_core(c, st, NULL);
         return;
     }
     api_reply_attention(c, &(struct api_attention_view){
-        .req = &a->r, .q_rank = a->q_rank,
+        .req = &a->r, .q_rank = a->q_rank, .x = x,
         .encoding = a->encoding, .digits = a->digits}, &res, cap);
 }
 

@@ -170,10 +170,12 @@ void api_sessions(struct api_call *c, const char *rest);
  * The attention response's size check, shared by /v1/attention and session
  * attention: answers 422 response_too_large (path /return) when the selected
  * outputs hold more than --max-elements numbers; else sets *cap, the byte
- * cap of the response buffer. (api/attention.c)
+ * cap of the response buffer. x: the part-2 returns, or NULL. (api/attention.c)
  */
+struct api_extras;
 bool api_attention_fits(struct api_call *c, const struct attn_request *r,
-                        enum api_encoding encoding, size_t *cap);
+                        const struct api_extras *x, enum api_encoding encoding,
+                        size_t *cap);
 
 /*
  * Write the attention response described by *v (elapsed_us is filled in

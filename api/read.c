@@ -1059,13 +1059,13 @@ bool api_read_score_matrix(struct api_call *c, const json_t *v,
 enum att_field {
     AF_Q, AF_K, AF_V, AF_BIAS, AF_ATTN_BIAS, AF_MASK, AF_CAUSAL, AF_ALIBI,
     AF_ROPE, AF_SCALE, AF_SOFTMAX, AF_SINK_LOGIT, AF_EMPTY_ROWS, AF_DTYPE,
-    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_COUNT
+    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_HEADS, AF_TOP_K, AF_TOKENS, AF_COUNT
 };
 
 static const char *const attention_fields[AF_COUNT + 1] = {
     "q", "k", "v", "bias", "attn_bias", "mask", "causal", "alibi", "rope",
     "scale", "softmax", "sink_logit", "empty_rows", "dtype", "return",
-    "encoding", "digits", NULL};
+    "encoding", "digits", "heads", "weights_top_k", "tokens", NULL};
 
 /*
  * api_check_fields(c, body, "", attention_fields) and member(body, field)
@@ -1154,7 +1154,9 @@ static bool read_options(struct api_call *c, const json_t *body,
         !api_read_causal(c, m[AF_CAUSAL], "/causal", &r->causal) ||
         !api_read_empty_rows(c, m[AF_EMPTY_ROWS], "/empty_rows",
                              &r->empty_rows) ||
-        !api_read_return(c, m[AF_RETURN], "/return", &r->outputs) ||
+        !api_read_return_x(c, m[AF_RETURN], "/return", &r->outputs, &a->x.want) ||
+        !api_read_extras(c, "", m[AF_HEADS], m[AF_TOP_K], m[AF_TOKENS], &r->outputs,
+                         &a->x) ||
         !api_read_encoding(c, m[AF_ENCODING], "/encoding", &a->encoding) ||
         !api_read_digits(c, m[AF_DIGITS], "/digits", &a->digits) ||
         !api_read_rope(c, m[AF_ROPE], "/rope", r->shape.d_k, &p->rope,
@@ -1210,9 +1212,10 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
         !api_read_dtype(c, m[AF_DTYPE], "/dtype", &out->r.params.dtype) ||
         !read_qkv(c, m, &budget, pre, out) ||
         !read_options(c, body, m, out) ||
-        !read_arrays(c, m, &budget, out))
+        !read_arrays(c, m, &budget, out) ||
+        !api_extras_check(c, "", &out->x, &out->r.shape))
         goto fail;
-    st = attn_check(&out->r);
+    st = api_extras_check_request(&out->r);
     if (st != CORE_OK) {
         api_fail_core(c, st, NULL);
         goto fail;
@@ -1232,5 +1235,6 @@ void api_attention_req_free(struct api_attention_req *r)
     api_tensor_free(&r->attn_bias);
     api_tensor_free(&r->mask);
     free(r->alibi_slopes);
+    api_extras_free(&r->x);
     memset(r, 0, sizeof *r);
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "api/internal.h"
+#include "api/extras.h"
 #include "api/numread.h"
 #include "api/write.h"
 #include "core/attn.h"
@@ -173,6 +174,7 @@ struct api_attention_req {
     int q_rank;                     /* 2 or 3: the rank of every output */
     enum api_encoding encoding;
     int digits;                     /* 0 = shortest round-trip */
+    struct api_extras x;            /* heads, top-k, qk/lse/stats, tokens */
 };
 
 /* Read and validate the whole body (an object) into out; on false the call

@@ -432,7 +432,7 @@ static void kv_get_req(struct api_call *c, const char *id)
 
 static const char *const attention_fields[] = {
     "q", "k", "v", "causal", "attn_bias", "mask", "return", "expected_length",
-    "empty_rows", "encoding", "digits", NULL};
+    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", NULL};
 
 /* Everything an attention request owns. */
 struct att_req {
@@ -444,10 +444,12 @@ struct att_req {
     int q_rank;
     enum api_encoding encoding;
     int digits;
+    struct api_extras x;            /* heads, top-k, qk/lse/stats, tokens */
 };
 
 static void att_req_free(struct att_req *a)
 {
+    api_extras_free(&a->x);
     api_tensor_free(&a->q);
     api_tensor_free(&a->k);
     api_tensor_free(&a->v);
@@ -462,7 +464,10 @@ static bool read_att_options(struct api_call *c, const json_t *body,
     return api_read_causal(c, member(body, "causal"), "/causal", &q->causal) &&
            api_read_empty_rows(c, member(body, "empty_rows"), "/empty_rows",
                                &q->empty_rows) &&
-           api_read_return(c, member(body, "return"), "/return", &q->outputs) &&
+           api_read_return_x(c, member(body, "return"), "/return", &q->outputs,
+                             &a->x.want) &&
+           api_read_extras(c, "", member(body, "heads"), member(body, "weights_top_k"),
+                           member(body, "tokens"), &q->outputs, &a->x) &&
            api_read_encoding(c, member(body, "encoding"), "/encoding",
                              &a->encoding) &&
            api_read_digits(c, member(body, "digits"), "/digits", &a->digits) &&
@@ -496,7 +501,14 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
         return false;
     a->query.attn_bias = a->attn_bias.data;
     a->query.mask = a->mask.data;
-    return sess_request(s, &a->query, a->m, &a->r) == CORE_OK;
+    return sess_request(s, &a->query, a->m, &a->r) == CORE_OK &&
+           api_extras_check(c, "", &a->x, &a->r.shape);
+}
+
+/* The extras of a, or NULL when the response is the v1 one. */
+static struct api_extras *att_extras(struct att_req *a)
+{
+    return api_extras_compute(&a->x) || a->x.tokens ? &a->x : NULL;
 }
 
 /* Checks that need the held session's length: expected_length, an empty
@@ -511,12 +523,12 @@ static bool check_att(struct api_call *c, const struct sess *s,
                  "the session's cache is empty: send \"k\" and \"v\" first");
         return false;
     }
-    enum core_status rc = attn_check(&a->r);
+    enum core_status rc = api_extras_check_request(&a->r);
     if (rc != CORE_OK) {
         api_fail_core(c, rc, NULL);
         return false;
     }
-    return api_attention_fits(c, &a->r, a->encoding, cap);
+    return api_attention_fits(c, &a->r, att_extras(a), a->encoding, cap);
 }
 
 /* Append and attend on the held session; the session is released here. */
@@ -529,14 +541,18 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         sess_release(st, s);
         return;
     }
-    if (!api_result_alloc(&a->r, &res)) {
+    struct api_extras *x = att_extras(a);
+    if (api_extras_compute(x) ? !api_extras_alloc(&a->r, x, &res)
+                              : !api_result_alloc(&a->r, &res)) {
         sess_release(st, s);
         api_result_free(&res);
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
-    enum core_status rc = sess_attend(st, s, a->k.data, a->v.data, a->m,
-                                      &a->query, &res, c->req->ws);
+    struct attn_extras xc = x ? api_extras_core(x) : (struct attn_extras){0};
+    enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
+                                        api_extras_compute(x) ? &xc : NULL,
+                                        x ? &x->xo : NULL, &res, c->req->ws);
     sess_release(st, s);
     if (rc != CORE_OK) {
         api_result_free(&res);
@@ -544,7 +560,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         return;
     }
     api_reply_attention(c, &(struct api_attention_view){
-        .req = &a->r, .q_rank = a->q_rank,
+        .req = &a->r, .q_rank = a->q_rank, .x = x,
         .encoding = a->encoding, .digits = a->digits}, &res, cap);
 }
 

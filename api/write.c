@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "api/extras.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "base64 tensors are little-endian: add a byte swap here");
@@ -274,7 +275,7 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
                          bool neg_inf_null)
 {
     const struct attn_shape *s = &v->req->shape;
-    size_t shape[3] = {s->h, s->n, cols};
+    size_t shape[3] = {v->x ? v->x->nh : s->h, s->n, cols};
     const size_t *sh = v->q_rank == 2 ? shape + 1 : shape;
     int rank = v->q_rank == 2 ? 2 : 3;
     enum attn_dtype dt = v->req->params.dtype;
@@ -292,11 +293,11 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
 static void write_empty_rows(struct api_buf *b, const struct api_attention_view *v)
 {
     const struct attn_shape *s = &v->req->shape;
-    size_t hd, i, k = 0;
+    size_t hd, i, k = 0, nh = v->x ? v->x->nh : s->h;
 
     api_buf_puts(b, "\"empty_rows\":[");
     if (v->res->empty && v->res->n_empty) {
-        for (hd = 0; hd < s->h; hd++)
+        for (hd = 0; hd < nh; hd++)
             for (i = 0; i < s->n; i++) {
                 if (!v->res->empty[hd * s->n + i])
                     continue;
@@ -306,7 +307,7 @@ static void write_empty_rows(struct api_buf *b, const struct api_attention_view 
                     put_size(b, i);
                 } else {
                     api_buf_putc(b, '[');
-                    put_size(b, hd);
+                    put_size(b, v->x && v->x->heads ? v->x->heads[hd] : hd);
                     api_buf_putc(b, ',');
                     put_size(b, i);
                     api_buf_putc(b, ']');
@@ -351,6 +352,8 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     *o++ = ',';
     api_buf_append(b, t, (size_t)(o - t));
     write_empty_rows(b, v);
+    if (v->x)
+        api_write_extras_meta(b, v);
     o = t;
     PUT_LIT(o, ",\"elapsed_us\":");
     o = put_size_text(o, (size_t)v->elapsed_us);
@@ -372,8 +375,12 @@ bool api_write_attention(struct api_buf *b, const struct api_attention_view *v)
         write_output(b, v, "scores", res->scores, r->shape.L, true);
     if (r->outputs & ATTN_OUT_WEIGHTS)
         write_output(b, v, "weights", res->weights, r->shape.L, false);
+    else if (v->x && v->x->top_k)
+        api_write_top_k(b, v);
     if (r->outputs & ATTN_OUT_OUTPUT)
         write_output(b, v, "output", res->output, r->shape.d_v, false);
+    if (v->x)
+        api_write_extras(b, v);
     write_meta(b, v);
     api_buf_putc(b, '}');
     return api_buf_ok(b);

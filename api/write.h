@@ -71,6 +71,8 @@ bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
 bool api_write_matrix_b64(struct api_buf *b, const void *data,
                           enum attn_dtype dt, int rank, const size_t *shape);
 
+struct api_extras;
+
 /* Everything the attention response writer needs. */
 struct api_attention_view {
     const struct attn_request *req;     /* shape, params, causal, outputs */
@@ -81,6 +83,8 @@ struct api_attention_view {
     uint64_t elapsed_us;                /* meta.elapsed_us */
     const char *meta_extra;             /* JSON members appended inside meta
                                            (e.g. "\"length\":5"), or NULL */
+    const struct api_extras *x;         /* part-2 returns (api/extras.h), or
+                                           NULL: the v1 response */
 };
 
 /*

@@ -8,6 +8,7 @@
  * all-or-nothing mechanism.
  */
 #include "kv.h"
+#include "attn_extras.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -345,6 +346,14 @@ enum core_status kv_attend(const struct kv_cache *c,
                            const struct attn_inputs *in,
                            struct attn_result *out, struct attn_ws *ws)
 {
+    return kv_attend_x(c, r, in, NULL, NULL, out, ws);
+}
+
+enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request *r,
+                             const struct attn_inputs *in, const struct attn_extras *x,
+                             struct attn_extras_out *xo, struct attn_result *out,
+                             struct attn_ws *ws)
+{
     if (r->shape.h_kv != c->h_kv || r->shape.d_k != c->d_k ||
         r->shape.d_v != c->d_v || r->params.dtype != c->dtype)
         return CORE_ESHAPE;
@@ -354,5 +363,7 @@ enum core_status kv_attend(const struct kv_cache *c,
     rr.shape.L = c->len;
     struct attn_kv_view view;
     kv_view(c, &view);
+    if (x)
+        return attn_forward_extras(&rr, in, &view, x, out, xo, ws);
     return attn_forward_kv(&rr, in, &view, out, ws);
 }

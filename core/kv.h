@@ -109,4 +109,13 @@ enum core_status kv_attend(const struct kv_cache *c,
                            const struct attn_inputs *in,
                            struct attn_result *out, struct attn_ws *ws);
 
+/* kv_attend through attn_forward_extras (core/attn_extras.h) when x is not
+ * NULL: chosen heads, q·k, lse, stats, top-k into xo. */
+struct attn_extras;
+struct attn_extras_out;
+enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request *r,
+                             const struct attn_inputs *in, const struct attn_extras *x,
+                             struct attn_extras_out *xo, struct attn_result *out,
+                             struct attn_ws *ws);
+
 #endif

@@ -751,10 +751,23 @@ enum core_status sess_attend(struct sess_store *st, struct sess *s,
                              const struct sess_query *q,
                              struct attn_result *out, struct attn_ws *ws)
 {
+    return sess_attend_x(st, s, k, v, m, q, NULL, NULL, out, ws);
+}
+
+enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
+                               const void *k, const void *v, size_t m,
+                               const struct sess_query *q, const struct attn_extras *x,
+                               struct attn_extras_out *xo, struct attn_result *out,
+                               struct attn_ws *ws)
+{
     struct attn_request r;
     enum core_status rc = sess_request(s, q, m, &r);
-    if (rc == CORE_OK)
-        rc = attn_check(&r);
+    if (rc == CORE_OK) {
+        struct attn_request rc_r = r;   /* extras alone leave outputs 0 */
+        if (x && !rc_r.outputs)
+            rc_r.outputs = ATTN_OUT_SCORES;
+        rc = attn_check(&rc_r);
+    }
     if (rc != CORE_OK)
         return rc;
     size_t len0 = kv_length(s->kv);
@@ -765,7 +778,7 @@ enum core_status sess_attend(struct sess_store *st, struct sess *s,
     }
     struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
                              .bias_q_heads = s->spec.bias_q_heads};
-    rc = kv_attend(s->kv, &r, &in, out, ws);
+    rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
     if (rc != CORE_OK && m > 0) {
         kv_truncate(s->kv, len0);
         reaccount(st, s);

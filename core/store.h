@@ -210,6 +210,13 @@ enum core_status sess_attend(struct sess_store *st, struct sess *s,
                              const struct sess_query *q,
                              struct attn_result *out, struct attn_ws *ws);
 
+/* sess_attend with the extras of core/attn_extras.h (x NULL: none). */
+enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
+                               const void *k, const void *v, size_t m,
+                               const struct sess_query *q, const struct attn_extras *x,
+                               struct attn_extras_out *xo, struct attn_result *out,
+                               struct attn_ws *ws);
+
 /* Keep the first `length` rows. CORE_EINVAL if length > current length;
  * CORE_ENOTFOUND if deleted meanwhile. */
 enum core_status sess_truncate(struct sess_store *st, struct sess *s,

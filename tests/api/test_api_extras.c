@@ -1,0 +1,246 @@
+/*
+ * tests/api/test_api_extras.c — the part-2 returns in-process: "qk", "lse",
+ * "stats", heads, weights_top_k and tokens on /v1/attention and session
+ * attention; shapes for 2-D and 3-D q, nulls (masked, empty rows), the
+ * top-k padding, the v1 response unchanged without them, and agreement
+ * with the full weights of the same request.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+#include "core/store.h"
+
+static struct api_ctx ctx;
+
+static json_t *call(const char *path, const char *body, int *status)
+{
+    struct api_response r;
+    t_call(&ctx, "POST", path, body, &r);
+    *status = r.status;
+    json_t *j = t_json(&r);
+    if (r.status >= 300 && getenv("TEST_VERBOSE"))
+        printf("  %d %.*s\n", r.status, (int)r.body_len, r.body ? r.body : "");
+    api_response_free(&r);
+    return j;
+}
+
+static json_t *post(const char *body, int *status)
+{
+    return call("/v1/attention", body, status);
+}
+
+static double num(const json_t *v)
+{
+    return json_number_value(v);
+}
+
+#define SEED "\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],\"v\":[[1,0],[0,1],[0,0]]"
+
+TEST(seed_everything)
+{
+    int st;
+    json_t *j = post("{" SEED ",\"return\":[\"scores\",\"weights\",\"output\",\"qk\",\"lse\","
+                     "\"stats\"],\"tokens\":{\"q\":[\"q\"],\"k\":[\"k1\",\"k2\",\"k3\"]}}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *qk = json_object_get(j, "qk"), *w = json_object_get(j, "weights");
+    json_t *s = json_object_get(j, "scores"), *stats = json_object_get(j, "stats");
+    CHECK(json_array_size(qk) == 1 && json_array_size(json_array_get(qk, 0)) == 3);
+    /* qk = q·k before the scale: 1, 0, -1; scores = qk / sqrt 2 */
+    for (size_t i = 0; i < 3; i++)
+        CHECK_NEAR(num(json_array_get(json_array_get(s, 0), i)),
+                   num(json_array_get(json_array_get(qk, 0), i)) / sqrt(2.0), 1e-15);
+    CHECK_NEAR(num(json_array_get(json_array_get(qk, 0), 2)), -1, 0);
+    double lse = num(json_array_get(json_object_get(j, "lse"), 0));
+    CHECK_NEAR(lse, log(exp(1 / sqrt(2.0)) + 1 + exp(-1 / sqrt(2.0))), 1e-15);
+    /* p_j = exp(s_j - lse) */
+    for (size_t i = 0; i < 3; i++)
+        CHECK_NEAR(num(json_array_get(json_array_get(w, 0), i)),
+                   exp(num(json_array_get(json_array_get(s, 0), i)) - lse), 1e-15);
+    CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(stats, "argmax"), 0)), 0);
+    CHECK_NEAR(num(json_array_get(json_object_get(stats, "mass"), 0)), 1, 0);
+    CHECK_NEAR(num(json_array_get(json_object_get(stats, "max_weight"), 0)), 0.575975, 5e-7);
+    double ent = 0;
+    for (size_t i = 0; i < 3; i++) {
+        double p = num(json_array_get(json_array_get(w, 0), i));
+        ent -= p * log(p);
+    }
+    CHECK_NEAR(num(json_array_get(json_object_get(stats, "entropy"), 0)), ent, 1e-14);
+    json_t *tok = json_object_get(json_object_get(j, "meta"), "tokens");
+    CHECK(json_array_size(json_object_get(tok, "k")) == 3);
+    CHECK(strcmp(json_string_value(json_array_get(json_object_get(tok, "q"), 0)), "q") == 0);
+    CHECK(!json_object_get(json_object_get(j, "meta"), "heads_returned"));
+    json_decref(j);
+}
+
+/* Without the new fields the response is the v1 one: no extra members. */
+TEST(v1_response_unchanged)
+{
+    int st;
+    json_t *j = post("{" SEED "}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_object_size(j) == 4);
+    CHECK(!json_object_get(json_object_get(j, "meta"), "tokens"));
+    json_decref(j);
+}
+
+/* Masked keys: qk still holds every product, scores null; a fully masked
+ * standard row has lse null, argmax null, mass 0; softmax1 gives lse 0. */
+TEST(masked_and_empty_rows)
+{
+    int st;
+    json_t *j = post("{\"q\":[[1,0],[0,1]],\"k\":[[1,0],[0,1]],\"v\":[[1,0],[0,1]],"
+                     "\"mask\":[[true,false],[false,false]],"
+                     "\"return\":[\"scores\",\"qk\",\"lse\",\"stats\"]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *qk = json_object_get(j, "qk"), *s = json_object_get(j, "scores");
+    CHECK(json_is_null(json_array_get(json_array_get(s, 0), 1)));
+    CHECK_NEAR(num(json_array_get(json_array_get(qk, 0), 1)), 0, 0);
+    CHECK_NEAR(num(json_array_get(json_array_get(qk, 1), 1)), 1, 0);
+    json_t *lse = json_object_get(j, "lse"), *stats = json_object_get(j, "stats");
+    CHECK_NEAR(num(json_array_get(lse, 0)), 1 / sqrt(2.0), 1e-15);
+    CHECK(json_is_null(json_array_get(lse, 1)));
+    CHECK(json_is_null(json_array_get(json_object_get(stats, "argmax"), 1)));
+    CHECK_NEAR(num(json_array_get(json_object_get(stats, "mass"), 1)), 0, 0);
+    json_decref(j);
+    j = post("{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"mask\":[[false]],"
+             "\"softmax\":\"softmax1\",\"return\":[\"lse\",\"stats\"]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_NEAR(num(json_array_get(json_object_get(j, "lse"), 0)), 0, 0);
+    CHECK(!json_object_get(j, "weights") && !json_object_get(j, "output"));
+    json_decref(j);
+}
+
+/* 3 heads, heads [2,0]: arrays hold those two heads in that order, equal
+ * to the full request's; empty_rows and heads_returned name real heads. */
+TEST(heads_subset)
+{
+    const char *qkv = "\"q\":[[[1,0],[0,1]],[[2,0],[0,2]],[[1,1],[3,0]]],"
+                      "\"k\":[[[1,0],[0,1],[1,1]]],\"v\":[[[1,0],[0,1],[2,2]]],"
+                      "\"mask\":[[[true,true,true],[true,true,true]],"
+                      "[[true,true,true],[true,true,true]],[[false,false,false],[true,true,true]]]";
+    char body[1024];
+    int st;
+    snprintf(body, sizeof body, "{%s}", qkv);
+    json_t *full = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    snprintf(body, sizeof body, "{%s,\"heads\":[2,0],\"return\":[\"weights\",\"output\",\"qk\"]}",
+             qkv);
+    json_t *sub = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    static const size_t pick[2] = {2, 0};
+    for (size_t a = 0; a < 2; a++)
+        for (size_t i = 0; i < 2; i++)
+            for (size_t k = 0; k < 3; k++)
+                CHECK_NEAR(num(json_array_get(json_array_get(json_array_get(
+                               json_object_get(sub, "weights"), a), i), k)),
+                           num(json_array_get(json_array_get(json_array_get(
+                               json_object_get(full, "weights"), pick[a]), i), k)), 1e-15);
+    json_t *meta = json_object_get(sub, "meta");
+    json_t *hr = json_object_get(meta, "heads_returned");
+    CHECK(json_array_size(hr) == 2 && json_integer_value(json_array_get(hr, 0)) == 2);
+    json_t *er = json_object_get(meta, "empty_rows");
+    CHECK(json_array_size(er) == 1 &&
+          json_integer_value(json_array_get(json_array_get(er, 0), 0)) == 2);
+    CHECK_EQ_INT(json_array_size(json_object_get(sub, "qk")), 2);
+    json_decref(full);
+    json_decref(sub);
+}
+
+/* Top-k: largest first, ties to the lower index, padding -1 / 0, values
+ * equal to the full weights. */
+TEST(top_k_order_ties_padding)
+{
+    int st;
+    const char *qkv = "\"q\":[[1,0],[0,0]],\"k\":[[0,1],[1,0],[0,1],[-1,0]],"
+                      "\"v\":[[1],[2],[3],[4]],\"mask\":[[true,true,true,false],"
+                      "[true,true,true,true]]";
+    char body[512];
+    snprintf(body, sizeof body, "{%s,\"return\":[\"weights\"],\"weights_top_k\":5}", qkv);
+    json_t *j = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *w = json_object_get(j, "weights");
+    json_t *ix = json_object_get(w, "indices"), *vals = json_object_get(w, "values");
+    /* row 0: key 1 first, keys 0 and 2 tie (0 first), key 3 masked: pads */
+    static const long long want0[5] = {1, 0, 2, -1, -1};
+    for (size_t t = 0; t < 5; t++)
+        CHECK_EQ_INT(json_integer_value(json_array_get(json_array_get(ix, 0), t)), want0[t]);
+    CHECK_NEAR(num(json_array_get(json_array_get(vals, 0), 4)), 0, 0);
+    /* row 1: q = 0, every score 0: 0,1,2,3 by index, each 1/4 */
+    for (size_t t = 0; t < 4; t++) {
+        CHECK_EQ_INT(json_integer_value(json_array_get(json_array_get(ix, 1), t)), (long long)t);
+        CHECK_NEAR(num(json_array_get(json_array_get(vals, 1), t)), 0.25, 1e-16);
+    }
+    json_decref(j);
+    snprintf(body, sizeof body, "{%s}", qkv);
+    json_t *full = post(body, &st);
+    snprintf(body, sizeof body, "{%s,\"weights_top_k\":2,\"dtype\":\"float64\"}", qkv);
+    j = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_object_get(j, "scores") && json_object_get(j, "output"));
+    vals = json_object_get(json_object_get(j, "weights"), "values");
+    CHECK_NEAR(num(json_array_get(json_array_get(vals, 0), 0)),
+               num(json_array_get(json_array_get(json_object_get(full, "weights"), 0), 1)), 1e-16);
+    json_decref(j);
+    json_decref(full);
+}
+
+/* base64: the top-k values and lse travel as base64 matrices, indices as
+ * nested integers. */
+TEST(base64_encoding)
+{
+    int st;
+    json_t *j = post("{" SEED ",\"encoding\":\"base64\",\"return\":[\"weights\",\"lse\"],"
+                     "\"weights_top_k\":2}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *w = json_object_get(j, "weights");
+    CHECK(json_is_array(json_object_get(w, "indices")));
+    CHECK(json_is_string(json_object_get(json_object_get(w, "values"), "data")));
+    CHECK(json_is_string(json_object_get(json_object_get(j, "lse"), "data")));
+    json_decref(j);
+}
+
+TEST(session_attention)
+{
+    int st;
+    json_t *j = call("/v1/sessions", "{\"d_k\":2,\"d_v\":2,\"heads\":2,\"kv_heads\":1}", &st);
+    CHECK_EQ_INT(st, 201);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/sessions/%s/attention",
+             json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    j = call(path, "{\"q\":[[[1,0]],[[0,1]]],\"k\":[[[1,0],[0,1],[-1,0]]],"
+                   "\"v\":[[[1,0],[0,1],[0,0]]],\"heads\":[1],\"return\":[\"weights\",\"qk\","
+                   "\"stats\"],\"weights_top_k\":1,\"tokens\":{\"k\":[\"a\",\"b\",\"c\"]}}", &st);
+    CHECK_EQ_INT(st, 200);
+    /* head 1's query (0,1) against keys (1,0),(0,1),(-1,0): key 1 */
+    json_t *ix = json_object_get(json_object_get(j, "weights"), "indices");
+    CHECK_EQ_INT(json_integer_value(json_array_get(json_array_get(json_array_get(ix, 0), 0), 0)),
+                 1);
+    CHECK_NEAR(num(json_array_get(json_array_get(json_array_get(json_object_get(j, "qk"), 0),
+                                                 0), 1)), 1, 0);
+    CHECK(json_object_get(json_object_get(j, "meta"), "tokens"));
+    json_decref(j);
+    /* the cache now holds 3 rows: tokens.k must label 3 keys */
+    j = call(path, "{\"q\":[[[1,0]],[[0,1]]],\"tokens\":{\"k\":[\"a\"]}}", &st);
+    CHECK_EQ_INT(st, 422);
+    json_decref(j);
+}
+
+int main(void)
+{
+    struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
+                              .default_ttl_s = 600, .default_max_tokens = 4096};
+    t_ctx_init(&ctx);
+    ctx.store = sess_store_new(&cfg);
+    RUN(seed_everything);
+    RUN(v1_response_unchanged);
+    RUN(masked_and_empty_rows);
+    RUN(heads_subset);
+    RUN(top_k_order_ties_padding);
+    RUN(base64_encoding);
+    RUN(session_attention);
+    sess_store_free(ctx.store);
+    TEST_MAIN_END();
+}
