@@ -11,6 +11,7 @@
  */
 #include "attn.h"
 #include "attn_fused.h"
+#include "attn_run.h"
 #include "rope.h"
 #include "simd512.h"
 
@@ -64,7 +65,7 @@ _Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
 #define ATTN_TILE_MAX 256
 #endif
 
-enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_N };
+enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_N };
 
 struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */
@@ -145,44 +146,6 @@ const char *attn_blas_config(void)
     const char *c = openblas_get_config();
     return c ? c : "unknown";
 }
-
-/* Position of query row i (DESIGN.md "Positions"). */
-static int64_t attn_query_pos(const struct attn_request *r, size_t i)
-{
-    if (r->causal == ATTN_CAUSAL_TOP_LEFT)
-        return (int64_t)i;
-    return (int64_t)r->shape.L - (int64_t)r->shape.n + (int64_t)i;
-}
-
-/* Keys [0, lim) of query row i pass the causal test (lim = L without one). */
-static size_t attn_causal_lim(const struct attn_request *r, size_t i)
-{
-    size_t L = r->shape.L;
-    if (r->causal == ATTN_CAUSAL_NONE)
-        return L;
-    int64_t pos = attn_query_pos(r, i);
-    return pos < 0 ? 0 : ((uint64_t)pos + 1 < L ? (size_t)pos + 1 : L);
-}
-
-/* Keys any of the global rows [row0, row0+nb) may see: max of their lims. */
-static size_t attn_tile_keys(const struct attn_request *r, size_t row0, size_t nb)
-{
-    size_t lt = 0, n = r->shape.n;
-    if (r->causal == ATTN_CAUSAL_NONE)
-        return r->shape.L;
-    for (size_t t = 0; t < nb; t++) {
-        size_t lim = attn_causal_lim(r, (row0 + t) % n);
-        lt = lim > lt ? lim : lt;
-    }
-    return lt;
-}
-
-/* ALiBi slope of query head hh of h. */
-static double attn_head_slope(const struct attn_params *p, size_t hh, size_t h)
-{
-    return p->alibi_slopes ? p->alibi_slopes[hh] : attn_alibi_slope(hh, h);
-}
-
 
 #if defined(__AVX512F__) && defined(__x86_64__)
 /* max of x [n] (-inf when n = 0); *ok = 0 when an entry is not finite
@@ -307,13 +270,13 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
 }
 
 /* core/attn_fused.c takes the request's scores: float32, plain (no
- * attention bias, mask or ALiBi; causal limits are per row), and the CPU
- * runs the kernel. */
+ * attention bias, mask, ALiBi or softcap; key ranges are per row), and the
+ * CPU runs the kernel. */
 static bool attn_fused_scores(const struct attn_request *r)
 {
 #ifdef ATTN_HAVE_FUSED
     return r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask && !r->params.alibi &&
-           r->shape.L <= INT32_MAX && attn_fused_available();
+           r->params.softcap == 0 && r->shape.L <= INT32_MAX && attn_fused_available();
 #else
     (void)r;
     return false;
@@ -336,22 +299,26 @@ static bool attn_fused_pass(const struct attn_request *r, const struct attn_win 
 _Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a tile");
 
 #ifdef ATTN_HAVE_FUSED
-/* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain:
- * no attention bias, mask or ALiBi (causal limits are per row). Sets m, l
- * and the unnormalised O as flash_keys would, and *st; false when the kernel
- * does not apply, or met a score it cannot take (flash_keys then runs and
- * reports it, or finishes a score in (FLT_MAX/log2 e, FLT_MAX] exactly).
- * S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
-static bool fused_keys_f32(const struct attn_request *r, size_t row0, size_t nb, size_t Lt,
-                           const float *qb, const float *K, const float *V, float *S,
-                           float *O, float *m, double *l, enum core_status *st)
+/* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain
+ * and every row's allowed keys are one exact range [0, lim) (attn_run.h).
+ * Sets m, l and the unnormalised O as flash_keys would, and *st; false when
+ * the kernel does not apply, or met a score it cannot take (flash_keys then
+ * runs and reports it, or finishes a score in (FLT_MAX/log2 e, FLT_MAX]
+ * exactly). S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
+static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, const float *qb,
+                           const float *K, const float *V, float *S, float *O, float *m,
+                           double *l, enum core_status *st)
 {
+    const struct attn_request *r = &x->r;
     if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
         return false;
     int32_t lim[ATTN_FLASH_ROWS];
     for (size_t t = 0; t < nb; t++) {
-        size_t x = attn_causal_lim(r, (row0 + t) % r->shape.n);
-        lim[t] = (int32_t)(x < Lt ? x : Lt);
+        struct attn_keys k;
+        attn_run_keys(x, (row0 + t) / r->shape.n, (row0 + t) % r->shape.n, &k);
+        if (!k.exact || k.slo < k.shi || (k.lo > 0 && k.lo < k.hi))
+            return false;
+        lim[t] = (int32_t)k.hi;
     }
     *st = CORE_OK;
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
@@ -535,10 +502,10 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
                      void *const *k_out, void *const *v_out)
 {
     if (p->dtype == ATTN_F32) {
-        prepare_k_f32(s, p, in, m, NULL, pos0, k_out);
+        prepare_k_f32(s, p, in, m, NULL, 0, pos0, k_out);
         prepare_v_f32(s, in, m, v_out);
     } else {
-        prepare_k_f64(s, p, in, m, NULL, pos0, k_out);
+        prepare_k_f64(s, p, in, m, NULL, 0, pos0, k_out);
         prepare_v_f64(s, in, m, v_out);
     }
 }
@@ -548,10 +515,10 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
                         void *const *k_out, void *const *v_out)
 {
     if (p->dtype == ATTN_F32) {
-        prepare_k_f32(s, p, in, m, pos, 0, k_out);
+        prepare_k_f32(s, p, in, m, pos, 0, 0, k_out);
         prepare_v_f32(s, in, m, v_out);
     } else {
-        prepare_k_f64(s, p, in, m, pos, 0, k_out);
+        prepare_k_f64(s, p, in, m, pos, 0, 0, k_out);
         prepare_v_f64(s, in, m, v_out);
     }
 }
@@ -577,8 +544,13 @@ static size_t tile_rows(const struct attn_request *r, const struct attn_win *w, 
 {
     if (attn_fused_pass(r, w))
         return R < ATTN_FUSED_ROWS ? R : ATTN_FUSED_ROWS;
-    if (attn_flash(r, w))
-        return R < ATTN_FLASH_ROWS ? R : ATTN_FLASH_ROWS;
+    if (attn_flash(r, w)) {
+        /* a window's tile reads its rows' span of keys: left + tile rows */
+        size_t b = ATTN_FLASH_ROWS;
+        if (r->window.on && r->window.left >= 0 && (uint64_t)r->window.left < 4 * b)
+            b = r->window.left / 4 < 64 ? 64 : ((size_t)r->window.left / 4 + 15) / 16 * 16;
+        return R < b ? R : b;
+    }
     size_t b = ATTN_TILE_BYTES / (L * esz);
     if (b < ATTN_TILE_MIN)
         b = ATTN_TILE_MIN;
@@ -597,12 +569,13 @@ static bool result_ok(const struct attn_request *r, const struct attn_result *ou
 
 /* forward_kv of rows [rb, re) against window w, on a workspace that
  * exists, on the calling thread. */
-static enum core_status forward_kv_serial(const struct attn_request *r,
-                                      const struct attn_inputs *in,
-                                      const struct attn_kv_view *kv,
-                                      struct attn_result *out, struct attn_ws *ws,
-                                      size_t rb, size_t re, const struct attn_win *w)
+static enum core_status forward_kv_serial(const struct attn_run *x,
+                                          const struct attn_inputs *in,
+                                          const struct attn_kv_view *kv,
+                                          struct attn_result *out, struct attn_ws *ws,
+                                          size_t rb, size_t re, const struct attn_win *w)
 {
+    const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
     size_t R = s->h / s->h_kv * s->n;
@@ -627,8 +600,8 @@ static enum core_status forward_kv_serial(const struct attn_request *r,
     void *pb = need_pb ? blk + qb_bytes : NULL;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(r, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb);
-    return forward_kv_f64(r, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb);
+        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb);
+    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb);
 }
 
 /* ---- splitting a pass into pieces (see attn_pool in attn.h) ------------ */
@@ -651,7 +624,7 @@ struct piece_res {
 };
 
 struct split_job {
-    const struct attn_request *r;
+    const struct attn_run *x;
     const struct attn_inputs *in;
     const struct attn_kv_view *kv;
     const struct attn_result *out;  /* shared result buffers */
@@ -669,8 +642,8 @@ static void row_piece(void *arg, size_t i, struct attn_ws *ws)
     size_t g = i / j->tpg, rb = g * j->R + (i % j->tpg) * j->B;
     size_t re = rb + j->B < (g + 1) * j->R ? rb + j->B : (g + 1) * j->R;
     struct attn_result o = *j->out;
-    struct attn_win w = {0, j->r->shape.L, NULL};
-    j->res[i].st = forward_kv_serial(j->r, j->in, j->kv, &o, ws, rb, re, &w);
+    struct attn_win w = {0, j->x->r.shape.L, NULL};
+    j->res[i].st = forward_kv_serial(j->x, j->in, j->kv, &o, ws, rb, re, &w);
     j->res[i].n_empty = o.n_empty;
 }
 
@@ -678,12 +651,12 @@ static void row_piece(void *arg, size_t i, struct attn_ws *ws)
 static void key_piece(void *arg, size_t i, struct attn_ws *ws)
 {
     struct split_job *j = arg;
-    size_t L = j->r->shape.L, k0 = i * j->wk;
+    const struct attn_shape *s = &j->x->r.shape;
+    size_t L = s->L, k0 = i * j->wk;
     size_t k1 = k0 + j->wk < L ? k0 + j->wk : L;
     struct attn_win w = {k0, k1 - k0, &j->parts[i]};
     struct attn_result none = {0};
-    j->res[i].st = forward_kv_serial(j->r, j->in, j->kv, &none, ws, 0,
-                                     j->r->shape.h * j->r->shape.n, &w);
+    j->res[i].st = forward_kv_serial(j->x, j->in, j->kv, &none, ws, 0, s->h * s->n, &w);
 }
 
 /* First failure in piece order (what the serial pass would report first). */
@@ -705,14 +678,14 @@ static size_t kv_bytes(const struct attn_shape *s, size_t esz)
 }
 
 /* The whole pass split by query-row tiles over the pool. */
-static enum core_status split_rows(const struct attn_request *r, const struct attn_inputs *in,
+static enum core_status split_rows(const struct attn_run *x, const struct attn_inputs *in,
                                    const struct attn_kv_view *kv, struct attn_result *out,
                                    struct attn_ws *ws, size_t B, size_t R, size_t tiles)
 {
     struct piece_res *res = ws_reserve(ws, WS_PART, tiles * sizeof *res);
     if (!res)
         return CORE_ENOMEM;
-    struct split_job j = {r, in, kv, out, B, R, (R + B - 1) / B, 0, NULL, res};
+    struct split_job j = {x, in, kv, out, B, R, (R + B - 1) / B, 0, NULL, res};
     attn_pool_run(ws->pool, row_piece, &j, tiles, ws);
     out->n_empty = 0;
     for (size_t i = 0; i < tiles; i++)
@@ -721,10 +694,11 @@ static enum core_status split_rows(const struct attn_request *r, const struct at
 }
 
 /* The whole pass (output only) split by key windows, then combined. */
-static enum core_status split_keys(const struct attn_request *r, const struct attn_inputs *in,
+static enum core_status split_keys(const struct attn_run *x, const struct attn_inputs *in,
                                    const struct attn_kv_view *kv, struct attn_result *out,
                                    struct attn_ws *ws, size_t nwin)
 {
+    const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype), rows = s->h * s->n;
     size_t wk = (s->L + nwin - 1) / nwin;
@@ -747,48 +721,86 @@ static enum core_status split_keys(const struct attn_request *r, const struct at
         parts[i].m = (double *)(void *)(b + ob);
         parts[i].l = parts[i].m + rows;
     }
-    struct split_job j = {r, in, kv, out, 0, 0, 0, wk, parts, res};
+    struct split_job j = {x, in, kv, out, 0, 0, 0, wk, parts, res};
     attn_pool_run(ws->pool, key_piece, &j, nwin, ws);
     enum core_status st = first_error(res, nwin);
     if (st != CORE_OK)
         return st;
     if (r->params.dtype == ATTN_F32)
-        return combine_f32(r, parts, nwin, out);
-    return combine_f64(r, parts, nwin, out);
+        return combine_f32(x, parts, nwin, out);
+    return combine_f64(x, parts, nwin, out);
 }
 
 /* forward_kv_serial, or the same pass split into pieces: by key windows for
  * a long decode (always, see ATTN_WIN_BYTES), by query-row tiles for a large
  * pass when ws has a pool. Only whole passes are split. */
-static enum core_status forward_kv_ws(const struct attn_request *r,
-                                      const struct attn_inputs *in,
-                                      const struct attn_kv_view *kv,
-                                      struct attn_result *out, struct attn_ws *ws,
-                                      size_t rb, size_t re, const struct attn_win *w)
+static enum core_status forward_kv_split(const struct attn_run *x,
+                                         const struct attn_inputs *in,
+                                         const struct attn_kv_view *kv,
+                                         struct attn_result *out, struct attn_ws *ws,
+                                         size_t rb, size_t re, const struct attn_win *w)
 {
+    const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
     size_t rows = s->h * s->n, R = s->h / s->h_kv * s->n;
     if (w->part || rb != 0 || re != rows || w->kw != s->L)
-        return forward_kv_serial(r, in, kv, out, ws, rb, re, w);
+        return forward_kv_serial(x, in, kv, out, ws, rb, re, w);
     size_t kvb = kv_bytes(s, esz);
     if (r->outputs == ATTN_OUT_OUTPUT && R <= ATTN_LOOP_ROWS &&
         kvb / ATTN_WIN_BYTES >= 2 && s->L >= 2) {
         size_t nwin = kvb / ATTN_WIN_BYTES;
-        return split_keys(r, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
+        return split_keys(x, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
     }
     size_t B = tile_rows(r, w, R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
     if (!ws->pool || tiles < 2 || R <= ATTN_LOOP_ROWS ||
         (core_mul3(rows, s->L, s->d_k + s->d_v, &macs) && macs < ATTN_SPLIT_MACS))
-        return forward_kv_serial(r, in, kv, out, ws, rb, re, w);
-    return split_rows(r, in, kv, out, ws, B, R, tiles);
+        return forward_kv_serial(x, in, kv, out, ws, rb, re, w);
+    return split_rows(x, in, kv, out, ws, B, R, tiles);
+}
+
+/* forward_kv_split, with the output always computed by the output-only
+ * pass: a request that also returns scores or weights gets its output
+ * from the very algorithm (key blocks, windows, tiles) that output alone
+ * would use, and the scores/weights from a second pass without P·V, so
+ * the output's bits do not depend on `return`. */
+static enum core_status forward_kv_ws(const struct attn_run *x, const struct attn_inputs *in,
+                                      const struct attn_kv_view *kv,
+                                      struct attn_result *out, struct attn_ws *ws,
+                                      size_t rb, size_t re, const struct attn_win *w)
+{
+    unsigned o = x->r.outputs;
+    if (!(o & ATTN_OUT_OUTPUT) || o == ATTN_OUT_OUTPUT || w->part)
+        return forward_kv_split(x, in, kv, out, ws, rb, re, w);
+    struct attn_run y = *x;
+    y.r.outputs = ATTN_OUT_OUTPUT;
+    enum core_status st = forward_kv_split(&y, in, kv, out, ws, rb, re, w);
+    if (st != CORE_OK)
+        return st;
+    y.r.outputs = o & ~(unsigned)ATTN_OUT_OUTPUT;
+    return forward_kv_split(&y, in, kv, out, ws, rb, re, w);
+}
+
+/* r's run (attn_run.h) with its scratch in ws. */
+static enum core_status run_init(const struct attn_request *r, struct attn_ws *ws,
+                                 struct attn_run *x)
+{
+    size_t bytes;
+    if (!attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    void *m = bytes ? ws_reserve(ws, WS_RUN, bytes) : NULL;
+    if (bytes && !m)
+        return CORE_ENOMEM;
+    attn_run_init(x, r, m);
+    return CORE_OK;
 }
 
 static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *kv)
 {
     if (!kv || !kv->k || !kv->v)
         return false;
-    for (size_t g = 0; g < r->shape.h_kv; g++)
+    size_t heads = r->shape.h_kv * (r->shape.B ? r->shape.B : 1);
+    for (size_t g = 0; g < heads; g++)
         if (!kv->k[g] || !kv->v[g])
             return false;
     return true;
@@ -810,19 +822,27 @@ static enum core_status check_kv_call(const struct attn_request *r,
     return kv_view_ok(r, kv) ? CORE_OK : CORE_EINVAL;
 }
 
-/* forward_kv_ws with a temporary workspace when ws is NULL. */
+/* The run of r, then forward_kv_ws, on ws or a temporary workspace. */
 static enum core_status forward_kv_any(const struct attn_request *r,
                                        const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, struct attn_ws *ws,
                                        size_t rb, size_t re, const struct attn_win *w)
 {
-    if (ws)
-        return forward_kv_ws(r, in, kv, out, ws, rb, re, w);
     struct attn_ws tmp = {0};
-    enum core_status st = forward_kv_ws(r, in, kv, out, &tmp, rb, re, w);
-    ws_release(&tmp);
+    struct attn_ws *use = ws ? ws : &tmp;
+    struct attn_run x;
+    enum core_status st = run_init(r, use, &x);
+    if (st == CORE_OK)
+        st = forward_kv_ws(&x, in, kv, out, use, rb, re, w);
+    if (!ws)
+        ws_release(&tmp);
     return st;
+}
+
+static size_t all_rows(const struct attn_request *r)
+{
+    return r->shape.h * (r->shape.B ? r->shape.B : 1) * r->shape.n;
 }
 
 enum core_status attn_forward_kv_rows(const struct attn_request *r,
@@ -834,7 +854,7 @@ enum core_status attn_forward_kv_rows(const struct attn_request *r,
     enum core_status st = check_kv_call(r, in, kv);
     if (st != CORE_OK)
         return st;
-    if (row_begin >= row_end || row_end > r->shape.h * r->shape.n || !result_ok(r, out))
+    if (row_begin >= row_end || row_end > all_rows(r) || !result_ok(r, out))
         return CORE_EINVAL;
     struct attn_win w = {0, r->shape.L, NULL};
     return forward_kv_any(r, in, kv, out, ws, row_begin, row_end, &w);
@@ -854,7 +874,7 @@ enum core_status attn_forward_kv_keys(const struct attn_request *r,
         return CORE_EINVAL;
     struct attn_win w = {key_begin, key_end - key_begin, part};
     struct attn_result none = {0};
-    return forward_kv_any(r, in, kv, &none, ws, 0, r->shape.h * r->shape.n, &w);
+    return forward_kv_any(r, in, kv, &none, ws, 0, all_rows(r), &w);
 }
 
 enum core_status attn_combine(const struct attn_request *r,
@@ -869,9 +889,17 @@ enum core_status attn_combine(const struct attn_request *r,
     for (size_t p = 0; p < np; p++)
         if (!parts[p].o || !parts[p].m || !parts[p].l)
             return CORE_EINVAL;
+    /* combine reads no positions: the run needs no scratch but the
+     * flattening (segments are resolved into scratch, so drop them) */
+    struct attn_request f = *r;
+    f.seg_q = f.seg_k = NULL;
+    f.pos_q = f.pos_k = NULL;
+    f.window.on = false;
+    struct attn_run x;
+    attn_run_init(&x, &f, NULL);
     if (r->params.dtype == ATTN_F32)
-        return combine_f32(r, parts, np, out);
-    return combine_f64(r, parts, np, out);
+        return combine_f32(&x, parts, np, out);
+    return combine_f64(&x, parts, np, out);
 }
 
 enum core_status attn_forward_kv(const struct attn_request *r,
@@ -881,16 +909,21 @@ enum core_status attn_forward_kv(const struct attn_request *r,
 {
     if (!r)
         return CORE_EINVAL;
-    return attn_forward_kv_rows(r, in, kv, out, ws, 0, r->shape.h * r->shape.n);
+    return attn_forward_kv_rows(r, in, kv, out, ws, 0, all_rows(r));
 }
 
 /* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
- * the input rows where preparing is a plain copy), then forward_kv. */
+ * the input rows where preparing is a plain copy) at the keys' positions,
+ * then forward_kv. */
 static enum core_status forward_ws(const struct attn_request *r,
                                    const struct attn_inputs *in,
                                    struct attn_result *out, struct attn_ws *ws)
 {
-    const struct attn_shape *s = &r->shape;
+    struct attn_run x;
+    enum core_status st = run_init(r, ws, &x);
+    if (st != CORE_OK)
+        return st;
+    const struct attn_shape *s = &x.r.shape;    /* flattened: B·h_kv kv heads */
     const struct attn_params *p = &r->params;
     size_t esz = attn_dtype_size(p->dtype);
     bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
@@ -909,20 +942,22 @@ static enum core_status forward_ws(const struct attn_request *r,
         vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
                        : (char *)(uintptr_t)in->v + g * vb;
     }
+    /* key positions: one row per batch element, or the same for all */
+    size_t stride = x.pk_b == 1 ? 0 : s->L;
     if (p->dtype == ATTN_F32) {
         if (prep_k)
-            prepare_k_f32(s, p, in, s->L, NULL, 0, kp);
+            prepare_k_f32(&r->shape, p, in, s->L, x.pk, stride, 0, kp);
         if (prep_v)
-            prepare_v_f32(s, in, s->L, vp);
+            prepare_v_f32(&r->shape, in, s->L, vp);
     } else {
         if (prep_k)
-            prepare_k_f64(s, p, in, s->L, NULL, 0, kp);
+            prepare_k_f64(&r->shape, p, in, s->L, x.pk, stride, 0, kp);
         if (prep_v)
-            prepare_v_f64(s, in, s->L, vp);
+            prepare_v_f64(&r->shape, in, s->L, vp);
     }
     struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
     struct attn_win w = {0, s->L, NULL};
-    return forward_kv_ws(r, in, &kv, out, ws, 0, s->h * s->n, &w);
+    return forward_kv_ws(&x, in, &kv, out, ws, 0, s->h * s->n, &w);
 }
 
 enum core_status attn_forward(const struct attn_request *r,

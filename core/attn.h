@@ -15,10 +15,21 @@
  *   attn_forward      the stateless request: prepare_kv into scratch, then
  *                     forward_kv
  *
- * Positions: keys sit at 0..L-1. Queries sit at L-n..L-1 (bottom-right, also
- * when causal is off) or 0..n-1 with ATTN_CAUSAL_TOP_LEFT; the same positions
- * drive the causal mask, RoPE and ALiBi. A causal query at position p attends
- * keys at positions <= p.
+ * Positions (DESIGN.md part 2): keys sit at 0..L-1 and queries at
+ * L-n..L-1 (bottom-right, also when causal is off) or 0..n-1 with
+ * ATTN_CAUSAL_TOP_LEFT, unless pos_q / pos_k give them; with segments the
+ * defaults count within each segment. The same positions drive the causal
+ * mask (a query at p attends keys at positions <= p), the window, RoPE and
+ * ALiBi. Per head, query row i, key j the order of operations is: bias
+ * vectors, RoPE, scale·q·k, softcap, + attn_bias − ALiBi, allowed = mask ∧
+ * causal ∧ window ∧ same segment, the softmax variant, Σ p·v.
+ *
+ * Batches (shape.B > 1) are B independent passes in one call; the rows of
+ * every result and of attn_forward_kv_rows count over B·h·n, a kv view
+ * holds B·h_kv heads, and one large batch splits over the pool like one
+ * large pass. The output comes from one algorithm whatever else is
+ * returned (so its bits do not depend on `outputs`, the pool, or a
+ * session's cache versus the stateless pass).
  */
 #ifndef ATTND_CORE_ATTN_H
 #define ATTND_CORE_ATTN_H

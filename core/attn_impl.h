@@ -79,47 +79,58 @@ static void FN(add_bias_rows)(const T *src, const T *bias, size_t m, size_t d,
             dst[r * d + c] = src[r * d + c] + bias[c];
 }
 
-/* k_in [h_kv][m][d_k] -> k_out[g] [m][d_k]: + bias_k, RoPE at pos0 + r. */
+/* k_in [B·h_kv][m][d_k] -> k_out[g] [m][d_k]: + bias_k (head g % h_kv),
+ * RoPE with row t of kv head g at pos[(g / h_kv)·stride + t] (stride 0:
+ * the same positions for every batch element), or pos0 + t when pos is
+ * NULL. */
 static void FN(prepare_k)(const struct attn_shape *s, const struct attn_params *p,
                           const struct attn_inputs *in, size_t m, const int64_t *pos,
-                          int64_t pos0, void *const *k_out)
+                          size_t stride, int64_t pos0, void *const *k_out)
 {
     const T *k = in->k, *bk = in->bias_k;
-    for (size_t g = 0; g < s->h_kv; g++) {
+    size_t heads = s->h_kv * (s->B ? s->B : 1);
+    for (size_t g = 0; g < heads; g++) {
         T *dst = k_out[g];
-        const T *bias = bk ? bk + (in->bias_k_heads == 1 ? 0 : g) * s->d_k : NULL;
+        const T *bias = bk ? bk + (in->bias_k_heads == 1 ? 0 : g % s->h_kv) * s->d_k : NULL;
         FN(add_bias_rows)(k + g * m * s->d_k, bias, m, s->d_k, dst);
         if (p->rope)
-            FN(rope_rows)(dst, m, s->d_k, pos, pos0, p);
+            FN(rope_rows)(dst, m, s->d_k, pos ? pos + g / s->h_kv * stride : NULL, pos0, p);
     }
 }
 
-/* v_in [h_kv][m][d_v] -> v_out[g] [m][d_v]: + bias_v. */
+/* v_in [B·h_kv][m][d_v] -> v_out[g] [m][d_v]: + bias_v (head g % h_kv). */
 static void FN(prepare_v)(const struct attn_shape *s, const struct attn_inputs *in,
                           size_t m, void *const *v_out)
 {
     const T *v = in->v, *bv = in->bias_v;
-    for (size_t g = 0; g < s->h_kv; g++) {
-        const T *bias = bv ? bv + (in->bias_v_heads == 1 ? 0 : g) * s->d_v : NULL;
+    size_t heads = s->h_kv * (s->B ? s->B : 1);
+    for (size_t g = 0; g < heads; g++) {
+        const T *bias = bv ? bv + (in->bias_v_heads == 1 ? 0 : g % s->h_kv) * s->d_v : NULL;
         FN(add_bias_rows)(v + g * m * s->d_v, bias, m, s->d_v, v_out[g]);
     }
 }
 
 /* Global query rows [row0, row0+nb) (row = head·n + i) -> qb [nb][d_k]:
  * + bias_q of the row's head, RoPE at the row's query position. */
-static void FN(prep_q)(const struct attn_request *r, const struct attn_inputs *in,
+static void FN(prep_q)(const struct attn_run *x, const struct attn_inputs *in,
                        size_t row0, size_t nb, T *qb)
 {
+    const struct attn_request *r = &x->r;
     size_t n = r->shape.n, d = r->shape.d_k;
     const T *q = in->q, *bq = in->bias_q;
     size_t t = 0;
     while (t < nb) {
         size_t gr = row0 + t, hh = gr / n, i = gr % n;
         size_t run = n - i < nb - t ? n - i : nb - t;   /* rows of head hh */
-        const T *bias = bq ? bq + (in->bias_q_heads == 1 ? 0 : hh) * d : NULL;
+        const T *bias = bq ? bq + (in->bias_q_heads == 1 ? 0 : attn_run_head(x, hh)) * d
+                           : NULL;
         FN(add_bias_rows)(q + gr * d, bias, run, d, qb + t * d);
-        if (r->params.rope)
-            FN(rope_rows)(qb + t * d, run, d, NULL, attn_query_pos(r, i), &r->params);
+        if (r->params.rope) {
+            const int64_t *pos =
+                x->pq ? x->pq + (x->pq_b == 1 ? 0 : attn_run_qbatch(x, hh)) * n + i : NULL;
+            FN(rope_rows)(qb + t * d, run, d, pos, pos ? 0 : attn_run_qpos(x, hh, i),
+                          &r->params);
+        }
         t += run;
     }
 }
@@ -280,53 +291,85 @@ static T FN(max_finite)(const T *x, size_t n, int *ok)
 }
 #endif
 
-/* s [kw] = scale·q·k of query row i of head hh against keys k0..k0+kw-1
- * -> final scores: + attn_bias, + ALiBi; masked (mask, causal, -inf bias)
- * = -inf. *mx: the row maximum, -inf when no key is allowed. */
-static enum core_status FN(finish_scores)(const struct attn_request *r, size_t hh,
-                                          size_t i, size_t k0, size_t kw, T *s, T *mx)
+
+/* s [kw] = scale·q·k of query row i of head hh against keys k0..k0+kw-1,
+ * computed at least for the row's allowed keys -> final scores: softcap,
+ * + attn_bias, + ALiBi; keys not allowed (causal, window, segment, mask,
+ * -inf bias) = -inf. *mx: the row maximum, -inf when no key is allowed. */
+static enum core_status FN(finish_scores)(const struct attn_run *x, size_t hh, size_t i,
+                                          size_t k0, size_t kw, T *s, T *mx)
 {
-    size_t L = r->shape.L, n = r->shape.n;
-    int64_t pos = attn_query_pos(r, i);
-    size_t lim = attn_causal_lim(r, i);     /* keys [0, lim) pass causal */
-    lim = lim <= k0 ? 0 : (lim - k0 < kw ? lim - k0 : kw);   /* window-relative */
+    const struct attn_request *r = &x->r;
+    size_t L = r->shape.L, n = r->shape.n, kb = attn_run_qbatch(x, hh);
+    struct attn_keys k;
+    attn_run_keys(x, hh, i, &k);
+    /* the two intervals, window-relative and clipped to [0, kw) */
+    size_t iv[2][2] = {{k.slo, k.shi}, {k.lo, k.hi}};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            size_t v = iv[a][b] <= k0 ? 0 : iv[a][b] - k0;
+            iv[a][b] = v < kw ? v : kw;
+        }
     const T *b = r->attn_bias;
+    size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == x->h ? attn_run_head(x, hh) : hh;
     if (b)
-        b += ((r->attn_bias_heads == 1 ? 0 : hh) * n + i) * L + k0;
+        b += (bh * n + i) * L + k0;
     const uint8_t *mk = r->mask;
+    size_t mh = r->mask_heads == 1 ? 0 : r->mask_heads == x->h ? attn_run_head(x, hh) : hh;
     if (mk)
-        mk += ((r->mask_heads == 1 ? 0 : hh) * n + i) * L + k0;
+        mk += (mh * n + i) * L + k0;
     bool alibi = r->params.alibi;
-    double slope = alibi ? attn_head_slope(&r->params, hh, r->shape.h) : 0;
+    double slope = 0, cap = r->params.softcap;
+    if (alibi)
+        slope = r->params.alibi_slopes ? r->params.alibi_slopes[attn_run_head(x, hh)]
+                                       : attn_alibi_slope(attn_run_head(x, hh), x->h);
+    int64_t pos = attn_run_qpos(x, hh, i);
+    bool plain = !b && !mk && !alibi && cap == 0 && k.exact;
 
     T m = -INFINITY;
-    if (!b && !mk && !alibi) {              /* the common case, vectorisable */
-        int ok;
+    size_t at = 0;
+    for (int a = 0; a < 2; a++) {
+        size_t lo = iv[a][0], hi = iv[a][1];
+        if (lo >= hi)
+            continue;
+        for (size_t j = at; j < lo; j++)
+            s[j] = -INFINITY;
+        at = hi;
+        if (plain) {                        /* the common case, vectorisable */
+            int ok;
 #ifdef ATTN_MAX_FINITE
-        m = ATTN_MAX_FINITE(s, lim, &ok);
+            T mm = ATTN_MAX_FINITE(s + lo, hi - lo, &ok);
 #else
-        m = FN(max_finite)(s, lim, &ok);
+            T mm = FN(max_finite)(s + lo, hi - lo, &ok);
 #endif
-        if (!ok)
-            return CORE_ENONFINITE;
-    } else {
-        for (size_t j = 0; j < lim; j++) {
-            if ((mk && !mk[j]) || (b && b[j] == -INFINITY)) {
+            if (!ok)
+                return CORE_ENONFINITE;
+            m = mm > m ? mm : m;
+            continue;
+        }
+        for (size_t j = lo; j < hi; j++) {
+            if ((mk && !mk[j]) || (b && b[j] == -INFINITY) ||
+                (!k.exact && !attn_run_allowed(x, hh, i, k0 + j))) {
                 s[j] = -INFINITY;
                 continue;
             }
             T v = s[j];
+            if (cap != 0) {
+                if (!isfinite(v))
+                    return CORE_ENONFINITE;
+                v = (T)(cap * tanh((double)v / cap));
+            }
             if (b)
                 v += b[j];
             if (alibi)
-                v = (T)((double)v - slope * fabs((double)(pos - (int64_t)(k0 + j))));
+                v = (T)((double)v - slope * fabs((double)(pos - attn_run_kpos(x, kb, k0 + j))));
             if (!isfinite(v))
                 return CORE_ENONFINITE;
             s[j] = v;
             m = v > m ? v : m;
         }
     }
-    for (size_t j = lim; j < kw; j++)
+    for (size_t j = at; j < kw; j++)
         s[j] = -INFINITY;
     *mx = m;
     return CORE_OK;
@@ -347,62 +390,65 @@ static void FN(scale_row)(T *x, size_t n, T f)
  * (w may equal s); returns the denominator (>= 1, or inf). Shift: m
  * (standard), max(m, 0) (softmax1), max(m, sink) (sink); the extra term
  * exp(0 - shift) / exp(sink - shift) joins the sum computed after the shift,
- * so it neither overflows nor is lost. The caller divides the weights (or
- * the output row) by the returned sum. */
-static double FN(softmax_row)(const struct attn_params *p, const T *s, T *w, size_t L, T m)
+ * so it neither overflows nor is lost. The caller divides the weights by
+ * the returned sum. */
+static double FN(softmax_row)(enum attn_softmax sm, double sink, const T *s, T *w, size_t L,
+                              T m)
 {
     double shift = m, extra = 0;
-    if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
+    if (sm == ATTN_SOFTMAX_ONE && shift < 0)
         shift = 0;
-    else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
-        shift = p->sink_logit;
+    else if (sm == ATTN_SOFTMAX_SINK && shift < sink)
+        shift = sink;
     /* The shift as T, rounded down: every s <= m <= sh keeps exp(s - sh) <= 1,
      * and a sink shift gives an extra term >= 1 (or inf, when the sink is
      * beyond T's precision: then the weights are 0, their correct limit). */
     T sh = (T)shift;
     if ((double)sh > shift)
         sh = ATTN_NEXTDOWN(sh);
-    if (p->softmax == ATTN_SOFTMAX_ONE)
+    if (sm == ATTN_SOFTMAX_ONE)
         extra = exp(0.0 - (double)sh);
-    else if (p->softmax == ATTN_SOFTMAX_SINK)
-        extra = exp(p->sink_logit - (double)sh);
+    else if (sm == ATTN_SOFTMAX_SINK)
+        extra = exp(sink - (double)sh);
     return FN(vexp_shift)(s, w, L, sh) + extra;
 }
 
 /* Rows [row0, row0+nb) against the window w: S [nb][kw] holds scale·q·k in
- * its first Lt columns (no key beyond Lt passes the causal test). Finishes
- * the scores, writes exp(s - shift) to P (when P is not NULL; P may equal
- * S). inv [nb]: each row's 1/denominator (0 for rows with no allowed key).
- * With `normalise` (P is the caller's weights) P is scaled here and complete
- * up to kw; otherwise only P's first Lt columns are written, unnormalised.
- * A full pass flags empty rows; a key-split pass (w->part) records each
- * row's window maximum and sum instead (an empty window is no error). */
-static enum core_status FN(finish_block)(const struct attn_request *r,
-                                         const struct attn_win *w, size_t row0,
-                                         size_t nb, size_t Lt, T *S, T *P,
-                                         bool normalise, T *inv,
+ * its columns [c0, c1) (no allowed key lies outside). Finishes the scores,
+ * writes exp(s - shift) to P (when P is not NULL; P may equal S). inv [nb]:
+ * each row's 1/denominator (0 for rows with no allowed key). With
+ * `normalise` (P is the caller's weights) P is scaled here and complete up
+ * to kw; otherwise only P's columns [c0, c1) are written, unnormalised. A
+ * full pass flags empty rows; a key-split pass (w->part) records each row's
+ * window maximum and sum instead (an empty window is no error). */
+static enum core_status FN(finish_block)(const struct attn_run *x, const struct attn_win *w,
+                                         size_t row0, size_t nb, size_t c0, size_t c1, T *S,
+                                         T *P, bool normalise, T *inv,
                                          struct attn_result *out)
 {
+    const struct attn_request *r = &x->r;
     size_t n = r->shape.n, kw = w->kw;
-    struct attn_params std = r->params;
-    std.softmax = ATTN_SOFTMAX_STANDARD;    /* partial sums: shift by the max only */
-    const struct attn_params *sp = w->part ? &std : &r->params;
+    /* partial sums: shift by the max only */
+    enum attn_softmax sm = w->part ? ATTN_SOFTMAX_STANDARD : r->params.softmax;
     for (size_t t = 0; t < nb; t++) {
         size_t gr = row0 + t;
         T m;
         enum core_status st =
-            FN(finish_scores)(r, gr / n, gr % n, w->k0, kw, S + t * kw, &m);
+            FN(finish_scores)(x, gr / n, gr % n, w->k0, kw, S + t * kw, &m);
         if (st != CORE_OK)
             return st;
         bool any = m != -INFINITY;
         double sum = 0;
         inv[t] = 0;
         if (any && P) {
-            sum = FN(softmax_row)(sp, S + t * kw, P + t * kw, Lt, m);
+            T *pr = P + t * kw;
+            sum = FN(softmax_row)(sm, attn_run_sink(x, gr / n), S + t * kw + c0, pr + c0,
+                                  c1 - c0, m);
             inv[t] = (T)(1.0 / sum);
             if (normalise) {
-                FN(scale_row)(P + t * kw, Lt, inv[t]);
-                memset(P + t * kw + Lt, 0, (kw - Lt) * sizeof(T));
+                FN(scale_row)(pr + c0, c1 - c0, inv[t]);
+                memset(pr, 0, c0 * sizeof(T));
+                memset(pr + c1, 0, (kw - c1) * sizeof(T));
             }
         } else if (P) {
             memset(P + t * kw, 0, kw * sizeof(T));
@@ -423,31 +469,37 @@ static enum core_status FN(finish_block)(const struct attn_request *r,
     return CORE_OK;
 }
 
-/* Rows [row0, row0+nb) of one kv head, output only: the keys [0, Lt) in
- * blocks of ATTN_FLASH_KEYS with an online softmax (per row a running max m
- * and sum l; when m grows, l and the output row are rescaled by
- * exp(m_old - m_new)), so the scratch S is [nb][ATTN_FLASH_KEYS] whatever L
- * is, and each block's products stay in cache. qb [nb][d_k] prepared
- * queries -> m, l [nb] and O [nb][d_v] = Σ exp(s - m) v, unnormalised. */
-static enum core_status FN(flash_keys)(const struct attn_request *r, size_t row0, size_t nb,
-                                       size_t Lt, const T *qb, const T *K, const T *V,
-                                       T *S, T *O, T *m, double *l)
+/* Rows [row0, row0+nb) of one kv head, output only: the tile's keys
+ * (sinks [s0, s1) and main [m0, m1), see attn_run_tile_keys) in blocks of
+ * ATTN_FLASH_KEYS aligned to multiples of it, with an online softmax (per
+ * row a running max m and sum l; when m grows, l and the output row are
+ * rescaled by exp(m_old - m_new)); blocks that hold none of the tile's keys
+ * are skipped, so a window or segment costs its keys, not L. The scratch S
+ * is [nb][ATTN_FLASH_KEYS] whatever L is, and each block's products stay
+ * in cache. qb [nb][d_k] prepared queries -> m, l [nb] and O [nb][d_v] =
+ * Σ exp(s - m) v, unnormalised. */
+static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, size_t nb,
+                                       const size_t *tk, const T *qb, const T *K,
+                                       const T *V, T *S, T *O, T *m, double *l)
 {
-    const struct attn_shape *s = &r->shape;
+    const struct attn_shape *s = &x->r.shape;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
+    size_t start = tk[0] < tk[1] ? tk[0] : tk[2], end = tk[3] > tk[1] ? tk[3] : tk[1];
     for (size_t t = 0; t < nb; t++) {
         m[t] = -INFINITY;
         l[t] = 0;
     }
     memset(O, 0, nb * dv * sizeof(T));
-    for (size_t k0 = 0; k0 < Lt; k0 += KB) {
-        size_t kw = Lt - k0 < KB ? Lt - k0 : KB;
+    for (size_t k0 = start / KB * KB; k0 < end; k0 += KB) {
+        size_t kw = end - k0 < KB ? end - k0 : KB;
+        if (!(k0 < tk[1] && k0 + kw > tk[0]) && !(k0 < tk[3] && k0 + kw > tk[2]))
+            continue;                       /* none of the tile's keys here */
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,
-                  (T)r->params.scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
+                  (T)x->r.params.scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
         for (size_t t = 0; t < nb; t++) {
             size_t gr = row0 + t;
             T *row = S + t * kw, mb;
-            enum core_status st = FN(finish_scores)(r, gr / n, gr % n, k0, kw, row, &mb);
+            enum core_status st = FN(finish_scores)(x, gr / n, gr % n, k0, kw, row, &mb);
             if (st != CORE_OK)
                 return st;
             if (mb == -INFINITY) {          /* no allowed key in this block */
@@ -472,22 +524,23 @@ static enum core_status FN(flash_keys)(const struct attn_request *r, size_t row0
 
 /* flash_keys, or the fused kernel (ATTN_FLASH_FUSED, float32 with AVX-512)
  * when it applies, then the rows normalised: O [nb][d_v] gets the output
- * rows. The extra term of softmax1 / sink joins here with the shift
- * max(m, 0) / max(m, sink), in double, so the denominator is >= 1 and
- * nothing overflows. */
-static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0, size_t nb,
-                                       size_t Lt, const T *qb, const T *K, const T *V,
-                                       T *S, T *O, struct attn_result *out)
+ * rows. The extra term of softmax1 / sink (the row's head's sink logit)
+ * joins here with the shift max(m, 0) / max(m, sink), in double, so the
+ * denominator is >= 1 and nothing overflows. */
+static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, size_t nb,
+                                       const T *qb, const T *K, const T *V, T *S, T *O,
+                                       struct attn_result *out)
 {
-    const struct attn_params *p = &r->params;
-    size_t dv = r->shape.d_v;
+    const struct attn_request *r = &x->r;
+    size_t dv = r->shape.d_v, n = r->shape.n, tk[4];
     T m[ATTN_FLASH_ROWS];
     double l[ATTN_FLASH_ROWS];
     enum core_status st;
+    attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
 #ifdef ATTN_FLASH_FUSED
-    if (!ATTN_FLASH_FUSED(r, row0, nb, Lt, qb, K, V, S, O, m, l, &st))
+    if (!ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, O, m, l, &st))
 #endif
-        st = FN(flash_keys)(r, row0, nb, Lt, qb, K, V, S, O, m, l);
+        st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, O, m, l);
     if (st != CORE_OK)
         return st;
     for (size_t t = 0; t < nb; t++) {
@@ -501,18 +554,36 @@ static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0
                 return CORE_EEMPTYROW;
             continue;
         }
-        double mx = m[t], shift = mx, extra = 0;
-        if (p->softmax == ATTN_SOFTMAX_ONE) {
+        double mx = m[t], shift = mx, extra = 0, sink = attn_run_sink(x, gr / n);
+        if (r->params.softmax == ATTN_SOFTMAX_ONE) {
             shift = mx > 0 ? mx : 0;
             extra = exp(0.0 - shift);
-        } else if (p->softmax == ATTN_SOFTMAX_SINK) {
-            shift = mx > p->sink_logit ? mx : p->sink_logit;
-            extra = exp(p->sink_logit - shift);
+        } else if (r->params.softmax == ATTN_SOFTMAX_SINK) {
+            shift = mx > sink ? mx : sink;
+            extra = exp(sink - shift);
         }
         double f = exp(mx - shift);
         FN(scale_row)(O + t * dv, dv, (T)(f / (l[t] * f + extra)));
     }
     return FN(all_finite)(O, nb * dv) ? CORE_OK : CORE_ENONFINITE;
+}
+
+/* The columns [*c0, *c1) of window w that hold every allowed key of rows
+ * [row0, row0+nb) (sinks and main keys together). */
+static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, size_t row0,
+                          size_t nb, size_t *c0, size_t *c1)
+{
+    size_t tk[4];
+    attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
+    size_t a = tk[0] < tk[1] ? tk[0] : tk[2], e = tk[3] > tk[1] ? tk[3] : tk[1];
+    if (tk[2] == tk[3] && tk[0] == tk[1])
+        a = e = 0;
+    a = a <= w->k0 ? 0 : a - w->k0;
+    e = e <= w->k0 ? 0 : e - w->k0;
+    *c0 = a < w->kw ? a : w->kw;
+    *c1 = e < w->kw ? e : w->kw;
+    if (*c1 < *c0)
+        *c1 = *c0;
 }
 
 /* See attn_forward_kv_rows / attn_forward_kv_keys in attn.h: global query
@@ -521,13 +592,12 @@ static enum core_status FN(flash_rows)(const struct attn_request *r, size_t row0
  * weights are not requested). When the weights are not kept, P holds
  * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
  * multiplications per row, not L (a key-split pass leaves them unscaled). */
-static enum core_status FN(forward_kv)(const struct attn_request *r,
-                                       const struct attn_inputs *in,
+static enum core_status FN(forward_kv)(const struct attn_run *x, const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
-                                       struct attn_result *out, size_t rb,
-                                       size_t re, const struct attn_win *w,
-                                       size_t B, T *qb, T *pb)
+                                       struct attn_result *out, size_t rb, size_t re,
+                                       const struct attn_win *w, size_t B, T *qb, T *pb)
 {
+    const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
     size_t kw = w->kw, R = s->h / s->h_kv * s->n;
     T *sc = (r->outputs & ATTN_OUT_SCORES) ? out->scores : NULL;
@@ -548,24 +618,24 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
             size_t nb = hi - row0 < B ? hi - row0 : B;
             T *P = wt ? wt + row0 * kw : ot ? pb : NULL;
             T *S = sc ? sc + row0 * kw : P;
-            size_t Lt = attn_tile_keys(r, row0, nb);    /* absolute, then in w */
-            Lt = Lt <= w->k0 ? 0 : (Lt - w->k0 < kw ? Lt - w->k0 : kw);
-            FN(prep_q)(r, in, row0, nb, qb);
+            FN(prep_q)(x, in, row0, nb, qb);
             if (flash) {
-                enum core_status st = FN(flash_rows)(r, row0, nb, Lt, qb, K, V, pb,
+                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb,
                                                      ot + row0 * s->d_v, out);
                 if (st != CORE_OK)
                     return st;
                 continue;
             }
-            FN(qk)(qb, nb, K, Lt, kw, s->d_k, scale, S);
+            size_t c0, c1;
+            FN(tile_cols)(x, w, row0, nb, &c0, &c1);
+            FN(qk)(qb, nb, K + c0 * s->d_k, c1 - c0, kw, s->d_k, scale, S + c0);
             enum core_status st =
-                FN(finish_block)(r, w, row0, nb, Lt, S, P, wt != NULL, inv, out);
+                FN(finish_block)(x, w, row0, nb, c0, c1, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
-                FN(pv)(P, nb, V, Lt, kw, s->d_v, O);
+                FN(pv)(P + c0, nb, V + c0 * s->d_v, c1 - c0, kw, s->d_v, O);
                 if (!wt && !w->part)
                     for (size_t t = 0; t < nb; t++)
                         FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);
@@ -577,21 +647,21 @@ static enum core_status FN(forward_kv)(const struct attn_request *r,
     return CORE_OK;
 }
 
-/* parts[p]: o [h·n][d_v], m, l [h·n] of key windows that together cover the
- * keys -> out->output [h·n][d_v]: rescale each window's sums to the common
- * shift (max m, or max(m, 0) / max(m, sink)), add the extra term once, divide.
- * Factors in double; the denominator is >= 1 (the window holding the max
- * contributes l >= 1, or the extra term is 1). */
-static enum core_status FN(combine)(const struct attn_request *r,
-                                    const struct attn_partial *parts, size_t np,
-                                    struct attn_result *out)
+/* parts[p]: o [rows][d_v], m, l [rows] of key windows that together cover
+ * the keys -> out->output [rows][d_v]: rescale each window's sums to the
+ * common shift (max m, or max(m, 0) / max(m, sink)), add the extra term
+ * once, divide. Factors in double; the denominator is >= 1 (the window
+ * holding the max contributes l >= 1, or the extra term is 1). */
+static enum core_status FN(combine)(const struct attn_run *x, const struct attn_partial *parts,
+                                    size_t np, struct attn_result *out)
 {
+    const struct attn_request *r = &x->r;
     const struct attn_params *p = &r->params;
     size_t rows = r->shape.h * r->shape.n, dv = r->shape.d_v;
     T *o = out->output;
     out->n_empty = 0;
     for (size_t gr = 0; gr < rows; gr++) {
-        double M = -INFINITY;
+        double M = -INFINITY, sink = attn_run_sink(x, gr / r->shape.n);
         for (size_t q = 0; q < np; q++)
             M = parts[q].m[gr] > M ? parts[q].m[gr] : M;
         bool any = M != -INFINITY;
@@ -608,12 +678,12 @@ static enum core_status FN(combine)(const struct attn_request *r,
         double shift = M, den = 0;
         if (p->softmax == ATTN_SOFTMAX_ONE && shift < 0)
             shift = 0;
-        else if (p->softmax == ATTN_SOFTMAX_SINK && shift < p->sink_logit)
-            shift = p->sink_logit;
+        else if (p->softmax == ATTN_SOFTMAX_SINK && shift < sink)
+            shift = sink;
         if (p->softmax == ATTN_SOFTMAX_ONE)
             den = exp(0.0 - shift);
         else if (p->softmax == ATTN_SOFTMAX_SINK)
-            den = exp(p->sink_logit - shift);
+            den = exp(sink - shift);
         for (size_t q = 0; q < np; q++)
             if (parts[q].m[gr] != -INFINITY)
                 den += parts[q].l[gr] * exp(parts[q].m[gr] - shift);

@@ -95,8 +95,8 @@ double attn_rope_inv_freq(const struct attn_params *p, size_t r, size_t i)
         double M = sc->original_max_position, rd = (double)r;
         double lo = floor(yarn_corr(sc->beta_fast, rd, M, base));
         double hi = ceil(yarn_corr(sc->beta_slow, rd, M, base));
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > rd - 1 ? rd - 1 : hi;
+        lo = lo < 0 ? 0 : (lo > rd - 1 ? rd - 1 : lo);    /* both ends in [0, r-1] */
+        hi = hi < 0 ? 0 : (hi > rd - 1 ? rd - 1 : hi);
         if (lo == hi)
             hi += 0.001;
         double g = ((double)i - lo) / (hi - lo);
