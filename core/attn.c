@@ -523,13 +523,23 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
     }
 }
 
-void attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
-                    size_t row0, size_t nb, void *qb)
+enum core_status attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
+                                size_t row0, size_t nb, void *qb)
 {
+    size_t bytes;
+    if (!attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
+    if (bytes && !m)
+        return CORE_ENOMEM;
+    struct attn_run x;
+    attn_run_init(&x, r, m);
     if (r->params.dtype == ATTN_F32)
-        prep_q_f32(r, in, row0, nb, qb);
+        prep_q_f32(&x, in, row0, nb, qb);
     else
-        prep_q_f64(r, in, row0, nb, qb);
+        prep_q_f64(&x, in, row0, nb, qb);
+    free(m);
+    return CORE_OK;
 }
 
 struct attn_pool *attn_ws_pool(const struct attn_ws *ws)

@@ -260,9 +260,10 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
 
 /* Global query rows [row0, row0+nb) (row = head·n + i) -> qb [nb][d_k] of
  * the dtype: + bias_q, RoPE at the query positions, as the pass prepares
- * them (core/attn_extras.c takes q·k from these). */
-void attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
-                    size_t row0, size_t nb, void *qb);
+ * them (core/attn_extras.c takes q·k from these). CORE_ENOMEM / CORE_ELIMIT
+ * when the positions of segments cannot be resolved. */
+enum core_status attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
+                                size_t row0, size_t nb, void *qb);
 
 /* The pool attached to ws, or NULL. */
 struct attn_pool *attn_ws_pool(const struct attn_ws *ws);

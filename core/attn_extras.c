@@ -217,7 +217,11 @@ static enum core_status piece_qk(const struct xjob *j, size_t hh, size_t i0, siz
     void *qb = malloc(nb * s->d_k * esz);
     if (!qb)
         return CORE_ENOMEM;
-    attn_prepare_q(j->r, j->in, hh * s->n + i0, nb, qb);
+    enum core_status st = attn_prepare_q(j->r, j->in, hh * s->n + i0, nb, qb);
+    if (st != CORE_OK) {
+        free(qb);
+        return st;
+    }
     char *dst = (char *)j->xo->qk + slot0 * s->L * esz;
     if (dt == ATTN_F32)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)s->L, (int)s->d_k,
