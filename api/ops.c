@@ -55,10 +55,13 @@ void api_ops_info(struct api_call *c)
     blas = blas_text;
 
     api_reply_json(c, 200, json_pack(
-        "{s:s, s:s, s:s, s:{s:i}, s:{s:o, s:o, s:o, s:f}, s:b, s:b}",
+        "{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:i}, s:{s:o, s:o, s:o, s:f}, s:b, s:b}",
         "version", cfg->version ? cfg->version : ATTND_VERSION,
         "blas", blas,
-        "fused_kernel", attn_fused_available() ? "avx512" : "none",
+        "fused_kernel", attn_kernel_name(attn_kernel_active()),
+        "kernels",
+        "float32", attn_dtype_kernel(ATTN_F32),
+        "float64", attn_dtype_kernel(ATTN_F64),
         "threads", "workers", cfg->workers,
         "limits",
         "max_body_bytes", size_json(cfg->max_body_bytes),

@@ -283,6 +283,12 @@ static bool attn_fused_scores(const struct attn_request *r)
 #endif
 }
 
+const char *attn_dtype_kernel(enum attn_dtype dt)
+{
+    return dt == ATTN_F32 && attn_fused_available() ? attn_kernel_name(attn_kernel_active())
+                                                    : "blas";
+}
+
 /* The pass goes through core/attn_fused.c: key-blocked, fused scores. */
 static bool attn_fused_pass(const struct attn_request *r, const struct attn_win *w)
 {

@@ -219,6 +219,11 @@ double attn_alibi_slope(size_t i, size_t h);
 void attn_blas_init(int threads);
 const char *attn_blas_config(void);
 
+/* What computes the output-only passes with plain scores (no bias, mask or
+ * ALiBi) of dtype dt: the fused kernel's name ("avx512", "avx2") or
+ * "blas" (OpenBLAS gemm calls and the plain loops). */
+const char *attn_dtype_kernel(enum attn_dtype dt);
+
 /*
  * Validate a request before anything is allocated: non-zero dimensions,
  * h % h_kv == 0, head counts of biases/masks, rotated dims even and <= d_k,

@@ -1,5 +1,7 @@
 /*
- * core/attn_fused.c — the fused output-only float32 kernel (attn_fused.h).
+ * core/attn_fused.c — the fused output-only float32 kernel for AVX-512
+ * (attn_fused.h; core/attn_fused_avx2.c is the same design for AVX2, and
+ * core/attn_kernel.c chooses between them).
  *
  * Why hand-written rather than two sgemm calls per key block: with d = 64..128
  * the blocks are thin gemms (k = d for Q·Kᵀ, n = d for P·V) that OpenBLAS
@@ -28,7 +30,7 @@
  * superblock by superblock of keys, so K and V come from L2 for all but the
  * first group. Blocks of 64 keys measured best (32 and 128: 5% slower).
  */
-#include "attn_fused.h"
+#include "attn_fused_isa.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -40,7 +42,7 @@
 
 /* Every function here is compiled for AVX-512 whatever the build's -march
  * (a portable build, e.g. the Docker image's, still carries the kernel);
- * core/attn.c calls in only when attn_fused_available() says the CPU has it. */
+ * core/attn_kernel.c calls in only when the CPU has it. */
 #define FUSED_FN __attribute__((target("avx512f,avx512dq")))
 
 #define QG 48           /* query rows per group */
@@ -48,6 +50,12 @@
 #define KR 8            /* keys per score micro-tile */
 #define CR 8            /* value columns per output micro-tile */
 #define BC 64           /* keys per online-softmax block */
+#define LANES 16
+#define FUSED_VEC __m512
+/* work after st: vt [BC][CR], kt [KR][dk] (the padded last tiles) */
+#define FUSED_WORK_FLOATS(dk) (BC * CR + KR * (dk))
+#define FUSED_ROWS_FN attn_fused_rows_avx512
+#define FUSED_SCRATCH_FN attn_fused_scratch_avx512
 _Static_assert(QG == 16 * NZ, "one lane per query");
 _Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
 
@@ -60,31 +68,9 @@ struct fused_group {
     int nz;                     /* registers holding rows: ceil(rows / 16) */
 };
 
-/* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
-static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float scale2,
-                                  float *qt)
+/* lv [QG] lanes' limits -> g's registers; m = -inf, l = 0. */
+static FUSED_FN void group_load(struct fused_group *g, const int32_t *lv)
 {
-    memset(qt, 0, dk * QG * sizeof(float));
-    for (size_t t = 0; t < rows; t++)
-        for (size_t c = 0; c < dk; c++)
-            qt[c * QG + t] = scale2 * q[t * dk + c];
-}
-
-/* Lanes past `rows` (queries 0) get the largest limit, so they never make
- * a block take the masked path; their results are dropped. */
-static FUSED_FN void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
-{
-    int32_t lv[QG];
-    g->lim_min = (size_t)-1;
-    g->lim_max = 0;
-    for (size_t t = 0; t < rows; t++) {
-        size_t x = (size_t)lim[t];
-        g->lim_min = x < g->lim_min ? x : g->lim_min;
-        g->lim_max = x > g->lim_max ? x : g->lim_max;
-    }
-    for (size_t t = 0; t < QG; t++)
-        lv[t] = t < rows ? lim[t] : (int32_t)g->lim_max;
-    g->nz = (int)((rows + 15) / 16);
     for (int z = 0; z < NZ; z++) {
         g->m[z] = _mm512_set1_ps(-INFINITY);
         g->l[2 * z] = g->l[2 * z + 1] = _mm512_setzero_pd();
@@ -151,10 +137,12 @@ rank1_tile_nz(const float *p, size_t count, const float *b, size_t rs, size_t bs
 
 /* K [kw][dk] (row stride dk) -> st [kw][QG] = K · qt: 8 keys a tile, each
  * key's row broadcast element by element against qt [dk][QG]. A last tile
- * of fewer keys goes through kt [KR][dk]: its rows, the last one repeated. */
+ * of fewer keys goes through kt [KR][dk] (in work): its rows, the last one
+ * repeated. */
 static FUSED_FN void scores(const float *qt, size_t dk, const float *K, size_t kw, float *st,
-                            float *kt, int nz)
+                            float *work, int nz)
 {
+    float *kt = work + BC * CR;
     size_t j0 = 0;
     for (; j0 + KR <= kw; j0 += KR)
         rank1_tile_nz(qt, dk, K + j0 * dk, dk, 1, false, KR, st + j0 * QG, nz);
@@ -175,11 +163,12 @@ static FUSED_FN void value_tile(const float *pt, size_t kw, const float *v, size
 }
 
 /* pt [kw][QG], V [kw][dv] -> ot [dv][QG] += Vᵀ · pt. The last columns, when
- * dv is not a multiple of CR, go through vt [kw][CR]: a copy of them with
- * the last one repeated, so the micro-tile never reads past a row. */
+ * dv is not a multiple of CR, go through vt [kw][CR] (in work): a copy of
+ * them with the last one repeated, so the micro-tile never reads past a row. */
 static FUSED_FN void values(const float *pt, size_t kw, const float *V, size_t dv, float *ot,
-                            float *vt, int nz)
+                            float *work, int nz)
 {
+    float *vt = work;
     for (size_t c0 = 0; c0 < dv; c0 += CR) {
         size_t cr = dv - c0 < CR ? dv - c0 : CR;
         if (cr == CR) {
@@ -337,105 +326,16 @@ static FUSED_FN void rescale(float *ot, size_t dv, const __m512 alpha[NZ], int n
         }
 }
 
-/* The group's lanes -> O [rows][dv], m [rows], l [rows]. */
-static FUSED_FN void unpack(const float *ot, const struct fused_group *g, size_t rows,
-                            size_t dv, float *O, float *m, double *l)
+/* g's running max and sum -> mv, lv [QG] */
+static FUSED_FN void group_store(const struct fused_group *g, float *mv, double *lv)
 {
-    float mv[QG];
-    double lv[QG];
     for (int z = 0; z < NZ; z++) {
         _mm512_storeu_ps(mv + 16 * z, g->m[z]);
         _mm512_storeu_pd(lv + 16 * z, g->l[2 * z]);
         _mm512_storeu_pd(lv + 16 * z + 8, g->l[2 * z + 1]);
     }
-    for (size_t t = 0; t < rows; t++) {
-        m[t] = (float)(mv[t] * M_LN2);
-        l[t] = lv[t];
-        for (size_t c = 0; c < dv; c++)
-            O[t * dv + c] = ot[c * QG + t];
-    }
 }
 
-bool attn_fused_available(void)
-{
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-}
-
-/* Floats of one group's state in the scratch (64-byte multiple). */
-#define GROUP_FLOATS ((sizeof(struct fused_group) + 63) / 64 * 16)
-
-size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
-{
-    size_t ng = (rows + QG - 1) / QG;
-    return ng * (GROUP_FLOATS + QG * (d_k + d_v)) + QG * BC + BC * CR + KR * d_k;
-}
-
-/* Keys per superblock: K and V rows of about ATTN_FUSED_KV_BYTES, which every
- * group of a tile reads in turn while they stay in L2 (streaming all of K
- * and V from L3 once per group left the broadcasts waiting on memory). */
-#ifndef ATTN_FUSED_KV_BYTES
-#define ATTN_FUSED_KV_BYTES ((size_t)256 << 10)
-#endif
-
-static FUSED_FN size_t superblock_keys(size_t d_k, size_t d_v)
-{
-    size_t ks = ATTN_FUSED_KV_BYTES / ((d_k + d_v) * sizeof(float)) / BC * BC;
-    return ks > BC ? ks : BC;
-}
-
-/* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g. */
-static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
-                                size_t ke, const float *K, const float *V, size_t dk, size_t dv,
-                                float *st, float *vt, float *kt)
-{
-    for (; k0 < ke; k0 += BC) {
-        size_t kw = ke - k0 < BC ? ke - k0 : BC;
-        __m512 alpha[NZ];
-        scores(qt, dk, K + k0 * dk, kw, st, kt, g->nz);
-        if (!block_softmax(st, kw, k0, g, alpha))
-            return false;
-        rescale(ot, dv, alpha, g->nz);
-        values(st, kw, V + k0 * dv, dv, ot, vt, g->nz);
-    }
-    return true;
-}
-
-FUSED_FN bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale,
-                              const float *K, const float *V, size_t d_v, const int32_t *lim,
-                              float *O, float *m, double *l, float *scratch)
-{
-    size_t ng = (nb + QG - 1) / QG, all = 0, ks = superblock_keys(d_k, d_v);
-    float scale2 = (float)(scale * M_LOG2E);    /* scores in base 2 */
-    struct fused_group *g = (struct fused_group *)(void *)scratch;
-    float *qt = scratch + ng * GROUP_FLOATS, *ot = qt + ng * d_k * QG;
-    float *st = ot + ng * d_v * QG, *vt = st + BC * QG, *kt = vt + BC * CR;
-    for (size_t i = 0; i < ng; i++) {
-        size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
-        pack_queries(q + i * QG * d_k, rows, d_k, scale2, qt + i * d_k * QG);
-        group_init(&g[i], lim + i * QG, rows);
-        memset(ot + i * d_v * QG, 0, d_v * QG * sizeof(float));
-        all = g[i].lim_max > all ? g[i].lim_max : all;
-    }
-    for (size_t s0 = 0; s0 < all; s0 += ks)
-        for (size_t i = 0; i < ng; i++) {
-            size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
-            if (!group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, s0, ke, K, V, d_k,
-                            d_v, st, vt, kt))
-                return false;
-        }
-    for (size_t i = 0; i < ng; i++) {
-        size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
-        unpack(ot + i * d_v * QG, &g[i], rows, d_v, O + i * QG * d_v, m + i * QG,
-               l + i * QG);
-    }
-    return true;
-}
-
-#else /* not x86-64 with gcc or clang: core/attn.c keeps its gemm loop */
-
-bool attn_fused_available(void)
-{
-    return false;
-}
+#include "attn_fused_impl.h"
 
 #endif

@@ -1,11 +1,18 @@
 /*
- * core/attn_fused.h — one fused AVX-512 kernel for the output-only float32
- * pass: scores, online softmax and P·V in one loop per group of query rows,
- * nothing of n×L ever stored (core/attn_fused.c says how and why).
+ * core/attn_fused.h — the fused kernels of the output-only float32 pass:
+ * scores, online softmax and P·V in one loop per group of query rows,
+ * nothing of n×L ever stored. One kernel per instruction set, the same
+ * design in each (core/attn_fused.c says how and why):
+ *   avx512  core/attn_fused.c       AVX-512F + DQ, 16-lane registers
+ *   avx2    core/attn_fused_avx2.c  AVX2 + FMA, 8-lane registers
+ *   none    core/attn.c keeps its gemm loop (OpenBLAS)
+ * core/attn_kernel.c chooses one at run time from the CPU's features (the
+ * widest it runs) or from what the caller asks for (attn_kernel_set: a
+ * narrower one, so the others are tested and measured on any machine).
  *
- * core/attn.c uses it for the key-blocked path when the scores are plain
- * (no attention bias, mask or ALiBi; causal limits are fine) and keeps its
- * gemm loop for everything else and for builds without AVX-512.
+ * core/attn.c uses the chosen kernel for the key-blocked path when the
+ * scores are plain (no attention bias, mask or ALiBi; causal limits are
+ * fine) and keeps its gemm loop for everything else.
  */
 #ifndef ATTND_CORE_ATTN_FUSED_H
 #define ATTND_CORE_ATTN_FUSED_H
@@ -14,18 +21,49 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The kernel is compiled on x86-64 with gcc or clang (for AVX-512, by
- * function attributes, whatever -march says) and used where the CPU runs it. */
+/* The kernels are compiled on x86-64 with gcc or clang (each for its own
+ * instruction set by function attributes, whatever -march says). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define ATTN_HAVE_FUSED 1
 #endif
 
-/* True when the kernel is built in and this CPU has AVX-512F and DQ. */
+/* Ordered from narrowest: a kernel the CPU lacks falls back to the next
+ * narrower one it has. AUTO: the widest the CPU runs. */
+enum attn_kernel {
+    ATTN_KERNEL_NONE,
+    ATTN_KERNEL_AVX2,
+    ATTN_KERNEL_AVX512,
+    ATTN_KERNEL_AUTO,
+};
+
+/* "none", "avx2", "avx512", "auto" */
+const char *attn_kernel_name(enum attn_kernel k);
+
+/* The name's kernel -> *k; false for any other text. */
+bool attn_kernel_parse(const char *name, enum attn_kernel *k);
+
+/* Bit 1 << k for each kernel this build has and this CPU runs (NONE always). */
+unsigned attn_kernel_supported(void);
+
+/* The kernel `want` resolves to on a machine whose supported set is `have`
+ * (bits as attn_kernel_supported): want itself when it is in have, else the
+ * widest narrower one in have (AUTO: the widest). Pure, for tests. */
+enum attn_kernel attn_kernel_choose(enum attn_kernel want, unsigned have);
+
+/* Use attn_kernel_choose(want, attn_kernel_supported()) from now on and
+ * return it. Meant for start-up (a flag, a test, a benchmark row): passes
+ * running at the same time may take either kernel. */
+enum attn_kernel attn_kernel_set(enum attn_kernel want);
+
+/* The kernel in use: AUTO's choice until attn_kernel_set says otherwise. */
+enum attn_kernel attn_kernel_active(void);
+
+/* True when a fused kernel is in use (attn_kernel_active() != NONE). */
 bool attn_fused_available(void);
 
-#ifdef ATTN_HAVE_FUSED
 /* Floats of scratch (64-byte aligned) attn_fused_rows needs for up to
- * `rows` query rows of key width d_k, value width d_v. */
+ * `rows` query rows of key width d_k, value width d_v, whichever kernel
+ * runs (the largest of their needs). */
 size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
 
 /*
@@ -33,17 +71,17 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
  * and value rows, lim [nb]: row t sees keys [0, lim[t]) (lim[t] <= Lt);
  * scores s[t][j] = scale · q[t] · K[j].
  * -> m [nb]  max_j s[t][j] over the keys row t sees (-inf: it sees none),
- *            within a rounding (the kernel works in base 2 and converts back)
+ *            within a rounding (the kernels work in base 2 and convert back)
  *    l [nb]  Σ_j exp(s[t][j] - m[t])                  (0 for such rows)
  *    O [nb][d_v] Σ_j exp(s[t][j] - m[t]) · V[j]       (unnormalised; 0 rows)
  * scratch: attn_fused_scratch_floats(nb, d_k, d_v) floats, 64-byte aligned.
- * Returns false when a score some row sees is not finite in base 2 (O, m
- * and l are then unspecified): the caller's exact path decides whether that
- * is an error (a score just below FLT_MAX overflows only here).
+ * Returns false when no fused kernel is in use, or when a score some row
+ * sees is not finite in base 2 (O, m and l are then unspecified): the
+ * caller's exact path decides whether that is an error (a score just below
+ * FLT_MAX overflows only here).
  */
 bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
                      const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
                      double *l, float *scratch);
-#endif
 
 #endif

@@ -27,6 +27,7 @@ enum opt_kind {
     OPT_LOGFMT,     /* json | text */
     OPT_POLICY,     /* reject | lru */
     OPT_CORS,       /* comma-separated origins */
+    OPT_KERNEL,     /* auto | avx512 | avx2 | none */
 };
 
 struct opt {
@@ -64,6 +65,8 @@ static const struct opt opts[] = {
     {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "", "comma-separated allowed browser origins"},
     {"cache-policy", OPT_POLICY, N(cache_lru), 0, 0, "reject",
      "when the cache is full: reject (503) | lru (evict idle sessions)"},
+    {"kernel", OPT_KERNEL, N(kernel), 0, 0, "auto",
+     "fused float32 kernel: auto | avx512 | avx2 | none (narrower ones test a CPU's fallbacks)"},
     {"replica-id", OPT_STR, F(replica_id), 0, 0, "", "prefix of session ids on this replica"},
     {"state-dir", OPT_STR, F(state_dir), 0, 0, "",
      "save sessions here on drain, restore them on start"},
@@ -212,6 +215,8 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
         return true;
     case OPT_CORS:
         return set_cors(cfg, v);
+    case OPT_KERNEL:
+        return attn_kernel_parse(v, &cfg->kernel);
     }
     return false;
 }
@@ -238,6 +243,7 @@ static const char *kind_hint(const struct opt *o)
     case OPT_LOGFMT: return "json or text";
     case OPT_POLICY: return "reject or lru";
     case OPT_CORS: return "at most 32 origins, 4095 characters";
+    case OPT_KERNEL: return "auto, avx512, avx2 or none";
     case OPT_STR: break;
     }
     return "shorter text";

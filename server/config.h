@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/attn_fused.h"
+
 #define SRV_MAX_CORS_ORIGINS 32
 
 enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT };
@@ -34,6 +36,7 @@ struct srv_config {
     char cors_buf[4096];            /* storage behind cors_origins */
     const char *cors_origins[SRV_MAX_CORS_ORIGINS + 1]; /* NULL-terminated */
     bool cache_lru;                 /* --cache-policy lru (else reject) */
+    enum attn_kernel kernel;        /* --kernel: the fused kernel asked for */
     char replica_id[64];            /* prefix of session ids, or "" */
     char state_dir[1024];           /* sessions saved/restored here, or "" */
     enum srv_log_format log_format; /* json | text */

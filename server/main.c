@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attn_fused.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/loop.h"
@@ -62,6 +63,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "attnd: cannot open --log-file %s: %s\n", cfg.log_file, strerror(-rc));
         return 2;
     }
+    /* --kernel / ATTND_KERNEL: a kernel this CPU lacks falls back, said once */
+    enum attn_kernel kern = attn_kernel_set(cfg.kernel);
+    if (cfg.kernel != ATTN_KERNEL_AUTO && kern != cfg.kernel)
+        srv_log_msgf("warn", "--kernel %s: this CPU does not run it; using %s",
+                     attn_kernel_name(cfg.kernel), attn_kernel_name(kern));
     int code = srv_loop_run(&cfg);
     srv_log_close();
     return code;

@@ -9,6 +9,12 @@
  *   sgemm 1T / 2T  square 2048 cblas_sgemm, OpenBLAS at 1 / 2 threads
  *   read 1T / 2T   a plain read loop over 256 MiB, prefetching ahead (2T: two
  *                  halves on the pool)
+ *   sgemm shapes  the two products of the attention's own shapes (S = Q·Kᵀ,
+ *                 [n][d]·[d][L], then O = S·V, [n][L]·[L][d]) by cblas_sgemm
+ *                 at 2 threads: the rate the fused kernels are held to
+ * The kernel rows run the prefill once per fused kernel this CPU has
+ * (attn_kernel_set: avx512, avx2, then none, OpenBLAS's gemm loop) and name
+ * the kernel on every row; the other rows use the widest (auto).
  * Peer: numpy's softmax(QKᵀ)V with 2 OpenBLAS threads (tests/bench/
  * peer_numpy.py, started by this program; BENCH_PEER=0 skips it).
  * Attention FLOPs are 4·n·L·d (the two products); decode bytes are the K and
@@ -20,7 +26,7 @@
  * tests/bench/run.sh's collector: name|limit|limit value|peer|peer value|
  * attnd|unit|ratio|goal|PASS or MISS) for issues 2, 4 and 9.
  *
- * usage: bench_core [reps]
+ * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,7 @@
 #include <cblas.h>
 
 #include "core/attn.h"
+#include "core/attn_fused.h"
 #include "core/kv.h"
 
 static int reps = 5;
@@ -200,7 +207,7 @@ static void prefill_init(struct prefill_arg *a, size_t n, size_t L, size_t d, un
                          bool with_pool)
 {
     memset(a, 0, sizeof *a);
-    a->req.shape = (struct attn_shape){1, 1, n, L, d, d};
+    a->req.shape = (struct attn_shape){.h = 1, .h_kv = 1, .n = n, .L = L, .d_k = d, .d_v = d};
     a->req.params.dtype = ATTN_F32;
     a->req.params.scale = attn_default_scale(d);
     a->req.outputs = outputs;
@@ -265,7 +272,7 @@ static void decode_init(struct decode_arg *a, size_t L, size_t d, bool session,
 {
     memset(a, 0, sizeof *a);
     a->ncache = cold_count(L, d);
-    a->req.shape = (struct attn_shape){1, 1, 1, L, d, d};
+    a->req.shape = (struct attn_shape){.h = 1, .h_kv = 1, .n = 1, .L = L, .d_k = d, .d_v = d};
     a->req.params.dtype = ATTN_F32;
     a->req.params.scale = attn_default_scale(d);
     a->req.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
@@ -450,6 +457,63 @@ static void bench_prefill_1024(void)
     prefill_free(&two);
 }
 
+/* The attention's own two products by sgemm, 2 threads (see the top). */
+struct shape_gemm {
+    int n, L, d;
+    float *q, *k, *v, *s, *o;
+};
+
+static void run_shape_gemm(void *p)
+{
+    struct shape_gemm *g = p;
+    attn_blas_init(2);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->n, g->L, g->d, 1, g->q, g->d, g->k,
+                g->d, 0, g->s, g->L);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->d, g->L, 1, g->s, g->L,
+                g->v, g->d, 0, g->o, g->d);
+    attn_blas_init(1);
+}
+
+/* Output-only prefill n = L, d on 2 cores with each fused kernel here, each
+ * next to the same run's sgemm of its shapes; goal: the kernel's ratio. */
+static void bench_kernels(size_t n, size_t d, double goal512, double goal2)
+{
+    struct shape_gemm g = {(int)n, (int)n, (int)d, rand_floats(n * d, 31), rand_floats(n * d, 32),
+                           rand_floats(n * d, 33), rand_floats(n * n, 34), rand_floats(n * d, 35)};
+    unsigned have = attn_kernel_supported();
+    for (int k = ATTN_KERNEL_AVX512; k >= ATTN_KERNEL_NONE; k--) {
+        if (!(have & (1u << k)))
+            continue;
+        enum attn_kernel kern = attn_kernel_set((enum attn_kernel)k);
+        struct prefill_arg a;
+        prefill_init(&a, n, n, d, ATTN_OUT_OUTPUT, true);
+        struct timed t[2] = {{run_prefill, &a, 0, 0}, {run_shape_gemm, &g, 0, 0}};
+        time_set(t, 2);
+        double ar = gflops(n, n, d, t[0].med), gr = gflops(n, n, d, t[1].med);
+        char name[128], ratio[64], goal[64];
+        snprintf(name, sizeof name, "prefill %zu d%zu output, 2 cores, kernel %s", n, d,
+                 attn_kernel_name(kern));
+        detail(name, t[0].med, ar, "GF/s", "sgemm shapes", gr);
+        if (kern != ATTN_KERNEL_NONE) {
+            double want = kern == ATTN_KERNEL_AVX512 ? goal512 : goal2;
+            snprintf(name, sizeof name,
+                     "kernel %s: prefill f32 n=L=%zu d=%zu output only (2 cores)",
+                     attn_kernel_name(kern), n, d);
+            snprintf(ratio, sizeof ratio, "%.2f of sgemm of its shapes", ar / gr);
+            snprintf(goal, sizeof goal, ">=%.2f of sgemm of its shapes", want);
+            benchrow(name, "sgemm 2T shapes GFLOP/s", gr, NULL, -1, ar, "GFLOP/s", ratio, goal,
+                     ar >= want * gr);
+        }
+        prefill_free(&a);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+    free(g.q);
+    free(g.k);
+    free(g.v);
+    free(g.s);
+    free(g.o);
+}
+
 static void bench_decode(void)
 {
     size_t L = 32768, d = 128;
@@ -547,11 +611,21 @@ int main(int argc, char **argv)
     gemm2 = (struct gemm_arg){2048, 2, a, b, c};
     rd = (struct read_arg){rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, {0, 0}};
 
+    /* BENCH_KERNELS_ONLY=1: the kernel rows alone (to compare kernels) */
+    const char *only = getenv("BENCH_KERNELS_ONLY");
+    if (only && strcmp(only, "1") == 0) {
+        bench_kernels(2048, 128, 0.95, 0.9);
+        bench_kernels(1024, 64, 0.85, 0.85);
+        attn_pool_free(pool);
+        return 0;
+    }
     run_peer();
     printf("float32; %d interleaved samples per figure (median, wall clock); "
            "2 cores = worker + 1 helper (attn_pool)\n", reps);
     bench_prefill_2048();
     bench_prefill_1024();
+    bench_kernels(2048, 128, 0.95, 0.9);
+    bench_kernels(1024, 64, 0.85, 0.85);
     bench_decode();
     bench_session(4096);
     bench_session(32768);

@@ -53,7 +53,44 @@ def test_info_reports_configuration():
         assert info["limits"]["max_elements"] == 12345
         assert info["limits"]["max_body_bytes"] == 2 * 1024 * 1024
         assert "blas" in info and info["blas"]
-        assert info["fused_kernel"] in ("avx512", "none")   # test_attn checks which
+        assert info["fused_kernel"] in ("avx512", "avx2", "none")   # test_kernels checks which
+        assert info["kernels"]["float64"] == "blas"
+        f32 = info["kernels"]["float32"]
+        assert f32 == (info["fused_kernel"] if info["fused_kernel"] != "none" else "blas")
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_kernel_flag_and_env_choose_a_narrower_kernel():
+    """--kernel / ATTND_KERNEL pick the fused kernel; one this CPU lacks
+    falls back to a narrower one and the log says so; a bad name is a usage
+    error. The forced kernel still answers the README's example."""
+    flags = cpu_flags()
+    has2 = {"avx2", "fma"} <= flags
+    has512 = {"avx512f", "avx512dq"} <= flags
+    with Attnd("--kernel", "none") as a:
+        info = a.get("/v1/info").json()
+        assert info["fused_kernel"] == "none" and info["kernels"]["float32"] == "blas"
+    want = "avx2" if has2 else "none"
+    with Attnd(env={"ATTND_KERNEL": "avx2"}) as a:
+        assert a.get("/v1/info").json()["fused_kernel"] == want
+        body = {"q": [[1.0] * 8] * 8, "k": [[0.5] * 8] * 16, "v": [[2.0] * 4] * 16}
+        r = a.post("/v1/attention", body)
+        assert r.status == 200, r
+        assert all(abs(x - 2.0) < 1e-6 for row in r.json()["output"] for x in row)
+    with Attnd("--kernel", "avx512") as a:
+        info = a.get("/v1/info").json()
+        assert info["fused_kernel"] == ("avx512" if has512 else want)
+        if not has512:
+            assert "does not run it; using" in a.logs()
+    p = run_bin("--kernel", "sse")
+    assert p.returncode == 2 and "--kernel" in p.stderr
 
 
 def metric(text, name, **labels):

@@ -1412,24 +1412,35 @@ static void fused_case(struct tcase *c)
     tcase_fill(c);
 }
 
-/* The fused kernel against the long-double reference; the build says
- * whether it has the kernel (x86-64 with AVX-512F and DQ: it must). */
+/* Every fused kernel this CPU runs (and none: the gemm loop) against the
+ * long-double reference on the same cases; the build says whether it has
+ * a kernel (x86-64 with AVX-512F and DQ: it must). */
 TEST(fused_output_matches_reference)
 {
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__x86_64__)
     CHECK(attn_fused_available());
 #endif
-    printf("    fused kernel in this build: %s\n", attn_fused_available() ? "yes" : "no");
-    struct attn_ws *ws = attn_ws_new();
-    int failures = 0;
-    for (int i = 0; i < 400 && failures <= 3; i++) {
-        struct tcase c;
-        fused_case(&c);
-        failures += run_case(&c, i % 2 ? ws : NULL) != 0;
-        tcase_free(&c);
+    unsigned have = attn_kernel_supported();
+    for (int k = ATTN_KERNEL_AVX512; k >= ATTN_KERNEL_NONE; k--) {
+        if (!(have & (1u << k)))
+            continue;
+        attn_kernel_set((enum attn_kernel)k);
+        printf("    fused kernel: %s\n", attn_kernel_name((enum attn_kernel)k));
+        uint64_t seed = rng_state;
+        struct attn_ws *ws = attn_ws_new();
+        int failures = 0;
+        for (int i = 0; i < 400 && failures <= 3; i++) {
+            struct tcase c;
+            fused_case(&c);
+            failures += run_case(&c, i % 2 ? ws : NULL) != 0;
+            tcase_free(&c);
+        }
+        CHECK(failures == 0);
+        attn_ws_free(ws);
+        if (k > ATTN_KERNEL_NONE)
+            rng_state = seed;       /* the next kernel takes the same cases */
     }
-    CHECK(failures == 0);
-    attn_ws_free(ws);
+    attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
 /* Output only (fused when available) == the materialising pass within

@@ -1,0 +1,468 @@
+/*
+ * tests/unit/test_kernels.c — the fused kernels (core/attn_fused.h), each
+ * against one long-double reference on the same cases, and the choice
+ * among them.
+ *
+ * ref_rows below computes attn_fused_rows' contract (m, l and the
+ * unnormalised O of each row over the keys it sees) with plain loops in
+ * long double, written from the header and not from the kernels. Every
+ * kernel this machine runs takes the same generated cases (seeded once per
+ * kernel): row counts across both kernels' groups (16 and 48 rows) and
+ * their registers, key counts across their micro-tiles (6, 8) and blocks
+ * (64, 96), widths that leave partial tiles, ragged per-row limits with
+ * empty rows, superblocks of keys, large and tiny scores. Then the same
+ * through attn_forward (the path a request takes) per kernel; scores that
+ * overflow; and the choice: names, fallbacks on made-up CPUs, and what
+ * this CPU supports read independently from /proc/cpuinfo.
+ */
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/attn.h"
+#include "core/attn_fused.h"
+#include "tests/harness.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng_u64(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static double rng_uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(rng_u64() >> 11) / 9007199254740992.0;
+}
+
+static size_t rng_pick(const size_t *v, size_t nv)
+{
+    return v[rng_u64() % nv];
+}
+
+static float *rnd_floats(size_t count, double lo, double hi)
+{
+    float *a = malloc((count ? count : 1) * sizeof(float));
+    for (size_t i = 0; i < count; i++)
+        a[i] = (float)rng_uniform(lo, hi);
+    return a;
+}
+
+/* The kernels this build and CPU run, widest first, NONE last. */
+static int kernels_here(enum attn_kernel *k)
+{
+    unsigned have = attn_kernel_supported();
+    int n = 0;
+    for (int i = ATTN_KERNEL_AVX512; i >= ATTN_KERNEL_NONE; i--)
+        if (have & (1u << i))
+            k[n++] = (enum attn_kernel)i;
+    return n;
+}
+
+/* ---- the reference of attn_fused_rows' contract ------------------------ */
+
+struct kcase {
+    size_t nb, L, dk, dv;
+    float scale;
+    float *q, *k, *v;           /* [nb][dk], [L][dk], [L][dv] */
+    int32_t *lim;               /* [nb] */
+};
+
+/* -> m, l [nb], O [nb][dv] as attn_fused.h defines them (natural base);
+ * mag [nb]: the largest scale·Σ|q·k| of a row's scores (for tolerances). */
+static void ref_rows(const struct kcase *c, long double *m, long double *l, long double *O,
+                     long double *mag)
+{
+    for (size_t t = 0; t < c->nb; t++) {
+        long double mx = -INFINITY, sum = 0;
+        mag[t] = 0;
+        long double *s = malloc((c->L ? c->L : 1) * sizeof(long double));
+        for (size_t j = 0; j < (size_t)c->lim[t]; j++) {
+            long double acc = 0, am = 0;
+            for (size_t x = 0; x < c->dk; x++) {
+                long double p = (long double)c->q[t * c->dk + x] * c->k[j * c->dk + x];
+                acc += p;
+                am += fabsl(p);
+            }
+            s[j] = acc * c->scale;
+            mx = s[j] > mx ? s[j] : mx;
+            mag[t] = am * c->scale > mag[t] ? am * c->scale : mag[t];
+        }
+        for (size_t x = 0; x < c->dv; x++)
+            O[t * c->dv + x] = 0;
+        for (size_t j = 0; j < (size_t)c->lim[t]; j++) {
+            long double w = expl(s[j] - mx);
+            sum += w;
+            for (size_t x = 0; x < c->dv; x++)
+                O[t * c->dv + x] += w * c->v[j * c->dv + x];
+        }
+        m[t] = mx;
+        l[t] = sum;
+        free(s);
+    }
+}
+
+/* One generated case: `big` picks sizes past a superblock of keys. */
+static void kcase_make(struct kcase *c, bool big)
+{
+    static const size_t rows[] = {1, 5, 7, 8, 9, 15, 16, 17, 33, 47, 48, 49, 97, 130};
+    static const size_t keys[] = {1, 5, 6, 7, 8, 63, 64, 65, 95, 96, 97, 200};
+    static const size_t dims[] = {1, 2, 3, 5, 6, 7, 8, 9, 13, 16, 33, 64};
+    c->nb = big ? 40 : rng_pick(rows, sizeof rows / sizeof *rows);
+    c->L = big ? 1100 + rng_u64() % 200 : rng_pick(keys, sizeof keys / sizeof *keys);
+    c->dk = big ? 64 + rng_u64() % 3 : rng_pick(dims, sizeof dims / sizeof *dims);
+    c->dv = big ? 64 + rng_u64() % 5 : rng_pick(dims, sizeof dims / sizeof *dims);
+    /* mostly softmax-sized scores; sometimes large ones (weights far below
+     * FLT_MIN of the row's largest) */
+    double mag = rng_u64() % 4 == 0 ? 40.0 / sqrt((double)c->dk) : 1.0;
+    c->scale = (float)(rng_u64() % 2 ? 1.0 / sqrt((double)c->dk) : rng_uniform(0.05, 4));
+    c->q = rnd_floats(c->nb * c->dk, -mag, mag);
+    c->k = rnd_floats(c->L * c->dk, -mag, mag);
+    c->v = rnd_floats(c->L * c->dv, -1, 1);
+    c->lim = malloc(c->nb * sizeof(int32_t));
+    int mode = (int)(rng_u64() % 4);    /* all keys, causal-like, random, some empty */
+    for (size_t t = 0; t < c->nb; t++) {
+        size_t x = c->L;
+        if (mode == 1)
+            x = c->L - c->nb + t + 1 > c->L || c->nb > c->L + t ? (c->nb > c->L + t ? 0 : c->L)
+                                                                : c->L - c->nb + t + 1;
+        else if (mode == 2)
+            x = rng_u64() % (c->L + 1);
+        else if (mode == 3)
+            x = rng_u64() % 3 == 0 ? 0 : c->L;
+        c->lim[t] = (int32_t)x;
+    }
+}
+
+static void kcase_free(struct kcase *c)
+{
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->lim);
+}
+
+/* The kernel in use on case c against the reference: failures counted. */
+static int check_case(const struct kcase *c)
+{
+    size_t nb = c->nb, dv = c->dv;
+    float *O = malloc(nb * dv * sizeof(float)), *m = malloc(nb * sizeof(float));
+    double *l = malloc(nb * sizeof(double));
+    size_t sf = attn_fused_scratch_floats(nb, c->dk, dv);
+    float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
+    long double *rm = malloc(nb * sizeof(long double)), *rl = malloc(nb * sizeof(long double));
+    long double *rO = malloc(nb * dv * sizeof(long double));
+    long double *mag = malloc(nb * sizeof(long double));
+    ref_rows(c, rm, rl, rO, mag);
+    int bad = 0;
+    if (!attn_fused_rows(c->q, nb, c->dk, c->scale, c->k, c->v, dv, c->lim, O, m, l,
+                         scratch)) {
+        bad = 1;
+        printf("    %s: refused nb=%zu L=%zu dk=%zu dv=%zu\n",
+               attn_kernel_name(attn_kernel_active()), nb, c->L, c->dk, dv);
+    }
+    for (size_t t = 0; t < nb && !bad; t++) {
+        if (c->lim[t] == 0) {           /* sees nothing: -inf, 0, a zero row */
+            bad |= !(isinf(m[t]) && m[t] < 0) || l[t] != 0;
+            for (size_t x = 0; x < dv; x++)
+                bad |= O[t * dv + x] != 0;
+        } else {
+            /* each score is within d about a float rounding of the row's
+             * magnitude (the sum of d_k products, the base-2 scale), m
+             * within that and its own round trip; a weight exp(s - m)
+             * within twice that relative, so l and O normalised too */
+            long double del = FLT_EPSILON * ((long double)(c->dk + 2) * mag[t] + 2 * fabsl(rm[t]));
+            bad |= !(fabsl((long double)m[t] - rm[t]) <= del);
+            long double rel = 2 * del < 1 ? expm1l(2 * del) + 2e-6L : INFINITY;
+            bad |= !(fabsl((long double)l[t] - rl[t]) <= rel * rl[t]);
+            for (size_t x = 0; x < dv; x++) {
+                long double o = (long double)O[t * dv + x] / l[t], ro = rO[t * dv + x] / rl[t];
+                bad |= !(fabsl(o - ro) <= 2 * rel);     /* |V| <= 1 */
+            }
+        }
+        if (bad)
+            printf("    %s: row %zu of nb=%zu L=%zu dk=%zu dv=%zu lim=%d: m %g (%Lg) l %g "
+                   "(%Lg)\n", attn_kernel_name(attn_kernel_active()), t, nb, c->L, c->dk, dv,
+                   (int)c->lim[t], (double)m[t], rm[t], l[t], rl[t]);
+    }
+    free(O);
+    free(m);
+    free(l);
+    free(scratch);
+    free(rm);
+    free(rl);
+    free(rO);
+    free(mag);
+    return bad;
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+/* Every kernel here on the same 300 cases (+ 6 past a superblock); NONE
+ * runs no kernel (the caller's gemm loop takes over). */
+TEST(every_kernel_matches_reference)
+{
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk; i++) {
+        CHECK_EQ_INT(attn_kernel_set(ks[i]), ks[i]);
+        printf("    kernel %s\n", attn_kernel_name(ks[i]));
+        rng_state = 0x9e3779b97f4a7c15ull;
+        int failures = 0;
+        for (int c = 0; c < 306 && failures <= 3; c++) {
+            struct kcase kc;
+            kcase_make(&kc, c >= 300);
+            if (ks[i] == ATTN_KERNEL_NONE) {
+                float o, m;
+                double l;
+                CHECK(!attn_fused_rows(kc.q, 1, kc.dk, kc.scale, kc.k, kc.v, kc.dv, kc.lim,
+                                       &o, &m, &l, NULL));
+                CHECK(!attn_fused_available());
+            } else {
+                failures += check_case(&kc);
+            }
+            kcase_free(&kc);
+        }
+        CHECK(failures == 0);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+/* A score some row sees that overflows in base 2 is refused (false); one
+ * only a neighbour in the same group computes, beyond the row's limit, is
+ * not looked at. Per kernel. */
+TEST(every_kernel_refuses_nonfinite_seen_scores)
+{
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk && ks[i] != ATTN_KERNEL_NONE; i++) {
+        attn_kernel_set(ks[i]);
+        struct kcase c = {20, 30, 4, 4, 1.0f, NULL, NULL, NULL, NULL};
+        rng_state = 7;
+        c.q = rnd_floats(20 * 4, -1, 1);
+        c.k = rnd_floats(30 * 4, -1, 1);
+        c.v = rnd_floats(30 * 4, -1, 1);
+        c.lim = malloc(20 * sizeof(int32_t));
+        for (size_t t = 0; t < 20; t++)
+            c.lim[t] = (int32_t)(11 + t);       /* row t sees keys [0, 11 + t) */
+        for (size_t x = 0; x < 4; x++) {
+            c.q[18 * 4 + x] = 1e20f;            /* q18 · k29 overflows; 18 sees up to 28 */
+            c.k[29 * 4 + x] = 1e20f;
+        }
+        CHECK(check_case(&c) == 0);
+        for (size_t x = 0; x < 4; x++)
+            c.q[19 * 4 + x] = 1e20f;            /* row 19 sees key 29 */
+        float O[20 * 4], m[20];
+        double l[20];
+        size_t sf = attn_fused_scratch_floats(20, 4, 4);
+        float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
+        CHECK(!attn_fused_rows(c.q, 20, 4, 1.0f, c.k, c.v, 4, c.lim, O, m, l, scratch));
+        free(scratch);
+        kcase_free(&c);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+/* Output-only attn_forward (the fused path) per kernel, against a
+ * long-double softmax(QKᵀ)V: causal modes (with rows that see nothing),
+ * GQA, several row tiles and key superblocks. */
+TEST(every_kernel_through_attn_forward)
+{
+    static const size_t shapes[][6] = {
+        /* h, h_kv, n, L, dk, dv */
+        {1, 1, 300, 700, 64, 64}, {2, 1, 130, 97, 33, 17}, {1, 1, 900, 600, 128, 128},
+        {4, 2, 50, 1500, 16, 8},
+    };
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk; i++) {
+        attn_kernel_set(ks[i]);
+        rng_state = 0x1234567ull;
+        for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+            for (int cm = 0; cm < 3; cm++) {
+                size_t h = shapes[sh][0], hk = shapes[sh][1], n = shapes[sh][2];
+                size_t L = shapes[sh][3], dk = shapes[sh][4], dv = shapes[sh][5];
+                float *q = rnd_floats(h * n * dk, -1, 1), *k = rnd_floats(hk * L * dk, -1, 1);
+                float *v = rnd_floats(hk * L * dv, -1, 1);
+                float *o = malloc(h * n * dv * sizeof(float));
+                uint8_t *empty = malloc(h * n);
+                struct attn_request r = {0};
+                r.shape = (struct attn_shape){.h = h, .h_kv = hk, .n = n, .L = L, .d_k = dk, .d_v = dv};
+                r.params.dtype = ATTN_F32;
+                r.params.scale = attn_default_scale(dk);
+                r.causal = (enum attn_causal)cm;
+                r.outputs = ATTN_OUT_OUTPUT;
+                struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+                struct attn_result out = {NULL, NULL, o, empty, 0};
+                CHECK_EQ_INT(attn_forward(&r, &in, &out, NULL), CORE_OK);
+                long double worst = 0;
+                size_t n_empty = 0;
+                for (size_t hh = 0; hh < h; hh++)
+                    for (size_t t = 0; t < n; t++) {
+                        const float *qr = q + (hh * n + t) * dk;
+                        const float *kg = k + hh / (h / hk) * L * dk;
+                        const float *vg = v + hh / (h / hk) * L * dv;
+                        long long pos = cm == ATTN_CAUSAL_TOP_LEFT ? (long long)t
+                                                                   : (long long)(L - n + t);
+                        size_t lim = cm == ATTN_CAUSAL_NONE ? L
+                                     : pos < 0              ? 0
+                                     : (size_t)pos + 1 < L  ? (size_t)pos + 1
+                                                            : L;
+                        const float *orow = o + (hh * n + t) * dv;
+                        n_empty += lim == 0;
+                        CHECK_EQ_INT(empty[hh * n + t], lim == 0);
+                        long double mx = -INFINITY, sum = 0;
+                        long double *s = malloc((lim ? lim : 1) * sizeof(long double));
+                        for (size_t j = 0; j < lim; j++) {
+                            long double acc = 0;
+                            for (size_t x = 0; x < dk; x++)
+                                acc += (long double)qr[x] * kg[j * dk + x];
+                            s[j] = acc * (long double)r.params.scale;
+                            mx = s[j] > mx ? s[j] : mx;
+                        }
+                        for (size_t j = 0; j < lim; j++)
+                            sum += s[j] = expl(s[j] - mx);
+                        for (size_t x = 0; x < dv; x++) {
+                            long double ref = 0;
+                            for (size_t j = 0; j < lim; j++)
+                                ref += s[j] / sum * vg[j * dv + x];
+                            long double e = fabsl(ref - orow[x]);
+                            worst = e > worst ? e : worst;
+                        }
+                        free(s);
+                    }
+                CHECK_EQ_INT(out.n_empty, n_empty);
+                if (!(worst <= 2e-6L))
+                    printf("    %s shape %zu causal %d: worst %Lg\n",
+                           attn_kernel_name(ks[i]), sh, cm, worst);
+                CHECK(worst <= 2e-6L);
+                free(q);
+                free(k);
+                free(v);
+                free(o);
+                free(empty);
+            }
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+TEST(kernel_names_round_trip)
+{
+    for (int k = ATTN_KERNEL_NONE; k <= ATTN_KERNEL_AUTO; k++) {
+        enum attn_kernel got = ATTN_KERNEL_NONE;
+        CHECK(attn_kernel_parse(attn_kernel_name((enum attn_kernel)k), &got));
+        CHECK_EQ_INT(got, k);
+    }
+    enum attn_kernel got = ATTN_KERNEL_AVX2;
+    CHECK(!attn_kernel_parse("AVX2", &got));
+    CHECK(!attn_kernel_parse("avx", &got));
+    CHECK(!attn_kernel_parse("", &got));
+    CHECK(!attn_kernel_parse(NULL, &got));
+    CHECK_EQ_INT(got, ATTN_KERNEL_AVX2);        /* untouched when refused */
+    CHECK_STR(attn_kernel_name((enum attn_kernel)9), "?");
+}
+
+/* Fallbacks on made-up CPUs: a kernel the CPU lacks gives the widest
+ * narrower one it has, never a wider one. */
+TEST(kernel_choice_falls_back_narrower)
+{
+    const unsigned none = 1u << ATTN_KERNEL_NONE, avx2 = none | 1u << ATTN_KERNEL_AVX2;
+    const unsigned all = avx2 | 1u << ATTN_KERNEL_AVX512;
+    const unsigned only512 = none | 1u << ATTN_KERNEL_AVX512;
+    static const struct {
+        enum attn_kernel want;
+        unsigned have;
+        enum attn_kernel got;
+    } t[] = {
+        {ATTN_KERNEL_AUTO, all, ATTN_KERNEL_AVX512},
+        {ATTN_KERNEL_AUTO, avx2, ATTN_KERNEL_AVX2},
+        {ATTN_KERNEL_AUTO, none, ATTN_KERNEL_NONE},
+        {ATTN_KERNEL_AVX512, all, ATTN_KERNEL_AVX512},
+        {ATTN_KERNEL_AVX512, avx2, ATTN_KERNEL_AVX2},
+        {ATTN_KERNEL_AVX512, none, ATTN_KERNEL_NONE},
+        {ATTN_KERNEL_AVX2, all, ATTN_KERNEL_AVX2},
+        {ATTN_KERNEL_AVX2, avx2, ATTN_KERNEL_AVX2},
+        {ATTN_KERNEL_AVX2, none, ATTN_KERNEL_NONE},
+        {ATTN_KERNEL_AVX2, only512, ATTN_KERNEL_NONE},
+        {ATTN_KERNEL_AUTO, only512, ATTN_KERNEL_AVX512},
+        {ATTN_KERNEL_NONE, all, ATTN_KERNEL_NONE},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        CHECK_EQ_INT(attn_kernel_choose(t[i].want, t[i].have), t[i].got);
+}
+
+/* Whether /proc/cpuinfo's first flags line lists every one of `names`
+ * (space-separated); -1 when there is no such file or line. */
+static int cpuinfo_has(const char *names)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return -1;
+    static char line[8192];
+    int found = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0) {
+            found = 1;
+            char want[64];
+            const char *p = names;
+            while (*p) {
+                size_t n = strcspn(p, " ");
+                snprintf(want, sizeof want, " %.*s", (int)n, p);
+                const char *at = strstr(line, want);
+                if (!at || (at[strlen(want)] != ' ' && at[strlen(want)] != '\n'))
+                    found = 0;
+                p += n + (p[n] == ' ');
+            }
+            break;
+        }
+    fclose(f);
+    return found;
+}
+
+/* What this CPU supports, read apart from the code (the kernel's own
+ * cpuid), and what forcing each kernel gives here. */
+TEST(kernel_detection_and_forcing_here)
+{
+    unsigned have = attn_kernel_supported();
+    CHECK(have & (1u << ATTN_KERNEL_NONE));
+#if defined(__x86_64__)
+    int a2 = cpuinfo_has("avx2 fma"), a512 = cpuinfo_has("avx512f avx512dq");
+    if (a2 >= 0) {
+        CHECK_EQ_INT(!!(have & (1u << ATTN_KERNEL_AVX2)), a2);
+        CHECK_EQ_INT(!!(have & (1u << ATTN_KERNEL_AVX512)), a512);
+    }
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    CHECK(have & (1u << ATTN_KERNEL_AVX512));   /* the build's -march says so */
+#endif
+#else
+    CHECK_EQ_INT(have, 1u << ATTN_KERNEL_NONE); /* no fused kernel off x86-64 */
+#endif
+    printf("    supported here:");
+    for (int k = ATTN_KERNEL_NONE; k < ATTN_KERNEL_AUTO; k++)
+        if (have & (1u << k))
+            printf(" %s", attn_kernel_name((enum attn_kernel)k));
+    printf("\n");
+    for (int k = ATTN_KERNEL_NONE; k <= ATTN_KERNEL_AUTO; k++) {
+        enum attn_kernel got = attn_kernel_set((enum attn_kernel)k);
+        CHECK_EQ_INT(got, attn_kernel_choose((enum attn_kernel)k, have));
+        CHECK(have & (1u << got));
+        CHECK(k == ATTN_KERNEL_AUTO || (int)got <= k);
+        CHECK_EQ_INT(attn_kernel_active(), got);
+        CHECK_EQ_INT(attn_fused_available(), got != ATTN_KERNEL_NONE);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+int main(void)
+{
+    RUN(kernel_names_round_trip);
+    RUN(kernel_choice_falls_back_narrower);
+    RUN(kernel_detection_and_forcing_here);
+    RUN(every_kernel_matches_reference);
+    RUN(every_kernel_refuses_nonfinite_seen_scores);
+    RUN(every_kernel_through_attn_forward);
+    TEST_MAIN_END();
+}
