@@ -72,6 +72,7 @@ enum api_err api_core_error(enum core_status st)
     case CORE_ENOMEM:           /* a bounded request that still failed to
                                    allocate: transient, retry later */
         return API_ERR_CAPACITY_EXHAUSTED;
+    case CORE_ESTORAGE: return API_ERR_STORAGE_UNAVAILABLE;
     case CORE_EIO:
     case CORE_ECORRUPT:
     case CORE_OK:

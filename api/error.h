@@ -52,7 +52,9 @@
     X(INTERNAL, "internal", 500, "internal error")                            \
     X(CAPACITY_EXHAUSTED, "capacity_exhausted", 503,                          \
       "capacity exhausted, retry later")                                      \
-    X(DRAINING, "draining", 503, "the server is draining")
+    X(DRAINING, "draining", 503, "the server is draining")                    \
+    X(STORAGE_UNAVAILABLE, "storage_unavailable", 503,                        \
+      "the change could not be journaled, retry later")
 
 enum api_err {
     API_ERR_NONE = -1,              /* not an error (a reply that succeeded) */

@@ -83,7 +83,8 @@ void api_fail(struct api_call *c, enum api_err code, const char *path,
     c->resp->n_headers = 0;
     body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code",
                      api_error_code(code), "message", msg, "path", path);
-    if (code == API_ERR_CAPACITY_EXHAUSTED)
+    if (code == API_ERR_CAPACITY_EXHAUSTED ||
+        code == API_ERR_STORAGE_UNAVAILABLE)
         api_response_header(c->resp, "Retry-After", "1");
     reply_json(c, api_error_status(code), body, code);
 }

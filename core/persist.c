@@ -1,6 +1,12 @@
 /*
- * core/persist.c — saving the session store to a directory and restoring it
+ * core/persist.c — the one encoding of a session (settings, clock, rows),
+ * used by the state files, the journal and its snapshots (core/durable.c),
+ * and saving the store to one file per session and restoring it
  * (sess_store_save / sess_store_load of store.h).
+ *
+ * A session's bytes come from sess_encode and go back through sess_decode;
+ * a setting added to sessions is added to write_sess and read_header here
+ * (with the version raised) and so reaches every one of those at once.
  *
  * One file per session, "<id>.sess", written atomically: ".<id>.tmp" is
  * written, fsync'd and renamed over the old file, then the directory is
@@ -25,6 +31,7 @@
 #include "store_impl.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -64,10 +71,7 @@ static uint32_t crc_update(const uint32_t t[256], uint32_t crc, const void *p,
 
 /* ---- logging ------------------------------------------------------------ */
 
-static void logf_(sess_log_fn log, void *arg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void logf_(sess_log_fn log, void *arg, const char *fmt, ...)
+void sess_logf(sess_log_fn log, void *arg, const char *fmt, ...)
 {
     if (!log)
         return;
@@ -79,10 +83,12 @@ static void logf_(sess_log_fn log, void *arg, const char *fmt, ...)
     log(arg, msg);
 }
 
-/* ---- writing ------------------------------------------------------------ */
+/* ---- encoding ----------------------------------------------------------- */
 
+/* A growing byte buffer; ok turns false when memory runs out. */
 struct wr {
-    FILE *f;
+    unsigned char *p;
+    size_t n, cap;
     uint32_t crc;
     const uint32_t *tab;
     bool ok;
@@ -92,14 +98,40 @@ static void put(struct wr *w, const void *p, size_t n)
 {
     if (!w->ok || n == 0)
         return;
-    if (fwrite(p, 1, n, w->f) != n)
-        w->ok = false;
+    if (n > w->cap - w->n) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap - w->n < n && cap < SIZE_MAX / 2)
+            cap *= 2;
+        unsigned char *q = cap - w->n >= n ? realloc(w->p, cap) : NULL;
+        if (!q) {
+            w->ok = false;
+            return;
+        }
+        w->p = q;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->n, p, n);
+    w->n += n;
     w->crc = crc_update(w->tab, w->crc, p, n);
 }
 
 static void put_u32(struct wr *w, uint32_t x) { put(w, &x, sizeof x); }
 static void put_u64(struct wr *w, uint64_t x) { put(w, &x, sizeof x); }
 static void put_f64(struct wr *w, double x) { put(w, &x, sizeof x); }
+
+static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
+static uint32_t crc_tab_ieee[256];
+
+static void tab_init(void)
+{
+    crc_table(crc_tab_ieee);
+}
+
+static const uint32_t *ieee_table(void)
+{
+    pthread_once(&tab_once, tab_init);
+    return crc_tab_ieee;
+}
 
 /* Serialise a held session. */
 static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
@@ -150,6 +182,25 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
     put_u32(w, crc);
 }
 
+enum core_status sess_encode(struct sess_store *st, struct sess *s,
+                             void **out, size_t *n)
+{
+    struct wr w = {.tab = ieee_table(), .ok = true};
+    size_t rows = kv_bytes(s->kv);
+    if (rows > 0) {             /* one allocation for the rows, as a rule */
+        w.p = malloc(rows + 4096);
+        w.cap = w.p ? rows + 4096 : 0;
+    }
+    write_sess(&w, st, s);
+    if (!w.ok) {
+        free(w.p);
+        return CORE_ENOMEM;
+    }
+    *out = w.p;
+    *n = w.n;
+    return CORE_OK;
+}
+
 static void path_of(char *out, size_t size, const char *dir, const char *pre,
                     const char *id, const char *suf)
 {
@@ -158,28 +209,40 @@ static void path_of(char *out, size_t size, const char *dir, const char *pre,
 
 /* Write one held session to dir/<id>.sess atomically. */
 static bool save_one(struct sess_store *st, struct sess *s, const char *dir,
-                     const uint32_t *tab, sess_log_fn log, void *log_arg)
+                     sess_log_fn log, void *log_arg)
 {
     char tmp[4096], fin[4096];
     path_of(tmp, sizeof tmp, dir, ".", s->id, ".tmp");
     path_of(fin, sizeof fin, dir, "", s->id, PERSIST_SUFFIX);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        logf_(log, log_arg, "session save: cannot create %s: %s", tmp,
-              strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    void *bytes;
+    size_t n;
+    if (sess_encode(st, s, &bytes, &n) != CORE_OK) {
+        sess_logf(log, log_arg, "session save: %s: out of memory", s->id);
         return false;
     }
-    struct wr w = {.f = f, .tab = tab, .ok = true};
-    write_sess(&w, st, s);
-    bool ok = w.ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        sess_logf(log, log_arg, "session save: cannot create %s: %s", tmp,
+              strerror(errno));
+        free(bytes);
+        return false;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, (char *)bytes + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    free(bytes);
+    bool ok = done == n && fsync(fd) == 0;
+    ok = (close(fd) == 0) && ok;
     if (ok && rename(tmp, fin) != 0)
         ok = false;
     if (!ok) {
-        logf_(log, log_arg, "session save: writing %s failed: %s", fin,
+        sess_logf(log, log_arg, "session save: writing %s failed: %s", fin,
               strerror(errno));
         unlink(tmp);
     }
@@ -221,6 +284,11 @@ static void remove_stale(const char *dir, char (*ids)[SESS_ID_MAX], size_t n)
     closedir(d);
 }
 
+void sess_remove_state_files(const char *dir)
+{
+    remove_stale(dir, NULL, 0);
+}
+
 static void fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -232,7 +300,7 @@ static void fsync_dir(const char *dir)
 
 /* Take a reference on every linked session (the store mutex is released
  * before any of them is locked: lock order). */
-static struct sess **hold_all(struct sess_store *st, size_t *n)
+struct sess **sess_hold_all(struct sess_store *st, size_t *n)
 {
     pthread_mutex_lock(&st->mu);
     struct sess **all = malloc((st->count ? st->count : 1) * sizeof *all);
@@ -250,14 +318,12 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        logf_(log, log_arg, "session save: cannot create %s: %s", dir,
+        sess_logf(log, log_arg, "session save: cannot create %s: %s", dir,
               strerror(errno));
         return CORE_EIO;
     }
-    uint32_t tab[256];
-    crc_table(tab);
     size_t n;
-    struct sess **all = hold_all(st, &n);
+    struct sess **all = sess_hold_all(st, &n);
     char (*ids)[SESS_ID_MAX] = calloc(n ? n : 1, sizeof *ids);
     if (!all || !ids) {
         for (size_t i = 0; all && i < n; i++) {
@@ -273,7 +339,7 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
     for (size_t i = 0; i < n; i++) {
         struct sess *s = all[i];
         pthread_mutex_lock(&s->mu);
-        if (save_one(st, s, dir, tab, log, log_arg))
+        if (save_one(st, s, dir, log, log_arg))
             memcpy(ids[saved++], s->id, SESS_ID_MAX);
         else
             ok = false;
@@ -290,7 +356,7 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
 /* ---- reading ------------------------------------------------------------ */
 
 struct rd {
-    FILE *f;
+    const unsigned char *p; /* next byte */
     uint32_t crc;
     const uint32_t *tab;
     size_t left;            /* bytes before the trailing crc */
@@ -305,10 +371,9 @@ static bool get(struct rd *r, void *p, size_t n)
         r->err = "truncated";
         return false;
     }
-    if (n && fread(p, 1, n, r->f) != n) {
-        r->err = "read error";
-        return false;
-    }
+    if (n)
+        memcpy(p, r->p, n);
+    r->p += n;
     r->left -= n;
     r->crc = crc_update(r->tab, r->crc, p, n);
     return true;
@@ -473,19 +538,12 @@ static void read_body(struct rd *r, struct loaded *l)
     l->v = get_array(r, vn, 1, es);
 }
 
-/* Parse the file at path into l; returns NULL or the reason it is bad. */
-static const char *read_file(const char *path, const uint32_t *tab,
-                             struct loaded *l)
+/* Parse n encoded bytes into l; NULL or the reason they are bad. */
+static const char *parse(const void *p, size_t n, struct loaded *l)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return strerror(errno);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || sb.st_size < 4) {
-        fclose(f);
+    if (n < 4)
         return "truncated";
-    }
-    struct rd r = {.f = f, .tab = tab, .left = (size_t)sb.st_size - 4};
+    struct rd r = {.p = p, .tab = ieee_table(), .left = n - 4};
     read_header(&r, l);
     read_body(&r, l);
     uint32_t crc = r.crc, want = 0;
@@ -494,22 +552,76 @@ static const char *read_file(const char *path, const uint32_t *tab,
         r.err = "trailing bytes";
     if (!r.err && get(&r, &want, 4) && want != crc)
         r.err = "checksum mismatch";
-    fclose(f);
     return r.err;
 }
 
-/* Turn a parsed file into a linked session; NULL or the reason. */
-static const char *restore(struct sess_store *st, struct loaded *l)
+const char *sess_decode(const void *p, size_t n, struct sess **out,
+                        double *idle_s)
 {
-    enum core_status rc;
-    struct sess *s = sess_new_from_spec(&l->spec, &rc);
-    if (!s)
-        return core_status_text(rc);
-    if (l->length > 0)
-        rc = kv_append_prepared(s->kv, l->k, l->v, (size_t)l->length);
-    memcpy(s->id, l->id, SESS_ID_MAX);
-    if (rc == CORE_OK)
-        rc = sess_link(st, s, l->idle_s, NULL);
+    struct loaded l = {0};
+    const char *why = parse(p, n, &l);
+    struct sess *s = NULL;
+    if (!why) {
+        enum core_status rc;
+        s = sess_new_from_spec(&l.spec, &rc);
+        if (s && l.length > 0)
+            rc = kv_append_prepared(s->kv, l.k, l.v, (size_t)l.length);
+        if (!s || rc != CORE_OK) {
+            why = core_status_text(rc);
+            sess_destroy(s);
+            s = NULL;
+        } else {
+            memcpy(s->id, l.id, SESS_ID_MAX);
+            *idle_s = l.idle_s;
+        }
+    }
+    loaded_free(&l);
+    *out = s;
+    return why;
+}
+
+/* The whole file at path, malloc'd; NULL with *why set. */
+static void *slurp(const char *path, size_t *n, const char **why)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    void *p = NULL;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        *why = strerror(errno);
+    } else if (!(p = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1))) {
+        *why = "out of memory";
+    } else {
+        size_t done = 0;
+        while (done < (size_t)sb.st_size) {
+            ssize_t r = read(fd, (char *)p + done, (size_t)sb.st_size - done);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            done += (size_t)r;
+        }
+        *n = done;
+    }
+    if (fd >= 0)
+        close(fd);
+    return p;
+}
+
+/* Restore the file at path as a linked session; NULL or the reason. */
+static const char *restore(struct sess_store *st, const char *path)
+{
+    size_t n = 0;
+    const char *why = NULL;
+    void *bytes = slurp(path, &n, &why);
+    if (!bytes)
+        return why;
+    struct sess *s;
+    double idle = 0;
+    why = sess_decode(bytes, n, &s, &idle);
+    free(bytes);
+    if (why)
+        return why;
+    enum core_status rc = sess_link(st, s, idle, NULL);
     if (rc != CORE_OK) {
         sess_destroy(s);
         return rc == CORE_EINVAL ? "id already in use" : core_status_text(rc);
@@ -524,12 +636,10 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
     if (!d) {
         if (errno == ENOENT)
             return CORE_OK;
-        logf_(log, log_arg, "session load: cannot open %s: %s", dir,
+        sess_logf(log, log_arg, "session load: cannot open %s: %s", dir,
               strerror(errno));
         return CORE_EIO;
     }
-    uint32_t tab[256];
-    crc_table(tab);
     size_t loaded_n = 0, skipped = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -537,20 +647,17 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
             continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct loaded l = {0};
-        const char *why = read_file(path, tab, &l);
-        if (!why)
-            why = restore(st, &l);
-        loaded_free(&l);
+        const char *why = restore(st, path);
         if (why) {
-            logf_(log, log_arg, "session load: skipping %s: %s", path, why);
+            sess_logf(log, log_arg, "session load: skipping %s: %s", path, why);
             skipped++;
         } else {
             loaded_n++;
         }
     }
     closedir(d);
-    logf_(log, log_arg, "session load: %zu restored, %zu skipped", loaded_n,
-          skipped);
+    if (loaded_n + skipped > 0)
+        sess_logf(log, log_arg, "session load: %zu restored, %zu skipped",
+                  loaded_n, skipped);
     return CORE_OK;
 }

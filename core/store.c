@@ -147,10 +147,13 @@ static void lru_push_front(struct sess_store *st, struct sess *s)
 }
 
 /* Remove s from the map, the LRU list and the accounting. If nobody holds
- * it, it goes onto *grave (freed by bury() after the mutex is released). */
+ * it, it goes onto *grave (freed by bury() after the mutex is released).
+ * journal: write its delete (eviction, expiry; best effort). */
 static void unlink_sess(struct sess_store *st, struct sess *s,
-                        struct sess **grave)
+                        struct sess **grave, bool journal)
 {
+    if (journal)
+        sess_dur_delete(st, s->id, true);
     struct sess **pp = &st->buckets[hash_id(s->id) & (st->n_buckets - 1)];
     while (*pp && *pp != s)
         pp = &(*pp)->hnext;
@@ -207,7 +210,7 @@ static bool evict_one(struct sess_store *st, const struct sess *keep,
 {
     for (struct sess *s = st->lru_tail; s; s = s->lru_prev)
         if (s->refs == 0 && s != keep) {
-            unlink_sess(st, s, grave);
+            unlink_sess(st, s, grave, true);
             st->evictions++;
             return true;
         }
@@ -275,8 +278,9 @@ void sess_store_free(struct sess_store *st)
         return;
     struct sess *grave = NULL;
     while (st->lru_head)
-        unlink_sess(st, st->lru_head, &grave);
+        unlink_sess(st, st->lru_head, &grave, false);
     bury(grave);
+    sess_dur_free(st->dur);
     pthread_mutex_destroy(&st->mu);
     free(st->buckets);
     free(st);
@@ -300,7 +304,7 @@ size_t sess_store_sweep(struct sess_store *st)
     while (s) {
         struct sess *prev = s->lru_prev;
         if (expired(s, now)) {
-            unlink_sess(st, s, &grave);
+            unlink_sess(st, s, &grave, true);
             st->expirations++;
             n++;
         }
@@ -313,6 +317,7 @@ size_t sess_store_sweep(struct sess_store *st)
 
 void sess_store_stats(struct sess_store *st, struct sess_stats *out)
 {
+    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&st->mu);
     out->sessions = st->count;
     out->bytes = st->bytes;
@@ -320,6 +325,7 @@ void sess_store_stats(struct sess_store *st, struct sess_stats *out)
     out->evictions = st->evictions;
     out->expirations = st->expirations;
     pthread_mutex_unlock(&st->mu);
+    sess_dur_stats(st->dur, out);
 }
 
 /* ---- sessions: creation and lifetime -------------------------------------- */
@@ -506,6 +512,40 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     return rc;
 }
 
+static void unref(struct sess_store *st, struct sess *s, bool touch);
+
+/*
+ * Link a new session s and journal it whole (create, fork, import) before
+ * anyone learns its id; destroys s on failure. It is linked holding a
+ * reference, so it cannot be evicted or expire before its record is
+ * written (a delete record ahead of its create would resurrect it); a
+ * failed record unlinks it again.
+ */
+static enum core_status link_journaled(struct sess_store *st, struct sess *s,
+                                       char *id_out)
+{
+    s->refs = 1;
+    enum core_status rc = sess_link(st, s, 0, id_out);
+    if (rc != CORE_OK) {
+        s->refs = 0;
+        sess_destroy(s);
+        return rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    rc = sess_dur_sess(st, s);
+    if (rc != CORE_OK) {
+        struct sess *grave = NULL;
+        pthread_mutex_lock(&st->mu);
+        if (s->linked) {
+            unlink_sess(st, s, &grave, false);
+            st->created--;
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    unref(st, s, true);
+    return rc;
+}
+
 enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
                              char *id)
 {
@@ -513,10 +553,7 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
     struct sess *s = sess_new_from_spec(spec, &rc);
     if (!s)
         return rc;
-    rc = sess_link(st, s, 0, id);
-    if (rc != CORE_OK)
-        sess_destroy(s);
-    return rc;
+    return link_journaled(st, s, id);
 }
 
 enum core_status sess_acquire(struct sess_store *st, const char *id,
@@ -530,7 +567,7 @@ enum core_status sess_acquire(struct sess_store *st, const char *id,
     double now = sess_now(st);
     struct sess *s = find(st, id);
     if (s && expired(s, now)) {
-        unlink_sess(st, s, &grave);
+        unlink_sess(st, s, &grave, true);
         st->expirations++;
         s = NULL;
     }
@@ -572,6 +609,8 @@ static void unref(struct sess_store *st, struct sess *s, bool touch)
 {
     if (!s)
         return;
+    if (touch)
+        sess_dur_touch(st, s);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&st->mu);
     s->refs--;
@@ -601,13 +640,34 @@ enum core_status sess_delete(struct sess_store *st, const char *id)
         return rc;
     pthread_mutex_lock(&st->mu);
     struct sess *s = find(st, id);
-    if (s) {
-        bool was_expired = expired(s, sess_now(st));
-        unlink_sess(st, s, &grave);
-        if (was_expired)
-            st->expirations++;
-        else
+    if (s && expired(s, sess_now(st))) {
+        unlink_sess(st, s, &grave, true);
+        st->expirations++;
+        s = NULL;
+    }
+    if (s && st->dur) {
+        /* journal first; held meanwhile so it stays, marked so a snapshot
+         * being written waits to see whether it goes */
+        s->refs++;
+        s->dying = true;
+        pthread_mutex_unlock(&st->mu);
+        enum core_status jrc = sess_dur_delete(st, id, false);
+        pthread_mutex_lock(&st->mu);
+        s->dying = false;
+        s->refs--;
+        if (jrc != CORE_OK) {
+            rc = jrc;
+        } else if (s->linked) {
+            unlink_sess(st, s, &grave, false);
             rc = CORE_OK;
+        }
+        if (!s->linked && s->refs == 0 && rc != CORE_OK) {
+            s->hnext = grave;     /* removed by someone else meanwhile */
+            grave = s;
+        }
+    } else if (s) {
+        unlink_sess(st, s, &grave, false);
+        rc = CORE_OK;
     }
     pthread_mutex_unlock(&st->mu);
     bury(grave);
@@ -700,9 +760,10 @@ static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
     return rc;
 }
 
-enum core_status sess_append(struct sess_store *st, struct sess *s,
-                             const void *k, const void *v, size_t m,
-                             long long expected_length)
+/* sess_append without its journal record. */
+static enum core_status append_rows(struct sess_store *st, struct sess *s,
+                                    const void *k, const void *v, size_t m,
+                                    long long expected_length)
 {
     size_t len = kv_length(s->kv), need;
     if (!is_linked(st, s))
@@ -723,6 +784,29 @@ enum core_status sess_append(struct sess_store *st, struct sess *s,
                              .bias_k_heads = s->spec.bias_k_heads,
                              .bias_v_heads = s->spec.bias_v_heads};
     return kv_append(s->kv, &s->spec.params, &in, m);
+}
+
+/* Journal an append that has been applied; rolled back when the record
+ * cannot be written (the answer is then CORE_ESTORAGE). */
+static enum core_status journal_append(struct sess_store *st, struct sess *s,
+                                       const void *k, const void *v, size_t m,
+                                       size_t len0)
+{
+    enum core_status rc = sess_dur_append(st, s, k, v, m);
+    if (rc != CORE_OK) {
+        kv_truncate(s->kv, len0);
+        reaccount(st, s);
+    }
+    return rc;
+}
+
+enum core_status sess_append(struct sess_store *st, struct sess *s,
+                             const void *k, const void *v, size_t m,
+                             long long expected_length)
+{
+    size_t len0 = kv_length(s->kv);
+    enum core_status rc = append_rows(st, s, k, v, m, expected_length);
+    return rc == CORE_OK ? journal_append(st, s, k, v, m, len0) : rc;
 }
 
 enum core_status sess_request(const struct sess *s, const struct sess_query *q,
@@ -772,7 +856,7 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
         return rc;
     size_t len0 = kv_length(s->kv);
     if (m > 0) {
-        rc = sess_append(st, s, k, v, m, -1);
+        rc = append_rows(st, s, k, v, m, -1);
         if (rc != CORE_OK)
             return rc;
     }
@@ -783,6 +867,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
         kv_truncate(s->kv, len0);
         reaccount(st, s);
     }
+    if (rc == CORE_OK && m > 0)
+        rc = journal_append(st, s, k, v, m, len0);
     return rc;
 }
 
@@ -793,6 +879,9 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
         return CORE_ENOTFOUND;
     if (length > kv_length(s->kv))
         return CORE_EINVAL;
+    enum core_status rc = sess_dur_truncate(st, s, length);
+    if (rc != CORE_OK)
+        return rc;
     kv_truncate(s->kv, length);
     reaccount(st, s);
     return CORE_OK;
@@ -813,8 +902,9 @@ enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
     }
     kv_free(f->kv);
     f->kv = copy;
-    rc = is_linked(st, s) ? sess_link(st, f, 0, id) : CORE_ENOTFOUND;
-    if (rc != CORE_OK)
+    if (!is_linked(st, s)) {
         sess_destroy(f);
-    return rc;
+        return CORE_ENOTFOUND;
+    }
+    return link_journaled(st, f, id);
 }

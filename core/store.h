@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "journal.h"
 #include "kv.h"
 #include "status.h"
 
@@ -52,6 +53,14 @@ struct sess_stats {
     uint64_t created;           /* sessions ever created */
     uint64_t evictions;         /* removed by the LRU policy */
     uint64_t expirations;       /* removed by TTL */
+    /* the journal (all 0 without one) */
+    uint64_t journal_bytes;     /* current journal file, header included */
+    uint64_t snapshot_bytes;    /* the last snapshot written */
+    uint64_t journal_records;   /* records written */
+    uint64_t journal_failures;  /* changes refused: their record failed */
+    uint64_t journal_lost;      /* best-effort records (evictions, expiry,
+                                   touches) and fsyncs that failed */
+    uint64_t snapshots;         /* snapshots written */
 };
 
 struct sess_store;
@@ -78,6 +87,37 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
 /* Restore the sessions saved in dir; bad files are logged and skipped. */
 enum core_status sess_store_load(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg);
+
+/* ---- the journal (--state-dir) ------------------------------------------ */
+
+struct sess_journal_config {
+    const char *dir;            /* created if missing */
+    enum jnl_fsync fsync;
+    uint64_t rewrite_min_bytes; /* no snapshot before the journal is this big */
+    sess_log_fn log;
+    void *log_arg;
+};
+
+/*
+ * Restore dir's snapshot and journals into the (empty) store, write a new
+ * snapshot, and from then on journal every change: create, append,
+ * truncate, fork, delete, and (best effort) evictions, expiries and uses.
+ * A change whose record cannot be written fails with CORE_ESTORAGE and
+ * leaves the session as it was. Damaged records end the replay (logged
+ * with how many were kept and dropped). CORE_EIO when dir cannot be used;
+ * a failed first snapshot is logged and retried by maintain.
+ * Call before the store is shared between threads.
+ */
+enum core_status sess_store_open_journal(struct sess_store *st,
+                                         const struct sess_journal_config *cfg);
+
+/* fdatasync the journal (the --fsync everysec timer). */
+enum core_status sess_store_journal_sync(struct sess_store *st);
+
+/* Rewrite the state into a new snapshot when the journal has outgrown the
+ * last one (or when forced, or after a failed write); only one runs at a
+ * time. Sessions are copied one at a time, each under its own lock. */
+enum core_status sess_store_journal_maintain(struct sess_store *st, bool force);
 
 /* ---- sessions ----------------------------------------------------------- */
 

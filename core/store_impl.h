@@ -24,7 +24,13 @@ struct sess {
     double last_used;               /* clock at the last acquire/release */
     struct sess *lru_prev, *lru_next; /* most recently used at lru_head */
     struct sess *hnext;             /* hash chain; graveyard link once removed */
+    /* Journal (core/durable.c): */
+    uint64_t jlsn;                  /* lsn of the last journaled change (mu) */
+    double jtouch;                  /* store clock of the last record (mu) */
+    bool dying;                     /* its delete is being journaled (store mu) */
 };
+
+struct sess_durable;
 
 struct sess_store {
     struct sess_config cfg;         /* cfg.replica_id points at replica */
@@ -38,6 +44,7 @@ struct sess_store {
     uint64_t created, evictions, expirations;
     sess_clock_fn clock;
     void *clock_arg;
+    struct sess_durable *dur;       /* the journal, or NULL (set before use) */
 };
 
 /* Current time of the store's clock (seconds). */
@@ -69,5 +76,48 @@ void sess_unhold(struct sess_store *st, struct sess *s);
 /* Seconds s may still stay idle before expiry (negative: never expires);
  * store mutex held. */
 double sess_expires_in(struct sess_store *st, const struct sess *s);
+
+/* Take a reference on every linked session (without locking them); free
+ * the array; NULL when memory is short. */
+struct sess **sess_hold_all(struct sess_store *st, size_t *n);
+
+/* persist.c: a held session's bytes (the state-file format) into *out
+ * (malloc'd). CORE_ENOMEM. */
+enum core_status sess_encode(struct sess_store *st, struct sess *s,
+                             void **out, size_t *n);
+
+/* persist.c: p[n] as a new unlinked session with its id set and *idle_s
+ * its idle seconds when encoded; NULL, or the reason they are bad (*out
+ * NULL then). */
+const char *sess_decode(const void *p, size_t n, struct sess **out,
+                        double *idle_s);
+
+/* persist.c: remove every <id>.sess file in dir (folded into a snapshot). */
+void sess_remove_state_files(const char *dir);
+
+void sess_logf(sess_log_fn log, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * durable.c: journal records of changes, each CORE_OK at once when the
+ * store has no journal; CORE_ESTORAGE when the record could not be written
+ * (nothing of it is then in the journal). Called with s held (its mu).
+ */
+enum core_status sess_dur_sess(struct sess_store *st, struct sess *s);
+enum core_status sess_dur_append(struct sess_store *st, struct sess *s,
+                                 const void *k, const void *v, size_t m);
+enum core_status sess_dur_truncate(struct sess_store *st, struct sess *s,
+                                   size_t length);
+/* Without s held; best: nothing waits for the disk (eviction and expiry,
+ * under the store mutex) and a failure is only counted. */
+enum core_status sess_dur_delete(struct sess_store *st, const char *id,
+                                 bool best);
+/* A use without a change, written at most every few seconds per session so
+ * the TTL clock survives a restart (best effort). */
+void sess_dur_touch(struct sess_store *st, struct sess *s);
+/* The journal's numbers into out (nothing for NULL). */
+void sess_dur_stats(struct sess_durable *d, struct sess_stats *out);
+/* Free the journal state (sess_store_free). */
+void sess_dur_free(struct sess_durable *d);
 
 #endif

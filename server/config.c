@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/journal.h"
+
 enum opt_kind {
     OPT_STR,        /* char array at off, size len */
     OPT_UINT,       /* unsigned at off, [min, max] */
@@ -26,6 +28,7 @@ enum opt_kind {
     OPT_NUMBER,     /* the same, not a time */
     OPT_LOGFMT,     /* json | text */
     OPT_POLICY,     /* reject | lru */
+    OPT_FSYNC,      /* always | everysec | no */
     OPT_CORS,       /* comma-separated origins */
     OPT_KERNEL,     /* auto | avx512 | avx2 | none */
 };
@@ -69,7 +72,11 @@ static const struct opt opts[] = {
      "fused float32 kernel: auto | avx512 | avx2 | none (narrower ones test a CPU's fallbacks)"},
     {"replica-id", OPT_STR, F(replica_id), 0, 0, "", "prefix of session ids on this replica"},
     {"state-dir", OPT_STR, F(state_dir), 0, 0, "",
-     "save sessions here on drain, restore them on start"},
+     "journal every session change here; restore sessions on start"},
+    {"fsync", OPT_FSYNC, N(fsync_mode), 0, 0, "everysec",
+     "when the journal reaches the disk: always (before each answer) | everysec | no"},
+    {"snapshot-min-bytes", OPT_SIZE, N(snapshot_min_bytes), 0, 1e15, "64m",
+     "rewrite the journal into a snapshot once past this and the last snapshot"},
     {"log-format", OPT_LOGFMT, N(log_format), 0, 0, "json", "json | text"},
     {"log-file", OPT_STR, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens); default stdout"},
     {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
@@ -213,6 +220,16 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
         else
             return false;
         return true;
+    case OPT_FSYNC:
+        if (strcmp(v, "no") == 0)
+            cfg->fsync_mode = JNL_FSYNC_NO;
+        else if (strcmp(v, "everysec") == 0)
+            cfg->fsync_mode = JNL_FSYNC_EVERYSEC;
+        else if (strcmp(v, "always") == 0)
+            cfg->fsync_mode = JNL_FSYNC_ALWAYS;
+        else
+            return false;
+        return true;
     case OPT_CORS:
         return set_cors(cfg, v);
     case OPT_KERNEL:
@@ -242,6 +259,7 @@ static const char *kind_hint(const struct opt *o)
     case OPT_NUMBER: return "a number";
     case OPT_LOGFMT: return "json or text";
     case OPT_POLICY: return "reject or lru";
+    case OPT_FSYNC: return "always, everysec or no";
     case OPT_CORS: return "at most 32 origins, 4095 characters";
     case OPT_KERNEL: return "auto, avx512, avx2 or none";
     case OPT_STR: break;

@@ -38,7 +38,9 @@ struct srv_config {
     bool cache_lru;                 /* --cache-policy lru (else reject) */
     enum attn_kernel kernel;        /* --kernel: the fused kernel asked for */
     char replica_id[64];            /* prefix of session ids, or "" */
-    char state_dir[1024];           /* sessions saved/restored here, or "" */
+    char state_dir[1024];           /* journal and snapshots here, or "" */
+    unsigned fsync_mode;            /* --fsync: enum jnl_fsync */
+    size_t snapshot_min_bytes;      /* no snapshot before the journal is this big */
     enum srv_log_format log_format; /* json | text */
     char log_file[1024];            /* append logs here (SIGHUP reopens), "" = stdout */
     double drain_timeout_s;         /* SIGTERM: longest wait for in-flight requests */

@@ -5,10 +5,12 @@
  * Start: UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
  * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
  * pool that lets one large request use idle cores, the session store
- * (restored from --state-dir), the transport, the port file.
- * Run: a 1 s housekeeping timer queues a TTL sweep on the pool.
+ * (restored from --state-dir's snapshot and journal), the transport, the
+ * port file.
+ * Run: a 1 s housekeeping timer queues a TTL sweep, the journal's fsync
+ * (--fsync everysec) and its snapshot rewrite on the pool.
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
- * let in-flight requests finish, save sessions, close everything, exit 0;
+ * let in-flight requests finish, write a snapshot, close everything, exit 0;
  * past --drain-timeout with requests still computing: exit 1 at once. A
  * second signal during a drain exits at once as well.
  */
@@ -44,8 +46,9 @@ struct proc {
     uv_timer_t housekeeping;
     uv_timer_t drain_timer;         /* --drain-timeout */
     uv_timer_t finish_timer;        /* runs finish() outside the transport */
-    uv_work_t sweep;                /* TTL sweep on the pool */
-    bool sweeping;
+    uv_work_t sweep;                /* TTL sweep and snapshot on the pool */
+    uv_work_t fsync;                /* --fsync everysec on the pool */
+    bool sweeping, syncing;
     bool draining, finished;
     bool handles_ready;             /* loop and handles initialised */
     int exit_code;
@@ -125,11 +128,20 @@ static struct sess_store *store_open(const struct srv_config *cfg)
             sess_store_free(st);
             return NULL;
         }
-        enum core_status rc = sess_store_load(st, cfg->state_dir, store_log, NULL);
+        struct sess_journal_config jc = {
+            .dir = cfg->state_dir, .fsync = (enum jnl_fsync)cfg->fsync_mode,
+            .rewrite_min_bytes = cfg->snapshot_min_bytes, .log = store_log};
+        enum core_status rc = sess_store_open_journal(st, &jc);
+        if (rc != CORE_OK) {
+            srv_log_msgf("error", "--state-dir %s: cannot open the journal: %s",
+                         cfg->state_dir, core_status_text(rc));
+            sess_store_free(st);
+            return NULL;
+        }
         struct sess_stats s;
         sess_store_stats(st, &s);
-        srv_log_msgf(rc == CORE_OK ? "info" : "warn", "sessions restored from %s: %zu%s",
-                     cfg->state_dir, s.sessions, rc == CORE_OK ? "" : " (with errors)");
+        srv_log_msgf("info", "sessions restored from %s: %zu", cfg->state_dir,
+                     s.sessions);
     }
     return st;
 }
@@ -138,14 +150,15 @@ static void store_save(struct proc *p)
 {
     if (!p->store || !p->cfg->state_dir[0])
         return;
+    /* every change is in the journal already; a snapshot makes the next
+     * start quick */
     struct sess_stats s;
     sess_store_stats(p->store, &s);
-    enum core_status rc = sess_store_save(p->store, p->cfg->state_dir, store_log, NULL);
-    if (rc == CORE_OK)
+    if (sess_store_journal_maintain(p->store, true) == CORE_OK)
         srv_log_msgf("info", "sessions saved to %s: %zu", p->cfg->state_dir, s.sessions);
     else
-        srv_log_msgf("error", "sessions: saving to %s failed (%s); previous state kept",
-                     p->cfg->state_dir, core_status_text(rc));
+        srv_log_msgf("warn", "sessions: the final snapshot failed; the journal "
+                     "in %s has every change", p->cfg->state_dir);
 }
 
 static void sweep_work(uv_work_t *w)
@@ -154,6 +167,20 @@ static void sweep_work(uv_work_t *w)
     size_t n = sess_store_sweep(p->store);
     if (n > 0)
         srv_log_msgf("info", "sessions expired: %zu", n);
+    sess_store_journal_maintain(p->store, false);
+}
+
+static void fsync_work(uv_work_t *w)
+{
+    struct proc *p = w->data;
+    sess_store_journal_sync(p->store);
+}
+
+static void fsync_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct proc *p = w->data;
+    p->syncing = false;
 }
 
 static void sweep_done(uv_work_t *w, int status)
@@ -168,7 +195,13 @@ static void housekeeping_cb(uv_timer_t *t)
     struct proc *p = t->data;
     if (p->limits)
         srv_limits_sweep(p->limits, uv_hrtime());
-    if (!p->store || p->sweeping || p->draining)
+    if (!p->store || p->draining)
+        return;
+    p->fsync.data = p;
+    if (p->cfg->state_dir[0] && p->cfg->fsync_mode == JNL_FSYNC_EVERYSEC &&
+        !p->syncing && uv_queue_work(&p->loop, &p->fsync, fsync_work, fsync_done) == 0)
+        p->syncing = true;
+    if (p->sweeping)
         return;
     p->sweep.data = p;
     if (uv_queue_work(&p->loop, &p->sweep, sweep_work, sweep_done) == 0)

@@ -290,6 +290,29 @@ static void render_sessions(struct out *o, struct sess_store *st)
             "attnd_session_expirations_total %llu\n",
          s.sessions, s.bytes,
          (unsigned long long)s.evictions, (unsigned long long)s.expirations);
+    outf(o, "# HELP attnd_journal_bytes Bytes of the current session journal.\n"
+            "# TYPE attnd_journal_bytes gauge\n"
+            "attnd_journal_bytes %llu\n"
+            "# HELP attnd_snapshot_bytes Bytes of the last session snapshot.\n"
+            "# TYPE attnd_snapshot_bytes gauge\n"
+            "attnd_snapshot_bytes %llu\n"
+            "# HELP attnd_journal_records_total Records written to the journal.\n"
+            "# TYPE attnd_journal_records_total counter\n"
+            "attnd_journal_records_total %llu\n"
+            "# HELP attnd_journal_write_failures_total Changes refused (503 "
+            "storage_unavailable): their journal record could not be written.\n"
+            "# TYPE attnd_journal_write_failures_total counter\n"
+            "attnd_journal_write_failures_total %llu\n"
+            "# HELP attnd_journal_lost_total Best-effort records (evictions, expiries, "
+            "uses) and fsyncs that failed.\n"
+            "# TYPE attnd_journal_lost_total counter\n"
+            "attnd_journal_lost_total %llu\n"
+            "# HELP attnd_snapshots_total Session snapshots written.\n"
+            "# TYPE attnd_snapshots_total counter\n"
+            "attnd_snapshots_total %llu\n",
+         (unsigned long long)s.journal_bytes, (unsigned long long)s.snapshot_bytes,
+         (unsigned long long)s.journal_records, (unsigned long long)s.journal_failures,
+         (unsigned long long)s.journal_lost, (unsigned long long)s.snapshots);
 }
 
 char *srv_metrics_render(void *arg, size_t *len)

@@ -1,0 +1,832 @@
+/*
+ * core/durable.c — the session store's journal and snapshots (the
+ * sess_store_*journal* functions of store.h, the sess_dur_* hooks of
+ * store_impl.h).
+ *
+ * Files in the state directory, generation G a 16-hex-digit number:
+ *   snapshot.G   every session when generation G began (a jnl file of
+ *                SESS records, core/journal.h), written as .snapshot.G.tmp,
+ *                fsync'd, renamed, directory fsync'd
+ *   journal.G    every change since generation G began
+ * Start-up loads the newest snapshot S, then replays journal.M for every
+ * M >= S in order, stopping for good at the first damaged record (the file
+ * is kept as journal.M.damaged). A new generation then begins and older
+ * files go once its snapshot is on disk.
+ *
+ * Records (payload of a jnl record; lsn: one counter for the store):
+ *   u32 type, f64 wall-clock seconds of the change, then by type:
+ *   SESS    a whole session (persist.c's encoding): create, fork, snapshot
+ *   APPEND  u32 id_len, id, u64 m, u64 k_bytes, u64 v_bytes, raw k, raw v
+ *           (as given to sess_append: replay prepares them the same way)
+ *   TRUNC   u32 id_len, id, u64 length
+ *   DELETE  u32 id_len, id
+ *   TOUCH   u32 id_len, id (a use: the TTL clock)
+ * A session remembers the lsn of its last change (jlsn). A snapshot holds
+ * each session at some point after its generation began, with that lsn, so
+ * replay applies a record to a session only when its lsn is newer than the
+ * session's: records the snapshot already holds are skipped. This works
+ * because every change is applied and journaled under the session's own
+ * lock (an append is applied, then journaled, and rolled back if the record
+ * fails; a truncate is journaled, then applied), and a snapshot copies a
+ * session under that same lock; a delete is journaled before the session
+ * is unlinked, with the session marked so the snapshot waits for the
+ * outcome. A fork or create is journaled whole, so its record never depends
+ * on another session's state at the time.
+ *
+ * Time to live: records carry the wall clock, so a session idle for longer
+ * than its TTL across a restart is not brought back; uses without a change
+ * are journaled at most once a second per session (TOUCH).
+ *
+ * Locks: the journal mutex is the innermost lock (taken under a session's
+ * mutex or the store mutex, never the other way).
+ */
+#include "store_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum rec_type { REC_SESS = 1, REC_APPEND, REC_TRUNC, REC_DELETE, REC_TOUCH };
+
+#define TOUCH_EVERY_S 1.0
+#define REWRITE_RETRY_S 10.0
+
+struct sess_durable {
+    pthread_mutex_t mu;             /* guards all below */
+    pthread_cond_t idle;            /* syncing dropped to 0 */
+    char dir[1024];
+    enum jnl_fsync mode;
+    uint64_t rewrite_min;
+    sess_log_fn log;
+    void *log_arg;
+    struct jnl *j;                  /* the current journal, or NULL */
+    uint64_t gen;                   /* its generation */
+    uint64_t next_lsn;
+    uint64_t snapshot_bytes;
+    int syncing;                    /* fsyncs running outside the mutex */
+    bool rewriting;
+    bool failing;                   /* the last write failed (log once) */
+    double retry_at;                /* store clock: next rewrite after a failure */
+    uint64_t records, failures, lost, snapshots;
+};
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void name_of(char *out, size_t size, const char *dir, const char *pre,
+                    uint64_t gen, const char *suf)
+{
+    snprintf(out, size, "%s/%s%016" PRIx64 "%s", dir, pre, gen, suf);
+}
+
+/* ---- writing records ------------------------------------------------------ */
+
+struct rec_head {
+    uint32_t type;
+    double wall;
+};
+
+/* Write one record (parts[0] is filled with the head); *lsn_out (may be
+ * NULL) gets its lsn. best: counted as lost, not as a refused change, and
+ * never waits for the disk. */
+static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
+                                  struct iovec *parts, int n, bool best,
+                                  uint64_t *lsn_out)
+{
+    unsigned char head[12];
+    uint32_t t = type;
+    double w = wall_now();
+    memcpy(head, &t, 4);
+    memcpy(head + 4, &w, 8);
+    parts[0] = (struct iovec){head, sizeof head};
+    int e = ENOENT;
+    pthread_mutex_lock(&d->mu);
+    uint64_t lsn = d->next_lsn++;
+    enum core_status rc = d->j ? jnl_append(d->j, lsn, parts, n, best, &e)
+                               : CORE_ESTORAGE;
+    bool was_failing = d->failing;
+    if (rc == CORE_OK) {
+        d->records++;
+        d->failing = false;
+    } else {
+        if (best)
+            d->lost++;
+        else
+            d->failures++;
+        d->failing = true;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (rc != CORE_OK && !was_failing)
+        sess_logf(d->log, d->log_arg, "journal: writing a record failed (%s); "
+                  "changes are refused until it succeeds", strerror(e));
+    else if (rc == CORE_OK && was_failing)
+        sess_logf(d->log, d->log_arg, "journal: writes succeed again");
+    if (rc == CORE_OK && lsn_out)
+        *lsn_out = lsn;
+    return rc;
+}
+
+enum core_status sess_dur_sess(struct sess_store *st, struct sess *s)
+{
+    if (!st->dur)
+        return CORE_OK;
+    void *blob;
+    size_t n;
+    if (sess_encode(st, s, &blob, &n) != CORE_OK)
+        return CORE_ENOMEM;
+    struct iovec parts[2] = {{0}, {blob, n}};
+    enum core_status rc = write_rec(st->dur, REC_SESS, parts, 2, false,
+                                    &s->jlsn);
+    free(blob);
+    if (rc == CORE_OK)
+        s->jtouch = sess_now(st);
+    return rc;
+}
+
+/* Sets parts[1..2] to the id; idlen must outlive the write. */
+static void id_parts(struct iovec *parts, const char *id, uint32_t *idlen)
+{
+    *idlen = (uint32_t)strlen(id);
+    parts[1] = (struct iovec){idlen, 4};
+    parts[2] = (struct iovec){(void *)id, *idlen};
+}
+
+enum core_status sess_dur_append(struct sess_store *st, struct sess *s,
+                                 const void *k, const void *v, size_t m)
+{
+    if (!st->dur)
+        return CORE_OK;
+    const struct attn_shape *sh = &s->spec.shape;
+    size_t es = attn_dtype_size(s->spec.params.dtype);
+    uint64_t sizes[3] = {m, (uint64_t)m * sh->h_kv * sh->d_k * es,
+                         (uint64_t)m * sh->h_kv * sh->d_v * es};
+    uint32_t idlen;
+    struct iovec parts[6];
+    id_parts(parts, s->id, &idlen);
+    parts[3] = (struct iovec){sizes, sizeof sizes};
+    parts[4] = (struct iovec){(void *)k, sizes[1]};
+    parts[5] = (struct iovec){(void *)v, sizes[2]};
+    enum core_status rc = write_rec(st->dur, REC_APPEND, parts, 6, false,
+                                    &s->jlsn);
+    if (rc == CORE_OK)
+        s->jtouch = sess_now(st);
+    return rc;
+}
+
+enum core_status sess_dur_truncate(struct sess_store *st, struct sess *s,
+                                   size_t length)
+{
+    if (!st->dur)
+        return CORE_OK;
+    uint64_t len = length;
+    uint32_t idlen;
+    struct iovec parts[4];
+    id_parts(parts, s->id, &idlen);
+    parts[3] = (struct iovec){&len, sizeof len};
+    enum core_status rc = write_rec(st->dur, REC_TRUNC, parts, 4, false,
+                                    &s->jlsn);
+    if (rc == CORE_OK)
+        s->jtouch = sess_now(st);
+    return rc;
+}
+
+enum core_status sess_dur_delete(struct sess_store *st, const char *id,
+                                 bool best)
+{
+    if (!st->dur)
+        return CORE_OK;
+    uint32_t idlen;
+    struct iovec parts[3];
+    id_parts(parts, id, &idlen);
+    return write_rec(st->dur, REC_DELETE, parts, 3, best, NULL);
+}
+
+void sess_dur_touch(struct sess_store *st, struct sess *s)
+{
+    if (!st->dur || !(s->spec.ttl_s > 0))
+        return;
+    double now = sess_now(st);
+    if (now - s->jtouch < TOUCH_EVERY_S)
+        return;
+    uint32_t idlen;
+    struct iovec parts[3];
+    id_parts(parts, s->id, &idlen);
+    if (write_rec(st->dur, REC_TOUCH, parts, 3, true, NULL) == CORE_OK)
+        s->jtouch = now;
+}
+
+/* ---- reading records -------------------------------------------------------- */
+
+/* A cursor over one record's payload. */
+struct cur {
+    const unsigned char *p;
+    size_t left;
+    bool bad;
+};
+
+static void take(struct cur *c, void *out, size_t n)
+{
+    if (c->bad || n > c->left) {
+        c->bad = true;
+        memset(out, 0, n);
+        return;
+    }
+    memcpy(out, c->p, n);
+    c->p += n;
+    c->left -= n;
+}
+
+/* The id of a record into id[SESS_ID_MAX]; false when malformed. */
+static bool take_id(struct cur *c, char *id)
+{
+    uint32_t n = 0;
+    take(c, &n, 4);
+    if (c->bad || n == 0 || n >= SESS_ID_MAX || n > c->left)
+        return false;
+    take(c, id, n);
+    id[n] = '\0';
+    return memchr(id, '\0', n) == NULL;
+}
+
+/* What a replay has seen. */
+struct replay {
+    uint64_t applied, skipped, failed, max_lsn;
+};
+
+/* A copy of n bytes at p with the alignment of any element type. */
+static void *aligned_copy(const unsigned char *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
+                       double wall, struct cur *c)
+{
+    struct sess *s;
+    double idle = 0;
+    if (sess_decode(c->p, c->left, &s, &idle) != NULL) {
+        rp->failed++;
+        return;
+    }
+    if (sess_exists(st, s->id)) {       /* the snapshot already has it */
+        sess_destroy(s);
+        rp->skipped++;
+        return;
+    }
+    s->jlsn = lsn;
+    s->jtouch = wall - idle;            /* wall clock until the replay ends */
+    if (sess_link(st, s, 0, NULL) != CORE_OK) {
+        sess_destroy(s);
+        rp->failed++;
+        return;
+    }
+    rp->applied++;
+}
+
+/* Apply one change record to the session it names. */
+static void apply_change(struct sess_store *st, struct replay *rp,
+                         enum rec_type type, uint64_t lsn, double wall,
+                         struct cur *c, const char *id)
+{
+    uint64_t sizes[3] = {0};
+    if (type == REC_APPEND) {
+        take(c, sizes, sizeof sizes);
+        if (c->bad || sizes[1] > c->left || sizes[2] != c->left - sizes[1]) {
+            c->bad = true;
+            return;
+        }
+    } else if (type == REC_TRUNC) {
+        take(c, sizes, 8);
+    }
+    if (c->bad || c->left != (type == REC_APPEND ? sizes[1] + sizes[2] : 0)) {
+        c->bad = true;
+        return;
+    }
+    if (type == REC_DELETE) {
+        if (sess_delete(st, id) == CORE_OK)
+            rp->applied++;
+        else
+            rp->skipped++;
+        return;
+    }
+    struct sess *s;
+    if (sess_acquire(st, id, &s) != CORE_OK) {
+        rp->skipped++;              /* deleted, evicted or never restored */
+        return;
+    }
+    if (type == REC_TOUCH) {
+        if (wall > s->jtouch)
+            s->jtouch = wall;
+        rp->applied++;
+    } else if (lsn <= s->jlsn) {
+        rp->skipped++;
+    } else {
+        enum core_status rc;
+        if (type == REC_TRUNC) {
+            rc = sizes[0] <= SIZE_MAX ? sess_truncate(st, s, (size_t)sizes[0])
+                                      : CORE_EINVAL;
+        } else {
+            const struct attn_shape *sh = &s->spec.shape;
+            size_t es = attn_dtype_size(s->spec.params.dtype), kb, vb;
+            bool fits = sizes[0] > 0 && sizes[0] <= SIZE_MAX &&
+                        core_mul3((size_t)sizes[0], sh->h_kv, sh->d_k * es, &kb) &&
+                        core_mul3((size_t)sizes[0], sh->h_kv, sh->d_v * es, &vb) &&
+                        kb == sizes[1] && vb == sizes[2];
+            void *k = fits ? aligned_copy(c->p, kb) : NULL;
+            void *v = fits ? aligned_copy(c->p + kb, vb) : NULL;
+            rc = k && v ? sess_append(st, s, k, v, (size_t)sizes[0], -1)
+                        : CORE_EINVAL;
+            free(k);
+            free(v);
+        }
+        if (rc == CORE_OK) {
+            s->jlsn = lsn;
+            s->jtouch = wall;
+            rp->applied++;
+        } else {
+            rp->failed++;
+        }
+    }
+    /* the session's clocks are set when the replay ends; no journal yet */
+    sess_unhold(st, s);
+}
+
+/* Apply one record; false when its payload is malformed (treated as damage). */
+static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
+                  const void *p, size_t n, bool snapshot)
+{
+    struct cur c = {.p = p, .left = n};
+    uint32_t type = 0;
+    double wall = 0;
+    take(&c, &type, 4);
+    take(&c, &wall, 8);
+    if (c.bad || isnan(wall))
+        return false;
+    if (lsn > rp->max_lsn)
+        rp->max_lsn = lsn;
+    if (type == REC_SESS) {
+        apply_sess(st, rp, lsn, wall, &c);
+        return true;
+    }
+    char id[SESS_ID_MAX];
+    if (snapshot || type < REC_APPEND || type > REC_TOUCH || !take_id(&c, id))
+        return false;
+    apply_change(st, rp, (enum rec_type)type, lsn, wall, &c, id);
+    return !c.bad;
+}
+
+/*
+ * Replay one file into the store. false when it was damaged (logged with
+ * what was kept and dropped; the caller applies nothing after it).
+ */
+static bool replay_file(struct sess_store *st, struct sess_durable *d,
+                        struct replay *rp, const char *path, bool snapshot,
+                        uint64_t *dropped)
+{
+    *dropped = 0;
+    struct jnl_reader r;
+    enum core_status rc = jnl_read_open(&r, path, snapshot ? JNL_MAGIC_SNAPSHOT
+                                                         : JNL_MAGIC_JOURNAL);
+    if (rc == CORE_ENOTFOUND)
+        return true;
+    if (rc != CORE_OK) {
+        sess_logf(d->log, d->log_arg, "journal: %s unreadable (%s): 0 records "
+                  "kept, the file dropped", path, r.why);
+        *dropped = 2;
+        return false;
+    }
+    uint64_t lsn;
+    const void *p;
+    size_t n;
+    int got;
+    while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1) {
+        if (!apply(st, rp, lsn, p, n, snapshot)) {
+            r.kept--;
+            r.off -= JNL_FRAME_BYTES + n;
+            r.why = "malformed record";
+            got = -1;
+            break;
+        }
+    }
+    bool ok = got == 0;
+    if (ok) {
+        sess_logf(d->log, d->log_arg, "journal: %s: %" PRIu64 " records kept, "
+                  "0 dropped", path, r.kept);
+    } else {
+        uint64_t bytes;
+        *dropped = jnl_read_rest(&r, &bytes);
+        sess_logf(d->log, d->log_arg, "journal: %s: %s at byte %zu: %" PRIu64
+                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); "
+                  "nothing after it is applied", path, r.why, r.off, r.kept,
+                  *dropped, bytes);
+    }
+    jnl_read_close(&r);
+    return ok;
+}
+
+/* Generations of snapshot.G and journal.G files in dir. */
+struct gens {
+    uint64_t *journal;
+    size_t n_journal;
+    uint64_t snapshot;              /* newest; 0 = none */
+    uint64_t max;
+};
+
+static bool parse_gen(const char *name, const char *pre, uint64_t *g)
+{
+    size_t k = strlen(pre);
+    if (strncmp(name, pre, k) != 0 || strlen(name) != k + 16)
+        return false;
+    uint64_t v = 0;
+    for (const char *q = name + k; *q; q++) {
+        int x = *q >= '0' && *q <= '9' ? *q - '0'
+              : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+        if (x < 0)
+            return false;
+        v = v << 4 | (uint64_t)x;
+    }
+    *g = v;
+    return v > 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool scan_gens(const char *dir, struct gens *g)
+{
+    memset(g, 0, sizeof *g);
+    DIR *dd = opendir(dir);
+    if (!dd)
+        return false;
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)) != NULL) {
+        uint64_t v;
+        if (parse_gen(e->d_name, "snapshot.", &v)) {
+            if (v > g->snapshot)
+                g->snapshot = v;
+        } else if (parse_gen(e->d_name, "journal.", &v)) {
+            if (g->n_journal == cap) {
+                cap = cap ? cap * 2 : 8;
+                uint64_t *q = realloc(g->journal, cap * sizeof *q);
+                if (!q)
+                    break;
+                g->journal = q;
+            }
+            g->journal[g->n_journal++] = v;
+        } else {
+            continue;
+        }
+        if (v > g->max)
+            g->max = v;
+    }
+    closedir(dd);
+    qsort(g->journal, g->n_journal, sizeof *g->journal, cmp_u64);
+    return true;
+}
+
+/* The store's sessions take their idle time from the replayed wall clock. */
+static void settle_clocks(struct sess_store *st)
+{
+    double wall = wall_now();
+    pthread_mutex_lock(&st->mu);
+    double now = sess_now(st);
+    for (struct sess *s = st->lru_head; s; s = s->lru_next) {
+        double idle = wall - s->jtouch;
+        s->last_used = now - (idle > 0 ? idle : 0);
+        s->jtouch = now - TOUCH_EVERY_S;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Replay everything in d->dir; sets d->next_lsn and d->gen. */
+static void replay_dir(struct sess_store *st, struct sess_durable *d)
+{
+    struct gens g;
+    char path[1100];
+    struct replay rp = {0};
+    if (!scan_gens(d->dir, &g))
+        return;
+    /* A crash leaves at most one torn record at the end of the last
+     * journal; any other damage keeps the file, and every file after it,
+     * as NAME.damaged (never read again) */
+    bool ok = true, keep = false;
+    for (size_t i = 0; i <= g.n_journal; i++) {
+        bool snap = i == 0;
+        uint64_t gen = snap ? g.snapshot : g.journal[i - 1], dropped = 0;
+        if (gen == 0 || gen < g.snapshot)
+            continue;
+        name_of(path, sizeof path, d->dir, snap ? "snapshot." : "journal.",
+                gen, "");
+        if (ok) {
+            ok = replay_file(st, d, &rp, path, snap, &dropped);
+            keep = !ok && (snap || dropped > 1 || i < g.n_journal);
+        }
+        if (!ok && keep) {
+            char kept[1200];
+            snprintf(kept, sizeof kept, "%s.damaged", path);
+            rename(path, kept);
+        }
+    }
+    free(g.journal);
+    settle_clocks(st);
+    size_t expired = sess_store_sweep(st);
+    struct sess_stats ss;
+    sess_store_stats(st, &ss);
+    if (g.max > 0)
+        sess_logf(d->log, d->log_arg, "journal: replayed %" PRIu64 " changes "
+                  "(%" PRIu64 " already held, %" PRIu64 " failed); %zu "
+                  "sessions, %zu expired meanwhile", rp.applied, rp.skipped,
+                  rp.failed, ss.sessions, expired);
+    d->next_lsn = rp.max_lsn + 1;
+    d->gen = g.max;
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+/* Remove snapshot.G / journal.G files older than gen (and stray temps). */
+static void remove_old(const char *dir, uint64_t gen)
+{
+    DIR *dd = opendir(dir);
+    if (!dd)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dd)) != NULL) {
+        uint64_t v;
+        if ((parse_gen(e->d_name, "snapshot.", &v) ||
+             parse_gen(e->d_name, "journal.", &v)) && v < gen)
+            unlinkat(dirfd(dd), e->d_name, 0);
+    }
+    closedir(dd);
+}
+
+/* Start generation d->gen + 1 (unless the journal is still empty); with
+ * d->mu held. */
+static enum core_status switch_journal(struct sess_durable *d, int *err)
+{
+    if (d->j && !jnl_broken(d->j) && jnl_size(d->j) == JNL_HEADER_BYTES)
+        return CORE_OK;
+    char path[1100];
+    name_of(path, sizeof path, d->dir, "journal.", d->gen + 1, "");
+    unlink(path);                   /* a leftover of a failed start */
+    struct jnl *nj = jnl_create(path, JNL_MAGIC_JOURNAL, d->gen + 1, d->mode,
+                                err);
+    if (!nj)
+        return CORE_ESTORAGE;
+    while (d->syncing > 0)
+        pthread_cond_wait(&d->idle, &d->mu);
+    if (d->j) {
+        if (jnl_sync(d->j, NULL) != CORE_OK)
+            d->lost++;
+        jnl_close(d->j);
+    }
+    d->j = nj;
+    d->gen++;
+    return CORE_OK;
+}
+
+/* Copy one held session into the snapshot; false when the write failed. */
+static bool snap_one(struct sess_store *st, struct sess *s, struct jnl *sj,
+                     uint64_t *count, int *err)
+{
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        pthread_mutex_lock(&st->mu);
+        bool linked = s->linked, dying = s->dying;
+        pthread_mutex_unlock(&st->mu);
+        if (!dying || !linked) {
+            if (!linked) {
+                sess_unhold(st, s);
+                return true;
+            }
+            break;
+        }
+        /* its delete is being journaled: wait for the outcome */
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    void *blob;
+    size_t n;
+    uint64_t lsn = s->jlsn;
+    enum core_status rc = sess_encode(st, s, &blob, &n);
+    sess_unhold(st, s);
+    if (rc != CORE_OK) {
+        *err = ENOMEM;
+        return false;
+    }
+    unsigned char head[12];
+    uint32_t t = REC_SESS;
+    double w = wall_now();
+    memcpy(head, &t, 4);
+    memcpy(head + 4, &w, 8);
+    struct iovec parts[2] = {{head, sizeof head}, {blob, n}};
+    rc = jnl_append(sj, lsn, parts, 2, true, err);
+    free(blob);
+    if (rc == CORE_OK)
+        (*count)++;
+    return rc == CORE_OK;
+}
+
+/* Write snapshot.gen of every session; CORE_ESTORAGE with *err set. */
+static enum core_status write_snapshot(struct sess_store *st,
+                                       struct sess_durable *d, uint64_t gen,
+                                       uint64_t *bytes, uint64_t *count,
+                                       int *err)
+{
+    char tmp[1100], fin[1100];
+    name_of(tmp, sizeof tmp, d->dir, ".snapshot.", gen, ".tmp");
+    name_of(fin, sizeof fin, d->dir, "snapshot.", gen, "");
+    unlink(tmp);
+    struct jnl *sj = jnl_create(tmp, JNL_MAGIC_SNAPSHOT, gen, JNL_FSYNC_NO, err);
+    if (!sj)
+        return CORE_ESTORAGE;
+    size_t n;
+    struct sess **all = sess_hold_all(st, &n);
+    bool ok = all != NULL;
+    if (!ok)
+        *err = ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (ok)
+            ok = snap_one(st, all[i], sj, count, err);
+        else {
+            pthread_mutex_lock(&all[i]->mu);
+            sess_unhold(st, all[i]);
+        }
+    }
+    free(all);
+    if (ok)
+        ok = jnl_sync(sj, err) == CORE_OK;
+    *bytes = jnl_size(sj);
+    jnl_close(sj);
+    if (ok && rename(tmp, fin) != 0) {
+        *err = errno;
+        ok = false;
+    }
+    if (!ok) {
+        unlink(tmp);
+        return CORE_ESTORAGE;
+    }
+    int dfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0)
+            ok = false;
+        close(dfd);
+    }
+    if (!ok) {
+        *err = errno;
+        return CORE_ESTORAGE;
+    }
+    remove_old(d->dir, gen);
+    return CORE_OK;
+}
+
+enum core_status sess_store_journal_maintain(struct sess_store *st, bool force)
+{
+    struct sess_durable *d = st->dur;
+    if (!d)
+        return CORE_OK;
+    double now = sess_now(st);
+    pthread_mutex_lock(&d->mu);
+    bool broken = !d->j || jnl_broken(d->j);
+    uint64_t size = d->j ? jnl_size(d->j) : 0;
+    bool due = force || broken ||
+               (size > d->rewrite_min && size > d->snapshot_bytes);
+    if (d->rewriting || !due || (!force && now < d->retry_at)) {
+        pthread_mutex_unlock(&d->mu);
+        return CORE_OK;
+    }
+    int err = 0;
+    enum core_status rc = switch_journal(d, &err);
+    uint64_t gen = d->gen;
+    d->rewriting = rc == CORE_OK;
+    pthread_mutex_unlock(&d->mu);
+    uint64_t bytes = 0, count = 0;
+    if (rc == CORE_OK)
+        rc = write_snapshot(st, d, gen, &bytes, &count, &err);
+    pthread_mutex_lock(&d->mu);
+    d->rewriting = false;
+    if (rc == CORE_OK) {
+        d->snapshot_bytes = bytes;
+        d->snapshots++;
+    } else {
+        d->retry_at = now + REWRITE_RETRY_S;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (rc == CORE_OK)
+        sess_logf(d->log, d->log_arg, "journal: snapshot %016" PRIx64 " written: "
+                  "%" PRIu64 " sessions, %" PRIu64 " bytes", gen, count, bytes);
+    else
+        sess_logf(d->log, d->log_arg, "journal: snapshot failed (%s); the "
+                  "journal is kept, retried in %gs", strerror(err),
+                  REWRITE_RETRY_S);
+    return rc;
+}
+
+enum core_status sess_store_journal_sync(struct sess_store *st)
+{
+    struct sess_durable *d = st->dur;
+    if (!d)
+        return CORE_OK;
+    pthread_mutex_lock(&d->mu);
+    struct jnl *j = d->j;
+    if (!j || d->mode == JNL_FSYNC_NO) {
+        pthread_mutex_unlock(&d->mu);
+        return CORE_OK;
+    }
+    d->syncing++;                   /* j is not closed while this runs */
+    pthread_mutex_unlock(&d->mu);
+    int err = 0;
+    enum core_status rc = jnl_sync(j, &err);
+    pthread_mutex_lock(&d->mu);
+    if (rc != CORE_OK)
+        d->lost++;
+    if (--d->syncing == 0)
+        pthread_cond_broadcast(&d->idle);
+    pthread_mutex_unlock(&d->mu);
+    if (rc != CORE_OK)
+        sess_logf(d->log, d->log_arg, "journal: fsync failed (%s); a new "
+                  "snapshot will be written", strerror(err));
+    return rc;
+}
+
+/* ---- opening and closing ---------------------------------------------------- */
+
+enum core_status sess_store_open_journal(struct sess_store *st,
+                                         const struct sess_journal_config *cfg)
+{
+    if (st->dur || strlen(cfg->dir) >= sizeof st->dur->dir)
+        return CORE_EINVAL;
+    if (mkdir(cfg->dir, 0700) != 0 && errno != EEXIST) {
+        sess_logf(cfg->log, cfg->log_arg, "journal: cannot create %s: %s",
+                  cfg->dir, strerror(errno));
+        return CORE_EIO;
+    }
+    struct sess_durable *d = calloc(1, sizeof *d);
+    if (!d)
+        return CORE_ENOMEM;
+    if (pthread_mutex_init(&d->mu, NULL) != 0) {
+        free(d);
+        return CORE_ENOMEM;
+    }
+    pthread_cond_init(&d->idle, NULL);
+    snprintf(d->dir, sizeof d->dir, "%s", cfg->dir);
+    d->mode = cfg->fsync;
+    d->rewrite_min = cfg->rewrite_min_bytes;
+    d->log = cfg->log;
+    d->log_arg = cfg->log_arg;
+    replay_dir(st, d);
+    /* state files of a drain by an older attnd: taken in, then folded into
+     * the snapshot below (and removed once it is on disk) */
+    sess_store_load(st, cfg->dir, cfg->log, cfg->log_arg);
+    st->dur = d;
+    if (sess_store_journal_maintain(st, true) == CORE_OK)
+        sess_remove_state_files(cfg->dir);
+    return CORE_OK;
+}
+
+void sess_dur_stats(struct sess_durable *d, struct sess_stats *out)
+{
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    out->journal_bytes = d->j ? jnl_size(d->j) : 0;
+    out->snapshot_bytes = d->snapshot_bytes;
+    out->journal_records = d->records;
+    out->journal_failures = d->failures;
+    out->journal_lost = d->lost;
+    out->snapshots = d->snapshots;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void sess_dur_free(struct sess_durable *d)
+{
+    if (!d)
+        return;
+    if (d->j) {
+        jnl_sync(d->j, NULL);
+        jnl_close(d->j);
+    }
+    pthread_cond_destroy(&d->idle);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}

@@ -1,0 +1,118 @@
+/*
+ * core/journal.h — an append-only file of checksummed records (the write-ahead
+ * journal of --state-dir, and the snapshot file, which has the same framing).
+ *
+ * File: a 24-byte header, then records.
+ *   header: 8-byte magic ("ATTNDJNL" or "ATTNDSNP"), u32 version = 1,
+ *           u32 byte-order mark 0x01020304, u64 generation
+ *   record: u32 len, u64 lsn, (len - 8) payload bytes, u32 crc
+ *           len counts lsn and payload; crc is CRC-32C of those len bytes
+ * Integers are in host byte order (the mark makes a file from another byte
+ * order unreadable rather than misread). The checksum trails the record, so
+ * a record is written in one pass, and a record cut short by a crash (its
+ * length reaching past the end of the file, or its checksum not matching)
+ * is told apart from a whole one.
+ *
+ * Appending is all or nothing: a record is written with pwritev at the end
+ * the journal knows, and when any part of that fails (disk full, I/O error)
+ * the file is cut back to that end, so the next record never lands behind a
+ * torn one; a journal that cannot be cut back is marked broken and refuses
+ * every later append (its owner starts a new file). Not thread-safe: the
+ * owner serialises calls (core/durable.c holds its mutex).
+ *
+ * Reading: jnl_read_open maps a file (or jnl_read_mem takes bytes) and
+ * jnl_read_next walks it record by record, stopping at the first damaged
+ * one and saying why; jnl_read_rest counts the frames after it (they are
+ * never applied: nothing after a bad record is).
+ */
+#ifndef ATTND_CORE_JOURNAL_H
+#define ATTND_CORE_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "status.h"
+
+#define JNL_MAGIC_JOURNAL "ATTNDJNL"
+#define JNL_MAGIC_SNAPSHOT "ATTNDSNP"
+#define JNL_HEADER_BYTES 24u
+#define JNL_FRAME_BYTES 16u         /* len + lsn + crc around a payload */
+
+/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
+uint32_t jnl_crc32c(uint32_t crc, const void *p, size_t n);
+
+/* When appended records reach the disk. */
+enum jnl_fsync {
+    JNL_FSYNC_NO = 0,           /* when the OS writes them back */
+    JNL_FSYNC_EVERYSEC,         /* jnl_sync from a timer (the default) */
+    JNL_FSYNC_ALWAYS,           /* fdatasync before jnl_append returns */
+};
+
+struct jnl;
+
+/*
+ * Create path (O_EXCL) with its header, fsync it and its directory.
+ * magic: JNL_MAGIC_JOURNAL or JNL_MAGIC_SNAPSHOT. NULL on failure with
+ * *err_no set to the errno.
+ */
+struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
+                       enum jnl_fsync mode, int *err_no);
+
+/* Close (no fsync; call jnl_sync first when it matters). */
+void jnl_close(struct jnl *j);
+
+/*
+ * Append one record of payload parts[n] (total > 0 bytes) with this lsn.
+ * CORE_OK once written (and fdatasync'd for JNL_FSYNC_ALWAYS, unless
+ * no_wait); CORE_ESTORAGE when it could not be, with the file as before
+ * and *err_no (may be NULL) set.
+ */
+enum core_status jnl_append(struct jnl *j, uint64_t lsn,
+                            const struct iovec *parts, int n, bool no_wait,
+                            int *err_no);
+
+/* fdatasync what was appended. CORE_ESTORAGE (and the journal broken) when
+ * it fails: records since the last sync may not be on disk. */
+enum core_status jnl_sync(struct jnl *j, int *err_no);
+
+uint64_t jnl_size(const struct jnl *j);     /* bytes, header included */
+bool jnl_broken(const struct jnl *j);
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct jnl_reader {
+    const unsigned char *base;  /* the bytes (mapped or borrowed) */
+    size_t size, off;           /* off: next record */
+    uint64_t gen;               /* from the header */
+    uint64_t kept;              /* records returned */
+    const char *why;            /* why reading stopped early, or NULL */
+    bool mapped;
+};
+
+/* Map path and check its header (magic as jnl_create). CORE_ENOTFOUND when
+ * it does not exist, CORE_EIO when it cannot be read, CORE_ECORRUPT for a
+ * bad header (r->why says which); on CORE_OK call jnl_read_close. */
+enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
+                               const char *magic);
+
+/* The same over bytes the caller keeps alive. */
+enum core_status jnl_read_mem(struct jnl_reader *r, const void *p, size_t n,
+                              const char *magic);
+
+void jnl_read_close(struct jnl_reader *r);
+
+/*
+ * The next record: 1 with *lsn, *payload, *len set (payload points into the
+ * reader's bytes, unaligned); 0 at a clean end; -1 at a damaged record
+ * (r->why set, r->off at its start).
+ */
+int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
+                  size_t *len);
+
+/* After -1: frames from r->off to the end whose lengths fit (at least 1,
+ * the damaged one), and the bytes they span. */
+uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes);
+
+#endif

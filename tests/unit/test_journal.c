@@ -1,0 +1,450 @@
+/*
+ * tests/unit/test_journal.c — the journal (core/journal.c) and the store's
+ * durability over it (core/durable.c): CRC-32C against a bitwise reference,
+ * record framing, torn and corrupt files, every kind of change surviving a
+ * reopen with identical bytes, snapshots written while threads append,
+ * TTL across a restart, and a refused write (file size limit standing in
+ * for a full disk) leaving the session as it was.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/journal.h"
+#include "core/kv.h"
+#include "core/store.h"
+#include "tests/harness.h"
+
+static char dir[64];
+
+static void quiet(void *arg, const char *msg)
+{
+    (void)arg;
+    if (getenv("TEST_VERBOSE"))
+        printf("    log: %s\n", msg);
+}
+
+static char last_log[512];
+
+static void keep_log(void *arg, const char *msg)
+{
+    (void)arg;
+    if (strstr(msg, "kept"))
+        snprintf(last_log, sizeof last_log, "%s", msg);
+    quiet(NULL, msg);
+}
+
+static void clear_dir(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+}
+
+/* Bitwise CRC-32C, written apart from the table and hardware paths. */
+static uint32_t ref_crc32c(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+TEST(crc32c_matches_reference)
+{
+    CHECK_EQ_INT(jnl_crc32c(0, "123456789", 9), 0xE3069283u);
+    unsigned char buf[1100];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)(i * 131 + 7);
+    for (size_t off = 0; off < 9; off++)
+        for (size_t n = 0; n + off < sizeof buf; n += 37)
+            CHECK_EQ_INT(jnl_crc32c(0, buf + off, n), ref_crc32c(buf + off, n));
+    /* continuing a checksum equals checksumming the whole */
+    CHECK_EQ_INT(jnl_crc32c(jnl_crc32c(0, buf, 500), buf + 500, 600),
+                 ref_crc32c(buf, 1100));
+}
+
+static char *path_in(const char *name)
+{
+    static char p[300];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+
+/* Write `n` records "record i" to path; returns the file size. */
+static long write_records(const char *path, int n)
+{
+    int e = 0;
+    struct jnl *j = jnl_create(path, JNL_MAGIC_JOURNAL, 7, JNL_FSYNC_NO, &e);
+    if (!j)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        char text[32];
+        int len = snprintf(text, sizeof text, "record %d", i);
+        struct iovec part = {text, (size_t)len};
+        if (jnl_append(j, (uint64_t)i + 1, &part, 1, false, &e) != CORE_OK)
+            return -1;
+    }
+    long size = (long)jnl_size(j);
+    jnl_close(j);
+    return size;
+}
+
+/* Records readable from path before damage; *why the reason or NULL. */
+static int read_records(const char *path, const char **why, uint64_t *rest)
+{
+    struct jnl_reader r;
+    if (jnl_read_open(&r, path, JNL_MAGIC_JOURNAL) != CORE_OK) {
+        *why = r.why;
+        return -1;
+    }
+    uint64_t lsn;
+    const void *p;
+    size_t n;
+    int got, count = 0;
+    while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1) {
+        char want[32];
+        int len = snprintf(want, sizeof want, "record %d", count);
+        if (lsn != (uint64_t)count + 1 || n != (size_t)len ||
+            memcmp(p, want, n) != 0)
+            return -2;
+        count++;
+    }
+    *why = r.why;
+    uint64_t bytes;
+    *rest = got < 0 ? jnl_read_rest(&r, &bytes) : 0;
+    jnl_read_close(&r);
+    return count;
+}
+
+TEST(records_round_trip_and_damage_is_found)
+{
+    clear_dir();
+    const char *p = path_in("j");
+    long size = write_records(p, 10);
+    CHECK(size > 0);
+    const char *why;
+    uint64_t rest;
+    CHECK_EQ_INT(read_records(p, &why, &rest), 10);
+    CHECK(why == NULL);
+    /* cut by a few bytes: the last record is torn */
+    CHECK(truncate(p, size - 3) == 0);
+    CHECK_EQ_INT(read_records(p, &why, &rest), 9);
+    CHECK(why && strstr(why, "cut short"));
+    CHECK_EQ_INT(rest, 1);
+    /* a byte flipped in the middle: records before it only */
+    unlink(p);
+    size = write_records(p, 10);
+    int fd = open(p, O_RDWR);
+    unsigned char b;
+    off_t mid = JNL_HEADER_BYTES + 4 * (16 + 8) + 14;   /* inside record 4 */
+    CHECK(pread(fd, &b, 1, mid) == 1);
+    b ^= 0x40;
+    CHECK(pwrite(fd, &b, 1, mid) == 1);
+    close(fd);
+    CHECK_EQ_INT(read_records(p, &why, &rest), 4);
+    CHECK(why && strstr(why, "checksum"));
+    CHECK_EQ_INT(rest, 6);
+    /* a header of another kind */
+    struct jnl_reader r;
+    CHECK(jnl_read_open(&r, p, JNL_MAGIC_SNAPSHOT) == CORE_ECORRUPT);
+    unlink(p);
+}
+
+/* ---- the store over a journal ------------------------------------------- */
+
+static struct sess_store *open_store(enum jnl_fsync mode, uint64_t rewrite_min,
+                                     sess_log_fn log)
+{
+    struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
+                              .default_ttl_s = 3600, .default_max_tokens = 100000,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
+    struct sess_store *st = sess_store_new(&cfg);
+    struct sess_journal_config jc = {.dir = dir, .fsync = mode,
+                                     .rewrite_min_bytes = rewrite_min,
+                                     .log = log ? log : quiet};
+    if (sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static struct sess_spec spec_f32(void)
+{
+    static const float bk[4] = {0.5f, -0.25f, 0.125f, 1};
+    struct sess_spec s = {
+        .shape = {.h = 4, .h_kv = 2, .d_k = 4, .d_v = 3},
+        .params = {.dtype = ATTN_F32, .scale = 0.5, .rope = true,
+                   .rope_base = 10000},
+        .bias_k = bk, .bias_k_heads = 1,
+    };
+    return s;
+}
+
+/* Append m rows made from seed to id. */
+static enum core_status append_to(struct sess_store *st, const char *id,
+                                  size_t m, unsigned seed)
+{
+    struct sess *s;
+    enum core_status rc = sess_acquire(st, id, &s);
+    if (rc != CORE_OK)
+        return rc;
+    float *k = malloc(m * 2 * 4 * sizeof *k), *v = malloc(m * 2 * 3 * sizeof *v);
+    for (size_t i = 0; i < m * 8; i++)
+        k[i] = (float)((seed * 2654435761u + i * 40503u) % 1000) / 250.0f - 2;
+    for (size_t i = 0; i < m * 6; i++)
+        v[i] = (float)((seed * 97u + i * 7919u) % 1000) / 500.0f - 1;
+    rc = sess_append(st, s, k, v, m, -1);
+    sess_release(st, s);
+    free(k);
+    free(v);
+    return rc;
+}
+
+/* Whether session id has the same rows (bytes) in a and b. */
+static bool same_session(struct sess_store *a, struct sess_store *b,
+                         const char *id)
+{
+    struct sess *x, *y;
+    if (sess_acquire(a, id, &x) != CORE_OK)
+        return false;
+    if (sess_acquire(b, id, &y) != CORE_OK) {
+        sess_release(a, x);
+        return false;
+    }
+    const struct kv_cache *cx = sess_cache(x), *cy = sess_cache(y);
+    size_t len = kv_length(cx);
+    bool same = len == kv_length(cy) &&
+                sess_spec(x)->ttl_s == sess_spec(y)->ttl_s &&
+                sess_spec(x)->max_tokens == sess_spec(y)->max_tokens;
+    for (size_t g = 0; same && len && g < kv_heads(cx); g++)
+        same = memcmp(kv_k(cx, g), kv_k(cy, g), len * 4 * sizeof(float)) == 0 &&
+               memcmp(kv_v(cx, g), kv_v(cy, g), len * 3 * sizeof(float)) == 0;
+    sess_release(a, x);
+    sess_release(b, y);
+    return same;
+}
+
+TEST(every_change_survives_a_reopen)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_ALWAYS, 1 << 30, NULL);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX], b[SESS_ID_MAX], c[SESS_ID_MAX], f[SESS_ID_MAX];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    CHECK(sess_create(st, &sp, b) == CORE_OK);
+    sp.ttl_s = 77;
+    CHECK(sess_create(st, &sp, c) == CORE_OK);
+    CHECK(append_to(st, a, 5, 1) == CORE_OK);
+    CHECK(append_to(st, a, 3, 2) == CORE_OK);
+    CHECK(append_to(st, b, 4, 3) == CORE_OK);
+    CHECK(append_to(st, c, 2, 4) == CORE_OK);
+    struct sess *s;
+    CHECK(sess_acquire(st, a, &s) == CORE_OK);
+    CHECK(sess_truncate(st, s, 6) == CORE_OK);
+    CHECK(sess_fork(st, s, f) == CORE_OK);
+    sess_release(st, s);
+    CHECK(append_to(st, a, 2, 5) == CORE_OK);
+    CHECK(append_to(st, f, 1, 6) == CORE_OK);
+    CHECK(sess_delete(st, b) == CORE_OK);
+    /* a second store opened on a copy of the files sees the same */
+    struct sess_store *again = open_store(JNL_FSYNC_ALWAYS, 1 << 30, NULL);
+    CHECK(again != NULL);
+    if (again) {
+        struct sess_stats ss;
+        sess_store_stats(again, &ss);
+        CHECK_EQ_INT(ss.sessions, 3);
+        CHECK(same_session(st, again, a));
+        CHECK(same_session(st, again, c));
+        CHECK(same_session(st, again, f));
+        CHECK(!sess_exists(again, b));
+        CHECK(sess_acquire(again, f, &s) == CORE_OK);
+        CHECK_EQ_INT(sess_length(s), 7);
+        sess_release(again, s);
+        sess_store_free(again);
+    }
+    sess_store_free(st);
+}
+
+struct writer_arg {
+    struct sess_store *st;
+    char id[SESS_ID_MAX];
+    unsigned seed;
+    int rounds;
+};
+
+static void *writer(void *p)
+{
+    struct writer_arg *w = p;
+    for (int i = 0; i < w->rounds; i++) {
+        append_to(w->st, w->id, 3, w->seed + (unsigned)i);
+        if (i % 17 == 16) {
+            struct sess *s;
+            if (sess_acquire(w->st, w->id, &s) == CORE_OK) {
+                sess_truncate(w->st, s, sess_length(s) / 2);
+                sess_release(w->st, s);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *rewriter(void *p)
+{
+    struct sess_store *st = p;
+    for (int i = 0; i < 30; i++)
+        sess_store_journal_maintain(st, true);
+    return NULL;
+}
+
+TEST(snapshots_written_during_appends_lose_nothing)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_NO, 0, NULL);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    struct sess_spec sp = spec_f32();
+    struct writer_arg w[3];
+    pthread_t th[4];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (struct writer_arg){.st = st, .seed = 100u * (unsigned)i,
+                                   .rounds = 300};
+        CHECK(sess_create(st, &sp, w[i].id) == CORE_OK);
+        pthread_create(&th[i], NULL, writer, &w[i]);
+    }
+    pthread_create(&th[3], NULL, rewriter, st);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    struct sess_stats ss;
+    sess_store_stats(st, &ss);
+    CHECK(ss.snapshots >= 30);
+    if (ss.snapshots < 30)
+        printf("    snapshots %llu\n", (unsigned long long)ss.snapshots);
+    struct sess_store *again = open_store(JNL_FSYNC_NO, 0, NULL);
+    CHECK(again != NULL);
+    for (int i = 0; again && i < 3; i++)
+        CHECK(same_session(st, again, w[i].id));
+    sess_store_free(again);
+    sess_store_free(st);
+}
+
+TEST(torn_journal_keeps_what_came_before)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    for (unsigned i = 0; i < 5; i++)
+        CHECK(append_to(st, a, 2, i) == CORE_OK);
+    sess_store_free(st);
+    /* the newest journal loses its last 5 bytes: the fifth append goes */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char jpath[400] = "";
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "journal.", 8) == 0)
+            snprintf(jpath, sizeof jpath, "%s/%s", dir, e->d_name);
+    closedir(d);
+    struct stat sb;
+    CHECK(stat(jpath, &sb) == 0);
+    CHECK(truncate(jpath, sb.st_size - 5) == 0);
+    last_log[0] = '\0';
+    st = open_store(JNL_FSYNC_NO, 1 << 30, keep_log);
+    struct sess *s;
+    CHECK(sess_acquire(st, a, &s) == CORE_OK);
+    CHECK_EQ_INT(sess_length(s), 8);
+    sess_release(st, s);
+    CHECK(strstr(last_log, "5 records kept, 1 dropped") != NULL);
+    sess_store_free(st);
+}
+
+TEST(expired_sessions_stay_gone)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX], b[SESS_ID_MAX];
+    sp.ttl_s = 1;
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    sp.ttl_s = 60;
+    CHECK(sess_create(st, &sp, b) == CORE_OK);
+    CHECK(append_to(st, a, 1, 1) == CORE_OK);
+    sess_store_free(st);
+    usleep(1200 * 1000);
+    st = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    CHECK(!sess_exists(st, a));
+    CHECK(sess_exists(st, b));
+    sess_store_free(st);
+}
+
+TEST(a_refused_write_leaves_the_session_as_it_was)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_ALWAYS, 1 << 30, NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX], b[SESS_ID_MAX];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    CHECK(append_to(st, a, 4, 9) == CORE_OK);
+    struct sess_stats ss;
+    sess_store_stats(st, &ss);
+    /* files may not grow past their size now: the next record fails */
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = ss.journal_bytes + 600;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK(append_to(st, a, 64, 10) == CORE_ESTORAGE);
+    CHECK(sess_create(st, &sp, b) == CORE_OK);   /* a small record still fits */
+    CHECK(append_to(st, b, 64, 11) == CORE_ESTORAGE);
+    struct sess *s;
+    CHECK(sess_acquire(st, a, &s) == CORE_OK);
+    CHECK_EQ_INT(sess_length(s), 4);
+    sess_release(st, s);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    CHECK(append_to(st, a, 64, 12) == CORE_OK);
+    sess_store_stats(st, &ss);
+    CHECK_EQ_INT(ss.journal_failures, 2);
+    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    CHECK(same_session(st, again, a));
+    CHECK(same_session(st, again, b));
+    sess_store_free(again);
+    sess_store_free(st);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/attnd-test-journal-%ld", (long)getpid());
+    mkdir(dir, 0700);
+    RUN(crc32c_matches_reference);
+    RUN(records_round_trip_and_damage_is_found);
+    RUN(every_change_survives_a_reopen);
+    RUN(snapshots_written_during_appends_lose_nothing);
+    RUN(torn_journal_keeps_what_came_before);
+    RUN(expired_sessions_stay_gone);
+    RUN(a_refused_write_leaves_the_session_as_it_was);
+    clear_dir();
+    rmdir(dir);
+    TEST_MAIN_END();
+}
