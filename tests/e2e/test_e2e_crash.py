@@ -84,7 +84,7 @@ class Client(threading.Thread):
 
 
 def _start(sd, fsync, extra=()):
-    return Attnd("--state-dir", sd, "--fsync", fsync, "--snapshot-min-bytes", "64k",
+    return Attnd("--state-dir", sd, "--fsync", fsync, "--snapshot-min-bytes", "16k",
                  "--workers", "2", *extra)
 
 
@@ -106,7 +106,7 @@ def _round_trip(fsync, rounds, seed):
             clients = [Client(d.port, sids[i], i, acked[i]) for i in range(n_sess)]
             for c in clients:
                 c.start()
-            time.sleep(rng.uniform(0.05, 0.6))
+            time.sleep(rng.uniform(0.05, 1.6))   # the snapshot timer ticks each second
             d.proc.send_signal(signal.SIGKILL)
             killed_at = time.monotonic()
             d.proc.wait(timeout=10)
