@@ -26,7 +26,8 @@
  * tests/bench/run.sh's collector: name|limit|limit value|peer|peer value|
  * attnd|unit|ratio|goal|PASS or MISS) for issues 2, 4 and 9.
  *
- * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone)
+ * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone;
+ *                              BENCH_PREFILL=NxLxD: one prefill's median ms)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,6 +612,31 @@ int main(int argc, char **argv)
     gemm2 = (struct gemm_arg){2048, 2, a, b, c};
     rd = (struct read_arg){rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, {0, 0}};
 
+    /* BENCH_PREFILL=NxLxD: only the median ms of that output-only prefill
+     * on 2 cores (the in-process side of tests/bench/large_client.py) */
+    const char *pf = getenv("BENCH_PREFILL");
+    if (pf) {
+        size_t n, L, d;
+        if (sscanf(pf, "%zux%zux%zu", &n, &L, &d) != 3 || !n || !L || !d) {
+            fprintf(stderr, "bench_core: BENCH_PREFILL=NxLxD\n");
+            return 2;
+        }
+        struct prefill_arg one;
+        prefill_init(&one, n, L, d, ATTN_OUT_OUTPUT, true);
+        struct timed t = {run_prefill, &one, 0, 0};
+        time_set(&t, 1);
+        struct timespec c0, c1;     /* and the CPU time of 3 more, all threads */
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        for (int i = 0; i < 3; i++)
+            run_prefill(&one);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        double cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) / 3;
+        printf("prefill_ms %.3f kernel %s cpu_ms %.3f\n", t.med * 1e3, attn_dtype_kernel(ATTN_F32),
+               cpu * 1e3);
+        prefill_free(&one);
+        attn_pool_free(pool);
+        return 0;
+    }
     /* BENCH_KERNELS_ONLY=1: the kernel rows alone (to compare kernels) */
     const char *only = getenv("BENCH_KERNELS_ONLY");
     if (only && strcmp(only, "1") == 0) {

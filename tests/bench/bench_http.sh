@@ -17,12 +17,16 @@
 #           same body on mhd_server: tensor payload (q, k, v, output bytes)
 #           per second next to the bytes per second MHD moves in and out.
 #           8 connections (each body is 1.4 MB).
+#   large   one output-only float32 prefill n = L = 2048, d = 128 at a time,
+#           base64 JSON and OIP v2 binary in and out, timed from the client
+#           next to the same computation in-process (tests/bench/
+#           large_client.py; BUILD/bench/bench_core for the in-process side).
 # Runs alternate (limit, attnd, limit, attnd, ...) so slow phases of the
 # shared machine hit both; medians over BENCH_REPS runs of DUR each.
 # env: BENCH_REPS (3), DUR (5s), SHARED (../shared/bench, from the repo root)
 set -u
-build=${1:?usage: bench_http.sh BUILD small|medium|b64}
-what=${2:?usage: bench_http.sh BUILD small|medium|b64}
+build=${1:?usage: bench_http.sh BUILD small|medium|b64|large}
+what=${2:?usage: bench_http.sh BUILD small|medium|b64|large}
 reps=${BENCH_REPS:-3}
 dur=${DUR:-5s}
 shared=${SHARED:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/bench}
@@ -232,8 +236,14 @@ print("BENCHROW|base64 tensors over HTTP (f32 n=16 L=2048 d=64, wrk -c8)|MHD ech
 EOF
 }
 
+bench_large() {
+    start_attnd || return 1
+    "$py" "$(dirname "$0")/large_client.py" "$build" "$attnd_url" "$attnd_pid" $((reps * 3))
+}
+
 case "$what" in
 small) bench_small ;;
+large) bench_large ;;
 medium) bench_medium ;;
 b64) bench_b64 ;;
 *) echo "bench_http.sh: unknown load $what" >&2; exit 2 ;;

@@ -10,7 +10,8 @@
 #   core   the attention core in-process (bench_core)
 #   json   JSON numbers in/out and base64 through api_handle (bench_api)
 #   http   wrk against the daemon: small requests vs libmicrohttpd's hello,
-#          medium JSON vs the FastAPI peer, base64 tensors vs MHD echo
+#          medium JSON vs the FastAPI peer, base64 tensors vs MHD echo, one
+#          large request from the client vs its compute in-process
 #          (tests/bench/bench_http.sh; loopback only, servers stopped by PID)
 #
 # Every bench program prints its results as lines
@@ -48,7 +49,7 @@ bench_json() {
 bench_http() {
     section "HTTP: wrk -t2 -c32 against build/attnd (bench_http.sh)"
     n=$((reps < 3 ? reps : 3))
-    for load in small medium b64; do
+    for load in small medium b64 large; do
         BENCH_REPS=$n SHARED="$shared" sh "$here/bench_http.sh" "$build" "$load" ||
             { echo "http load $load failed"; return 1; }
     done
