@@ -324,7 +324,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
         attn_run_keys(x, (row0 + t) / r->shape.n, (row0 + t) % r->shape.n, &k);
         if (!k.exact || k.slo < k.shi || (k.lo > 0 && k.lo < k.hi))
             return false;
-        lim[t] = (int32_t)k.hi;
+        lim[t] = k.lo < k.hi ? (int32_t)k.hi : 0;   /* an empty row sees no key */
     }
     *st = CORE_OK;
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
@@ -401,7 +401,8 @@ static enum core_status check_params(const struct attn_request *r)
         return CORE_EINVAL;
     if (p->softmax == ATTN_SOFTMAX_SINK && p->sink_logits)
         for (size_t i = 0; i < r->shape.h; i++)
-            if (!isfinite(p->sink_logits[i]) || fabs(p->sink_logits[i]) > range)
+            if (isnan(p->sink_logits[i]) || p->sink_logits[i] == INFINITY ||
+                (isfinite(p->sink_logits[i]) && fabs(p->sink_logits[i]) > range))
                 return CORE_EINVAL;
     if (p->alibi && p->alibi_slopes)
         for (size_t i = 0; i < r->shape.h; i++)

@@ -78,6 +78,9 @@ struct attn_rope_scaling {
     double attention_factor;        /* yarn; 0 = 0.1 ln(factor) + 1 */
 };
 
+/* attn_params.rope_dims of a rotary embedding that rotates no dims. */
+#define ATTN_ROPE_DIMS_ZERO ((size_t)-1)
+
 /* Sliding window with attention sinks (DESIGN.md "Masks and scores"):
  * key j is allowed when P_q(i) - left <= P_k(j) <= P_q(i) + right (a
  * negative side is unbounded), or when P_k(j) < sinks. */
@@ -127,8 +130,10 @@ struct attn_params {
     const double *alibi_slopes;     /* [h], or NULL for 2^(-8(i+1)/h) */
     double softcap;                 /* c > 0: s = c·tanh(s/c) (step 5); 0 = off */
     const double *sink_logits;      /* [h] per query head (ATTN_SOFTMAX_SINK),
-                                       or NULL: sink_logit for every head */
-    size_t rope_dims;               /* rotate the first r dims (even); 0 = d_k */
+                                       or NULL: sink_logit for every head; an
+                                       entry may be -inf (no sink: standard) */
+    size_t rope_dims;               /* rotate the first r dims (even); 0 = d_k,
+                                       ATTN_ROPE_DIMS_ZERO = none (dims 0) */
     struct attn_rope_scaling rope_scaling;
 };
 

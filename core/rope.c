@@ -19,6 +19,8 @@
 
 size_t attn_rope_dims(const struct attn_params *p, size_t d_k)
 {
+    if (p->rope_dims == ATTN_ROPE_DIMS_ZERO)
+        return 0;
     return p->rope_dims ? p->rope_dims : d_k;
 }
 

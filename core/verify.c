@@ -4,7 +4,7 @@
  * Layout: a context (struct vx) holds the inputs converted to double, an
  * allocation list freed at the end, and eight shared forward passes (no bias,
  * Q bias, K bias, both; standard and softmax1) that feed the table and most
- * checks. vx_pass() is the only way attention is computed here: it converts
+ * checks. verify_pass() is the only way attention is computed here: it converts
  * the arrays to the request's dtype, calls the core's forward pass (or the
  * injected one), and converts the results back to double. Each check is one
  * static function that fills a struct verify_check; run_checks() judges it.
@@ -22,63 +22,13 @@
 #include <string.h>
 
 #include "kv.h"
-
-/* One forward pass in double: scores, weights [n][L], output [n][d_v]. */
-struct vpass {
-    double *s, *w, *o;
-};
-
-/* What one forward pass runs on (raw rows; bias vectors NULL when off). */
-struct vrun {
-    const double *q, *k, *v;
-    size_t n, L;
-    const double *bq, *bk, *bv;
-    enum attn_softmax sm;
-    double sink;
-    bool rope;
-    double rope_base;
-    enum attn_rope_pairs rope_pairs;
-    const double *attn_bias;        /* [n][L] or NULL */
-    const uint8_t *mask;            /* [n][L], nonzero = may attend, or NULL */
-    enum attn_causal causal;
-};
-
-enum { C_NONE = 0, C_Q = 1, C_K = 2, C_BOTH = 3 };
-
-struct vx {
-    const struct verify_input *in;
-    size_t n, L, dk, dv;
-    enum attn_dtype dt;
-    double scale, tol;
-    double *q, *k, *v;              /* inputs as double */
-    double *bq, *bk, *bv;           /* NULL when absent */
-    double *zk;                     /* zeros [d_k] */
-    verify_forward_fn fwd;
-    struct attn_ws *ws;
-    enum core_status err;           /* why the last vx_bytes failed */
-    void **allocs;                  /* everything vx_bytes handed out */
-    size_t n_allocs, cap_allocs;
-    struct vpass p[2][4];           /* [standard|softmax1][C_*] */
-};
-
-#define NEED(p)                                                            \
-    do {                                                                   \
-        if (!(p))                                                          \
-            return c->err;                                                 \
-    } while (0)
-
-#define TRY(e)                                                             \
-    do {                                                                   \
-        enum core_status st_ = (e);                                        \
-        if (st_ != CORE_OK)                                                \
-            return st_;                                                    \
-    } while (0)
+#include "verify_impl.h"
 
 /* ---- allocation ------------------------------------------------------ */
 
 /* count*size zeroed bytes owned by c (freed by vx_free_all); NULL with
  * c->err set on overflow or when memory is short. */
-static void *vx_bytes(struct vx *c, size_t count, size_t size)
+void *verify_bytes(struct vx *c, size_t count, size_t size)
 {
     size_t bytes;
     if (!core_mul(count ? count : 1, size, &bytes)) {
@@ -104,14 +54,14 @@ static void *vx_bytes(struct vx *c, size_t count, size_t size)
     return p;
 }
 
-static double *vx_dbl(struct vx *c, size_t a, size_t b)
+double *verify_dbl(struct vx *c, size_t a, size_t b)
 {
     size_t count;
     if (!core_mul(a, b, &count)) {
         c->err = CORE_ELIMIT;
         return NULL;
     }
-    return vx_bytes(c, count, sizeof(double));
+    return verify_bytes(c, count, sizeof(double));
 }
 
 static void vx_free_all(struct vx *c)
@@ -128,7 +78,7 @@ static void vx_free_all(struct vx *c)
 /* src [count] of dtype dt -> new double array. */
 static double *vx_load(struct vx *c, const void *src, size_t count)
 {
-    double *d = vx_dbl(c, count, 1);
+    double *d = verify_dbl(c, count, 1);
     if (!d)
         return NULL;
     if (c->dt == ATTN_F64) {
@@ -159,7 +109,7 @@ static const void *vx_cast(struct vx *c, const double *src, size_t count,
         return NULL;
     if (c->dt == ATTN_F64)
         return src;
-    float *f = vx_bytes(c, count, sizeof(float));
+    float *f = verify_bytes(c, count, sizeof(float));
     if (!f) {
         *ok = false;
         return NULL;
@@ -172,7 +122,7 @@ static const void *vx_cast(struct vx *c, const double *src, size_t count,
 /* ---- the forward pass ------------------------------------------------- */
 
 /* The shared inputs with the chosen biases (value bias off). */
-static struct vrun vx_run(const struct vx *c, enum attn_softmax sm, int cond)
+struct vrun verify_base_run(const struct vx *c, enum attn_softmax sm, int cond)
 {
     struct vrun r;
     memset(&r, 0, sizeof r);
@@ -194,7 +144,7 @@ static void vx_request(const struct vx *c, const struct vrun *r,
                        struct attn_request *rq)
 {
     memset(rq, 0, sizeof *rq);
-    rq->shape.h = 1;
+    rq->shape.h = r->h ? r->h : 1;
     rq->shape.h_kv = 1;
     rq->shape.n = r->n;
     rq->shape.L = r->L;
@@ -213,6 +163,8 @@ static void vx_request(const struct vx *c, const struct vrun *r,
     rq->mask_heads = 1;
     rq->mask = r->mask;
     rq->outputs = ATTN_OUT_ALL;
+    if (r->tweak)
+        r->tweak(rq, r->tweak_arg);
 }
 
 /* Converts the inputs of r to the dtype into in (and rq's attn_bias). */
@@ -221,8 +173,9 @@ static enum core_status vx_inputs(struct vx *c, const struct vrun *r,
                                   struct attn_inputs *in)
 {
     bool ok = true;
-    size_t nq, nk, nv, nb;
-    if (!core_mul(r->n, c->dk, &nq) || !core_mul(r->L, c->dk, &nk) ||
+    size_t nq, nk, nv, nb, hn;
+    if (!core_mul(r->h ? r->h : 1, r->n, &hn) || !core_mul(hn, c->dk, &nq) ||
+        !core_mul(r->L, c->dk, &nk) ||
         !core_mul(r->L, c->dv, &nv) || !core_mul(r->n, r->L, &nb))
         return CORE_ELIMIT;
     memset(in, 0, sizeof *in);
@@ -251,20 +204,18 @@ static void vx_unload(const struct vx *c, const void *src, double *dst,
         dst[i] = f[i];
 }
 
-/* Run attention on r through the core; out gets new double arrays:
- * s, w [n][L], o [n][d_v]. */
-static enum core_status vx_pass(struct vx *c, const struct vrun *r,
-                                struct vpass *out)
+enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *out)
 {
     struct attn_request rq;
     struct attn_inputs in;
     vx_request(c, r, &rq);
     TRY(vx_inputs(c, r, &rq, &in));
     TRY(attn_check(&rq));
-    size_t ns = r->n * r->L, no = r->n * c->dv;  /* checked by attn_check */
-    NEED(out->s = vx_dbl(c, ns, 1));
-    NEED(out->w = vx_dbl(c, ns, 1));
-    NEED(out->o = vx_dbl(c, no, 1));
+    size_t hn = (r->h ? r->h : 1) * r->n;       /* checked by attn_check */
+    size_t ns = hn * r->L, no = hn * c->dv;
+    NEED(out->s = verify_dbl(c, ns, 1));
+    NEED(out->w = verify_dbl(c, ns, 1));
+    NEED(out->o = verify_dbl(c, no, 1));
     struct attn_result res;
     memset(&res, 0, sizeof res);
     size_t es = attn_dtype_size(c->dt);
@@ -273,9 +224,9 @@ static enum core_status vx_pass(struct vx *c, const struct vrun *r,
         res.weights = out->w;
         res.output = out->o;
     } else {
-        NEED(res.scores = vx_bytes(c, ns, es));
-        NEED(res.weights = vx_bytes(c, ns, es));
-        NEED(res.output = vx_bytes(c, no, es));
+        NEED(res.scores = verify_bytes(c, ns, es));
+        NEED(res.weights = verify_bytes(c, ns, es));
+        NEED(res.output = verify_bytes(c, no, es));
     }
     TRY(c->fwd(&rq, &in, &res, c->ws));
     vx_unload(c, res.scores, out->s, ns);
@@ -295,7 +246,7 @@ static double dot(const double *a, const double *b, size_t d)
 }
 
 /* max |a - b| over count numbers (NaN propagates as a failure). */
-static double maxdiff(const double *a, const double *b, size_t count)
+double verify_maxdiff(const double *a, const double *b, size_t count)
 {
     double m = 0.0;
     for (size_t i = 0; i < count; i++) {
@@ -336,7 +287,7 @@ static size_t argmax(const double *x, size_t L)
 static double *vx_sub(struct vx *c, const double *a, const double *b,
                       size_t count)
 {
-    double *d = vx_dbl(c, count, 1);
+    double *d = verify_dbl(c, count, 1);
     if (d)
         for (size_t i = 0; i < count; i++)
             d[i] = a[i] - b[i];
@@ -346,7 +297,7 @@ static double *vx_sub(struct vx *c, const double *a, const double *b,
 /* Row sums of w [n][L] into a new array [n]. */
 static double *vx_rowsums(struct vx *c, const double *w, size_t n, size_t L)
 {
-    double *s = vx_dbl(c, n, 1);
+    double *s = verify_dbl(c, n, 1);
     if (s)
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < L; j++)
@@ -380,26 +331,25 @@ static enum core_status ck_data(struct verify_check *ck, const char *name,
     return CORE_OK;
 }
 
-static enum core_status ck_mat(struct verify_check *ck, const char *name,
+enum core_status verify_ck_mat(struct verify_check *ck, const char *name,
                                size_t rows, size_t cols, const double *src)
 {
     return ck_data(ck, name, 2, rows, cols, src);
 }
 
-static enum core_status ck_vec(struct verify_check *ck, const char *name,
+enum core_status verify_ck_vec(struct verify_check *ck, const char *name,
                                size_t cols, const double *src)
 {
     return ck_data(ck, name, 1, 1, cols, src);
 }
 
-static enum core_status ck_num(struct verify_check *ck, const char *name,
+enum core_status verify_ck_num(struct verify_check *ck, const char *name,
                                double x)
 {
     return ck_data(ck, name, 0, 1, 1, &x);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void ck_note(struct verify_check *ck, const char *fmt, ...)
+void verify_ck_note(struct verify_check *ck, const char *fmt, ...)
 {
     va_list ap;
     char *t = NULL;
@@ -412,10 +362,10 @@ static void ck_note(struct verify_check *ck, const char *fmt, ...)
 }
 
 /* Mark the check not applicable, with the reason. */
-static enum core_status ck_na(struct verify_check *ck, const char *why)
+enum core_status verify_ck_na(struct verify_check *ck, const char *why)
 {
     ck->applicable = false;
-    ck_note(ck, "%s", why);
+    verify_ck_note(ck, "%s", why);
     return CORE_OK;
 }
 
@@ -424,24 +374,24 @@ static enum core_status ck_na(struct verify_check *ck, const char *why)
 static enum core_status check_base_scores(struct vx *c, struct verify_check *ck)
 {
     double *ref;
-    NEED(ref = vx_dbl(c, c->n, c->L));
+    NEED(ref = verify_dbl(c, c->n, c->L));
     ref_scores(c, c->q, c->n, c->k, c->L, ref);
-    ck->max_abs_diff = maxdiff(c->p[0][C_NONE].s, ref, c->n * c->L);
-    TRY(ck_mat(ck, "scores_core", c->n, c->L, c->p[0][C_NONE].s));
-    TRY(ck_mat(ck, "scores_reference", c->n, c->L, ref));
-    return ck_num(ck, "scale", c->scale);
+    ck->max_abs_diff = verify_maxdiff(c->p[0][C_NONE].s, ref, c->n * c->L);
+    TRY(verify_ck_mat(ck, "scores_core", c->n, c->L, c->p[0][C_NONE].s));
+    TRY(verify_ck_mat(ck, "scores_reference", c->n, c->L, ref));
+    return verify_ck_num(ck, "scale", c->scale);
 }
 
 static enum core_status check_k_row_constant(struct vx *c,
                                              struct verify_check *ck)
 {
     if (!c->bk)
-        return ck_na(ck, "no bias.k was given");
+        return verify_ck_na(ck, "no bias.k was given");
     size_t n = c->n, L = c->L;
     const struct vpass *a = &c->p[0][C_NONE], *b = &c->p[0][C_K];
     double *shift, *cst;
     NEED(shift = vx_sub(c, b->s, a->s, n * L));
-    NEED(cst = vx_dbl(c, n, 1));
+    NEED(cst = verify_dbl(c, n, 1));
     double m = 0.0;
     for (size_t i = 0; i < n; i++) {
         cst[i] = c->scale * dot(c->q + i * c->dk, c->bk, c->dk);
@@ -449,34 +399,34 @@ static enum core_status check_k_row_constant(struct vx *c,
             m = max2(m, fabs(shift[i * L + j] - cst[i]));
     }
     ck->max_abs_diff = m;
-    TRY(ck_mat(ck, "scores_without_k_bias", n, L, a->s));
-    TRY(ck_mat(ck, "scores_with_k_bias", n, L, b->s));
-    TRY(ck_mat(ck, "score_shift", n, L, shift));
-    return ck_vec(ck, "row_constant", n, cst);
+    TRY(verify_ck_mat(ck, "scores_without_k_bias", n, L, a->s));
+    TRY(verify_ck_mat(ck, "scores_with_k_bias", n, L, b->s));
+    TRY(verify_ck_mat(ck, "score_shift", n, L, shift));
+    return verify_ck_vec(ck, "row_constant", n, cst);
 }
 
 static enum core_status check_k_weights(struct vx *c, struct verify_check *ck)
 {
     if (!c->bk)
-        return ck_na(ck, "no bias.k was given");
+        return verify_ck_na(ck, "no bias.k was given");
     const struct vpass *a = &c->p[0][C_NONE], *b = &c->p[0][C_K];
-    ck->max_abs_diff = max2(maxdiff(a->w, b->w, c->n * c->L),
-                            maxdiff(a->o, b->o, c->n * c->dv));
-    TRY(ck_mat(ck, "weights_without_k_bias", c->n, c->L, a->w));
-    TRY(ck_mat(ck, "weights_with_k_bias", c->n, c->L, b->w));
-    TRY(ck_mat(ck, "output_without_k_bias", c->n, c->dv, a->o));
-    return ck_mat(ck, "output_with_k_bias", c->n, c->dv, b->o);
+    ck->max_abs_diff = max2(verify_maxdiff(a->w, b->w, c->n * c->L),
+                            verify_maxdiff(a->o, b->o, c->n * c->dv));
+    TRY(verify_ck_mat(ck, "weights_without_k_bias", c->n, c->L, a->w));
+    TRY(verify_ck_mat(ck, "weights_with_k_bias", c->n, c->L, b->w));
+    TRY(verify_ck_mat(ck, "output_without_k_bias", c->n, c->dv, a->o));
+    return verify_ck_mat(ck, "output_with_k_bias", c->n, c->dv, b->o);
 }
 
 static enum core_status check_q_relative(struct vx *c, struct verify_check *ck)
 {
     if (!c->bq)
-        return ck_na(ck, "no bias.q was given");
+        return verify_ck_na(ck, "no bias.q was given");
     size_t n = c->n, L = c->L, dk = c->dk;
     const struct vpass *a = &c->p[0][C_NONE], *b = &c->p[0][C_Q];
     double *chg, *exp_chg;
-    NEED(chg = vx_dbl(c, n, L));
-    NEED(exp_chg = vx_dbl(c, L, 1));
+    NEED(chg = verify_dbl(c, n, L));
+    NEED(exp_chg = verify_dbl(c, L, 1));
     for (size_t j = 0; j < L; j++) {
         double s = 0.0;  /* scale * bQ . (k_j - k_1) */
         for (size_t d = 0; d < dk; d++)
@@ -491,14 +441,14 @@ static enum core_status check_q_relative(struct vx *c, struct verify_check *ck)
             m = max2(m, fabs(chg[x] - exp_chg[j]));
         }
     ck->max_abs_diff = m;
-    ck_note(ck, "Score differences are taken against the first key.");
-    TRY(ck_mat(ck, "scores_without_q_bias", n, L, a->s));
-    TRY(ck_mat(ck, "scores_with_q_bias", n, L, b->s));
-    TRY(ck_mat(ck, "difference_change", n, L, chg));
-    TRY(ck_vec(ck, "expected_difference_change", L, exp_chg));
-    TRY(ck_mat(ck, "weights_without_q_bias", n, L, a->w));
-    TRY(ck_mat(ck, "weights_with_q_bias", n, L, b->w));
-    return ck_num(ck, "weight_change", maxdiff(a->w, b->w, n * L));
+    verify_ck_note(ck, "Score differences are taken against the first key.");
+    TRY(verify_ck_mat(ck, "scores_without_q_bias", n, L, a->s));
+    TRY(verify_ck_mat(ck, "scores_with_q_bias", n, L, b->s));
+    TRY(verify_ck_mat(ck, "difference_change", n, L, chg));
+    TRY(verify_ck_vec(ck, "expected_difference_change", L, exp_chg));
+    TRY(verify_ck_mat(ck, "weights_without_q_bias", n, L, a->w));
+    TRY(verify_ck_mat(ck, "weights_with_q_bias", n, L, b->w));
+    return verify_ck_num(ck, "weight_change", verify_maxdiff(a->w, b->w, n * L));
 }
 
 /* The four terms of scale*(q_i+bQ).(k_j+bK) for the rows of q [n][d_k]. */
@@ -513,9 +463,9 @@ static enum core_status vx_terms(struct vx *c, const double *q, size_t n,
 {
     const double *bq = c->bq ? c->bq : c->zk, *bk = c->bk ? c->bk : c->zk;
     size_t L = c->L, dk = c->dk;
-    NEED(t->qk = vx_dbl(c, n, L));
-    NEED(t->bqk = vx_dbl(c, n, L));
-    NEED(t->qbk = vx_dbl(c, n, 1));
+    NEED(t->qk = verify_dbl(c, n, L));
+    NEED(t->bqk = verify_dbl(c, n, L));
+    NEED(t->qbk = verify_dbl(c, n, 1));
     ref_scores(c, q, n, c->k, L, t->qk);
     ref_scores(c, bq, 1, c->k, L, t->bqk);
     for (size_t i = 1; i < n; i++)
@@ -546,25 +496,25 @@ static double terms_row_diff(const struct vx *c, const struct terms *t,
 static enum core_status check_four_terms(struct vx *c, struct verify_check *ck)
 {
     if (!c->bq && !c->bk)
-        return ck_na(ck, "neither bias.q nor bias.k was given");
+        return verify_ck_na(ck, "neither bias.q nor bias.k was given");
     struct terms t;
     double *sum;
     size_t n = c->n, L = c->L;
     TRY(vx_terms(c, c->q, n, &t));
-    NEED(sum = vx_dbl(c, n, L));
+    NEED(sum = verify_dbl(c, n, L));
     double m = 0.0;
     for (size_t i = 0; i < n; i++)
         m = max2(m, terms_row_diff(c, &t, c->p[0][C_BOTH].s, c->p[0][C_Q].s,
                                    i, sum));
     ck->max_abs_diff = m;
     if (!c->bq || !c->bk)
-        ck_note(ck, "The absent bias counts as a zero vector.");
-    TRY(ck_mat(ck, "term_q_k", n, L, t.qk));
-    TRY(ck_mat(ck, "term_bq_k", n, L, t.bqk));
-    TRY(ck_vec(ck, "term_q_bk", n, t.qbk));
-    TRY(ck_num(ck, "term_bq_bk", t.bqbk));
-    TRY(ck_mat(ck, "scores_both", n, L, c->p[0][C_BOTH].s));
-    return ck_mat(ck, "sum_of_terms", n, L, sum);
+        verify_ck_note(ck, "The absent bias counts as a zero vector.");
+    TRY(verify_ck_mat(ck, "term_q_k", n, L, t.qk));
+    TRY(verify_ck_mat(ck, "term_bq_k", n, L, t.bqk));
+    TRY(verify_ck_vec(ck, "term_q_bk", n, t.qbk));
+    TRY(verify_ck_num(ck, "term_bq_bk", t.bqbk));
+    TRY(verify_ck_mat(ck, "scores_both", n, L, c->p[0][C_BOTH].s));
+    return verify_ck_mat(ck, "sum_of_terms", n, L, sum);
 }
 
 /* Checks 2-5 on query row i of passes run on queries q. */
@@ -591,22 +541,22 @@ static double rows_2_to_5(const struct vx *c, const struct vpass *p,
 static enum core_status check_every_row(struct vx *c, struct verify_check *ck)
 {
     if (!c->bq && !c->bk)
-        return ck_na(ck, "neither bias.q nor bias.k was given");
+        return verify_ck_na(ck, "neither bias.q nor bias.k was given");
     size_t n = c->n, L = c->L, dk = c->dk, m;
     if (!core_add(n, L, &m))
         return CORE_ELIMIT;
     double *qx, *cst, *rowd;
-    NEED(qx = vx_dbl(c, m, dk));
-    NEED(cst = vx_dbl(c, m, 1));
-    NEED(rowd = vx_dbl(c, m, 1));
+    NEED(qx = verify_dbl(c, m, dk));
+    NEED(cst = verify_dbl(c, m, 1));
+    NEED(rowd = verify_dbl(c, m, 1));
     memcpy(qx, c->q, n * dk * sizeof(double));
     memcpy(qx + n * dk, c->k, L * dk * sizeof(double));
     struct vpass p[4];
     for (int cond = 0; cond < 4; cond++) {
-        struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, cond);
+        struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, cond);
         r.q = qx;
         r.n = m;
-        TRY(vx_pass(c, &r, &p[cond]));
+        TRY(verify_pass(c, &r, &p[cond]));
     }
     struct terms t;
     TRY(vx_terms(c, qx, m, &t));
@@ -617,11 +567,11 @@ static enum core_status check_every_row(struct vx *c, struct verify_check *ck)
         worst = max2(worst, rowd[i]);
     }
     ck->max_abs_diff = worst;
-    ck_note(ck, "Queries are the %zu rows of q followed by the %zu keys used "
+    verify_ck_note(ck, "Queries are the %zu rows of q followed by the %zu keys used "
             "as extra queries.", n, L);
-    TRY(ck_mat(ck, "queries", m, dk, qx));
-    TRY(ck_vec(ck, "row_constant", m, cst));
-    return ck_vec(ck, "row_max_abs_diff", m, rowd);
+    TRY(verify_ck_mat(ck, "queries", m, dk, qx));
+    TRY(verify_ck_vec(ck, "row_constant", m, cst));
+    return verify_ck_vec(ck, "row_max_abs_diff", m, rowd);
 }
 
 /* ---- check 7: the exception ------------------------------------------- */
@@ -683,11 +633,11 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
         double n1 = norm(out, dk);
         if (n0 > 0.0 && n1 >= n0 * (1.0 - 1e-12)) {
             memcpy(out, c->bq, dk * sizeof(double));
-            ck_note(ck, "bias.q already has equal dot products with every key.");
+            verify_ck_note(ck, "bias.q already has equal dot products with every key.");
             return true;
         }
         if (n0 > 0.0 && n1 > 1e-9 * n0) {
-            ck_note(ck, "bQ is bias.q projected onto the directions orthogonal "
+            verify_ck_note(ck, "bQ is bias.q projected onto the directions orthogonal "
                     "to every key difference k_j - k_1.");
             return true;
         }
@@ -711,7 +661,7 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
     project_out(out, basis, nb, dk);
     for (size_t i = 0; i < dk; i++)
         out[i] /= best;
-    ck_note(ck, "bQ is the unit vector e_%zu projected onto the directions "
+    verify_ck_note(ck, "bQ is the unit vector e_%zu projected onto the directions "
             "orthogonal to every key difference k_j - k_1, then normalised.",
             bi + 1);
     return true;
@@ -721,33 +671,33 @@ static enum core_status check_q_exception(struct vx *c, struct verify_check *ck)
 {
     size_t n = c->n, L = c->L, dk = c->dk;
     double *basis, *tmp, *bq, *dots, *shift;
-    NEED(basis = vx_dbl(c, dk, dk));
-    NEED(tmp = vx_dbl(c, dk, 1));
-    NEED(bq = vx_dbl(c, dk, 1));
+    NEED(basis = verify_dbl(c, dk, dk));
+    NEED(tmp = verify_dbl(c, dk, 1));
+    NEED(bq = verify_dbl(c, dk, 1));
     size_t nb = key_diff_basis(c, basis, tmp);
-    TRY(ck_num(ck, "key_difference_rank", (double)nb));
+    TRY(verify_ck_num(ck, "key_difference_rank", (double)nb));
     if (!exception_bq(c, basis, nb, bq, ck))
-        return ck_na(ck, "The key differences k_j - k_1 span every direction, "
+        return verify_ck_na(ck, "The key differences k_j - k_1 span every direction, "
                      "so only bQ = 0 has equal dot products with all keys.");
     vx_round(c, bq, dk);
-    NEED(dots = vx_dbl(c, L, 1));
+    NEED(dots = verify_dbl(c, L, 1));
     for (size_t j = 0; j < L; j++)
         dots[j] = dot(bq, c->k + j * dk, dk);
-    struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
     struct vpass p;
     r.bq = bq;
-    TRY(vx_pass(c, &r, &p));
+    TRY(verify_pass(c, &r, &p));
     const struct vpass *a = &c->p[0][C_NONE];
     NEED(shift = vx_sub(c, p.s, a->s, n * L));
-    double m = max2(maxdiff(p.w, a->w, n * L), maxdiff(p.o, a->o, n * c->dv));
+    double m = max2(verify_maxdiff(p.w, a->w, n * L), verify_maxdiff(p.o, a->o, n * c->dv));
     for (size_t x = 0; x < n * L; x++)
         m = max2(m, fabs(shift[x] - c->scale * dots[0]));
     ck->max_abs_diff = m;
-    TRY(ck_vec(ck, "bias_q_used", dk, bq));
-    TRY(ck_vec(ck, "bias_q_dot_k", L, dots));
-    TRY(ck_mat(ck, "score_shift", n, L, shift));
-    TRY(ck_mat(ck, "weights_without_q_bias", n, L, a->w));
-    return ck_mat(ck, "weights_with_q_bias", n, L, p.w);
+    TRY(verify_ck_vec(ck, "bias_q_used", dk, bq));
+    TRY(verify_ck_vec(ck, "bias_q_dot_k", L, dots));
+    TRY(verify_ck_mat(ck, "score_shift", n, L, shift));
+    TRY(verify_ck_mat(ck, "weights_without_q_bias", n, L, a->w));
+    return verify_ck_mat(ck, "weights_with_q_bias", n, L, p.w);
 }
 
 /* ---- check 8: a per-key shift ------------------------------------------ */
@@ -757,18 +707,18 @@ static enum core_status check_per_key_shift(struct vx *c,
 {
     size_t n = c->n, L = c->L, dk = c->dk, best = 0;
     if (L < 2)
-        return ck_na(ck, "With one key every weight is 1, whatever the shift.");
+        return verify_ck_na(ck, "With one key every weight is 1, whatever the shift.");
     for (size_t i = 1; i < n; i++)
         if (norm(c->q + i * dk, dk) > norm(c->q + best * dk, dk))
             best = i;
     const double *qr = c->q + best * dk;
     double qq = dot(qr, qr, dk);
     if (qq == 0.0)
-        return ck_na(ck, "Every query row is zero, so no key shift can change "
+        return verify_ck_na(ck, "Every query row is zero, so no key shift can change "
                      "a score.");
     double *delta, *kx, *shift;
-    NEED(delta = vx_dbl(c, L, dk));
-    NEED(kx = vx_dbl(c, L, dk));
+    NEED(delta = verify_dbl(c, L, dk));
+    NEED(kx = verify_dbl(c, L, dk));
     for (size_t j = 0; j < L; j++)
         for (size_t d = 0; d < dk; d++) {
             double t = (double)j / (double)(L - 1);
@@ -778,21 +728,21 @@ static enum core_status check_per_key_shift(struct vx *c,
     for (size_t x = 0; x < L * dk; x++)
         kx[x] = c->k[x] + delta[x];
     vx_round(c, kx, L * dk);
-    struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
     struct vpass p;
     r.k = kx;
-    TRY(vx_pass(c, &r, &p));
+    TRY(verify_pass(c, &r, &p));
     const struct vpass *a = &c->p[0][C_NONE];
     NEED(shift = vx_sub(c, p.s, a->s, n * L));
     ck->expect_change = true;
-    ck->max_abs_diff = maxdiff(p.w, a->w, n * L);
-    ck_note(ck, "Key j is shifted by (j-1)/(L-1) times q_%zu/(scale*|q_%zu|^2),"
+    ck->max_abs_diff = verify_maxdiff(p.w, a->w, n * L);
+    verify_ck_note(ck, "Key j is shifted by (j-1)/(L-1) times q_%zu/(scale*|q_%zu|^2),"
             " so row %zu's scores rise by 0 to 1 across the keys.",
             best + 1, best + 1, best + 1);
-    TRY(ck_mat(ck, "key_shifts", L, dk, delta));
-    TRY(ck_mat(ck, "score_shift", n, L, shift));
-    TRY(ck_mat(ck, "weights_without_shift", n, L, a->w));
-    return ck_mat(ck, "weights_with_shift", n, L, p.w);
+    TRY(verify_ck_mat(ck, "key_shifts", L, dk, delta));
+    TRY(verify_ck_mat(ck, "score_shift", n, L, shift));
+    TRY(verify_ck_mat(ck, "weights_without_shift", n, L, a->w));
+    return verify_ck_mat(ck, "weights_with_shift", n, L, p.w);
 }
 
 /* ---- checks 9-12: softmax1 ---------------------------------------------- */
@@ -825,21 +775,21 @@ static enum core_status check_softmax1_ratios(struct vx *c,
     size_t n = c->n, L = c->L;
     const struct vpass *p1 = &c->p[1][C_BOTH], *p0 = &c->p[0][C_BOTH];
     double *r1, *r0, *ex, *ref;
-    NEED(r1 = vx_dbl(c, n, L));
-    NEED(r0 = vx_dbl(c, n, L));
-    NEED(ex = vx_dbl(c, n, L));
-    NEED(ref = vx_dbl(c, n, 1));
+    NEED(r1 = verify_dbl(c, n, L));
+    NEED(r0 = verify_dbl(c, n, L));
+    NEED(ex = verify_dbl(c, n, L));
+    NEED(ref = verify_dbl(c, n, 1));
     double m1 = ratios(c, p1->s, p1->w, r1, ex, ref);
     double m0 = ratios(c, p0->s, p0->w, r0, NULL, NULL);
     ck->max_abs_diff = max2(m1, m0);
-    ck_note(ck, "Ratios are taken against each row's largest score "
+    verify_ck_note(ck, "Ratios are taken against each row's largest score "
             "(reference_key, counted from 0), with the request's biases.");
-    TRY(ck_mat(ck, "weights_softmax1", n, L, p1->w));
-    TRY(ck_mat(ck, "weights_standard", n, L, p0->w));
-    TRY(ck_mat(ck, "ratio_softmax1", n, L, r1));
-    TRY(ck_mat(ck, "ratio_standard", n, L, r0));
-    TRY(ck_mat(ck, "exp_score_difference", n, L, ex));
-    return ck_vec(ck, "reference_key", n, ref);
+    TRY(verify_ck_mat(ck, "weights_softmax1", n, L, p1->w));
+    TRY(verify_ck_mat(ck, "weights_standard", n, L, p0->w));
+    TRY(verify_ck_mat(ck, "ratio_softmax1", n, L, r1));
+    TRY(verify_ck_mat(ck, "ratio_standard", n, L, r0));
+    TRY(verify_ck_mat(ck, "exp_score_difference", n, L, ex));
+    return verify_ck_vec(ck, "reference_key", n, ref);
 }
 
 /* Ratios w_ij / w_ir against r = the largest score of row i of s; rows whose
@@ -861,13 +811,13 @@ static enum core_status check_softmax1_shift(struct vx *c,
                                              struct verify_check *ck)
 {
     if (!c->bk)
-        return ck_na(ck, "no bias.k was given");
+        return verify_ck_na(ck, "no bias.k was given");
     size_t n = c->n, L = c->L, dk = c->dk, skipped = 0;
     const struct vpass *a = &c->p[1][C_Q], *b = &c->p[1][C_BOTH];
     double *cst, *ra, *rb, *sa, *sb, cmax = 0.0;
-    NEED(cst = vx_dbl(c, n, 1));
-    NEED(ra = vx_dbl(c, n, L));
-    NEED(rb = vx_dbl(c, n, L));
+    NEED(cst = verify_dbl(c, n, 1));
+    NEED(ra = verify_dbl(c, n, L));
+    NEED(rb = verify_dbl(c, n, L));
     for (size_t i = 0; i < n; i++) {
         double qb = 0.0;
         for (size_t d = 0; d < dk; d++)
@@ -876,33 +826,33 @@ static enum core_status check_softmax1_shift(struct vx *c,
         cmax = max2(cmax, fabs(cst[i]));
     }
     if (cmax == 0.0)
-        return ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
+        return verify_ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
                      "nothing to any score.");
     ratios_against(c, a->s, a->w, ra, &skipped);
     ratios_against(c, a->s, b->w, rb, &skipped);
     NEED(sa = vx_rowsums(c, a->w, n, L));
     NEED(sb = vx_rowsums(c, b->w, n, L));
-    double change = maxdiff(a->w, b->w, n * L);
-    ck->max_abs_diff = maxdiff(ra, rb, n * L);
+    double change = verify_maxdiff(a->w, b->w, n * L);
+    ck->max_abs_diff = verify_maxdiff(ra, rb, n * L);
     if (!(change > c->tol)) {
         ck->passed = false;
-        ck_note(ck, "The weight change %.3g is not above the tolerance.",
+        verify_ck_note(ck, "The weight change %.3g is not above the tolerance.",
                 change);
     } else {
-        ck_note(ck, "Passes when the ratios agree within the tolerance and "
+        verify_ck_note(ck, "Passes when the ratios agree within the tolerance and "
                 "the weights change by more than it (weight_change).");
     }
     if (skipped)
-        ck_note(ck, "%zu rows had an underflowing largest weight; their "
+        verify_ck_note(ck, "%zu rows had an underflowing largest weight; their "
                 "ratios print as 0.", skipped);
-    TRY(ck_vec(ck, "row_constant", n, cst));
-    TRY(ck_mat(ck, "weights_without_k_bias", n, L, a->w));
-    TRY(ck_mat(ck, "weights_with_k_bias", n, L, b->w));
-    TRY(ck_vec(ck, "row_sums_without_k_bias", n, sa));
-    TRY(ck_vec(ck, "row_sums_with_k_bias", n, sb));
-    TRY(ck_mat(ck, "ratio_without_k_bias", n, L, ra));
-    TRY(ck_mat(ck, "ratio_with_k_bias", n, L, rb));
-    return ck_num(ck, "weight_change", change);
+    TRY(verify_ck_vec(ck, "row_constant", n, cst));
+    TRY(verify_ck_mat(ck, "weights_without_k_bias", n, L, a->w));
+    TRY(verify_ck_mat(ck, "weights_with_k_bias", n, L, b->w));
+    TRY(verify_ck_vec(ck, "row_sums_without_k_bias", n, sa));
+    TRY(verify_ck_vec(ck, "row_sums_with_k_bias", n, sb));
+    TRY(verify_ck_mat(ck, "ratio_without_k_bias", n, L, ra));
+    TRY(verify_ck_mat(ck, "ratio_with_k_bias", n, L, rb));
+    return verify_ck_num(ck, "weight_change", change);
 }
 
 /* k, v with one row prepended that the biases turn into exactly zero
@@ -912,8 +862,8 @@ static enum core_status zero_key_inputs(struct vx *c, double **kx, double **vx)
     size_t L1, dk = c->dk, dv = c->dv;
     if (!core_add(c->L, 1, &L1))
         return CORE_ELIMIT;
-    NEED(*kx = vx_dbl(c, L1, dk));
-    NEED(*vx = vx_dbl(c, L1, dv));
+    NEED(*kx = verify_dbl(c, L1, dk));
+    NEED(*vx = verify_dbl(c, L1, dv));
     for (size_t d = 0; d < dk; d++)
         (*kx)[d] = c->bk ? -c->bk[d] : 0.0;
     for (size_t d = 0; d < dv; d++)
@@ -943,35 +893,35 @@ static enum core_status extra_key_compare(struct vx *c, struct verify_check *ck,
     size_t n = c->n, L = c->L;
     double *kx, *vx, *ab, *rest, *first;
     TRY(zero_key_inputs(c, &kx, &vx));
-    struct vrun r = vx_run(c, sm, C_BOTH);
+    struct vrun r = verify_base_run(c, sm, C_BOTH);
     struct vpass a, b;
     r.bv = c->bv;
     r.sink = extra;
-    TRY(vx_pass(c, &r, &a));
+    TRY(verify_pass(c, &r, &a));
     r.sm = ATTN_SOFTMAX_STANDARD;
     r.k = kx;
     r.v = vx;
     r.L = L + 1;
-    NEED(ab = vx_dbl(c, n, L + 1));
+    NEED(ab = verify_dbl(c, n, L + 1));
     for (size_t i = 0; i < n; i++)
         ab[i * (L + 1)] = extra;
     r.attn_bias = extra != 0.0 ? ab : NULL;
-    TRY(vx_pass(c, &r, &b));
-    NEED(rest = vx_dbl(c, n, L));
-    NEED(first = vx_dbl(c, n, 1));
+    TRY(verify_pass(c, &r, &b));
+    NEED(rest = verify_dbl(c, n, L));
+    NEED(first = verify_dbl(c, n, 1));
     split_first(c, b.w, rest, first);
-    ck->max_abs_diff = max2(maxdiff(a.w, rest, n * L),
-                            maxdiff(a.o, b.o, n * c->dv));
-    TRY(ck_mat(ck, wname, n, L, a.w));
-    TRY(ck_mat(ck, "weights_prepended", n, L + 1, b.w));
-    TRY(ck_vec(ck, "zero_key_weight", n, first));
-    TRY(ck_mat(ck, "output_variant", n, c->dv, a.o));
-    return ck_mat(ck, "output_prepended", n, c->dv, b.o);
+    ck->max_abs_diff = max2(verify_maxdiff(a.w, rest, n * L),
+                            verify_maxdiff(a.o, b.o, n * c->dv));
+    TRY(verify_ck_mat(ck, wname, n, L, a.w));
+    TRY(verify_ck_mat(ck, "weights_prepended", n, L + 1, b.w));
+    TRY(verify_ck_vec(ck, "zero_key_weight", n, first));
+    TRY(verify_ck_mat(ck, "output_variant", n, c->dv, a.o));
+    return verify_ck_mat(ck, "output_prepended", n, c->dv, b.o);
 }
 
 static enum core_status check_zero_key(struct vx *c, struct verify_check *ck)
 {
-    ck_note(ck, "The prepended key and value are zero after bias (the raw "
+    verify_ck_note(ck, "The prepended key and value are zero after bias (the raw "
             "rows are -bK and -bV); no RoPE.");
     return extra_key_compare(c, ck, ATTN_SOFTMAX_ONE, 0.0, "weights_softmax1");
 }
@@ -995,15 +945,15 @@ static enum core_status sums_at(struct vx *c, double t, double *sum1,
 {
     size_t n = c->n, L = c->L;
     double *ab, *s;
-    NEED(ab = vx_dbl(c, n, L));
+    NEED(ab = verify_dbl(c, n, L));
     for (size_t x = 0; x < n * L; x++)
         ab[x] = -t;
     for (int v = 0; v < 2; v++) {
-        struct vrun r = vx_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
+        struct vrun r = verify_base_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
                                C_BOTH);
         struct vpass p;
         r.attn_bias = ab;
-        TRY(vx_pass(c, &r, &p));
+        TRY(verify_pass(c, &r, &p));
         NEED(s = vx_rowsums(c, p.w, n, L));
         memcpy(v ? sum1 : sum0, s, n * sizeof(double));
     }
@@ -1036,9 +986,9 @@ static enum core_status check_row_sums(struct vx *c, struct verify_check *ck)
     double shifts[N_SHIFTS] = {0.0, 10.0, 100.0, 0.0}, neg[N_SHIFTS];
     shifts[N_SHIFTS - 1] = (smax > 0.0 ? smax : 0.0) + 1000.0;
     double *s1, *s0, *ex;
-    NEED(s1 = vx_dbl(c, N_SHIFTS, n));
-    NEED(s0 = vx_dbl(c, N_SHIFTS, n));
-    NEED(ex = vx_dbl(c, N_SHIFTS, n));
+    NEED(s1 = verify_dbl(c, N_SHIFTS, n));
+    NEED(s0 = verify_dbl(c, N_SHIFTS, n));
+    NEED(ex = verify_dbl(c, N_SHIFTS, n));
     double m = 0.0;
     for (size_t t = 0; t < N_SHIFTS; t++) {
         TRY(sums_at(c, shifts[t], s1 + t * n, s0 + t * n));
@@ -1052,16 +1002,16 @@ static enum core_status check_row_sums(struct vx *c, struct verify_check *ck)
     ck->max_abs_diff = m;
     if (!sums_ok(c, s1, ex)) {
         ck->passed = false;
-        ck_note(ck, "A softmax1 row sum left (0,1), rose as the scores fell, "
+        verify_ck_note(ck, "A softmax1 row sum left (0,1), rose as the scores fell, "
                 "or did not reach 0.");
     } else {
-        ck_note(ck, "Every score of a row is shifted by score_shift through "
+        verify_ck_note(ck, "Every score of a row is shifted by score_shift through "
                 "attn_bias; the last shift puts every score below -1000.");
     }
-    TRY(ck_vec(ck, "score_shift", N_SHIFTS, neg));
-    TRY(ck_mat(ck, "row_sums_softmax1", N_SHIFTS, n, s1));
-    TRY(ck_mat(ck, "expected_row_sums_softmax1", N_SHIFTS, n, ex));
-    return ck_mat(ck, "row_sums_standard", N_SHIFTS, n, s0);
+    TRY(verify_ck_vec(ck, "score_shift", N_SHIFTS, neg));
+    TRY(verify_ck_mat(ck, "row_sums_softmax1", N_SHIFTS, n, s1));
+    TRY(verify_ck_mat(ck, "expected_row_sums_softmax1", N_SHIFTS, n, ex));
+    return verify_ck_mat(ck, "row_sums_standard", N_SHIFTS, n, s0);
 }
 
 /* ---- check 13: value bias --------------------------------------------- */
@@ -1072,12 +1022,12 @@ static enum core_status v_shift(struct vx *c, enum attn_softmax sm,
                                 double *shift, double *sums, double *dev)
 {
     size_t n = c->n, dv = c->dv;
-    struct vrun r = vx_run(c, sm, C_BOTH);
+    struct vrun r = verify_base_run(c, sm, C_BOTH);
     struct vpass a, b;
     r.sink = sm == ATTN_SOFTMAX_SINK ? c->in->sink_logit : 0.0;
-    TRY(vx_pass(c, &r, &a));
+    TRY(verify_pass(c, &r, &a));
     r.bv = c->bv;
-    TRY(vx_pass(c, &r, &b));
+    TRY(verify_pass(c, &r, &b));
     double *rs;
     NEED(rs = vx_rowsums(c, b.w, n, c->L));
     for (size_t i = 0; i < n; i++) {
@@ -1096,26 +1046,26 @@ static enum core_status v_shift(struct vx *c, enum attn_softmax sm,
 static enum core_status check_v_bias(struct vx *c, struct verify_check *ck)
 {
     if (!c->bv)
-        return ck_na(ck, "no bias.v was given");
+        return verify_ck_na(ck, "no bias.v was given");
     size_t n = c->n, dv = c->dv;
     double *sh0, *sh1, *sums, dev = 0.0;
-    NEED(sh0 = vx_dbl(c, n, dv));
-    NEED(sh1 = vx_dbl(c, n, dv));
-    NEED(sums = vx_dbl(c, n, 1));
+    NEED(sh0 = verify_dbl(c, n, dv));
+    NEED(sh1 = verify_dbl(c, n, dv));
+    NEED(sums = verify_dbl(c, n, 1));
     TRY(v_shift(c, ATTN_SOFTMAX_STANDARD, sh0, NULL, &dev));
     TRY(v_shift(c, ATTN_SOFTMAX_ONE, sh1, sums, &dev));
-    TRY(ck_vec(ck, "bias_v", dv, c->bv));
-    TRY(ck_mat(ck, "output_shift_standard", n, dv, sh0));
-    TRY(ck_mat(ck, "output_shift_softmax1", n, dv, sh1));
-    TRY(ck_vec(ck, "row_sums_softmax1", n, sums));
+    TRY(verify_ck_vec(ck, "bias_v", dv, c->bv));
+    TRY(verify_ck_mat(ck, "output_shift_standard", n, dv, sh0));
+    TRY(verify_ck_mat(ck, "output_shift_softmax1", n, dv, sh1));
+    TRY(verify_ck_vec(ck, "row_sums_softmax1", n, sums));
     if (c->in->softmax == ATTN_SOFTMAX_SINK) {
         double *sh2, *s2;
-        NEED(sh2 = vx_dbl(c, n, dv));
-        NEED(s2 = vx_dbl(c, n, 1));
+        NEED(sh2 = verify_dbl(c, n, dv));
+        NEED(s2 = verify_dbl(c, n, 1));
         TRY(v_shift(c, ATTN_SOFTMAX_SINK, sh2, s2, &dev));
-        TRY(ck_mat(ck, "output_shift_sink", n, dv, sh2));
-        TRY(ck_vec(ck, "row_sums_sink", n, s2));
-        ck_note(ck, "The sink softmax of the request shifts by (sum_j p_ij) bV "
+        TRY(verify_ck_mat(ck, "output_shift_sink", n, dv, sh2));
+        TRY(verify_ck_vec(ck, "row_sums_sink", n, s2));
+        verify_ck_note(ck, "The sink softmax of the request shifts by (sum_j p_ij) bV "
                 "too.");
     }
     ck->max_abs_diff = dev;
@@ -1127,26 +1077,26 @@ static enum core_status check_v_bias(struct vx *c, struct verify_check *ck)
 static enum core_status check_rope(struct vx *c, struct verify_check *ck)
 {
     if (!c->bk)
-        return ck_na(ck, "no bias.k was given");
+        return verify_ck_na(ck, "no bias.k was given");
     if (c->dk % 2)
-        return ck_na(ck, "RoPE rotates pairs of dimensions, and d_k is odd.");
+        return verify_ck_na(ck, "RoPE rotates pairs of dimensions, and d_k is odd.");
     if (c->L < 2)
-        return ck_na(ck, "With one key every weight is 1, whatever the shift.");
+        return verify_ck_na(ck, "With one key every weight is 1, whatever the shift.");
     size_t n = c->n, L = c->L;
-    struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, C_Q);
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_Q);
     struct vpass a, b;
     r.rope = true;
     if (c->in->rope) {
         r.rope_base = c->in->rope_base;
         r.rope_pairs = c->in->rope_pairs;
     }
-    TRY(vx_pass(c, &r, &a));
+    TRY(verify_pass(c, &r, &a));
     r.bk = c->bk;
-    TRY(vx_pass(c, &r, &b));
+    TRY(verify_pass(c, &r, &b));
     double *sr, *s0, *spread;
     NEED(sr = vx_sub(c, b.s, a.s, n * L));
     NEED(s0 = vx_sub(c, c->p[0][C_BOTH].s, c->p[0][C_Q].s, n * L));
-    NEED(spread = vx_dbl(c, n, 1));
+    NEED(spread = verify_dbl(c, n, 1));
     for (size_t i = 0; i < n; i++) {
         const double *x = sr + i * L;
         double lo = x[0], hi = x[0];
@@ -1157,17 +1107,17 @@ static enum core_status check_rope(struct vx *c, struct verify_check *ck)
         spread[i] = hi - lo;
     }
     ck->expect_change = true;
-    ck->max_abs_diff = maxdiff(a.w, b.w, n * L);
-    ck_note(ck, "RoPE base %g, %s pairs%s; keys at positions 0..L-1, queries "
+    ck->max_abs_diff = verify_maxdiff(a.w, b.w, n * L);
+    verify_ck_note(ck, "RoPE base %g, %s pairs%s; keys at positions 0..L-1, queries "
             "at L-n..L-1; passes when the weights change.",
             r.rope_base, r.rope_pairs == ATTN_ROPE_HALF ? "half" : "interleaved",
             c->in->rope ? " (the request's)" : " (the default, as the request "
             "has none)");
-    TRY(ck_mat(ck, "score_shift_with_rope", n, L, sr));
-    TRY(ck_mat(ck, "score_shift_without_rope", n, L, s0));
-    TRY(ck_vec(ck, "score_shift_spread", n, spread));
-    TRY(ck_mat(ck, "weights_without_k_bias", n, L, a.w));
-    return ck_mat(ck, "weights_with_k_bias", n, L, b.w);
+    TRY(verify_ck_mat(ck, "score_shift_with_rope", n, L, sr));
+    TRY(verify_ck_mat(ck, "score_shift_without_rope", n, L, s0));
+    TRY(verify_ck_vec(ck, "score_shift_spread", n, spread));
+    TRY(verify_ck_mat(ck, "weights_without_k_bias", n, L, a.w));
+    return verify_ck_mat(ck, "weights_with_k_bias", n, L, b.w);
 }
 
 /* ---- check 15: max subtraction ---------------------------------------- */
@@ -1184,7 +1134,7 @@ static enum core_status check_max_sub(struct vx *c, struct verify_check *ck)
 {
     size_t n = c->n, L = c->L, dv = c->dv;
     double *ab;
-    NEED(ab = vx_dbl(c, n, L));
+    NEED(ab = verify_dbl(c, n, L));
     for (size_t x = 0; x < n * L; x++)
         ab[x] = 1000.0;
     const struct vpass *ref = &c->p[0][C_BOTH];
@@ -1192,28 +1142,28 @@ static enum core_status check_max_sub(struct vx *c, struct verify_check *ck)
     double m = 0.0;
     bool finite = true;
     for (int v = 0; v < 2; v++) {
-        struct vrun r = vx_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
+        struct vrun r = verify_base_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
                                C_BOTH);
         r.attn_bias = ab;
-        TRY(vx_pass(c, &r, &p[v]));
+        TRY(verify_pass(c, &r, &p[v]));
         finite = finite && all_finite(p[v].s, n * L) &&
                  all_finite(p[v].w, n * L) && all_finite(p[v].o, n * dv);
-        m = max2(m, maxdiff(p[v].w, ref->w, n * L));
-        m = max2(m, maxdiff(p[v].o, ref->o, n * dv));
+        m = max2(m, verify_maxdiff(p[v].w, ref->w, n * L));
+        m = max2(m, verify_maxdiff(p[v].o, ref->o, n * dv));
     }
     ck->max_abs_diff = m;
     if (!finite) {
         ck->passed = false;
-        ck_note(ck, "A score, weight or output was not finite.");
+        verify_ck_note(ck, "A score, weight or output was not finite.");
     } else {
-        ck_note(ck, "1000 is added through attn_bias; under softmax1 the 1 in "
+        verify_ck_note(ck, "1000 is added through attn_bias; under softmax1 the 1 in "
                 "the denominator is then negligible, so its weights equal the "
                 "unshifted standard weights.");
     }
-    TRY(ck_num(ck, "score_shift", 1000.0));
-    TRY(ck_mat(ck, "weights_unshifted_standard", n, L, ref->w));
-    TRY(ck_mat(ck, "weights_shifted_standard", n, L, p[0].w));
-    return ck_mat(ck, "weights_shifted_softmax1", n, L, p[1].w);
+    TRY(verify_ck_num(ck, "score_shift", 1000.0));
+    TRY(verify_ck_mat(ck, "weights_unshifted_standard", n, L, ref->w));
+    TRY(verify_ck_mat(ck, "weights_shifted_standard", n, L, p[0].w));
+    return verify_ck_mat(ck, "weights_shifted_softmax1", n, L, p[1].w);
 }
 
 /* ---- check 16: a session's KV cache ------------------------------------ */
@@ -1254,9 +1204,9 @@ static enum core_status kv_query(struct vx *c, const struct kv_cache *kc,
     TRY(vx_inputs(c, &one, &rq, &in));
     struct attn_result res;
     memset(&res, 0, sizeof res);
-    NEED(res.scores = vx_bytes(c, len, es));
-    NEED(res.weights = vx_bytes(c, len, es));
-    NEED(res.output = vx_bytes(c, c->dv, es));
+    NEED(res.scores = verify_bytes(c, len, es));
+    NEED(res.weights = verify_bytes(c, len, es));
+    NEED(res.output = verify_bytes(c, c->dv, es));
     TRY(kv_attend(kc, &rq, &in, &res, c->ws));
     vx_unload(c, res.weights, w, len);
     vx_unload(c, res.output, o, c->dv);
@@ -1288,13 +1238,13 @@ static enum core_status decode_compare(struct vx *c, bool rope, double base,
                                        double *dec_w, double *dec_o,
                                        struct vpass *full)
 {
-    struct vrun r = vx_run(c, c->in->softmax, C_BOTH);
+    struct vrun r = verify_base_run(c, c->in->softmax, C_BOTH);
     r.bv = c->bv;
     r.rope = rope;
     r.rope_base = base;
     r.rope_pairs = pairs;
     r.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    TRY(vx_pass(c, &r, full));
+    TRY(verify_pass(c, &r, full));
     struct kv_cache *kc = kv_new(c->dt, 1, c->dk, c->dv);
     if (!kc)
         return CORE_ENOMEM;
@@ -1307,7 +1257,7 @@ static enum core_status check_session(struct vx *c, struct verify_check *ck)
 {
     size_t n = c->n, L = c->L, dv = c->dv;
     if (n > L)
-        return ck_na(ck, "q has more rows than k: causal decoding would leave "
+        return verify_ck_na(ck, "q has more rows than k: causal decoding would leave "
                      "the first queries without keys.");
     bool rope2 = !c->in->rope && c->dk % 2 == 0;  /* add a RoPE variant */
     double *w[2], *o[2];
@@ -1315,30 +1265,30 @@ static enum core_status check_session(struct vx *c, struct verify_check *ck)
     double m = 0.0;
     for (int v = 0; v < (rope2 ? 2 : 1); v++) {
         bool rope = v == 1;
-        NEED(w[v] = vx_dbl(c, n, L));
-        NEED(o[v] = vx_dbl(c, n, dv));
+        NEED(w[v] = verify_dbl(c, n, L));
+        NEED(o[v] = verify_dbl(c, n, dv));
         TRY(decode_compare(c, rope ? true : c->in->rope,
                            c->in->rope ? c->in->rope_base : 10000.0,
                            c->in->rope ? c->in->rope_pairs
                                        : ATTN_ROPE_INTERLEAVED,
                            w[v], o[v], &full[v]));
-        m = max2(m, maxdiff(w[v], full[v].w, n * L));
-        m = max2(m, maxdiff(o[v], full[v].o, n * dv));
+        m = max2(m, verify_maxdiff(w[v], full[v].w, n * L));
+        m = max2(m, verify_maxdiff(o[v], full[v].o, n * dv));
     }
     ck->max_abs_diff = m;
-    ck_note(ck, "The cache is prefilled with the first L-n keys, then gets one "
+    verify_ck_note(ck, "The cache is prefilled with the first L-n keys, then gets one "
             "key per query row and attends that row; the recomputation is "
             "causal (bottom-right) over all keys. With the request's softmax "
             "and biases, %s.", c->in->rope ? "with the request's RoPE"
             : rope2 ? "once without and once with RoPE (base 10000)"
             : "without RoPE (d_k is odd)");
-    TRY(ck_mat(ck, "weights_decoded", n, L, w[0]));
-    TRY(ck_mat(ck, "weights_recomputed", n, L, full[0].w));
-    TRY(ck_mat(ck, "output_decoded", n, dv, o[0]));
-    TRY(ck_mat(ck, "output_recomputed", n, dv, full[0].o));
+    TRY(verify_ck_mat(ck, "weights_decoded", n, L, w[0]));
+    TRY(verify_ck_mat(ck, "weights_recomputed", n, L, full[0].w));
+    TRY(verify_ck_mat(ck, "output_decoded", n, dv, o[0]));
+    TRY(verify_ck_mat(ck, "output_recomputed", n, dv, full[0].o));
     if (rope2) {
-        TRY(ck_mat(ck, "weights_decoded_rope", n, L, w[1]));
-        TRY(ck_mat(ck, "weights_recomputed_rope", n, L, full[1].w));
+        TRY(verify_ck_mat(ck, "weights_decoded_rope", n, L, w[1]));
+        TRY(verify_ck_mat(ck, "weights_recomputed_rope", n, L, full[1].w));
     }
     return CORE_OK;
 }
@@ -1349,13 +1299,13 @@ static enum core_status check_sink(struct vx *c, struct verify_check *ck)
 {
     double sink = c->in->softmax == ATTN_SOFTMAX_SINK ? c->in->sink_logit : 0.0;
     if (sink == 0.0)
-        ck_note(ck, "sink_logit 0 (the request's softmax is not sink): the "
+        verify_ck_note(ck, "sink_logit 0 (the request's softmax is not sink): the "
                 "sink softmax is then softmax1.");
     else
-        ck_note(ck, "sink_logit %g from the request; the extra key's score "
+        verify_ck_note(ck, "sink_logit %g from the request; the extra key's score "
                 "is set through attn_bias.", sink);
     TRY(extra_key_compare(c, ck, ATTN_SOFTMAX_SINK, sink, "weights_sink"));
-    return ck_num(ck, "sink_logit", sink);
+    return verify_ck_num(ck, "sink_logit", sink);
 }
 
 /* ---- check 18: the exception over the allowed keys ---------------------- */
@@ -1387,41 +1337,41 @@ static size_t equal_dot_group(const struct vx *c, const double *dots,
 static enum core_status check_q_allowed(struct vx *c, struct verify_check *ck)
 {
     if (!c->bq)
-        return ck_na(ck, "no bias.q was given");
+        return verify_ck_na(ck, "no bias.q was given");
     size_t n = c->n, L = c->L, dk = c->dk;
     double *dots, *allowed_d;
     uint8_t *allowed, *mask;
-    NEED(dots = vx_dbl(c, L, 1));
-    NEED(allowed_d = vx_dbl(c, L, 1));
-    NEED(allowed = vx_bytes(c, L, 1));
-    NEED(mask = vx_bytes(c, n * L, 1));
+    NEED(dots = verify_dbl(c, L, 1));
+    NEED(allowed_d = verify_dbl(c, L, 1));
+    NEED(allowed = verify_bytes(c, L, 1));
+    NEED(mask = verify_bytes(c, n * L, 1));
     for (size_t j = 0; j < L; j++)
         dots[j] = dot(c->bq, c->k + j * dk, dk);
     size_t g = equal_dot_group(c, dots, allowed);
     if (g < 2)
-        return ck_na(ck, "bias.q has a different dot product with every key, "
+        return verify_ck_na(ck, "bias.q has a different dot product with every key, "
                      "so no two keys can be compared.");
     for (size_t j = 0; j < L; j++)
         allowed_d[j] = allowed[j];
     for (size_t i = 0; i < n; i++)
         memcpy(mask + i * L, allowed, L);
-    struct vrun r = vx_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_NONE);
     struct vpass a, b;
     r.mask = mask;
-    TRY(vx_pass(c, &r, &a));
+    TRY(verify_pass(c, &r, &a));
     r.bq = c->bq;
-    TRY(vx_pass(c, &r, &b));
-    ck->max_abs_diff = max2(maxdiff(a.w, b.w, n * L),
-                            maxdiff(a.o, b.o, n * c->dv));
-    ck_note(ck, "bias.q itself, with attention limited (by a mask) to the %zu "
+    TRY(verify_pass(c, &r, &b));
+    ck->max_abs_diff = max2(verify_maxdiff(a.w, b.w, n * L),
+                            verify_maxdiff(a.o, b.o, n * c->dv));
+    verify_ck_note(ck, "bias.q itself, with attention limited (by a mask) to the %zu "
             "of %zu keys that share its dot product; the others are masked.",
             g, L);
-    TRY(ck_vec(ck, "allowed_keys", L, allowed_d));
-    TRY(ck_vec(ck, "bias_q_dot_k", L, dots));
-    TRY(ck_mat(ck, "weights_without_q_bias", n, L, a.w));
-    TRY(ck_mat(ck, "weights_with_q_bias", n, L, b.w));
-    return ck_num(ck, "weight_change_all_keys",
-                  maxdiff(c->p[0][C_NONE].w, c->p[0][C_Q].w, n * L));
+    TRY(verify_ck_vec(ck, "allowed_keys", L, allowed_d));
+    TRY(verify_ck_vec(ck, "bias_q_dot_k", L, dots));
+    TRY(verify_ck_mat(ck, "weights_without_q_bias", n, L, a.w));
+    TRY(verify_ck_mat(ck, "weights_with_q_bias", n, L, b.w));
+    return verify_ck_num(ck, "weight_change_all_keys",
+                  verify_maxdiff(c->p[0][C_NONE].w, c->p[0][C_Q].w, n * L));
 }
 
 /* ---- check 19: softmax1 weights rise with their own score -------------- */
@@ -1431,18 +1381,18 @@ static enum core_status check_own_score(struct vx *c, struct verify_check *ck)
     size_t n = c->n, L = c->L;
     const double e1 = exp(1.0) - 1.0;
     double *ab, *key, *pred;
-    NEED(ab = vx_dbl(c, n, L));
-    NEED(key = vx_dbl(c, n, 1));
-    NEED(pred = vx_dbl(c, n, L));
+    NEED(ab = verify_dbl(c, n, L));
+    NEED(key = verify_dbl(c, n, 1));
+    NEED(pred = verify_dbl(c, n, L));
     for (size_t i = 0; i < n; i++) {
         key[i] = (double)(i % L);
         ab[i * L + i % L] = 1.0;
     }
     const struct vpass *a = &c->p[1][C_BOTH];
-    struct vrun r = vx_run(c, ATTN_SOFTMAX_ONE, C_BOTH);
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_ONE, C_BOTH);
     struct vpass b;
     r.attn_bias = ab;
-    TRY(vx_pass(c, &r, &b));
+    TRY(verify_pass(c, &r, &b));
     bool signs = true;
     for (size_t i = 0; i < n; i++) {
         size_t jb = i % L;
@@ -1456,19 +1406,19 @@ static enum core_status check_own_score(struct vx *c, struct verify_check *ck)
                 signs = false;
         }
     }
-    ck->max_abs_diff = maxdiff(b.w, pred, n * L);
+    ck->max_abs_diff = verify_maxdiff(b.w, pred, n * L);
     if (!signs) {
         ck->passed = false;
-        ck_note(ck, "A raised score did not raise its weight, or another "
+        verify_ck_note(ck, "A raised score did not raise its weight, or another "
                 "weight rose.");
     } else {
-        ck_note(ck, "Row i raises the score of key i mod L (bumped_key, "
+        verify_ck_note(ck, "Row i raises the score of key i mod L (bumped_key, "
                 "counted from 0) by 1 through attn_bias.");
     }
-    TRY(ck_vec(ck, "bumped_key", n, key));
-    TRY(ck_mat(ck, "weights_before", n, L, a->w));
-    TRY(ck_mat(ck, "weights_after", n, L, b.w));
-    return ck_mat(ck, "weights_predicted", n, L, pred);
+    TRY(verify_ck_vec(ck, "bumped_key", n, key));
+    TRY(verify_ck_mat(ck, "weights_before", n, L, a->w));
+    TRY(verify_ck_mat(ck, "weights_after", n, L, b.w));
+    return verify_ck_mat(ck, "weights_predicted", n, L, pred);
 }
 
 /* ---- the list of checks ------------------------------------------------- */
@@ -1540,6 +1490,23 @@ static const struct {
      "Under softmax1, raising one score by 1 raises its weight to "
      "e*p/(1+(e-1)*p) and scales every other weight by 1/(1+(e-1)*p), so the "
      "derivative is positive.", check_own_score},
+    {"segments_per_segment",
+     "A request with packed segments equals one request per segment, its rows "
+     "in the original order.", verify_check_segments},
+    {"window_over_every_key",
+     "A window with left = L equals the same causal attention without a window.",
+     verify_check_window_all},
+    {"softcap_monotone_bounded",
+     "Softcap c*tanh(s/c) keeps every score within [-c, c] and keeps the order "
+     "of the scores.", verify_check_softcap},
+    {"head_sink_limits",
+     "A per-head sink logit of -infinity gives standard softmax, and of 0 gives "
+     "softmax1.", verify_check_head_sinks},
+    {"llama3_factor_one",
+     "RoPE scaled by llama3 with factor 1 equals plain RoPE.", verify_check_llama3_one},
+    {"rope_dims_zero",
+     "Partial rotary with dims = 0 rotates nothing: it equals attention without "
+     "RoPE.", verify_check_dims_zero},
 };
 
 #define N_CHECKS (sizeof CHECKS / sizeof CHECKS[0])
@@ -1565,7 +1532,7 @@ static enum core_status run_checks(struct vx *c, struct verify_report *rep)
         } else if (ck->expect_change) {
             ck->passed = ck->passed && ck->max_abs_diff > c->tol;
             if (!(ck->max_abs_diff > c->tol))
-                ck_note(ck, "No weight changed by more than the tolerance; "
+                verify_ck_note(ck, "No weight changed by more than the tolerance; "
                         "large gaps between scores saturate the weights at 0 "
                         "and 1.");
         } else {
@@ -1603,7 +1570,7 @@ static enum core_status vx_setup(struct vx *c, const struct verify_input *in,
     NEED(c->q = vx_load(c, in->q, nq));
     NEED(c->k = vx_load(c, in->k, nk));
     NEED(c->v = vx_load(c, in->v, nv));
-    NEED(c->zk = vx_dbl(c, in->d_k, 1));
+    NEED(c->zk = verify_dbl(c, in->d_k, 1));
     if (in->bias_q)
         NEED(c->bq = vx_load(c, in->bias_q, in->d_k));
     if (in->bias_k)
@@ -1654,9 +1621,9 @@ static enum core_status shared_passes(struct vx *c, struct verify_report *rep)
         return CORE_ELIMIT;
     for (int v = 0; v < 2; v++)
         for (int cond = 0; cond < 4; cond++) {
-            struct vrun r = vx_run(
+            struct vrun r = verify_base_run(
                 c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD, cond);
-            TRY(vx_pass(c, &r, &c->p[v][cond]));
+            TRY(verify_pass(c, &r, &c->p[v][cond]));
             struct verify_condition *t = &rep->table[v][cond];
             t->name = COND_NAMES[cond];
             t->scores = malloc(bytes);

@@ -8,7 +8,10 @@
  * weights, equals attention with a zero key prepended, and so on: checks
  * 1-16 in DESIGN.md's order, then three more the seed documents support
  * (17 sink = extra key, 18 the exception over the allowed keys, 19 softmax1's
- * positive derivative). Every side
+ * positive derivative), then issue 16's six (core/verify_models.c: 20
+ * segments = per-segment requests, 21 window over every key = no window, 22
+ * softcap bounded and monotone, 23 per-head sinks -inf / 0 = standard /
+ * softmax1, 24 llama3 factor 1 = plain RoPE, 25 dims 0 = no RoPE). Every side
  * of every comparison that involves attention is computed by the core's real
  * code paths (attn_forward, and kv_append/kv_attend for the session check),
  * each side by its own call, so a regression in the core makes a check fail.
@@ -38,7 +41,7 @@
 #define VERIFY_TOL_F64 1e-12
 #define VERIFY_TOL_F32 1e-4
 
-#define VERIFY_MAX_CHECKS 20
+#define VERIFY_MAX_CHECKS 26
 #define VERIFY_MAX_DATA 12
 
 /* The forward pass verify calls; attn_forward unless a test injects a fault. */
@@ -62,6 +65,7 @@ struct verify_input {
                                        check 14 uses base 10000 interleaved */
     double rope_base;
     enum attn_rope_pairs rope_pairs;
+    double softcap;                 /* check 22's c, or 0: half the largest |score| */
     double tolerance;               /* > 0, or 0 for the dtype's default */
     verify_forward_fn forward;      /* NULL: attn_forward */
     struct attn_ws *ws;             /* scratch, or NULL */

@@ -153,7 +153,7 @@ static long double ref_inv_freq(const struct mc *c, size_t r, size_t i)
 
 static void ref_rope(const struct mc *c, long double *x, long double pos)
 {
-    size_t r = c->dims ? c->dims : c->dk;
+    size_t r = c->dims == ATTN_ROPE_DIMS_ZERO ? 0 : c->dims ? c->dims : c->dk;
     long double ms = 1;
     if (c->sc.type == ATTN_ROPE_SCALING_YARN)
         ms = c->sc.attention_factor > 0 ? c->sc.attention_factor
@@ -435,10 +435,11 @@ static enum core_status core_run(const struct mc *c, struct cres *x, struct attn
 static void print_mc(const struct mc *c)
 {
     printf("  case: B=%zu h=%zu/%zu n=%zu L=%zu d=%zu/%zu %s causal=%d sm=%d sinks=%d cap=%g "
-           "rope=%d dims=%zu pairs=%d scal=%d alibi=%d win=%d(%lld,%lld,%lld) pos=%d/%d seg=%d "
+           "rope=%d dims+1=%zu pairs=%d scal=%d alibi=%d win=%d(%lld,%lld,%lld) pos=%d/%d seg=%d "
            "ab=%zu mk=%zu out=%u\n",
            c->B, c->h, c->hkv, c->n, c->L, c->dk, c->dv, c->dt == ATTN_F32 ? "f32" : "f64",
-           c->causal, c->sm, c->sinks != NULL, c->softcap, c->rope, c->dims, c->pairs,
+           c->causal, c->sm, c->sinks != NULL, c->softcap, c->rope,
+           c->dims == ATTN_ROPE_DIMS_ZERO ? 0 : c->dims + 1, c->pairs,
            c->sc.type, c->alibi, c->win.on, (long long)c->win.left, (long long)c->win.right,
            (long long)c->win.sinks, c->pq != NULL, c->pk != NULL, c->sq != NULL, c->abh,
            c->mkh, c->outputs);
@@ -581,7 +582,7 @@ static void random_case(struct mc *c, enum attn_dtype dt)
     if (c->sm == ATTN_SOFTMAX_SINK && rnd_int(2)) {
         c->sinks = malloc(c->h * sizeof(double));
         for (size_t i = 0; i < c->h; i++)
-            c->sinks[i] = rnd(-3, 3);
+            c->sinks[i] = rnd_int(4) ? rnd(-3, 3) : -INFINITY;  /* -inf: no sink */
     }
     if (rnd_int(3) == 0)
         c->softcap = rnd(0.3, 3);
@@ -591,8 +592,11 @@ static void random_case(struct mc *c, enum attn_dtype dt)
         c->dims = rnd_int(2) ? 0 : 2 * rnd_int(dk / 2 + 1);
         if (c->dims == 2 && rnd_int(2))
             c->dims = 0;
+        if (rnd_int(8) == 0)
+            c->dims = ATTN_ROPE_DIMS_ZERO;
         set_rope_scaling(c, (enum attn_rope_scaling_type)rnd_int(5));
-        if (c->sc.type == ATTN_ROPE_SCALING_NTK && (c->dims ? c->dims : dk) <= 2)
+        size_t r = c->dims == ATTN_ROPE_DIMS_ZERO ? 0 : c->dims ? c->dims : dk;
+        if (c->sc.type == ATTN_ROPE_SCALING_NTK && r <= 2)
             c->sc.type = ATTN_ROPE_SCALING_LINEAR;
     }
     c->alibi = rnd_int(4) == 0;
@@ -647,7 +651,7 @@ static void random_case(struct mc *c, enum attn_dtype dt)
 TEST(random_cases)
 {
     struct attn_ws *ws = attn_ws_new();
-    for (int t = 0; t < 400; t++) {
+    for (int t = 0; t < 800; t++) {
         struct mc c;
         random_case(&c, t % 2 ? ATTN_F32 : ATTN_F64);
         check_case(&c, ws);

@@ -124,7 +124,7 @@ TEST(builtin_every_check)
     struct verify_report r;
     verify_builtin(&in);
     CHECK_EQ_INT(run(&in, &r), CORE_OK);
-    CHECK_EQ_INT(r.n_checks, 19);
+    CHECK_EQ_INT(r.n_checks, 25);
     CHECK(r.passed);
     CHECK_NEAR(r.tolerance, 1e-12, 0);
     for (size_t i = 0; i < r.n_checks; i++) {
@@ -244,7 +244,7 @@ static void fill(double *x, size_t n, unsigned *seed)
 }
 
 struct data {
-    double q[4 * 4], k[5 * 4], v[5 * 3], bq[4], bk[4], bv[3];
+    double q[4 * 16], k[6 * 16], v[6 * 3], bq[16], bk[16], bv[3];
 };
 
 static void caller_input(struct verify_input *in, struct data *d, size_t n,
@@ -563,6 +563,82 @@ TEST(core_faults_fail_checks)
     verify_report_free(&r);
 }
 
+/* Cores that get one of issue 16's options wrong (fault_mode picks it). */
+static int fault_mode;
+
+static enum core_status fwd_model_fault(const struct attn_request *r,
+                                        const struct attn_inputs *in,
+                                        struct attn_result *out, struct attn_ws *ws)
+{
+    struct attn_request x = *r;
+    if (fault_mode == 0)
+        x.seg_q = x.seg_k = NULL;               /* segments ignored */
+    else if (fault_mode == 1 && x.window.on)
+        x.window.left = 1;                      /* the window's left side lost */
+    else if (fault_mode == 2 && x.params.softcap > 0)
+        x.params.softcap *= 2;                  /* the cap doubled */
+    else if (fault_mode == 3)
+        x.params.sink_logits = NULL;            /* per-head sinks ignored */
+    else if (fault_mode == 4 && x.params.rope_scaling.type == ATTN_ROPE_SCALING_LLAMA3)
+        x.params.rope_scaling.factor = 2;       /* factor lost */
+    else if (fault_mode == 5 && x.params.rope_dims == ATTN_ROPE_DIMS_ZERO)
+        x.params.rope_dims = 0;                 /* dims 0 read as all */
+    return attn_forward(&x, in, out, ws);
+}
+
+TEST(model_checks_pass_and_catch_faults)
+{
+    static const char *const names[6] = {
+        "segments_per_segment", "window_over_every_key", "softcap_monotone_bounded",
+        "head_sink_limits",     "llama3_factor_one",     "rope_dims_zero"};
+    for (int dt = 0; dt < 2; dt++) {
+        struct data d;
+        struct verify_input in;
+        struct verify_report r;
+        caller_input(&in, &d, 4, 6, 16, 3);
+        if (dt) {
+            in.dtype = ATTN_F32;
+            float *f[3];
+            const double *src[3] = {in.q, in.k, in.v};
+            size_t cnt[3] = {4 * 16, 6 * 16, 6 * 3};
+            for (int a = 0; a < 3; a++) {
+                f[a] = malloc(cnt[a] * sizeof(float));
+                for (size_t i = 0; i < cnt[a]; i++)
+                    f[a][i] = (float)src[a][i];
+            }
+            in.q = f[0];
+            in.k = f[1];
+            in.v = f[2];
+            in.bias_q = in.bias_k = in.bias_v = NULL;
+            CHECK_EQ_INT(run(&in, &r), CORE_OK);
+            for (int i = 0; i < 6; i++)
+                CHECK(find(&r, names[i]) && find(&r, names[i])->passed);
+            verify_report_free(&r);
+            for (int a = 0; a < 3; a++)
+                free(f[a]);
+            continue;
+        }
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        for (int i = 0; i < 6; i++) {
+            const struct verify_check *ck = find(&r, names[i]);
+            CHECK(ck && ck->applicable && ck->passed && ck->id == 20 + i);
+        }
+        verify_report_free(&r);
+        in.softcap = 0.5;
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        CHECK(find(&r, "softcap_monotone_bounded")->passed);
+        CHECK(arr(find(&r, "softcap_monotone_bounded"), "softcap")->data[0] == 0.5);
+        verify_report_free(&r);
+        in.forward = fwd_model_fault;
+        for (fault_mode = 0; fault_mode < 6; fault_mode++) {
+            CHECK_EQ_INT(run(&in, &r), CORE_OK);
+            for (int i = 0; i < 6; i++)
+                CHECK(find(&r, names[i])->passed == (i != fault_mode));
+            verify_report_free(&r);
+        }
+    }
+}
+
 int main(void)
 {
     RUN(builtin_matches_published_table);
@@ -578,6 +654,7 @@ int main(void)
     RUN(premises_that_fail);
     RUN(saturated_weights_fail_counterexamples);
     RUN(bad_input);
+    RUN(model_checks_pass_and_catch_faults);
     RUN(tolerance_and_elements);
     RUN(core_faults_fail_checks);
     TEST_MAIN_END();

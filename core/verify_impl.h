@@ -1,0 +1,100 @@
+/*
+ * core/verify_impl.h — what core/verify.c shares with the checks kept in
+ * core/verify_models.c (internal to core/): the context, the one way a
+ * check runs attention (verify_pass), and the records a check fills.
+ */
+#ifndef ATTND_CORE_VERIFY_IMPL_H
+#define ATTND_CORE_VERIFY_IMPL_H
+
+#include "verify.h"
+
+/* One forward pass in double: scores, weights [n][L], output [n][d_v]. */
+struct vpass {
+    double *s, *w, *o;
+};
+
+/* What one forward pass runs on (raw rows; bias vectors NULL when off). */
+struct vrun {
+    const double *q, *k, *v;
+    size_t n, L;
+    const double *bq, *bk, *bv;
+    enum attn_softmax sm;
+    double sink;
+    bool rope;
+    double rope_base;
+    enum attn_rope_pairs rope_pairs;
+    size_t h;                       /* query heads (q [h][n][d_k]); 0 = 1 */
+    /* the options of issue 16's checks, set on the request last */
+    void (*tweak)(struct attn_request *rq, const void *arg);
+    const void *tweak_arg;
+    const double *attn_bias;        /* [n][L] or NULL */
+    const uint8_t *mask;            /* [n][L], nonzero = may attend, or NULL */
+    enum attn_causal causal;
+};
+
+enum { C_NONE = 0, C_Q = 1, C_K = 2, C_BOTH = 3 };
+
+struct vx {
+    const struct verify_input *in;
+    size_t n, L, dk, dv;
+    enum attn_dtype dt;
+    double scale, tol;
+    double *q, *k, *v;              /* inputs as double */
+    double *bq, *bk, *bv;           /* NULL when absent */
+    double *zk;                     /* zeros [d_k] */
+    verify_forward_fn fwd;
+    struct attn_ws *ws;
+    enum core_status err;           /* why the last vx_bytes failed */
+    void **allocs;                  /* everything vx_bytes handed out */
+    size_t n_allocs, cap_allocs;
+    struct vpass p[2][4];           /* [standard|softmax1][C_*] */
+};
+
+#define NEED(p)                                                            \
+    do {                                                                   \
+        if (!(p))                                                          \
+            return c->err;                                                 \
+    } while (0)
+
+#define TRY(e)                                                             \
+    do {                                                                   \
+        enum core_status st_ = (e);                                        \
+        if (st_ != CORE_OK)                                                \
+            return st_;                                                    \
+    } while (0)
+
+/* count·size zeroed bytes owned by c (freed with it); NULL with c->err set. */
+void *verify_bytes(struct vx *c, size_t count, size_t size);
+
+/* a·b zeroed doubles owned by c (freed with it); NULL with c->err set. */
+double *verify_dbl(struct vx *c, size_t a, size_t b);
+
+/* The shared inputs with the biases of cond (C_*), value bias off. */
+struct vrun verify_base_run(const struct vx *c, enum attn_softmax sm, int cond);
+
+/* Attention of r through the core (or the injected forward pass); out gets
+ * new double arrays: s, w [h·n][L], o [h·n][d_v]. */
+enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *out);
+
+/* max |a - b| over count numbers (NaN propagates as a failure). */
+double verify_maxdiff(const double *a, const double *b, size_t count);
+
+/* Records of a check: named arrays, a note, not applicable (with why). */
+enum core_status verify_ck_mat(struct verify_check *ck, const char *name, size_t rows,
+                               size_t cols, const double *src);
+enum core_status verify_ck_vec(struct verify_check *ck, const char *name, size_t cols,
+                               const double *src);
+enum core_status verify_ck_num(struct verify_check *ck, const char *name, double x);
+__attribute__((format(printf, 2, 3))) void verify_ck_note(struct verify_check *ck,
+                                                         const char *fmt, ...);
+enum core_status verify_ck_na(struct verify_check *ck, const char *why);
+
+/* Issue 16's checks (core/verify_models.c). */
+enum core_status verify_check_segments(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_window_all(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_softcap(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_head_sinks(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_llama3_one(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_dims_zero(struct vx *c, struct verify_check *ck);
+
+#endif
