@@ -18,9 +18,9 @@ WARN       += -Werror
 endif
 
 PKGS       := libmicrohttpd jansson libuv openblas gnutls
-CFLAGS     := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
-              -DATTND_VERSION='"$(VERSION)"' -I. \
-              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
+              -DATTND_VERSION='"$(VERSION)"' -I.
+CFLAGS     := $(BASE_CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
 LDFLAGS    := $(SANFLAGS)
 
@@ -90,9 +90,30 @@ deps-npm:
 	$(call install_missing,npm)
 
 # ---- build --------------------------------------------------------------
-$(BUILD)/obj/%.o: %.c
+# Layers: each layer's objects compile with only its own dependencies'
+# include paths, and a directory first on the path whose stand-ins for the
+# headers of the layers above stop the build: core/ cannot include jansson,
+# libmicrohttpd or libuv, api/ cannot include libmicrohttpd or libuv.
+LAYER_DENY_core := jansson.h microhttpd.h uv.h
+LAYER_DENY_api  := microhttpd.h uv.h
+OBJ_CFLAGS  = $(CFLAGS)
+$(BUILD)/obj/core/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/core $(BASE_CFLAGS) \
+              $(shell pkg-config --cflags openblas 2>/dev/null)
+$(BUILD)/obj/api/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/api $(BASE_CFLAGS) \
+              $(shell pkg-config --cflags jansson 2>/dev/null)
+
+$(BUILD)/layers/.stamp: Makefile
+	@rm -rf $(BUILD)/layers
+	@for l in core api; do mkdir -p $(BUILD)/layers/$$l; done
+	@for h in $(LAYER_DENY_core); do printf '#error "core/ may not include <%s>: core knows neither HTTP, JSON nor the loop"\n' $$h \
+	  > $(BUILD)/layers/core/$$h; done
+	@for h in $(LAYER_DENY_api); do printf '#error "api/ may not include <%s>: the transport and the loop are server/'"'"'s"\n' $$h \
+	  > $(BUILD)/layers/api/$$h; done
+	@touch $@
+
+$(BUILD)/obj/%.o: %.c | $(BUILD)/layers/.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
 # The demo page and other static files are embedded into the binary.
 $(BUILD)/obj/server/web_assets.c: $(WEB_FILES) server/embed.sh
