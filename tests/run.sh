@@ -2,7 +2,7 @@
 # tests/run.sh BUILD — runs every test against the binaries in BUILD:
 # the C unit and in-process api tests, then the end-to-end suite (pytest)
 # against BUILD/attnd. Ends with one line "N passed, N failed" over all.
-# ATTND_TEST_ONLY=c           C tests only
+# ATTND_TEST_ONLY=c           C tests (and the source checks) only
 # ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency, and
 #                             test_attn (the core's helper-pool tests)
 # ATTND_VALGRIND=1            run the C tests under valgrind
@@ -12,6 +12,17 @@ build=${1:-build}
 only=${ATTND_TEST_ONLY:-}
 passed=0; failed=0
 log=$(mktemp); trap 'rm -f "$log"' EXIT
+
+# House rules over the sources (banned calls, layer includes).
+if [ "$only" != concurrency ]; then
+    sh tests/check_sources.sh >"$log" 2>&1; rc=$?
+    line=$(tail -n 1 "$log")
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}
+    f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/'); f=${f:-0}
+    if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ $rc -ne 0 ]; then echo "== check_sources: FAILED"; cat "$log"; else echo "== check_sources: $line"; fi
+fi
 
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue

@@ -23,10 +23,7 @@
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
+    return t_rng_next(&rng_state);
 }
 
 /* Significant digits of a %g-style number text (leading and trailing
@@ -110,7 +107,7 @@ static int js_layout_ok(const char *s)
         }
     }
     if (*t == 'e')
-        e = atoi(t + 1);
+        e = (int)strtol(t + 1, NULL, 10);
     while (n && d[n - 1] == '0') {
         n--;
     }
@@ -119,22 +116,22 @@ static int js_layout_ok(const char *s)
     e += point - 1;                         /* scientific exponent */
     if (e >= -6 && e < 21) {
         if (e < 0) {
-            o += sprintf(o, "0.");
+            o += snprintf(o, (size_t)(ref + sizeof ref - o), "0.");
             for (i = 0; i < -e - 1; i++)
                 *o++ = '0';
-            o += sprintf(o, "%.*s", n, d);
+            o += snprintf(o, (size_t)(ref + sizeof ref - o), "%.*s", n, d);
         } else if (n <= e + 1) {
-            o += sprintf(o, "%.*s", n, d);
+            o += snprintf(o, (size_t)(ref + sizeof ref - o), "%.*s", n, d);
             for (i = n; i < e + 1; i++)
                 *o++ = '0';
         } else {
-            o += sprintf(o, "%.*s.%.*s", e + 1, d, n - e - 1, d + e + 1);
+            o += snprintf(o, (size_t)(ref + sizeof ref - o), "%.*s.%.*s", e + 1, d, n - e - 1, d + e + 1);
         }
     } else {
-        o += sprintf(o, "%c", d[0]);
+        o += snprintf(o, (size_t)(ref + sizeof ref - o), "%c", d[0]);
         if (n > 1)
-            o += sprintf(o, ".%.*s", n - 1, d + 1);
-        o += sprintf(o, "e%c%d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+            o += snprintf(o, (size_t)(ref + sizeof ref - o), ".%.*s", n - 1, d + 1);
+        o += snprintf(o, (size_t)(ref + sizeof ref - o), "e%c%d", e < 0 ? '-' : '+', e < 0 ? -e : e);
     }
     *o = '\0';
     return strcmp(s, ref) == 0;

@@ -381,8 +381,10 @@ static void bench_numbers(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        reps = atoi(argv[1]) > 0 && atoi(argv[1]) <= 64 ? atoi(argv[1]) : 5;
+    if (argc > 1) {
+        long n = strtol(argv[1], NULL, 10);
+        reps = n > 0 && n <= 64 ? (int)n : 5;
+    }
     struct api_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cfg.max_body_bytes = (size_t)64 << 20;
