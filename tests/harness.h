@@ -4,14 +4,28 @@
  * TEST(name) defines a test; RUN(name) runs it; a test fails if any CHECK in
  * it fails (the failing expression and line are printed). TEST_MAIN_END()
  * prints the closing line CI reads, "N passed, N failed", and returns the
- * exit code. Header-only so each test file is one self-contained program.
+ * exit code. t_rng_next() is the deterministic random number generator
+ * the tests share. Header-only so each test file is one self-contained
+ * program.
  */
 #ifndef ATTND_TEST_HARNESS_H
 #define ATTND_TEST_HARNESS_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+/* xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift
+ * generators"): the next number of the sequence in *state (never 0), so a
+ * test's data is the same on every run and machine. */
+static inline uint64_t t_rng_next(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 0x2545F4914F6CDD1Dull;
+}
 
 static int th_passed, th_failed, th_cur_failed;
 static const char *th_cur_name;

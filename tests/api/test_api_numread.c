@@ -31,10 +31,7 @@ static struct api_ctx ctx;
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
+    return t_rng_next(&rng_state);
 }
 
 /* ---- generated texts --------------------------------------------------- */

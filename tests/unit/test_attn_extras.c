@@ -21,10 +21,7 @@ static uint64_t rng = 0x243f6a8885a308d3ull;
 
 static double urand(double lo, double hi)
 {
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    uint64_t x = rng * 0x2545f4914f6cdd1dull;
+    uint64_t x = t_rng_next(&rng);
     return lo + (hi - lo) * (double)(x >> 11) / 9007199254740992.0;
 }
 
