@@ -2,43 +2,20 @@
  * server/http.c — libmicrohttpd glue: body caps, suspend/resume, static
  * files, transport errors in JSON.
  *
- * Threading choice: MHD runs a pool of --http-threads internal poll()
- * threads (default: one per CPU; 1 gives a single thread, no pool), and
- * hands finished request bodies to the libuv loop (uv_async), which queues
- * them on the work pool; the loop resumes the connection when the answer is
- * ready. Measured (libmicrohttpd 0.9.75, 2 shared cores, wrk -t2 -c32):
- *   - polled by libuv through MHD's epoll fd (MHD_USE_EPOLL, no MHD thread)
- *     was tried first: one thread for everything, 14-25k req/s on GET
- *     /healthz through the pool. But MHD 0.9.75's epoll code never notices
- *     a client that half-closes (FIN) with a partial request, headers or
- *     body: the connection and its buffers stay until the idle timeout
- *     (reproduced with ../shared/bench/mhd_server.c in epoll mode too; poll
- *     mode frees them at once). Vanishing uploaders would pin memory and
- *     descriptors and hold up a drain, so epoll is out; and libuv cannot
- *     poll MHD's poll()-based mode without rebuilding fd sets every turn.
- *   - one internal poll() thread saturates one core on small requests
- *     (~58k req/s of n=L=4 d=8 attention against 186k for mhd_server's
- *     hello, 0.31), while the other core idles; a pool of 2 poll() threads
- *     gives 81k (0.47) at the same CPU per request (~17 us). Each worker
- *     owns the connections it accepted; everything shared between them
- *     (spare request, body budget, pending list, metrics, log) is atomic
- *     or under a mutex.
- *   - MHD's per-address connection count is shared by the pool, but a
- *     client's close is noticed by the thread that owns that connection,
- *     not necessarily before another thread accepts the client's next
- *     connection: for a moment the closed one still counts. That is the
- *     same race a single thread has with FIN and SYN on the wire, only
- *     wider; tests that need an exact count wait for
- *     attnd_connections_open first (tests/e2e/test_e2e_transport.py).
- *   - where a small request's time goes (perf, n=L=4 d=8 under wrk -c32,
- *     pool of 2, 2026-12-01): the kernel's loopback TCP ~47% (sendmsg
- *     wakes the wrk thread, which then preempts ours), api_handle ~25%
- *     (~47k instructions: printing ~17k, reading ~13k), libc
- *     malloc/memset/strlen ~13%, MHD ~7%; ~13 us of CPU per request
- *     against the hello's 5.7 (tests/bench/ab_http.sh).
- *   - tiny POST /v1/attention requests are answered on the MHD thread
- *     (answer_inline: bounded by body and response size, see there): the
- *     three hops to the pool and back cost more than the request.
+ * Threads: MHD runs a pool of --http-threads internal poll() threads
+ * (default: one per CPU; 1 gives a single thread, no pool); each owns the
+ * connections it accepted, and everything they share (spare request, body
+ * budget, pending list, metrics, log) is atomic or under a mutex. Finished
+ * request bodies go to the libuv loop (uv_async), which queues them on the
+ * work pool and resumes the connection when the answer is ready; tiny
+ * POST /v1/attention requests are answered on the MHD thread instead
+ * (answer_inline, bounded by body and response size). Poll mode, not
+ * epoll: MHD's epoll mode keeps a half-closed partial request until the
+ * idle timeout. Why these choices, with their measurements:
+ * docs/benchmarks.md ("The transport"). MHD's per-address connection
+ * count is shared by the pool but a close is noticed by the owning thread,
+ * so for a moment a closed connection still counts; tests that need an
+ * exact count wait for attnd_connections_open first.
  * All MHD calls on a connection happen on the MHD thread that owns it, except
  * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
@@ -46,7 +23,7 @@
  * Request life (struct req, MHD's *con_cls):
  *   1st call    headers only: check Content-Length/Transfer-Encoding; answer
  *               400/413 at once (the body is never read), else return YES
- *               (answering here would turn off keep-alive, see RESULTS.md).
+ *               (answering from the first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413.
  *   last call   static file, probe or tiny attention request (answered
