@@ -499,7 +499,8 @@ static bool scan_gens(const char *dir, struct gens *g)
             g->max = v;
     }
     closedir(dd);
-    qsort(g->journal, g->n_journal, sizeof *g->journal, cmp_u64);
+    if (g->n_journal > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(g->journal, g->n_journal, sizeof *g->journal, cmp_u64);
     return true;
 }
 
