@@ -15,6 +15,13 @@
  * prepared rows) succeeded does the length move. On any failure the cache
  * reads exactly as before.
  *
+ * Storage (kv_dtype): rows are kept in the compute dtype (KV_STORE_SAME) or,
+ * for a float32 cache, narrower: float16 or bfloat16 (round to nearest
+ * even), or int8 with one float32 scale per head and row (scale =
+ * max|x|/127, x ≈ q·scale, q = x/scale rounded to nearest). Rows are
+ * narrowed once, after bias and RoPE, when appended; attention reads them
+ * in their stored form (core/kv_lowp.c) and never widens the whole cache.
+ *
  * Not thread-safe: one user at a time (core/store.c serialises sessions).
  */
 #ifndef ATTND_CORE_KV_H
@@ -30,19 +37,37 @@
 
 struct kv_cache;
 
+/* How rows are stored. */
+enum kv_store {
+    KV_STORE_SAME = 0,      /* the cache's dtype (float32 or float64) */
+    KV_STORE_F16,           /* float16 (float32 caches only) */
+    KV_STORE_BF16,          /* bfloat16 (float32 caches only) */
+    KV_STORE_I8,            /* int8 + float32 scale per head and row (float32 only) */
+};
+
+/* "float16", "bfloat16", "int8", or the dtype's name for KV_STORE_SAME. */
+const char *kv_store_name(enum kv_store st, enum attn_dtype dtype);
+
 /* A new empty cache; NULL if a dimension is 0 or memory is short. */
 struct kv_cache *kv_new(enum attn_dtype dtype, size_t h_kv, size_t d_k,
                         size_t d_v);
+
+/* kv_new with a storage form; NULL also when store is not KV_STORE_SAME
+ * and dtype is not ATTN_F32. */
+struct kv_cache *kv_new_store(enum attn_dtype dtype, enum kv_store store, size_t h_kv,
+                              size_t d_k, size_t d_v);
 void kv_free(struct kv_cache *c);
 
 enum attn_dtype kv_dtype(const struct kv_cache *c);
+enum kv_store kv_store(const struct kv_cache *c);
 size_t kv_heads(const struct kv_cache *c);
 size_t kv_d_k(const struct kv_cache *c);
 size_t kv_d_v(const struct kv_cache *c);
 size_t kv_length(const struct kv_cache *c);     /* rows per head */
 size_t kv_capacity(const struct kv_cache *c);   /* rows allocated per head */
 
-/* Bytes of one row over all heads: h_kv * (d_k + d_v) * sizeof(dtype). */
+/* Bytes of one row over all heads as stored: h_kv * (d_k + d_v) * element
+ * bytes, plus h_kv * 2 * 4 scale bytes for int8. */
 size_t kv_row_bytes(const struct kv_cache *c);
 
 /* Allocated storage bytes: capacity * kv_row_bytes (what the store accounts). */
@@ -77,8 +102,10 @@ enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
 
 /*
  * Append m already prepared rows (k [h_kv][m][d_k], v [h_kv][m][d_v] in the
- * cache's dtype), copied as they are; used by restore and tests. Same errors
- * and all-or-nothing rule as kv_append.
+ * cache's dtype), copied as they are (narrowed to the storage form first
+ * when it is not KV_STORE_SAME); used by restore and tests. Same errors
+ * and all-or-nothing rule as kv_append (CORE_ENONFINITE also when a value
+ * overflows float16).
  */
 enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
                                     const void *v, size_t m);
@@ -90,11 +117,21 @@ void kv_truncate(struct kv_cache *c, size_t length);
 /* A deep copy with capacity = planned capacity of its length; NULL on ENOMEM. */
 struct kv_cache *kv_fork(const struct kv_cache *c);
 
-/* Stored rows of head g: [length][d_k] / [length][d_v]; NULL when empty. */
+/* Stored rows of head g: [length][d_k] / [length][d_v] in the storage form
+ * (uint16_t for float16/bfloat16, int8_t for int8); NULL when empty. */
 const void *kv_k(const struct kv_cache *c, size_t g);
 const void *kv_v(const struct kv_cache *c, size_t g);
 
-/* A view of the whole cache for attn_forward_kv; valid until the next
+/* int8 scales of head g: [length] for K / V; NULL unless KV_STORE_I8. */
+const float *kv_k_scales(const struct kv_cache *c, size_t g);
+const float *kv_v_scales(const struct kv_cache *c, size_t g);
+
+/* Rows [row0, row0 + m) of head g widened to the cache's dtype: K into
+ * k_out [m][d_k] and V into v_out [m][d_v] (either may be NULL). */
+void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, void *k_out,
+                  void *v_out);
+
+/* A view of the whole cache for attn_forward_kv (KV_STORE_SAME only); valid until the next
  * append, reserve, truncate or free. */
 void kv_view(const struct kv_cache *c, struct attn_kv_view *view);
 

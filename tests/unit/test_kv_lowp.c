@@ -1,0 +1,300 @@
+/*
+ * tests/unit/test_kv_lowp.c — float16, bfloat16 and int8 session caches
+ * (core/kv.c's storage forms, core/kv_lowp.c's decode loops).
+ *
+ * Storage: the rows a narrow cache holds are the rows a float32 cache of
+ * the same appends holds (after bias and RoPE), rounded once: bit-equal to
+ * core/half's rounding for float16/bfloat16; for int8 the scale is
+ * max|x|/127 and every value within half a scale step of x (a reference
+ * written here in double). Attention: the decode loops against an
+ * independent long double softmax over the cache's own widened rows, for
+ * every softmax variant, causal corner, grouped heads and q bias; the same
+ * pass through the widening fallback (asking for weights) agrees; a long
+ * cache split into windows gives the same bits with and without a helper
+ * pool. Also: overflow refused with the cache unchanged, bytes per row as
+ * stored, fork and truncate keep the stored form.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/attn.h"
+#include "core/half.h"
+#include "core/kv.h"
+#include "core/pool.h"
+#include "tests/harness.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *frnd(size_t n, float amp)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * amp;
+    return p;
+}
+
+enum { HKV = 2, H = 4, DK = 24, DV = 20 };
+
+static const enum kv_store stores[3] = {KV_STORE_F16, KV_STORE_BF16, KV_STORE_I8};
+
+/* The same appends into a float32 cache and a narrow one: 3 appends of 5,
+ * 1 and 7 rows, with a K bias per head and RoPE. */
+static void fill(struct kv_cache *a, struct kv_cache *b, float amp)
+{
+    static const size_t m[3] = {5, 1, 7};
+    float *bk = frnd(HKV * DK, 0.5f), *bv = frnd(HKV * DV, 0.5f);
+    struct attn_params p = {.dtype = ATTN_F32, .scale = 0.3, .rope = true,
+                            .rope_base = 10000};
+    for (int i = 0; i < 3; i++) {
+        float *k = frnd(HKV * m[i] * DK, amp), *v = frnd(HKV * m[i] * DV, amp);
+        struct attn_inputs in = {.k = k, .v = v, .bias_k = bk, .bias_v = bv,
+                                 .bias_k_heads = HKV, .bias_v_heads = HKV};
+        CHECK_EQ_INT(kv_append(a, &p, &in, m[i]), CORE_OK);
+        CHECK_EQ_INT(kv_append(b, &p, &in, m[i]), CORE_OK);
+        free(k);
+        free(v);
+    }
+    free(bk);
+    free(bv);
+}
+
+/* x [d] stored as b's widened row w [d]: the storage rule holds. */
+static int row_ok(enum kv_store st, const float *x, const float *w, size_t d)
+{
+    int bad = 0;
+    if (st == KV_STORE_F16 || st == KV_STORE_BF16) {
+        for (size_t i = 0; i < d; i++) {
+            uint16_t h = st == KV_STORE_F16 ? half_f16_from_f32(x[i]) : half_bf16_from_f32(x[i]);
+            float r = st == KV_STORE_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h);
+            bad += memcmp(&r, &w[i], sizeof r) != 0;
+        }
+        return bad;
+    }
+    double amax = 0, scale;
+    for (size_t i = 0; i < d; i++)
+        amax = fabs(x[i]) > amax ? fabs(x[i]) : amax;
+    scale = amax / 127;
+    for (size_t i = 0; i < d; i++) {
+        double q = scale > 0 ? w[i] / scale : 0;
+        bad += fabs(w[i] - x[i]) > scale * 0.5 * (1 + 1e-5) + 1e-30;
+        bad += fabs(q - nearbyint(q)) > 1e-3 || fabs(q) > 127.0001;
+    }
+    return bad;
+}
+
+TEST(storage_rounds_prepared_rows_once)
+{
+    for (int s = 0; s < 3; s++) {
+        struct kv_cache *a = kv_new(ATTN_F32, HKV, DK, DV);
+        struct kv_cache *b = kv_new_store(ATTN_F32, stores[s], HKV, DK, DV);
+        CHECK(a && b);
+        fill(a, b, 3.0f);
+        CHECK_EQ_INT(kv_length(b), 13);
+        CHECK_EQ_INT(kv_store(b), stores[s]);
+        int bad = 0;
+        float wk[13 * DK], wv[13 * DV];
+        for (size_t g = 0; g < HKV; g++) {
+            kv_read_rows(b, g, 0, 13, wk, wv);
+            const float *xk = kv_k(a, g), *xv = kv_v(a, g);
+            for (size_t r = 0; r < 13; r++) {
+                bad += row_ok(stores[s], xk + r * DK, wk + r * DK, DK);
+                bad += row_ok(stores[s], xv + r * DV, wv + r * DV, DV);
+            }
+            if (stores[s] == KV_STORE_I8) {     /* the scale is max|x|/127 exactly */
+                float amax = 0;
+                for (size_t i = 0; i < DK; i++)
+                    amax = fabsf(xk[i]) > amax ? fabsf(xk[i]) : amax;
+                CHECK(kv_k_scales(b, g)[0] == amax / 127.0f);
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+        size_t esz = stores[s] == KV_STORE_I8 ? 1 : 2;
+        CHECK_EQ_INT(kv_row_bytes(b),
+                     HKV * ((DK + DV) * esz + (stores[s] == KV_STORE_I8 ? 8 : 0)));
+        /* fork and truncate keep the stored rows */
+        struct kv_cache *f = kv_fork(b);
+        float fk[13 * DK];
+        CHECK(f && kv_store(f) == stores[s]);
+        kv_read_rows(f, 1, 0, 13, fk, NULL);
+        kv_read_rows(b, 1, 0, 13, wk, NULL);
+        CHECK(memcmp(fk, wk, sizeof fk) == 0);
+        kv_truncate(f, 4);
+        kv_read_rows(f, 1, 0, 4, fk, NULL);
+        CHECK(memcmp(fk, wk, 4 * DK * sizeof(float)) == 0);
+        kv_free(f);
+        kv_free(a);
+        kv_free(b);
+    }
+    CHECK(kv_new_store(ATTN_F64, KV_STORE_F16, 1, 2, 2) == NULL);
+}
+
+TEST(overflow_refused_cache_unchanged)
+{
+    struct kv_cache *c = kv_new_store(ATTN_F32, KV_STORE_F16, 1, 4, 4);
+    struct attn_params p = {.dtype = ATTN_F32, .scale = 0.5};
+    float k[8] = {1, 2, 3, 4, 5, 6, 7, 8}, v[8] = {1, 1, 1, 1, 2, 2, 2, 2};
+    struct attn_inputs in = {.k = k, .v = v};
+    CHECK_EQ_INT(kv_append(c, &p, &in, 2), CORE_OK);
+    k[5] = 70000.0f;                            /* past float16's 65504 */
+    CHECK_EQ_INT(kv_append(c, &p, &in, 2), CORE_ENONFINITE);
+    CHECK_EQ_INT(kv_length(c), 2);
+    k[5] = 6;
+    CHECK_EQ_INT(kv_append_prepared(c, k, v, 2), CORE_OK);
+    CHECK_EQ_INT(kv_length(c), 4);
+    kv_free(c);
+    /* bfloat16 and int8 take float32's range */
+    c = kv_new_store(ATTN_F32, KV_STORE_I8, 1, 4, 4);
+    k[5] = 1e30f;
+    CHECK_EQ_INT(kv_append(c, &p, &in, 2), CORE_OK);
+    kv_free(c);
+}
+
+/* Long double reference: q [h][n][DK] (+ bias_q [DK]) against the cache's
+ * widened rows; causal corner c; softmax variant sm with sink. */
+static void reference(const struct kv_cache *c, const struct attn_request *r, const float *q,
+                      const float *bq, float *out)
+{
+    size_t L = kv_length(c), n = r->shape.n, G = H / HKV;
+    float *k = malloc(L * DK * sizeof(float)), *v = malloc(L * DV * sizeof(float));
+    long double *s = malloc(L * sizeof(long double));
+    for (size_t hh = 0; hh < H; hh++) {
+        kv_read_rows(c, hh / G, 0, L, k, v);
+        for (size_t i = 0; i < n; i++) {
+            long double m = -INFINITY, den = 0;
+            size_t lim = L;
+            if (r->causal == ATTN_CAUSAL_BOTTOM_RIGHT)
+                lim = L - n + i + 1;
+            else if (r->causal == ATTN_CAUSAL_TOP_LEFT)
+                lim = i + 1 < L ? i + 1 : L;
+            for (size_t j = 0; j < lim; j++) {
+                long double d = 0;
+                for (size_t e = 0; e < DK; e++)
+                    d += (long double)(q[(hh * n + i) * DK + e] + (bq ? bq[e] : 0)) * k[j * DK + e];
+                s[j] = d * (long double)r->params.scale;
+                m = s[j] > m ? s[j] : m;
+            }
+            if (r->params.softmax == ATTN_SOFTMAX_ONE)
+                den = expl(-m);
+            else if (r->params.softmax == ATTN_SOFTMAX_SINK)
+                den = expl((long double)r->params.sink_logit - m);
+            for (size_t j = 0; j < lim; j++)
+                den += expl(s[j] - m);
+            for (size_t e = 0; e < DV; e++) {
+                long double o = 0;
+                for (size_t j = 0; j < lim; j++)
+                    o += expl(s[j] - m) * v[j * DV + e];
+                out[(hh * n + i) * DV + e] = (float)(o / den);
+            }
+        }
+    }
+    free(k);
+    free(v);
+    free(s);
+}
+
+TEST(decode_against_reference)
+{
+    static const enum attn_causal cz[3] = {ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_CAUSAL_TOP_LEFT,
+                                           ATTN_CAUSAL_NONE};
+    for (int s = 0; s < 3; s++) {
+        struct kv_cache *a = kv_new(ATTN_F32, HKV, DK, DV);
+        struct kv_cache *b = kv_new_store(ATTN_F32, stores[s], HKV, DK, DV);
+        fill(a, b, 2.0f);
+        for (int sm = 0; sm < 3; sm++)
+            for (int cc = 0; cc < 3; cc++) {
+                size_t n = 3;
+                float *q = frnd(H * n * DK, 2.0f), *bq = frnd(DK, 0.5f);
+                float out[H * 3 * DV], ref[H * 3 * DV], wide[H * 3 * DV];
+                float weights[H * 3 * 13];
+                struct attn_request r = {.shape = {H, HKV, n, 0, DK, DV},
+                                         .params = {.dtype = ATTN_F32, .scale = 0.4,
+                                                    .softmax = (enum attn_softmax)sm,
+                                                    .sink_logit = 0.7},
+                                         .causal = cz[cc], .outputs = ATTN_OUT_OUTPUT};
+                struct attn_inputs in = {.q = q, .bias_q = bq, .bias_q_heads = 1};
+                struct attn_result res = {.output = out};
+                CHECK_EQ_INT(kv_attend(b, &r, &in, &res, NULL), CORE_OK);
+                reference(b, &(struct attn_request){.shape = {H, HKV, n, 13, DK, DV},
+                                                    .params = r.params, .causal = r.causal},
+                          q, bq, ref);
+                double worst = 0;
+                for (size_t i = 0; i < H * n * DV; i++)
+                    worst = fmax(worst, fabs(out[i] - ref[i]));
+                CHECK(worst < 2e-5);
+                /* the widening fallback (weights asked for) agrees */
+                r.outputs = ATTN_OUT_OUTPUT | ATTN_OUT_WEIGHTS;
+                struct attn_result res2 = {.output = wide, .weights = weights};
+                CHECK_EQ_INT(kv_attend(b, &r, &in, &res2, NULL), CORE_OK);
+                worst = 0;
+                for (size_t i = 0; i < H * n * DV; i++)
+                    worst = fmax(worst, fabs(out[i] - wide[i]));
+                CHECK(worst < 2e-5);
+                free(q);
+                free(bq);
+            }
+        kv_free(a);
+        kv_free(b);
+    }
+}
+
+TEST(long_cache_windows_same_with_pool)
+{
+    size_t L = 6000, d = 128;
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    struct attn_ws *ws = attn_ws_new();
+    CHECK(pool && ws);
+    for (int s = 0; s < 3; s++) {
+        struct kv_cache *c = kv_new_store(ATTN_F32, stores[s], 1, d, d);
+        float *k = frnd(L * d, 1.0f), *v = frnd(L * d, 1.0f), *q = frnd(d, 3.0f);
+        struct attn_params p = {.dtype = ATTN_F32, .scale = 0.088};
+        struct attn_inputs in = {.k = k, .v = v};
+        CHECK_EQ_INT(kv_append(c, &p, &in, L), CORE_OK);
+        float o1[128], o2[128], ref[128];
+        struct attn_request r = {.shape = {1, 1, 1, L, d, d}, .params = p,
+                                 .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                                 .outputs = ATTN_OUT_OUTPUT};
+        struct attn_inputs qi = {.q = q};
+        attn_ws_set_pool(ws, NULL);
+        CHECK_EQ_INT(kv_attend(c, &r, &qi, &(struct attn_result){.output = o1}, ws), CORE_OK);
+        attn_ws_set_pool(ws, pool);
+        CHECK_EQ_INT(kv_attend(c, &r, &qi, &(struct attn_result){.output = o2}, ws), CORE_OK);
+        CHECK(memcmp(o1, o2, sizeof o1) == 0);
+        /* against a float32 pass over the widened rows */
+        float *wk = malloc(L * d * sizeof(float)), *wv = malloc(L * d * sizeof(float));
+        kv_read_rows(c, 0, 0, L, wk, wv);
+        const void *kp[1] = {wk}, *vp[1] = {wv};
+        struct attn_kv_view view = {kp, vp};
+        CHECK_EQ_INT(attn_forward_kv(&r, &qi, &view, &(struct attn_result){.output = ref},
+                                     NULL), CORE_OK);
+        double worst = 0;
+        for (size_t i = 0; i < d; i++)
+            worst = fmax(worst, fabs(o1[i] - ref[i]));
+        CHECK(worst < 1e-5);
+        free(wk);
+        free(wv);
+        free(k);
+        free(v);
+        free(q);
+        kv_free(c);
+    }
+    attn_ws_free(ws);
+    attn_pool_free(pool);
+}
+
+int main(void)
+{
+    RUN(storage_rounds_prepared_rows_once);
+    RUN(overflow_refused_cache_unchanged);
+    RUN(decode_against_reference);
+    RUN(long_cache_windows_same_with_pool);
+    TEST_MAIN_END();
+}
