@@ -39,11 +39,44 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
     return true;
 }
 
+/* A half request's outputs rounded in place to its dtype; 422 non_finite
+ * naming the first that overflows (e.g. scores past float16's 65504). */
+static bool round_half(struct api_call *c, const struct api_attention_view *v,
+                       struct attn_result *res)
+{
+    const struct attn_shape *s = &v->req->shape;
+    size_t nh = v->x ? v->x->nh : s->h, B = s->B > 1 ? s->B : 1, rows = B * nh * s->n;
+    struct { const char *name; float *data; size_t n; } m[3] = {
+        {"scores", res->scores, rows * s->L}, {"weights", res->weights, rows * s->L},
+        {"output", res->output, rows * s->d_v}};   /* sizes allocated already */
+    static const unsigned bit[3] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT};
+
+    for (int i = 0; i < 3; i++) {
+        size_t at;
+        if (!(v->req->outputs & bit[i]) || !m[i].data)
+            continue;
+        at = api_half_round_matrix(v->half, m[i].data, m[i].n);
+        if (at < m[i].n) {
+            api_fail(c, API_ERR_NON_FINITE, NULL,
+                     "%s element %zu (row-major) is outside the %s range", m[i].name, at,
+                     api_half_name(v->half));
+            return false;
+        }
+    }
+    return true;
+}
+
 void api_reply_attention(struct api_call *c, struct api_attention_view *v,
                          struct attn_result *res, size_t cap)
 {
     struct api_buf buf;
     size_t numbers = 0;
+
+    v->half = c->half;
+    if (v->half && !round_half(c, v, res)) {
+        api_result_free(res);
+        return;
+    }
 
     /* api_attention_fits() has bounded this count already */
     (void)api_extras_numbers(v->req, v->x, &numbers);

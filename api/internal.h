@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "api/buf.h"
 #include "api/error.h"
+#include "api/half.h"
 #include "api/write.h"
 #include "core/status.h"
 
@@ -34,6 +35,9 @@ struct api_call {
     struct api_response *resp;          /* the answer being built */
     uint64_t t0_us;                     /* api_now_us() when handling began */
     bool answered;                      /* a reply helper has run */
+    enum api_half half;                 /* the request's float16/bfloat16
+                                           dtype, or none; tensor readers
+                                           round to it (api/half.h) */
 };
 
 /* --max-elements, or SIZE_MAX when unset (every reader's budget). */

@@ -12,6 +12,8 @@
  * order with the same errors.
  */
 #include "api/read.h"
+#include "api/half.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -87,7 +89,49 @@ struct walk {
     size_t shape[ATTN_MAX_RANK];
     char path[API_PATH_MAX];
     char *dst;                      /* next element to store */
+    bool tie;                       /* a half number sat on a midpoint */
 };
+
+static void element_path(char *out, const char *path, size_t i, int rank,
+                         const size_t *shape);
+
+/* float32 of x, rounded to the call's half dtype when it has one. */
+static enum api_err to_f32(enum api_half half, double x, float *dst, bool *tie,
+                           const char **msg)
+{
+    float f = (float)x;
+    bool t = false;
+
+    if (half && x != -INFINITY) {
+        if (!api_half_round(half, x, &f, tie ? &t : NULL)) {
+            *msg = half == API_HALF_F16 ? "number is outside the float16 range"
+                                        : "number is outside the bfloat16 range";
+            return API_ERR_NON_FINITE;
+        }
+        if (tie)
+            *tie |= t;
+    } else if (isinf(f) && !isinf(x)) {
+        *msg = "number is outside the float32 range";
+        return API_ERR_NON_FINITE;
+    }
+    *dst = f;
+    return API_ERR_NONE;
+}
+
+/* Half numbers that sat on a midpoint, re-rounded from the body's text
+ * (api/half.c); answers non_finite when one then overflows. */
+static bool fix_ties(struct api_call *c, const char *path, float *data, int rank,
+                     const size_t *shape, size_t count)
+{
+    char p[API_PATH_MAX];
+    size_t i = api_half_fix_ties(c->req->body, c->req->body_len, path, c->half, data, count);
+
+    if (i == count)
+        return true;
+    element_path(p, path, i, rank, shape);
+    api_fail(c, API_ERR_NON_FINITE, p, "number is outside the %s range", api_half_name(c->half));
+    return false;
+}
 
 /* Shape from the first element at each level; answers on error. */
 static bool nested_shape(struct walk *w, const json_t *v)
@@ -152,7 +196,7 @@ static bool nested_check(struct walk *w, const json_t *arr, int level,
  * on success or the error (message in msg).
  */
 static enum api_err leaf_read(const json_t *e, const struct api_tensor_spec *spec,
-                              void *dst, const char **msg)
+                              void *dst, const char **msg, enum api_half half, bool *tie)
 {
     double x;
 
@@ -177,16 +221,9 @@ static enum api_err leaf_read(const json_t *e, const struct api_tensor_spec *spe
                                                : "expected a number";
         return API_ERR_INVALID_FIELD;
     }
-    if (spec->dtype == ATTN_F32) {
-        float f = (float)x;
-        if (isinf(f) && !isinf(x)) {
-            *msg = "number is outside the float32 range";
-            return API_ERR_NON_FINITE;
-        }
-        *(float *)dst = f;
-    } else {
-        *(double *)dst = x;
-    }
+    if (spec->dtype == ATTN_F32)
+        return to_f32(half, x, (float *)dst, tie, msg);
+    *(double *)dst = x;
     return API_ERR_NONE;
 }
 
@@ -208,7 +245,7 @@ static bool nested_fill(struct walk *w, const json_t *arr, int level,
             continue;
         }
         const char *msg = NULL;
-        enum api_err code = leaf_read(e, w->spec, w->dst, &msg);
+        enum api_err code = leaf_read(e, w->spec, w->dst, &msg, w->c->half, &w->tie);
         if (code != API_ERR_NONE) {
             w->path[path_push(w->path, len, i)] = '\0';
             api_fail(w->c, code, w->path, "%s", msg);
@@ -271,7 +308,8 @@ static bool read_nested(struct api_call *c, const json_t *v, const char *path,
     }
     w.dst = data;
     w.path[strlen(path)] = '\0';
-    if (!nested_fill(&w, v, 0, strlen(w.path))) {
+    if (!nested_fill(&w, v, 0, strlen(w.path)) ||
+        (w.tie && !fix_ties(c, path, data, w.rank, w.shape, count))) {
         free(data);
         return false;
     }
@@ -287,7 +325,12 @@ static bool read_nested(struct api_call *c, const json_t *v, const char *path,
 
 /* ---- tensors: base64 -------------------------------------------------- */
 
-enum b64_type { B64_F64, B64_F32, B64_BOOL };
+enum b64_type { B64_F64, B64_F32, B64_BOOL, B64_F16, B64_BF16 };
+
+static size_t b64_size(enum b64_type t)
+{
+    return t == B64_BOOL ? 1 : t == B64_F32 ? 4 : t == B64_F64 ? 8 : 2;
+}
 
 static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
                       const struct api_tensor_spec *spec, int *rank,
@@ -339,8 +382,14 @@ static bool b64_type(struct api_call *c, const json_t *v, const char *path,
         *t = B64_F32;
         return true;
     }
+    if (s && spec->elem != API_ELEM_BOOL &&
+        (strcmp(s, "float16") == 0 || strcmp(s, "bfloat16") == 0)) {
+        *t = s[0] == 'f' ? B64_F16 : B64_BF16;
+        return true;
+    }
     api_fail(c, API_ERR_INVALID_FIELD, p, spec->elem == API_ELEM_BOOL
-             ? "expected \"bool\"" : "expected \"float32\" or \"float64\"");
+             ? "expected \"bool\"" : "expected \"float32\", \"float64\", \"float16\" or "
+               "\"bfloat16\"");
     return false;
 }
 
@@ -405,7 +454,8 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
 {
     size_t i;
 
-    if (t != B64_BOOL && (t == B64_F32) == (spec->dtype == ATTN_F32)) {
+    if ((t == B64_F32 || t == B64_F64) && (t == B64_F32) == (spec->dtype == ATTN_F32) &&
+        !c->half) {
         i = first_nonfinite(src, t, n, spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
@@ -426,19 +476,21 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
             continue;
         }
         x = t == B64_F32 ? (double)((const float *)src)[i]
-                         : ((const double *)src)[i];
+            : t == B64_F64 ? ((const double *)src)[i]
+            : t == B64_F16 ? (double)half_f16_to_f32(((const uint16_t *)src)[i])
+                           : (double)half_bf16_to_f32(((const uint16_t *)src)[i]);
         if (!isfinite(x) && !(spec->elem == API_ELEM_NULLABLE && x == -INFINITY)) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
         }
         if (spec->dtype == ATTN_F32) {
-            float f = (float)x;
-            if (isinf(f) && !isinf(x)) {
-                api_fail(c, API_ERR_NON_FINITE, path,
-                         "element %zu is outside the float32 range", i);
+            const char *msg = NULL;
+            if (to_f32(c->half, x, (float *)dst + i, NULL, &msg) != API_ERR_NONE) {
+                (void)msg;
+                api_fail(c, API_ERR_NON_FINITE, path, "element %zu is outside the %s range", i,
+                         c->half ? api_half_name(c->half) : "float32");
                 return false;
             }
-            ((float *)dst)[i] = f;
         } else {
             ((double *)dst)[i] = x;
         }
@@ -471,7 +523,7 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
     if (!budget_take(c, path, rank, shape, budget, &count))
         return false;
     if (!core_mul(count, elem_size(spec), &dbytes) ||
-        !core_mul(count, t == B64_BOOL ? 1 : t == B64_F32 ? 4 : 8, &sbytes)) {
+        !core_mul(count, b64_size(t), &sbytes)) {
         api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "tensor too large");
         return false;
     }
@@ -614,15 +666,17 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
     }
     if (spec->dtype == ATTN_F32) {
         float *f = (float *)a->data;    /* in place: 4-byte slots trail 8-byte reads */
+        bool tie = false;
         for (i = 0; i < count; i++) {
-            double x = a->data[i];
-            f[i] = (float)x;
-            if (isinf(f[i])) {
+            const char *msg = NULL;
+            if (to_f32(c->half, a->data[i], f + i, &tie, &msg) != API_ERR_NONE) {
                 element_path(p, path, i, a->rank, a->shape);
-                api_fail(c, API_ERR_NON_FINITE, p, "number is outside the float32 range");
+                api_fail(c, API_ERR_NON_FINITE, p, "%s", msg);
                 return false;
             }
         }
+        if (tie && !fix_ties(c, path, f, a->rank, a->shape, count))
+            return false;
     }
     *budget -= count;
     out->dtype = spec->dtype;
@@ -701,6 +755,24 @@ static int read_enum(struct api_call *c, const json_t *v, const char *path,
             return i;
     api_fail(c, API_ERR_INVALID_FIELD, path, "expected %s", expect);
     return -1;
+}
+
+bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
+                         enum attn_dtype *out, enum api_half *half)
+{
+    static const char *const names[] = {"float64", "float32", "float16", "bfloat16", NULL};
+    int i;
+
+    *out = ATTN_F64;
+    *half = API_HALF_NONE;
+    if (!v)
+        return true;
+    if ((i = read_enum(c, v, path, names, "\"float64\", \"float32\", \"float16\" or "
+                       "\"bfloat16\"")) < 0)
+        return false;
+    *out = i == 0 ? ATTN_F64 : ATTN_F32;       /* half precision computes in float32 */
+    *half = i == 2 ? API_HALF_F16 : i == 3 ? API_HALF_BF16 : API_HALF_NONE;
+    return true;
 }
 
 bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
@@ -1209,7 +1281,7 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
 
     memset(out, 0, sizeof *out);
     if (!body_members(c, body, m) ||
-        !api_read_dtype(c, m[AF_DTYPE], "/dtype", &out->r.params.dtype) ||
+        !api_read_dtype_half(c, m[AF_DTYPE], "/dtype", &out->r.params.dtype, &c->half) ||
         !read_qkv(c, m, &budget, pre, out) ||
         !read_options(c, body, m, out) ||
         !read_arrays(c, m, &budget, out) ||

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/half.h"
 #include "api/internal.h"
 #include "api/extras.h"
 #include "api/numread.h"
@@ -88,6 +89,10 @@ bool api_read_size(struct api_call *c, const json_t *v, const char *path,
                    size_t min, size_t max, size_t *out);
 
 /* "float64" (default) | "float32". */
+/* api_read_dtype that also takes "float16" and "bfloat16": *out is then
+ * ATTN_F32 (the math runs in float32) and *half says which. */
+bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
+                         enum attn_dtype *out, enum api_half *half);
 bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
                     enum attn_dtype *out);
 

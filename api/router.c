@@ -228,6 +228,7 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     c->resp = resp;
     c->t0_us = api_now_us();
     c->answered = false;
+    c->half = API_HALF_NONE;
 }
 
 static void dispatch(struct api_call *c)

@@ -283,7 +283,11 @@ static void write_output(struct api_buf *b, const struct api_attention_view *v,
     api_buf_putc(b, '"');
     api_buf_puts(b, name);
     api_buf_puts(b, "\":");
-    if (v->encoding == API_ENC_BASE64)
+    if (v->half && v->encoding == API_ENC_BASE64)
+        api_write_matrix_b64_half(b, data, v->half, rank, sh);
+    else if (v->half)
+        api_write_matrix_half(b, data, v->half, rank, sh, v->digits);
+    else if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, data, dt, rank, sh);
     else
         api_write_matrix(b, data, dt, rank, sh, v->digits, neg_inf_null);
@@ -346,7 +350,7 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
         *o++ = ',';
     }
     PUT_LIT(o, "\"dtype\":\"");
-    o = put_text(o, attn_dtype_name(p->dtype));
+    o = put_text(o, v->half ? api_half_name(v->half) : attn_dtype_name(p->dtype));
     PUT_LIT(o, "\",\"causal\":");
     o = put_text(o, causal_json(v->req->causal));
     *o++ = ',';

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "api/buf.h"
+#include "api/half.h"
 #include "core/attn.h"
 
 enum api_encoding {
@@ -85,6 +86,9 @@ struct api_attention_view {
                                            (e.g. "\"length\":5"), or NULL */
     const struct api_extras *x;         /* part-2 returns (api/extras.h), or
                                            NULL: the v1 response */
+    enum api_half half;                 /* float16/bfloat16 request: the
+                                           outputs are rounded to it (and
+                                           printed as it), meta.dtype names it */
 };
 
 /*

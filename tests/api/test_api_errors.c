@@ -42,7 +42,7 @@ static const struct err_case cases[] = {
     {"{\"q\":[[1,null]]," KV "}", 422, "invalid_field", "/q/0/1"},
     {"{\"q\":[[1,true]]," KV "}", 422, "invalid_field", "/q/0/1"},
     /* options */
-    {"{" QKV ",\"dtype\":\"float16\"}", 422, "invalid_field", "/dtype"},
+    {"{" QKV ",\"dtype\":\"float8\"}", 422, "invalid_field", "/dtype"},
     {"{" QKV ",\"scale\":-1}", 422, "invalid_field", "/scale"},
     {"{" QKV ",\"scale\":0}", 422, "invalid_field", "/scale"},
     {"{" QKV ",\"scale\":\"1\"}", 422, "invalid_field", "/scale"},

@@ -263,6 +263,35 @@ case("float64_scores_overflow", err(422, "non_finite",
                                     note="q.k = 1e400 overflows double"),
      with_(VALID, q=[[1e200, 0]], k=[[1e200, 0], [0, 1]]))
 
+# ---- float16 / bfloat16 range (422 non_finite) -----------------------------
+case("float16_input_overflow", err(422, "non_finite", "/k/0/0",
+                                   note="70000 is past float16's largest 65504"),
+     with_(VALID, k=[[70000, 0], [0, 1]], dtype="float16"))
+case("float16_input_tie_overflow", err(422, "non_finite", "/v/1/1",
+                                       note="65520 is the midpoint between 65504 and "
+                                            "2^16: ties to even round it to infinity"),
+     with_(VALID, v=[[1, 2], [3, 65520]], dtype="float16"))
+case("float16_bias_overflow", err(422, "non_finite", "/bias/v/0",
+                                  note="bias vectors are rounded to the dtype too"),
+     with_(VALID, bias={"v": [1e5, 0]}, dtype="float16"))
+case("float16_attn_bias_overflow", err(422, "non_finite", "/attn_bias/0/1"),
+     with_(VALID, attn_bias=[[None, -1e6]], dtype="float16"))
+case("bfloat16_input_overflow", err(422, "non_finite", "/q/0/0",
+                                    note="3.4e38 rounds past bfloat16's largest 3.3895e38"),
+     with_(VALID, q=[[3.4e38, 0]], dtype="bfloat16"))
+case("float16_scores_overflow", err(422, "non_finite",
+                                    note="q.k/sqrt(2) = 127279 does not fit float16: the "
+                                         "result is refused, never sent as Inf"),
+     with_(VALID, q=[[300, 300]], k=[[300, 300], [0, 1]], dtype="float16"))
+case("float16_base64_inf", err(422, "non_finite", ["/q/data", "/q"],
+                               note="little-endian float16 0x7C00 is +Inf"),
+     with_(VALID, q={"shape": [1, 2], "dtype": "float16", "data": "AHwAAA=="},
+           dtype="float16"))
+case("float16_base64_wrong_length", err(422, "invalid_field", ["/q/data", "/q"],
+                                        note="shape [1,2] float16 needs 4 bytes; 8 are sent"),
+     with_(VALID, q={"shape": [1, 2], "dtype": "float16", "data": "AAAAAAAAAAA="},
+           dtype="float16"))
+
 # ---- base64 tensors ------------------------------------------------------
 def b64t(shape, data, dtype="float64"):
     return {"shape": shape, "dtype": dtype, "data": data}
@@ -309,7 +338,7 @@ for name, field, value, path in [
     ("scale_negative", "scale", -1, "/scale"),
     ("scale_string", "scale", "x", "/scale"),
     ("empty_rows_unknown", "empty_rows", "ignore", "/empty_rows"),
-    ("dtype_float16", "dtype", "float16", "/dtype"),
+    ("dtype_float8", "dtype", "float8", "/dtype"),
     ("return_unknown_item", "return", ["logits"], "/return/0"),
     ("return_not_array", "return", 7, "/return"),
     ("encoding_hex", "encoding", "hex", "/encoding"),

@@ -1,0 +1,288 @@
+/*
+ * api/half.c — float16 / bfloat16 numbers in and out (half.h).
+ *
+ * In: every number of a half request is rounded once from its double
+ * (core/half.c); the rare double that is exactly a midpoint is re-rounded
+ * from its decimal text (api/halfread.c) by api_half_fix_ties, which finds
+ * the tensor's text in the body by its JSON pointer and walks its numbers
+ * in order (row-major order is textual order). The walk trusts the body's
+ * syntax: jansson has accepted it already.
+ *
+ * Out: results are rounded in place (overflow is the caller's 422) and
+ * printed by api/dtoa_half.c, or sent as 2-byte little-endian base64.
+ */
+#include "api/half.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/base64.h"
+#include "api/halfread.h"
+#include "api/write.h"
+#include "core/half.h"
+
+const char *api_half_name(enum api_half h)
+{
+    return h == API_HALF_F16 ? "float16" : h == API_HALF_BF16 ? "bfloat16" : NULL;
+}
+
+static uint16_t narrow(enum api_half h, double x)
+{
+    return h == API_HALF_F16 ? half_f16_from_f64(x) : half_bf16_from_f64(x);
+}
+
+static float widen(enum api_half h, uint16_t b)
+{
+    return h == API_HALF_F16 ? half_f16_to_f32(b) : half_bf16_to_f32(b);
+}
+
+static bool finite_bits(enum api_half h, uint16_t b)
+{
+    return h == API_HALF_F16 ? half_f16_is_finite(b) : half_bf16_is_finite(b);
+}
+
+bool api_half_round(enum api_half h, double x, float *out, bool *tie)
+{
+    bool mid = h == API_HALF_F16 ? half_f16_is_midpoint(x) : half_bf16_is_midpoint(x);
+    uint16_t b = narrow(h, x);
+
+    if (tie)
+        *tie = mid;
+    if (!finite_bits(h, b)) {
+        if (!mid || !tie)
+            return false;
+        b = narrow(h, nextafter(x, 0));     /* the text decides later */
+    }
+    *out = widen(h, b);
+    return true;
+}
+
+uint16_t api_half_bits(enum api_half h, float x)
+{
+    return h == API_HALF_F16 ? half_f16_from_f32(x) : half_bf16_from_f32(x);
+}
+
+/* ---- the tensor's text by JSON pointer ------------------------------------ */
+
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* Past the string starting at p ('"'). */
+static const char *skip_string(const char *p, const char *e)
+{
+    for (p++; p < e && *p != '"'; p++)
+        if (*p == '\\')
+            p++;
+    return p < e ? p + 1 : e;
+}
+
+/* Past the value starting at p. */
+static const char *skip_value(const char *p, const char *e)
+{
+    int depth = 0;
+    do {
+        if (p >= e)
+            return e;
+        if (*p == '"') {
+            p = skip_string(p, e);
+            continue;
+        }
+        if (*p == '[' || *p == '{')
+            depth++;
+        else if (*p == ']' || *p == '}')
+            depth--;
+        else if (depth == 0) {              /* a number or a literal */
+            while (p < e && *p != ',' && *p != ']' && *p != '}' && *p != ' ' &&
+                   *p != '\n' && *p != '\t' && *p != '\r')
+                p++;
+            return p;
+        }
+        p++;
+    } while (depth > 0);
+    return p;
+}
+
+/* The value at pointer ptr below the value at p -> [*vs, *ve); false when
+ * absent. Pointer tokens are plain (the api's own names and indices). */
+static bool locate(const char *p, const char *e, const char *ptr, const char **vs,
+                   const char **ve)
+{
+    p = skip_ws(p, e);
+    while (*ptr == '/') {
+        const char *tok = ++ptr;
+        size_t tl;
+        while (*ptr && *ptr != '/')
+            ptr++;
+        tl = (size_t)(ptr - tok);
+        if (p >= e)
+            return false;
+        if (*p == '{') {
+            bool found = false;
+            for (p = skip_ws(p + 1, e); p < e && *p == '"';) {
+                const char *ks = p + 1, *kend = skip_string(p, e) - 1;
+                bool match = (size_t)(kend - ks) == tl && memcmp(ks, tok, tl) == 0;
+                p = skip_ws(kend + 1, e);
+                p = skip_ws(p + 1, e);          /* ':' */
+                if (match) {
+                    found = true;
+                    break;
+                }
+                p = skip_ws(skip_value(p, e), e);
+                if (p < e && *p == ',')
+                    p = skip_ws(p + 1, e);
+            }
+            if (!found)
+                return false;
+        } else if (*p == '[') {
+            size_t idx = 0, i;
+            for (i = 0; i < tl; i++) {
+                if (tok[i] < '0' || tok[i] > '9' || idx > SIZE_MAX / 10)
+                    return false;
+                idx = idx * 10 + (size_t)(tok[i] - '0');
+            }
+            p = skip_ws(p + 1, e);
+            for (i = 0; i < idx && p < e && *p != ']'; i++) {
+                p = skip_ws(skip_value(p, e), e);
+                if (p < e && *p == ',')
+                    p = skip_ws(p + 1, e);
+            }
+            if (p >= e || *p == ']')
+                return false;
+        } else {
+            return false;
+        }
+    }
+    *vs = p;
+    *ve = skip_value(p, e);
+    return true;
+}
+
+size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum api_half h,
+                         float *data, size_t count)
+{
+    const char *p, *e, *end = body + len;
+    size_t i = 0;
+
+    if (!body || !locate(body, end, path, &p, &e))
+        return count;
+    while (p < e && i < count) {
+        char ch = *p;
+        if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            const char *ns = p;
+            char tmp[64];
+            while (p < e && *p != ',' && *p != ']' && *p != ' ' && *p != '\n' &&
+                   *p != '\t' && *p != '\r')
+                p++;
+            size_t nl = (size_t)(p - ns);
+            /* the double of the text: strtod needs a terminator */
+            char *heap = nl < sizeof tmp ? NULL : malloc(nl + 1);
+            char *t = heap ? heap : tmp;
+            if (nl >= sizeof tmp && !heap)
+                return count;
+            memcpy(t, ns, nl);
+            t[nl] = '\0';
+            double x = strtod(t, NULL);
+            free(heap);
+            if (h == API_HALF_F16 ? half_f16_is_midpoint(x) : half_bf16_is_midpoint(x)) {
+                uint16_t b = api_half_from_text(ns, nl, x, h == API_HALF_BF16);
+                if (!finite_bits(h, b))
+                    return i;
+                data[i] = widen(h, b);
+            }
+            i++;
+        } else if (ch == 'n') {             /* null: an element left alone */
+            p += 4;
+            i++;
+        } else {
+            p++;
+        }
+    }
+    return count;
+}
+
+size_t api_half_round_matrix(enum api_half h, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] == -INFINITY)
+            continue;
+        uint16_t b = api_half_bits(h, x[i]);
+        if (!finite_bits(h, b))
+            return i;
+        x[i] = widen(h, b);
+    }
+    return n;
+}
+
+/* ---- writers ------------------------------------------------------------- */
+
+static size_t fmt_half(char *out, enum api_half h, float x, int digits)
+{
+    if (!isfinite(x)) {
+        memcpy(out, "null", 5);
+        return 4;
+    }
+    if (digits > 0)
+        return (size_t)snprintf(out, API_NUM_MAX, "%.*g", digits > 17 ? 17 : digits,
+                                (double)x);
+    uint16_t b = api_half_bits(h, x);
+    return h == API_HALF_F16 ? api_dtoa_f16(out, b) : api_dtoa_bf16(out, b);
+}
+
+bool api_write_matrix_half(struct api_buf *b, const float *data, enum api_half h, int rank,
+                           const size_t *shape, int digits)
+{
+    char num[API_NUM_MAX];
+    size_t n = rank >= 1 ? shape[0] : 1, stride = 1;
+
+    api_buf_putc(b, '[');
+    if (rank <= 1) {
+        for (size_t j = 0; j < n; j++) {
+            size_t len = fmt_half(num, h, data[j], digits);
+            if (j)
+                api_buf_putc(b, ',');
+            api_buf_append(b, num, len);
+        }
+        return api_buf_putc(b, ']');
+    }
+    for (int d = 1; d < rank; d++)
+        stride *= shape[d];                 /* fits: the data exists */
+    for (size_t i = 0; i < n && api_buf_ok(b); i++) {
+        if (i)
+            api_buf_putc(b, ',');
+        api_write_matrix_half(b, data + i * stride, h, rank - 1, shape + 1, digits);
+    }
+    return api_buf_putc(b, ']');
+}
+
+bool api_write_matrix_b64_half(struct api_buf *b, const float *data, enum api_half h,
+                               int rank, const size_t *shape)
+{
+    size_t count = 1;
+    uint16_t *bits;
+
+    for (int i = 0; i < rank; i++)
+        if (!core_mul(count, shape[i], &count))
+            return false;
+    if (count > SIZE_MAX / 2 || !(bits = malloc(count ? count * 2 : 1)))
+        return false;
+    for (size_t i = 0; i < count; i++)
+        bits[i] = api_half_bits(h, data[i]);   /* little-endian in memory */
+    api_buf_puts(b, "{\"shape\":[");
+    for (int i = 0; i < rank; i++) {
+        char t[24];
+        int n = snprintf(t, sizeof t, "%s%zu", i ? "," : "", shape[i]);
+        api_buf_append(b, t, (size_t)n);
+    }
+    api_buf_puts(b, "],\"dtype\":\"");
+    api_buf_puts(b, api_half_name(h));
+    api_buf_puts(b, "\",\"data\":\"");
+    api_base64_encode(b, bits, count * 2);
+    free(bits);
+    return api_buf_puts(b, "\"}");
+}
