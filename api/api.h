@@ -90,6 +90,16 @@ struct api_response {
     bool drain_after;               /* unused by api; server may set */
 };
 
+/*
+ * The paths answered without the API key, whatever the method (NULL-
+ * terminated): the probes an orchestrator calls, and the static files
+ * server/ serves before the api sees a request (the demo page, which asks
+ * for the key itself, and the OpenAPI document). The one list that
+ * `attnd --help`, the README and the OpenAPI document (security: []) show;
+ * tests/e2e/test_e2e_open_routes.py holds them to it.
+ */
+extern const char *const api_open_paths[];
+
 /* Handle one request. resp is fully written (status always set). */
 void api_handle(struct api_ctx *ctx, const struct api_request *req,
                 struct api_response *resp);

@@ -26,19 +26,34 @@ struct api_route {
     const char *path;               /* exact path */
     const char *route;              /* template for logs and metrics */
     unsigned methods;               /* M_* bits */
-    bool open;                      /* reachable without the API key */
     void (*handler)(struct api_call *c);
 };
 
 static const struct api_route api_routes[] = {
-    {"/healthz", "/healthz", M_GET, true, api_ops_healthz},
-    {"/readyz", "/readyz", M_GET, true, api_ops_readyz},
-    {"/metrics", "/metrics", M_GET, false, api_ops_metrics},
-    {"/v1/info", "/v1/info", M_GET, false, api_ops_info},
-    {"/v1/attention", "/v1/attention", M_POST, false, api_attention},
-    {"/v1/verify", "/v1/verify", M_GET | M_POST, false, api_verify},
-    {"/verify", "/verify", M_GET | M_POST, false, api_verify},
+    {"/healthz", "/healthz", M_GET, api_ops_healthz},
+    {"/readyz", "/readyz", M_GET, api_ops_readyz},
+    {"/metrics", "/metrics", M_GET, api_ops_metrics},
+    {"/v1/info", "/v1/info", M_GET, api_ops_info},
+    {"/v1/attention", "/v1/attention", M_POST, api_attention},
+    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify},
+    {"/verify", "/verify", M_GET | M_POST, api_verify},
 };
+
+const char *const api_open_paths[] = {
+    "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready",
+    "/", "/index.html", "/app.js", "/style.css", "/openapi.json",
+    "/v1/openapi.json", NULL,
+};
+
+static bool open_path(const char *path)
+{
+    const char *const *p;
+
+    for (p = api_open_paths; *p; p++)
+        if (strcmp(*p, path) == 0)
+            return true;
+    return false;
+}
 
 /* Subtrees whose handler routes the rest of the path itself. */
 struct api_subtree {
@@ -103,6 +118,15 @@ static const struct api_subtree *subtree_find(const char *path,
         }
     }
     return NULL;
+}
+
+/* path is /v2 or below it: errors there take that protocol's shape. */
+static bool under_v2(const char *path)
+{
+    const char *rest;
+    const struct api_subtree *st = path ? subtree_find(path, &rest) : NULL;
+
+    return st && st->handler == api_v2;
 }
 
 static const struct api_route *route_find(const char *path)
@@ -253,8 +277,10 @@ static void dispatch(struct api_call *c)
         preflight(c, methods);
         return;
     }
-    if (!(rt && rt->open) && !authorized(c)) {
+    if (!open_path(path) && !authorized(c)) {
         unauthorized(c);
+        if (under_v2(path))
+            api_v2_error_shape(c);
         return;
     }
     if (st) {
@@ -295,6 +321,8 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
         api_fail(&c, code, NULL, "%s", message);
     else
         api_fail(&c, code, NULL, NULL);
+    if (under_v2(req->path))
+        api_v2_error_shape(&c);
     cors_headers(&c);
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "core/journal.h"
 
 enum opt_kind {
@@ -64,7 +65,7 @@ static const struct opt opts[] = {
      "default session time to live, seconds"},
     {"max-tokens", OPT_SIZE, N(max_tokens), 1, 1e12, "32768", "default max_tokens of a session"},
     {"api-key", OPT_STR, F(api_key), 0, 0, "",
-     "require 'Authorization: Bearer KEY' (all but /healthz, /readyz)"},
+     "require 'Authorization: Bearer KEY' (all but the open routes below)"},
     {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "", "comma-separated allowed browser origins"},
     {"cache-policy", OPT_POLICY, N(cache_lru), 0, 0, "reject",
      "when the cache is full: reject (503) | lru (evict idle sessions)"},
@@ -295,6 +296,10 @@ static void print_help(FILE *out)
     }
     fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "print this help and exit",
              "version", "print the version and exit");
+    fprintf(out, "\nOpen routes (answered without the API key):");
+    for (const char *const *p = api_open_paths; *p; p++)
+        fprintf(out, " %s", *p);
+    fprintf(out, "\n");
 }
 
 static const struct opt *find_opt(const char *name, size_t len)

@@ -1,0 +1,92 @@
+"""The routes answered without the API key: one list (api_open_paths in
+api/router.c, printed by `attnd --help`) that the server, the README and the
+OpenAPI document must all agree with, and the v2 protocol's error shape on
+the refusals (401) and transport errors (413) under /v2."""
+import json
+import os
+import re
+import subprocess
+
+from attnd_proc import BIN, Attnd
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+KEY = "open-routes-test-key"
+
+
+def open_routes():
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^Open routes \(answered without the API key\):(.*)$", out, re.M)
+    assert m, "attnd --help lists no open routes"
+    return m.group(1).split()
+
+
+def openapi():
+    with open(os.path.join(ROOT, "server", "web", "openapi.json")) as f:
+        return json.load(f)
+
+
+def test_help_lists_every_static_file_and_the_probes():
+    routes = set(open_routes())
+    for probe in ("/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"):
+        assert probe in routes
+    for name in os.listdir(os.path.join(ROOT, "server", "web")):
+        assert "/" + name in routes, f"server/web/{name} is served without a key but not listed"
+    assert "/" in routes and "/v1/openapi.json" in routes
+
+
+def test_server_answers_exactly_the_open_routes_without_a_key():
+    routes = open_routes()
+    doc = openapi()
+    with Attnd("--api-key", KEY) as d:
+        for p in routes:
+            r = d.get(p)
+            assert r.status in (200, 503), f"GET {p} without a key: {r}"
+        for path, item in doc["paths"].items():
+            if path in routes:
+                continue
+            concrete = path.replace("{id}", "0123456789abcdef").replace("{version}", "1")
+            for method in item:
+                if method not in ("get", "post", "delete"):
+                    continue
+                r = d.request(method.upper(), concrete, body={} if method == "post" else None)
+                assert r.status == 401, f"{method.upper()} {path} without a key: {r}"
+                ok = d.request(method.upper(), concrete, body={} if method == "post" else None,
+                               headers={"Authorization": "Bearer " + KEY})
+                assert ok.status != 401, f"{method.upper()} {path} with the key: {ok}"
+
+
+def test_openapi_marks_exactly_the_open_routes():
+    routes = set(open_routes())
+    doc = openapi()
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            is_open = op.get("security") == []
+            assert is_open == (path in routes), \
+                f"{method.upper()} {path}: security {op.get('security')!r}, open: {path in routes}"
+
+
+def test_readme_lists_exactly_the_open_routes():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    row = next((l for l in readme.splitlines() if l.startswith("| `--api-key` ")), None)
+    assert row, "README has no --api-key row"
+    listed = set(re.findall(r"`(/[^`]*)`", row))
+    assert listed == set(open_routes()), f"README lists {sorted(listed)}"
+
+
+def test_v2_errors_keep_the_v2_shape_for_401_and_413():
+    with Attnd("--api-key", KEY, "--max-body-bytes", "1000") as d:
+        r = d.get("/v2/models/attention")
+        assert r.status == 401 and "www-authenticate" in r.headers
+        assert isinstance(r.json()["error"], str), r
+        r = d.post("/v2/models/attention/infer", b"x" * 5000,
+                   headers={"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+        assert r.status == 413, r
+        assert isinstance(r.json()["error"], str), r
+        r = d.post("/v1/attention", b"x" * 5000,
+                   headers={"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+        assert r.status == 413 and r.json()["error"]["code"] == "body_too_large", r
+        r = d.get("/v2/health/live")
+        assert r.status == 200 and r.json() == {"live": True}
