@@ -73,6 +73,9 @@ enum api_err api_core_error(enum core_status st)
                                    allocate: transient, retry later */
         return API_ERR_CAPACITY_EXHAUSTED;
     case CORE_ESTORAGE: return API_ERR_STORAGE_UNAVAILABLE;
+    case CORE_ESTOPPED:         /* the request's deadline (a cancelled one
+                                   has nobody left to answer) */
+        return API_ERR_DEADLINE_EXCEEDED;
     case CORE_EIO:
     case CORE_ECORRUPT:
     case CORE_OK:

@@ -54,7 +54,9 @@
       "capacity exhausted, retry later")                                      \
     X(DRAINING, "draining", 503, "the server is draining")                    \
     X(STORAGE_UNAVAILABLE, "storage_unavailable", 503,                        \
-      "the change could not be journaled, retry later")
+      "the change could not be journaled, retry later")                       \
+    X(DEADLINE_EXCEEDED, "deadline_exceeded", 503,                            \
+      "the request did not finish before its deadline")
 
 enum api_err {
     API_ERR_NONE = -1,              /* not an error (a reply that succeeded) */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "core/stop.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -1025,6 +1026,23 @@ bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
     return true;
 }
 
+bool api_read_timeout(struct api_call *c, const json_t *v, const char *path)
+{
+    double x;
+    struct attn_stop *stop = attn_ws_stop(c->req->ws);
+
+    if (!v)
+        return true;
+    if (!get_finite(v, &x) || x != floor(x) || x < 1 || x > 86400000) {
+        api_fail(c, API_ERR_INVALID_FIELD, path,
+                 "expected an integer number of milliseconds 1..86400000");
+        return false;
+    }
+    if (stop)
+        attn_stop_within_ms(stop, (uint64_t)x);
+    return true;
+}
+
 /* ---- biases and score-shaped matrices --------------------------------- */
 
 /* One bias vector: [d] shared, or [heads][d] (a leading 1 is shared too). */
@@ -1131,13 +1149,13 @@ bool api_read_score_matrix(struct api_call *c, const json_t *v,
 enum att_field {
     AF_Q, AF_K, AF_V, AF_BIAS, AF_ATTN_BIAS, AF_MASK, AF_CAUSAL, AF_ALIBI,
     AF_ROPE, AF_SCALE, AF_SOFTMAX, AF_SINK_LOGIT, AF_EMPTY_ROWS, AF_DTYPE,
-    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_HEADS, AF_TOP_K, AF_TOKENS, AF_COUNT
+    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_HEADS, AF_TOP_K, AF_TOKENS, AF_TIMEOUT_MS, AF_COUNT
 };
 
 static const char *const attention_fields[AF_COUNT + 1] = {
     "q", "k", "v", "bias", "attn_bias", "mask", "causal", "alibi", "rope",
     "scale", "softmax", "sink_logit", "empty_rows", "dtype", "return",
-    "encoding", "digits", "heads", "weights_top_k", "tokens", NULL};
+    "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms", NULL};
 
 /*
  * api_check_fields(c, body, "", attention_fields) and member(body, field)
@@ -1231,6 +1249,7 @@ static bool read_options(struct api_call *c, const json_t *body,
                          &a->x) ||
         !api_read_encoding(c, m[AF_ENCODING], "/encoding", &a->encoding) ||
         !api_read_digits(c, m[AF_DIGITS], "/digits", &a->digits) ||
+        !api_read_timeout(c, m[AF_TIMEOUT_MS], "/timeout_ms") ||
         !api_read_rope(c, m[AF_ROPE], "/rope", r->shape.d_k, &p->rope,
                        &p->rope_base, &p->rope_pairs) ||
         !api_read_alibi(c, m[AF_ALIBI], "/alibi", r->shape.h, &p->alibi,

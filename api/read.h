@@ -140,6 +140,11 @@ bool api_read_encoding(struct api_call *c, const json_t *v, const char *path,
 bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
                      int *digits);
 
+/* timeout_ms: an integer 1..86400000; lowers the deadline of the stop the
+ * caller attached to the request's workspace (the server always attaches
+ * one; --request-timeout is its default). Absent: no change. */
+bool api_read_timeout(struct api_call *c, const json_t *v, const char *path);
+
 /* Bias vectors: each of q, k, v is [d] (shared by all heads) or per head
  * ([h][d_k] for q, [h_kv][d_k] for k, [h_kv][d_v] for v). */
 struct api_bias {

@@ -432,7 +432,7 @@ static void kv_get_req(struct api_call *c, const char *id)
 
 static const char *const attention_fields[] = {
     "q", "k", "v", "causal", "attn_bias", "mask", "return", "expected_length",
-    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", NULL};
+    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms", NULL};
 
 /* Everything an attention request owns. */
 struct att_req {
@@ -572,6 +572,7 @@ static void attention_req(struct api_call *c, const char *id)
     if (!body)
         return;
     if (!api_check_fields(c, body, "", attention_fields) ||
+        !api_read_timeout(c, json_object_get(body, "timeout_ms"), "/timeout_ms") ||
         !read_att_options(c, body, &a)) {
         json_decref(body);
         return;

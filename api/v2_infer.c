@@ -292,7 +292,7 @@ static bool score_heads(struct api_call *c, const struct v2_tensor *t,
 static const char *const v2_params_allowed[] = {
     "softmax", "sink_logit", "causal", "scale", "alibi", "rope_base",
     "rope_pairs", "empty_rows", "sequence_id", "sequence_start",
-    "sequence_end", "binary_data_output", NULL,
+    "sequence_end", "binary_data_output", "timeout_ms", NULL,
 };
 
 /* rope_base (positive number) and rope_pairs ("interleaved"|"half"): either
@@ -362,7 +362,8 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
     if (!api_read_causal(c, member(params, "causal"), "/parameters/causal",
                          &x->causal) ||
         !api_read_empty_rows(c, member(params, "empty_rows"),
-                             "/parameters/empty_rows", &x->empty_rows))
+                             "/parameters/empty_rows", &x->empty_rows) ||
+        !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms"))
         return false;
     if (!fixed_too)
         return true;

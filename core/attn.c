@@ -13,6 +13,7 @@
 #include "attn_fused.h"
 #include "attn_run.h"
 #include "rope.h"
+#include "stop.h"
 #include "simd512.h"
 
 #include <cblas.h>
@@ -71,6 +72,7 @@ struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */
     size_t cap[WS_N];               /* bytes of each region */
     struct attn_pool *pool;         /* helpers for large passes, or NULL */
+    struct attn_stop *stop;         /* early stop of passes (core/stop.h), or NULL */
 };
 
 struct attn_ws *attn_ws_new(void)
@@ -124,6 +126,22 @@ void attn_ws_set_pool(struct attn_ws *ws, struct attn_pool *pool)
 {
     if (ws)
         ws->pool = pool;
+}
+
+void attn_ws_set_stop(struct attn_ws *ws, struct attn_stop *stop)
+{
+    if (ws)
+        ws->stop = stop;
+}
+
+struct attn_stop *attn_ws_stop(const struct attn_ws *ws)
+{
+    return ws ? ws->stop : NULL;
+}
+
+bool attn_ws_boundary(const struct attn_ws *ws)
+{
+    return ws && attn_stop_boundary(ws->stop);
 }
 
 double attn_default_scale(size_t d_k)
@@ -703,7 +721,8 @@ static enum core_status split_rows(const struct attn_run *x, const struct attn_i
     if (!res)
         return CORE_ENOMEM;
     struct split_job j = {x, in, kv, out, B, R, (R + B - 1) / B, 0, NULL, res};
-    attn_pool_run(ws->pool, row_piece, &j, tiles, ws);
+    if (!attn_pool_run(ws->pool, row_piece, &j, tiles, ws))
+        return CORE_ESTOPPED;
     out->n_empty = 0;
     for (size_t i = 0; i < tiles; i++)
         out->n_empty += res[i].n_empty;
@@ -739,7 +758,8 @@ static enum core_status split_keys(const struct attn_run *x, const struct attn_i
         parts[i].l = parts[i].m + rows;
     }
     struct split_job j = {x, in, kv, out, 0, 0, 0, wk, parts, res};
-    attn_pool_run(ws->pool, key_piece, &j, nwin, ws);
+    if (!attn_pool_run(ws->pool, key_piece, &j, nwin, ws))
+        return CORE_ESTOPPED;
     enum core_status st = first_error(res, nwin);
     if (st != CORE_OK)
         return st;
@@ -750,7 +770,9 @@ static enum core_status split_keys(const struct attn_run *x, const struct attn_i
 
 /* forward_kv_serial, or the same pass split into pieces: by key windows for
  * a long decode (always, see ATTN_WIN_BYTES), by query-row tiles for a large
- * pass when ws has a pool. Only whole passes are split. */
+ * pass when ws has a pool or a stop (which is read between tiles; the tiles
+ * are the serial pass's, so the bits are the same). Only whole passes are
+ * split. */
 static enum core_status forward_kv_split(const struct attn_run *x,
                                          const struct attn_inputs *in,
                                          const struct attn_kv_view *kv,
@@ -770,7 +792,7 @@ static enum core_status forward_kv_split(const struct attn_run *x,
         return split_keys(x, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
     }
     size_t B = tile_rows(r, w, R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
-    if (!ws->pool || tiles < 2 || R <= ATTN_LOOP_ROWS ||
+    if ((!ws->pool && !ws->stop) || tiles < 2 || R <= ATTN_LOOP_ROWS ||
         (core_mul3(rows, s->L, s->d_k + s->d_v, &macs) && macs < ATTN_SPLIT_MACS))
         return forward_kv_serial(x, in, kv, out, ws, rb, re, w);
     return split_rows(x, in, kv, out, ws, B, R, tiles);

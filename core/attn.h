@@ -209,6 +209,16 @@ size_t attn_ws_bytes(const struct attn_ws *ws);
  * outlive the use. */
 void attn_ws_set_pool(struct attn_ws *ws, struct attn_pool *pool);
 
+/* Attach (or with NULL detach) an early stop (core/stop.h): every pass on ws
+ * then calls attn_ws_boundary before each piece (a tile of query rows, a
+ * key window) and, once the stop is due, returns CORE_ESTOPPED at that
+ * boundary, having written only into its result buffers and ws.
+ * attn_ws_boundary: the stop's pause, then whether it is due. */
+struct attn_stop;
+void attn_ws_set_stop(struct attn_ws *ws, struct attn_stop *stop);
+struct attn_stop *attn_ws_stop(const struct attn_ws *ws);
+bool attn_ws_boundary(const struct attn_ws *ws);
+
 /* Resolve the default scale: 1/sqrt(d_k). */
 double attn_default_scale(size_t d_k);
 

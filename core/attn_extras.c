@@ -414,9 +414,11 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         if (!pass)
             rr.outputs = 0;
         struct xjob j = {&rr, in, kv, x, out, xo, heads, rb, per_head, pass, need_sw, pst, pne};
-        attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
+        bool ran = attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
         out->n_empty = 0;
-        for (size_t p = 0; p < pieces; p++) {
+        if (!ran)
+            st = CORE_ESTOPPED;
+        for (size_t p = 0; ran && p < pieces; p++) {
             out->n_empty += pne[p];
             if (st == CORE_OK && pst[p] != CORE_OK)
                 st = pst[p];

@@ -30,7 +30,9 @@ struct attn_pool {
     attn_piece_fn fn;               /* the job, NULL when none is open */
     void *arg;
     size_t pieces, active;          /* helpers inside the job */
+    struct attn_ws *job_ws;         /* the caller's: its stop is the job's */
     atomic_size_t next;             /* next unclaimed piece */
+    atomic_bool skipped;            /* the job's stop came due: pieces were left out */
 };
 
 struct pool_helper {
@@ -44,14 +46,21 @@ static bool pool_may(struct attn_pool *p)
 }
 
 /* Claim and run pieces of the open job until none are left (or, for a
- * helper, until may_help says other work waits). */
+ * helper, until may_help says other work waits); at each boundary the
+ * caller's stop (job_ws) may pause this thread, and once it is due the rest
+ * are claimed without running them. */
 static void pool_work(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t pieces,
-                      struct attn_ws *ws, bool helper)
+                      struct attn_ws *job_ws, struct attn_ws *ws, bool helper)
 {
     while (!helper || pool_may(p)) {
         size_t i = atomic_fetch_add(&p->next, 1);
         if (i >= pieces)
             break;
+        if (attn_ws_boundary(job_ws)) {
+            atomic_store(&p->skipped, true);
+            atomic_store(&p->next, pieces);
+            break;
+        }
         fn(arg, i, ws);
     }
 }
@@ -75,9 +84,10 @@ static void *pool_main(void *v)
         attn_piece_fn fn = p->fn;
         void *arg = p->arg;
         size_t pieces = p->pieces;
+        struct attn_ws *job_ws = p->job_ws;
         p->active++;
         pthread_mutex_unlock(&p->mu);
-        pool_work(p, fn, arg, pieces, ws, true);
+        pool_work(p, fn, arg, pieces, job_ws, ws, true);
         pthread_mutex_lock(&p->mu);
         if (--p->active == 0)
             pthread_cond_signal(&p->done);
@@ -94,6 +104,7 @@ struct attn_pool *attn_pool_new(size_t helpers, bool (*may_help)(void *arg), voi
     p->may_help = may_help;
     p->may_arg = arg;
     atomic_init(&p->next, 0);
+    atomic_init(&p->skipped, false);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -143,7 +154,7 @@ void attn_pool_free(struct attn_pool *p)
     free(p);
 }
 
-void attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t pieces,
+bool attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t pieces,
                    struct attn_ws *ws)
 {
     bool joined = false;
@@ -154,23 +165,30 @@ void attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t piec
             p->fn = fn;
             p->arg = arg;
             p->pieces = pieces;
+            p->job_ws = ws;
             atomic_store(&p->next, 0);
+            atomic_store(&p->skipped, false);
             p->gen++;
             pthread_cond_broadcast(&p->wake);
         }
         pthread_mutex_unlock(&p->mu);
     }
     if (!joined) {
-        for (size_t i = 0; i < pieces; i++)
+        for (size_t i = 0; i < pieces; i++) {
+            if (attn_ws_boundary(ws))
+                return false;
             fn(arg, i, ws);
-        return;
+        }
+        return true;
     }
-    pool_work(p, fn, arg, pieces, ws, false);
+    pool_work(p, fn, arg, pieces, ws, ws, false);
     pthread_mutex_lock(&p->mu);
     p->fn = NULL;                   /* no helper joins from here on */
     while (p->active)
         pthread_cond_wait(&p->done, &p->mu);
     p->busy = false;
+    bool all = !atomic_load(&p->skipped);
     pthread_mutex_unlock(&p->mu);
+    return all;
 }
 

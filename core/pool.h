@@ -30,9 +30,12 @@ void attn_pool_free(struct attn_pool *pool);
 
 /* Runs fn(arg, i, ws_i) for every piece i < pieces and returns when all are
  * done; ws_i is the calling thread's ws or a helper's own workspace. pool
- * may be NULL (everything runs on the calling thread). */
+ * may be NULL (everything runs on the calling thread). Before each piece
+ * the stop attached to ws (attn_ws_set_stop) is read: once it is due, the
+ * remaining pieces are skipped and the call returns false (true: every
+ * piece ran). */
 typedef void (*attn_piece_fn)(void *arg, size_t piece, struct attn_ws *ws);
-void attn_pool_run(struct attn_pool *pool, attn_piece_fn fn, void *arg, size_t pieces,
+bool attn_pool_run(struct attn_pool *pool, attn_piece_fn fn, void *arg, size_t pieces,
                    struct attn_ws *ws);
 
 #endif

@@ -24,7 +24,8 @@
     X(CORE_ECAPACITY, -10, "capacity exhausted")                            \
     X(CORE_EIO, -11, "input/output error")                                  \
     X(CORE_ECORRUPT, -12, "stored data is corrupt")                         \
-    X(CORE_ESTORAGE, -13, "storage unavailable")
+    X(CORE_ESTORAGE, -13, "storage unavailable")                             \
+    X(CORE_ESTOPPED, -14, "stopped early: past its deadline, or cancelled")
 
 enum core_status {
 #define CORE_STATUS_ENUM(name, value, text) name = value,

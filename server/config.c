@@ -97,6 +97,8 @@ static const struct opt opts[] = {
      "requests at once past --rate-limit; 0: one second's worth"},
     {"max-inflight-per-key", OPT_UINT, N(max_inflight_per_key), 0, 1000000, "0",
      "requests in flight per key (or address); 0: off"},
+    {"request-timeout", OPT_SECONDS, N(request_timeout_s), 0, 86400, "60",
+     "seconds a request may take on the pool (503 deadline_exceeded); 0: none"},
 };
 
 #undef F

@@ -24,7 +24,7 @@ struct srv_config {
     char host[256];                 /* bind address (numeric or name) */
     unsigned port;                  /* 0: pick a free port */
     char port_file[1024];           /* write the bound port here, or "" */
-    unsigned workers;               /* compute pool threads */
+    unsigned workers;               /* compute threads per client (the pool has twice as many) */
     unsigned http_threads;          /* libmicrohttpd polling threads */
     size_t max_body_bytes;          /* request body cap */
     size_t max_elements;            /* numbers per request (in and out) */
@@ -53,6 +53,7 @@ struct srv_config {
     double rate_limit;              /* requests per second per client, 0 = off */
     unsigned rate_burst;            /* bucket size, 0 = one second's worth */
     unsigned max_inflight_per_key;  /* requests in flight per client, 0 = off */
+    double request_timeout_s;       /* deadline on the pool, 0 = none */
 };
 
 /* What srv_config_parse asks of the caller. */

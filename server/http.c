@@ -53,10 +53,14 @@
 
 #include <microhttpd.h>
 
+#include "core/attn.h"
+#include "core/stop.h"
+
 #include "server/assets.h"
 #include "server/keys.h"
 #include "server/limits.h"
 #include "server/log.h"
+#include "server/sched.h"
 #include "server/tls.h"
 #include "server/worker.h"
 
@@ -92,6 +96,7 @@ struct srv_http {
     struct api_ctx *ctx;
     struct srv_metrics *metrics;
     struct srv_http_guard guard;    /* keys, limits, TLS */
+    struct srv_sched *sched;        /* the compute pool's fair queues */
     unsigned port;
     pthread_mutex_t mu;             /* guards pending, req states, idle_due */
     struct req *pending;            /* suspended, waiting for uv_queue_work */
@@ -130,7 +135,12 @@ struct req {
     uint64_t bytes_in;              /* everything received, kept or not */
     enum api_err refuse;            /* set once over a cap: the error to answer */
     size_t n_hdr;
-    uv_work_t work;
+    struct srv_job job;             /* on the pool (server/sched.c) */
+    struct attn_stop stop;          /* deadline and cancel of its computation */
+    atomic_bool gone;               /* the client hung up while it was working */
+    bool timed_out;                 /* answered 503 deadline_exceeded */
+    struct watch *watch;            /* notices the hang-up, or NULL */
+    int fd;                         /* the connection's socket */
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
     bool late;                      /* began after the drain started */
@@ -423,26 +433,95 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
 
 /* ---- the work pool (loop thread and pool threads) ------------------------ */
 
-static void work_cb(uv_work_t *w)
+/*
+ * A client that hangs up while its request is on the pool: a suspended
+ * connection is not polled by libmicrohttpd, so the loop watches its socket
+ * for the peer's close (EPOLLRDHUP through uv_poll) from the moment it is
+ * queued until its answer is ready, and sets r->gone, which the
+ * computation reads at its next piece (core/stop.h). The watcher is freed
+ * by its close callback; it forgets the request before the request can be
+ * resumed (and freed), both on the loop thread.
+ */
+struct watch {
+    uv_poll_t poll;
+    struct req *r;                  /* NULL once the request no longer needs it */
+};
+
+static void watch_cb(uv_poll_t *p, int status, int events)
 {
-    struct req *r = w->data;
-    struct api_request q;
-    api_req_init(r, &q, req_header);
-    q.ws = srv_worker_ws();
-    api_handle(r->h->ctx, &q, &r->resp);
+    (void)status;
+    (void)events;                   /* UV_DISCONNECT, or an error: gone either way */
+    struct watch *w = p->data;
+    if (w->r)
+        atomic_store(&w->r->gone, true);
+    uv_poll_stop(p);
 }
 
-static void after_work_cb(uv_work_t *w, int status)
+static void watch_start(struct req *r)
 {
-    struct req *r = w->data;
-    struct srv_http *h = r->h;
-    if (status != 0) {                  /* cancelled: never ran */
-        api_response_free(&r->resp);
-        memset(&r->resp, 0, sizeof r->resp);
-        struct api_request q;
-        api_req_init(r, &q, req_header);
-        api_transport_error(h->ctx, &q, API_ERR_INTERNAL, "request was cancelled", &r->resp);
+    struct watch *w = malloc(sizeof *w);
+    if (!w || r->fd < 0 || uv_poll_init_socket(r->h->loop, &w->poll, r->fd) != 0) {
+        free(w);                    /* unwatched: it computes to the end */
+        return;
     }
+    w->r = r;
+    w->poll.data = w;
+    uv_poll_start(&w->poll, UV_DISCONNECT, watch_cb);
+    r->watch = w;
+}
+
+static void watch_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void watch_stop(struct req *r)
+{
+    struct watch *w = r->watch;
+    if (!w)
+        return;
+    w->r = NULL;
+    uv_close((uv_handle_t *)&w->poll, watch_closed);   /* stops it too */
+    r->watch = NULL;
+}
+
+/* Bodies from this size on are large requests: they give way to small ones
+ * at their piece boundaries (srv_sched_bg_pause). n=L=64 d=64 in JSON is
+ * ~100 KB; n=L=8192 d=64 in base64 is 8 MB. */
+#define LARGE_BODY ((size_t)256 << 10)
+
+/* Pool thread. A request whose client is gone is not started. */
+static void work_run(struct srv_job *j)
+{
+    struct req *r = (struct req *)(void *)((char *)j - offsetof(struct req, job));
+    struct api_request q;
+    api_req_init(r, &q, req_header);
+    if (atomic_load(&r->gone)) {
+        api_transport_error(r->h->ctx, &q, API_ERR_DEADLINE_EXCEEDED,
+                            "the client went away", &r->resp);
+        return;
+    }
+    r->stop.pause = r->len < LARGE_BODY ? NULL : srv_sched_bg_pause;
+    r->stop.pause_arg = r->h->sched;
+    q.ws = srv_worker_ws();
+    attn_ws_set_stop(q.ws, &r->stop);
+    api_handle(r->h->ctx, &q, &r->resp);
+    attn_ws_set_stop(q.ws, NULL);
+    r->timed_out = r->resp.status == 503 && !atomic_load(&r->gone) &&
+                   attn_stop_due(&r->stop);
+}
+
+/* Loop thread: the answer is ready. */
+static void work_done(struct srv_job *j)
+{
+    struct req *r = (struct req *)(void *)((char *)j - offsetof(struct req, job));
+    struct srv_http *h = r->h;
+    bool small = r->len < LARGE_BODY;   /* before the body is released */
+    watch_stop(r);
+    if (atomic_load(&r->gone))
+        srv_metrics_count(h->metrics, SRV_EV_CANCELLED, NULL);
+    else if (r->timed_out)
+        srv_metrics_count(h->metrics, SRV_EV_DEADLINE, NULL);
     body_release(r);                    /* the response no longer needs it */
     pthread_mutex_lock(&h->mu);
     bool orphan = r->orphan;
@@ -454,7 +533,24 @@ static void after_work_cb(uv_work_t *w, int status)
     } else {
         MHD_resume_connection(r->conn); /* the MHD thread calls handler() again */
     }
+    if (small)
+        srv_sched_fg_end(h->sched);
     atomic_fetch_sub(&h->working, 1);
+}
+
+/* Loop thread: onto the pool, with its deadline and hang-up watch. */
+static void work_queue(struct req *r)
+{
+    struct srv_http *h = r->h;
+    double t = h->cfg->request_timeout_s;
+    r->stop.cancel = &r->gone;
+    r->stop.start_ns = attn_now_ns();
+    r->stop.deadline_ns = t > 0 ? r->stop.start_ns + (uint64_t)(t * 1e9) : 0;
+    r->job.run = work_run;
+    r->job.done = work_done;
+    memcpy(r->job.client, r->client, sizeof r->job.client);
+    watch_start(r);
+    srv_sched_push(h->sched, &r->job);
 }
 
 /* Loop thread: queue what the MHD thread suspended; report idleness. */
@@ -478,9 +574,7 @@ static void async_cb(uv_async_t *a)
     while (fifo) {
         struct req *r = fifo;
         fifo = r->next;
-        r->work.data = r;
-        if (uv_queue_work(h->loop, &r->work, work_cb, after_work_cb) != 0)
-            after_work_cb(&r->work, UV_ECANCELED);
+        work_queue(r);
     }
     if (idle && h->idle && atomic_load(&h->in_flight) == 0) {
         srv_http_idle_fn fn = h->idle;
@@ -579,8 +673,13 @@ static enum MHD_Result dispatch(struct req *r)
      * the e2e drain tests). Requests begun before it still finish. */
     if (r->late)
         return transport_error(r, API_ERR_DRAINING, NULL);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->fd = ci ? (int)ci->connect_fd : -1;
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
+    if (r->len < LARGE_BODY)            /* large passes give way from here on */
+        srv_sched_fg_begin(h->sched);
     pthread_mutex_lock(&h->mu);
     r->state = REQ_WORKING;
     r->next = h->pending;
@@ -985,6 +1084,11 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
         h->body_budget = BODY_BUDGET_MIN;
     uv_async_init(loop, &h->async, async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
+    h->sched = srv_sched_new(loop, cfg->workers);
+    if (!h->sched) {
+        srv_http_stop(h);
+        return NULL;
+    }
     h->mhd = start_daemon(h, &ss, v6);
     if (!h->mhd) {
         srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
@@ -1046,5 +1150,7 @@ void srv_http_stop(struct srv_http *h)
         h->mhd = NULL;
     }
     async_cb(&h->async);                /* requests it suspended last: orphans */
+    srv_sched_close(h->sched);
+    h->sched = NULL;
     uv_close((uv_handle_t *)&h->async, async_closed);
 }

@@ -403,8 +403,11 @@ static void init_handles(struct proc *p)
 
 static bool start(struct proc *p)
 {
+    /* Twice --workers: one client runs --workers requests at once, the
+     * spare threads start other clients' at once (server/sched.c). */
     char n[16];
-    snprintf(n, sizeof n, "%u", p->cfg->workers);
+    unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
+    snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
     if (!load_secrets(p)) {
         p->exit_code = 2;

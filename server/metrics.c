@@ -45,6 +45,7 @@ struct srv_metrics {
     pthread_mutex_t mu;
     struct key_stats keys[MAX_KEYS];
     size_t n_keys;
+    uint64_t deadline_exceeded, cancelled;
     struct route_stats routes[MAX_ROUTES];
     size_t n_routes;
     int64_t in_flight;
@@ -148,6 +149,12 @@ void srv_metrics_count(struct srv_metrics *m, enum srv_metric_event ev, const ch
     switch (ev) {
     case SRV_EV_RATE_LIMITED:
         key_slot(m, key)->rate_limited++;
+        break;
+    case SRV_EV_DEADLINE:
+        m->deadline_exceeded++;
+        break;
+    case SRV_EV_CANCELLED:
+        m->cancelled++;
         break;
     }
     pthread_mutex_unlock(&m->mu);
@@ -270,6 +277,15 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
         }
     if (!limited)
         outf(o, "attnd_rate_limited_total{key=\"-\"} 0\n");
+    outf(o, "# HELP attnd_deadline_exceeded_total Requests stopped at their deadline "
+            "(503 deadline_exceeded).\n"
+            "# TYPE attnd_deadline_exceeded_total counter\n"
+            "attnd_deadline_exceeded_total %llu\n"
+            "# HELP attnd_cancelled_total Requests whose client hung up while they were "
+            "on the compute pool (their computation stops at its next piece).\n"
+            "# TYPE attnd_cancelled_total counter\n"
+            "attnd_cancelled_total %llu\n",
+         (unsigned long long)m->deadline_exceeded, (unsigned long long)m->cancelled);
 }
 
 static void render_sessions(struct out *o, struct sess_store *st)

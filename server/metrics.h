@@ -5,7 +5,8 @@
  * Series: attnd_requests_total{route,code}, attnd_request_duration_seconds
  * (histogram by route), attnd_requests_in_flight, attnd_connections_open,
  * attnd_request_bytes_total, attnd_key_requests_total{key},
- * attnd_rate_limited_total{key},
+ * attnd_rate_limited_total{key}, attnd_deadline_exceeded_total,
+ * attnd_cancelled_total,
  * attnd_response_bytes_total, and, when a session store is attached,
  * attnd_sessions, attnd_kv_cache_bytes, attnd_session_evictions_total,
  * attnd_session_expirations_total. Routes are templates (bounded set); the
@@ -35,6 +36,8 @@ void srv_metrics_end(struct srv_metrics *m, const char *route, int status,
 
 enum srv_metric_event {
     SRV_EV_RATE_LIMITED,            /* attnd_rate_limited_total{key} */
+    SRV_EV_DEADLINE,                /* attnd_deadline_exceeded_total */
+    SRV_EV_CANCELLED,               /* attnd_cancelled_total */
 };
 
 /* Count one event; key: the API key's name, NULL: none. */

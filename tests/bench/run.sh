@@ -13,6 +13,8 @@
 #          medium JSON vs the FastAPI peer, base64 tensors vs MHD echo, one
 #          large request from the client vs its compute in-process
 #          (tests/bench/bench_http.sh; loopback only, servers stopped by PID)
+#   fair   a small client's p99 while another keeps 24 large requests in
+#          flight, against its p99 alone (tests/bench/bench_fair.py, ~1 min)
 #
 # Every bench program prints its results as lines
 #   BENCHROW|what|limit name|limit|peer name|peer|attnd|unit|ratio|goal|PASS/MISS
@@ -55,6 +57,13 @@ bench_http() {
     done
 }
 
+# Fairness of the compute pool: one small-request client beside 24 large
+# requests in flight from another key.
+bench_fair() {
+    section "fairness: small requests beside 24 large in flight (bench_fair.py)"
+    "${PYTHON:-/usr/bin/python3}" "$here/bench_fair.py" "$build/attnd"
+}
+
 # The final table from every BENCHROW line of the run.
 table() {
     echo
@@ -71,7 +80,7 @@ table() {
     done
 }
 
-SECTIONS=${SECTIONS:-core json http}
+SECTIONS=${SECTIONS:-core json http fair}
 status=0
 for s in $SECTIONS; do
     { "bench_$s" 2>&1 || echo "bench section $s failed"; } | tee -a "$out"

@@ -734,6 +734,13 @@ case("auth_healthz_open", {"status": 200, "flags": AUTH, "error_shape": "none",
 case("auth_right_key_bad_body", err(400, "invalid_json", flags=AUTH,
                                     note="control: with the key, the body is judged"),
      b"{", headers=["Authorization: Bearer s3cret-key"])
+case("timeout_ms_zero", err(422, "invalid_field", "/timeout_ms"), with_(VALID, timeout_ms=0))
+case("timeout_ms_fraction", err(422, "invalid_field", "/timeout_ms"), with_(VALID, timeout_ms=2.5))
+case("timeout_ms_string", err(422, "invalid_field", "/timeout_ms"), with_(VALID, timeout_ms="100"))
+case("timeout_ms_session_negative", err(422, "invalid_field", "/timeout_ms",
+                                        setup={"session": SESSION}),
+     {"q": [[1, 0]], "k": [[1, 0]], "v": [[0, 1]], "timeout_ms": -1},
+     path="/v1/sessions/{{SID}}/attention")
 RATE = ["--rate-limit", "0.001", "--rate-burst", "1"]
 case("rate_limited_after_burst",
      err(429, "rate_limited", flags=RATE, setup={"session": SESSION},

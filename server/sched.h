@@ -1,0 +1,50 @@
+/*
+ * server/sched.h — the compute pool's scheduler: one queue per client (API
+ * key name or address), served round robin, each client running at most
+ * `per_client` jobs at once on a pool of more threads than that, so that
+ * one client's backlog never makes another's request wait for it. Jobs
+ * finish on the loop thread (done), whichever pool thread ran them.
+ */
+#ifndef ATTND_SERVER_SCHED_H
+#define ATTND_SERVER_SCHED_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "server/limits.h"
+
+struct srv_sched;
+struct sched_client;
+
+struct srv_job {
+    void (*run)(struct srv_job *j);     /* on a pool thread */
+    void (*done)(struct srv_job *j);    /* then on the loop thread */
+    char client[SRV_CLIENT_ID_MAX];     /* whose queue */
+    /* the scheduler's */
+    struct srv_job *next;
+    struct sched_client *cl;
+};
+
+/* Pool threads are libuv's (UV_THREADPOOL_SIZE); per_client >= 1. */
+struct srv_sched *srv_sched_new(uv_loop_t *loop, unsigned per_client);
+
+/* Loop thread: queue j behind its client's earlier jobs. */
+void srv_sched_push(struct srv_sched *s, struct srv_job *j);
+
+/*
+ * Small work first, within one piece: while a small request computes
+ * (between fg_begin and fg_end), a large one pauses at its next piece
+ * boundary (srv_sched_bg_pause as its attn_stop pause) until no small one
+ * computes, for at most SRV_BG_PAUSE_MS at a time, so a stream of small
+ * requests slows large ones but never stops them.
+ */
+#define SRV_BG_PAUSE_MS 20
+void srv_sched_fg_begin(struct srv_sched *s);
+void srv_sched_fg_end(struct srv_sched *s);
+void srv_sched_bg_pause(void *s);
+
+/* Loop thread: close (once no job is queued or running); frees itself. */
+void srv_sched_close(struct srv_sched *s);
+
+#endif

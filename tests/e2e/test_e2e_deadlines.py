@@ -1,0 +1,119 @@
+"""Deadlines (--request-timeout, timeout_ms) and cancellation by hang-up.
+
+A computation past its deadline stops at its next piece and answers 503
+deadline_exceeded (OIP v2 in its own error shape); a client that hangs up
+while its request computes frees the worker within one piece. These are
+tests of behaviour, not of speed: the long request is timed alone first,
+and the checks are that the stop was counted and that the next request was
+served before the long one would have finished.
+"""
+import base64
+import json
+import random
+import re
+import struct
+import time
+
+import pytest
+
+from attnd_proc import Attnd, connect
+
+N = 8192        # n = L, d = 64: ~0.2-0.9 s of compute on one worker
+
+
+def tensor(rows, d, seed):
+    rnd = random.Random(seed)
+    raw = struct.pack("<%df" % (rows * d), *(rnd.uniform(-1, 1) for _ in range(rows * d)))
+    return {"shape": [rows, d], "dtype": "float32", "data": base64.b64encode(raw).decode()}
+
+
+@pytest.fixture(scope="module")
+def big():
+    return {"q": tensor(N, 64, 1), "k": tensor(N, 64, 2), "v": tensor(N, 64, 3),
+            "dtype": "float32", "encoding": "base64", "return": ["output"]}
+
+
+SMALL = {"q": [[0.5, 1]] * 4, "k": [[1, 0]] * 8, "v": [[1, 2]] * 8, "return": ["output"]}
+
+
+def counter(a, name):
+    text = a.get("/metrics").body.decode()
+    return int(re.search(r"^%s (\d+)$" % name, text, re.M).group(1))
+
+
+def timed_post(a, body):
+    t0 = time.monotonic()
+    r = a.post("/v1/attention", body, timeout=60)
+    return r, time.monotonic() - t0
+
+
+def test_timeout_ms_stops_a_long_request(big):
+    with Attnd("--workers", "1") as a:
+        full, t_full = timed_post(a, big)
+        assert full.status == 200, full
+        r, _ = timed_post(a, dict(big, timeout_ms=1))
+        assert r.status == 503, r
+        assert r.json()["error"]["code"] == "deadline_exceeded"
+        assert counter(a, "attnd_deadline_exceeded_total") == 1
+        # the worker is free and whole: the same request with room completes
+        again, _ = timed_post(a, dict(big, timeout_ms=600000))
+        assert again.status == 200 and again.json()["output"] == full.json()["output"]
+
+
+def test_request_timeout_flag(big):
+    with Attnd("--workers", "1", "--request-timeout", "0.001") as a:
+        r, _ = timed_post(a, big)
+        assert r.status == 503 and r.json()["error"]["code"] == "deadline_exceeded", r
+        assert a.post("/v1/attention", SMALL).status == 200   # small passes finish at once
+        assert counter(a, "attnd_deadline_exceeded_total") == 1
+
+
+def test_v2_deadline_in_its_own_shape(big):
+    def v2_input(name, t):
+        raw = base64.b64decode(t["data"])
+        return {"name": name, "shape": t["shape"], "datatype": "FP32",
+                "data": list(struct.unpack("<%df" % (len(raw) // 4), raw))}
+    n = 2048
+    body = {"inputs": [v2_input(x, tensor(n, 64, i)) for i, x in enumerate("qkv")],
+            "outputs": [{"name": "output"}], "parameters": {"timeout_ms": 1}}
+    with Attnd("--workers", "1") as a:
+        r = a.post("/v2/models/attention/infer", body, timeout=60)
+        assert r.status == 503, r
+        assert isinstance(r.json()["error"], str), r
+        r = a.post("/v2/models/attention/infer", dict(body, parameters={"timeout_ms": 0}))
+        assert r.status == 400 or r.status == 422, r
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, "10", True, 86400001])
+def test_bad_timeout_ms(bad):
+    with Attnd() as a:
+        r = a.post("/v1/attention", dict(SMALL, timeout_ms=bad))
+        assert r.status == 422, r
+        assert r.json()["error"] == {"code": "invalid_field", "path": "/timeout_ms",
+                                     "message": r.json()["error"]["message"]}
+
+
+def test_hang_up_cancels_and_frees_the_worker(big):
+    body = json.dumps(big).encode()
+    with Attnd("--workers", "1") as a:
+        _, t_full = timed_post(a, big)              # the long request alone
+        s = connect(a.port)
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        deadline = time.monotonic() + 30
+        while counter(a, "attnd_requests_in_flight") < 2:   # it and this /metrics
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(t_full * 0.3)                     # uploaded and computing by now
+        t_close = time.monotonic()
+        s.close()
+        # one worker, one client: this request waits for the long one's worker
+        r = a.post("/v1/attention", SMALL, timeout=60)
+        waited = time.monotonic() - t_close
+        assert r.status == 200
+        assert waited < t_full, (waited, t_full)    # sooner than the long one's end
+        deadline = time.monotonic() + 10
+        while counter(a, "attnd_cancelled_total") != 1:
+            assert time.monotonic() < deadline, "the hang-up was not counted"
+            time.sleep(0.02)
+        assert counter(a, "attnd_deadline_exceeded_total") == 0
