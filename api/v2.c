@@ -100,7 +100,6 @@ const char *const api_v2_slot_names[V2_NSLOT] = {
     "q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
 };
 
-const char *const api_v2_out_names[3] = {"scores", "weights", "output"};
 
 /* ---- metadata and health ----------------------------------------------- */
 
@@ -159,8 +158,14 @@ static void v2_model_meta(struct api_call *c)
         json_array_append_new(in, tensor_meta(api_v2_slot_names[i],
                                               i == V2_MASK ? "BOOL" : "FP64",
                                               ranks[i]));
-    for (i = 0; i < 3; i++)
-        json_array_append_new(out, tensor_meta(api_v2_out_names[i], "FP64", 3));
+    json_array_append_new(in, tensor_meta("tokens_q", "BYTES", 1));
+    json_array_append_new(in, tensor_meta("tokens_k", "BYTES", 1));
+    for (i = 0; i < V2_NOUT; i++)
+        json_array_append_new(out, tensor_meta(api_v2_out_names[i],
+                                               i == V2_ARGMAX || i == V2_TOPK_IDX ? "INT64"
+                                               : i >= V2_TOK_Q ? "BYTES" : "FP64",
+                                               i >= V2_TOK_Q ? 1 : i == V2_QK ||
+                                               i >= V2_TOPK_IDX || i < V2_QK ? 3 : 2));
     api_reply_json(c, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name",
                                      V2_MODEL, "versions", V2_VERSION,
                                      "platform", "attnd", "inputs", in,

@@ -8,6 +8,7 @@
 #ifndef ATTND_API_V2_IMPL_H
 #define ATTND_API_V2_IMPL_H
 
+#include "api/extras.h"
 #include "api/v2.h"
 #include "core/attn.h"
 #include "core/store.h"
@@ -19,9 +20,17 @@
 /* The inputs and outputs of the model. */
 enum v2_slot { V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK, V2_NSLOT };
 
-/* Input names by slot, output names by ATTN_OUT_* bit index (api/v2.c). */
+/* Outputs: scores, weights, output (the ATTN_OUT_* bit indices), then the
+ * part-2 returns and the echoed labels (api/v2_extras.c). */
+enum v2_out_index {
+    V2_QK = 3, V2_LSE, V2_ENT, V2_MAXW, V2_ARGMAX, V2_MASS, V2_TOPK_IDX, V2_TOPK_VAL,
+    V2_TOK_Q, V2_TOK_K, V2_NOUT
+};
+#define V2_BIT(k) (1u << (k))
+
+/* Input names by slot (api/v2.c), output names by index (api/v2_extras.c). */
 extern const char *const api_v2_slot_names[V2_NSLOT];
-extern const char *const api_v2_out_names[3];
+extern const char *const api_v2_out_names[V2_NOUT];
 
 /* An input tensor, converted to the computation's dtype (mask: uint8_t). */
 struct v2_tensor {
@@ -47,7 +56,9 @@ struct v2_infer {
     enum attn_causal causal;
     enum attn_empty_rows empty_rows;
     double *slopes;                 /* malloc'd ALiBi slopes or NULL */
-    unsigned outputs, binary;       /* ATTN_OUT_* bits selected / binary */
+    unsigned outputs, binary;       /* V2_BIT(output index) selected / binary */
+    struct api_extras ext;          /* heads, top-k, extras, labels */
+    size_t tok_index[2];            /* positions of tokens_q / tokens_k in inputs */
     /* sequence */
     bool seq, seq_start, seq_end;
     const json_t *seq_id;           /* borrowed */
@@ -72,6 +83,21 @@ void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);
  * that order); false after answering with the error. (api/v2_tensor.c) */
 bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
                         const json_t *inputs);
+
+/* Part-2 returns (api/v2_extras.c): the BYTES inputs tokens_q / tokens_k
+ * (keys: tokens_k), the parameters heads and weights_top_k, the outputs
+ * selected -> the pass's ATTN_OUT_* bits and x->ext.want, the response's
+ * extra bytes, and the extra outputs (JSON, then their binary bytes). */
+bool api_v2_read_tokens(struct api_call *c, struct v2_infer *x, const json_t *in,
+                        size_t idx, bool keys);
+bool api_v2_read_extras_params(struct api_call *c, struct v2_infer *x);
+bool api_v2_extras_outputs(struct api_call *c, struct v2_infer *x, unsigned *outputs);
+bool api_v2_extras_check(struct api_call *c, struct v2_infer *x, const struct attn_shape *s);
+bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, size_t *cap);
+void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
+                         const struct attn_request *r, bool *first);
+void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
+                                const struct attn_request *r);
 
 /*
  * The sequence map of ctx (api/v2_seq.c): a client's sequence id (as text,

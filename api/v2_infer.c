@@ -26,6 +26,7 @@ static void infer_free(struct v2_infer *x)
     for (i = 0; i < V2_NSLOT; i++)
         free(x->t[i].data);
     free(x->slopes);
+    api_extras_free(&x->ext);
     json_decref(x->hdr);
 }
 
@@ -292,7 +293,7 @@ static bool score_heads(struct api_call *c, const struct v2_tensor *t,
 static const char *const v2_params_allowed[] = {
     "softmax", "sink_logit", "causal", "scale", "alibi", "rope_base",
     "rope_pairs", "empty_rows", "sequence_id", "sequence_start",
-    "sequence_end", "binary_data_output", "timeout_ms", NULL,
+    "sequence_end", "binary_data_output", "timeout_ms", "heads", "weights_top_k", NULL,
 };
 
 /* rope_base (positive number) and rope_pairs ("interleaved"|"half"): either
@@ -396,9 +397,11 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 
     if (!param_bool(c, x->params, "binary_data_output", &all_binary))
         return false;
-    if (!outs) {
-        x->outputs = ATTN_OUT_ALL;
-        x->binary = all_binary ? ATTN_OUT_ALL : 0;
+    if (!outs) {                    /* with weights_top_k, top-k replaces the weights */
+        x->outputs = x->ext.top_k ? ATTN_OUT_SCORES | ATTN_OUT_OUTPUT | V2_BIT(V2_TOPK_IDX) |
+                                        V2_BIT(V2_TOPK_VAL)
+                                  : ATTN_OUT_ALL;
+        x->binary = all_binary ? x->outputs : 0;
         return true;
     }
     if (!json_is_array(outs) || json_array_size(outs) == 0) {
@@ -419,12 +422,13 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         }
         if (!api_check_fields(c, o, path, allowed))
             return false;
-        for (k = 0; k < 3 && !(name && strcmp(name, api_v2_out_names[k]) == 0); k++)
+        for (k = 0; k < V2_NOUT && !(name && strcmp(name, api_v2_out_names[k]) == 0); k++)
             ;
-        if (k == 3 || (x->outputs & (1u << k))) {
+        if (k == V2_NOUT || (x->outputs & (1u << k))) {
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(pp, sizeof pp, path,
-                     "name"), k == 3 ? "unknown output; the outputs are "
-                     "scores, weights, output" : "output named twice");
+                     "name"), k == V2_NOUT ? "unknown output; the outputs are "
+                     "scores, weights, output, qk, lse, entropy, max_weight, argmax, mass, "
+                     "top_k_indices, top_k_values, tokens_q, tokens_k" : "output named twice");
             return false;
         }
         p = member(o, "parameters");
@@ -438,7 +442,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         if (member(p, "binary_data") && !param_bool(c, p, "binary_data", &bin))
             return false;
         x->outputs |= 1u << k;
-        if (bin)
+        if (bin && k < V2_TOK_Q)        /* labels travel as JSON strings */
             x->binary |= 1u << k;
     }
     return true;
@@ -483,7 +487,7 @@ struct v2_out {
 
 /* The three outputs with the rank of q. */
 static void out_views(const struct attn_request *r, const struct attn_result *res,
-                      int q_rank, struct v2_out o[3])
+                      int q_rank, size_t nh, struct v2_out o[3])
 {
     const struct attn_shape *s = &r->shape;
     const void *data[3] = {res->scores, res->weights, res->output};
@@ -493,9 +497,9 @@ static void out_views(const struct attn_request *r, const struct attn_result *re
     for (k = 0; k < 3; k++) {
         o[k].data = data[k];
         o[k].rank = q_rank;
-        o[k].count = s->h * s->n * cols[k];
+        o[k].count = nh * s->n * cols[k];
         if (q_rank == 3) {
-            o[k].shape[0] = s->h;
+            o[k].shape[0] = nh;
             o[k].shape[1] = s->n;
             o[k].shape[2] = cols[k];
         } else {
@@ -537,7 +541,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     int k, d;
     char num[32];
 
-    out_views(r, res, x->t[V2_Q].rank, o);
+    out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
     api_buf_init(&b, cap);
     api_buf_puts(&b, "{\"model_name\":\"" V2_MODEL "\",\"model_version\":\""
                  V2_VERSION "\",");
@@ -570,11 +574,13 @@ static void respond(struct api_call *c, const struct v2_infer *x,
         }
         api_buf_puts(&b, "]}");
     }
+    api_v2_extras_write(&b, x, r, &first);
     api_buf_puts(&b, "]}");
     hlen = b.len;
     for (k = 0; k < 3; k++)
         if (x->binary & x->outputs & (1u << k))
             put_le(&b, o[k].data, x->dt, o[k].count);
+    api_v2_extras_write_binary(&b, x, r);
     api_reply_buf(c, 200, &b);
     if (c->resp->status == 200 && (x->binary & x->outputs)) {
         c->resp->content_type = "application/octet-stream";
@@ -594,7 +600,7 @@ static bool response_cap(const struct attn_request *r, const struct v2_infer *x,
     int k;
 
     memset(&none, 0, sizeof none);
-    out_views(r, &none, x->t[V2_Q].rank, o);
+    out_views(r, &none, x->t[V2_Q].rank, x->ext.nh, o);
     for (k = 0; k < 3; k++) {
         if (!(x->outputs & (1u << k)))
             continue;
@@ -604,7 +610,7 @@ static bool response_cap(const struct attn_request *r, const struct v2_infer *x,
             return false;
     }
     *cap = total;
-    return true;
+    return api_v2_extras_cap(x, r, cap);
 }
 
 /* Numbers limit, result buffers, the pass (stateless or session), reply. */
@@ -615,18 +621,19 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     size_t numbers, cap, maxe = api_max_elements(c);
     enum core_status st;
 
-    if (!api_attention_numbers(r, &numbers) || numbers > maxe ||
+    bool extras = api_extras_compute(&x->ext);
+    if (!api_extras_numbers(r, &x->ext, &numbers) || numbers > maxe ||
         !response_cap(r, x, &cap)) {
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/outputs", "the response would "
                  "hold more than %zu numbers (--max-elements); ask for fewer "
                  "outputs", maxe);
         return;
     }
-    if ((st = attn_check(r)) != CORE_OK) {
+    if ((st = api_extras_check_request(r)) != CORE_OK) {
         api_fail_core(c, st, NULL);
         return;
     }
-    if (!api_result_alloc(r, &res)) {
+    if (extras ? !api_extras_alloc(r, &x->ext, &res) : !api_result_alloc(r, &res)) {
         api_result_free(&res);
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
@@ -638,8 +645,12 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
             .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
         };
-        st = sess_attend(c->ctx->store, x->sess, in->k, in->v, m, &q, &res,
-                         c->req->ws);
+        struct attn_extras xc = api_extras_core(&x->ext);
+        st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,
+                           &x->ext.xo, &res, c->req->ws);
+    } else if (extras) {
+        struct attn_extras xc = api_extras_core(&x->ext);
+        st = attn_forward_extras(r, in, NULL, &xc, &res, &x->ext.xo, c->req->ws);
     } else {
         st = attn_forward(r, in, &res, c->req->ws);
     }
@@ -718,14 +729,16 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     if (!score_heads(c, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
         !score_heads(c, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
         !read_options(c, x, &r.shape, stateless_shape) ||
-        !read_outputs(c, x, member(x->hdr, "outputs")))
+        !api_v2_read_extras_params(c, x) ||
+        !read_outputs(c, x, member(x->hdr, "outputs")) ||
+        !api_v2_extras_outputs(c, x, &r.outputs) ||
+        !api_v2_extras_check(c, x, &r.shape))
         return;
     r.params = stateless_shape ? x->p : sess_spec(x->sess)->params;
     r.causal = x->causal;
     r.empty_rows = x->empty_rows;
     r.attn_bias = x->t[V2_AB].data;
     r.mask = x->t[V2_MASK].data;
-    r.outputs = x->outputs;
     in.q = x->t[V2_Q].data;
     in.k = x->t[V2_K].data;
     in.v = x->t[V2_V].data;
@@ -733,7 +746,7 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     in.bias_k = x->t[V2_BK].data;
     in.bias_v = x->t[V2_BV].data;
     if (x->seq_start) {
-        enum core_status st = attn_check(&r);
+        enum core_status st = api_extras_check_request(&r);
         if (st != CORE_OK) {
             api_fail_core(c, st, NULL);
             return;

@@ -367,9 +367,14 @@ bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
             return false;
         }
         api_pointer_key(npath, sizeof npath, path, "name");
+        if (slot < 0 && name && (!strcmp(name, "tokens_q") || !strcmp(name, "tokens_k"))) {
+            if (!api_v2_read_tokens(c, x, in, i, name[7] == 'k'))
+                return false;
+            continue;
+        }
         if (slot < 0) {
             api_fail(c, API_ERR_INVALID_FIELD, npath, "unknown input; the inputs are "
-                     "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask");
+                     "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask, tokens_q, tokens_k");
             return false;
         }
         if (x->t[slot].present) {

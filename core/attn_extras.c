@@ -152,7 +152,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
             lse = sh + log(sum + (has_extra ? exp(xl - sh) : 0));
         }
         mass = has_extra ? -expm1(xl - lse) : 1.0;
-        for (size_t j = 0; j < L; j++) {
+        for (size_t j = 0; (x->want & ATTN_X_STATS) && j < L; j++) {
             double sj = get(s, dt, j);
             if (sj != -INFINITY)
                 ent += get(w, dt, j) * (lse - sj);

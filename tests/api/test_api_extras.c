@@ -228,6 +228,43 @@ TEST(session_attention)
     json_decref(j);
 }
 
+/* OIP v2: tokens as a BYTES input echoed, heads as a string, top-k, lse,
+ * argmax as INT64 outputs. */
+TEST(v2_outputs)
+{
+    int st;
+    json_t *j = call("/v2/models/attention/infer",
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,1,2],"
+        "\"data\":[1,0,0,1]},{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,3,2],"
+        "\"data\":[1,0,0,1,-1,0]},{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,3,1],"
+        "\"data\":[1,2,3]},{\"name\":\"tokens_k\",\"datatype\":\"BYTES\",\"shape\":[3],"
+        "\"data\":[\"a\",\"b\",\"c\"]}],\"parameters\":{\"heads\":\"1\",\"weights_top_k\":4},"
+        "\"outputs\":[{\"name\":\"top_k_indices\"},{\"name\":\"top_k_values\"},{\"name\":\"lse\"},"
+        "{\"name\":\"argmax\"},{\"name\":\"tokens_k\"}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *outs = json_object_get(j, "outputs");
+    CHECK_EQ_INT(json_array_size(outs), 5);
+    json_t *ti = json_array_get(outs, 2);       /* lse, argmax, then top-k: table order */
+    for (size_t i = 0; i < json_array_size(outs); i++) {
+        json_t *o = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (strcmp(name, "top_k_indices") == 0)
+            ti = o;
+        if (strcmp(name, "tokens_k") == 0)
+            CHECK(strcmp(json_string_value(json_object_get(o, "datatype")), "BYTES") == 0);
+        if (strcmp(name, "argmax") == 0)
+            CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(o, "data"), 0)), 1);
+    }
+    /* head 1's query (0,1): key 1, then keys 0 and 2 tie (0 first), then padding */
+    json_t *d = json_object_get(ti, "data");
+    CHECK(json_array_size(json_object_get(ti, "shape")) == 3);
+    CHECK_EQ_INT(json_integer_value(json_array_get(d, 0)), 1);
+    CHECK_EQ_INT(json_integer_value(json_array_get(d, 1)), 0);
+    CHECK_EQ_INT(json_integer_value(json_array_get(d, 2)), 2);
+    CHECK_EQ_INT(json_integer_value(json_array_get(d, 3)), -1);
+    json_decref(j);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -241,6 +278,7 @@ int main(void)
     RUN(top_k_order_ties_padding);
     RUN(base64_encoding);
     RUN(session_attention);
+    RUN(v2_outputs);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -152,8 +152,11 @@ TEST(model_metadata)
     CHECK_STR(json_string_value(json_object_get(j, "name")), "attention");
     in = json_object_get(j, "inputs");
     out = json_object_get(j, "outputs");
-    CHECK_EQ_INT(json_array_size(in), 8);
-    CHECK_EQ_INT(json_array_size(out), 3);
+    CHECK_EQ_INT(json_array_size(in), 10);     /* + tokens_q, tokens_k (BYTES) */
+    CHECK_EQ_INT(json_array_size(out), 13);    /* + the part-2 returns and labels */
+    CHECK_STR(json_string_value(json_object_get(json_array_get(in, 9), "datatype")), "BYTES");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(out, 9), "name")),
+              "top_k_indices");
     for (i = 0; i < 8 && i < json_array_size(in); i++) {
         json_t *t = json_array_get(in, i), *shape = json_object_get(t, "shape");
         CHECK_STR(json_string_value(json_object_get(t, "name")), names[i]);

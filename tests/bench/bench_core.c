@@ -27,7 +27,8 @@
  * attnd|unit|ratio|goal|PASS or MISS) for issues 2, 4 and 9.
  *
  * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone;
- *                              BENCH_PREFILL=NxLxD: one prefill's median ms)
+ *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
+ *                              BENCH_TOP_K_ONLY=1: the top-k row alone)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@
 #include <cblas.h>
 
 #include "core/attn.h"
+#include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/kv.h"
 #include "core/pool.h"
@@ -516,6 +518,52 @@ static void bench_kernels(size_t n, size_t d, double goal512, double goal2)
     free(g.o);
 }
 
+/* Top-k weights of a long context (core/attn_extras.c) against the same
+ * pass with the output only, both with the pool (2 cores). */
+struct top_k_arg {
+    struct prefill_arg p;
+    struct attn_extras x;
+    struct attn_extras_out xo;
+};
+
+static void run_top_k(void *p)
+{
+    struct top_k_arg *a = p;
+    if (attn_forward_extras(&a->p.req, &a->p.in, NULL, &a->x, &a->p.out, &a->xo, a->p.ws) !=
+        CORE_OK) {
+        fprintf(stderr, "bench_core: attn_forward_extras failed\n");
+        exit(1);
+    }
+}
+
+static void bench_top_k(void)
+{
+    size_t n = 64, L = 32768, d = 128, k = 32;
+    struct prefill_arg out;
+    struct top_k_arg tk;
+    prefill_init(&out, n, L, d, ATTN_OUT_OUTPUT, true);
+    prefill_init(&tk.p, n, L, d, ATTN_OUT_OUTPUT, true);
+    tk.x = (struct attn_extras){ATTN_X_TOPK, NULL, 0, k};
+    tk.xo = (struct attn_extras_out){.top_idx = xalloc(n * k * sizeof(int64_t)),
+                                     .top_val = xalloc(n * k * sizeof(float))};
+    struct timed t[2] = {{run_prefill, &out, 0, 0}, {run_top_k, &tk, 0, 0}};
+    time_set(t, 2);
+    double ratio = t[1].med / t[0].med;
+    detail("n=64 L=32768 d128 output only, 2 cores", t[0].med, gflops(n, L, d, t[0].med),
+           "GF/s", "-", 1);
+    detail("n=64 L=32768 d128 output + top-32, 2 cores", t[1].med, gflops(n, L, d, t[1].med),
+           "GF/s", "-", 1);
+    char r[64];
+    snprintf(r, sizeof r, "%.2fx the output-only time", ratio);
+    benchrow("top-32 weights + output f32 n=64 L=32768 d=128 (2 cores), ms", "output only ms",
+             t[0].med * 1e3, NULL, -1, t[1].med * 1e3, "ms", r, "<=1.3x output only",
+             ratio <= 1.3);
+    free(tk.xo.top_idx);
+    free(tk.xo.top_val);
+    prefill_free(&out);
+    prefill_free(&tk.p);
+}
+
 static void bench_decode(void)
 {
     size_t L = 32768, d = 128;
@@ -713,6 +761,12 @@ int main(int argc, char **argv)
         attn_pool_free(pool);
         return 0;
     }
+    const char *top_only = getenv("BENCH_TOP_K_ONLY");
+    if (top_only && strcmp(top_only, "1") == 0) {
+        bench_top_k();
+        attn_pool_free(pool);
+        return 0;
+    }
     run_peer();
     printf("float32; %d interleaved samples per figure (median, wall clock); "
            "2 cores = worker + 1 helper (attn_pool)\n", reps);
@@ -724,6 +778,7 @@ int main(int argc, char **argv)
     bench_session(4096);
     bench_session(32768);
     bench_kv_dtypes();
+    bench_top_k();
     free(a);
     free(b);
     free(c);

@@ -86,11 +86,15 @@ def test_model_metadata(attnd):
     m = r.json()
     assert m["name"] == "attention" and "1" in m["versions"]
     ins = {t["name"]: t for t in m["inputs"]}
-    assert set(ins) == {"q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask"}
+    assert set(ins) == {"q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
+                        "tokens_q", "tokens_k"}
+    assert ins["tokens_k"]["datatype"] == "BYTES"
     assert ins["mask"]["datatype"] == "BOOL"
     assert ins["q"]["datatype"] in ("FP32", "FP64")
     assert all(d == -1 for t in m["inputs"] for d in t["shape"])
-    assert [o["name"] for o in m["outputs"]] == ["scores", "weights", "output"]
+    assert [o["name"] for o in m["outputs"]] == [
+        "scores", "weights", "output", "qk", "lse", "entropy", "max_weight", "argmax", "mass",
+        "top_k_indices", "top_k_values", "tokens_q", "tokens_k"]
 
 
 def test_unknown_model_and_route(attnd):

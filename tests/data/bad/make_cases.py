@@ -708,6 +708,23 @@ case("v2_infer_not_json", {"status": 400, "error_shape": "v2"},
 case("v2_infer_header_length_too_big", {"status": 400, "error_shape": "v2"},
      b"{}", path="/v2/models/attention/infer",
      headers=["Inference-Header-Content-Length: 99999"])
+V2QKV = [{"name": "q", "datatype": "FP64", "shape": [1, 2], "data": [1, 0]},
+         {"name": "k", "datatype": "FP64", "shape": [2, 2], "data": [1, 0, 0, 1]},
+         {"name": "v", "datatype": "FP64", "shape": [2, 1], "data": [1, 2]}]
+case("v2_top_k_zero", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV, "parameters": {"weights_top_k": 0}}, path="/v2/models/attention/infer")
+case("v2_heads_bad_string", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV, "parameters": {"heads": "0,,1"}}, path="/v2/models/attention/infer")
+case("v2_heads_out_of_range", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV, "parameters": {"heads": 1}}, path="/v2/models/attention/infer")
+case("v2_tokens_not_bytes", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV + [{"name": "tokens_k", "datatype": "FP64", "shape": [2], "data": [1, 2]}]},
+     path="/v2/models/attention/infer")
+case("v2_tokens_count", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV + [{"name": "tokens_k", "datatype": "BYTES", "shape": [1], "data": ["a"]}]},
+     path="/v2/models/attention/infer")
+case("v2_top_k_output_without_k", {"status": 400, "error_shape": "v2"},
+     {"inputs": V2QKV, "outputs": [{"name": "top_k_values"}]}, path="/v2/models/attention/infer")
 
 # ---- capacity and authentication --------------------------------------------------
 case("capacity_max_sessions", err(503, "capacity_exhausted", require_headers=["retry-after"],
