@@ -79,11 +79,13 @@ deps:
 
 deps-test:
 	$(call install_missing,$(DEPS_TEST))
-	@if [ "$(BROWSER)" = 1 ] && [ -f tests/browser/package.json ] && [ ! -d tests/browser/node_modules ]; then \
-	  command -v npm >/dev/null || $(MAKE) --no-print-directory deps-npm || exit 1; \
-	  echo "deps: npm ci (tests/browser)"; \
-	  (cd tests/browser && npm ci --silent --no-audit --no-fund) || exit 1; \
-	fi
+	@for d in tests/browser tests/k8s; do \
+	  if [ "$(BROWSER)" = 1 ] && [ -f $$d/package.json ] && [ ! -d $$d/node_modules ]; then \
+	    command -v npm >/dev/null || $(MAKE) --no-print-directory deps-npm || exit 1; \
+	    echo "deps: npm ci ($$d)"; \
+	    (cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
+	  fi; \
+	done
 
 # Debian ships npm apart from nodejs (NodeSource's nodejs includes it).
 deps-npm:

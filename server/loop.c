@@ -7,8 +7,9 @@
  * pool that lets one large request use idle cores, the session store
  * (restored from --state-dir's snapshot and journal), the transport, the
  * port file.
- * Run: a 1 s housekeeping timer queues a TTL sweep, the journal's fsync
- * (--fsync everysec) and its snapshot rewrite on the pool.
+ * Run: a 1 s housekeeping timer queues a TTL sweep on the pool; a thread of
+ * its own fsyncs the journal each second (--fsync everysec) and rewrites
+ * it into a snapshot when it has outgrown the last one.
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
  * let in-flight requests finish, write a snapshot, close everything, exit 0;
  * past --drain-timeout with requests still computing: exit 1 at once. A
@@ -17,12 +18,14 @@
 #include "server/loop.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -46,9 +49,8 @@ struct proc {
     uv_timer_t housekeeping;
     uv_timer_t drain_timer;         /* --drain-timeout */
     uv_timer_t finish_timer;        /* runs finish() outside the transport */
-    uv_work_t sweep;                /* TTL sweep and snapshot on the pool */
-    uv_work_t fsync;                /* --fsync everysec on the pool */
-    bool sweeping, syncing;
+    uv_work_t sweep;                /* TTL sweep on the pool */
+    bool sweeping;
     bool draining, finished;
     bool handles_ready;             /* loop and handles initialised */
     int exit_code;
@@ -146,10 +148,53 @@ static struct sess_store *store_open(const struct srv_config *cfg)
     return st;
 }
 
+/*
+ * The journal's thread: --fsync everysec and the snapshot rewrite run here
+ * once a second, not on the compute pool, which an fsync or a snapshot on
+ * a slow disk would hold for as long as it takes.
+ */
+static pthread_t jnl_thread;
+static pthread_mutex_t jnl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jnl_cv = PTHREAD_COND_INITIALIZER;
+static bool jnl_running, jnl_stop;
+
+static void *jnl_main(void *arg)
+{
+    struct proc *p = arg;
+    pthread_mutex_lock(&jnl_mu);
+    while (!jnl_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += HOUSEKEEPING_MS / 1000;
+        pthread_cond_timedwait(&jnl_cv, &jnl_mu, &ts);
+        if (jnl_stop)
+            break;
+        pthread_mutex_unlock(&jnl_mu);
+        if (p->cfg->fsync_mode == JNL_FSYNC_EVERYSEC)
+            sess_store_journal_sync(p->store);
+        sess_store_journal_maintain(p->store, false);
+        pthread_mutex_lock(&jnl_mu);
+    }
+    pthread_mutex_unlock(&jnl_mu);
+    return NULL;
+}
+
+static void jnl_thread_stop(void)
+{
+    pthread_mutex_lock(&jnl_mu);
+    jnl_stop = true;
+    pthread_cond_signal(&jnl_cv);
+    pthread_mutex_unlock(&jnl_mu);
+    if (jnl_running)
+        pthread_join(jnl_thread, NULL);
+    jnl_running = false;
+}
+
 static void store_save(struct proc *p)
 {
     if (!p->store || !p->cfg->state_dir[0])
         return;
+    jnl_thread_stop();              /* a snapshot it runs would skip this one */
     /* every change is in the journal already; a snapshot makes the next
      * start quick */
     struct sess_stats s;
@@ -167,20 +212,6 @@ static void sweep_work(uv_work_t *w)
     size_t n = sess_store_sweep(p->store);
     if (n > 0)
         srv_log_msgf("info", "sessions expired: %zu", n);
-    sess_store_journal_maintain(p->store, false);
-}
-
-static void fsync_work(uv_work_t *w)
-{
-    struct proc *p = w->data;
-    sess_store_journal_sync(p->store);
-}
-
-static void fsync_done(uv_work_t *w, int status)
-{
-    (void)status;
-    struct proc *p = w->data;
-    p->syncing = false;
 }
 
 static void sweep_done(uv_work_t *w, int status)
@@ -195,13 +226,7 @@ static void housekeeping_cb(uv_timer_t *t)
     struct proc *p = t->data;
     if (p->limits)
         srv_limits_sweep(p->limits, uv_hrtime());
-    if (!p->store || p->draining)
-        return;
-    p->fsync.data = p;
-    if (p->cfg->state_dir[0] && p->cfg->fsync_mode == JNL_FSYNC_EVERYSEC &&
-        !p->syncing && uv_queue_work(&p->loop, &p->fsync, fsync_work, fsync_done) == 0)
-        p->syncing = true;
-    if (p->sweeping)
+    if (!p->store || p->sweeping || p->draining)
         return;
     p->sweep.data = p;
     if (uv_queue_work(&p->loop, &p->sweep, sweep_work, sweep_done) == 0)
@@ -419,6 +444,8 @@ static bool start(struct proc *p)
     p->store = store_open(p->cfg);
     if (!p->metrics || !p->store)
         return false;
+    if (p->cfg->state_dir[0])
+        jnl_running = pthread_create(&jnl_thread, NULL, jnl_main, p) == 0;
     srv_metrics_set_store(p->metrics, p->store);
     init_ctx(p);
     if (uv_loop_init(&p->loop) != 0)
@@ -492,6 +519,7 @@ int srv_loop_run(struct srv_config *cfg)
     uv_library_shutdown();                  /* joins the pool threads */
     srv_worker_free();
     api_ctx_close(&p->ctx);
+    jnl_thread_stop();
     if (p->store)
         sess_store_free(p->store);
     srv_metrics_free(p->metrics);

@@ -5,7 +5,7 @@
 # shared and noisy, so only same-run ratios are comparable). BENCH_REPS sets
 # the number of samples per figure (median reported; default 5).
 #
-# Sections (SECTIONS="core json http" by default; any subset, e.g.
+# Sections (SECTIONS="core json http fair journal" by default; any subset, e.g.
 # SECTIONS=http make bench):
 #   core   the attention core in-process (bench_core)
 #   json   JSON numbers in/out and base64 through api_handle (bench_api)
@@ -15,6 +15,8 @@
 #          (tests/bench/bench_http.sh; loopback only, servers stopped by PID)
 #   fair   a small client's p99 while another keeps 24 large requests in
 #          flight, against its p99 alone (tests/bench/bench_fair.py, ~1 min)
+#   journal session appends with --state-dir (--fsync everysec, always) vs
+#          without (tests/bench/bench_journal.sh)
 #
 # Every bench program prints its results as lines
 #   BENCHROW|what|limit name|limit|peer name|peer|attnd|unit|ratio|goal|PASS/MISS
@@ -64,6 +66,12 @@ bench_fair() {
     "${PYTHON:-/usr/bin/python3}" "$here/bench_fair.py" "$build/attnd"
 }
 
+# The journal of --state-dir: appends with and without it.
+bench_journal() {
+    section "journal: session appends with --state-dir vs without (bench_journal.sh)"
+    BENCH_REPS=$((reps < 3 ? 3 : reps)) sh "$here/bench_journal.sh" "$build"
+}
+
 # The final table from every BENCHROW line of the run.
 table() {
     echo
@@ -80,7 +88,7 @@ table() {
     done
 }
 
-SECTIONS=${SECTIONS:-core json http fair}
+SECTIONS=${SECTIONS:-core json http fair journal}
 status=0
 for s in $SECTIONS; do
     { "bench_$s" 2>&1 || echo "bench section $s failed"; } | tee -a "$out"

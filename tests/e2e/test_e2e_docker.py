@@ -336,9 +336,10 @@ def test_compose_three_replicas_behind_nginx():
     assert any("nginx.conf:/etc/nginx/templates/" in v for v in ng["volumes"])
 
 
-def test_k8s_deployment_probes_and_service():
-    docs = {d["kind"]: d for d in load_yaml("k8s.yaml")}
-    dep, svc = docs["Deployment"], docs["Service"]
+def test_k8s_statefulset_probes_and_service():
+    # the schemas and the routing: tests/e2e/test_e2e_k8s_nginx.py
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
+    dep, svc = docs[("StatefulSet", "attnd")], docs[("Service", "attnd")]
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"

@@ -1,8 +1,8 @@
 """tests/e2e/test_e2e_scaleout.py — docker/nginx.conf in front of three attnd.
 
 Runs the very file that docker/compose.yml mounts into the nginx container,
-with its documented placeholders (${NGINX_LISTEN}, ${ATTND_R1..3}) replaced by
-loopback addresses, under Debian's nginx, in front of three attnd processes
+with its documented placeholders (${NGINX_LISTEN}, ${ATTND_R1..3}, ...)
+replaced by loopback addresses, the ids r1..r3 and their upstreams, under Debian's nginx, in front of three attnd processes
 started with --replica-id r1/r2/r3. Checks: session ids carry the replica
 prefix and every request of a session reaches that replica; stateless load
 spreads over all three; stopping one replica leaves the other replicas'
@@ -27,7 +27,8 @@ from attnd_proc import Attnd, Response
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONF = os.path.join(ROOT, "docker", "nginx.conf")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-PLACEHOLDERS = {"NGINX_LISTEN", "ATTND_R1", "ATTND_R2", "ATTND_R3"}
+PLACEHOLDERS = {"NGINX_LISTEN", "NGINX_RESOLVER"} | \
+    {f"ATTND_{k}{i}" for k in ("R", "ID", "S") for i in (1, 2, 3)}
 
 ATT = {"q": [[1, 0], [0, 1]], "k": [[1, 0], [0, 1], [1, 1]], "v": [[1, 2], [3, 4], [5, 6]]}
 
@@ -51,8 +52,10 @@ class Nginx:
     def __init__(self, upstreams):
         self.dir = tempfile.mkdtemp(prefix="attnd-nginx-")
         self.port = free_port()
-        values = {"NGINX_LISTEN": f"127.0.0.1:{self.port}"}
-        values.update({f"ATTND_R{i + 1}": u for i, u in enumerate(upstreams)})
+        values = {"NGINX_LISTEN": f"127.0.0.1:{self.port}", "NGINX_RESOLVER": "127.0.0.1"}
+        for i, u in enumerate(upstreams):
+            values.update({f"ATTND_R{i + 1}": u, f"ATTND_ID{i + 1}": f"r{i + 1}",
+                           f"ATTND_S{i + 1}": f"attnd_r{i + 1}"})
         with open(os.path.join(self.dir, "attnd.conf"), "w") as f:
             f.write(render(values))
         d = self.dir
@@ -124,6 +127,8 @@ http {{
 
 def test_template_placeholders_are_the_documented_ones():
     values = {k: "127.0.0.1:1" for k in PLACEHOLDERS}
+    values.update({f"ATTND_ID{i}": f"r{i}" for i in (1, 2, 3)})
+    values.update({f"ATTND_S{i}": f"attnd_r{i}" for i in (1, 2, 3)})
     text = render(values)
     assert "${" not in text
     # the map has one line per replica, each naming its own upstream

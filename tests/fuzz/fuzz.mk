@@ -13,6 +13,7 @@
 # Targets: fuzz_request (every route from raw body bytes, in-process through
 # api_handle), fuzz_base64 (tensor codec), fuzz_sessions (store operation
 # sequences with invariants), fuzz_persist (restoring --state-dir files),
+# fuzz_journal (start-up from a damaged snapshot and journal),
 # fuzz_numbers (number reader vs jansson, shortest printing round trips). A
 # crash found becomes a file in
 # tests/fuzz/corpus/<name>/ (named regress-*) so it is replayed forever.
@@ -20,7 +21,7 @@
 FUZZ_BUILD    ?= build/fuzz
 FUZZ_SECONDS  ?= 60
 FUZZ_CC       ?= clang
-FUZZ_NAMES    := request base64 sessions persist numbers
+FUZZ_NAMES    := request base64 sessions persist numbers journal
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                  -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 -march=native $(WARN) $(FUZZ_SAN) \

@@ -5,7 +5,9 @@ tests/fuzz/corpus/<target>/seed-* are generated here (re-run after editing);
 grown-* files are inputs libFuzzer found that add coverage (`-merge=1`);
 regress-* files there are crash reproducers and are never touched; the
 state-* files of corpus/persist are real --state-dir files attnd wrote
-(flag byte, then the file without its CRC, which the target appends). The
+(flag byte, then the file without its CRC, which the target appends), and
+the state-* files of corpus/journal are a snapshot and a journal attnd
+wrote (flag byte, u16 snapshot length, the snapshot, the journal). The
 request seeds include the bodies of the hostile-input catalogue
 (tests/data/bad) sent to their routes.
 """

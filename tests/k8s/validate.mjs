@@ -1,0 +1,105 @@
+// tests/k8s/validate.mjs — checks a Kubernetes manifest (default
+// docker/k8s.yaml) against the API schemas of kubernetes-models (each
+// object's validate(), generated from the Kubernetes OpenAPI document), then
+// what attnd's deployment needs: probes on every container, the StatefulSet's
+// headless Service, a volume claim at ATTND_STATE_DIR, ATTND_REPLICA_ID from
+// the pod name, disruption budgets that select pods, the nginx ConfigMap
+// equal to docker/nginx.conf and every placeholder of it set.
+// Prints one line per problem and "N passed, N failed".
+//
+//   node tests/k8s/validate.mjs [manifest.yaml] [nginx.conf]
+import { readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+import { Namespace } from "kubernetes-models/v1/Namespace";
+import { Service } from "kubernetes-models/v1/Service";
+import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
+import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
+import { Deployment } from "kubernetes-models/apps/v1/Deployment";
+import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
+
+const here = new URL("../../docker/", import.meta.url);
+const manifest = process.argv[2] ?? new URL("k8s.yaml", here);
+const confPath = process.argv[3] ?? new URL("nginx.conf", here);
+const MODELS = {
+  "v1/Namespace": Namespace, "v1/Service": Service, "v1/ConfigMap": ConfigMap,
+  "apps/v1/StatefulSet": StatefulSet, "apps/v1/Deployment": Deployment,
+  "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
+};
+
+let passed = 0, failed = 0;
+function check(ok, what) {
+  if (ok) passed++;
+  else { failed++; console.log("FAIL " + what); }
+}
+
+const docs = parseAllDocuments(readFileSync(manifest, "utf8"));
+const objs = [];
+for (const d of docs) {
+  check(d.errors.length === 0, `YAML: ${d.errors.map(String).join("; ")}`);
+  const o = d.toJS();
+  if (!o) continue;
+  objs.push(o);
+  const key = `${o.apiVersion}/${o.kind}`;
+  const Model = MODELS[key];
+  check(Model !== undefined, `${key} ${o.metadata?.name}: no schema here for this kind`);
+  if (!Model) continue;
+  try {
+    new Model(o).validate();
+    passed++;
+  } catch (e) {
+    check(false, `${key} ${o.metadata?.name}: ${e.message}`);
+  }
+}
+
+const byKind = (k) => objs.filter((o) => o.kind === k);
+const labelsMatch = (sel, labels) =>
+  Object.entries(sel ?? {}).every(([k, v]) => labels?.[k] === v);
+const workloads = [...byKind("StatefulSet"), ...byKind("Deployment")];
+
+for (const w of workloads) {
+  const pod = w.spec.template;
+  check(labelsMatch(w.spec.selector.matchLabels, pod.metadata.labels),
+        `${w.metadata.name}: selector does not match its pods`);
+  for (const c of pod.spec.containers) {
+    check(c.livenessProbe && c.readinessProbe, `${w.metadata.name}/${c.name}: probes missing`);
+  }
+  check(byKind("PodDisruptionBudget").some((p) =>
+          labelsMatch(p.spec.selector.matchLabels, pod.metadata.labels)),
+        `${w.metadata.name}: no PodDisruptionBudget selects its pods`);
+}
+
+const sts = byKind("StatefulSet");
+check(sts.length === 1, "one StatefulSet of attnd replicas");
+for (const s of sts) {
+  const svc = byKind("Service").find((x) => x.metadata.name === s.spec.serviceName);
+  check(svc && svc.spec.clusterIP === "None", `${s.metadata.name}: serviceName is not a headless Service`);
+  check(svc && labelsMatch(svc.spec.selector, s.spec.template.metadata.labels),
+        `${s.metadata.name}: its headless Service does not select its pods`);
+  const c = s.spec.template.spec.containers[0];
+  const env = Object.fromEntries(c.env.map((e) => [e.name, e]));
+  check(env.ATTND_REPLICA_ID?.valueFrom?.fieldRef?.fieldPath === "metadata.name",
+        "ATTND_REPLICA_ID comes from the pod name");
+  const dir = env.ATTND_STATE_DIR?.value;
+  const mount = c.volumeMounts.find((m) => m.mountPath === dir);
+  check(mount && (s.spec.volumeClaimTemplates ?? []).some((v) => v.metadata.name === mount.name),
+        "ATTND_STATE_DIR is a volume claimed per pod");
+  check(["always", "everysec", "no"].includes(env.ATTND_FSYNC?.value), "ATTND_FSYNC is set");
+}
+
+const conf = readFileSync(confPath, "utf8");
+const cm = byKind("ConfigMap").find((x) => x.metadata.name === "attnd-nginx");
+check(cm && cm.data["default.conf.template"] === conf,
+      "ConfigMap attnd-nginx equals docker/nginx.conf (python3 docker/k8s_configmap.py)");
+const ng = byKind("Deployment").find((d) =>
+  d.spec.template.spec.volumes?.some((v) => v.configMap?.name === "attnd-nginx"));
+check(ng !== undefined, "a Deployment mounts the nginx ConfigMap");
+if (ng) {
+  const env = new Set(ng.spec.template.spec.containers[0].env.map((e) => e.name));
+  for (const [, name] of conf.matchAll(/\$\{(\w+)\}/g))
+    check(env.has(name), `nginx Deployment sets the placeholder ${name}`);
+  const mount = ng.spec.template.spec.containers[0].volumeMounts[0];
+  check(mount.mountPath === "/etc/nginx/templates", "the template is where the image reads it");
+}
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
