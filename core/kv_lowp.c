@@ -57,6 +57,12 @@ struct lp_job {
     int *bad;                       /* [windows]: a score was not finite */
 };
 
+/* The 64-byte vector types below only pass between static always-inline
+ * helpers of this file, never across a call boundary, so GCC's note that
+ * their ABI differs without AVX-512 (-Wpsabi) does not apply; without this
+ * a portable build (-O2, no -march) fails under -Werror. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 /* 16 floats (GCC vector extensions: one AVX-512 register, two AVX2 or four
  * SSE ones, NEON alike, whatever the build's -march). */
 typedef float v16f __attribute__((vector_size(64)));
