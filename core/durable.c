@@ -129,10 +129,10 @@ static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
     }
     pthread_mutex_unlock(&d->mu);
     if (rc != CORE_OK && !was_failing)
-        sess_logf(d->log, d->log_arg, "journal: writing a record failed (%s); "
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: writing a record failed (%s); "
                   "changes are refused until it succeeds", strerror(e));
     else if (rc == CORE_OK && was_failing)
-        sess_logf(d->log, d->log_arg, "journal: writes succeed again");
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: writes succeed again");
     if (rc == CORE_OK && lsn_out)
         *lsn_out = lsn;
     return rc;
@@ -405,7 +405,7 @@ static bool replay_file(struct sess_store *st, struct sess_durable *d,
     if (rc == CORE_ENOTFOUND)
         return true;
     if (rc != CORE_OK) {
-        sess_logf(d->log, d->log_arg, "journal: %s unreadable (%s): 0 records "
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s unreadable (%s): 0 records "
                   "kept, the file dropped", path, r.why);
         *dropped = 2;
         return false;
@@ -425,12 +425,12 @@ static bool replay_file(struct sess_store *st, struct sess_durable *d,
     }
     bool ok = got == 0;
     if (ok) {
-        sess_logf(d->log, d->log_arg, "journal: %s: %" PRIu64 " records kept, "
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records kept, "
                   "0 dropped", path, r.kept);
     } else {
         uint64_t bytes;
         *dropped = jnl_read_rest(&r, &bytes);
-        sess_logf(d->log, d->log_arg, "journal: %s: %s at byte %zu: %" PRIu64
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: %" PRIu64
                   " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); "
                   "nothing after it is applied", path, r.why, r.off, r.kept,
                   *dropped, bytes);
@@ -553,7 +553,8 @@ static void replay_dir(struct sess_store *st, struct sess_durable *d)
     struct sess_stats ss;
     sess_store_stats(st, &ss);
     if (g.max > 0)
-        sess_logf(d->log, d->log_arg, "journal: replayed %" PRIu64 " changes "
+        sess_logf(d->log, d->log_arg, rp.failed ? SESS_LOG_WARN : SESS_LOG_INFO,
+                  "journal: replayed %" PRIu64 " changes "
                   "(%" PRIu64 " already held, %" PRIu64 " failed); %zu "
                   "sessions, %zu expired meanwhile", rp.applied, rp.skipped,
                   rp.failed, ss.sessions, expired);
@@ -734,10 +735,10 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force)
     }
     pthread_mutex_unlock(&d->mu);
     if (rc == CORE_OK)
-        sess_logf(d->log, d->log_arg, "journal: snapshot %016" PRIx64 " written: "
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: snapshot %016" PRIx64 " written: "
                   "%" PRIu64 " sessions, %" PRIu64 " bytes", gen, count, bytes);
     else
-        sess_logf(d->log, d->log_arg, "journal: snapshot failed (%s); the "
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot failed (%s); the "
                   "journal is kept, retried in %gs", strerror(err),
                   REWRITE_RETRY_S);
     return rc;
@@ -765,7 +766,7 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
         pthread_cond_broadcast(&d->idle);
     pthread_mutex_unlock(&d->mu);
     if (rc != CORE_OK)
-        sess_logf(d->log, d->log_arg, "journal: fsync failed (%s); a new "
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: fsync failed (%s); a new "
                   "snapshot will be written", strerror(err));
     return rc;
 }
@@ -778,7 +779,7 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     if (st->dur || strlen(cfg->dir) >= sizeof st->dur->dir)
         return CORE_EINVAL;
     if (mkdir(cfg->dir, 0700) != 0 && errno != EEXIST) {
-        sess_logf(cfg->log, cfg->log_arg, "journal: cannot create %s: %s",
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot create %s: %s",
                   cfg->dir, strerror(errno));
         return CORE_EIO;
     }

@@ -71,7 +71,8 @@ static uint32_t crc_update(const uint32_t t[256], uint32_t crc, const void *p,
 
 /* ---- logging ------------------------------------------------------------ */
 
-void sess_logf(sess_log_fn log, void *arg, const char *fmt, ...)
+void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
+               const char *fmt, ...)
 {
     if (!log)
         return;
@@ -80,7 +81,7 @@ void sess_logf(sess_log_fn log, void *arg, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    log(arg, msg);
+    log(arg, level, msg);
 }
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -217,12 +218,12 @@ static bool save_one(struct sess_store *st, struct sess *s, const char *dir,
     void *bytes;
     size_t n;
     if (sess_encode(st, s, &bytes, &n) != CORE_OK) {
-        sess_logf(log, log_arg, "session save: %s: out of memory", s->id);
+        sess_logf(log, log_arg, SESS_LOG_WARN, "session save: %s: out of memory", s->id);
         return false;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        sess_logf(log, log_arg, "session save: cannot create %s: %s", tmp,
+        sess_logf(log, log_arg, SESS_LOG_WARN, "session save: cannot create %s: %s", tmp,
               strerror(errno));
         free(bytes);
         return false;
@@ -242,7 +243,7 @@ static bool save_one(struct sess_store *st, struct sess *s, const char *dir,
     if (ok && rename(tmp, fin) != 0)
         ok = false;
     if (!ok) {
-        sess_logf(log, log_arg, "session save: writing %s failed: %s", fin,
+        sess_logf(log, log_arg, SESS_LOG_WARN, "session save: writing %s failed: %s", fin,
               strerror(errno));
         unlink(tmp);
     }
@@ -318,7 +319,7 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        sess_logf(log, log_arg, "session save: cannot create %s: %s", dir,
+        sess_logf(log, log_arg, SESS_LOG_WARN, "session save: cannot create %s: %s", dir,
               strerror(errno));
         return CORE_EIO;
     }
@@ -636,7 +637,7 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
     if (!d) {
         if (errno == ENOENT)
             return CORE_OK;
-        sess_logf(log, log_arg, "session load: cannot open %s: %s", dir,
+        sess_logf(log, log_arg, SESS_LOG_WARN, "session load: cannot open %s: %s", dir,
               strerror(errno));
         return CORE_EIO;
     }
@@ -649,7 +650,7 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         const char *why = restore(st, path);
         if (why) {
-            sess_logf(log, log_arg, "session load: skipping %s: %s", path, why);
+            sess_logf(log, log_arg, SESS_LOG_WARN, "session load: skipping %s: %s", path, why);
             skipped++;
         } else {
             loaded_n++;
@@ -657,7 +658,8 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
     }
     closedir(d);
     if (loaded_n + skipped > 0)
-        sess_logf(log, log_arg, "session load: %zu restored, %zu skipped",
+        sess_logf(log, log_arg, skipped ? SESS_LOG_WARN : SESS_LOG_INFO,
+                  "session load: %zu restored, %zu skipped",
                   loaded_n, skipped);
     return CORE_OK;
 }

@@ -77,8 +77,11 @@ size_t sess_store_sweep(struct sess_store *st);
 
 void sess_store_stats(struct sess_store *st, struct sess_stats *out);
 
-/* Log sink for save/load problems (a corrupt file is logged and skipped). */
-typedef void (*sess_log_fn)(void *arg, const char *msg);
+/* Log sink for saving, loading and the journal: news (sessions restored,
+ * a snapshot written) at SESS_LOG_INFO, problems (a file skipped, records
+ * dropped, a write failed) at SESS_LOG_WARN. */
+enum sess_log_level { SESS_LOG_INFO, SESS_LOG_WARN };
+typedef void (*sess_log_fn)(void *arg, enum sess_log_level level, const char *msg);
 
 /* Write every session into dir atomically (temp file, fsync, rename). */
 enum core_status sess_store_save(struct sess_store *st, const char *dir,

@@ -95,8 +95,9 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
 /* persist.c: remove every <id>.sess file in dir (folded into a snapshot). */
 void sess_remove_state_files(const char *dir);
 
-void sess_logf(sess_log_fn log, void *arg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
+               const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /*
  * durable.c: journal records of changes, each CORE_OK at once when the

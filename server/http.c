@@ -1014,6 +1014,8 @@ static bool resolve(const struct srv_config *cfg, struct sockaddr_storage *ss, b
 
 /* Starts MHD's thread with the process signals blocked, so that they are
  * delivered to the loop thread (libuv's signal handling). */
+#define LISTEN_BACKLOG 1024u
+
 static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr_storage *ss,
                                        bool v6)
 {
@@ -1029,6 +1031,13 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old);
+    /* --http-threads 1 is MHD's single internal thread, without the pool
+     * option: MHD warns at start-up for a pool size of 0 or 1. The option's
+     * slot then repeats the backlog option with its value (a no-op), since
+     * varargs cannot leave a pair out. */
+    bool pool = cfg->http_threads > 1;
+    enum MHD_OPTION pool_opt = pool ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_LISTEN_BACKLOG_SIZE;
+    unsigned pool_val = pool ? (unsigned)cfg->http_threads : LISTEN_BACKLOG;
     /* The same options with and without TLS (varargs cannot be made
      * conditional; MHD_OPTION_ARRAY would need a function pointer as void *). */
 #define START(fl, ...) MHD_start_daemon(                                              \
@@ -1041,8 +1050,8 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,                  \
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,    \
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,  /* headers; MHD zeroes it per request */ \
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,                                        \
-        MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,  /* 1: no pool, one thread */ \
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, LISTEN_BACKLOG,                               \
+        pool_opt, pool_val,                             /* the pool, or a no-op */    \
         __VA_ARGS__ MHD_OPTION_END)
     struct MHD_Daemon *d = h->guard.tls
         ? START(flags | MHD_USE_TLS,

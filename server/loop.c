@@ -79,10 +79,10 @@ static bool par_may_help(void *arg)
 
 /* ---- sessions ----------------------------------------------------------- */
 
-static void store_log(void *arg, const char *msg)
+static void store_log(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
-    srv_log_msgf("warn", "sessions: %s", msg);
+    srv_log_msgf(level == SESS_LOG_INFO ? "info" : "warn", "sessions: %s", msg);
 }
 
 /* mkdir -p dir (0700 for what it creates); 0 or -errno. */

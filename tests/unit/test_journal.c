@@ -25,21 +25,21 @@
 
 static char dir[64];
 
-static void quiet(void *arg, const char *msg)
+static void quiet(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
     if (getenv("TEST_VERBOSE"))
-        printf("    log: %s\n", msg);
+        printf("    log %s: %s\n", level == SESS_LOG_INFO ? "info" : "warn", msg);
 }
 
 static char last_log[512];
 
-static void keep_log(void *arg, const char *msg)
+static void keep_log(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
     if (strstr(msg, "kept"))
         snprintf(last_log, sizeof last_log, "%s", msg);
-    quiet(NULL, msg);
+    quiet(NULL, level, msg);
 }
 
 static void clear_dir(void)

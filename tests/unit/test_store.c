@@ -377,10 +377,13 @@ TEST(attend_appends_then_rolls_back_on_error)
 
 static int n_logs;
 static char last_log[512];
-static void logger(void *arg, const char *msg)
+static enum sess_log_level last_level;
+
+static void logger(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
     n_logs++;
+    last_level = level;
     snprintf(last_log, sizeof last_log, "%s", msg);
 }
 
@@ -463,6 +466,8 @@ TEST(save_load_round_trip_and_bad_files)
     st = new_store(0, 0, SESS_POLICY_REJECT);
     n_logs = 0;
     CHECK_EQ_INT(sess_store_load(st, dir, logger, NULL), CORE_OK);
+    CHECK(strstr(last_log, "2 restored, 0 skipped") != NULL);
+    CHECK(last_level == SESS_LOG_INFO);     /* nothing skipped: news, not a warning */
     struct sess_stats stats;
     sess_store_stats(st, &stats);
     CHECK_EQ_INT(stats.sessions, 2);
@@ -523,6 +528,7 @@ TEST(save_load_round_trip_and_bad_files)
     CHECK_EQ_INT(stats.sessions, 0);
     CHECK(n_logs >= 3);
     CHECK(strstr(last_log, "3 skipped") != NULL);
+    CHECK(last_level == SESS_LOG_WARN);
     sess_store_free(st);
 
     /* a missing directory loads nothing and is fine */
