@@ -721,7 +721,7 @@ static void on_session(struct api_call *c, const char *id, const char *action)
                 api_fail_method(c, "POST");
             return;
         }
-        c->resp->route = route_root;
+        c->resp->route = "unmatched";
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
     }
 }

@@ -235,11 +235,11 @@ static void dispatch(struct api_call *c, const char *rest)
         c->resp->route = "/v2/models/{model}/infer";
         is_post(c) ? api_v2_infer(c) : api_fail_method(c, "POST");
     } else if (what) {
-        c->resp->route = "/v2/models/{model}";
+        c->resp->route = "unmatched";       /* no model or version of ours */
         api_fail(c, API_ERR_NOT_FOUND, NULL, "unknown %s; this server serves model "
                  "\"" V2_MODEL "\" version " V2_VERSION, what);
     } else {
-        c->resp->route = "/v2";
+        c->resp->route = "unmatched";
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for /v2%s", rest);
     }
 }

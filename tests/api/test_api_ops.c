@@ -149,6 +149,19 @@ TEST(route_templates_never_raw_ids)
     CHECK_EQ_INT(r.status, 404);
     CHECK_STR(r.route, "unmatched");
     api_response_free(&r);
+    /* no route inside a subtree: unmatched too, never the subtree's root */
+    {
+        static const char *const nowhere[] = {
+            "/v2/nope", "/v2/models/other", "/v2/models/attention/versions/9/infer",
+            "/v2/models/attention/nope",
+        };
+        for (size_t i = 0; i < sizeof nowhere / sizeof nowhere[0]; i++) {
+            t_call(&ctx, "GET", nowhere[i], NULL, &r);
+            CHECK_EQ_INT(r.status, 404);
+            CHECK_STR(r.route, "unmatched");
+            api_response_free(&r);
+        }
+    }
 }
 
 static const char *const origins[] = {"https://demo.example", "http://localhost:3000", NULL};

@@ -84,6 +84,14 @@ TEST(create_returns_201_location_and_object)
     char loc[128];
     snprintf(loc, sizeof loc, "/v1/sessions/%s", id ? id : "");
     CHECK_STR(t_hdr(&r, "Location"), loc);
+    {   /* no route below a session: unmatched, never /v1/sessions */
+        struct api_response u;
+        char nope[160];
+        snprintf(nope, sizeof nope, "%s/nope", loc);
+        CHECK_EQ_INT(req("GET", nope, NULL, &u), 404);
+        CHECK_STR(u.route, "unmatched");
+        api_response_free(&u);
+    }
     CHECK_EQ_INT(json_integer_value(json_object_get(j, "length")), 0);
     CHECK_EQ_INT(json_integer_value(json_object_get(j, "heads")), 1);
     CHECK_EQ_INT(json_integer_value(json_object_get(j, "kv_heads")), 1);
