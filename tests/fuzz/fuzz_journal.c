@@ -83,9 +83,10 @@ static void fj_write(const char *name, const uint8_t *p, size_t n, bool fix)
     free(b);
 }
 
-static void fj_quiet(void *arg, const char *msg)
+static void fj_quiet(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
+    (void)level;
     (void)msg;
 }
 
