@@ -65,6 +65,13 @@
     this.path = path;
   }
 
+  /* A mistake found before any request is sent. */
+  function localError(message) {
+    var e = new ApiError(0, 'not_sent', message, null);
+    e.local = true;
+    return e;
+  }
+
   /* One request; resolves to the parsed JSON body (null for 204), rejects
    * with ApiError. */
   function api(method, path, body) {
@@ -105,9 +112,11 @@
     box.hidden = false;
     box.textContent = '';
     var h = document.createElement('strong');
-    h.textContent = e instanceof ApiError
-      ? 'attnd answered ' + (e.status ? e.status + ' ' : '') + (e.code || 'error')
-      : 'Error';
+    /* status 0 with a local code: nothing was sent (a typing error) */
+    h.textContent = e instanceof ApiError && e.local ? 'Not sent'
+      : e instanceof ApiError
+        ? 'attnd answered ' + (e.status ? e.status + ' ' : '') + (e.code || 'error')
+        : 'Error';
     box.appendChild(h);
     var p = document.createElement('span');
     p.textContent = ': ' + (e.message || String(e));
@@ -674,8 +683,7 @@
   function update() {
     timer = 0;
     if (badCells()) {
-      showError(new ApiError(0, 'invalid_number',
-        'A cell does not hold a number; fix the cell marked in red.', null));
+      showError(localError('a cell does not hold a number; fix the cell marked in red.'));
       $('status').textContent = 'Waiting for a valid number.';
       return;
     }
@@ -776,7 +784,7 @@
   function appendStep() {
     if (!session) return;
     var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
-    if (bad) { showError(new ApiError(0, 'invalid_number', 'A cell of the next token is not a number.', null)); return; }
+    if (bad) { showError(localError('a cell of the next token is not a number.')); return; }
     var id = encodeURIComponent(session.id);
     setBusy(true);
     api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
@@ -789,7 +797,7 @@
           session.length = Number($('kv-table').dataset.length);
           sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
             (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them.');
-          $('status').textContent = 'Decode step done: cache length ' + session.length +
+          $('sess-status').textContent = 'Decode step done: cache length ' + session.length +
             '; weights of the new query: ' + res.weights[0].map(fmt).join(', ') + '.';
           renderStepInputs();
           showError(null);
@@ -805,6 +813,7 @@
     $('sess-start').disabled = false;
     $('sess-end').disabled = true;
     $('step-box').disabled = true;
+    $('sess-status').textContent = 'Session ended.';
     api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
       sessionInfo('Session ' + id + ' deleted.');
     }, showError);
@@ -874,6 +883,10 @@
     document.body.dataset.updates = '0';
     update();
   }
+
+  /* what the looking-and-dragging views (teach.js) share */
+  window.attnd = { api: api, fmt: fmt, showError: showError, localError: localError,
+                   cellColour: cellColour };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

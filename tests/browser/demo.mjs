@@ -16,11 +16,8 @@ import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { arg, assert, close, finish, step } from './steps.mjs';
 
-function arg(name, dflt) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-}
 const PAGE = arg('page');
 const API = arg('api');
 const SHOTS = arg('shots', 'build/artifacts');
@@ -32,22 +29,6 @@ if (!PAGE || !API) {
   process.exit(2);
 }
 
-let passed = 0;
-let failed = 0;
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.message ? e.message.split('\n').slice(0, 6).join(' | ') : e}`);
-  }
-}
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-function close(a, b, tol, what) {
-  assert(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
-}
 
 const Q = [[1, 0]];
 const K = [[1, 0], [0, 1], [-1, 0]];
@@ -150,8 +131,7 @@ try {
     });
     await context.close();
     rmSync(profile, { recursive: true, force: true });
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exit(failed ? 1 : 0);
+    finish();
   }
 
   await step('page loads and shows the worked example', async () => {
@@ -391,5 +371,4 @@ try {
   rmSync(profile, { recursive: true, force: true });
 }
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

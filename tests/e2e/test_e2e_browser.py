@@ -10,6 +10,7 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
   must say so;
 - API key: an attnd with --api-key answers the page 401 until the learner
   types the key.
+tests/browser/teach.mjs drives the looking-and-dragging views (teach.js).
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -71,6 +72,16 @@ def test_demo_page_same_origin():
                        "--shots", ARTIFACTS, "--name", "demo")
     assert os.path.getsize(os.path.join(ARTIFACTS, "demo.png")) > 10000, out
     assert os.path.getsize(os.path.join(ARTIFACTS, "demo-375.png")) > 10000, out
+
+
+def test_teaching_views_look_and_drag():
+    """tests/browser/teach.mjs: dragging with real mouse events, the stepper,
+    the head view, quiet heads, a pasted 4-head 64-token request, axe-core,
+    screenshots at 1400 and 390 px (ARTIFACTS/teach-*.png)."""
+    with Attnd() as a:
+        out = run_node("teach.mjs", "--page", a.url + "/", "--api", a.url, "--shots", ARTIFACTS)
+    assert os.path.getsize(os.path.join(ARTIFACTS, "teach-1400.png")) > 10000, out
+    assert os.path.getsize(os.path.join(ARTIFACTS, "teach-390.png")) > 10000, out
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):

@@ -1,0 +1,571 @@
+/*
+ * server/web/teach.js — the looking-and-dragging views of the teaching page:
+ * the d_k = 2 plane (q, keys, b_Q, b_K as draggable arrows, weights as bars,
+ * the sentence with /v1/verify's numbers), the step-by-step stepper of one
+ * query row (built from the API's qk, scores, lse, weights and output), the
+ * quiet-heads and scale sliders, and a pasted model request drawn as a
+ * bertviz-style head view plus one heat map per head (canvas), with masks,
+ * entropy and mass per row. Every number drawn is attnd's: the page only
+ * draws what /v1/attention returns. Calls go through app.js (window.attnd).
+ */
+(function () {
+  'use strict';
+  var A = null;                       /* window.attnd, set in init */
+  function $(id) { return document.getElementById(id); }
+  var SVGNS = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, parent) {
+    var e = document.createElementNS(SVGNS, tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function f6(x) { return A.fmt(x); }
+  function f3(x) { return x === null || x === undefined ? 'masked' : Number(x).toFixed(3); }
+
+  /* ---- the plane ------------------------------------------------------ */
+  var geo = {
+    q: [1, 0], k: [[1, 0], [0, 1], [-1, 0]], bq: [0, 1], bk: [3, -2],
+    useBq: false, useBk: false, softmax: 'standard', scale: 1 / Math.sqrt(2), shift: 0,
+    res: null, ver: null, seq: 0, busy: false, again: false
+  };
+  var R = 4.5, SIZE = 360;            /* world [-R, R]^2 drawn in SIZE px */
+  function toPx(v) { return [SIZE / 2 + v[0] * SIZE / (2 * R), SIZE / 2 - v[1] * SIZE / (2 * R)]; }
+  function toWorld(px, py) {
+    return [(px - SIZE / 2) * 2 * R / SIZE, (SIZE / 2 - py) * 2 * R / SIZE];
+  }
+  function add(a, b) { return [a[0] + b[0], a[1] + b[1]]; }
+  function round2(v) { return [Math.round(v[0] * 100) / 100, Math.round(v[1] * 100) / 100]; }
+
+  var HANDLES = [
+    { id: 'q', label: 'query q', colour: '#1d4ed8' },
+    { id: 'k0', label: 'key k1', colour: '#166534' },
+    { id: 'k1', label: 'key k2', colour: '#166534' },
+    { id: 'k2', label: 'key k3', colour: '#166534' },
+    { id: 'bq', label: 'query bias b_Q', colour: '#7c2d12' },
+    { id: 'bk', label: 'key bias b_K', colour: '#6b21a8' }
+  ];
+  function getVec(id) {
+    if (id === 'q') return geo.q;
+    if (id === 'bq') return geo.bq;
+    if (id === 'bk') return geo.bk;
+    return geo.k[Number(id.slice(1))];
+  }
+  function setVec(id, v) {
+    v = round2([Math.max(-R, Math.min(R, v[0])), Math.max(-R, Math.min(R, v[1]))]);
+    if (id === 'q') geo.q = v;
+    else if (id === 'bq') geo.bq = v;
+    else if (id === 'bk') geo.bk = v;
+    else geo.k[Number(id.slice(1))] = v;
+  }
+  /* where a handle is drawn: b_K's arrow starts at k1's tip, b_Q's at q's */
+  function tipOf(id) {
+    if (id === 'bq') return add(geo.q, geo.bq);
+    if (id === 'bk') return add(geo.k[0], geo.bk);
+    return getVec(id);
+  }
+  function baseOf(id) {
+    if (id === 'bq') return geo.q;
+    if (id === 'bk') return geo.k[0];
+    return [0, 0];
+  }
+
+  function geoBody(extra) {
+    var body = {
+      q: [geo.q], k: geo.k, v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+      scale: geo.scale, softmax: geo.softmax,
+      return: ['qk', 'scores', 'weights', 'output', 'lse', 'stats'],
+      tokens: { q: ['q'], k: ['k1', 'k2', 'k3'] }
+    };
+    var bias = {};
+    if (geo.useBq) bias.q = geo.bq;
+    if (geo.useBk) bias.k = geo.bk;
+    if (bias.q || bias.k) body.bias = bias;
+    if (geo.shift) body.attn_bias = [[geo.shift, geo.shift, geo.shift]];
+    Object.keys(extra || {}).forEach(function (k) { body[k] = extra[k]; });
+    return body;
+  }
+
+  function drawPlane() {
+    var s = $('geo-svg');
+    while (s.firstChild) s.removeChild(s.firstChild);
+    svg('title', {}, s).textContent = 'The d_k = 2 plane: q, the keys and the biases as arrows';
+    var defs = svg('defs', {}, s);
+    HANDLES.forEach(function (h) {
+      var m = svg('marker', { id: 'tip-' + h.id, viewBox: '0 0 10 10', refX: 9, refY: 5,
+        markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, defs);
+      svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: h.colour }, m);
+    });
+    for (var g = -4; g <= 4; g++) {
+      var a = toPx([g, -R]), b = toPx([g, R]), c = toPx([-R, g]), d = toPx([R, g]);
+      var w = g === 0 ? 1.5 : 0.5;
+      svg('line', { x1: a[0], y1: a[1], x2: b[0], y2: b[1], stroke: '#9ca3af', 'stroke-width': w }, s);
+      svg('line', { x1: c[0], y1: c[1], x2: d[0], y2: d[1], stroke: '#9ca3af', 'stroke-width': w }, s);
+    }
+    /* the effective vectors the dot products see, dashed */
+    var qe = geo.useBq ? add(geo.q, geo.bq) : geo.q;
+    var o = toPx([0, 0]);
+    geo.k.forEach(function (k) {
+      if (!geo.useBk) return;
+      var e = toPx(add(k, geo.bk));
+      svg('line', { x1: o[0], y1: o[1], x2: e[0], y2: e[1], stroke: '#166534',
+        'stroke-dasharray': '4 3', 'stroke-width': 1.2 }, s);
+    });
+    if (geo.useBq) {
+      var eq = toPx(qe);
+      svg('line', { x1: o[0], y1: o[1], x2: eq[0], y2: eq[1], stroke: '#1d4ed8',
+        'stroke-dasharray': '4 3', 'stroke-width': 1.2 }, s);
+    }
+    HANDLES.forEach(function (h) {
+      var on = (h.id !== 'bq' || geo.useBq) && (h.id !== 'bk' || geo.useBk);
+      var p0 = toPx(baseOf(h.id)), p1 = toPx(tipOf(h.id));
+      svg('line', { x1: p0[0], y1: p0[1], x2: p1[0], y2: p1[1], stroke: h.colour,
+        'stroke-width': 2.5, 'marker-end': 'url(#tip-' + h.id + ')',
+        opacity: on ? 1 : 0.3 }, s);
+      var v = getVec(h.id);
+      /* labels sit apart: q below, k1 above, k2 right, k3 left, biases past their tips */
+      var off = { q: [6, 24], k0: [6, -14], k1: [14, -4], k2: [-14, -10], bq: [14, 4], bk: [14, 4] }[h.id];
+      var right = p1[0] + off[0] > SIZE - 90 || off[0] < 0;
+      var t = svg('text', { x: p1[0] + (right ? -Math.abs(off[0]) : off[0]), y: p1[1] + off[1],
+        fill: h.colour, 'font-size': 13, 'text-anchor': right ? 'end' : 'start',
+        'paint-order': 'stroke', stroke: '#fff', 'stroke-width': 3 }, s);
+      t.textContent = h.label.replace(/^(query|key) (bias )?/, '') + ' (' + v[0] + ', ' + v[1] + ')';
+      var c = svg('circle', { cx: p1[0], cy: p1[1], r: 11, fill: h.colour, 'fill-opacity': on ? 0.25 : 0.1,
+        stroke: h.colour, 'stroke-width': 1.5, tabindex: 0, role: 'slider',
+        'aria-label': h.label + ', drag or use the arrow keys',
+        'aria-valuetext': '(' + v[0] + ', ' + v[1] + ')' + (on ? '' : ', switched off'),
+        'aria-valuenow': v[0], 'aria-valuemin': -R, 'aria-valuemax': R,
+        class: 'handle', 'data-handle': h.id }, s);
+      c.addEventListener('pointerdown', startDrag);
+      c.addEventListener('keydown', keyMove);
+    });
+  }
+
+  var dragging = null;
+  function startDrag(e) {
+    dragging = e.target.getAttribute('data-handle');
+    e.target.setPointerCapture(e.pointerId);
+    e.target.addEventListener('pointermove', moveDrag);
+    e.target.addEventListener('pointerup', endDrag);
+    e.preventDefault();
+  }
+  function pointerWorld(e) {
+    var r = $('geo-svg').getBoundingClientRect();
+    return toWorld((e.clientX - r.left) * SIZE / r.width, (e.clientY - r.top) * SIZE / r.height);
+  }
+  function moveDrag(e) {
+    if (!dragging) return;
+    var w = pointerWorld(e), base = baseOf(dragging);
+    setVec(dragging, [w[0] - base[0], w[1] - base[1]]);
+    drawPlane();
+    var c = document.querySelector('[data-handle="' + dragging + '"]');
+    if (c) {                          /* keep the captured pointer on the redrawn handle */
+      c.setPointerCapture(e.pointerId);
+      c.addEventListener('pointermove', moveDrag);
+      c.addEventListener('pointerup', endDrag);
+    }
+    requestGeo();
+  }
+  function endDrag() {
+    dragging = null;
+    requestGeo();
+  }
+  function keyMove(e) {
+    var id = e.target.getAttribute('data-handle');
+    var step = e.shiftKey ? 0.5 : 0.1, d = null;
+    if (e.key === 'ArrowLeft') d = [-step, 0];
+    if (e.key === 'ArrowRight') d = [step, 0];
+    if (e.key === 'ArrowUp') d = [0, step];
+    if (e.key === 'ArrowDown') d = [0, -step];
+    if (!d) return;
+    e.preventDefault();
+    setVec(id, add(getVec(id), d));
+    drawPlane();
+    var c = document.querySelector('[data-handle="' + id + '"]');
+    if (c) c.focus();
+    requestGeo();
+  }
+
+  /* One request at a time; a change during it asks for one more. */
+  function requestGeo() {
+    if (geo.busy) { geo.again = true; return; }
+    geo.busy = true;
+    document.body.dataset.geoBusy = '1';
+    var body = geoBody();
+    var ver = { q: body.q, k: body.k, v: body.v, scale: geo.scale, softmax: geo.softmax,
+                bias: { q: geo.bq, k: geo.bk } };
+    Promise.all([A.api('POST', '/v1/attention', body),
+                 A.api('POST', '/v1/verify', ver).then(null, function () { return null; })])
+      .then(function (both) {
+        geo.res = both[0];
+        geo.ver = both[1];
+        geo.sent = body;
+        drawWeights();
+        drawSteps();
+        drawQuiet();
+      }, A.showError)
+      .then(function () {
+        geo.busy = false;
+        if (geo.again) { geo.again = false; requestGeo(); return; }
+        document.body.dataset.geoBusy = '0';
+        document.body.dataset.geoRounds = String(Number(document.body.dataset.geoRounds || 0) + 1);
+      });
+  }
+
+  function check(name) {
+    var c = geo.ver && geo.ver.checks;
+    for (var i = 0; c && i < c.length; i++) if (c[i].name === name) return c[i];
+    return null;
+  }
+
+  function drawWeights() {
+    var w = geo.res.weights[0], box = $('geo-bars');
+    box.textContent = '';
+    w.forEach(function (p, j) {
+      var row = document.createElement('div');
+      row.className = 'bar-row';
+      var lab = document.createElement('span');
+      lab.className = 'bar-label';
+      lab.textContent = 'k' + (j + 1);
+      var bar = document.createElement('span');
+      bar.className = 'bar';
+      bar.style.width = (100 * p).toFixed(2) + '%';
+      bar.setAttribute('aria-hidden', 'true');
+      var num = document.createElement('span');
+      num.className = 'bar-num';
+      num.textContent = f6(p);
+      num.dataset.weight = String(p);
+      row.appendChild(lab);
+      row.appendChild(bar);
+      row.appendChild(num);
+      box.appendChild(row);
+    });
+    var st = geo.res.stats;
+    $('geo-stats').textContent = 'Row entropy ' + f6(st.entropy[0]) + ' nats, mass Σp = ' +
+      f6(st.mass[0]) + ', largest weight on k' + (st.argmax[0] + 1) + '.';
+    $('geo-why').textContent = whySentence();
+    var half = geo.ver && geo.ver.checks && geo.ver.checks.filter(function (c) {
+      return /float16|fp16|half/.test(c.name);
+    })[0];
+    $('geo-half').hidden = !half;
+    if (half) {
+      $('geo-half').textContent = 'Check ' + half.id + ' (' + half.name + '): ' + half.claim +
+        ' ' + (half.passed ? 'Holds' : 'Fails') + ': max |Δ| = ' + half.max_abs_diff + '.';
+    }
+  }
+
+  /* why the weights moved or did not, in one sentence with verify's numbers */
+  function whySentence() {
+    var c2 = check('k_bias_row_constant'), c3 = check('k_bias_weights_unchanged');
+    var c4 = check('q_bias_relative_scores');
+    var shift = geo.scale * (geo.q[0] * geo.bk[0] + geo.q[1] * geo.bk[1]);
+    if (geo.useBk && !geo.useBq) {
+      if (geo.softmax === 'standard')
+        return 'b_K adds the same ' + f6(shift) + ' (scale·q·b_K) to every score of the row, ' +
+          'and softmax cancels a common shift: the weights stay put (/v1/verify check ' +
+          (c3 ? c3.id : 3) + ': max |Δp| = ' + (c3 ? c3.max_abs_diff : '?') + ', row constant ' +
+          (c2 && c2.data.row_constant ? f6([].concat(c2.data.row_constant)[0]) : f6(shift)) + ').';
+      return 'b_K still adds one constant ' + f6(shift) + ' per row, but softmax1\'s extra 1 ' +
+        'does not shift with it, so the weights change (check 10 softmax1_not_shift_invariant).';
+    }
+    if (geo.useBq) {
+      var dc = c4 && c4.data.difference_change ? [].concat(c4.data.difference_change) : null;
+      return 'b_Q adds scale·b_Q·k_j, a different amount for each key, so the relative scores ' +
+        'and the weights change (/v1/verify check ' + (c4 ? c4.id : 4) + ': the k1−k2 score ' +
+        'difference moves by ' + (dc ? f6(Number([].concat(dc[0])[0])) : '?') + ', as scale·b_Q·(k1−k2) predicts).';
+    }
+    return 'No bias: the weights are softmax(scale·q·k_j). Switch b_K on and drag it — the ' +
+      'weights do not move; drag b_Q — they do.';
+  }
+
+  /* ---- step by step ---------------------------------------------------- */
+  var stage = 0;
+  var STAGES = ['qk', 'scaled', 'softcap', 'bias', 'mask', 'softmax', 'weights', 'output'];
+  function stageRows() {
+    var r = geo.res, m = r.meta, qk = r.qk[0], s = r.scores[0];
+    var scaled = qk.map(function (x) { return x * m.scale; });
+    var extra = m.softmax === 'softmax1' ? '1 + ' : m.softmax === 'sink' ? 'e^sink + ' : '';
+    return [
+      { id: 'qk', title: '1. q·k', formula: 'q_i·k_j after the biases (and RoPE)', vals: qk },
+      { id: 'scaled', title: '2. × scale', formula: '× ' + f6(m.scale) + ' (1/√d_k unless set)', vals: scaled },
+      { id: 'softcap', title: '3. softcap', formula: m.softcap ? 'c·tanh(s/c), c = ' + m.softcap : 'off: unchanged', vals: scaled },
+      { id: 'bias', title: '4. + attention bias / ALiBi', formula: 's_ij = step 3 + attn_bias_ij − slope·|i−j|', vals: s },
+      { id: 'mask', title: '5. mask', formula: 'keys not allowed become −∞ (shown as "masked")', vals: s },
+      { id: 'softmax', title: '6. softmax denominator', formula: 'D = ' + extra + 'Σ_j e^s_j = e^lse',
+        vals: [Math.exp(r.lse[0])], note: 'lse = ' + f6(r.lse[0]) },
+      { id: 'weights', title: '7. weights', formula: 'p_j = e^s_j / D', vals: r.weights[0] },
+      { id: 'output', title: '8. output', formula: 'Σ_j p_j v_j (v = one-hot rows)', vals: r.output[0] }
+    ];
+  }
+  function drawSteps() {
+    var box = $('steps-rows');
+    box.textContent = '';
+    stageRows().forEach(function (st, i) {
+      var row = document.createElement('div');
+      row.className = 'stage' + (i === stage ? ' current' : '') + (i > stage ? ' later' : '');
+      row.dataset.stage = st.id;
+      if (i === stage) row.setAttribute('aria-current', 'step');
+      var h = document.createElement('span');
+      h.className = 'stage-title';
+      h.textContent = st.title;
+      var f = document.createElement('span');
+      f.className = 'stage-formula';
+      f.textContent = st.formula + (st.note ? ' (' + st.note + ')' : '');
+      var v = document.createElement('span');
+      v.className = 'stage-vals';
+      st.vals.forEach(function (x) {
+        var c = document.createElement('span');
+        c.className = 'num';
+        c.textContent = i > stage ? '…' : f6(x);
+        c.dataset.value = x === null ? 'null' : String(x);
+        v.appendChild(c);
+      });
+      row.appendChild(h);
+      row.appendChild(f);
+      row.appendChild(v);
+      box.appendChild(row);
+    });
+    $('steps-now').textContent = 'Stage ' + (stage + 1) + ' of ' + STAGES.length + ': ' +
+      stageRows()[stage].title.replace(/^\d+\. /, '') + '.';
+    $('step-prev').disabled = stage === 0;
+    $('step-next').disabled = stage === STAGES.length - 1;
+  }
+
+  /* ---- quiet heads ---------------------------------------------------- */
+  function drawQuiet() {
+    var body = geoBody({ return: ['stats'], softmax: 'softmax1' });
+    var body0 = geoBody({ return: ['stats'], softmax: 'standard' });
+    Promise.all([A.api('POST', '/v1/attention', body), A.api('POST', '/v1/attention', body0)])
+      .then(function (both) {
+        var m1 = both[0].stats.mass[0], m0 = both[1].stats.mass[0];
+        $('quiet-mass1').textContent = f6(m1);
+        $('quiet-mass1').dataset.mass = String(m1);
+        $('quiet-mass0').textContent = f6(m0);
+        $('quiet-mass0').dataset.mass = String(m0);
+        $('quiet-bar1').style.width = (100 * m1).toFixed(1) + '%';
+        $('quiet-bar0').style.width = (100 * m0).toFixed(1) + '%';
+        document.body.dataset.quietRounds = String(Number(document.body.dataset.quietRounds || 0) + 1);
+      }, A.showError);
+  }
+
+  /* ---- pasted model requests ------------------------------------------ */
+  var EXAMPLE_TOKENS = ['The', 'cat', 'sat', 'on', 'the', 'mat'];
+  function exampleRequest() {
+    var h = 2, L = EXAMPLE_TOKENS.length, d = 4, q = [], k = [], v = [];
+    function val(a, b, c) { return Math.round(Math.sin(1.7 * a + 2.3 * b + 0.9 * c) * 100) / 100; }
+    for (var hh = 0; hh < h; hh++) {
+      q.push([]); k.push([]); v.push([]);
+      for (var i = 0; i < L; i++) {
+        q[hh].push([]); k[hh].push([]); v[hh].push([]);
+        for (var c = 0; c < d; c++) {
+          q[hh][i].push(val(hh, i, c));
+          k[hh][i].push(val(hh + 3, i, c + 1));
+          v[hh][i].push(val(hh + 5, i, c + 2));
+        }
+      }
+    }
+    return { q: q, k: k, v: v, causal: true, tokens: { q: EXAMPLE_TOKENS, k: EXAMPLE_TOKENS } };
+  }
+
+  var model = { res: null, head: 0, hover: -1 };
+  function drawModel() {
+    var text = $('paste').value, req;
+    try { req = JSON.parse(text); } catch (e) {
+      A.showError(A.localError('the pasted text is not JSON: ' + e.message));
+      return;
+    }
+    var heads = Array.isArray(req.q) && Array.isArray(req.q[0]) && Array.isArray(req.q[0][0])
+      ? req.q.length : 1;
+    var L = Array.isArray(req.k) ? (heads > 1 || Array.isArray(req.k[0][0]) ? req.k[0].length : req.k.length) : 0;
+    if (heads > 8 || L > 256) {
+      A.showError(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
+        heads + ' heads, ' + L + ' tokens).'));
+      return;
+    }
+    req.return = ['scores', 'weights', 'stats'];
+    $('model-status').textContent = 'Computing…';
+    A.api('POST', '/v1/attention', req).then(function (res) {
+      model.res = res;
+      model.req = req;
+      model.head = Math.min(model.head, res.meta.heads - 1);
+      A.showError(null);
+      renderModel();
+      document.body.dataset.modelRounds = String(Number(document.body.dataset.modelRounds || 0) + 1);
+    }, function (e) { $('model-status').textContent = 'Not drawn.'; A.showError(e); });
+  }
+
+  /* weights/scores of head h as [n][L] whatever the rank */
+  function perHead(m, h) { return model.res.meta.heads > 1 || Array.isArray(m[0][0]) ? m[h] : m; }
+  function labelsOf(side, count) {
+    var t = model.res.meta.tokens && model.res.meta.tokens[side];
+    var out = [];
+    for (var i = 0; i < count; i++) out.push(t ? t[i] : (side === 'q' ? 'q' : 'k') + i);
+    return out;
+  }
+
+  function renderModel() {
+    var res = model.res, H = res.meta.heads, n = res.meta.n, L = res.meta.L;
+    var sel = $('model-head');
+    sel.textContent = '';
+    for (var h = 0; h < H; h++) {
+      var o = document.createElement('option');
+      o.value = String(h);
+      o.textContent = 'head ' + h;
+      sel.appendChild(o);
+    }
+    sel.value = String(model.head);
+    var masks = [];
+    if (model.req.causal) masks.push('causal');
+    if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + model.req.window.sinks + ' sinks' : ''));
+    if (model.req.segments) masks.push('segments');
+    if (model.req.mask) masks.push('mask');
+    $('model-status').textContent = H + ' head' + (H > 1 ? 's' : '') + ', ' + n + ' queries × ' +
+      L + ' keys' + (masks.length ? '; masks drawn hatched: ' + masks.join(', ') : '') + '.';
+    drawHeadView();
+    drawHeatGrid();
+    drawRowStats();
+  }
+
+  function drawHeadView() {
+    var res = model.res, n = res.meta.n, L = res.meta.L, w = perHead(res.weights, model.head);
+    var qs = labelsOf('q', n), ks = labelsOf('k', L);
+    var rowH = Math.max(4, Math.min(20, 640 / Math.max(n, L))), H = Math.max(n, L) * rowH + 10;
+    var s = $('head-view');
+    while (s.firstChild) s.removeChild(s.firstChild);
+    s.setAttribute('viewBox', '0 0 320 ' + H);
+    s.setAttribute('height', String(H));
+    svg('title', {}, s).textContent = 'Head ' + model.head + ': lines from each query token to each key token, opacity = weight';
+    var lines = svg('g', { class: 'lines' }, s);
+    for (var i = 0; i < n; i++) {
+      for (var j = 0; j < L; j++) {
+        var p = w[i][j];
+        if (!p) continue;
+        var hidden = model.hover >= 0 && model.hover !== i;
+        svg('line', { x1: 100, y1: 5 + (i + 0.5) * rowH, x2: 220, y2: 5 + (j + 0.5) * rowH,
+          stroke: '#1d4ed8', 'stroke-width': 2, 'stroke-opacity': hidden ? 0 : p,
+          'data-i': i, 'data-j': j, 'data-weight': p }, lines);
+      }
+    }
+    var fs = Math.min(13, rowH * 0.8);
+    qs.forEach(function (t, i) {
+      var tx = svg('text', { x: 96, y: 5 + (i + 0.5) * rowH + fs / 3, 'text-anchor': 'end',
+        'font-size': fs, tabindex: 0, class: 'tok', 'data-i': i, role: 'button',
+        'aria-label': 'query token ' + i + ' "' + t + '": show only its lines' }, s);
+      tx.textContent = t;
+      tx.addEventListener('mouseenter', function () { isolate(i); });
+      tx.addEventListener('focus', function () { isolate(i); });
+      tx.addEventListener('mouseleave', function () { isolate(-1); });
+      tx.addEventListener('blur', function () { isolate(-1); });
+      tx.addEventListener('keydown', function (e) { if (e.key === 'Escape') isolate(-1); });
+    });
+    ks.forEach(function (t, j) {
+      var tx = svg('text', { x: 224, y: 5 + (j + 0.5) * rowH + fs / 3, 'font-size': fs }, s);
+      tx.textContent = t;
+    });
+  }
+  /* only query token i's lines (i < 0: every line), without a redraw */
+  function isolate(i) {
+    model.hover = i;
+    Array.prototype.forEach.call(document.querySelectorAll('#head-view line'), function (l) {
+      var mine = i < 0 || Number(l.getAttribute('data-i')) === i;
+      l.setAttribute('stroke-opacity', mine ? l.getAttribute('data-weight') : 0);
+    });
+    Array.prototype.forEach.call(document.querySelectorAll('#head-view text.tok'), function (t) {
+      t.setAttribute('font-weight', Number(t.getAttribute('data-i')) === i ? 'bold' : 'normal');
+    });
+  }
+
+  /* one small heat map per head on canvas (thousands of cells, no DOM) */
+  function drawHeatGrid() {
+    var res = model.res, H = res.meta.heads, n = res.meta.n, L = res.meta.L;
+    var box = $('heat-grid');
+    box.textContent = '';
+    var cell = Math.max(1, Math.min(12, Math.floor(160 / Math.max(n, L))));
+    for (var h = 0; h < H; h++) {
+      var fig = document.createElement('figure');
+      var cv = document.createElement('canvas');
+      cv.width = L * cell;
+      cv.height = n * cell;
+      cv.setAttribute('role', 'img');
+      var w = perHead(res.weights, h), s = perHead(res.scores, h), st = res.stats;
+      var meanH = 0;
+      for (var i0 = 0; i0 < n; i0++) meanH += Number(perHead(st.entropy, h)[i0]) / n;
+      cv.setAttribute('aria-label', 'Head ' + h + ' weights, ' + n + ' by ' + L +
+        '; mean row entropy ' + meanH.toFixed(3) + ' nats');
+      var g = cv.getContext('2d');
+      for (var i = 0; i < n; i++) {
+        for (var j = 0; j < L; j++) {
+          var x = j * cell, y = i * cell;
+          if (s[i][j] === null) {          /* masked: grey, hatched */
+            g.fillStyle = '#e5e7eb';
+            g.fillRect(x, y, cell, cell);
+            if (cell >= 4) {
+              g.strokeStyle = '#9ca3af';
+              g.beginPath(); g.moveTo(x, y + cell); g.lineTo(x + cell, y); g.stroke();
+            }
+            continue;
+          }
+          g.fillStyle = A.cellColour(w[i][j], 'weights', 1).bg;
+          g.fillRect(x, y, cell, cell);
+        }
+      }
+      cv.dataset.head = String(h);
+      var cap = document.createElement('figcaption');
+      cap.textContent = 'head ' + h;
+      fig.appendChild(cv);
+      fig.appendChild(cap);
+      box.appendChild(fig);
+    }
+  }
+
+  function drawRowStats() {
+    var res = model.res, st = res.stats, h = model.head, n = res.meta.n;
+    var ent = perHead(st.entropy, h), mass = perHead(st.mass, h), am = perHead(st.argmax, h);
+    var qs = labelsOf('q', n), ks = labelsOf('k', res.meta.L);
+    var tb = $('row-stats');
+    tb.textContent = '';
+    for (var i = 0; i < n; i++) {
+      var tr = document.createElement('tr');
+      [qs[i], f3(ent[i]), f3(mass[i]), am[i] === null ? '—' : ks[am[i]]].forEach(function (t, c) {
+        var td = document.createElement(c ? 'td' : 'th');
+        if (!c) td.scope = 'row';
+        td.textContent = t;
+        tr.appendChild(td);
+      });
+      tb.appendChild(tr);
+    }
+  }
+
+  /* ---- wiring ---------------------------------------------------------- */
+  function init() {
+    A = window.attnd;
+    if (!A || !$('geo-svg')) return;
+    $('geo-use-bq').addEventListener('change', function (e) { geo.useBq = e.target.checked; drawPlane(); requestGeo(); });
+    $('geo-use-bk').addEventListener('change', function (e) { geo.useBk = e.target.checked; drawPlane(); requestGeo(); });
+    $('geo-softmax').addEventListener('change', function (e) { geo.softmax = e.target.value; requestGeo(); });
+    $('geo-scale').addEventListener('input', function (e) {
+      geo.scale = Number(e.target.value);
+      $('geo-scale-out').textContent = geo.scale.toFixed(2);
+      requestGeo();
+    });
+    $('quiet').addEventListener('input', function (e) {
+      geo.shift = Number(e.target.value);
+      $('quiet-out').textContent = geo.shift.toFixed(1);
+      requestGeo();
+    });
+    $('step-prev').addEventListener('click', function () { if (stage > 0) { stage--; drawSteps(); } });
+    $('step-next').addEventListener('click', function () { if (stage < STAGES.length - 1) { stage++; drawSteps(); } });
+    $('paste').value = JSON.stringify(exampleRequest());
+    $('paste-draw').addEventListener('click', drawModel);
+    $('model-head').addEventListener('change', function (e) {
+      model.head = Number(e.target.value);
+      model.hover = -1;
+      drawHeadView();
+      drawRowStats();
+    });
+    drawPlane();
+    requestGeo();
+    drawModel();
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+})();

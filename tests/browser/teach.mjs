@@ -1,0 +1,261 @@
+// tests/browser/teach.mjs — the looking-and-dragging views in real headless
+// Chromium (server/web/teach.js).
+//
+//   node teach.mjs --page URL --api URL --shots DIR
+//
+// Drags a key and b_K with real mouse events and checks the drawn weights
+// equal attnd's numbers for the dragged vectors (and that b_K leaves them
+// where they were); drags b_Q and checks they change; moves a handle with
+// the arrow keys; steps through the stages and compares each row with the
+// API's qk, scores, lse, weights and output; checks the head view's line
+// opacities equal the weights; drives softmax1's mass below 0.01 with the
+// quiet-heads slider (standard stays 1); renders a pasted 4-head 64-token
+// request (canvas maps); runs axe-core (no serious or critical violation);
+// no console errors; screenshots at 1400 px and 390 px into DIR.
+// Ends with "N passed, N failed".
+import { mkdirSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { arg, assert, close, finish, step } from './steps.mjs';
+
+const PAGE = arg('page');
+const API = arg('api');
+const SHOTS = arg('shots', 'build/artifacts');
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+async function apiPost(path, body) {
+  const r = await fetch(API + path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) });
+  return r.json();
+}
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox'] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+const errors = [];
+page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+page.on('pageerror', (e) => errors.push(String(e)));
+
+/* wait until the plane's request rounds settle past `after` */
+async function settled(after) {
+  await page.waitForFunction((n) => Number(document.body.dataset.geoRounds || 0) > n &&
+    document.body.dataset.geoBusy === '0', after, { timeout: 10000 });
+  await page.waitForTimeout(50);
+}
+const rounds = () => page.evaluate(() => Number(document.body.dataset.geoRounds || 0));
+const drawn = () => page.$$eval('#geo-bars .bar-num', (e) => e.map((x) => Number(x.dataset.weight)));
+/* the vector a handle shows, from its aria-valuetext "(x, y)" */
+async function vec(id) {
+  const t = await page.getAttribute(`[data-handle="${id}"]`, 'aria-valuetext');
+  const m = /\(([-\d.]+), ([-\d.]+)\)/.exec(t);
+  return [Number(m[1]), Number(m[2])];
+}
+async function dragBy(id, dx, dy) {
+  const box = await page.locator(`[data-handle="${id}"]`).boundingBox();
+  const x = box.x + box.width / 2, y = box.y + box.height / 2;
+  const before = await rounds();
+  await page.mouse.move(x, y);
+  await page.mouse.down();
+  for (let i = 1; i <= 5; i++) await page.mouse.move(x + dx * i / 5, y + dy * i / 5);
+  await page.mouse.up();
+  await settled(before);
+}
+/* attnd's weights for the vectors the page shows now */
+async function apiWeights(useBq, useBk) {
+  const body = { q: [await vec('q')], k: [await vec('k0'), await vec('k1'), await vec('k2')],
+    v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], scale: 1 / Math.sqrt(2), return: ['weights'] };
+  const bias = {};
+  if (useBq) bias.q = await vec('bq');
+  if (useBk) bias.k = await vec('bk');
+  if (useBq || useBk) body.bias = bias;
+  return (await apiPost('/v1/attention', body)).weights[0];
+}
+
+await page.goto(PAGE);
+await settled(0);
+
+await step('the plane opens on the seed example: weights 0.575975, 0.283995, 0.140029', async () => {
+  const w = await drawn();
+  close(w[0], 0.575975, 5e-7, 'w1');
+  close(w[1], 0.283995, 5e-7, 'w2');
+  close(w[2], 0.140029, 5e-7, 'w3');
+});
+
+await step('dragging a key (real mouse events) redraws attnd\'s weights for it', async () => {
+  const k2 = await vec('k1');
+  await dragBy('k1', 40, -30);
+  const k2b = await vec('k1');
+  assert(k2b[0] !== k2[0] || k2b[1] !== k2[1], `k2 did not move: ${k2} -> ${k2b}`);
+  const w = await drawn(), want = await apiWeights(false, false);
+  want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j}`));
+});
+
+let before;
+await step('dragging b_K moves every key by the same vector and the weights stay put', async () => {
+  const r0 = await rounds();
+  await page.check('#geo-use-bk');
+  await settled(r0);
+  before = await drawn();
+  const bk = await vec('bk');
+  await dragBy('bk', -50, 35);
+  const bk2 = await vec('bk');
+  assert(bk2[0] !== bk[0], `b_K did not move: ${bk} -> ${bk2}`);
+  const w = await drawn(), want = await apiWeights(false, true);
+  want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API`));
+  before.forEach((x, j) => close(w[j], x, 1e-12, `weight ${j} moved`));
+  const why = await page.textContent('#geo-why');
+  assert(/stay put/.test(why) && /check 3/.test(why), `sentence: ${why}`);
+});
+
+await step('dragging b_Q changes the weights (and the sentence says why)', async () => {
+  const r0 = await rounds();
+  await page.check('#geo-use-bq');
+  await settled(r0);
+  const w0 = await drawn();
+  await dragBy('bq', 45, 40);
+  const w = await drawn(), want = await apiWeights(true, true);
+  want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API`));
+  assert(w.some((x, j) => Math.abs(x - w0[j]) > 1e-3), `weights did not change: ${w0} -> ${w}`);
+  assert(/b_Q adds/.test(await page.textContent('#geo-why')), 'no b_Q sentence');
+});
+
+await step('arrow keys move a focused handle (keyboard), weights follow', async () => {
+  const q0 = await vec('q');
+  await page.focus('[data-handle="q"]');
+  const r0 = await rounds();
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('ArrowUp');
+  await settled(r0);
+  const q1 = await vec('q');
+  close(q1[1], q0[1] + 0.2, 1e-9, 'q moved by two steps');
+  const w = await drawn(), want = await apiWeights(true, true);
+  want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API`));
+  const label = await page.getAttribute('[data-handle="q"]', 'aria-label');
+  assert(label && label.includes('arrow keys'), 'handle has no label');
+});
+
+await step('the stepper walks q·k → scale → softcap → bias → mask → softmax → weights → output, each row equal to the API', async () => {
+  const body = await page.evaluate(() => null);
+  void body;
+  const q = await vec('q'), bq = await vec('bq'), bk = await vec('bk');
+  const ks = [await vec('k0'), await vec('k1'), await vec('k2')];
+  const res = await apiPost('/v1/attention', { q: [q], k: ks, v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+    scale: 1 / Math.sqrt(2), bias: { q: bq, k: bk }, return: ['qk', 'scores', 'weights', 'output', 'lse'] });
+  const expect = {
+    qk: res.qk[0], scaled: res.qk[0].map((x) => x * res.meta.scale), softcap: res.qk[0].map((x) => x * res.meta.scale),
+    bias: res.scores[0], mask: res.scores[0], softmax: [Math.exp(res.lse[0])], weights: res.weights[0],
+    output: res.output[0],
+  };
+  const ids = Object.keys(expect);
+  for (let i = 0; i < ids.length; i++) {
+    const cur = await page.getAttribute('.stage[aria-current="step"]', 'data-stage');
+    assert(cur === ids[i], `stage ${i} is ${cur}, expected ${ids[i]}`);
+    const vals = await page.$$eval(`.stage[data-stage="${ids[i]}"] .num`, (e) => e.map((x) => Number(x.dataset.value)));
+    expect[ids[i]].forEach((x, j) => close(vals[j], x, 1e-12 * (1 + Math.abs(x)), `${ids[i]}[${j}]`));
+    if (i < ids.length - 1) await page.click('#step-next');
+  }
+  assert(await page.isDisabled('#step-next'), 'next stays enabled at the last stage');
+  assert((await page.textContent('#steps-now')).includes('8 of 8'), 'stage not announced');
+});
+
+await step('quiet heads: shifting the scores drives softmax1\'s mass below 0.01, standard stays 1', async () => {
+  const q0 = await page.evaluate(() => Number(document.body.dataset.quietRounds || 0));
+  await page.fill('#quiet', '-12');
+  await page.waitForFunction((n) => Number(document.body.dataset.quietRounds || 0) > n &&
+    document.body.dataset.geoBusy === '0', q0, { timeout: 10000 });
+  await page.waitForTimeout(300);
+  const m1 = Number(await page.getAttribute('#quiet-mass1', 'data-mass'));
+  const m0 = Number(await page.getAttribute('#quiet-mass0', 'data-mass'));
+  assert(m1 < 0.01, `softmax1 mass ${m1}`);
+  close(m0, 1, 0, 'standard mass');
+  await page.fill('#quiet', '0');
+  await settled(await rounds() - 1);
+});
+
+await step('the default pasted request draws a head view whose line opacities equal the weights', async () => {
+  await page.waitForFunction(() => Number(document.body.dataset.modelRounds || 0) > 0, null, { timeout: 10000 });
+  const req = JSON.parse(await page.inputValue('#paste'));
+  req.return = ['weights'];
+  const res = await apiPost('/v1/attention', req);
+  const lines = await page.$$eval('#head-view line', (e) => e.map((l) => [Number(l.dataset.i),
+    Number(l.dataset.j), Number(l.getAttribute('stroke-opacity'))]));
+  assert(lines.length > 10, `only ${lines.length} lines`);
+  for (const [i, j, o] of lines) close(o, res.weights[0][i][j], 1e-15, `line ${i}-${j}`);
+  const toks = await page.$$eval('#head-view text.tok', (e) => e.map((t) => t.textContent));
+  assert(toks[1] === 'cat', `tokens ${toks}`);
+  await page.hover('#head-view text.tok[data-i="3"]');
+  const shown = await page.$$eval('#head-view line', (e) => e.filter((l) => Number(l.getAttribute('stroke-opacity')) > 0)
+    .map((l) => Number(l.dataset.i)));
+  assert(shown.length > 0 && shown.every((i) => i === 3), `hover shows rows ${[...new Set(shown)]}`);
+  const masked = await page.textContent('#model-status');
+  assert(/causal/.test(masked), `masks not named: ${masked}`);
+});
+
+await step('a pasted 4-head 64-token request renders (canvas maps, entropy and mass per row)', async () => {
+  const H = 4, L = 64, d = 8;
+  const t = (a, b, c) => Math.round(Math.sin(a * 1.3 + b * 0.7 + c * 2.1) * 1000) / 1000;
+  const m = (s) => Array.from({ length: H }, (_, h) => Array.from({ length: L }, (_, i) =>
+    Array.from({ length: d }, (_, c) => t(h + s, i, c))));
+  const req = { q: m(0), k: m(5), v: m(9), causal: true, window: undefined,
+    tokens: { q: Array.from({ length: L }, (_, i) => `t${i}`), k: Array.from({ length: L }, (_, i) => `t${i}`) } };
+  const r0 = await page.evaluate(() => Number(document.body.dataset.modelRounds || 0));
+  await page.fill('#paste', JSON.stringify(req));
+  await page.click('#paste-draw');
+  await page.waitForFunction((n) => Number(document.body.dataset.modelRounds || 0) > n, r0, { timeout: 15000 });
+  assert(await page.$$eval('#heat-grid canvas', (e) => e.length) === H, 'not 4 maps');
+  assert(await page.$$eval('#row-stats tr', (e) => e.length) === L, 'not 64 rows of stats');
+  assert(await page.$$eval('#model td, #model th', (e) => e.length) < 400, 'maps built from DOM cells');
+  const res = await apiPost('/v1/attention', { ...req, return: ['stats'] });
+  const ent = await page.$$eval('#row-stats tr', (e) => e.map((r) => Number(r.children[1].textContent)));
+  ent.forEach((x, i) => close(x, res.stats.entropy[0][i], 6e-4, `entropy row ${i}`));
+});
+
+await step('typing mistakes are not blamed on attnd', async () => {
+  await page.fill('#paste', '{"q": [[1,0]');
+  await page.click('#paste-draw');
+  const t = await page.textContent('#error');
+  assert(/^Not sent/.test(t) && !/attnd answered/.test(t), `error: ${t}`);
+});
+
+await step('a decode step and ending the session leave the results headline alone', async () => {
+  const head = await page.textContent('#status');
+  await page.click('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+  await page.click('#step');
+  await page.waitForFunction(() => /Decode step done/.test(document.getElementById('sess-status').textContent),
+    null, { timeout: 10000 });
+  assert(!/Decode step/.test(await page.textContent('#status')), 'results headline took the decode news');
+  await page.click('#sess-end');
+  await page.waitForFunction(() => /ended/.test(document.getElementById('sess-status').textContent));
+  const after = await page.textContent('#status');
+  assert(!/Decode step/.test(after) && after === head, `headline after ending: ${after}`);
+});
+
+await step('axe-core: no serious or critical violation', async () => {
+  await page.addScriptTag({ path: join(HERE, 'node_modules', 'axe-core', 'axe.min.js') });
+  const r = await page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+  const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert(bad.length === 0, bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target).join(' ')}`).join('; '));
+});
+
+mkdirSync(SHOTS, { recursive: true });
+await step('screenshots at 1400 px and 390 px', async () => {
+  await page.fill('#paste', await page.evaluate(() => '')); // restore the default example below
+  await page.reload();
+  await settled(0);
+  await page.waitForFunction(() => Number(document.body.dataset.modelRounds || 0) > 0);
+  await page.screenshot({ path: join(SHOTS, 'teach-1400.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForTimeout(200);
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert(wide <= 392, `the page is ${wide} px wide at 390`);
+  await page.screenshot({ path: join(SHOTS, 'teach-390.png'), fullPage: true });
+});
+
+await step('no console errors', async () => {
+  assert(errors.length === 0, errors.join(' | '));
+});
+
+await browser.close();
+finish();
