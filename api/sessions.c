@@ -74,14 +74,16 @@ static json_t *session_json(const struct sess_spec *sp,
     /* milliseconds are plenty, and keep the text short */
     double expires = info->expires_in_s >= 0
                          ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, "
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, "
                      "s:f, s:f, s:f}",
                      "id", info->id, "length", (json_int_t)info->length,
                      "heads", (json_int_t)sp->shape.h,
                      "kv_heads", (json_int_t)sp->shape.h_kv,
                      "d_k", (json_int_t)sp->shape.d_k,
                      "d_v", (json_int_t)sp->shape.d_v,
-                     "dtype", attn_dtype_name(sp->params.dtype),
+                     "dtype", sp->half ? api_half_name((enum api_half)sp->half)
+                                       : attn_dtype_name(sp->params.dtype),
+                     "kv_dtype", kv_store_name(sp->kv_store, sp->params.dtype),
                      "softmax", api_softmax_name(sp->params.softmax),
                      "bytes", (json_int_t)info->bytes,
                      "max_tokens", max_tokens,
@@ -124,6 +126,7 @@ static struct sess *acquire(struct api_call *c, const char *id)
         api_fail(c, API_ERR_SESSION_NOT_FOUND, NULL, NULL);
         return NULL;
     }
+    c->half = (enum api_half)sess_spec(s)->half;    /* rows and results in its dtype */
     return s;
 }
 
@@ -218,7 +221,7 @@ static bool read_expected(struct api_call *c, const json_t *body,
 
 static const char *const create_fields[] = {
     "d_k", "d_v", "heads", "kv_heads", "dtype", "softmax", "sink_logit",
-    "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", NULL};
+    "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", "kv_dtype", NULL};
 
 /* Everything a create request owns while it is being read. */
 struct create_req {
@@ -268,6 +271,38 @@ static bool read_ttl(struct api_call *c, const json_t *body, double *ttl)
     return true;
 }
 
+/* kv_dtype: how the cache stores rows; default the session's dtype. A
+ * float64 session keeps float64 rows. */
+static bool read_kv_dtype(struct api_call *c, const json_t *v, const struct sess_spec *sp,
+                          enum kv_store *out)
+{
+    static const char *const names[] = {"float32", "float16", "bfloat16", "int8", NULL};
+    const char *s = json_string_value(v);
+    int i;
+
+    *out = sp->half == API_HALF_F16 ? KV_STORE_F16
+           : sp->half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
+    if (!v)
+        return true;
+    if (sp->params.dtype == ATTN_F64) {
+        if (s && strcmp(s, "float64") == 0)
+            return true;
+        api_fail(c, API_ERR_INVALID_FIELD, "/kv_dtype",
+                 "a float64 session keeps a float64 cache: expected \"float64\"");
+        return false;
+    }
+    for (i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            break;
+    if (!s || !names[i]) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/kv_dtype",
+                 "expected \"float32\", \"float16\", \"bfloat16\" or \"int8\"");
+        return false;
+    }
+    *out = (enum kv_store)i;    /* names[] follows enum kv_store for float32 caches */
+    return true;
+}
+
 static bool read_create(struct api_call *c, const json_t *body,
                         struct create_req *cr)
 {
@@ -277,7 +312,7 @@ static bool read_create(struct api_call *c, const json_t *body,
     size_t tok_max = c->ctx->cfg.max_tokens ? c->ctx->cfg.max_tokens : SIZE_MAX;
     bool given;
     if (!api_check_fields(c, body, "", create_fields) ||
-        !api_read_dtype(c, member(body, "dtype"), "/dtype", &p->dtype) ||
+        !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &p->dtype, &c->half) ||
         !read_dims(c, body, &sp->shape) ||
         !api_read_softmax(c, body, "", &p->softmax, &p->sink_logit) ||
         !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
@@ -290,6 +325,9 @@ static bool read_create(struct api_call *c, const json_t *body,
         !read_int(c, body, "max_tokens", false, 1, tok_max,
                   c->ctx->cfg.max_tokens, &sp->max_tokens) ||
         !read_ttl(c, body, &sp->ttl_s))
+        return false;
+    sp->half = c->half;
+    if (!read_kv_dtype(c, member(body, "kv_dtype"), sp, &sp->kv_store))
         return false;
     if (!given)
         p->scale = attn_default_scale(sp->shape.d_k);
@@ -378,24 +416,40 @@ static void kv_append_req(struct api_call *c, const char *id)
 
 /* ---- GET /v1/sessions/{id}/kv -------------------------------------------- */
 
-/* Append one cached matrix (all heads) of the cache: rank 2 for one head. */
-static void write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys)
+/* Append one cached matrix (all heads) of the cache: rank 2 for one head.
+ * A narrow cache's rows are widened for printing (float16/bfloat16 rows
+ * print as themselves, int8 rows as q·scale in float32). */
+static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys)
 {
-    size_t H = kv_heads(kv), L = kv_length(kv);
-    size_t shape[2] = {L, keys ? kv_d_k(kv) : kv_d_v(kv)};
+    size_t H = kv_heads(kv), L = kv_length(kv), d = keys ? kv_d_k(kv) : kv_d_v(kv);
+    size_t shape[2] = {L, d};
+    enum kv_store st = kv_store(kv);
+    float *wide = NULL;
+    if (st != KV_STORE_SAME && L && !(wide = malloc(L * d * sizeof(float))))
+        return false;                       /* L·d was bounded by --max-elements */
     if (H > 1)
         api_buf_putc(b, '[');
     for (size_t g = 0; g < H; g++) {
         if (g)
             api_buf_putc(b, ',');
-        if (L == 0)
+        if (L == 0) {
             api_buf_puts(b, "[]");
-        else
+        } else if (st == KV_STORE_SAME) {
             api_write_matrix(b, keys ? kv_k(kv, g) : kv_v(kv, g), kv_dtype(kv),
                              2, shape, 0, false);
+        } else {
+            kv_read_rows(kv, g, 0, L, keys ? wide : NULL, keys ? NULL : wide);
+            if (st == KV_STORE_I8)
+                api_write_matrix(b, wide, ATTN_F32, 2, shape, 0, false);
+            else
+                api_write_matrix_half(b, wide, st == KV_STORE_F16 ? API_HALF_F16
+                                      : API_HALF_BF16, 2, shape, 0);
+        }
     }
     if (H > 1)
         api_buf_putc(b, ']');
+    free(wide);
+    return true;
 }
 
 static void kv_get_req(struct api_call *c, const char *id)
@@ -418,13 +472,21 @@ static void kv_get_req(struct api_call *c, const char *id)
     }
     struct api_buf b;
     api_buf_init(&b, cap);
-    api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"k\":", L,
-                   attn_dtype_name(kv_dtype(kv)));
-    write_cached(&b, kv, true);
+    const struct sess_spec *sp = sess_spec(s);
+    api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"kv_dtype\":\"%s\",\"k\":", L,
+                   sp->half ? api_half_name((enum api_half)sp->half)
+                            : attn_dtype_name(kv_dtype(kv)),
+                   kv_store_name(kv_store(kv), kv_dtype(kv)));
+    bool ok = write_cached(&b, kv, true);
     api_buf_puts(&b, ",\"v\":");
-    write_cached(&b, kv, false);
+    ok = ok && write_cached(&b, kv, false);
     api_buf_putc(&b, '}');
     sess_release(c->ctx->store, s);
+    if (!ok) {
+        api_buf_free(&b);
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
+        return;
+    }
     api_reply_buf(c, 200, &b);
 }
 

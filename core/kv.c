@@ -424,6 +424,54 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
     return CORE_OK;
 }
 
+size_t kv_elem_bytes(const struct kv_cache *c)
+{
+    return c->esz;
+}
+
+/* n stored elements at p are finite (int8 always are). */
+static bool stored_finite(const struct kv_cache *c, const void *p, size_t n)
+{
+    const uint16_t *h = p;
+    if (c->store == KV_STORE_SAME)
+        return all_finite(c->dtype, p, n);
+    for (size_t i = 0; c->store != KV_STORE_I8 && i < n; i++)
+        if (c->store == KV_STORE_F16 ? !half_f16_is_finite(h[i]) : !half_bf16_is_finite(h[i]))
+            return false;
+    return true;
+}
+
+enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,
+                                  const float *ks, const float *vs, size_t m)
+{
+    size_t kb, vb, kn, vn;
+    bool i8 = c->store == KV_STORE_I8;
+    if (m == 0 || !k || !v || (i8 && (!ks || !vs)))
+        return CORE_EINVAL;
+    if (!core_mul3(m, c->d_k, c->esz, &kb) || !core_mul3(m, c->d_v, c->esz, &vb) ||
+        !core_mul3(m, c->d_k, c->h_kv, &kn) || !core_mul3(m, c->d_v, c->h_kv, &vn) ||
+        m > SIZE_MAX / c->h_kv)
+        return CORE_ELIMIT;
+    if (!stored_finite(c, k, kn) || !stored_finite(c, v, vn))
+        return CORE_ENONFINITE;
+    for (size_t i = 0; i8 && i < m * c->h_kv; i++)
+        if (!isfinite(ks[i]) || !isfinite(vs[i]) || ks[i] < 0 || vs[i] < 0)
+            return CORE_ENONFINITE;
+    enum core_status st = room_for(c, m);
+    if (st != CORE_OK)
+        return st;
+    for (size_t g = 0; g < c->h_kv; g++) {
+        memcpy((char *)c->k[g] + c->len * c->d_k * c->esz, (const char *)k + g * kb, kb);
+        memcpy((char *)c->v[g] + c->len * c->d_v * c->esz, (const char *)v + g * vb, vb);
+        if (i8) {
+            memcpy(c->ks[g] + c->len, ks + g * m, m * sizeof(float));
+            memcpy(c->vs[g] + c->len, vs + g * m, m * sizeof(float));
+        }
+    }
+    c->len += m;
+    return CORE_OK;
+}
+
 void kv_truncate(struct kv_cache *c, size_t length)
 {
     if (length >= c->len)

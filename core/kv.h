@@ -110,6 +110,19 @@ enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
 enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
                                     const void *v, size_t m);
 
+/*
+ * Append m rows already in the storage form, as kv_k/kv_v and the scales
+ * give them back: k [h_kv][m][d_k], v [h_kv][m][d_v] stored elements; for
+ * int8 also ks, vs [h_kv][m] scales (finite, >= 0; NULL otherwise). Used by
+ * restore: the bits come back as they were. CORE_ENONFINITE for a
+ * non-finite stored value or scale; all or nothing.
+ */
+enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,
+                                  const float *ks, const float *vs, size_t m);
+
+/* Bytes of one stored element (8, 4, 2 or 1). */
+size_t kv_elem_bytes(const struct kv_cache *c);
+
 /* Keep the first `length` rows (no-op if length >= kv_length); frees slack
  * beyond the growth policy's target for the new length. */
 void kv_truncate(struct kv_cache *c, size_t length);

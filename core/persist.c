@@ -12,16 +12,20 @@
  * written, fsync'd and renamed over the old file, then the directory is
  * fsync'd. Files of sessions that no longer exist are removed after a save.
  *
- * Format, version 1 (all integers u32/u64 and floats f64 in host byte order;
+ * Format, version 2 (all integers u32/u64 and floats f64 in host byte order;
  * a byte-order mark makes a file from another byte order read as corrupt):
- *   "ATTNDSES" u32 version=1 u32 bom=0x01020304
+ *   "ATTNDSES" u32 version=2 u32 bom=0x01020304
  *   u32 id_len, id bytes
- *   u32 dtype u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
+ *   u32 dtype | half << 8 | kv_store << 16
+ *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
  *   f64 scale u32 softmax f64 sink u32 rope f64 rope_base u32 rope_pairs
  *   u32 alibi u32 has_slopes [f64 slopes[h]]
  *   u64 bias_q_heads bias_k_heads bias_v_heads, then each present bias
- *   K rows per head [length][d_k], V rows per head [length][d_v]
+ *   K rows per head [length][d_k], V rows per head [length][d_v], in the
+ *   cache's storage form (kv_elem_bytes each); int8: then the K scales per
+ *   head [length] and the V scales per head [length] (f32)
  *   u32 crc32 (IEEE, of every byte before it)
+ * Version 1 (no half or kv_store, rows in the dtype) still reads.
  * Reading is bounded by the file's size: no length read from a file is
  * allocated before it is known to fit in what is left of the file.
  *
@@ -43,7 +47,7 @@
 #include <unistd.h>
 
 #define PERSIST_MAGIC "ATTNDSES"
-#define PERSIST_VERSION 1u
+#define PERSIST_VERSION 2u
 #define PERSIST_BOM 0x01020304u
 #define PERSIST_SUFFIX ".sess"
 
@@ -147,7 +151,7 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
     put_u32(w, PERSIST_BOM);
     put_u32(w, id_len);
     put(w, s->id, id_len);
-    put_u32(w, (uint32_t)pa->dtype);
+    put_u32(w, (uint32_t)pa->dtype | (uint32_t)sp->half << 8 | (uint32_t)sp->kv_store << 16);
     put_u64(w, sh->h);
     put_u64(w, sh->h_kv);
     put_u64(w, sh->d_k);
@@ -175,10 +179,15 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
     put(w, sp->bias_q, sp->bias_q_heads * sh->d_k * es);
     put(w, sp->bias_k, sp->bias_k_heads * sh->d_k * es);
     put(w, sp->bias_v, sp->bias_v_heads * sh->d_v * es);
+    size_t ses = kv_elem_bytes(s->kv);
     for (size_t g = 0; g < sh->h_kv; g++)
-        put(w, kv_k(s->kv, g), len * sh->d_k * es);
+        put(w, kv_k(s->kv, g), len * sh->d_k * ses);
     for (size_t g = 0; g < sh->h_kv; g++)
-        put(w, kv_v(s->kv, g), len * sh->d_v * es);
+        put(w, kv_v(s->kv, g), len * sh->d_v * ses);
+    for (size_t g = 0; sp->kv_store == KV_STORE_I8 && g < sh->h_kv; g++)
+        put(w, kv_k_scales(s->kv, g), len * sizeof(float));
+    for (size_t g = 0; sp->kv_store == KV_STORE_I8 && g < sh->h_kv; g++)
+        put(w, kv_v_scales(s->kv, g), len * sizeof(float));
     uint32_t crc = w->crc;
     put_u32(w, crc);
 }
@@ -433,6 +442,7 @@ struct loaded {
     double idle_s;
     double *slopes;
     void *bq, *bk, *bv, *k, *v;
+    float *ks, *vs;                 /* int8 scales [h_kv][length] */
 };
 
 static void loaded_free(struct loaded *l)
@@ -443,6 +453,8 @@ static void loaded_free(struct loaded *l)
     free(l->bv);
     free(l->k);
     free(l->v);
+    free(l->ks);
+    free(l->vs);
 }
 
 /* Header fields up to the biases; r->err set on a bad value. */
@@ -452,7 +464,8 @@ static void read_header(struct rd *r, struct loaded *l)
     get(r, magic, 8);
     if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
         r->err = "not a session file";
-    if (!r->err && get_u32(r) != PERSIST_VERSION)
+    uint32_t version = get_u32(r);
+    if (!r->err && version != PERSIST_VERSION && version != 1)
         r->err = "unsupported version";
     if (!r->err && get_u32(r) != PERSIST_BOM)
         r->err = "other byte order";
@@ -470,7 +483,13 @@ static void read_header(struct rd *r, struct loaded *l)
               (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
             r->err = "bad id";
     }
-    uint32_t dtype = get_u32(r);
+    uint32_t packed = get_u32(r), dtype = packed & 0xFF, half = packed >> 8 & 0xFF;
+    uint32_t store = packed >> 16;
+    if (!r->err && (half > 2 || store > KV_STORE_I8 ||
+                    (store != KV_STORE_SAME && dtype != 1) || (half && dtype != 1)))
+        r->err = "bad header field";
+    l->spec.half = half;
+    l->spec.kv_store = (enum kv_store)store;
     struct attn_shape *sh = &l->spec.shape;
     sh->h = get_u64(r);
     sh->h_kv = get_u64(r);
@@ -535,8 +554,13 @@ static void read_body(struct rd *r, struct loaded *l)
         r->err = "truncated";
         return;
     }
-    l->k = get_array(r, kn, 1, es);
-    l->v = get_array(r, vn, 1, es);
+    size_t ses = sp->kv_store == KV_STORE_SAME ? es : sp->kv_store == KV_STORE_I8 ? 1 : 2;
+    l->k = get_array(r, kn, 1, ses);
+    l->v = get_array(r, vn, 1, ses);
+    if (sp->kv_store == KV_STORE_I8) {
+        l->ks = get_array(r, (size_t)l->length, sh->h_kv, sizeof(float));
+        l->vs = get_array(r, (size_t)l->length, sh->h_kv, sizeof(float));
+    }
 }
 
 /* Parse n encoded bytes into l; NULL or the reason they are bad. */
@@ -566,7 +590,7 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
         enum core_status rc;
         s = sess_new_from_spec(&l.spec, &rc);
         if (s && l.length > 0)
-            rc = kv_append_prepared(s->kv, l.k, l.v, (size_t)l.length);
+            rc = kv_append_stored(s->kv, l.k, l.v, l.ks, l.vs, (size_t)l.length);
         if (!s || rc != CORE_OK) {
             why = core_status_text(rc);
             sess_destroy(s);

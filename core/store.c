@@ -440,7 +440,7 @@ struct sess *sess_new_from_spec(const struct sess_spec *spec,
     s->spec.params.alibi_slopes = s->slopes;
     s->spec.shape.n = 0;
     s->spec.shape.L = 0;
-    s->kv = kv_new(spec->params.dtype, sh->h_kv, sh->d_k, sh->d_v);
+    s->kv = kv_new_store(spec->params.dtype, spec->kv_store, sh->h_kv, sh->d_k, sh->d_v);
     if (!ok || !s->kv || pthread_mutex_init(&s->mu, NULL) != 0) {
         free_parts(s);
         return NULL;

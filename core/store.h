@@ -146,6 +146,11 @@ struct sess_spec {
     size_t bias_v_heads;            /* 1 or h_kv (0 when absent) */
     size_t max_tokens;              /* rows at most; 0 = cfg.default_max_tokens */
     double ttl_s;                   /* idle seconds before expiry; <= 0 = default */
+    enum kv_store kv_store;         /* how the cache stores rows (kv_dtype);
+                                       narrower than the dtype only for float32 */
+    unsigned half;                  /* the api's wire dtype, kept as given: 0
+                                       none, 1 float16, 2 bfloat16 (params.dtype
+                                       is then float32) */
 };
 
 /* A session held by one request (between sess_acquire and sess_release). */

@@ -351,7 +351,7 @@ TEST(truncate_fork_delete)
     CHECK_EQ_INT(st_of("GET", P(sid, "/truncate"), NULL), 405);
     CHECK_EQ_INT(st_of("POST", P(sid, "/truncate"), "{\"length\":0}"), 200);
     req("GET", P(sid, "/kv"), NULL, &r);
-    CHECK(r.body && strstr(r.body, "\"length\":0,\"dtype\":\"float64\",\"k\":[],\"v\":[]") != NULL);
+    CHECK(r.body && strstr(r.body, "\"length\":0,\"dtype\":\"float64\",\"kv_dtype\":\"float64\",\"k\":[],\"v\":[]") != NULL);
     api_response_free(&r);
 
     CHECK_EQ_INT(req("DELETE", P(sid, ""), NULL, &r), 204);
