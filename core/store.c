@@ -908,3 +908,20 @@ enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
     }
     return link_journaled(st, f, id);
 }
+
+enum core_status sess_export(struct sess_store *st, struct sess *s,
+                             void **out, size_t *n)
+{
+    return sess_encode(st, s, out, n);
+}
+
+enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
+                             char *id)
+{
+    struct sess *s;
+    double idle;
+    if (sess_decode(p, n, &s, &idle) != NULL)
+        return CORE_ECORRUPT;
+    s->id[0] = '\0';               /* a new id of this replica */
+    return link_journaled(st, s, id);
+}
