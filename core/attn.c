@@ -287,14 +287,14 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
     return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
 }
 
-/* core/attn_fused.c takes the request's scores: float32, plain (no
- * attention bias, mask, ALiBi or softcap; key ranges are per row), and the
- * CPU runs the kernel. */
+/* core/attn_fused.c takes the request's scores: float32, plain but for a
+ * softcap (no attention bias, mask or ALiBi; key ranges are per row), and
+ * the CPU runs the kernel. */
 static bool attn_fused_scores(const struct attn_request *r)
 {
 #ifdef ATTN_HAVE_FUSED
     return r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask && !r->params.alibi &&
-           r->params.softcap == 0 && r->shape.L <= INT32_MAX && attn_fused_available();
+           r->shape.L <= INT32_MAX && attn_fused_available();
 #else
     (void)r;
     return false;
@@ -324,11 +324,13 @@ _Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a ti
 
 #ifdef ATTN_HAVE_FUSED
 /* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain
- * and every row's allowed keys are one exact range [0, lim) (attn_run.h).
- * Sets m, l and the unnormalised O as flash_keys would, and *st; false when
- * the kernel does not apply, or met a score it cannot take (flash_keys then
- * runs and reports it, or finishes a score in (FLT_MAX/log2 e, FLT_MAX]
- * exactly). S: scratch of attn_fused_scratch_floats (forward_kv_serial). */
+ * but for a softcap and every row's allowed keys are one exact range
+ * (attn_run.h: causal, window without sinks below it, contiguous
+ * segments). Sets m, l and the unnormalised O as flash_keys would, and
+ * *st; false when the kernel does not apply, or met a score it cannot take
+ * (flash_keys then runs and reports it, or finishes a score in
+ * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of
+ * attn_fused_scratch_floats (forward_kv_serial). */
 static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, const float *qb,
                            const float *K, const float *V, float *S, float *O, float *m,
                            double *l, enum core_status *st)
@@ -336,17 +338,19 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
     const struct attn_request *r = &x->r;
     if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
         return false;
-    int32_t lim[ATTN_FLASH_ROWS];
+    int32_t lo[ATTN_FLASH_ROWS], hi[ATTN_FLASH_ROWS];
     for (size_t t = 0; t < nb; t++) {
         struct attn_keys k;
         attn_run_keys(x, (row0 + t) / r->shape.n, (row0 + t) % r->shape.n, &k);
-        if (!k.exact || k.slo < k.shi || (k.lo > 0 && k.lo < k.hi))
+        if (!k.exact || k.slo < k.shi)
             return false;
-        lim[t] = k.lo < k.hi ? (int32_t)k.hi : 0;   /* an empty row sees no key */
+        lo[t] = (int32_t)k.lo;
+        hi[t] = (int32_t)k.hi;
     }
     *st = CORE_OK;
+    struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap};
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
-                           lim, O, m, l, S);
+                           &keys, O, m, l, S);
 }
 #define ATTN_FLASH_FUSED fused_keys_f32
 #endif

@@ -59,23 +59,32 @@
 _Static_assert(QG == 16 * NZ, "one lane per query");
 _Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
 
-/* The lanes' running state and their causal limits. */
+/* The lanes' running state, their key ranges and the softcap. */
 struct fused_group {
     __m512 m[NZ];               /* running max, -inf before any key */
     __m512d l[2 * NZ];          /* running sum, lanes 0-7 / 8-15 of m[z] */
-    __m512i lim[NZ];            /* lane sees keys [0, lim) */
-    size_t lim_min, lim_max;    /* over all QG lanes */
+    __m512i lo[NZ], lim[NZ];    /* lane sees keys [lo, lim) */
+    size_t lim_min, lim_max;    /* see group_init (attn_fused_impl.h) */
+    size_t lo_max, lo_start;
+    float cap2, icap2;          /* softcap in base 2 and its inverse; 0: off */
     int nz;                     /* registers holding rows: ceil(rows / 16) */
 };
 
-/* lv [QG] lanes' limits -> g's registers; m = -inf, l = 0. */
-static FUSED_FN void group_load(struct fused_group *g, const int32_t *lv)
+/* lo, hi [QG] lanes' ranges -> g's registers; m = -inf, l = 0. */
+static FUSED_FN void group_load(struct fused_group *g, const int32_t *lo, const int32_t *hi)
 {
     for (int z = 0; z < NZ; z++) {
         g->m[z] = _mm512_set1_ps(-INFINITY);
         g->l[2 * z] = g->l[2 * z + 1] = _mm512_setzero_pd();
-        g->lim[z] = _mm512_loadu_si512(lv + 16 * z);
+        g->lo[z] = _mm512_loadu_si512(lo + 16 * z);
+        g->lim[z] = _mm512_loadu_si512(hi + 16 * z);
     }
+}
+
+/* The softcap in base 2 on seen scores: cap2·tanh(v / cap2). */
+static FUSED_FN __m512 cap16(__m512 v, __m512 cap2, __m512 icap2)
+{
+    return _mm512_mul_ps(cap2, simd_tanh16(_mm512_mul_ps(v, icap2)));
 }
 
 /* The one micro-kernel of both products: 8 rows of QG lanes,
@@ -182,27 +191,42 @@ static FUSED_FN void values(const float *pt, size_t kw, const float *V, size_t d
     }
 }
 
-/* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf;
- * mx: the lanes' block maxima (-inf in registers past g->nz, which the
- * micro-kernel did not write). False when a seen score is not finite. */
+/* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf,
+ * the seen ones softcapped when g->cap2 > 0 (after the finiteness test, as
+ * the exact path does); mx: the lanes' block maxima (-inf in registers past
+ * g->nz, which the micro-kernel did not write). False when a seen score is
+ * not finite. */
 static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
                                __m512 mx[NZ])
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     /* locals, not mx[] or g->: stores through st may alias those, which kept
      * the running maxima in memory (a store-forwarding chain per key) */
-    __m512 m0 = ninf, m1 = ninf, m2 = ninf, lim[NZ];
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf;
+    __m512i lo[NZ], lim[NZ];
     __mmask16 bad = 0;
-    for (int z = 0; z < NZ; z++)
-        lim[z] = _mm512_castsi512_ps(g->lim[z]);
+    for (int z = 0; z < NZ; z++) {
+        lo[z] = g->lo[z];
+        lim[z] = g->lim[z];
+    }
     int nz = g->nz;
-    if (k0 + kw <= g->lim_min && nz == NZ) {    /* every lane sees every key */
+    bool cap = g->cap2 > 0;
+    __m512 cap2 = _mm512_set1_ps(g->cap2), icap2 = _mm512_set1_ps(g->icap2);
+    if (k0 >= g->lo_max && k0 + kw <= g->lim_min && nz == NZ) {  /* every lane sees every key */
         for (size_t j = 0; j < kw; j++) {
-            const float *p = st + j * QG;
+            float *p = st + j * QG;
             __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16),
                    v2 = _mm512_loadu_ps(p + 32);
             bad |= _mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99) |
                    _mm512_fpclass_ps_mask(v2, 0x99);   /* NaN, ±inf */
+            if (cap) {
+                v0 = cap16(v0, cap2, icap2);
+                v1 = cap16(v1, cap2, icap2);
+                v2 = cap16(v2, cap2, icap2);
+                _mm512_storeu_ps(p, v0);
+                _mm512_storeu_ps(p + 16, v1);
+                _mm512_storeu_ps(p + 32, v2);
+            }
             m0 = _mm512_max_ps(m0, v0);
             m1 = _mm512_max_ps(m1, v1);
             m2 = _mm512_max_ps(m2, v2);
@@ -213,10 +237,14 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
             __m512 v[NZ] = {ninf, ninf, ninf};
             for (int z = 0; z < nz; z++) {
                 float *p = st + j * QG + 16 * z;
-                __mmask16 seen = _mm512_cmpgt_epi32_mask(_mm512_castps_si512(lim[z]), key);
-                v[z] = _mm512_mask_mov_ps(ninf, seen, _mm512_loadu_ps(p));
+                __mmask16 seen = _mm512_cmpgt_epi32_mask(lim[z], key) &
+                                 _mm512_cmple_epi32_mask(lo[z], key);
+                __m512 x = _mm512_loadu_ps(p);
+                bad |= _mm512_mask_fpclass_ps_mask(seen, x, 0x99);
+                if (cap)
+                    x = cap16(x, cap2, icap2);
+                v[z] = _mm512_mask_mov_ps(ninf, seen, x);
                 _mm512_storeu_ps(p, v[z]);
-                bad |= _mm512_mask_fpclass_ps_mask(seen, v[z], 0x99);
             }
             m0 = _mm512_max_ps(m0, v[0]);
             m1 = _mm512_max_ps(m1, v[1]);

@@ -11,8 +11,9 @@
  * narrower one, so the others are tested and measured on any machine).
  *
  * core/attn.c uses the chosen kernel for the key-blocked path when the
- * scores are plain (no attention bias, mask or ALiBi; causal limits are
- * fine) and keeps its gemm loop for everything else.
+ * scores are plain but for a softcap (no attention bias, mask or ALiBi) and
+ * each row's keys are one range (causal, window, contiguous segments), and
+ * keeps its gemm loop for everything else.
  */
 #ifndef ATTND_CORE_ATTN_FUSED_H
 #define ATTND_CORE_ATTN_FUSED_H
@@ -66,22 +67,31 @@ bool attn_fused_available(void);
  * runs (the largest of their needs). */
 size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
 
+/* Which keys each row of attn_fused_rows sees, and the softcap. */
+struct attn_fused_keys {
+    const int32_t *lo, *hi;         /* [nb]: row t sees keys [lo[t], hi[t]); none
+                                       when lo[t] >= hi[t] */
+    float softcap;                  /* c > 0: scores c·tanh(s/c); 0: off */
+};
+
 /*
  * q [nb][d_k] prepared query rows, K [Lt][d_k] and V [Lt][d_v] prepared key
- * and value rows, lim [nb]: row t sees keys [0, lim[t]) (lim[t] <= Lt);
- * scores s[t][j] = scale · q[t] · K[j].
+ * and value rows, keys: the keys row t sees (hi[t] <= Lt) and the softcap;
+ * scores s[t][j] = scale · q[t] · K[j], then c·tanh(s/c) with a softcap.
+ * Key blocks start at multiples of the kernel's block size whatever the
+ * rows' ranges, so a row's result does not depend on its neighbours.
  * -> m [nb]  max_j s[t][j] over the keys row t sees (-inf: it sees none),
  *            within a rounding (the kernels work in base 2 and convert back)
  *    l [nb]  Σ_j exp(s[t][j] - m[t])                  (0 for such rows)
  *    O [nb][d_v] Σ_j exp(s[t][j] - m[t]) · V[j]       (unnormalised; 0 rows)
  * scratch: attn_fused_scratch_floats(nb, d_k, d_v) floats, 64-byte aligned.
  * Returns false when no fused kernel is in use, or when a score some row
- * sees is not finite in base 2 (O, m and l are then unspecified): the
+ * sees is not finite in base 2 (before the softcap) (O, m and l are then unspecified): the
  * caller's exact path decides whether that is an error (a score just below
  * FLT_MAX overflows only here).
  */
 bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                     const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
-                     double *l, float *scratch);
+                     const float *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
+                     float *m, double *l, float *scratch);
 
 #endif

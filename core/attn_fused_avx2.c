@@ -63,23 +63,32 @@ _Static_assert(QG == 8 * NZ, "one lane per query");
 _Static_assert(KR == 6 && CR == 6, "rank1_tile_rows is written for 6 rows");
 _Static_assert(BC % KR == 0 && BC % 8 == 0, "whole tiles and sums of 8 per block");
 
-/* The lanes' running state and their causal limits. */
+/* The lanes' running state, their key ranges and the softcap. */
 struct fused_group {
     __m256 m[NZ];               /* running max, -inf before any key */
     __m256d l[2 * NZ];          /* running sum, lanes 0-3 / 4-7 of m[z] */
-    __m256i lim[NZ];            /* lane sees keys [0, lim) */
-    size_t lim_min, lim_max;    /* over all QG lanes */
+    __m256i lo[NZ], lim[NZ];    /* lane sees keys [lo, lim) */
+    size_t lim_min, lim_max;    /* see group_init (attn_fused_impl.h) */
+    size_t lo_max, lo_start;
+    float cap2, icap2;          /* softcap in base 2 and its inverse; 0: off */
     int nz;                     /* registers holding rows: ceil(rows / 8) */
 };
 
-/* lv [QG] lanes' limits -> g's registers; m = -inf, l = 0. */
-static FUSED_FN void group_load(struct fused_group *g, const int32_t *lv)
+/* lo, hi [QG] lanes' ranges -> g's registers; m = -inf, l = 0. */
+static FUSED_FN void group_load(struct fused_group *g, const int32_t *lo, const int32_t *hi)
 {
     for (int z = 0; z < NZ; z++) {
         g->m[z] = _mm256_set1_ps(-INFINITY);
         g->l[2 * z] = g->l[2 * z + 1] = _mm256_setzero_pd();
-        g->lim[z] = _mm256_loadu_si256((const __m256i *)(const void *)(lv + 8 * z));
+        g->lo[z] = _mm256_loadu_si256((const __m256i *)(const void *)(lo + 8 * z));
+        g->lim[z] = _mm256_loadu_si256((const __m256i *)(const void *)(hi + 8 * z));
     }
+}
+
+/* The softcap in base 2 on seen scores: cap2·tanh(v / cap2). */
+FUSED_INLINE __m256 cap8(__m256 v, __m256 cap2, __m256 icap2)
+{
+    return _mm256_mul_ps(cap2, simd_tanh8(_mm256_mul_ps(v, icap2)));
 }
 
 /* The one micro-kernel of both products: R rows of QG lanes (R <= 6 and
@@ -176,7 +185,8 @@ FUSED_INLINE __m256 not_finite(__m256 x)
     return _mm256_cmp_ps(ax, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ);
 }
 
-/* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf;
+/* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf,
+ * the seen ones softcapped when g->cap2 > 0 (after the finiteness test);
  * mx: the lanes' block maxima (-inf in registers past g->nz, which the
  * micro-kernel did not write). False when a seen score is not finite. */
 static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
@@ -185,15 +195,25 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     /* locals, not mx[] or g->: stores through st may alias those */
     __m256 m0 = ninf, m1 = ninf, bad = _mm256_setzero_ps();
-    __m256i lim[NZ];
-    for (int z = 0; z < NZ; z++)
+    __m256i lo[NZ], lim[NZ];
+    for (int z = 0; z < NZ; z++) {
+        lo[z] = g->lo[z];
         lim[z] = g->lim[z];
+    }
     int nz = g->nz;
-    if (k0 + kw <= g->lim_min && nz == NZ) {    /* every lane sees every key */
+    bool cap = g->cap2 > 0;
+    __m256 cap2 = _mm256_set1_ps(g->cap2), icap2 = _mm256_set1_ps(g->icap2);
+    if (k0 >= g->lo_max && k0 + kw <= g->lim_min && nz == NZ) {  /* every lane sees every key */
         for (size_t j = 0; j < kw; j++) {
-            const float *p = st + j * QG;
+            float *p = st + j * QG;
             __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
             bad = _mm256_or_ps(bad, _mm256_or_ps(not_finite(v0), not_finite(v1)));
+            if (cap) {
+                v0 = cap8(v0, cap2, icap2);
+                v1 = cap8(v1, cap2, icap2);
+                _mm256_storeu_ps(p, v0);
+                _mm256_storeu_ps(p + 8, v1);
+            }
             m0 = _mm256_max_ps(m0, v0);
             m1 = _mm256_max_ps(m1, v1);
         }
@@ -203,10 +223,15 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
             __m256 v[NZ] = {ninf, ninf};
             for (int z = 0; z < nz; z++) {
                 float *p = st + j * QG + 8 * z;
-                __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim[z], key));
-                v[z] = _mm256_blendv_ps(ninf, _mm256_loadu_ps(p), seen);
+                /* lo <= key < lim */
+                __m256 seen = _mm256_castsi256_ps(_mm256_andnot_si256(
+                    _mm256_cmpgt_epi32(lo[z], key), _mm256_cmpgt_epi32(lim[z], key)));
+                __m256 x = _mm256_loadu_ps(p);
+                bad = _mm256_or_ps(bad, _mm256_and_ps(seen, not_finite(x)));
+                if (cap)
+                    x = cap8(x, cap2, icap2);
+                v[z] = _mm256_blendv_ps(ninf, x, seen);
                 _mm256_storeu_ps(p, v[z]);
-                bad = _mm256_or_ps(bad, _mm256_and_ps(seen, not_finite(v[z])));
             }
             m0 = _mm256_max_ps(m0, v[0]);
             m1 = _mm256_max_ps(m1, v[1]);

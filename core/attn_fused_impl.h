@@ -11,11 +11,13 @@
  *   FUSED_FN, FUSED_VEC     the functions' target attribute; the register type
  *   FUSED_WORK_FLOATS(dk)   floats of the ISA's own block scratch after st
  *   FUSED_ROWS_FN, FUSED_SCRATCH_FN   the entry points' names
- *   struct fused_group      with lim_min, lim_max (size_t) and nz (int)
- *   group_load(g, lv)       lanes' limits lv [QG] into g, m = -inf, l = 0
+ *   struct fused_group      with lim_min, lim_max, lo_max, lo_start (size_t),
+ *                           nz (int), cap2, icap2 (float)
+ *   group_load(g, lo, hi)   lanes' ranges lo, hi [QG] into g, m = -inf, l = 0
  *   group_store(g, mv, lv)  g's running max and sum -> mv, lv [QG]
  *   scores(qt, dk, K, kw, st, work, nz)       st [kw][QG] = K · qt
- *   block_softmax(st, kw, k0, g, alpha)       attn_fused.c says what
+ *   block_softmax(st, kw, k0, g, alpha)       attn_fused.c says what (with
+ *                           the softcap, when g->cap2 > 0, on the seen scores)
  *   rescale(ot, dv, alpha, nz)                ot *= alpha lane-wise
  *   values(st, kw, V, dv, ot, work, nz)       ot [dv][QG] += Vᵀ · st
  */
@@ -30,22 +32,44 @@ static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float 
             qt[c * QG + t] = scale2 * q[t * dk + c];
 }
 
-/* Lanes past `rows` (queries 0) get the largest limit, so they never make
- * a block take the masked path; their results are dropped. */
-static FUSED_FN void group_init(struct fused_group *g, const int32_t *lim, size_t rows)
+/* Row t of the group sees keys [lo[t], hi[t]). The loop covers
+ * [lo_start, lim_max): lo_start the smallest lo of a row that sees a key,
+ * rounded down to a multiple of BC (blocks at multiples of BC whatever the
+ * neighbours, so a row's bits do not depend on them), lim_max the largest
+ * hi. A block takes the unmasked path when every row sees all of it:
+ * k0 >= lo_max and k0 + kw <= lim_min (rows that see nothing count there
+ * with hi = 0). Lanes past `rows` (queries 0) see the whole loop range, so
+ * they never make a block take the masked path; their results are dropped.
+ * cap2: the softcap in base 2 (c·log2 e), 0 when off. */
+static FUSED_FN void group_init(struct fused_group *g, const struct attn_fused_keys *keys,
+                                size_t t0, size_t rows, float cap2)
 {
-    int32_t lv[QG];
+    int32_t lov[QG], hiv[QG];
+    size_t lo_min = (size_t)-1;
     g->lim_min = (size_t)-1;
-    g->lim_max = 0;
+    g->lim_max = g->lo_max = 0;
     for (size_t t = 0; t < rows; t++) {
-        size_t x = (size_t)lim[t];
-        g->lim_min = x < g->lim_min ? x : g->lim_min;
-        g->lim_max = x > g->lim_max ? x : g->lim_max;
+        size_t lo = (size_t)keys->lo[t0 + t], hi = (size_t)keys->hi[t0 + t];
+        if (lo >= hi)
+            lo = hi = 0;                /* sees nothing */
+        else {
+            lo_min = lo < lo_min ? lo : lo_min;
+            g->lim_max = hi > g->lim_max ? hi : g->lim_max;
+        }
+        g->lim_min = hi < g->lim_min ? hi : g->lim_min;
+        g->lo_max = lo > g->lo_max ? lo : g->lo_max;
+        lov[t] = (int32_t)lo;
+        hiv[t] = (int32_t)hi;
     }
-    for (size_t t = 0; t < QG; t++)
-        lv[t] = t < rows ? lim[t] : (int32_t)g->lim_max;
+    g->lo_start = g->lim_max ? lo_min / BC * BC : 0;
+    for (size_t t = rows; t < QG; t++) {
+        lov[t] = (int32_t)g->lo_start;
+        hiv[t] = (int32_t)g->lim_max;
+    }
     g->nz = (int)((rows + LANES - 1) / LANES);
-    group_load(g, lv);
+    g->cap2 = cap2;
+    g->icap2 = cap2 > 0 ? 1.0f / cap2 : 0;
+    group_load(g, lov, hiv);
 }
 
 /* The group's lanes -> O [rows][dv], m [rows] (natural base), l [rows]. */
@@ -95,26 +119,32 @@ static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *o
  * the tile packed, then superblock by superblock of keys each group in
  * turn (K and V from L2 for all but the first), then unpacked. */
 FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                            const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
-                            double *l, float *scratch)
+                            const float *V, size_t d_v, const struct attn_fused_keys *keys,
+                            float *O, float *m, double *l, float *scratch)
 {
-    size_t ng = (nb + QG - 1) / QG, all = 0, ks = attn_fused_superblock(d_k, d_v, BC);
+    size_t ng = (nb + QG - 1) / QG, all = 0, first = (size_t)-1;
+    size_t ks = attn_fused_superblock(d_k, d_v, BC);
     float scale2 = (float)(scale * M_LOG2E);    /* scores in base 2 */
+    float cap2 = keys->softcap > 0 ? (float)(keys->softcap * M_LOG2E) : 0;
     struct fused_group *g = (struct fused_group *)(void *)scratch;
     float *qt = scratch + ng * GROUP_FLOATS, *ot = qt + ng * d_k * QG;
     float *st = ot + ng * d_v * QG, *work = st + BC * QG;
     for (size_t i = 0; i < ng; i++) {
         size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
         pack_queries(q + i * QG * d_k, rows, d_k, scale2, qt + i * d_k * QG);
-        group_init(&g[i], lim + i * QG, rows);
+        group_init(&g[i], keys, i * QG, rows, cap2);
         memset(ot + i * d_v * QG, 0, d_v * QG * sizeof(float));
         all = g[i].lim_max > all ? g[i].lim_max : all;
+        if (g[i].lim_max && g[i].lo_start < first)
+            first = g[i].lo_start;
     }
-    for (size_t s0 = 0; s0 < all; s0 += ks)
+    /* superblocks at multiples of ks (itself a multiple of BC) */
+    for (size_t s0 = all ? first / ks * ks : 0; s0 < all; s0 += ks)
         for (size_t i = 0; i < ng; i++) {
+            size_t kb = s0 > g[i].lo_start ? s0 : g[i].lo_start;
             size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
-            if (!group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, s0, ke, K, V, d_k,
-                            d_v, st, work))
+            if (kb < ke && !group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, kb, ke, K,
+                                       V, d_k, d_v, st, work))
                 return false;
         }
     for (size_t i = 0; i < ng; i++) {

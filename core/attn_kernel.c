@@ -97,18 +97,18 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
 }
 
 bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                     const float *V, size_t d_v, const int32_t *lim, float *O, float *m,
-                     double *l, float *scratch)
+                     const float *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
+                     float *m, double *l, float *scratch)
 {
     switch (attn_kernel_active()) {
 #ifdef ATTN_HAVE_FUSED
     case ATTN_KERNEL_AVX512:
-        return attn_fused_rows_avx512(q, nb, d_k, scale, K, V, d_v, lim, O, m, l, scratch);
+        return attn_fused_rows_avx512(q, nb, d_k, scale, K, V, d_v, keys, O, m, l, scratch);
     case ATTN_KERNEL_AVX2:
-        return attn_fused_rows_avx2(q, nb, d_k, scale, K, V, d_v, lim, O, m, l, scratch);
+        return attn_fused_rows_avx2(q, nb, d_k, scale, K, V, d_v, keys, O, m, l, scratch);
 #endif
     default:
-        (void)q, (void)nb, (void)d_k, (void)scale, (void)K, (void)V, (void)d_v, (void)lim;
+        (void)q, (void)nb, (void)d_k, (void)scale, (void)K, (void)V, (void)d_v, (void)keys;
         (void)O, (void)m, (void)l, (void)scratch;
         return false;
     }

@@ -11,6 +11,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include <stdint.h>
 
 /* Compiled for AVX2 + FMA whatever the build's -march (see simd512.h). */
 #define SIMD256_FN static inline __attribute__((target("avx2,fma")))
@@ -36,6 +37,24 @@ SIMD256_FN __m256 simd_exp2_8(__m256 x)
     __m256i e = _mm256_slli_epi32(
         _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* tanh of 8 floats: simd512.h's simd_tanh16 on 8 lanes. */
+SIMD256_FN __m256 simd_tanh8(__m256 x)
+{
+    __m256 signbit = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
+    __m256 a = _mm256_andnot_ps(signbit, x), z = _mm256_mul_ps(a, a);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(-5.70498872745e-3f), z,
+                               _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), a, a);
+    __m256 e = simd_exp2_8(_mm256_mul_ps(a, _mm256_set1_ps(-2.88539008177792681f)));
+    __m256 big = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), e),
+                               _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    __m256 t = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    return _mm256_or_ps(t, _mm256_and_ps(x, signbit));
 }
 #endif
 

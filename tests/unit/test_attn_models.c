@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "core/attn.h"
+#include "core/attn_fused.h"
 #include "core/kv.h"
 #include "tests/harness.h"
 
@@ -665,7 +666,14 @@ TEST(random_cases)
 TEST(large_cases)
 {
     struct attn_ws *ws = attn_ws_new();
-    for (int t = 0; t < 12; t++) {
+    unsigned have = attn_kernel_supported();
+    for (int kk = 0; kk <= ATTN_KERNEL_AVX512; kk++) {
+    if (!(have & (1u << kk)))
+        continue;
+    attn_kernel_set((enum attn_kernel)kk);
+    for (int t = 0; t < 14; t++) {
+        if (t % 2 == 0 && kk != ATTN_KERNEL_NONE)
+            continue;               /* float64 takes no fused kernel: once */
         struct mc c;
         enum attn_dtype dt = t % 2 ? ATTN_F32 : ATTN_F64;
         mc_init(&c, dt, t % 3 == 0 ? 2 : 0, 2, 1, 300 + 37 * (size_t)t, 700, 32, 16);
@@ -693,6 +701,11 @@ TEST(large_cases)
             set_segments(&c, 1, 3, true);
             c.win = (struct attn_window){true, 50, -1, 2};
             break;
+        case 6:                     /* the fused kernel's window and softcap */
+            c.win = (struct attn_window){true, 90, -1, 0};
+            c.softcap = 1.5;
+            set_segments(&c, 1, 2, false);
+            break;
         default:
             c.sm = ATTN_SOFTMAX_SINK;
             c.sinks = malloc(2 * sizeof(double));
@@ -706,6 +719,8 @@ TEST(large_cases)
         check_case(&c, ws);
         mc_free(&c);
     }
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
     attn_ws_free(ws);
 }
 

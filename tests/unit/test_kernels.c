@@ -68,8 +68,15 @@ struct kcase {
     size_t nb, L, dk, dv;
     float scale;
     float *q, *k, *v;           /* [nb][dk], [L][dk], [L][dv] */
-    int32_t *lim;               /* [nb] */
+    int32_t *lim;               /* [nb]: row t sees keys [lo[t], lim[t]) */
+    int32_t *lo;                /* [nb], or NULL: 0 */
+    float cap;                  /* softcap c > 0, or 0 */
 };
+
+static size_t kc_lo(const struct kcase *c, size_t t)
+{
+    return c->lo ? (size_t)c->lo[t] : 0;
+}
 
 /* -> m, l [nb], O [nb][dv] as attn_fused.h defines them (natural base);
  * mag [nb]: the largest scale·Σ|q·k| of a row's scores (for tolerances). */
@@ -80,7 +87,7 @@ static void ref_rows(const struct kcase *c, long double *m, long double *l, long
         long double mx = -INFINITY, sum = 0;
         mag[t] = 0;
         long double *s = malloc((c->L ? c->L : 1) * sizeof(long double));
-        for (size_t j = 0; j < (size_t)c->lim[t]; j++) {
+        for (size_t j = kc_lo(c, t); j < (size_t)c->lim[t]; j++) {
             long double acc = 0, am = 0;
             for (size_t x = 0; x < c->dk; x++) {
                 long double p = (long double)c->q[t * c->dk + x] * c->k[j * c->dk + x];
@@ -88,12 +95,14 @@ static void ref_rows(const struct kcase *c, long double *m, long double *l, long
                 am += fabsl(p);
             }
             s[j] = acc * c->scale;
+            if (c->cap > 0)
+                s[j] = c->cap * tanhl(s[j] / c->cap);
             mx = s[j] > mx ? s[j] : mx;
             mag[t] = am * c->scale > mag[t] ? am * c->scale : mag[t];
         }
         for (size_t x = 0; x < c->dv; x++)
             O[t * c->dv + x] = 0;
-        for (size_t j = 0; j < (size_t)c->lim[t]; j++) {
+        for (size_t j = kc_lo(c, t); j < (size_t)c->lim[t]; j++) {
             long double w = expl(s[j] - mx);
             sum += w;
             for (size_t x = 0; x < c->dv; x++)
@@ -135,6 +144,18 @@ static void kcase_make(struct kcase *c, bool big)
             x = rng_u64() % 3 == 0 ? 0 : c->L;
         c->lim[t] = (int32_t)x;
     }
+    c->lo = NULL;
+    c->cap = 0;
+    if (rng_u64() % 3 == 0) {           /* windows: rows see [lo, lim) */
+        c->lo = malloc(c->nb * sizeof(int32_t));
+        size_t w = 1 + rng_u64() % (c->L + 1);
+        for (size_t t = 0; t < c->nb; t++) {
+            size_t x = (size_t)c->lim[t];
+            c->lo[t] = (int32_t)(rng_u64() % 4 == 0 ? rng_u64() % (c->L + 1) : (x > w ? x - w : 0));
+        }
+    }
+    if (rng_u64() % 4 == 0)
+        c->cap = (float)rng_uniform(0.3, 6);
 }
 
 static void kcase_free(struct kcase *c)
@@ -143,6 +164,7 @@ static void kcase_free(struct kcase *c)
     free(c->k);
     free(c->v);
     free(c->lim);
+    free(c->lo);
 }
 
 /* The kernel in use on case c against the reference: failures counted. */
@@ -158,14 +180,16 @@ static int check_case(const struct kcase *c)
     long double *mag = malloc(nb * sizeof(long double));
     ref_rows(c, rm, rl, rO, mag);
     int bad = 0;
-    if (!attn_fused_rows(c->q, nb, c->dk, c->scale, c->k, c->v, dv, c->lim, O, m, l,
+    int32_t *zero = calloc(nb, sizeof(int32_t));
+    struct attn_fused_keys keys = {c->lo ? c->lo : zero, c->lim, c->cap};
+    if (!attn_fused_rows(c->q, nb, c->dk, c->scale, c->k, c->v, dv, &keys, O, m, l,
                          scratch)) {
         bad = 1;
         printf("    %s: refused nb=%zu L=%zu dk=%zu dv=%zu\n",
                attn_kernel_name(attn_kernel_active()), nb, c->L, c->dk, dv);
     }
     for (size_t t = 0; t < nb && !bad; t++) {
-        if (c->lim[t] == 0) {           /* sees nothing: -inf, 0, a zero row */
+        if (kc_lo(c, t) >= (size_t)c->lim[t]) {     /* sees nothing: -inf, 0, a zero row */
             bad |= !(isinf(m[t]) && m[t] < 0) || l[t] != 0;
             for (size_t x = 0; x < dv; x++)
                 bad |= O[t * dv + x] != 0;
@@ -174,7 +198,8 @@ static int check_case(const struct kcase *c)
              * magnitude (the sum of d_k products, the base-2 scale), m
              * within that and its own round trip; a weight exp(s - m)
              * within twice that relative, so l and O normalised too */
-            long double del = FLT_EPSILON * ((long double)(c->dk + 2) * mag[t] + 2 * fabsl(rm[t]));
+            long double del = FLT_EPSILON * ((long double)(c->dk + 2) * mag[t] + 2 * fabsl(rm[t]) +
+                                             4 * c->cap);     /* tanh's own rounding */
             bad |= !(fabsl((long double)m[t] - rm[t]) <= del);
             long double rel = 2 * del < 1 ? expm1l(2 * del) + 2e-6L : INFINITY;
             bad |= !(fabsl((long double)l[t] - rl[t]) <= rel * rl[t]);
@@ -188,6 +213,7 @@ static int check_case(const struct kcase *c)
                    "(%Lg)\n", attn_kernel_name(attn_kernel_active()), t, nb, c->L, c->dk, dv,
                    (int)c->lim[t], (double)m[t], rm[t], l[t], rl[t]);
     }
+    free(zero);
     free(O);
     free(m);
     free(l);
@@ -218,7 +244,9 @@ TEST(every_kernel_matches_reference)
             if (ks[i] == ATTN_KERNEL_NONE) {
                 float o, m;
                 double l;
-                CHECK(!attn_fused_rows(kc.q, 1, kc.dk, kc.scale, kc.k, kc.v, kc.dv, kc.lim,
+                int32_t zero = 0;
+                struct attn_fused_keys keys = {&zero, kc.lim, 0};
+                CHECK(!attn_fused_rows(kc.q, 1, kc.dk, kc.scale, kc.k, kc.v, kc.dv, &keys,
                                        &o, &m, &l, NULL));
                 CHECK(!attn_fused_available());
             } else {
@@ -240,7 +268,7 @@ TEST(every_kernel_refuses_nonfinite_seen_scores)
     int nk = kernels_here(ks);
     for (int i = 0; i < nk && ks[i] != ATTN_KERNEL_NONE; i++) {
         attn_kernel_set(ks[i]);
-        struct kcase c = {20, 30, 4, 4, 1.0f, NULL, NULL, NULL, NULL};
+        struct kcase c = {20, 30, 4, 4, 1.0f, NULL, NULL, NULL, NULL, NULL, 0};
         rng_state = 7;
         c.q = rnd_floats(20 * 4, -1, 1);
         c.k = rnd_floats(30 * 4, -1, 1);
@@ -259,7 +287,9 @@ TEST(every_kernel_refuses_nonfinite_seen_scores)
         double l[20];
         size_t sf = attn_fused_scratch_floats(20, 4, 4);
         float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
-        CHECK(!attn_fused_rows(c.q, 20, 4, 1.0f, c.k, c.v, 4, c.lim, O, m, l, scratch));
+        int32_t zero[20] = {0};
+        struct attn_fused_keys keys = {zero, c.lim, 0};
+        CHECK(!attn_fused_rows(c.q, 20, 4, 1.0f, c.k, c.v, 4, &keys, O, m, l, scratch));
         free(scratch);
         kcase_free(&c);
     }
@@ -456,6 +486,46 @@ TEST(kernel_detection_and_forcing_here)
     attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
+/* A row's bits do not depend on the rows beside it (blocks start at
+ * multiples of the kernel's block size, not at the group's first key):
+ * every row of a windowed, softcapped tile run alone gives the same m, l
+ * and O. Per kernel. */
+TEST(every_kernel_row_alone_same_bits)
+{
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk && ks[i] != ATTN_KERNEL_NONE; i++) {
+        attn_kernel_set(ks[i]);
+        size_t nb = 60, L = 700, d = 16;
+        rng_state = 11;
+        float *q = rnd_floats(nb * d, -1, 1), *k = rnd_floats(L * d, -1, 1);
+        float *v = rnd_floats(L * d, -1, 1);
+        int32_t lo[60], hi[60];
+        for (size_t t = 0; t < nb; t++) {
+            hi[t] = (int32_t)(400 + 5 * t);
+            lo[t] = (int32_t)(100 + 3 * t + (t % 7) * 11);
+        }
+        struct attn_fused_keys keys = {lo, hi, 2.5f};
+        size_t sf = attn_fused_scratch_floats(nb, d, d);
+        float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
+        float O[60 * 16], m[60], O1[16], m1;
+        double l[60], l1;
+        CHECK(attn_fused_rows(q, nb, d, 0.25f, k, v, d, &keys, O, m, l, scratch));
+        int same = 1;
+        for (size_t t = 0; t < nb; t++) {
+            struct attn_fused_keys one = {lo + t, hi + t, 2.5f};
+            CHECK(attn_fused_rows(q + t * d, 1, d, 0.25f, k, v, d, &one, O1, &m1, &l1, scratch));
+            same &= memcmp(O1, O + t * d, sizeof O1) == 0 && m1 == m[t] && l1 == l[t];
+        }
+        CHECK(same);
+        free(scratch);
+        free(q);
+        free(k);
+        free(v);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
 int main(void)
 {
     RUN(kernel_names_round_trip);
@@ -464,5 +534,6 @@ int main(void)
     RUN(every_kernel_matches_reference);
     RUN(every_kernel_refuses_nonfinite_seen_scores);
     RUN(every_kernel_through_attn_forward);
+    RUN(every_kernel_row_alone_same_bits);
     TEST_MAIN_END();
 }
