@@ -48,6 +48,7 @@ struct v2_infer {
     const unsigned char *bin;       /* binary part of the body */
     size_t bin_len, bin_used;
     enum attn_dtype dt;             /* of the computation */
+    enum api_half half;             /* FP16/BF16 q: the wire precision (dt is F32) */
     size_t budget;                  /* input elements still allowed */
     struct v2_tensor t[V2_NSLOT];
     /* options */

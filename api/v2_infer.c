@@ -157,6 +157,8 @@ static bool sequence_acquire(struct api_call *c, struct v2_infer *x)
         return false;
     }
     x->dt = sess_spec(x->sess)->params.dtype;
+    x->half = (enum api_half)sess_spec(x->sess)->half;
+    c->half = x->half;
     return true;
 }
 
@@ -451,6 +453,17 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 /* ---- compute and answer -------------------------------------------------- */
 
 /* Little-endian bytes of n elements of dt. */
+/* float32 values already rounded to h -> their 2-byte little-endian bits. */
+static void put_half_le(struct api_buf *b, const void *data, enum api_half h, size_t n)
+{
+    const float *f = data;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t u = api_half_bits(h, f[i]);
+        unsigned char le[2] = {(unsigned char)(u & 0xFF), (unsigned char)(u >> 8)};
+        api_buf_append(b, le, 2);
+    }
+}
+
 static bool put_le(struct api_buf *b, const void *data, enum attn_dtype dt,
                    size_t n)
 {
@@ -533,7 +546,9 @@ static void respond(struct api_call *c, const struct v2_infer *x,
                     size_t cap)
 {
     const char *id = json_string_value(member(x->hdr, "id"));
-    const char *dtn = x->dt == ATTN_F32 ? "FP32" : "FP64";
+    const char *dtn = x->half == API_HALF_F16 ? "FP16" : x->half == API_HALF_BF16 ? "BF16"
+                      : x->dt == ATTN_F32 ? "FP32" : "FP64";
+    size_t es = x->half ? 2 : attn_dtype_size(x->dt);
     struct v2_out o[3];
     struct api_buf b;
     size_t hlen, i;
@@ -542,6 +557,16 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     char num[32];
 
     out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
+    for (k = 0; x->half && k < 3; k++) {           /* results rounded to FP16/BF16 */
+        if (!(x->outputs & (1u << k)))
+            continue;
+        i = api_half_round_matrix(x->half, (float *)(uintptr_t)o[k].data, o[k].count);
+        if (i < o[k].count) {
+            api_fail(c, API_ERR_NON_FINITE, NULL, "output %s element %zu is out of range of "
+                     "%s", api_v2_out_names[k], i, dtn);
+            return;
+        }
+    }
     api_buf_init(&b, cap);
     api_buf_puts(&b, "{\"model_name\":\"" V2_MODEL "\",\"model_version\":\""
                  V2_VERSION "\",");
@@ -562,7 +587,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
             api_buf_printf(&b, "%s%zu", d ? "," : "", o[k].shape[d]);
         if (x->binary & (1u << k)) {
             api_buf_printf(&b, "],\"parameters\":{\"binary_data_size\":%zu}}",
-                           o[k].count * attn_dtype_size(x->dt));
+                           o[k].count * es);
             continue;
         }
         api_buf_puts(&b, "],\"data\":[");
@@ -570,7 +595,13 @@ static void respond(struct api_call *c, const struct v2_infer *x,
             const char *p = (const char *)o[k].data + i * attn_dtype_size(x->dt);
             if (i)
                 api_buf_putc(&b, ',');
-            api_write_number(&b, x->dt, p, 0);
+            if (x->half) {
+                uint16_t hb = api_half_bits(x->half, *(const float *)(const void *)p);
+                size_t nl = x->half == API_HALF_F16 ? api_dtoa_f16(num, hb) : api_dtoa_bf16(num, hb);
+                api_buf_append(&b, num, nl);
+            } else {
+                api_write_number(&b, x->dt, p, 0);
+            }
         }
         api_buf_puts(&b, "]}");
     }
@@ -578,8 +609,12 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     api_buf_puts(&b, "]}");
     hlen = b.len;
     for (k = 0; k < 3; k++)
-        if (x->binary & x->outputs & (1u << k))
-            put_le(&b, o[k].data, x->dt, o[k].count);
+        if (x->binary & x->outputs & (1u << k)) {
+            if (x->half)
+                put_half_le(&b, o[k].data, x->half, o[k].count);
+            else
+                put_le(&b, o[k].data, x->dt, o[k].count);
+        }
     api_v2_extras_write_binary(&b, x, r);
     api_reply_buf(c, 200, &b);
     if (c->resp->status == 200 && (x->binary & x->outputs)) {
@@ -681,6 +716,9 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
     sp.bias_q_heads = in->bias_q ? in->bias_q_heads : 0;
     sp.bias_k_heads = in->bias_k ? in->bias_k_heads : 0;
     sp.bias_v_heads = in->bias_v ? in->bias_v_heads : 0;
+    sp.half = x->half;
+    sp.kv_store = x->half == API_HALF_F16 ? KV_STORE_F16
+                  : x->half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
     if ((st = sess_create(c->ctx->store, &sp, x->sid)) != CORE_OK) {
         api_fail_core(c, st, NULL);
         return false;
@@ -791,6 +829,7 @@ void api_v2_infer(struct api_call *c)
     if (!read_sequence(c, &x))
         goto out;
     api_v2_pick_dtype(&x, inputs);
+    c->half = x.half;
     if (x.seq && !x.seq_start && !sequence_acquire(c, &x))
         goto out;
     if (!api_v2_read_inputs(c, &x, inputs))

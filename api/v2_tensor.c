@@ -14,21 +14,31 @@
 #include <string.h>
 
 #include "api/read.h"
+#include "core/half.h"
 
 
-enum v2_wire { W_FP32, W_FP64, W_BOOL };
+enum v2_wire { W_FP32, W_FP64, W_BOOL, W_FP16, W_BF16 };
 
 static size_t wire_size(enum v2_wire w)
 {
-    return w == W_FP64 ? 8 : w == W_FP32 ? 4 : 1;
+    return w == W_FP64 ? 8 : w == W_FP32 ? 4 : w == W_BOOL ? 1 : 2;
 }
 
-/* Store one real x as element i of t (dtype dt); false if it does not fit. */
+/* Store one real x as element i of t (dtype dt, rounded to half when the
+ * request is FP16/BF16; tie as api_half_round's); false if it does not fit. */
 static bool store_real(void *data, enum attn_dtype dt, size_t i, double v,
-                       bool nullable)
+                       bool nullable, enum api_half half, bool *tie)
 {
     if (isnan(v) || (isinf(v) && !(nullable && v < 0)))
         return false;
+    if (half && isfinite(v)) {
+        bool t = false;
+        if (!api_half_round(half, v, (float *)data + i, tie ? &t : NULL))
+            return false;
+        if (tie)
+            *tie |= t;
+        return true;
+    }
     if (dt == ATTN_F32) {
         if (isfinite(v) && fabs(v) > FLT_MAX)
             return false;
@@ -45,6 +55,7 @@ struct v2_fill {
     enum attn_dtype dt;
     bool is_bool, nullable;
     size_t pos;
+    bool tie;                       /* a half number sat on a midpoint */
 };
 
 /* Flatten nested `data` (row-major) into the tensor. */
@@ -80,7 +91,7 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
         return true;
     }
     if (json_is_null(v) && f->nullable) {
-        store_real(f->t->data, f->dt, f->pos++, -INFINITY, true);
+        store_real(f->t->data, f->dt, f->pos++, -INFINITY, true, API_HALF_NONE, NULL);
         return true;
     }
     if (!json_is_number(v)) {
@@ -88,9 +99,10 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
                  f->nullable ? " or null" : "");
         return false;
     }
-    if (!store_real(f->t->data, f->dt, f->pos, json_number_value(v), false)) {
+    if (!store_real(f->t->data, f->dt, f->pos, json_number_value(v), false, f->c->half,
+                    &f->tie)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
-                 attn_dtype_name(f->dt));
+                 f->c->half ? api_half_name(f->c->half) : attn_dtype_name(f->dt));
         return false;
     }
     f->pos++;
@@ -120,12 +132,14 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
             float f;
             memcpy(&f, &u32, sizeof f);
             v = f;
+        } else if (w == W_FP16 || w == W_BF16) {
+            v = w == W_FP16 ? half_f16_to_f32((uint16_t)u) : half_bf16_to_f32((uint16_t)u);
         } else {
             memcpy(&v, &u, sizeof v);
         }
-        if (!store_real(t->data, dt, i, v, nullable)) {
+        if (!store_real(t->data, dt, i, v, nullable, c->half, NULL)) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite "
-                     "number of %s", i, attn_dtype_name(dt));
+                     "number of %s", i, c->half ? api_half_name(c->half) : attn_dtype_name(dt));
             return false;
         }
     }
@@ -193,8 +207,12 @@ static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
         *w = W_FP64;
         return true;
     }
+    if (!want_bool && s && (strcmp(s, "FP16") == 0 || strcmp(s, "BF16") == 0)) {
+        *w = s[0] == 'F' ? W_FP16 : W_BF16;
+        return true;
+    }
     api_fail(c, API_ERR_INVALID_FIELD, path, "datatype must be %s",
-             want_bool ? "BOOL" : "FP32 or FP64");
+             want_bool ? "BOOL" : "FP32, FP64, FP16 or BF16");
     return false;
 }
 
@@ -271,7 +289,7 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
                            struct v2_tensor *t, bool is_bool, bool nullable)
 {
     char path[API_PATH_MAX];
-    struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0};
+    struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0, false};
     const json_t *data = member(in, "data");
 
     api_pointer_key(path, sizeof path, prefix, "data");
@@ -282,6 +300,15 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
     }
     if (!fill_json(&f, data, 1, path))
         return false;
+    if (f.tie) {                    /* re-rounded from the text (api/half.c) */
+        size_t at = api_half_fix_ties(c->req->body, c->req->body_len, path, c->half,
+                                      t->data, t->count);
+        if (at < t->count) {
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is out of range of %s", at,
+                     api_half_name(c->half));
+            return false;
+        }
+    }
     if (f.pos != t->count) {
         api_fail(c, API_ERR_SHAPE_MISMATCH, path, "data holds %zu elements, the "
                  "shape needs %zu", f.pos, t->count);
@@ -343,7 +370,9 @@ void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs)
         const char *dt = json_string_value(member(in, "datatype"));
 
         if (name && strcmp(name, "q") == 0) {
-            x->dt = dt && strcmp(dt, "FP32") == 0 ? ATTN_F32 : ATTN_F64;
+            bool f16 = dt && strcmp(dt, "FP16") == 0, bf16 = dt && strcmp(dt, "BF16") == 0;
+            x->dt = (dt && strcmp(dt, "FP32") == 0) || f16 || bf16 ? ATTN_F32 : ATTN_F64;
+            x->half = f16 ? API_HALF_F16 : bf16 ? API_HALF_BF16 : API_HALF_NONE;
             return;
         }
     }

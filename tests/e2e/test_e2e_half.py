@@ -1,0 +1,238 @@
+"""tests/e2e/test_e2e_half.py — float16 and bfloat16 against the real daemon:
+/v1/attention (nested arrays and base64, in and out) checked against a
+Python reference on the rounded inputs, every printed number a value of the
+dtype in its shortest text, the decimal tie that float64 alone would round
+wrong, sessions with each kv_dtype (bytes as stored, results within the
+quantisation bound), and OIP v2 FP16/BF16 with binary bodies built byte by
+byte from the protocol's description (struct's IEEE half 'e' format).
+"""
+import base64
+import json
+import math
+import struct
+
+import pytest
+
+HDR = "Inference-Header-Content-Length"
+INFER = "/v2/models/attention/infer"
+JSON = {"Content-Type": "application/json"}
+
+
+def f16(x):
+    """x rounded to float16 (struct rounds to nearest even; OverflowError past it)."""
+    return struct.unpack("<e", struct.pack("<e", x))[0]
+
+
+def f16_bits(x):
+    return struct.unpack("<H", struct.pack("<e", x))[0]
+
+
+def bf16(x):
+    """x (exact as float32 in these tests) rounded to bfloat16, ties to even."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", u))[0]
+
+
+def shortest_f16(v):
+    """Fewest significant digits that read back (through float16) to v."""
+    for p in range(1, 7):
+        if f16(float("%.*e" % (p - 1, v))) == v:
+            return p
+    raise AssertionError(v)
+
+
+def sig_digits(text):
+    mant = text.lstrip("-").split("e")[0].replace(".", "").lstrip("0").rstrip("0")
+    return max(len(mant), 1)
+
+
+def attention_ref(q, k, v, scale=None):
+    d = len(q[0])
+    scale = scale or 1 / math.sqrt(d)
+    S, W, O = [], [], []
+    for qi in q:
+        s = [scale * sum(a * b for a, b in zip(qi, kj)) for kj in k]
+        m = max(s)
+        e = [math.exp(x - m) for x in s]
+        z = sum(e)
+        w = [x / z for x in e]
+        S.append(s)
+        W.append(w)
+        O.append([sum(w[j] * v[j][c] for j in range(len(k))) for c in range(len(v[0]))])
+    return S, W, O
+
+
+Q = [[0.5, -1.25, 2.0, 0.125], [1.5, 0.25, -0.75, 1.0]]
+K = [[1.0, 0.5, -0.5, 2.0], [-1.0, 1.5, 0.25, 0.5], [0.75, -2.0, 1.0, -0.25]]
+V = [[1.0, 2.5], [-0.5, 0.75], [3.0, -1.5]]
+
+
+def numbers(m):
+    return [x for row in m for x in row]
+
+
+def test_float16_json_matches_reference_and_prints_shortest(attnd):
+    r = attnd.post("/v1/attention", json.dumps({"q": Q, "k": K, "v": V, "dtype": "float16"}),
+                   headers=JSON)
+    assert r.status == 200, r
+    text = r.body.decode()
+    js = r.json()
+    assert js["meta"]["dtype"] == "float16"
+    S, W, O = attention_ref(Q, K, V)
+    for name, ref in (("scores", S), ("weights", W), ("output", O)):
+        got = [f16(g) for g in numbers(js[name])]     # the float16 each text reads as
+        want = [f16(x) for x in numbers(ref)]
+        for g, w in zip(got, want):
+            assert abs(g - w) <= 2 * 2.0 ** (math.floor(math.log2(abs(w))) - 10) + 1e-7
+    # every number is printed with the fewest digits that read back
+    body = text.split('"meta"')[0]
+    for tok in body.replace("[", " ").replace("]", " ").replace(",", " ").split():
+        if tok[0] in "-0123456789":
+            v = f16(float(tok))
+            assert sig_digits(tok) == shortest_f16(v), tok
+
+
+def test_bfloat16_base64_in_and_out(attnd):
+    q = [bf16(x) for x in numbers(Q)]
+    qb = b"".join(struct.pack("<H", struct.unpack("<I", struct.pack("<f", x))[0] >> 16)
+                  for x in q)
+    body = {"q": {"shape": [2, 4], "dtype": "bfloat16", "data": base64.b64encode(qb).decode()},
+            "k": K, "v": V, "dtype": "bfloat16", "encoding": "base64"}
+    r = attnd.post("/v1/attention", json.dumps(body), headers=JSON)
+    assert r.status == 200, r
+    js = r.json()
+    out = js["output"]
+    assert out["dtype"] == "bfloat16" and out["shape"] == [2, 2]
+    raw = base64.b64decode(out["data"])
+    assert len(raw) == 2 * 4
+    got = [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+           for h in struct.unpack("<4H", raw)]
+    _, _, O = attention_ref(Q, K, V)
+    for g, w in zip(got, numbers(O)):
+        assert bf16(g) == g and abs(g - w) <= 2 ** -6 * max(abs(w), 1)
+    # the same request in JSON prints the same values
+    body["encoding"] = "json"
+    js2 = attnd.post("/v1/attention", json.dumps(body), headers=JSON).json()
+    assert [bf16(x) for x in numbers(js2["output"])] == got
+
+
+def test_decimal_tie_rounds_from_the_text(attnd):
+    # 1 + 2^-11 is the float16 midpoint after 1; a hair above it reads as the
+    # same double, but rounds up as a decimal
+    for text, want in (("1.00048828125", 1.0), ("1.00048828125000001", 1.0009765625),
+                       ("1.00048828124999999", 1.0)):
+        body = '{"q":[[1]],"k":[[1]],"v":[[%s]],"dtype":"float16","return":["output"]}' % text
+        for jansson in (False, True):
+            if jansson:     # a null in attn_bias sends the body through jansson
+                body = body.replace('"return"', '"attn_bias":[[0]],"return"')
+            r = attnd.post("/v1/attention", body, headers=JSON)
+            assert r.status == 200, r
+            assert f16(r.json()["output"][0][0]) == want, text
+
+
+def test_overflow_is_refused(attnd):
+    r = attnd.post("/v1/attention", json.dumps({"q": [[1, 2]], "k": [[7e4, 0], [0, 1]],
+                                                "v": [[1, 2], [3, 4]], "dtype": "float16"}),
+                   headers=JSON)
+    assert r.status == 422 and r.json()["error"]["path"] == "/k/0/0"
+    r = attnd.post("/v1/attention", json.dumps({"q": [[300, 300]], "k": [[300, 300], [0, 1]],
+                                                "v": [[1, 2], [3, 4]], "dtype": "float16"}),
+                   headers=JSON)
+    assert r.status == 422 and r.json()["error"]["code"] == "non_finite"
+    assert "scores" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("dtype,kv,elem", [("float16", None, 2), ("bfloat16", None, 2),
+                                           ("float32", "int8", 1), ("float32", "float16", 2),
+                                           ("float32", None, 4)])
+def test_session_kv_dtypes(attnd, dtype, kv, elem):
+    spec = {"d_k": 4, "d_v": 2, "heads": 1, "kv_heads": 1, "dtype": dtype}
+    if kv:
+        spec["kv_dtype"] = kv
+    r = attnd.post("/v1/sessions", json.dumps(spec), headers=JSON)
+    assert r.status == 201, r
+    s = r.json()
+    want_kv = kv or dtype
+    assert s["kv_dtype"] == want_kv and s["dtype"] == dtype
+    sid = s["id"]
+    r = attnd.post("/v1/sessions/%s/kv" % sid, json.dumps({"k": K, "v": V}), headers=JSON)
+    assert r.status == 200, r
+    per_row = (4 + 2) * elem + (8 if want_kv == "int8" else 0)
+    assert r.json()["bytes"] >= 3 * per_row and r.json()["bytes"] <= 3 * per_row * 1.1 + 64
+    r = attnd.post("/v1/sessions/%s/attention" % sid, json.dumps({"q": Q[:1]}), headers=JSON)
+    assert r.status == 200, r
+    got = r.json()["output"][0]
+    _, _, O = attention_ref(Q[:1], K, V)
+    tol = {"float16": 4e-3, "bfloat16": 3e-2, "int8": 6e-2, "float32": 1e-5}[want_kv]
+    for g, w in zip(got, O[0]):
+        assert abs(g - w) <= tol * max(1, abs(w))
+    kvj = attnd.get("/v1/sessions/%s/kv" % sid).json()
+    assert kvj["kv_dtype"] == want_kv and len(kvj["k"]) == 3
+    attnd.request("DELETE", "/v1/sessions/%s" % sid)
+
+
+def test_session_kv_dtype_refusals(attnd):
+    for spec, path in (({"kv_dtype": "int4"}, "/kv_dtype"),
+                       ({"dtype": "float64", "kv_dtype": "float16"}, "/kv_dtype")):
+        body = dict({"d_k": 2, "d_v": 2, "heads": 1, "kv_heads": 1}, **spec)
+        r = attnd.post("/v1/sessions", json.dumps(body), headers=JSON)
+        assert r.status == 422 and r.json()["error"]["path"] == path
+
+
+def split_binary_response(r):
+    n = int(r.headers[HDR.lower()])
+    return json.loads(r.body[:n]), r.body[n:]
+
+
+def test_v2_fp16_binary_built_byte_by_byte(attnd):
+    # inputs: the JSON header, then each tensor's little-endian IEEE binary16
+    # values in the order of "inputs" (binary_data_size bytes each)
+    q, k, v = (numbers(m) for m in (Q, K, V))
+    blobs = [struct.pack("<%de" % len(x), *x) for x in (q, k, v)]
+    header = {"inputs": [{"name": n, "shape": s, "datatype": "FP16",
+                          "parameters": {"binary_data_size": len(b)}}
+                         for n, s, b in zip("qkv", ([2, 4], [3, 4], [3, 2]), blobs)],
+              "outputs": [{"name": "output", "parameters": {"binary_data": True}},
+                          {"name": "weights", "parameters": {"binary_data": False}}]}
+    js = json.dumps(header).encode()
+    r = attnd.post(INFER, js + b"".join(blobs),
+                   headers={"Content-Type": "application/octet-stream", HDR: str(len(js))})
+    assert r.status == 200, r
+    hdr, raw = split_binary_response(r)
+    outs = {o["name"]: o for o in hdr["outputs"]}
+    assert outs["output"]["datatype"] == "FP16" and outs["weights"]["datatype"] == "FP16"
+    assert outs["output"]["parameters"]["binary_data_size"] == 4 * 2 == len(raw)
+    got = struct.unpack("<4e", raw)
+    _, W, O = attention_ref(Q, K, V)
+    for g, w in zip(got, numbers(O)):
+        assert abs(g - w) <= 2 ** -9 * max(1, abs(w))
+    for g, w in zip(outs["weights"]["data"], numbers(W)):
+        assert abs(f16(g) - w) <= 2 ** -10
+    # the same values as /v1/attention in float16
+    ref = attnd.post("/v1/attention", json.dumps({"q": Q, "k": K, "v": V, "dtype": "float16",
+                                                   "return": ["output"]}), headers=JSON).json()
+    assert list(got) == [f16(x) for x in numbers(ref["output"])]
+
+
+def test_v2_bf16_json_and_binary_inf(attnd):
+    body = {"inputs": [{"name": n, "shape": s, "datatype": "BF16", "data": numbers(m)}
+                       for n, s, m in zip("qkv", ([2, 4], [3, 4], [3, 2]), (Q, K, V))]}
+    r = attnd.post(INFER, json.dumps(body), headers=JSON)
+    assert r.status == 200, r
+    outs = {o["name"]: o for o in r.json()["outputs"]}
+    assert outs["output"]["datatype"] == "BF16"
+    _, _, O = attention_ref(Q, K, V)
+    for g, w in zip(outs["output"]["data"], numbers(O)):
+        assert abs(bf16(g) - w) <= 2 ** -6 * max(1, abs(w))
+    # +Inf (0x7C00) in FP16 binary data is refused
+    blob = struct.pack("<HH", 0x7C00, 0)
+    header = {"inputs": [{"name": "q", "shape": [1, 2], "datatype": "FP16",
+                          "parameters": {"binary_data_size": 4}},
+                         {"name": "k", "shape": [1, 2], "datatype": "FP16", "data": [1, 0]},
+                         {"name": "v", "shape": [1, 2], "datatype": "FP16", "data": [1, 0]}]}
+    js = json.dumps(header).encode()
+    r = attnd.post(INFER, js + blob,
+                   headers={"Content-Type": "application/octet-stream", HDR: str(len(js))})
+    assert r.status in (400, 422), r
+    assert isinstance(r.json()["error"], str)
