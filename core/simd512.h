@@ -65,7 +65,7 @@ SIMD512_FN __m512 simd_exp2_16(__m512 x)
 
 /* tanh of 16 floats: Cephes tanhf's odd polynomial below |x| = 0.625, else
  * 1 - 2/(e^(2|x|) + 1) through simd_exp2_16 of -2|x|·log2(e) (no
- * cancellation there: e^(-2|x|) <= 0.29); the sign put back. About 2 ulp;
+ * cancellation there: e^(-2|x|) <= 0.29); the sign put back. A few ulp;
  * ±1 beyond |x| ~ 9, NaN stays NaN. */
 SIMD512_FN __m512 simd_tanh16(__m512 x)
 {
@@ -77,8 +77,12 @@ SIMD512_FN __m512 simd_tanh16(__m512 x)
     p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
     __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), a, a);
     __m512 e = simd_exp2_16(_mm512_mul_ps(a, _mm512_set1_ps(-2.88539008177792681f)));
-    __m512 big = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), e),
-                               _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    /* (1 - e) / (1 + e) by a reciprocal estimate and one Newton step (a
+     * division per 16 scores cost about 6% of a softcapped prefill) */
+    __m512 one = _mm512_set1_ps(1.0f), den = _mm512_add_ps(one, e);
+    __m512 r = _mm512_rcp14_ps(den);
+    r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, one), r);
+    __m512 big = _mm512_mul_ps(_mm512_sub_ps(one, e), r);
     __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ),
                                     big, small);
     __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));

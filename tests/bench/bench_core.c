@@ -28,7 +28,8 @@
  *
  * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone;
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
- *                              BENCH_TOP_K_ONLY=1: the top-k row alone)
+ *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
+ *                              BENCH_MODELS_ONLY=1: issue 16's rows alone)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -714,6 +715,119 @@ static void quiet_blas_threads(char **argv)
     /* exec failed: measure anyway */
 }
 
+/* ---- issue 16: windows, packed segments, softcap, per-head sinks ----- */
+
+/* Pairs (i, j) a causal query sees with window.left = W over n = L rows. */
+static double window_pairs(size_t n, size_t W)
+{
+    double p = 0;
+    for (size_t i = 0; i < n; i++)
+        p += (double)(i < W ? i + 1 : W + 1);
+    return p;
+}
+
+/* Several requests one after another (the separate side of the packed row). */
+struct several {
+    struct prefill_arg *p;
+    int count;
+};
+
+static void run_several(void *arg)
+{
+    struct several *s = arg;
+    for (int i = 0; i < s->count; i++)
+        run_prefill(&s->p[i]);
+}
+
+static void bench_models(void)
+{
+    size_t N = 8192, d = 128, W = 1024, S = 1024, nseg = N / S;
+    char ratio[128];
+    /* a sliding window against sgemm counted over the allowed pairs */
+    struct prefill_arg win;
+    prefill_init(&win, N, N, d, ATTN_OUT_OUTPUT, true);
+    win.req.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    win.req.window = (struct attn_window){true, (int64_t)W, -1, 0};
+    /* 8 packed segments of 1024 against 8 separate causal requests */
+    struct prefill_arg packed, sep[8];
+    prefill_init(&packed, N, N, d, ATTN_OUT_OUTPUT, true);
+    packed.req.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    int64_t *seg = xalloc(N * sizeof(int64_t));
+    for (size_t i = 0; i < N; i++)
+        seg[i] = (int64_t)(i / S);
+    packed.req.seg_q = packed.req.seg_k = seg;
+    packed.req.seg_batches = 1;
+    for (size_t i = 0; i < nseg; i++) {
+        prefill_init(&sep[i], S, S, d, ATTN_OUT_OUTPUT, true);
+        sep[i].req.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    }
+    struct several all = {sep, (int)nseg};
+    struct timed t[3] = {{run_prefill, &win, 0, 0}, {run_sgemm, &gemm2, 0, 0},
+                         {run_prefill, &packed, 0, 0}};
+    struct timed ts = {run_several, &all, 0, 0};
+    time_set(t, 3);
+    time_set(&ts, 1);
+    double g2 = gemm_rate(&t[1]);
+    double aw = 4.0 * (double)d * window_pairs(N, W) / t[0].med / 1e9;
+    detail("prefill 8192 d128 causal window 1024, 2 cores", t[0].med, aw, "GF/s", "sgemm 2T",
+           g2);
+    snprintf(ratio, sizeof ratio, "%.2f of sgemm over allowed pairs (kernel %s)", aw / g2,
+             attn_dtype_kernel(ATTN_F32));
+    benchrow("prefill f32 n=L=8192 d=128 causal window.left=1024 output (2 cores)",
+             "sgemm 2T GFLOP/s", g2, NULL, -1, aw, "GFLOP/s", ratio,
+             ">=0.8 of sgemm over allowed pairs", aw >= 0.8 * g2);
+    double pr = ts.med / t[2].med;
+    detail("packed 8 x 1024 segments causal, 2 cores", t[2].med, 1 / t[2].med, "/s",
+           "8 separate", 1 / ts.med);
+    snprintf(ratio, sizeof ratio, "%.2f of the separate requests' rate", pr);
+    benchrow("packed batch f32 8 segments x 1024 d=128 causal vs 8 separate requests (2 cores), ms",
+             "8 separate ms", ts.med * 1e3, NULL, -1, t[2].med * 1e3, "ms", ratio,
+             ">=0.8 of the separate rate", pr >= 0.8);
+    prefill_free(&win);
+    prefill_free(&packed);
+    for (size_t i = 0; i < nseg; i++)
+        prefill_free(&sep[i]);
+    free(seg);
+
+    /* the fused kernel with softcap / per-head sinks against without */
+    size_t n = 2048, h = 4;
+    struct prefill_arg plain, cap, sink;
+    struct prefill_arg *pa[3] = {&plain, &cap, &sink};
+    for (int i = 0; i < 3; i++) {
+        prefill_init(pa[i], n, n, d, ATTN_OUT_OUTPUT, true);
+        free((void *)pa[i]->in.q);      /* h heads of queries on one kv head */
+        free(pa[i]->out.output);
+        pa[i]->in.q = rand_floats(h * n * d, 31);
+        pa[i]->out.output = rand_floats(h * n * d, 32);
+        pa[i]->req.shape.h = h;
+        pa[i]->req.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    }
+    static const double sinks[4] = {0.5, -1, 2, 0};
+    cap.req.params.softcap = 50;
+    sink.req.params.softmax = ATTN_SOFTMAX_SINK;
+    sink.req.params.sink_logits = sinks;
+    struct timed tf[3] = {{run_prefill, &plain, 0, 0}, {run_prefill, &cap, 0, 0},
+                          {run_prefill, &sink, 0, 0}};
+    time_set(tf, 3);
+    double base = gflops(h * n, n, d, tf[0].med) / 2;   /* causal: half the pairs */
+    double rc = tf[0].med / tf[1].med, rs = tf[0].med / tf[2].med;
+    detail("prefill 4x2048 d128 causal, 2 cores", tf[0].med, base, "GF/s", "-", 1);
+    detail("  with softcap 50", tf[1].med, base * rc, "GF/s", "without", base);
+    detail("  with per-head sinks", tf[2].med, base * rs, "GF/s", "without", base);
+    snprintf(ratio, sizeof ratio, "%.2f of the rate without (kernel %s)", rc,
+             attn_dtype_kernel(ATTN_F32));
+    benchrow("fused f32 prefill h=4 n=L=2048 d=128 causal: softcap 50 vs none (2 cores)",
+             "without GFLOP/s", base, NULL, -1, base * rc, "GFLOP/s", ratio, ">=0.9 of without",
+             rc >= 0.9);
+    snprintf(ratio, sizeof ratio, "%.2f of the rate without (kernel %s)", rs,
+             attn_dtype_kernel(ATTN_F32));
+    benchrow("fused f32 prefill h=4 n=L=2048 d=128 causal: per-head sinks vs none (2 cores)",
+             "without GFLOP/s", base, NULL, -1, base * rs, "GFLOP/s", ratio, ">=0.9 of without",
+             rs >= 0.9);
+    for (int i = 0; i < 3; i++)
+        prefill_free(pa[i]);
+}
+
 int main(int argc, char **argv)
 {
     quiet_blas_threads(argv);
@@ -771,6 +885,13 @@ int main(int argc, char **argv)
         attn_pool_free(pool);
         return 0;
     }
+    /* BENCH_MODELS_ONLY=1: issue 16's rows alone */
+    const char *models_only = getenv("BENCH_MODELS_ONLY");
+    if (models_only && strcmp(models_only, "1") == 0) {
+        bench_models();
+        attn_pool_free(pool);
+        return 0;
+    }
     const char *top_only = getenv("BENCH_TOP_K_ONLY");
     if (top_only && strcmp(top_only, "1") == 0) {
         bench_top_k();
@@ -789,6 +910,7 @@ int main(int argc, char **argv)
     bench_session(32768);
     bench_kv_dtypes();
     bench_top_k();
+    bench_models();
     free(a);
     free(b);
     free(c);
