@@ -509,12 +509,26 @@
         }
       }
       cv.dataset.head = String(h);
+      cv.addEventListener('mousemove', labelCell(cv, h, cell));
       var cap = document.createElement('figcaption');
       cap.textContent = 'head ' + h;
       fig.appendChild(cv);
       fig.appendChild(cap);
       box.appendChild(fig);
     }
+  }
+
+  /* hovering a map cell names its tokens and weight (rows: queries, columns: keys) */
+  function labelCell(cv, h, cell) {
+    return function (e) {
+      var r = cv.getBoundingClientRect(), res = model.res;
+      var j = Math.floor((e.clientX - r.left) * cv.width / r.width / cell);
+      var i = Math.floor((e.clientY - r.top) * cv.height / r.height / cell);
+      if (i < 0 || j < 0 || i >= res.meta.n || j >= res.meta.L) return;
+      var w = perHead(res.weights, h)[i][j];
+      cv.title = labelsOf('q', res.meta.n)[i] + ' → ' + labelsOf('k', res.meta.L)[j] + ': ' +
+        (perHead(res.scores, h)[i][j] === null ? 'masked' : f6(w));
+    };
   }
 
   function drawRowStats() {
