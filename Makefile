@@ -48,7 +48,7 @@ APIT_BIN   := $(APIT_SRC:tests/api/%.c=$(BUILD)/tests/%)
 WEB_FILES  := $(sort $(wildcard server/web/*))
 
 .PHONY: all run test asan tsan valgrind bench fuzz docker \
-        clean deps deps-test deps-npm deps-bench
+        clean deps deps-test deps-npm deps-bench deps-slow
 
 all: $(BUILD)/attnd
 
@@ -86,6 +86,10 @@ deps-test:
 	    (cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
 	  fi; \
 	done
+
+# The slow suite's extra tools (.ci/run): testssl.sh scans the HTTPS setup.
+deps-slow:
+	$(call install_missing,testssl.sh)
 
 # Debian ships npm apart from nodejs (NodeSource's nodejs includes it).
 deps-npm:

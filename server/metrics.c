@@ -46,6 +46,7 @@ struct srv_metrics {
     struct key_stats keys[MAX_KEYS];
     size_t n_keys;
     uint64_t deadline_exceeded, cancelled;
+    int64_t on_pool;                    /* queued for or computing on the pool */
     struct route_stats routes[MAX_ROUTES];
     size_t n_routes;
     int64_t in_flight;
@@ -155,6 +156,12 @@ void srv_metrics_count(struct srv_metrics *m, enum srv_metric_event ev, const ch
         break;
     case SRV_EV_CANCELLED:
         m->cancelled++;
+        break;
+    case SRV_EV_POOL_IN:
+        m->on_pool++;
+        break;
+    case SRV_EV_POOL_OUT:
+        m->on_pool--;
         break;
     }
     pthread_mutex_unlock(&m->mu);
@@ -284,8 +291,12 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
             "# HELP attnd_cancelled_total Requests whose client hung up while they were "
             "on the compute pool (their computation stops at its next piece).\n"
             "# TYPE attnd_cancelled_total counter\n"
-            "attnd_cancelled_total %llu\n",
-         (unsigned long long)m->deadline_exceeded, (unsigned long long)m->cancelled);
+            "attnd_cancelled_total %llu\n"
+            "# HELP attnd_requests_on_pool Requests queued for or computing on the compute pool.\n"
+            "# TYPE attnd_requests_on_pool gauge\n"
+            "attnd_requests_on_pool %lld\n",
+         (unsigned long long)m->deadline_exceeded, (unsigned long long)m->cancelled,
+         (long long)m->on_pool);
 }
 
 static void render_sessions(struct out *o, struct sess_store *st)

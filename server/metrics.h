@@ -6,7 +6,7 @@
  * (histogram by route), attnd_requests_in_flight, attnd_connections_open,
  * attnd_request_bytes_total, attnd_key_requests_total{key},
  * attnd_rate_limited_total{key}, attnd_deadline_exceeded_total,
- * attnd_cancelled_total,
+ * attnd_cancelled_total, attnd_requests_on_pool,
  * attnd_response_bytes_total, and, when a session store is attached,
  * attnd_sessions, attnd_kv_cache_bytes, attnd_session_evictions_total,
  * attnd_session_expirations_total. Routes are templates (bounded set); the
@@ -38,6 +38,8 @@ enum srv_metric_event {
     SRV_EV_RATE_LIMITED,            /* attnd_rate_limited_total{key} */
     SRV_EV_DEADLINE,                /* attnd_deadline_exceeded_total */
     SRV_EV_CANCELLED,               /* attnd_cancelled_total */
+    SRV_EV_POOL_IN,                 /* attnd_requests_on_pool + 1 */
+    SRV_EV_POOL_OUT,                /* attnd_requests_on_pool - 1 */
 };
 
 /* Count one event; key: the API key's name, NULL: none. */

@@ -22,6 +22,17 @@ import random
 import threading
 import time
 
+
+def _connection(port):
+    """HTTP, or HTTPS without verification in an ATTND_E2E_TLS run (loopback)."""
+    if os.environ.get("ATTND_E2E_TLS") == "1":
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=ctx)
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
 D = 16          # d_k = d_v of the load requests
 HEADS = 2       # query heads of the load sessions (kv_heads 1)
 
@@ -124,7 +135,7 @@ class Worker(threading.Thread):
     def _call(self, method, path, body=None):
         """Returns (status, body bytes) or raises OSError/HTTPException."""
         if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            self.conn = _connection(self.port)
         hdrs = {}
         if body is not None:
             hdrs["Content-Type"] = "application/json"

@@ -37,13 +37,16 @@ def make_ca(d, name):
     return cert
 
 
-def make_cert(d, name, ca, cn, days=2):
+def make_cert(d, name, ca, cn, days=2, crl=None):
     """A server certificate for 127.0.0.1 signed by ca (make_ca's path);
-    days < 0 makes one that has already expired. Returns (cert, key)."""
+    days < 0 makes one that has already expired; crl: a CRL distribution
+    point URI. Returns (cert, key)."""
     cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + "-key.pem")
     csr, ext = os.path.join(d, name + ".csr"), os.path.join(d, name + ".ext")
     with open(ext, "w") as f:
         f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        if crl:
+            f.write(f"crlDistributionPoints=URI:{crl}\n")
     _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
              "-subj", f"/CN={cn}")
     _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca[:-4] + "-key.pem",

@@ -12,12 +12,13 @@ import json
 import os
 import runpy
 import socket
+import ssl
 import threading
 import time
 
 import pytest
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, connect
 
 BAD_DIR = os.path.join(os.path.dirname(__file__), "..", "data", "bad")
 
@@ -128,7 +129,7 @@ def _final(buf):
 
 def send_raw(port, data, timeout):
     """Send data while reading; return the response (or raise)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = connect(port, timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     send_err = []
 
@@ -142,7 +143,10 @@ def send_raw(port, data, timeout):
             send_err.append(e)
 
     t = threading.Thread(target=sender, daemon=True)
-    t.start()
+    if isinstance(s, ssl.SSLSocket):
+        sender()                    # an SSL socket is not for two threads at once
+    else:
+        t.start()
     buf = b""
     deadline = time.time() + timeout
     try:
@@ -151,7 +155,7 @@ def send_raw(port, data, timeout):
                 chunk = s.recv(65536)
             except socket.timeout:
                 break
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError):
                 break
             if not chunk:
                 break
@@ -167,7 +171,8 @@ def send_raw(port, data, timeout):
         return r
     finally:
         s.close()
-        t.join(timeout=5)
+        if t.is_alive():
+            t.join(timeout=5)
 
 
 # ---- daemons -----------------------------------------------------------------

@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, http_connection
 
 D = 8           # d_k = d_v
 M = 4           # rows per append
@@ -61,7 +61,7 @@ class Client(threading.Thread):
         self.ack_times = []                 # (time, rows after it)
 
     def run(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn = http_connection(self.port, timeout=10)
         try:
             while True:
                 rows = _rows(self.no, len(self.acked))

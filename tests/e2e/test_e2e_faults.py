@@ -21,13 +21,14 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import sys
 import tempfile
 import threading
 import time
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, connect, http_connection
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import load_driver  # noqa: E402
@@ -70,7 +71,7 @@ def test_sigterm_under_load_drains_and_exits_zero():
     def client():
         while not stop.is_set():
             t_sent = None
-            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+            c = http_connection(d.port, timeout=30)
             try:
                 c.request("POST", "/v1/attention", body=body,
                           headers={"Content-Type": "application/json"})
@@ -85,7 +86,8 @@ def test_sigterm_under_load_drains_and_exits_zero():
                         out = (503, "not-json")
             except ConnectionRefusedError:
                 out = "refused"
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
+                    ssl.SSLError) as e:     # over TLS: closed in the handshake
                 out = "reset:" + type(e).__name__
             except OSError as e:
                 out = "oserror:" + type(e).__name__
@@ -150,7 +152,7 @@ def test_sigterm_during_session_appends_keeps_every_acknowledged_row():
             rng = random.Random(seed)
             while not stop.is_set():
                 body = json.dumps({"k": _mat(rng, 1, 4), "v": _mat(rng, 1, 4)}).encode()
-                c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+                c = http_connection(d.port, timeout=30)
                 try:
                     c.request("POST", f"/v1/sessions/{sid}/kv", body=body,
                               headers={"Content-Type": "application/json"})
@@ -342,24 +344,24 @@ def _abort(s):
 
 def _vanish_round(port, big_body):
     for i in range(20):                 # mid-upload, Content-Length
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = connect(port, timeout=5)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 900000\r\n\r\n" + b'{"q":[' + b"[1,0]," * 30000)
         _abort(s) if i % 2 else s.close()
     for i in range(10):                 # mid-upload, chunked
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = connect(port, timeout=5)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n4000\r\n" + b" " * 3000)
         _abort(s) if i % 2 else s.close()
     for i in range(8):                  # mid-response
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = connect(port, timeout=30)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: " + str(len(big_body)).encode() + b"\r\n\r\n" + big_body)
         got = s.recv(4096)
         assert got.startswith(b"HTTP/1.1 "), got[:100]
         _abort(s) if i % 2 else s.close()
     for _ in range(10):                 # connect and say nothing
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = connect(port, timeout=5)
         s.close()
 
 

@@ -5,20 +5,18 @@ auth, JSON 404/405, configuration (flags, ATTND_* twins, --help, --version,
 bad values), the log lines, and a SIGTERM drain with a request in flight.
 Each test talks HTTP to the real build/attnd (attnd_proc.Attnd).
 """
-import http.client
 import json
 import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
 
 import pytest
 
-from attnd_proc import BIN, Attnd
+from attnd_proc import Attnd, BIN, connect, http_connection
 
 SEED = {"q": [[1, 0]], "k": [[1, 0], [0, 1], [-1, 0]], "v": [[1, 0], [0, 1], [0, 0]]}
 W_PLAIN = [0.575975, 0.283995, 0.140029]
@@ -289,7 +287,7 @@ def test_port_file_holds_the_bound_port(attnd):
     with open(attnd.port_file) as f:
         text = f.read()
     assert text.endswith("\n") and int(text) == attnd.port and attnd.port > 0
-    s = socket.create_connection(("127.0.0.1", int(text)), timeout=5)
+    s = connect(int(text), timeout=5)
     s.close()
 
 
@@ -386,10 +384,10 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0():
     n, d = 300, 32
     body = json.dumps({"q": _mat(rng, n, d), "k": _mat(rng, n, d), "v": _mat(rng, n, d)}).encode()
     with Attnd("--drain-timeout", "20") as a:
-        probe = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+        probe = http_connection(a.port, timeout=10)
         probe.request("GET", "/healthz")                   # a keep-alive connection
         assert probe.getresponse().read()
-        s = socket.create_connection(("127.0.0.1", a.port), timeout=30)
+        s = connect(a.port, timeout=30)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body[:-1000])
         time.sleep(0.3)
@@ -401,7 +399,7 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0():
         assert r.status == 503 and json.loads(r.read())["error"]["code"] == "draining"
         assert r.getheader("Connection", "").lower() == "close"
         with pytest.raises(OSError):                      # no new connections
-            socket.create_connection(("127.0.0.1", a.port), timeout=2).recv(1)
+            connect(a.port, timeout=2).recv(1)
         s.sendall(body[-1000:])
         status, hdrs, out = _read_response(s)
         assert status == 200, out[:300]
@@ -423,7 +421,7 @@ def test_sigint_idle_exits_0_quickly():
 
 def test_drain_timeout_cuts_a_stalled_upload():
     with Attnd("--drain-timeout", "1") as a:
-        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s = connect(a.port, timeout=10)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 1000\r\n\r\n{\"q\":")
         time.sleep(0.2)
@@ -502,7 +500,7 @@ def test_sighup_on_stdout_keeps_serving():
 
 def test_second_signal_during_drain_exits_at_once():
     with Attnd("--drain-timeout", "60") as a:
-        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s = connect(a.port, timeout=10)
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 1000\r\n\r\n{\"q\":")
         time.sleep(0.2)

@@ -7,14 +7,12 @@ be answered, and quickly — at most one of 20 probes may take longer than
 shared 2-core machine, not a benchmark). Afterwards the slow connections are
 dropped and the daemon's fds return to the baseline.
 """
-import http.client
 import os
-import socket
 import sys
 import threading
 import time
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, connect, http_connection
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import load_driver  # noqa: E402
@@ -30,7 +28,7 @@ BODY_DRIP = (b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
 def _drip(port, stop, opened, data=HEADER_DRIP):
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = connect(port, timeout=5)
     except OSError:
         return
     opened.append(s)
@@ -52,7 +50,7 @@ def _drip(port, stop, opened, data=HEADER_DRIP):
 
 def _probe(port):
     t0 = time.monotonic()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c = http_connection(port, timeout=5)
     try:
         c.request("GET", "/healthz")
         r = c.getresponse()
