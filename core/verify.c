@@ -1507,6 +1507,13 @@ static const struct {
     {"rope_dims_zero",
      "Partial rotary with dims = 0 rotates nothing: it equals attention without "
      "RoPE.", verify_check_dims_zero},
+    {"kv_dtype_bound",
+     "Float16, bfloat16 and int8 session caches give outputs within a stated bound "
+     "of the float32 cache's.", verify_check_kv_dtypes},
+    {"beit_key_bias_float16",
+     "In float16 a large common key bias is no longer invisible: k0 + bK rounded to "
+     "float16 loses k0's bits, so the weights drift from float64's (which do not "
+     "move) as bK grows, until the scores overflow.", verify_check_beit_key_bias},
 };
 
 #define N_CHECKS (sizeof CHECKS / sizeof CHECKS[0])

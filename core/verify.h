@@ -41,7 +41,7 @@
 #define VERIFY_TOL_F64 1e-12
 #define VERIFY_TOL_F32 1e-4
 
-#define VERIFY_MAX_CHECKS 26
+#define VERIFY_MAX_CHECKS 28
 #define VERIFY_MAX_DATA 12
 
 /* The forward pass verify calls; attn_forward unless a test injects a fault. */

@@ -97,4 +97,8 @@ enum core_status verify_check_head_sinks(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_llama3_one(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_dims_zero(struct vx *c, struct verify_check *ck);
 
+/* Issue 21's checks (core/verify_half.c). */
+enum core_status verify_check_kv_dtypes(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *ck);
+
 #endif

@@ -103,7 +103,7 @@ TEST(get_checks_shape)
     json_t *checks = json_object_get(j, "checks");
 
     CHECK_EQ_INT(st, 200);
-    CHECK_EQ_INT(json_array_size(checks), 25);
+    CHECK_EQ_INT(json_array_size(checks), 27);
     json_array_foreach(checks, i, ck) {
         CHECK_EQ_INT(json_integer_value(json_object_get(ck, "id")), (long long)i + 1);
         CHECK(json_is_string(json_object_get(ck, "claim")));

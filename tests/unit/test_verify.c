@@ -124,7 +124,7 @@ TEST(builtin_every_check)
     struct verify_report r;
     verify_builtin(&in);
     CHECK_EQ_INT(run(&in, &r), CORE_OK);
-    CHECK_EQ_INT(r.n_checks, 25);
+    CHECK_EQ_INT(r.n_checks, 27);
     CHECK(r.passed);
     CHECK_NEAR(r.tolerance, 1e-12, 0);
     for (size_t i = 0; i < r.n_checks; i++) {
