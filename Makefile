@@ -50,7 +50,21 @@ WEB_FILES  := $(sort $(wildcard server/web/*))
 .PHONY: all run test asan tsan valgrind bench fuzz docker \
         clean deps deps-test deps-npm deps-bench deps-slow
 
+# Without the -dev packages (pkg-config finds none of them), `make` installs
+# them first as `make run` does (as root; otherwise it prints the apt-get
+# command) instead of stopping at a missing header.
+HAVE_PKGS := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
+ifeq ($(HAVE_PKGS),yes)
 all: $(BUILD)/attnd
+else ifeq ($(DEPS_TRIED),)
+all:
+	@echo "attnd: the build needs the packages of 'make deps' (pkg-config does not find all of $(PKGS))"
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory DEPS_TRIED=1 all
+else
+all:
+	@echo "attnd: pkg-config still does not find all of $(PKGS) after 'make deps'"; exit 1
+endif
 
 # libFuzzer targets: fuzz, fuzz-replay, fuzz-build, and the gcc-built corpus
 # replayers $(FUZZ_REPLAY_BIN) that `make test` runs.
