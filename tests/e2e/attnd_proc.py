@@ -22,6 +22,26 @@ import tempfile
 import time
 
 BIN = os.environ.get("ATTND_BIN", "build/attnd")
+# Every response request() receives is appended here (one JSON line each)
+# when set; tests/e2e/test_e2e_zz_responses.py validates them against the
+# OpenAPI document at the end of the suite (conftest.py sets it).
+RECORD = os.environ.get("ATTND_E2E_RECORD")
+RECORD_BODY_MAX = 1 << 20
+
+
+def record(method, path, status, headers, body):
+    """Append one response to RECORD (bodies over RECORD_BODY_MAX: none)."""
+    if not RECORD:
+        return
+    text = None
+    if body is not None and len(body) <= RECORD_BODY_MAX:
+        text = body.decode("latin-1")
+    line = {"method": method, "path": path.split("?")[0], "status": status,
+            "content_type": headers.get("content-type"),
+            "header_length": headers.get("inference-header-content-length"),
+            "body": text}
+    with open(RECORD, "a") as f:
+        f.write(json.dumps(line) + "\n")
 E2E_TLS = os.environ.get("ATTND_E2E_TLS") == "1"
 
 
@@ -168,7 +188,9 @@ class Attnd:
             conn.request(method, path, body=body, headers=hdrs)
             r = conn.getresponse()
             data = r.read()
-            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+            hdrs = {k.lower(): v for k, v in r.getheaders()}
+            record(method, path, r.status, hdrs, None if method == "HEAD" else data)
+            return Response(r.status, hdrs, data)
         finally:
             conn.close()
 

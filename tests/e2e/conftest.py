@@ -5,6 +5,13 @@ import sys
 
 import pytest
 
+# Responses are recorded for test_e2e_zz_responses.py (before attnd_proc
+# reads the variable); one file per run, emptied here.
+if "ATTND_E2E_RECORD" not in os.environ:
+    _build = os.path.dirname(os.path.abspath(os.environ.get("ATTND_BIN", "build/attnd")))
+    os.environ["ATTND_E2E_RECORD"] = os.path.join(_build, "e2e-responses.jsonl")
+open(os.environ["ATTND_E2E_RECORD"], "w").close()
+
 sys.path.insert(0, os.path.dirname(__file__))
 from attnd_proc import Attnd  # noqa: E402
 

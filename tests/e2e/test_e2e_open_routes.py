@@ -90,3 +90,12 @@ def test_v2_errors_keep_the_v2_shape_for_401_and_413():
         assert r.status == 413 and r.json()["error"]["code"] == "body_too_large", r
         r = d.get("/v2/health/live")
         assert r.status == 200 and r.json() == {"live": True}
+
+
+def test_openapi_error_codes_are_the_error_table():
+    """components.schemas.ErrorCode lists exactly the codes of API_ERROR_MAP
+    (api/error.h), the one table the server answers from."""
+    with open(os.path.join(ROOT, "api", "error.h")) as f:
+        table = re.findall(r'X\([A-Z_]+,\s*"([a-z_]+)",\s*\d+', f.read())
+    assert len(table) > 20
+    assert sorted(openapi()["components"]["schemas"]["ErrorCode"]["enum"]) == sorted(table)
