@@ -94,7 +94,8 @@ deps:
 deps-test:
 	$(call install_missing,$(DEPS_TEST))
 	@for d in tests/browser tests/k8s; do \
-	  if [ "$(BROWSER)" = 1 ] && [ -f $$d/package.json ] && [ ! -d $$d/node_modules ]; then \
+	  if [ "$(BROWSER)" = 1 ] && [ -f $$d/package.json ] && { [ ! -d $$d/node_modules ] || \
+	      [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; }; then \
 	    command -v npm >/dev/null || $(MAKE) --no-print-directory deps-npm || exit 1; \
 	    echo "deps: npm ci ($$d)"; \
 	    (cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \

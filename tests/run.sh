@@ -46,6 +46,19 @@ for t in "$build"/tests/test_*; do
     fi
 done
 
+# redocly lint of the OpenAPI document (npm @redocly/cli, tests/browser):
+# 0 errors, 0 warnings but the ones justified in tests/browser/.redocly.lint-ignore.yaml.
+if [ "$only" = "" ] && [ "${ATTND_BROWSER:-1}" != 0 ]; then
+    (cd tests/browser && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+        ./node_modules/.bin/redocly lint --config redocly.yaml --format=stylish \
+        ../../server/web/openapi.json) >"$log" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && ! grep -qE ' (warning|error) ' "$log"; then
+        passed=$((passed + 1)); echo "== redocly lint: 1 passed, 0 failed"
+    else
+        failed=$((failed + 1)); echo "== redocly lint: FAILED"; grep -E ' (warning|error) ' "$log" || tail -n 20 "$log"
+    fi
+fi
+
 if [ "$only" != c ] && [ -d tests/e2e ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
     kflag=""
     [ "$only" = concurrency ] && kflag="-k concurrency"
