@@ -249,48 +249,44 @@ bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, s
 
 /* One extras output in JSON (binary: its size only, the bytes follow). */
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
-                         const struct attn_request *r, bool *first)
+                         const struct attn_request *r, int k, bool *first)
 {
     const char *dtn = x->dt == ATTN_F32 ? "FP32" : "FP64";
-    for (int k = V2_QK; k < V2_NOUT; k++) {
-        if (!(x->outputs & V2_BIT(k)))
-            continue;
-        api_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"", *first ? "" : ",",
-                       api_v2_out_names[k]);
-        *first = false;
-        if (k == V2_TOK_Q || k == V2_TOK_K) {
-            const json_t *a = json_object_get(x->ext.tokens, k == V2_TOK_Q ? "q" : "k");
-            api_buf_printf(b, "BYTES\",\"shape\":[%zu],\"data\":[", json_array_size(a));
-            for (size_t i = 0; i < json_array_size(a); i++) {
-                if (i)
-                    api_buf_putc(b, ',');
-                api_write_string(b, json_string_value(json_array_get(a, i)));
-            }
-            api_buf_puts(b, "]}");
-            continue;
-        }
-        struct v2x_view v = view(x, r, k);
-        api_buf_puts(b, v.ints ? "INT64" : dtn);
-        api_buf_puts(b, "\",\"shape\":");
-        put_shape(b, x, r, v.cols);
-        if (x->binary & V2_BIT(k)) {
-            api_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}",
-                           v.count * (v.ints ? 8 : attn_dtype_size(x->dt)));
-            continue;
-        }
-        api_buf_puts(b, ",\"data\":[");
-        for (size_t i = 0; i < v.count; i++) {
+    api_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"", *first ? "" : ",",
+                   api_v2_out_names[k]);
+    *first = false;
+    if (k == V2_TOK_Q || k == V2_TOK_K) {
+        const json_t *a = json_object_get(x->ext.tokens, k == V2_TOK_Q ? "q" : "k");
+        api_buf_printf(b, "BYTES\",\"shape\":[%zu],\"data\":[", json_array_size(a));
+        for (size_t i = 0; i < json_array_size(a); i++) {
             if (i)
                 api_buf_putc(b, ',');
-            if (v.ints) {
-                api_buf_printf(b, "%lld", (long long)((const int64_t *)v.data)[i]);
-                continue;
-            }
-            const char *p = (const char *)v.data + i * attn_dtype_size(x->dt);
-            api_write_number(b, x->dt, p, 0);       /* NaN (an undefined lse) prints null */
+            api_write_string(b, json_string_value(json_array_get(a, i)));
         }
         api_buf_puts(b, "]}");
+        return;
     }
+    struct v2x_view v = view(x, r, k);
+    api_buf_puts(b, v.ints ? "INT64" : dtn);
+    api_buf_puts(b, "\",\"shape\":");
+    put_shape(b, x, r, v.cols);
+    if (x->binary & V2_BIT(k)) {
+        api_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}",
+                       v.count * (v.ints ? 8 : attn_dtype_size(x->dt)));
+        return;
+    }
+    api_buf_puts(b, ",\"data\":[");
+    for (size_t i = 0; i < v.count; i++) {
+        if (i)
+            api_buf_putc(b, ',');
+        if (v.ints) {
+            api_buf_printf(b, "%lld", (long long)((const int64_t *)v.data)[i]);
+            continue;
+        }
+        const char *p = (const char *)v.data + i * attn_dtype_size(x->dt);
+        api_write_number(b, x->dt, p, 0);       /* NaN (an undefined lse) prints null */
+    }
+    api_buf_puts(b, "]}");
 }
 
 /* n elements of es bytes, little-endian whatever the host's order. */
@@ -310,12 +306,10 @@ static void put_le(struct api_buf *b, const void *data, size_t es, size_t n)
 }
 
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
-                                const struct attn_request *r)
+                                const struct attn_request *r, int k)
 {
-    for (int k = V2_QK; k <= V2_TOPK_VAL; k++) {
-        if (!(x->binary & x->outputs & V2_BIT(k)))
-            continue;
-        struct v2x_view v = view(x, r, k);
-        put_le(b, v.data, v.ints ? 8 : attn_dtype_size(x->dt), v.count);
-    }
+    if (k < V2_QK || k > V2_TOPK_VAL || !(x->binary & x->outputs & V2_BIT(k)))
+        return;
+    struct v2x_view v = view(x, r, k);
+    put_le(b, v.data, v.ints ? 8 : attn_dtype_size(x->dt), v.count);
 }

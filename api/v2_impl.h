@@ -58,6 +58,7 @@ struct v2_infer {
     enum attn_empty_rows empty_rows;
     double *slopes;                 /* malloc'd ALiBi slopes or NULL */
     unsigned outputs, binary;       /* V2_BIT(output index) selected / binary */
+    int order[V2_NOUT], n_order;    /* the selected output indexes, in the order asked */
     struct api_extras ext;          /* heads, top-k, extras, labels */
     size_t tok_index[2];            /* positions of tokens_q / tokens_k in inputs */
     /* sequence */
@@ -96,9 +97,9 @@ bool api_v2_extras_outputs(struct api_call *c, struct v2_infer *x, unsigned *out
 bool api_v2_extras_check(struct api_call *c, struct v2_infer *x, const struct attn_shape *s);
 bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, size_t *cap);
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
-                         const struct attn_request *r, bool *first);
+                         const struct attn_request *r, int k, bool *first);
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
-                                const struct attn_request *r);
+                                const struct attn_request *r, int k);
 
 /*
  * The sequence map of ctx (api/v2_seq.c): a client's sequence id (as text,

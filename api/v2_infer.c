@@ -404,6 +404,9 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
                                         V2_BIT(V2_TOPK_VAL)
                                   : ATTN_OUT_ALL;
         x->binary = all_binary ? x->outputs : 0;
+        for (k = 0; k < V2_NOUT; k++)
+            if (x->outputs & V2_BIT(k))
+                x->order[x->n_order++] = k;
         return true;
     }
     if (!json_is_array(outs) || json_array_size(outs) == 0) {
@@ -444,6 +447,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         if (member(p, "binary_data") && !param_bool(c, p, "binary_data", &bin))
             return false;
         x->outputs |= 1u << k;
+        x->order[x->n_order++] = k;
         if (bin && k < V2_TOK_Q)        /* labels travel as JSON strings */
             x->binary |= 1u << k;
     }
@@ -553,7 +557,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     struct api_buf b;
     size_t hlen, i;
     bool first = true;
-    int k, d;
+    int j, k, d;
     char num[32];
 
     out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
@@ -577,9 +581,12 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     }
     write_params(&b, x, r, res->n_empty);
     api_buf_puts(&b, ",\"outputs\":[");
-    for (k = 0; k < 3; k++) {
-        if (!(x->outputs & (1u << k)))
+    for (j = 0; j < x->n_order; j++) {        /* in the order asked (Triton's) */
+        k = x->order[j];
+        if (k >= 3) {
+            api_v2_extras_write(&b, x, r, k, &first);
             continue;
+        }
         api_buf_printf(&b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[",
                        first ? "" : ",", api_v2_out_names[k], dtn);
         first = false;
@@ -605,17 +612,19 @@ static void respond(struct api_call *c, const struct v2_infer *x,
         }
         api_buf_puts(&b, "]}");
     }
-    api_v2_extras_write(&b, x, r, &first);
     api_buf_puts(&b, "]}");
     hlen = b.len;
-    for (k = 0; k < 3; k++)
-        if (x->binary & x->outputs & (1u << k)) {
-            if (x->half)
-                put_half_le(&b, o[k].data, x->half, o[k].count);
-            else
-                put_le(&b, o[k].data, x->dt, o[k].count);
-        }
-    api_v2_extras_write_binary(&b, x, r);
+    for (j = 0; j < x->n_order; j++) {
+        k = x->order[j];
+        if (k >= 3)
+            api_v2_extras_write_binary(&b, x, r, k);
+        else if (!(x->binary & (1u << k)))
+            continue;
+        else if (x->half)
+            put_half_le(&b, o[k].data, x->half, o[k].count);
+        else
+            put_le(&b, o[k].data, x->dt, o[k].count);
+    }
     api_reply_buf(c, 200, &b);
     if (c->resp->status == 200 && (x->binary & x->outputs)) {
         c->resp->content_type = "application/octet-stream";

@@ -386,3 +386,28 @@ def test_invalid_json_is_400(attnd):
     v2_error(attnd.post(INFER, b'{"inputs": [', headers={"Content-Type": "application/json"}), 400)
     v2_error(attnd.post(INFER, b'{"inputs": 1, "inputs": 2}',
                         headers={"Content-Type": "application/json"}), 400)
+
+
+def test_outputs_come_back_in_the_order_asked(attnd):
+    """As Triton does: the response lists (and lays out the binary data of)
+    the outputs in the order of the request's "outputs"."""
+    body = {"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                       tensor("v", [3, 2], flat(V))],
+            "outputs": [{"name": "output"}, {"name": "scores"}]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    assert [o["name"] for o in r.json()["outputs"]] == ["output", "scores"]
+    body["outputs"] = [{"name": "weights", "parameters": {"binary_data": True}},
+                       {"name": "output", "parameters": {"binary_data": True}}]
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    js, raw = split_binary_response(r)
+    assert [o["name"] for o in js["outputs"]] == ["weights", "output"]
+    W, O = ref_attention(Q, K, V)
+    got = struct.unpack("<10d", raw)
+    assert list(got[:6]) == pytest.approx(flat(W), abs=1e-12)
+    assert list(got[6:]) == pytest.approx(flat(O), abs=1e-12)
+    body["outputs"] = [{"name": "lse"}, {"name": "output"}, {"name": "qk"}]
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    assert [o["name"] for o in r.json()["outputs"]] == ["lse", "output", "qk"]
