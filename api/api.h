@@ -91,11 +91,12 @@ struct api_response {
 };
 
 /*
- * The paths answered without the API key, whatever the method (NULL-
- * terminated): the probes an orchestrator calls, and the static files
- * server/ serves before the api sees a request (the demo page, which asks
- * for the key itself, and the OpenAPI document). The one list that
- * `attnd --help`, the README and the OpenAPI document (security: []) show;
+ * The paths the api answers without the API key, whatever the method
+ * (NULL-terminated): the probes an orchestrator calls. The static files
+ * (the demo page, which asks for the key itself, and the OpenAPI document)
+ * are open too: server/ serves them before the api sees a request.
+ * `attnd --help` prints both as the one list of open routes, which the
+ * README and the OpenAPI document (security: []) follow;
  * tests/e2e/test_e2e_open_routes.py holds them to it.
  */
 extern const char *const api_open_paths[];

@@ -40,9 +40,7 @@ static const struct api_route api_routes[] = {
 };
 
 const char *const api_open_paths[] = {
-    "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready",
-    "/", "/index.html", "/app.js", "/style.css", "/openapi.json",
-    "/v1/openapi.json", NULL,
+    "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", NULL,
 };
 
 static bool open_path(const char *path)

@@ -146,20 +146,35 @@ static json_t *tensor_meta(const char *name, const char *dtype, int rank)
                      "shape", shape);
 }
 
+/* An input's entry: the first datatype and the largest rank as the protocol's
+ * "datatype" and "shape", and under "parameters" every datatype and rank
+ * it accepts (api_v2_inputs). */
+static json_t *input_meta(const char *name, const struct v2_input_spec *sp)
+{
+    json_t *t = tensor_meta(name, sp->datatypes[0], sp->max_rank);
+    json_t *types = json_array(), *ranks = json_array();
+    size_t i;
+    int r;
+
+    for (i = 0; sp->datatypes[i]; i++)
+        json_array_append_new(types, json_string(sp->datatypes[i]));
+    for (r = sp->min_rank; r <= sp->max_rank; r++)
+        json_array_append_new(ranks, json_integer(r));
+    json_object_set_new(t, "parameters", json_pack("{s:o, s:o}", "datatypes", types,
+                                                   "ranks", ranks));
+    return t;
+}
+
 static void v2_model_meta(struct api_call *c)
 {
-    static const int ranks[V2_NSLOT] = {3, 3, 3, 2, 2, 2, 3, 3};
+    static const struct v2_input_spec tokens = {{"BYTES", NULL}, 1, 1};
     json_t *in = json_array(), *out = json_array();
     size_t i;
 
-    /* The largest rank is listed; 2-D q/k/v/attn_bias/mask and 1-D biases
-     * are accepted too, and FP32 wherever FP64 is listed. */
     for (i = 0; i < V2_NSLOT; i++)
-        json_array_append_new(in, tensor_meta(api_v2_slot_names[i],
-                                              i == V2_MASK ? "BOOL" : "FP64",
-                                              ranks[i]));
-    json_array_append_new(in, tensor_meta("tokens_q", "BYTES", 1));
-    json_array_append_new(in, tensor_meta("tokens_k", "BYTES", 1));
+        json_array_append_new(in, input_meta(api_v2_slot_names[i], &api_v2_inputs[i]));
+    json_array_append_new(in, input_meta("tokens_q", &tokens));
+    json_array_append_new(in, input_meta("tokens_k", &tokens));
     for (i = 0; i < V2_NOUT; i++)
         json_array_append_new(out, tensor_meta(api_v2_out_names[i],
                                                i == V2_ARGMAX || i == V2_TOPK_IDX ? "INT64"

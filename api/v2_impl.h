@@ -28,6 +28,18 @@ enum v2_out_index {
 };
 #define V2_BIT(k) (1u << (k))
 
+/*
+ * What each input accepts: the one list that read_wire (api/v2_tensor.c)
+ * checks a datatype against and that the model metadata (api/v2.c)
+ * publishes, with the ranks its shape may have. A new datatype or rank is
+ * added here (and to read_wire's conversions, and the shape checks).
+ */
+struct v2_input_spec {
+    const char *datatypes[5];       /* NULL-terminated; metadata names the first */
+    int min_rank, max_rank;
+};
+extern const struct v2_input_spec api_v2_inputs[V2_NSLOT];
+
 /* Input names by slot (api/v2.c), output names by index (api/v2_extras.c). */
 extern const char *const api_v2_slot_names[V2_NSLOT];
 extern const char *const api_v2_out_names[V2_NOUT];

@@ -188,31 +188,44 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
     return true;
 }
 
+const struct v2_input_spec api_v2_inputs[V2_NSLOT] = {
+    [V2_Q] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
+    [V2_K] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
+    [V2_V] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
+    [V2_BQ] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
+    [V2_BK] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
+    [V2_BV] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
+    [V2_AB] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
+    [V2_MASK] = {{"BOOL", NULL}, 2, 3},
+};
+
+/* The wire form of each datatype name. */
+static const struct {
+    const char *name;
+    enum v2_wire w;
+} v2_wires[] = {{"FP32", W_FP32}, {"FP64", W_FP64}, {"FP16", W_FP16}, {"BF16", W_BF16},
+                {"BOOL", W_BOOL}};
+
+/* The datatype of an input in slot: one of api_v2_inputs[slot]. */
 static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
-                      bool want_bool, enum v2_wire *w)
+                      enum v2_slot slot, enum v2_wire *w)
 {
+    const char *const *names = api_v2_inputs[slot].datatypes;
     const char *s = json_string_value(dt);
-    char path[API_PATH_MAX];
+    char path[API_PATH_MAX], list[64] = "";
+    size_t i, j, n = 0;
 
     api_pointer_key(path, sizeof path, prefix, "datatype");
-    if (want_bool && s && strcmp(s, "BOOL") == 0) {
-        *w = W_BOOL;
-        return true;
-    }
-    if (!want_bool && s && strcmp(s, "FP32") == 0) {
-        *w = W_FP32;
-        return true;
-    }
-    if (!want_bool && s && strcmp(s, "FP64") == 0) {
-        *w = W_FP64;
-        return true;
-    }
-    if (!want_bool && s && (strcmp(s, "FP16") == 0 || strcmp(s, "BF16") == 0)) {
-        *w = s[0] == 'F' ? W_FP16 : W_BF16;
-        return true;
-    }
-    api_fail(c, API_ERR_INVALID_FIELD, path, "datatype must be %s",
-             want_bool ? "BOOL" : "FP32, FP64, FP16 or BF16");
+    for (i = 0; s && names[i]; i++)
+        for (j = 0; strcmp(s, names[i]) == 0 && j < sizeof v2_wires / sizeof v2_wires[0]; j++)
+            if (strcmp(s, v2_wires[j].name) == 0) {
+                *w = v2_wires[j].w;
+                return true;
+            }
+    for (i = 0; names[i]; i++)
+        n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s",
+                              i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+    api_fail(c, API_ERR_INVALID_FIELD, path, "datatype must be %s", list);
     return false;
 }
 
@@ -332,7 +345,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
 
     api_pointer_index(prefix, sizeof prefix, "/inputs", idx);
     if (!api_check_fields(c, in, prefix, allowed) ||
-        !read_wire(c, member(in, "datatype"), prefix, is_bool, &w) ||
+        !read_wire(c, member(in, "datatype"), prefix, slot, &w) ||
         !read_shape(c, x, member(in, "shape"), prefix, t) ||
         !read_binary_size(c, in, prefix, &bsize))
         return false;

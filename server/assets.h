@@ -16,4 +16,9 @@ struct srv_asset {
 /* Terminated by an entry with path == NULL. */
 extern const struct srv_asset srv_assets[];
 
+/* Other paths two of the files are served at as well. */
+static const struct {
+    const char *path, *file;
+} srv_asset_aliases[] = {{"/", "/index.html"}, {"/v1/openapi.json", "/openapi.json"}};
+
 #endif

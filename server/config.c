@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "server/assets.h"
 #include "core/journal.h"
 
 enum opt_kind {
@@ -298,9 +299,15 @@ static void print_help(FILE *out)
     }
     fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "print this help and exit",
              "version", "print the version and exit");
+    /* the probes the api answers, then the static files the transport
+     * serves (never behind the key) */
     fprintf(out, "\nOpen routes (answered without the API key):");
     for (const char *const *p = api_open_paths; *p; p++)
         fprintf(out, " %s", *p);
+    for (size_t i = 0; i < sizeof srv_asset_aliases / sizeof srv_asset_aliases[0]; i++)
+        fprintf(out, " %s", srv_asset_aliases[i].path);
+    for (const struct srv_asset *a = srv_assets; a->path; a++)
+        fprintf(out, " %s", a->path);
     fprintf(out, "\n");
 }
 

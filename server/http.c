@@ -400,10 +400,9 @@ static const struct srv_asset *find_asset(const char *method, const char *url)
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return NULL;
     const char *name = url;
-    if (strcmp(url, "/") == 0)
-        name = "/index.html";
-    else if (strcmp(url, "/v1/openapi.json") == 0)
-        name = "/openapi.json";
+    for (size_t i = 0; i < sizeof srv_asset_aliases / sizeof srv_asset_aliases[0]; i++)
+        if (strcmp(url, srv_asset_aliases[i].path) == 0)
+            name = srv_asset_aliases[i].file;
     for (const struct srv_asset *a = srv_assets; a->path; a++)
         if (strcmp(a->path, name) == 0)
             return a;

@@ -411,3 +411,28 @@ def test_outputs_come_back_in_the_order_asked(attnd):
     r = attnd.post(INFER, body)
     assert r.status == 200, r
     assert [o["name"] for o in r.json()["outputs"]] == ["lse", "output", "qk"]
+
+
+def test_model_metadata_lists_what_infer_accepts(attnd):
+    """Every datatype and rank the metadata lists for q, k and v is
+    accepted by infer, and a datatype it does not list is refused."""
+    ins = {t["name"]: t for t in attnd.get("/v2/models/attention").json()["inputs"]}
+    for t in ins.values():
+        assert t["datatype"] == t["parameters"]["datatypes"][0]
+        assert len(t["shape"]) == max(t["parameters"]["ranks"])
+    assert ins["mask"]["parameters"]["datatypes"] == ["BOOL"]
+    spec = ins["q"]["parameters"]
+    assert ins["k"]["parameters"] == spec == ins["v"]["parameters"]
+    for dt in spec["datatypes"]:
+        for rank in spec["ranks"]:
+            lead = [1] * (rank - 2)
+            body = {"inputs": [tensor("q", lead + [2, 4], flat(Q), dt),
+                               tensor("k", lead + [3, 4], flat(K), dt),
+                               tensor("v", lead + [3, 2], flat(V), dt)],
+                    "outputs": [{"name": "output"}]}
+            r = attnd.post(INFER, body)
+            assert r.status == 200, (dt, rank, r)
+            assert r.json()["outputs"][0]["shape"] == lead + [2, 2]
+    body = {"inputs": [tensor("q", [2, 4], flat(Q), "INT8"), tensor("k", [3, 4], flat(K)),
+                       tensor("v", [3, 2], flat(V))]}
+    assert "FP32" in v2_error(attnd.post(INFER, body), 400)
