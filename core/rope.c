@@ -53,7 +53,9 @@ enum core_status attn_rope_check(const struct attn_params *p, size_t d_k)
                    ? CORE_OK
                    : CORE_EINVAL;
     case ATTN_ROPE_SCALING_YARN:
-        if (!pos_finite(sc->factor) || !pos_finite(sc->original_max_position) ||
+        /* the correction dims divide by ln base */
+        if (!(p->rope_base > 1) || !pos_finite(sc->factor) ||
+            !pos_finite(sc->original_max_position) ||
             !pos_finite(sc->beta_fast) || !pos_finite(sc->beta_slow) ||
             !isfinite(sc->attention_factor) || sc->attention_factor < 0)
             return CORE_EINVAL;

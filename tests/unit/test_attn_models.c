@@ -1135,6 +1135,11 @@ TEST(validation)
     CHECK_EQ_INT(attn_check(&r), CORE_OK);
     r.params.rope_scaling.type = ATTN_ROPE_SCALING_LLAMA3;
     CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);     /* missing parameters */
+    r.params.rope_scaling = (struct attn_rope_scaling){ATTN_ROPE_SCALING_YARN, 2, 0, 0, 64, 32, 1, 0};
+    CHECK_EQ_INT(attn_check(&r), CORE_OK);
+    r.params.rope_base = 1;             /* yarn divides by ln base */
+    CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
+    r.params.rope_base = 10000;
     r.params.rope_scaling.type = (enum attn_rope_scaling_type)9;
     CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
     r = x.rq;
