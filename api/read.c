@@ -726,7 +726,7 @@ void api_tensor_free(struct api_tensor *t)
 void api_tensor_heads(const struct api_tensor *t, size_t *heads,
                       size_t *rows, size_t *cols)
 {
-    *heads = t->rank == 3 ? t->shape[0] : 1;
+    *heads = t->rank >= 3 ? t->shape[t->rank - 3] : 1;
     *rows = t->rank >= 2 ? t->shape[t->rank - 2] : 1;
     *cols = t->rank >= 1 ? t->shape[t->rank - 1] : 0;
 }
@@ -809,6 +809,13 @@ bool api_read_softmax(struct api_call *c, const json_t *obj,
                       const char *prefix, enum attn_softmax *softmax,
                       double *sink_logit)
 {
+    return api_read_softmax_ex(c, obj, prefix, false, softmax, sink_logit);
+}
+
+bool api_read_softmax_ex(struct api_call *c, const json_t *obj,
+                         const char *prefix, bool sink_array,
+                         enum attn_softmax *softmax, double *sink_logit)
+{
     static const char *const names[] = {"standard", "softmax1", "sink", NULL};
     static const enum attn_softmax kinds[] = {
         ATTN_SOFTMAX_STANDARD, ATTN_SOFTMAX_ONE, ATTN_SOFTMAX_SINK};
@@ -824,9 +831,10 @@ bool api_read_softmax(struct api_call *c, const json_t *obj,
     *softmax = kinds[i];
     sub(p, prefix, "sink_logit");
     if (*softmax == ATTN_SOFTMAX_SINK) {
-        if (!s || !get_finite(s, sink_logit)) {
-            api_fail(c, API_ERR_INVALID_FIELD, p,
-                     "softmax \"sink\" needs a finite sink_logit");
+        if (!s || (!(sink_array && json_is_array(s)) && !get_finite(s, sink_logit))) {
+            api_fail(c, API_ERR_INVALID_FIELD, p, sink_array
+                     ? "softmax \"sink\" needs a finite sink_logit or one per head"
+                     : "softmax \"sink\" needs a finite sink_logit");
             return false;
         }
     } else if (s) {
@@ -1116,14 +1124,44 @@ void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in)
     in->bias_v_heads = b->v.data ? b->v_heads : 0;
 }
 
+/* A [B][1][n][L] matrix (n*L = nl, esz bytes an element) copied to every
+ * one of h heads: [B][h][n][L]. */
+static bool widen_heads(struct api_call *c, const char *path, size_t B,
+                        size_t h, size_t nl, size_t esz, size_t *budget,
+                        struct api_tensor *t)
+{
+    size_t count, bytes, b, i, row = nl * esz;     /* row fits: t holds it */
+    char *wide;
+
+    if (!core_mul3(B, h, nl, &count) || count - t->count > *budget) {
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "the matrix copied to every head "
+                 "exceeds the request's remaining limit of %zu numbers "
+                 "(--max-elements)", *budget);
+        return false;
+    }
+    if (!core_mul(count, esz, &bytes) || !(wide = malloc(bytes))) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
+        return false;
+    }
+    for (b = 0; b < B; b++)
+        for (i = 0; i < h; i++)
+            memcpy(wide + (b * h + i) * row, (char *)t->data + b * row, row);
+    *budget -= count - t->count;
+    free(t->data);
+    t->data = wide;
+    t->count = count;
+    t->shape[1] = h;
+    return true;
+}
+
 bool api_read_score_matrix(struct api_call *c, const json_t *v,
                            const char *path, enum api_elem elem,
                            enum attn_dtype dt, const struct attn_shape *s,
                            size_t *budget, struct api_tensor *out,
                            size_t *heads)
 {
-    struct api_tensor_spec spec = {dt, elem, 2, 3, budget};
-    size_t h, rows, cols;
+    struct api_tensor_spec spec = {dt, elem, 2, 4, budget};
+    size_t h, rows, cols, B = s->B ? s->B : 1, b;
 
     *heads = 0;
     memset(out, 0, sizeof *out);
@@ -1132,14 +1170,23 @@ bool api_read_score_matrix(struct api_call *c, const json_t *v,
     if (!api_read_tensor(c, v, path, &spec, out))
         return false;
     api_tensor_heads(out, &h, &rows, &cols);
-    if (rows != s->n || cols != s->L || (h != 1 && h != s->h)) {
+    b = out->rank == 4 ? out->shape[0] : 1;
+    if (rows != s->n || cols != s->L || (h != 1 && h != s->h) ||
+        (b != 1 && b != B)) {
         api_fail(c, API_ERR_SHAPE_MISMATCH, path,
-                 "expected [n][L] = [%zu][%zu] or [%zu][%zu][%zu]",
-                 s->n, s->L, s->h, s->n, s->L);
+                 "expected [n][L] = [%zu][%zu], [h][n][L] = [%zu][%zu][%zu] "
+                 "or [B][h][n][L] = [%zu][%zu][%zu][%zu]",
+                 s->n, s->L, s->h, s->n, s->L, B, s->h, s->n, s->L);
         api_tensor_free(out);
         return false;
     }
-    *heads = h;
+    if (b > 1 && h != s->h &&
+        !widen_heads(c, path, b, s->h, s->n * s->L,
+                     elem == API_ELEM_BOOL ? 1 : attn_dtype_size(dt), budget, out)) {
+        api_tensor_free(out);
+        return false;
+    }
+    *heads = b > 1 ? b * s->h : h;
     return true;
 }
 
@@ -1149,13 +1196,15 @@ bool api_read_score_matrix(struct api_call *c, const json_t *v,
 enum att_field {
     AF_Q, AF_K, AF_V, AF_BIAS, AF_ATTN_BIAS, AF_MASK, AF_CAUSAL, AF_ALIBI,
     AF_ROPE, AF_SCALE, AF_SOFTMAX, AF_SINK_LOGIT, AF_EMPTY_ROWS, AF_DTYPE,
-    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_HEADS, AF_TOP_K, AF_TOKENS, AF_TIMEOUT_MS, AF_COUNT
+    AF_RETURN, AF_ENCODING, AF_DIGITS, AF_HEADS, AF_TOP_K, AF_TOKENS, AF_TIMEOUT_MS,
+    AF_POSITIONS, AF_SEGMENTS, AF_WINDOW, AF_SOFTCAP, AF_COUNT
 };
 
 static const char *const attention_fields[AF_COUNT + 1] = {
     "q", "k", "v", "bias", "attn_bias", "mask", "causal", "alibi", "rope",
     "scale", "softmax", "sink_logit", "empty_rows", "dtype", "return",
-    "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms", NULL};
+    "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms",
+    "positions", "segments", "window", "softcap", NULL};
 
 /*
  * api_check_fields(c, body, "", attention_fields) and member(body, field)
@@ -1195,7 +1244,7 @@ static bool body_members(struct api_call *c, const json_t *body, const json_t **
 static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
                      const struct api_pre *pre, struct api_attention_req *a)
 {
-    struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 3, budget};
+    struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 4, budget};
     struct attn_shape *s = &a->r.shape;
     size_t dk2, hv, Lv;
 
@@ -1207,6 +1256,12 @@ static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
     if (a->k.rank != a->q.rank || a->v.rank != a->q.rank) {
         api_fail(c, API_ERR_SHAPE_MISMATCH, a->k.rank != a->q.rank ? "/k" : "/v",
                  "q, k and v must have the same rank (q has %d)", a->q.rank);
+        return false;
+    }
+    s->B = a->q.rank == 4 ? a->q.shape[0] : 1;
+    if (a->q.rank == 4 && (a->k.shape[0] != s->B || a->v.shape[0] != s->B)) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, a->k.shape[0] != s->B ? "/k" : "/v",
+                 "q, k and v must have the same batch size (q has %zu)", s->B);
         return false;
     }
     api_tensor_heads(&a->q, &s->h, &s->n, &s->d_k);
@@ -1239,8 +1294,10 @@ static bool read_options(struct api_call *c, const json_t *body,
     struct attn_params *p = &r->params;
     bool given;
 
-    if (!api_read_softmax(c, body, "", &p->softmax, &p->sink_logit) ||
+    if (!api_read_sinks(c, body, "", r->shape.h, p, &a->sink_logits) ||
         !api_read_scale(c, m[AF_SCALE], "/scale", &p->scale, &given) ||
+        !api_read_softcap(c, m[AF_SOFTCAP], "/softcap", &p->softcap) ||
+        !api_read_window(c, m[AF_WINDOW], "/window", &r->window) ||
         !api_read_causal(c, m[AF_CAUSAL], "/causal", &r->causal) ||
         !api_read_empty_rows(c, m[AF_EMPTY_ROWS], "/empty_rows",
                              &r->empty_rows) ||
@@ -1250,8 +1307,7 @@ static bool read_options(struct api_call *c, const json_t *body,
         !api_read_encoding(c, m[AF_ENCODING], "/encoding", &a->encoding) ||
         !api_read_digits(c, m[AF_DIGITS], "/digits", &a->digits) ||
         !api_read_timeout(c, m[AF_TIMEOUT_MS], "/timeout_ms") ||
-        !api_read_rope(c, m[AF_ROPE], "/rope", r->shape.d_k, &p->rope,
-                       &p->rope_base, &p->rope_pairs) ||
+        !api_read_rope_params(c, m[AF_ROPE], "/rope", r->shape.d_k, p) ||
         !api_read_alibi(c, m[AF_ALIBI], "/alibi", r->shape.h, &p->alibi,
                         &a->alibi_slopes))
         return false;
@@ -1273,8 +1329,11 @@ static bool read_arrays(struct api_call *c, const json_t *const *m, size_t *budg
                                budget, &a->attn_bias, &r->attn_bias_heads) ||
         !api_read_score_matrix(c, m[AF_MASK], "/mask", API_ELEM_BOOL,
                                r->params.dtype, &r->shape, budget, &a->mask,
-                               &r->mask_heads))
+                               &r->mask_heads) ||
+        !api_read_seqs(c, m[AF_POSITIONS], m[AF_SEGMENTS], "", &r->shape,
+                       budget, &a->seqs))
         return false;
+    api_seqs_request(&a->seqs, r);
     r->attn_bias = a->attn_bias.data;
     r->mask = a->mask.data;
     a->in.q = a->q.data;
@@ -1282,6 +1341,20 @@ static bool read_arrays(struct api_call *c, const json_t *const *m, size_t *budg
     a->in.v = a->v.data;
     api_bias_inputs(&a->bias, &a->in);
     return true;
+}
+
+/* The teaching extras (heads, weights_top_k, qk, lse, stats) are computed
+ * per head of one element: a rank-4 q is refused with them. */
+static bool extras_unbatched(struct api_call *c, const struct api_attention_req *a)
+{
+    const struct api_extras *x = &a->x;
+
+    if (a->q_rank != 4 || !(x->want || x->heads || x->top_k))
+        return true;
+    api_fail(c, API_ERR_INVALID_FIELD, x->heads ? "/heads" : x->top_k ?
+             "/weights_top_k" : "/return", "heads, weights_top_k, qk, lse and "
+             "stats take a q of rank 2 or 3: send each batch element alone");
+    return false;
 }
 
 bool api_read_attention(struct api_call *c, const json_t *body,
@@ -1304,7 +1377,8 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
         !read_qkv(c, m, &budget, pre, out) ||
         !read_options(c, body, m, out) ||
         !read_arrays(c, m, &budget, out) ||
-        !api_extras_check(c, "", &out->x, &out->r.shape))
+        !api_extras_check(c, "", &out->x, &out->r.shape) ||
+        !extras_unbatched(c, out))
         goto fail;
     st = api_extras_check_request(&out->r);
     if (st != CORE_OK) {
@@ -1327,5 +1401,7 @@ void api_attention_req_free(struct api_attention_req *r)
     api_tensor_free(&r->mask);
     free(r->alibi_slopes);
     api_extras_free(&r->x);
+    free(r->sink_logits);
+    api_seqs_free(&r->seqs);
     memset(r, 0, sizeof *r);
 }

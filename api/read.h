@@ -74,8 +74,9 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
 
 void api_tensor_free(struct api_tensor *t);
 
-/* Interpret a rank-2 tensor as 1 head and a rank-3 one as shape[0] heads:
- * heads, rows, cols. */
+/* Interpret a rank-2 tensor as 1 head, a rank-3 one as shape[0] heads and
+ * a rank-4 one as shape[0] batch elements of shape[1] heads: heads, rows,
+ * cols (per batch element). */
 void api_tensor_heads(const struct api_tensor *t, size_t *heads,
                       size_t *rows, size_t *cols);
 
@@ -107,6 +108,12 @@ bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
 bool api_read_softmax(struct api_call *c, const json_t *obj,
                       const char *prefix, enum attn_softmax *softmax,
                       double *sink_logit);
+
+/* api_read_softmax; with sink_array, sink_logit may also be an array (not
+ * read here: api_read_sinks reads it). */
+bool api_read_softmax_ex(struct api_call *c, const json_t *obj,
+                         const char *prefix, bool sink_array,
+                         enum attn_softmax *softmax, double *sink_logit);
 
 /* false (default) | true | "bottom_right" | "top_left". */
 bool api_read_causal(struct api_call *c, const json_t *v, const char *path,
@@ -163,14 +170,76 @@ void api_bias_free(struct api_bias *b);
 void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in);
 
 /*
- * A score-shaped matrix: [n][L] (every head, *heads = 1) or [h][n][L]
- * (*heads = h). elem NULLABLE for attn_bias (null = -inf), BOOL for mask.
+ * A score-shaped matrix: [n][L] (every head, *heads = 1), [h][n][L]
+ * (*heads = h) or [B][h][n][L] (*heads = B*h; [1][..] and [..][1] broadcast
+ * as in PyTorch, a [B][1][n][L] copied to every head). elem NULLABLE for
+ * attn_bias (null = -inf), BOOL for mask.
  */
 bool api_read_score_matrix(struct api_call *c, const json_t *v,
                            const char *path, enum api_elem elem,
                            enum attn_dtype dt, const struct attn_shape *s,
                            size_t *budget, struct api_tensor *out,
                            size_t *heads);
+
+/* ---- the fields of current models (api/read_model.c) ---------------- */
+
+/* Positions and segments of one request, owned: each [batches][n] (q) or
+ * [batches][L] (k), batches 1 (shared) or B; NULL when absent. */
+struct api_seqs {
+    int64_t *pos_q, *pos_k;
+    size_t pos_q_batches, pos_k_batches;
+    int64_t *seg_q, *seg_k;         /* both or neither */
+    size_t seg_batches;
+};
+
+/*
+ * "positions" {"q":[n],"k":[L]} (either; integers 0..2^53) and "segments"
+ * {"q":[n],"k":[L]} (both; any integers), each row [len] or [B][len], as
+ * members of the object at prefix ("" for the body); positions/segments
+ * are those members' values (NULL when absent). Against s->n, s->L, s->B.
+ */
+bool api_read_seqs(struct api_call *c, const json_t *positions,
+                   const json_t *segments, const char *prefix,
+                   const struct attn_shape *s, size_t *budget,
+                   struct api_seqs *out);
+/* Point r's pos_*, seg_* fields at q's arrays. */
+void api_seqs_request(const struct api_seqs *q, struct attn_request *r);
+void api_seqs_free(struct api_seqs *q);
+
+/* {"left":W_l,"right":W_r,"sinks":S}, each optional, integers 0..2^53; a
+ * missing side is unbounded (-1). Absent: w->on = false. */
+bool api_read_window(struct api_call *c, const json_t *v, const char *path,
+                     struct attn_window *w);
+
+/* A positive number; absent -> 0 (off). */
+bool api_read_softcap(struct api_call *c, const json_t *v, const char *path,
+                      double *softcap);
+
+/* Members "softmax" and "sink_logit" of obj (at prefix) into p: sink_logit
+ * a finite number or [heads] of them (*sinks malloc'd, p->sink_logits
+ * pointing at it; NULL otherwise). */
+bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
+                    size_t heads, struct attn_params *p, double **sinks);
+
+/* RoPE into p (rope, rope_base, rope_pairs, rope_dims, rope_scaling):
+ * absent or false -> off; true -> the defaults; {"base":10000,
+ * "pairs":"interleaved"|"half","dims":r (even, <= d_k; 0 = no RoPE),
+ * "scaling":{"type":"linear"|"ntk"|"llama3"|"yarn", parameters}}. */
+bool api_read_rope_params(struct api_call *c, const json_t *v, const char *path,
+                          size_t d_k, struct attn_params *p);
+
+/* The same from OIP v2's flat parameters (path "/parameters"): rope_base,
+ * rope_pairs, rope_dims, rope_scaling (the type), rope_factor,
+ * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position,
+ * rope_beta_fast, rope_beta_slow, rope_attention_factor; any of the first
+ * four turns RoPE on. */
+bool api_read_rope_flat(struct api_call *c, const json_t *params,
+                        const char *path, size_t d_k, struct attn_params *p);
+
+/* p's RoPE as the request would spell it (false when off); new reference. */
+json_t *api_rope_json(const struct attn_params *p, size_t d_k);
+/* p's sink logit(s): a number, [heads] numbers, or null without "sink". */
+json_t *api_sinks_json(const struct attn_params *p, size_t heads);
 
 /* A whole POST /v1/attention body, owned. */
 struct api_attention_req {
@@ -181,7 +250,9 @@ struct api_attention_req {
     struct api_tensor attn_bias;    /* rank 0 when absent */
     struct api_tensor mask;         /* rank 0 when absent */
     double *alibi_slopes;           /* malloc'd [h] or NULL */
-    int q_rank;                     /* 2 or 3: the rank of every output */
+    double *sink_logits;            /* malloc'd [h] or NULL */
+    struct api_seqs seqs;           /* positions, segments */
+    int q_rank;                     /* 2, 3 or 4: the rank of every output */
     enum api_encoding encoding;
     int digits;                     /* 0 = shortest round-trip */
     struct api_extras x;            /* heads, top-k, qk/lse/stats, tokens */

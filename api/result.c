@@ -20,18 +20,19 @@ static bool part_bytes(size_t n, size_t *out)
     return true;
 }
 
-/* scores, weights [h][n][L]; output [h][n][d_v]; empty [h][n]: one
+/* scores, weights [B][h][n][L]; output [B][h][n][d_v]; empty [B][h][n]: one
  * allocation in that order (empty, zeroed, always last), so a small request
  * pays one malloc instead of four; the first buffer present is its start. */
 bool api_result_alloc(const struct attn_request *r, struct attn_result *res)
 {
     const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows, total = 0;
+    size_t esz = attn_dtype_size(r->params.dtype), snl, snd, rows, total = 0, H;
 
     memset(res, 0, sizeof *res);
-    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
-        !core_mul3(s->h, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
-        !core_mul(s->h, s->n, &rows) || !part_bytes(snl, &snl) || !part_bytes(snd, &snd))
+    if (!api_heads_total(s, &H) ||
+        !core_mul3(H, s->n, s->L, &snl) || !core_mul(snl, esz, &snl) ||
+        !core_mul3(H, s->n, s->d_v, &snd) || !core_mul(snd, esz, &snd) ||
+        !core_mul(H, s->n, &rows) || !part_bytes(snl, &snl) || !part_bytes(snd, &snd))
         return false;
     static const unsigned bit[3] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT};
     size_t part[3] = {snl, snl, snd}, off[3] = {0, 0, 0}, off_empty;

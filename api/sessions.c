@@ -74,8 +74,9 @@ static json_t *session_json(const struct sess_spec *sp,
     /* milliseconds are plenty, and keep the text short */
     double expires = info->expires_in_s >= 0
                          ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
+    const struct attn_params *p = &sp->params;
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, "
-                     "s:f, s:f, s:f}",
+                     "s:f, s:f, s:f, s:o, s:o, s:o}",
                      "id", info->id, "length", (json_int_t)info->length,
                      "heads", (json_int_t)sp->shape.h,
                      "kv_heads", (json_int_t)sp->shape.h_kv,
@@ -88,7 +89,10 @@ static json_t *session_json(const struct sess_spec *sp,
                      "bytes", (json_int_t)info->bytes,
                      "max_tokens", max_tokens,
                      "expires_in_s", expires, "ttl_s", sp->ttl_s,
-                     "scale", sp->params.scale);
+                     "scale", p->scale,
+                     "sink_logit", api_sinks_json(p, sp->shape.h),
+                     "softcap", p->softcap > 0 ? json_real(p->softcap) : json_null(),
+                     "rope", api_rope_json(p, sp->shape.d_k));
 }
 
 /* Answer with a held session's object and release it. */
@@ -221,13 +225,15 @@ static bool read_expected(struct api_call *c, const json_t *body,
 
 static const char *const create_fields[] = {
     "d_k", "d_v", "heads", "kv_heads", "dtype", "softmax", "sink_logit",
-    "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", "kv_dtype", NULL};
+    "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", "kv_dtype", "softcap",
+    NULL};
 
 /* Everything a create request owns while it is being read. */
 struct create_req {
     struct sess_spec spec;
     struct api_bias bias;
     double *slopes;
+    double *sinks;                  /* per-head sink logits or NULL */
 };
 
 static bool read_dims(struct api_call *c, const json_t *body,
@@ -314,10 +320,10 @@ static bool read_create(struct api_call *c, const json_t *body,
     if (!api_check_fields(c, body, "", create_fields) ||
         !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &p->dtype, &c->half) ||
         !read_dims(c, body, &sp->shape) ||
-        !api_read_softmax(c, body, "", &p->softmax, &p->sink_logit) ||
+        !api_read_sinks(c, body, "", sp->shape.h, p, &cr->sinks) ||
         !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
-        !api_read_rope(c, member(body, "rope"), "/rope", sp->shape.d_k,
-                       &p->rope, &p->rope_base, &p->rope_pairs) ||
+        !api_read_softcap(c, member(body, "softcap"), "/softcap", &p->softcap) ||
+        !api_read_rope_params(c, member(body, "rope"), "/rope", sp->shape.d_k, p) ||
         !api_read_alibi(c, member(body, "alibi"), "/alibi", sp->shape.h,
                         &p->alibi, &cr->slopes) ||
         !api_read_bias(c, member(body, "bias"), "/bias", p->dtype, &sp->shape,
@@ -362,6 +368,7 @@ static void sessions_create(struct api_call *c)
     }
     api_bias_free(&cr.bias);
     free(cr.slopes);
+    free(cr.sinks);
 }
 
 /* ---- POST /v1/sessions/{id}/kv ------------------------------------------- */
@@ -494,7 +501,8 @@ static void kv_get_req(struct api_call *c, const char *id)
 
 static const char *const attention_fields[] = {
     "q", "k", "v", "causal", "attn_bias", "mask", "return", "expected_length",
-    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms", NULL};
+    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms",
+    "window", NULL};
 
 /* Everything an attention request owns. */
 struct att_req {
@@ -533,6 +541,7 @@ static bool read_att_options(struct api_call *c, const json_t *body,
            api_read_encoding(c, member(body, "encoding"), "/encoding",
                              &a->encoding) &&
            api_read_digits(c, member(body, "digits"), "/digits", &a->digits) &&
+           api_read_window(c, member(body, "window"), "/window", &q->window) &&
            read_expected(c, body, &a->expected);
 }
 

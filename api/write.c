@@ -126,7 +126,8 @@ bool api_write_matrix(struct api_buf *b, const void *data, enum attn_dtype dt,
         return api_buf_ok(b);
     }
     /* stride in elements of one outer slice; fits: the data exists. */
-    stride = shape[1] * (rank == 3 ? shape[2] : 1);
+    for (stride = 1, i = 1; i < (size_t)rank; i++)
+        stride *= shape[i];
     if (shape[0] == 0)
         api_buf_putc(b, '[');
     for (i = 0; i < shape[0] && api_buf_ok(b); i++) {
@@ -215,9 +216,10 @@ bool api_write_matrix_b64(struct api_buf *b, const void *data,
 bool api_attention_numbers(const struct attn_request *r, size_t *count)
 {
     const struct attn_shape *s = &r->shape;
-    size_t snl, snd, total = 0;
+    size_t snl, snd, total = 0, H;
 
-    if (!core_mul3(s->h, s->n, s->L, &snl) || !core_mul3(s->h, s->n, s->d_v, &snd))
+    if (!api_heads_total(s, &H) || !core_mul3(H, s->n, s->L, &snl) ||
+        !core_mul3(H, s->n, s->d_v, &snd))
         return false;
     if ((r->outputs & ATTN_OUT_SCORES) && !core_add(total, snl, &total))
         return false;
@@ -233,16 +235,17 @@ bool api_attention_max_bytes(const struct attn_request *r,
                              enum api_encoding enc, size_t *bytes)
 {
     const struct attn_shape *s = &r->shape;
-    size_t numbers, per, rows, body, extra;
+    size_t numbers, per, rows, body, extra, H;
 
-    if (!api_attention_numbers(r, &numbers) || !core_mul(s->h, s->n, &rows))
+    if (!api_attention_numbers(r, &numbers) || !api_heads_total(s, &H) ||
+        !core_mul(H, s->n, &rows))
         return false;
     /* json: each number with its comma; base64: 8 bytes -> 11 characters
      * plus padding. */
     per = enc == API_ENC_BASE64 ? 11 : API_NUM_MAX;
     if (!core_mul(numbers, per, &body))
         return false;
-    /* Brackets of every row (3 outputs), meta.empty_rows ([h,i], pairs),
+    /* Brackets of every row (3 outputs), meta.empty_rows ([b,h,i]),
      * and a fixed allowance for keys and meta. */
     if (!core_mul(rows, 3 * 4 + 48, &extra) || !core_add(body, extra, &body))
         return false;
@@ -269,15 +272,16 @@ static const char *causal_json(enum attn_causal c)
     return "false";
 }
 
-/* "name": matrix [h][rows][cols], or [rows][cols] for a 2-D q. */
+/* "name": matrix [B][h][rows][cols] for a 4-D q, [h][rows][cols] for a 3-D
+ * q, [rows][cols] for a 2-D q. */
 static void write_output(struct api_buf *b, const struct api_attention_view *v,
                          const char *name, const void *data, size_t cols,
                          bool neg_inf_null)
 {
     const struct attn_shape *s = &v->req->shape;
-    size_t shape[3] = {v->x ? v->x->nh : s->h, s->n, cols};
-    const size_t *sh = v->q_rank == 2 ? shape + 1 : shape;
-    int rank = v->q_rank == 2 ? 2 : 3;
+    size_t shape[4] = {s->B ? s->B : 1, v->x ? v->x->nh : s->h, s->n, cols};
+    int rank = v->q_rank == 2 ? 2 : v->q_rank == 4 ? 4 : 3;
+    const size_t *sh = shape + (4 - rank);
     enum attn_dtype dt = v->req->params.dtype;
 
     api_buf_putc(b, '"');
@@ -298,10 +302,11 @@ static void write_empty_rows(struct api_buf *b, const struct api_attention_view 
 {
     const struct attn_shape *s = &v->req->shape;
     size_t hd, i, k = 0, nh = v->x ? v->x->nh : s->h;
+    size_t H = (s->B ? s->B : 1) * nh;      /* fits: res holds H*n rows */
 
     api_buf_puts(b, "\"empty_rows\":[");
     if (v->res->empty && v->res->n_empty) {
-        for (hd = 0; hd < nh; hd++)
+        for (hd = 0; hd < H; hd++)
             for (i = 0; i < s->n; i++) {
                 if (!v->res->empty[hd * s->n + i])
                     continue;
@@ -311,7 +316,11 @@ static void write_empty_rows(struct api_buf *b, const struct api_attention_view 
                     put_size(b, i);
                 } else {
                     api_buf_putc(b, '[');
-                    put_size(b, v->x && v->x->heads ? v->x->heads[hd] : hd);
+                    if (v->q_rank == 4) {
+                        put_size(b, hd / nh);
+                        api_buf_putc(b, ',');
+                    }
+                    put_size(b, v->x && v->x->heads ? v->x->heads[hd % nh] : hd % nh);
                     api_buf_putc(b, ',');
                     put_size(b, i);
                     api_buf_putc(b, ']');
@@ -338,6 +347,10 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         o = put_text(o, dims[i].key);
         o = put_size_text(o, dims[i].val);
+    }
+    if (v->q_rank == 4) {
+        PUT_LIT(o, ",\"batch\":");
+        o = put_size_text(o, s->B ? s->B : 1);
     }
     PUT_LIT(o, ",\"scale\":");
     o += api_fmt_f64(o, p->scale, 0);

@@ -7,7 +7,7 @@
  * the same value of their dtype, or rounded to `digits` significant digits
  * when asked (1..17; printf's %g: trailing zeros dropped). Number formatting sits behind api_fmt_f64 /
  * api_fmt_f32 so a faster algorithm can replace it without touching callers.
- * Matrices print as nested arrays (rank 1..3) or, with base64 encoding, as
+ * Matrices print as nested arrays (rank 1..4) or, with base64 encoding, as
  * {"shape":[…],"dtype":"float32"|"float64","data":"<base64 little-endian>"}.
  */
 #ifndef ATTND_API_WRITE_H
@@ -58,7 +58,7 @@ bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
 bool api_write_string(struct api_buf *b, const char *s);
 
 /*
- * Append a row-major matrix of dtype dt with the given rank (1..3) and shape
+ * Append a row-major matrix of dtype dt with the given rank (1..4) and shape
  * as nested arrays. Every non-finite value prints as null (no NaN or Inf
  * ever leaves the service): that is how masked scores (-inf) travel;
  * neg_inf_null only documents that the caller expects them.
@@ -78,7 +78,8 @@ struct api_extras;
 struct api_attention_view {
     const struct attn_request *req;     /* shape, params, causal, outputs */
     const struct attn_result *res;      /* the computed arrays */
-    int q_rank;                         /* 2: outputs drop the head axis; 3: keep it */
+    int q_rank;                         /* 2: outputs drop the head axis; 3: keep
+                                           it; 4: [B][h][n][..] */
     enum api_encoding encoding;
     int digits;                         /* 0 = shortest round-trip */
     uint64_t elapsed_us;                /* meta.elapsed_us */
@@ -91,9 +92,16 @@ struct api_attention_view {
                                            printed as it), meta.dtype names it */
 };
 
+/* Query heads over the whole batch: B*h (B = 0 counts as 1); false on
+ * overflow. Every output has B*h*n rows. */
+static inline bool api_heads_total(const struct attn_shape *s, size_t *out)
+{
+    return core_mul(s->B ? s->B : 1, s->h, out);
+}
+
 /*
- * How many numbers the selected outputs hold (scores, weights: h*n*L each;
- * output: h*n*d_v); false on overflow. The handler compares this against
+ * How many numbers the selected outputs hold (scores, weights: B*h*n*L
+ * each; output: B*h*n*d_v); false on overflow. The handler compares this against
  * cfg.max_elements (422 response_too_large) before computing.
  */
 bool api_attention_numbers(const struct attn_request *r, size_t *count);
@@ -107,8 +115,9 @@ bool api_attention_max_bytes(const struct attn_request *r,
  * {"scores":…,"weights":…,"output":…,"meta":{"heads","kv_heads","n","L",
  *  "d_k","d_v","scale","softmax","dtype","causal","empty_rows","elapsed_us"}}
  * Only the outputs selected in req->outputs appear. meta.empty_rows lists the
- * rows with no allowed key (2-D q: [i,…]; 3-D q: [[head,i],…]); meta.causal
- * is false, "bottom_right" or "top_left"; meta.heads/kv_heads are h/h_kv.
+ * rows with no allowed key (2-D q: [i,…]; 3-D q: [[head,i],…]; 4-D q:
+ * [[b,head,i],…]); meta.causal is false, "bottom_right" or "top_left";
+ * meta.heads/kv_heads are h/h_kv; a 4-D q adds meta.batch (B).
  */
 bool api_write_attention(struct api_buf *b, const struct api_attention_view *v);
 

@@ -12,20 +12,24 @@
  * written, fsync'd and renamed over the old file, then the directory is
  * fsync'd. Files of sessions that no longer exist are removed after a save.
  *
- * Format, version 2 (all integers u32/u64 and floats f64 in host byte order;
+ * Format, version 3 (all integers u32/u64 and floats f64 in host byte order;
  * a byte-order mark makes a file from another byte order read as corrupt):
- *   "ATTNDSES" u32 version=2 u32 bom=0x01020304
+ *   "ATTNDSES" u32 version=3 u32 bom=0x01020304
  *   u32 id_len, id bytes
  *   u32 dtype | half << 8 | kv_store << 16
  *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
  *   f64 scale u32 softmax f64 sink u32 rope f64 rope_base u32 rope_pairs
  *   u32 alibi u32 has_slopes [f64 slopes[h]]
+ *   (version 3) f64 softcap u32 has_sinks [f64 sink_logits[h]] u64 rope_dims
+ *   u32 scaling_type f64 factor low_freq_factor high_freq_factor
+ *   original_max_position beta_fast beta_slow attention_factor
  *   u64 bias_q_heads bias_k_heads bias_v_heads, then each present bias
  *   K rows per head [length][d_k], V rows per head [length][d_v], in the
  *   cache's storage form (kv_elem_bytes each); int8: then the K scales per
  *   head [length] and the V scales per head [length] (f32)
  *   u32 crc32 (IEEE, of every byte before it)
- * Version 1 (no half or kv_store, rows in the dtype) still reads.
+ * Version 1 (no half or kv_store, rows in the dtype) and version 2 (no
+ * softcap, sinks, rope_dims or scaling: those settings off) still read.
  * Reading is bounded by the file's size: no length read from a file is
  * allocated before it is known to fit in what is left of the file.
  *
@@ -47,7 +51,7 @@
 #include <unistd.h>
 
 #define PERSIST_MAGIC "ATTNDSES"
-#define PERSIST_VERSION 2u
+#define PERSIST_VERSION 3u
 #define PERSIST_BOM 0x01020304u
 #define PERSIST_SUFFIX ".sess"
 
@@ -173,6 +177,17 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
     put_u32(w, pa->alibi_slopes != NULL);
     if (pa->alibi_slopes)
         put(w, pa->alibi_slopes, sh->h * sizeof(double));
+    const struct attn_rope_scaling *sc = &pa->rope_scaling;
+    put_f64(w, pa->softcap);
+    put_u32(w, pa->sink_logits != NULL);
+    if (pa->sink_logits)
+        put(w, pa->sink_logits, sh->h * sizeof(double));
+    put_u64(w, pa->rope_dims);
+    put_u32(w, (uint32_t)sc->type);
+    const double scaling[] = {sc->factor, sc->low_freq_factor, sc->high_freq_factor,
+                              sc->original_max_position, sc->beta_fast,
+                              sc->beta_slow, sc->attention_factor};
+    put(w, scaling, sizeof scaling);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);
@@ -440,7 +455,7 @@ struct loaded {
     struct sess_spec spec;
     uint64_t length;
     double idle_s;
-    double *slopes;
+    double *slopes, *sinks;
     void *bq, *bk, *bv, *k, *v;
     float *ks, *vs;                 /* int8 scales [h_kv][length] */
 };
@@ -448,6 +463,7 @@ struct loaded {
 static void loaded_free(struct loaded *l)
 {
     free(l->slopes);
+    free(l->sinks);
     free(l->bq);
     free(l->bk);
     free(l->bv);
@@ -455,6 +471,35 @@ static void loaded_free(struct loaded *l)
     free(l->v);
     free(l->ks);
     free(l->vs);
+}
+
+/* The version 3 settings: softcap, per-head sinks, RoPE dims and scaling
+ * (their ranges are checked again by sess_new_from_spec's attn_check). */
+static void read_model(struct rd *r, struct loaded *l)
+{
+    struct attn_params *pa = &l->spec.params;
+    struct attn_rope_scaling *sc = &pa->rope_scaling;
+    double scaling[7] = {0};
+    pa->softcap = get_f64(r);
+    uint32_t has_sinks = get_u32(r);
+    if (!r->err && has_sinks > 1)
+        r->err = "bad header field";
+    if (has_sinks)
+        l->sinks = get_array(r, l->spec.shape.h, 1, sizeof(double));
+    pa->sink_logits = l->sinks;
+    pa->rope_dims = get_u64(r);
+    uint32_t type = get_u32(r);
+    get(r, scaling, sizeof scaling);
+    if (!r->err && (type > ATTN_ROPE_SCALING_YARN || pa->rope_dims > l->spec.shape.d_k))
+        r->err = "bad header field";
+    sc->type = (enum attn_rope_scaling_type)type;
+    sc->factor = scaling[0];
+    sc->low_freq_factor = scaling[1];
+    sc->high_freq_factor = scaling[2];
+    sc->original_max_position = scaling[3];
+    sc->beta_fast = scaling[4];
+    sc->beta_slow = scaling[5];
+    sc->attention_factor = scaling[6];
 }
 
 /* Header fields up to the biases; r->err set on a bad value. */
@@ -465,7 +510,7 @@ static void read_header(struct rd *r, struct loaded *l)
     if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
         r->err = "not a session file";
     uint32_t version = get_u32(r);
-    if (!r->err && version != PERSIST_VERSION && version != 1)
+    if (!r->err && (version < 1 || version > PERSIST_VERSION))
         r->err = "unsupported version";
     if (!r->err && get_u32(r) != PERSIST_BOM)
         r->err = "other byte order";
@@ -524,6 +569,8 @@ static void read_header(struct rd *r, struct loaded *l)
     if (has_slopes)
         l->slopes = get_array(r, sh->h, 1, sizeof(double));
     pa->alibi_slopes = l->slopes;
+    if (version >= 3)
+        read_model(r, l);
 }
 
 /* Biases and rows. */

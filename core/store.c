@@ -382,8 +382,9 @@ static enum core_status check_spec(const struct sess_spec *sp)
         (sp->bias_k && sp->bias_k_heads != 1 && sp->bias_k_heads != sh->h_kv) ||
         (sp->bias_v && sp->bias_v_heads != 1 && sp->bias_v_heads != sh->h_kv))
         return CORE_ESHAPE;
-    if (sp->params.alibi && sp->params.alibi_slopes &&
-        !finite_array(sp->params.alibi_slopes, sh->h))
+    if ((sp->params.alibi && sp->params.alibi_slopes &&
+         !finite_array(sp->params.alibi_slopes, sh->h)) ||
+        (sp->params.sink_logits && !finite_array(sp->params.sink_logits, sh->h)))
         return CORE_ENONFINITE;
     /* biases come validated from the api, but also from state files */
     enum attn_dtype t = sp->params.dtype;
@@ -408,6 +409,7 @@ static void free_parts(struct sess *s)
     free(s->bias_k);
     free(s->bias_v);
     free(s->slopes);
+    free(s->sinks);
     free(s);
 }
 
@@ -438,6 +440,9 @@ struct sess *sess_new_from_spec(const struct sess_spec *spec,
     s->spec.bias_k_heads = s->bias_k ? spec->bias_k_heads : 0;
     s->spec.bias_v_heads = s->bias_v ? spec->bias_v_heads : 0;
     s->spec.params.alibi_slopes = s->slopes;
+    if (spec->params.softmax == ATTN_SOFTMAX_SINK)
+        s->sinks = dup_array(spec->params.sink_logits, sh->h, sizeof(double), &ok);
+    s->spec.params.sink_logits = s->sinks;
     s->spec.shape.n = 0;
     s->spec.shape.L = 0;
     s->kv = kv_new_store(spec->params.dtype, spec->kv_store, sh->h_kv, sh->d_k, sh->d_v);
@@ -827,6 +832,7 @@ enum core_status sess_request(const struct sess *s, const struct sess_query *q,
     out->mask = q->mask;
     out->mask_heads = q->mask ? q->mask_heads : 1;
     out->outputs = q->outputs;
+    out->window = q->window;
     return CORE_OK;
 }
 

@@ -136,8 +136,9 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force);
  */
 struct sess_spec {
     struct attn_shape shape;        /* h, h_kv, d_k, d_v (n and L ignored) */
-    struct attn_params params;      /* dtype, scale, softmax, rope, alibi;
-                                       params.alibi_slopes [h] or NULL */
+    struct attn_params params;      /* dtype, scale, softmax, rope, alibi,
+                                       softcap; params.alibi_slopes and
+                                       params.sink_logits [h] or NULL */
     const void *bias_q;             /* [bias_q_heads][d_k] of dtype, or NULL */
     const void *bias_k;             /* [bias_k_heads][d_k] of dtype, or NULL */
     const void *bias_v;             /* [bias_v_heads][d_v] of dtype, or NULL */
@@ -235,6 +236,7 @@ struct sess_query {
     const uint8_t *mask;            /* [mask_heads][n][L] or NULL */
     size_t mask_heads;              /* 1 or h */
     unsigned outputs;               /* ATTN_OUT_* bits */
+    struct attn_window window;      /* sliding window over the cache's positions */
 };
 
 /*

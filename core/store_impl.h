@@ -15,6 +15,7 @@ struct sess {
     struct sess_spec spec;          /* arrays point at the owned copies below */
     void *bias_q, *bias_k, *bias_v; /* owned copies, or NULL */
     double *slopes;                 /* owned copy of ALiBi slopes [h], or NULL */
+    double *sinks;                  /* owned copy of per-head sink logits [h], or NULL */
     struct kv_cache *kv;            /* the cache; guarded by mu */
     pthread_mutex_t mu;             /* held from acquire to release */
     /* Guarded by the store mutex: */

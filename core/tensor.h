@@ -16,7 +16,7 @@
 
 enum attn_dtype { ATTN_F64 = 0, ATTN_F32 = 1 };
 
-#define ATTN_MAX_RANK 3
+#define ATTN_MAX_RANK 4
 
 struct attn_tensor {
     enum attn_dtype dtype;          /* element type of data */

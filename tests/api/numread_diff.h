@@ -4,7 +4,7 @@
  * deterministic test (tests/api/test_api_numread.c) and a libFuzzer target
  * can use it: numread_agree(text, len) is 1 when the reader takes the text
  * exactly when jansson parses it to a rectangular numeric array of finite
- * values (rank 1..3, no empty level), with bit-identical values.
+ * values (rank 1..ATTN_MAX_RANK, no empty level), with bit-identical values.
  */
 #ifndef ATTND_NUMREAD_DIFF_H
 #define ATTND_NUMREAD_DIFF_H
@@ -25,7 +25,7 @@ static inline long flatten(const json_t *j, int level, int *rank, size_t *shape,
 {
     size_t i, len;
 
-    if (!json_is_array(j) || level >= 3)
+    if (!json_is_array(j) || level >= ATTN_MAX_RANK)
         return -1;
     len = json_array_size(j);
     if (len == 0)
@@ -86,7 +86,7 @@ static inline int numread_agree(const char *text, size_t len)
 {
     static double vals[4096];
     struct api_numarray a;
-    size_t lead = 0, used, shape[3] = {0}, n = 0;
+    size_t lead = 0, used, shape[ATTN_MAX_RANK] = {0}, n = 0;
     int rank = 0, ok;
     json_error_t err;
     json_t *j;

@@ -37,7 +37,7 @@ static const struct err_case cases[] = {
     {"{" QKV ",\"a/b~c\":1}", 422, "invalid_field", "/a~1b~0c"},
     {"{\"q\":\"hello\"," KV "}", 422, "invalid_field", "/q"},
     {"{\"q\":[1,0]," KV "}", 422, "invalid_field", "/q"},
-    {"{\"q\":[[[[1]]]]," KV "}", 422, "invalid_field", "/q/0/0/0"},
+    {"{\"q\":[[[[[1]]]]]," KV "}", 422, "invalid_field", "/q/0/0/0/0"},
     {"{\"q\":[[1,\"x\"]]," KV "}", 422, "invalid_field", "/q/0/1"},
     {"{\"q\":[[1,null]]," KV "}", 422, "invalid_field", "/q/0/1"},
     {"{\"q\":[[1,true]]," KV "}", 422, "invalid_field", "/q/0/1"},
@@ -117,7 +117,7 @@ static const struct err_case cases[] = {
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/data"},
     {"{\"q\":{\"shape\":[1,1],\"dtype\":\"int8\",\"data\":\"AA==\"},"
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/dtype"},
-    {"{\"q\":{\"shape\":[1,1,1,1],\"dtype\":\"float64\",\"data\":\"\"},"
+    {"{\"q\":{\"shape\":[1,1,1,1,1],\"dtype\":\"float64\",\"data\":\"\"},"
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape"},
     {"{\"q\":{\"shape\":[1,-1],\"dtype\":\"float64\",\"data\":\"\"},"
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape/1"},

@@ -202,9 +202,12 @@ case("q_mixed_depth", err(422, ["ragged_matrix", "invalid_field"], ["/q/1", "/q/
 case("q_empty", err(422, "empty_matrix", "/q"), with_(VALID, q=[]))
 case("q_empty_rows", err(422, "empty_matrix", ["/q", "/q/0"]), with_(VALID, q=[[]]))
 case("k_empty", err(422, "empty_matrix", "/k"), with_(VALID, k=[], v=[]))
-case("q_rank4", err(422, ["invalid_field", "shape_mismatch"], ["/q", "/q/0/0/0"],
-                    note="rank 4 is not a supported shape"),
+case("q_rank4_k_rank2", err(422, "shape_mismatch", "/k",
+                            note="q, k and v must have one rank (4 is a batch)"),
      with_(VALID, q=[[[[1, 0]]]]))
+case("q_rank5", err(422, "invalid_field", "/q/0/0/0/0",
+                    note="rank 5 is not a supported shape"),
+     with_(VALID, q=[[[[[1, 0]]]]]))
 case("q_rank1", err(422, ["invalid_field", "shape_mismatch"], "/q",
                     note="a vector is not a matrix"),
      with_(VALID, q=[1, 0]))
@@ -361,6 +364,117 @@ case("opt_rope_odd_dk", err(422, ["invalid_field", "shape_mismatch"], ["/rope", 
      with_(VALID, q=[[1, 0, 0]], k=[[1, 0, 0], [0, 1, 0]], rope={"base": 10000}))
 case("empty_row_error", err(422, "empty_row", note='empty_rows "error" with a fully masked row'),
      with_(VALID, mask=[[False, False]], empty_rows="error"))
+
+# ---- the fields of current models (DESIGN.md part 2) ---------------------
+Q4 = [[[[1, 0]]], [[[0, 1]]]]
+KV4 = {"k": [[[[1, 0], [0, 1]]], [[[1, 1], [0, 1]]]],
+       "v": [[[[1, 2], [3, 4]]], [[[5, 6], [7, 8]]]]}
+BATCH = dict(q=Q4, **KV4)
+for name, expect, change in [
+    ("positions_not_object", err(422, "invalid_field", "/positions"), {"positions": [0]}),
+    ("positions_unknown_member", err(422, "invalid_field", "/positions/x"),
+     {"positions": {"x": [0]}}),
+    ("positions_negative", err(422, "invalid_field", "/positions/q/0"),
+     {"positions": {"q": [-1]}}),
+    ("positions_fraction", err(422, "invalid_field", "/positions/q/0"),
+     {"positions": {"q": [0.5]}}),
+    ("positions_beyond_2_53", err(422, "invalid_field", "/positions/q/0"),
+     {"positions": {"q": [2 ** 53 + 1]}}),
+    ("positions_k_wrong_length", err(422, "shape_mismatch", "/positions/k"),
+     {"positions": {"k": [0]}}),
+    ("positions_k_batch_without_batch", err(422, "shape_mismatch", "/positions/k"),
+     {"positions": {"k": [[0, 1], [0, 1]]}}),
+    ("segments_missing_k", err(422, "invalid_field", "/segments/k"),
+     {"segments": {"q": [0]}}),
+    ("segments_q_wrong_length", err(422, "shape_mismatch", "/segments/q"),
+     {"segments": {"q": [0, 0], "k": [0, 0]}}),
+    ("segments_k_string_id", err(422, "invalid_field", "/segments/k/1"),
+     {"segments": {"q": [0], "k": [0, "a"]}}),
+    ("window_not_object", err(422, "invalid_field", "/window"), {"window": 5}),
+    ("window_left_negative", err(422, "invalid_field", "/window/left"),
+     {"window": {"left": -1}}),
+    ("window_right_fraction", err(422, "invalid_field", "/window/right"),
+     {"window": {"right": 1.5}}),
+    ("window_sinks_string", err(422, "invalid_field", "/window/sinks"),
+     {"window": {"sinks": "4"}}),
+    ("window_unknown_member", err(422, "invalid_field", "/window/size"),
+     {"window": {"size": 3}}),
+    ("softcap_zero", err(422, "invalid_field", "/softcap"), {"softcap": 0}),
+    ("softcap_negative", err(422, "invalid_field", "/softcap"), {"softcap": -50}),
+    ("softcap_string", err(422, "invalid_field", "/softcap"), {"softcap": "50"}),
+    ("sink_logits_wrong_length", err(422, "shape_mismatch", "/sink_logit"),
+     {"softmax": "sink", "sink_logit": [1, 2]}),
+    ("sink_logits_null_entry", err(422, "invalid_field", "/sink_logit/0"),
+     {"softmax": "sink", "sink_logit": [None]}),
+    ("sink_logits_without_sink", err(422, "invalid_field", "/sink_logit"),
+     {"sink_logit": [1]}),
+    ("rope_dims_odd", err(422, "invalid_field", "/rope/dims"), {"rope": {"dims": 1}}),
+    ("rope_dims_over_d_k", err(422, "invalid_field", "/rope/dims"), {"rope": {"dims": 4}}),
+    ("rope_dims_negative", err(422, "invalid_field", "/rope/dims"), {"rope": {"dims": -2}}),
+    ("rope_scaling_unknown_type", err(422, "invalid_field", "/rope/scaling/type"),
+     {"rope": {"scaling": {"type": "dynamic", "factor": 2}}}),
+    ("rope_scaling_missing_factor", err(422, "invalid_field", "/rope/scaling/factor"),
+     {"rope": {"scaling": {"type": "linear"}}}),
+    ("rope_scaling_factor_below_1", err(422, "invalid_field", "/rope/scaling/factor"),
+     {"rope": {"scaling": {"type": "linear", "factor": 0.5}}}),
+    ("rope_scaling_foreign_parameter", err(422, "invalid_field", "/rope/scaling/beta_fast"),
+     {"rope": {"scaling": {"type": "linear", "factor": 2, "beta_fast": 32}}}),
+    ("rope_scaling_ntk_two_dims", err(422, "invalid_field", "/rope/scaling",
+                                      note="base' = base*factor^(r/(r-2)) needs r > 2"),
+     {"rope": {"scaling": {"type": "ntk", "factor": 2}}}),
+    ("rope_llama3_missing_original_max", err(422, "invalid_field",
+                                             "/rope/scaling/original_max_position"),
+     {"rope": {"scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 1,
+                           "high_freq_factor": 4}}}),
+    ("rope_llama3_high_not_above_low", err(422, "invalid_field",
+                                           "/rope/scaling/high_freq_factor"),
+     {"rope": {"scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 4,
+                           "high_freq_factor": 4, "original_max_position": 8192}}}),
+    ("rope_yarn_missing_original_max", err(422, "invalid_field",
+                                           "/rope/scaling/original_max_position"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4}}}),
+    ("rope_yarn_attention_factor_zero", err(422, "invalid_field",
+                                            "/rope/scaling/attention_factor"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4, "original_max_position": 4096,
+                           "attention_factor": 0}}}),
+    ("rope_yarn_beta_fast_below_slow", err(422, "invalid_field", "/rope/scaling/beta_fast"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4, "original_max_position": 4096,
+                           "beta_fast": 1, "beta_slow": 2}}}),
+    ("rope_yarn_base_1", err(422, "invalid_field", "/rope/base"),
+     {"rope": {"base": 1, "scaling": {"type": "yarn", "factor": 4,
+                                      "original_max_position": 4096}}}),
+]:
+    case("model_" + name, expect, with_(VALID, **change))
+for name, expect, body in [
+    ("batch_k_rank3", err(422, "shape_mismatch", "/k"),
+     {"q": Q4, "k": [[[1, 0], [0, 1]]], "v": [[[1, 2], [3, 4]]]}),
+    ("batch_sizes_differ", err(422, "shape_mismatch", "/k"),
+     {"q": Q4, "k": [[[[1, 0], [0, 1]]]], "v": [[[[1, 2], [3, 4]]]]}),
+    ("batch_mask_wrong_batch", err(422, "shape_mismatch", "/mask"),
+     with_(BATCH, mask=[[[[True, True]]]] * 3)),
+    ("batch_attn_bias_wrong_heads", err(422, "shape_mismatch", "/attn_bias"),
+     with_(BATCH, attn_bias=[[[[0, 0]], [[0, 0]]]] * 2)),
+    ("batch_mask_rank5", err(422, "invalid_field", "/mask/0/0/0/0"),
+     with_(BATCH, mask=[[[[[True, True]]]]])),
+    ("batch_positions_wrong_rows", err(422, "shape_mismatch", "/positions/q"),
+     with_(BATCH, positions={"q": [[0], [0], [0]]})),
+    ("batch_segments_wrong_rows", err(422, "shape_mismatch", "/segments/q"),
+     with_(BATCH, segments={"q": [[0], [0], [1]], "k": [0, 0]})),
+    ("batch_with_heads", err(422, "invalid_field", "/heads",
+                             note="the teaching extras take one batch element"),
+     with_(BATCH, heads=[0])),
+]:
+    case("model_" + name, expect, body)
+case("model_session_sinks_wrong_length", err(422, "shape_mismatch", "/sink_logit"),
+     with_(SESSION, heads=2, softmax="sink", sink_logit=[1]), path="/v1/sessions")
+case("model_session_softcap_zero", err(422, "invalid_field", "/softcap"),
+     with_(SESSION, softcap=0), path="/v1/sessions")
+case("model_session_rope_dims_odd", err(422, "invalid_field", "/rope/dims"),
+     with_(SESSION, rope={"dims": 1}), path="/v1/sessions")
+case("model_session_window_negative",
+     err(422, "invalid_field", "/window/left", setup={"session": SESSION}),
+     {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 0]], "window": {"left": -3}},
+     path="/v1/sessions/{{SID}}/attention")
 
 # ---- limits (422) --------------------------------------------------------
 case("limit_inputs_over_max_elements",

@@ -1,0 +1,456 @@
+/*
+ * tests/api/test_api_models.c — the request fields of current models
+ * (DESIGN.md part 2) in-process: every refusal of positions, segments,
+ * window, softcap, per-head sink logits, RoPE dims and scaling, rank-4
+ * batches and their broadcasting (status, code and JSON pointer), on
+ * /v1/attention and on sessions; the settings a session keeps (echoed by
+ * GET); batches answered with the rank of q, equal to one request per batch
+ * element; broadcasting equal to the spelled-out arrays; and a session's
+ * decode step equal, bit for bit in float64, to the stateless request over
+ * all its rows with the same settings.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/store.h"
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+
+static struct api_ctx ctx;
+
+/* one head: n = 1, L = 2, d_k = d_v = 2 */
+#define QKV "\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1,2],[3,4]]"
+/* a batch of 2: q [2][1][1][2], k and v [2][1][2][2] */
+#define Q4 "\"q\":[[[[1,0]]],[[[0,1]]]]"
+#define KV4 "\"k\":[[[[1,0],[0,1]]],[[[1,1],[0,1]]]],\"v\":[[[[1,2],[3,4]]],[[[5,6],[7,8]]]]"
+#define QKV4 Q4 "," KV4
+
+struct err_case {
+    const char *body;
+    int status;
+    const char *code;
+    const char *path;
+};
+
+static const struct err_case attention_cases[] = {
+    /* positions */
+    {"{" QKV ",\"positions\":[0]}", 422, "invalid_field", "/positions"},
+    {"{" QKV ",\"positions\":{\"x\":[0]}}", 422, "invalid_field", "/positions/x"},
+    {"{" QKV ",\"positions\":{\"q\":[-1]}}", 422, "invalid_field", "/positions/q/0"},
+    {"{" QKV ",\"positions\":{\"q\":[0.5]}}", 422, "invalid_field", "/positions/q/0"},
+    {"{" QKV ",\"positions\":{\"q\":[9007199254740993]}}", 422, "invalid_field",
+     "/positions/q/0"},
+    {"{" QKV ",\"positions\":{\"q\":\"0\"}}", 422, "invalid_field", "/positions/q"},
+    {"{" QKV ",\"positions\":{\"k\":[0]}}", 422, "shape_mismatch", "/positions/k"},
+    {"{" QKV ",\"positions\":{\"k\":[0,1,2]}}", 422, "shape_mismatch", "/positions/k"},
+    {"{" QKV ",\"positions\":{\"k\":[[0,1],[0,1]]}}", 422, "shape_mismatch",
+     "/positions/k"},
+    {"{" QKV ",\"positions\":{\"k\":[[0,1],5]}}", 422, "shape_mismatch", "/positions/k"},
+    {"{" QKV4 ",\"positions\":{\"q\":[[0],[0],[0]]}}", 422, "shape_mismatch",
+     "/positions/q"},
+    {"{" QKV4 ",\"positions\":{\"k\":[[0,1],[0]]}}", 422, "shape_mismatch",
+     "/positions/k/1"},
+    {"{" QKV4 ",\"positions\":{\"k\":[[0,1],[0,true]]}}", 422, "invalid_field",
+     "/positions/k/1/1"},
+    /* segments */
+    {"{" QKV ",\"segments\":{\"q\":[0]}}", 422, "invalid_field", "/segments/k"},
+    {"{" QKV ",\"segments\":{\"k\":[0,0]}}", 422, "invalid_field", "/segments/q"},
+    {"{" QKV ",\"segments\":{\"q\":[0,0],\"k\":[0,0]}}", 422, "shape_mismatch",
+     "/segments/q"},
+    {"{" QKV ",\"segments\":{\"q\":[0],\"k\":[0]}}", 422, "shape_mismatch",
+     "/segments/k"},
+    {"{" QKV ",\"segments\":{\"q\":[0],\"k\":[0,\"a\"]}}", 422, "invalid_field",
+     "/segments/k/1"},
+    {"{" QKV ",\"segments\":{\"q\":[0],\"k\":[0,1.5]}}", 422, "invalid_field",
+     "/segments/k/1"},
+    {"{" QKV ",\"segments\":[0]}", 422, "invalid_field", "/segments"},
+    {"{" QKV ",\"segments\":{\"q\":[0],\"k\":[0,0],\"id\":1}}", 422,
+     "invalid_field", "/segments/id"},
+    {"{" QKV4 ",\"segments\":{\"q\":[[0],[0],[1]],\"k\":[0,0]}}", 422,
+     "shape_mismatch", "/segments/q"},
+    /* window */
+    {"{" QKV ",\"window\":5}", 422, "invalid_field", "/window"},
+    {"{" QKV ",\"window\":{\"left\":-1}}", 422, "invalid_field", "/window/left"},
+    {"{" QKV ",\"window\":{\"right\":1.5}}", 422, "invalid_field", "/window/right"},
+    {"{" QKV ",\"window\":{\"sinks\":\"4\"}}", 422, "invalid_field", "/window/sinks"},
+    {"{" QKV ",\"window\":{\"size\":3}}", 422, "invalid_field", "/window/size"},
+    /* softcap */
+    {"{" QKV ",\"softcap\":0}", 422, "invalid_field", "/softcap"},
+    {"{" QKV ",\"softcap\":-50}", 422, "invalid_field", "/softcap"},
+    {"{" QKV ",\"softcap\":\"50\"}", 422, "invalid_field", "/softcap"},
+    {"{" QKV ",\"softcap\":true}", 422, "invalid_field", "/softcap"},
+    /* sink logits */
+    {"{" QKV ",\"softmax\":\"sink\",\"sink_logit\":[1,2]}", 422, "shape_mismatch",
+     "/sink_logit"},
+    {"{" QKV ",\"softmax\":\"sink\",\"sink_logit\":[]}", 422, "shape_mismatch",
+     "/sink_logit"},
+    {"{" QKV ",\"softmax\":\"sink\",\"sink_logit\":[\"a\"]}", 422, "invalid_field",
+     "/sink_logit/0"},
+    {"{" QKV ",\"softmax\":\"sink\",\"sink_logit\":[null]}", 422, "invalid_field",
+     "/sink_logit/0"},
+    {"{" QKV ",\"sink_logit\":[1]}", 422, "invalid_field", "/sink_logit"},
+    {"{" QKV ",\"softmax\":\"softmax1\",\"sink_logit\":[1]}", 422, "invalid_field",
+     "/sink_logit"},
+    {"{\"q\":[[[1,0]],[[1,0]]],\"k\":[[[1,0],[0,1]]],\"v\":[[[1,2],[3,4]]],"
+     "\"softmax\":\"sink\",\"sink_logit\":[1]}", 422, "shape_mismatch", "/sink_logit"},
+    /* rope dims */
+    {"{" QKV ",\"rope\":{\"dims\":1}}", 422, "invalid_field", "/rope/dims"},
+    {"{" QKV ",\"rope\":{\"dims\":4}}", 422, "invalid_field", "/rope/dims"},
+    {"{" QKV ",\"rope\":{\"dims\":-2}}", 422, "invalid_field", "/rope/dims"},
+    {"{" QKV ",\"rope\":{\"dims\":\"2\"}}", 422, "invalid_field", "/rope/dims"},
+    {"{\"q\":[[1,0,0]],\"k\":[[1,0,0]],\"v\":[[1]],\"rope\":{\"dims\":3}}", 422,
+     "invalid_field", "/rope/dims"},
+    /* rope scaling */
+    {"{" QKV ",\"rope\":{\"scaling\":\"linear\"}}", 422, "invalid_field",
+     "/rope/scaling"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"dynamic\",\"factor\":2}}}", 422,
+     "invalid_field", "/rope/scaling/type"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"factor\":2}}}", 422, "invalid_field",
+     "/rope/scaling/type"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"linear\"}}}", 422, "invalid_field",
+     "/rope/scaling/factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"linear\",\"factor\":0.5}}}", 422,
+     "invalid_field", "/rope/scaling/factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"linear\",\"factor\":\"2\"}}}", 422,
+     "invalid_field", "/rope/scaling/factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"linear\",\"factor\":2,"
+     "\"beta_fast\":32}}}", 422, "invalid_field", "/rope/scaling/beta_fast"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"ntk\",\"factor\":2}}}", 422,
+     "invalid_field", "/rope/scaling"},
+    {"{\"q\":[[1,0,0,0]],\"k\":[[1,0,0,0]],\"v\":[[1]],\"rope\":{\"dims\":2,"
+     "\"scaling\":{\"type\":\"ntk\",\"factor\":2}}}", 422, "invalid_field", "/rope/dims"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,"
+     "\"low_freq_factor\":1,\"high_freq_factor\":4}}}", 422, "invalid_field",
+     "/rope/scaling/original_max_position"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,"
+     "\"low_freq_factor\":4,\"high_freq_factor\":4,\"original_max_position\":8192}}}",
+     422, "invalid_field", "/rope/scaling/high_freq_factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,"
+     "\"low_freq_factor\":0,\"high_freq_factor\":4,\"original_max_position\":8192}}}",
+     422, "invalid_field", "/rope/scaling/low_freq_factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,"
+     "\"low_freq_factor\":1,\"high_freq_factor\":4,\"original_max_position\":81.5}}}",
+     422, "invalid_field", "/rope/scaling/original_max_position"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4}}}", 422,
+     "invalid_field", "/rope/scaling/original_max_position"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096,\"attention_factor\":0}}}", 422, "invalid_field",
+     "/rope/scaling/attention_factor"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096,\"beta_fast\":1,\"beta_slow\":2}}}", 422,
+     "invalid_field", "/rope/scaling/beta_fast"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096,\"beta_slow\":0}}}", 422, "invalid_field",
+     "/rope/scaling/beta_slow"},
+    {"{" QKV ",\"rope\":{\"base\":1,\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096}}}", 422, "invalid_field", "/rope/base"},
+    /* ranks and batches */
+    {"{" Q4 ",\"k\":[[[1,0],[0,1]]],\"v\":[[[1,2],[3,4]]]}", 422, "shape_mismatch", "/k"},
+    {"{" Q4 ",\"k\":[[[[1,0],[0,1]]]],\"v\":[[[[1,2],[3,4]]]]}", 422,
+     "shape_mismatch", "/k"},
+    {"{" Q4 ",\"k\":[[[[1,0],[0,1]]],[[[1,1],[0,1]]]],\"v\":[[[1,2],[3,4]]]}", 422,
+     "shape_mismatch", "/v"},
+    {"{" QKV4 ",\"mask\":[[[[true,true]]],[[[true,true]]],[[[true,true]]]]}", 422,
+     "shape_mismatch", "/mask"},
+    {"{" QKV4 ",\"attn_bias\":[[[[0,0]],[[0,0]]],[[[0,0]],[[0,0]]]]}", 422,
+     "shape_mismatch", "/attn_bias"},
+    {"{" QKV4 ",\"attn_bias\":[[[[[0,0]]]]]}", 422, "invalid_field",
+     "/attn_bias/0/0/0/0"},
+    {"{" QKV4 ",\"bias\":{\"q\":[[[1,0]]]}}", 422, "invalid_field", "/bias/q/0/0"},
+    {"{" QKV4 ",\"heads\":[0]}", 422, "invalid_field", "/heads"},
+    {"{" QKV4 ",\"weights_top_k\":1}", 422, "invalid_field", "/weights_top_k"},
+    {"{" QKV4 ",\"return\":[\"lse\"]}", 422, "invalid_field", "/return"},
+    {"{\"q\":{\"shape\":[2,1,1,2],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8=\"},"
+     KV4 "}", 422, "invalid_field", "/q/data"},
+};
+
+/* Run one table against one route. */
+static void run_table(const char *route, const struct err_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct api_response r;
+        const struct err_case *e = &cases[i];
+
+        t_call(&ctx, "POST", route, e->body, &r);
+        if (r.status != e->status || strcmp(t_err_code(&r), e->code) != 0 ||
+            strcmp(t_err_path(&r), e->path) != 0)
+            printf("  case %zu: %s\n    -> %d %.*s\n", i, e->body, r.status,
+                   (int)r.body_len, r.body ? r.body : "");
+        CHECK_EQ_INT(r.status, e->status);
+        CHECK_STR(t_err_code(&r), e->code);
+        CHECK_STR(t_err_path(&r), e->path);
+        api_response_free(&r);
+    }
+}
+
+TEST(attention_refusals)
+{
+    run_table("/v1/attention", attention_cases,
+              sizeof attention_cases / sizeof attention_cases[0]);
+}
+
+/* ---- helpers for the answers ---------------------------------------------- */
+
+/* POST body to route; the parsed answer (new reference), status in *st. */
+static json_t *post(const char *route, const char *body, int *st)
+{
+    struct api_response r;
+    json_t *j;
+
+    t_call(&ctx, "POST", route, body, &r);
+    *st = r.status;
+    if (r.status >= 300)
+        printf("  %s -> %d %.*s\n", route, r.status, (int)r.body_len,
+               r.body ? r.body : "");
+    j = t_json(&r);
+    api_response_free(&r);
+    return j;
+}
+
+/* The response text of a 200 (malloc'd), or NULL. */
+static char *post_text(const char *route, const char *body)
+{
+    struct api_response r;
+    char *s = NULL;
+
+    t_call(&ctx, "POST", route, body, &r);
+    if (r.status == 200 && (s = malloc(r.body_len + 1))) {
+        memcpy(s, r.body, r.body_len);
+        s[r.body_len] = '\0';
+    } else {
+        printf("  %s -> %d %.*s\n", route, r.status, (int)r.body_len,
+               r.body ? r.body : "");
+    }
+    api_response_free(&r);
+    return s;
+}
+
+/* Nested arrays equal as JSON (numbers compared by value: bit for bit). */
+static bool same(const json_t *a, const json_t *b)
+{
+    return a && b && json_equal((json_t *)a, (json_t *)b);
+}
+
+/* ---- sessions -------------------------------------------------------------- */
+
+static const struct err_case create_cases[] = {
+    {"{\"d_k\":2,\"d_v\":2,\"heads\":2,\"softmax\":\"sink\",\"sink_logit\":[1]}", 422,
+     "shape_mismatch", "/sink_logit"},
+    {"{\"d_k\":2,\"d_v\":2,\"softmax\":\"sink\",\"sink_logit\":[\"x\"]}", 422,
+     "invalid_field", "/sink_logit/0"},
+    {"{\"d_k\":2,\"d_v\":2,\"softcap\":0}", 422, "invalid_field", "/softcap"},
+    {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"dims\":3}}", 422, "invalid_field", "/rope/dims"},
+    {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":2}}}",
+     422, "invalid_field", "/rope/scaling/original_max_position"},
+    {"{\"d_k\":2,\"d_v\":2,\"window\":{\"left\":2}}", 422, "invalid_field", "/window"},
+};
+
+TEST(session_create_refusals)
+{
+    run_table("/v1/sessions", create_cases, sizeof create_cases / sizeof create_cases[0]);
+}
+
+/* Create a session; its id into id[128]. */
+static bool create(const char *body, char *id)
+{
+    int st;
+    json_t *j = post("/v1/sessions", body, &st);
+    const char *s = json_string_value(json_object_get(j, "id"));
+
+    snprintf(id, 128, "%s", s ? s : "");
+    json_decref(j);
+    return st == 201 && s;
+}
+
+static const char *spath(const char *id, const char *suffix)
+{
+    static char p[256];
+    snprintf(p, sizeof p, "/v1/sessions/%s%s", id, suffix);
+    return p;
+}
+
+#define MODEL_SETTINGS                                                       \
+    "\"softmax\":\"sink\",\"sink_logit\":[0.5,-1],\"softcap\":3,"            \
+    "\"rope\":{\"base\":100,\"pairs\":\"half\",\"dims\":2,\"scaling\":"      \
+    "{\"type\":\"yarn\",\"factor\":4,\"original_max_position\":16}}"
+
+TEST(session_settings_echoed)
+{
+    char id[128];
+    struct api_response r;
+    json_t *j, *rope, *sc;
+
+    CHECK(create("{\"d_k\":4,\"d_v\":2,\"heads\":2,\"kv_heads\":1," MODEL_SETTINGS "}",
+                 id));
+    t_call(&ctx, "GET", spath(id, ""), NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    j = t_json(&r);
+    api_response_free(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "softmax")), "sink");
+    CHECK_EQ_INT(json_array_size(json_object_get(j, "sink_logit")), 2);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(j, "sink_logit"), 1)),
+               -1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(j, "softcap")), 3, 0);
+    rope = json_object_get(j, "rope");
+    CHECK_EQ_INT(json_integer_value(json_object_get(rope, "dims")), 2);
+    CHECK_STR(json_string_value(json_object_get(rope, "pairs")), "half");
+    sc = json_object_get(rope, "scaling");
+    CHECK_STR(json_string_value(json_object_get(sc, "type")), "yarn");
+    CHECK_NEAR(json_number_value(json_object_get(sc, "beta_fast")), 32, 0);
+    CHECK_NEAR(json_number_value(json_object_get(sc, "beta_slow")), 1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(sc, "attention_factor")),
+               0.1 * log(4.0) + 1, 1e-15);
+    json_decref(j);
+    /* a plain session shows the settings off */
+    CHECK(create("{\"d_k\":2,\"d_v\":2}", id));
+    t_call(&ctx, "GET", spath(id, ""), NULL, &r);
+    j = t_json(&r);
+    api_response_free(&r);
+    CHECK(json_is_null(json_object_get(j, "softcap")));
+    CHECK(json_is_null(json_object_get(j, "sink_logit")));
+    CHECK(json_is_false(json_object_get(j, "rope")));
+    json_decref(j);
+}
+
+TEST(session_window_refusal)
+{
+    char id[128];
+    int st;
+    json_t *j;
+
+    CHECK(create("{\"d_k\":2,\"d_v\":2}", id));
+    j = post(spath(id, "/attention"), "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1,0]],"
+             "\"window\":{\"left\":-3}}", &st);
+    CHECK_EQ_INT(st, 422);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "error"), "path")),
+              "/window/left");
+    json_decref(j);
+    /* nothing was appended */
+    struct api_response r;
+    t_call(&ctx, "GET", spath(id, ""), NULL, &r);
+    j = t_json(&r);
+    api_response_free(&r);
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "length")), 0);
+    json_decref(j);
+}
+
+
+/* ---- answers --------------------------------------------------------------- */
+
+/* A batch of 2 answers [B][h][n][..] and each element equals its own
+ * request, bit for bit. */
+TEST(batch_equals_its_elements)
+{
+    int st;
+    json_t *all = post("/v1/attention", "{" QKV4 ",\"causal\":true}", &st);
+    json_t *e0 = post("/v1/attention", "{\"q\":[[[1,0]]],\"k\":[[[1,0],[0,1]]],"
+                      "\"v\":[[[1,2],[3,4]]],\"causal\":true}", &st);
+    json_t *e1 = post("/v1/attention", "{\"q\":[[[0,1]]],\"k\":[[[1,1],[0,1]]],"
+                      "\"v\":[[[5,6],[7,8]]],\"causal\":true}", &st);
+    const char *keys[] = {"scores", "weights", "output"};
+
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(all, "meta"),
+                                                    "batch")), 2);
+    for (int i = 0; i < 3; i++) {
+        json_t *a = json_object_get(all, keys[i]);
+        CHECK(same(json_array_get(a, 0), json_object_get(e0, keys[i])));
+        CHECK(same(json_array_get(a, 1), json_object_get(e1, keys[i])));
+    }
+    json_decref(all);
+    json_decref(e0);
+    json_decref(e1);
+}
+
+/* Every broadcast form of a mask equals the mask spelled out per batch
+ * element and head. */
+TEST(batch_mask_broadcasts)
+{
+#define M_A "[true,false]"
+#define M_B "[false,true]"
+    static const char *const forms[][2] = {
+        {"[" M_A "]", "[[[" M_A "]],[[" M_A "]]]"},
+        {"[[" M_B "]]", "[[[" M_B "]],[[" M_B "]]]"},
+        {"[[[" M_A "]],[[" M_B "]]]", "[[[" M_A "]],[[" M_B "]]]"},
+        {"[[[" M_B "]]]", "[[[" M_B "]],[[" M_B "]]]"},
+    };
+    char body[512];
+
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *a, *b;
+        snprintf(body, sizeof body, "{" QKV4 ",\"mask\":%s}", forms[i][0]);
+        a = post_text("/v1/attention", body);
+        snprintf(body, sizeof body, "{" QKV4 ",\"mask\":%s}", forms[i][1]);
+        b = post_text("/v1/attention", body);
+        CHECK(a && b);
+        /* the same numbers (elapsed_us differs: compare up to meta) */
+        if (a && b)
+            CHECK(strncmp(a, b, (size_t)(strstr(a, "\"meta\"") - a)) == 0);
+        free(a);
+        free(b);
+    }
+#undef M_A
+#undef M_B
+}
+
+/* Batched positions and segments: per element, as the lone requests. */
+TEST(batch_positions_segments_per_element)
+{
+    int st;
+    json_t *all = post("/v1/attention", "{" QKV4 ",\"rope\":true,\"causal\":true,"
+                       "\"positions\":{\"k\":[[0,1],[5,9]]},"
+                       "\"segments\":{\"q\":[[0],[1]],\"k\":[0,1]}}", &st);
+    json_t *e1 = post("/v1/attention", "{\"q\":[[[0,1]]],\"k\":[[[1,1],[0,1]]],"
+                      "\"v\":[[[5,6],[7,8]]],\"rope\":true,\"causal\":true,"
+                      "\"positions\":{\"k\":[5,9]},"
+                      "\"segments\":{\"q\":[1],\"k\":[0,1]}}", &st);
+
+    CHECK(same(json_array_get(json_object_get(all, "output"), 1),
+               json_object_get(e1, "output")));
+    json_decref(all);
+    json_decref(e1);
+}
+
+/* A session decode step equals the stateless request over all of its rows
+ * with the same settings, bit for bit in float64. */
+TEST(session_step_equals_stateless)
+{
+    char id[128], *a, *b;
+    struct api_response r;
+
+    CHECK(create("{\"d_k\":4,\"d_v\":2,\"heads\":2,\"kv_heads\":1,"
+                 MODEL_SETTINGS "}", id));
+    t_call(&ctx, "POST", spath(id, "/kv"), "{\"k\":[[1,0,2,0],[0,1,0,-1]],"
+           "\"v\":[[1,2],[3,4]]}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    a = post_text(spath(id, "/attention"), "{\"q\":[[[1,1,0,1]],[[0,2,1,0]]],"
+                  "\"k\":[[0.5,0.5,1,1]],\"v\":[[5,6]],\"causal\":true,"
+                  "\"window\":{\"left\":1,\"sinks\":1}}");
+    b = post_text("/v1/attention", "{\"q\":[[[1,1,0,1]],[[0,2,1,0]]],"
+                  "\"k\":[[[1,0,2,0],[0,1,0,-1],[0.5,0.5,1,1]]],"
+                  "\"v\":[[[1,2],[3,4],[5,6]]],\"causal\":true,"
+                  "\"window\":{\"left\":1,\"sinks\":1}," MODEL_SETTINGS "}");
+    CHECK(a && b);
+    if (a && b)
+        CHECK(strncmp(a, b, (size_t)(strstr(a, "\"meta\"") - a)) == 0);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    t_ctx_init(&ctx);
+    struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
+    ctx.store = sess_store_new(&cfg);
+    RUN(attention_refusals);
+    RUN(session_create_refusals);
+    RUN(session_settings_echoed);
+    RUN(session_window_refusal);
+    RUN(batch_equals_its_elements);
+    RUN(batch_mask_broadcasts);
+    RUN(batch_positions_segments_per_element);
+    RUN(session_step_equals_stateless);
+    sess_store_free(ctx.store);
+    TEST_MAIN_END();
+}
