@@ -7,6 +7,7 @@ CC         ?= cc
 SANFLAGS   ?=
 OPT        ?= -O2 -march=native
 PYTHON     ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
 
 WARN       := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
               -Wmissing-prototypes -Wformat=2 -Wvla
@@ -20,8 +21,8 @@ endif
 PKGS       := libmicrohttpd jansson libuv openblas gnutls
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
               -DATTND_VERSION='"$(VERSION)"' -I.
-CFLAGS     := $(BASE_CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
+CFLAGS     := $(BASE_CFLAGS) $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+LDLIBS     := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm -lpthread
 LDFLAGS    := $(SANFLAGS)
 
 # Debian packages: to build and run, and in addition to test.
@@ -48,7 +49,8 @@ APIT_BIN   := $(APIT_SRC:tests/api/%.c=$(BUILD)/tests/%)
 WEB_FILES  := $(sort $(wildcard server/web/*))
 
 .PHONY: all run test asan tsan valgrind bench fuzz docker \
-        clean deps deps-test deps-npm deps-bench deps-slow
+        clean deps deps-test deps-npm deps-bench deps-slow deps-arm64 test-arm64 \
+        deps-container test-container
 
 # Without the -dev packages (pkg-config finds none of them), `make` installs
 # them first as `make run` does (as root; otherwise it prints the apt-get
@@ -119,9 +121,9 @@ LAYER_DENY_core := jansson.h microhttpd.h uv.h
 LAYER_DENY_api  := microhttpd.h uv.h
 OBJ_CFLAGS  = $(CFLAGS)
 $(BUILD)/obj/core/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/core $(BASE_CFLAGS) \
-              $(shell pkg-config --cflags openblas 2>/dev/null)
+              $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
 $(BUILD)/obj/api/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/api $(BASE_CFLAGS) \
-              $(shell pkg-config --cflags jansson 2>/dev/null)
+              $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 
 $(BUILD)/layers/.stamp: Makefile
 	@rm -rf $(BUILD)/layers
@@ -185,6 +187,44 @@ tsan: deps-test
 
 $(BUILD)/tests/.stamp: $(UNIT_BIN) $(APIT_BIN) $(FUZZ_REPLAY_BIN)
 	@touch $@
+
+# arm64: cross-built with Debian's aarch64 gcc against the arm64 -dev
+# packages (multiarch: dpkg --add-architecture arm64), then the C unit and
+# in-process api tests under qemu-user (no binfmt needed: run.sh puts
+# qemu-aarch64 before each test). Portable code only (-O2, no -march):
+# the x86 kernels compile out, and the suite checks the portable paths.
+# ATTND_TEST_QUICK=1: the randomized reference tests run a tenth of their
+# cases (long double is software binary128 on aarch64, under emulation).
+ARM64_DEPS := gcc-aarch64-linux-gnu qemu-user file libc6-dev:arm64 libmicrohttpd-dev:arm64 \
+              libjansson-dev:arm64 libopenblas-dev:arm64 libuv1-dev:arm64 \
+              libgnutls28-dev:arm64
+ARM64_PC   := env PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+
+deps-arm64:
+	@dpkg --print-foreign-architectures | grep -qx arm64 || \
+	  if [ "$$(id -u)" = 0 ]; then echo "deps: adding the arm64 architecture"; \
+	    dpkg --add-architecture arm64 && DEBIAN_FRONTEND=noninteractive apt-get update -qq || exit 1; \
+	  else echo "deps: run:  sudo dpkg --add-architecture arm64 && sudo apt-get update"; exit 1; fi
+	$(call install_missing,$(ARM64_DEPS))
+
+# The container image built and run with podman from a locally made base
+# (tests/container/test_container.py says what it checks); run by .ci/run,
+# not by make test. ARM64=1 also builds it for linux/arm64 through
+# qemu-user-static (binfmt), ARM64_TESTS=c|none its tests under emulation.
+DEPS_CONTAINER := podman runc mmdebstrap qemu-user-static binfmt-support python3 curl
+
+deps-container:
+	$(call install_missing,$(DEPS_CONTAINER))
+
+test-container: deps-container
+	@$(PYTHON) tests/container/test_container.py $(BUILD)
+
+test-arm64: deps-arm64
+	@$(MAKE) --no-print-directory BUILD=build/arm64 CC=aarch64-linux-gnu-gcc OPT=-O2 \
+	  PKG_CONFIG="$(ARM64_PC)" build/arm64/attnd build/arm64/tests/.stamp
+	@file build/arm64/attnd | grep -q 'ARM aarch64' || { echo "test-arm64: not an aarch64 binary"; exit 1; }
+	@QEMU_LD_PREFIX=/ ATTND_TEST_EXEC=qemu-aarch64 ATTND_TEST_QUICK=1 ATTND_TEST_ONLY=c \
+	  sh tests/run.sh build/arm64
 
 valgrind: deps-test
 	@# valgrind cannot execute AVX-512: build for x86-64-v3 here.

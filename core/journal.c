@@ -31,7 +31,9 @@
 
 static uint32_t crc_tab[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-static bool crc_hw;
+#if defined(__x86_64__)
+static bool crc_hw;     /* SSE4.2's crc32 instruction (x86-64 only) */
+#endif
 
 static void crc_init(void)
 {

@@ -7,6 +7,7 @@
 #                             test_attn (the core's helper-pool tests)
 # ATTND_VALGRIND=1            run the C tests under valgrind
 # ATTND_BROWSER=0             skip the suites that need Chromium and node
+# ATTND_TEST_EXEC=CMD         run each C test as CMD TEST (e.g. qemu-aarch64)
 set -u
 build=${1:-build}
 only=${ATTND_TEST_ONLY:-}
@@ -32,7 +33,7 @@ for t in "$build"/tests/test_*; do
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             "$t" >"$log" 2>&1; rc=$?
     else
-        "$t" >"$log" 2>&1; rc=$?
+        ${ATTND_TEST_EXEC:-} "$t" >"$log" 2>&1; rc=$?
     fi
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}

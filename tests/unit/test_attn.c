@@ -468,8 +468,18 @@ static void random_case(struct tcase *c, enum attn_dtype dt)
     tcase_fill(c);
 }
 
+/* Cases per randomized test: with ATTND_TEST_QUICK=1 a tenth (make
+ * test-arm64 runs under qemu-user, where the reference's long double is
+ * software binary128 and a full run takes most of an hour). */
+static int n_cases(int full)
+{
+    const char *q = getenv("ATTND_TEST_QUICK");
+    return q && strcmp(q, "1") == 0 ? (full + 9) / 10 : full;
+}
+
 static void random_suite(enum attn_dtype dt, int cases)
 {
+    cases = n_cases(cases);
     struct attn_ws *ws = attn_ws_new();
     int failures = 0;
     for (int i = 0; i < cases; i++) {
@@ -1292,7 +1302,7 @@ static int key_split_case(const struct tcase *c)
 TEST(key_split_equals_full)
 {
     int failures = 0;
-    for (int i = 0; i < 200 && failures < 3; i++) {
+    for (int i = 0; i < n_cases(200) && failures < 3; i++) {
         struct tcase c;
         random_case(&c, i % 2 ? ATTN_F32 : ATTN_F64);
         c.outputs = ATTN_OUT_OUTPUT;
@@ -1410,8 +1420,10 @@ static void fused_case(struct tcase *c)
 }
 
 /* Every fused kernel this CPU runs (and none: the gemm loop) against the
- * long-double reference on the same cases; the build says whether it has
- * a kernel (x86-64 with AVX-512F and DQ: it must). */
+ * long-double reference on the same cases: 400 for the widest, the first
+ * 150 of them for each narrower one (test_kernels compares the kernels
+ * themselves case by case); the build says whether it has a kernel
+ * (x86-64 with AVX-512F and DQ: it must). */
 TEST(fused_output_matches_reference)
 {
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__x86_64__)
@@ -1426,7 +1438,8 @@ TEST(fused_output_matches_reference)
         uint64_t seed = rng_state;
         struct attn_ws *ws = attn_ws_new();
         int failures = 0;
-        for (int i = 0; i < 400 && failures <= 3; i++) {
+        int cases = n_cases(k == (int)attn_kernel_choose(ATTN_KERNEL_AUTO, have) ? 400 : 150);
+        for (int i = 0; i < cases && failures <= 3; i++) {
             struct tcase c;
             fused_case(&c);
             failures += run_case(&c, i % 2 ? ws : NULL) != 0;
