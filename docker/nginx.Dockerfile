@@ -1,0 +1,19 @@
+# docker/nginx.Dockerfile — nginx for the compose topology, built on the
+# same Debian base as attnd's image (make test-container builds it from a
+# locally made base; docker/compose.yml can use the official nginx image
+# instead). It does what that image's entrypoint does with templates: each
+# /etc/nginx/templates/NAME.template becomes /etc/nginx/conf.d/NAME with the
+# environment's defined variables substituted (envsubst, so nginx's own
+# $variables stay), then nginx runs in the foreground.
+#
+#   podman build -f docker/nginx.Dockerfile --build-arg BASE=... -t attnd-nginx .
+ARG BASE=debian:bookworm-20241111-slim@sha256:ca3372ce30b03a591ec573ea975ad8b0ecaf0eb17a354416741f8001bbcae33d
+FROM ${BASE}
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nginx gettext-base curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -f /etc/nginx/sites-enabled/default \
+ && mkdir -p /etc/nginx/templates
+STOPSIGNAL SIGQUIT
+ENTRYPOINT ["/bin/sh", "-c", "set -e; vars=$(env | cut -d= -f1 | sed 's/^/$/' | tr '\\n' ' '); for t in /etc/nginx/templates/*.template; do [ -e \"$t\" ] || continue; envsubst \"$vars\" < \"$t\" > /etc/nginx/conf.d/$(basename \"$t\" .template); done; exec nginx -g 'daemon off;'"]
