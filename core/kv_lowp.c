@@ -355,7 +355,7 @@ static LP_AVX2 void window_head_avx2(const struct lp_job *j, size_t w, size_t g,
 static bool lp_avx2(void)
 {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           half_f16c_available();
 }
 #else
 static bool lp_avx2(void)
