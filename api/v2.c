@@ -98,6 +98,7 @@ void api_v2_error_shape(struct api_call *c)
 
 const char *const api_v2_slot_names[V2_NSLOT] = {
     "q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
+    "sink_logits", "positions_q", "positions_k", "segments_q", "segments_k",
 };
 
 
@@ -180,7 +181,7 @@ static void v2_model_meta(struct api_call *c)
                                                i == V2_ARGMAX || i == V2_TOPK_IDX ? "INT64"
                                                : i >= V2_TOK_Q ? "BYTES" : "FP64",
                                                i >= V2_TOK_Q ? 1 : i == V2_QK ||
-                                               i >= V2_TOPK_IDX || i < V2_QK ? 3 : 2));
+                                               i >= V2_TOPK_IDX ? 3 : i < V2_QK ? 4 : 2));
     api_reply_json(c, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name",
                                      V2_MODEL, "versions", V2_VERSION,
                                      "platform", "attnd", "inputs", in,

@@ -9,6 +9,7 @@
 #define ATTND_API_V2_IMPL_H
 
 #include "api/extras.h"
+#include "api/read.h"
 #include "api/v2.h"
 #include "core/attn.h"
 #include "core/store.h"
@@ -18,7 +19,18 @@
 #define V2_HDR_LEN "Inference-Header-Content-Length"
 
 /* The inputs and outputs of the model. */
-enum v2_slot { V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK, V2_NSLOT };
+enum v2_slot {
+    V2_Q, V2_K, V2_V, V2_BQ, V2_BK, V2_BV, V2_AB, V2_MASK,
+    V2_SINKS,                       /* sink_logits [h], FP32/FP64 */
+    V2_PQ, V2_PK, V2_SQ, V2_SK,     /* positions_q/k, segments_q/k: INT32/INT64 */
+    V2_NSLOT
+};
+
+/* Slots holding integers (stored as int64_t). */
+static inline bool v2_slot_int(int slot)
+{
+    return slot >= V2_PQ && slot <= V2_SK;
+}
 
 /* Outputs: scores, weights, output (the ATTN_OUT_* bit indices), then the
  * part-2 returns and the echoed labels (api/v2_extras.c). */
@@ -44,7 +56,8 @@ extern const struct v2_input_spec api_v2_inputs[V2_NSLOT];
 extern const char *const api_v2_slot_names[V2_NSLOT];
 extern const char *const api_v2_out_names[V2_NOUT];
 
-/* An input tensor, converted to the computation's dtype (mask: uint8_t). */
+/* An input tensor, converted to the computation's dtype (mask: uint8_t;
+ * positions and segments: int64_t). */
 struct v2_tensor {
     bool present;
     size_t index;                   /* position in "inputs" (for paths) */
@@ -69,6 +82,9 @@ struct v2_infer {
     enum attn_causal causal;
     enum attn_empty_rows empty_rows;
     double *slopes;                 /* malloc'd ALiBi slopes or NULL */
+    double *sinks;                  /* per-head sink logits (malloc'd) or NULL */
+    struct attn_window window;
+    struct api_seqs seqs;           /* positions and segments, owned */
     unsigned outputs, binary;       /* V2_BIT(output index) selected / binary */
     int order[V2_NOUT], n_order;    /* the selected output indexes, in the order asked */
     struct api_extras ext;          /* heads, top-k, extras, labels */
@@ -89,6 +105,21 @@ static inline const json_t *member(const json_t *obj, const char *key)
 
 /* POST /v2/models/attention/infer (api/v2_infer.c). */
 void api_v2_infer(struct api_call *c);
+
+/* The options of current models (api/v2_model.c): parameters softcap,
+ * window_left, window_right, window_sinks and rope_* (api_read_rope_flat),
+ * the input sink_logits; fixed_too: the session-fixed ones too. */
+bool api_v2_read_model(struct api_call *c, struct v2_infer *x,
+                       const struct attn_shape *s, bool fixed_too);
+/* Inputs positions_q/k and segments_q/k ([n] or [B,n]; [L] or [B,L]) into
+ * x->seqs. */
+bool api_v2_read_seqs(struct api_call *c, struct v2_infer *x,
+                      const struct attn_shape *s);
+/* Refuse (invalid_field) what only sequence_start may set: softcap, the
+ * rope_dims / rope_scaling parameters, the input sink_logits. */
+bool api_v2_refuse_fixed_model(struct api_call *c, const struct v2_infer *x);
+/* Refuse positions and segments inputs in a sequence (start or not). */
+bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x);
 
 /* The dtype of a stateless computation: that of q (api/v2_tensor.c). */
 void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);

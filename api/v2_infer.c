@@ -27,6 +27,8 @@ static void infer_free(struct v2_infer *x)
         free(x->t[i].data);
     free(x->slopes);
     api_extras_free(&x->ext);
+    free(x->sinks);
+    api_seqs_free(&x->seqs);
     json_decref(x->hdr);
 }
 
@@ -175,10 +177,11 @@ static bool shape_fail(struct api_call *c, const struct v2_tensor *t,
     return false;
 }
 
-/* heads, rows, cols of a rank-2 ([rows, cols]) or rank-3 tensor. */
+/* heads, rows, cols of a rank-2 ([rows, cols]), rank-3 or rank-4
+ * ([B, heads, rows, cols]) tensor. */
 static void hrc(const struct v2_tensor *t, size_t *h, size_t *r, size_t *cols)
 {
-    *h = t->rank == 3 ? t->shape[0] : 1;
+    *h = t->rank >= 3 ? t->shape[t->rank - 3] : 1;
     *r = t->shape[t->rank - 2];
     *cols = t->shape[t->rank - 1];
 }
@@ -196,11 +199,16 @@ static bool shape_stateless(struct api_call *c, struct v2_infer *x,
         return false;
     }
     if (q->rank < 2)
-        return shape_fail(c, q, "q must be [n,d_k] or [h,n,d_k]");
+        return shape_fail(c, q, "q must be [n,d_k], [h,n,d_k] or [B,h,n,d_k]");
     if (k->rank != q->rank)
         return shape_fail(c, k, "k must have the rank of q");
     if (v->rank != q->rank)
         return shape_fail(c, v, "v must have the rank of q");
+    s->B = q->rank == 4 ? q->shape[0] : 1;
+    if (q->rank == 4 && k->shape[0] != s->B)
+        return shape_fail(c, k, "k must have q's batch size");
+    if (q->rank == 4 && v->shape[0] != s->B)
+        return shape_fail(c, v, "v must have q's batch size");
     hrc(q, &s->h, &s->n, &s->d_k);
     hrc(k, &s->h_kv, &s->L, &dk);
     hrc(v, &hv, &Lv, &s->d_v);
@@ -224,8 +232,8 @@ static bool shape_session(struct api_call *c, struct v2_infer *x,
 
     *s = sp->shape;
     *m = 0;
-    if (q->rank < 2)
-        return shape_fail(c, q, "q must be [n,d_k] or [h,n,d_k]");
+    if (q->rank < 2 || q->rank > 3)
+        return shape_fail(c, q, "a sequence's q must be [n,d_k] or [h,n,d_k]");
     hrc(q, &h, &n, &d);
     if (h != sp->shape.h || d != sp->shape.d_k)
         return shape_fail(c, q, "q must match the sequence's heads and d_k");
@@ -273,21 +281,28 @@ static bool bias_heads(struct api_call *c, const struct v2_tensor *t,
                       "its matrix");
 }
 
-/* attn_bias / mask: [n,L] or [1|h,n,L]. */
+/* attn_bias / mask: [n,L], [1|h,n,L] or [1|B,h,n,L] (or [1,1,n,L]). */
 static bool score_heads(struct api_call *c, const struct v2_tensor *t,
                         const struct attn_shape *s, size_t *heads)
 {
+    size_t B = s->B ? s->B : 1, b;
+
     *heads = 0;
     if (!t->present)
         return true;
     if (t->rank >= 2 && t->shape[t->rank - 2] == s->n &&
         t->shape[t->rank - 1] == s->L) {
-        *heads = t->rank == 3 ? t->shape[0] : 1;
-        if (t->rank == 2 || *heads == 1 || *heads == s->h)
+        *heads = t->rank >= 3 ? t->shape[t->rank - 3] : 1;
+        b = t->rank == 4 ? t->shape[0] : 1;
+        if (b == B && B > 1 && *heads == s->h) {
+            *heads = B * s->h;
+            return true;
+        }
+        if (b == 1 && (*heads == 1 || *heads == s->h))
             return true;
     }
-    return shape_fail(c, t, "attn_bias and mask are [n,L] or [h,n,L] with L "
-                      "the number of keys");
+    return shape_fail(c, t, "attn_bias and mask are [n,L], [h,n,L] or [B,h,n,L] "
+                      "with L the number of keys");
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -295,37 +310,12 @@ static bool score_heads(struct api_call *c, const struct v2_tensor *t,
 static const char *const v2_params_allowed[] = {
     "softmax", "sink_logit", "causal", "scale", "alibi", "rope_base",
     "rope_pairs", "empty_rows", "sequence_id", "sequence_start",
-    "sequence_end", "binary_data_output", "timeout_ms", "heads", "weights_top_k", NULL,
+    "sequence_end", "binary_data_output", "timeout_ms", "heads", "weights_top_k",
+    "softcap", "window_left", "window_right", "window_sinks", "rope_dims",
+    "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+    "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
+    "rope_attention_factor", NULL,
 };
-
-/* rope_base (positive number) and rope_pairs ("interleaved"|"half"): either
- * one turns RoPE on. */
-static bool read_rope(struct api_call *c, struct v2_infer *x)
-{
-    const json_t *b = member(x->params, "rope_base");
-    const json_t *p = member(x->params, "rope_pairs");
-    const char *ps = json_string_value(p);
-
-    x->p.rope = b || p;
-    x->p.rope_base = 10000.0;
-    x->p.rope_pairs = ATTN_ROPE_INTERLEAVED;
-    if (b && (!json_is_number(b) || !(json_number_value(b) > 0) ||
-              !isfinite(json_number_value(b)))) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_base",
-                 "rope_base must be a positive number");
-        return false;
-    }
-    if (b)
-        x->p.rope_base = json_number_value(b);
-    if (p && !(ps && (strcmp(ps, "interleaved") == 0 || strcmp(ps, "half") == 0))) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/rope_pairs",
-                 "rope_pairs must be \"interleaved\" or \"half\"");
-        return false;
-    }
-    if (ps && strcmp(ps, "half") == 0)
-        x->p.rope_pairs = ATTN_ROPE_HALF;
-    return true;
-}
 
 /* Options fixed by a session may only come with its start. */
 static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
@@ -350,7 +340,7 @@ static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
                      api_v2_slot_names[biases[i]]);
             return false;
         }
-    return true;
+    return api_v2_refuse_fixed_model(c, x);
 }
 
 /* Per-pass options (every request) and session-fixed ones (stateless and
@@ -360,7 +350,9 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
 {
     json_t *empty = NULL;
     const json_t *params = x->params;
-    bool ok;
+    const char *sm = json_string_value(member(params, "softmax"));
+    bool ok, sinks = x->t[V2_SINKS].present && !member(params, "sink_logit") &&
+                     sm && strcmp(sm, "sink") == 0;
 
     if (!api_read_causal(c, member(params, "causal"), "/parameters/causal",
                          &x->causal) ||
@@ -371,15 +363,17 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
     if (!fixed_too)
         return true;
     x->p.dtype = x->dt;
-    if (!params)
-        params = empty = json_object();
+    /* the input sink_logits stands for the parameter (api/v2_model.c) */
+    if (!params || sinks)
+        params = empty = params ? json_copy((json_t *)params) : json_object();
+    if (sinks && empty)
+        json_object_set_new(empty, "sink_logit", json_real(0));
     ok = api_read_softmax(c, params, "/parameters", &x->p.softmax,
                           &x->p.sink_logit) &&
          api_read_scale(c, member(params, "scale"), "/parameters/scale",
                         &x->p.scale, &x->scale_given) &&
          api_read_alibi(c, member(params, "alibi"), "/parameters/alibi", s->h,
-                        &x->p.alibi, &x->slopes) &&
-         read_rope(c, x);
+                        &x->p.alibi, &x->slopes);
     json_decref(empty);
     if (ok && !x->scale_given)
         x->p.scale = attn_default_scale(s->d_k);
@@ -498,7 +492,7 @@ static bool put_le(struct api_buf *b, const void *data, enum attn_dtype dt,
 struct v2_out {
     const void *data;
     int rank;
-    size_t shape[3];
+    size_t shape[4];
     size_t count;
 };
 
@@ -512,17 +506,13 @@ static void out_views(const struct attn_request *r, const struct attn_result *re
     int k;
 
     for (k = 0; k < 3; k++) {
+        size_t full[4] = {s->B ? s->B : 1, s->h, s->n, cols[k]};
         o[k].data = data[k];
         o[k].rank = q_rank;
-        o[k].count = nh * s->n * cols[k];
-        if (q_rank == 3) {
-            o[k].shape[0] = nh;
-            o[k].shape[1] = s->n;
-            o[k].shape[2] = cols[k];
-        } else {
-            o[k].shape[0] = s->n;
-            o[k].shape[1] = cols[k];
-        }
+        full[1] = nh;
+        /* fits: api_attention_numbers counted it */
+        o[k].count = full[0] * nh * s->n * cols[k];
+        memcpy(o[k].shape, full + (4 - q_rank), (size_t)q_rank * sizeof full[0]);
     }
 }
 
@@ -688,6 +678,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
             .empty_rows = r->empty_rows, .attn_bias = r->attn_bias,
             .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
+            .window = r->window,
         };
         struct attn_extras xc = api_extras_core(&x->ext);
         st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,
@@ -776,11 +767,21 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     if (!score_heads(c, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
         !score_heads(c, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
         !read_options(c, x, &r.shape, stateless_shape) ||
+        !api_v2_read_model(c, x, &r.shape, stateless_shape) ||
+        (x->seq ? !api_v2_refuse_seqs(c, x) : !api_v2_read_seqs(c, x, &r.shape)) ||
         !api_v2_read_extras_params(c, x) ||
         !read_outputs(c, x, member(x->hdr, "outputs")) ||
         !api_v2_extras_outputs(c, x, &r.outputs) ||
         !api_v2_extras_check(c, x, &r.shape))
         return;
+    if (x->t[V2_Q].rank == 4 && (x->ext.want || x->ext.heads || x->ext.top_k)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters", "heads, weights_top_k and "
+                 "the part-2 outputs take a q of rank 2 or 3: send each batch "
+                 "element alone");
+        return;
+    }
+    r.window = x->window;
+    api_seqs_request(&x->seqs, &r);
     r.params = stateless_shape ? x->p : sess_spec(x->sess)->params;
     r.causal = x->causal;
     r.empty_rows = x->empty_rows;

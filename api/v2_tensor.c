@@ -1,7 +1,7 @@
 /*
  * api/v2_tensor.c — the input tensors of an Open Inference Protocol v2
- * inference request: each element of "inputs" (name, datatype FP32/FP64 or
- * BOOL, shape, data) is checked and converted into its slot in the
+ * inference request: each element of "inputs" (name, datatype FP32/FP64,
+ * BOOL or INT32/INT64, shape, data) is checked and converted into its slot in the
  * computation's dtype, its data read from JSON (flat or nested, row-major)
  * or from the binary part of the body (little-endian, in the order of the
  * inputs), with every refusal at the JSON pointer of the field at fault.
@@ -17,11 +17,12 @@
 #include "core/half.h"
 
 
-enum v2_wire { W_FP32, W_FP64, W_BOOL, W_FP16, W_BF16 };
+enum v2_wire { W_FP32, W_FP64, W_BOOL, W_FP16, W_BF16, W_INT32, W_INT64 };
 
 static size_t wire_size(enum v2_wire w)
 {
-    return w == W_FP64 ? 8 : w == W_FP32 ? 4 : w == W_BOOL ? 1 : 2;
+    return w == W_FP64 || w == W_INT64 ? 8 : w == W_FP32 || w == W_INT32 ? 4
+         : w == W_BOOL ? 1 : 2;
 }
 
 /* Store one real x as element i of t (dtype dt, rounded to half when the
@@ -53,7 +54,7 @@ struct v2_fill {
     struct api_call *c;
     struct v2_tensor *t;
     enum attn_dtype dt;
-    bool is_bool, nullable;
+    bool is_bool, nullable, is_int;
     size_t pos;
     bool tie;                       /* a half number sat on a midpoint */
 };
@@ -88,6 +89,15 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
             return false;
         }
         ((uint8_t *)f->t->data)[f->pos++] = json_is_true(v) ? 1 : 0;
+        return true;
+    }
+    if (f->is_int) {
+        if (!json_is_integer(v)) {
+            api_fail(f->c, API_ERR_INVALID_FIELD, path, "INT32/INT64 data must be "
+                     "integers");
+            return false;
+        }
+        ((int64_t *)f->t->data)[f->pos++] = (int64_t)json_integer_value(v);
         return true;
     }
     if (json_is_null(v) && f->nullable) {
@@ -127,6 +137,11 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
         }
         for (k = 0; k < ws; k++)
             u |= (uint64_t)p[k] << (8 * k);
+        if (w == W_INT32 || w == W_INT64) {     /* two's complement */
+            ((int64_t *)t->data)[i] = w == W_INT32 ? (int64_t)(int32_t)(uint32_t)u
+                                                   : (int64_t)u;
+            continue;
+        }
         if (w == W_FP32) {
             uint32_t u32 = (uint32_t)u;
             float f;
@@ -189,14 +204,19 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
 }
 
 const struct v2_input_spec api_v2_inputs[V2_NSLOT] = {
-    [V2_Q] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
-    [V2_K] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
-    [V2_V] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
+    [V2_Q] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 4},
+    [V2_K] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 4},
+    [V2_V] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 4},
     [V2_BQ] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
     [V2_BK] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
     [V2_BV] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 1, 2},
-    [V2_AB] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 3},
-    [V2_MASK] = {{"BOOL", NULL}, 2, 3},
+    [V2_AB] = {{"FP64", "FP32", "FP16", "BF16", NULL}, 2, 4},
+    [V2_MASK] = {{"BOOL", NULL}, 2, 4},
+    [V2_SINKS] = {{"FP64", "FP32", NULL}, 1, 1},
+    [V2_PQ] = {{"INT64", "INT32", NULL}, 1, 2},
+    [V2_PK] = {{"INT64", "INT32", NULL}, 1, 2},
+    [V2_SQ] = {{"INT64", "INT32", NULL}, 1, 2},
+    [V2_SK] = {{"INT64", "INT32", NULL}, 1, 2},
 };
 
 /* The wire form of each datatype name. */
@@ -204,7 +224,7 @@ static const struct {
     const char *name;
     enum v2_wire w;
 } v2_wires[] = {{"FP32", W_FP32}, {"FP64", W_FP64}, {"FP16", W_FP16}, {"BF16", W_BF16},
-                {"BOOL", W_BOOL}};
+                {"BOOL", W_BOOL}, {"INT32", W_INT32}, {"INT64", W_INT64}};
 
 /* The datatype of an input in slot: one of api_v2_inputs[slot]. */
 static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
@@ -299,10 +319,11 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
 /* The JSON "data" of input t, flat or nested, exactly t->count elements. */
 static bool read_json_data(struct api_call *c, struct v2_infer *x,
                            const json_t *in, const char *prefix,
-                           struct v2_tensor *t, bool is_bool, bool nullable)
+                           struct v2_tensor *t, bool is_bool, bool nullable,
+                           bool is_int)
 {
     char path[API_PATH_MAX];
-    struct v2_fill f = {c, t, x->dt, is_bool, nullable, 0, false};
+    struct v2_fill f = {c, t, x->dt, is_bool, nullable, is_int, 0, false};
     const json_t *data = member(in, "data");
 
     api_pointer_key(path, sizeof path, prefix, "data");
@@ -338,8 +359,8 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
                                           "parameters", "data", NULL};
     struct v2_tensor *t = &x->t[slot];
     char prefix[API_PATH_MAX];
-    bool is_bool = slot == V2_MASK, nullable = slot == V2_AB;
-    size_t esz = is_bool ? 1 : attn_dtype_size(x->dt), bytes;
+    bool is_bool = slot == V2_MASK, nullable = slot == V2_AB, is_int = v2_slot_int(slot);
+    size_t esz = is_bool ? 1 : is_int ? sizeof(int64_t) : attn_dtype_size(x->dt), bytes;
     enum v2_wire w;
     long long bsize;
 
@@ -357,7 +378,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     }
     if (bsize >= 0)
         return read_binary_data(c, x, in, prefix, t, w, bsize, nullable);
-    return read_json_data(c, x, in, prefix, t, is_bool, nullable);
+    return read_json_data(c, x, in, prefix, t, is_bool, nullable, is_int);
 }
 
 static int slot_of(const char *name)
@@ -416,7 +437,9 @@ bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
         }
         if (slot < 0) {
             api_fail(c, API_ERR_INVALID_FIELD, npath, "unknown input; the inputs are "
-                     "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask, tokens_q, tokens_k");
+                     "q, k, v, bias_q, bias_k, bias_v, attn_bias, mask, "
+                     "sink_logits, positions_q, positions_k, segments_q, segments_k, "
+                     "tokens_q, tokens_k");
             return false;
         }
         if (x->t[slot].present) {

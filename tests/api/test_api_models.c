@@ -438,6 +438,135 @@ TEST(session_step_equals_stateless)
     free(b);
 }
 
+/* ---- OIP v2 ----------------------------------------------------------------- */
+
+#define V2_INFER "/v2/models/attention/infer"
+#define T(name, shape, dt, data) \
+    "{\"name\":\"" name "\",\"shape\":" shape ",\"datatype\":\"" dt "\",\"data\":" data "}"
+#define V2_QKV T("q", "[1,2]", "FP64", "[1,0]") "," T("k", "[2,2]", "FP64", "[1,0,0,1]") \
+    "," T("v", "[2,2]", "FP64", "[1,2,3,4]")
+#define V2_QKV4 T("q", "[2,1,1,2]", "FP64", "[1,0,0,1]") "," \
+    T("k", "[2,1,2,2]", "FP64", "[1,0,0,1,1,1,0,1]") "," \
+    T("v", "[2,1,2,2]", "FP64", "[1,2,3,4,5,6,7,8]")
+
+struct v2_case {
+    const char *body;
+    const char *where;      /* the JSON pointer the error text names */
+};
+
+static const struct v2_case v2_cases[] = {
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"softcap\":0}}", "/parameters/softcap"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"window_left\":-1}}",
+     "/parameters/window_left"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"window_sinks\":1.5}}",
+     "/parameters/window_sinks"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_dims\":3}}", "/parameters/rope_dims"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"dynamic\"}}",
+     "/parameters/rope_scaling"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_factor\":2}}",
+     "/parameters/rope_factor"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"linear\"}}",
+     "/parameters/rope_factor"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"linear\","
+     "\"rope_factor\":2,\"rope_beta_fast\":3}}", "/parameters/rope_beta_fast"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"yarn\","
+     "\"rope_factor\":2,\"rope_original_max_position\":8,\"rope_attention_factor\":-1}}",
+     "/parameters/rope_attention_factor"},
+    {"{\"inputs\":[" V2_QKV "," T("positions_q", "[1]", "INT64", "[-1]") "]}",
+     "/inputs/3/data"},
+    {"{\"inputs\":[" V2_QKV "," T("positions_q", "[1]", "FP64", "[1]") "]}",
+     "/inputs/3/datatype"},
+    {"{\"inputs\":[" V2_QKV "," T("positions_k", "[3]", "INT32", "[0,1,2]") "]}",
+     "/inputs/3/shape"},
+    {"{\"inputs\":[" V2_QKV "," T("positions_k", "[2]", "INT32", "[0,0.5]") "]}",
+     "/inputs/3/data/1"},
+    {"{\"inputs\":[" V2_QKV "," T("segments_q", "[1]", "INT64", "[0]") "]}", "/inputs/3"},
+    {"{\"inputs\":[" V2_QKV "," T("sink_logits", "[2]", "FP64", "[0,1]") "],"
+     "\"parameters\":{\"softmax\":\"sink\"}}", "/inputs/3/shape"},
+    {"{\"inputs\":[" V2_QKV "," T("sink_logits", "[1]", "FP64", "[0]") "]}", "/inputs/3"},
+    {"{\"inputs\":[" T("q", "[2,1,1,2]", "FP64", "[1,0,0,1]") ","
+     T("k", "[1,2,2]", "FP64", "[1,0,0,1]") "," T("v", "[1,2,2]", "FP64", "[1,2,3,4]") "]}",
+     "/inputs/1/shape"},
+    {"{\"inputs\":[" T("q", "[2,1,1,2]", "FP64", "[1,0,0,1]") ","
+     T("k", "[1,1,2,2]", "FP64", "[1,0,0,1]") "," T("v", "[1,1,2,2]", "FP64", "[1,2,3,4]")
+     "]}", "/inputs/1/shape"},
+    {"{\"inputs\":[" V2_QKV4 "," T("mask", "[3,1,1,2]", "BOOL",
+     "[true,true,true,true,true,true]") "]}", "/inputs/3/shape"},
+    {"{\"inputs\":[" V2_QKV "," T("positions_q", "[1]", "INT64", "[0]") "],"
+     "\"parameters\":{\"sequence_id\":7,\"sequence_start\":true}}", "/inputs/3"},
+};
+
+TEST(v2_refusals)
+{
+    for (size_t i = 0; i < sizeof v2_cases / sizeof v2_cases[0]; i++) {
+        struct api_response r;
+        json_t *j;
+        const char *e;
+
+        t_call(&ctx, "POST", V2_INFER, v2_cases[i].body, &r);
+        j = t_json(&r);
+        e = json_string_value(json_object_get(j, "error"));
+        if (r.status != 400 || !e || !strstr(e, v2_cases[i].where))
+            printf("  v2 case %zu: %s\n    -> %d %.*s\n", i, v2_cases[i].body,
+                   r.status, (int)r.body_len, r.body ? r.body : "");
+        CHECK_EQ_INT(r.status, 400);
+        CHECK(e && strstr(e, v2_cases[i].where));
+        json_decref(j);
+        api_response_free(&r);
+    }
+}
+
+/* The flat data of output `name` of a v2 answer. */
+static json_t *v2_output(json_t *j, const char *name)
+{
+    json_t *outs = json_object_get(j, "outputs");
+    for (size_t i = 0; i < json_array_size(outs); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(outs, i), "name")),
+                   name) == 0)
+            return json_array_get(outs, i);
+    return NULL;
+}
+
+/* Flatten nested arrays of numbers into a new array. */
+static void flatten_into(json_t *out, const json_t *m)
+{
+    if (!json_is_array(m)) {
+        json_array_append(out, (json_t *)m);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(m); i++)
+        flatten_into(out, json_array_get(m, i));
+}
+
+/* OIP v2 with every new option equals /v1/attention with the same ones. */
+TEST(v2_equals_v1)
+{
+    int st;
+    json_t *a = post(V2_INFER, "{\"inputs\":[" V2_QKV4 ","
+        T("positions_k", "[2,2]", "INT32", "[0,1,4,9]") ","
+        T("segments_q", "[1]", "INT64", "[1]") "," T("segments_k", "[2,2]", "INT64",
+        "[1,1,0,1]") "," T("sink_logits", "[1]", "FP64", "[0.5]") "],"
+        "\"parameters\":{\"softmax\":\"sink\",\"softcap\":0.9,\"causal\":true,"
+        "\"window_left\":5,\"window_sinks\":1,\"rope_dims\":2,\"rope_scaling\":\"llama3\","
+        "\"rope_factor\":8,\"rope_low_freq_factor\":1,\"rope_high_freq_factor\":4,"
+        "\"rope_original_max_position\":4}}", &st);
+    json_t *b = post("/v1/attention", "{" QKV4 ",\"positions\":{\"k\":[[0,1],[4,9]]},"
+        "\"segments\":{\"q\":[1],\"k\":[[1,1],[0,1]]},\"softmax\":\"sink\","
+        "\"sink_logit\":[0.5],\"softcap\":0.9,\"causal\":true,"
+        "\"window\":{\"left\":5,\"sinks\":1},\"rope\":{\"dims\":2,\"scaling\":"
+        "{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+        "\"original_max_position\":4}}}", &st);
+    json_t *o = v2_output(a, "output"), *flat = json_array();
+
+    CHECK(o != NULL);
+    flatten_into(flat, json_object_get(b, "output"));
+    CHECK(same(json_object_get(o, "data"), flat));
+    CHECK_EQ_INT(json_array_size(json_object_get(o, "shape")), 4);
+    json_decref(flat);
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -451,6 +580,8 @@ int main(void)
     RUN(batch_mask_broadcasts);
     RUN(batch_positions_segments_per_element);
     RUN(session_step_equals_stateless);
+    RUN(v2_refusals);
+    RUN(v2_equals_v1);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

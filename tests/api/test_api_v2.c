@@ -141,7 +141,12 @@ TEST(server_metadata_and_health)
 TEST(model_metadata)
 {
     static const char *const names[] = {"q", "k", "v", "bias_q", "bias_k",
-                                        "bias_v", "attn_bias", "mask"};
+                                        "bias_v", "attn_bias", "mask",
+                                        "sink_logits", "positions_q", "positions_k",
+                                        "segments_q", "segments_k"};
+    static const char *const types[] = {"FP64", "FP64", "FP64", "FP64", "FP64",
+                                        "FP64", "FP64", "BOOL", "FP64", "INT64",
+                                        "INT64", "INT64", "INT64"};
     struct api_response r;
     json_t *j, *in, *out;
     size_t i, k;
@@ -152,17 +157,16 @@ TEST(model_metadata)
     CHECK_STR(json_string_value(json_object_get(j, "name")), "attention");
     in = json_object_get(j, "inputs");
     out = json_object_get(j, "outputs");
-    CHECK_EQ_INT(json_array_size(in), 10);     /* + tokens_q, tokens_k (BYTES) */
+    CHECK_EQ_INT(json_array_size(in), 15);     /* + tokens_q, tokens_k (BYTES) */
     CHECK_EQ_INT(json_array_size(out), 13);    /* + the part-2 returns and labels */
-    CHECK_STR(json_string_value(json_object_get(json_array_get(in, 9), "datatype")), "BYTES");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(in, 14), "datatype")), "BYTES");
     CHECK_STR(json_string_value(json_object_get(json_array_get(out, 9), "name")),
               "top_k_indices");
-    for (i = 0; i < 8 && i < json_array_size(in); i++) {
+    for (i = 0; i < 13 && i < json_array_size(in); i++) {
         json_t *t = json_array_get(in, i), *shape = json_object_get(t, "shape");
         CHECK_STR(json_string_value(json_object_get(t, "name")), names[i]);
-        CHECK_STR(json_string_value(json_object_get(t, "datatype")),
-                  i == 7 ? "BOOL" : "FP64");
-        CHECK(json_array_size(shape) >= 2);
+        CHECK_STR(json_string_value(json_object_get(t, "datatype")), types[i]);
+        CHECK(json_array_size(shape) >= (i == 8 ? 1 : 2));
         for (k = 0; k < json_array_size(shape); k++)
             CHECK_EQ_INT(json_integer_value(json_array_get(shape, k)), -1);
     }

@@ -87,9 +87,11 @@ def test_model_metadata(attnd):
     assert m["name"] == "attention" and "1" in m["versions"]
     ins = {t["name"]: t for t in m["inputs"]}
     assert set(ins) == {"q", "k", "v", "bias_q", "bias_k", "bias_v", "attn_bias", "mask",
-                        "tokens_q", "tokens_k"}
+                        "tokens_q", "tokens_k", "sink_logits", "positions_q",
+                        "positions_k", "segments_q", "segments_k"}
     assert ins["tokens_k"]["datatype"] == "BYTES"
     assert ins["mask"]["datatype"] == "BOOL"
+    assert ins["positions_q"]["datatype"] == "INT64"
     assert ins["q"]["datatype"] in ("FP32", "FP64")
     assert all(d == -1 for t in m["inputs"] for d in t["shape"])
     assert [o["name"] for o in m["outputs"]] == [

@@ -475,6 +475,31 @@ case("model_session_window_negative",
      err(422, "invalid_field", "/window/left", setup={"session": SESSION}),
      {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 0]], "window": {"left": -3}},
      path="/v1/sessions/{{SID}}/attention")
+V2_QKV = [{"name": "q", "shape": [1, 2], "datatype": "FP64", "data": [1, 0]},
+          {"name": "k", "shape": [2, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
+          {"name": "v", "shape": [2, 2], "datatype": "FP64", "data": [1, 2, 3, 4]}]
+for name, body in [
+    ("softcap_zero", {"inputs": V2_QKV, "parameters": {"softcap": 0}}),
+    ("window_left_negative", {"inputs": V2_QKV, "parameters": {"window_left": -1}}),
+    ("rope_dims_odd", {"inputs": V2_QKV, "parameters": {"rope_dims": 3}}),
+    ("rope_scaling_unknown", {"inputs": V2_QKV, "parameters": {"rope_scaling": "dynamic"}}),
+    ("rope_factor_without_scaling", {"inputs": V2_QKV, "parameters": {"rope_factor": 2}}),
+    ("positions_negative", {"inputs": V2_QKV + [
+        {"name": "positions_q", "shape": [1], "datatype": "INT64", "data": [-1]}]}),
+    ("positions_fp64", {"inputs": V2_QKV + [
+        {"name": "positions_q", "shape": [1], "datatype": "FP64", "data": [1]}]}),
+    ("segments_q_alone", {"inputs": V2_QKV + [
+        {"name": "segments_q", "shape": [1], "datatype": "INT32", "data": [0]}]}),
+    ("sink_logits_wrong_shape", {"inputs": V2_QKV + [
+        {"name": "sink_logits", "shape": [2], "datatype": "FP64", "data": [0, 1]}],
+        "parameters": {"softmax": "sink"}}),
+    ("batch_k_rank3", {"inputs": [
+        {"name": "q", "shape": [2, 1, 1, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
+        {"name": "k", "shape": [1, 2, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
+        {"name": "v", "shape": [1, 2, 2], "datatype": "FP64", "data": [1, 2, 3, 4]}]}),
+]:
+    case("model_v2_" + name, {"status": 400, "error_shape": "v2"}, body,
+         path="/v2/models/attention/infer")
 
 # ---- limits (422) --------------------------------------------------------
 case("limit_inputs_over_max_elements",
