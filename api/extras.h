@@ -1,6 +1,6 @@
 /*
  * api/extras.h — the teaching and research returns of an attention request
- * (DESIGN.md part 2, "What a teaching page and a researcher get back"):
+ *:
  * "qk", "lse" and "stats" in `return`, `heads`, `weights_top_k` and
  * `tokens`, shared by /v1/attention, session attention and OIP v2.
  *

@@ -1,6 +1,5 @@
 /*
- * api/half.h — float16 / bfloat16 requests on the wire (DESIGN.md part 2,
- * "Precisions"): numbers in, results out.
+ * api/half.h — float16 / bfloat16 requests on the wire ("Precisions"): numbers in, results out.
  *
  * A half request computes in float32 (params.dtype = ATTN_F32) on inputs
  * that are rounded to the half format when read (api/read.c asks

@@ -3,7 +3,7 @@
  *
  * Each reader takes the JSON value (NULL when the member is absent, which
  * yields the default), the JSON pointer of that value (RFC 6901, e.g.
- * "/k" or "/bias/q"), and answers the call with the DESIGN.md error — path
+ * "/k" or "/bias/q"), and answers the call with the error object — path
  * extended down to the offending element, e.g. "/k/2/1" — before returning
  * false. Nothing is allocated for a request before its element count has
  * been checked (with checked arithmetic) against the element budget.

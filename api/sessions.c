@@ -1,6 +1,6 @@
 /*
- * api/sessions.c — everything under /v1/sessions: the KV-cache sessions of
- * DESIGN.md over core/store.h.
+ * api/sessions.c — everything under /v1/sessions: the KV-cache sessions
+ * over core/store.h.
  *
  *   POST   /v1/sessions                 create        201 + Location
  *   GET    /v1/sessions/{id}            describe

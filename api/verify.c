@@ -1,7 +1,7 @@
 /*
  * api/verify.c — GET/POST /v1/verify and /verify (the same handler).
  *
- * GET runs core/verify on the built-in example of DESIGN.md; POST runs it on
+ * GET runs core/verify on the built-in example; POST runs it on
  * the caller's one head: q [n][d_k], k [L][d_k], v [L][d_v], "bias" {q,k,v},
  * "softmax" (+ "sink_logit"), "rope", "scale", "tolerance", "dtype", read
  * with the same readers (and so the same errors and limits) as
@@ -31,7 +31,7 @@
 
 /* What a teaching page shows next to the built-in example. */
 static const char builtin_about[] =
-    "DESIGN.md's built-in example: q=(1,0); k1=(1,0), k2=(0,1), k3=(-1,0); "
+    "The built-in example: q=(1,0); k1=(1,0), k2=(0,1), k3=(-1,0); "
     "bQ=(0,1); bK=(3,-2); d_k=2. v is the 3x3 identity (v_j = e_j), so each "
     "output row shows its weights, and bV=(1,-1,0.5).";
 

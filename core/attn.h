@@ -1,7 +1,7 @@
 /*
  * core/attn.h — scaled dot-product attention on plain arrays.
  *
- * One forward pass covers every variant of DESIGN.md: grouped-query heads,
+ * One forward pass covers every variant the API offers: grouped-query heads,
  * q/k/v bias vectors, additive score bias with -inf entries, boolean masks,
  * causal masks (bottom-right or top-left), ALiBi, RoPE, explicit scale, and
  * the standard / softmax1 / sink softmax. float32 and float64 share one
@@ -15,7 +15,7 @@
  *   attn_forward      the stateless request: prepare_kv into scratch, then
  *                     forward_kv
  *
- * Positions (DESIGN.md part 2): keys sit at 0..L-1 and queries at
+ * Positions: keys sit at 0..L-1 and queries at
  * L-n..L-1 (bottom-right, also when causal is off) or 0..n-1 with
  * ATTN_CAUSAL_TOP_LEFT, unless pos_q / pos_k give them; with segments the
  * defaults count within each segment. The same positions drive the causal
@@ -59,7 +59,7 @@ enum attn_rope_pairs {
     ATTN_ROPE_HALF,             /* dims (i, i + d/2) */
 };
 
-/* RoPE frequency scalings (DESIGN.md "Rotary embedding, complete"). */
+/* RoPE frequency scalings. */
 enum attn_rope_scaling_type {
     ATTN_ROPE_SCALING_NONE = 0,
     ATTN_ROPE_SCALING_LINEAR,       /* f_i / factor */
@@ -81,7 +81,7 @@ struct attn_rope_scaling {
 /* attn_params.rope_dims of a rotary embedding that rotates no dims. */
 #define ATTN_ROPE_DIMS_ZERO ((size_t)-1)
 
-/* Sliding window with attention sinks (DESIGN.md "Masks and scores"):
+/* Sliding window with attention sinks:
  * key j is allowed when P_q(i) - left <= P_k(j) <= P_q(i) + right (a
  * negative side is unbounded), or when P_k(j) < sinks. */
 struct attn_window {
@@ -161,7 +161,7 @@ struct attn_request {
     const uint8_t *mask;            /* [mask_heads][n][L], nonzero = may attend, or NULL */
     size_t mask_heads;              /* 1 (every head), h or B·h */
     unsigned outputs;               /* ATTN_OUT_* bits, at least one */
-    /* Explicit positions (DESIGN.md "Positions"), integers >= 0, or NULL
+    /* Explicit positions, integers >= 0, or NULL
      * for the defaults: [pos_q_batches][n], [pos_k_batches][L], each count
      * 1 (every batch element) or B. */
     const int64_t *pos_q;
@@ -226,7 +226,7 @@ double attn_default_scale(size_t d_k);
 double attn_alibi_slope(size_t i, size_t h);
 
 /*
- * BLAS threading (DESIGN.md: one owner, no oversubscription). The server
+ * BLAS threading. The server
  * calls attn_blas_init(1) once before starting workers, so every worker runs
  * single-threaded BLAS; nothing else in core/ changes the thread count.
  * attn_blas_config() is openblas_get_config() (static text, for /v1/info).

@@ -1,6 +1,6 @@
 /*
  * core/attn_extras.h — what a teaching page and a researcher get back
- * beside scores, weights and output (DESIGN.md part 2): the raw products
+ * beside scores, weights and output: the raw products
  * q·k, each row's log-denominator, per-row statistics of the weights, the
  * largest k weights of each row, and a pass restricted to chosen heads.
  *

@@ -35,7 +35,7 @@
 
 #define FN(name) ATTN_CAT(name, SFX)
 
-/* x [rows][d] rotated in place (DESIGN.md RoPE): the first r dims of row t
+/* x [rows][d] rotated in place: the first r dims of row t
  * at position pos[t] (pos0 + t when pos is NULL), scaled frequencies, and
  * YaRN's factor on the rotated dims. */
 static void FN(rope_rows)(T *x, size_t rows, size_t d, const int64_t *pos, int64_t pos0,

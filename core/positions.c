@@ -1,6 +1,6 @@
 /*
  * core/positions.c — positions, segments and windows of one pass
- * (core/attn_run.h; DESIGN.md "Positions" and "Masks and scores").
+ * (core/attn_run.h).
  *
  * attn_run_init flattens the batch and resolves what the request leaves to
  * defaults: with segments, each query's and key's position counts within

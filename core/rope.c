@@ -1,6 +1,5 @@
 /*
- * core/rope.c — the rotary embedding's frequencies (DESIGN.md "Rotary
- * embedding, complete"): which dims rotate, the inverse frequency of each
+ * core/rope.c — the rotary embedding's frequencies: which dims rotate, the inverse frequency of each
  * pair under every scaling, and YaRN's attention factor.
  *
  * With r rotated dims the plain inverse frequencies are f_i = base^(-2i/r),

@@ -2,11 +2,11 @@
  * core/verify.h — numeric checks of what biases and softmax variants change.
  *
  * verify_run() takes one attention head (q [n][d_k], k [L][d_k], v [L][d_v],
- * optional bias vectors bQ, bK, bV) and runs the checks of DESIGN.md's
+ * optional bias vectors bQ, bK, bV) and runs the checks of the API's
  * "Verify" section: a common key bias is a per-row shift that standard
  * softmax cancels, a query bias is not, softmax1 keeps ratios but not
  * weights, equals attention with a zero key prepended, and so on: checks
- * 1-16 in DESIGN.md's order, then three more the seed documents support
+ * 1-16 in the documented order, then three more the seed documents support
  * (17 sink = extra key, 18 the exception over the allowed keys, 19 softmax1's
  * positive derivative), then issue 16's six (core/verify_models.c: 20
  * segments = per-segment requests, 21 window over every key = no window, 22
@@ -80,7 +80,7 @@ struct verify_array {
 };
 
 struct verify_check {
-    int id;                         /* 1.. in DESIGN.md order */
+    int id;                         /* 1.. in the documented order */
     const char *name;               /* short slug, static */
     const char *claim;              /* one plain sentence, static */
     bool applicable;                /* false: the premise cannot be built here */
@@ -132,7 +132,7 @@ void verify_report_free(struct verify_report *r);
 bool verify_report_elements(const struct verify_report *r, size_t *count);
 
 /*
- * The built-in example of DESIGN.md: q = (1,0); k1 = (1,0), k2 = (0,1),
+ * The built-in example: q = (1,0); k1 = (1,0), k2 = (0,1),
  * k3 = (-1,0); bQ = (0,1); bK = (3,-2); d_k = 2. The values are the 3x3
  * identity, v_j = e_j, so each output row shows its weights; bV =
  * (1, -1, 0.5). float64, default scale and tolerance, standard softmax, no

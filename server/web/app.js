@@ -16,7 +16,7 @@
 'use strict';
 
 (function () {
-  /* ---- the worked example of DESIGN.md ------------------------------- */
+  /* ---- the built-in worked example ---------------------------------- */
   var EXAMPLE = {
     q: [[1, 0]],
     k: [[1, 0], [0, 1], [-1, 0]],

@@ -1,6 +1,6 @@
 /*
  * tests/api/test_api_attention.c — POST /v1/attention in-process: the seed
- * example of DESIGN.md (weights with and without Q and K bias, to 6
+ * built-in example (weights with and without Q and K bias, to 6
  * decimals), every request field (bias shared and per head, attn_bias with
  * null, mask, causal both ways, alibi, rope, scale, softmax variants,
  * empty_rows, dtype, return, encoding, digits, base64 inputs), grouped-query

@@ -4,7 +4,7 @@ One pytest case per folder of tests/data/bad/ (see its README.md): the raw
 request bytes (`request`, or `gen.py`'s generate()) go over a plain socket,
 exactly as written, to a real attnd started with the case's flags (cases with
 equal flags share a daemon). The answer must carry the expected status and,
-for API errors, the DESIGN.md error object {"error":{"code","message","path"}}
+for API errors, the error object {"error":{"code","message","path"}}
 with CORS-safe headers; and after every case the daemon must still be alive
 and answer /healthz.
 """

@@ -3,7 +3,7 @@
 GET on both paths gives the same report, whose table matches the seed
 article's published figures to 6 decimals; the softmax1 table is recomputed
 here with Python's math module; POST runs every check on caller data
-(float64 and float32); bad bodies get the DESIGN.md error shape.
+(float64 and float32); bad bodies get the error shape.
 """
 import math
 

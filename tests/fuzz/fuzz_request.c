@@ -13,7 +13,7 @@
  * cached rows, so every crash reproduces from its input alone.
  *
  * Oracles, beyond ASan/UBSan: the status is a real HTTP status; nothing ever
- * answers 500; every error answers the DESIGN.md object
+ * answers 500; every error answers the error object
  * {"error":{"code","message","path"}} whose code is in the error table with
  * that very status; every JSON body parses (so no NaN/Infinity leaves;
  * integers past int64 are read as reals, as JSON allows).
@@ -132,7 +132,7 @@ static void fuzz_session(struct sess_store *st, uint8_t b, char *id)
     sess_release(st, s);
 }
 
-/* The error object of DESIGN.md, its code in the table with this status. */
+/* The error object, its code in the table with this status. */
 static void fuzz_check_error(const struct api_response *r, json_t *doc)
 {
     json_t *e = json_object_get(doc, "error");

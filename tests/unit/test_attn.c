@@ -4,7 +4,7 @@
  *
  * ref_attention below is a deliberately naive implementation in long double
  * (plain loops over heads, rows, keys; no tiling, no BLAS, written from
- * DESIGN.md and not from core/attn_impl.h). Randomized configurations cover
+ * the API's formulas and not from core/attn_impl.h). Randomized configurations cover
  * every option in both dtypes with shapes including 1, primes and 257; the
  * named tests cover the worked example of the seed document, softmax1 as a
  * prepended zero key, huge magnitudes, empty rows, GQA, causal alignment,
@@ -129,7 +129,7 @@ static void tcase_free(struct tcase *c)
 
 /* ---- the reference ---------------------------------------------------- */
 
-/* x [d] rotated at position pos, long double, straight from DESIGN.md. */
+/* x [d] rotated at position pos, long double, straight from the rules of the API. */
 static void ref_rope(long double *x, size_t d, long double pos, long double base,
                      enum attn_rope_pairs pairs)
 {

@@ -2,7 +2,7 @@
  * tests/unit/test_attn_extras.c — q·k, lse, row statistics, top-k weights
  * and the head selection of core/attn_extras.c against a reference.
  *
- * ref_row below is written from DESIGN.md part 2 alone, in long double:
+ * ref_row below is written from the rules of the API alone, in long double:
  * bias, RoPE (its own rotation), q·k, scale, attention bias, ALiBi, mask and
  * causal, the softmax variant with its extra term, then −Σ p ln p, the
  * largest weight, Σ p and a full sort for the top k. Random cases cover
@@ -73,7 +73,7 @@ static int64_t qpos(const struct cfg *c, size_t i)
     return c->causal == ATTN_CAUSAL_TOP_LEFT ? (int64_t)i : (int64_t)(c->L - c->n + i);
 }
 
-/* x [d] rotated at position pos (DESIGN.md: pairs (2i, 2i+1) or (i, i+d/2),
+/* x [d] rotated at position pos or (i, i+d/2),
  * angle pos·base^(−2i/d), base 10000) */
 static void ref_rope(const struct cfg *c, long double *x, int64_t pos)
 {

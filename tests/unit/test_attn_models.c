@@ -4,7 +4,7 @@
  * packed segments, windows with sinks, softcap, per-head sinks, RoPE with
  * partial dims and every scaling.
  *
- * ref_run below is naive long double written from DESIGN.md part 2 ("The
+ * ref_run below is naive long double written from the rules of the API ("The
  * order of operations", "Positions", "Masks and scores", "Rotary embedding,
  * complete"): every (batch, head, row, key) computed on its own, positions
  * counted within segments by plain counting, the RoPE frequencies from the
@@ -117,7 +117,7 @@ static void mc_free(struct mc *c)
     free(c->bv);
 }
 
-/* ---- the reference (long double, from DESIGN.md part 2) ---------------- */
+/* ---- the reference (long double, from the rules of the API) ---------------- */
 
 static long double ref_inv_freq(const struct mc *c, size_t r, size_t i)
 {
@@ -169,7 +169,7 @@ static void ref_rope(const struct mc *c, long double *x, long double pos)
     }
 }
 
-/* Positions of batch element b: Pq [n], Pk [L] (DESIGN.md "Positions"). */
+/* Positions of batch element b: Pq [n], Pk [L]. */
 static void ref_positions(const struct mc *c, size_t b, long double *Pq, long double *Pk)
 {
     size_t n = c->n, L = c->L;
@@ -1041,7 +1041,7 @@ TEST(output_bits_reproducible)
 }
 
 /* A request with contiguous segments equals one request per segment, its
- * rows in the original order (DESIGN.md "Masks and scores"). */
+ * rows in the original order. */
 TEST(segments_equal_separate_requests)
 {
     for (int t = 0; t < 4; t++) {

@@ -4,7 +4,7 @@
 The catalogue is the folders beside this file: <case>/request holds the exact
 raw HTTP bytes a client sends (or <case>/gen.py, whose generate() returns
 them, for cases too big to keep in the repo), and <case>/expect.json the
-answer DESIGN.md's contract asks for. This script is how the folders were
+answer the API's contract asks for. This script is how the folders were
 written; the folders are the catalogue (tests/e2e/test_e2e_bad.py reads them).
 Re-run it after editing a case here:  python3 tests/data/bad/make_cases.py
 
@@ -354,7 +354,7 @@ for name, field, value, path in [
     case("opt_" + name, err(422, "invalid_field", path), with_(VALID, **{field: value}))
 
 case("opt_sink_without_logit", err(422, "invalid_field", ["/sink_logit", "/softmax"],
-                                   note='"sink" needs sink_logit (DESIGN.md: "sink" with sink_logit)'),
+                                   note='"sink" needs sink_logit'),
      with_(VALID, softmax="sink"))
 case("opt_alibi_slopes_wrong_count", err(422, "shape_mismatch", "/alibi/slopes",
                                          note="h=1 needs one slope"),
