@@ -15,7 +15,8 @@
 #include "core/stop.h"
 #include "tests/harness.h"
 
-#define N 512               /* n = L: 512 * 512 * 64 multiply-adds, split into tiles */
+#define N 1024              /* n = L: 1024 * 1024 * 64 multiply-adds, at least two tiles on every
+                               path (512-row tiles without a fused kernel, e.g. arm64) */
 #define D 32
 
 struct pass {
