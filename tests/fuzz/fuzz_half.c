@@ -12,6 +12,7 @@
  *            it: the decimal lies between the midpoints around h (compared
  *            exactly by api_decimal_cmp), on a midpoint only when h is even.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,7 +73,7 @@ static void check_read(const char *t, size_t n, bool bf16)
 {
     char *end;
     double x = strtod(t, &end);
-    if (end != t + n || !isfinite(x) || n == 0 || t[0] == ' ' || t[0] == '+' ||
+    if (end != t + n || !isfinite(x) || n == 0 || isspace((unsigned char)t[0]) || t[0] == '+' ||
         strpbrk(t, "xXnNiIpP"))
         return;                             /* not a plain decimal number */
     uint16_t h = api_half_from_text(t, n, x, bf16);
