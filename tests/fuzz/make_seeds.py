@@ -47,6 +47,23 @@ def request_seeds():
                                     "attn_bias": [[0, None]], "mask": [[True, True]],
                                     "softmax": "sink", "sink_logit": 0.5,
                                     "empty_rows": "error", "dtype": "float32", "scale": 0.5}))
+    # DESIGN.md part 2: batches, positions, segments, window, softcap, sinks, RoPE
+    add("POST /v1/attention", 0, j({"q": [[[[1, 0]]], [[[0, 1]]]],
+                                    "k": [[[[1, 0], [0, 1]]], [[[1, 1], [0, 1]]]],
+                                    "v": [[[[1, 2], [3, 4]]], [[[5, 6], [7, 8]]]],
+                                    "causal": True, "mask": [[[[True, False]]]],
+                                    "positions": {"k": [[0, 1], [4, 9]]},
+                                    "segments": {"q": [[0], [1]], "k": [0, 1]},
+                                    "window": {"left": 1, "right": 0, "sinks": 1},
+                                    "softcap": 2.5, "softmax": "sink", "sink_logit": [0.5]}))
+    add("POST /v1/attention", 0, j(dict(VALID, rope={"dims": 2, "pairs": "half", "scaling": {
+        "type": "yarn", "factor": 4, "original_max_position": 64, "beta_fast": 16}})))
+    add("POST /v1/attention", 0, j(dict(VALID, rope={"scaling": {
+        "type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+        "original_max_position": 16}}, positions={"q": [2147483647]})))
+    add("POST /v1/sessions", 0, j({"d_k": 4, "d_v": 2, "heads": 2, "kv_heads": 1,
+                                   "softmax": "sink", "sink_logit": [0.5, -1], "softcap": 3,
+                                   "rope": {"dims": 2, "scaling": {"type": "ntk", "factor": 2}}}))
     add("POST /v1/verify", 0, j({"q": [[1, 0]], "k": [[1, 0], [0, 1], [-1, 0]],
                                  "v": [[1, 0], [0, 1], [1, 1]],
                                  "bias": {"q": [0, 1], "k": [3, -2]}, "tolerance": 1e-9}))
