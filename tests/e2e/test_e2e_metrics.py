@@ -10,6 +10,7 @@ as the requests made here say they must.
 """
 import math
 import re
+import time
 
 import pytest
 
@@ -58,15 +59,33 @@ def test_exposition_parses_and_names_follow_conventions(attnd):
             assert "le" not in s.labels or fam.type == "histogram", s
 
 
+def settled_scrape(attnd, done=lambda fams: True):
+    """A scrape taken once done(fams) holds and the request counts stop moving
+    (2 s at most): a request is counted when its response has been sent, and
+    the scrape, answered on a transport thread, can come first."""
+    deadline = time.monotonic() + 2
+    _, fams = scrape(attnd)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        _, again = scrape(attnd)
+        counts = [value(f, "attnd_requests", "attnd_requests_total", route="/v1/attention")
+                  for f in (fams, again)]
+        fams = again
+        if counts[0] == counts[1] and done(fams):
+            break
+    return fams
+
+
 def test_request_counter_by_route_and_code(attnd):
-    _, before = scrape(attnd)
+    before = settled_scrape(attnd)
     assert before["attnd_requests"].type == "counter"
     b200 = value(before, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="200")
     b422 = value(before, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="422")
     for _ in range(3):
         assert attnd.post("/v1/attention", ATT).status == 200
     assert attnd.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2], [3, 4]]}).status == 422
-    _, after = scrape(attnd)
+    after = settled_scrape(attnd, lambda f: value(f, "attnd_requests", "attnd_requests_total",
+                                                  route="/v1/attention") >= b200 + b422 + 4)
     assert value(after, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="200") == b200 + 3
     assert value(after, "attnd_requests", "attnd_requests_total", route="/v1/attention", code="422") == b422 + 1
     for s in after["attnd_requests"].samples:
