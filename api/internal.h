@@ -169,6 +169,10 @@ void api_verify(struct api_call *c);
  * never the raw id, and checks the method itself (api_fail_method). */
 void api_sessions(struct api_call *c, const char *rest);
 
+/* The route template of "/v1/sessions" + rest, or "unmatched" (static
+ * text), for replies the router answers itself (401, OPTIONS). */
+const char *api_sessions_route(const char *rest);
+
 
 /*
  * The attention response's size check, shared by /v1/attention and session

@@ -58,11 +58,12 @@ struct api_subtree {
     const char *prefix;             /* the subtree's root path */
     unsigned methods;               /* every method used below it */
     void (*handler)(struct api_call *c, const char *rest);
+    const char *(*route)(const char *rest);   /* template of a path below it */
 };
 
 static const struct api_subtree api_subtrees[] = {
-    {"/v1/sessions", M_GET | M_POST | M_DELETE, api_sessions},
-    {"/v2", M_GET | M_POST, api_v2},
+    {"/v1/sessions", M_GET | M_POST | M_DELETE, api_sessions, api_sessions_route},
+    {"/v2", M_GET | M_POST, api_v2, api_v2_route},
 };
 
 /* Inference-Header-Content-Length: the v2 protocol's binary tensor data
@@ -266,7 +267,7 @@ static void dispatch(struct api_call *c)
     if (rt)
         c->resp->route = rt->route;
     else if (st)
-        c->resp->route = st->prefix;   /* the handler sets a finer template */
+        c->resp->route = st->route(rest);   /* "unmatched" below it too */
     if (!methods) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for %s", path);
         return;

@@ -755,6 +755,33 @@ static bool split_rest(const char *rest, char *id, const char **action)
     return true;
 }
 
+/* The actions below a session taking POST alone, with their templates. */
+static const struct {
+    const char *name, *route;
+    void (*fn)(struct api_call *, const char *);
+} session_posts[] = {{"attention", route_attention, attention_req},
+                     {"truncate", route_truncate, truncate_req},
+                     {"fork", route_fork, fork_req}};
+
+const char *api_sessions_route(const char *rest)
+{
+    char id[SESS_ID_MAX];
+    const char *action;
+
+    if (rest[0] == '\0' || strcmp(rest, "/") == 0)
+        return route_root;
+    if (!split_rest(rest, id, &action))
+        return "unmatched";
+    if (action[0] == '\0')
+        return route_id;
+    if (strcmp(action, "kv") == 0)
+        return route_kv;
+    for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++)
+        if (strcmp(action, session_posts[i].name) == 0)
+            return session_posts[i].route;
+    return "unmatched";
+}
+
 /* Dispatch "/{id}/action" by action and method. */
 static void on_session(struct api_call *c, const char *id, const char *action)
 {
@@ -776,18 +803,12 @@ static void on_session(struct api_call *c, const char *id, const char *action)
         else
             api_fail_method(c, "GET, POST");
     } else {
-        static const struct {
-            const char *name, *route;
-            void (*fn)(struct api_call *, const char *);
-        } posts[] = {{"attention", route_attention, attention_req},
-                     {"truncate", route_truncate, truncate_req},
-                     {"fork", route_fork, fork_req}};
-        for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++) {
-            if (strcmp(action, posts[i].name) != 0)
+        for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++) {
+            if (strcmp(action, session_posts[i].name) != 0)
                 continue;
-            c->resp->route = posts[i].route;
+            c->resp->route = session_posts[i].route;
             if (post)
-                posts[i].fn(c, id);
+                session_posts[i].fn(c, id);
             else
                 api_fail_method(c, "POST");
             return;
@@ -801,7 +822,7 @@ void api_sessions(struct api_call *c, const char *rest)
 {
     char id[SESS_ID_MAX];
     const char *action = "";
-    c->resp->route = route_root;
+    c->resp->route = api_sessions_route(rest);
     if (!c->ctx->store) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
         return;

@@ -228,34 +228,52 @@ static const char *model_tail(const char *rest, const char **what)
     return p;
 }
 
-static void dispatch(struct api_call *c, const char *rest)
+static const char r_server[] = "/v2", r_live[] = "/v2/health/live",
+                  r_ready[] = "/v2/health/ready", r_model[] = "/v2/models/{model}",
+                  r_model_ready[] = "/v2/models/{model}/ready",
+                  r_infer[] = "/v2/models/{model}/infer";
+
+const char *api_v2_route(const char *rest)
 {
     const char *what, *tail;
 
-    if (strcmp(rest, "") == 0 || strcmp(rest, "/") == 0) {
-        c->resp->route = "/v2";
+    if (strcmp(rest, "") == 0 || strcmp(rest, "/") == 0)
+        return r_server;
+    if (strcmp(rest, "/health/live") == 0)
+        return r_live;
+    if (strcmp(rest, "/health/ready") == 0)
+        return r_ready;
+    tail = model_tail(rest, &what);
+    if (tail && *tail == '\0')
+        return r_model;
+    if (tail && strcmp(tail, "/ready") == 0)
+        return r_model_ready;
+    if (tail && strcmp(tail, "/infer") == 0)
+        return r_infer;
+    return "unmatched";
+}
+
+static void dispatch(struct api_call *c, const char *rest)
+{
+    const char *route = api_v2_route(rest), *what = NULL;
+
+    c->resp->route = route;
+    if (route == r_server) {
         is_get(c) ? v2_server_meta(c) : api_fail_method(c, "GET");
-    } else if (strcmp(rest, "/health/live") == 0) {
-        c->resp->route = "/v2/health/live";
+    } else if (route == r_live) {
         is_get(c) ? v2_health(c, false) : api_fail_method(c, "GET");
-    } else if (strcmp(rest, "/health/ready") == 0) {
-        c->resp->route = "/v2/health/ready";
+    } else if (route == r_ready) {
         is_get(c) ? v2_health(c, true) : api_fail_method(c, "GET");
-    } else if ((tail = model_tail(rest, &what)) != NULL && *tail == '\0') {
-        c->resp->route = "/v2/models/{model}";
+    } else if (route == r_model) {
         is_get(c) ? v2_model_meta(c) : api_fail_method(c, "GET");
-    } else if (tail && strcmp(tail, "/ready") == 0) {
-        c->resp->route = "/v2/models/{model}/ready";
+    } else if (route == r_model_ready) {
         is_get(c) ? v2_model_ready(c) : api_fail_method(c, "GET");
-    } else if (tail && strcmp(tail, "/infer") == 0) {
-        c->resp->route = "/v2/models/{model}/infer";
+    } else if (route == r_infer) {
         is_post(c) ? api_v2_infer(c) : api_fail_method(c, "POST");
-    } else if (what) {
-        c->resp->route = "unmatched";       /* no model or version of ours */
+    } else if (model_tail(rest, &what) == NULL && what) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "unknown %s; this server serves model "
                  "\"" V2_MODEL "\" version " V2_VERSION, what);
     } else {
-        c->resp->route = "unmatched";
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for /v2%s", rest);
     }
 }

@@ -21,6 +21,11 @@
  * c->resp->route to a template and checks the method itself. */
 void api_v2(struct api_call *c, const char *rest);
 
+/* The route template of "/v2" + rest ("/v2/models/{model}/infer", ...), or
+ * "unmatched"; static text. The router labels replies it answers itself
+ * (401, OPTIONS) with it. */
+const char *api_v2_route(const char *rest);
+
 /* Rewrite an error reply already in c->resp (attnd's error object) into the
  * protocol's {"error":"..."} shape and status mapping; other replies are
  * left alone. api_v2 applies it to its own replies; the router may apply it

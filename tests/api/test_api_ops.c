@@ -303,6 +303,31 @@ TEST(auth_on)
     t_call_h(&ctx, "GET", "/verify", NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 401);
     api_response_free(&r);
+    /* a refusal inside a subtree carries the route's template, or
+     * "unmatched" where there is none, never the subtree's root */
+    {
+        static const char *const paths[][2] = {
+            {"/v1/sessions/abc", "/v1/sessions/{id}"},
+            {"/v1/sessions/abc/kv", "/v1/sessions/{id}/kv"},
+            {"/v1/sessions/abc/fork", "/v1/sessions/{id}/fork"},
+            {"/v1/sessions/abc/nope", "unmatched"},
+            {"/v1/sessions", "/v1/sessions"},
+            {"/v2", "/v2"},
+            {"/v2/models/attention/infer", "/v2/models/{model}/infer"},
+            {"/v2/models/attention/versions/1/ready", "/v2/models/{model}/ready"},
+            {"/v2/nope", "unmatched"},
+            {"/v2/models/other", "unmatched"},
+        };
+        for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+            t_call_h(&ctx, "GET", paths[i][0], NULL, NULL, &r);
+            CHECK_EQ_INT(r.status, 401);
+            CHECK_STR(r.route, paths[i][1]);
+            api_response_free(&r);
+            t_call_h(&ctx, "OPTIONS", paths[i][0], NULL, NULL, &r);
+            CHECK_STR(r.route, paths[i][1]);
+            api_response_free(&r);
+        }
+    }
     t_call_h(&ctx, "GET", "/healthz", NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     api_response_free(&r);
