@@ -466,6 +466,13 @@ TEST(kernel_detection_and_forcing_here)
     CHECK(have & (1u << ATTN_KERNEL_NONE));
 #if defined(__x86_64__)
     int a2 = cpuinfo_has("avx2 fma"), a512 = cpuinfo_has("avx512f avx512dq");
+    /* valgrind's CPUID hides AVX-512 that /proc/cpuinfo still lists, and
+     * the detection rightly follows CPUID: the comparison would be false */
+    const char *vg = getenv("ATTND_VALGRIND");
+    if (vg && strcmp(vg, "1") == 0) {
+        printf("    under valgrind: CPUID is emulated, /proc/cpuinfo not compared\n");
+        a2 = -1;
+    }
     if (a2 >= 0) {
         CHECK_EQ_INT(!!(have & (1u << ATTN_KERNEL_AVX2)), a2);
         CHECK_EQ_INT(!!(have & (1u << ATTN_KERNEL_AVX512)), a512);
