@@ -47,6 +47,36 @@ struct lp_part {
     double *l;
 };
 
+/* One key block's online-softmax step for one query row: srow [nb] scores
+ * (-inf where masked) with block maximum mb become exp(s - m) against the
+ * row's running maximum m, rescaling the row's output and sum when the block
+ * raises m, and the block's sum joins l. false: no allowed key in the block
+ * (srow zeroed, nothing else changed). */
+static inline bool block_softmax(struct lp_part *p, size_t row, size_t dv, float *srow,
+                                 size_t nb, float mb)
+{
+    float m0 = p->m[row];
+    if (mb == -INFINITY) {
+        memset(srow, 0, nb * sizeof(float));
+        return false;
+    }
+    if (mb > m0) {
+        float a = m0 == -INFINITY ? 0 : expf(m0 - mb);
+        float *o = p->o + row * dv;
+        for (size_t c = 0; c < dv; c++)
+            o[c] *= a;
+        p->l[row] *= a;
+        p->m[row] = m0 = mb;
+    }
+    double l = 0;
+    for (size_t jj = 0; jj < nb; jj++) {
+        srow[jj] = srow[jj] == -INFINITY ? 0 : expf(srow[jj] - m0);
+        l += srow[jj];
+    }
+    p->l[row] += l;
+    return true;
+}
+
 struct lp_job {
     const struct attn_request *r;
     const struct kv_lowp_view *v;
@@ -183,7 +213,7 @@ static inline __attribute__((always_inline)) void window_head(
         for (size_t t = 0; t < R; t++) {
             const float *qt = j->q + (row0 + t) * dk;
             size_t lim = j->lim[t % s->n];
-            float *srow = sb + t * KB, mb = -INFINITY, m0 = p->m[row0 + t];
+            float *srow = sb + t * KB, mb = -INFINITY;
             for (size_t jj = 0; jj < nb; jj++) {
                 float x = b0 + jj < lim ? scale * dot(qt, xb + jj * dk, dk) : -INFINITY;
                 if (x != -INFINITY && !isfinite(x))
@@ -191,24 +221,8 @@ static inline __attribute__((always_inline)) void window_head(
                 srow[jj] = x;
                 mb = x > mb ? x : mb;
             }
-            if (mb == -INFINITY) {              /* the block's softmax step */
-                memset(srow, 0, nb * sizeof(float));
+            if (!block_softmax(p, row0 + t, dv, srow, nb, mb))
                 continue;
-            }
-            if (mb > m0) {
-                float a = m0 == -INFINITY ? 0 : expf(m0 - mb);
-                float *o = p->o + (row0 + t) * dv;
-                for (size_t c = 0; c < dv; c++)
-                    o[c] *= a;
-                p->l[row0 + t] *= a;
-                p->m[row0 + t] = m0 = mb;
-            }
-            double l = 0;
-            for (size_t jj = 0; jj < nb; jj++) {
-                srow[jj] = srow[jj] == -INFINITY ? 0 : expf(srow[jj] - m0);
-                l += srow[jj];
-            }
-            p->l[row0 + t] += l;
         }
         widen_rows(v, v->v[g], vsc, dv, b0, nb, xb);
         for (size_t t = 0; t < R; t++) {
@@ -296,7 +310,7 @@ LP_AVX2_INLINE void window_direct(const struct lp_job *j, size_t w, size_t g, si
         for (size_t t = 0; t < R; t++) {
             const float *qt = j->q + (row0 + t) * dk;
             size_t lim = j->lim[t % s->n];
-            float *srow = sb + t * KB, mb = -INFINITY, m0 = p->m[row0 + t];
+            float *srow = sb + t * KB, mb = -INFINITY;
             for (size_t jj = 0; jj < nb; jj++) {
                 float x = -INFINITY;
                 if (b0 + jj < lim) {
@@ -309,26 +323,11 @@ LP_AVX2_INLINE void window_direct(const struct lp_job *j, size_t w, size_t g, si
                 srow[jj] = x;
                 mb = x > mb ? x : mb;
             }
-            if (mb == -INFINITY) {              /* the block's softmax step */
-                memset(srow, 0, nb * sizeof(float));
+            if (!block_softmax(p, row0 + t, dv, srow, nb, mb))
                 continue;
-            }
-            if (mb > m0) {
-                float a = m0 == -INFINITY ? 0 : expf(m0 - mb);
-                float *o = p->o + (row0 + t) * dv;
-                for (size_t c = 0; c < dv; c++)
-                    o[c] *= a;
-                p->l[row0 + t] *= a;
-                p->m[row0 + t] = m0 = mb;
-            }
-            double l = 0;
-            for (size_t jj = 0; jj < nb; jj++) {
-                srow[jj] = srow[jj] == -INFINITY ? 0 : expf(srow[jj] - m0);
-                l += srow[jj];
-                if (st == KV_STORE_I8)          /* the V row's scale joins its weight */
+            if (st == KV_STORE_I8)              /* the V row's scale joins its weight */
+                for (size_t jj = 0; jj < nb; jj++)
                     srow[jj] *= vsc[b0 + jj];
-            }
-            p->l[row0 + t] += l;
             float *o = p->o + (row0 + t) * dv;
             for (size_t c = 0; c < dv; c += 8) {
                 __m256 acc = _mm256_loadu_ps(o + c);
