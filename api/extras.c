@@ -230,6 +230,12 @@ enum core_status api_extras_check_request(const struct attn_request *r)
 
 /* ---- sizes and buffers ------------------------------------------------- */
 
+/* Rows of the extras: B·nh·n (every batch element, the chosen heads). */
+static bool x_rows(const struct attn_request *r, const struct api_extras *x, size_t *rows)
+{
+    return core_mul3(r->shape.B > 1 ? r->shape.B : 1, x->nh, r->shape.n, rows);
+}
+
 bool api_extras_numbers(const struct attn_request *r, const struct api_extras *x,
                         size_t *count)
 {
@@ -238,7 +244,7 @@ bool api_extras_numbers(const struct attn_request *r, const struct api_extras *x
     struct attn_request rs = *r;
     size_t rows, t, total;
     rs.shape.h = x->nh;
-    if (!api_attention_numbers(&rs, &total) || !core_mul(x->nh, r->shape.n, &rows))
+    if (!api_attention_numbers(&rs, &total) || !x_rows(r, x, &rows))
         return false;
     if ((x->want & ATTN_X_QK) &&
         (!core_mul(rows, r->shape.L, &t) || !core_add(total, t, &total)))
@@ -259,7 +265,7 @@ bool api_extras_bytes(const struct attn_request *r, const struct api_extras *x,
                       size_t *bytes)
 {
     size_t rows, t = 0;
-    if (!x || !core_mul(x->nh, r->shape.n, &rows) || !core_mul(rows, 96, &t))
+    if (!x || !x_rows(r, x, &rows) || !core_mul(rows, 96, &t))
         return false;
     t += 64 * (x->heads ? x->nh : 1) + 256;
     for (int s = 0; x->tokens && s < 2; s++) {
@@ -278,7 +284,7 @@ bool api_extras_alloc(const struct attn_request *r, struct api_extras *x,
     struct attn_request rs = *r;
     size_t esz = attn_dtype_size(r->params.dtype), rows, qk = 0, k8 = 0, kv = 0, total;
     rs.shape.h = x->nh;
-    if (!api_result_alloc(&rs, res) || !core_mul(x->nh, r->shape.n, &rows))
+    if (!api_result_alloc(&rs, res) || !x_rows(r, x, &rows))
         return false;
     if ((x->want & ATTN_X_QK) && !core_mul3(rows, r->shape.L, esz, &qk))
         return false;
@@ -349,37 +355,42 @@ static void put_int(struct api_buf *b, int64_t v, bool neg_null)
     api_buf_append(b, t, (size_t)len);
 }
 
-/* int64 [outer][rows][cols] as nested arrays, the outer axis dropped when
- * outer is 0; cols 0 means [outer][rows] (one number per row). */
-static void write_ints(struct api_buf *b, const int64_t *a, size_t outer, size_t rows,
-                       size_t cols, bool neg_null)
+/* The shape of an extra with cols numbers a row (0: one number a row) in
+ * the rank of q: [rows]((,cols)) for rank 2, [nh][rows].. for rank 3,
+ * [B][nh][rows].. for rank 4. Returns the rank. */
+static int x_shape(const struct api_attention_view *v, size_t cols, size_t sh[4])
 {
-    size_t no = outer ? outer : 1;
-    if (outer)
-        api_buf_putc(b, '[');
-    for (size_t o = 0; o < no; o++) {
-        if (o)
+    size_t full[4] = {v->req->shape.B > 1 ? v->req->shape.B : 1, v->x->nh, v->req->shape.n,
+                      cols};
+    int lead = v->q_rank == 4 ? 0 : v->q_rank == 3 ? 1 : 2, rank = 4 - lead - !cols;
+    memcpy(sh, full + lead, (size_t)rank * sizeof *sh);
+    return rank;
+}
+
+/* int64 values as nested arrays of rank dimensions shape (row-major); a
+ * negative value is null when neg_null. */
+static const int64_t *write_ints(struct api_buf *b, const int64_t *a, int rank,
+                                 const size_t *shape, bool neg_null)
+{
+    api_buf_putc(b, '[');
+    for (size_t i = 0; i < shape[0]; i++) {
+        if (i)
             api_buf_putc(b, ',');
-        api_buf_putc(b, '[');
-        for (size_t i = 0; i < rows; i++) {
-            if (i)
-                api_buf_putc(b, ',');
-            if (!cols) {
-                put_int(b, a[o * rows + i], neg_null);
-                continue;
-            }
-            api_buf_putc(b, '[');
-            for (size_t j = 0; j < cols; j++) {
-                if (j)
-                    api_buf_putc(b, ',');
-                put_int(b, a[(o * rows + i) * cols + j], neg_null);
-            }
-            api_buf_putc(b, ']');
-        }
-        api_buf_putc(b, ']');
+        if (rank > 1)
+            a = write_ints(b, a, rank - 1, shape + 1, neg_null);
+        else
+            put_int(b, *a++, neg_null);
     }
-    if (outer)
-        api_buf_putc(b, ']');
+    api_buf_putc(b, ']');
+    return a;
+}
+
+static void write_x_ints(struct api_buf *b, const struct api_attention_view *v,
+                         const int64_t *a, size_t cols, bool neg_null)
+{
+    size_t sh[4];
+    int rank = x_shape(v, cols, sh);
+    write_ints(b, a, rank, sh, neg_null);
 }
 
 /* A matrix of the dtype with rows of cols numbers (cols 0: one number a
@@ -387,9 +398,8 @@ static void write_ints(struct api_buf *b, const int64_t *a, size_t outer, size_t
 static void write_mat(struct api_buf *b, const struct api_attention_view *v, const void *d,
                       size_t cols)
 {
-    size_t shape[3] = {v->x->nh, v->req->shape.n, cols};
-    int rank = (v->q_rank == 2 ? 1 : 2) + (cols ? 1 : 0);
-    const size_t *sh = v->q_rank == 2 ? shape + 1 : shape;
+    size_t sh[4];
+    int rank = x_shape(v, cols, sh);
     if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, d, v->req->params.dtype, rank, sh);
     else
@@ -401,8 +411,7 @@ void api_write_top_k(struct api_buf *b, const struct api_attention_view *v)
     const struct attn_extras_out *o = &v->x->xo;
     put_key(b, "weights");
     api_buf_puts(b, "{\"indices\":");
-    write_ints(b, o->top_idx, v->q_rank == 2 ? 0 : v->x->nh, v->req->shape.n, v->x->top_k,
-               false);
+    write_x_ints(b, v, o->top_idx, v->x->top_k, false);
     api_buf_puts(b, ",\"values\":");
     write_mat(b, v, o->top_val, v->x->top_k);
     api_buf_puts(b, "},");
@@ -428,7 +437,7 @@ void api_write_extras(struct api_buf *b, const struct api_attention_view *v)
         api_buf_puts(b, ",\"max_weight\":");
         write_mat(b, v, o->max_weight, 0);
         api_buf_puts(b, ",\"argmax\":");
-        write_ints(b, o->argmax, v->q_rank == 2 ? 0 : x->nh, v->req->shape.n, 0, true);
+        write_x_ints(b, v, o->argmax, 0, true);
         api_buf_puts(b, ",\"mass\":");
         write_mat(b, v, o->mass, 0);
         api_buf_puts(b, "},");

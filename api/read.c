@@ -1343,20 +1343,6 @@ static bool read_arrays(struct api_call *c, const json_t *const *m, size_t *budg
     return true;
 }
 
-/* The teaching extras (heads, weights_top_k, qk, lse, stats) are computed
- * per head of one element: a rank-4 q is refused with them. */
-static bool extras_unbatched(struct api_call *c, const struct api_attention_req *a)
-{
-    const struct api_extras *x = &a->x;
-
-    if (a->q_rank != 4 || !(x->want || x->heads || x->top_k))
-        return true;
-    api_fail(c, API_ERR_INVALID_FIELD, x->heads ? "/heads" : x->top_k ?
-             "/weights_top_k" : "/return", "heads, weights_top_k, qk, lse and "
-             "stats take a q of rank 2 or 3: send each batch element alone");
-    return false;
-}
-
 bool api_read_attention(struct api_call *c, const json_t *body,
                         struct api_attention_req *out)
 {
@@ -1377,8 +1363,7 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
         !read_qkv(c, m, &budget, pre, out) ||
         !read_options(c, body, m, out) ||
         !read_arrays(c, m, &budget, out) ||
-        !api_extras_check(c, "", &out->x, &out->r.shape) ||
-        !extras_unbatched(c, out))
+        !api_extras_check(c, "", &out->x, &out->r.shape))
         goto fail;
     st = api_extras_check_request(&out->r);
     if (st != CORE_OK) {

@@ -206,7 +206,8 @@ struct v2x_view {
 static struct v2x_view view(const struct v2_infer *x, const struct attn_request *r, int k)
 {
     const struct attn_extras_out *o = &x->ext.xo;
-    size_t rows = x->ext.nh * r->shape.n, kk = x->ext.top_k;
+    size_t rows = (r->shape.B > 1 ? r->shape.B : 1) * x->ext.nh * r->shape.n;
+    size_t kk = x->ext.top_k;
     switch (k) {
     case V2_QK: return (struct v2x_view){o->qk, rows * r->shape.L, r->shape.L, false};
     case V2_LSE: return (struct v2x_view){o->lse, rows, 0, false};
@@ -223,7 +224,9 @@ static void put_shape(struct api_buf *b, const struct v2_infer *x, const struct 
                       size_t cols)
 {
     api_buf_putc(b, '[');
-    if (x->t[V2_Q].rank == 3)
+    if (x->t[V2_Q].rank == 4)
+        api_buf_printf(b, "%zu,", r->shape.B);
+    if (x->t[V2_Q].rank >= 3)
         api_buf_printf(b, "%zu,", x->ext.nh);
     api_buf_printf(b, "%zu", r->shape.n);
     if (cols)

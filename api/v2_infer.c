@@ -774,12 +774,6 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
         !api_v2_extras_outputs(c, x, &r.outputs) ||
         !api_v2_extras_check(c, x, &r.shape))
         return;
-    if (x->t[V2_Q].rank == 4 && (x->ext.want || x->ext.heads || x->ext.top_k)) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/parameters", "heads, weights_top_k and "
-                 "the part-2 outputs take a q of rank 2 or 3: send each batch "
-                 "element alone");
-        return;
-    }
     r.window = x->window;
     api_seqs_request(&x->seqs, &r);
     r.params = stateless_shape ? x->p : sess_spec(x->sess)->params;

@@ -552,17 +552,28 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
     }
 }
 
+/* x for r with its scratch malloc'd into *m (free it after x's use). */
+static enum core_status run_alloc(const struct attn_request *r, struct attn_run *x, void **m)
+{
+    size_t bytes;
+    *m = NULL;
+    if (!attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
+    if (bytes && !*m)
+        return CORE_ENOMEM;
+    attn_run_init(x, r, *m);
+    return CORE_OK;
+}
+
 enum core_status attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
                                 size_t row0, size_t nb, void *qb)
 {
-    size_t bytes;
-    if (!attn_run_bytes(r, &bytes))
-        return CORE_ELIMIT;
-    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
-    if (bytes && !m)
-        return CORE_ENOMEM;
     struct attn_run x;
-    attn_run_init(&x, r, m);
+    void *m;
+    enum core_status st = run_alloc(r, &x, &m);
+    if (st != CORE_OK)
+        return st;
     if (r->params.dtype == ATTN_F32)
         prep_q_f32(&x, in, row0, nb, qb);
     else
@@ -955,6 +966,71 @@ enum core_status attn_forward_kv(const struct attn_request *r,
     return attn_forward_kv_rows(r, in, kv, out, ws, 0, all_rows(r));
 }
 
+/* Bytes of stateless prepared keys/values of x (0: the inputs are used as
+ * they are); false on overflow. */
+static bool view_bytes(const struct attn_run *x, const struct attn_inputs *in, size_t *kvb)
+{
+    const struct attn_shape *s = &x->r.shape;   /* flattened: B·h_kv kv heads */
+    size_t esz = attn_dtype_size(x->r.params.dtype);
+    bool prep_k = in->bias_k || x->r.params.rope, prep_v = in->bias_v != NULL;
+    size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;  /* per head, checked */
+    *kvb = 0;
+    return !((prep_k && !core_mul(kb, s->h_kv, kvb)) ||
+             (prep_v && !core_add(*kvb, s->h_kv * vb, kvb)));
+}
+
+/* Stateless keys and values of r into store (view_bytes of them) at the
+ * keys' resolved positions, or the input rows where preparing is a plain
+ * copy: kp, vp [B·h_kv]. */
+static void view_fill(const struct attn_request *r, const struct attn_run *x,
+                      const struct attn_inputs *in, char *store, void **kp, void **vp)
+{
+    const struct attn_shape *s = &x->r.shape;
+    const struct attn_params *p = &r->params;
+    size_t esz = attn_dtype_size(p->dtype);
+    bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
+    size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;
+    for (size_t g = 0; g < s->h_kv; g++) {
+        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * kb;
+        vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
+                       : (char *)(uintptr_t)in->v + g * vb;
+    }
+    /* key positions: one row per batch element, or the same for all */
+    size_t stride = x->pk_b == 1 ? 0 : s->L;
+    if (p->dtype == ATTN_F32) {
+        if (prep_k)
+            prepare_k_f32(&r->shape, p, in, s->L, x->pk, stride, 0, kp);
+        if (prep_v)
+            prepare_v_f32(&r->shape, in, s->L, vp);
+    } else {
+        if (prep_k)
+            prepare_k_f64(&r->shape, p, in, s->L, x->pk, stride, 0, kp);
+        if (prep_v)
+            prepare_v_f64(&r->shape, in, s->L, vp);
+    }
+}
+
+enum core_status attn_prepare_view(const struct attn_request *r, const struct attn_inputs *in,
+                                   void **kp, void **vp, void **store)
+{
+    size_t kvb;
+    struct attn_run x;
+    void *m;
+    *store = NULL;
+    enum core_status st = run_alloc(r, &x, &m);
+    if (st != CORE_OK)
+        return st;
+    st = view_bytes(&x, in, &kvb) ? CORE_OK : CORE_ELIMIT;
+    char *kv = st == CORE_OK && kvb ? malloc(kvb) : NULL;
+    if (st == CORE_OK && kvb && !kv)
+        st = CORE_ENOMEM;
+    if (st == CORE_OK)
+        view_fill(r, &x, in, kv, kp, vp);
+    free(m);
+    *store = kv;
+    return st;
+}
+
 /* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
  * the input rows where preparing is a plain copy) at the keys' positions,
  * then forward_kv. */
@@ -967,37 +1043,15 @@ static enum core_status forward_ws(const struct attn_request *r,
     if (st != CORE_OK)
         return st;
     const struct attn_shape *s = &x.r.shape;    /* flattened: B·h_kv kv heads */
-    const struct attn_params *p = &r->params;
-    size_t esz = attn_dtype_size(p->dtype);
-    bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
-    size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;  /* per head, checked */
-    size_t kvb = 0;
-    if ((prep_k && !core_mul(kb, s->h_kv, &kvb)) ||
-        (prep_v && !core_add(kvb, s->h_kv * vb, &kvb)))
+    size_t kvb;
+    if (!view_bytes(&x, in, &kvb))
         return CORE_ELIMIT;
     char *store = kvb ? ws_reserve(ws, WS_KV, kvb) : NULL;
     void **ptr = ws_reserve(ws, WS_PTR, 2 * s->h_kv * sizeof(void *));
     if ((kvb && !store) || !ptr)
         return CORE_ENOMEM;
     void **kp = ptr, **vp = ptr + s->h_kv;
-    for (size_t g = 0; g < s->h_kv; g++) {
-        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * kb;
-        vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
-                       : (char *)(uintptr_t)in->v + g * vb;
-    }
-    /* key positions: one row per batch element, or the same for all */
-    size_t stride = x.pk_b == 1 ? 0 : s->L;
-    if (p->dtype == ATTN_F32) {
-        if (prep_k)
-            prepare_k_f32(&r->shape, p, in, s->L, x.pk, stride, 0, kp);
-        if (prep_v)
-            prepare_v_f32(&r->shape, in, s->L, vp);
-    } else {
-        if (prep_k)
-            prepare_k_f64(&r->shape, p, in, s->L, x.pk, stride, 0, kp);
-        if (prep_v)
-            prepare_v_f64(&r->shape, in, s->L, vp);
-    }
+    view_fill(r, &x, in, store, kp, vp);
     struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
     struct attn_win w = {0, s->L, NULL};
     return forward_kv_ws(&x, in, &kv, out, ws, 0, s->h * s->n, &w);

@@ -285,6 +285,15 @@ void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
 enum core_status attn_prepare_q(const struct attn_request *r, const struct attn_inputs *in,
                                 size_t row0, size_t nb, void *qb);
 
+/* The stateless keys and values of r (checked), prepared as attn_forward
+ * prepares them: every batch element (kp, vp [B·h_kv] pointers, kv head
+ * b·h_kv + g), bias added and RoPE at the keys' resolved positions (counted
+ * within segments by default). *store: malloc'd storage the pointers use
+ * (free it), or NULL when they point at the inputs themselves.
+ * CORE_ENOMEM / CORE_ELIMIT. */
+enum core_status attn_prepare_view(const struct attn_request *r, const struct attn_inputs *in,
+                                   void **kp, void **vp, void **store);
+
 /* The pool attached to ws, or NULL. */
 struct attn_pool *attn_ws_pool(const struct attn_ws *ws);
 

@@ -199,6 +199,7 @@ struct xjob {
     const struct attn_result *out;  /* compact arrays */
     struct attn_extras_out *xo;
     const size_t *heads;            /* [nh] */
+    size_t nh;
     size_t rb;                      /* rows per piece */
     size_t per_head;                /* pieces per head */
     bool pass;                      /* run the forward pass (else q·k only) */
@@ -207,7 +208,8 @@ struct xjob {
     size_t *n_empty;                /* [pieces] */
 };
 
-/* q·k of compact rows [slot0, slot0+nb) of head hh -> xo->qk. */
+/* q·k of compact rows [slot0, slot0+nb) of head hh (of the flattened
+ * batch: element hh / h, head hh % h) -> xo->qk. */
 static enum core_status piece_qk(const struct xjob *j, size_t hh, size_t i0, size_t slot0,
                                  size_t nb)
 {
@@ -241,10 +243,12 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
     const struct attn_request *r = j->r;
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
-    size_t a = p / j->per_head, hh = j->heads[a];
+    /* piece p: batch element e, chosen head a, rows from i0 */
+    size_t e = p / (j->nh * j->per_head), a = p / j->per_head % j->nh;
+    size_t hd = j->heads[a], hh = e * s->h + hd;
     size_t i0 = (p % j->per_head) * j->rb;
     size_t nb = s->n - i0 < j->rb ? s->n - i0 : j->rb;
-    size_t slot0 = a * s->n + i0, glob0 = hh * s->n + i0;
+    size_t slot0 = (e * j->nh + a) * s->n + i0, glob0 = hh * s->n + i0;
     size_t lb = s->L * esz, vb = s->d_v * esz;
     enum core_status st = CORE_OK;
 
@@ -278,7 +282,7 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
     *n_empty = res.n_empty;
     if (st == CORE_OK && j->need_sw)
         for (size_t t = 0; t < nb; t++)
-            row_extras(r, j->x, j->xo, hh, slot0 + t, sb + t * lb, wb + t * lb, hp);
+            row_extras(r, j->x, j->xo, hd, slot0 + t, sb + t * lb, wb + t * lb, hp);
     free(blk);
     return st;
 }
@@ -321,38 +325,6 @@ static bool buffers_ok(const struct attn_request *r, const struct attn_extras *x
            (!(w & ATTN_X_TOPK) || (xo->top_idx && xo->top_val && x->top_k >= 1));
 }
 
-/* Stateless keys and values prepared as attn_forward prepares them (or the
- * inputs themselves when that would be a plain copy); *store to free. */
-static enum core_status prepare_view(const struct attn_request *r, const struct attn_inputs *in,
-                                     void **ptr, void **store)
-{
-    const struct attn_shape *s = &r->shape;
-    size_t esz = attn_dtype_size(r->params.dtype);
-    size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;   /* checked by attn_check */
-    void **kp = ptr, **vp = ptr + s->h_kv;
-    *store = NULL;
-    if (!in->bias_k && !in->bias_v && !r->params.rope) {
-        for (size_t g = 0; g < s->h_kv; g++) {
-            kp[g] = (char *)(uintptr_t)in->k + g * kb;
-            vp[g] = (char *)(uintptr_t)in->v + g * vb;
-        }
-        return CORE_OK;
-    }
-    char *m = malloc(s->h_kv * (kb + vb));
-    if (!m)
-        return CORE_ENOMEM;
-    for (size_t g = 0; g < s->h_kv; g++) {
-        kp[g] = m + g * kb;
-        vp[g] = m + s->h_kv * kb + g * vb;
-    }
-    if (r->pos_k)
-        attn_prepare_kv_at(s, &r->params, in, s->L, r->pos_k, kp, vp);
-    else
-        attn_prepare_kv(s, &r->params, in, s->L, 0, kp, vp);
-    *store = m;
-    return CORE_OK;
-}
-
 enum core_status attn_forward_extras(const struct attn_request *r,
                                      const struct attn_inputs *in,
                                      const struct attn_kv_view *kv,
@@ -375,10 +347,7 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         st = attn_check_inputs(&rr, in);
     if (st != CORE_OK)
         return st;
-    /* one batch element at a time (the caller loops); keys at default
-     * positions within segments are not prepared here yet */
-    if (!in->q || !heads_ok(x, s->h) || !buffers_ok(r, x, out, xo) || s->B > 1 ||
-        (!kv && r->seg_k && !r->pos_k))
+    if (!in->q || !heads_ok(x, s->h) || !buffers_ok(r, x, out, xo))
         return CORE_EINVAL;
 
     size_t nh = x->heads ? x->nh : s->h, esz = attn_dtype_size(r->params.dtype);
@@ -397,23 +366,25 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         size_t fit = ATTN_EXTRAS_BLOCK_BYTES / (s->L * esz);
         rb = fit < 1 ? 1 : fit < s->n ? fit : s->n;
     }
-    size_t per_head = (s->n + rb - 1) / rb, pieces = nh * per_head;
-    void **ptr = malloc(2 * s->h_kv * sizeof(void *));
+    size_t B = s->B > 1 ? s->B : 1, hkv = B * s->h_kv;     /* kv heads of the batch */
+    size_t per_head = (s->n + rb - 1) / rb, pieces = B * nh * per_head;
+    void **ptr = malloc(2 * hkv * sizeof(void *));
     enum core_status *pst = malloc(pieces * sizeof *pst);
     size_t *pne = malloc(pieces * sizeof *pne);
     void *store = NULL;
     struct attn_kv_view own_kv;
     st = ptr && pst && pne ? CORE_OK : CORE_ENOMEM;
     if (st == CORE_OK && !kv) {
-        st = prepare_view(&rr, in, ptr, &store);
+        st = attn_prepare_view(&rr, in, ptr, ptr + hkv, &store);
         own_kv = (struct attn_kv_view){(const void *const *)ptr,
-                                       (const void *const *)(ptr + s->h_kv)};
+                                       (const void *const *)(ptr + hkv)};
         kv = &own_kv;
     }
     if (st == CORE_OK) {
         if (!pass)
             rr.outputs = 0;
-        struct xjob j = {&rr, in, kv, x, out, xo, heads, rb, per_head, pass, need_sw, pst, pne};
+        struct xjob j = {&rr, in, kv, x, out, xo, heads, nh, rb, per_head, pass, need_sw,
+                         pst, pne};
         bool ran = attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
         out->n_empty = 0;
         if (!ran)

@@ -43,8 +43,10 @@ struct attn_extras {
 
 /*
  * Caller-owned buffers, rows in the order of the chosen heads (slot a is
- * heads[a]): "[nh][n]" below is nh·n rows. Each is NULL unless its bit is
- * set. Numbers are of the request's dtype unless said.
+ * heads[a]): "[nh][n]" below is nh·n rows, and with a batch (shape.B > 1)
+ * every array holds B such blocks, [B][nh][n]..., the same heads chosen in
+ * every element. Each is NULL unless its bit is set. Numbers are of the
+ * request's dtype unless said.
  *   qk          [nh][n][L]
  *   lse         [nh][n]   log(Σ allowed exp(s) + extra), extra = 1 (softmax1),
  *                         exp(sink) (sink), 0 (standard); NaN (null) for a
@@ -76,8 +78,10 @@ struct attn_extras_out {
  * kv: prepared keys/values (a session's cache), or NULL for a stateless
  * request (in->k, in->v prepared here as attn_forward does).
  * out: r->outputs' arrays (may be 0 when only extras are asked for) and
- * empty, all compact over the chosen heads ([nh][n][L], [nh][n][d_v],
- * [nh][n]); out->n_empty counts the chosen rows only.
+ * empty, all compact over the chosen heads ([B][nh][n][L], [B][nh][n][d_v],
+ * [B][nh][n]); out->n_empty counts the chosen rows only. Stateless keys
+ * are prepared as attn_forward prepares them (attn_prepare_view), so
+ * batches, segments and positions give the bits of the plain pass.
  * Errors: those of attn_forward_kv; CORE_EINVAL for a head out of range or
  * repeated, top_k 0 with ATTN_X_TOPK, or a requested buffer missing.
  */

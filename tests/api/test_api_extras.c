@@ -265,6 +265,130 @@ TEST(v2_outputs)
     json_decref(j);
 }
 
+/* Random numbers as a JSON array of shape [a][b][c] (a 0: [b][c]). */
+static json_t *rand_arr(uint64_t *rng, size_t a, size_t b, size_t c)
+{
+    json_t *o = json_array();
+    for (size_t i = 0; i < (a ? a : 1); i++) {
+        json_t *m = json_array();
+        for (size_t r = 0; r < b; r++) {
+            json_t *row = json_array();
+            for (size_t t = 0; t < c; t++)
+                json_array_append_new(row, json_real(
+                    (double)(t_rng_next(rng) >> 11) / 9007199254740992.0 * 2 - 1));
+            json_array_append_new(m, row);
+        }
+        if (!a)
+            return m;
+        json_array_append_new(o, m);
+    }
+    return o;
+}
+
+static json_t *post_json(json_t *body, int *st)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_t *j = post(text, st);
+    free(text);
+    return j;
+}
+
+/* Rank-4 q with every extra: element b of each returned array equals the
+ * same request of element b alone (rank 3), in every number. */
+TEST(batch_extras_equal_elements)
+{
+    uint64_t rng = 42;
+    size_t B = 3, h = 2, n = 3, L = 5, d = 4;
+    json_t *q = json_array(), *k = json_array(), *v = json_array(), *sq = json_array(),
+           *sk = json_array();
+    for (size_t b = 0; b < B; b++) {
+        json_array_append_new(q, rand_arr(&rng, h, n, d));
+        json_array_append_new(k, rand_arr(&rng, 1, L, d));
+        json_array_append_new(v, rand_arr(&rng, 1, L, d));
+        json_array_append_new(sq, json_pack("[i,i,i]", 0, (int)b % 2, 1));
+        json_array_append_new(sk, json_pack("[i,i,i,i,i]", 0, 1, 0, 1, (int)b % 2));
+    }
+    static const char *const rets[2] = {
+        "[\"scores\",\"weights\",\"output\",\"qk\",\"lse\",\"stats\"]",
+        "[\"weights\",\"output\",\"lse\"]"};
+    for (int variant = 0; variant < 2; variant++) {
+        json_t *body = json_pack("{s:O,s:O,s:O,s:{s:O,s:O},s:s,s:o,s:{s:i}}", "q", q, "k", k,
+                                 "v", v, "segments", "q", sq, "k", sk, "causal", "bottom_right",
+                                 "return", json_loads(rets[variant], 0, NULL), "rope",
+                                 "dims", 2);
+        if (variant == 1) {
+            json_object_set_new(body, "heads", json_pack("[i]", 1));
+            json_object_set_new(body, "weights_top_k", json_integer(2));
+            json_object_set_new(body, "dtype", json_string("float32"));
+        }
+        int st;
+        json_t *all = post_json(body, &st);
+        CHECK_EQ_INT(st, 200);
+        static const char *const keys[] = {"scores", "weights", "output", "qk", "lse", "stats"};
+        for (size_t b = 0; b < B && st == 200; b++) {
+            json_t *one = json_deep_copy(body);
+            json_object_set(one, "q", json_array_get(q, b));
+            json_object_set(one, "k", json_array_get(k, b));
+            json_object_set(one, "v", json_array_get(v, b));
+            json_object_set_new(one, "segments", json_pack("{s:O,s:O}", "q",
+                                json_array_get(sq, b), "k", json_array_get(sk, b)));
+            int st1;
+            json_t *e = post_json(one, &st1);
+            CHECK_EQ_INT(st1, 200);
+            size_t same = 0, present = 0;
+            for (size_t t = 0; t < sizeof keys / sizeof keys[0]; t++) {
+                json_t *a = json_object_get(all, keys[t]), *x = json_object_get(e, keys[t]);
+                if (!x)
+                    continue;
+                present++;
+                json_t *ab = json_is_object(a) ? json_object() : json_incref(json_array_get(a, b));
+                if (json_is_object(a)) {    /* stats / top-k: each member at [b] */
+                    const char *key;
+                    json_t *val;
+                    json_object_foreach(a, key, val)
+                        json_object_set(ab, key, json_array_get(val, b));
+                }
+                same += json_equal(ab, x);
+                if (!json_equal(ab, x) && getenv("TEST_VERBOSE"))
+                    printf("  element %zu differs in %s\n", b, keys[t]);
+                json_decref(ab);
+            }
+            CHECK(present >= 3);
+            CHECK_EQ_INT(same, present);
+            json_decref(e);
+            json_decref(one);
+        }
+        json_decref(all);
+        json_decref(body);
+    }
+    json_decref(q); json_decref(k); json_decref(v); json_decref(sq); json_decref(sk);
+}
+
+/* Segments without positions: the extras equal those of the same request
+ * with the positions the segments imply written out. */
+TEST(segments_default_positions)
+{
+    const char *qkv = "\"q\":[[1,0.5],[0.2,1],[-1,0.3]],\"k\":[[1,0],[0,1],[0.5,0.5],[-1,2]],"
+                      "\"v\":[[1,0],[0,1],[2,2],[1,1]],\"rope\":true,\"causal\":true,"
+                      "\"segments\":{\"q\":[7,3,7],\"k\":[3,7,7,3]},"
+                      "\"return\":[\"weights\",\"qk\",\"lse\",\"stats\"]";
+    char body[1024];
+    int st, st2;
+    snprintf(body, sizeof body, "{%s}", qkv);
+    json_t *a = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    /* segment 7: keys 1, 2 at 0, 1; queries 0, 2 at 2-2+0, 2-2+1.
+     * segment 3: keys 0, 3 at 0, 1; query 1 at 2-1+0 */
+    snprintf(body, sizeof body, "{%s,\"positions\":{\"q\":[0,1,1],\"k\":[0,0,1,1]}}", qkv);
+    json_t *b = post(body, &st2);
+    CHECK_EQ_INT(st2, 200);
+    static const char *const keys[] = {"weights", "qk", "lse", "stats"};
+    for (size_t t = 0; t < 4; t++)
+        CHECK(json_equal(json_object_get(a, keys[t]), json_object_get(b, keys[t])));
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -279,6 +403,8 @@ int main(void)
     RUN(base64_encoding);
     RUN(session_attention);
     RUN(v2_outputs);
+    RUN(batch_extras_equal_elements);
+    RUN(segments_default_positions);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -12,6 +12,7 @@ its rows, bit for bit in float64.
 import base64
 import copy
 import json
+import math
 import os
 import random
 import struct
@@ -264,3 +265,40 @@ def test_state_dir_keeps_model_settings(tmp_path):
         after = a.get(f"/v1/sessions/{sid}").json()
     for key in ("sink_logit", "softcap", "rope", "length", "softmax"):
         assert after[key] == before[key], key
+
+
+def test_batch_extras_per_element(attnd):
+    """qk, lse, stats, heads and weights_top_k with a rank-4 q and segments
+    at their default positions: each element's extras match the Python
+    reference's scores and weights, and the same request of that element
+    alone, number for number."""
+    body = batch_body()
+    del body["positions"]
+    body.update(heads=[1], weights_top_k=2)
+    body["return"] = ["scores", "weights", "output", "qk", "lse", "stats"]
+    r = attnd.post("/v1/attention", body)
+    assert r.status == 200, r
+    got = r.json()
+    want = ref({k: v for k, v in body.items()
+                if k not in ("heads", "weights_top_k", "return")})
+    assert got["meta"]["heads_returned"] == [1]
+    for b in range(2):
+        for i, (srow, wrow) in enumerate(zip(want["scores"][b][1], want["weights"][b][1])):
+            allowed = [s for s in srow if s is not None]
+            m = max(allowed)
+            lse = m + math.log(sum(math.exp(s - m) for s in allowed))
+            close(got["lse"][b][0][i], lse, f"/lse/{b}/0/{i}")
+            close(got["stats"]["max_weight"][b][0][i], max(wrow))
+            order = sorted(range(len(wrow)), key=lambda j: (-wrow[j], j))
+            top = [j for j in order if srow[j] is not None][:2]
+            top += [-1] * (2 - len(top))
+            assert got["weights"]["indices"][b][0][i] == top, (b, i)
+            assert got["stats"]["argmax"][b][0][i] == top[0]
+        alone = attnd.post("/v1/attention", element(body, b))
+        assert alone.status == 200, alone
+        for key in ("scores", "weights", "output", "qk", "lse", "stats"):
+            one = alone.json()[key]
+            if isinstance(one, dict):
+                assert {k: v[b] for k, v in got[key].items()} == one, (b, key)
+            else:
+                assert got[key][b] == one, (b, key)

@@ -34,6 +34,9 @@ struct cfg {
     int rope, half, alibi, mask, abias, bq, bk, ties;
     double *q, *k, *v, *bqv, *bkv, *ab;
     uint8_t *mk;
+    /* segments (given to the core) and the positions they imply (counted
+     * here, for the reference alone); NULL without segments */
+    int64_t *sq, *sk, *pq, *pk;
 };
 
 /* every value rounded to the dtype, so both sides read the same inputs */
@@ -70,6 +73,8 @@ static double at(const struct cfg *c, const void *p, size_t i)
 
 static int64_t qpos(const struct cfg *c, size_t i)
 {
+    if (c->pq)
+        return c->pq[i];
     return c->causal == ATTN_CAUSAL_TOP_LEFT ? (int64_t)i : (int64_t)(c->L - c->n + i);
 }
 
@@ -107,8 +112,9 @@ static void ref_row(const struct cfg *c, size_t hh, size_t i, struct rrow *o)
     for (size_t j = 0; j < c->L; j++) {
         for (size_t t = 0; t < d; t++)
             k[t] = c->k[(g * c->L + j) * d + t] + (c->bkv ? c->bkv[t] : 0);
+        int64_t kp = c->pk ? c->pk[j] : (int64_t)j;
         if (c->rope)
-            ref_rope(c, k, (int64_t)j);
+            ref_rope(c, k, kp);
         long double dot = 0;
         for (size_t t = 0; t < d; t++)
             dot += q[t] * k[t];
@@ -124,10 +130,12 @@ static void ref_row(const struct cfg *c, size_t hh, size_t i, struct rrow *o)
         }
         if (c->alibi)
             s -= powl(2.0L, -8.0L * (long double)(hh + 1) / (long double)c->h) *
-                 fabsl((long double)(qpos(c, i) - (int64_t)j));
+                 fabsl((long double)(qpos(c, i) - kp));
         if (c->mk && !c->mk[bi])
             ok = 0;
-        if (c->causal != ATTN_CAUSAL_NONE && (int64_t)j > qpos(c, i))
+        if (c->causal != ATTN_CAUSAL_NONE && kp > qpos(c, i))
+            ok = 0;
+        if (c->sq && c->sq[i] != c->sk[j])
             ok = 0;
         o->allowed[j] = ok;
         o->s[j] = s;
@@ -206,6 +214,7 @@ static void run_case(struct cfg *c, int session, size_t k_top)
         .causal = c->causal, .attn_bias = ab, .attn_bias_heads = h,
         .mask = c->mk, .mask_heads = h,
         .outputs = ATTN_OUT_ALL,
+        .seg_q = c->sq, .seg_k = c->sk, .seg_batches = c->sq ? 1 : 0,
     };
     struct attn_inputs in = {q, k, v, bq, bk, NULL, 1, 1, 1};
     size_t heads[16], nh = 0;
@@ -325,21 +334,28 @@ static void run_case(struct cfg *c, int session, size_t k_top)
     free(c->q); free(c->k); free(c->v); free(c->bqv); free(c->bkv); free(c->ab); free(c->mk);
 }
 
+/* Case it's shape and options: up to per_kv query heads per kv head, L keys. */
+static struct cfg random_cfg(int it, size_t per_kv, size_t L)
+{
+    struct cfg c = {0};
+    c.h_kv = 1 + (size_t)urand(0, 2);
+    c.h = c.h_kv * (1 + (size_t)urand(0, (double)per_kv));
+    c.n = 1 + (size_t)urand(0, 9);
+    c.L = L;
+    c.d = 2 * (1 + (size_t)urand(0, 4));
+    c.dt = it % 2 ? ATTN_F32 : ATTN_F64;
+    c.sm = (enum attn_softmax)(it / 2 % 3);
+    c.sink = urand(-2, 2);
+    c.scale = urand(0.2, 1.5);
+    c.causal = (enum attn_causal)((size_t)urand(0, 3));
+    return c;
+}
+
 TEST(test_random_cases)
 {
     static const size_t Ls[] = {1, 2, 5, 17, 64};
     for (int it = 0; it < 160; it++) {
-        struct cfg c = {0};
-        c.h_kv = 1 + (size_t)urand(0, 2);
-        c.h = c.h_kv * (1 + (size_t)urand(0, 3));
-        c.n = 1 + (size_t)urand(0, 9);
-        c.L = Ls[(size_t)urand(0, 5)];
-        c.d = 2 * (1 + (size_t)urand(0, 4));
-        c.dt = it % 2 ? ATTN_F32 : ATTN_F64;
-        c.sm = (enum attn_softmax)(it / 2 % 3);
-        c.sink = urand(-2, 2);
-        c.scale = urand(0.2, 1.5);
-        c.causal = (enum attn_causal)((size_t)urand(0, 3));
+        struct cfg c = random_cfg(it, 3, Ls[(size_t)urand(0, 5)]);
         c.rope = urand(0, 1) < 0.5;
         c.half = urand(0, 1) < 0.5;
         c.alibi = urand(0, 1) < 0.3;
@@ -349,6 +365,132 @@ TEST(test_random_cases)
         c.bk = urand(0, 1) < 0.5;
         c.ties = it % 5 == 0;
         run_case(&c, it % 3 == 0, 1 + (size_t)urand(0, (double)c.L + 3));
+    }
+}
+
+/* The default positions of packed segments, counted here apart from the
+ * core: a key's is the number of earlier keys of its segment, a query's
+ * that count plus L_s − n_s (bottom-right) or the count alone (top-left). */
+static void seg_positions(struct cfg *c)
+{
+    for (size_t j = 0; j < c->L; j++) {
+        c->pk[j] = 0;
+        for (size_t t = 0; t < j; t++)
+            c->pk[j] += c->sk[t] == c->sk[j];
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t before = 0, ls = 0, ns = 0;
+        for (size_t t = 0; t < c->n; t++) {
+            ns += c->sq[t] == c->sq[i];
+            before += t < i && c->sq[t] == c->sq[i];
+        }
+        for (size_t t = 0; t < c->L; t++)
+            ls += c->sk[t] == c->sq[i];
+        c->pq[i] = c->causal == ATTN_CAUSAL_TOP_LEFT ? before : ls - ns + before;
+    }
+}
+
+/* Segments without explicit positions (contiguous or interleaved ids): the
+ * keys are prepared at their positions within the segment, as the plain
+ * pass prepares them. */
+TEST(test_segments)
+{
+    for (int it = 0; it < 60; it++) {
+        struct cfg c = random_cfg(it, 2, 1 + (size_t)urand(0, 20));
+        c.rope = 1;
+        c.half = it % 4 < 2;
+        c.alibi = it % 3 == 0;
+        c.bq = c.bk = urand(0, 1) < 0.5;
+        int64_t sq[16], sk[32], pq[16], pk[32];
+        int interleaved = it % 2;
+        for (size_t i = 0; i < c.n; i++)
+            sq[i] = interleaved ? (int64_t)urand(0, 3) : (int64_t)(3 * i / c.n);
+        for (size_t j = 0; j < c.L; j++)
+            sk[j] = interleaved ? (int64_t)urand(0, 3) : (int64_t)(3 * j / c.L);
+        c.sq = sq;
+        c.sk = sk;
+        c.pq = pq;
+        c.pk = pk;
+        seg_positions(&c);
+        run_case(&c, 0, 1 + (size_t)urand(0, (double)c.L + 2));
+    }
+}
+
+/* A batch's extras equal each element's run alone, bit for bit: element b
+ * with its own segments, attention bias and keys. */
+TEST(test_batches)
+{
+    for (int it = 0; it < 24; it++) {
+        enum attn_dtype dt = it % 2 ? ATTN_F32 : ATTN_F64;
+        size_t esz = attn_dtype_size(dt), B = 2 + (size_t)urand(0, 3), hk = 1 + it % 2;
+        size_t h = hk * 2, n = 1 + (size_t)urand(0, 6), L = 2 + (size_t)urand(0, 12), d = 4;
+        size_t top = 1 + (size_t)urand(0, 5), nh = it % 3 == 0 ? h : 1 + (size_t)urand(0, 2);
+        size_t heads[4] = {h - 1, 0, 1, 2};
+        struct cfg c = {.dt = dt};
+        double *qd = arr(&c, B * h * n * d, -1, 1), *kd = arr(&c, B * hk * L * d, -1, 1);
+        double *vd = arr(&c, B * hk * L * d, -1, 1), *abd = arr(&c, B * h * n * L, -1, 1);
+        void *q = as_dt(&c, qd, B * h * n * d), *k = as_dt(&c, kd, B * hk * L * d);
+        void *v = as_dt(&c, vd, B * hk * L * d), *ab = as_dt(&c, abd, B * h * n * L);
+        int64_t *sq = malloc(B * n * 8), *sk = malloc(B * L * 8);
+        for (size_t t = 0; t < B * n; t++)
+            sq[t] = (int64_t)urand(0, 2);
+        for (size_t t = 0; t < B * L; t++)
+            sk[t] = (int64_t)urand(0, 2);
+        struct attn_request r = {
+            .shape = {h, hk, n, L, d, d, B},
+            .params = {.dtype = dt, .scale = 0.7, .softmax = (enum attn_softmax)(it % 3),
+                       .sink_logit = 0.3, .rope = true, .rope_base = 10000},
+            .causal = ATTN_CAUSAL_BOTTOM_RIGHT, .attn_bias = ab, .attn_bias_heads = B * h,
+            .outputs = ATTN_OUT_ALL, .seg_q = sq, .seg_k = sk, .seg_batches = B,
+        };
+        struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+        struct attn_extras x = {ATTN_X_QK | ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK,
+                                nh == h ? NULL : heads, nh, top};
+        size_t rows = B * nh * n, rb = nh * n;
+        /* scores, weights, output, qk, lse, entropy, max_weight, mass,
+         * argmax, top indices, top values: bytes of one row, and offsets */
+        size_t per[11] = {L * esz, L * esz, d * esz, L * esz, esz, esz, esz, esz, 8,
+                          top * 8, top * esz};
+        size_t off[12] = {0};
+        for (int t = 0; t < 11; t++)
+            off[t + 1] = off[t] + rows * per[t];
+        char *all = calloc(2, off[11]), *one = all + off[11];
+        struct attn_ws *ws = attn_ws_new();
+        for (size_t b = 0; b <= B; b++) {
+            /* b < B: element b alone into its place of `one`; b == B: the batch */
+            struct attn_request r1 = r;
+            struct attn_inputs in1 = in;
+            char *base = b < B ? one : all;
+            size_t row0 = b < B ? b * rb : 0;
+            char *p[11];
+            for (int t = 0; t < 11; t++)
+                p[t] = base + off[t] + row0 * per[t];
+            if (b < B) {
+                r1.shape.B = 1;
+                r1.attn_bias = (const char *)ab + b * h * n * L * esz;
+                r1.attn_bias_heads = h;
+                r1.seg_q = sq + b * n;
+                r1.seg_k = sk + b * L;
+                r1.seg_batches = 1;
+                in1.q = (const char *)q + b * h * n * d * esz;
+                in1.k = (const char *)k + b * hk * L * d * esz;
+                in1.v = (const char *)v + b * hk * L * d * esz;
+            }
+            struct attn_result res = {p[0], p[1], p[2], NULL, 0};
+            struct attn_extras_out xo = {p[3], p[4], p[5], p[6], p[7],
+                                         (int64_t *)(void *)p[8], (int64_t *)(void *)p[9],
+                                         p[10]};
+            CHECK(attn_forward_extras(&r1, &in1, NULL, &x, &res, &xo, ws) == CORE_OK);
+        }
+        size_t bad = 0;
+        for (size_t t = 0; t < off[11]; t++)
+            bad += all[t] != one[t];
+        CHECK_EQ_INT(bad, 0);
+        attn_ws_free(ws);
+        free(all);
+        free(sq); free(sk);
+        free(q); free(k); free(v); free(ab);
+        free(qd); free(kd); free(vd); free(abd);
     }
 }
 
@@ -479,6 +621,8 @@ int main(void)
 {
     RUN(test_seed_example);
     RUN(test_random_cases);
+    RUN(test_segments);
+    RUN(test_batches);
     RUN(test_blocks_of_rows);
     RUN(test_long_context_top_k);
     RUN(test_refusals);
