@@ -46,6 +46,8 @@
     X(NON_FINITE, "non_finite", 422,                                          \
       "value is not a finite number of the dtype")                            \
     X(LIMIT_EXCEEDED, "limit_exceeded", 422, "request exceeds a size limit")  \
+    X(INVALID_EXPORT, "invalid_export", 422,                                  \
+      "the body is not a whole session export")                               \
     X(RESPONSE_TOO_LARGE, "response_too_large", 422,                          \
       "response would exceed the size limit")                                 \
     X(EMPTY_ROW, "empty_row", 422, "a query row has no key it may attend to") \

@@ -79,6 +79,11 @@ void api_reply_buf(struct api_call *c, int status, struct api_buf *buf);
 /* Reply without a body (e.g. 204). */
 void api_reply_empty(struct api_call *c, int status);
 
+/* Reply with bytes of the given static content type; bytes (malloc'd) are
+ * taken and freed with the response. */
+void api_reply_bytes(struct api_call *c, int status, const char *content_type,
+                     void *bytes, size_t len);
+
 /* Reply with text of the given static content type; text is copied. */
 void api_reply_text(struct api_call *c, int status, const char *content_type,
                     const char *text, size_t len);
@@ -168,6 +173,16 @@ void api_verify(struct api_call *c);
  * The handler sets c->resp->route to a template ("/v1/sessions/{id}/kv"),
  * never the raw id, and checks the method itself (api_fail_method). */
 void api_sessions(struct api_call *c, const char *rest);
+
+/* Answer 201 with the session just created, forked or imported under id
+ * (its object, and Location). (api/sessions.c) */
+void api_sessions_reply_created(struct api_call *c, const char *id);
+
+/* GET /v1/sessions/{id}/export and POST /v1/sessions/import
+ * (api/sessions_move.c); api_route_export is the first's template. */
+extern const char api_route_export[];
+void api_sessions_export(struct api_call *c, const char *id);
+void api_sessions_import(struct api_call *c);
 
 /* The route template of "/v1/sessions" + rest, or "unmatched" (static
  * text), for replies the router answers itself (401, OPTIONS). */

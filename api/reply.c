@@ -178,6 +178,17 @@ void api_reply_empty(struct api_call *c, int status)
     c->resp->error = API_ERR_NONE;
 }
 
+void api_reply_bytes(struct api_call *c, int status, const char *content_type,
+                     void *bytes, size_t len)
+{
+    reply_reset(c);
+    c->resp->status = status;
+    c->resp->error = API_ERR_NONE;
+    c->resp->content_type = content_type;
+    c->resp->body = bytes;
+    c->resp->body_len = len;
+}
+
 void api_reply_text(struct api_call *c, int status, const char *content_type,
                     const char *text, size_t len)
 {
@@ -189,12 +200,7 @@ void api_reply_text(struct api_call *c, int status, const char *content_type,
     }
     memcpy(copy, text, len);
     copy[len] = '\0';
-    reply_reset(c);
-    c->resp->status = status;
-    c->resp->error = API_ERR_NONE;
-    c->resp->content_type = content_type;
-    c->resp->body = copy;
-    c->resp->body_len = len;
+    api_reply_bytes(c, status, content_type, copy, len);
 }
 
 void api_response_header(struct api_response *resp, const char *name,

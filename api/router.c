@@ -35,6 +35,7 @@ static const struct api_route api_routes[] = {
     {"/metrics", "/metrics", M_GET, api_ops_metrics},
     {"/v1/info", "/v1/info", M_GET, api_ops_info},
     {"/v1/attention", "/v1/attention", M_POST, api_attention},
+    {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import},
     {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify},
     {"/verify", "/verify", M_GET | M_POST, api_verify},
 };

@@ -10,6 +10,8 @@
  *   POST   /v1/sessions/{id}/attention  append k/v if given, then attend q
  *   POST   /v1/sessions/{id}/truncate   keep the first `length` rows
  *   POST   /v1/sessions/{id}/fork       copy into a new session  201
+ *   GET    /v1/sessions/{id}/export     (api/sessions_move.c, as is
+ *   POST   /v1/sessions/import           the import, an exact route)
  *
  * A request on a session holds it (sess_acquire .. sess_release) from the
  * moment its body is validated against the session's fixed parameters
@@ -106,8 +108,7 @@ static void reply_session(struct api_call *c, struct sess *s, int status)
     api_reply_json(c, status, j);
 }
 
-/* Answer 201 for a session just created (or forked) under id. */
-static void reply_created(struct api_call *c, const char *id)
+void api_sessions_reply_created(struct api_call *c, const char *id)
 {
     char loc[sizeof route_root + SESS_ID_MAX + 1];
     struct sess *s;
@@ -362,7 +363,7 @@ static void sessions_create(struct api_call *c)
     if (ok) {
         enum core_status rc = sess_create(c->ctx->store, &cr.spec, id);
         if (rc == CORE_OK)
-            reply_created(c, id);
+            api_sessions_reply_created(c, id);
         else
             api_fail_core(c, rc, NULL);
     }
@@ -714,7 +715,7 @@ static void fork_req(struct api_call *c, const char *id)
     if (rc != CORE_OK)
         api_fail_core(c, rc, NULL);
     else
-        reply_created(c, nid);
+        api_sessions_reply_created(c, nid);
 }
 
 static void get_req(struct api_call *c, const char *id)
@@ -776,6 +777,8 @@ const char *api_sessions_route(const char *rest)
         return route_id;
     if (strcmp(action, "kv") == 0)
         return route_kv;
+    if (strcmp(action, "export") == 0)
+        return api_route_export;
     for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++)
         if (strcmp(action, session_posts[i].name) == 0)
             return session_posts[i].route;
@@ -802,6 +805,12 @@ static void on_session(struct api_call *c, const char *id, const char *action)
             kv_append_req(c, id);
         else
             api_fail_method(c, "GET, POST");
+    } else if (strcmp(action, "export") == 0) {
+        c->resp->route = api_route_export;
+        if (get)
+            api_sessions_export(c, id);
+        else
+            api_fail_method(c, "GET");
     } else {
         for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++) {
             if (strcmp(action, session_posts[i].name) != 0)

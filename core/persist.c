@@ -12,9 +12,10 @@
  * written, fsync'd and renamed over the old file, then the directory is
  * fsync'd. Files of sessions that no longer exist are removed after a save.
  *
- * Format, version 3 (all integers u32/u64 and floats f64 in host byte order;
- * a byte-order mark makes a file from another byte order read as corrupt):
- *   "ATTNDSES" u32 version=3 u32 bom=0x01020304
+ * Format, version 4 (all integers u32/u64/i64 and floats f64 in host byte
+ * order; a byte-order mark makes a file from another byte order read as
+ * corrupt):
+ *   "ATTNDSES" u32 version=4 u32 bom=0x01020304
  *   u32 id_len, id bytes
  *   u32 dtype | half << 8 | kv_store << 16
  *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
@@ -23,19 +24,29 @@
  *   (version 3) f64 softcap u32 has_sinks [f64 sink_logits[h]] u64 rope_dims
  *   u32 scaling_type f64 factor low_freq_factor high_freq_factor
  *   original_max_position beta_fast beta_slow attention_factor
+ *   (version 4) u64 first_row u32 window_on u32 reserved=0
+ *   i64 window_left window_right window_sinks: the rolling window's place
+ *   (first_row: the first held row after the window's sinks; this build
+ *   holds every row, so 0 and window_on 0 are all it writes and reads)
  *   u64 bias_q_heads bias_k_heads bias_v_heads, then each present bias
- *   K rows per head [length][d_k], V rows per head [length][d_v], in the
- *   cache's storage form (kv_elem_bytes each); int8: then the K scales per
- *   head [length] and the V scales per head [length] (f32)
- *   u32 crc32 (IEEE, of every byte before it)
- * Version 1 (no half or kv_store, rows in the dtype) and version 2 (no
- * softcap, sinks, rope_dims or scaling: those settings off) still read.
- * Reading is bounded by the file's size: no length read from a file is
- * allocated before it is known to fit in what is left of the file.
+ *   (version 4) zero bytes up to a multiple of 8 from the start, then for
+ *   int8 the K scales per head [length] and the V scales per head [length]
+ *   (f32), then K rows per head [length][d_k] and V rows per head
+ *   [length][d_v] in the cache's storage form (kv_elem_bytes each): every
+ *   array at its element's alignment when the bytes start at one
+ *   u32 crc: CRC-32C (version 4; journal.c's) of every byte before it
+ * Version 3 (rows before the int8 scales, no padding, no window, CRC-32
+ * IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
+ * off) and version 1 (no half or kv_store, rows in the dtype) still read.
+ * Reading is bounded by the bytes' size: no length read from them is
+ * allocated before it is known to fit in what is left; rows are read in
+ * place (copied once into the cache) unless they are misaligned.
  *
- * CRC-32 is hand-written (a 256-entry table, 20 lines) because zlib is not
- * among the build dependencies and one checksum does not justify adding it.
+ * The IEEE CRC-32 of versions 1 to 3 is hand-written (a 256-entry table)
+ * because zlib is not among the build dependencies; version 4 uses the
+ * journal's CRC-32C, which has the SSE4.2 instruction.
  */
+#include "persist.h"
 #include "store_impl.h"
 
 #include <dirent.h>
@@ -51,7 +62,7 @@
 #include <unistd.h>
 
 #define PERSIST_MAGIC "ATTNDSES"
-#define PERSIST_VERSION 3u
+#define PERSIST_VERSION 4u
 #define PERSIST_BOM 0x01020304u
 #define PERSIST_SUFFIX ".sess"
 
@@ -94,12 +105,12 @@ void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
 
 /* ---- encoding ----------------------------------------------------------- */
 
-/* A growing byte buffer; ok turns false when memory runs out. */
+/* A growing byte buffer with the CRC-32C of what it holds; ok turns false
+ * when memory runs out. */
 struct wr {
     unsigned char *p;
     size_t n, cap;
     uint32_t crc;
-    const uint32_t *tab;
     bool ok;
 };
 
@@ -120,13 +131,36 @@ static void put(struct wr *w, const void *p, size_t n)
         w->cap = cap;
     }
     memcpy(w->p + w->n, p, n);
+    w->crc = jnl_crc32c(w->crc, w->p + w->n, n);
     w->n += n;
-    w->crc = crc_update(w->tab, w->crc, p, n);
 }
 
 static void put_u32(struct wr *w, uint32_t x) { put(w, &x, sizeof x); }
 static void put_u64(struct wr *w, uint64_t x) { put(w, &x, sizeof x); }
 static void put_f64(struct wr *w, double x) { put(w, &x, sizeof x); }
+static void put_i64(struct wr *w, int64_t x) { put(w, &x, sizeof x); }
+
+/* Zero bytes up to the next multiple of 8 from the start. */
+static void put_pad(struct wr *w)
+{
+    static const unsigned char zero[8];
+    put(w, zero, (8 - w->n % 8) % 8);
+}
+
+/* The rows [0, length) of every head in the storage form: int8 scales
+ * first, then K, then V (the one place the cache's rows are read). */
+static void write_rows(struct wr *w, const struct kv_cache *kv)
+{
+    size_t len = kv_length(kv), h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
+    for (size_t g = 0; kv_store(kv) == KV_STORE_I8 && g < h_kv; g++)
+        put(w, kv_k_scales(kv, g), len * sizeof(float));
+    for (size_t g = 0; kv_store(kv) == KV_STORE_I8 && g < h_kv; g++)
+        put(w, kv_v_scales(kv, g), len * sizeof(float));
+    for (size_t g = 0; g < h_kv; g++)
+        put(w, kv_k(kv, g), len * kv_d_k(kv) * es);
+    for (size_t g = 0; g < h_kv; g++)
+        put(w, kv_v(kv, g), len * kv_d_v(kv) * es);
+}
 
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
 static uint32_t crc_tab_ieee[256];
@@ -188,21 +222,20 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
                               sc->original_max_position, sc->beta_fast,
                               sc->beta_slow, sc->attention_factor};
     put(w, scaling, sizeof scaling);
+    put_u64(w, 0);                  /* first_row: every row is held */
+    put_u32(w, 0);                  /* window_on */
+    put_u32(w, 0);
+    put_i64(w, -1);                 /* window left, right, sinks */
+    put_i64(w, -1);
+    put_i64(w, 0);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);
     put(w, sp->bias_q, sp->bias_q_heads * sh->d_k * es);
     put(w, sp->bias_k, sp->bias_k_heads * sh->d_k * es);
     put(w, sp->bias_v, sp->bias_v_heads * sh->d_v * es);
-    size_t ses = kv_elem_bytes(s->kv);
-    for (size_t g = 0; g < sh->h_kv; g++)
-        put(w, kv_k(s->kv, g), len * sh->d_k * ses);
-    for (size_t g = 0; g < sh->h_kv; g++)
-        put(w, kv_v(s->kv, g), len * sh->d_v * ses);
-    for (size_t g = 0; sp->kv_store == KV_STORE_I8 && g < sh->h_kv; g++)
-        put(w, kv_k_scales(s->kv, g), len * sizeof(float));
-    for (size_t g = 0; sp->kv_store == KV_STORE_I8 && g < sh->h_kv; g++)
-        put(w, kv_v_scales(s->kv, g), len * sizeof(float));
+    put_pad(w);
+    write_rows(w, s->kv);
     uint32_t crc = w->crc;
     put_u32(w, crc);
 }
@@ -210,7 +243,7 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
 enum core_status sess_encode(struct sess_store *st, struct sess *s,
                              void **out, size_t *n)
 {
-    struct wr w = {.tab = ieee_table(), .ok = true};
+    struct wr w = {.ok = true};
     size_t rows = kv_bytes(s->kv);
     if (rows > 0) {             /* one allocation for the rows, as a rule */
         w.p = malloc(rows + 4096);
@@ -381,11 +414,11 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
 /* ---- reading ------------------------------------------------------------ */
 
 struct rd {
-    const unsigned char *p; /* next byte */
-    uint32_t crc;
-    const uint32_t *tab;
-    size_t left;            /* bytes before the trailing crc */
-    const char *err;        /* first problem, or NULL */
+    const unsigned char *base; /* the first byte */
+    const unsigned char *p;    /* next byte */
+    size_t left;               /* bytes before the trailing crc */
+    uint32_t version;
+    const char *err;           /* first problem, or NULL */
 };
 
 static bool get(struct rd *r, void *p, size_t n)
@@ -400,7 +433,6 @@ static bool get(struct rd *r, void *p, size_t n)
         memcpy(p, r->p, n);
     r->p += n;
     r->left -= n;
-    r->crc = crc_update(r->tab, r->crc, p, n);
     return true;
 }
 
@@ -425,9 +457,9 @@ static double get_f64(struct rd *r)
     return x;
 }
 
-/* malloc and read a*b elements of es bytes, refusing sizes beyond the
- * file. */
-static void *get_array(struct rd *r, uint64_t a, uint64_t b, size_t es)
+/* a*b elements of es bytes where they are (not copied, maybe misaligned);
+ * NULL for none, and r->err set when they are not all there. */
+static const void *take(struct rd *r, uint64_t a, uint64_t b, size_t es)
 {
     size_t bytes;
     if (r->err || a == 0 || b == 0)
@@ -437,27 +469,39 @@ static void *get_array(struct rd *r, uint64_t a, uint64_t b, size_t es)
         r->err = "truncated";
         return NULL;
     }
+    const void *p = r->p;
+    r->p += bytes;
+    r->left -= bytes;
+    return p;
+}
+
+/* malloc and read a*b elements of es bytes, refusing sizes beyond the
+ * bytes left. */
+static void *get_array(struct rd *r, uint64_t a, uint64_t b, size_t es)
+{
+    const void *at = take(r, a, b, es);
+    if (!at)
+        return NULL;
+    size_t bytes = (size_t)a * (size_t)b * es;
     void *p = malloc(bytes);
     if (!p) {
         r->err = "out of memory";
         return NULL;
     }
-    if (!get(r, p, bytes)) {
-        free(p);
-        return NULL;
-    }
+    memcpy(p, at, bytes);
     return p;
 }
 
-/* Everything read from one file before it becomes a session. */
+/* Everything read from one encoding before it becomes a session. */
 struct loaded {
     char id[SESS_ID_MAX];
     struct sess_spec spec;
     uint64_t length;
     double idle_s;
     double *slopes, *sinks;
-    void *bq, *bk, *bv, *k, *v;
-    float *ks, *vs;                 /* int8 scales [h_kv][length] */
+    void *bq, *bk, *bv;
+    const void *k, *v;              /* rows where they are read [h_kv][length][d] */
+    const void *ks, *vs;            /* int8 scales where they are [h_kv][length] */
 };
 
 static void loaded_free(struct loaded *l)
@@ -467,10 +511,6 @@ static void loaded_free(struct loaded *l)
     free(l->bq);
     free(l->bk);
     free(l->bv);
-    free(l->k);
-    free(l->v);
-    free(l->ks);
-    free(l->vs);
 }
 
 /* The version 3 settings: softcap, per-head sinks, RoPE dims and scaling
@@ -502,24 +542,26 @@ static void read_model(struct rd *r, struct loaded *l)
     sc->attention_factor = scaling[6];
 }
 
-/* Header fields up to the biases; r->err set on a bad value. */
-static void read_header(struct rd *r, struct loaded *l)
+/* The version 4 rolling-window place: this build holds every row, so a
+ * session that dropped rows or rolls cannot come back here. */
+static void read_window(struct rd *r)
 {
-    char magic[8] = {0};
-    get(r, magic, 8);
-    if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
-        r->err = "not a session file";
-    uint32_t version = get_u32(r);
-    if (!r->err && (version < 1 || version > PERSIST_VERSION))
-        r->err = "unsupported version";
-    if (!r->err && get_u32(r) != PERSIST_BOM)
-        r->err = "other byte order";
+    uint64_t first_row = get_u64(r);
+    uint32_t on = get_u32(r), reserved = get_u32(r);
+    int64_t window[3];
+    get(r, window, sizeof window);
+    if (!r->err && (first_row != 0 || on != 0 || reserved != 0))
+        r->err = "a rolling window, which this build cannot hold";
+}
+
+/* The id: 1..SESS_ID_MAX-1 characters of [A-Za-z0-9._-], not starting
+ * with '.' (save writes "<id>.sess"; a dot file is skipped by a load). */
+static void read_id(struct rd *r, struct loaded *l)
+{
     uint32_t id_len = get_u32(r);
     if (!r->err && (id_len == 0 || id_len >= SESS_ID_MAX))
         r->err = "bad id";
     get(r, l->id, r->err ? 0 : id_len);
-    /* ids the store makes never start with '.', and a dot file would be
-     * skipped by the next load: save writes "<id>.sess" */
     if (!r->err && l->id[0] == '.')
         r->err = "bad id";
     for (uint32_t i = 0; !r->err && i < id_len; i++) {
@@ -528,6 +570,21 @@ static void read_header(struct rd *r, struct loaded *l)
               (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
             r->err = "bad id";
     }
+}
+
+/* Header fields up to the biases; r->err set on a bad value. */
+static void read_header(struct rd *r, struct loaded *l)
+{
+    char magic[8] = {0};
+    get(r, magic, 8);
+    if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
+        r->err = "not a session export (wrong magic)";
+    r->version = get_u32(r);
+    if (!r->err && (r->version < 1 || r->version > PERSIST_VERSION))
+        r->err = "unknown version";
+    if (!r->err && get_u32(r) != PERSIST_BOM)
+        r->err = "other byte order";
+    read_id(r, l);
     uint32_t packed = get_u32(r), dtype = packed & 0xFF, half = packed >> 8 & 0xFF;
     uint32_t store = packed >> 16;
     if (!r->err && (half > 2 || store > KV_STORE_I8 ||
@@ -569,8 +626,35 @@ static void read_header(struct rd *r, struct loaded *l)
     if (has_slopes)
         l->slopes = get_array(r, sh->h, 1, sizeof(double));
     pa->alibi_slopes = l->slopes;
-    if (version >= 3)
+    if (r->version >= 3)
         read_model(r, l);
+    if (r->version >= 4)
+        read_window(r);
+}
+
+/* Where the rows are: after zero padding to a multiple of 8, the int8
+ * scales, K and V (version 4); K, V and then the scales before. */
+static void read_rows(struct rd *r, struct loaded *l, size_t kn, size_t vn, size_t ses)
+{
+    bool i8 = l->spec.kv_store == KV_STORE_I8;
+    size_t h_kv = l->spec.shape.h_kv;
+    if (r->version >= 4) {
+        size_t n_pad = (8 - (size_t)(r->p - r->base) % 8) % 8;
+        const unsigned char *pad = take(r, n_pad, 1, 1);
+        for (size_t i = 0; pad && !r->err && i < n_pad; i++)
+            if (pad[i])
+                r->err = "bad padding";
+    }
+    if (i8 && r->version >= 4) {
+        l->ks = take(r, l->length, h_kv, sizeof(float));
+        l->vs = take(r, l->length, h_kv, sizeof(float));
+    }
+    l->k = take(r, kn, 1, ses);
+    l->v = take(r, vn, 1, ses);
+    if (i8 && r->version < 4) {
+        l->ks = take(r, l->length, h_kv, sizeof(float));
+        l->vs = take(r, l->length, h_kv, sizeof(float));
+    }
 }
 
 /* Biases and rows. */
@@ -596,35 +680,66 @@ static void read_body(struct rd *r, struct loaded *l)
     sp->bias_q = l->bq;
     sp->bias_k = l->bk;
     sp->bias_v = l->bv;
-    if (!core_mul3((size_t)l->length, sh->h_kv, sh->d_k, &kn) ||
+    if (l->length > SIZE_MAX || !core_mul3((size_t)l->length, sh->h_kv, sh->d_k, &kn) ||
         !core_mul3((size_t)l->length, sh->h_kv, sh->d_v, &vn)) {
         r->err = "truncated";
         return;
     }
     size_t ses = sp->kv_store == KV_STORE_SAME ? es : sp->kv_store == KV_STORE_I8 ? 1 : 2;
-    l->k = get_array(r, kn, 1, ses);
-    l->v = get_array(r, vn, 1, ses);
-    if (sp->kv_store == KV_STORE_I8) {
-        l->ks = get_array(r, (size_t)l->length, sh->h_kv, sizeof(float));
-        l->vs = get_array(r, (size_t)l->length, sh->h_kv, sizeof(float));
-    }
+    read_rows(r, l, kn, vn, ses);
 }
 
-/* Parse n encoded bytes into l; NULL or the reason they are bad. */
+/* Parse n encoded bytes into l; NULL or the reason they are bad. The rows
+ * stay where they are (l->k ... point into p). */
 static const char *parse(const void *p, size_t n, struct loaded *l)
 {
     if (n < 4)
         return "truncated";
-    struct rd r = {.p = p, .tab = ieee_table(), .left = n - 4};
+    struct rd r = {.base = p, .p = p, .left = n - 4};
     read_header(&r, l);
     read_body(&r, l);
-    uint32_t crc = r.crc, want = 0;
-    r.left += 4;
-    if (!r.err && r.left != 4)
+    if (!r.err && r.left != 0)
         r.err = "trailing bytes";
-    if (!r.err && get(&r, &want, 4) && want != crc)
-        r.err = "checksum mismatch";
+    if (!r.err) {
+        uint32_t want, crc = r.version >= 4 ? jnl_crc32c(0, p, n - 4)
+                                            : crc_update(ieee_table(), 0, p, n - 4);
+        memcpy(&want, (const unsigned char *)p + n - 4, sizeof want);
+        if (want != crc)
+            r.err = "checksum mismatch";
+    }
     return r.err;
+}
+
+/* p itself when it is aligned for align, else a malloc'd copy of its bytes
+ * into *copy (NULL when memory is short). */
+static const void *aligned(const void *p, size_t align, size_t bytes, void **copy)
+{
+    if (!p || (uintptr_t)p % align == 0)
+        return p;
+    *copy = malloc(bytes);
+    if (*copy)
+        memcpy(*copy, p, bytes);
+    return *copy;
+}
+
+/* Copy the parsed rows into the session's empty cache (the one place the
+ * cache's rows are written from the format). */
+static enum core_status append_rows(struct kv_cache *kv, const struct loaded *l)
+{
+    size_t m = (size_t)l->length, h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
+    if (m == 0)
+        return CORE_OK;
+    void *tmp[4] = {NULL, NULL, NULL, NULL};
+    const void *k = aligned(l->k, es, m * h_kv * kv_d_k(kv) * es, &tmp[0]);
+    const void *v = aligned(l->v, es, m * h_kv * kv_d_v(kv) * es, &tmp[1]);
+    const void *ks = aligned(l->ks, sizeof(float), m * h_kv * sizeof(float), &tmp[2]);
+    const void *vs = aligned(l->vs, sizeof(float), m * h_kv * sizeof(float), &tmp[3]);
+    enum core_status rc = CORE_ENOMEM;
+    if (k && v && (!l->ks || ks) && (!l->vs || vs))
+        rc = kv_append_stored(kv, k, v, ks, vs, m);
+    for (int i = 0; i < 4; i++)
+        free(tmp[i]);
+    return rc;
 }
 
 const char *sess_decode(const void *p, size_t n, struct sess **out,
@@ -636,8 +751,8 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
     if (!why) {
         enum core_status rc;
         s = sess_new_from_spec(&l.spec, &rc);
-        if (s && l.length > 0)
-            rc = kv_append_stored(s->kv, l.k, l.v, l.ks, l.vs, (size_t)l.length);
+        if (s)
+            rc = append_rows(s->kv, &l);
         if (!s || rc != CORE_OK) {
             why = core_status_text(rc);
             sess_destroy(s);
@@ -650,6 +765,103 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
     loaded_free(&l);
     *out = s;
     return why;
+}
+
+/* ---- import ------------------------------------------------------------- */
+
+static void say(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(char *why, const char *fmt, ...)
+{
+    if (!why)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, SESS_WHY_MAX, fmt, ap);
+    va_end(ap);
+}
+
+/* The importing replica's limits on the parsed header. */
+static enum core_status import_limits(const struct loaded *l,
+                                      const struct sess_import_limits *lim, char *why)
+{
+    const struct attn_shape *sh = &l->spec.shape;
+    size_t max = lim ? lim->max_row_elements : 0, q, kv;
+    if (max && (!core_mul(sh->h, sh->d_k, &q) || q > max ||
+                !core_add(sh->d_k, sh->d_v, &kv) || !core_mul(kv, sh->h_kv, &kv) ||
+                kv > max)) {
+        say(why, "a row over all heads is over this replica's element limit (%zu)", max);
+        return CORE_ELIMIT;
+    }
+    if (lim && lim->max_tokens && l->spec.max_tokens > lim->max_tokens) {
+        say(why, "its max_tokens (%zu) is over this replica's limit (%zu)",
+            l->spec.max_tokens, lim->max_tokens);
+        return CORE_ELIMIT;
+    }
+    return CORE_OK;
+}
+
+/* Whether s's cache, grown to `length` rows, fits the store: checked
+ * before the rows are allocated. */
+static enum core_status import_room(struct sess_store *st, const struct sess *s,
+                                    uint64_t length, char *why)
+{
+    size_t bytes = 0, max = st->cfg.max_cache_bytes;
+    if (length > SIZE_MAX || kv_plan(s->kv, (size_t)length, NULL, &bytes, NULL) != CORE_OK) {
+        say(why, "its rows do not fit in memory");
+        return CORE_ELIMIT;
+    }
+    if (max && bytes > max) {
+        say(why, "it needs %zu cache bytes, over this replica's whole cache (%zu)",
+            bytes, max);
+        return CORE_ELIMIT;
+    }
+    enum core_status rc = sess_admissible(st, bytes);
+    if (rc != CORE_OK)
+        say(why, "no room for %zu more cache bytes and one more session now", bytes);
+    return rc;
+}
+
+enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
+                             const struct sess_import_limits *lim, char *id,
+                             char *why)
+{
+    struct loaded l = {0};
+    struct sess *s = NULL;
+    enum core_status rc = CORE_OK;
+    const char *bad = parse(p, n, &l);
+    say(why, "%s", bad ? bad : "");
+    if (bad)
+        rc = CORE_ECORRUPT;
+    else
+        rc = import_limits(&l, lim, why);
+    if (rc == CORE_OK && !(s = sess_new_from_spec(&l.spec, &rc)) &&
+        (rc == CORE_EINVAL || rc == CORE_ESHAPE)) {
+        say(why, "bad settings: %s", core_status_text(rc));
+        rc = CORE_ECORRUPT;
+    }
+    if (rc == CORE_OK)
+        rc = import_room(st, s, l.length, why);
+    if (rc == CORE_OK && (rc = append_rows(s->kv, &l)) == CORE_ENONFINITE) {
+        say(why, "a stored value or scale is not finite");
+        rc = CORE_ECORRUPT;
+    }
+    loaded_free(&l);
+    if (rc != CORE_OK) {
+        sess_destroy(s);
+        return rc;
+    }
+    s->id[0] = '\0';               /* a new id of this replica */
+    rc = sess_link_journaled(st, s, id);
+    if (rc == CORE_ECAPACITY)
+        say(why, "no room for one more session now");
+    return rc;
+}
+
+enum core_status sess_export(struct sess_store *st, struct sess *s,
+                             void **out, size_t *n)
+{
+    return sess_encode(st, s, out, n);
 }
 
 /* The whole file at path, malloc'd; NULL with *why set. */

@@ -250,6 +250,21 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
     }
 }
 
+enum core_status sess_admissible(struct sess_store *st, size_t add_bytes)
+{
+    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
+    pthread_mutex_lock(&st->mu);
+    bool fits_s = max_s == 0 || st->count + 1 <= max_s;
+    bool fits_b = max_b == 0 || (st->bytes <= max_b && add_bytes <= max_b - st->bytes);
+    if (!(fits_s && fits_b) && st->cfg.policy == SESS_POLICY_LRU) {
+        size_t idle_n, idle_b = idle_bytes(st, NULL, &idle_n);
+        fits_s = max_s == 0 || st->count + 1 <= max_s + idle_n;
+        fits_b = max_b == 0 || (add_bytes <= max_b && st->bytes - idle_b <= max_b - add_bytes);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return fits_s && fits_b ? CORE_OK : CORE_ECAPACITY;
+}
+
 /* ---- store ------------------------------------------------------------- */
 
 struct sess_store *sess_store_new(const struct sess_config *cfg)
@@ -526,8 +541,8 @@ static void unref(struct sess_store *st, struct sess *s, bool touch);
  * written (a delete record ahead of its create would resurrect it); a
  * failed record unlinks it again.
  */
-static enum core_status link_journaled(struct sess_store *st, struct sess *s,
-                                       char *id_out)
+enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
+                                     char *id_out)
 {
     s->refs = 1;
     enum core_status rc = sess_link(st, s, 0, id_out);
@@ -558,7 +573,7 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
     struct sess *s = sess_new_from_spec(spec, &rc);
     if (!s)
         return rc;
-    return link_journaled(st, s, id);
+    return sess_link_journaled(st, s, id);
 }
 
 enum core_status sess_acquire(struct sess_store *st, const char *id,
@@ -912,22 +927,5 @@ enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
         sess_destroy(f);
         return CORE_ENOTFOUND;
     }
-    return link_journaled(st, f, id);
-}
-
-enum core_status sess_export(struct sess_store *st, struct sess *s,
-                             void **out, size_t *n)
-{
-    return sess_encode(st, s, out, n);
-}
-
-enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
-                             char *id)
-{
-    struct sess *s;
-    double idle;
-    if (sess_decode(p, n, &s, &idle) != NULL)
-        return CORE_ECORRUPT;
-    s->id[0] = '\0';               /* a new id of this replica */
-    return link_journaled(st, s, id);
+    return sess_link_journaled(st, f, id);
 }

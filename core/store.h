@@ -277,17 +277,6 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
  * copy does not fit max_cache_bytes. */
 enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id);
 
-/* A held session as bytes (core/persist.c's format: magic, version,
- * settings, rows in their stored form, CRC-32), malloc'd into *out: what
- * moving a session to another replica sends. CORE_ENOMEM. */
-enum core_status sess_export(struct sess_store *st, struct sess *s,
-                             void **out, size_t *n);
-
-/* A new session from sess_export's bytes under a new id of this store
- * (into id[SESS_ID_MAX]), journaled as a create is. CORE_ECORRUPT for bytes
- * that are not one whole session (truncated, corrupt, foreign, another
- * version); otherwise errors as sess_create. */
-enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
-                             char *id);
+/* Export and import (moving a session between replicas): core/persist.h. */
 
 #endif

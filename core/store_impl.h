@@ -71,6 +71,19 @@ void sess_destroy(struct sess *s);
 enum core_status sess_link(struct sess_store *st, struct sess *s,
                            double idle_s, char *id_out);
 
+/*
+ * Link a new session s and journal it whole (create, fork, import) before
+ * anyone learns its id; destroys s on failure. Errors as sess_link, and
+ * CORE_ESTORAGE when its record could not be written.
+ */
+enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
+                                     char *id_out);
+
+/* Whether one more session of add_bytes would be admitted now (the lru
+ * policy counting what it could evict), without changing anything:
+ * CORE_OK or CORE_ECAPACITY. */
+enum core_status sess_admissible(struct sess_store *st, size_t add_bytes);
+
 /* sess_release without counting as a use (save walks sessions this way). */
 void sess_unhold(struct sess_store *st, struct sess *s);
 

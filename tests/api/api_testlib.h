@@ -59,10 +59,11 @@ static inline const char *t_header_fn(void *arg, const char *name)
 static const char *const t_json_headers[] = {"Content-Type", "application/json",
                                               NULL};
 
-/* One request; body may be NULL; headers NULL means Content-Type JSON. */
-static inline void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
-                     const char *const *headers, const char *body,
-                     struct api_response *resp)
+/* One request with a body of len bytes (binary allowed; may be NULL);
+ * headers NULL means Content-Type JSON. */
+static inline void t_call_n(struct api_ctx *ctx, const char *method, const char *path,
+                            const char *const *headers, const void *body, size_t len,
+                            struct api_response *resp)
 {
     struct api_request req;
 
@@ -72,8 +73,16 @@ static inline void t_call_h(struct api_ctx *ctx, const char *method, const char 
     req.header = t_header_fn;
     req.header_arg = (void *)(headers ? headers : t_json_headers);
     req.body = body;
-    req.body_len = body ? strlen(body) : 0;
+    req.body_len = len;
     api_handle(ctx, &req, resp);
+}
+
+/* One request; body (text) may be NULL. */
+static inline void t_call_h(struct api_ctx *ctx, const char *method, const char *path,
+                     const char *const *headers, const char *body,
+                     struct api_response *resp)
+{
+    t_call_n(ctx, method, path, headers, body, body ? strlen(body) : 0, resp);
 }
 
 static inline void t_call(struct api_ctx *ctx, const char *method, const char *path,

@@ -20,6 +20,7 @@
 
 #include "core/journal.h"
 #include "core/kv.h"
+#include "core/persist.h"
 #include "core/store.h"
 #include "tests/harness.h"
 
@@ -447,16 +448,16 @@ TEST(an_imported_session_is_journaled_under_a_new_id)
     CHECK(sess_acquire(st, a, &s) == CORE_OK);
     CHECK(sess_export(st, s, &bytes, &n) == CORE_OK);
     sess_release(st, s);
-    CHECK(sess_import(st, bytes, n, b) == CORE_OK);
+    CHECK(sess_import(st, bytes, n, NULL, b, NULL) == CORE_OK);
     CHECK(strcmp(a, b) != 0 && strncmp(b, "r0.", 3) == 0);
     /* cut, flipped or foreign bytes create nothing */
     struct sess_stats before, after;
     sess_store_stats(st, &before);
     char c[SESS_ID_MAX];
-    CHECK(sess_import(st, bytes, n - 1, c) == CORE_ECORRUPT);
+    CHECK(sess_import(st, bytes, n - 1, NULL, c, NULL) == CORE_ECORRUPT);
     ((unsigned char *)bytes)[n / 2] ^= 1;
-    CHECK(sess_import(st, bytes, n, c) == CORE_ECORRUPT);
-    CHECK(sess_import(st, "ATTNDJNL", 8, c) == CORE_ECORRUPT);
+    CHECK(sess_import(st, bytes, n, NULL, c, NULL) == CORE_ECORRUPT);
+    CHECK(sess_import(st, "ATTNDJNL", 8, NULL, c, NULL) == CORE_ECORRUPT);
     sess_store_stats(st, &after);
     CHECK_EQ_INT(after.sessions, before.sessions);
     free(bytes);
