@@ -415,13 +415,12 @@ static bool bad_f64(uint64_t u, bool allow_neg_inf)
            !(allow_neg_inf && u == 0xFFF0000000000000ull);
 }
 
-static size_t first_nonfinite(const void *src, enum b64_type t, size_t n,
-                              bool allow_neg_inf)
+size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_inf)
 {
     size_t i = 0, j;
     unsigned any;
 
-    if (t == B64_F32) {
+    if (!f64) {
         const uint32_t *u = src;
         for (; i + FINITE_BLOCK <= n; i += FINITE_BLOCK) {
             any = 0;
@@ -457,7 +456,7 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
 
     if ((t == B64_F32 || t == B64_F64) && (t == B64_F32) == (spec->dtype == ATTN_F32) &&
         !c->half) {
-        i = first_nonfinite(src, t, n, spec->elem == API_ELEM_NULLABLE);
+        i = api_first_nonfinite(src, t == B64_F64, n, spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;

@@ -66,6 +66,11 @@ bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
                      const struct api_tensor_spec *spec,
                      struct api_tensor *out);
 
+/* Index of the first element of src[n] (float32, or float64 when f64, in
+ * the host's order) that is not finite, -inf allowed when allow_neg_inf;
+ * n when all are. Bit tests in blocks, at memory speed. */
+size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_inf);
+
 /* api_read_tensor(), taking the array from pre (by path) when the fast
  * reader of api_parse_body_pre() read it; pre may be NULL. */
 bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,

@@ -119,6 +119,28 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
     return true;
 }
 
+/* FP32 into float32 or FP64 into float64 on a little-endian host: the
+ * bytes are the numbers, copied, then checked at memory speed (the element
+ * loop below took 5 ms of a 2048 x 128 x 3 request). True when it applied:
+ * *ok then says whether every element was finite (else fill_binary's loop
+ * names the first bad one). */
+static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtype dt,
+                             bool nullable, enum api_half half, const unsigned char *p,
+                             bool *ok)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    bool f64 = w == W_FP64;
+    if (half || !(w == W_FP32 || f64) || f64 != (dt == ATTN_F64))
+        return false;
+    memcpy(t->data, p, t->count * wire_size(w));
+    *ok = api_first_nonfinite(t->data, f64, t->count, nullable) == t->count;
+    return true;
+#else
+    (void)t, (void)w, (void)dt, (void)nullable, (void)half, (void)p, (void)ok;
+    return false;
+#endif
+}
+
 /* Little-endian bytes -> the tensor, element by element (portable to any
  * host byte order; the wire order is fixed by the protocol). */
 static bool fill_binary(struct api_call *c, struct v2_tensor *t,
@@ -126,7 +148,10 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
                         const unsigned char *p, const char *path)
 {
     size_t i, k, ws = wire_size(w);
+    bool ok;
 
+    if (fill_binary_same(t, w, dt, nullable, c->half, p, &ok) && ok)
+        return true;
     for (i = 0; i < t->count; i++, p += ws) {
         uint64_t u = 0;
         double v;

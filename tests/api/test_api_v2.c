@@ -408,6 +408,118 @@ TEST(binary_output_for_all)
     (void)j;
 }
 
+/* A binary request: q [1,4], k and v [40,4], and attn_bias [1,40] when
+ * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
+ * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
+ * answer in r. 160 elements of k cross the finiteness scan's blocks. */
+static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bias_at,
+                     double bias_val, struct api_response *r)
+{
+    static char body[8192];
+    char lenbuf[32];
+    const char *h[] = {"Content-Type", "application/octet-stream",
+                       "Inference-Header-Content-Length", lenbuf, NULL};
+    const char *dt = f64 ? "FP64" : "FP32";
+    size_t es = f64 ? 8 : 4, n, i, counts[4] = {4, 160, 160, 40};
+    unsigned char *p;
+
+    n = (size_t)snprintf(body, sizeof body, "{\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"%s\",\"shape\":[1,4],\"parameters\":{\"binary_data_size\":%zu}},"
+        "{\"name\":\"k\",\"datatype\":\"%s\",\"shape\":[40,4],\"parameters\":{\"binary_data_size\":%zu}},"
+        "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[40,4],\"parameters\":{\"binary_data_size\":%zu}}%s",
+        dt, 4 * es, dt, 160 * es, dt, 160 * es, with_bias ? "," : "]}");
+    if (with_bias)
+        n += (size_t)snprintf(body + n, sizeof body - n, "{\"name\":\"attn_bias\",\"datatype\":"
+            "\"%s\",\"shape\":[1,40],\"parameters\":{\"binary_data_size\":%zu}}]}", dt, 40 * es);
+    p = (unsigned char *)body + n;
+    for (int t = 0; t < (with_bias ? 4 : 3); t++)
+        for (i = 0; i < counts[t]; i++) {
+            double x = t == 3 ? 0.0 : (double)((i * 7 + (size_t)t * 3) % 11) / 8 - 0.6;
+            if (t == 1 && (long)i == bad_at)
+                x = bad;
+            if (t == 3 && (long)i == bias_at)
+                x = bias_val;
+            if (f64) {
+                p += put_f64(p, x);
+            } else {
+                float f = (float)x;
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                for (size_t k = 0; k < 4; k++)
+                    *p++ = (unsigned char)(u >> (8 * k));
+            }
+        }
+    snprintf(lenbuf, sizeof lenbuf, "%zu", n);
+    v2("POST", "/models/attention/infer", h, body, (size_t)((char *)p - body), r);
+}
+
+/* FP32 into float32 and FP64 into float64 are copied and then checked in
+ * blocks: every non-finite element is refused at its index, wherever it
+ * falls in a block, -inf only in attn_bias, and a clean body answers as the
+ * element-by-element path did (the same numbers as JSON data). */
+TEST(binary_same_type_nonfinite)
+{
+    static const long at[] = {0, 63, 64, 100, 159};
+    const double bads[] = {NAN, INFINITY, -INFINITY};
+    struct api_response r;
+    char want[64];
+    json_t *j;
+
+    for (int f64 = 0; f64 < 2; f64++) {
+        binary_f(f64, -1, 0, true, 5, -INFINITY, &r);   /* -inf bias: masked key */
+        CHECK_EQ_INT(r.status, 200);
+        api_response_free(&r);
+        binary_f(f64, -1, 0, true, 5, INFINITY, &r);
+        j = t_json(&r);
+        CHECK(r.status != 200 && v2_err(j) && strstr(v2_err(j), "/inputs/3/data") &&
+              strstr(v2_err(j), "element 5 "));
+        json_decref(j);
+        api_response_free(&r);
+        for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+            for (size_t b = 0; b < 3; b++) {
+                binary_f(f64, at[a], bads[b], false, -1, 0, &r);
+                j = t_json(&r);
+                snprintf(want, sizeof want, "element %ld ", at[a]);
+                CHECK(r.status != 200 && v2_err(j) && strstr(v2_err(j), "/inputs/1/data") &&
+                      strstr(v2_err(j), want));
+                json_decref(j);
+                api_response_free(&r);
+            }
+    }
+    /* FP32 binary and FP32 JSON of the same numbers: the same output */
+    {
+        char js[8192];
+        size_t n = 0, i;
+        int st;
+        json_t *a, *out;
+        struct api_response rb;
+
+        n += (size_t)snprintf(js + n, sizeof js - n, "{\"inputs\":[");
+        for (int t = 0; t < 3; t++) {
+            size_t cnt = t == 0 ? 4 : 160;
+            n += (size_t)snprintf(js + n, sizeof js - n, "%s{\"name\":\"%s\",\"datatype\":\"FP32\","
+                                  "\"shape\":[%zu,4],\"data\":[", t ? "," : "", t == 0 ? "q" : t == 1 ? "k" : "v",
+                                  cnt / 4);
+            for (i = 0; i < cnt; i++)
+                n += (size_t)snprintf(js + n, sizeof js - n, "%s%.17g", i ? "," : "",
+                                      (double)(float)((double)((i * 7 + (size_t)t * 3) % 11) / 8 - 0.6));
+            n += (size_t)snprintf(js + n, sizeof js - n, "]}");
+        }
+        snprintf(js + n, sizeof js - n, "],\"outputs\":[{\"name\":\"output\"}]}");
+        a = infer(js, &st);
+        CHECK_EQ_INT(st, 200);
+        binary_f(false, -1, 0, false, -1, 0, &rb);
+        CHECK_EQ_INT(rb.status, 200);
+        j = t_json(&rb);
+        out = output(j, "output");
+        for (i = 0; i < 4; i++)
+            CHECK(dat(out, i) == dat(output(a, "output"), i));
+        json_decref(j);
+        json_decref(a);
+        api_response_free(&rb);
+    }
+}
+
 /* ---- sequences ----------------------------------------------------------- */
 
 TEST(sequence_decode_equals_stateless)
@@ -681,6 +793,7 @@ int main(void)
     RUN(three_d_heads);
     RUN(binary_inputs_and_outputs);
     RUN(binary_output_for_all);
+    RUN(binary_same_type_nonfinite);
     RUN(sequence_decode_equals_stateless);
     RUN(sequence_rules);
     RUN(errors_in_v2_shape);
