@@ -4,16 +4,24 @@
  *
  * Decoding is memory-bound: a step reads every cached row once, so reading
  * 2-byte (or 1-byte) rows instead of 4-byte ones is the speed-up, and only
- * as long as nothing converts the whole cache first. Here each key row is
- * widened into a d-float buffer that stays in L1 (F16C / a shift / int8 ×
- * scale), used for every query row of its kv head, and dropped: per key
- * block of KB keys, scores (q · k, one dot per query row), the block's
- * online-softmax step (running max m, sum l in double, the output rescaled
- * when m rises), then the widened V rows accumulate into the outputs. The
- * keys are cut into at most LP_WIN windows of at least LP_WIN_BYTES stored
- * bytes, run as pieces on the workspace's pool and merged as
- * attn_combine merges attn_forward_kv_keys' windows (the cut depends only
- * on the request, so the bits do not depend on how many helpers joined).
+ * as long as nothing converts the whole cache first and the arithmetic per
+ * row stays below the time its bytes take to arrive.
+ *
+ * The loops work on one contiguous range of one kv head's rows (struct
+ * lp_range: pointers and a row count), carrying each query row's online
+ * softmax state (struct lp_state) from range to range, so a cache kept in
+ * blocks calls them once per block. Three of them, chosen by the active
+ * fused kernel (core/attn_kernel.c, so --kernel forces them too): AVX-512
+ * and AVX2 (core/kv_lowp_impl.h, rows widened in registers: F16C / a shift
+ * / int8 to float, the int8 row scale applied once per score and once per
+ * weight), and a portable one that widens a block of LP_KB rows into an
+ * L1 buffer first.
+ *
+ * The driver cuts the keys into at most LP_WIN windows of at least
+ * LP_WIN_BYTES stored bytes, runs them as pieces on the workspace's pool
+ * and merges them as attn_combine merges attn_forward_kv_keys' windows (the
+ * cut and the loop depend only on the request, so the bits do not depend
+ * on how many helpers joined).
  *
  * Everything the loops do not take (kv_lowp_takes) goes through the
  * widened cache and attn_forward_kv (core/kv.c).
@@ -24,13 +32,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_fused.h"
 #include "half.h"
 #include "pool.h"
 
-#define KB 32                       /* keys per block */
+#ifndef LP_KB
+#define LP_KB 32                    /* keys per block */
+#endif
 #define LP_WIN 8
 #define LP_WIN_BYTES ((size_t)1 << 20)
-#define LP_PF 48                    /* rows ahead asked for (prefetcht0) */
+#ifndef LP_PF_BYTES
+#define LP_PF_BYTES 8192            /* K+V bytes ahead asked for (prefetcht0) */
+#endif
 
 bool kv_lowp_takes(const struct attn_request *r)
 {
@@ -47,45 +60,72 @@ struct lp_part {
     double *l;
 };
 
-/* One key block's online-softmax step for one query row: srow [nb] scores
- * (-inf where masked) with block maximum mb become exp(s - m) against the
- * row's running maximum m, rescaling the row's output and sum when the block
- * raises m, and the block's sum joins l. false: no allowed key in the block
- * (srow zeroed, nothing else changed). */
-static inline bool block_softmax(struct lp_part *p, size_t row, size_t dv, float *srow,
+/* The query side of one kv head's pass: its R = G·n rows (query head
+ * g·G + t / n, row t % n), prepared [R][dk]; lim [n] the rows' causal
+ * limits (keys with index < lim are seen). */
+struct lp_query {
+    const float *q;
+    size_t R, n;
+    const size_t *lim;
+    size_t dk, dv;
+    float scale;
+};
+
+/* A contiguous range of one kv head's stored rows: k [cnt][dk] and
+ * v [cnt][dv] elements in the store's form, int8's row scales ks, vs
+ * [cnt] (NULL otherwise); key0 the index of its first row in the cache. */
+struct lp_range {
+    const void *k, *v;
+    const float *ks, *vs;
+    size_t cnt, key0;
+};
+
+/* The running state of a head's R query rows over the keys read so far:
+ * o [R][dv] (unnormalised), m [R] running max (-inf before any key),
+ * l [R] sum of e^(s - m). */
+struct lp_state {
+    float *o, *m;
+    double *l;
+};
+
+/* A range loop: the range's rows into the state; scratch sb of
+ * lp_scratch_floats floats. False when an allowed score is not finite. */
+typedef bool (*lp_range_fn)(enum kv_store st, const struct lp_query *q,
+                            const struct lp_range *rg, struct lp_state *s, float *sb);
+
+static size_t lp_scratch_floats(size_t R, size_t dk, size_t dv)
+{
+    return LP_KB * (R + (dk > dv ? dk : dv));
+}
+
+/* One key block's online-softmax step for one query row (the portable
+ * loop): srow [nb] scores (-inf where masked) with block maximum mb become
+ * exp(s - m) against the row's running maximum, rescaling the row's output
+ * o [dv] and sum when the block raises m, and the block's sum joins l.
+ * false: no allowed key in the block (srow zeroed, nothing else changed). */
+static inline bool block_softmax(float *m, double *l, float *o, size_t dv, float *srow,
                                  size_t nb, float mb)
 {
-    float m0 = p->m[row];
+    float m0 = *m;
     if (mb == -INFINITY) {
         memset(srow, 0, nb * sizeof(float));
         return false;
     }
     if (mb > m0) {
         float a = m0 == -INFINITY ? 0 : expf(m0 - mb);
-        float *o = p->o + row * dv;
         for (size_t c = 0; c < dv; c++)
             o[c] *= a;
-        p->l[row] *= a;
-        p->m[row] = m0 = mb;
+        *l *= a;
+        *m = m0 = mb;
     }
-    double l = 0;
+    double sum = 0;
     for (size_t jj = 0; jj < nb; jj++) {
         srow[jj] = srow[jj] == -INFINITY ? 0 : expf(srow[jj] - m0);
-        l += srow[jj];
+        sum += srow[jj];
     }
-    p->l[row] += l;
+    *l += sum;
     return true;
 }
-
-struct lp_job {
-    const struct attn_request *r;
-    const struct kv_lowp_view *v;
-    const float *q;                 /* prepared queries [h][n][d_k] */
-    const size_t *lim;              /* [n] causal limits */
-    size_t wk;                      /* window width */
-    struct lp_part *parts;          /* [windows] */
-    int *bad;                       /* [windows]: a score was not finite */
-};
 
 /* The 64-byte vector types below only pass between static always-inline
  * helpers of this file, never across a call boundary, so GCC's note that
@@ -113,14 +153,15 @@ static inline __attribute__((always_inline)) void st(float *p, v16f x)
     memcpy(p, &x, sizeof x);
 }
 
-/* Stored rows [j, j + m) of block blk (d wide) -> x [m][d] floats. */
-static inline __attribute__((always_inline)) void widen_rows_gen(const struct kv_lowp_view *v, const void *blk, const float *sc, size_t d,
+/* Stored rows [j, j + m) of a range (d wide, int8 row scales sc) -> x [m][d]
+ * floats. */
+static void widen_rows(enum kv_store store, const void *blk, const float *sc, size_t d,
                        size_t j, size_t m, float *x)
 {
     size_t n = m * d, i;
-    if (v->store == KV_STORE_F16) {
+    if (store == KV_STORE_F16) {
         half_f16_to_f32_n((const uint16_t *)blk + j * d, x, n);
-    } else if (v->store == KV_STORE_BF16) {
+    } else if (store == KV_STORE_BF16) {
         const uint16_t *h = (const uint16_t *)blk + j * d;
         for (i = 0; i + 16 <= n; i += 16) {
             v16u16 a;
@@ -147,17 +188,8 @@ static inline __attribute__((always_inline)) void widen_rows_gen(const struct kv
     }
 }
 
-static void prefetch_rows(const struct kv_lowp_view *v, const void *blk, size_t d, size_t j,
-                          size_t m)
-{
-    size_t esz = v->store == KV_STORE_I8 ? 1 : 2;
-    const char *p = (const char *)blk + j * d * esz;
-    for (size_t o = 0; o < m * d * esz; o += 64)
-        __builtin_prefetch(p + o, 0, 3);
-}
-
 /* a · b over d floats. */
-static inline __attribute__((always_inline)) float dot_gen(const float *a, const float *b, size_t d)
+static inline float dot_gen(const float *a, const float *b, size_t d)
 {
     v16f acc = {0};
     float s = 0;
@@ -172,7 +204,7 @@ static inline __attribute__((always_inline)) float dot_gen(const float *a, const
 }
 
 /* o [d] += p · x [d] */
-static inline __attribute__((always_inline)) void axpy_gen(float *o, float p, const float *x, size_t d)
+static inline void axpy_gen(float *o, float p, const float *x, size_t d)
 {
     size_t i = 0;
     for (; i + 16 <= d; i += 16)
@@ -181,71 +213,108 @@ static inline __attribute__((always_inline)) void axpy_gen(float *o, float p, co
         o[i] += p * x[i];
 }
 
-/* Window w of kv head g: rows t of the group (query head g·G + t / n, row
- * t % n) over keys [k0, k1) -> parts[w]. xb holds KB widened rows, sb
- * [R][KB] the block's scores, then its weights. */
-static inline __attribute__((always_inline)) void window_head(
-    const struct lp_job *j, size_t w, size_t g, size_t k0, size_t k1, float *xb, float *sb,
-    void (*widen_rows)(const struct kv_lowp_view *, const void *, const float *, size_t, size_t,
-                       size_t, float *),
-    float (*dot)(const float *, const float *, size_t),
-    void (*axpy)(float *, float, const float *, size_t))
+/* The portable range loop (any d): per block of LP_KB keys, the K rows
+ * widened into xb (after sb's [R][LP_KB] scores), scores, the softmax
+ * step, then the widened V rows into the outputs. */
+static bool range_gen(enum kv_store store, const struct lp_query *q, const struct lp_range *rg,
+                      struct lp_state *s, float *sb)
 {
-    const struct attn_shape *s = &j->r->shape;
-    const struct kv_lowp_view *v = j->v;
-    size_t G = s->h / s->h_kv, R = G * s->n, dk = s->d_k, dv = s->d_v, row0 = g * R;
-    float scale = (float)j->r->params.scale;
-    struct lp_part *p = &j->parts[w];
-    const float *ksc = v->ks ? v->ks[g] : NULL, *vsc = v->vs ? v->vs[g] : NULL;
-
-    for (size_t t = 0; t < R; t++) {
-        p->m[row0 + t] = -INFINITY;
-        p->l[row0 + t] = 0;
-        memset(p->o + (row0 + t) * dv, 0, dv * sizeof(float));
-    }
-    for (size_t b0 = k0; b0 < k1; b0 += KB) {
-        size_t nb = k1 - b0 < KB ? k1 - b0 : KB, ahead = b0 + LP_PF * KB / 16;
-        if (ahead + nb <= k1) {
-            prefetch_rows(v, v->k[g], dk, ahead, nb);
-            prefetch_rows(v, v->v[g], dv, ahead, nb);
-        }
-        widen_rows(v, v->k[g], ksc, dk, b0, nb, xb);
-        for (size_t t = 0; t < R; t++) {
-            const float *qt = j->q + (row0 + t) * dk;
-            size_t lim = j->lim[t % s->n];
-            float *srow = sb + t * KB, mb = -INFINITY;
+    size_t dk = q->dk, dv = q->dv;
+    float *xb = sb + LP_KB * q->R;
+    bool ok = true;
+    for (size_t b0 = 0; b0 < rg->cnt; b0 += LP_KB) {
+        size_t nb = rg->cnt - b0 < LP_KB ? rg->cnt - b0 : LP_KB;
+        widen_rows(store, rg->k, rg->ks, dk, b0, nb, xb);
+        for (size_t t = 0; t < q->R; t++) {
+            const float *qt = q->q + t * dk;
+            size_t lim = q->lim[t % q->n];
+            float *srow = sb + t * LP_KB, mb = -INFINITY;
             for (size_t jj = 0; jj < nb; jj++) {
-                float x = b0 + jj < lim ? scale * dot(qt, xb + jj * dk, dk) : -INFINITY;
+                float x = rg->key0 + b0 + jj < lim ? q->scale * dot_gen(qt, xb + jj * dk, dk)
+                                                   : -INFINITY;
                 if (x != -INFINITY && !isfinite(x))
-                    j->bad[w] = 1;
+                    ok = false;
                 srow[jj] = x;
                 mb = x > mb ? x : mb;
             }
-            if (!block_softmax(p, row0 + t, dv, srow, nb, mb))
-                continue;
+            block_softmax(&s->m[t], &s->l[t], s->o + t * dv, dv, srow, nb, mb);
         }
-        widen_rows(v, v->v[g], vsc, dv, b0, nb, xb);
-        for (size_t t = 0; t < R; t++) {
-            float *o = p->o + (row0 + t) * dv;
+        widen_rows(store, rg->v, rg->vs, dv, b0, nb, xb);
+        for (size_t t = 0; t < q->R; t++) {
+            float *o = s->o + t * dv;
             for (size_t jj = 0; jj < nb; jj++)
-                axpy(o, sb[t * KB + jj], xb + jj * dv, dv);
+                axpy_gen(o, sb[t * LP_KB + jj], xb + jj * dv, dv);
         }
     }
-}
-
-static void window_head_gen(const struct lp_job *j, size_t w, size_t g, size_t k0, size_t k1,
-                            float *xb, float *sb)
-{
-    window_head(j, w, g, k0, k1, xb, sb, widen_rows_gen, dot_gen, axpy_gen);
+    return ok;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define LP_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define LP_AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* 8 stored elements of a row from element e, widened in a register. */
-LP_AVX2_INLINE __m256 load8(enum kv_store st, const void *row, size_t e)
+#include "simd256.h"
+#include "simd512.h"
+
+/* ---- AVX-512 (d_k, d_v multiples of 16) ---- */
+#define LP_FN static inline __attribute__((always_inline, target("avx512f,avx512dq")))
+#define LP_ENTRY static __attribute__((target("avx512f,avx512dq")))
+#define LP_VEC __m512
+#define LP_LANES 16
+#define LP_NA 8
+#define LP_RANGE_FN range_512
+#define LP_(name) lp_##name##_512
+
+/* 16 stored elements of a row from element e, widened in a register. */
+LP_FN __m512 LP_(ld)(enum kv_store st, const void *row, size_t e)
+{
+    if (st == KV_STORE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + e)));
+    if (st == KV_STORE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + e))), 16));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_loadu_si128((const __m128i *)(const void *)((const int8_t *)row + e))));
+}
+
+LP_FN __m512 LP_(ldf)(const float *p) { return _mm512_loadu_ps(p); }
+LP_FN void LP_(stf)(float *p, __m512 x) { _mm512_storeu_ps(p, x); }
+LP_FN __m512 LP_(set1)(float x) { return _mm512_set1_ps(x); }
+LP_FN __m512 LP_(zero)(void) { return _mm512_setzero_ps(); }
+LP_FN __m512 LP_(fma)(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+LP_FN __m512 LP_(add)(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+LP_FN __m512 LP_(mul)(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+LP_FN __m512 LP_(max)(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
+LP_FN __m512 LP_(exp)(__m512 x) { return simd_exp16(x); }
+LP_FN float LP_(hsum)(__m512 x) { return _mm512_reduce_add_ps(x); }
+LP_FN float LP_(hmax)(__m512 x) { return _mm512_reduce_max_ps(x); }
+
+LP_FN double LP_(hsum_d)(__m512 x)
+{
+    __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
+}
+
+#include "kv_lowp_impl.h"
+
+#undef LP_FN
+#undef LP_ENTRY
+#undef LP_VEC
+#undef LP_LANES
+#undef LP_NA
+#undef LP_RANGE_FN
+#undef LP_
+
+/* ---- AVX2 + FMA + F16C (d_k, d_v multiples of 8) ---- */
+#define LP_FN static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define LP_ENTRY static __attribute__((target("avx2,fma,f16c")))
+#define LP_VEC __m256
+#define LP_LANES 8
+#define LP_NA 8
+#define LP_RANGE_FN range_256
+#define LP_(name) lp_##name##_256
+
+LP_FN __m256 LP_(ld)(enum kv_store st, const void *row, size_t e)
 {
     if (st == KV_STORE_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)row + e)));
@@ -256,7 +325,21 @@ LP_AVX2_INLINE __m256 load8(enum kv_store st, const void *row, size_t e)
         _mm_loadl_epi64((const __m128i *)(const void *)((const int8_t *)row + e))));
 }
 
-LP_AVX2_INLINE float hsum(__m256 a)
+LP_FN __m256 LP_(ldf)(const float *p) { return _mm256_loadu_ps(p); }
+LP_FN void LP_(stf)(float *p, __m256 x) { _mm256_storeu_ps(p, x); }
+LP_FN __m256 LP_(set1)(float x) { return _mm256_set1_ps(x); }
+LP_FN __m256 LP_(zero)(void) { return _mm256_setzero_ps(); }
+LP_FN __m256 LP_(fma)(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+LP_FN __m256 LP_(add)(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+LP_FN __m256 LP_(mul)(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+LP_FN __m256 LP_(max)(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+
+LP_FN __m256 LP_(exp)(__m256 x)
+{
+    return simd_exp2_8(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)));
+}
+
+LP_FN float LP_(hsum)(__m256 a)
 {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -264,125 +347,86 @@ LP_AVX2_INLINE float hsum(__m256 a)
     return _mm_cvtss_f32(h);
 }
 
-/* q · row (d a multiple of 8), the row read in its stored form. */
-LP_AVX2_INLINE float dot_stored(enum kv_store st, const float *q, const void *row, size_t d)
+LP_FN float LP_(hmax)(__m256 a)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    size_t c = 0;
-    for (; c + 16 <= d; c += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load8(st, row, c), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c + 8), load8(st, row, c + 8), a1);
-    }
-    if (c < d)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load8(st, row, c), a0);
-    return hsum(_mm256_add_ps(a0, a1));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
 }
 
-/*
- * window_head with every row read in its stored form: the scores straight
- * from the K rows, and the output accumulated 8 columns at a time over the
- * block's V rows (one load and store of the output per block, not per key).
- * d_k and d_v are multiples of 8 (kv_lowp_attend checks).
- */
-LP_AVX2_INLINE void window_direct(const struct lp_job *j, size_t w, size_t g, size_t k0,
-                                  size_t k1, float *sb, const enum kv_store st)
+LP_FN double LP_(hsum_d)(__m256 a)
 {
-    const struct attn_shape *s = &j->r->shape;
-    const struct kv_lowp_view *v = j->v;
-    size_t G = s->h / s->h_kv, R = G * s->n, dk = s->d_k, dv = s->d_v, row0 = g * R;
-    size_t esz = st == KV_STORE_I8 ? 1 : 2;
-    float scale = (float)j->r->params.scale;
-    struct lp_part *p = &j->parts[w];
-    const char *K = v->k[g], *V = v->v[g];
-    const float *ksc = v->ks ? v->ks[g] : NULL, *vsc = v->vs ? v->vs[g] : NULL;
-
-    for (size_t t = 0; t < R; t++) {
-        p->m[row0 + t] = -INFINITY;
-        p->l[row0 + t] = 0;
-        memset(p->o + (row0 + t) * dv, 0, dv * sizeof(float));
-    }
-    for (size_t b0 = k0; b0 < k1; b0 += KB) {
-        size_t nb = k1 - b0 < KB ? k1 - b0 : KB;
-        for (size_t jj = 0; jj < nb && b0 + jj + LP_PF < k1; jj++) {
-            prefetch_rows(v, K, dk, b0 + jj + LP_PF, 1);
-            prefetch_rows(v, V, dv, b0 + jj + LP_PF, 1);
-        }
-        for (size_t t = 0; t < R; t++) {
-            const float *qt = j->q + (row0 + t) * dk;
-            size_t lim = j->lim[t % s->n];
-            float *srow = sb + t * KB, mb = -INFINITY;
-            for (size_t jj = 0; jj < nb; jj++) {
-                float x = -INFINITY;
-                if (b0 + jj < lim) {
-                    x = scale * dot_stored(st, qt, K + (b0 + jj) * dk * esz, dk);
-                    if (st == KV_STORE_I8)
-                        x *= ksc[b0 + jj];
-                    if (!isfinite(x))
-                        j->bad[w] = 1;
-                }
-                srow[jj] = x;
-                mb = x > mb ? x : mb;
-            }
-            if (!block_softmax(p, row0 + t, dv, srow, nb, mb))
-                continue;
-            if (st == KV_STORE_I8)              /* the V row's scale joins its weight */
-                for (size_t jj = 0; jj < nb; jj++)
-                    srow[jj] *= vsc[b0 + jj];
-            float *o = p->o + (row0 + t) * dv;
-            for (size_t c = 0; c < dv; c += 8) {
-                __m256 acc = _mm256_loadu_ps(o + c);
-                for (size_t jj = 0; jj < nb; jj++)
-                    acc = _mm256_fmadd_ps(_mm256_set1_ps(srow[jj]),
-                                          load8(st, V + (b0 + jj) * dv * esz, c), acc);
-                _mm256_storeu_ps(o + c, acc);
-            }
-        }
-    }
+    __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 }
 
-static LP_AVX2 void window_head_avx2(const struct lp_job *j, size_t w, size_t g, size_t k0,
-                                     size_t k1, float *xb, float *sb)
-{
-    (void)xb;
-    switch (j->v->store) {
-    case KV_STORE_F16: window_direct(j, w, g, k0, k1, sb, KV_STORE_F16); break;
-    case KV_STORE_BF16: window_direct(j, w, g, k0, k1, sb, KV_STORE_BF16); break;
-    default: window_direct(j, w, g, k0, k1, sb, KV_STORE_I8); break;
-    }
-}
+#include "kv_lowp_impl.h"
 
-static bool lp_avx2(void)
+/* The widest loop this CPU and the chosen kernel (core/attn_kernel.c, so
+ * --kernel / ATTND_KERNEL force it) run on rows of dk, dv. */
+static lp_range_fn lp_choose(size_t dk, size_t dv)
 {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           half_f16c_available();
+    enum attn_kernel k = attn_kernel_active();
+    if (k == ATTN_KERNEL_AVX512 && dk % 16 == 0 && dv % 16 == 0)
+        return range_512;
+    if (k != ATTN_KERNEL_NONE && half_f16c_available() && dk % 8 == 0 && dv % 8 == 0)
+        return range_256;
+    return range_gen;
 }
 #else
-static bool lp_avx2(void)
+static lp_range_fn lp_choose(size_t dk, size_t dv)
 {
-    return false;
+    (void)dk, (void)dv;
+    return range_gen;
 }
-#define window_head_avx2 window_head_gen
 #endif
 
+struct lp_job {
+    const struct attn_request *r;
+    const struct kv_lowp_view *v;
+    const float *q;                 /* prepared queries [h][n][d_k] */
+    const size_t *lim;              /* [n] causal limits */
+    size_t wk;                      /* window width */
+    lp_range_fn fn;                 /* chosen once per pass: the same bits in every window */
+    struct lp_part *parts;          /* [windows] */
+    int *bad;                       /* [windows]: a score was not finite */
+};
+
+/* Window w: every kv head's keys [k0, k1) as one range -> parts[w]. */
 static void window_piece(void *arg, size_t w, struct attn_ws *ws)
 {
     (void)ws;
     const struct lp_job *j = arg;
     const struct attn_shape *s = &j->r->shape;
+    const struct kv_lowp_view *v = j->v;
     size_t k0 = w * j->wk, k1 = k0 + j->wk < s->L ? k0 + j->wk : s->L;
-    size_t G = s->h / s->h_kv, R = G * s->n;
-    size_t dmax = s->d_k > s->d_v ? s->d_k : s->d_v;
-    float *buf = malloc((KB * dmax + KB * R) * sizeof(float));
+    size_t G = s->h / s->h_kv, R = G * s->n, dk = s->d_k, dv = s->d_v;
+    size_t esz = v->store == KV_STORE_I8 ? 1 : 2;
+    struct lp_part *p = &j->parts[w];
+    float *buf = malloc(lp_scratch_floats(R, dk, dv) * sizeof(float));
     if (!buf) {
         j->bad[w] = 2;
         return;
     }
-    bool avx2 = lp_avx2() && s->d_k % 8 == 0 && s->d_v % 8 == 0;
     for (size_t g = 0; g < s->h_kv; g++) {
-        if (avx2)
-            window_head_avx2(j, w, g, k0, k1, buf, buf + KB * dmax);
-        else
-            window_head_gen(j, w, g, k0, k1, buf, buf + KB * dmax);
+        size_t row0 = g * R;
+        struct lp_state st = {p->o + row0 * dv, p->m + row0, p->l + row0};
+        for (size_t t = 0; t < R; t++) {
+            st.m[t] = -INFINITY;
+            st.l[t] = 0;
+        }
+        memset(st.o, 0, R * dv * sizeof(float));
+        struct lp_query q = {j->q + row0 * dk, R, s->n, j->lim, dk, dv,
+                             (float)j->r->params.scale};
+        struct lp_range rg = {(const char *)v->k[g] + k0 * dk * esz,
+                              (const char *)v->v[g] + k0 * dv * esz,
+                              v->ks ? v->ks[g] + k0 : NULL, v->vs ? v->vs[g] + k0 : NULL,
+                              k1 - k0, k0};
+        if (!j->fn(v->store, &q, &rg, &st, buf))
+            j->bad[w] = 1;
     }
     free(buf);
 }
@@ -483,7 +527,7 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
         free(mem);
         return st;
     }
-    struct lp_job job = {r, v, q, lim, wk, parts, bad};
+    struct lp_job job = {r, v, q, lim, wk, lp_choose(s->d_k, s->d_v), parts, bad};
     attn_pool_run(ws ? attn_ws_pool(ws) : NULL, window_piece, &job, nwin, ws);
     for (size_t w = 0; w < nwin && st == CORE_OK; w++)
         st = bad[w] == 2 ? CORE_ENOMEM : bad[w] ? CORE_ENONFINITE : CORE_OK;

@@ -29,6 +29,7 @@
  * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone;
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
  *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
+ *                              BENCH_KV_DTYPES_ONLY=1: narrow-cache decode;
  *                              BENCH_MODELS_ONLY=1: issue 16's rows alone)
  */
 #include <stdio.h>
@@ -638,22 +639,43 @@ static void bench_session(size_t L)
 /* ---- narrow session caches (issue 21) ------------------------------------ */
 
 /* a's float32 session caches rebuilt in storage form st, 64-row appends as
- * decoding grows them. */
+ * decoding grows them, and as many more copies as keep the stored bytes
+ * read cold (past 128 MiB, as cold_count does for float32). */
 static void caches_to_store(struct decode_arg *a, size_t L, size_t d, enum kv_store st)
 {
-    for (int c = 0; c < a->ncache; c++) {
-        struct kv_cache *n = kv_new_store(ATTN_F32, st, 1, d, d);
-        const float *k = kv_k(a->kv[c], 0), *v = kv_v(a->kv[c], 0);
-        for (size_t r = 0; n && r < L; r += 64)
-            if (kv_append_prepared(n, k + r * d, v + r * d, 64) != CORE_OK)
+    int nf = a->ncache, n = nf;
+    struct kv_cache *probe = kv_new_store(ATTN_F32, st, 1, d, d);
+    size_t row = probe ? kv_row_bytes(probe) : 0;
+    kv_free(probe);
+    while (row && (size_t)n * L * row < ((size_t)128 << 20))
+        n++;
+    struct kv_cache **kv = calloc((size_t)n, sizeof *kv);
+    float **k = calloc((size_t)n, sizeof *k), **v = calloc((size_t)n, sizeof *v);
+    for (int c = 0; kv && k && v && c < n; c++) {
+        struct kv_cache *nc = kv_new_store(ATTN_F32, st, 1, d, d);
+        const float *kf = kv_k(a->kv[c % nf], 0), *vf = kv_v(a->kv[c % nf], 0);
+        for (size_t r = 0; nc && r < L; r += 64)
+            if (kv_append_prepared(nc, kf + r * d, vf + r * d, 64) != CORE_OK)
                 break;
-        if (!n || kv_length(n) != L) {
+        if (!nc || kv_length(nc) != L) {
             fprintf(stderr, "bench_core: building a %s cache failed\n", kv_store_name(st, ATTN_F32));
             exit(1);
         }
-        kv_free(a->kv[c]);
-        a->kv[c] = n;
+        kv[c] = nc;
     }
+    if (!kv || !k || !v) {
+        fprintf(stderr, "bench_core: out of memory\n");
+        exit(1);
+    }
+    for (int c = 0; c < nf; c++)
+        kv_free(a->kv[c]);
+    free(a->kv);
+    free(a->k);
+    free(a->v);
+    a->kv = kv;
+    a->k = k;
+    a->v = v;
+    a->ncache = n;
 }
 
 /* Decode steps over float16, bfloat16 and int8 caches next to the float32
@@ -889,6 +911,13 @@ int main(int argc, char **argv)
     const char *models_only = getenv("BENCH_MODELS_ONLY");
     if (models_only && strcmp(models_only, "1") == 0) {
         bench_models();
+        attn_pool_free(pool);
+        return 0;
+    }
+    /* BENCH_KV_DTYPES_ONLY=1: the narrow-cache decode rows alone */
+    const char *kvd_only = getenv("BENCH_KV_DTYPES_ONLY");
+    if (kvd_only && strcmp(kvd_only, "1") == 0) {
+        bench_kv_dtypes();
         attn_pool_free(pool);
         return 0;
     }

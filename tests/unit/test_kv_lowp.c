@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/attn.h"
+#include "core/attn_fused.h"
 #include "core/half.h"
 #include "core/kv.h"
 #include "core/pool.h"
@@ -158,15 +159,16 @@ TEST(overflow_refused_cache_unchanged)
     kv_free(c);
 }
 
-/* Long double reference: q [h][n][DK] (+ bias_q [DK]) against the cache's
- * widened rows; causal corner c; softmax variant sm with sink. */
-static void reference(const struct kv_cache *c, const struct attn_request *r, const float *q,
-                      const float *bq, float *out)
+/* Long double reference: q [h][n][dk] (+ bias_q [dk]) against the cache's
+ * widened rows; r's causal corner, softmax variant and sink; h query heads
+ * over the cache's h_kv. */
+static void reference_hd(const struct kv_cache *c, const struct attn_request *r, size_t h,
+                         size_t dk, size_t dv, const float *q, const float *bq, float *out)
 {
-    size_t L = kv_length(c), n = r->shape.n, G = H / HKV;
-    float *k = malloc(L * DK * sizeof(float)), *v = malloc(L * DV * sizeof(float));
+    size_t L = kv_length(c), n = r->shape.n, G = h / kv_heads(c);
+    float *k = malloc(L * dk * sizeof(float)), *v = malloc(L * dv * sizeof(float));
     long double *s = malloc(L * sizeof(long double));
-    for (size_t hh = 0; hh < H; hh++) {
+    for (size_t hh = 0; hh < h; hh++) {
         kv_read_rows(c, hh / G, 0, L, k, v);
         for (size_t i = 0; i < n; i++) {
             long double m = -INFINITY, den = 0;
@@ -177,8 +179,8 @@ static void reference(const struct kv_cache *c, const struct attn_request *r, co
                 lim = i + 1 < L ? i + 1 : L;
             for (size_t j = 0; j < lim; j++) {
                 long double d = 0;
-                for (size_t e = 0; e < DK; e++)
-                    d += (long double)(q[(hh * n + i) * DK + e] + (bq ? bq[e] : 0)) * k[j * DK + e];
+                for (size_t e = 0; e < dk; e++)
+                    d += (long double)(q[(hh * n + i) * dk + e] + (bq ? bq[e] : 0)) * k[j * dk + e];
                 s[j] = d * (long double)r->params.scale;
                 m = s[j] > m ? s[j] : m;
             }
@@ -188,17 +190,23 @@ static void reference(const struct kv_cache *c, const struct attn_request *r, co
                 den = expl((long double)r->params.sink_logit - m);
             for (size_t j = 0; j < lim; j++)
                 den += expl(s[j] - m);
-            for (size_t e = 0; e < DV; e++) {
+            for (size_t e = 0; e < dv; e++) {
                 long double o = 0;
                 for (size_t j = 0; j < lim; j++)
-                    o += expl(s[j] - m) * v[j * DV + e];
-                out[(hh * n + i) * DV + e] = (float)(o / den);
+                    o += expl(s[j] - m) * v[j * dv + e];
+                out[(hh * n + i) * dv + e] = (float)(o / den);
             }
         }
     }
     free(k);
     free(v);
     free(s);
+}
+
+static void reference(const struct kv_cache *c, const struct attn_request *r, const float *q,
+                      const float *bq, float *out)
+{
+    reference_hd(c, r, H, DK, DV, q, bq, out);
 }
 
 TEST(decode_against_reference)
@@ -290,11 +298,114 @@ TEST(long_cache_windows_same_with_pool)
     attn_pool_free(pool);
 }
 
+/* The kernels this CPU runs, widest first (each selects its decode loop). */
+static int kernels_here(enum attn_kernel ks[3])
+{
+    static const enum attn_kernel all[3] = {ATTN_KERNEL_AVX512, ATTN_KERNEL_AVX2,
+                                            ATTN_KERNEL_NONE};
+    unsigned have = attn_kernel_supported();
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if (have & (1u << all[i]))
+            ks[n++] = all[i];
+    return n;
+}
+
+/* Every decode loop this CPU has (AVX-512 for d a multiple of 16, AVX2 for
+ * a multiple of 8, the portable one for any d, each forced through
+ * attn_kernel_set as --kernel does) against the long double reference on
+ * the cache's rounded rows: each store, grouped heads with 1 to 3 query
+ * rows, both causal corners and none, lengths that end inside a block and
+ * span several, a softmax variant with a sink. */
+TEST(every_loop_against_reference)
+{
+    static const size_t dims[4][2] = {{128, 128}, {32, 64}, {24, 40}, {20, 12}};
+    static const size_t lens[3] = {1, 77, 300};
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int ki = 0; ki < nk; ki++) {
+        CHECK_EQ_INT(attn_kernel_set(ks[ki]), ks[ki]);
+        printf("    kernel %s\n", attn_kernel_name(ks[ki]));
+        double worst = 0;
+        for (int s = 0; s < 3; s++)
+            for (int di = 0; di < 4; di++)
+                for (int li = 0; li < 3; li++) {
+                    size_t dk = dims[di][0], dv = dims[di][1], L = lens[li], hkv = 2, h = 6;
+                    size_t n = L == 1 ? 1 : 1 + (size_t)(li + di) % 3;
+                    struct kv_cache *c = kv_new_store(ATTN_F32, stores[s], hkv, dk, dv);
+                    float *k = frnd(hkv * L * dk, 1.5f), *v = frnd(hkv * L * dv, 1.5f);
+                    CHECK_EQ_INT(kv_append_prepared(c, k, v, L), CORE_OK);
+                    float *q = frnd(h * n * dk, 1.0f);
+                    float *out = malloc(h * n * dv * sizeof(float));
+                    float *ref = malloc(h * n * dv * sizeof(float));
+                    struct attn_request r = {
+                        .shape = {h, hkv, n, 0, dk, dv},
+                        .params = {.dtype = ATTN_F32, .scale = 1 / sqrt((double)dk),
+                                   .softmax = li == 2 ? ATTN_SOFTMAX_SINK : ATTN_SOFTMAX_STANDARD,
+                                   .sink_logit = 0.3},
+                        .causal = (enum attn_causal[]){ATTN_CAUSAL_BOTTOM_RIGHT,
+                                                       ATTN_CAUSAL_TOP_LEFT,
+                                                       ATTN_CAUSAL_NONE}[(s + di) % 3],
+                        .outputs = ATTN_OUT_OUTPUT};
+                    struct attn_inputs in = {.q = q};
+                    CHECK_EQ_INT(kv_attend(c, &r, &in, &(struct attn_result){.output = out},
+                                           NULL), CORE_OK);
+                    r.shape.L = L;
+                    reference_hd(c, &r, h, dk, dv, q, NULL, ref);
+                    for (size_t i = 0; i < h * n * dv; i++)
+                        worst = fmax(worst, fabs(out[i] - ref[i]));
+                    free(k);
+                    free(v);
+                    free(q);
+                    free(out);
+                    free(ref);
+                    kv_free(c);
+                }
+        printf("    largest difference %.3g\n", worst);
+        CHECK(worst < 1e-5);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+/* A score that overflows float32 is refused by every loop (the cache
+ * holds it: int8 and bfloat16 take float32's range). */
+TEST(every_loop_refuses_nonfinite_scores)
+{
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int ki = 0; ki < nk; ki++) {
+        attn_kernel_set(ks[ki]);
+        for (int s = 1; s < 3; s++) {
+            size_t d = 32, L = 70;
+            struct kv_cache *c = kv_new_store(ATTN_F32, stores[s], 1, d, d);
+            float *k = frnd(L * d, 1.0f), *v = frnd(L * d, 1.0f), *q = frnd(d, 1.0f);
+            for (size_t e = 0; e < d; e++)
+                k[40 * d + e] = 1e30f;
+            q[0] = 1e20f;
+            CHECK_EQ_INT(kv_append_prepared(c, k, v, L), CORE_OK);
+            float out[32];
+            struct attn_request r = {.shape = {1, 1, 1, 0, d, d},
+                                     .params = {.dtype = ATTN_F32, .scale = 1.0},
+                                     .outputs = ATTN_OUT_OUTPUT};
+            CHECK_EQ_INT(kv_attend(c, &r, &(struct attn_inputs){.q = q},
+                                   &(struct attn_result){.output = out}, NULL),
+                         CORE_ENONFINITE);
+            free(k);
+            free(v);
+            free(q);
+            kv_free(c);
+        }
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
 int main(void)
 {
     RUN(storage_rounds_prepared_rows_once);
     RUN(overflow_refused_cache_unchanged);
     RUN(decode_against_reference);
     RUN(long_cache_windows_same_with_pool);
+    RUN(every_loop_against_reference);
+    RUN(every_loop_refuses_nonfinite_scores);
     TEST_MAIN_END();
 }

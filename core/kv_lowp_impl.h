@@ -1,0 +1,162 @@
+/*
+ * core/kv_lowp_impl.h — the decode loop over one contiguous range of a kv
+ * head's stored rows, written once for the vector instruction sets: private
+ * to core/kv_lowp.c, which includes it once per set (AVX-512, AVX2) after
+ * defining the primitives below.
+ *
+ * Per block of LP_KB keys of the range, for each of the R query rows:
+ * scores straight from the stored K rows (widened in registers), the
+ * block's online-softmax step lane-wise (exponentials as vectors, the block
+ * sum in double), then the weights (int8: times each V row's scale, applied
+ * once per row) against the stored V rows. The output of a row lives in
+ * LP_NA registers per pass over the block, one multiply-add per register
+ * and key, so no chain of multiply-adds waits on the one before it. The
+ * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) as the
+ * block is read.
+ *
+ * Required before inclusion:
+ *   LP_FN                the helpers' attributes (static, inline, target)
+ *   LP_ENTRY             the entry point's (static, target)
+ *   LP_VEC, LP_LANES     the register type and its float lanes
+ *   LP_NA                output registers per pass over a block
+ *   LP_RANGE_FN          the entry point's name
+ *   LP_(name)            each helper's name in this instance (a suffix)
+ *   LP_(ld)(st, row, e)  LP_LANES stored elements of row from e -> floats
+ *   LP_(ldf), (stf), (set1), (zero), (fma), (add), (mul), (max)
+ *   LP_(exp)(x)          e^x lane-wise, for x <= ~0 (-inf gives 0)
+ *   LP_(hsum)(x)         float sum of the lanes; LP_(hsum_d): in double
+ *   LP_(hmax)(x)         largest lane
+ */
+
+/* q · row over d stored elements (d a multiple of LP_LANES). */
+LP_FN float LP_(dot)(enum kv_store st, const float *q, const void *row, size_t d)
+{
+    LP_VEC a0 = LP_(zero)(), a1 = LP_(zero)();
+    size_t c = 0;
+    for (; c + 2 * LP_LANES <= d; c += 2 * LP_LANES) {
+        a0 = LP_(fma)(LP_(ldf)(q + c), LP_(ld)(st, row, c), a0);
+        a1 = LP_(fma)(LP_(ldf)(q + c + LP_LANES), LP_(ld)(st, row, c + LP_LANES), a1);
+    }
+    if (c < d)
+        a0 = LP_(fma)(LP_(ldf)(q + c), LP_(ld)(st, row, c), a0);
+    return LP_(hsum)(LP_(add)(a0, a1));
+}
+
+/* o [dv] += Σ_j p[j] · V row j, nb rows of stride dv elements (esz bytes
+ * each); dv a multiple of LP_LANES. */
+LP_FN void LP_(values)(enum kv_store st, const float *p, size_t nb, const char *V, size_t dv,
+                     size_t esz, float *o)
+{
+    size_t c0 = 0;
+    for (; c0 + LP_NA * LP_LANES <= dv; c0 += LP_NA * LP_LANES) {
+        LP_VEC a[LP_NA];
+#pragma GCC unroll 16
+        for (int u = 0; u < LP_NA; u++)
+            a[u] = LP_(ldf)(o + c0 + (size_t)u * LP_LANES);
+        for (size_t j = 0; j < nb; j++) {
+            LP_VEC w = LP_(set1)(p[j]);
+            const char *row = V + j * dv * esz;
+#pragma GCC unroll 16
+            for (int u = 0; u < LP_NA; u++)
+                a[u] = LP_(fma)(w, LP_(ld)(st, row, c0 + (size_t)u * LP_LANES), a[u]);
+        }
+#pragma GCC unroll 16
+        for (int u = 0; u < LP_NA; u++)
+            LP_(stf)(o + c0 + (size_t)u * LP_LANES, a[u]);
+    }
+    for (; c0 < dv; c0 += LP_LANES) {           /* the last columns, two chains */
+        LP_VEC a0 = LP_(ldf)(o + c0), a1 = LP_(zero)();
+        size_t j = 0;
+        for (; j + 2 <= nb; j += 2) {
+            a0 = LP_(fma)(LP_(set1)(p[j]), LP_(ld)(st, V + j * dv * esz, c0), a0);
+            a1 = LP_(fma)(LP_(set1)(p[j + 1]), LP_(ld)(st, V + (j + 1) * dv * esz, c0), a1);
+        }
+        if (j < nb)
+            a0 = LP_(fma)(LP_(set1)(p[j]), LP_(ld)(st, V + j * dv * esz, c0), a0);
+        LP_(stf)(o + c0, LP_(add)(a0, a1));
+    }
+}
+
+/* One query row's online-softmax step over srow [LP_KB] (-inf past the
+ * block's keys and where masked): the row's running max, sum and output
+ * rescaled when the block raises the max, srow -> e^(s - m). False: no
+ * allowed key in the block (srow zeroed, nothing else changed). */
+LP_FN bool LP_(softmax)(float *srow, float *m, double *l, float *o, size_t dv)
+{
+    LP_VEC mx = LP_(ldf)(srow);
+    for (size_t j = LP_LANES; j < LP_KB; j += LP_LANES)
+        mx = LP_(max)(mx, LP_(ldf)(srow + j));
+    float mb = LP_(hmax)(mx), m0 = *m;
+    if (mb == -INFINITY) {
+        memset(srow, 0, LP_KB * sizeof(float));
+        return false;
+    }
+    if (mb > m0) {
+        float a = m0 == -INFINITY ? 0 : expf(m0 - mb);
+        LP_VEC av = LP_(set1)(a);
+        for (size_t c = 0; c < dv; c += LP_LANES)
+            LP_(stf)(o + c, LP_(mul)(LP_(ldf)(o + c), av));
+        *l *= a;
+        *m = m0 = mb;
+    }
+    LP_VEC sh = LP_(set1)(-m0), sum = LP_(zero)();
+    for (size_t j = 0; j < LP_KB; j += LP_LANES) {
+        LP_VEC e = LP_(exp)(LP_(add)(LP_(ldf)(srow + j), sh));
+        LP_(stf)(srow + j, e);
+        sum = LP_(add)(sum, e);
+    }
+    *l += LP_(hsum_d)(sum);
+    return true;
+}
+
+/* Ask for the cache lines of bytes [from, to) of a stream at p. */
+LP_FN void LP_(prefetch)(const char *p, size_t from, size_t to)
+{
+    for (size_t b = from & ~(size_t)63; b < to; b += 64)
+        __builtin_prefetch(p + b, 0, 3);
+}
+
+/* The range's rows against the query rows q, into the running state s
+ * (see struct lp_range, struct lp_state). sb: LP_KB · R floats. False
+ * when an allowed score is not finite. */
+LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const struct lp_range *rg,
+                       struct lp_state *s, float *sb)
+{
+    size_t dk = q->dk, dv = q->dv, esz = st == KV_STORE_I8 ? 1 : 2;
+    size_t kb = dk * esz, vb = dv * esz;
+    const char *K = rg->k, *V = rg->v;
+    bool ok = true;
+    for (size_t b0 = 0; b0 < rg->cnt; b0 += LP_KB) {
+        size_t nb = rg->cnt - b0 < LP_KB ? rg->cnt - b0 : LP_KB;
+        /* the rows LP_PF_BYTES ahead of this block, within the range */
+        size_t ahead = (size_t)LP_PF_BYTES / (kb + vb);
+        size_t p0 = b0 + ahead, p1 = p0 + nb < rg->cnt ? p0 + nb : rg->cnt;
+        if (p0 < p1) {
+            LP_(prefetch)(K, p0 * kb, p1 * kb);
+            LP_(prefetch)(V, p0 * vb, p1 * vb);
+        }
+        for (size_t t = 0; t < q->R; t++) {
+            const float *qt = q->q + t * dk;
+            size_t lim = q->lim[t % q->n], key = rg->key0 + b0;
+            size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
+            float *srow = sb + t * LP_KB;
+            for (size_t j = 0; j < na; j++) {
+                float x = q->scale * LP_(dot)(st, qt, K + (b0 + j) * kb, dk);
+                if (st == KV_STORE_I8)
+                    x *= rg->ks[b0 + j];
+                ok &= isfinite(x) != 0;
+                srow[j] = x;
+            }
+            for (size_t j = na; j < LP_KB; j++)
+                srow[j] = -INFINITY;
+            float *o = s->o + t * dv;
+            if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
+                continue;
+            if (st == KV_STORE_I8)              /* the V row's scale joins its weight */
+                for (size_t j = 0; j < na; j++)
+                    srow[j] *= rg->vs[b0 + j];
+            LP_(values)(st, srow, na, V + b0 * vb, dv, esz, o);
+        }
+    }
+    return ok;
+}
