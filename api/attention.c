@@ -51,8 +51,8 @@ static bool round_half(struct api_call *c, const struct api_attention_view *v,
         {"output", res->output, rows * s->d_v}};   /* sizes allocated already */
     static const unsigned bit[3] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT};
 
+    size_t at;
     for (int i = 0; i < 3; i++) {
-        size_t at;
         if (!(v->req->outputs & bit[i]) || !m[i].data)
             continue;
         at = api_half_round_matrix(v->half, m[i].data, m[i].n);
@@ -62,6 +62,14 @@ static bool round_half(struct api_call *c, const struct api_attention_view *v,
                      api_half_name(v->half));
             return false;
         }
+    }
+    const char *xn = v->x && api_extras_compute(v->x)
+                         ? api_extras_round_half(v->req, v->x, v->half, &at) : NULL;
+    if (xn) {
+        api_fail(c, API_ERR_NON_FINITE, NULL,
+                 "%s element %zu (row-major) is outside the %s range", xn, at,
+                 api_half_name(v->half));
+        return false;
     }
     return true;
 }

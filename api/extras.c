@@ -330,6 +330,26 @@ void api_extras_free(struct api_extras *x)
     memset(x, 0, sizeof *x);
 }
 
+const char *api_extras_round_half(const struct attn_request *r, const struct api_extras *x,
+                                  enum api_half h, size_t *at)
+{
+    const struct attn_extras_out *o = &x->xo;
+    size_t rows = 0;
+    (void)x_rows(r, x, &rows);          /* allocated already */
+    const struct { const char *name; void *data; size_t n; } m[] = {
+        {"qk", o->qk, rows * r->shape.L}, {"lse", o->lse, rows},
+        {"stats.entropy", o->entropy, rows}, {"stats.max_weight", o->max_weight, rows},
+        {"stats.mass", o->mass, rows}, {"weights.values", o->top_val, rows * x->top_k}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        if (!m[i].data)
+            continue;
+        *at = api_half_round_matrix(h, m[i].data, m[i].n);
+        if (*at < m[i].n)
+            return m[i].name;
+    }
+    return NULL;
+}
+
 struct attn_extras api_extras_core(const struct api_extras *x)
 {
     return (struct attn_extras){x->want, x->heads, x->nh, x->top_k};
@@ -400,7 +420,11 @@ static void write_mat(struct api_buf *b, const struct api_attention_view *v, con
 {
     size_t sh[4];
     int rank = x_shape(v, cols, sh);
-    if (v->encoding == API_ENC_BASE64)
+    if (v->half && v->encoding == API_ENC_BASE64)
+        api_write_matrix_b64_half(b, d, v->half, rank, sh);
+    else if (v->half)
+        api_write_matrix_half(b, d, v->half, rank, sh, v->digits);
+    else if (v->encoding == API_ENC_BASE64)
         api_write_matrix_b64(b, d, v->req->params.dtype, rank, sh);
     else
         api_write_matrix(b, d, v->req->params.dtype, rank, sh, v->digits, true);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "api/buf.h"
+#include "api/half.h"
 #include "core/attn.h"
 #include "core/attn_extras.h"
 
@@ -82,6 +83,13 @@ bool api_extras_alloc(const struct attn_request *r, struct api_extras *x,
                       struct attn_result *res);
 
 void api_extras_free(struct api_extras *x);
+
+/* A float16/bfloat16 request's extras (qk, lse, the statistics, the top-k
+ * values; float32 as computed) rounded in place to h, as the outputs are.
+ * NULL when every value fits, else the name of the first array with a value
+ * that overflows h and that value's row-major index in *at. */
+const char *api_extras_round_half(const struct attn_request *r, const struct api_extras *x,
+                                  enum api_half h, size_t *at);
 
 /* The core's view of x. */
 struct attn_extras api_extras_core(const struct api_extras *x);

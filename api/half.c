@@ -209,7 +209,7 @@ size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum ap
 size_t api_half_round_matrix(enum api_half h, float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (x[i] == -INFINITY)
+        if (x[i] == -INFINITY || isnan(x[i]))
             continue;
         uint16_t b = api_half_bits(h, x[i]);
         if (!finite_bits(h, b))

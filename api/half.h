@@ -52,8 +52,8 @@ size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum ap
 
 /*
  * Round a float32 matrix in place to the format: x [n]; -inf stays (masked
- * scores travel as null). Returns the index of the first finite value that
- * overflows, or n.
+ * scores travel as null), and so does NaN (an undefined lse, also null).
+ * Returns the index of the first finite value that overflows, or n.
  */
 size_t api_half_round_matrix(enum api_half h, float *x, size_t n);
 

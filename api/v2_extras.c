@@ -254,7 +254,9 @@ bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, s
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first)
 {
-    const char *dtn = x->dt == ATTN_F32 ? "FP32" : "FP64";
+    const char *dtn = x->half == API_HALF_F16 ? "FP16" : x->half == API_HALF_BF16 ? "BF16"
+                      : x->dt == ATTN_F32 ? "FP32" : "FP64";
+    size_t es = x->half ? 2 : attn_dtype_size(x->dt);
     api_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"", *first ? "" : ",",
                    api_v2_out_names[k]);
     *first = false;
@@ -275,7 +277,7 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
     put_shape(b, x, r, v.cols);
     if (x->binary & V2_BIT(k)) {
         api_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}",
-                       v.count * (v.ints ? 8 : attn_dtype_size(x->dt)));
+                       v.count * (v.ints ? 8 : es));
         return;
     }
     api_buf_puts(b, ",\"data\":[");
@@ -287,6 +289,14 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
             continue;
         }
         const char *p = (const char *)v.data + i * attn_dtype_size(x->dt);
+        float f = x->half ? *(const float *)(const void *)p : 0;
+        if (x->half && !isnan(f)) {             /* rounded to it already */
+            char num[32];
+            uint16_t hb = api_half_bits(x->half, f);
+            api_buf_append(b, num, x->half == API_HALF_F16 ? api_dtoa_f16(num, hb)
+                                                           : api_dtoa_bf16(num, hb));
+            continue;
+        }
         api_write_number(b, x->dt, p, 0);       /* NaN (an undefined lse) prints null */
     }
     api_buf_puts(b, "]}");
@@ -314,5 +324,8 @@ void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
     if (k < V2_QK || k > V2_TOPK_VAL || !(x->binary & x->outputs & V2_BIT(k)))
         return;
     struct v2x_view v = view(x, r, k);
-    put_le(b, v.data, v.ints ? 8 : attn_dtype_size(x->dt), v.count);
+    if (x->half && !v.ints)
+        api_v2_put_half_le(b, v.data, x->half, v.count);
+    else
+        put_le(b, v.data, v.ints ? 8 : attn_dtype_size(x->dt), v.count);
 }

@@ -139,6 +139,9 @@ bool api_v2_read_extras_params(struct api_call *c, struct v2_infer *x);
 bool api_v2_extras_outputs(struct api_call *c, struct v2_infer *x, unsigned *outputs);
 bool api_v2_extras_check(struct api_call *c, struct v2_infer *x, const struct attn_shape *s);
 bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, size_t *cap);
+/* float32 values already rounded to h -> their 2-byte little-endian bits. */
+void api_v2_put_half_le(struct api_buf *b, const void *data, enum api_half h, size_t n);
+
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first);
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,

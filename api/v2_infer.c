@@ -450,9 +450,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 
 /* ---- compute and answer -------------------------------------------------- */
 
-/* Little-endian bytes of n elements of dt. */
-/* float32 values already rounded to h -> their 2-byte little-endian bits. */
-static void put_half_le(struct api_buf *b, const void *data, enum api_half h, size_t n)
+void api_v2_put_half_le(struct api_buf *b, const void *data, enum api_half h, size_t n)
 {
     const float *f = data;
     for (size_t i = 0; i < n; i++) {
@@ -462,6 +460,7 @@ static void put_half_le(struct api_buf *b, const void *data, enum api_half h, si
     }
 }
 
+/* Little-endian bytes of n elements of dt. */
 static bool put_le(struct api_buf *b, const void *data, enum attn_dtype dt,
                    size_t n)
 {
@@ -561,6 +560,13 @@ static void respond(struct api_call *c, const struct v2_infer *x,
             return;
         }
     }
+    const char *xn = x->half && api_extras_compute(&x->ext)
+                         ? api_extras_round_half(r, &x->ext, x->half, &i) : NULL;
+    if (xn) {
+        api_fail(c, API_ERR_NON_FINITE, NULL, "output %s element %zu is out of range of %s",
+                 xn, i, dtn);
+        return;
+    }
     api_buf_init(&b, cap);
     api_buf_puts(&b, "{\"model_name\":\"" V2_MODEL "\",\"model_version\":\""
                  V2_VERSION "\",");
@@ -611,7 +617,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
         else if (!(x->binary & (1u << k)))
             continue;
         else if (x->half)
-            put_half_le(&b, o[k].data, x->half, o[k].count);
+            api_v2_put_half_le(&b, o[k].data, x->half, o[k].count);
         else
             put_le(&b, o[k].data, x->dt, o[k].count);
     }

@@ -10,6 +10,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
+#include "tests/half_ref.h"
 #include "core/store.h"
 
 static struct api_ctx ctx;
@@ -389,6 +390,117 @@ TEST(segments_default_positions)
     json_decref(b);
 }
 
+/* The numbers of a nested array appended to flat in row-major order. */
+static void flatten(const json_t *a, json_t *flat)
+{
+    if (!json_is_array(a)) {
+        json_array_append(flat, (json_t *)a);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(a); i++)
+        flatten(json_array_get(a, i), flat);
+}
+
+/* Every number of a (nested) array: x rounded to the format, against the
+ * same position of f32 (the float32 request); counts mismatches. */
+static size_t half_mismatches(const struct reffmt *f, const json_t *half, const json_t *f32)
+{
+    if (json_is_array(half)) {
+        size_t bad = json_array_size(half) != json_array_size(f32);
+        for (size_t i = 0; !bad && i < json_array_size(half); i++)
+            bad += half_mismatches(f, json_array_get(half, i), json_array_get(f32, i));
+        return bad;
+    }
+    if (json_is_null(half) || json_is_null(f32))
+        return !(json_is_null(half) && json_is_null(f32));
+    if (json_is_integer(f32) && json_is_integer(half))     /* argmax, indices */
+        return json_integer_value(half) != json_integer_value(f32);
+    /* the float32 text reads back to its float exactly; the half one must
+     * be the shortest text of that float rounded to the format */
+    uint16_t enc = ref_round(f, (double)(float)num(f32));
+    double v = f->vals[enc & 0x7FFF] * (enc & 0x8000 ? -1 : 1);
+    char t[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(t, sizeof t, "%.*g", p, v);
+        if (ref_read(f, t) == enc)
+            break;
+    }
+    return strtod(t, NULL) != num(half);
+}
+
+/* dtype float16 / bfloat16: every extra (qk, lse, stats, top-k values) is
+ * the float32 request's value on the same (exactly representable) inputs,
+ * rounded to the dtype; a value past float16's range is 422 naming it. */
+TEST(half_extras_rounded)
+{
+    static struct reffmt *const fmts[2] = {&R16, &RB16};
+    static const char *const names[2] = {"float16", "bfloat16"};
+    const char *qkv = "\"q\":[[[1.5,-0.25],[0.125,2]],[[0.5,0.75],[-1,1]]],"
+                      "\"k\":[[[1,0.5],[0.25,-1.5],[2,2]]],\"v\":[[[1,0],[0,1],[0.5,0.5]]],"
+                      "\"causal\":true,\"softmax\":\"softmax1\","
+                      "\"return\":[\"weights\",\"output\",\"qk\",\"lse\",\"stats\"],"
+                      "\"weights_top_k\":2";
+    char body[1024];
+    int st;
+    snprintf(body, sizeof body, "{%s,\"dtype\":\"float32\"}", qkv);
+    json_t *f32 = post(body, &st);
+    CHECK_EQ_INT(st, 200);
+    for (int f = 0; f < 2; f++) {
+        ref_init(fmts[f]);
+        snprintf(body, sizeof body, "{%s,\"dtype\":\"%s\"}", qkv, names[f]);
+        json_t *h = post(body, &st);
+        CHECK_EQ_INT(st, 200);
+        static const char *const keys[] = {"qk", "lse", "stats", "weights"};
+        for (size_t t = 0; t < 4; t++) {
+            const json_t *a = json_object_get(h, keys[t]), *b = json_object_get(f32, keys[t]);
+            CHECK(a != NULL);
+            const char *key;
+            json_t *val;
+            if (json_is_object(a))
+                json_object_foreach((json_t *)a, key, val)
+                    CHECK_EQ_INT(half_mismatches(fmts[f], val, json_object_get(b, key)), 0);
+            else
+                CHECK_EQ_INT(half_mismatches(fmts[f], a, b), 0);
+        }
+        json_decref(h);
+    }
+    /* OIP v2 FP16: the same lse and top-k values as v1's float16 request */
+    snprintf(body, sizeof body, "{%s,\"dtype\":\"float16\"}", qkv);
+    json_t *h1 = post(body, &st);
+    json_t *v2 = call("/v2/models/attention/infer",
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[2,2,2],"
+        "\"data\":[1.5,-0.25,0.125,2,0.5,0.75,-1,1]},{\"name\":\"k\",\"datatype\":\"FP16\","
+        "\"shape\":[1,3,2],\"data\":[1,0.5,0.25,-1.5,2,2]},{\"name\":\"v\",\"datatype\":"
+        "\"FP16\",\"shape\":[1,3,2],\"data\":[1,0,0,1,0.5,0.5]}],\"parameters\":{\"causal\":"
+        "true,\"softmax\":\"softmax1\",\"weights_top_k\":2},\"outputs\":[{\"name\":\"lse\"},"
+        "{\"name\":\"top_k_values\"},{\"name\":\"entropy\"}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *outs = json_object_get(v2, "outputs");
+    const json_t *want[3] = {json_object_get(h1, "lse"),
+                             json_object_get(json_object_get(h1, "weights"), "values"),
+                             json_object_get(json_object_get(h1, "stats"), "entropy")};
+    for (size_t o = 0; o < json_array_size(outs) && o < 3; o++) {
+        json_t *out = json_array_get(outs, o), *flat = json_array();
+        CHECK(strcmp(json_string_value(json_object_get(out, "datatype")), "FP16") == 0);
+        flatten(want[o], flat);
+        CHECK(json_equal(flat, json_object_get(out, "data")));
+        json_decref(flat);
+    }
+    json_decref(v2);
+    json_decref(h1);
+    json_decref(f32);
+    /* q·k = 2·300² = 180000 > 65504: the scores are not returned, qk overflows */
+    json_t *j = post("{\"q\":[[300,300]],\"k\":[[300,300]],\"v\":[[1,1]],\"dtype\":\"float16\","
+                     "\"scale\":0.0001,\"return\":[\"output\",\"qk\"]}", &st);
+    CHECK_EQ_INT(st, 422);
+    json_t *e = json_object_get(j, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    CHECK(code && strcmp(code, "non_finite") == 0);
+    CHECK(msg && strncmp(msg, "qk ", 3) == 0);
+    json_decref(j);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -405,6 +517,7 @@ int main(void)
     RUN(v2_outputs);
     RUN(batch_extras_equal_elements);
     RUN(segments_default_positions);
+    RUN(half_extras_rounded);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -236,3 +236,41 @@ def test_v2_bf16_json_and_binary_inf(attnd):
                    headers={"Content-Type": "application/octet-stream", HDR: str(len(js))})
     assert r.status in (400, 422), r
     assert isinstance(r.json()["error"], str)
+
+
+def flat(x):
+    if isinstance(x, dict):
+        return [v for key in sorted(x) for v in flat(x[key])]
+    if isinstance(x, list):
+        return [v for e in x for v in flat(e)]
+    return [x]
+
+
+def test_float16_extras_rounded_and_shortest(attnd):
+    """qk, lse, stats and the top-k values of a float16 request are the
+    float32 request's numbers (on the same, exactly representable inputs)
+    rounded to float16, each printed in its shortest text; a q·k past 65504
+    is a 422 naming qk."""
+    body = {"q": Q, "k": K, "v": V, "softmax": "softmax1", "weights_top_k": 2,
+            "return": ["weights", "qk", "lse", "stats"]}
+    r32 = attnd.post("/v1/attention", json.dumps(dict(body, dtype="float32")), headers=JSON)
+    r16 = attnd.post("/v1/attention", json.dumps(dict(body, dtype="float16")), headers=JSON)
+    assert r32.status == 200 and r16.status == 200, (r32, r16)
+    a, b = r32.json(), r16.json()
+    for key in ("qk", "lse", "stats", "weights"):
+        for x32, x16 in zip(flat(a[key]), flat(b[key]), strict=True):
+            if isinstance(x32, int) and isinstance(x16, int):
+                assert x32 == x16, key              # argmax and indices
+                continue
+            f32 = struct.unpack("<f", struct.pack("<f", x32))[0]
+            assert f16(x16) == f16(f32), (key, x32, x16)
+    for tok in r16.body.decode().split('"meta"')[0].replace("[", " ").replace(
+            "]", " ").replace(",", " ").replace(":", " ").split():
+        if tok[0] in "-0123456789" and "." in tok:
+            assert sig_digits(tok) == shortest_f16(f16(float(tok))), tok
+    r = attnd.post("/v1/attention", json.dumps(
+        {"q": [[300, 300]], "k": [[300, 300]], "v": [[1, 1]], "dtype": "float16",
+         "scale": 0.0001, "return": ["output", "qk"]}), headers=JSON)
+    assert r.status == 422, r
+    err = r.json()["error"]
+    assert err["code"] == "non_finite" and err["message"].startswith("qk "), err
