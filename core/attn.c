@@ -287,6 +287,14 @@ static bool attn_flash(const struct attn_request *r, const struct attn_win *w)
     return r->outputs == ATTN_OUT_OUTPUT && !w->part && R > ATTN_LOOP_ROWS;
 }
 
+bool attn_output_blocked(const struct attn_request *r)
+{
+    struct attn_request o = *r;
+    struct attn_win w = {0, r->shape.L, NULL};
+    o.outputs = ATTN_OUT_OUTPUT;
+    return r->shape.h_kv > 0 && attn_flash(&o, &w);
+}
+
 /* core/attn_fused.c takes the request's scores: float32, plain but for a
  * softcap (no attention bias, mask or ALiBi; key ranges are per row), and
  * the CPU runs the kernel. */
@@ -348,7 +356,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
         hi[t] = (int32_t)k.hi;
     }
     *st = CORE_OK;
-    struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap};
+    struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0};
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
                            &keys, O, m, l, S);
 }

@@ -150,6 +150,8 @@ struct attn_inputs {
     size_t bias_v_heads;            /* 1 (shared) or h_kv */
 };
 
+struct attn_score_sink;
+
 /* Per-pass options that are not data arrays. */
 struct attn_request {
     struct attn_shape shape;
@@ -177,7 +179,40 @@ struct attn_request {
     struct attn_window window;
     /* attn_bias_heads / mask_heads may be 1, h or B·h; bias_q_heads 1 or h,
      * bias_k/v_heads 1 or h_kv, the same for every batch element. */
+    const struct attn_score_sink *score_sink;   /* see below; NULL: none */
 };
+
+/*
+ * A reader of the scores of the key-blocked output-only pass (the pass
+ * attn_output_blocked says r takes), e.g. core/attn_extras.c's top-k: it
+ * sees every block of scores once, as the pass makes them, and never makes
+ * the pass store n·L of them. Other passes do not call it. Rows are global
+ * (head·n + i); a pass calls a row's feeds in increasing key order, then
+ * its done, from the thread that runs the row. Calls:
+ *   feed   scores of rows [row0, row0+rows) against keys [k0, k0+kw):
+ *          entry (t, j) at s[t·ts + j·js], of the request's dtype. With lo
+ *          NULL they are the final scores, masked keys -inf. With lo, hi
+ *          (float32 only; the fused kernels) they are raw base-2 scores,
+ *          scale·log2(e)·q·k before any softcap, and row t sees the keys
+ *          [lo[t], hi[t]) only.
+ *   reset  forget what rows [row0, row0+rows) were fed (the pass starts
+ *          them over on another path)
+ *   done   row's sum l = Σ exp(s - M) over its allowed keys, M its largest
+ *          fed score (0 when it has none); base2: its feeds were raw
+ *          base-2 scores
+ */
+struct attn_score_sink {
+    void *ctx;
+    void (*feed)(void *ctx, size_t row0, size_t rows, size_t k0, size_t kw, const void *s,
+                 size_t ts, size_t js, const int32_t *lo, const int32_t *hi);
+    void (*reset)(void *ctx, size_t row0, size_t rows);
+    void (*done)(void *ctx, size_t row, double l, bool base2);
+};
+
+/* True when the output-only pass of r (r->outputs = ATTN_OUT_OUTPUT, all
+ * of r's rows or any part of them) is key-blocked and calls
+ * r->score_sink. */
+bool attn_output_blocked(const struct attn_request *r);
 
 /*
  * Caller-owned result buffers, each NULL unless its ATTN_OUT_* bit is set.

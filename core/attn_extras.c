@@ -17,6 +17,14 @@
  *   entropy     Σ p (lse − s) over allowed keys
  *   top-k       a min-heap of k (value, index) pairs, each key compared once
  *               with the heap's smallest: O(L) for most rows
+ * Top-k (and lse) without statistics, scores or weights take another road
+ * when the pass is key-blocked (attn_output_blocked): the output-only pass
+ * itself, with a sink (attn_score_sink) that offers each block's scores to
+ * the rows' heaps, kept in place in the caller's top-k arrays, and turns
+ * them into weights exp(s − lse) when the pass hands over the row's sum. No
+ * row of scores is stored, the extra work is one comparison per score
+ * (eight lanes at a time on the fused kernels' layout), and with every head
+ * chosen the pass is attn_forward's own, so the output keeps its bits.
  * q·k: the piece's queries prepared as the pass prepares them
  * (attn_prepare_q) times the prepared keys, one gemm with factor 1.
  * The compact arrays are handed to attn_forward_kv_rows, which indexes rows
@@ -30,6 +38,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Rows per piece when the top-k rides the output-only pass: four groups
+ * of the fused kernel (core/attn.c's tile), several pieces per long head. */
+#define STREAM_ROWS 192
 
 /* ---- element access for either dtype ---------------------------------- */
 
@@ -73,7 +85,7 @@ static bool extra_logit(const struct attn_params *p, size_t hh, double *x)
     }
     if (p->softmax == ATTN_SOFTMAX_SINK) {
         *x = p->sink_logits ? p->sink_logits[hh] : p->sink_logit;
-        return true;
+        return *x != -INFINITY;         /* -inf: no sink, standard */
     }
     return false;
 }
@@ -189,7 +201,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
     }
 }
 
-/* ---- pieces ----------------------------------------------------------- */
+/* ---- top-k streamed from the key-blocked output-only pass ------------- */
 
 struct xjob {
     const struct attn_request *r;   /* the pass as run: outputs include what the extras read */
@@ -204,9 +216,321 @@ struct xjob {
     size_t per_head;                /* pieces per head */
     bool pass;                      /* run the forward pass (else q·k only) */
     bool need_sw;                   /* extras read scores and weights */
+    bool stream;                    /* top-k fed by the output-only pass */
+    const size_t *slot_head;        /* [h] compact head of each chosen head */
+    bool want_out;                  /* the caller asked for the output */
     enum core_status *st;           /* [pieces] */
     size_t *n_empty;                /* [pieces] */
 };
+
+/* One row's heap, kept in the caller's top-k arrays: final scores in v
+ * (of the dtype), key indices in ix, a min-heap by `above` (the worst kept at [0]). */
+struct kheap {
+    void *v;
+    int64_t *ix;
+    enum attn_dtype dt;
+    size_t m, cap;                  /* kept, capacity min(k, L) */
+};
+
+static inline bool kh_above(const struct kheap *h, size_t a, size_t b)
+{
+    return above(get(h->v, h->dt, a), (size_t)h->ix[a], get(h->v, h->dt, b), (size_t)h->ix[b]);
+}
+
+static void kh_swap(struct kheap *h, size_t a, size_t b)
+{
+    double va = get(h->v, h->dt, a);
+    int64_t ia = h->ix[a];
+    put(h->v, h->dt, a, get(h->v, h->dt, b));
+    h->ix[a] = h->ix[b];
+    put(h->v, h->dt, b, va);
+    h->ix[b] = ia;
+}
+
+/* (v, j) into the hole at t, moved down past the kept that rank below it,
+ * within the heap's first m entries. */
+static void kh_place(struct kheap *h, size_t t, size_t m, double v, size_t j)
+{
+    for (;;) {
+        size_t c = 2 * t + 1;
+        if (c >= m)
+            break;
+        double vc = get(h->v, h->dt, c);
+        if (c + 1 < m) {
+            double vr = get(h->v, h->dt, c + 1);
+            if (above(vc, (size_t)h->ix[c], vr, (size_t)h->ix[c + 1])) {
+                c++;
+                vc = vr;
+            }
+        }
+        if (!above(v, j, vc, (size_t)h->ix[c]))
+            break;
+        put(h->v, h->dt, t, vc);
+        h->ix[t] = h->ix[c];
+        t = c;
+    }
+    put(h->v, h->dt, t, v);
+    h->ix[t] = (int64_t)j;
+}
+
+/* Key j with score v: kept when the heap has room or it ranks above the
+ * worst kept. */
+static void kh_offer(struct kheap *h, double v, size_t j)
+{
+    if (h->m < h->cap) {
+        size_t t = h->m++;
+        while (t > 0 && above(get(h->v, h->dt, (t - 1) / 2), (size_t)h->ix[(t - 1) / 2], v, j)) {
+            put(h->v, h->dt, t, get(h->v, h->dt, (t - 1) / 2));
+            h->ix[t] = h->ix[(t - 1) / 2];
+            t = (t - 1) / 2;
+        }
+        put(h->v, h->dt, t, v);
+        h->ix[t] = (int64_t)j;
+    } else if (above(v, j, get(h->v, h->dt, 0), (size_t)h->ix[0])) {
+        kh_place(h, 0, h->m, v, j);
+    }
+}
+
+/* Scores a key must exceed to be offered: the worst kept once full. */
+static inline double kh_bar(const struct kheap *h)
+{
+    return h->m < h->cap ? -INFINITY : get(h->v, h->dt, 0);
+}
+
+/* A raw base-2 score of the fused kernels as a final score, computed as
+ * the gemm loop computes it: × ln 2 to a float, then the softcap
+ * c·tanh(s/c) in double, rounded to float. The heaps rank final scores, so
+ * equal ones (a saturated softcap makes many) go to the lower index
+ * whichever path fed them. */
+static float natural(const struct attn_params *p, double v)
+{
+    float s = (float)(v * M_LN2);
+    return p->softcap > 0 ? (float)(p->softcap * tanh((double)s / p->softcap)) : s;
+}
+
+/* The raw score below which no key can rank above a kept final score f
+ * (natural's inverse, minus a margin for its roundings). */
+static float raw_bar(const struct attn_params *p, double f)
+{
+    double c = p->softcap, v = f;
+    if (c > 0)
+        v = fabs(v) >= c ? copysign(INFINITY, v) : c * atanh(v / c);
+    v *= M_LOG2E;
+    return (float)(v - fabs(v) * 1e-5 - 1e-30);
+}
+
+/* The sink of rows [glob0, glob0 + count of cnt): global row hh·n + i
+ * (hh = e·h + head of the flattened batch) is compact row
+ * (e·nh + slot_head[head])·n + i. */
+struct xstream {
+    const struct xjob *j;
+    size_t glob0;
+    size_t *cnt;                    /* keys kept per row */
+};
+
+static size_t xs_slot(const struct xstream *xs, size_t gr)
+{
+    size_t n = xs->j->r->shape.n, h = xs->j->r->shape.h, hh = gr / n;
+    return ((hh / h) * xs->j->nh + xs->j->slot_head[hh % h]) * n + gr % n;
+}
+
+static struct kheap xs_heap(const struct xstream *xs, size_t gr)
+{
+    const struct attn_request *r = xs->j->r;
+    size_t k = xs->j->x->top_k, slot = xs_slot(xs, gr);
+    enum attn_dtype dt = r->params.dtype;
+    return (struct kheap){(char *)xs->j->xo->top_val + slot * k * attn_dtype_size(dt),
+                          xs->j->xo->top_idx + slot * k, dt, xs->cnt[gr - xs->glob0],
+                          k < r->shape.L ? k : r->shape.L};
+}
+
+/* Lanes of the fused kernels: float scores, lane t of key j at s[t + j·js]
+ * (js >= rows rounded up to 8), row t sees [lo[t], hi[t]). Eight lanes are
+ * compared with their bars at once; a lane is looked at alone only when
+ * one of them passes. */
+#define XS_LANES 64
+typedef float xs_v8f __attribute__((vector_size(32)));
+typedef int32_t xs_v8i __attribute__((vector_size(32)));
+static void feed_lanes(struct xstream *xs, size_t row0, size_t rows, size_t k0, size_t kw,
+                       const float *s, size_t js, const int32_t *lo, const int32_t *hi)
+{
+    const struct attn_params *p = &xs->j->r->params;
+    float bar[XS_LANES];
+    size_t r8 = (rows + 7) / 8 * 8;
+    for (size_t t = 0; t < r8; t++) {
+        bool sees = t < rows && (size_t)lo[t] < k0 + kw && (size_t)hi[t] > k0 &&
+                    lo[t] < hi[t];
+        struct kheap h = sees ? xs_heap(xs, row0 + t) : (struct kheap){0};
+        bar[t] = sees ? raw_bar(p, kh_bar(&h)) : INFINITY;
+    }
+    for (size_t j = 0; j < kw; j++) {
+        const float *sj = s + j * js;
+        xs_v8i any = {0};
+        for (size_t c = 0; c < r8; c += 8) {
+            xs_v8f a, b;
+            memcpy(&a, sj + c, sizeof a);
+            memcpy(&b, bar + c, sizeof b);
+            any |= a > b;
+        }
+        if (!(any[0] | any[1] | any[2] | any[3] | any[4] | any[5] | any[6] | any[7]))
+            continue;
+        size_t key = k0 + j;
+        for (size_t t = 0; t < rows; t++) {
+            if (!(sj[t] > bar[t]) || key < (size_t)lo[t] || key >= (size_t)hi[t])
+                continue;
+            struct kheap h = xs_heap(xs, row0 + t);
+            kh_offer(&h, natural(p, sj[t]), key);
+            xs->cnt[row0 + t - xs->glob0] = h.m;
+            bar[t] = raw_bar(p, kh_bar(&h));
+        }
+    }
+}
+
+static void xs_feed(void *ctx, size_t row0, size_t rows, size_t k0, size_t kw, const void *s,
+                    size_t ts, size_t js, const int32_t *lo, const int32_t *hi)
+{
+    struct xstream *xs = ctx;
+    enum attn_dtype dt = xs->j->r->params.dtype;
+    if (lo && dt == ATTN_F32 && ts == 1 && rows <= XS_LANES && js >= (rows + 7) / 8 * 8) {
+        feed_lanes(xs, row0, rows, k0, kw, s, js, lo, hi);
+        return;
+    }
+    for (size_t t = 0; t < rows; t++) {
+        struct kheap h = xs_heap(xs, row0 + t);
+        double bar = kh_bar(&h);
+        size_t ja = 0, jb = kw;
+        if (lo) {                       /* the row's keys within this block */
+            ja = (size_t)lo[t] > k0 ? (size_t)lo[t] - k0 : 0;
+            jb = (size_t)hi[t] > k0 ? (size_t)hi[t] - k0 : 0;
+            jb = jb < kw ? jb : kw;
+        }
+        for (size_t j = ja; j < jb; j++) {
+            double v = get(s, dt, t * ts + j * js);
+            if (lo)
+                v = natural(&xs->j->r->params, v);
+            if (v > bar) {
+                kh_offer(&h, v, k0 + j);
+                bar = kh_bar(&h);
+            }
+        }
+        xs->cnt[row0 + t - xs->glob0] = h.m;
+    }
+}
+
+static void xs_reset(void *ctx, size_t row0, size_t rows)
+{
+    struct xstream *xs = ctx;
+    memset(xs->cnt + (row0 - xs->glob0), 0, rows * sizeof *xs->cnt);
+}
+
+/* Row gr complete: its kept keys sorted best-first, turned into weights
+ * exp(s − lse) with lse = M + ln(l + exp(x − M)) from the pass's sum,
+ * equal weights ordered by index, the rest padded; lse stored if asked. */
+static void xs_done(void *ctx, size_t gr, double l, bool base2)
+{
+    (void)base2;                        /* fed scores are final scores either way */
+    struct xstream *xs = ctx;
+    const struct attn_request *r = xs->j->r;
+    struct kheap h = xs_heap(xs, gr);
+    size_t k = xs->j->x->top_k, slot = xs_slot(xs, gr), m = h.m;
+    for (size_t t = m; t-- > 1;) {      /* pop the worst to the back */
+        double v = get(h.v, h.dt, t);
+        size_t j = (size_t)h.ix[t];
+        put(h.v, h.dt, t, get(h.v, h.dt, 0));
+        h.ix[t] = h.ix[0];
+        kh_place(&h, 0, t, v, j);
+    }
+    double xl = 0, lse = NAN;
+    bool has_extra = extra_logit(&r->params, gr / r->shape.n % r->shape.h, &xl);
+    if (m > 0) {
+        double M = get(h.v, h.dt, 0);
+        double hi = has_extra && xl > M ? xl : M;
+        lse = hi + log(l * exp(M - hi) + (has_extra ? exp(xl - hi) : 0));
+    } else if (has_extra) {
+        lse = xl;
+    }
+    for (size_t t = 0; t < m; t++)
+        put(h.v, h.dt, t, exp(get(h.v, h.dt, t) - lse));
+    for (size_t t = 1; t < m; t++)      /* rounding may make neighbours equal */
+        for (size_t u = t; u > 0 && kh_above(&h, u, u - 1); u--)
+            kh_swap(&h, u, u - 1);
+    for (size_t t = m; t < k; t++) {
+        h.ix[t] = -1;
+        put(h.v, h.dt, t, 0);
+    }
+    if (xs->j->xo->lse)
+        put(xs->j->xo->lse, h.dt, slot, lse);
+}
+
+/* A piece by the output-only pass, its sink keeping each row's top k. */
+static enum core_status stream_piece(const struct xjob *j, size_t slot0, size_t glob0,
+                                     size_t nb, struct attn_ws *ws, size_t *n_empty)
+{
+    const struct attn_shape *s = &j->r->shape;
+    size_t vb = s->d_v * attn_dtype_size(j->r->params.dtype);
+    void *own = j->want_out ? NULL : malloc(nb * vb);
+    size_t *cnt = calloc(nb, sizeof *cnt);
+    enum core_status st = (j->want_out || own) && cnt ? CORE_OK : CORE_ENOMEM;
+    if (st == CORE_OK) {
+        struct xstream xs = {j, glob0, cnt};
+        struct attn_score_sink sink = {&xs, xs_feed, xs_reset, xs_done};
+        struct attn_request rq = *j->r;
+        rq.outputs = ATTN_OUT_OUTPUT;
+        rq.score_sink = &sink;
+        struct attn_result res = {
+            .output = own ? rebase(own, 0, glob0, vb) : rebase(j->out->output, slot0, glob0, vb),
+            .empty = j->out->empty ? rebase(j->out->empty, slot0, glob0, 1) : NULL,
+        };
+        st = attn_forward_kv_rows(&rq, j->in, j->kv, &res, ws, glob0, glob0 + nb);
+        *n_empty = res.n_empty;
+    }
+    free(cnt);
+    free(own);
+    return st;
+}
+
+/* Every head chosen: the whole output-only pass, cut as attn_forward cuts
+ * it, so the output has its bits; rows land in their slots (through
+ * buffers of the whole pass when the heads come in another order). */
+static enum core_status stream_whole(const struct xjob *j, struct attn_ws *ws, size_t *n_empty)
+{
+    const struct attn_shape *s = &j->r->shape;
+    size_t B = s->B > 1 ? s->B : 1, rows = B * s->h * s->n;
+    size_t vb = s->d_v * attn_dtype_size(j->r->params.dtype);
+    bool same = true;
+    for (size_t a = 0; a < s->h; a++)
+        same = same && j->heads[a] == a;
+    bool own_o = !j->want_out || !same, own_e = j->out->empty && !same;
+    char *o = own_o ? malloc(rows * vb) : j->out->output;
+    uint8_t *e = own_e ? malloc(rows) : j->out->empty;
+    size_t *cnt = calloc(rows, sizeof *cnt);
+    enum core_status st = o && (e || !j->out->empty) && cnt ? CORE_OK : CORE_ENOMEM;
+    if (st == CORE_OK) {
+        struct xstream xs = {j, 0, cnt};
+        struct attn_score_sink sink = {&xs, xs_feed, xs_reset, xs_done};
+        struct attn_request rq = *j->r;
+        rq.outputs = ATTN_OUT_OUTPUT;
+        rq.score_sink = &sink;
+        struct attn_result res = {.output = o, .empty = e};
+        st = attn_forward_kv_rows(&rq, j->in, j->kv, &res, ws, 0, rows);
+        *n_empty = res.n_empty;
+    }
+    for (size_t b = 0; st == CORE_OK && b < B * s->h && (own_e || (own_o && j->want_out)); b++) {
+        size_t c = b * s->n, g = (b / s->h * s->h + j->heads[b % s->h]) * s->n;
+        if (own_o && j->want_out)
+            memcpy((char *)j->out->output + c * vb, o + g * vb, s->n * vb);
+        if (own_e)
+            memcpy(j->out->empty + c, e + g, s->n);
+    }
+    if (own_o)
+        free(o);
+    if (own_e)
+        free(e);
+    free(cnt);
+    return st;
+}
+
+/* ---- pieces ----------------------------------------------------------- */
 
 /* q·k of compact rows [slot0, slot0+nb) of head hh (of the flattened
  * batch: element hh / h, head hh % h) -> xo->qk. */
@@ -256,6 +580,8 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
         st = piece_qk(j, hh, i0, slot0, nb);
     if (st != CORE_OK || !j->pass)
         return st;
+    if (j->stream)
+        return stream_piece(j, slot0, glob0, nb, ws, n_empty);
 
     /* scores / weights the caller does not keep: this block's own rows */
     bool own_s = j->need_sw && !j->out->scores, own_w = j->need_sw && !j->out->weights;
@@ -336,9 +662,15 @@ enum core_status attn_forward_extras(const struct attn_request *r,
     if (!r || !x || !in)
         return CORE_EINVAL;
     const struct attn_shape *s = &r->shape;
-    bool need_sw = (x->want & (ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK)) != 0;
+    /* top-k (and lse) without statistics, scores or weights: fed by the
+     * key-blocked output-only pass, no row of scores kept */
+    bool stream = (x->want & ATTN_X_TOPK) && !(x->want & ATTN_X_STATS) &&
+                  !(r->outputs & (ATTN_OUT_SCORES | ATTN_OUT_WEIGHTS)) && !r->score_sink &&
+                  attn_output_blocked(r);
+    bool need_sw = !stream && (x->want & (ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK)) != 0;
     struct attn_request rr = *r;
     rr.outputs |= need_sw ? ATTN_OUT_SCORES | ATTN_OUT_WEIGHTS : 0;
+    rr.outputs |= stream ? ATTN_OUT_OUTPUT : 0;
     bool pass = rr.outputs != 0;
     if (!pass)
         rr.outputs = ATTN_OUT_SCORES;   /* q·k alone: validate as a pass */
@@ -362,6 +694,12 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         heads = all;
     }
     size_t rb = s->n;
+    bool whole = stream && nh == s->h;
+    size_t *slot_head = stream ? malloc(s->h * sizeof *slot_head) : NULL;
+    for (size_t a = 0; slot_head && a < nh; a++)
+        slot_head[heads[a]] = a;
+    if (stream)
+        rb = s->n < STREAM_ROWS ? s->n : STREAM_ROWS;
     if (need_sw) {
         size_t fit = ATTN_EXTRAS_BLOCK_BYTES / (s->L * esz);
         rb = fit < 1 ? 1 : fit < s->n ? fit : s->n;
@@ -373,7 +711,7 @@ enum core_status attn_forward_extras(const struct attn_request *r,
     size_t *pne = malloc(pieces * sizeof *pne);
     void *store = NULL;
     struct attn_kv_view own_kv;
-    st = ptr && pst && pne ? CORE_OK : CORE_ENOMEM;
+    st = ptr && pst && pne && (slot_head || !stream) ? CORE_OK : CORE_ENOMEM;
     if (st == CORE_OK && !kv) {
         st = attn_prepare_view(&rr, in, ptr, ptr + hkv, &store);
         own_kv = (struct attn_kv_view){(const void *const *)ptr,
@@ -383,18 +721,26 @@ enum core_status attn_forward_extras(const struct attn_request *r,
     if (st == CORE_OK) {
         if (!pass)
             rr.outputs = 0;
-        struct xjob j = {&rr, in, kv, x, out, xo, heads, nh, rb, per_head, pass, need_sw,
-                         pst, pne};
-        bool ran = attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
+        struct xjob j = {&rr,   in,     kv,
+                         x,     out,    xo,
+                         heads, nh,     rb,     per_head,
+                         pass && !whole, need_sw, stream, slot_head,
+                         (r->outputs & ATTN_OUT_OUTPUT) != 0, pst, pne};
+        /* pieces: q·k, and the pass unless it runs whole below */
+        bool ran = (!j.pass && !(x->want & ATTN_X_QK)) ||
+                   attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
         out->n_empty = 0;
         if (!ran)
             st = CORE_ESTOPPED;
-        for (size_t p = 0; ran && p < pieces; p++) {
+        for (size_t p = 0; ran && j.pass && p < pieces; p++)
             out->n_empty += pne[p];
+        for (size_t p = 0; ran && (j.pass || (x->want & ATTN_X_QK)) && p < pieces; p++)
             if (st == CORE_OK && pst[p] != CORE_OK)
                 st = pst[p];
-        }
+        if (st == CORE_OK && whole)
+            st = stream_whole(&j, ws, &out->n_empty);
     }
+    free(slot_head);
     free(store);
     free(pne);
     free(pst);

@@ -8,8 +8,10 @@
  * the chosen heads' query rows, a block of rows at a time, and derives the
  * extras from each block's final scores before the next block: the scores
  * of a block live in a buffer of about ATTN_EXTRAS_BLOCK_BYTES (never n·L
- * of them unless they are returned), so a top-k map of a long context costs
- * the score pass and O(L log k) per row. Blocks are pieces of the
+ * of them unless they are returned). A top-k map (with or without lse and
+ * the output) rides the key-blocked output-only pass instead, reading each
+ * block of scores as the pass makes it: its cost is the output's plus one
+ * comparison per score, and its memory the k entries per row. Blocks are pieces of the
  * workspace's pool (attn_pool_run) when it has one. q·k comes from the
  * same prepared queries and keys the pass reads (attn_prepare_q,
  * attn_prepare_kv), so every score step the pass adds later applies to it

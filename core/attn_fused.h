@@ -67,11 +67,16 @@ bool attn_fused_available(void);
  * runs (the largest of their needs). */
 size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
 
+struct attn_score_sink;
+
 /* Which keys each row of attn_fused_rows sees, and the softcap. */
 struct attn_fused_keys {
     const int32_t *lo, *hi;         /* [nb]: row t sees keys [lo[t], hi[t]); none
                                        when lo[t] >= hi[t] */
     float softcap;                  /* c > 0: scores c·tanh(s/c); 0: off */
+    const struct attn_score_sink *sink;  /* fed each block's raw base-2 scores
+                                            (attn.h), or NULL */
+    size_t row0;                    /* the sink's global row of row 0 */
 };
 
 /*

@@ -21,6 +21,7 @@
  *   rescale(ot, dv, alpha, nz)                ot *= alpha lane-wise
  *   values(st, kw, V, dv, ot, work, nz)       ot [dv][QG] += Vᵀ · st
  */
+#include "attn.h"
 
 /* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
 static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float scale2,
@@ -98,15 +99,22 @@ size_t FUSED_SCRATCH_FN(size_t rows, size_t d_k, size_t d_v)
     return ng * (GROUP_FLOATS + QG * (d_k + d_v)) + QG * BC + FUSED_WORK_FLOATS(d_k);
 }
 
-/* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g. */
+/* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g; its
+ * rows [t0, t0 + rows) of keys, whose sink (if any) sees each block's raw
+ * scores. */
 static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
                                 size_t ke, const float *K, const float *V, size_t dk, size_t dv,
-                                float *st, float *work)
+                                float *st, float *work, const struct attn_fused_keys *keys,
+                                size_t t0, size_t rows)
 {
+    const struct attn_score_sink *sink = keys->sink;
     for (; k0 < ke; k0 += BC) {
         size_t kw = ke - k0 < BC ? ke - k0 : BC;
         FUSED_VEC alpha[NZ];
         scores(qt, dk, K + k0 * dk, kw, st, work, g->nz);
+        if (sink)
+            sink->feed(sink->ctx, keys->row0 + t0, rows, k0, kw, st, 1, QG, keys->lo + t0,
+                       keys->hi + t0);
         if (!block_softmax(st, kw, k0, g, alpha))
             return false;
         rescale(ot, dv, alpha, g->nz);
@@ -144,7 +152,8 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
             size_t kb = s0 > g[i].lo_start ? s0 : g[i].lo_start;
             size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
             if (kb < ke && !group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, kb, ke, K,
-                                       V, d_k, d_v, st, work))
+                                       V, d_k, d_v, st, work, keys, i * QG,
+                                       nb - i * QG < QG ? nb - i * QG : QG))
                 return false;
         }
     for (size_t i = 0; i < ng; i++) {

@@ -485,6 +485,7 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
     const struct attn_shape *s = &x->r.shape;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
     size_t start = tk[0] < tk[1] ? tk[0] : tk[2], end = tk[3] > tk[1] ? tk[3] : tk[1];
+    const struct attn_score_sink *sink = x->r.score_sink;
     for (size_t t = 0; t < nb; t++) {
         m[t] = -INFINITY;
         l[t] = 0;
@@ -502,6 +503,8 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
             enum core_status st = FN(finish_scores)(x, gr / n, gr % n, k0, kw, row, &mb);
             if (st != CORE_OK)
                 return st;
+            if (sink)
+                sink->feed(sink->ctx, gr, 1, k0, kw, row, 0, 1, NULL, NULL);
             if (mb == -INFINITY) {          /* no allowed key in this block */
                 memset(row, 0, kw * sizeof(T));
                 continue;
@@ -536,16 +539,24 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
     T m[ATTN_FLASH_ROWS];
     double l[ATTN_FLASH_ROWS];
     enum core_status st;
+    const struct attn_score_sink *ss = r->score_sink;
+    bool fused = false;
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
 #ifdef ATTN_FLASH_FUSED
-    if (!ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, O, m, l, &st))
+    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, O, m, l, &st);
 #endif
+    if (!fused) {
+        if (ss)                             /* the fused kernel may have fed some */
+            ss->reset(ss->ctx, row0, nb);
         st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, O, m, l);
+    }
     if (st != CORE_OK)
         return st;
     for (size_t t = 0; t < nb; t++) {
         size_t gr = row0 + t;
         bool any = m[t] != -INFINITY;
+        if (ss)
+            ss->done(ss->ctx, gr, l[t], fused);
         if (out->empty)
             out->empty[gr] = !any;
         if (!any) {                         /* O's row stayed 0 */

@@ -522,8 +522,8 @@ static void bench_kernels(size_t n, size_t d, double goal512, double goal2)
 
 /* Top-k weights of a long context (core/attn_extras.c: return ["weights"]
  * with weights_top_k, the attention map without n·L numbers) against the
- * output-only pass, both with the pool (2 cores); the same with the output
- * as well is a detail line. */
+ * output-only pass, both with the pool (2 cores), alone and with the output
+ * as well; the goal holds for both ratios. */
 struct top_k_arg {
     struct prefill_arg p;
     struct attn_extras x;
@@ -564,11 +564,12 @@ static void bench_top_k(void)
     detail("n=64 L=32768 d128 top-32 + output, 2 cores", t[2].med, gflops(n, L, d, t[2].med),
            "GF/s", "-", 1);
     char r[96];
+    double with_out = t[2].med / t[0].med;
     snprintf(r, sizeof r, "%.2fx the output-only time (with the output too: %.2fx)", ratio,
-             t[2].med / t[0].med);
+             with_out);
     benchrow("top-32 weights f32 n=64 L=32768 d=128 (2 cores), ms", "output only ms",
-             t[0].med * 1e3, NULL, -1, t[1].med * 1e3, "ms", r, "<=1.3x output only",
-             ratio <= 1.3);
+             t[0].med * 1e3, NULL, -1, t[1].med * 1e3, "ms", r,
+             "<=1.3x output only, with or without the output", ratio <= 1.3 && with_out <= 1.3);
     free(tk.xo.top_idx);
     free(tk.xo.top_val);
     prefill_free(&out);

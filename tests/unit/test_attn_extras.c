@@ -15,6 +15,7 @@
 
 #include "core/attn.h"
 #include "core/attn_extras.h"
+#include "core/attn_fused.h"
 #include "tests/harness.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -617,6 +618,311 @@ TEST(test_refusals)
     CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_EINVAL);
 }
 
+/* ---- top-k fed by the key-blocked output-only pass --------------------- */
+
+struct scfg {
+    size_t h, h_kv, n, L, d, k;
+    enum attn_dtype dt;
+    enum attn_softmax sm;
+    double softcap;
+    int causal, window, mask, alibi, ties, per_head_sink, out, lse;
+    enum attn_kernel kern;
+};
+
+/* Reference of one row from the full pass's final scores s [L] (-inf:
+ * not allowed), in long double: the row's lse (NaN for none) and weights. */
+static long double ref_stream_row(const struct scfg *c, const double *s, double xl, int extra,
+                                  long double *p)
+{
+    long double mx = -INFINITY, den = 0;
+    for (size_t j = 0; j < c->L; j++)
+        if (s[j] > mx)
+            mx = s[j];
+    long double sh = extra && (mx == -INFINITY || xl > mx) ? xl : mx;
+    if (sh == -INFINITY)
+        return NAN;
+    for (size_t j = 0; j < c->L; j++)
+        den += s[j] == -INFINITY ? 0 : expl(s[j] - sh);
+    den += extra ? expl(xl - sh) : 0;
+    long double lse = sh + logl(den);
+    for (size_t j = 0; j < c->L; j++)
+        p[j] = s[j] == -INFINITY ? 0 : expl(s[j] - lse);
+    return lse;
+}
+
+/* Rows of one case: top-k and lse against the reference, output bits and
+ * empty flags against the output-only pass. Returns the failures. */
+static size_t stream_check(const struct scfg *c, const size_t *heads, size_t nh,
+                           const double *sc, const void *full_out, const uint8_t *full_empty,
+                           const double *sinks, const struct attn_result *res,
+                           const struct attn_extras_out *xo)
+{
+    size_t n = c->n, L = c->L, k = c->k, esz = attn_dtype_size(c->dt), bad = 0;
+    double rt = c->dt == ATTN_F32 ? 2e-5 : 1e-12, at_ = c->dt == ATTN_F32 ? 1e-9 : 1e-300;
+    long double *p = malloc(L * sizeof *p);
+    for (size_t a = 0; a < nh; a++)
+        for (size_t i = 0; i < n; i++) {
+            size_t hh = heads[a], row = a * n + i, grow = hh * n + i;
+            const double *s = sc + grow * L;
+            double xl = c->sm != ATTN_SOFTMAX_SINK ? 0 : sinks[c->per_head_sink ? hh : 0];
+            int extra = c->sm != ATTN_SOFTMAX_STANDARD && xl != -INFINITY;
+            long double lse = ref_stream_row(c, s, xl, extra, p);
+            if (res->empty)
+                bad += res->empty[row] != full_empty[grow];
+            if (res->output && nh == c->h)     /* every head: the bits of output alone */
+                bad += memcmp((const char *)res->output + row * c->d * esz,
+                              (const char *)full_out + grow * c->d * esz, c->d * esz) != 0;
+            if (xo->lse) {
+                double v = c->dt == ATTN_F32 ? ((float *)xo->lse)[row] : ((double *)xo->lse)[row];
+                bad += isnan(lse) ? !isnan(v) : !(fabs(v - (double)lse) <= rt * (1 + fabsl(lse)));
+            }
+            size_t allowed = 0;
+            for (size_t j = 0; j < L; j++)
+                allowed += s[j] != -INFINITY;
+            const int64_t *ti = xo->top_idx + row * k;
+            for (size_t t = 0; t < k; t++) {
+                double val = c->dt == ATTN_F32 ? ((float *)xo->top_val)[row * k + t]
+                                               : ((double *)xo->top_val)[row * k + t];
+                if (t >= allowed) {
+                    bad += ti[t] != -1 || val != 0;
+                    continue;
+                }
+                if (ti[t] < 0 || ti[t] >= (int64_t)L || s[ti[t]] == -INFINITY) {
+                    bad++;
+                    continue;
+                }
+                bad += !(fabs(val - (double)p[ti[t]]) <= rt * (double)p[ti[t]] + at_);
+                for (size_t u = 0; u < t; u++)
+                    bad += ti[u] == ti[t];
+                if (t > 0) {
+                    double pv = c->dt == ATTN_F32 ? ((float *)xo->top_val)[row * k + t - 1]
+                                                  : ((double *)xo->top_val)[row * k + t - 1];
+                    bad += pv < val || (pv == val && ti[t - 1] > ti[t]);
+                }
+                if (t + 1 < k && t + 1 < allowed)
+                    continue;
+                /* nothing left out ranks above the last kept (exact ties
+                 * across the cut: test_streamed_exact_ties) */
+                for (size_t j = 0; j < L; j++) {
+                    int kept = 0;
+                    for (size_t u = 0; u <= t; u++)
+                        kept |= ti[u] == (int64_t)j;
+                    if (kept || s[j] == -INFINITY)
+                        continue;
+                    bad += (double)p[j] > (double)p[ti[t]] * (1 + rt) + at_;
+                }
+            }
+        }
+    free(p);
+    return bad;
+}
+
+static void stream_case(const struct scfg *c)
+{
+    size_t h = c->h, hk = c->h_kv, n = c->n, L = c->L, d = c->d, k = c->k;
+    struct cfg a = {.dt = c->dt};
+    double *qd = arr(&a, h * n * d, -1.5, 1.5), *kd = arr(&a, hk * L * d, -1.5, 1.5);
+    double *vd = arr(&a, hk * L * d, -2, 2), sinks[8];
+    if (c->ties)                        /* equal keys: equal scores */
+        for (size_t g = 0; g < hk; g++)
+            for (size_t j = 1; j < L; j += 3)
+                memcpy(kd + (g * L + j) * d, kd + (g * L + j - 1) * d, d * sizeof(double));
+    for (size_t t = 0; t < h; t++)
+        sinks[t] = c->per_head_sink && t % 3 == 2 ? -INFINITY : urand(-2, 2);
+    uint8_t *mk = NULL;
+    if (c->mask) {
+        mk = malloc(h * n * L);
+        for (size_t t = 0; t < h * n * L; t++)
+            mk[t] = urand(0, 1) < 0.7;
+        memset(mk, 0, L);               /* row (0, 0): no allowed key */
+    }
+    void *q = as_dt(&a, qd, h * n * d), *kk = as_dt(&a, kd, hk * L * d);
+    void *v = as_dt(&a, vd, hk * L * d);
+    struct attn_request r = {
+        .shape = {h, hk, n, L, d, d},
+        .params = {.dtype = c->dt, .scale = urand(0.3, 1.5), .softmax = c->sm,
+                   .sink_logit = sinks[0], .sink_logits = c->per_head_sink ? sinks : NULL,
+                   .softcap = c->softcap, .alibi = c->alibi},
+        .causal = c->causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE,
+        .mask = mk, .mask_heads = h,
+        .outputs = ATTN_OUT_OUTPUT,
+    };
+    if (c->window)
+        r.window = (struct attn_window){true, (int64_t)(L / 5), c->causal ? 0 : 3,
+                                        (int64_t)(c->window > 1 ? 4 : 0)};
+    struct attn_inputs in = {q, kk, v, NULL, NULL, NULL, 1, 1, 1};
+    size_t esz = attn_dtype_size(c->dt);
+    /* the reference's scores and the output-only pass's bits */
+    struct attn_request rs = r;
+    rs.outputs = ATTN_OUT_SCORES;
+    void *scb = malloc(h * n * L * esz), *fo = malloc(h * n * d * esz);
+    uint8_t *fe = calloc(h * n, 1);
+    struct attn_result fs = {.scores = scb}, fres = {.output = fo, .empty = fe};
+    enum attn_kernel was = attn_kernel_active();
+    attn_kernel_set(c->kern);
+    CHECK(attn_forward(&rs, &in, &fs, NULL) == CORE_OK);
+    CHECK(attn_forward(&r, &in, &fres, NULL) == CORE_OK);
+    double *sc = malloc(h * n * L * sizeof *sc);
+    for (size_t t = 0; t < h * n * L; t++)
+        sc[t] = c->dt == ATTN_F32 ? ((float *)scb)[t] : ((double *)scb)[t];
+
+    size_t heads[8], nh = 0;
+    for (size_t t = h; t-- > 0;)
+        if (urand(0, 1) < 0.7 || (t == 0 && nh == 0))
+            heads[nh++] = t;
+    size_t rows = nh * n;
+    r.outputs = c->out ? ATTN_OUT_OUTPUT : 0;
+    struct attn_result res = {.output = c->out ? malloc(rows * d * esz) : NULL,
+                              .empty = calloc(rows, 1)};
+    struct attn_extras x = {ATTN_X_TOPK | (c->lse ? ATTN_X_LSE : 0u), heads, nh, k};
+    struct attn_extras_out xo = {.lse = c->lse ? malloc(rows * esz) : NULL,
+                                 .top_idx = malloc(rows * k * 8),
+                                 .top_val = malloc(rows * k * esz)};
+    struct attn_ws *ws = attn_ws_new();
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, ws) == CORE_OK);
+    attn_ws_free(ws);
+    attn_kernel_set(was);
+    size_t bad = stream_check(c, heads, nh, sc, fo, fe, sinks, &res, &xo);
+    if (bad)
+        printf("  stream case h=%zu/%zu n=%zu L=%zu k=%zu dt=%d sm=%d cap=%g causal=%d win=%d "
+               "mask=%d ties=%d kern=%d: %zu bad\n", h, hk, n, L, k, (int)c->dt, (int)c->sm,
+               c->softcap, c->causal, c->window, c->mask, c->ties, (int)c->kern, bad);
+    CHECK_EQ_INT(bad, 0);
+    free(res.output); free(res.empty); free(xo.lse); free(xo.top_idx); free(xo.top_val);
+    free(scb); free(fo); free(fe); free(sc); free(mk);
+    free(q); free(kk); free(v); free(qd); free(kd); free(vd);
+}
+
+/* Scores that every path computes exactly (small integers, scale 1/2):
+ * groups of equal scores, the cut of k inside the best group, which must
+ * keep its lowest indices; with a softcap of 1 (and scale 4: scores of 64
+ * and more) every score saturates to the cap even in double, so the top k
+ * are the first k keys. Each kernel, both dtypes. */
+TEST(test_streamed_exact_ties)
+{
+    enum { N = 8, L = 300, D = 2, K = 37 };
+    double qd[N * D], kd[L * D], vd[L * D];
+    for (size_t i = 0; i < N; i++) {
+        qd[i * D] = (double)(2 + i % 3);
+        qd[i * D + 1] = 0;
+    }
+    for (size_t j = 0; j < L; j++) {
+        kd[j * D] = (double)(j % 5 + 8);
+        kd[j * D + 1] = (double)(j % 7);
+        vd[j * D] = (double)(j % 3);
+        vd[j * D + 1] = 1;
+    }
+    struct cfg a = {0};
+    for (int it = 0; it < 24; it++) {
+        a.dt = it % 2 ? ATTN_F32 : ATTN_F64;
+        enum attn_kernel kern = (enum attn_kernel)(it / 2 % 3 == 0   ? ATTN_KERNEL_AUTO
+                                                   : it / 2 % 3 == 1 ? ATTN_KERNEL_AVX2
+                                                                     : ATTN_KERNEL_NONE);
+        double cap = it / 6 % 2 ? 1 : 0;
+        enum attn_softmax sm = it / 12 ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD;
+        void *q = as_dt(&a, qd, N * D), *k = as_dt(&a, kd, L * D), *v = as_dt(&a, vd, L * D);
+        struct attn_request r = {.shape = {1, 1, N, L, D, D},
+                                 .params = {.dtype = a.dt, .scale = cap > 0 ? 4 : 0.5, .softmax = sm,
+                                            .softcap = cap},
+                                 .outputs = 0};
+        struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+        int64_t ti[N * K];
+        double tv[N * K];
+        struct attn_result res = {0};
+        struct attn_extras x = {ATTN_X_TOPK, NULL, 0, K};
+        struct attn_extras_out xo = {.top_idx = ti, .top_val = tv};
+        enum attn_kernel was = attn_kernel_active();
+        attn_kernel_set(kern);
+        CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+        attn_kernel_set(was);
+        size_t bad = 0;
+        for (size_t i = 0; i < N; i++)
+            for (size_t t = 0; t < K; t++) {
+                /* best group: key j % 5 == 4; saturated: every key */
+                int64_t want = cap > 0 ? (int64_t)t : (int64_t)(5 * t + 4);
+                double val = at(&a, tv, i * K + t), first = at(&a, tv, i * K);
+                bad += ti[i * K + t] != want || val != first || !(val > 0);
+            }
+        CHECK_EQ_INT(bad, 0);
+        free(q);
+        free(k);
+        free(v);
+    }
+}
+
+/* Batches: the streamed top-k of B = 3 elements, every head and a subset
+ * in another order, equals the materialising road's (statistics asked for
+ * too), which the random cases hold to the reference. */
+TEST(test_streamed_batch)
+{
+    enum { B = 3, H = 2, N = 9, L = 150, D = 8, K = 6 };
+    struct cfg a = {.dt = ATTN_F32};
+    double *qd = arr(&a, B * H * N * D, -1.5, 1.5), *kd = arr(&a, B * L * D, -1.5, 1.5);
+    double *vd = arr(&a, B * L * D, -1, 1);
+    void *q = as_dt(&a, qd, B * H * N * D), *k = as_dt(&a, kd, B * L * D);
+    void *v = as_dt(&a, vd, B * L * D);
+    struct attn_request r = {.shape = {H, 1, N, L, D, D, B},
+                             .params = {.dtype = ATTN_F32, .scale = 0.6,
+                                        .softmax = ATTN_SOFTMAX_ONE},
+                             .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                             .outputs = ATTN_OUT_OUTPUT};
+    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+    size_t sub[1] = {1}, *hs[2] = {NULL, sub}, nhs[2] = {H, 1};
+    for (int c = 0; c < 2; c++) {
+        size_t rows = B * nhs[c] * N;
+        float o1[B * H * N * D], o2[B * H * N * D], tv1[B * H * N * K], tv2[B * H * N * K];
+        float lse[B * H * N], ent[B * H * N], mw[B * H * N], mass[B * H * N];
+        int64_t ti1[B * H * N * K], ti2[B * H * N * K], am[B * H * N];
+        struct attn_result r1 = {.output = o1}, r2 = {.output = o2};
+        struct attn_extras x1 = {ATTN_X_TOPK, hs[c], nhs[c], K};
+        struct attn_extras x2 = {ATTN_X_TOPK | ATTN_X_STATS, hs[c], nhs[c], K};
+        struct attn_extras_out xo1 = {.top_idx = ti1, .top_val = tv1};
+        struct attn_extras_out xo2 = {NULL, lse, ent, mw, mass, am, ti2, tv2};
+        CHECK(attn_forward_extras(&r, &in, NULL, &x1, &r1, &xo1, NULL) == CORE_OK);
+        CHECK(attn_forward_extras(&r, &in, NULL, &x2, &r2, &xo2, NULL) == CORE_OK);
+        size_t bad = 0;
+        for (size_t t = 0; t < rows * K; t++)
+            bad += ti1[t] != ti2[t] || !(fabsf(tv1[t] - tv2[t]) <= 1e-6f);
+        for (size_t t = 0; t < rows * D; t++)
+            bad += !(fabsf(o1[t] - o2[t]) <= 1e-5f);
+        CHECK_EQ_INT(bad, 0);
+    }
+    free(q); free(k); free(v); free(qd); free(kd); free(vd);
+}
+
+/* Top-k (and lse) without statistics, scores or weights ride the
+ * output-only pass (fused kernels and the gemm loop): random cases with
+ * every softmax, softcap, causal, windows with and without sinks, masks
+ * with an empty row, ALiBi, exact ties, k beyond the allowed keys; the
+ * output keeps the output-only pass's bits. */
+TEST(test_streamed_top_k)
+{
+    static const size_t Ls[] = {3, 70, 200, 700, 1100};
+    for (int it = 0; it < 90; it++) {
+        struct scfg c = {0};
+        c.h_kv = 1 + (size_t)urand(0, 2);
+        c.h = c.h_kv * (1 + (size_t)urand(0, 3));
+        c.n = 5 + (size_t)urand(0, 60);
+        c.L = Ls[(size_t)urand(0, 5)];
+        c.d = 4 * (1 + (size_t)urand(0, 8));
+        c.k = 1 + (size_t)urand(0, it % 4 == 0 ? (double)c.L + 5 : 40);
+        c.dt = it % 3 == 2 ? ATTN_F64 : ATTN_F32;
+        c.sm = (enum attn_softmax)(it % 3);
+        c.per_head_sink = urand(0, 1) < 0.3;
+        c.softcap = urand(0, 1) < 0.25 ? urand(1, 5) : 0;
+        c.causal = urand(0, 1) < 0.5;
+        c.window = (int)urand(0, 3);
+        c.mask = urand(0, 1) < 0.15;
+        c.alibi = urand(0, 1) < 0.1;
+        c.ties = it % 4 == 1;
+        c.out = urand(0, 1) < 0.5;
+        c.lse = urand(0, 1) < 0.5;
+        c.kern = (enum attn_kernel)(it % 4 == 3 ? ATTN_KERNEL_AVX2
+                                    : it % 4 == 2 ? ATTN_KERNEL_NONE : ATTN_KERNEL_AUTO);
+        stream_case(&c);
+    }
+}
+
 int main(void)
 {
     RUN(test_seed_example);
@@ -626,5 +932,8 @@ int main(void)
     RUN(test_blocks_of_rows);
     RUN(test_long_context_top_k);
     RUN(test_refusals);
+    RUN(test_streamed_top_k);
+    RUN(test_streamed_exact_ties);
+    RUN(test_streamed_batch);
     TEST_MAIN_END();
 }
