@@ -208,13 +208,18 @@ size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum ap
 
 size_t api_half_round_matrix(enum api_half h, float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (x[i] == -INFINITY || isnan(x[i]))
-            continue;
-        uint16_t b = api_half_bits(h, x[i]);
-        if (!finite_bits(h, b))
-            return i;
-        x[i] = widen(h, b);
+    uint16_t b[1024];                   /* a block at a time through the array converters */
+    for (size_t i0 = 0; i0 < n; i0 += 1024) {
+        size_t m = n - i0 < 1024 ? n - i0 : 1024;
+        size_t j = h == API_HALF_F16 ? half_f32_to_f16_n(x + i0, b, m)
+                                     : half_f32_to_bf16_n(x + i0, b, m);
+        for (; j < m; j++)              /* -inf and NaN stay; anything else overflowed */
+            if (!finite_bits(h, b[j]) && x[i0 + j] != -INFINITY && !isnan(x[i0 + j]))
+                return i0 + j;
+        if (h == API_HALF_F16)
+            half_f16_to_f32_n(b, x + i0, m);
+        else
+            half_bf16_to_f32_n(b, x + i0, m);
     }
     return n;
 }

@@ -564,6 +564,7 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
     const char *p = s + 1, *end = s + len, *data = NULL, *t;
     size_t shape[ATTN_MAX_RANK] = {0}, n, data_len = 0, count = 1, bytes, have;
     int rank = 0, i, seen = 0, dtype = -1;
+    enum api_half half = API_HALF_NONE;
     void *raw;
 
     if (len == 0 || s[0] != '{')
@@ -583,9 +584,12 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
             p = shape_list(p, end, &rank, shape);
         } else if (text_is(t, n, "dtype") && !(seen & 2) && *p == '"') {
             seen |= 2;
-            if ((p = plain_string(p, end, &t, &n)))
+            if ((p = plain_string(p, end, &t, &n))) {
+                half = text_is(t, n, "float16") ? API_HALF_F16
+                     : text_is(t, n, "bfloat16") ? API_HALF_BF16 : API_HALF_NONE;
                 dtype = text_is(t, n, "float64") ? ATTN_F64
-                      : text_is(t, n, "float32") ? ATTN_F32 : -1;
+                      : text_is(t, n, "float32") || half ? ATTN_F32 : -1;
+            }
             if (dtype < 0)
                 return 0;
         } else if (text_is(t, n, "data") && !(seen & 4) && *p == '"') {
@@ -607,7 +611,7 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
         if (!core_mul(count, shape[i], &count))
             return 0;
     if (count > max_count ||
-        !core_mul(count, attn_dtype_size((enum attn_dtype)dtype), &bytes) ||
+        !core_mul(count, half ? 2 : attn_dtype_size((enum attn_dtype)dtype), &bytes) ||
         !api_base64_decoded_len(data, data_len, &have) || have != bytes ||
         !(raw = malloc(bytes)))
         return 0;
@@ -621,6 +625,7 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
     out->count = count;
     out->raw = raw;
     out->raw_dtype = (enum attn_dtype)dtype;
+    out->raw_half = half;
     return (size_t)(p + 1 - s);
 }
 

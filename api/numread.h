@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "api/half.h"
 #include "core/tensor.h"
 
 /* A numeric array read from text; owns its data. */
@@ -33,6 +34,8 @@ struct api_numarray {
                                        raw_dtype, not yet checked for
                                        finiteness (the reader does that) */
     enum attn_dtype raw_dtype;
+    enum api_half raw_half;         /* base64 of 2-byte float16 / bfloat16
+                                       elements (raw_dtype ATTN_F32 then) */
 };
 
 /*
@@ -46,7 +49,7 @@ size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
 /*
  * Read a base64 tensor object at s[0..len) (s[0] must be '{'):
  * exactly the members "shape" (1..3 positive integers), "dtype"
- * ("float32" | "float64") and "data" (base64 of exactly shape x dtype
+ * ("float32" | "float64" | "float16" | "bfloat16") and "data" (base64 of exactly shape x dtype
  * bytes, no escapes), in any order, once each. Anything else, or more than
  * max_count elements: 0, and jansson's path reports it. This spares
  * jansson's string reader (~20 MB/s) the megabytes of "data".

@@ -448,6 +448,17 @@ size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_i
     return n;
 }
 
+/* Index of the first element of float16 (f16) or bfloat16 bits h [n] that
+ * is not finite (-inf allowed when allow_neg_inf), or n. */
+static size_t first_nonfinite_half(const uint16_t *h, bool f16, size_t n, bool allow_neg_inf)
+{
+    uint16_t exp = f16 ? 0x7C00 : 0x7F80, ninf = f16 ? 0xFC00 : 0xFF80;
+    for (size_t i = 0; i < n; i++)
+        if ((h[i] & exp) == exp && !(allow_neg_inf && h[i] == ninf))
+            return i;
+    return n;
+}
+
 static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
                         const void *src, const struct api_tensor_spec *spec,
                         void *dst, size_t n)
@@ -463,6 +474,20 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
         }
         if (dst != src)
             memcpy(dst, src, n * (t == B64_F32 ? 4 : 8));
+        return true;
+    }
+    if (spec->dtype == ATTN_F32 && spec->elem != API_ELEM_BOOL &&
+        ((t == B64_F16 && c->half == API_HALF_F16) || (t == B64_BF16 && c->half == API_HALF_BF16))) {
+        /* the request's own half format: every value is one already */
+        i = first_nonfinite_half(src, t == B64_F16, n, spec->elem == API_ELEM_NULLABLE);
+        if (i < n) {
+            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
+            return false;
+        }
+        if (t == B64_F16)
+            half_f16_to_f32_n(src, dst, n);
+        else
+            half_bf16_to_f32_n(src, dst, n);
         return true;
     }
     for (i = 0; i < n; i++) {
@@ -588,7 +613,9 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
                          const char *path, const struct api_tensor_spec *spec,
                          size_t *budget, struct api_tensor *out)
 {
-    enum b64_type t = a->raw_dtype == ATTN_F32 ? B64_F32 : B64_F64;
+    enum b64_type t = a->raw_half == API_HALF_F16 ? B64_F16
+                      : a->raw_half == API_HALF_BF16 ? B64_BF16
+                      : a->raw_dtype == ATTN_F32 ? B64_F32 : B64_F64;
     char p[API_PATH_MAX];
     size_t count, dbytes;
     void *dst;
@@ -607,7 +634,7 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
         return false;
     /* count * 8 fits: the raw bytes exist */
     dbytes = count * attn_dtype_size(spec->dtype);
-    dst = spec->dtype == a->raw_dtype ? a->raw : malloc(dbytes);
+    dst = spec->dtype == a->raw_dtype && !a->raw_half ? a->raw : malloc(dbytes);
     if (!dst) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;

@@ -240,6 +240,7 @@ void half_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n)
 #ifdef HALF_HAVE_F16C
 
 #include <cpuid.h>
+#include <stdatomic.h>
 
 #define F16C_FN __attribute__((target("avx,f16c")))
 
@@ -255,9 +256,17 @@ static bool cpu_has_f16c(void)
     return (c >> 29) & 1u;
 }
 
+/* Asked once: CPUID is slow (under a hypervisor it traps, microseconds),
+ * and the array converters ask on every call. */
 bool half_f16c_available(void)
 {
-    return __builtin_cpu_supports("avx") && cpu_has_f16c();
+    static _Atomic int have = -1;
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        h = __builtin_cpu_supports("avx") && cpu_has_f16c();
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h;
 }
 
 F16C_FN size_t half_f32_to_f16_n_f16c(const float *src, uint16_t *dst, size_t n)

@@ -23,10 +23,17 @@
  *
  * usage: bench_api [reps] [small_request.json]
  *
+ *   half prefill      api_handle on n=L=2048 d=128 float16 and bfloat16 base64
+ *                     requests (output only) beside the float32 one, on 2
+ *                     cores (a pool of one helper), wall clock: the half
+ *                     rates as fractions of the float32 rate.
+ *
+ * BENCH_API_ONLY=half runs only the half prefill rows;
  * BENCH_API_ONLY=small runs only api_handle on small_request.json (default
  * ../shared/bench/req/small_n4_L4_d8.json), BENCH_API_CALLS times (default
  * 200000), in a plain loop (a fixed count, for callgrind's instruction counts).
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +47,17 @@
 #include "api/numread.h"
 #include "api/write.h"
 #include "core/attn.h"
+#include "core/half.h"
+#include "core/pool.h"
 
 static int reps = 5;
+
+static bool wall;                       /* wall clock instead of thread CPU time */
 
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -218,20 +229,28 @@ static const char *header_json(void *arg, const char *name)
     return strcasecmp(name, "Content-Type") == 0 ? "application/json" : NULL;
 }
 
-/* Append {"shape":[rows,cols],"dtype":"float32","data":"..."} of random floats. */
-static void put_tensor(struct api_buf *b, const char *key, size_t rows, size_t cols, uint64_t *x)
+/* Append {"shape":[rows,cols],"dtype":dt,"data":"..."} of random floats
+ * (dt "float32", "float16" or "bfloat16": 4 or 2 bytes little-endian). */
+static void put_tensor(struct api_buf *b, const char *key, size_t rows, size_t cols,
+                       const char *dt, uint64_t *x)
 {
     size_t n = rows * cols;
     float *f = malloc(n * sizeof *f);
+    uint16_t *h = malloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++) {
         *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
         f[i] = (float)((double)(*x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        h[i] = strcmp(dt, "float16") == 0 ? half_f16_from_f32(f[i]) : half_bf16_from_f32(f[i]);
     }
-    api_buf_printf(b, "\"%s\":{\"shape\":[%zu,%zu],\"dtype\":\"float32\",\"data\":\"", key,
-                   rows, cols);
-    api_base64_encode(b, f, n * sizeof *f);
+    api_buf_printf(b, "\"%s\":{\"shape\":[%zu,%zu],\"dtype\":\"%s\",\"data\":\"", key,
+                   rows, cols, dt);
+    if (strcmp(dt, "float32") == 0)
+        api_base64_encode(b, f, n * sizeof *f);
+    else
+        api_base64_encode(b, h, n * sizeof *h);
     api_buf_puts(b, "\"}");
     free(f);
+    free(h);
 }
 
 /* The codec alone on the request's payload, for detail. */
@@ -261,19 +280,20 @@ static void run_encode(void *arg)
     sink = c->enc.data[c->enc.len / 2];
 }
 
-/* POST /v1/attention, float32 base64 in and out, output only. */
-static char *b64_body(size_t n, size_t L, size_t d, size_t *len)
+/* POST /v1/attention, base64 in and out in dtype dt, output only. */
+static char *b64_body(size_t n, size_t L, size_t d, const char *dt, size_t *len)
 {
     struct api_buf b;
     uint64_t x = 0x9E3779B97F4A7C15ull;
     api_buf_init(&b, (size_t)1 << 30);
     api_buf_putc(&b, '{');
-    put_tensor(&b, "q", n, d, &x);
+    put_tensor(&b, "q", n, d, dt, &x);
     api_buf_putc(&b, ',');
-    put_tensor(&b, "k", L, d, &x);
+    put_tensor(&b, "k", L, d, dt, &x);
     api_buf_putc(&b, ',');
-    put_tensor(&b, "v", L, d, &x);
-    api_buf_puts(&b, ",\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    put_tensor(&b, "v", L, d, dt, &x);
+    api_buf_printf(&b, ",\"dtype\":\"%s\",\"encoding\":\"base64\",\"return\":[\"output\"]}",
+                   dt);
     return api_buf_take(&b, len);
 }
 
@@ -379,6 +399,62 @@ static void bench_numbers(void)
     free(t.s);
 }
 
+/* Prefill n=L=2048 d=128 in float16 and bfloat16 next to the same request
+ * in float32, base64 in and out, through api_handle as a server worker
+ * runs it (its workspace on a pool of one helper: 2 cores), wall clock,
+ * samples interleaved: each half rate as a fraction of the float32 one. */
+static void bench_half_prefill(struct api_ctx *ctx)
+{
+    static const char *const dts[3] = {"float32", "float16", "bfloat16"};
+    size_t n = 2048, d = 128;
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    struct attn_ws *ws = attn_ws_new();
+    if (!pool || !ws) {
+        fprintf(stderr, "bench_api: no pool\n");
+        exit(1);
+    }
+    attn_ws_set_pool(ws, pool);
+    struct b64req rq[3];
+    double s[3][64];
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        char *body = b64_body(n, n, d, dts[i], &len);
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].ctx = ctx;
+        rq[i].q = (struct api_request){.method = "POST", .path = "/v1/attention",
+                                       .header = header_json, .body = body, .body_len = len,
+                                       .ws = ws};
+    }
+    int keep = reps;
+    wall = true;
+    reps = 1;
+    for (int r = 0; r < keep; r++)
+        for (int i = 0; i < 3; i++)
+            s[i][r] = time_fn(run_handle, &rq[i]);
+    reps = keep;
+    wall = false;
+    double t32 = median(s[0], reps), gf = 4.0 * (double)n * (double)n * (double)d / 1e9;
+    printf("prefill n=L=%zu d=%zu via api_handle (base64, 2 cores): float32 %.2f ms (%.0f GF/s)",
+           n, d, t32 * 1e3, gf / t32);
+    for (int i = 1; i < 3; i++) {
+        double t = median(s[i], reps);
+        printf(", %s %.2f ms", dts[i], t * 1e3);
+    }
+    printf("\n");
+    for (int i = 1; i < 3; i++) {
+        char name[128];
+        double t = median(s[i], reps);
+        snprintf(name, sizeof name,
+                 "prefill %s n=L=2048 d=128 output only (api_handle base64, 2 cores)", dts[i]);
+        printf("BENCHROW|%s|float32 GF/s|%.1f|-|-|%.1f|GF/s|%.2f of float32|>=0.9 of float32|%s\n",
+               name, gf / t32, gf / t, t32 / t, t32 / t >= 0.9 ? "PASS" : "MISS");
+    }
+    for (int i = 0; i < 3; i++)
+        free((void *)rq[i].q.body);
+    attn_ws_free(ws);
+    attn_pool_free(pool);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) {
@@ -404,12 +480,17 @@ int main(int argc, char **argv)
         attn_ws_free(ws);
         return rc;
     }
+    if (only && strcmp(only, "half") == 0) {
+        bench_half_prefill(&ctx);
+        attn_ws_free(ws);
+        return 0;
+    }
     if (!only || strcmp(only, "base64") != 0)
         bench_numbers();
 
     /* base64 through api_handle */
     size_t n = 16, L = 2048, dk = 64, blen;
-    char *body = b64_body(n, L, dk, &blen);
+    char *body = b64_body(n, L, dk, "float32", &blen);
     struct b64req br = {&ctx, {0}, (n * dk + 2 * L * dk + n * dk) * sizeof(float), NULL, NULL};
     br.q.method = "POST";
     br.q.path = "/v1/attention";
@@ -454,6 +535,7 @@ int main(int argc, char **argv)
             free(small);
         }
     }
+    bench_half_prefill(&ctx);
     free(body);
     free(br.src);
     free(br.dst);

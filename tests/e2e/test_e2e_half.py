@@ -117,6 +117,31 @@ def test_bfloat16_base64_in_and_out(attnd):
     assert [bf16(x) for x in numbers(js2["output"])] == got
 
 
+def test_half_base64_in_the_other_format_and_inf(attnd):
+    """A float16 base64 tensor in a bfloat16 request is rounded to bfloat16
+    (the same answer as its values sent as numbers); a tensor in the
+    request's own format is taken as it is, and an infinity in it is 422 at
+    its data."""
+    qv = [1.0009765625, -0.3330078125, 2.0, 0.125, 1.5, 0.25, -0.75, 1.0]
+    qb = b"".join(struct.pack("<H", f16_bits(x)) for x in qv)
+    body = {"q": {"shape": [2, 4], "dtype": "float16", "data": base64.b64encode(qb).decode()},
+            "k": K, "v": V, "dtype": "bfloat16"}
+    js = attnd.post("/v1/attention", json.dumps(body), headers=JSON).json()
+    body2 = dict(body, q=[qv[:4], qv[4:]])
+    js2 = attnd.post("/v1/attention", json.dumps(body2), headers=JSON).json()
+    assert js["output"] == js2["output"]
+    assert bf16(qv[0]) != qv[0]       # the rounding happened: 1.0009765625 is no bfloat16
+    for dt, inf in (("float16", 0x7C00), ("bfloat16", 0x7F80)):
+        raw = struct.pack("<4H", 0x3C00, 0, inf, 0)
+        body = {"q": {"shape": [1, 4], "dtype": dt, "data": base64.b64encode(raw).decode()},
+                "k": K, "v": V, "dtype": dt}
+        r = attnd.post("/v1/attention", json.dumps(body), headers=JSON)
+        assert r.status == 422, r
+        err = r.json()["error"]
+        assert err["code"] == "non_finite" and err["path"] == "/q/data", err
+        assert "element 2" in err["message"], err
+
+
 def test_decimal_tie_rounds_from_the_text(attnd):
     # 1 + 2^-11 is the float16 midpoint after 1; a hair above it reads as the
     # same double, but rounds up as a decimal
