@@ -67,7 +67,7 @@ void api_sessions_import(struct api_call *c)
         return;
     }
     struct sess_import_limits lim = {
-        .max_row_elements = c->ctx->cfg.max_elements,
+        .max_row_elements = api_max_elements(c),
         .max_tokens = c->ctx->cfg.max_tokens,
     };
     enum core_status rc = sess_import(c->ctx->store, c->req->body, c->req->body_len,

@@ -822,6 +822,14 @@ static enum core_status import_room(struct sess_store *st, const struct sess *s,
     return rc;
 }
 
+/* A failure to make a session of parsed bytes: too big (CORE_ELIMIT) and
+ * out of memory stay what they are; anything else means the bytes are bad
+ * (a setting out of range, a non-finite value). */
+static enum core_status bad_bytes(enum core_status rc)
+{
+    return rc == CORE_ELIMIT || rc == CORE_ENOMEM ? rc : CORE_ECORRUPT;
+}
+
 enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
                              const struct sess_import_limits *lim, char *id,
                              char *why)
@@ -835,16 +843,15 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
         rc = CORE_ECORRUPT;
     else
         rc = import_limits(&l, lim, why);
-    if (rc == CORE_OK && !(s = sess_new_from_spec(&l.spec, &rc)) &&
-        (rc == CORE_EINVAL || rc == CORE_ESHAPE)) {
-        say(why, "bad settings: %s", core_status_text(rc));
-        rc = CORE_ECORRUPT;
+    if (rc == CORE_OK && !(s = sess_new_from_spec(&l.spec, &rc))) {
+        say(why, "its settings: %s", core_status_text(rc));
+        rc = bad_bytes(rc);
     }
     if (rc == CORE_OK)
         rc = import_room(st, s, l.length, why);
-    if (rc == CORE_OK && (rc = append_rows(s->kv, &l)) == CORE_ENONFINITE) {
-        say(why, "a stored value or scale is not finite");
-        rc = CORE_ECORRUPT;
+    if (rc == CORE_OK && (rc = append_rows(s->kv, &l)) != CORE_OK) {
+        say(why, "its rows: %s", core_status_text(rc));
+        rc = bad_bytes(rc);
     }
     loaded_free(&l);
     if (rc != CORE_OK) {

@@ -15,14 +15,15 @@
 # sequences with invariants), fuzz_persist (restoring --state-dir files),
 # fuzz_journal (start-up from a damaged snapshot and journal),
 # fuzz_numbers (number reader vs jansson, shortest printing round trips),
-# fuzz_half (float16/bfloat16 printers and exact reader). A
+# fuzz_half (float16/bfloat16 printers and exact reader), fuzz_import
+# (POST /v1/sessions/import's parser, limits and round trip). A
 # crash found becomes a file in
 # tests/fuzz/corpus/<name>/ (named regress-*) so it is replayed forever.
 
 FUZZ_BUILD    ?= build/fuzz
 FUZZ_SECONDS  ?= 60
 FUZZ_CC       ?= clang
-FUZZ_NAMES    := request base64 sessions persist numbers journal half
+FUZZ_NAMES    := request base64 sessions persist numbers journal half import
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                  -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 -march=native $(WARN) $(FUZZ_SAN) \

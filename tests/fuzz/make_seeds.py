@@ -7,7 +7,8 @@ regress-* files there are crash reproducers and are never touched; the
 state-* files of corpus/persist are real --state-dir files attnd wrote
 (flag byte, then the file without its CRC, which the target appends), and
 the state-* files of corpus/journal are a snapshot and a journal attnd
-wrote (flag byte, u16 snapshot length, the snapshot, the journal). The
+wrote (flag byte, u16 snapshot length, the snapshot, the journal); the
+seeds of corpus/import are exports of a running attnd (import_seeds). The
 request seeds include the bodies of the hostile-input catalogue
 (tests/data/bad) sent to their routes.
 """
@@ -174,6 +175,64 @@ def numbers_seeds():
     return seeds
 
 
+IMPORT_SPECS = [
+    {"d_k": 4, "d_v": 3},
+    {"d_k": 4, "d_v": 3, "heads": 4, "kv_heads": 2, "alibi": True,
+     "bias": {"q": [0.25, -0.5, 1.0, 0.0], "k": [[3, -2, 0.5, 1], [0, 1, -1, 2]], "v": [1, -1, 0.5]},
+     "rope": {"base": 10000, "pairs": "interleaved"}},
+    {"d_k": 8, "d_v": 4, "heads": 2, "dtype": "float32", "softcap": 4.0,
+     "rope": {"dims": 4, "scaling": {"type": "yarn", "factor": 4, "original_max_position": 64,
+                                     "beta_fast": 16}}},
+    {"d_k": 4, "d_v": 4, "dtype": "float32", "kv_dtype": "float16", "softmax": "sink",
+     "sink_logit": [0.5]},
+    {"d_k": 4, "d_v": 2, "heads": 2, "kv_heads": 1, "dtype": "float32", "kv_dtype": "int8",
+     "rope": {"scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 1,
+                          "high_freq_factor": 4, "original_max_position": 16}}},
+    {"d_k": 4, "d_v": 4, "dtype": "bfloat16", "softmax": "softmax1", "max_tokens": 16},
+    {"d_k": 4, "d_v": 2, "dtype": "float32", "kv_dtype": "bfloat16", "ttl_s": 30,
+     "rope": {"scaling": {"type": "ntk", "factor": 2}}},
+    {"d_k": 2, "d_v": 2, "dtype": "float16"},
+]
+
+
+def import_seeds():
+    """Real exports of a running attnd (ATTND_BIN, default build/attnd): flag
+    byte 0 (the body as exported) and, for the first few, flag 1 (the target
+    rewrites the CRC); and the version 1 state files of corpus/persist with
+    their CRC-32 (IEEE), which still import."""
+    import random
+    import sys
+    import zlib
+    sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    from attnd_proc import Attnd
+    rng = random.Random(18)
+    seeds = []
+    with Attnd() as d:
+        for i, spec in enumerate(IMPORT_SPECS):
+            r = d.post("/v1/sessions", spec)
+            assert r.status == 201, r
+            sid = r.json()["id"]
+            h_kv = spec.get("kv_heads", spec.get("heads", 1))
+            rows = i % 4 + (i > 0)
+            if rows:
+                kv = {"k": [[[rng.uniform(-2, 2) for _ in range(spec["d_k"])]
+                             for _ in range(rows)] for _ in range(h_kv)],
+                      "v": [[[rng.uniform(-2, 2) for _ in range(spec["d_v"])]
+                             for _ in range(rows)] for _ in range(h_kv)]}
+                assert d.post(f"/v1/sessions/{sid}/kv", kv).status == 200
+            body = d.get(f"/v1/sessions/{sid}/export").body
+            seeds.append(b"\x00" + body)
+            if i < 3:
+                seeds.append(bytes([1 | 2 * (i == 1) | 4 * (i == 2)]) + body)
+    persist = os.path.join(HERE, "corpus", "persist")
+    for name in sorted(os.listdir(persist)):
+        if name.startswith("state-") and name.endswith("-1"):
+            with open(os.path.join(persist, name), "rb") as f:
+                file = f.read()[1:]
+            seeds.append(b"\x08" + file + struct.pack("<I", zlib.crc32(file)))
+    return seeds
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -190,3 +249,4 @@ if __name__ == "__main__":
     for t, s in (("request", request_seeds()), ("base64", base64_seeds()),
                  ("sessions", sessions_seeds()), ("numbers", numbers_seeds())):
         print(t, write(t, s))
+    print("import", write("import", import_seeds()))

@@ -922,6 +922,82 @@ case("cors_preflight_unknown_route",
      headers=["Origin: http://evil.example", "Access-Control-Request-Method: POST"])
 
 
+# ---- session import (POST /v1/sessions/import) ------------------------------------
+# An export written here apart from core/persist.c, from the README's table
+# (version 4): a float64 session, d_k = d_v = 2, one head.
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+    return c ^ 0xFFFFFFFF
+
+
+def export_body(rows, max_tokens=4096, version=4, first_row=0, magic=b"ATTNDSES"):
+    import struct
+    p = struct.pack
+    b = magic + p("<II", version, 0x01020304) + p("<I", 6) + b"r1.abc"
+    b += p("<I", 0)                                     # float64, same storage
+    b += p("<6Q", 1, 1, 2, 2, len(rows), max_tokens) + p("<2d", 600.0, 0.0)
+    b += p("<dIdIdIII", 2 ** -0.5, 0, 0.0, 0, 10000.0, 0, 0, 0)
+    b += p("<dIQI7d", 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    b += p("<QIIqqq", first_row, 0, 0, -1, -1, 0) + p("<3Q", 0, 0, 0)
+    b += b"\0" * (-len(b) % 8)
+    for k, _ in rows:
+        b += p("<2d", *k)
+    for _, v in rows:
+        b += p("<2d", *v)
+    return b + p("<I", crc32c(b))
+
+
+IMPORT_OK = export_body([((1, 0), (1, 2)), ((0, 1), (3, 4))])
+
+
+def import_case(name, expect, body, **kw):
+    case(name, expect, body, path="/v1/sessions/import",
+         content_type=kw.pop("content_type", "application/octet-stream"), **kw)
+
+
+import_case("import_control_ok", {"status": 201, "error_shape": "none",
+                                  "note": "control: the catalogue's own export imports"},
+            IMPORT_OK)
+import_case("import_truncated", err(422, "invalid_export", ""), IMPORT_OK[:-9])
+import_case("import_header_only", err(422, "invalid_export", ""), IMPORT_OK[:30])
+import_case("import_empty_body", err(422, "invalid_export", ""), b"",
+            headers=["Content-Type: application/octet-stream"])
+import_case("import_bad_checksum", err(422, "invalid_export", ""),
+            IMPORT_OK[:-20] + bytes([IMPORT_OK[-20] ^ 1]) + IMPORT_OK[-19:])
+import_case("import_foreign_magic", err(422, "invalid_export", "",
+                                        note="a gzip stream is not an export"),
+            b"\x1f\x8b\x08\x00" + IMPORT_OK[4:])
+import_case("import_unknown_version", err(422, "invalid_export", "",
+                                          note="version 5, with its checksum right"),
+            export_body([((1, 0), (1, 2))], version=5))
+import_case("import_trailing_bytes", err(422, "invalid_export", ""),
+            IMPORT_OK[:-4] + b"\0" * 8 + IMPORT_OK[-4:])
+import_case("import_nonfinite_row", err(422, "invalid_export", "",
+                                        note="a NaN key behind a right checksum"),
+            export_body([((float("nan"), 0), (1, 2))]))
+import_case("import_rolling_window", err(422, "invalid_export", "",
+                                         note="first_row 5: rows this build cannot hold"),
+            export_body([((1, 0), (1, 2))], first_row=5))
+import_case("import_json_body", err(415, "unsupported_media_type"), VALID,
+            content_type="application/json")
+import_case("import_over_max_tokens", err(422, "limit_exceeded", "",
+                                          flags=["--max-tokens", "100"],
+                                          note="the export's max_tokens 4096 over --max-tokens 100"),
+            IMPORT_OK)
+import_case("import_over_body_cap", err(413, "body_too_large", flags=SMALL_CAP,
+                                        note="a whole export of 70 KB over --max-body-bytes 64 KiB"),
+            export_body([((0, 0), (0, 0))] * 2200))
+case("export_post", err(405, "method_not_allowed", require_headers=["allow"],
+                        setup={"session": SESSION}),
+     {}, path="/v1/sessions/{{SID}}/export")
+case("export_unknown_session", err(404, "session_not_found"),
+     method="GET", path="/v1/sessions/r1.AAAAAAAAAAAAAAAAAAAAAA/export")
+
+
 def write_all():
     keep = set(cases)
     for entry in os.listdir(HERE):
