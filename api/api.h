@@ -12,6 +12,7 @@
 #ifndef ATTND_API_H
 #define ATTND_API_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,7 +51,7 @@ struct api_ctx {
     struct sess_store *store;       /* sessions; may be NULL before sessions exist */
     api_metrics_fn metrics;         /* NULL: /metrics answers 404 */
     void *metrics_arg;
-    volatile int draining;          /* set by server on SIGTERM: /readyz 503 */
+    atomic_int draining;            /* set by server on SIGTERM: /readyz 503 */
     struct api_v2_seqs *_Atomic v2_seqs; /* v2 sequence map, made at first use */
 };
 
@@ -69,6 +70,9 @@ struct api_request {
     const char *body;               /* not NUL-terminated; may be NULL when body_len == 0 */
     size_t body_len;
     struct attn_ws *ws;             /* the calling worker's scratch, or NULL */
+    size_t max_elements;            /* a lower cap than cfg.max_elements for this
+                                       request alone (the transport's inline
+                                       path), or 0 for none */
 };
 
 #define API_MAX_HEADERS 16

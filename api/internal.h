@@ -40,10 +40,19 @@ struct api_call {
                                            round to it (api/half.h) */
 };
 
-/* --max-elements, or SIZE_MAX when unset (every reader's budget). */
+/* --max-elements, lowered by the request's own cap, or SIZE_MAX when
+ * neither is set (every reader's budget). */
 static inline size_t api_max_elements(const struct api_call *c)
 {
-    return c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+    size_t cap = c->ctx->cfg.max_elements ? c->ctx->cfg.max_elements : SIZE_MAX;
+    size_t req = c->req->max_elements;
+    return req && req < cap ? req : cap;
+}
+
+/* Whether the server is draining (set from the loop thread). */
+static inline bool api_draining(const struct api_call *c)
+{
+    return atomic_load_explicit(&c->ctx->draining, memory_order_relaxed) != 0;
 }
 
 /* Monotonic clock in microseconds. */

@@ -19,7 +19,7 @@ void api_ops_healthz(struct api_call *c)
 
 void api_ops_readyz(struct api_call *c)
 {
-    if (c->ctx->draining) {
+    if (api_draining(c)) {
         api_fail(c, API_ERR_DRAINING, NULL, NULL);
         return;
     }

@@ -131,8 +131,8 @@ static void v2_health(struct api_call *c, bool ready)
         api_reply_json(c, 200, json_pack("{s:b}", "live", 1));
         return;
     }
-    api_reply_json(c, c->ctx->draining ? 503 : 200,
-                   json_pack("{s:b}", "ready", !c->ctx->draining));
+    api_reply_json(c, api_draining(c) ? 503 : 200,
+                   json_pack("{s:b}", "ready", !api_draining(c)));
 }
 
 /* {"name","datatype","shape":[-1 x rank]} */
@@ -190,9 +190,9 @@ static void v2_model_meta(struct api_call *c)
 
 static void v2_model_ready(struct api_call *c)
 {
-    api_reply_json(c, c->ctx->draining ? 503 : 200,
+    api_reply_json(c, api_draining(c) ? 503 : 200,
                    json_pack("{s:s, s:b}", "name", V2_MODEL, "ready",
-                             !c->ctx->draining));
+                             !api_draining(c)));
 }
 
 /* ---- routing ------------------------------------------------------------- */

@@ -626,8 +626,8 @@ static bool is_probe(const struct req *r)
  *     so with h*(n*d + L*d + L*d_v) <= N the attention work h*n*L*(d+d_v)
  *     stays under N^2/4 = 2.6e5 multiply-adds (d = d_v = 1), well under a
  *     millisecond;
- *   - the response at most INLINE_MAX_OUT numbers (the api's --max-elements
- *     is lowered for the inline call); a request refused for that limit is
+ *   - the response at most INLINE_MAX_OUT numbers (the request's own
+ *     max_elements lowers the api's --max-elements for the inline call); a request refused for that limit is
  *     handed to the pool, which answers it under the real limit.
  */
 #define INLINE_MAX_BODY 2048
@@ -649,14 +649,14 @@ static bool refused_for_size(const struct api_response *resp)
 /* Answer into r->resp on this thread; false: hand it to the pool instead. */
 static bool answer_inline(struct req *r)
 {
-    struct api_ctx ctx = *r->h->ctx;    /* draining etc. as of now */
-    if (ctx.cfg.max_elements == 0 || ctx.cfg.max_elements > INLINE_MAX_OUT)
-        ctx.cfg.max_elements = INLINE_MAX_OUT;
+    size_t cfg_max = r->h->ctx->cfg.max_elements;
+    bool lowered = cfg_max == 0 || cfg_max > INLINE_MAX_OUT;
     struct api_request q;
     api_req_init(r, &q, req_header);
     q.ws = srv_worker_ws();
-    api_handle(&ctx, &q, &r->resp);
-    if (!refused_for_size(&r->resp) || ctx.cfg.max_elements == r->h->ctx->cfg.max_elements)
+    q.max_elements = INLINE_MAX_OUT;
+    api_handle(r->h->ctx, &q, &r->resp);
+    if (!refused_for_size(&r->resp) || !lowered)
         return true;
     api_response_free(&r->resp);
     return false;

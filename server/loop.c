@@ -292,7 +292,7 @@ static void drain_timeout_cb(uv_timer_t *t)
 static void start_drain(struct proc *p, const char *why)
 {
     p->draining = true;
-    p->ctx.draining = 1;
+    atomic_store_explicit(&p->ctx.draining, 1, memory_order_relaxed);
     srv_log_msgf("info", "draining (%s): %zu request(s) in flight, timeout %gs", why,
                  srv_http_in_flight(p->http), p->cfg->drain_timeout_s);
     uv_timer_start(&p->drain_timer, drain_timeout_cb,
