@@ -791,6 +791,112 @@ static enum core_status split_keys(const struct attn_run *x, const struct attn_i
     return combine_f64(x, parts, nwin, out);
 }
 
+static enum core_status forward_kv_split(const struct attn_run *x,
+                                         const struct attn_inputs *in,
+                                         const struct attn_kv_view *kv,
+                                         struct attn_result *out, struct attn_ws *ws,
+                                         size_t rb, size_t re, const struct attn_win *w);
+
+/* base + (slot - glob) rows of row_bytes: the pointer that puts global row
+ * glob at row slot of base's block (an integer, so no out-of-object pointer
+ * is formed; only rows inside the block are written through it). */
+static void *rows_at(void *base, size_t slot, size_t glob, size_t row_bytes)
+{
+    if (!base)
+        return NULL;
+    uintptr_t b = (uintptr_t)base;
+    return (void *)(slot >= glob ? b + (slot - glob) * row_bytes : b - (glob - slot) * row_bytes);
+}
+
+/* Global rows [t0, t1) run as one piece into scratch, then rows [rb, re)
+ * of it (a part) copied to out: the piece computes exactly what it computes
+ * inside the whole pass. */
+static enum core_status piece_copy(const struct attn_run *x, const struct attn_inputs *in,
+                                   const struct attn_kv_view *kv, struct attn_result *out,
+                                   struct attn_ws *ws, size_t t0, size_t t1, size_t rb,
+                                   size_t re, const struct attn_win *w, bool whole)
+{
+    const struct attn_request *r = &x->r;
+    size_t esz = attn_dtype_size(r->params.dtype), m = t1 - t0;
+    size_t lb = r->shape.L * esz, vb = r->shape.d_v * esz;
+    bool sc = out->scores && (r->outputs & ATTN_OUT_SCORES);
+    bool wt = out->weights && (r->outputs & ATTN_OUT_WEIGHTS);
+    bool ot = out->output && (r->outputs & ATTN_OUT_OUTPUT);
+    size_t row = (sc + wt) * lb + ot * vb + 1;      /* bounded by attn_check per row */
+    size_t bytes;
+    if (!core_mul(m, row, &bytes))
+        return CORE_ELIMIT;
+    char *mem = malloc(bytes ? bytes : 1);
+    if (!mem)
+        return CORE_ENOMEM;
+    char *ps = mem, *pw = ps + sc * m * lb, *po = pw + wt * m * lb, *pe = po + ot * m * vb;
+    struct attn_result tmp = {
+        .scores = sc ? rows_at(ps, 0, t0, lb) : NULL,
+        .weights = wt ? rows_at(pw, 0, t0, lb) : NULL,
+        .output = ot ? rows_at(po, 0, t0, vb) : NULL,
+        .empty = rows_at(pe, 0, t0, 1),
+    };
+    enum core_status st = whole ? forward_kv_split(x, in, kv, &tmp, ws, t0, t1, w)
+                                : forward_kv_serial(x, in, kv, &tmp, ws, t0, t1, w);
+    for (size_t g = rb; st == CORE_OK && g < re; g++) {
+        size_t t = g - t0;
+        if (sc)
+            memcpy((char *)out->scores + g * lb, ps + t * lb, lb);
+        if (wt)
+            memcpy((char *)out->weights + g * lb, pw + t * lb, lb);
+        if (ot)
+            memcpy((char *)out->output + g * vb, po + t * vb, vb);
+        if (out->empty)
+            out->empty[g] = (uint8_t)pe[t];
+        out->n_empty += pe[t] != 0;
+    }
+    free(mem);
+    return st;
+}
+
+/* Key windows the whole pass of r (flattened) is split into: a long decode
+ * of output only, few rows per kv head; 0 when it is not split by keys. */
+static size_t key_windows(const struct attn_request *r)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t kvb = kv_bytes(s, attn_dtype_size(r->params.dtype));
+    bool split = r->outputs == ATTN_OUT_OUTPUT && s->h / s->h_kv * s->n <= ATTN_LOOP_ROWS &&
+                 kvb / ATTN_WIN_BYTES >= 2 && s->L >= 2;
+    return split ? kvb / ATTN_WIN_BYTES : 0;
+}
+
+/* Rows [rb, re) (a part of the pass) with the bits the whole pass gives
+ * them: its tiles (per kv head, from the head's first row, B rows) are run
+ * whole, the ones that straddle the range into scratch; a decode the whole
+ * pass splits by keys is run whole and its rows copied. */
+static enum core_status forward_kv_part(const struct attn_run *x, const struct attn_inputs *in,
+                                        const struct attn_kv_view *kv,
+                                        struct attn_result *out, struct attn_ws *ws,
+                                        size_t rb, size_t re, const struct attn_win *w)
+{
+    const struct attn_request *r = &x->r;
+    const struct attn_shape *s = &r->shape;
+    size_t esz = attn_dtype_size(r->params.dtype);
+    size_t rows = s->h * s->n, R = s->h / s->h_kv * s->n;
+    if (key_windows(r))
+        return piece_copy(x, in, kv, out, ws, 0, rows, rb, re, w, true);
+    size_t B = tile_rows(r, w, R, s->L, esz), n_empty = 0;
+    for (size_t t0 = rb - (rb % R) % B; t0 < re;) {
+        size_t g1 = (t0 / R + 1) * R, t1 = t0 + B < g1 ? t0 + B : g1;
+        out->n_empty = 0;
+        enum core_status st = t0 >= rb && t1 <= re
+                                  ? forward_kv_serial(x, in, kv, out, ws, t0, t1, w)
+                                  : piece_copy(x, in, kv, out, ws, t0, t1, t0 > rb ? t0 : rb,
+                                               t1 < re ? t1 : re, w, false);
+        if (st != CORE_OK)
+            return st;
+        n_empty += out->n_empty;
+        t0 = t1;
+    }
+    out->n_empty = n_empty;
+    return CORE_OK;
+}
+
 /* forward_kv_serial, or the same pass split into pieces: by key windows for
  * a long decode (always, see ATTN_WIN_BYTES), by query-row tiles for a large
  * pass when ws has a pool or a stop (which is read between tiles; the tiles
@@ -806,14 +912,13 @@ static enum core_status forward_kv_split(const struct attn_run *x,
     const struct attn_shape *s = &r->shape;
     size_t esz = attn_dtype_size(r->params.dtype);
     size_t rows = s->h * s->n, R = s->h / s->h_kv * s->n;
-    if (w->part || rb != 0 || re != rows || w->kw != s->L)
+    if (w->part || w->kw != s->L)
         return forward_kv_serial(x, in, kv, out, ws, rb, re, w);
-    size_t kvb = kv_bytes(s, esz);
-    if (r->outputs == ATTN_OUT_OUTPUT && R <= ATTN_LOOP_ROWS &&
-        kvb / ATTN_WIN_BYTES >= 2 && s->L >= 2) {
-        size_t nwin = kvb / ATTN_WIN_BYTES;
+    if (rb != 0 || re != rows)
+        return forward_kv_part(x, in, kv, out, ws, rb, re, w);
+    size_t nwin = key_windows(r);
+    if (nwin)
         return split_keys(x, in, kv, out, ws, nwin < ATTN_SPLIT_WIN ? nwin : ATTN_SPLIT_WIN);
-    }
     size_t B = tile_rows(r, w, R, s->L, esz), tiles = s->h_kv * ((R + B - 1) / B), macs;
     if ((!ws->pool && !ws->stop) || tiles < 2 || R <= ATTN_LOOP_ROWS ||
         (core_mul3(rows, s->L, s->d_k + s->d_v, &macs) && macs < ATTN_SPLIT_MACS))

@@ -356,8 +356,11 @@ enum core_status attn_forward_kv(const struct attn_request *r,
  * row = head·n + i (0 <= row_begin < row_end <= h·n): only those rows of
  * scores/weights/output/empty are written, and out->n_empty counts only
  * them. Rows are independent, so a large pass may be split across worker
- * threads, each with its own ws and result struct (sum the n_empty); the
- * split results equal the whole pass within rounding (the tiling differs).
+ * threads, each with its own ws and result struct (sum the n_empty). The
+ * rows get the bits the whole pass gives them: the pass's row tiles that
+ * straddle the range are computed whole into scratch and the range's rows
+ * copied (OpenBLAS's results depend on a gemm's row count and a row's place
+ * in it), and a decode the whole pass splits by keys is run whole.
  */
 enum core_status attn_forward_kv_rows(const struct attn_request *r,
                                       const struct attn_inputs *in,

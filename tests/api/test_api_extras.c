@@ -501,6 +501,52 @@ TEST(half_extras_rounded)
     json_decref(j);
 }
 
+/* The same inputs give the same bits whatever the heads subset and
+ * `return`: each chosen head's scores, weights and output equal, as JSON
+ * numbers (so bit for bit), those of the whole request. */
+TEST(heads_subset_bits)
+{
+    uint64_t rng = 7;
+    static const char *const dts[2] = {"float64", "float32"};
+    static const char *const rets[3] = {"[\"output\"]", "[\"weights\",\"output\"]",
+                                        "[\"scores\",\"weights\",\"output\",\"lse\"]"};
+    for (int t = 0; t < 4; t++) {
+        size_t n = t < 2 ? 3 : 70, L = t < 2 ? 9 : 90;
+        json_t *q = rand_arr(&rng, 4, n, 16), *k = rand_arr(&rng, 2, L, 16),
+               *v = rand_arr(&rng, 2, L, 8);
+        json_t *full = json_pack("{s:O,s:O,s:O,s:s,s:b}", "q", q, "k", k, "v", v, "dtype",
+                                 dts[t % 2], "causal", 1);
+        int st;
+        json_t *whole = post_json(full, &st);
+        CHECK_EQ_INT(st, 200);
+        for (int u = 0; u < 3; u++) {
+            json_t *sub = json_deep_copy(full);
+            json_object_set_new(sub, "heads", json_pack("[i,i]", 3, 1));
+            json_object_set_new(sub, "return", json_loads(rets[u], 0, NULL));
+            json_t *part = post_json(sub, &st);
+            CHECK_EQ_INT(st, 200);
+            static const char *const keys[3] = {"scores", "weights", "output"};
+            for (int kk = 0; kk < 3; kk++) {
+                json_t *a = json_object_get(part, keys[kk]);
+                if (!a)
+                    continue;
+                bool eq = json_equal(json_array_get(a, 0),
+                                     json_array_get(json_object_get(whole, keys[kk]), 3)) &&
+                          json_equal(json_array_get(a, 1),
+                                     json_array_get(json_object_get(whole, keys[kk]), 1));
+                if (!eq && getenv("TEST_VERBOSE"))
+                    printf("  t=%d u=%d %s differs\n", t, u, keys[kk]);
+                CHECK(eq);
+            }
+            json_decref(part);
+            json_decref(sub);
+        }
+        json_decref(whole);
+        json_decref(full);
+        json_decref(q); json_decref(k); json_decref(v);
+    }
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -518,6 +564,7 @@ int main(void)
     RUN(batch_extras_equal_elements);
     RUN(segments_default_positions);
     RUN(half_extras_rounded);
+    RUN(heads_subset_bits);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -302,3 +302,38 @@ def test_batch_extras_per_element(attnd):
                 assert {k: v[b] for k, v in got[key].items()} == one, (b, key)
             else:
                 assert got[key][b] == one, (b, key)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_heads_subset_bits(dtype):
+    """The same inputs give the same bits whatever the heads subset,
+    `return`, encoding and worker count: each chosen head's numbers equal
+    the whole request's, compared as the printed shortest round-trip text."""
+    body = qkv(31, 0, 4, 2, 70, 90, 16, 8)
+    body.update(causal=True, dtype=dtype, window={"left": 40, "sinks": 2},
+                rope={"dims": 8})
+    results = []
+    for workers in ("1", "2"):
+        with Attnd("--workers", workers) as a:
+            whole = a.post("/v1/attention", body)
+            assert whole.status == 200, whole
+            results.append(whole.json())
+            for ret in (["output"], ["weights", "output"],
+                        ["scores", "weights", "output", "lse", "stats"]):
+                sub = a.post("/v1/attention", dict(body, heads=[3, 1], **{"return": ret}))
+                assert sub.status == 200, sub
+                got = sub.json()
+                for key in ("scores", "weights", "output"):
+                    if key in got:
+                        assert got[key] == [whole.json()[key][3], whole.json()[key][1]], \
+                            (workers, ret, key)
+            enc = a.post("/v1/attention", dict(body, heads=[2], encoding="base64",
+                                                **{"return": ["output"]}))
+            raw = base64.b64decode(enc.json()["output"]["data"])
+            fmt = "<%d%s" % (70 * 8, "d" if dtype == "float64" else "f")
+            want = [x for row in whole.json()["output"][2] for x in row]
+            if dtype == "float32":      # the shortest text reads back to the float
+                want = [struct.unpack("<f", struct.pack("<f", x))[0] for x in want]
+            assert list(struct.unpack(fmt, raw)) == want
+    assert results[0]["output"] == results[1]["output"]
+    assert results[0]["weights"] == results[1]["weights"]

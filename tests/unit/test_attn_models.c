@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "core/attn.h"
+#include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/kv.h"
 #include "tests/harness.h"
@@ -1004,6 +1005,39 @@ TEST(output_bits_reproducible)
             CHECK(same(base.out.output, x.out.output, ob));
             core_free(&x);
         }
+        /* a heads subset (any order, with or without extras, with or without
+         * the pool): each chosen head's output has the bits of the whole pass */
+        static const size_t pick[2] = {3, 1};
+        struct cres all;
+        c.outputs = ATTN_OUT_ALL;
+        CHECK_EQ_INT(core_run(&c, &all, NULL), CORE_OK);
+        for (int u = 0; u < 4; u++) {
+            struct cres x;
+            c.outputs = u < 2 ? ATTN_OUT_OUTPUT : ATTN_OUT_WEIGHTS | ATTN_OUT_OUTPUT;
+            core_setup(&c, &x);
+            size_t hob = n * c.dv * esz, rows = 2 * n;
+            int64_t *am = malloc(rows * sizeof *am);
+            void *lse = malloc(rows * esz), *ent = malloc(rows * esz), *mw = malloc(rows * esz);
+            void *mass = malloc(rows * esz);
+            struct attn_extras xs = {u % 2 ? ATTN_X_LSE | ATTN_X_STATS : 0, pick, 2, 0};
+            struct attn_extras_out xo = {NULL, lse, ent, mw, mass, am, NULL, NULL};
+            CHECK_EQ_INT(attn_forward_extras(&x.rq, &x.in, NULL, &xs, &x.out, &xo,
+                                             u >= 2 ? pws : NULL), CORE_OK);
+            for (size_t a = 0; a < 2; a++) {
+                bool eq = same((const char *)base.out.output + pick[a] * hob,
+                               (const char *)x.out.output + a * hob, hob);
+                size_t wb = n * L * esz;
+                if (u >= 2)     /* the weights too: the whole pass's bits */
+                    eq = eq && same((const char *)all.out.weights + pick[a] * wb,
+                                    (const char *)x.out.weights + a * wb, wb);
+                if (!eq)
+                    printf("  t=%d u=%d head %zu differs\n", t, u, pick[a]);
+                CHECK(eq);
+            }
+            free(am); free(lse); free(ent); free(mw); free(mass);
+            core_free(&x);
+        }
+        core_free(&all);
         /* session: append the keys in two pieces, attend the queries */
         struct kv_cache *kc = kv_new(c.dt, c.hkv, c.dk, c.dv);
         size_t m1 = L / 3;
