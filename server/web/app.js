@@ -611,23 +611,10 @@
       return;
     }
     var now = o.bq && o.bk ? 'both' : o.bq ? 'q_bias' : o.bk ? 'k_bias' : 'no_bias';
-    var table = document.createElement('table');
-    table.className = 'cases';
-    var cap = document.createElement('caption');
-    cap.textContent = 'The four bias cases (' + o.sm + ' softmax, query row q1' +
-      (o.rope ? ', without RoPE' : '') + ')';
-    table.appendChild(cap);
-    var hr = document.createElement('tr');
-    ['case', 'scores (s\u2081, s\u2082, \u2026)', 'weights (p\u2081, p\u2082, \u2026)'].forEach(function (t) {
-      var th = document.createElement('th');
-      th.scope = 'col';
-      th.textContent = t;
-      hr.appendChild(th);
-    });
-    var thead = document.createElement('thead');
-    thead.appendChild(hr);
-    table.appendChild(thead);
-    var tbody = document.createElement('tbody');
+    var tbody = newTable('cases', 'The four bias cases (' + o.sm + ' softmax, query row q1' +
+      (o.rope ? ', without RoPE' : '') + ')',
+      ['case', 'scores (s\u2081, s\u2082, \u2026)', 'weights (p\u2081, p\u2082, \u2026)']);
+    var table = tbody.parentNode;
     rows.forEach(function (r) {
       var tr = document.createElement('tr');
       tr.dataset.condition = r.condition;
@@ -646,7 +633,6 @@
       });
       tbody.appendChild(tr);
     });
-    table.appendChild(tbody);
     box.appendChild(table);
   }
 
@@ -885,8 +871,31 @@
   }
 
   /* what the looking-and-dragging views (teach.js) share */
+  /* A table of class cls with a caption and a header row of column names;
+   * returns its (empty, attached) tbody. */
+  function newTable(cls, caption, cols) {
+    var table = document.createElement('table');
+    table.className = cls;
+    var cap = document.createElement('caption');
+    cap.textContent = caption;
+    table.appendChild(cap);
+    var hr = document.createElement('tr');
+    cols.forEach(function (t) {
+      var th = document.createElement('th');
+      th.scope = 'col';
+      th.textContent = t;
+      hr.appendChild(th);
+    });
+    var thead = document.createElement('thead');
+    thead.appendChild(hr);
+    table.appendChild(thead);
+    var tbody = document.createElement('tbody');
+    table.appendChild(tbody);
+    return tbody;
+  }
+
   window.attnd = { api: api, fmt: fmt, showError: showError, localError: localError,
-                   cellColour: cellColour };
+                   cellColour: cellColour, newTable: newTable };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

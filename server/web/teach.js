@@ -115,6 +115,10 @@
       svg('line', { x1: o[0], y1: o[1], x2: eq[0], y2: eq[1], stroke: '#1d4ed8',
         'stroke-dasharray': '4 3', 'stroke-width': 1.2 }, s);
     }
+    var taken = HANDLES.map(function (h) {     /* the handles' circles */
+      var p = toPx(tipOf(h.id));
+      return [p[0] - 11, p[1] - 11, p[0] + 11, p[1] + 11, h.id];
+    });
     HANDLES.forEach(function (h) {
       var on = (h.id !== 'bq' || geo.useBq) && (h.id !== 'bk' || geo.useBk);
       var p0 = toPx(baseOf(h.id)), p1 = toPx(tipOf(h.id));
@@ -122,13 +126,12 @@
         'stroke-width': 2.5, 'marker-end': 'url(#tip-' + h.id + ')',
         opacity: on ? 1 : 0.3 }, s);
       var v = getVec(h.id);
-      /* labels sit apart: q below, k1 above, k2 right, k3 left, biases past their tips */
-      var off = { q: [6, 24], k0: [6, -14], k1: [14, -4], k2: [-14, -10], bq: [14, 4], bk: [14, 4] }[h.id];
-      var right = p1[0] + off[0] > SIZE - 90 || off[0] < 0;
-      var t = svg('text', { x: p1[0] + (right ? -Math.abs(off[0]) : off[0]), y: p1[1] + off[1],
-        fill: h.colour, 'font-size': 13, 'text-anchor': right ? 'end' : 'start',
-        'paint-order': 'stroke', stroke: '#fff', 'stroke-width': 3 }, s);
-      t.textContent = h.label.replace(/^(query|key) (bias )?/, '') + ' (' + v[0] + ', ' + v[1] + ')';
+      var text = h.label.replace(/^(query|key) (bias )?/, '') + ' (' + v[0] + ', ' + v[1] + ')';
+      var at = placeLabel(p1, text.length * 7, taken, h.id);
+      var t = svg('text', { x: at[0], y: at[1] + 10, fill: h.colour, 'font-size': 13,
+        opacity: on ? 1 : 0.75, 'paint-order': 'stroke', stroke: '#fff', 'stroke-width': 3,
+        class: 'handle-label', 'data-label': h.id }, s);
+      t.textContent = text;
       var c = svg('circle', { cx: p1[0], cy: p1[1], r: 11, fill: h.colour, 'fill-opacity': on ? 0.25 : 0.1,
         stroke: h.colour, 'stroke-width': 1.5, tabindex: 0, role: 'slider',
         'aria-label': h.label + ', drag or use the arrow keys',
@@ -138,6 +141,30 @@
       c.addEventListener('pointerdown', startDrag);
       c.addEventListener('keydown', keyMove);
     });
+  }
+
+  /* A label of width w (px, 13 px high) beside tip p: the first of eight
+   * spots around it that stays in the plane and clear of every handle and
+   * label placed so far (taken: boxes [x0, y0, x1, y1, owner]); returns
+   * its top-left corner and takes its box. */
+  function placeLabel(p, w, taken, id) {
+    var spots = [[14, -6], [14, -22], [14, 10], [-14 - w, -6], [-14 - w, -22], [-14 - w, 10],
+                 [-w / 2, 14], [-w / 2, -28]];
+    var best = null;
+    for (var k = 0; k < spots.length && !best; k++) {
+      var x = p[0] + spots[k][0], y = p[1] + spots[k][1], box = [x, y, x + w, y + 13];
+      if (x < 2 || y < 2 || x + w > SIZE - 2 || y + 13 > SIZE - 2) continue;
+      var clear = taken.every(function (b) {
+        return b[4] === id || box[2] <= b[0] || box[0] >= b[2] || box[3] <= b[1] || box[1] >= b[3];
+      });
+      if (clear) best = box;
+    }
+    if (!best) {                      /* crowded: the first spot, clamped into the plane */
+      var bx = Math.max(2, Math.min(SIZE - 2 - w, p[0] + 14)), by = Math.max(2, Math.min(SIZE - 15, p[1] - 6));
+      best = [bx, by, bx + w, by + 13];
+    }
+    taken.push(best.concat(['label-' + id]));
+    return best;
   }
 
   var dragging = null;
@@ -243,13 +270,60 @@
     $('geo-stats').textContent = 'Row entropy ' + f6(st.entropy[0]) + ' nats, mass Σp = ' +
       f6(st.mass[0]) + ', largest weight on k' + (st.argmax[0] + 1) + '.';
     $('geo-why').textContent = whySentence();
-    var half = geo.ver && geo.ver.checks && geo.ver.checks.filter(function (c) {
-      return /float16|fp16|half/.test(c.name);
-    })[0];
-    $('geo-half').hidden = !half;
-    if (half) {
-      $('geo-half').textContent = 'Check ' + half.id + ' (' + half.name + '): ' + half.claim +
-        ' ' + (half.passed ? 'Holds' : 'Fails') + ': max |Δ| = ' + half.max_abs_diff + '.';
+    drawHalf(check('beit_key_bias_float16'));
+  }
+
+  /* /v1/verify's float16 check of a large common key bias (BEiT): for each
+   * size of b_K, how far the float16 weights drift from float64's without
+   * the bias, and how far float64's own move (rounding only) */
+  function sig3(x) {
+    if (x === null || x === undefined) return 'overflow';
+    x = Number(x);
+    return x === 0 ? '0' : Math.abs(x) < 1e-3 ? x.toExponential(2) : x.toPrecision(3);
+  }
+  function drawHalf(c) {
+    var box = $('geo-half');
+    box.hidden = !c || !c.data || !c.data.bk_size;
+    box.textContent = '';
+    if (box.hidden) return;
+    var d = c.data, top = 0;
+    d.weight_error_float16.forEach(function (x) { if (x !== null) top = Math.max(top, x); });
+    var head = document.createElement('p');
+    head.className = 'help';
+    head.textContent = 'Check ' + c.id + ' (' + c.name + ') ' + (c.passed ? 'holds' : 'fails') +
+      ': with a large common key bias b_K, float16 rounds k + b_K and the weights drift; ' +
+      'float64\'s stay put, as the bias cancels.';
+    box.appendChild(head);
+    var tb = A.newTable('half-table', 'max |Δp| against the weights without b_K',
+      ['|b_K|', 'float16', 'float64']);
+    d.bk_size.forEach(function (size, r) {
+      var row = document.createElement('tr');
+      var th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = String(size);
+      row.appendChild(th);
+      [d.weight_error_float16[r], d.weight_change_float64[r]].forEach(function (x, col) {
+        var td = document.createElement('td');
+        td.dataset.value = x === null ? 'null' : String(x);
+        td.dataset.col = col ? 'float64' : 'float16';
+        if (!col && x !== null && top > 0) {
+          var bar = document.createElement('span');
+          bar.className = 'half-bar';
+          bar.style.width = (3 * x / top).toFixed(2) + 'rem';
+          bar.setAttribute('aria-hidden', 'true');
+          td.appendChild(bar);
+        }
+        td.appendChild(document.createTextNode(sig3(x)));
+        row.appendChild(td);
+      });
+      tb.appendChild(row);
+    });
+    box.appendChild(tb.parentNode);
+    if (d.overflow_size > 0) {
+      var of = document.createElement('p');
+      of.className = 'help';
+      of.textContent = 'From |b_K| = ' + d.overflow_size + ' a float16 score overflows.';
+      box.appendChild(of);
     }
   }
 
@@ -414,12 +488,12 @@
     }
     sel.value = String(model.head);
     var masks = [];
-    if (model.req.causal) masks.push('causal');
+    if (res.meta.causal) masks.push('causal');
     if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + model.req.window.sinks + ' sinks' : ''));
     if (model.req.segments) masks.push('segments');
     if (model.req.mask) masks.push('mask');
     $('model-status').textContent = H + ' head' + (H > 1 ? 's' : '') + ', ' + n + ' queries × ' +
-      L + ' keys' + (masks.length ? '; masks drawn hatched: ' + masks.join(', ') : '') + '.';
+      L + ' keys' + (masks.length ? '; masks: ' + masks.join(', ') + ' (see the key below the maps)' : '') + '.';
     drawHeadView();
     drawHeatGrid();
     drawRowStats();
@@ -474,24 +548,147 @@
     });
   }
 
-  /* one small heat map per head on canvas (thousands of cells, no DOM) */
+  /* ---- where the masks fall: positions, causal, window, sinks, segments */
+
+  /* the first batch element's row of a [n] or [B][n] array */
+  function firstRow(a) { return Array.isArray(a) && Array.isArray(a[0]) ? a[0] : a; }
+
+  /* The geometry of the masks as the design defines it (DESIGN part 2,
+   * "Positions"): key and query positions (explicit, or counted within
+   * segments, or P_k(j) = j and P_q(i) = L − n + i, i for top-left), the
+   * causal rule from meta.causal, the window and its sinks. */
+  function maskGeometry(req, meta) {
+    var n = meta.n, L = meta.L, topLeft = meta.causal === 'top_left';
+    var seg = req.segments ? { q: firstRow(req.segments.q), k: firstRow(req.segments.k) } : null;
+    var pos = req.positions || {}, pq = [], pk = [], i, j;
+    var kSeen = {}, qSeen = {}, kCount = {}, qCount = {};
+    if (seg) {
+      for (j = 0; j < L; j++) kCount[seg.k[j]] = (kCount[seg.k[j]] || 0) + 1;
+      for (i = 0; i < n; i++) qCount[seg.q[i]] = (qCount[seg.q[i]] || 0) + 1;
+    }
+    for (j = 0; j < L; j++) {
+      var sk = seg ? seg.k[j] : 0;
+      kSeen[sk] = (kSeen[sk] || 0) + 1;
+      pk.push(pos.k ? firstRow(pos.k)[j] : kSeen[sk] - 1);
+    }
+    for (i = 0; i < n; i++) {
+      var sq = seg ? seg.q[i] : 0;
+      qSeen[sq] = (qSeen[sq] || 0) + 1;
+      var Ls = seg ? (kCount[sq] || 0) : L, ns = seg ? qCount[sq] : n;
+      pq.push(pos.q ? firstRow(pos.q)[i] : (topLeft ? 0 : Ls - ns) + qSeen[sq] - 1);
+    }
+    var w = req.window || null;
+    return {
+      pq: pq, pk: pk, seg: seg, window: w,
+      causal: meta.causal === 'bottom_right' || meta.causal === 'top_left',
+      causalOk: function (i, j) { return pk[j] <= pq[i]; },
+      inBand: function (i, j) {
+        return (w.left === undefined || pk[j] >= pq[i] - w.left) &&
+          (w.right === undefined || pk[j] <= pq[i] + w.right);
+      },
+      isSink: function (j) { return !!(w && w.sinks) && pk[j] < w.sinks; },
+      sameSeg: function (i, j) { return seg.q[i] === seg.k[j]; }
+    };
+  }
+
+  /* The overlays a map gets: each an outline (the edges between cells where
+   * pred changes) in its own colour and dash, named in the legend. */
+  var OVERLAYS = {
+    causal: { colour: '#b91c1c', dash: [], width: 2, text: 'causal edge: keys right of it are in the query\'s future' },
+    window: { colour: '#047857', dash: [5, 3], width: 2, text: 'window band: keys between the dashed edges are within the window' },
+    sinks: { colour: '#7e22ce', dash: [], width: 2, text: 'sinks: the first keys, allowed at any distance (bar above the map)' },
+    segments: { colour: '#111827', dash: [2, 2], width: 2, text: 'segment blocks: a query sees only its own sequence' }
+  };
+  function overlaysOf(geo) {
+    var o = [];
+    if (geo.causal) o.push('causal');
+    if (geo.window && (geo.window.left !== undefined || geo.window.right !== undefined)) o.push('window');
+    if (geo.window && geo.window.sinks) o.push('sinks');
+    if (geo.seg) o.push('segments');
+    return o;
+  }
+  /* edges only between two cells that both satisfy `within` (the query's
+   * own segment), so one mask's outline does not trace another's */
+  function contour(g, n, L, cell, pred, style, within) {
+    var inside = within || function () { return true; };
+    g.save();
+    g.strokeStyle = style.colour;
+    g.lineWidth = style.width;
+    g.setLineDash(style.dash);
+    g.beginPath();
+    for (var i = 0; i < n; i++) {
+      for (var j = 0; j < L; j++) {
+        var here = pred(i, j);
+        if (!inside(i, j))
+          continue;
+        if (j + 1 < L && inside(i, j + 1) && pred(i, j + 1) !== here) {
+          g.moveTo((j + 1) * cell, i * cell);
+          g.lineTo((j + 1) * cell, (i + 1) * cell);
+        }
+        if (i + 1 < n && inside(i + 1, j) && pred(i + 1, j) !== here) {
+          g.moveTo(j * cell, (i + 1) * cell);
+          g.lineTo((j + 1) * cell, (i + 1) * cell);
+        }
+      }
+    }
+    g.stroke();
+    g.restore();
+  }
+
+  /* Tick labels: every `step`-th token so labels of FONT px never touch. */
+  var FONT = 10, MARGIN_MAX = 64;
+  function tickStep(cell) { return Math.max(1, Math.ceil((FONT + 2) / cell)); }
+  function clip(g, t, width) {
+    if (g.measureText(t).width <= width) return t;
+    while (t.length > 1 && g.measureText(t + '\u2026').width > width) t = t.slice(0, -1);
+    return t + '\u2026';
+  }
+
+  /* one heat map per head on canvas (thousands of cells, no DOM): query
+   * tokens down the left, key tokens along the top (thinned when crowded),
+   * masked cells hatched, the masks' geometry outlined on top */
   function drawHeatGrid() {
     var res = model.res, H = res.meta.heads, n = res.meta.n, L = res.meta.L;
     var box = $('heat-grid');
     box.textContent = '';
-    var cell = Math.max(1, Math.min(12, Math.floor(160 / Math.max(n, L))));
+    var cell = Math.max(3, Math.min(24, Math.floor(300 / Math.max(n, L))));
+    var geo = maskGeometry(model.req, res.meta), over = overlaysOf(geo);
+    var qs = labelsOf('q', n), ks = labelsOf('k', L), step = tickStep(cell);
+    var probe = document.createElement('canvas').getContext('2d');
+    probe.font = FONT + 'px sans-serif';
+    var widest = 0;
+    qs.concat(ks).forEach(function (t) { widest = Math.max(widest, probe.measureText(t).width); });
+    var ox = Math.min(MARGIN_MAX, Math.ceil(widest) + 6), oy = ox + (over.indexOf('sinks') >= 0 ? 6 : 0);
+    var W = ox + L * cell + 2, Hh = oy + n * cell + 2, dpr = window.devicePixelRatio || 1;
+    var ticksQ = [], ticksK = [];
+    for (var t = 0; t < n; t += step) ticksQ.push(t);
+    for (t = 0; t < L; t += step) ticksK.push(t);
     for (var h = 0; h < H; h++) {
       var fig = document.createElement('figure');
       var cv = document.createElement('canvas');
-      cv.width = L * cell;
-      cv.height = n * cell;
+      cv.width = Math.round(W * dpr);
+      cv.height = Math.round(Hh * dpr);
+      cv.style.width = W + 'px';
       cv.setAttribute('role', 'img');
       var w = perHead(res.weights, h), s = perHead(res.scores, h), st = res.stats;
       var meanH = 0;
       for (var i0 = 0; i0 < n; i0++) meanH += Number(perHead(st.entropy, h)[i0]) / n;
-      cv.setAttribute('aria-label', 'Head ' + h + ' weights, ' + n + ' by ' + L +
-        '; mean row entropy ' + meanH.toFixed(3) + ' nats');
+      cv.setAttribute('aria-label', 'Head ' + h + ' weights, ' + n + ' query tokens (rows) by ' + L +
+        ' key tokens (columns); mean row entropy ' + meanH.toFixed(3) + ' nats' +
+        (over.length ? '; outlined: ' + over.join(', ') : ''));
       var g = cv.getContext('2d');
+      g.scale(dpr, dpr);
+      g.font = FONT + 'px sans-serif';
+      g.fillStyle = '#374151';
+      g.textBaseline = 'middle';
+      g.textAlign = 'right';
+      ticksQ.forEach(function (i) { g.fillText(clip(g, qs[i], ox - 5), ox - 3, oy + (i + 0.5) * cell); });
+      g.save();
+      g.rotate(-Math.PI / 2);
+      g.textAlign = 'left';
+      ticksK.forEach(function (j) { g.fillText(clip(g, ks[j], oy - 5), -(oy - 3), ox + (j + 0.5) * cell); });
+      g.restore();
+      g.translate(ox, oy);
       for (var i = 0; i < n; i++) {
         for (var j = 0; j < L; j++) {
           var x = j * cell, y = i * cell;
@@ -500,6 +697,7 @@
             g.fillRect(x, y, cell, cell);
             if (cell >= 4) {
               g.strokeStyle = '#9ca3af';
+              g.lineWidth = 1;
               g.beginPath(); g.moveTo(x, y + cell); g.lineTo(x + cell, y); g.stroke();
             }
             continue;
@@ -508,25 +706,61 @@
           g.fillRect(x, y, cell, cell);
         }
       }
+      var own = geo.seg ? geo.sameSeg : null;
+      if (geo.causal) contour(g, n, L, cell, geo.causalOk, OVERLAYS.causal, own);
+      if (over.indexOf('window') >= 0) contour(g, n, L, cell, geo.inBand, OVERLAYS.window, own);
+      if (geo.seg) contour(g, n, L, cell, geo.sameSeg, OVERLAYS.segments);
+      if (over.indexOf('sinks') >= 0) {
+        g.fillStyle = OVERLAYS.sinks.colour;
+        for (j = 0; j < L; j++) if (geo.isSink(j)) g.fillRect(j * cell, -5, cell, 4);
+        contour(g, n, L, cell, function (a, b) { return geo.isSink(b); }, OVERLAYS.sinks, own);
+      }
       cv.dataset.head = String(h);
-      cv.addEventListener('mousemove', labelCell(cv, h, cell));
+      cv.dataset.cell = String(cell);
+      cv.dataset.ox = String(ox);
+      cv.dataset.oy = String(oy);
+      cv.dataset.ticksQ = ticksQ.join(',');
+      cv.dataset.ticksK = ticksK.join(',');
+      cv.dataset.overlays = over.join(',');
+      cv.addEventListener('mousemove', labelCell(cv, h));
       var cap = document.createElement('figcaption');
       cap.textContent = 'head ' + h;
       fig.appendChild(cv);
       fig.appendChild(cap);
       box.appendChild(fig);
     }
+    drawLegend(over, step);
+  }
+
+  function drawLegend(over, step) {
+    var ul = $('heat-legend');
+    ul.textContent = '';
+    var items = [['hatch', 'hatched grey: masked (score \u2212\u221E, weight 0)']];
+    over.forEach(function (k) { items.push([k, OVERLAYS[k].text]); });
+    if (step > 1) items.push(['ticks', 'every ' + step + ' tokens labelled; hover a cell for its tokens']);
+    items.forEach(function (it) {
+      var li = document.createElement('li');
+      li.dataset.overlay = it[0];
+      var sw = document.createElement('span');
+      sw.className = 'swatch swatch-' + it[0];
+      sw.setAttribute('aria-hidden', 'true');
+      if (OVERLAYS[it[0]]) sw.style.borderColor = OVERLAYS[it[0]].colour;
+      li.appendChild(sw);
+      li.appendChild(document.createTextNode(it[1]));
+      ul.appendChild(li);
+    });
   }
 
   /* hovering a map cell names its tokens and weight (rows: queries, columns: keys) */
-  function labelCell(cv, h, cell) {
+  function labelCell(cv, h) {
     return function (e) {
-      var r = cv.getBoundingClientRect(), res = model.res;
-      var j = Math.floor((e.clientX - r.left) * cv.width / r.width / cell);
-      var i = Math.floor((e.clientY - r.top) * cv.height / r.height / cell);
-      if (i < 0 || j < 0 || i >= res.meta.n || j >= res.meta.L) return;
+      var r = cv.getBoundingClientRect(), res = model.res, cell = Number(cv.dataset.cell);
+      var scale = r.width / parseFloat(cv.style.width);
+      var j = Math.floor(((e.clientX - r.left) / scale - Number(cv.dataset.ox)) / cell);
+      var i = Math.floor(((e.clientY - r.top) / scale - Number(cv.dataset.oy)) / cell);
+      if (i < 0 || j < 0 || i >= res.meta.n || j >= res.meta.L) { cv.title = ''; return; }
       var w = perHead(res.weights, h)[i][j];
-      cv.title = labelsOf('q', res.meta.n)[i] + ' → ' + labelsOf('k', res.meta.L)[j] + ': ' +
+      cv.title = labelsOf('q', res.meta.n)[i] + ' \u2192 ' + labelsOf('k', res.meta.L)[j] + ': ' +
         (perHead(res.scores, h)[i][j] === null ? 'masked' : f6(w));
     };
   }

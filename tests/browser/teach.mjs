@@ -10,8 +10,11 @@
 // API's qk, scores, lse, weights and output; checks the head view's line
 // opacities equal the weights; drives softmax1's mass below 0.01 with the
 // quiet-heads slider (standard stays 1); renders a pasted 4-head 64-token
-// request (canvas maps); runs axe-core (no serious or critical violation);
-// no console errors; screenshots at 1400 px and 390 px into DIR.
+// request (canvas maps with thinned token tick labels); draws a window with
+// sinks and segments apart from causal (pixels at the edges the API's
+// masks imply); shows check 27's float16 drift as /v1/verify's numbers;
+// runs axe-core (no serious or critical violation); no console errors;
+// screenshots at 1400 px and 390 px into DIR.
 // Ends with "N passed, N failed".
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -80,6 +83,33 @@ await step('the plane opens on the seed example: weights 0.575975, 0.283995, 0.1
   close(w[0], 0.575975, 5e-7, 'w1');
   close(w[1], 0.283995, 5e-7, 'w2');
   close(w[2], 0.140029, 5e-7, 'w3');
+});
+
+await step('check 27 (beit_key_bias_float16) is shown as a table equal to /v1/verify\'s numbers', async () => {
+  const ver = await apiPost('/v1/verify', { q: [[1, 0]], k: [[1, 0], [0, 1], [-1, 0]],
+    v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], scale: 1 / Math.sqrt(2), softmax: 'standard',
+    bias: { q: [0, 1], k: [3, -2] } });
+  const c = ver.checks.find((x) => x.name === 'beit_key_bias_float16');
+  assert(c && c.data && c.data.bk_size.length > 3, 'verify has no float16 check');
+  assert(await page.isVisible('#geo-half'), 'the float16 box is hidden');
+  const head = await page.textContent('#geo-half');
+  assert(head.includes(`Check ${c.id} (beit_key_bias_float16) ${c.passed ? 'holds' : 'fails'}`), head);
+  const rows = await page.$$eval('#geo-half tbody tr', (trs) => trs.map((tr) => ({
+    size: Number(tr.querySelector('th').textContent),
+    f16: tr.querySelector('[data-col="float16"]').dataset.value,
+    f64: tr.querySelector('[data-col="float64"]').dataset.value,
+    text: tr.querySelector('[data-col="float16"]').textContent })));
+  assert(rows.length === c.data.bk_size.length, `${rows.length} rows`);
+  rows.forEach((r, i) => {
+    assert(r.size === c.data.bk_size[i], `size ${i}: ${r.size}`);
+    const want16 = c.data.weight_error_float16[i], want64 = c.data.weight_change_float64[i];
+    assert(r.f16 === (want16 === null ? 'null' : String(want16)), `float16 ${i}: ${r.f16} vs ${want16}`);
+    assert(r.f64 === (want64 === null ? 'null' : String(want64)), `float64 ${i}: ${r.f64} vs ${want64}`);
+    if (want16 !== null) close(Number(r.text), want16, Math.abs(want16) * 5e-3, `shown float16 ${i}`);
+  });
+  /* float16 drifts far past float64's rounding once b_K is large */
+  const last = c.data.weight_error_float16.filter((x) => x !== null).pop();
+  assert(last > 1e-3 && c.data.weight_change_float64.every((x) => x === null || x < 1e-9), 'no drift shown');
 });
 
 await step('dragging a key (real mouse events) redraws attnd\'s weights for it', async () => {
@@ -211,6 +241,92 @@ await step('a pasted 4-head 64-token request renders (canvas maps, entropy and m
   ent.forEach((x, i) => close(x, res.stats.entropy[0][i], 6e-4, `entropy row ${i}`));
 });
 
+/* the canvas pixel (CSS px x, y) of head h's map as [r, g, b] */
+async function pixel(h, x, y) {
+  return page.evaluate(([hh, px, py]) => {
+    const cv = document.querySelector(`#heat-grid canvas[data-head="${hh}"]`);
+    const k = cv.width / parseFloat(cv.style.width);
+    const d = cv.getContext('2d').getImageData(Math.floor(px * k), Math.floor(py * k), 1, 1).data;
+    return [d[0], d[1], d[2]];
+  }, [h, x, y]);
+}
+const near = (c, rgb, tol = 60) => c.every((v, i) => Math.abs(v - rgb[i]) <= tol);
+/* ink (non-white pixels) in a rectangle of head h's map */
+async function ink(h, x0, y0, w, hgt) {
+  return page.evaluate(([hh, a, b, ww, hh2]) => {
+    const cv = document.querySelector(`#heat-grid canvas[data-head="${hh}"]`);
+    const k = cv.width / parseFloat(cv.style.width);
+    const d = cv.getContext('2d').getImageData(a * k, b * k, ww * k, hh2 * k).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] < 200 && d[i + 3] > 0) n++;
+    return n;
+  }, [h, x0, y0, w, hgt]);
+}
+
+await step('the 64-token maps carry token tick labels, thinned so they do not touch', async () => {
+  const maps = await page.$$eval('#heat-grid canvas', (e) => e.map((c) => ({ ...c.dataset })));
+  for (const m of maps) {
+    const cell = Number(m.cell), tq = m.ticksQ.split(',').map(Number), tk = m.ticksK.split(',').map(Number);
+    const step = tq[1] - tq[0];
+    assert(step > 1 && step * cell >= 12, `labels every ${step} of ${cell} px`);
+    assert(tq[0] === 0 && tk[0] === 0 && tq.length === Math.ceil(64 / step) && tk.length === tq.length,
+      `ticks ${m.ticksQ}`);
+    assert(Number(m.ox) >= 20 && Number(m.oy) >= 20, `no room for labels: ${m.ox}, ${m.oy}`);
+  }
+  /* the left margin holds the query labels, the top margin the key labels */
+  const m0 = maps[0], ox = Number(m0.ox), oy = Number(m0.oy);
+  assert(await ink(0, 0, oy, ox - 2, 40) > 30, 'no query labels drawn');
+  assert(await ink(0, ox, 0, 40, oy - 2) > 30, 'no key labels drawn');
+  assert((await page.$$eval('#heat-legend li', (e) => e.map((l) => l.textContent))).some((t) => /every \d+ tokens labelled/.test(t)),
+    'the key does not say labels are thinned');
+});
+
+await step('a window with sinks and segments: band, sinks and segment blocks drawn apart from causal', async () => {
+  const L = 64, d = 8, seg = Array.from({ length: L }, (_, i) => (i < 40 ? 0 : 1));
+  const t = (a, b, c) => Math.round(Math.sin(a * 1.3 + b * 0.7 + c * 2.1) * 1000) / 1000;
+  const m = (s) => Array.from({ length: L }, (_, i) => Array.from({ length: d }, (_, c) => t(s, i, c)));
+  const toks = Array.from({ length: L }, (_, i) => `w${i}`);
+  const req = { q: m(1), k: m(4), v: m(7), causal: true, window: { left: 8, sinks: 4 },
+    segments: { q: seg, k: seg }, tokens: { q: toks, k: toks } };
+  const r0 = await page.evaluate(() => Number(document.body.dataset.modelRounds || 0));
+  await page.fill('#paste', JSON.stringify(req));
+  await page.click('#paste-draw');
+  await page.waitForFunction((n) => Number(document.body.dataset.modelRounds || 0) > n, r0, { timeout: 15000 });
+  const ds = await page.$eval('#heat-grid canvas', (c) => ({ ...c.dataset }));
+  assert(ds.overlays === 'causal,window,sinks,segments', `overlays ${ds.overlays}`);
+  const legend = await page.$$eval('#heat-legend li', (e) => e.map((l) => l.dataset.overlay));
+  for (const o of ['causal', 'window', 'sinks', 'segments']) assert(legend.includes(o), `key lacks ${o}`);
+  const cell = Number(ds.cell), ox = Number(ds.ox), oy = Number(ds.oy);
+  const RED = [185, 28, 28], TEAL = [4, 120, 87], PURPLE = [126, 34, 206];
+  /* the API agrees on what the drawing claims: row 20 sees sinks 0..3 and keys 12..20 */
+  const res = await apiPost('/v1/attention', { ...req, return: ['scores'] });
+  const row = res.scores[20];
+  assert(row.every((x, j) => (x !== null) === (j < 4 || (j >= 12 && j <= 20))), `row 20: ${row.map((x) => (x === null ? 0 : 1)).join('')}`);
+  /* causal edge right of key i, band edge left of key i - 8 (rows 12..36 of the first segment) */
+  let red = 0, teal = 0, rows = 0;
+  for (let i = 12; i <= 36; i += 2) {
+    const y = oy + (i + 0.5) * cell;
+    rows++;
+    if (near(await pixel(0, ox + (i + 1) * cell - 0.5, y), RED)) red++;
+    if (near(await pixel(0, ox + (i - 8) * cell - 0.5, y), TEAL)) teal++;
+  }
+  assert(red === rows, `causal edge on ${red} of ${rows} rows`);
+  assert(teal >= rows / 2, `window band edge on ${teal} of ${rows} rows (dashed)`);
+  /* the sinks' bar above keys 0..3 and 40..43 (positions restart in segment 1), not above key 20 */
+  assert(near(await pixel(0, ox + 1.5 * cell, oy - 3), PURPLE), 'no sink bar over key 1');
+  assert(near(await pixel(0, ox + 41.5 * cell, oy - 3), PURPLE), 'no sink bar over key 41');
+  assert(!near(await pixel(0, ox + 20.5 * cell, oy - 3), PURPLE), 'a sink bar over key 20');
+  /* the segment boundary: a dark dotted line between rows 39 and 40 */
+  let dark = 0;
+  for (let j = 0; j < 30; j++) {
+    const c = await pixel(0, ox + j * cell + 1, oy + 40 * cell + 0.25);
+    if (c.every((v) => v < 100)) dark++;
+  }
+  assert(dark >= 8, `segment boundary dark on ${dark} of 30 keys`);
+  const status = await page.textContent('#model-status');
+  assert(/window with 4 sinks/.test(status) && /segments/.test(status), status);
+});
+
 await step('typing mistakes are not blamed on attnd', async () => {
   await page.fill('#paste', '{"q": [[1,0]');
   await page.click('#paste-draw');
@@ -246,11 +362,16 @@ await step('screenshots at 1400 px and 390 px', async () => {
   await settled(0);
   await page.waitForFunction(() => Number(document.body.dataset.modelRounds || 0) > 0);
   await page.screenshot({ path: join(SHOTS, 'teach-1400.png'), fullPage: true });
+  /* the two teaching sections alone, at a size a reader can inspect */
+  await page.locator('#look').screenshot({ path: join(SHOTS, 'teach-1400-look.png') });
+  await page.locator('#model').screenshot({ path: join(SHOTS, 'teach-1400-model.png') });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForTimeout(200);
   const wide = await page.evaluate(() => document.documentElement.scrollWidth);
   assert(wide <= 392, `the page is ${wide} px wide at 390`);
   await page.screenshot({ path: join(SHOTS, 'teach-390.png'), fullPage: true });
+  await page.locator('#look').screenshot({ path: join(SHOTS, 'teach-390-look.png') });
+  await page.locator('#model').screenshot({ path: join(SHOTS, 'teach-390-model.png') });
 });
 
 await step('no console errors', async () => {
