@@ -30,7 +30,9 @@
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
  *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
  *                              BENCH_KV_DTYPES_ONLY=1: narrow-cache decode;
- *                              BENCH_MODELS_ONLY=1: issue 16's rows alone)
+ *                              BENCH_MODELS_ONLY=1: issue 16's rows alone;
+ *                              BENCH_MOVE_ONLY=1: session export/import
+ *                              of 128 MiB vs a memcpy, issue 18)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +46,9 @@
 #include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/kv.h"
+#include "core/persist.h"
 #include "core/pool.h"
+#include "core/store.h"
 
 static int reps = 5;
 static struct attn_pool *pool;      /* one helper: 2 cores */
@@ -851,6 +855,91 @@ static void bench_models(void)
         prefill_free(pa[i]);
 }
 
+/* ---- export and import (issue 18) -------------------------------------- */
+
+/* A 16,384-row session of 8 heads, d_k = d_v = 128, float32 (128 MiB of
+ * rows) exported and imported in-process, against a memcpy of the export's
+ * bytes into a fresh block (what export does at the least: one allocation
+ * and one pass). */
+struct move_arg {
+    struct sess_store *st, *dst;
+    char id[SESS_ID_MAX];
+    void *bytes;
+    size_t n;
+};
+
+static void run_copy(void *p)
+{
+    struct move_arg *m = p;
+    void *c = malloc(m->n);
+    if (!c)
+        exit(1);
+    memcpy(c, m->bytes, m->n);
+    ((volatile char *)c)[m->n / 2];
+    free(c);
+}
+
+static void run_export(void *p)
+{
+    struct move_arg *m = p;
+    struct sess *s;
+    void *out;
+    size_t n;
+    if (sess_acquire(m->st, m->id, &s) != CORE_OK || sess_export(m->st, s, &out, &n) != CORE_OK)
+        exit(1);
+    sess_release(m->st, s);
+    free(out);
+}
+
+static void run_import(void *p)
+{
+    struct move_arg *m = p;
+    char id[SESS_ID_MAX];
+    if (sess_import(m->dst, m->bytes, m->n, NULL, id, NULL) != CORE_OK)
+        exit(1);
+    sess_delete(m->dst, id);
+}
+
+static void bench_move(void)
+{
+    const size_t rows = 16384, h = 8, d = 128;
+    struct sess_config cfg = {.default_ttl_s = 3600, .default_max_tokens = rows};
+    struct move_arg m = {.st = sess_store_new(&cfg), .dst = sess_store_new(&cfg)};
+    struct sess_spec sp = {.shape = {.h = h, .h_kv = h, .d_k = d, .d_v = d}};
+    sp.params.dtype = ATTN_F32;
+    sp.params.scale = 0.08838834764831845;     /* 1/sqrt(128) */
+    float *k = rand_floats(h * 1024 * d, 31), *v = rand_floats(h * 1024 * d, 32);
+    struct sess *s;
+    if (!m.st || !m.dst || sess_create(m.st, &sp, m.id) != CORE_OK ||
+        sess_acquire(m.st, m.id, &s) != CORE_OK)
+        exit(1);
+    for (size_t r = 0; r < rows; r += 1024)
+        if (sess_append(m.st, s, k, v, 1024, -1) != CORE_OK)
+            exit(1);
+    if (sess_export(m.st, s, &m.bytes, &m.n) != CORE_OK)
+        exit(1);
+    sess_release(m.st, s);
+    struct timed t[3] = {{run_copy, &m, 0, 0}, {run_export, &m, 0, 0}, {run_import, &m, 0, 0}};
+    time_set(t, 3);
+    double gb = (double)m.n / 1e9, lim = gb / t[0].med;
+    const char *what[2] = {"session export in-process (16384 rows, 8 heads, d=128, f32)",
+                           "session import in-process (16384 rows, 8 heads, d=128, f32)"};
+    printf("%zu bytes an export; memcpy into a fresh block %.2f GB/s\n", m.n, lim);
+    for (int i = 0; i < 2; i++) {
+        double gbs = gb / t[1 + i].med;
+        char ratio[64];
+        detail(i ? "import" : "export", t[1 + i].med, gbs, "GB/s", "memcpy", lim);
+        snprintf(ratio, sizeof ratio, "%.2f of memcpy", gbs / lim);
+        benchrow(what[i], "memcpy GB/s", lim, NULL, 0, gbs, "GB/s", ratio, ">= 1 GB/s",
+                 gbs >= 1.0);
+    }
+    free(k);
+    free(v);
+    free(m.bytes);
+    sess_store_free(m.st);
+    sess_store_free(m.dst);
+}
+
 int main(int argc, char **argv)
 {
     quiet_blas_threads(argv);
@@ -919,6 +1008,13 @@ int main(int argc, char **argv)
     const char *kvd_only = getenv("BENCH_KV_DTYPES_ONLY");
     if (kvd_only && strcmp(kvd_only, "1") == 0) {
         bench_kv_dtypes();
+        attn_pool_free(pool);
+        return 0;
+    }
+    /* BENCH_MOVE_ONLY=1: session export and import in-process */
+    const char *move_only = getenv("BENCH_MOVE_ONLY");
+    if (move_only && strcmp(move_only, "1") == 0) {
+        bench_move();
         attn_pool_free(pool);
         return 0;
     }

@@ -5,7 +5,7 @@
 # shared and noisy, so only same-run ratios are comparable). BENCH_REPS sets
 # the number of samples per figure (median reported; default 5).
 #
-# Sections (SECTIONS="core json http fair journal" by default; any subset, e.g.
+# Sections (SECTIONS="core json http fair journal move" by default; any subset, e.g.
 # SECTIONS=http make bench):
 #   core   the attention core in-process (bench_core)
 #   json   JSON numbers in/out and base64 through api_handle (bench_api)
@@ -17,6 +17,9 @@
 #          flight, against its p99 alone (tests/bench/bench_fair.py, ~1 min)
 #   journal session appends with --state-dir (--fsync everysec, always) vs
 #          without (tests/bench/bench_journal.sh)
+#   move   session export and import of 128 MiB of rows: in-process vs a
+#          memcpy (bench_core, BENCH_MOVE_ONLY=1) and over HTTP vs MHD's
+#          echo of the same bytes (tests/bench/bench_move.py)
 #
 # Every bench program prints its results as lines
 #   BENCHROW|what|limit name|limit|peer name|peer|attnd|unit|ratio|goal|PASS/MISS
@@ -72,6 +75,13 @@ bench_journal() {
     BENCH_REPS=$((reps < 3 ? 3 : reps)) sh "$here/bench_journal.sh" "$build"
 }
 
+# Moving a session: export and import, in-process and over loopback HTTP.
+bench_move() {
+    section "move: session export/import, 16384 rows x 8 heads x d=128 f32 (bench_core, bench_move.py)"
+    BENCH_MOVE_ONLY=1 "$build/bench/bench_core" "$reps" &&
+        BENCH_REPS=$reps "${PYTHON:-/usr/bin/python3}" "$here/bench_move.py" "$build"
+}
+
 # The final table from every BENCHROW line of the run.
 table() {
     echo
@@ -88,7 +98,7 @@ table() {
     done
 }
 
-SECTIONS=${SECTIONS:-core json http fair journal}
+SECTIONS=${SECTIONS:-core json http fair journal move}
 status=0
 for s in $SECTIONS; do
     { "bench_$s" 2>&1 || echo "bench section $s failed"; } | tee -a "$out"
