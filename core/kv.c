@@ -560,12 +560,13 @@ void kv_view(const struct kv_cache *c, struct attn_kv_view *view)
     view->v = (const void *const *)c->v;
 }
 
-/* Attention over a narrow cache that the decode loops do not take (scores
- * or weights asked for, masks, ALiBi, ...): those passes print or read n·L
- * numbers anyway, so the cache is widened for that one pass. */
+/* Attention over a narrow cache that asks for scores, weights or extras:
+ * those passes print or read n·L numbers anyway, so the cache is widened
+ * for that one pass (output-only passes go through kv_lowp.c). */
 static enum core_status attend_widened(const struct kv_cache *c, const struct attn_request *r,
-                                       const struct attn_inputs *in, struct attn_result *out,
-                                       struct attn_ws *ws)
+                                       const struct attn_inputs *in,
+                                       const struct attn_extras *x, struct attn_extras_out *xo,
+                                       struct attn_result *out, struct attn_ws *ws)
 {
     size_t per, total;
     if (!core_add(c->d_k, c->d_v, &per) || !core_mul3(per, c->len, c->h_kv, &total) ||
@@ -582,7 +583,8 @@ static enum core_status attend_widened(const struct kv_cache *c, const struct at
             ptr[c->h_kv + g] = vg;
         }
         struct attn_kv_view view = {ptr, ptr + c->h_kv};
-        st = attn_forward_kv(r, in, &view, out, ws);
+        st = x ? attn_forward_extras(r, in, &view, x, out, xo, ws)
+               : attn_forward_kv(r, in, &view, out, ws);
     }
     free(buf);
     free(ptr);
@@ -613,9 +615,11 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
         struct kv_lowp_view lv = {c->store, (const void *const *)c->k,
                                   (const void *const *)c->v, (const float *const *)c->ks,
                                   (const float *const *)c->vs};
-        if (kv_lowp_takes(&rr))
+        if (!x && kv_lowp_takes(&rr))
             return kv_lowp_attend(&rr, in, &lv, out, ws);
-        return attend_widened(c, &rr, in, out, ws);
+        if (!x && rr.outputs == ATTN_OUT_OUTPUT)
+            return kv_lowp_attend_windows(&rr, in, &lv, out, ws);
+        return attend_widened(c, &rr, in, x, xo, out, ws);
     }
     struct attn_kv_view view;
     kv_view(c, &view);

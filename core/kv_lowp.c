@@ -23,12 +23,16 @@
  * cut and the loop depend only on the request, so the bits do not depend
  * on how many helpers joined).
  *
- * Everything the loops do not take (kv_lowp_takes) goes through the
- * widened cache and attn_forward_kv (core/kv.c).
+ * The other output-only passes (more query rows, masks, ALiBi, windows,
+ * ...: kv_lowp_attend_windows) widen the cache a window of keys at a time
+ * into a bounded scratch, run attn_forward_kv_keys on each and merge the
+ * windows; passes that return scores or weights widen the whole cache
+ * (core/kv.c), as they write n·L numbers anyway.
  */
 #include "kv_lowp.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -534,5 +538,86 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
     if (st == CORE_OK)
         st = combine(r, parts, nwin, out);
     free(mem);
+    return st;
+}
+
+/* ---- passes the loops do not take, a window of keys at a time ---------- */
+
+/* Stored bytes widened per window: the scratch such a pass holds. */
+#define LP_WIDE_BYTES ((size_t)4 << 20)
+
+/* acc (+)= b, window partials of rows [rows] of d_v floats: both rescaled
+ * to the larger maximum. */
+static void partial_merge(struct attn_partial *acc, const struct attn_partial *b, size_t rows,
+                          size_t dv)
+{
+    float *oa = acc->o;
+    const float *ob = b->o;
+    for (size_t i = 0; i < rows; i++) {
+        double ma = acc->m[i], mb = b->m[i], m = ma > mb ? ma : mb;
+        if (mb == -INFINITY)
+            continue;
+        float fa = ma == -INFINITY ? 0 : (float)exp(ma - m), fb = (float)exp(mb - m);
+        for (size_t c = 0; c < dv; c++)
+            oa[i * dv + c] = fa * oa[i * dv + c] + fb * ob[i * dv + c];
+        acc->l[i] = (ma == -INFINITY ? 0 : acc->l[i] * exp(ma - m)) + b->l[i] * exp(mb - m);
+        acc->m[i] = m;
+    }
+}
+
+enum core_status kv_lowp_attend_windows(const struct attn_request *r,
+                                        const struct attn_inputs *in,
+                                        const struct kv_lowp_view *v, struct attn_result *out,
+                                        struct attn_ws *ws)
+{
+    const struct attn_shape *s = &r->shape;
+    enum core_status st = attn_check(r);
+    if (st != CORE_OK)
+        return st;
+    if (r->outputs != ATTN_OUT_OUTPUT || r->params.dtype != ATTN_F32 || s->B > 1 || !out ||
+        !out->output)
+        return CORE_EINVAL;
+    size_t hk = s->h_kv, dk = s->d_k, dv = s->d_v, rows = s->h * s->n;
+    size_t esz = v->store == KV_STORE_I8 ? 1 : 2;
+    size_t W = LP_WIDE_BYTES / (hk * (dk + dv) * esz);
+    W = W < 256 ? 256 : W > s->L ? s->L : W;
+    /* scratch: widened rows of every head, then two partials */
+    size_t fl = hk * W * (dk + dv) + 2 * rows * dv;
+    float *buf = malloc(fl * sizeof(float));
+    double *md = malloc(4 * rows * sizeof(double));
+    const void **ptr = malloc(2 * hk * sizeof *ptr);
+    if (!buf || !md || !ptr) {
+        st = CORE_ENOMEM;
+        goto done;
+    }
+    struct attn_partial acc = {buf + hk * W * (dk + dv), md, md + rows};
+    struct attn_partial win = {(float *)acc.o + rows * dv, md + 2 * rows, md + 3 * rows};
+    for (size_t i = 0; i < rows; i++) {
+        acc.m[i] = -INFINITY;
+        acc.l[i] = 0;
+    }
+    memset(acc.o, 0, rows * dv * sizeof(float));
+    struct attn_kv_view view = {ptr, ptr + hk};
+    for (size_t k0 = 0; k0 < s->L && st == CORE_OK; k0 += W) {
+        size_t m = s->L - k0 < W ? s->L - k0 : W;
+        for (size_t g = 0; g < hk; g++) {
+            float *kg = buf + g * W * (dk + dv), *vg = kg + W * dk;
+            widen_rows(v->store, v->k[g], v->ks ? v->ks[g] : NULL, dk, k0, m, kg);
+            widen_rows(v->store, v->v[g], v->vs ? v->vs[g] : NULL, dv, k0, m, vg);
+            /* the view is indexed by the cache's key index: row k0 + j of
+             * the pass is row j here (only rows [k0, k0 + m) are read) */
+            ptr[g] = (const void *)((uintptr_t)kg - k0 * dk * sizeof(float));
+            ptr[hk + g] = (const void *)((uintptr_t)vg - k0 * dv * sizeof(float));
+        }
+        st = attn_forward_kv_keys(r, in, &view, &win, ws, k0, k0 + m);
+        if (st == CORE_OK)
+            partial_merge(&acc, &win, rows, dv);
+    }
+    if (st == CORE_OK)
+        st = attn_combine(r, &acc, 1, out);
+done:
+    free(buf);
+    free(md);
+    free(ptr);
     return st;
 }

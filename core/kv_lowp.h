@@ -36,4 +36,17 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
                                 const struct kv_lowp_view *v, struct attn_result *out,
                                 struct attn_ws *ws);
 
+/*
+ * Any other output-only float32 pass over the view (kv_lowp_takes or not:
+ * many query rows, masks, ALiBi, windows, positions, ...): the cache
+ * widened a window of keys at a time into a scratch of about 4 MiB, each
+ * window through attn_forward_kv_keys, the windows merged and finished by
+ * attn_combine. Results as attn_forward_kv's on the widened cache, within
+ * rounding; CORE_EINVAL for other outputs or dtypes.
+ */
+enum core_status kv_lowp_attend_windows(const struct attn_request *r,
+                                        const struct attn_inputs *in,
+                                        const struct kv_lowp_view *v, struct attn_result *out,
+                                        struct attn_ws *ws);
+
 #endif

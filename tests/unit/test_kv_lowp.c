@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/attn.h"
+#include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/half.h"
 #include "core/kv.h"
@@ -399,6 +400,75 @@ TEST(every_loop_refuses_nonfinite_scores)
     attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
+/* Output-only passes the decode loops do not take (40 query rows per head,
+ * a mask, ALiBi) read the cache a window of keys at a time (3000 rows of
+ * 8 heads of 128: 3 windows): the same as the float32 pass over the whole
+ * widened cache, within rounding; and extras asked for over a narrow cache
+ * are computed, as over the widened one. */
+TEST(other_passes_window_the_cache)
+{
+    size_t hkv = 8, h = 8, d = 128, L = 3000, n = 40;
+    for (int s = 0; s < 3; s++) {
+        struct kv_cache *c = kv_new_store(ATTN_F32, stores[s], hkv, d, d);
+        float *k = frnd(hkv * L * d, 1.0f), *v = frnd(hkv * L * d, 1.0f);
+        float *q = frnd(h * n * d, 1.0f);
+        CHECK_EQ_INT(kv_append_prepared(c, k, v, L), CORE_OK);
+        float *wk = malloc(hkv * L * d * sizeof(float)), *wv = malloc(hkv * L * d * sizeof(float));
+        const void *kp[8], *vp[8];
+        for (size_t g = 0; g < hkv; g++) {
+            kv_read_rows(c, g, 0, L, wk + g * L * d, wv + g * L * d);
+            kp[g] = wk + g * L * d;
+            vp[g] = wv + g * L * d;
+        }
+        struct attn_kv_view view = {kp, vp};
+        uint8_t *mask = malloc(n * L);
+        for (size_t i = 0; i < n * L; i++)
+            mask[i] = (i * 7 + i / L) % 5 != 0;
+        float *out = malloc(h * n * d * sizeof(float)), *ref = malloc(h * n * d * sizeof(float));
+        struct attn_inputs in = {.q = q};
+        for (int variant = 0; variant < 3; variant++) {
+            struct attn_request r = {.shape = {h, hkv, variant == 2 ? 1 : n, L, d, d},
+                                     .params = {.dtype = ATTN_F32, .scale = 0.09,
+                                                .alibi = variant == 2},
+                                     .causal = variant == 0 ? ATTN_CAUSAL_BOTTOM_RIGHT
+                                                            : ATTN_CAUSAL_NONE,
+                                     .mask = variant == 1 ? mask : NULL, .mask_heads = 1,
+                                     .outputs = ATTN_OUT_OUTPUT};
+            CHECK_EQ_INT(kv_attend(c, &r, &in, &(struct attn_result){.output = out}, NULL),
+                         CORE_OK);
+            CHECK_EQ_INT(attn_forward_kv(&r, &in, &view, &(struct attn_result){.output = ref},
+                                         NULL), CORE_OK);
+            double worst = 0;
+            for (size_t i = 0; i < h * r.shape.n * d; i++)
+                worst = fmax(worst, fabs(out[i] - ref[i]));
+            CHECK(worst < 1e-5);
+        }
+        /* extras over the narrow cache */
+        struct attn_request r = {.shape = {h, hkv, 2, L, d, d},
+                                 .params = {.dtype = ATTN_F32, .scale = 0.09},
+                                 .outputs = ATTN_OUT_OUTPUT};
+        float lse[16], lse_ref[16];
+        struct attn_extras x = {.want = ATTN_X_LSE};
+        struct attn_extras_out xo = {.lse = lse}, xr = {.lse = lse_ref};
+        CHECK_EQ_INT(kv_attend_x(c, &r, &in, &x, &xo, &(struct attn_result){.output = out},
+                                 NULL), CORE_OK);
+        CHECK_EQ_INT(attn_forward_extras(&r, &in, &view, &x,
+                                         &(struct attn_result){.output = ref}, &xr, NULL),
+                     CORE_OK);
+        for (size_t i = 0; i < 16; i++)
+            CHECK(fabs(lse[i] - lse_ref[i]) < 1e-5);
+        free(k);
+        free(v);
+        free(q);
+        free(wk);
+        free(wv);
+        free(mask);
+        free(out);
+        free(ref);
+        kv_free(c);
+    }
+}
+
 int main(void)
 {
     RUN(storage_rounds_prepared_rows_once);
@@ -407,5 +477,6 @@ int main(void)
     RUN(long_cache_windows_same_with_pool);
     RUN(every_loop_against_reference);
     RUN(every_loop_refuses_nonfinite_scores);
+    RUN(other_passes_window_the_cache);
     TEST_MAIN_END();
 }
