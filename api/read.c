@@ -1150,32 +1150,39 @@ void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in)
     in->bias_v_heads = b->v.data ? b->v_heads : 0;
 }
 
-/* A [B][1][n][L] matrix (n*L = nl, esz bytes an element) copied to every
- * one of h heads: [B][h][n][L]. */
-static bool widen_heads(struct api_call *c, const char *path, size_t B,
-                        size_t h, size_t nl, size_t esz, size_t *budget,
-                        struct api_tensor *t)
+bool api_widen_heads(struct api_call *c, const char *path, size_t B, size_t h, size_t nl,
+                     size_t esz, size_t *budget, void **data, size_t *count)
 {
-    size_t count, bytes, b, i, row = nl * esz;     /* row fits: t holds it */
+    size_t total, bytes, b, i, row = nl * esz;     /* row fits: data holds it */
     char *wide;
 
-    if (!core_mul3(B, h, nl, &count) || count - t->count > *budget) {
+    if (!core_mul3(B, h, nl, &total) || total - *count > *budget) {
         api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "the matrix copied to every head "
                  "exceeds the request's remaining limit of %zu numbers "
                  "(--max-elements)", *budget);
         return false;
     }
-    if (!core_mul(count, esz, &bytes) || !(wide = malloc(bytes))) {
+    if (!core_mul(total, esz, &bytes) || !(wide = malloc(bytes))) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
     for (b = 0; b < B; b++)
         for (i = 0; i < h; i++)
-            memcpy(wide + (b * h + i) * row, (char *)t->data + b * row, row);
-    *budget -= count - t->count;
-    free(t->data);
-    t->data = wide;
-    t->count = count;
+            memcpy(wide + (b * h + i) * row, (char *)*data + b * row, row);
+    *budget -= total - *count;
+    free(*data);
+    *data = wide;
+    *count = total;
+    return true;
+}
+
+/* A [B][1][n][L] tensor copied to every one of h heads: [B][h][n][L]. */
+static bool widen_heads(struct api_call *c, const char *path, size_t B,
+                        size_t h, size_t nl, size_t esz, size_t *budget,
+                        struct api_tensor *t)
+{
+    if (!api_widen_heads(c, path, B, h, nl, esz, budget, &t->data, &t->count))
+        return false;
     t->shape[1] = h;
     return true;
 }

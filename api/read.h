@@ -180,6 +180,13 @@ void api_bias_inputs(const struct api_bias *b, struct attn_inputs *in);
  * as in PyTorch, a [B][1][n][L] copied to every head). elem NULLABLE for
  * attn_bias (null = -inf), BOOL for mask.
  */
+/* A [B][1][n][L] matrix *data (n*L = nl, esz bytes an element, *count
+ * elements, malloc'd) replaced by its copy to every one of h heads,
+ * [B][h][n][L]; the added elements come off *budget (422 limit_exceeded at
+ * path beyond it; capacity_exhausted without memory). */
+bool api_widen_heads(struct api_call *c, const char *path, size_t B, size_t h, size_t nl,
+                     size_t esz, size_t *budget, void **data, size_t *count);
+
 bool api_read_score_matrix(struct api_call *c, const json_t *v,
                            const char *path, enum api_elem elem,
                            enum attn_dtype dt, const struct attn_shape *s,

@@ -281,8 +281,10 @@ static bool bias_heads(struct api_call *c, const struct v2_tensor *t,
                       "its matrix");
 }
 
-/* attn_bias / mask: [n,L], [1|h,n,L] or [1|B,h,n,L] (or [1,1,n,L]). */
-static bool score_heads(struct api_call *c, const struct v2_tensor *t,
+/* attn_bias / mask: [n,L], [1|h,n,L] or [1|B,1|h,n,L] (the design's
+ * broadcasting; a [B,1,n,L], PyTorch's per-batch mask, is copied to every
+ * head). */
+static bool score_heads(struct api_call *c, struct v2_infer *x, struct v2_tensor *t,
                         const struct attn_shape *s, size_t *heads)
 {
     size_t B = s->B ? s->B : 1, b;
@@ -294,6 +296,16 @@ static bool score_heads(struct api_call *c, const struct v2_tensor *t,
         t->shape[t->rank - 1] == s->L) {
         *heads = t->rank >= 3 ? t->shape[t->rank - 3] : 1;
         b = t->rank == 4 ? t->shape[0] : 1;
+        if (b == B && B > 1 && *heads == 1 && s->h > 1) {
+            char path[API_PATH_MAX];
+            size_t esz = t == &x->t[V2_MASK] ? 1 : attn_dtype_size(x->dt);
+            api_pointer_index(path, sizeof path, "/inputs", t->index);
+            if (!api_widen_heads(c, path, B, s->h, s->n * s->L, esz, &x->budget, &t->data,
+                                 &t->count))
+                return false;
+            t->shape[1] = s->h;
+            *heads = s->h;
+        }
         if (b == B && B > 1 && *heads == s->h) {
             *heads = B * s->h;
             return true;
@@ -770,8 +782,8 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     } else if (!refuse_fixed(c, x)) {
         return;
     }
-    if (!score_heads(c, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
-        !score_heads(c, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
+    if (!score_heads(c, x, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
+        !score_heads(c, x, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
         !read_options(c, x, &r.shape, stateless_shape) ||
         !api_v2_read_model(c, x, &r.shape, stateless_shape) ||
         (x->seq ? !api_v2_refuse_seqs(c, x) : !api_v2_read_seqs(c, x, &r.shape)) ||

@@ -565,6 +565,121 @@ TEST(v2_equals_v1)
     json_decref(b);
 }
 
+/* A v2 input tensor {name, datatype, shape, data} from a flat list. */
+static json_t *v2_input(const char *name, const char *dt, const size_t *shape, int rank,
+                        json_t *data)
+{
+    json_t *sh = json_array();
+    for (int i = 0; i < rank; i++)
+        json_array_append_new(sh, json_integer((json_int_t)shape[i]));
+    return json_pack("{s:s,s:s,s:o,s:o}", "name", name, "datatype", dt, "shape", sh,
+                     "data", data);
+}
+
+/* OIP v2 broadcasts attn_bias and mask as the design says: [n,L], [h,n,L],
+ * [1,h,n,L], [B,h,n,L], [B,1,n,L] (PyTorch's per-batch mask) and
+ * [1,1,n,L] each give the output of v1 with the matrix spelled out per
+ * batch element and head. */
+TEST(v2_score_broadcasts)
+{
+    enum { B = 2, H = 3, N = 2, L = 3, D = 2 };
+    static const size_t forms[6][4] = {{N, L}, {H, N, L}, {1, H, N, L}, {B, H, N, L},
+                                       {B, 1, N, L}, {1, 1, N, L}};
+    static const int ranks[6] = {2, 3, 4, 4, 4, 4};
+    uint64_t rng = 99;
+    json_t *q = json_array(), *k = json_array(), *v = json_array();
+    for (size_t i = 0; i < B * H * N * D; i++)
+        json_array_append_new(q, json_real((double)(t_rng_next(&rng) % 200) / 64 - 1.5));
+    for (size_t i = 0; i < B * L * D; i++) {
+        json_array_append_new(k, json_real((double)(t_rng_next(&rng) % 200) / 64 - 1.5));
+        json_array_append_new(v, json_real((double)(t_rng_next(&rng) % 200) / 64 - 1.5));
+    }
+    static const size_t qs[4] = {B, H, N, D}, ks[4] = {B, 1, L, D};
+    for (int f = 0; f < 6; f++)
+        for (int which = 0; which < 2; which++) {      /* mask, attn_bias */
+            const size_t *sh = forms[f];
+            size_t count = 1;
+            for (int i = 0; i < ranks[f]; i++)
+                count *= sh[i];
+            json_t *flat = json_array();
+            for (size_t i = 0; i < count; i++)
+                json_array_append_new(flat, which ? json_real((double)(i % 7) / 4 - 0.5)
+                                                  : json_boolean(i % 5 != 1));
+            /* v1: the same matrix spelled out as [B][H][N][L] */
+            json_t *full = json_array();
+            size_t bh = ranks[f] == 4 ? sh[0] : 1, hh = ranks[f] >= 3 ? sh[ranks[f] - 3] : 1;
+            for (size_t b = 0; b < B; b++) {
+                json_t *eb = json_array();
+                for (size_t h = 0; h < H; h++) {
+                    json_t *eh = json_array();
+                    size_t base = ((bh == 1 ? 0 : b) * hh + (hh == 1 ? 0 : h)) * N * L;
+                    for (size_t i = 0; i < N; i++) {
+                        json_t *row = json_array();
+                        for (size_t j = 0; j < L; j++)
+                            json_array_append(row, json_array_get(flat, base + i * L + j));
+                        json_array_append_new(eh, row);
+                    }
+                    json_array_append_new(eb, eh);
+                }
+                json_array_append_new(full, eb);
+            }
+            json_t *inputs = json_pack("[o,o,o,o]",
+                v2_input("q", "FP64", qs, 4, json_deep_copy(q)),
+                v2_input("k", "FP64", ks, 4, json_deep_copy(k)),
+                v2_input("v", "FP64", ks, 4, json_deep_copy(v)),
+                v2_input(which ? "attn_bias" : "mask", which ? "FP64" : "BOOL", sh, ranks[f],
+                         flat));
+            json_t *body2 = json_pack("{s:o}", "inputs", inputs);
+            char *t2 = json_dumps(body2, JSON_COMPACT);
+            int st;
+            json_t *a = post(V2_INFER, t2, &st);
+            CHECK_EQ_INT(st, 200);
+            /* v1 q [B][H][N][D] etc. from the flat lists */
+            json_t *b1 = json_object();
+            static const char *const names[3] = {"q", "k", "v"};
+            json_t *lists[3] = {q, k, v};
+            for (int m = 0; m < 3; m++) {
+                size_t hm = m ? 1 : H, rows = m ? L : N, at = 0;
+                json_t *t4 = json_array();
+                for (size_t b = 0; b < B; b++) {
+                    json_t *eb = json_array();
+                    for (size_t h = 0; h < hm; h++) {
+                        json_t *eh = json_array();
+                        for (size_t i = 0; i < rows; i++) {
+                            json_t *row = json_array();
+                            for (size_t d = 0; d < D; d++)
+                                json_array_append(row, json_array_get(lists[m], at++));
+                            json_array_append_new(eh, row);
+                        }
+                        json_array_append_new(eb, eh);
+                    }
+                    json_array_append_new(t4, eb);
+                }
+                json_object_set_new(b1, names[m], t4);
+            }
+            json_object_set_new(b1, which ? "attn_bias" : "mask", full);
+            char *t1 = json_dumps(b1, JSON_COMPACT);
+            json_t *e = post("/v1/attention", t1, &st);
+            CHECK_EQ_INT(st, 200);
+            json_t *o = v2_output(a, "output"), *fl = json_array();
+            flatten_into(fl, json_object_get(e, "output"));
+            bool eq = o && same(json_object_get(o, "data"), fl);
+            if (!eq)
+                printf("  form %d %s differs\n", f, which ? "attn_bias" : "mask");
+            CHECK(eq);
+            json_decref(fl);
+            json_decref(e);
+            json_decref(a);
+            free(t1);
+            free(t2);
+            json_decref(b1);
+            json_decref(body2);
+        }
+    json_decref(q);
+    json_decref(k);
+    json_decref(v);
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -580,6 +695,7 @@ int main(void)
     RUN(session_step_equals_stateless);
     RUN(v2_refusals);
     RUN(v2_equals_v1);
+    RUN(v2_score_broadcasts);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -438,3 +438,35 @@ def test_model_metadata_lists_what_infer_accepts(attnd):
     body = {"inputs": [tensor("q", [2, 4], flat(Q), "INT8"), tensor("k", [3, 4], flat(K)),
                        tensor("v", [3, 2], flat(V))]}
     assert "FP32" in v2_error(attnd.post(INFER, body), 400)
+
+
+@pytest.mark.parametrize("shape", [[2, 3], [3, 2, 3], [1, 3, 2, 3], [2, 3, 2, 3],
+                                   [2, 1, 2, 3], [1, 1, 2, 3]])
+def test_mask_and_bias_broadcast_like_v1(attnd, shape):
+    """attn_bias and mask broadcast from [n,L], [h,n,L] or [B,h,n,L] with 1
+    for B or h, PyTorch's [B,1,n,L] included: the output equals /v1's with
+    the matrix spelled out for every batch element and head."""
+    B, H, n, L, d = 2, 3, 2, 3, 2
+    q = [[[[(i * 7 + j * 3 + t) % 5 * 0.5 - 1 for t in range(d)] for j in range(n)]
+          for i in range(H)] for _ in range(B)]
+    k = [[[[(j * 5 + t * 2 + b) % 7 * 0.25 - 0.75 for t in range(d)] for j in range(L)]]
+         for b in range(B)]
+    v = [[[[(j + t + b) % 4 - 1.5 for t in range(d)] for j in range(L)]] for b in range(B)]
+    count = math.prod(shape)
+    mask = [i % 5 != 1 for i in range(count)]
+    bias = [(i % 7) / 4 - 0.5 for i in range(count)]
+    hh = shape[-3] if len(shape) >= 3 else 1
+    bb = shape[0] if len(shape) == 4 else 1
+
+    def spelled(vals):
+        return [[[[vals[((0 if bb == 1 else b) * hh + (0 if hh == 1 else h)) * n * L + i * L + j]
+                   for j in range(L)] for i in range(n)] for h in range(H)] for b in range(B)]
+
+    for name, vals, dt in (("mask", mask, "BOOL"), ("attn_bias", bias, "FP64")):
+        r2 = attnd.post(INFER, {"inputs": [
+            tensor("q", [B, H, n, d], flat(q)), tensor("k", [B, 1, L, d], flat(k)),
+            tensor("v", [B, 1, L, d], flat(v)), tensor(name, shape, vals, dt)]})
+        assert r2.status == 200, r2
+        r1 = attnd.post("/v1/attention", {"q": q, "k": k, "v": v, name: spelled(vals)})
+        assert r1.status == 200, r1
+        assert outputs(r2.json())["output"]["data"] == flat(r1.json()["output"]), (name, shape)

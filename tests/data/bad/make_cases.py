@@ -460,9 +460,8 @@ for name, expect, body in [
      with_(BATCH, positions={"q": [[0], [0], [0]]})),
     ("batch_segments_wrong_rows", err(422, "shape_mismatch", "/segments/q"),
      with_(BATCH, segments={"q": [[0], [0], [1]], "k": [0, 0]})),
-    ("batch_with_heads", err(422, "invalid_field", "/heads",
-                             note="the teaching extras take one batch element"),
-     with_(BATCH, heads=[0])),
+    ("batch_heads_out_of_range", err(422, "invalid_field", "/heads/0"),
+     with_(BATCH, heads=[7])),
 ]:
     case("model_" + name, expect, body)
 case("model_session_sinks_wrong_length", err(422, "shape_mismatch", "/sink_logit"),
@@ -493,6 +492,18 @@ for name, body in [
     ("sink_logits_wrong_shape", {"inputs": V2_QKV + [
         {"name": "sink_logits", "shape": [2], "datatype": "FP64", "data": [0, 1]}],
         "parameters": {"softmax": "sink"}}),
+    ("mask_batch_mismatch", {"inputs": [
+        {"name": "q", "shape": [2, 2, 1, 2], "datatype": "FP64", "data": [1, 0, 0, 1, 1, 1, 0, 2]},
+        {"name": "k", "shape": [2, 1, 2, 2], "datatype": "FP64", "data": [1, 0, 0, 1, 1, 1, 2, 0]},
+        {"name": "v", "shape": [2, 1, 2, 2], "datatype": "FP64", "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+        {"name": "mask", "shape": [3, 1, 1, 2], "datatype": "BOOL",
+         "data": [True, False, True, True, False, True]}]}),
+    ("attn_bias_heads_mismatch", {"inputs": [
+        {"name": "q", "shape": [2, 2, 1, 2], "datatype": "FP64", "data": [1, 0, 0, 1, 1, 1, 0, 2]},
+        {"name": "k", "shape": [2, 1, 2, 2], "datatype": "FP64", "data": [1, 0, 0, 1, 1, 1, 2, 0]},
+        {"name": "v", "shape": [2, 1, 2, 2], "datatype": "FP64", "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+        {"name": "attn_bias", "shape": [2, 3, 1, 2], "datatype": "FP64",
+         "data": [0.0] * 12}]}),
     ("batch_k_rank3", {"inputs": [
         {"name": "q", "shape": [2, 1, 1, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
         {"name": "k", "shape": [1, 2, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
