@@ -447,20 +447,33 @@
       A.showError(A.localError('the pasted text is not JSON: ' + e.message));
       return;
     }
-    var heads = Array.isArray(req.q) && Array.isArray(req.q[0]) && Array.isArray(req.q[0][0])
-      ? req.q.length : 1;
-    var L = Array.isArray(req.k) ? (heads > 1 || Array.isArray(req.k[0][0]) ? req.k[0].length : req.k.length) : 0;
+    if (!req || typeof req !== 'object' || Array.isArray(req)) {
+      A.showError(A.localError('paste one JSON object, a /v1/attention request.'));
+      return;
+    }
+    var rank = 0;
+    for (var x = req.q; Array.isArray(x); x = x[0]) rank++;
+    if (rank > 3) {
+      A.showError(A.localError('the page draws one sequence: paste q as [heads][n][d_k], ' +
+        'not a batch (rank ' + rank + ').'));
+      return;
+    }
+    var heads = rank === 3 ? req.q.length : 1, kr = 0;
+    for (x = req.k; Array.isArray(x); x = x[0]) kr++;
+    var L = kr === 3 ? req.k[0].length : kr === 2 ? req.k.length : 0;
     if (heads > 8 || L > 256) {
       A.showError(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
         heads + ' heads, ' + L + ' tokens).'));
       return;
     }
     req.return = ['scores', 'weights', 'stats'];
+    delete req.weights_top_k;           /* the maps need every weight, as numbers */
+    delete req.encoding;
     $('model-status').textContent = 'Computing…';
     A.api('POST', '/v1/attention', req).then(function (res) {
       model.res = res;
       model.req = req;
-      model.head = Math.min(model.head, res.meta.heads - 1);
+      model.head = Math.min(model.head, shownHeads(res) - 1);
       A.showError(null);
       renderModel();
       document.body.dataset.modelRounds = String(Number(document.body.dataset.modelRounds || 0) + 1);
@@ -468,7 +481,14 @@
   }
 
   /* weights/scores of head h as [n][L] whatever the rank */
-  function perHead(m, h) { return model.res.meta.heads > 1 || Array.isArray(m[0][0]) ? m[h] : m; }
+  function perHead(m, h) { return shownHeads(model.res) > 1 || Array.isArray(m[0][0]) ? m[h] : m; }
+  /* the heads a response carries (a `heads` selection returns only those)
+   * and the name of the a-th */
+  function shownHeads(res) { return res.meta.heads_returned ? res.meta.heads_returned.length : res.meta.heads; }
+  function headName(a) {
+    var hr = model.res.meta.heads_returned;
+    return 'head ' + (hr ? hr[a] : a);
+  }
   function labelsOf(side, count) {
     var t = model.res.meta.tokens && model.res.meta.tokens[side];
     var out = [];
@@ -477,13 +497,13 @@
   }
 
   function renderModel() {
-    var res = model.res, H = res.meta.heads, n = res.meta.n, L = res.meta.L;
+    var res = model.res, H = shownHeads(res), n = res.meta.n, L = res.meta.L;
     var sel = $('model-head');
     sel.textContent = '';
     for (var h = 0; h < H; h++) {
       var o = document.createElement('option');
       o.value = String(h);
-      o.textContent = 'head ' + h;
+      o.textContent = headName(h);
       sel.appendChild(o);
     }
     sel.value = String(model.head);
@@ -507,7 +527,7 @@
     while (s.firstChild) s.removeChild(s.firstChild);
     s.setAttribute('viewBox', '0 0 320 ' + H);
     s.setAttribute('height', String(H));
-    svg('title', {}, s).textContent = 'Head ' + model.head + ': lines from each query token to each key token, opacity = weight';
+    svg('title', {}, s).textContent = headName(model.head) + ': lines from each query token to each key token, opacity = weight';
     var lines = svg('g', { class: 'lines' }, s);
     for (var i = 0; i < n; i++) {
       for (var j = 0; j < L; j++) {
@@ -648,7 +668,7 @@
    * tokens down the left, key tokens along the top (thinned when crowded),
    * masked cells hatched, the masks' geometry outlined on top */
   function drawHeatGrid() {
-    var res = model.res, H = res.meta.heads, n = res.meta.n, L = res.meta.L;
+    var res = model.res, H = shownHeads(res), n = res.meta.n, L = res.meta.L;
     var box = $('heat-grid');
     box.textContent = '';
     var cell = Math.max(3, Math.min(24, Math.floor(300 / Math.max(n, L))));
@@ -673,7 +693,7 @@
       var w = perHead(res.weights, h), s = perHead(res.scores, h), st = res.stats;
       var meanH = 0;
       for (var i0 = 0; i0 < n; i0++) meanH += Number(perHead(st.entropy, h)[i0]) / n;
-      cv.setAttribute('aria-label', 'Head ' + h + ' weights, ' + n + ' query tokens (rows) by ' + L +
+      cv.setAttribute('aria-label', headName(h) + ' weights, ' + n + ' query tokens (rows) by ' + L +
         ' key tokens (columns); mean row entropy ' + meanH.toFixed(3) + ' nats' +
         (over.length ? '; outlined: ' + over.join(', ') : ''));
       var g = cv.getContext('2d');
@@ -724,7 +744,7 @@
       cv.dataset.overlays = over.join(',');
       cv.addEventListener('mousemove', labelCell(cv, h));
       var cap = document.createElement('figcaption');
-      cap.textContent = 'head ' + h;
+      cap.textContent = headName(h);
       fig.appendChild(cv);
       fig.appendChild(cap);
       box.appendChild(fig);

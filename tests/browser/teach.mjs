@@ -327,6 +327,26 @@ await step('a window with sinks and segments: band, sinks and segment blocks dra
   assert(/window with 4 sinks/.test(status) && /segments/.test(status), status);
 });
 
+await step('a pasted request with a heads selection and weights_top_k draws the chosen heads, named', async () => {
+  const m = (s) => Array.from({ length: 3 }, (_, h) => Array.from({ length: 5 }, (_, i) =>
+    [Math.sin(h + i + s), Math.cos(2 * h + i * s)]));
+  const req = { q: m(1), k: m(2), v: m(3), heads: [2, 0], weights_top_k: 2, encoding: 'base64' };
+  const r0 = await page.evaluate(() => Number(document.body.dataset.modelRounds || 0));
+  await page.fill('#paste', JSON.stringify(req));
+  await page.click('#paste-draw');
+  await page.waitForFunction((n) => Number(document.body.dataset.modelRounds || 0) > n, r0, { timeout: 15000 });
+  const caps = await page.$$eval('#heat-grid figcaption', (e) => e.map((c) => c.textContent));
+  assert(caps.join('|') === 'head 2|head 0', `maps ${caps}`);
+  const opts = await page.$$eval('#model-head option', (e) => e.map((o) => o.textContent));
+  assert(opts.join('|') === 'head 2|head 0', `head choices ${opts}`);
+  for (const bad of ['null', '[1, 2]', JSON.stringify({ ...req, q: [m(1)] })]) {
+    await page.fill('#paste', bad);
+    await page.click('#paste-draw');
+    const t = await page.textContent('#error');
+    assert(/^Not sent/.test(t), `${bad.slice(0, 20)}: ${t}`);
+  }
+});
+
 await step('typing mistakes are not blamed on attnd', async () => {
   await page.fill('#paste', '{"q": [[1,0]');
   await page.click('#paste-draw');
