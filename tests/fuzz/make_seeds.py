@@ -12,6 +12,7 @@ seeds of corpus/import are exports of a running attnd (import_seeds). The
 request seeds include the bodies of the hostile-input catalogue
 (tests/data/bad) sent to their routes.
 """
+import base64
 import hashlib
 import json
 import os
@@ -32,6 +33,58 @@ B64 = {"shape": [1, 2], "dtype": "float64",
 
 def j(x):
     return json.dumps(x, separators=(",", ":")).encode()
+
+
+def half_b64(dtype, shape, xs):
+    """A base64 tensor of float16 / bfloat16 values (2-byte little-endian)."""
+    if dtype == "float16":
+        raw = b"".join(struct.pack("<e", x) for x in xs)
+    else:
+        raw = b"".join(struct.pack("<H", struct.unpack("<I", struct.pack("<f", x))[0] >> 16)
+                       for x in xs)
+    return {"shape": shape, "dtype": dtype, "data": base64.b64encode(raw).decode()}
+
+
+def half_seeds(add, seeds):
+    """float16 / bfloat16 requests: base64 tensors in the request's own format
+    (taken as they are), in the other one (rounded), infinities and NaN bits,
+    -inf in a nullable tensor, sessions with each kv_dtype, v2 FP16/BF16."""
+    for dt, other in (("float16", "bfloat16"), ("bfloat16", "float16")):
+        q = half_b64(dt, [1, 2], [1, 0])
+        k = half_b64(dt, [2, 2], [1, 0, 0, 1])
+        v = half_b64(dt, [2, 2], [1, 2, 3, 4])
+        add("POST /v1/attention", 0, j({"q": q, "k": k, "v": v, "dtype": dt,
+                                        "encoding": "base64"}))
+        add("POST /v1/attention", 0, j({"q": half_b64(other, [1, 2], [1.0009765625, 3e-5]),
+                                        "k": k, "v": v, "dtype": dt,
+                                        "return": ["scores", "weights", "output"]}))
+        add("POST /v1/attention", 0, j({"q": q, "k": k, "v": v, "dtype": dt, "causal": True,
+                                        "attn_bias": half_b64(dt, [1, 2],
+                                                              [0, float("-inf")])}))
+        bits = (0x7C00, 0xFC00, 0x7E00) if dt == "float16" else (0x7F80, 0xFF80, 0x7FC0)
+        for b in bits:
+            raw = base64.b64encode(struct.pack("<2H", 0x3C00, b)).decode()
+            add("POST /v1/attention", 0, j({"q": {"shape": [1, 2], "dtype": dt, "data": raw},
+                                            "k": k, "v": v, "dtype": dt}))
+        for kv in ("float32", "float16", "bfloat16", "int8"):
+            add("POST /v1/sessions", 0, j({"d_k": 2, "d_v": 2, "dtype": dt, "kv_dtype": kv}))
+        add("kv", 0, j({"k": k, "v": v}))
+        add("attention", 0, j({"q": q, "encoding": "base64"}))
+    # v2 FP16 / BF16, JSON and the binary extension
+    add("v2", 0, j({"inputs": [{"name": "q", "shape": [1, 2], "datatype": "FP16",
+                                "data": [1, 0]},
+                               {"name": "k", "shape": [2, 2], "datatype": "FP16",
+                                "data": [1, 0, 0, 1]},
+                               {"name": "v", "shape": [2, 2], "datatype": "FP16",
+                                "data": [1, 2, 3, 65504]}]}))
+    for dt, fmt in (("FP16", "<4e"), ("BF16", None)):
+        hdr = j({"inputs": [{"name": n, "shape": [2, 2], "datatype": dt,
+                             "parameters": {"binary_data_size": 8}} for n in ("q", "k", "v")],
+                 "outputs": [{"name": "output", "parameters": {"binary_data": True}}]})
+        vals = (1, 0, 0, 1)
+        one = struct.pack(fmt, *vals) if fmt else struct.pack("<4H", 0x3F80, 0, 0, 0x3F80)
+        seeds.append(bytes([12 | (128 if len(hdr) >= 256 else 0), len(hdr) % 256]) + hdr +
+                     one * 3)
 
 
 def request_seeds():
@@ -107,6 +160,7 @@ def request_seeds():
                            "parameters": {"binary_data_size": 1}}]})
     seeds.append(bytes([12 | (128 if len(hdr32) >= 256 else 0), len(hdr32) % 256]) + hdr32 +
                  struct.pack("<2f", 1, 0) + b"\x01")
+    half_seeds(add, seeds)
     add("options", 0, b"")
     add("put", 0, j(VALID))
     for p in (b"/v1/sessions/../../etc/passwd", b"/healthz", b"/metrics", b"/",
@@ -168,6 +222,9 @@ def numbers_seeds():
         b"[[0.1,0.2,0.30000000000000004]]", b"[01]", b"[1.]", b"[.5]", b"[[]]", b"[1,]")]
     seeds.append(b"\x01" + j(B64))
     seeds.append(b"\x01" + j({"dtype": "float32", "shape": [2], "data": "AACAPwAAAEA="}))
+    seeds.append(b"\x01" + j(half_b64("float16", [2], [1, 2])))
+    seeds.append(b"\x01" + j(half_b64("bfloat16", [1, 3], [1, -2, 0.5])))
+    seeds.append(b"\x01" + j({"dtype": "float16", "shape": [2], "data": "ADw="}))
     for x in (0.1, 5e-324, 1.7976931348623157e308, 9.611687e18, 1e21, 1e-7, 123456789.0, -0.0):
         seeds.append(b"\x02" + struct.pack("<d", x))
     for x in (0.1, 1e-45, 3.4028234663852886e38, 16777217.0, 1e21):
