@@ -77,7 +77,7 @@ static json_t *session_json(const struct sess_spec *sp,
     double expires = info->expires_in_s >= 0
                          ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
     const struct attn_params *p = &sp->params;
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, "
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I, "
                      "s:f, s:f, s:f, s:o, s:o, s:o}",
                      "id", info->id, "length", (json_int_t)info->length,
                      "heads", (json_int_t)sp->shape.h,
@@ -89,6 +89,7 @@ static json_t *session_json(const struct sess_spec *sp,
                      "kv_dtype", kv_store_name(sp->kv_store, sp->params.dtype),
                      "softmax", api_softmax_name(sp->params.softmax),
                      "bytes", (json_int_t)info->bytes,
+                     "shared_bytes", (json_int_t)info->shared_bytes,
                      "max_tokens", max_tokens,
                      "expires_in_s", expires, "ttl_s", sp->ttl_s,
                      "scale", p->scale,
@@ -432,8 +433,8 @@ static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys
     size_t H = kv_heads(kv), L = kv_length(kv), d = keys ? kv_d_k(kv) : kv_d_v(kv);
     size_t shape[2] = {L, d};
     enum kv_store st = kv_store(kv);
-    float *wide = NULL;
-    if (st != KV_STORE_SAME && L && !(wide = malloc(L * d * sizeof(float))))
+    void *wide = NULL;
+    if (L && !(wide = malloc(L * d * attn_dtype_size(kv_dtype(kv)))))
         return false;                       /* L·d was bounded by --max-elements */
     if (H > 1)
         api_buf_putc(b, '[');
@@ -442,11 +443,12 @@ static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys
             api_buf_putc(b, ',');
         if (L == 0) {
             api_buf_puts(b, "[]");
-        } else if (st == KV_STORE_SAME) {
-            api_write_matrix(b, keys ? kv_k(kv, g) : kv_v(kv, g), kv_dtype(kv),
-                             2, shape, 0, false);
+            continue;
+        }
+        kv_read_rows(kv, g, 0, L, keys ? wide : NULL, keys ? NULL : wide);
+        if (st == KV_STORE_SAME) {
+            api_write_matrix(b, wide, kv_dtype(kv), 2, shape, 0, false);
         } else {
-            kv_read_rows(kv, g, 0, L, keys ? wide : NULL, keys ? NULL : wide);
             if (st == KV_STORE_I8)
                 api_write_matrix(b, wide, ATTN_F32, 2, shape, 0, false);
             else

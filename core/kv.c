@@ -1,23 +1,38 @@
 /*
  * core/kv.c — one session's key/value cache (see kv.h).
  *
- * Each head's K and V live in their own realloc'd block of `cap` rows, so a
- * growth moves no other head and glibc can grow large blocks with mremap
- * instead of copying. New rows are always written past `len` first and only
- * counted once they are complete and finite: that is the whole
- * all-or-nothing mechanism. A narrower storage form (float16, bfloat16,
- * int8) prepares the new rows in float32 scratch first and narrows them
- * into place; int8 keeps each head's row scales in a block of its own.
+ * The cache is a table of pages; page p holds rows [p·P, p·P + P) of every
+ * head (P = KV_PAGE_ROWS) in one allocation: K [h_kv][cap][d_k], then V
+ * [h_kv][cap][d_v], then for int8 the K and V row scales [h_kv][cap] each,
+ * cap being the rows the page has room for (P except for a growing last
+ * page). The table always covers the rows stored; pages past them are room
+ * already reserved, never shared.
+ *
+ * A page is written only by a cache that alone holds it (refs == 1, read
+ * under the cache's own lock: another cache can only gain a reference by
+ * forking this one). New rows are written past `len` first and only counted
+ * once they are complete and finite: that is the whole all-or-nothing
+ * mechanism. Rows are prepared (bias, RoPE) into scratch in the compute
+ * dtype and then stored, narrowed for float16, bfloat16 and int8.
  */
 #include "kv.h"
 #include "attn_extras.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "half.h"
 #include "kv_lowp.h"
+
+#define P KV_PAGE_ROWS
+
+struct kv_page {
+    atomic_size_t refs;             /* caches holding it */
+    size_t cap;                     /* rows it has room for (<= P) */
+    size_t pad[6];                  /* rows start 64 bytes in */
+};
 
 struct kv_cache {
     enum attn_dtype dtype;  /* compute type: what rows widen to */
@@ -26,10 +41,9 @@ struct kv_cache {
     size_t h_kv;            /* heads */
     size_t d_k, d_v;        /* row widths of K and V */
     size_t len;             /* rows stored per head */
-    size_t cap;             /* rows allocated per head */
-    void **k;               /* [h_kv] blocks of [cap][d_k] */
-    void **v;               /* [h_kv] blocks of [cap][d_v] */
-    float **ks, **vs;       /* KV_STORE_I8: [h_kv] blocks of [cap] row scales */
+    size_t np, tab;         /* pages in use (rows and reserved room); table slots */
+    struct kv_page **pg;    /* [tab] */
+    struct kv_acct *acct;   /* shared byte count, or NULL */
 };
 
 const char *kv_store_name(enum kv_store st, enum attn_dtype dtype)
@@ -60,16 +74,6 @@ struct kv_cache *kv_new_store(enum attn_dtype dtype, enum kv_store store, size_t
     c->h_kv = h_kv;
     c->d_k = d_k;
     c->d_v = d_v;
-    c->k = calloc(h_kv, sizeof *c->k);
-    c->v = calloc(h_kv, sizeof *c->v);
-    if (store == KV_STORE_I8) {
-        c->ks = calloc(h_kv, sizeof *c->ks);
-        c->vs = calloc(h_kv, sizeof *c->vs);
-    }
-    if (!c->k || !c->v || (store == KV_STORE_I8 && (!c->ks || !c->vs))) {
-        kv_free(c);
-        return NULL;
-    }
     return c;
 }
 
@@ -79,34 +83,13 @@ struct kv_cache *kv_new(enum attn_dtype dtype, size_t h_kv, size_t d_k,
     return kv_new_store(dtype, KV_STORE_SAME, h_kv, d_k, d_v);
 }
 
-void kv_free(struct kv_cache *c)
-{
-    if (!c)
-        return;
-    for (size_t g = 0; g < c->h_kv; g++) {
-        if (c->k)
-            free(c->k[g]);
-        if (c->v)
-            free(c->v[g]);
-        if (c->ks)
-            free(c->ks[g]);
-        if (c->vs)
-            free(c->vs[g]);
-    }
-    free(c->k);
-    free(c->v);
-    free(c->ks);
-    free(c->vs);
-    free(c);
-}
-
 enum attn_dtype kv_dtype(const struct kv_cache *c) { return c->dtype; }
 enum kv_store kv_store(const struct kv_cache *c) { return c->store; }
 size_t kv_heads(const struct kv_cache *c) { return c->h_kv; }
 size_t kv_d_k(const struct kv_cache *c) { return c->d_k; }
 size_t kv_d_v(const struct kv_cache *c) { return c->d_v; }
 size_t kv_length(const struct kv_cache *c) { return c->len; }
-size_t kv_capacity(const struct kv_cache *c) { return c->cap; }
+size_t kv_elem_bytes(const struct kv_cache *c) { return c->esz; }
 
 /* Bytes of `rows` rows over all heads; false on overflow. */
 static bool rows_bytes(const struct kv_cache *c, size_t rows, size_t *out)
@@ -121,128 +104,328 @@ static bool rows_bytes(const struct kv_cache *c, size_t rows, size_t *out)
 size_t kv_row_bytes(const struct kv_cache *c)
 {
     size_t b = 0;
-    rows_bytes(c, 1, &b);   /* cannot overflow: kv_reserve allocated it */
+    rows_bytes(c, 1, &b);   /* cannot overflow: kv_new's sizes are small */
     return b;
+}
+
+/* ---- pages ----------------------------------------------------------------- */
+
+/* Accounted bytes of a page of cap rows. */
+static size_t page_bytes(const struct kv_cache *c, size_t cap)
+{
+    return cap * kv_row_bytes(c);
+}
+
+static unsigned char *page_data(const struct kv_page *pg)
+{
+    return (unsigned char *)(uintptr_t)(pg + 1);
+}
+
+/* Head g's K / V rows and int8 scales in a page. */
+static void *pk(const struct kv_cache *c, const struct kv_page *pg, size_t g)
+{
+    return page_data(pg) + g * pg->cap * c->d_k * c->esz;
+}
+
+static void *pv(const struct kv_cache *c, const struct kv_page *pg, size_t g)
+{
+    return page_data(pg) + (c->h_kv * c->d_k + g * c->d_v) * pg->cap * c->esz;
+}
+
+/* Byte offset of the scales: after K and V, rounded up to 4. */
+static size_t scale_off(const struct kv_cache *c, size_t cap)
+{
+    return ((c->d_k + c->d_v) * c->h_kv * cap * c->esz + 3) & ~(size_t)3;
+}
+
+static float *pks(const struct kv_cache *c, const struct kv_page *pg, size_t g)
+{
+    return (float *)(void *)(page_data(pg) + scale_off(c, pg->cap)) + g * pg->cap;
+}
+
+static float *pvs(const struct kv_cache *c, const struct kv_page *pg, size_t g)
+{
+    return pks(c, pg, g) + c->h_kv * pg->cap;
+}
+
+static void acct_add(struct kv_acct *a, size_t b)
+{
+    if (a)
+        atomic_fetch_add_explicit(&a->bytes, b, memory_order_relaxed);
+}
+
+static void acct_sub(struct kv_acct *a, size_t b)
+{
+    if (a)
+        atomic_fetch_sub_explicit(&a->bytes, b, memory_order_relaxed);
+}
+
+/* A private page of cap rows (0 < cap <= P), accounted; NULL on ENOMEM. */
+static struct kv_page *page_new(struct kv_cache *c, size_t cap)
+{
+    size_t data = scale_off(c, cap) + (c->store == KV_STORE_I8 ? 2 * c->h_kv * cap * 4 : 0);
+    struct kv_page *pg = malloc(sizeof *pg + data);
+    if (!pg)
+        return NULL;
+    atomic_init(&pg->refs, 1);
+    pg->cap = cap;
+    acct_add(c->acct, page_bytes(c, cap));
+    return pg;
+}
+
+/* Drop one reference; the last one frees the page. */
+static void page_unref(struct kv_cache *c, struct kv_page *pg)
+{
+    if (atomic_fetch_sub_explicit(&pg->refs, 1, memory_order_acq_rel) == 1) {
+        acct_sub(c->acct, page_bytes(c, pg->cap));
+        free(pg);
+    }
+}
+
+static bool page_shared(const struct kv_page *pg)
+{
+    return atomic_load_explicit(&pg->refs, memory_order_acquire) > 1;
+}
+
+/* Rows [0, n) of every head from page src to page dst (n <= both caps). */
+static void page_copy(const struct kv_cache *c, struct kv_page *dst,
+                      const struct kv_page *src, size_t n)
+{
+    for (size_t g = 0; g < c->h_kv; g++) {
+        memcpy(pk(c, dst, g), pk(c, src, g), n * c->d_k * c->esz);
+        memcpy(pv(c, dst, g), pv(c, src, g), n * c->d_v * c->esz);
+        if (c->store == KV_STORE_I8) {
+            memcpy(pks(c, dst, g), pks(c, src, g), n * sizeof(float));
+            memcpy(pvs(c, dst, g), pvs(c, src, g), n * sizeof(float));
+        }
+    }
+}
+
+void kv_free(struct kv_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t p = 0; p < c->np; p++)
+        page_unref(c, c->pg[p]);
+    free(c->pg);
+    free(c);
+}
+
+size_t kv_capacity(const struct kv_cache *c)
+{
+    return c->np ? (c->np - 1) * P + c->pg[c->np - 1]->cap : 0;
 }
 
 size_t kv_bytes(const struct kv_cache *c)
 {
     size_t b = 0;
-    rows_bytes(c, c->cap, &b);
+    for (size_t p = 0; p < c->np; p++)
+        b += page_bytes(c, c->pg[p]->cap);
     return b;
 }
 
-/* Growth target for `length` rows: length + length/10 (>= length). */
-static size_t grow_target(size_t length)
+void kv_bytes_split(const struct kv_cache *c, size_t *own, size_t *shared)
 {
-    size_t t;
-    if (!core_add(length, length / 10, &t))
-        return length;
-    return t;
+    size_t o = 0, s = 0;
+    for (size_t p = 0; p < c->np; p++) {
+        size_t b = page_bytes(c, c->pg[p]->cap);
+        if (page_shared(c->pg[p]))
+            s += b;
+        else
+            o += b;
+    }
+    if (own)
+        *own = o;
+    if (shared)
+        *shared = s;
 }
 
-enum core_status kv_plan(const struct kv_cache *c, size_t length,
-                         size_t *cap_out, size_t *bytes_out,
-                         size_t *exact_bytes)
+void kv_set_acct(struct kv_cache *c, struct kv_acct *acct)
 {
-    size_t cap = c->cap;
-    if (length > cap)
-        cap = grow_target(length);
-    size_t b, e;
-    if (!rows_bytes(c, cap, &b) || !rows_bytes(c, length, &e))
+    acct_sub(c->acct, kv_bytes(c));
+    c->acct = acct;
+    acct_add(acct, kv_bytes(c));
+}
+
+struct kv_acct *kv_get_acct(const struct kv_cache *c)
+{
+    return c->acct;
+}
+
+/* ---- growth ------------------------------------------------------------------ */
+
+/* Rows of room for page p when it must hold `rows` rows: P for every page
+ * but the last; the last grows by 1/10 (the first page) or doubles from 16
+ * (later ones), or holds exactly its rows. */
+static size_t page_target(size_t p, bool last, size_t rows, bool exact)
+{
+    if (!last)
+        return P;
+    size_t t = rows;
+    if (!exact && p == 0)
+        t = rows + rows / 10;
+    else if (!exact)
+        for (t = 16; t < rows; t *= 2)
+            ;
+    return t < P ? t : P;
+}
+
+/* Walk of what reserving room for `length` rows does, page by page: for
+ * each page p in [first, pages) the cap it needs (*cap) and what becomes of
+ * it. Shared by kv_plan (counting) and kv_reserve (doing). */
+enum page_act { PAGE_KEEP, PAGE_NEW, PAGE_COPY };
+
+static enum page_act page_plan(const struct kv_cache *c, size_t p, size_t length, bool exact,
+                               size_t *cap)
+{
+    size_t pages = (length + P - 1) / P;
+    size_t rows = length - p * P < P ? length - p * P : P;
+    *cap = page_target(p, p + 1 == pages, rows, exact);
+    if (p >= c->np)
+        return PAGE_NEW;
+    const struct kv_page *pg = c->pg[p];
+    /* rows past len land in it (p >= len / P): a shared page is copied */
+    if (page_shared(pg))
+        return PAGE_COPY;
+    if (*cap < pg->cap)
+        *cap = pg->cap;
+    return pg->cap >= rows ? PAGE_KEEP : PAGE_COPY;
+}
+
+enum core_status kv_plan(const struct kv_cache *c, size_t length, size_t *geom,
+                         size_t *exact)
+{
+    size_t out[2] = {0, 0}, rb, all;
+    if (!rows_bytes(c, 1, &rb) || length > SIZE_MAX - P || !rows_bytes(c, length + P, &all))
         return CORE_ELIMIT;
-    if (cap_out)
-        *cap_out = cap;
-    if (bytes_out)
-        *bytes_out = b;
-    if (exact_bytes)
-        *exact_bytes = e > kv_bytes(c) ? e : kv_bytes(c);
+    for (int e = 0; e < 2; e++) {
+        size_t pages = (length + P - 1) / P, add = 0;
+        for (size_t p = c->len / P; p < pages; p++) {
+            size_t cap, b;
+            enum page_act a = page_plan(c, p, length, e == 1, &cap);
+            if (a == PAGE_KEEP)
+                continue;
+            /* a private page that grows counts its growth; a copy or a new
+             * page counts whole */
+            size_t old = a == PAGE_COPY && !page_shared(c->pg[p]) ? c->pg[p]->cap : 0;
+            if (!core_mul(cap - old, rb, &b) || !core_add(add, b, &add))
+                return CORE_ELIMIT;
+        }
+        out[e] = add;
+    }
+    if (geom)
+        *geom = out[0];
+    if (exact)
+        *exact = out[1];
     return CORE_OK;
 }
 
-/* Set block *pp to `bytes` (> 0); false (block untouched) on failure. */
-static bool set_block(void **pp, size_t bytes)
+enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
 {
-    void *n = realloc(*pp, bytes);
-    if (!n)
-        return false;
-    *pp = n;
-    return true;
-}
-
-/* Block b of the 2 (or 4 with int8 scales) per head: K, V, K scales, V
- * scales of head b % h_kv; its bytes per row. */
-static void **block_at(struct kv_cache *c, size_t b, size_t *row_bytes)
-{
-    size_t g = b % c->h_kv, kind = b / c->h_kv;
-    *row_bytes = kind == 0 ? c->d_k * c->esz : kind == 1 ? c->d_v * c->esz : sizeof(float);
-    return kind == 0 ? &c->k[g] : kind == 1 ? &c->v[g] : kind == 2 ? (void **)&c->ks[g]
-                                                                  : (void **)&c->vs[g];
-}
-
-/*
- * Resize every head's blocks to `cap` rows. Shrinking cannot lose rows: a
- * failed shrink keeps a block that is still big enough. A failed growth puts
- * the blocks already grown back to the old size (or leaves them bigger, which
- * is just as valid) and keeps the old capacity: the cache is unchanged.
- */
-static enum core_status resize(struct kv_cache *c, size_t cap)
-{
-    size_t nb = (c->store == KV_STORE_I8 ? 4 : 2) * c->h_kv, rb, total;
-    if (!rows_bytes(c, cap, &total))
+    if (length <= c->len)
+        return CORE_OK;
+    size_t rb, first = c->len / P;
+    if (length > SIZE_MAX - P || !rows_bytes(c, length + P, &rb))
         return CORE_ELIMIT;
-    if (cap == 0) {
-        for (size_t b = 0; b < nb; b++) {
-            void **pp = block_at(c, b, &rb);
-            free(*pp);
-            *pp = NULL;
+    size_t pages = (length + P - 1) / P;
+    if (pages > c->tab) {
+        struct kv_page **t = realloc(c->pg, pages * sizeof *t);
+        if (!t)
+            return CORE_ENOMEM;
+        c->pg = t;
+        c->tab = pages;
+    }
+    /* every new page first, so a failure changes nothing */
+    size_t n = pages - first;
+    struct kv_page **fresh = calloc(n ? n : 1, sizeof *fresh);
+    if (!fresh)
+        return CORE_ENOMEM;
+    for (size_t p = first; p < pages; p++) {
+        size_t cap;
+        if (page_plan(c, p, length, exact, &cap) == PAGE_KEEP)
+            continue;
+        if (!(fresh[p - first] = page_new(c, cap))) {
+            for (size_t u = 0; u < n; u++)
+                if (fresh[u])
+                    page_unref(c, fresh[u]);
+            free(fresh);
+            return CORE_ENOMEM;
         }
-        c->cap = 0;
-        return CORE_OK;
     }
-    if (cap < c->cap) {
-        for (size_t b = 0; b < nb; b++) {
-            void **pp = block_at(c, b, &rb);
-            set_block(pp, cap * rb);
+    for (size_t p = first; p < pages; p++) {
+        struct kv_page *f = fresh[p - first];
+        if (!f)
+            continue;
+        if (p < c->np) {
+            size_t rows = c->len > p * P ? c->len - p * P : 0;
+            page_copy(c, f, c->pg[p], rows < P ? rows : P);
+            page_unref(c, c->pg[p]);
         }
-        c->cap = cap;
-        return CORE_OK;
+        c->pg[p] = f;
     }
-    size_t done = 0;    /* blocks grown, in block_at order */
-    for (; done < nb; done++) {
-        void **pp = block_at(c, done, &rb);
-        if (!set_block(pp, cap * rb))   /* fits: rows_bytes(cap) did */
-            break;
-    }
-    if (done == nb) {
-        c->cap = cap;
-        return CORE_OK;
-    }
-    for (size_t u = 0; u < done && c->cap > 0; u++) {
-        void **pp = block_at(c, u, &rb);
-        set_block(pp, c->cap * rb);
-    }
-    return CORE_ENOMEM;
-}
-
-enum core_status kv_reserve(struct kv_cache *c, size_t cap)
-{
-    if (cap <= c->cap)
-        return CORE_OK;
-    return resize(c, cap);
+    if (pages > c->np)
+        c->np = pages;
+    free(fresh);
+    return CORE_OK;
 }
 
 /* Make room for len + m rows by the growth policy. */
 static enum core_status room_for(struct kv_cache *c, size_t m)
 {
-    size_t need, cap;
+    size_t need;
     if (!core_add(c->len, m, &need))
         return CORE_ELIMIT;
-    enum core_status st = kv_plan(c, need, &cap, NULL, NULL);
-    if (st != CORE_OK)
-        return st;
-    return kv_reserve(c, cap);
+    return kv_reserve(c, need, false);
 }
+
+void kv_truncate(struct kv_cache *c, size_t length)
+{
+    if (length >= c->len)
+        return;
+    c->len = length;
+    size_t pages = (length + P - 1) / P;
+    while (c->np > pages)
+        page_unref(c, c->pg[--c->np]);
+    if (pages == 0)
+        return;
+    /* a private last page keeps its policy's room; a failed shrink keeps it */
+    struct kv_page *last = c->pg[pages - 1];
+    size_t rows = length - (pages - 1) * P;
+    size_t t = page_target(pages - 1, true, rows, false);
+    if (last->cap <= t || page_shared(last))
+        return;
+    struct kv_page *s = page_new(c, t);
+    if (!s)
+        return;
+    page_copy(c, s, last, rows);
+    page_unref(c, last);
+    c->pg[pages - 1] = s;
+}
+
+struct kv_cache *kv_fork(const struct kv_cache *c)
+{
+    struct kv_cache *f = kv_new_store(c->dtype, c->store, c->h_kv, c->d_k, c->d_v);
+    if (!f)
+        return NULL;
+    size_t pages = (c->len + P - 1) / P;
+    if (pages) {
+        f->pg = malloc(pages * sizeof *f->pg);
+        if (!f->pg) {
+            kv_free(f);
+            return NULL;
+        }
+    }
+    for (size_t p = 0; p < pages; p++) {
+        atomic_fetch_add_explicit(&c->pg[p]->refs, 1, memory_order_relaxed);
+        f->pg[p] = c->pg[p];
+    }
+    f->np = f->tab = pages;
+    f->len = c->len;
+    f->acct = c->acct;
+    return f;
+}
+
+/* ---- writing rows -------------------------------------------------------------- */
 
 /* True when every one of count elements at p is finite. */
 static bool all_finite(enum attn_dtype t, const void *p, size_t count)
@@ -257,30 +440,6 @@ static bool all_finite(enum attn_dtype t, const void *p, size_t count)
         for (size_t i = 0; i < count; i++)
             if (!isfinite(d[i]))
                 return false;
-    }
-    return true;
-}
-
-/* Pointers to row `row` of each head's K and V blocks. */
-static void row_ptrs(const struct kv_cache *c, size_t row, void **kp,
-                     void **vp)
-{
-    for (size_t g = 0; g < c->h_kv; g++) {
-        kp[g] = (char *)c->k[g] + row * c->d_k * c->esz;
-        vp[g] = (char *)c->v[g] + row * c->d_v * c->esz;
-    }
-}
-
-/* The m rows written past len are finite in every head (stored form
- * KV_STORE_SAME). */
-static bool tail_finite(const struct kv_cache *c, size_t m)
-{
-    for (size_t g = 0; g < c->h_kv; g++) {
-        const char *k = (const char *)c->k[g] + c->len * c->d_k * c->esz;
-        const char *v = (const char *)c->v[g] + c->len * c->d_v * c->esz;
-        if (!all_finite(c->dtype, k, m * c->d_k) ||
-            !all_finite(c->dtype, v, m * c->d_v))
-            return false;
     }
     return true;
 }
@@ -300,61 +459,78 @@ static float quantize_row(const float *x, size_t d, int8_t *q)
     return scale;
 }
 
-/* Narrow m float32 rows x [m][d] of head g's K (keys) or V into place at
- * rows len..len+m-1. false when a value overflows the storage form. */
-static bool narrow_rows(struct kv_cache *c, size_t g, bool keys, const float *x, size_t m)
+/* n rows x [n][d] of the compute dtype into stored rows dst (scales sc for
+ * int8). false when a value overflows the storage form. */
+static bool put_rows(const struct kv_cache *c, const void *x, size_t n, size_t d, void *dst,
+                     float *sc)
 {
-    size_t d = keys ? c->d_k : c->d_v, n = m * d;
-    char *dst = (char *)(keys ? c->k[g] : c->v[g]) + c->len * d * c->esz;
-    if (c->store == KV_STORE_F16)
-        return half_f32_to_f16_n(x, (uint16_t *)(void *)dst, n) == n;
-    if (c->store == KV_STORE_BF16)
-        return half_f32_to_bf16_n(x, (uint16_t *)(void *)dst, n) == n;
-    float *sc = (keys ? c->ks[g] : c->vs[g]) + c->len;
-    for (size_t r = 0; r < m; r++)
-        sc[r] = quantize_row(x + r * d, d, (int8_t *)dst + r * d);
+    size_t e = n * d;
+    switch (c->store) {
+    case KV_STORE_SAME: memcpy(dst, x, e * c->esz); return true;
+    case KV_STORE_F16: return half_f32_to_f16_n(x, dst, e) == e;
+    case KV_STORE_BF16: return half_f32_to_bf16_n(x, dst, e) == e;
+    default:
+        for (size_t r = 0; r < n; r++)
+            sc[r] = quantize_row((const float *)x + r * d, d, (int8_t *)dst + r * d);
+        return true;
+    }
+}
+
+/*
+ * Rows len..len+m-1 (room reserved) from k [h_kv][m][d_k], v [h_kv][m][d_v]:
+ * stored = true: already in the storage form (ks, vs [h_kv][m] for int8),
+ * copied; otherwise prepared rows of the compute dtype, narrowed. Page by
+ * page; the length does not move. false when a value overflows.
+ */
+static bool write_rows(struct kv_cache *c, const void *k, const void *v, const float *ks,
+                       const float *vs, size_t m, bool stored)
+{
+    size_t es = stored ? c->esz : attn_dtype_size(c->dtype);
+    for (size_t r = 0; r < m;) {
+        size_t row = c->len + r, off = row % P, n = P - off < m - r ? P - off : m - r;
+        struct kv_page *pg = c->pg[row / P];
+        for (size_t g = 0; g < c->h_kv; g++) {
+            const char *kx = (const char *)k + (g * m + r) * c->d_k * es;
+            const char *vx = (const char *)v + (g * m + r) * c->d_v * es;
+            char *kd = (char *)pk(c, pg, g) + off * c->d_k * c->esz;
+            char *vd = (char *)pv(c, pg, g) + off * c->d_v * c->esz;
+            float *ksd = c->store == KV_STORE_I8 ? pks(c, pg, g) + off : NULL;
+            float *vsd = c->store == KV_STORE_I8 ? pvs(c, pg, g) + off : NULL;
+            if (stored) {
+                memcpy(kd, kx, n * c->d_k * c->esz);
+                memcpy(vd, vx, n * c->d_v * c->esz);
+                if (ksd) {
+                    memcpy(ksd, ks + g * m + r, n * sizeof(float));
+                    memcpy(vsd, vs + g * m + r, n * sizeof(float));
+                }
+            } else if (!put_rows(c, kx, n, c->d_k, kd, ksd) ||
+                       !put_rows(c, vx, n, c->d_v, vd, vsd)) {
+                return false;
+            }
+        }
+        r += n;
+    }
     return true;
 }
 
-/* Narrow prepared float32 rows k [h_kv][m][d_k], v [h_kv][m][d_v] into
- * place past len (room made, all finite checked by the caller). */
-static enum core_status narrow_all(struct kv_cache *c, const float *k, const float *v, size_t m)
+/* Element counts of m rows over all heads; false on overflow. */
+static bool counts(const struct kv_cache *c, size_t m, size_t *kn, size_t *vn)
 {
-    for (size_t g = 0; g < c->h_kv; g++)
-        if (!narrow_rows(c, g, true, k + g * m * c->d_k, m) ||
-            !narrow_rows(c, g, false, v + g * m * c->d_v, m))
-            return CORE_ENONFINITE;
-    return CORE_OK;
+    return core_mul3(m, c->d_k, c->h_kv, kn) && core_mul3(m, c->d_v, c->h_kv, vn) &&
+           *kn <= SIZE_MAX / 8 - *vn;
 }
 
-/* kv_append for a narrow storage form: prepare into float32 scratch, check,
- * narrow into place. */
-static enum core_status append_narrow(struct kv_cache *c, const struct attn_params *p,
-                                      const struct attn_inputs *in, size_t m)
+/* Prepared rows k, v (finite-checked) stored past len; the length moves. */
+static enum core_status store_prepared(struct kv_cache *c, const void *k, const void *v,
+                                       size_t m)
 {
-    size_t kn, vn;
-    if (!core_mul3(m, c->d_k, c->h_kv, &kn) || !core_mul3(m, c->d_v, c->h_kv, &vn) ||
-        !core_add(kn, vn, &kn) || kn > SIZE_MAX / sizeof(float))
-        return CORE_ELIMIT;
-    vn = m * c->d_v * c->h_kv;
-    kn -= vn;
-    float *buf = malloc((kn + vn) * sizeof(float));
-    void **ptr = malloc(2 * c->h_kv * sizeof *ptr);
-    enum core_status st = CORE_ENOMEM;
-    if (buf && ptr) {
-        for (size_t g = 0; g < c->h_kv; g++) {
-            ptr[g] = buf + g * m * c->d_k;
-            ptr[c->h_kv + g] = buf + kn + g * m * c->d_v;
-        }
-        struct attn_shape s = {.h = c->h_kv, .h_kv = c->h_kv, .n = m, .L = m,
-                               .d_k = c->d_k, .d_v = c->d_v};
-        attn_prepare_kv(&s, p, in, m, (int64_t)c->len, ptr, ptr + c->h_kv);
-        st = all_finite(ATTN_F32, buf, kn + vn) ? narrow_all(c, buf, buf + kn, m)
-                                                 : CORE_ENONFINITE;
-    }
-    free(buf);
-    free(ptr);
-    return st;
+    enum core_status st = room_for(c, m);
+    if (st != CORE_OK)
+        return st;
+    if (!write_rows(c, k, v, NULL, NULL, m, false))
+        return CORE_ENONFINITE;
+    c->len += m;
+    return CORE_OK;
 }
 
 enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
@@ -362,71 +538,39 @@ enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
 {
     if (m == 0 || !p || !in || !in->k || !in->v || p->dtype != c->dtype)
         return CORE_EINVAL;
-    if (c->len > (size_t)INT64_MAX)
+    size_t kn, vn, es = attn_dtype_size(c->dtype);
+    if (c->len > (size_t)INT64_MAX || !counts(c, m, &kn, &vn))
         return CORE_ELIMIT;
-    enum core_status st = room_for(c, m);
-    if (st != CORE_OK)
-        return st;
-    if (c->store != KV_STORE_SAME) {
-        st = append_narrow(c, p, in, m);
-        if (st == CORE_OK)
-            c->len += m;
-        return st;
+    char *buf = malloc((kn + vn) * es);
+    void **ptr = malloc(2 * c->h_kv * sizeof *ptr);
+    enum core_status st = CORE_ENOMEM;
+    if (buf && ptr) {
+        for (size_t g = 0; g < c->h_kv; g++) {
+            ptr[g] = buf + g * m * c->d_k * es;
+            ptr[c->h_kv + g] = buf + (kn + g * m * c->d_v) * es;
+        }
+        struct attn_shape s = {.h = c->h_kv, .h_kv = c->h_kv, .n = m, .L = m,
+                               .d_k = c->d_k, .d_v = c->d_v};
+        attn_prepare_kv(&s, p, in, m, (int64_t)c->len, ptr, ptr + c->h_kv);
+        st = all_finite(c->dtype, buf, kn + vn) ? store_prepared(c, buf, buf + kn * es, m)
+                                                 : CORE_ENONFINITE;
     }
-    void **kp = malloc(c->h_kv * sizeof *kp);
-    void **vp = malloc(c->h_kv * sizeof *vp);
-    if (!kp || !vp) {
-        free(kp);
-        free(vp);
-        return CORE_ENOMEM;
-    }
-    row_ptrs(c, c->len, kp, vp);
-    struct attn_shape s = {.h = c->h_kv, .h_kv = c->h_kv, .n = m, .L = m,
-                           .d_k = c->d_k, .d_v = c->d_v};
-    attn_prepare_kv(&s, p, in, m, (int64_t)c->len, kp, vp);
-    free(kp);
-    free(vp);
-    if (!tail_finite(c, m))
-        return CORE_ENONFINITE;
-    c->len += m;
-    return CORE_OK;
+    free(buf);
+    free(ptr);
+    return st;
 }
 
 enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
                                     const void *v, size_t m)
 {
+    size_t kn, vn;
     if (m == 0 || !k || !v)
         return CORE_EINVAL;
-    size_t es = attn_dtype_size(c->dtype);
-    size_t kb, vb, kn, vn;
-    if (!core_mul3(m, c->d_k, es, &kb) || !core_mul3(m, c->d_v, es, &vb) ||
-        !core_mul3(m, c->d_k, c->h_kv, &kn) ||
-        !core_mul3(m, c->d_v, c->h_kv, &vn))
+    if (!counts(c, m, &kn, &vn))
         return CORE_ELIMIT;
     if (!all_finite(c->dtype, k, kn) || !all_finite(c->dtype, v, vn))
         return CORE_ENONFINITE;
-    enum core_status st = room_for(c, m);
-    if (st != CORE_OK)
-        return st;
-    if (c->store != KV_STORE_SAME) {
-        st = narrow_all(c, k, v, m);
-        if (st == CORE_OK)
-            c->len += m;
-        return st;
-    }
-    for (size_t g = 0; g < c->h_kv; g++) {
-        memcpy((char *)c->k[g] + c->len * c->d_k * es,
-               (const char *)k + g * kb, kb);
-        memcpy((char *)c->v[g] + c->len * c->d_v * es,
-               (const char *)v + g * vb, vb);
-    }
-    c->len += m;
-    return CORE_OK;
-}
-
-size_t kv_elem_bytes(const struct kv_cache *c)
-{
-    return c->esz;
+    return store_prepared(c, k, v, m);
 }
 
 /* n stored elements at p are finite (int8 always are). */
@@ -444,13 +588,11 @@ static bool stored_finite(const struct kv_cache *c, const void *p, size_t n)
 enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,
                                   const float *ks, const float *vs, size_t m)
 {
-    size_t kb, vb, kn, vn;
+    size_t kn, vn;
     bool i8 = c->store == KV_STORE_I8;
     if (m == 0 || !k || !v || (i8 && (!ks || !vs)))
         return CORE_EINVAL;
-    if (!core_mul3(m, c->d_k, c->esz, &kb) || !core_mul3(m, c->d_v, c->esz, &vb) ||
-        !core_mul3(m, c->d_k, c->h_kv, &kn) || !core_mul3(m, c->d_v, c->h_kv, &vn) ||
-        m > SIZE_MAX / c->h_kv)
+    if (!counts(c, m, &kn, &vn) || m > SIZE_MAX / c->h_kv)
         return CORE_ELIMIT;
     if (!stored_finite(c, k, kn) || !stored_finite(c, v, vn))
         return CORE_ENONFINITE;
@@ -460,135 +602,120 @@ enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void 
     enum core_status st = room_for(c, m);
     if (st != CORE_OK)
         return st;
-    for (size_t g = 0; g < c->h_kv; g++) {
-        memcpy((char *)c->k[g] + c->len * c->d_k * c->esz, (const char *)k + g * kb, kb);
-        memcpy((char *)c->v[g] + c->len * c->d_v * c->esz, (const char *)v + g * vb, vb);
-        if (i8) {
-            memcpy(c->ks[g] + c->len, ks + g * m, m * sizeof(float));
-            memcpy(c->vs[g] + c->len, vs + g * m, m * sizeof(float));
-        }
-    }
+    write_rows(c, k, v, ks, vs, m, true);
     c->len += m;
     return CORE_OK;
 }
 
-void kv_truncate(struct kv_cache *c, size_t length)
+/* ---- reading rows --------------------------------------------------------------- */
+
+size_t kv_seg(const struct kv_cache *c, size_t g, size_t row, struct kv_seg *out)
 {
-    if (length >= c->len)
-        return;
-    c->len = length;
-    size_t target = grow_target(length);
-    if (c->cap > target)
-        resize(c, target);  /* a failed shrink keeps the bigger blocks */
+    if (row >= c->len || g >= c->h_kv)
+        return 0;
+    const struct kv_page *pg = c->pg[row / P];
+    size_t off = row % P, n = P - off < c->len - row ? P - off : c->len - row;
+    out->k = (const char *)pk(c, pg, g) + off * c->d_k * c->esz;
+    out->v = (const char *)pv(c, pg, g) + off * c->d_v * c->esz;
+    out->ks = c->store == KV_STORE_I8 ? pks(c, pg, g) + off : NULL;
+    out->vs = c->store == KV_STORE_I8 ? pvs(c, pg, g) + off : NULL;
+    return n;
 }
 
-struct kv_cache *kv_fork(const struct kv_cache *c)
+/* n rows [n][d] of stored elements (scales sc for int8) -> out (dtype). */
+static void widen(const struct kv_cache *c, const void *x, const float *sc, size_t n,
+                  size_t d, void *out)
 {
-    struct kv_cache *f = kv_new_store(c->dtype, c->store, c->h_kv, c->d_k, c->d_v);
-    if (!f)
-        return NULL;
-    if (c->len == 0)
-        return f;
-    if (kv_reserve(f, grow_target(c->len)) != CORE_OK) {
-        kv_free(f);
-        return NULL;
-    }
-    for (size_t g = 0; g < c->h_kv; g++) {
-        memcpy(f->k[g], c->k[g], c->len * c->d_k * c->esz);
-        memcpy(f->v[g], c->v[g], c->len * c->d_v * c->esz);
-        if (c->store == KV_STORE_I8) {
-            memcpy(f->ks[g], c->ks[g], c->len * sizeof(float));
-            memcpy(f->vs[g], c->vs[g], c->len * sizeof(float));
-        }
-    }
-    f->len = c->len;
-    return f;
-}
-
-const void *kv_k(const struct kv_cache *c, size_t g)
-{
-    return g < c->h_kv && c->len ? c->k[g] : NULL;
-}
-
-const void *kv_v(const struct kv_cache *c, size_t g)
-{
-    return g < c->h_kv && c->len ? c->v[g] : NULL;
-}
-
-const float *kv_k_scales(const struct kv_cache *c, size_t g)
-{
-    return c->store == KV_STORE_I8 && g < c->h_kv && c->len ? c->ks[g] : NULL;
-}
-
-const float *kv_v_scales(const struct kv_cache *c, size_t g)
-{
-    return c->store == KV_STORE_I8 && g < c->h_kv && c->len ? c->vs[g] : NULL;
-}
-
-/* n stored elements of one head's block from element e0 -> out (dtype). */
-static void widen(const struct kv_cache *c, const void *blk, const float *sc, size_t d,
-                  size_t row0, size_t m, void *out)
-{
-    size_t e0 = row0 * d, n = m * d;
+    size_t e = n * d;
     if (c->store == KV_STORE_SAME) {
-        memcpy(out, (const char *)blk + e0 * c->esz, n * c->esz);
+        memcpy(out, x, e * c->esz);
     } else if (c->store == KV_STORE_F16) {
-        half_f16_to_f32_n((const uint16_t *)blk + e0, out, n);
+        half_f16_to_f32_n(x, out, e);
     } else if (c->store == KV_STORE_BF16) {
-        half_bf16_to_f32_n((const uint16_t *)blk + e0, out, n);
+        half_bf16_to_f32_n(x, out, e);
     } else {
-        const int8_t *q = (const int8_t *)blk + e0;
+        const int8_t *q = x;
         float *o = out;
-        for (size_t r = 0; r < m; r++)
+        for (size_t r = 0; r < n; r++)
             for (size_t i = 0; i < d; i++)
-                o[r * d + i] = (float)q[r * d + i] * sc[row0 + r];
+                o[r * d + i] = (float)q[r * d + i] * sc[r];
     }
+}
+
+/* Rows [row0, row0 + m) of head g, page by page: widened to the dtype
+ * (wide) or copied as stored (with the int8 scales into ks, vs); any
+ * destination may be NULL. */
+static void read_range(const struct kv_cache *c, size_t g, size_t row0, size_t m, bool wide,
+                       void *k, void *v, float *ks, float *vs)
+{
+    size_t es = wide ? attn_dtype_size(c->dtype) : c->esz;
+    struct kv_seg sg;
+    for (size_t r = 0, n; r < m; r += n) {
+        n = kv_seg(c, g, row0 + r, &sg);
+        n = n < m - r ? n : m - r;
+        if (n == 0)
+            return;
+        char *kd = k ? (char *)k + r * c->d_k * es : NULL;
+        char *vd = v ? (char *)v + r * c->d_v * es : NULL;
+        if (wide) {
+            if (kd)
+                widen(c, sg.k, sg.ks, n, c->d_k, kd);
+            if (vd)
+                widen(c, sg.v, sg.vs, n, c->d_v, vd);
+            continue;
+        }
+        if (kd)
+            memcpy(kd, sg.k, n * c->d_k * es);
+        if (vd)
+            memcpy(vd, sg.v, n * c->d_v * es);
+        if (ks && sg.ks)
+            memcpy(ks + r, sg.ks, n * sizeof(float));
+        if (vs && sg.vs)
+            memcpy(vs + r, sg.vs, n * sizeof(float));
+    }
+}
+
+void kv_read_stored(const struct kv_cache *c, size_t g, size_t row0, size_t m, void *k,
+                    void *v, float *ks, float *vs)
+{
+    read_range(c, g, row0, m, false, k, v, ks, vs);
 }
 
 void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, void *k_out,
                   void *v_out)
 {
-    if (k_out)
-        widen(c, c->k[g], c->ks ? c->ks[g] : NULL, c->d_k, row0, m, k_out);
-    if (v_out)
-        widen(c, c->v[g], c->vs ? c->vs[g] : NULL, c->d_v, row0, m, v_out);
+    read_range(c, g, row0, m, true, k_out, v_out, NULL, NULL);
 }
 
-void kv_view(const struct kv_cache *c, struct attn_kv_view *view)
-{
-    view->k = (const void *const *)c->k;
-    view->v = (const void *const *)c->v;
-}
+/* ---- attention ------------------------------------------------------------------- */
 
-/* Attention over a narrow cache that asks for scores, weights or extras:
- * those passes print or read n·L numbers anyway, so the cache is widened
- * for that one pass (output-only passes go through kv_lowp.c). */
-static enum core_status attend_widened(const struct kv_cache *c, const struct attn_request *r,
-                                       const struct attn_inputs *in,
-                                       const struct attn_extras *x, struct attn_extras_out *xo,
-                                       struct attn_result *out, struct attn_ws *ws)
+/* The whole cache copied into one block: per head [len][d_k] then
+ * [len][d_v], widened to the dtype (wide) or in the storage form with the
+ * int8 scales after the rows; kp/vp [h_kv] receive the per-head K, V
+ * pointers, ksp/vsp [h_kv] the int8 scales. NULL on ENOMEM / overflow. */
+static void *gather(const struct kv_cache *c, bool wide, const void **kp, const void **vp,
+                    const float **ksp, const float **vsp)
 {
-    size_t per, total;
+    size_t es = wide ? attn_dtype_size(c->dtype) : c->esz, per, total, sc = 0;
     if (!core_add(c->d_k, c->d_v, &per) || !core_mul3(per, c->len, c->h_kv, &total) ||
-        total > SIZE_MAX / sizeof(float))
-        return CORE_ELIMIT;
-    float *buf = malloc(total * sizeof(float));
-    const void **ptr = malloc(2 * c->h_kv * sizeof *ptr);
-    enum core_status st = CORE_ENOMEM;
-    if (buf && ptr) {
-        for (size_t g = 0; g < c->h_kv; g++) {
-            float *kg = buf + g * c->len * per, *vg = kg + c->len * c->d_k;
-            kv_read_rows(c, g, 0, c->len, kg, vg);
-            ptr[g] = kg;
-            ptr[c->h_kv + g] = vg;
-        }
-        struct attn_kv_view view = {ptr, ptr + c->h_kv};
-        st = x ? attn_forward_extras(r, in, &view, x, out, xo, ws)
-               : attn_forward_kv(r, in, &view, out, ws);
+        total > SIZE_MAX / 8 - 2 * c->len * c->h_kv)
+        return NULL;
+    if (!wide && c->store == KV_STORE_I8)
+        sc = 2 * c->len * c->h_kv;
+    char *buf = malloc(total * es + sc * sizeof(float) + sizeof(float));
+    if (!buf)
+        return NULL;
+    float *scales = (float *)(void *)(buf + ((total * es + 3) & ~(size_t)3));
+    for (size_t g = 0; g < c->h_kv; g++) {
+        char *kg = buf + g * c->len * per * es, *vg = kg + c->len * c->d_k * es;
+        float *ksg = sc ? scales + 2 * g * c->len : NULL, *vsg = sc ? ksg + c->len : NULL;
+        read_range(c, g, 0, c->len, wide, kg, vg, ksg, vsg);
+        kp[g] = kg;
+        vp[g] = vg;
+        ksp[g] = ksg;
+        vsp[g] = vsg;
     }
-    free(buf);
-    free(ptr);
-    return st;
+    return buf;
 }
 
 enum core_status kv_attend(const struct kv_cache *c,
@@ -611,19 +738,24 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
         return CORE_ESHAPE;
     struct attn_request rr = *r;
     rr.shape.L = c->len;
-    if (c->store != KV_STORE_SAME) {
-        struct kv_lowp_view lv = {c->store, (const void *const *)c->k,
-                                  (const void *const *)c->v, (const float *const *)c->ks,
-                                  (const float *const *)c->vs};
-        if (!x && kv_lowp_takes(&rr))
-            return kv_lowp_attend(&rr, in, &lv, out, ws);
-        if (!x && rr.outputs == ATTN_OUT_OUTPUT)
-            return kv_lowp_attend_windows(&rr, in, &lv, out, ws);
-        return attend_widened(c, &rr, in, x, xo, out, ws);
+    /* narrow caches: the decode loops, or a window of keys widened at a
+     * time (output only), over the stored rows */
+    bool lowp = c->store != KV_STORE_SAME && !x && rr.outputs == ATTN_OUT_OUTPUT;
+    const void **kp = malloc(2 * c->h_kv * sizeof *kp);
+    const float **sp = malloc(2 * c->h_kv * sizeof *sp);
+    void *buf = kp && sp ? gather(c, !lowp, kp, kp + c->h_kv, sp, sp + c->h_kv) : NULL;
+    enum core_status st = CORE_ENOMEM;
+    if (buf && lowp) {
+        struct kv_lowp_view lv = {c->store, kp, kp + c->h_kv, sp, sp + c->h_kv};
+        st = kv_lowp_takes(&rr) ? kv_lowp_attend(&rr, in, &lv, out, ws)
+                                : kv_lowp_attend_windows(&rr, in, &lv, out, ws);
+    } else if (buf) {
+        struct attn_kv_view view = {kp, kp + c->h_kv};
+        st = x ? attn_forward_extras(&rr, in, &view, x, out, xo, ws)
+               : attn_forward_kv(&rr, in, &view, out, ws);
     }
-    struct attn_kv_view view;
-    kv_view(c, &view);
-    if (x)
-        return attn_forward_extras(&rr, in, &view, x, out, xo, ws);
-    return attn_forward_kv(&rr, in, &view, out, ws);
+    free(buf);
+    free(kp);
+    free(sp);
+    return st;
 }

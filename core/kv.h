@@ -1,19 +1,27 @@
 /*
  * core/kv.h — one session's key/value cache.
  *
- * A cache holds h_kv heads of K [cap][d_k] and V [cap][d_v] in one dtype.
- * Rows are stored after bias and RoPE, exactly as attn_prepare_kv produces
- * them at positions pos0 = current length, so attending through the cache
- * (attn_forward_kv over a struct attn_kv_view of it) is bit-identical to the
- * stateless attn_forward on the full K/V with queries at L-n..L-1.
+ * A cache holds h_kv heads of K [L][d_k] and V [L][d_v] in one dtype, in
+ * pages of KV_PAGE_ROWS rows (every head's rows of those positions in one
+ * allocation). Rows are stored after bias and RoPE, exactly as
+ * attn_prepare_kv produces them at positions pos0 = current length, so
+ * attending through the cache is bit-identical to the stateless
+ * attn_forward on the full K/V with queries at L-n..L-1.
  *
- * Growth is geometric by 1/10 (realloc), so appends are amortised O(1) per
- * row and the storage right after a growth is at most 10% over the raw K/V
- * bytes; truncate gives slack back. Appends are all or nothing: shapes are
- * validated, capacity reserved and the new rows written past the current
- * length, and only when every step (including the finiteness check of the
- * prepared rows) succeeded does the length move. On any failure the cache
- * reads exactly as before.
+ * Pages are shared by reference count: kv_fork copies the page table only
+ * (the pages' counts go up), and a page is written only while one cache
+ * holds it: the first append into a shared, partly filled last page copies
+ * that page alone. Truncate and free drop references; a page is freed by
+ * its last holder. The counts are atomic, so caches sharing pages may be
+ * used from different threads (each cache by one thread at a time).
+ *
+ * Growth: the first page grows by 1/10 of its rows, later last pages by
+ * doubling from 16 rows, so storage is at most 10% over the raw rows or
+ * within one page of them. Appends are all or nothing: shapes are
+ * validated, room reserved (private pages) and the new rows written past
+ * the current length, and only when every step (including the finiteness
+ * check of the prepared rows) succeeded does the length move. On any
+ * failure the cache reads exactly as before.
  *
  * Storage (kv_dtype): rows are kept in the compute dtype (KV_STORE_SAME) or,
  * for a float32 cache, narrower: float16 or bfloat16 (round to nearest
@@ -22,7 +30,12 @@
  * narrowed once, after bias and RoPE, when appended; attention reads them
  * in their stored form (core/kv_lowp.c) and never widens the whole cache.
  *
- * Not thread-safe: one user at a time (core/store.c serialises sessions).
+ * Accounting: a cache may point at a struct kv_acct (kv_set_acct; forks
+ * inherit it) whose byte count every page allocation and free adjusts, so
+ * shared pages count once however many caches hold them.
+ *
+ * Not thread-safe per cache: one user at a time (core/store.c serialises
+ * sessions); different caches sharing pages may run concurrently.
  */
 #ifndef ATTND_CORE_KV_H
 #define ATTND_CORE_KV_H
@@ -36,6 +49,19 @@
 #include "tensor.h"
 
 struct kv_cache;
+
+/* Rows per page. 64: a fork's own last page then costs at most 64 rows
+ * (32 forks that each append 64 rows to a 16,384-row prefix hold 1.125x
+ * the prefix), while a page of a d=128 float32 head is 32 KiB of
+ * contiguous rows per head, long enough that the decode loops read at full
+ * bandwidth; it is a multiple of every key block of the attention loops
+ * (ATTN_FLASH_KEYS 512 is a multiple of it, kv_lowp's 32 divides it). */
+#define KV_PAGE_ROWS 64
+
+/* A shared byte count of allocated page storage. */
+struct kv_acct {
+    _Atomic size_t bytes;
+};
 
 /* How rows are stored. */
 enum kv_store {
@@ -64,29 +90,41 @@ size_t kv_heads(const struct kv_cache *c);
 size_t kv_d_k(const struct kv_cache *c);
 size_t kv_d_v(const struct kv_cache *c);
 size_t kv_length(const struct kv_cache *c);     /* rows per head */
-size_t kv_capacity(const struct kv_cache *c);   /* rows allocated per head */
+size_t kv_capacity(const struct kv_cache *c);   /* rows writable without allocating */
 
 /* Bytes of one row over all heads as stored: h_kv * (d_k + d_v) * element
  * bytes, plus h_kv * 2 * 4 scale bytes for int8. */
 size_t kv_row_bytes(const struct kv_cache *c);
 
-/* Allocated storage bytes: capacity * kv_row_bytes (what the store accounts). */
+/* Storage bytes of every page the cache holds (shared ones included):
+ * the sum of page capacities times kv_row_bytes. */
 size_t kv_bytes(const struct kv_cache *c);
 
-/*
- * The capacity (rows) and storage bytes the cache will have after growing to
- * hold `length` rows by the growth policy; no allocation. *exact_bytes (may be
- * NULL) receives the bytes of exactly `length` rows, the fallback a caller may
- * reserve when the geometric target does not fit its budget.
- * CORE_ELIMIT on overflow.
- */
-enum core_status kv_plan(const struct kv_cache *c, size_t length,
-                         size_t *cap_out, size_t *bytes_out,
-                         size_t *exact_bytes);
+/* Of kv_bytes: the pages no other cache holds (*own) and the shared ones
+ * (*shared); either may be NULL. A snapshot: other caches may let go of a
+ * shared page meanwhile. */
+void kv_bytes_split(const struct kv_cache *c, size_t *own, size_t *shared);
 
-/* Make room for at least `cap` rows (never shrinks). CORE_ENOMEM leaves the
- * cache as it was. */
-enum core_status kv_reserve(struct kv_cache *c, size_t cap);
+/* Attach the cache to acct (or NULL: none): acct gains the cache's current
+ * bytes. Only for a cache that shares no page (a new or restored one);
+ * forks inherit their parent's. */
+void kv_set_acct(struct kv_cache *c, struct kv_acct *acct);
+struct kv_acct *kv_get_acct(const struct kv_cache *c);
+
+/*
+ * The bytes kv_reserve(c, length, exact) would allocate: new pages, a copy
+ * of a shared last page that will be written, a larger last page (counted
+ * as the growth); *geom by the growth policy, *exact (may be NULL) with the
+ * last page sized to exactly `length` rows (the fallback when the policy's
+ * does not fit a budget). CORE_ELIMIT on overflow. No allocation.
+ */
+enum core_status kv_plan(const struct kv_cache *c, size_t length, size_t *geom,
+                         size_t *exact);
+
+/* Make `length` rows writable (private pages up to it) by the growth
+ * policy, or with the last page of exactly the rows needed. Never shrinks;
+ * CORE_ENOMEM / CORE_ELIMIT leave the cache as it was. */
+enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact);
 
 /*
  * Append m raw rows: in->k [h_kv][m][d_k], in->v [h_kv][m][d_v] (with
@@ -111,7 +149,7 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
                                     const void *v, size_t m);
 
 /*
- * Append m rows already in the storage form, as kv_k/kv_v and the scales
+ * Append m rows already in the storage form, as kv_seg and the scales
  * give them back: k [h_kv][m][d_k], v [h_kv][m][d_v] stored elements; for
  * int8 also ks, vs [h_kv][m] scales (finite, >= 0; NULL otherwise). Used by
  * restore: the bits come back as they were. CORE_ENONFINITE for a
@@ -123,30 +161,35 @@ enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void 
 /* Bytes of one stored element (8, 4, 2 or 1). */
 size_t kv_elem_bytes(const struct kv_cache *c);
 
-/* Keep the first `length` rows (no-op if length >= kv_length); frees slack
- * beyond the growth policy's target for the new length. */
+/* Keep the first `length` rows (no-op if length >= kv_length): pages past
+ * it are let go, and a private last page keeps only the growth policy's
+ * room for its rows. */
 void kv_truncate(struct kv_cache *c, size_t length);
 
-/* A deep copy with capacity = planned capacity of its length; NULL on ENOMEM. */
+/* A cache sharing every page of c (O(pages): the table is copied, no row
+ * is); NULL on ENOMEM. */
 struct kv_cache *kv_fork(const struct kv_cache *c);
 
-/* Stored rows of head g: [length][d_k] / [length][d_v] in the storage form
- * (uint16_t for float16/bfloat16, int8_t for int8); NULL when empty. */
-const void *kv_k(const struct kv_cache *c, size_t g);
-const void *kv_v(const struct kv_cache *c, size_t g);
+/* Contiguous stored rows of head g from row `row` (< kv_length): the
+ * pointers to that row's K [..][d_k], V [..][d_v] in the storage form
+ * (uint16_t for float16/bfloat16, int8_t for int8) and for int8 its
+ * scales (NULL otherwise); returns how many rows follow contiguously (to
+ * the end of the page or of the cache); 0 past the end. */
+struct kv_seg {
+    const void *k, *v;
+    const float *ks, *vs;
+};
+size_t kv_seg(const struct kv_cache *c, size_t g, size_t row, struct kv_seg *out);
 
-/* int8 scales of head g: [length] for K / V; NULL unless KV_STORE_I8. */
-const float *kv_k_scales(const struct kv_cache *c, size_t g);
-const float *kv_v_scales(const struct kv_cache *c, size_t g);
+/* Stored rows [row0, row0 + m) of head g copied out as kv_seg gives them:
+ * k [m][d_k], v [m][d_v] elements, int8 scales ks, vs [m]; any may be NULL. */
+void kv_read_stored(const struct kv_cache *c, size_t g, size_t row0, size_t m, void *k,
+                    void *v, float *ks, float *vs);
 
 /* Rows [row0, row0 + m) of head g widened to the cache's dtype: K into
  * k_out [m][d_k] and V into v_out [m][d_v] (either may be NULL). */
 void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, void *k_out,
                   void *v_out);
-
-/* A view of the whole cache for attn_forward_kv (KV_STORE_SAME only); valid until the next
- * append, reserve, truncate or free. */
-void kv_view(const struct kv_cache *c, struct attn_kv_view *view);
 
 /*
  * Attend raw queries against the whole cache: r->shape.h_kv, d_k, d_v must

@@ -148,19 +148,28 @@ static void put_pad(struct wr *w)
     put(w, zero, (8 - w->n % 8) % 8);
 }
 
+/* Head g's rows of one part (0 K, 1 V, 2 K scales, 3 V scales), page by
+ * page as the cache holds them. */
+static void put_rows(struct wr *w, const struct kv_cache *kv, size_t g, int part)
+{
+    size_t es = kv_elem_bytes(kv), len = kv_length(kv);
+    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
+    struct kv_seg sg;
+    for (size_t r = 0, n; r < len; r += n) {
+        n = kv_seg(kv, g, r, &sg);
+        const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
+        put(w, src[part], n * width[part]);
+    }
+}
+
 /* The rows [0, length) of every head in the storage form: int8 scales
  * first, then K, then V (the one place the cache's rows are read). */
 static void write_rows(struct wr *w, const struct kv_cache *kv)
 {
-    size_t len = kv_length(kv), h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
-    for (size_t g = 0; kv_store(kv) == KV_STORE_I8 && g < h_kv; g++)
-        put(w, kv_k_scales(kv, g), len * sizeof(float));
-    for (size_t g = 0; kv_store(kv) == KV_STORE_I8 && g < h_kv; g++)
-        put(w, kv_v_scales(kv, g), len * sizeof(float));
-    for (size_t g = 0; g < h_kv; g++)
-        put(w, kv_k(kv, g), len * kv_d_k(kv) * es);
-    for (size_t g = 0; g < h_kv; g++)
-        put(w, kv_v(kv, g), len * kv_d_v(kv) * es);
+    static const int order[4] = {2, 3, 0, 1};  /* int8 scales first */
+    for (int o = kv_store(kv) == KV_STORE_I8 ? 0 : 2; o < 4; o++)
+        for (size_t g = 0; g < kv_heads(kv); g++)
+            put_rows(w, kv, g, order[o]);
 }
 
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
@@ -826,7 +835,7 @@ static enum core_status import_room(struct sess_store *st, const struct sess *s,
                                     uint64_t length, char *why)
 {
     size_t bytes = 0, max = st->cfg.max_cache_bytes;
-    if (length > SIZE_MAX || kv_plan(s->kv, (size_t)length, NULL, &bytes, NULL) != CORE_OK) {
+    if (length > SIZE_MAX || kv_plan(s->kv, (size_t)length, &bytes, NULL) != CORE_OK) {
         say(why, "its rows do not fit in memory");
         return CORE_ELIMIT;
     }

@@ -12,6 +12,7 @@
 #include "store_impl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,9 +163,11 @@ static void unlink_sess(struct sess_store *st, struct sess *s,
     s->hnext = NULL;
     lru_unlink(st, s);
     st->count--;
-    st->bytes -= s->bytes;
     s->linked = false;
     if (s->refs == 0) {
+        /* its pages go now, so the count admit() reads drops at once */
+        kv_free(s->kv);
+        s->kv = NULL;
         s->hnext = *grave;
         *grave = s;
     }
@@ -189,32 +192,55 @@ static bool expired(const struct sess *s, double now)
     return s->refs == 0 && ttl_of(s) > 0 && now - s->last_used >= ttl_of(s);
 }
 
-/* Bytes held by idle sessions other than `keep` (what lru may evict). */
+/* Bytes in use: allocated pages and admitted claims. */
+static size_t used_bytes(struct sess_store *st)
+{
+    return atomic_load_explicit(&st->acct.bytes, memory_order_relaxed) + st->claimed;
+}
+
+/* Bytes that evicting the idle sessions other than `keep` frees for sure:
+ * each one's own pages (a page another session still holds stays). */
 static size_t idle_bytes(struct sess_store *st, const struct sess *keep,
                          size_t *idle_count)
 {
     size_t b = 0, n = 0;
     for (struct sess *s = st->lru_tail; s; s = s->lru_prev)
         if (s->refs == 0 && s != keep) {
-            b += s->bytes;
+            size_t own;
+            kv_bytes_split(s->kv, &own, NULL);
+            b += own;
             n++;
         }
     *idle_count = n;
     return b;
 }
 
-/* Evict the least recently used idle session other than keep; false when
- * there is none. */
-static bool evict_one(struct sess_store *st, const struct sess *keep,
+/* Evict the least recently used idle session other than keep: for bytes
+ * (own), the least recent that alone holds any page, when there is one (a
+ * session whose pages are all shared frees nothing); false when there is
+ * none at all. */
+static bool evict_one(struct sess_store *st, const struct sess *keep, bool own,
                       struct sess **grave)
 {
-    for (struct sess *s = st->lru_tail; s; s = s->lru_prev)
-        if (s->refs == 0 && s != keep) {
-            unlink_sess(st, s, grave, true);
-            st->evictions++;
-            return true;
+    struct sess *any = NULL;
+    for (struct sess *s = st->lru_tail; s; s = s->lru_prev) {
+        if (s->refs != 0 || s == keep)
+            continue;
+        size_t b = 1;
+        if (own)
+            kv_bytes_split(s->kv, &b, NULL);
+        if (b > 0) {
+            any = s;
+            break;
         }
-    return false;
+        if (!any)
+            any = s;
+    }
+    if (!any)
+        return false;
+    unlink_sess(st, any, grave, true);
+    st->evictions++;
+    return true;
 }
 
 /*
@@ -227,9 +253,9 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
                               bool may_evict, struct sess **grave)
 {
     size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
+    size_t used = used_bytes(st);
     bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
-    bool fits_b = max_b == 0 || (st->bytes <= max_b &&
-                                 add_bytes <= max_b - st->bytes);
+    bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
     if (fits_s && fits_b)
         return CORE_OK;
     if (st->cfg.policy != SESS_POLICY_LRU || !may_evict)
@@ -237,15 +263,16 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
     size_t idle_n, idle_b = idle_bytes(st, keep, &idle_n);
     if (max_s && st->count + add_sessions > max_s + idle_n)
         return CORE_ECAPACITY;
-    if (max_b && (add_bytes > max_b || st->bytes - idle_b > max_b - add_bytes))
+    if (max_b && (add_bytes > max_b || used - (idle_b < used ? idle_b : used) >
+                                           max_b - add_bytes))
         return CORE_ECAPACITY;
     for (;;) {
+        used = used_bytes(st);
         fits_s = max_s == 0 || st->count + add_sessions <= max_s;
-        fits_b = max_b == 0 || (st->bytes <= max_b &&
-                                add_bytes <= max_b - st->bytes);
+        fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
         if (fits_s && fits_b)
             return CORE_OK;
-        if (!evict_one(st, keep, grave))
+        if (!evict_one(st, keep, fits_s, grave))
             return CORE_ECAPACITY;
     }
 }
@@ -254,12 +281,14 @@ enum core_status sess_admissible(struct sess_store *st, size_t add_bytes)
 {
     size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
     pthread_mutex_lock(&st->mu);
+    size_t used = used_bytes(st);
     bool fits_s = max_s == 0 || st->count + 1 <= max_s;
-    bool fits_b = max_b == 0 || (st->bytes <= max_b && add_bytes <= max_b - st->bytes);
+    bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
     if (!(fits_s && fits_b) && st->cfg.policy == SESS_POLICY_LRU) {
         size_t idle_n, idle_b = idle_bytes(st, NULL, &idle_n);
         fits_s = max_s == 0 || st->count + 1 <= max_s + idle_n;
-        fits_b = max_b == 0 || (add_bytes <= max_b && st->bytes - idle_b <= max_b - add_bytes);
+        fits_b = max_b == 0 || (add_bytes <= max_b &&
+                                used - (idle_b < used ? idle_b : used) <= max_b - add_bytes);
     }
     pthread_mutex_unlock(&st->mu);
     return fits_s && fits_b ? CORE_OK : CORE_ECAPACITY;
@@ -335,7 +364,7 @@ void sess_store_stats(struct sess_store *st, struct sess_stats *out)
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&st->mu);
     out->sessions = st->count;
-    out->bytes = st->bytes;
+    out->bytes = atomic_load_explicit(&st->acct.bytes, memory_order_relaxed);
     out->created = st->created;
     out->evictions = st->evictions;
     out->expirations = st->expirations;
@@ -495,7 +524,9 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     enum core_status rc = CORE_OK;
     struct sess *grave = NULL;
     resolve_defaults(st, s);
-    s->bytes = kv_bytes(s->kv);
+    /* a fork's pages are counted already (it shares its parent's count) */
+    bool counted = kv_get_acct(s->kv) == &st->acct;
+    size_t add = counted ? 0 : kv_bytes(s->kv);
     pthread_mutex_lock(&st->mu);
     for (int tries = 0; fresh; tries++) {
         rc = tries < 4 ? random_id(rnd) : CORE_EIO;
@@ -508,7 +539,7 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     if (rc == CORE_OK && !fresh && find(st, s->id))
         rc = CORE_EINVAL;
     if (rc == CORE_OK)
-        rc = admit(st, 1, s->bytes, NULL, true, &grave);
+        rc = admit(st, 1, add, NULL, true, &grave);
     if (rc == CORE_OK) {
         size_t j = hash_id(s->id) & (st->n_buckets - 1);
         s->hnext = st->buckets[j];
@@ -517,7 +548,8 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
         s->linked = true;
         s->last_used = sess_now(st) - (idle_s > 0 ? idle_s : 0);
         st->count++;
-        st->bytes += s->bytes;
+        if (!counted)
+            kv_set_acct(s->kv, &st->acct);
         st->created++;
         maybe_grow(st);
         /* copied under the mutex: once it is released, another thread may
@@ -715,8 +747,8 @@ void sess_get_info(struct sess_store *st, const struct sess *s,
     out->length = kv_length(s->kv);
     out->max_tokens = s->spec.max_tokens;
     out->ttl_s = s->spec.ttl_s;
+    kv_bytes_split(s->kv, &out->bytes, &out->shared_bytes);
     pthread_mutex_lock(&st->mu);
-    out->bytes = s->bytes;
     out->expires_in_s = sess_expires_in(st, s);
     pthread_mutex_unlock(&st->mu);
 }
@@ -729,54 +761,40 @@ static bool is_linked(struct sess_store *st, const struct sess *s)
     return linked;
 }
 
-/* Re-account s after its cache changed size (shrink or failed growth). */
-static void reaccount(struct sess_store *st, struct sess *s)
-{
-    pthread_mutex_lock(&st->mu);
-    size_t now_b = kv_bytes(s->kv);
-    if (s->linked) {
-        st->bytes = st->bytes - s->bytes + now_b;
-    }
-    s->bytes = now_b;
-    pthread_mutex_unlock(&st->mu);
-}
-
 /*
- * Reserve room for `need` rows: decide the capacity (the geometric target,
- * or exactly `need` rows when only that fits the budget), admit the extra
- * bytes (lru may evict idle sessions), then allocate.
+ * Make `need` rows writable: plan the bytes (the growth policy's, or with
+ * the last page of exactly the rows needed when only that fits the budget;
+ * a shared last page that will be written is copied), admit them (lru may
+ * evict idle sessions), claim them while the pages are allocated.
  */
 static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
                                      size_t need)
 {
-    size_t cap, bytes, exact;
-    enum core_status rc = kv_plan(s->kv, need, &cap, &bytes, &exact);
+    size_t geom, exact;
+    enum core_status rc = kv_plan(s->kv, need, &geom, &exact);
     if (rc != CORE_OK)
         return rc;
-    if (cap <= kv_capacity(s->kv))
-        return CORE_OK;
     struct sess *grave = NULL;
+    bool tight = false;
+    size_t bytes = geom;
     pthread_mutex_lock(&st->mu);
-    /* the geometric target if it fits as is, else exactly `need` rows,
-     * evicting (lru) only for that exact size */
     if (!s->linked) {
         rc = CORE_ENOTFOUND;
-    } else if (admit(st, 0, bytes - s->bytes, s, false, &grave) != CORE_OK) {
-        cap = need;
+    } else if (admit(st, 0, geom, s, false, &grave) != CORE_OK) {
+        tight = true;
         bytes = exact;
-        rc = admit(st, 0, bytes - s->bytes, s, true, &grave);
+        rc = admit(st, 0, exact, s, true, &grave);
     }
-    if (rc == CORE_OK) {
-        st->bytes += bytes - s->bytes;  /* claimed before allocating */
-        s->bytes = bytes;
-    }
+    if (rc == CORE_OK)
+        st->claimed += bytes;       /* claimed before allocating */
     pthread_mutex_unlock(&st->mu);
     bury(grave);
     if (rc != CORE_OK)
         return rc;
-    rc = kv_reserve(s->kv, cap);
-    if (rc != CORE_OK)
-        reaccount(st, s);   /* give the claim back */
+    rc = kv_reserve(s->kv, need, tight);
+    pthread_mutex_lock(&st->mu);
+    st->claimed -= bytes;
+    pthread_mutex_unlock(&st->mu);
     return rc;
 }
 
@@ -813,10 +831,8 @@ static enum core_status journal_append(struct sess_store *st, struct sess *s,
                                        size_t len0)
 {
     enum core_status rc = sess_dur_append(st, s, k, v, m);
-    if (rc != CORE_OK) {
+    if (rc != CORE_OK)
         kv_truncate(s->kv, len0);
-        reaccount(st, s);
-    }
     return rc;
 }
 
@@ -884,10 +900,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
                              .bias_q_heads = s->spec.bias_q_heads};
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
-    if (rc != CORE_OK && m > 0) {
+    if (rc != CORE_OK && m > 0)
         kv_truncate(s->kv, len0);
-        reaccount(st, s);
-    }
     if (rc == CORE_OK && m > 0)
         rc = journal_append(st, s, k, v, m, len0);
     return rc;
@@ -904,7 +918,6 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
     if (rc != CORE_OK)
         return rc;
     kv_truncate(s->kv, length);
-    reaccount(st, s);
     return CORE_OK;
 }
 

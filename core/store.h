@@ -16,9 +16,11 @@
  * holder that finds it unlinked gets CORE_ENOTFOUND from every operation).
  * Lock order: session mutex, then store mutex — never the other way.
  *
- * Accounting: a session's bytes are its cache's allocated storage
- * (kv_bytes); the global count is their sum. Growth is checked against
- * max_cache_bytes before any memory is allocated.
+ * Accounting: caches hold their rows in pages that forks share (kv.h);
+ * the global count is the bytes of every page, each counted once however
+ * many sessions hold it. Growth is checked against max_cache_bytes before
+ * any memory is allocated; a fork allocates nothing until it writes into a
+ * shared page. Eviction counts only what a session alone holds.
  */
 #ifndef ATTND_CORE_STORE_H
 #define ATTND_CORE_STORE_H
@@ -161,7 +163,8 @@ struct sess;
 struct sess_info {
     char id[SESS_ID_MAX];
     size_t length;                  /* cached rows per head */
-    size_t bytes;                   /* accounted storage bytes */
+    size_t bytes;                   /* storage bytes this session alone holds */
+    size_t shared_bytes;            /* storage bytes it shares with others */
     size_t max_tokens;
     double ttl_s;
     double expires_in_s;            /* seconds until expiry if left idle */
@@ -272,9 +275,9 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
 enum core_status sess_truncate(struct sess_store *st, struct sess *s,
                                size_t length);
 
-/* A new session with the same parameters and a copy of the cache; its id
- * into id[SESS_ID_MAX]. Errors as sess_create plus CORE_ECAPACITY when the
- * copy does not fit max_cache_bytes. */
+/* A new session with the same parameters sharing every page of the cache
+ * (no row is copied; the first write into a shared page copies that page);
+ * its id into id[SESS_ID_MAX]. Errors as sess_create. */
 enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id);
 
 /* Export and import (moving a session between replicas): core/persist.h. */

@@ -21,7 +21,6 @@ struct sess {
     /* Guarded by the store mutex: */
     size_t refs;                    /* holders (acquire .. release) */
     bool linked;                    /* in the map (false once removed) */
-    size_t bytes;                   /* accounted; == kv_bytes(kv) */
     double last_used;               /* clock at the last acquire/release */
     struct sess *lru_prev, *lru_next; /* most recently used at lru_head */
     struct sess *hnext;             /* hash chain; graveyard link once removed */
@@ -41,7 +40,9 @@ struct sess_store {
     size_t n_buckets;               /* power of two */
     size_t count;                   /* linked sessions */
     struct sess *lru_head, *lru_tail;
-    size_t bytes;                   /* sum of linked sessions' bytes */
+    struct kv_acct acct;            /* bytes of every page of linked (and
+                                       held, removed) sessions, each once */
+    size_t claimed;                 /* admitted, not yet allocated */
     uint64_t created, evictions, expirations;
     sess_clock_fn clock;
     void *clock_arg;

@@ -658,7 +658,8 @@ static void caches_to_store(struct decode_arg *a, size_t L, size_t d, enum kv_st
     float **k = calloc((size_t)n, sizeof *k), **v = calloc((size_t)n, sizeof *v);
     for (int c = 0; kv && k && v && c < n; c++) {
         struct kv_cache *nc = kv_new_store(ATTN_F32, st, 1, d, d);
-        const float *kf = kv_k(a->kv[c % nf], 0), *vf = kv_v(a->kv[c % nf], 0);
+        float *kf = malloc(L * d * sizeof *kf), *vf = malloc(L * d * sizeof *vf);
+        kv_read_stored(a->kv[c % nf], 0, 0, L, kf, vf, NULL, NULL);
         for (size_t r = 0; nc && r < L; r += 64)
             if (kv_append_prepared(nc, kf + r * d, vf + r * d, 64) != CORE_OK)
                 break;
@@ -666,6 +667,8 @@ static void caches_to_store(struct decode_arg *a, size_t L, size_t d, enum kv_st
             fprintf(stderr, "bench_core: building a %s cache failed\n", kv_store_name(st, ATTN_F32));
             exit(1);
         }
+        free(kf);
+        free(vf);
         kv[c] = nc;
     }
     if (!kv || !k || !v) {

@@ -234,9 +234,14 @@ static bool same_session(struct sess_store *a, struct sess_store *b,
     bool same = len == kv_length(cy) &&
                 sess_spec(x)->ttl_s == sess_spec(y)->ttl_s &&
                 sess_spec(x)->max_tokens == sess_spec(y)->max_tokens;
-    for (size_t g = 0; same && len && g < kv_heads(cx); g++)
-        same = memcmp(kv_k(cx, g), kv_k(cy, g), len * 4 * sizeof(float)) == 0 &&
-               memcmp(kv_v(cx, g), kv_v(cy, g), len * 3 * sizeof(float)) == 0;
+    float *rx = malloc((len * 7 + 1) * sizeof(float)), *ry = malloc((len * 7 + 1) * sizeof(float));
+    for (size_t g = 0; same && len && g < kv_heads(cx); g++) {
+        kv_read_stored(cx, g, 0, len, rx, rx + len * 4, NULL, NULL);
+        kv_read_stored(cy, g, 0, len, ry, ry + len * 4, NULL, NULL);
+        same = memcmp(rx, ry, len * 7 * sizeof(float)) == 0;
+    }
+    free(rx);
+    free(ry);
     sess_release(a, x);
     sess_release(b, y);
     return same;

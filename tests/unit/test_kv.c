@@ -29,6 +29,24 @@ static double *rnd(size_t n)
     return p;
 }
 
+/* Stored element i of head g's K (keys) or V rows, as a double. */
+static double at(const struct kv_cache *c, size_t g, bool keys, size_t i)
+{
+    size_t d = keys ? kv_d_k(c) : kv_d_v(c), row = i / d;
+    double buf[64];
+    kv_read_stored(c, g, row, 1, keys ? buf : NULL, keys ? NULL : buf, NULL, NULL);
+    return buf[i % d];
+}
+
+/* Head g's K and V rows copied out (f64 caches), malloc'd. */
+static double *rows_of(const struct kv_cache *c, size_t g, bool keys)
+{
+    size_t d = keys ? kv_d_k(c) : kv_d_v(c);
+    double *o = malloc((kv_length(c) * d + 1) * sizeof *o);
+    kv_read_stored(c, g, 0, kv_length(c), keys ? o : NULL, keys ? NULL : o, NULL, NULL);
+    return o;
+}
+
 static struct attn_params plain_params(void)
 {
     struct attn_params p = {.dtype = ATTN_F64, .scale = 0.5};
@@ -53,27 +71,34 @@ TEST(growth_is_geometric_and_overhead_bounded)
         if (cap != last_cap)
             changes++;
         last_cap = cap;
-        /* storage never more than 10% over the raw rows */
-        CHECK(cap >= len && cap <= len + len / 10);
-        CHECK(kv_bytes(c) * 10 <= len * kv_row_bytes(c) * 11);
+        /* storage never more than 10% over the raw rows, or within a page */
+        CHECK(cap >= len && (cap <= len + len / 10 || cap < len + KV_PAGE_ROWS));
+        CHECK(kv_bytes(c) == cap * kv_row_bytes(c));
     }
     CHECK_EQ_INT(kv_length(c), 5000);
     CHECK_EQ_INT(kv_row_bytes(c), 2 * (4 + 3) * sizeof(double));
-    /* amortised O(1): about log(5000/10)/log(1.1) + 10 growths, not 5000 */
-    CHECK(changes < 100);
+    /* amortised O(1): the first page's ~35 growths by 1/10, then at most 3
+     * per page (16, 32, 64 rows), not 5000 */
+    CHECK(changes <= 40 + 3 * (5000 / KV_PAGE_ROWS + 1));
     kv_free(c);
 }
 
 TEST(plan_matches_growth)
 {
     struct kv_cache *c = kv_new(ATTN_F32, 1, 2, 2);
-    size_t cap, bytes, exact;
-    CHECK_EQ_INT(kv_plan(c, 100, &cap, &bytes, &exact), CORE_OK);
-    CHECK_EQ_INT(cap, 110);
-    CHECK_EQ_INT(bytes, 110 * 4 * sizeof(float));
-    CHECK_EQ_INT(exact, 100 * 4 * sizeof(float));
-    CHECK_EQ_INT(kv_plan(c, SIZE_MAX / 2, &cap, &bytes, NULL), CORE_ELIMIT);
+    size_t geom, exact, rb = 4 * sizeof(float);
+    /* 100 rows: a full first page, then 36 rows of a page doubled to 64 */
+    CHECK_EQ_INT(kv_plan(c, 100, &geom, &exact), CORE_OK);
+    CHECK_EQ_INT(geom, 128 * rb);
+    CHECK_EQ_INT(exact, 100 * rb);
+    CHECK_EQ_INT(kv_plan(c, 10, &geom, &exact), CORE_OK);
+    CHECK_EQ_INT(geom, 11 * rb);       /* the first page grows by 1/10 */
+    CHECK_EQ_INT(exact, 10 * rb);
+    CHECK_EQ_INT(kv_plan(c, SIZE_MAX / 2, &geom, NULL), CORE_ELIMIT);
     CHECK_EQ_INT(kv_bytes(c), 0);
+    CHECK_EQ_INT(kv_reserve(c, 100, false), CORE_OK);
+    CHECK_EQ_INT(kv_bytes(c), 128 * rb);
+    CHECK_EQ_INT(kv_length(c), 0);
     kv_free(c);
 }
 
@@ -86,9 +111,7 @@ TEST(append_is_all_or_nothing)
         k[i] = v[i] = (double)i + 1;
     struct attn_inputs in = {.k = k, .v = v};
     CHECK_EQ_INT(kv_append(c, &p, &in, 3), CORE_OK);
-    double before_k[6], before_v[6];
-    memcpy(before_k, kv_k(c, 1), sizeof before_k);
-    memcpy(before_v, kv_v(c, 1), sizeof before_v);
+    double *before_k = rows_of(c, 1, true), *before_v = rows_of(c, 1, false);
     size_t cap0 = kv_capacity(c);
 
     /* a bias that overflows one prepared number to +inf */
@@ -97,8 +120,13 @@ TEST(append_is_all_or_nothing)
     struct attn_inputs bad = {.k = k, .v = v, .bias_k = big, .bias_k_heads = 1};
     CHECK_EQ_INT(kv_append(c, &p, &bad, 3), CORE_ENONFINITE);
     CHECK_EQ_INT(kv_length(c), 3);
-    CHECK(memcmp(kv_k(c, 1), before_k, sizeof before_k) == 0);
-    CHECK(memcmp(kv_v(c, 1), before_v, sizeof before_v) == 0);
+    double *after_k = rows_of(c, 1, true), *after_v = rows_of(c, 1, false);
+    CHECK(memcmp(after_k, before_k, 6 * sizeof(double)) == 0);
+    CHECK(memcmp(after_v, before_v, 6 * sizeof(double)) == 0);
+    free(before_k);
+    free(before_v);
+    free(after_k);
+    free(after_v);
 
     /* bad arguments change nothing either */
     CHECK_EQ_INT(kv_append(c, &p, &in, 0), CORE_EINVAL);
@@ -125,29 +153,41 @@ TEST(truncate_and_fork_are_isolated)
     struct kv_cache *f = kv_fork(c);
     CHECK(f != NULL);
     CHECK_EQ_INT(kv_length(f), 100);
-    CHECK(kv_capacity(f) <= 110);
-    CHECK(memcmp(kv_k(f, 0), kv_k(c, 0), sizeof k) == 0);
+    size_t own, shared;
+    kv_bytes_split(f, &own, &shared);  /* every page shared, none copied */
+    CHECK_EQ_INT(own, 0);
+    CHECK_EQ_INT(shared, kv_bytes(c));
+    double *fk = rows_of(f, 0, true);
+    CHECK(memcmp(fk, k, sizeof k) == 0);
+    free(fk);
 
     kv_truncate(c, 10);
     CHECK_EQ_INT(kv_length(c), 10);
-    CHECK(kv_capacity(c) <= 11);       /* slack given back */
     CHECK_EQ_INT(kv_length(f), 100);   /* fork untouched */
-    CHECK(((const double *)kv_v(f, 0))[99] == 990.0);
+    CHECK(at(f, 0, false, 99) == 990.0);
+    kv_bytes_split(f, &own, &shared);  /* c let the second page go */
+    CHECK_EQ_INT(own, KV_PAGE_ROWS * kv_row_bytes(f));
 
     double k2[2] = {7, 7}, v2[1] = {7};
     CHECK_EQ_INT(kv_append_prepared(f, k2, v2, 1), CORE_OK);
     CHECK_EQ_INT(kv_length(c), 10);
-    CHECK(((const double *)kv_v(c, 0))[9] == 90.0);
-    CHECK(((const double *)kv_v(f, 0))[100] == 7.0);
+    CHECK(at(c, 0, false, 9) == 90.0);
+    CHECK(at(f, 0, false, 100) == 7.0);
+    /* c writes into the shared first page: copied, f keeps the original */
+    CHECK_EQ_INT(kv_append_prepared(c, k2, v2, 1), CORE_OK);
+    CHECK(at(c, 0, false, 10) == 7.0);
+    CHECK(at(f, 0, false, 10) == 100.0);
+    kv_bytes_split(c, &own, &shared);
+    CHECK_EQ_INT(shared, 0);
+    CHECK(kv_capacity(c) <= 13);       /* the copy has the policy's room */
 
     kv_truncate(c, 50);                /* longer than length: no-op */
-    CHECK_EQ_INT(kv_length(c), 10);
+    CHECK_EQ_INT(kv_length(c), 11);
     kv_truncate(c, 0);
     CHECK_EQ_INT(kv_length(c), 0);
     CHECK_EQ_INT(kv_bytes(c), 0);
-    CHECK(kv_k(c, 0) == NULL);
     CHECK_EQ_INT(kv_append_prepared(c, k2, v2, 1), CORE_OK);
-    CHECK(((const double *)kv_k(c, 0))[0] == 7.0);
+    CHECK(at(c, 0, true, 0) == 7.0);
     kv_free(c);
     kv_free(f);
 }

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,15 +71,25 @@ static size_t length_of(struct sess_store *st, const char *id)
     return n;
 }
 
-static size_t bytes_of(struct sess_store *st, const char *id)
+static size_t bytes_of2(struct sess_store *st, const char *id, size_t *shared)
 {
     struct sess *s;
     struct sess_info info;
+    if (shared)
+        *shared = 0;
     if (sess_acquire(st, id, &s) != CORE_OK)
         return 0;
     sess_get_info(st, s, &info);
     sess_release(st, s);
+    if (shared)
+        *shared = info.shared_bytes;
     return info.bytes;
+}
+
+/* The bytes a session alone holds. */
+static size_t bytes_of(struct sess_store *st, const char *id)
+{
+    return bytes_of2(st, id, NULL);
 }
 
 TEST(ids_are_random_urlsafe_and_prefixed)
@@ -313,10 +324,113 @@ TEST(tokens_length_and_accounting)
     CHECK_EQ_INT(length_of(st, a), 1);
     CHECK_EQ_INT(length_of(st, f), 5);
     CHECK_EQ_INT(append_rows(st, f, 1, 0, -1), CORE_EFULL);  /* inherits max */
+    /* a's truncate left the page both hold shared: counted once */
     struct sess_stats stats;
+    size_t sa, sf;
     sess_store_stats(st, &stats);
-    CHECK_EQ_INT(stats.bytes, bytes_of(st, a) + bytes_of(st, f));
+    CHECK_EQ_INT(bytes_of2(st, a, &sa) + bytes_of2(st, f, &sf), 0);
+    CHECK_EQ_INT(sa, sf);
+    CHECK_EQ_INT(stats.bytes, sa);
+    CHECK(sf >= 5 * 32);
+    /* a writes into it: a copies the page, f then holds the original alone */
+    CHECK_EQ_INT(append_rows(st, a, 1, 0, 1), CORE_OK);
+    sess_store_stats(st, &stats);
     CHECK(bytes_of(st, f) >= 5 * 32);
+    CHECK_EQ_INT(bytes_of2(st, a, &sa), 2 * 32);
+    CHECK_EQ_INT(sa, 0);
+    CHECK_EQ_INT(stats.bytes, bytes_of(st, a) + bytes_of(st, f));
+    sess_store_free(st);
+}
+
+/* k of row r of session id, element 0 (NAN when gone). */
+static double row_k0(struct sess_store *st, const char *id, size_t r)
+{
+    struct sess *s;
+    double k[2] = {NAN, NAN};
+    if (sess_acquire(st, id, &s) != CORE_OK)
+        return NAN;
+    if (r < sess_length(s))
+        kv_read_stored(sess_cache(s), 0, r, 1, k, NULL, NULL, NULL);
+    sess_release(st, s);
+    return k[0];
+}
+
+static enum core_status fork_of(struct sess_store *st, const char *id, char *out)
+{
+    struct sess *s;
+    enum core_status rc = sess_acquire(st, id, &s);
+    if (rc != CORE_OK)
+        return rc;
+    rc = sess_fork(st, s, out);
+    sess_release(st, s);
+    return rc;
+}
+
+/* Forks share pages: counted once, the parent deleted first leaves the
+ * forks whole, and lru frees only what a session alone holds. */
+TEST(forks_share_pages_and_lru_counts_own)
+{
+    /* 32 bytes a row; room for 220 rows */
+    struct sess_store *st = new_store(0, 220 * 32, SESS_POLICY_LRU);
+    struct sess_spec sp = small_spec();
+    char p[SESS_ID_MAX], f[SESS_ID_MAX], g[SESS_ID_MAX], q[SESS_ID_MAX];
+    struct sess_stats stats;
+    size_t shared;
+    CHECK_EQ_INT(sess_create(st, &sp, p), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, p, 128, 0, -1), CORE_OK);     /* two full pages */
+    CHECK_EQ_INT(fork_of(st, p, f), CORE_OK);
+    CHECK_EQ_INT(fork_of(st, f, g), CORE_OK);                   /* a fork of a fork */
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 128 * 32);                        /* no copy */
+    CHECK_EQ_INT(bytes_of2(st, g, &shared), 0);
+    CHECK_EQ_INT(shared, 128 * 32);
+    /* g appends: a new page of its own; the shared ones stay */
+    CHECK_EQ_INT(append_rows(st, g, 1, 1000, 128), CORE_OK);
+    CHECK_EQ_INT(bytes_of2(st, g, &shared), 16 * 32);
+    CHECK_EQ_INT(shared, 128 * 32);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 144 * 32);
+    /* q needs 100 rows: 76 are free, and evicting p, f, g frees for sure
+     * only g's own 16 (the shared pages stay while another holds them):
+     * refused, nobody evicted */
+    CHECK_EQ_INT(sess_create(st, &sp, q), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, q, 100, 0, -1), CORE_ECAPACITY);
+    CHECK_EQ_INT(length_of(st, p), 128);
+    CHECK_EQ_INT(length_of(st, f), 128);
+    CHECK_EQ_INT(length_of(st, g), 129);
+    /* the parent deleted first: f and g read every row as before */
+    CHECK_EQ_INT(sess_delete(st, p), CORE_OK);
+    CHECK(row_k0(st, f, 127) == 254.0);
+    CHECK(row_k0(st, g, 127) == 254.0);
+    CHECK(row_k0(st, g, 128) == 1000.0);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 144 * 32);
+    /* g truncates into the shared second page (its own page goes) and
+     * writes there: only that page is copied, f's stays as it was */
+    struct sess *s;
+    CHECK_EQ_INT(sess_acquire(st, g, &s), CORE_OK);
+    CHECK_EQ_INT(sess_truncate(st, s, 70), CORE_OK);
+    sess_release(st, s);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 128 * 32);
+    CHECK_EQ_INT(append_rows(st, g, 2, 2000, 70), CORE_OK);
+    CHECK(row_k0(st, f, 70) == 140.0);
+    CHECK(row_k0(st, g, 70) == 2000.0);
+    CHECK(row_k0(st, g, 69) == 138.0);
+    CHECK_EQ_INT(bytes_of2(st, g, &shared), 16 * 32);           /* the copy */
+    CHECK_EQ_INT(shared, 64 * 32);                              /* the first page */
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 144 * 32);
+    /* f (least recent) alone holds the original second page: evicting it
+     * frees that page, and 80 + 100 rows fit; g stays */
+    CHECK_EQ_INT(append_rows(st, q, 100, 0, -1), CORE_OK);
+    CHECK_EQ_INT(length_of(st, f), (size_t)-1);
+    CHECK_EQ_INT(length_of(st, g), 72);
+    CHECK(row_k0(st, g, 0) == 0.0);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.evictions, 1);
+    CHECK_EQ_INT(stats.bytes, 180 * 32);
+    CHECK_EQ_INT(stats.bytes, bytes_of(st, g) + bytes_of(st, q));
     sess_store_free(st);
 }
 
@@ -338,8 +452,10 @@ TEST(delete_under_a_holder)
     struct sess_stats stats;
     sess_store_stats(st, &stats);
     CHECK_EQ_INT(stats.sessions, 0);
-    CHECK_EQ_INT(stats.bytes, 0);
+    CHECK(stats.bytes > 0);              /* its rows are held until released */
     sess_release(st, s);                 /* frees it (valgrind/asan check) */
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 0);
     sess_store_free(st);
 }
 
@@ -645,6 +761,7 @@ int main(void)
     RUN(reject_policy_limits);
     RUN(lru_policy_evicts_idle_least_recent);
     RUN(tokens_length_and_accounting);
+    RUN(forks_share_pages_and_lru_counts_own);
     RUN(delete_under_a_holder);
     RUN(attend_appends_then_rolls_back_on_error);
     RUN(save_load_round_trip_and_bad_files);
