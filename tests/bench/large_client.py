@@ -20,7 +20,8 @@ the first request of each kind after attnd started (its buffers are new),
 and attnd's CPU milliseconds per request (utime + stime) next to the
 in-process pass's (all threads), which load from others on the machine
 moves far less than wall time: their difference is what the transport,
-parsing and base64 cost.
+parsing and base64 cost. Last, attnd's minor page faults per request
+(buffers faulted in afresh instead of reused).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
@@ -60,10 +61,18 @@ def bodies(n, L, d):
     return b64, (js + q + k + v, len(js))
 
 
-def cpu_ms(pid):
+def stat_fields(pid):
     with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_ms(pid):
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(pid):
+    return int(stat_fields(pid)[7])
 
 
 class Client:
@@ -93,8 +102,11 @@ def main():
     }
     cli = Client(url)
     first = {}
+    first_faults = {}
     for name, (path, body, hdrs) in kinds.items():
+        f0 = minor_faults(pid)
         first[name], data, r = cli.post(path, body, hdrs)
+        first_faults[name] = minor_faults(pid) - f0
         if name == "b64":
             out = json.loads(data)["output"]
             assert out["shape"] == [n, d] and len(base64.b64decode(out["data"])) == n * d * 4
@@ -104,6 +116,7 @@ def main():
     rounds = max(3, reps // 3)
     per = max(1, reps // rounds)
     inproc, inproc_cpu, wall, cpu = [], [], {k: [] for k in kinds}, {k: [] for k in kinds}
+    faults = {k: 0 for k in kinds}
     env = dict(os.environ, BENCH_PREFILL="%dx%dx%d" % (n, L, d))
     for _ in range(rounds):
         out = subprocess.run([build + "/bench/bench_core", "3"], env=env, check=True,
@@ -112,10 +125,11 @@ def main():
         kernel = out[3]
         inproc_cpu.append(float(out[5]))
         for name, (path, body, hdrs) in kinds.items():
-            c0 = cpu_ms(pid)
+            c0, f0 = cpu_ms(pid), minor_faults(pid)
             for _ in range(per):
                 wall[name].append(cli.post(path, body, hdrs)[0])
             cpu[name].append(cpu_ms(pid) - c0)
+            faults[name] += minor_faults(pid) - f0
     comp = statistics.median(inproc)
     comp_cpu = statistics.median(inproc_cpu)
     print("  in-process prefill n=%d L=%d d=%d on 2 cores (kernel %s): %.2f ms (median of %d), "
@@ -125,9 +139,11 @@ def main():
     for name in kinds:
         w = statistics.median(wall[name])
         print("  %-4s client %.2f ms per request (median of %d; first after start %.2f ms); "
-              "attnd CPU %.1f ms per request (%.1f more than in-process); client / in-process %.2fx"
+              "attnd CPU %.1f ms per request (%.1f more than in-process); client / in-process %.2fx; "
+              "page faults %.0f per request (first %d)"
               % (name, w, len(wall[name]), first[name], statistics.median(cpu[name]),
-                 statistics.median(cpu[name]) - comp_cpu, w / comp))
+                 statistics.median(cpu[name]) - comp_cpu, w / comp,
+                 faults[name] / len(wall[name]), first_faults[name]))
     label = {"b64": "base64 JSON in and out (/v1/attention)",
              "v2": "OIP v2 binary in and out (/v2 infer)"}
     for name in kinds:
