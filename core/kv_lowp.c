@@ -46,7 +46,10 @@
 #define LP_WIN 8
 #define LP_WIN_BYTES ((size_t)1 << 20)
 #ifndef LP_PF_BYTES
-#define LP_PF_BYTES 8192            /* K+V bytes ahead asked for (prefetcht0) */
+#define LP_PF_BYTES 8192            /* K+V bytes ahead asked for */
+#endif
+#ifndef LP_PF_LOCALITY
+#define LP_PF_LOCALITY 3            /* __builtin_prefetch's: 3 is prefetcht0 */
 #endif
 
 bool kv_lowp_takes(const struct attn_request *r)
@@ -292,6 +295,20 @@ LP_FN __m512 LP_(exp)(__m512 x) { return simd_exp16(x); }
 LP_FN float LP_(hsum)(__m512 x) { return _mm512_reduce_add_ps(x); }
 LP_FN float LP_(hmax)(__m512 x) { return _mm512_reduce_max_ps(x); }
 
+LP_FN void LP_(hsum4)(__m512 a, __m512 b, __m512 c, __m512 d, float *x)
+{
+    /* per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3], then the four sums */
+    __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    __m512 s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab),
+                                                                  _mm512_castps_pd(cd))),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab),
+                                                                  _mm512_castps_pd(cd))));
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    _mm_storeu_ps(x, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
 LP_FN double LP_(hsum_d)(__m512 x)
 {
     __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
@@ -357,6 +374,13 @@ LP_FN float LP_(hmax)(__m256 a)
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
+}
+
+LP_FN void LP_(hsum4)(__m256 a, __m256 b, __m256 c, __m256 d, float *x)
+{
+    /* hadd twice: per 128-bit half [a, b, c, d] partial sums, then the halves */
+    __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(x, _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)));
 }
 
 LP_FN double LP_(hsum_d)(__m256 a)

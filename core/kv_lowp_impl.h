@@ -25,6 +25,7 @@
  *   LP_(ldf), (stf), (set1), (zero), (fma), (add), (mul), (max)
  *   LP_(exp)(x)          e^x lane-wise, for x <= ~0 (-inf gives 0)
  *   LP_(hsum)(x)         float sum of the lanes; LP_(hsum_d): in double
+ *   LP_(hsum4)(a, b, c, d, x)   the four sums into x [4]
  *   LP_(hmax)(x)         largest lane
  */
 
@@ -40,6 +41,45 @@ LP_FN float LP_(dot)(enum kv_store st, const float *q, const void *row, size_t d
     if (c < d)
         a0 = LP_(fma)(LP_(ldf)(q + c), LP_(ld)(st, row, c), a0);
     return LP_(hsum)(LP_(add)(a0, a1));
+}
+
+/* q · the 4 rows at row, row + rb, ... (rb bytes apart) -> x [4]: four
+ * chains at once, reduced together (LP_(hsum4)). */
+LP_FN void LP_(dot4)(enum kv_store st, const float *q, const char *row, size_t rb, size_t d,
+                     float *x)
+{
+    LP_VEC a0 = LP_(zero)(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t c = 0; c < d; c += LP_LANES) {
+        LP_VEC qv = LP_(ldf)(q + c);
+        a0 = LP_(fma)(qv, LP_(ld)(st, row, c), a0);
+        a1 = LP_(fma)(qv, LP_(ld)(st, row + rb, c), a1);
+        a2 = LP_(fma)(qv, LP_(ld)(st, row + 2 * rb, c), a2);
+        a3 = LP_(fma)(qv, LP_(ld)(st, row + 3 * rb, c), a3);
+    }
+    LP_(hsum4)(a0, a1, a2, a3, x);
+}
+
+/* srow [LP_KB] = scale · q · the na rows at K (rb bytes apart; int8: times
+ * each row's scale ks[j]), -inf past them. False when one is not finite. */
+LP_FN bool LP_(scores)(enum kv_store st, const float *q, float scale, const char *K, size_t rb,
+                       size_t d, const float *ks, size_t na, float *srow)
+{
+    bool ok = true;
+    size_t j = 0;
+    for (; j + 4 <= na; j += 4)
+        LP_(dot4)(st, q, K + j * rb, rb, d, srow + j);
+    for (; j < na; j++)
+        srow[j] = LP_(dot)(st, q, K + j * rb, d);
+    for (j = 0; j < na; j++) {
+        float x = scale * srow[j];
+        if (st == KV_STORE_I8)
+            x *= ks[j];
+        ok &= isfinite(x) != 0;
+        srow[j] = x;
+    }
+    for (; j < LP_KB; j++)
+        srow[j] = -INFINITY;
+    return ok;
 }
 
 /* o [dv] += Σ_j p[j] · V row j, nb rows of stride dv elements (esz bytes
@@ -113,7 +153,7 @@ LP_FN bool LP_(softmax)(float *srow, float *m, double *l, float *o, size_t dv)
 LP_FN void LP_(prefetch)(const char *p, size_t from, size_t to)
 {
     for (size_t b = from & ~(size_t)63; b < to; b += 64)
-        __builtin_prefetch(p + b, 0, 3);
+        __builtin_prefetch(p + b, 0, LP_PF_LOCALITY);
 }
 
 /* The range's rows against the query rows q, into the running state s
@@ -140,15 +180,8 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
             size_t lim = q->lim[t % q->n], key = rg->key0 + b0;
             size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
             float *srow = sb + t * LP_KB;
-            for (size_t j = 0; j < na; j++) {
-                float x = q->scale * LP_(dot)(st, qt, K + (b0 + j) * kb, dk);
-                if (st == KV_STORE_I8)
-                    x *= rg->ks[b0 + j];
-                ok &= isfinite(x) != 0;
-                srow[j] = x;
-            }
-            for (size_t j = na; j < LP_KB; j++)
-                srow[j] = -INFINITY;
+            ok &= LP_(scores)(st, qt, q->scale, K + b0 * kb, kb, dk,
+                              rg->ks ? rg->ks + b0 : NULL, na, srow);
             float *o = s->o + t * dv;
             if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
                 continue;
