@@ -324,9 +324,16 @@ static float raw_bar(const struct attn_params *p, double f)
  * (e·nh + slot_head[head])·n + i. */
 struct xstream {
     const struct xjob *j;
-    size_t glob0;
-    size_t *cnt;                    /* keys kept per row */
+    size_t glob0, nrows;
+    size_t *cnt;                    /* [nrows] keys kept per row */
 };
+
+/* The pass may run rows outside the range (a tile that straddles it, for
+ * the whole pass's bits): their scores are not ours. */
+static inline bool xs_mine(const struct xstream *xs, size_t gr)
+{
+    return gr >= xs->glob0 && gr - xs->glob0 < xs->nrows;
+}
 
 static size_t xs_slot(const struct xstream *xs, size_t gr)
 {
@@ -358,8 +365,8 @@ static void feed_lanes(struct xstream *xs, size_t row0, size_t rows, size_t k0, 
     float bar[XS_LANES];
     size_t r8 = (rows + 7) / 8 * 8;
     for (size_t t = 0; t < r8; t++) {
-        bool sees = t < rows && (size_t)lo[t] < k0 + kw && (size_t)hi[t] > k0 &&
-                    lo[t] < hi[t];
+        bool sees = t < rows && xs_mine(xs, row0 + t) && (size_t)lo[t] < k0 + kw &&
+                    (size_t)hi[t] > k0 && lo[t] < hi[t];
         struct kheap h = sees ? xs_heap(xs, row0 + t) : (struct kheap){0};
         bar[t] = sees ? raw_bar(p, kh_bar(&h)) : INFINITY;
     }
@@ -396,6 +403,8 @@ static void xs_feed(void *ctx, size_t row0, size_t rows, size_t k0, size_t kw, c
         return;
     }
     for (size_t t = 0; t < rows; t++) {
+        if (!xs_mine(xs, row0 + t))
+            continue;
         struct kheap h = xs_heap(xs, row0 + t);
         double bar = kh_bar(&h);
         size_t ja = 0, jb = kw;
@@ -420,7 +429,9 @@ static void xs_feed(void *ctx, size_t row0, size_t rows, size_t k0, size_t kw, c
 static void xs_reset(void *ctx, size_t row0, size_t rows)
 {
     struct xstream *xs = ctx;
-    memset(xs->cnt + (row0 - xs->glob0), 0, rows * sizeof *xs->cnt);
+    for (size_t t = 0; t < rows; t++)
+        if (xs_mine(xs, row0 + t))
+            xs->cnt[row0 + t - xs->glob0] = 0;
 }
 
 /* Row gr complete: its kept keys sorted best-first, turned into weights
@@ -430,6 +441,8 @@ static void xs_done(void *ctx, size_t gr, double l, bool base2)
 {
     (void)base2;                        /* fed scores are final scores either way */
     struct xstream *xs = ctx;
+    if (!xs_mine(xs, gr))
+        return;
     const struct attn_request *r = xs->j->r;
     struct kheap h = xs_heap(xs, gr);
     size_t k = xs->j->x->top_k, slot = xs_slot(xs, gr), m = h.m;
@@ -472,7 +485,7 @@ static enum core_status stream_piece(const struct xjob *j, size_t slot0, size_t 
     size_t *cnt = calloc(nb, sizeof *cnt);
     enum core_status st = (j->want_out || own) && cnt ? CORE_OK : CORE_ENOMEM;
     if (st == CORE_OK) {
-        struct xstream xs = {j, glob0, cnt};
+        struct xstream xs = {j, glob0, nb, cnt};
         struct attn_score_sink sink = {&xs, xs_feed, xs_reset, xs_done};
         struct attn_request rq = *j->r;
         rq.outputs = ATTN_OUT_OUTPUT;
@@ -506,7 +519,7 @@ static enum core_status stream_whole(const struct xjob *j, struct attn_ws *ws, s
     size_t *cnt = calloc(rows, sizeof *cnt);
     enum core_status st = o && (e || !j->out->empty) && cnt ? CORE_OK : CORE_ENOMEM;
     if (st == CORE_OK) {
-        struct xstream xs = {j, 0, cnt};
+        struct xstream xs = {j, 0, rows, cnt};
         struct attn_score_sink sink = {&xs, xs_feed, xs_reset, xs_done};
         struct attn_request rq = *j->r;
         rq.outputs = ATTN_OUT_OUTPUT;
