@@ -808,6 +808,49 @@ static void *rows_at(void *base, size_t slot, size_t glob, size_t row_bytes)
     return (void *)(slot >= glob ? b + (slot - glob) * row_bytes : b - (glob - slot) * row_bytes);
 }
 
+/* A score sink that passes on only the rows [rb, re) (a piece computes
+ * rows around them that belong to other pieces). */
+struct sink_range {
+    const struct attn_score_sink *to;
+    size_t rb, re, esz;
+};
+
+static bool clip_rows(const struct sink_range *f, size_t *row0, size_t *rows, size_t *skip)
+{
+    size_t a = *row0 > f->rb ? *row0 : f->rb, e = *row0 + *rows < f->re ? *row0 + *rows : f->re;
+    if (a >= e)
+        return false;
+    *skip = a - *row0;
+    *row0 = a;
+    *rows = e - a;
+    return true;
+}
+
+static void range_feed(void *ctx, size_t row0, size_t rows, size_t k0, size_t kw, const void *s,
+                       size_t ts, size_t js, const int32_t *lo, const int32_t *hi)
+{
+    const struct sink_range *f = ctx;
+    size_t skip;
+    if (clip_rows(f, &row0, &rows, &skip))
+        f->to->feed(f->to->ctx, row0, rows, k0, kw, (const char *)s + skip * ts * f->esz, ts, js,
+                    lo ? lo + skip : NULL, hi ? hi + skip : NULL);
+}
+
+static void range_reset(void *ctx, size_t row0, size_t rows)
+{
+    const struct sink_range *f = ctx;
+    size_t skip;
+    if (clip_rows(f, &row0, &rows, &skip))
+        f->to->reset(f->to->ctx, row0, rows);
+}
+
+static void range_done(void *ctx, size_t row, double l, bool base2)
+{
+    const struct sink_range *f = ctx;
+    if (row >= f->rb && row < f->re)
+        f->to->done(f->to->ctx, row, l, base2);
+}
+
 /* Global rows [t0, t1) run as one piece into scratch, then rows [rb, re)
  * of it (a part) copied to out: the piece computes exactly what it computes
  * inside the whole pass. */
@@ -836,8 +879,13 @@ static enum core_status piece_copy(const struct attn_run *x, const struct attn_i
         .output = ot ? rows_at(po, 0, t0, vb) : NULL,
         .empty = rows_at(pe, 0, t0, 1),
     };
-    enum core_status st = whole ? forward_kv_split(x, in, kv, &tmp, ws, t0, t1, w)
-                                : forward_kv_serial(x, in, kv, &tmp, ws, t0, t1, w);
+    struct attn_run y = *x;             /* its score sink sees [rb, re) only */
+    struct sink_range f = {x->r.score_sink, rb, re, esz};
+    struct attn_score_sink fs = {&f, range_feed, range_reset, range_done};
+    if (x->r.score_sink)
+        y.r.score_sink = &fs;
+    enum core_status st = whole ? forward_kv_split(&y, in, kv, &tmp, ws, t0, t1, w)
+                                : forward_kv_serial(&y, in, kv, &tmp, ws, t0, t1, w);
     for (size_t g = rb; st == CORE_OK && g < re; g++) {
         size_t t = g - t0;
         if (sc)
