@@ -666,7 +666,8 @@ json_t *api_rope_json(const struct attn_params *p, size_t d_k)
         return json_false();
     j = json_pack("{s:f, s:s, s:I}", "base", p->rope_base, "pairs",
                   p->rope_pairs == ATTN_ROPE_HALF ? "half" : "interleaved",
-                  "dims", (json_int_t)(p->rope_dims ? p->rope_dims : d_k));
+                  "dims", (json_int_t)(p->rope_dims == ATTN_ROPE_DIMS_ZERO ? 0
+                                       : p->rope_dims ? p->rope_dims : d_k));
     if (!j || sc->type == ATTN_ROPE_SCALING_NONE)
         return j;
     for (t = 0; t < sizeof scaling_types / sizeof scaling_types[0]; t++)

@@ -3,12 +3,17 @@
  *
  * GET runs core/verify on the built-in example; POST runs it on
  * the caller's one head: q [n][d_k], k [L][d_k], v [L][d_v], "bias" {q,k,v},
- * "softmax" (+ "sink_logit"), "rope", "scale", "tolerance", "dtype", read
- * with the same readers (and so the same errors and limits) as
+ * "softmax" (+ "sink_logit", a number or [h] per-head logits), "rope" (with
+ * dims and scaling), "positions", "segments", "window", "softcap", "scale",
+ * "tolerance", "dtype" (float16 / bfloat16 too: the numbers are rounded to
+ * it, the math runs in float32 and every number of the report's matrices is
+ * rounded to it, a value past its range being 422 non_finite naming it),
+ * read with the same readers (and so the same errors and limits) as
  * /v1/attention. The report is streamed into a capped buffer:
  *
  *   {"passed":…, "example":"builtin"|"request", "about":…,
- *    "inputs":{q,k,v,bias,softmax,sink_logit,rope,scale},
+ *    "inputs":{q,k,v,bias,softmax,sink_logit,rope,scale, and the given
+ *              positions,segments,window,softcap},
  *    "dtype":…, "scale":…, "tolerance":…, "tolerance_note":…,
  *    "checks":[{"id","name","claim","applicable","passed","max_abs_diff",
  *               "tolerance","expect_change","note","data":{name: number |
@@ -39,12 +44,14 @@ static const char builtin_about[] =
 struct verify_req {
     struct api_tensor q, k, v;
     struct api_bias bias;
+    struct api_seqs seqs;
+    double *sinks;
     struct verify_input in;
 };
 
 static const char *const verify_fields[] = {
     "q", "k", "v", "bias", "softmax", "sink_logit", "rope", "scale",
-    "tolerance", "dtype", NULL};
+    "tolerance", "dtype", "positions", "segments", "window", "softcap", NULL};
 
 static void verify_req_free(struct verify_req *r)
 {
@@ -52,6 +59,8 @@ static void verify_req_free(struct verify_req *r)
     api_tensor_free(&r->k);
     api_tensor_free(&r->v);
     api_bias_free(&r->bias);
+    api_seqs_free(&r->seqs);
+    free(r->sinks);
 }
 
 /* A member of obj, or NULL when absent or JSON null (as /v1/attention). */
@@ -122,6 +131,55 @@ static bool read_tolerance(struct api_call *c, const json_t *v, double *out)
     return true;
 }
 
+/* "softmax" and "sink_logit": a number, or [h] per-head logits (check
+ * 23's heads; the first is the sink of the caller's head). */
+static bool read_sinks(struct api_call *c, const json_t *body, struct verify_req *r)
+{
+    const json_t *s = member(body, "sink_logit");
+    size_t heads = json_is_array(s) ? json_array_size(s) : 1;
+    struct attn_params p = {0};
+
+    if (heads > VERIFY_MAX_SINKS) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/sink_logit", "verify takes at most %d per-head "
+                 "sink logits, got %zu", VERIFY_MAX_SINKS, heads);
+        return false;
+    }
+    if (!api_read_sinks(c, body, "", heads ? heads : 1, &p, &r->sinks))
+        return false;
+    r->in.softmax = p.softmax;
+    r->in.sink_logit = p.sink_logit;
+    r->in.sinks = r->sinks;
+    r->in.n_sinks = r->sinks ? heads : 0;
+    return true;
+}
+
+/* rope (dims, scaling), positions, segments (one row each: verify takes
+ * one head of one batch element), window and softcap. */
+static bool read_model(struct api_call *c, const json_t *body, size_t *budget,
+                       struct verify_req *r)
+{
+    struct verify_input *in = &r->in;
+    struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v, 1};
+    struct attn_params p = {0};
+
+    if (!api_read_rope_params(c, member(body, "rope"), "/rope", in->d_k, &p) ||
+        !api_read_seqs(c, member(body, "positions"), member(body, "segments"), "", &s, budget,
+                       &r->seqs) ||
+        !api_read_window(c, member(body, "window"), "/window", &in->window) ||
+        !api_read_softcap(c, member(body, "softcap"), "/softcap", &in->softcap))
+        return false;
+    in->rope = p.rope;
+    in->rope_base = p.rope ? p.rope_base : 10000.0;
+    in->rope_pairs = p.rope_pairs;
+    in->rope_dims = p.rope_dims;
+    in->rope_scaling = p.rope_scaling;
+    in->pos_q = r->seqs.pos_q;
+    in->pos_k = r->seqs.pos_k;
+    in->seg_q = r->seqs.seg_q;
+    in->seg_k = r->seqs.seg_k;
+    return true;
+}
+
 static bool read_options(struct api_call *c, const json_t *body,
                          size_t *budget, struct verify_req *r)
 {
@@ -129,9 +187,7 @@ static bool read_options(struct api_call *c, const json_t *body,
     struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v, 1};
     bool given = false;
 
-    if (!api_read_softmax(c, body, "", &in->softmax, &in->sink_logit) ||
-        !api_read_rope(c, member(body, "rope"), "/rope", in->d_k, &in->rope, &in->rope_base,
-                       &in->rope_pairs) ||
+    if (!read_sinks(c, body, r) || !read_model(c, body, budget, r) ||
         !api_read_scale(c, member(body, "scale"), "/scale",
                         &in->scale, &given) ||
         !read_tolerance(c, member(body, "tolerance"), &in->tolerance) ||
@@ -152,7 +208,7 @@ static bool read_verify(struct api_call *c, const json_t *body,
 
     memset(r, 0, sizeof *r);
     if (!api_check_fields(c, body, "", verify_fields) ||
-        !api_read_dtype(c, member(body, "dtype"), "/dtype", &r->in.dtype) ||
+        !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &r->in.dtype, &c->half) ||
         !read_qkv(c, body, &budget, r) || !read_options(c, body, &budget, r)) {
         verify_req_free(r);
         return false;
@@ -165,11 +221,43 @@ static bool read_verify(struct api_call *c, const json_t *body,
 struct vw {
     struct api_buf *b;
     enum attn_dtype dt;     /* numbers print as the shortest text of this */
+    enum api_half half;     /* or, for a float16/bfloat16 request, of this */
+    const char *where[2];   /* the matrix being written: check, array */
+    char over[160];         /* the first matrix with a value past half's range */
 };
+
+/* A value of where[] past the half format's range: remembered (the
+ * report is answered 422 instead). */
+static void overflowed(struct vw *w, size_t at)
+{
+    if (!w->over[0])
+        snprintf(w->over, sizeof w->over, "%s%s%s element %zu", w->where[0],
+                 w->where[1] ? "." : "", w->where[1] ? w->where[1] : "", at);
+}
+
+/* x rounded to the half format into f [count] (non-finite kept: null). */
+static bool half_copy(struct vw *w, const double *x, size_t count, float *f)
+{
+    for (size_t i = 0; i < count; i++) {
+        f[i] = (float)x[i];
+        if (isfinite(x[i]) && !api_half_round(w->half, x[i], &f[i], NULL)) {
+            overflowed(w, i);
+            return false;
+        }
+    }
+    return true;
+}
 
 static void put_num(struct vw *w, double x)
 {
-    if (w->dt == ATTN_F32) {
+    if (w->half) {
+        float f;
+        size_t one = 1;
+        if (half_copy(w, &x, 1, &f))
+            api_write_matrix_half(w->b, &f, w->half, 0, &one, 0);
+        else
+            api_buf_puts(w->b, "null");
+    } else if (w->dt == ATTN_F32) {
         float f = (float)x;
         api_write_number(w->b, ATTN_F32, &f, 0);
     } else {
@@ -198,9 +286,13 @@ static void put_array(struct vw *w, const double *x, int rank, size_t rows,
         w->b->failed = true;    /* answered as 500 internal */
         return;
     }
-    for (size_t i = 0; i < count; i++)
-        f[i] = (float)x[i];
-    api_write_matrix(w->b, f, ATTN_F32, rank, sh, 0, true);
+    if (!w->half) {
+        for (size_t i = 0; i < count; i++)
+            f[i] = (float)x[i];
+        api_write_matrix(w->b, f, ATTN_F32, rank, sh, 0, true);
+    } else if (half_copy(w, x, count, f)) {
+        api_write_matrix_half(w->b, f, w->half, rank, sh, 0);
+    }
     free(f);
 }
 
@@ -214,8 +306,28 @@ static void put_input(struct vw *w, const void *x, int rank, size_t rows,
         api_buf_puts(w->b, "null");
         return;
     }
-    api_write_matrix(w->b, x, w->dt, rank, rank == 2 ? shape : shape + 1, 0,
-                     true);
+    if (w->half)            /* read as half values already */
+        api_write_matrix_half(w->b, x, w->half, rank, rank == 2 ? shape : shape + 1, 0);
+    else
+        api_write_matrix(w->b, x, w->dt, rank, rank == 2 ? shape : shape + 1, 0, true);
+}
+
+/* A JSON value the readers' writers built (e.g. the rope object). */
+static void put_json(struct vw *w, json_t *v)
+{
+    char *t = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : NULL;
+    api_buf_puts(w->b, t ? t : "null");
+    free(t);
+    json_decref(v);
+}
+
+/* int64 [count] as a JSON array. */
+static void put_ints(struct vw *w, const int64_t *x, size_t count)
+{
+    api_buf_putc(w->b, '[');
+    for (size_t i = 0; i < count; i++)
+        api_buf_printf(w->b, "%s%lld", i ? "," : "", (long long)x[i]);
+    api_buf_putc(w->b, ']');
 }
 
 static void put_key(struct vw *w, const char *key, bool first)
@@ -247,21 +359,55 @@ static void put_inputs(struct vw *w, const struct verify_input *in,
     api_buf_putc(w->b, '}');
     put_key(w, "softmax", false);
     api_write_string(w->b, api_softmax_name(in->softmax));
+    struct attn_params p = {.softmax = in->softmax, .sink_logit = in->sink_logit,
+                            .sink_logits = in->sinks, .rope = in->rope,
+                            .rope_base = in->rope_base, .rope_pairs = in->rope_pairs,
+                            .rope_dims = in->rope_dims, .rope_scaling = in->rope_scaling};
     if (in->softmax == ATTN_SOFTMAX_SINK) {
         put_key(w, "sink_logit", false);
-        api_write_number(w->b, ATTN_F64, &in->sink_logit, 0);
+        put_json(w, api_sinks_json(&p, in->n_sinks));
     }
     put_key(w, "rope", false);
-    if (in->rope) {
-        api_buf_puts(w->b, "{\"base\":");
-        api_write_number(w->b, ATTN_F64, &in->rope_base, 0);
-        api_buf_printf(w->b, ",\"pairs\":\"%s\"}",
-                       in->rope_pairs == ATTN_ROPE_HALF ? "half" : "interleaved");
-    } else {
+    if (in->rope)
+        put_json(w, api_rope_json(&p, in->d_k));
+    else
         api_buf_puts(w->b, "null");
-    }
     put_key(w, "scale", false);
     api_write_number(w->b, ATTN_F64, &scale, 0);
+    static const char *const side[2] = {"q", "k"};
+    const int64_t *pos[2] = {in->pos_q, in->pos_k}, *seg[2] = {in->seg_q, in->seg_k};
+    size_t len[2] = {in->n, in->L};
+    for (int t = 0; t < 2; t++) {       /* positions, segments: as given */
+        const int64_t *const *a = t ? seg : pos;
+        if (!a[0] && !a[1])
+            continue;
+        put_key(w, t ? "segments" : "positions", false);
+        api_buf_putc(w->b, '{');
+        for (int u = 0, first = 1; u < 2; u++)
+            if (a[u]) {
+                put_key(w, side[u], first);
+                put_ints(w, a[u], len[u]);
+                first = 0;
+            }
+        api_buf_putc(w->b, '}');
+    }
+    if (in->window.on) {
+        put_key(w, "window", false);
+        api_buf_putc(w->b, '{');
+        const int64_t wv[3] = {in->window.left, in->window.right, in->window.sinks};
+        static const char *const wk[3] = {"left", "right", "sinks"};
+        for (int t = 0, first = 1; t < 3; t++)
+            if (wv[t] >= 0 && (t < 2 || wv[t] > 0)) {
+                put_key(w, wk[t], first);
+                api_buf_printf(w->b, "%lld", (long long)wv[t]);
+                first = 0;
+            }
+        api_buf_putc(w->b, '}');
+    }
+    if (in->softcap > 0) {
+        put_key(w, "softcap", false);
+        api_write_number(w->b, ATTN_F64, &in->softcap, 0);
+    }
     api_buf_putc(w->b, '}');
 }
 
@@ -279,6 +425,12 @@ static void put_check(struct vw *w, const struct verify_check *ck)
     api_write_number(w->b, ATTN_F64, &ck->tolerance, 0);
     api_buf_printf(w->b, ",\"expect_change\":%s",
                    ck->expect_change ? "true" : "false");
+    enum api_half half = w->half;
+    enum attn_dtype dt = w->dt;
+    if (ck->precision_study && half) {  /* numbers about precisions: float64 */
+        w->half = API_HALF_NONE;
+        w->dt = ATTN_F64;
+    }
     put_key(w, "note", false);
     if (ck->note && ck->note[0])
         api_write_string(w->b, ck->note);
@@ -288,9 +440,13 @@ static void put_check(struct vw *w, const struct verify_check *ck)
     api_buf_putc(w->b, '{');
     for (size_t i = 0; i < ck->n_data; i++) {
         const struct verify_array *a = &ck->data[i];
+        w->where[0] = ck->name;
+        w->where[1] = a->name;
         put_key(w, a->name, i == 0);
         put_array(w, a->data, a->rank, a->rows, a->cols);
     }
+    w->half = half;
+    w->dt = dt;
     api_buf_puts(w->b, "}}");
 }
 
@@ -301,8 +457,11 @@ static void put_table(struct vw *w, const struct verify_report *r, int which)
         const struct verify_condition *t = &r->table[which][c];
         api_buf_puts(w->b, c ? ",{\"condition\":" : "{\"condition\":");
         api_write_string(w->b, t->name);
+        w->where[0] = which == VERIFY_TABLE_STANDARD ? "table.standard" : "table.softmax1";
+        w->where[1] = "scores";
         put_key(w, "scores", false);
         put_array(w, t->scores, 2, r->n, r->L);
+        w->where[1] = "weights";
         put_key(w, "weights", false);
         put_array(w, t->weights, 2, r->n, r->L);
         api_buf_putc(w->b, '}');
@@ -322,12 +481,22 @@ static void put_report(struct vw *w, const struct verify_report *r,
     }
     put_key(w, "inputs", false);
     put_inputs(w, in, r->scale);
-    api_buf_printf(w->b, ",\"dtype\":\"%s\",\"scale\":", attn_dtype_name(r->dtype));
+    api_buf_printf(w->b, ",\"dtype\":\"%s\",\"scale\":",
+                   w->half ? api_half_name(w->half) : attn_dtype_name(r->dtype));
     api_write_number(w->b, ATTN_F64, &r->scale, 0);
     put_key(w, "tolerance", false);
     api_write_number(w->b, ATTN_F64, &r->tolerance, 0);
     put_key(w, "tolerance_note", false);
-    api_write_string(w->b, r->tolerance_note ? r->tolerance_note : "");
+    if (w->half) {          /* the float32 tolerance: the math runs in float32 */
+        char note[512];
+        snprintf(note, sizeof note, "%s The inputs are %s values; the checks run in "
+                 "float32 and compare float32 results (the matrices shown are rounded to "
+                 "%s).", r->tolerance_note ? r->tolerance_note : "", api_half_name(w->half),
+                 api_half_name(w->half));
+        api_write_string(w->b, note);
+    } else {
+        api_write_string(w->b, r->tolerance_note ? r->tolerance_note : "");
+    }
     api_buf_puts(w->b, ",\"checks\":[");
     for (size_t i = 0; i < r->n_checks; i++) {
         if (i)
@@ -344,18 +513,19 @@ static void put_report(struct vw *w, const struct verify_report *r,
 /* ---- running ------------------------------------------------------------ */
 
 /* Numbers the report will hold, bounded before computing: every data array
- * and table entry is one of [n][L+1], [n+L][d_k], [n][d_v], [L][d_k] or
- * shorter, and there are fewer than 96 of them. */
+ * and table entry is one of [n][L+1], [n+L][d_k], [n][d_v], [L][d_k],
+ * check 23's [sinks·n][L] or shorter, and there are fewer than 96 of them. */
 static bool verify_numbers_bound(const struct verify_input *in, size_t *out)
 {
-    size_t nl, nq, nv, lk, sum, L1, nL, dk1;
+    size_t nl, nq, nv, lk, sum, L1, nL, dk1, hs;
 
     return core_add(in->L, 1, &L1) && core_add(in->n, in->L, &nL) &&
            core_add(in->d_k, 1, &dk1) && core_mul(in->n, L1, &nl) &&
            core_mul(nL, dk1, &nq) &&
            core_mul(in->n, in->d_v, &nv) && core_mul(in->L, in->d_k, &lk) &&
+           core_mul3(in->n_sinks, in->n, in->L, &hs) &&      /* check 23's heads */
            core_add(nl, nq, &sum) && core_add(sum, nv, &sum) &&
-           core_add(sum, lk, &sum) && core_mul(sum, 96, out);
+           core_add(sum, lk, &sum) && core_add(sum, hs, &sum) && core_mul(sum, 96, out);
 }
 
 static void verify_answer(struct api_call *c, const struct verify_input *in,
@@ -389,9 +559,15 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
         return;
     }
     api_buf_init(&buf, bytes);
-    struct vw w = {&buf, rep.dtype};
+    struct vw w = {&buf, rep.dtype, c->half, {"inputs", NULL}, ""};
     put_report(&w, &rep, in, builtin, api_now_us() - c->t0_us);
     verify_report_free(&rep);
+    if (w.over[0]) {
+        api_buf_free(&buf);
+        api_fail(c, API_ERR_NON_FINITE, NULL, "%s is outside the %s range", w.over,
+                 api_half_name(c->half));
+        return;
+    }
     api_reply_buf(c, 200, &buf);
 }
 

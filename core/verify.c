@@ -157,6 +157,17 @@ static void vx_request(const struct vx *c, const struct vrun *r,
     rq->params.rope = r->rope;
     rq->params.rope_base = r->rope ? r->rope_base : 10000.0;
     rq->params.rope_pairs = r->rope_pairs;
+    if (r->rope && c->in->rope) {   /* the request's partial rotary and scaling */
+        rq->params.rope_dims = c->in->rope_dims;
+        rq->params.rope_scaling = c->in->rope_scaling;
+    }
+    rq->pos_q = r->pq;
+    rq->pos_k = r->pk;
+    if (r->positions && r->n == c->n && r->L == c->L) {
+        rq->pos_q = c->in->pos_q;
+        rq->pos_k = c->in->pos_k;
+    }
+    rq->pos_q_batches = rq->pos_k_batches = 1;
     rq->causal = r->causal;
     rq->empty_rows = ATTN_EMPTY_ZERO;
     rq->attn_bias_heads = 1;
@@ -1086,6 +1097,7 @@ static enum core_status check_rope(struct vx *c, struct verify_check *ck)
     struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_Q);
     struct vpass a, b;
     r.rope = true;
+    r.positions = true;
     if (c->in->rope) {
         r.rope_base = c->in->rope_base;
         r.rope_pairs = c->in->rope_pairs;
@@ -1108,11 +1120,11 @@ static enum core_status check_rope(struct vx *c, struct verify_check *ck)
     }
     ck->expect_change = true;
     ck->max_abs_diff = verify_maxdiff(a.w, b.w, n * L);
-    verify_ck_note(ck, "RoPE base %g, %s pairs%s; keys at positions 0..L-1, queries "
-            "at L-n..L-1; passes when the weights change.",
+    verify_ck_note(ck, "RoPE base %g, %s pairs%s; %s; passes when the weights change.",
             r.rope_base, r.rope_pairs == ATTN_ROPE_HALF ? "half" : "interleaved",
             c->in->rope ? " (the request's)" : " (the default, as the request "
-            "has none)");
+            "has none)", c->in->pos_q || c->in->pos_k ? "at the request's positions"
+            : "keys at positions 0..L-1, queries at L-n..L-1");
     TRY(verify_ck_mat(ck, "score_shift_with_rope", n, L, sr));
     TRY(verify_ck_mat(ck, "score_shift_without_rope", n, L, s0));
     TRY(verify_ck_vec(ck, "score_shift_spread", n, spread));
@@ -1494,7 +1506,9 @@ static const struct {
      "A request with packed segments equals one request per segment, its rows "
      "in the original order.", verify_check_segments},
     {"window_over_every_key",
-     "A window with left = L equals the same causal attention without a window.",
+     "A window whose left side reaches every key (left = L with default positions) "
+     "equals the same attention without that side: causal alone, or the request's "
+     "right side and sinks alone.",
      verify_check_window_all},
     {"softcap_monotone_bounded",
      "Softcap c*tanh(s/c) keeps every score within [-c, c] and keeps the order "
@@ -1558,7 +1572,8 @@ static enum core_status vx_setup(struct vx *c, const struct verify_input *in,
     if (!in->q || !in->k || !in->v || !in->n || !in->L || !in->d_k ||
         !in->d_v || !(in->scale >= 0.0) || !isfinite(in->scale) ||
         !(in->tolerance >= 0.0) || !isfinite(in->tolerance) ||
-        (in->dtype != ATTN_F64 && in->dtype != ATTN_F32))
+        (in->dtype != ATTN_F64 && in->dtype != ATTN_F32) ||
+        (in->sinks && in->n_sinks > VERIFY_MAX_SINKS) || !in->seg_q != !in->seg_k)
         return CORE_EINVAL;
     size_t nq, nk, nv;
     if (!core_mul(in->n, in->d_k, &nq) || !core_mul(in->L, in->d_k, &nk) ||

@@ -42,6 +42,7 @@
 #define VERIFY_TOL_F32 1e-4
 
 #define VERIFY_MAX_CHECKS 28
+#define VERIFY_MAX_SINKS 16
 #define VERIFY_MAX_DATA 12
 
 /* The forward pass verify calls; attn_forward unless a test injects a fault. */
@@ -65,7 +66,21 @@ struct verify_input {
                                        check 14 uses base 10000 interleaved */
     double rope_base;
     enum attn_rope_pairs rope_pairs;
+    size_t rope_dims;               /* with rope: rotated dims as attn_params
+                                       encodes them (0 = d_k) */
+    struct attn_rope_scaling rope_scaling;  /* with rope */
     double softcap;                 /* check 22's c, or 0: half the largest |score| */
+    /* issue 16's options of the request, each NULL / off when not given:
+     * positions [n] / [L] (either) drive RoPE, causal and the window in
+     * checks 14, 20, 21, 24 and 25; segments [n] / [L] (both) are check
+     * 20's packing (else the first and second halves); the window's right
+     * side and sinks are check 21's; sinks [n_sinks] are check 23's heads
+     * (each against the sink softmax with that logit). */
+    const int64_t *pos_q, *pos_k;
+    const int64_t *seg_q, *seg_k;
+    struct attn_window window;
+    const double *sinks;            /* at most VERIFY_MAX_SINKS */
+    size_t n_sinks;
     double tolerance;               /* > 0, or 0 for the dtype's default */
     verify_forward_fn forward;      /* NULL: attn_forward */
     struct attn_ws *ws;             /* scratch, or NULL */
@@ -89,6 +104,9 @@ struct verify_check {
     double tolerance;
     bool expect_change;             /* a counterexample: passes when
                                        max_abs_diff > tolerance */
+    bool precision_study;           /* data measure precisions themselves
+                                       (a half request prints them in
+                                       float64, not rounded to its dtype) */
     char *note;                     /* NULL or one sentence on how it was run
                                        (malloc'd, whole: never cut to a size) */
     struct verify_array data[VERIFY_MAX_DATA];

@@ -127,6 +127,7 @@ enum core_status verify_check_kv_dtypes(struct vx *c, struct verify_check *ck)
         excess = diff[s] - bound[s] > excess ? diff[s] - bound[s] : excess;
     }
     ck->max_abs_diff = excess;
+    ck->precision_study = true;
     verify_ck_note(ck, "Standard softmax without biases over the request's q, k, v; "
                    "max_abs_diff is how far the largest difference exceeds its bound "
                    "(0 when every kv_dtype stays within it). Arrays in the order "
@@ -232,6 +233,7 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
             if (!beit_scores(c, i, u, s, s64, s16))
                 overflow = s;
     ck->expect_change = true;
+    ck->precision_study = true;
     ck->max_abs_diff = worst;
     verify_ck_note(ck, "bK = size*u with u the request's key bias scaled to max|u| = 1 "
                    "(all ones without one). weight_error_float16: max |p - p0| of the "

@@ -27,6 +27,9 @@ struct vrun {
     /* the options of issue 16's checks, set on the request last */
     void (*tweak)(struct attn_request *rq, const void *arg);
     const void *tweak_arg;
+    bool positions;                 /* the request's positions (on the
+                                       caller's n queries and L keys) */
+    const int64_t *pq, *pk;         /* explicit positions of this run, or NULL */
     const double *attn_bias;        /* [n][L] or NULL */
     const uint8_t *mask;            /* [n][L], nonzero = may attend, or NULL */
     enum attn_causal causal;

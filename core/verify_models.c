@@ -31,12 +31,6 @@ static void tweak_segments(struct attn_request *rq, const void *arg)
     rq->seg_batches = 1;
 }
 
-static void tweak_window_all(struct attn_request *rq, const void *arg)
-{
-    (void)arg;
-    rq->window = (struct attn_window){true, (int64_t)rq->shape.L, -1, 0};
-}
-
 static void tweak_softcap(struct attn_request *rq, const void *arg)
 {
     rq->params.softcap = *(const double *)arg;
@@ -60,6 +54,12 @@ static void tweak_llama3_one(struct attn_request *rq, const void *arg)
     };
 }
 
+static void tweak_unscaled(struct attn_request *rq, const void *arg)
+{
+    (void)arg;
+    rq->params.rope_scaling = (struct attn_rope_scaling){0};
+}
+
 static void tweak_dims_zero(struct attn_request *rq, const void *arg)
 {
     (void)arg;
@@ -77,18 +77,6 @@ static void with_rope(const struct vx *c, struct vrun *r)
     }
 }
 
-/* max |a - b| over rows [rows][cols] of a (row stride lda) and b (ldb). */
-static double block_diff(const double *a, size_t lda, const double *b, size_t ldb,
-                         size_t rows, size_t cols)
-{
-    double m = 0;
-    for (size_t i = 0; i < rows; i++) {
-        double d = verify_maxdiff(a + i * lda, b + i * ldb, cols);
-        m = d > m || isnan(d) ? d : m;
-    }
-    return m;
-}
-
 static double max_abs(const double *x, size_t count)
 {
     double m = 0;
@@ -99,80 +87,185 @@ static double max_abs(const double *x, size_t count)
 
 /* ---- check 20: segments ------------------------------------------------------ */
 
+/* Rows of ids [count] equal to id -> idx (returns how many). */
+static size_t gather(const int64_t *ids, size_t count, int64_t id, size_t *idx)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] == id)
+            idx[m++] = i;
+    return m;
+}
+
+/* The request's segments, or the first n/2 queries and L/2 keys as
+ * segment 0 and the rest as segment 1. */
+static enum core_status segment_ids(struct vx *c, const int64_t **sq, const int64_t **sk)
+{
+    if (c->in->seg_q && c->in->seg_k) {
+        *sq = c->in->seg_q;
+        *sk = c->in->seg_k;
+        return CORE_OK;
+    }
+    int64_t *q = verify_bytes(c, c->n, sizeof(int64_t));
+    int64_t *k = verify_bytes(c, c->L, sizeof(int64_t));
+    NEED(q && k);
+    for (size_t i = 0; i < c->n; i++)
+        q[i] = i >= c->n / 2;
+    for (size_t j = 0; j < c->L; j++)
+        k[j] = j >= c->L / 2;
+    *sq = q;
+    *sk = k;
+    return CORE_OK;
+}
+
+/* The request of segment id alone: its queries and keys gathered (with
+ * their explicit positions, when the request has them) -> out. */
+static enum core_status segment_alone(struct vx *c, const struct vrun *base, const size_t *qi,
+                                      size_t nq, const size_t *kj, size_t nk,
+                                      struct vpass *out)
+{
+    size_t dk = c->dk, dv = c->dv;
+    double *q, *k, *v;
+    NEED(q = verify_dbl(c, nq, dk));
+    NEED(k = verify_dbl(c, nk, dk));
+    NEED(v = verify_dbl(c, nk, dv));
+    int64_t *pq = NULL, *pk = NULL;
+    if (c->in->pos_q)
+        NEED(pq = verify_bytes(c, nq, sizeof(int64_t)));
+    if (c->in->pos_k)
+        NEED(pk = verify_bytes(c, nk, sizeof(int64_t)));
+    for (size_t i = 0; i < nq; i++) {
+        memcpy(q + i * dk, c->q + qi[i] * dk, dk * sizeof(double));
+        if (pq)
+            pq[i] = c->in->pos_q[qi[i]];
+    }
+    for (size_t j = 0; j < nk; j++) {
+        memcpy(k + j * dk, c->k + kj[j] * dk, dk * sizeof(double));
+        memcpy(v + j * dv, c->v + kj[j] * dv, dv * sizeof(double));
+        if (pk)
+            pk[j] = c->in->pos_k[kj[j]];
+    }
+    struct vrun rs = *base;
+    rs.q = q;
+    rs.n = nq;
+    rs.k = k;
+    rs.v = v;
+    rs.L = nk;
+    rs.pq = pq;
+    rs.pk = pk;
+    return verify_pass(c, &rs, out);
+}
+
 enum core_status verify_check_segments(struct vx *c, struct verify_check *ck)
 {
-    size_t n = c->n, L = c->L, dk = c->dk, dv = c->dv;
-    if (L < 2)
+    size_t n = c->n, L = c->L, dv = c->dv;
+    bool given = c->in->seg_q && c->in->seg_k;
+    if (!given && L < 2)
         return verify_ck_na(ck, "Two segments need at least two keys.");
-    size_t n1 = n / 2, L1 = L / 2;
-    int64_t *sq = verify_bytes(c, n, sizeof(int64_t));
-    int64_t *sk = verify_bytes(c, L, sizeof(int64_t));
-    NEED(sq && sk);
-    for (size_t i = 0; i < n; i++)
-        sq[i] = i >= n1;
-    for (size_t j = 0; j < L; j++)
-        sk[j] = j >= L1;
+    const int64_t *sq = NULL, *sk = NULL;
+    TRY(segment_ids(c, &sq, &sk));
     struct seg_arg sa = {sq, sk};
     struct vrun r = verify_base_run(c, c->in->softmax, C_BOTH);
     r.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    r.positions = true;
     with_rope(c, &r);
-    struct vpass all, part[2];
+    struct vpass all;
     struct vrun ra = r;
     ra.tweak = tweak_segments;
     ra.tweak_arg = &sa;
     TRY(verify_pass(c, &ra, &all));
+    size_t *qi, *kj, segs = 0;
+    double *alone;                  /* each row from its segment's own request */
+    NEED(qi = verify_bytes(c, n, sizeof(size_t)));
+    NEED(kj = verify_bytes(c, L, sizeof(size_t)));
+    NEED(alone = verify_dbl(c, n, dv));
     double worst = 0;
-    for (int s = 0; s < 2; s++) {
-        size_t q0 = s ? n1 : 0, k0 = s ? L1 : 0;
-        struct vrun rs = r;
-        rs.q = c->q + q0 * dk;
-        rs.n = s ? n - n1 : n1;
-        rs.k = c->k + k0 * dk;
-        rs.v = c->v + k0 * dv;
-        rs.L = s ? L - L1 : L1;
-        if (rs.n == 0) {            /* one query: segment 0 holds keys only */
-            part[s].o = NULL;
+    for (size_t i = 0; i < n; i++) {
+        bool first = true;          /* the first query of its segment */
+        for (size_t t = 0; t < i && first; t++)
+            first = sq[t] != sq[i];
+        if (!first)
             continue;
-        }
-        TRY(verify_pass(c, &rs, &part[s]));
-        /* the segment's block equals its own request; the rest of its rows is 0 */
-        double d = block_diff(all.w + q0 * L + k0, L, part[s].w, rs.L, rs.n, rs.L);
-        d = fmax(d, block_diff(all.o + q0 * dv, dv, part[s].o, dv, rs.n, dv));
-        for (size_t i = q0; i < q0 + rs.n; i++) {
-            const double *w = all.w + i * L;
-            d = fmax(d, s ? max_abs(w, L1) : max_abs(w + L1, L - L1));
+        size_t nq = gather(sq, n, sq[i], qi), nk = gather(sk, L, sq[i], kj);
+        double d = 0;
+        if (nk == 0) {              /* no key: the packed rows are empty */
+            for (size_t t = 0; t < nq; t++)
+                d = fmax(d, fmax(max_abs(all.w + qi[t] * L, L), max_abs(all.o + qi[t] * dv, dv)));
+        } else {
+            struct vpass part;
+            TRY(segment_alone(c, &r, qi, nq, kj, nk, &part));
+            segs++;
+            for (size_t t = 0; t < nq; t++) {
+                const double *w = all.w + qi[t] * L;
+                double inside = 0;
+                for (size_t u = 0; u < nk; u++)
+                    d = fmax(d, fabs(w[kj[u]] - part.w[t * nk + u]));
+                for (size_t j = 0; j < L; j++)
+                    inside += sk[j] == sq[i] ? 0 : fabs(w[j]);      /* other segments: 0 */
+                d = fmax(d, inside);
+                d = fmax(d, verify_maxdiff(all.o + qi[t] * dv, part.o + t * dv, dv));
+                memcpy(alone + qi[t] * dv, part.o + t * dv, dv * sizeof(double));
+            }
         }
         worst = isnan(d) ? d : fmax(worst, d);
     }
     ck->max_abs_diff = worst;
-    verify_ck_note(ck, "The first %zu queries and %zu keys are segment 0, the rest "
-                   "segment 1; causal (bottom-right within each segment), both biases, "
-                   "the request's softmax%s.", n1, L1,
+    verify_ck_note(ck, "%s; %zu segment%s with keys, each run alone; causal (bottom-right "
+                   "within each segment%s), both biases, the request's softmax%s.",
+                   given ? "The request's segments" : "The first n/2 queries and L/2 keys "
+                   "are segment 0, the rest segment 1", segs, segs == 1 ? "" : "s",
+                   c->in->pos_q || c->in->pos_k ? ", at the request's positions" : "",
                    !r.rope ? "" : c->in->rope ? " and RoPE" : " and the default RoPE");
     TRY(verify_ck_mat(ck, "weights_packed", n, L, all.w));
     TRY(verify_ck_mat(ck, "output_packed", n, dv, all.o));
-    if (part[0].o)
-        TRY(verify_ck_mat(ck, "output_segment_0", n1, dv, part[0].o));
-    return verify_ck_mat(ck, "output_segment_1", n - n1, dv, part[1].o);
+    return verify_ck_mat(ck, "output_per_segment", n, dv, alone);
 }
 
 /* ---- check 21: a window over every key ---------------------------------------- */
 
+static void tweak_window(struct attn_request *rq, const void *arg)
+{
+    rq->window = *(const struct attn_window *)arg;
+}
+
 enum core_status verify_check_window_all(struct vx *c, struct verify_check *ck)
 {
     size_t n = c->n, L = c->L, dv = c->dv;
+    const struct attn_window *given = &c->in->window;
+    /* a left side past every distance P_q - P_k (positions are >= 0) */
+    int64_t span = (int64_t)L;
+    for (size_t i = 0; c->in->pos_q && i < n; i++)
+        span = c->in->pos_q[i] > span ? c->in->pos_q[i] : span;
+    struct attn_window wide = {true, span, given->on ? given->right : -1,
+                               given->on ? given->sinks : 0};
+    struct attn_window open = wide;
+    open.left = -1;
+    open.on = open.right >= 0 || open.sinks > 0;
     struct vrun r = verify_base_run(c, c->in->softmax, C_BOTH);
-    r.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    /* causal, unless the request's window bounds the right side itself */
+    r.causal = open.right >= 0 ? ATTN_CAUSAL_NONE : ATTN_CAUSAL_BOTTOM_RIGHT;
+    r.positions = true;
     with_rope(c, &r);
     struct vpass plain, win;
+    r.tweak = tweak_window;
+    r.tweak_arg = &open;
     TRY(verify_pass(c, &r, &plain));
-    r.tweak = tweak_window_all;
+    r.tweak_arg = &wide;
     TRY(verify_pass(c, &r, &win));
     ck->max_abs_diff = fmax(verify_maxdiff(plain.w, win.w, n * L),
                             verify_maxdiff(plain.o, win.o, n * dv));
-    verify_ck_note(ck, "window {left: %zu} with causal, against causal alone.", L);
+    verify_ck_note(ck, "window {left: %lld%s}%s%s, against the same without its left side.",
+                   (long long)span, open.on ? ", the request's right and sinks" : "",
+                   open.right >= 0 ? "" : " with causal",
+                   c->in->pos_q || c->in->pos_k ? " at the request's positions" : "");
     TRY(verify_ck_mat(ck, "weights_window", n, L, win.w));
-    return verify_ck_mat(ck, "weights_no_window", n, L, plain.w);
+    TRY(verify_ck_mat(ck, "weights_no_window", n, L, plain.w));
+    if (!given->on)
+        return CORE_OK;
+    struct vpass req;                   /* what the request's own window gives */
+    r.tweak_arg = given;
+    TRY(verify_pass(c, &r, &req));
+    return verify_ck_mat(ck, "weights_request_window", n, L, req.w);
 }
 
 /* ---- check 22: softcap ----------------------------------------------------------- */
@@ -246,15 +339,20 @@ enum core_status verify_check_softcap(struct vx *c, struct verify_check *ck)
 
 enum core_status verify_check_head_sinks(struct vx *c, struct verify_check *ck)
 {
-    size_t n = c->n, L = c->L, dk = c->dk, dv = c->dv;
-    double *q2;
-    NEED(q2 = verify_dbl(c, 2 * n, dk));
-    memcpy(q2, c->q, n * dk * sizeof(double));
-    memcpy(q2 + n * dk, c->q, n * dk * sizeof(double));
-    static const double sinks[2] = {-INFINITY, 0};
+    size_t n = c->n, L = c->L, dk = c->dk, dv = c->dv, m = c->in->sinks ? c->in->n_sinks : 0;
+    size_t h = 2 + m;               /* -inf, 0, then the request's logits */
+    double *qh, *sinks;
+    NEED(qh = verify_dbl(c, h * n, dk));
+    NEED(sinks = verify_dbl(c, h, 1));
+    for (size_t a = 0; a < h; a++)
+        memcpy(qh + a * n * dk, c->q, n * dk * sizeof(double));
+    sinks[0] = -INFINITY;
+    sinks[1] = 0;
+    for (size_t a = 0; a < m; a++)
+        sinks[2 + a] = c->in->sinks[a];
     struct vrun r = verify_base_run(c, ATTN_SOFTMAX_SINK, C_NONE);
-    r.q = q2;
-    r.h = 2;
+    r.q = qh;
+    r.h = h;
     r.tweak = tweak_head_sinks;
     r.tweak_arg = sinks;
     struct vpass p;
@@ -263,13 +361,30 @@ enum core_status verify_check_head_sinks(struct vx *c, struct verify_check *ck)
     double d = fmax(verify_maxdiff(p.w, std->w, n * L), verify_maxdiff(p.o, std->o, n * dv));
     d = fmax(d, fmax(verify_maxdiff(p.w + n * L, one->w, n * L),
                      verify_maxdiff(p.o + n * dv, one->o, n * dv)));
+    for (size_t a = 0; a < m; a++) {    /* each against one head with that logit */
+        struct vrun ra = verify_base_run(c, ATTN_SOFTMAX_SINK, C_NONE);
+        struct vpass pa;
+        ra.sink = sinks[2 + a];
+        TRY(verify_pass(c, &ra, &pa));
+        d = fmax(d, fmax(verify_maxdiff(p.w + (2 + a) * n * L, pa.w, n * L),
+                         verify_maxdiff(p.o + (2 + a) * n * dv, pa.o, n * dv)));
+    }
     ck->max_abs_diff = d;
-    verify_ck_note(ck, "Two heads with the same q: head 0 with sink -inf against standard "
-                   "softmax, head 1 with sink 0 against softmax1 (no biases).");
+    if (m)
+        verify_ck_note(ck, "%zu heads with the same q: head 0 with sink -inf against standard "
+                       "softmax, head 1 with sink 0 against softmax1, heads 2.. with the "
+                       "request's %zu sink logits, each against one head with that "
+                       "sink_logit (no biases).", h, m);
+    else
+        verify_ck_note(ck, "Two heads with the same q: head 0 with sink -inf against "
+                       "standard softmax, head 1 with sink 0 against softmax1 (no biases).");
     TRY(verify_ck_mat(ck, "weights_sink_minus_inf", n, L, p.w));
     TRY(verify_ck_mat(ck, "weights_standard", n, L, std->w));
     TRY(verify_ck_mat(ck, "weights_sink_zero", n, L, p.w + n * L));
-    return verify_ck_mat(ck, "weights_softmax1", n, L, one->w);
+    TRY(verify_ck_mat(ck, "weights_softmax1", n, L, one->w));
+    if (m)
+        TRY(verify_ck_mat(ck, "weights_request_sinks", m * n, L, p.w + 2 * n * L));
+    return CORE_OK;
 }
 
 /* ---- checks 24 and 25: RoPE scalings and partial rotary ------------------------------ */
@@ -284,9 +399,11 @@ static enum core_status rope_compare(struct vx *c, struct verify_check *ck,
     struct vrun r = verify_base_run(c, c->in->softmax, C_BOTH);
     with_rope(c, &r);
     r.rope = true;                  /* llama3 is not applicable with odd d_k */
+    r.positions = true;
     struct vpass a, b;
     struct vrun rb = r;
     rb.rope = other_rope;
+    rb.tweak = tweak_unscaled;      /* plain: the request's dims, no scaling */
     TRY(verify_pass(c, &rb, &b));
     r.tweak = tweak;
     TRY(verify_pass(c, &r, &a));
@@ -301,8 +418,10 @@ enum core_status verify_check_llama3_one(struct vx *c, struct verify_check *ck)
     if (c->dk % 2)
         return verify_ck_na(ck, "RoPE rotates pairs of dimensions, and d_k is odd.");
     verify_ck_note(ck, "llama3 {factor 1, low_freq_factor 1, high_freq_factor 4, "
-                   "original_max_position 8192} against plain RoPE (base %g), scores, "
-                   "weights and outputs.", c->in->rope ? c->in->rope_base : 10000.0);
+                   "original_max_position 8192} against plain RoPE (base %g%s), scores, "
+                   "weights and outputs%s.", c->in->rope ? c->in->rope_base : 10000.0,
+                   c->in->rope && c->in->rope_dims ? ", the request's dims" : "",
+                   c->in->pos_q || c->in->pos_k ? ", at the request's positions" : "");
     return rope_compare(c, ck, tweak_llama3_one, true, "weights_llama3", "weights_plain_rope");
 }
 

@@ -10,6 +10,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
+#include "tests/half_ref.h"
 
 static struct api_ctx ctx;
 
@@ -238,6 +239,25 @@ TEST(post_validation_errors)
         {"{\"q\":[],\"k\":[[1,0]],\"v\":[[1]]}", "empty_matrix", "/q"},
         {"{\"q\":[[1e39,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\"}", "non_finite", "/q/0/0"},
         {"[1]", "invalid_json", ""},
+#define V1 "{\"q\":[[1,0],[0,1]],\"k\":[[1,0],[0,1],[1,1]],\"v\":[[1],[2],[3]],"
+        {V1 "\"positions\":{\"q\":[0,-1]}}", "invalid_field", "/positions/q/1"},
+        {V1 "\"positions\":{\"k\":[0,1]}}", "shape_mismatch", "/positions/k"},
+        {V1 "\"positions\":{\"q\":[[0,1],[1,2]]}}", "shape_mismatch", "/positions/q"},
+        {V1 "\"segments\":{\"q\":[0,1]}}", "invalid_field", "/segments/k"},
+        {V1 "\"segments\":{\"q\":[0,1],\"k\":[0,1]}}", "shape_mismatch", "/segments/k"},
+        {V1 "\"window\":{\"left\":-1}}", "invalid_field", "/window/left"},
+        {V1 "\"window\":{\"up\":1}}", "invalid_field", "/window/up"},
+        {V1 "\"softcap\":0}", "invalid_field", "/softcap"},
+        {V1 "\"softmax\":\"sink\",\"sink_logit\":[1,\"x\"]}", "invalid_field",
+         "/sink_logit/1"},
+        {V1 "\"softmax\":\"sink\",\"sink_logit\":[1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7]}",
+         "invalid_field", "/sink_logit"},
+        {V1 "\"rope\":{\"dims\":1}}", "invalid_field", "/rope/dims"},
+        {V1 "\"rope\":{\"scaling\":{\"type\":\"dynamic\"}}}", "invalid_field",
+         "/rope/scaling/type"},
+        {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[70000]],\"dtype\":\"float16\"}",
+         "non_finite", "/v/0/0"},
+#undef V1
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct api_response r;
@@ -249,6 +269,88 @@ TEST(post_validation_errors)
             CHECK(strncmp(t_err_path(&r), cases[i].path, strlen(cases[i].path)) == 0);
         api_response_free(&r);
     }
+}
+
+/* Issue 16's inputs: the six checks run on the request's positions,
+ * segments, window, per-head sinks, softcap and scaled partial RoPE, and
+ * the inputs echo them. */
+TEST(post_model_inputs)
+{
+    int st;
+    json_t *j = call("POST", "/v1/verify",
+                     "{\"q\":[[0.2,-1,0.5,1],[1,1,0,-0.5],[0.3,0.1,0.2,-0.7]],"
+                     "\"k\":[[1,0,2,0],[0,1,0,1],[-1,0.5,0,0],[0.3,0.3,-1,2]],"
+                     "\"v\":[[1,2],[3,4],[5,6],[7,8]],\"bias\":{\"k\":[3,-2,1,0]},"
+                     "\"positions\":{\"q\":[4,9,6],\"k\":[0,3,5,8]},"
+                     "\"segments\":{\"q\":[1,0,1],\"k\":[0,1,1,0]},"
+                     "\"window\":{\"left\":4,\"sinks\":1},\"softcap\":1.5,"
+                     "\"softmax\":\"sink\",\"sink_logit\":[0.25,-2],"
+                     "\"rope\":{\"base\":500,\"dims\":2,\"scaling\":{\"type\":\"linear\","
+                     "\"factor\":2}}}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK(json_is_true(json_object_get(j, "passed")));
+    json_t *in = json_object_get(j, "inputs");
+    CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(json_object_get(in,
+                 "positions"), "q"), 1)), 9);
+    CHECK_EQ_INT(json_array_size(json_object_get(json_object_get(in, "segments"), "k")), 4);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(in, "window"), "sinks")), 1);
+    CHECK_NEAR(json_number_value(json_object_get(in, "softcap")), 1.5, 0);
+    CHECK_EQ_INT(json_array_size(json_object_get(in, "sink_logit")), 2);
+    json_t *rope = json_object_get(in, "rope");
+    CHECK_EQ_INT(json_integer_value(json_object_get(rope, "dims")), 2);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(rope, "scaling"), "type")),
+              "linear");
+    json_t *seg = check_named(j, "segments_per_segment");
+    CHECK(seg && strstr(json_string_value(json_object_get(seg, "note")), "request's segments"));
+    json_t *sinks = check_named(j, "head_sink_limits");
+    json_t *ws = json_object_get(json_object_get(sinks, "data"), "weights_request_sinks");
+    CHECK_EQ_INT(json_array_size(ws), 2 * 3);
+    json_t *cap = check_named(j, "softcap_monotone_bounded");
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(cap, "data"), "softcap")),
+               1.5, 0);
+    json_decref(j);
+}
+
+/* dtype float16 and bfloat16: every number of the table is a value of the
+ * dtype (the float32 result rounded), and a score past float16's range is
+ * 422 naming the matrix. */
+TEST(post_half)
+{
+    static const char *const names[2] = {"float16", "bfloat16"};
+    static struct reffmt *const fmts[2] = {&R16, &RB16};
+    char body[512];
+    int st;
+    for (int f = 0; f < 2; f++) {
+        ref_init(fmts[f]);
+        snprintf(body, sizeof body, "{\"q\":[[1,0.5]],\"k\":[[1,0],[0.25,1],[-1,0.5]],"
+                 "\"v\":[[1],[2],[3]],\"bias\":{\"k\":[3,-2]},\"dtype\":\"%s\"}", names[f]);
+        json_t *j = call("POST", "/v1/verify", body, &st);
+        snprintf(body, sizeof body, "{\"q\":[[1,0.5]],\"k\":[[1,0],[0.25,1],[-1,0.5]],"
+                 "\"v\":[[1],[2],[3]],\"bias\":{\"k\":[3,-2]},\"dtype\":\"float32\"}");
+        json_t *j32 = call("POST", "/v1/verify", body, &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(json_is_true(json_object_get(j, "passed")));
+        CHECK_STR(json_string_value(json_object_get(j, "dtype")), names[f]);
+        json_t *t16 = json_object_get(json_object_get(j, "table"), "standard");
+        json_t *t32 = json_object_get(json_object_get(j32, "table"), "standard");
+        size_t bad = 0;
+        for (size_t c = 0; c < 4; c++)
+            for (size_t k = 0; k < 3; k++) {
+                double a = at(json_object_get(json_array_get(t16, c), "weights"), 0, k);
+                double b = at(json_object_get(json_array_get(t32, c), "weights"), 0, k);
+                bad += ref_round(fmts[f], a) != ref_round(fmts[f], (double)(float)b);
+            }
+        CHECK_EQ_INT(bad, 0);
+        json_decref(j);
+        json_decref(j32);
+    }
+    struct api_response r;
+    t_call(&ctx, "POST", "/v1/verify", "{\"q\":[[300,300]],\"k\":[[300,300],[1,1]],"
+           "\"v\":[[1],[2]],\"dtype\":\"float16\"}", &r);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(t_err_code(&r), "non_finite");
+    CHECK(r.body && strstr(r.body, "base_scores.scores_core"));
+    api_response_free(&r);
 }
 
 TEST(methods_and_limits)
@@ -286,6 +388,8 @@ int main(void)
     RUN(post_caller_data);
     RUN(post_float32);
     RUN(post_validation_errors);
+    RUN(post_model_inputs);
+    RUN(post_half);
     RUN(methods_and_limits);
     TEST_MAIN_END();
 }

@@ -154,3 +154,72 @@ def test_post_errors(attnd):
     assert res.status == 400 and res.json()["error"]["code"] == "invalid_json"
     res = attnd.request("PUT", "/verify")
     assert res.status == 405 and "POST" in res.headers.get("allow", "")
+
+
+MODEL_BODY = {
+    "q": [[0.2, -1, 0.5, 1], [1, 1, 0, -0.5], [0.3, 0.1, 0.2, -0.7]],
+    "k": [[1, 0, 2, 0], [0, 1, 0, 1], [-1, 0.5, 0, 0], [0.3, 0.3, -1, 2]],
+    "v": [[1, 2], [3, 4], [5, 6], [7, 8]], "bias": {"k": [3, -2, 1, 0]},
+    "positions": {"q": [4, 9, 6], "k": [0, 3, 5, 8]},
+    "segments": {"q": [1, 0, 1], "k": [0, 1, 1, 0]},
+    "window": {"left": 4, "right": 2, "sinks": 1}, "softcap": 1.5,
+    "softmax": "sink", "sink_logit": [0.25, -2],
+    "rope": {"base": 500, "dims": 2, "scaling": {"type": "yarn", "factor": 4,
+                                                  "original_max_position": 8}},
+}
+
+
+def test_post_model_inputs(attnd):
+    """Issue 16's inputs reach the checks: every one passes on them, the echo
+    holds them, check 20 packs the request's segments, 21 keeps the
+    window's right side and sinks, 22 uses the softcap, 23 runs a head per
+    sink logit; and the packed weights are 0 across segments, here."""
+    r = attnd.post("/v1/verify", MODEL_BODY)
+    assert r.status == 200, r
+    rep = r.json()
+    assert rep["passed"], [c["name"] for c in rep["checks"] if not c["passed"]]
+    inp = rep["inputs"]
+    for key in ("positions", "segments", "window", "softcap", "sink_logit"):
+        assert inp[key] == MODEL_BODY[key], key
+    assert inp["rope"]["dims"] == 2 and inp["rope"]["scaling"]["type"] == "yarn"
+    seg = by_name(rep, "segments_per_segment")
+    assert "request's segments; 2 segments" in seg["note"]
+    w = seg["data"]["weights_packed"]
+    for i, sq in enumerate(MODEL_BODY["segments"]["q"]):
+        for j, sk in enumerate(MODEL_BODY["segments"]["k"]):
+            if sq != sk:
+                assert w[i][j] == 0, (i, j)
+    win = by_name(rep, "window_over_every_key")
+    assert "the request's right and sinks" in win["note"]
+    assert "weights_request_window" in win["data"]
+    assert by_name(rep, "softcap_monotone_bounded")["data"]["softcap"] == 1.5
+    heads = by_name(rep, "head_sink_limits")["data"]["weights_request_sinks"]
+    assert len(heads) == 2 * 3 and len(heads[0]) == 4
+
+
+def test_post_float16_and_bfloat16(attnd):
+    """dtype float16/bfloat16: the report names the dtype, and every weight of
+    the table is the float32 request's weight rounded to it (struct's 'e'
+    for float16); a score past 65504 is a 422 naming the matrix."""
+    import struct
+
+    def f16(x):
+        return struct.unpack("<e", struct.pack("<e", x))[0]
+
+    body = {"q": [[1, 0.5]], "k": [[1, 0], [0.25, 1], [-1, 0.5]], "v": [[1], [2], [3]],
+            "bias": {"k": [3, -2]}}
+    r32 = attnd.post("/v1/verify", dict(body, dtype="float32"))
+    r16 = attnd.post("/v1/verify", dict(body, dtype="float16"))
+    rb = attnd.post("/v1/verify", dict(body, dtype="bfloat16"))
+    assert r32.status == r16.status == rb.status == 200, (r16, rb)
+    a, b = r32.json(), r16.json()
+    assert b["dtype"] == "float16" and rb.json()["dtype"] == "bfloat16"
+    assert b["passed"] and rb.json()["passed"]
+    for ca, cb in zip(a["table"]["standard"], b["table"]["standard"]):
+        for x, y in zip(ca["weights"][0], cb["weights"][0]):
+            assert f16(y) == f16(struct.unpack("<f", struct.pack("<f", x))[0])
+    r = attnd.post("/v1/verify", {"q": [[300, 300]], "k": [[300, 300], [1, 1]],
+                                  "v": [[1], [2]], "dtype": "float16"})
+    assert r.status == 422, r
+    err = r.json()["error"]
+    assert err["code"] == "non_finite" and "scores" in err["message"], err

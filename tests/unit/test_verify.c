@@ -639,6 +639,77 @@ TEST(model_checks_pass_and_catch_faults)
     }
 }
 
+/* Cores wrong only in a combination that the request's own options reach. */
+static enum core_status fwd_combo_fault(const struct attn_request *r,
+                                        const struct attn_inputs *in,
+                                        struct attn_result *out, struct attn_ws *ws)
+{
+    struct attn_request x = *r;
+    if (fault_mode == 0 && x.seg_q && x.pos_q)
+        x.pos_q = NULL;                         /* positions lost with segments */
+    else if (fault_mode == 1 && x.window.on && x.window.left >= 0 && x.window.right >= 0)
+        x.window.right = -1;                    /* right side lost beside a left one */
+    else if (fault_mode == 2 && x.params.softmax == ATTN_SOFTMAX_SINK && x.params.sink_logits &&
+             x.shape.h > 2)
+        x.params.sink_logits = NULL;            /* many per-head sinks read as one */
+    return attn_forward(&x, in, out, ws);
+}
+
+/* The request's own positions, segments (interleaved), window, per-head
+ * sinks, softcap and scaled partial RoPE: the checks run on them (their
+ * numbers are in the notes and data), pass with the real core, and catch a
+ * core wrong only where those options meet. */
+TEST(model_checks_on_request_options)
+{
+    static const int64_t pq[4] = {7, 3, 9, 12}, pk[6] = {0, 2, 4, 6, 8, 10};
+    static const int64_t sq[4] = {5, -1, 5, 2}, sk[6] = {2, 5, 5, -1, 2, 5};
+    static const double sinks[3] = {0.5, -1.25, 2};
+    struct data d;
+    struct verify_input in;
+    struct verify_report r;
+    caller_input(&in, &d, 4, 6, 16, 3);
+    in.pos_q = pq;
+    in.pos_k = pk;
+    in.seg_q = sq;
+    in.seg_k = sk;
+    in.window = (struct attn_window){true, 3, 2, 1};
+    in.softmax = ATTN_SOFTMAX_SINK;
+    in.sink_logit = sinks[0];
+    in.sinks = sinks;
+    in.n_sinks = 3;
+    in.softcap = 0.75;
+    in.rope = true;
+    in.rope_base = 500;
+    in.rope_dims = 8;
+    in.rope_scaling = (struct attn_rope_scaling){.type = ATTN_ROPE_SCALING_LINEAR, .factor = 4};
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(r.passed);
+    const struct verify_check *seg = find(&r, "segments_per_segment");
+    CHECK(seg && seg->applicable && strstr(seg->note, "The request's segments; 3 segments"));
+    const struct verify_check *win = find(&r, "window_over_every_key");
+    CHECK(win && strstr(win->note, "left: 12, the request's right and sinks"));
+    CHECK(arr(win, "weights_request_window") != NULL);
+    const struct verify_array *ws = arr(find(&r, "head_sink_limits"), "weights_request_sinks");
+    CHECK(ws && ws->rows == 3 * 4 && ws->cols == 6);
+    CHECK(arr(find(&r, "softcap_monotone_bounded"), "softcap")->data[0] == 0.75);
+    CHECK(strstr(find(&r, "llama3_factor_one")->note, "the request's dims"));
+    verify_report_free(&r);
+    in.forward = fwd_combo_fault;
+    static const char *const caught[3] = {"segments_per_segment", "window_over_every_key",
+                                          "head_sink_limits"};
+    for (fault_mode = 0; fault_mode < 3; fault_mode++) {
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        if (find(&r, caught[fault_mode])->passed)
+            printf("  fault %d not caught\n", fault_mode);
+        CHECK(!find(&r, caught[fault_mode])->passed);
+        verify_report_free(&r);
+    }
+    in.forward = NULL;
+    in.n_sinks = VERIFY_MAX_SINKS + 1;      /* refused */
+    CHECK_EQ_INT(verify_run(&in, &r), CORE_EINVAL);
+    verify_report_free(&r);
+}
+
 int main(void)
 {
     RUN(builtin_matches_published_table);
@@ -655,6 +726,7 @@ int main(void)
     RUN(saturated_weights_fail_counterexamples);
     RUN(bad_input);
     RUN(model_checks_pass_and_catch_faults);
+    RUN(model_checks_on_request_options);
     RUN(tolerance_and_elements);
     RUN(core_faults_fail_checks);
     TEST_MAIN_END();

@@ -512,6 +512,35 @@ for name, body in [
     case("model_v2_" + name, {"status": 400, "error_shape": "v2"}, body,
          path="/v2/models/attention/infer")
 
+# ---- POST /v1/verify: issue 16's inputs and the half dtypes ----------------
+VERIFY = {"q": [[1, 0], [0, 1]], "k": [[1, 0], [0, 1], [1, 1]], "v": [[1], [2], [3]]}
+for name, expect, change in [
+    ("positions_negative", err(422, "invalid_field", "/positions/q/1"),
+     {"positions": {"q": [0, -1]}}),
+    ("positions_wrong_length", err(422, "shape_mismatch", "/positions/k"),
+     {"positions": {"k": [0, 1]}}),
+    ("positions_batch", err(422, "shape_mismatch", "/positions/q"),
+     {"positions": {"q": [[0, 1], [1, 2]]}}),
+    ("segments_q_alone", err(422, "invalid_field", "/segments/k"), {"segments": {"q": [0, 1]}}),
+    ("segments_wrong_length", err(422, "shape_mismatch", "/segments/k"),
+     {"segments": {"q": [0, 1], "k": [0, 1]}}),
+    ("window_negative", err(422, "invalid_field", "/window/left"), {"window": {"left": -1}}),
+    ("window_fraction", err(422, "invalid_field", "/window/sinks"), {"window": {"sinks": 1.5}}),
+    ("softcap_zero", err(422, "invalid_field", "/softcap"), {"softcap": 0}),
+    ("sinks_string", err(422, "invalid_field", "/sink_logit/1"),
+     {"softmax": "sink", "sink_logit": [1, "x"]}),
+    ("sinks_too_many", err(422, "invalid_field", "/sink_logit"),
+     {"softmax": "sink", "sink_logit": list(range(17))}),
+    ("rope_dims_odd", err(422, "invalid_field", "/rope/dims"), {"rope": {"dims": 1}}),
+    ("rope_scaling_unknown", err(422, "invalid_field", "/rope/scaling/type"),
+     {"rope": {"scaling": {"type": "dynamic", "factor": 2}}}),
+    ("float16_input_overflow", err(422, "non_finite", "/v/2/0"),
+     {"dtype": "float16", "v": [[1], [2], [70000]]}),
+    ("float16_result_overflow", err(422, "non_finite", None),
+     {"dtype": "float16", "q": [[300, 300], [0, 1]], "k": [[300, 300], [0, 1], [1, 1]]}),
+]:
+    case("verify_" + name, expect, with_(VERIFY, **change), path="/v1/verify")
+
 # ---- limits (422) --------------------------------------------------------
 case("limit_inputs_over_max_elements",
      err(422, "limit_exceeded", flags=SMALL_OUT, note="--max-elements 100; 3*60*2 inputs"),
