@@ -7,7 +7,8 @@
  * trailing bytes, the wrong media type, over max_tokens, --max-elements or
  * the whole cache, a full store) answers its status and code and leaves
  * the store's sessions, bytes and created count as they were; an old
- * (version 1) state file still imports; route labels, 404, 405, 401.
+ * (version 1) state file and a version 3 export still import; route
+ * labels, 404, 405, 401.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,14 @@ static size_t after_clock(const unsigned char *p)
     uint32_t id_len;
     memcpy(&id_len, p + 16, 4);
     return 20 + id_len + 4 + 6 * 8 + 8 + 8;
+}
+
+/* Offset of the rolling-window fields of an export without ALiBi slopes
+ * or per-head sinks: after the clock, scale softmax sink rope base pairs
+ * alibi has_slopes, softcap has_sinks, rope_dims scaling type and 7 f64. */
+static size_t window_at(const unsigned char *p)
+{
+    return after_clock(p) + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 4 + 8 + 4 + 8 + 4 + 7 * 8;
 }
 
 /* The text of one answer (GET kv, attention) of a session. */
@@ -283,7 +292,7 @@ TEST(refusals_create_nothing)
     refused(b, n + 4, 422, "invalid_export", "trailing bytes");
     /* a rolling window (first_row > 0) this build cannot hold */
     memcpy(b, a, n);
-    size_t off = after_clock(a) + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 4 + 8 + 4 + 8 + 4 + 7 * 8;
+    size_t off = window_at(a);
     uint64_t first = 3;
     memcpy(b + off, &first, 8);
     fix_crc(b, n);
@@ -384,6 +393,63 @@ static uint32_t crc_ieee(const unsigned char *p, size_t n)
     return ~c;
 }
 
+/* The version 3 form of a version 4 export of an int8 session without
+ * biases, slopes or per-head sinks (no window fields, no padding, the
+ * scales after the rows, CRC-32 IEEE) into out; its size. */
+static size_t as_version3(const unsigned char *a, size_t n, size_t h_kv, size_t len,
+                          unsigned char *out)
+{
+    size_t w = window_at(a), m = 0, sb = 2 * h_kv * len * sizeof(float);
+    size_t rows_at = (w + 40 + 24 + 7) / 8 * 8;         /* window, bias heads, pad */
+    memcpy(out, a, w);
+    out[8] = 3;
+    m = w;
+    memcpy(out + m, a + w + 40, 24);                    /* bias heads: 0 0 0 */
+    m += 24;
+    memcpy(out + m, a + rows_at + sb, n - 4 - rows_at - sb);   /* K, V */
+    m += n - 4 - rows_at - sb;
+    memcpy(out + m, a + rows_at, sb);                   /* K scales, V scales */
+    m += sb;
+    uint32_t c = crc_ieee(out, m);
+    memcpy(out + m, &c, 4);
+    return m + 4;
+}
+
+/* A version 3 export (int8: its scales after the rows) imports with the
+ * same attention bits as the version 4 one. */
+TEST(version_3_imports_the_same)
+{
+    char sid[128], nid[128];
+    size_t n;
+    make_session("{\"d_k\":4,\"d_v\":3,\"heads\":2,\"kv_heads\":2,\"dtype\":\"float32\","
+                 "\"kv_dtype\":\"int8\",\"rope\":{\"base\":100}}", 4, 3, 0, 1, sid);
+    struct api_response r;
+    /* two heads of 6 rows */
+    CHECK_EQ_INT(json_call("POST", P(sid, "/kv"),
+                           "{\"k\":[[[1,2,3,4],[0,1,0,1],[2,0,1,1],[1,1,1,1],[3,2,1,0],[0,0,1,2]],"
+                           "[[4,3,2,1],[1,0,1,0],[1,1,0,2],[2,2,2,2],[0,1,2,3],[2,1,0,0]]],"
+                           "\"v\":[[[1,0,0],[0,1,0],[0,0,1],[1,1,0],[0,1,1],[1,0,1]],"
+                           "[[2,0,0],[0,2,0],[0,0,2],[2,2,0],[0,2,2],[2,0,2]]]}", &r), 200);
+    api_response_free(&r);
+    unsigned char *a = export_bytes(sid, &n), *b = malloc(n);
+    if (!a || !b)
+        return;
+    size_t n3 = as_version3(a, n, 2, 6, b);
+    CHECK(n3 < n);
+    CHECK_EQ_INT(import(b, n3, nid, &r), 201);
+    if (r.status != 201)
+        printf("  %.*s\n", (int)r.body_len, r.body);
+    api_response_free(&r);
+    const char *q = "{\"q\":[[[1,0,2,1]],[[0,1,1,3]]],\"return\":[\"output\",\"weights\"]}";
+    char *xa = answer("POST", sid, "/attention", q), *xb = answer("POST", nid, "/attention", q);
+    CHECK(strcmp(xa, "(failed)") != 0);
+    CHECK_STR(xa, xb);
+    free(xa);
+    free(xb);
+    free(a);
+    free(b);
+}
+
 /* A version 1 state file attnd wrote (the persist fuzz corpus keeps it
  * without its checksum after flag byte 1) still imports. */
 TEST(old_state_file_imports)
@@ -452,6 +518,7 @@ int main(void)
     RUN(refusals_create_nothing);
     RUN(cache_limits_before_allocation);
     RUN(old_state_file_imports);
+    RUN(version_3_imports_the_same);
     RUN(routes_methods_and_auth);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
