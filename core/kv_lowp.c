@@ -556,7 +556,8 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
         return st;
     }
     struct lp_job job = {r, v, q, lim, wk, lp_choose(s->d_k, s->d_v), parts, bad};
-    attn_pool_run(ws ? attn_ws_pool(ws) : NULL, window_piece, &job, nwin, ws);
+    if (!attn_pool_run(ws ? attn_ws_pool(ws) : NULL, window_piece, &job, nwin, ws))
+        st = CORE_ESTOPPED;                 /* a stop came due: windows were skipped */
     for (size_t w = 0; w < nwin && st == CORE_OK; w++)
         st = bad[w] == 2 ? CORE_ENOMEM : bad[w] ? CORE_ENONFINITE : CORE_OK;
     if (st == CORE_OK)

@@ -15,6 +15,7 @@
  * stored, fork and truncate keep the stored form.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@
 #include "core/half.h"
 #include "core/kv.h"
 #include "core/pool.h"
+#include "core/stop.h"
 #include "tests/harness.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -471,6 +473,39 @@ TEST(other_passes_window_the_cache)
     }
 }
 
+/* A due stop (cancelled) ends a long decode over a narrow cache with
+ * CORE_ESTOPPED, with and without a helper pool, never with a result
+ * merged from windows that did not run. */
+TEST(decode_stops_when_due)
+{
+    size_t L = 6000, d = 128;
+    struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
+    struct attn_ws *ws = attn_ws_new();
+    struct kv_cache *c = kv_new_store(ATTN_F32, KV_STORE_F16, 1, d, d);
+    float *k = frnd(L * d, 1.0f), *v = frnd(L * d, 1.0f), *q = frnd(d, 1.0f), o[128];
+    CHECK_EQ_INT(kv_append_prepared(c, k, v, L), CORE_OK);
+    atomic_bool cancel = true;
+    struct attn_stop stop = {.cancel = &cancel};
+    attn_ws_set_stop(ws, &stop);
+    struct attn_request r = {.shape = {1, 1, 1, L, d, d},
+                             .params = {.dtype = ATTN_F32, .scale = 0.088},
+                             .outputs = ATTN_OUT_OUTPUT};
+    for (int withpool = 0; withpool < 2; withpool++) {
+        attn_ws_set_pool(ws, withpool ? pool : NULL);
+        CHECK_EQ_INT(kv_attend(c, &r, &(struct attn_inputs){.q = q},
+                               &(struct attn_result){.output = o}, ws), CORE_ESTOPPED);
+    }
+    atomic_store(&cancel, false);
+    CHECK_EQ_INT(kv_attend(c, &r, &(struct attn_inputs){.q = q},
+                           &(struct attn_result){.output = o}, ws), CORE_OK);
+    attn_ws_free(ws);
+    attn_pool_free(pool);
+    kv_free(c);
+    free(k);
+    free(v);
+    free(q);
+}
+
 int main(void)
 {
     RUN(storage_rounds_prepared_rows_once);
@@ -480,5 +515,6 @@ int main(void)
     RUN(every_loop_against_reference);
     RUN(every_loop_refuses_nonfinite_scores);
     RUN(other_passes_window_the_cache);
+    RUN(decode_stops_when_due);
     TEST_MAIN_END();
 }
