@@ -66,7 +66,7 @@ _Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
 #define ATTN_TILE_MAX 256
 #endif
 
-enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_N };
+enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_PAGE, WS_N };
 
 struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */
@@ -656,10 +656,16 @@ static enum core_status forward_kv_serial(const struct attn_run *x,
     if (!blk)
         return CORE_ENOMEM;
     void *pb = need_pb ? blk + qb_bytes : NULL;
+    /* a paged view read by gemm or the key-blocked pass: one kv head at a
+     * time copied into one block (the decode loops read pages in place) */
+    void *gb = NULL;
+    if (kv->page_rows && (attn_flash(r, w) || B > ATTN_LOOP_ROWS) &&
+        !(gb = ws_reserve(ws, WS_PAGE, w->kw * (s->d_k + s->d_v) * esz)))
+        return CORE_ENOMEM;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb);
-    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb);
+        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb);
+    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb);
 }
 
 /* ---- splitting a pass into pieces (see attn_pool in attn.h) ------------ */
@@ -1014,8 +1020,14 @@ static bool kv_view_ok(const struct attn_request *r, const struct attn_kv_view *
 {
     if (!kv || !kv->k || !kv->v)
         return false;
-    size_t heads = r->shape.h_kv * (r->shape.B ? r->shape.B : 1);
-    for (size_t g = 0; g < heads; g++)
+    size_t heads = r->shape.h_kv * (r->shape.B ? r->shape.B : 1), n = heads;
+    if (kv->page_rows) {            /* unbatched, pages of 2^k rows covering L */
+        size_t pr = kv->page_rows;
+        if ((pr & (pr - 1)) || r->shape.B > 1 || kv->pages > SIZE_MAX / pr ||
+            kv->pages * pr < r->shape.L || !core_mul(heads, kv->pages, &n))
+            return false;
+    }
+    for (size_t g = 0; g < n; g++)
         if (!kv->k[g] || !kv->v[g])
             return false;
     return true;
@@ -1213,7 +1225,7 @@ static enum core_status forward_ws(const struct attn_request *r,
         return CORE_ENOMEM;
     void **kp = ptr, **vp = ptr + s->h_kv;
     view_fill(r, &x, in, store, kp, vp);
-    struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
+    struct attn_kv_view kv = {.k = (const void *const *)kp, .v = (const void *const *)vp};
     struct attn_win w = {0, s->L, NULL};
     return forward_kv_ws(&x, in, &kv, out, ws, 0, s->h * s->n, &w);
 }

@@ -227,10 +227,18 @@ struct attn_result {
     size_t n_empty;                 /* out: how many (head,row) pairs were empty */
 };
 
-/* Prepared keys and values per kv head (e.g. a session's cache). */
+/* Prepared keys and values per kv head (e.g. a session's cache). Paged
+ * (page_rows > 0, a power of two; unbatched passes of attn_forward_kv,
+ * _rows and _keys only): k and v hold [h_kv][pages] page pointers, and row
+ * j of head g is row j % page_rows of page g·pages + j / page_rows. The
+ * decode loops read pages in place; the other paths copy the head's keys
+ * and values into scratch first. The bits are those of the same rows in
+ * one block. */
 struct attn_kv_view {
     const void *const *k;           /* [h_kv] pointers, each [L][d_k] */
     const void *const *v;           /* [h_kv] pointers, each [L][d_v] */
+    size_t page_rows;               /* 0: whole heads */
+    size_t pages;                   /* pages per head (paged) */
 };
 
 /* Reusable scratch memory (one per worker thread); grows, never shrinks

@@ -672,7 +672,7 @@ enum core_status attn_forward_extras(const struct attn_request *r,
                                      struct attn_extras_out *xo,
                                      struct attn_ws *ws)
 {
-    if (!r || !x || !in)
+    if (!r || !x || !in || (kv && kv->page_rows))     /* views in one block only */
         return CORE_EINVAL;
     const struct attn_shape *s = &r->shape;
     /* top-k (and lse) without statistics, scores or weights: fed by the
@@ -727,8 +727,8 @@ enum core_status attn_forward_extras(const struct attn_request *r,
     st = ptr && pst && pne && (slot_head || !stream) ? CORE_OK : CORE_ENOMEM;
     if (st == CORE_OK && !kv) {
         st = attn_prepare_view(&rr, in, ptr, ptr + hkv, &store);
-        own_kv = (struct attn_kv_view){(const void *const *)ptr,
-                                       (const void *const *)(ptr + hkv)};
+        own_kv = (struct attn_kv_view){.k = (const void *const *)ptr,
+                                       .v = (const void *const *)(ptr + hkv)};
         kv = &own_kv;
     }
     if (st == CORE_OK) {

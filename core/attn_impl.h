@@ -160,12 +160,11 @@ static T FN(dot)(const T *restrict a, const T *restrict b, size_t d)
     return (acc[0] + acc[2]) + (acc[1] + acc[3]);
 }
 
-/* o [d] += w[0]·x[0] + ... + w[3]·x[3] (x[i] [d], rows ld apart): four
- * keys per pass over o, so o is loaded and stored a quarter as often. */
-static void FN(axpy4)(T *restrict o, const T *w, const T *restrict x, size_t ld,
-                      size_t d)
+/* o [d] += w[0]·x0 + ... + w[3]·x3 (rows [d]): four keys per pass over o,
+ * so o is loaded and stored a quarter as often. */
+static void FN(axpy4)(T *restrict o, const T *w, const T *restrict x0, const T *restrict x1,
+                      const T *restrict x2, const T *restrict x3, size_t d)
 {
-    const T *x0 = x, *x1 = x + ld, *x2 = x + 2 * ld, *x3 = x + 3 * ld;
     T w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     size_t c = 0;
     for (; c + ATTN_CHUNK <= d; c += ATTN_CHUNK)
@@ -206,48 +205,86 @@ static inline void FN(prefetch_row)(const T *x, size_t n)
         __builtin_prefetch(p + b, 0, 3);
 }
 
-/* qb [nb][d_k], K [Lt][d_k] -> S [nb][Lt] (row stride ld) = scale · qb · Kᵀ.
- * Few rows (decode) read K once with plain loops: memory-bound, and OpenBLAS
- * gemv/gemm reach far less bandwidth there (bench/RESULTS.md, Surprises 2). */
-static void FN(qk)(const T *qb, size_t nb, const T *K, size_t Lt, size_t ld,
-                   size_t d_k, T scale, T *S)
+/* Rows of one kv head's K or V: base [..][d] in one block (pg NULL), or
+ * pages of 2^sh rows (attn_kv_view) with row j at key j0 + j. */
+struct FN(rows) {
+    const T *base;
+    const void *const *pg;
+    unsigned sh;
+    size_t j0, d;
+};
+
+static inline const T *FN(row)(const struct FN(rows) *r, size_t j)
+{
+    if (!r->pg)
+        return r->base + j * r->d;
+    size_t a = r->j0 + j;
+    return (const T *)r->pg[a >> r->sh] + (a & (((size_t)1 << r->sh) - 1)) * r->d;
+}
+
+/* qb [nb][d_k], K rows [c0, c0+Lt) -> S [nb][Lt] (row stride ld) = scale ·
+ * qb · Kᵀ. Few rows (decode) read K once with plain loops, row by row (so
+ * pages are read in place): memory-bound, and OpenBLAS gemv/gemm reach far
+ * less bandwidth there (bench/RESULTS.md, Surprises 2); more rows take one
+ * gemm over K in one block. */
+static void FN(qk)(const T *qb, size_t nb, const struct FN(rows) *K, size_t c0, size_t Lt,
+                   size_t ld, size_t d_k, T scale, T *S)
 {
     if (Lt == 0)
         return;
     if (nb <= ATTN_LOOP_ROWS) {
         for (size_t j = 0; j < Lt; j++) {
-            const T *kr = K + j * d_k;
+            const T *kr = FN(row)(K, c0 + j);
             if (j + ATTN_PF_ROWS < Lt)
-                FN(prefetch_row)(kr + ATTN_PF_ROWS * d_k, d_k);
+                FN(prefetch_row)(FN(row)(K, c0 + j + ATTN_PF_ROWS), d_k);
             for (size_t t = 0; t < nb; t++)
                 S[t * ld + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
         }
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)Lt, (int)d_k,
-              scale, qb, (int)d_k, K, (int)d_k, 0, S, (int)ld);
+              scale, qb, (int)d_k, FN(row)(K, c0), (int)d_k, 0, S, (int)ld);
 }
 
-/* P [nb][Lt] (row stride ld), V [Lt][d_v] -> O [nb][d_v] = P · V */
-static void FN(pv)(const T *P, size_t nb, const T *V, size_t Lt, size_t ld,
-                   size_t d_v, T *O)
+/* P [nb][Lt] (row stride ld), V rows [c0, c0+Lt) -> O [nb][d_v] = P · V */
+static void FN(pv)(const T *P, size_t nb, const struct FN(rows) *V, size_t c0, size_t Lt,
+                   size_t ld, size_t d_v, T *O)
 {
     if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
         size_t j = 0;
         for (; j + 4 <= Lt; j += 4) {
+            const T *v0 = FN(row)(V, c0 + j), *v1 = FN(row)(V, c0 + j + 1);
+            const T *v2 = FN(row)(V, c0 + j + 2), *v3 = FN(row)(V, c0 + j + 3);
             if (j + ATTN_PF_ROWS + 4 <= Lt)
-                FN(prefetch_row)(V + (j + ATTN_PF_ROWS) * d_v, 4 * d_v);
+                for (size_t u = 0; u < 4; u++)
+                    FN(prefetch_row)(FN(row)(V, c0 + j + ATTN_PF_ROWS + u), d_v);
             for (size_t t = 0; t < nb; t++)
-                FN(axpy4)(O + t * d_v, P + t * ld + j, V + j * d_v, d_v, d_v);
+                FN(axpy4)(O + t * d_v, P + t * ld + j, v0, v1, v2, v3, d_v);
         }
         for (; j < Lt; j++)
             for (size_t t = 0; t < nb; t++)
-                FN(axpy)(O + t * d_v, P[t * ld + j], V + j * d_v, d_v);
+                FN(axpy)(O + t * d_v, P[t * ld + j], FN(row)(V, c0 + j), d_v);
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)Lt,
-              1, P, (int)ld, V, (int)d_v, 0, O, (int)d_v);
+              1, P, (int)ld, FN(row)(V, c0), (int)d_v, 0, O, (int)d_v);
+}
+
+/* Rows [k0, k0 + kw) of paged kv head g copied into one block: K into gb
+ * [kw][d_k], V after it [kw][d_v]. */
+static void FN(gather_head)(const struct attn_kv_view *kv, size_t g, size_t k0, size_t kw,
+                            size_t d_k, size_t d_v, unsigned sh, T *gb)
+{
+    struct FN(rows) kr = {NULL, kv->k + g * kv->pages, sh, k0, d_k};
+    struct FN(rows) vr = {NULL, kv->v + g * kv->pages, sh, k0, d_v};
+    size_t pr = kv->page_rows;
+    for (size_t j = 0, n; j < kw; j += n) {
+        n = pr - (k0 + j) % pr;
+        n = n < kw - j ? n : kw - j;
+        memcpy(gb + j * d_k, FN(row)(&kr, j), n * d_k * sizeof(T));
+        memcpy(gb + kw * d_k + j * d_v, FN(row)(&vr, j), n * d_v * sizeof(T));
+    }
 }
 
 /* true when every x [n] is finite */
@@ -600,13 +637,15 @@ static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, si
 /* See attn_forward_kv_rows / attn_forward_kv_keys in attn.h: global query
  * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
  * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
- * weights are not requested). When the weights are not kept, P holds
+ * weights are not requested), and gb [kw][d_k + d_v] when a paged view's
+ * head is copied into one block (flash or gemm tiles; NULL otherwise). When the weights are not kept, P holds
  * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
  * multiplications per row, not L (a key-split pass leaves them unscaled). */
 static enum core_status FN(forward_kv)(const struct attn_run *x, const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, size_t rb, size_t re,
-                                       const struct attn_win *w, size_t B, T *qb, T *pb)
+                                       const struct attn_win *w, size_t B, T *qb, T *pb,
+                                       T *gb)
 {
     const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
@@ -621,9 +660,22 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
 
+    unsigned sh = kv->page_rows ? (unsigned)__builtin_ctzl(kv->page_rows) : 0;
     for (size_t g = rb / R; g < s->h_kv && g * R < re; g++) {
-        const T *K = (const T *)kv->k[g] + w->k0 * s->d_k;
-        const T *V = (const T *)kv->v[g] + w->k0 * s->d_v;
+        struct FN(rows) kr = {NULL, NULL, sh, w->k0, s->d_k}, vr = kr;
+        vr.d = s->d_v;
+        if (gb) {
+            FN(gather_head)(kv, g, w->k0, kw, s->d_k, s->d_v, sh, gb);
+            kr.base = gb;
+            vr.base = gb + kw * s->d_k;
+        } else if (kv->page_rows) {
+            kr.pg = kv->k + g * kv->pages;
+            vr.pg = kv->v + g * kv->pages;
+        } else {
+            kr.base = (const T *)kv->k[g] + w->k0 * s->d_k;
+            vr.base = (const T *)kv->v[g] + w->k0 * s->d_v;
+        }
+        const T *K = kr.base, *V = vr.base;    /* one block: flash and gemm tiles */
         size_t lo = rb > g * R ? rb : g * R, hi = re < (g + 1) * R ? re : (g + 1) * R;
         for (size_t row0 = lo; row0 < hi; row0 += B) {
             size_t nb = hi - row0 < B ? hi - row0 : B;
@@ -639,14 +691,14 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
             }
             size_t c0, c1;
             FN(tile_cols)(x, w, row0, nb, &c0, &c1);
-            FN(qk)(qb, nb, K + c0 * s->d_k, c1 - c0, kw, s->d_k, scale, S + c0);
+            FN(qk)(qb, nb, &kr, c0, c1 - c0, kw, s->d_k, scale, S + c0);
             enum core_status st =
                 FN(finish_block)(x, w, row0, nb, c0, c1, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
-                FN(pv)(P + c0, nb, V + c0 * s->d_v, c1 - c0, kw, s->d_v, O);
+                FN(pv)(P + c0, nb, &vr, c0, c1 - c0, kw, s->d_v, O);
                 if (!wt && !w->part)
                     for (size_t t = 0; t < nb; t++)
                         FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);

@@ -164,7 +164,8 @@ static void acct_sub(struct kv_acct *a, size_t b)
 static struct kv_page *page_new(struct kv_cache *c, size_t cap)
 {
     size_t data = scale_off(c, cap) + (c->store == KV_STORE_I8 ? 2 * c->h_kv * cap * 4 : 0);
-    struct kv_page *pg = malloc(sizeof *pg + data);
+    /* rows start on a cache line: a 512-byte row then spans 8 lines, not 9 */
+    struct kv_page *pg = aligned_alloc(64, (sizeof *pg + data + 63) & ~(size_t)63);
     if (!pg)
         return NULL;
     atomic_init(&pg->refs, 1);
@@ -718,6 +719,26 @@ static void *gather(const struct kv_cache *c, bool wide, const void **kp, const 
     return buf;
 }
 
+/* A pass over the pages in place (attn_kv_view's paged form). */
+static enum core_status attend_paged(const struct kv_cache *c, const struct attn_request *r,
+                                     const struct attn_inputs *in, struct attn_result *out,
+                                     struct attn_ws *ws)
+{
+    size_t pages = (c->len + P - 1) / P, n = c->h_kv * pages;
+    const void **ptr = malloc(2 * n * sizeof *ptr);
+    if (!ptr)
+        return CORE_ENOMEM;
+    for (size_t g = 0; g < c->h_kv; g++)
+        for (size_t p = 0; p < pages; p++) {
+            ptr[g * pages + p] = pk(c, c->pg[p], g);
+            ptr[n + g * pages + p] = pv(c, c->pg[p], g);
+        }
+    struct attn_kv_view view = {.k = ptr, .v = ptr + n, P, pages};
+    enum core_status st = attn_forward_kv(r, in, &view, out, ws);
+    free(ptr);
+    return st;
+}
+
 enum core_status kv_attend(const struct kv_cache *c,
                            const struct attn_request *r,
                            const struct attn_inputs *in,
@@ -740,6 +761,8 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
     rr.shape.L = c->len;
     /* narrow caches: the decode loops, or a window of keys widened at a
      * time (output only), over the stored rows */
+    if (c->store == KV_STORE_SAME && !x)
+        return attend_paged(c, &rr, in, out, ws);
     bool lowp = c->store != KV_STORE_SAME && !x && rr.outputs == ATTN_OUT_OUTPUT;
     const void **kp = malloc(2 * c->h_kv * sizeof *kp);
     const float **sp = malloc(2 * c->h_kv * sizeof *sp);
@@ -750,7 +773,7 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
         st = kv_lowp_takes(&rr) ? kv_lowp_attend(&rr, in, &lv, out, ws)
                                 : kv_lowp_attend_windows(&rr, in, &lv, out, ws);
     } else if (buf) {
-        struct attn_kv_view view = {kp, kp + c->h_kv};
+        struct attn_kv_view view = {.k = kp, .v = kp + c->h_kv};
         st = x ? attn_forward_extras(&rr, in, &view, x, out, xo, ws)
                : attn_forward_kv(&rr, in, &view, out, ws);
     }

@@ -622,7 +622,7 @@ enum core_status kv_lowp_attend_windows(const struct attn_request *r,
         acc.l[i] = 0;
     }
     memset(acc.o, 0, rows * dv * sizeof(float));
-    struct attn_kv_view view = {ptr, ptr + hk};
+    struct attn_kv_view view = {.k = ptr, .v = ptr + hk};
     for (size_t k0 = 0; k0 < s->L && st == CORE_OK; k0 += W) {
         size_t m = s->L - k0 < W ? s->L - k0 : W;
         for (size_t g = 0; g < hk; g++) {

@@ -261,7 +261,7 @@ static void run_decode(void *p)
         st = kv_attend(a->kv[c], &a->req, &a->in, &a->out, a->ws);
     } else {
         const void *kp[1] = {a->k[c]}, *vp[1] = {a->v[c]};
-        struct attn_kv_view view = {kp, vp};
+        struct attn_kv_view view = {.k = kp, .v = vp};
         st = attn_forward_kv(&a->req, &a->in, &view, &a->out, a->ws);
     }
     if (st != CORE_OK) {
@@ -641,6 +641,68 @@ static void bench_session(size_t L)
     decode_free(&two, true);
 }
 
+/* ---- paged caches (issue 18) --------------------------------------------- */
+
+/* Decode over a paged session cache (kv_attend, pages read in place) next to
+ * the same rows in one block per head (attn_forward_kv), same run; and the
+ * memory of 32 forks that each append 64 rows to a 16,384-row prefix. */
+static void bench_paged(void)
+{
+    size_t L = 32768, d = 128;
+    struct decode_arg contig, paged;
+    decode_init(&contig, L, d, false, NULL);
+    decode_init(&paged, L, d, true, NULL);
+    attn_ws_set_pool(contig.ws, pool);
+    attn_ws_set_pool(paged.ws, pool);
+    struct timed t[2] = {{run_decode, &contig, 0, 0}, {run_decode, &paged, 0, 0}};
+    time_set(t, 2);
+    double bytes = 2.0 * (double)L * (double)d * sizeof(float);
+    double rc = bytes / t[0].med / 1e9, rp = bytes / t[1].med / 1e9;
+    char ratio[96];
+    detail("decode L=32768 d128 cold, paged cache (kv_attend)", t[1].med, rp, "GB/s",
+           "one block", rc);
+    snprintf(ratio, sizeof ratio, "%.3f of one block (%.3f vs %.3f ms)", rp / rc,
+             t[1].med * 1e3, t[0].med * 1e3);
+    benchrow("paged session decode f32 L=32768 d=128 cold vs one block per head (2 cores)",
+             "one block GB/s", rc, NULL, -1, rp, "GB/s", ratio, ">=0.95 of one block",
+             rp >= 0.95 * rc);
+    decode_free(&contig, true);
+    decode_free(&paged, true);
+
+    /* 32 forks x 64 rows over a 16,384-row prefix, every page counted once */
+    size_t prefix = 16384, forks = 32, add = 64;
+    struct kv_acct acct = {0};
+    struct kv_cache *base = kv_new(ATTN_F32, 1, d, d), *f[32];
+    float *k = rand_floats(prefix * d, 5), *v = rand_floats(prefix * d, 6);
+    for (size_t r = 0; base && r < prefix; r += 64)
+        if (kv_append_prepared(base, k + r * d, v + r * d, 64) != CORE_OK)
+            break;
+    if (!base || kv_length(base) != prefix) {
+        fprintf(stderr, "bench_core: building the prefix failed\n");
+        exit(1);
+    }
+    kv_set_acct(base, &acct);
+    double one = (double)acct.bytes;
+    for (size_t i = 0; i < forks; i++) {
+        f[i] = kv_fork(base);
+        if (!f[i] || kv_append_prepared(f[i], k + i * add * d, v + i * add * d, add) != CORE_OK) {
+            fprintf(stderr, "bench_core: a fork failed\n");
+            exit(1);
+        }
+    }
+    double all = (double)acct.bytes;
+    snprintf(ratio, sizeof ratio, "%.3fx the prefix (%.1f MB for %.1f MB)", all / one, all / 1e6,
+             one / 1e6);
+    benchrow("32 forks x 64 appended rows of a 16,384-row prefix (f32 d=128), memory",
+             "prefix MB", one / 1e6, NULL, -1, all / 1e6, "MB", ratio, "<=1.3x the prefix",
+             all <= 1.3 * one);
+    for (size_t i = 0; i < forks; i++)
+        kv_free(f[i]);
+    kv_free(base);
+    free(k);
+    free(v);
+}
+
 /* ---- narrow session caches (issue 21) ------------------------------------ */
 
 /* a's float32 session caches rebuilt in storage form st, 64-row appends as
@@ -1014,6 +1076,13 @@ int main(int argc, char **argv)
         attn_pool_free(pool);
         return 0;
     }
+    /* BENCH_PAGED_ONLY=1: the paged cache rows alone */
+    const char *paged_only = getenv("BENCH_PAGED_ONLY");
+    if (paged_only && strcmp(paged_only, "1") == 0) {
+        bench_paged();
+        attn_pool_free(pool);
+        return 0;
+    }
     /* BENCH_MOVE_ONLY=1: session export and import in-process */
     const char *move_only = getenv("BENCH_MOVE_ONLY");
     if (move_only && strcmp(move_only, "1") == 0) {
@@ -1037,6 +1106,7 @@ int main(int argc, char **argv)
     bench_decode();
     bench_session(4096);
     bench_session(32768);
+    bench_paged();
     bench_kv_dtypes();
     bench_top_k();
     bench_models();

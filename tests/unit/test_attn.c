@@ -1145,7 +1145,7 @@ TEST(forward_equals_prepare_plus_forward_kv)
                 pos += m;
             }
             const void *kp[2] = {kc, kc + L * 6 * esz}, *vp[2] = {vc, vc + L * 3 * esz};
-            struct attn_kv_view kv = {kp, vp};
+            struct attn_kv_view kv = {.k = kp, .v = vp};
             struct attn_inputs qin = u.in;
             qin.k = qin.v = NULL;   /* forward_kv must not need them */
             CHECK_EQ_INT(attn_forward_kv(&u.req, &qin, &kv, &u.out, NULL), CORE_OK);
@@ -1200,7 +1200,7 @@ TEST(rows_split_across_threads)
         size_t esz = attn_dtype_size(c.dt);
         const void *kp[2] = {split.in.k, (const char *)split.in.k + 5 * 8 * esz};
         const void *vp[2] = {split.in.v, (const char *)split.in.v + 5 * 4 * esz};
-        struct attn_kv_view kv = {kp, vp};
+        struct attn_kv_view kv = {.k = kp, .v = vp};
         struct split_job jobs[2] = {{&split, &kv, split.out, 0, 11, CORE_OK},
                                     {&split, &kv, split.out, 11, 28, CORE_OK}};
         pthread_t th[2];
@@ -1249,7 +1249,7 @@ static int key_split_case(const struct tcase *c)
         vp[g] = vo[g] = vc + g * L * c->dv * esz;
     }
     attn_prepare_kv(&t.req.shape, &t.req.params, &t.in, L, 0, ko, vo);
-    struct attn_kv_view kv = {kp, vp};
+    struct attn_kv_view kv = {.k = kp, .v = vp};
     size_t cuts[4] = {0, 0, 0, L}, np = 1 + rng_u64() % 3;
     if (np > L)
         np = L;
@@ -1316,7 +1316,7 @@ TEST(key_split_equals_full)
     struct tcore t;
     tcore_init(&c, &t);
     const void *kp[1] = {t.in.k}, *vp[1] = {t.in.v};
-    struct attn_kv_view kv = {kp, vp};
+    struct attn_kv_view kv = {.k = kp, .v = vp};
     double o[4], m[2], l[2];
     struct attn_partial part = {o, m, l};
     CHECK_EQ_INT(attn_forward_kv_keys(&t.req, &t.in, &kv, &part, NULL, 0, 5), CORE_EINVAL);

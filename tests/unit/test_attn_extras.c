@@ -247,7 +247,7 @@ static void run_case(struct cfg *c, int session, size_t k_top)
             vp[g] = vst + g * L * d * esz;
         }
         attn_prepare_kv(&r.shape, &r.params, &in, L, 0, kp, vp);
-        struct attn_kv_view kv = {(const void *const *)kp, (const void *const *)vp};
+        struct attn_kv_view kv = {.k = (const void *const *)kp, .v = (const void *const *)vp};
         st = attn_forward_extras(&r, &in, &kv, &x, &res, &xo, ws);
         free(kst);
         free(vst);

@@ -289,6 +289,83 @@ static void decode_equivalence(enum attn_dtype dt)
 TEST(decode_equals_stateless_f64) { decode_equivalence(ATTN_F64); }
 TEST(decode_equals_stateless_f32) { decode_equivalence(ATTN_F32); }
 
+/* Attention through pages read in place equals the stateless pass on the
+ * same rows in one block, bit for bit: a decode long enough to be split
+ * into key windows that start mid-page, a few query rows (one block), and
+ * scores with weights; also on a fork that copied its last page. */
+static void paged_equivalence(enum attn_dtype dt)
+{
+    const size_t h = 2, h_kv = 1, d = 64, L = 5000 + 37;
+    size_t es = attn_dtype_size(dt);
+    double *k64 = rnd(h_kv * L * d), *v64 = rnd(h_kv * L * d), *q64 = rnd(h * 8 * d);
+    void *k = malloc(L * d * es), *v = malloc(L * d * es), *q = malloc(h * 8 * d * es);
+    for (size_t i = 0; i < L * d; i++) {
+        if (dt == ATTN_F32) {
+            ((float *)k)[i] = (float)k64[i];
+            ((float *)v)[i] = (float)v64[i];
+        } else {
+            ((double *)k)[i] = k64[i];
+            ((double *)v)[i] = v64[i];
+        }
+    }
+    for (size_t i = 0; i < h * 8 * d; i++) {
+        if (dt == ATTN_F32)
+            ((float *)q)[i] = (float)q64[i];
+        else
+            ((double *)q)[i] = q64[i];
+    }
+    struct attn_params p = {.dtype = dt, .scale = attn_default_scale(d)};
+    struct kv_cache *c = kv_new(dt, h_kv, d, d);
+    /* the prefix in uneven appends, then a fork that writes its own last rows */
+    size_t at0 = 0, cut = L - 37;
+    for (size_t m = 1; at0 < cut; m = m * 3 + 1) {
+        size_t n = cut - at0 < m ? cut - at0 : m;
+        CHECK_EQ_INT(kv_append_prepared(c, (char *)k + at0 * d * es, (char *)v + at0 * d * es, n),
+                     CORE_OK);
+        at0 += n;
+    }
+    struct kv_cache *f = kv_fork(c);
+    CHECK_EQ_INT(kv_append_prepared(f, (char *)k + cut * d * es, (char *)v + cut * d * es, 37),
+                 CORE_OK);
+    struct attn_ws *ws = attn_ws_new();
+    const size_t ns[3] = {1, 8, 2};
+    const unsigned outs[3] = {ATTN_OUT_OUTPUT, ATTN_OUT_OUTPUT, ATTN_OUT_ALL};
+    for (int which = 0; which < 2; which++) {
+        const struct kv_cache *cc = which ? f : c;
+        size_t len = kv_length(cc);
+        for (int t = 0; t < 3; t++) {
+            struct attn_request r = {
+                .shape = {.h = h, .h_kv = h_kv, .n = ns[t], .L = len, .d_k = d, .d_v = d},
+                .params = p, .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                .attn_bias_heads = 1, .mask_heads = 1, .outputs = outs[t]};
+            size_t sw = h * ns[t] * len * es, so = h * ns[t] * d * es;
+            bool all = outs[t] == ATTN_OUT_ALL;
+            struct attn_result a = {all ? malloc(sw) : NULL, all ? malloc(sw) : NULL,
+                                    malloc(so), NULL, 0};
+            struct attn_result b = {all ? malloc(sw) : NULL, all ? malloc(sw) : NULL,
+                                    malloc(so), NULL, 0};
+            struct attn_inputs full = {.q = q, .k = k, .v = v};
+            struct attn_inputs qin = {.q = q};
+            CHECK_EQ_INT(attn_forward(&r, &full, &a, ws), CORE_OK);
+            CHECK_EQ_INT(kv_attend(cc, &r, &qin, &b, ws), CORE_OK);
+            CHECK(memcmp(a.output, b.output, so) == 0);
+            if (all) {
+                CHECK(memcmp(a.scores, b.scores, sw) == 0);
+                CHECK(memcmp(a.weights, b.weights, sw) == 0);
+            }
+            free(a.scores); free(a.weights); free(a.output);
+            free(b.scores); free(b.weights); free(b.output);
+        }
+    }
+    attn_ws_free(ws);
+    kv_free(c);
+    kv_free(f);
+    free(k); free(v); free(q); free(k64); free(v64); free(q64);
+}
+
+TEST(paged_equals_stateless_f64) { paged_equivalence(ATTN_F64); }
+TEST(paged_equals_stateless_f32) { paged_equivalence(ATTN_F32); }
+
 TEST(empty_cache_cannot_attend)
 {
     struct kv_cache *c = kv_new(ATTN_F64, 1, 2, 2);
@@ -311,6 +388,8 @@ int main(void)
     RUN(truncate_and_fork_are_isolated);
     RUN(decode_equals_stateless_f64);
     RUN(decode_equals_stateless_f32);
+    RUN(paged_equals_stateless_f64);
+    RUN(paged_equals_stateless_f32);
     RUN(empty_cache_cannot_attend);
     TEST_MAIN_END();
 }

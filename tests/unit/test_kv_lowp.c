@@ -285,7 +285,7 @@ TEST(long_cache_windows_same_with_pool)
         float *wk = malloc(L * d * sizeof(float)), *wv = malloc(L * d * sizeof(float));
         kv_read_rows(c, 0, 0, L, wk, wv);
         const void *kp[1] = {wk}, *vp[1] = {wv};
-        struct attn_kv_view view = {kp, vp};
+        struct attn_kv_view view = {.k = kp, .v = vp};
         CHECK_EQ_INT(attn_forward_kv(&r, &qi, &view, &(struct attn_result){.output = ref},
                                      NULL), CORE_OK);
         double worst = 0;
@@ -424,7 +424,7 @@ TEST(other_passes_window_the_cache)
             kp[g] = wk + g * L * d;
             vp[g] = wv + g * L * d;
         }
-        struct attn_kv_view view = {kp, vp};
+        struct attn_kv_view view = {.k = kp, .v = vp};
         uint8_t *mask = malloc(n * L);
         for (size_t i = 0; i < n * L; i++)
             mask[i] = (i * 7 + i / L) % 5 != 0;
