@@ -10,8 +10,10 @@
  *   POST   /v1/sessions/{id}/attention  append k/v if given, then attend q
  *   POST   /v1/sessions/{id}/truncate   keep the first `length` rows
  *   POST   /v1/sessions/{id}/fork       copy into a new session  201
- *   GET    /v1/sessions/{id}/export     (api/sessions_move.c, as is
- *   POST   /v1/sessions/import           the import, an exact route)
+ *   GET    /v1/sessions/{id}/export     the session as bytes (handled in
+ *                                       api/sessions_move.c, as is
+ *   POST   /v1/sessions/import          the import: an exact route of
+ *                                       api/router.c)
  *
  * A request on a session holds it (sess_acquire .. sess_release) from the
  * moment its body is validated against the session's fixed parameters
