@@ -750,6 +750,14 @@
       box.appendChild(fig);
     }
     drawLegend(over, step);
+    markChosen();
+  }
+
+  /* the map of the head the head view and the table show */
+  function markChosen() {
+    Array.prototype.forEach.call(document.querySelectorAll('#heat-grid figure'), function (f, a) {
+      f.classList.toggle('chosen', a === model.head);
+    });
   }
 
   function drawLegend(over, step) {
@@ -829,6 +837,7 @@
       model.hover = -1;
       drawHeadView();
       drawRowStats();
+      markChosen();
     });
     drawPlane();
     requestGeo();

@@ -339,6 +339,9 @@ await step('a pasted request with a heads selection and weights_top_k draws the 
   assert(caps.join('|') === 'head 2|head 0', `maps ${caps}`);
   const opts = await page.$$eval('#model-head option', (e) => e.map((o) => o.textContent));
   assert(opts.join('|') === 'head 2|head 0', `head choices ${opts}`);
+  await page.selectOption('#model-head', '1');
+  const chosen = await page.$$eval('#heat-grid figure', (e) => e.map((f) => f.classList.contains('chosen')));
+  assert(chosen.join() === 'false,true', `chosen map ${chosen}`);
   for (const bad of ['null', '[1, 2]', JSON.stringify({ ...req, q: [m(1)] })]) {
     await page.fill('#paste', bad);
     await page.click('#paste-draw');
