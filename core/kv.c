@@ -690,52 +690,80 @@ void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, voi
 
 /* ---- attention ------------------------------------------------------------------- */
 
-/* The whole cache copied into one block: per head [len][d_k] then
- * [len][d_v], widened to the dtype (wide) or in the storage form with the
- * int8 scales after the rows; kp/vp [h_kv] receive the per-head K, V
- * pointers, ksp/vsp [h_kv] the int8 scales. NULL on ENOMEM / overflow. */
-static void *gather(const struct kv_cache *c, bool wide, const void **kp, const void **vp,
-                    const float **ksp, const float **vsp)
+/* The whole cache widened into one block per head (scores, weights and
+ * extras over a narrow cache, extras over any: those passes write or read
+ * n·L numbers anyway): buf [h_kv][len][d_k + d_v], kp/vp [h_kv] the
+ * per-head K, V. NULL on ENOMEM / overflow. */
+static void *gather(const struct kv_cache *c, const void **kp, const void **vp)
 {
-    size_t es = wide ? attn_dtype_size(c->dtype) : c->esz, per, total, sc = 0;
+    size_t es = attn_dtype_size(c->dtype), per, total;
     if (!core_add(c->d_k, c->d_v, &per) || !core_mul3(per, c->len, c->h_kv, &total) ||
-        total > SIZE_MAX / 8 - 2 * c->len * c->h_kv)
+        total > SIZE_MAX / 8)
         return NULL;
-    if (!wide && c->store == KV_STORE_I8)
-        sc = 2 * c->len * c->h_kv;
-    char *buf = malloc(total * es + sc * sizeof(float) + sizeof(float));
+    char *buf = malloc(total * es);
     if (!buf)
         return NULL;
-    float *scales = (float *)(void *)(buf + ((total * es + 3) & ~(size_t)3));
     for (size_t g = 0; g < c->h_kv; g++) {
         char *kg = buf + g * c->len * per * es, *vg = kg + c->len * c->d_k * es;
-        float *ksg = sc ? scales + 2 * g * c->len : NULL, *vsg = sc ? ksg + c->len : NULL;
-        read_range(c, g, 0, c->len, wide, kg, vg, ksg, vsg);
+        kv_read_rows(c, g, 0, c->len, kg, vg);
         kp[g] = kg;
         vp[g] = vg;
-        ksp[g] = ksg;
-        vsp[g] = vsg;
     }
     return buf;
 }
 
-/* A pass over the pages in place (attn_kv_view's paged form). */
+/* The page table as [h_kv][pages] pointers per part (K, V, and the int8
+ * scales when ks is not NULL); false on ENOMEM. */
+static bool page_table(const struct kv_cache *c, const void ***kv, const float ***ks)
+{
+    size_t pages = (c->len + P - 1) / P, n = c->h_kv * pages;
+    const void **ptr = malloc(2 * n * sizeof *ptr);
+    const float **sp = ks ? malloc(2 * n * sizeof *sp) : NULL;
+    if (!ptr || (ks && !sp)) {
+        free(ptr);
+        free(sp);
+        return false;
+    }
+    for (size_t g = 0; g < c->h_kv; g++)
+        for (size_t p = 0; p < pages; p++) {
+            ptr[g * pages + p] = pk(c, c->pg[p], g);
+            ptr[n + g * pages + p] = pv(c, c->pg[p], g);
+            if (sp) {
+                sp[g * pages + p] = c->store == KV_STORE_I8 ? pks(c, c->pg[p], g) : NULL;
+                sp[n + g * pages + p] = c->store == KV_STORE_I8 ? pvs(c, c->pg[p], g) : NULL;
+            }
+        }
+    *kv = ptr;
+    if (ks)
+        *ks = sp;
+    return true;
+}
+
+/* A pass over the pages in place: attn_kv_view's paged form, or for a
+ * narrow cache (output only) kv_lowp's. */
 static enum core_status attend_paged(const struct kv_cache *c, const struct attn_request *r,
                                      const struct attn_inputs *in, struct attn_result *out,
                                      struct attn_ws *ws)
 {
     size_t pages = (c->len + P - 1) / P, n = c->h_kv * pages;
-    const void **ptr = malloc(2 * n * sizeof *ptr);
-    if (!ptr)
+    bool narrow = c->store != KV_STORE_SAME;
+    const void **ptr;
+    const float **sp = NULL;
+    if (!page_table(c, &ptr, narrow ? &sp : NULL))
         return CORE_ENOMEM;
-    for (size_t g = 0; g < c->h_kv; g++)
-        for (size_t p = 0; p < pages; p++) {
-            ptr[g * pages + p] = pk(c, c->pg[p], g);
-            ptr[n + g * pages + p] = pv(c, c->pg[p], g);
-        }
-    struct attn_kv_view view = {.k = ptr, .v = ptr + n, P, pages};
-    enum core_status st = attn_forward_kv(r, in, &view, out, ws);
+    enum core_status st;
+    if (narrow) {
+        struct kv_lowp_view lv = {c->store, ptr, ptr + n,
+                                  c->store == KV_STORE_I8 ? sp : NULL,
+                                  c->store == KV_STORE_I8 ? sp + n : NULL, P, pages};
+        st = kv_lowp_takes(r) ? kv_lowp_attend(r, in, &lv, out, ws)
+                              : kv_lowp_attend_windows(r, in, &lv, out, ws);
+    } else {
+        struct attn_kv_view view = {.k = ptr, .v = ptr + n, .page_rows = P, .pages = pages};
+        st = attn_forward_kv(r, in, &view, out, ws);
+    }
     free(ptr);
+    free(sp);
     return st;
 }
 
@@ -759,26 +787,20 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
         return CORE_ESHAPE;
     struct attn_request rr = *r;
     rr.shape.L = c->len;
-    /* narrow caches: the decode loops, or a window of keys widened at a
-     * time (output only), over the stored rows */
-    if (c->store == KV_STORE_SAME && !x)
+    /* in place: float32/float64 passes without extras; narrow caches'
+     * output-only passes (the decode loops, or a window of keys widened at
+     * a time) */
+    if (!x && (c->store == KV_STORE_SAME || rr.outputs == ATTN_OUT_OUTPUT))
         return attend_paged(c, &rr, in, out, ws);
-    bool lowp = c->store != KV_STORE_SAME && !x && rr.outputs == ATTN_OUT_OUTPUT;
     const void **kp = malloc(2 * c->h_kv * sizeof *kp);
-    const float **sp = malloc(2 * c->h_kv * sizeof *sp);
-    void *buf = kp && sp ? gather(c, !lowp, kp, kp + c->h_kv, sp, sp + c->h_kv) : NULL;
+    void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
     enum core_status st = CORE_ENOMEM;
-    if (buf && lowp) {
-        struct kv_lowp_view lv = {c->store, kp, kp + c->h_kv, sp, sp + c->h_kv};
-        st = kv_lowp_takes(&rr) ? kv_lowp_attend(&rr, in, &lv, out, ws)
-                                : kv_lowp_attend_windows(&rr, in, &lv, out, ws);
-    } else if (buf) {
+    if (buf) {
         struct attn_kv_view view = {.k = kp, .v = kp + c->h_kv};
         st = x ? attn_forward_extras(&rr, in, &view, x, out, xo, ws)
                : attn_forward_kv(&rr, in, &view, out, ws);
     }
     free(buf);
     free(kp);
-    free(sp);
     return st;
 }

@@ -423,7 +423,27 @@ struct lp_job {
     int *bad;                       /* [windows]: a score was not finite */
 };
 
-/* Window w: every kv head's keys [k0, k1) as one range -> parts[w]. */
+/* Keys [key, end) of head g from key on, as far as they lie in one block
+ * (a page, or the whole head) -> *rg (rg->cnt of them). */
+static void lp_seg(const struct kv_lowp_view *v, size_t g, size_t key, size_t end, size_t dk,
+                   size_t dv, struct lp_range *rg)
+{
+    size_t esz = v->store == KV_STORE_I8 ? 1 : 2, b = g, j = key, n = end - key;
+    if (v->page_rows) {
+        b = g * v->pages + key / v->page_rows;
+        j = key % v->page_rows;
+        n = v->page_rows - j < n ? v->page_rows - j : n;
+    }
+    rg->k = (const char *)v->k[b] + j * dk * esz;
+    rg->v = (const char *)v->v[b] + j * dv * esz;
+    rg->ks = v->ks ? v->ks[b] + j : NULL;
+    rg->vs = v->vs ? v->vs[b] + j : NULL;
+    rg->cnt = n;
+    rg->key0 = key;
+}
+
+/* Window w: every kv head's keys [k0, k1), block by block (a page at a
+ * time in a paged view) -> parts[w]. */
 static void window_piece(void *arg, size_t w, struct attn_ws *ws)
 {
     (void)ws;
@@ -432,7 +452,6 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
     const struct kv_lowp_view *v = j->v;
     size_t k0 = w * j->wk, k1 = k0 + j->wk < s->L ? k0 + j->wk : s->L;
     size_t G = s->h / s->h_kv, R = G * s->n, dk = s->d_k, dv = s->d_v;
-    size_t esz = v->store == KV_STORE_I8 ? 1 : 2;
     struct lp_part *p = &j->parts[w];
     float *buf = malloc(lp_scratch_floats(R, dk, dv) * sizeof(float));
     if (!buf) {
@@ -449,12 +468,12 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
         memset(st.o, 0, R * dv * sizeof(float));
         struct lp_query q = {j->q + row0 * dk, R, s->n, j->lim, dk, dv,
                              (float)j->r->params.scale};
-        struct lp_range rg = {(const char *)v->k[g] + k0 * dk * esz,
-                              (const char *)v->v[g] + k0 * dv * esz,
-                              v->ks ? v->ks[g] + k0 : NULL, v->vs ? v->vs[g] + k0 : NULL,
-                              k1 - k0, k0};
-        if (!j->fn(v->store, &q, &rg, &st, buf))
-            j->bad[w] = 1;
+        struct lp_range rg;
+        for (size_t key = k0; key < k1; key += rg.cnt) {
+            lp_seg(v, g, key, k1, dk, dv, &rg);
+            if (!j->fn(v->store, &q, &rg, &st, buf))
+                j->bad[w] = 1;
+        }
     }
     free(buf);
 }
@@ -627,8 +646,12 @@ enum core_status kv_lowp_attend_windows(const struct attn_request *r,
         size_t m = s->L - k0 < W ? s->L - k0 : W;
         for (size_t g = 0; g < hk; g++) {
             float *kg = buf + g * W * (dk + dv), *vg = kg + W * dk;
-            widen_rows(v->store, v->k[g], v->ks ? v->ks[g] : NULL, dk, k0, m, kg);
-            widen_rows(v->store, v->v[g], v->vs ? v->vs[g] : NULL, dv, k0, m, vg);
+            struct lp_range rg;
+            for (size_t key = k0; key < k0 + m; key += rg.cnt) {
+                lp_seg(v, g, key, k0 + m, dk, dv, &rg);
+                widen_rows(v->store, rg.k, rg.ks, dk, 0, rg.cnt, kg + (key - k0) * dk);
+                widen_rows(v->store, rg.v, rg.vs, dv, 0, rg.cnt, vg + (key - k0) * dv);
+            }
             /* the view is indexed by the cache's key index: row k0 + j of
              * the pass is row j here (only rows [k0, k0 + m) are read) */
             ptr[g] = (const void *)((uintptr_t)kg - k0 * dk * sizeof(float));

@@ -10,13 +10,18 @@
 #include "attn.h"
 #include "kv.h"
 
-/* A narrow cache's blocks as the loops read them. */
+/* A narrow cache's blocks as the loops read them: one block per head, or
+ * (page_rows > 0) pages of page_rows rows, [h_kv][pages] pointers each, row
+ * j of head g being row j % page_rows of page g·pages + j / page_rows (as
+ * struct attn_kv_view's paged form). */
 struct kv_lowp_view {
     enum kv_store store;            /* KV_STORE_F16, _BF16 or _I8 */
     const void *const *k;           /* [h_kv] blocks of [L][d_k] stored elements */
     const void *const *v;           /* [h_kv] blocks of [L][d_v] */
     const float *const *ks;         /* KV_STORE_I8: [h_kv] blocks of [L] row scales */
     const float *const *vs;
+    size_t page_rows;               /* 0: whole heads */
+    size_t pages;                   /* pages per head (paged) */
 };
 
 /* Whether kv_lowp_attend takes r: output only, float32, at most
