@@ -575,7 +575,7 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
     size_t dv = r->shape.d_v, n = r->shape.n, tk[4];
     T m[ATTN_FLASH_ROWS];
     double l[ATTN_FLASH_ROWS];
-    enum core_status st;
+    enum core_status st = CORE_OK;      /* set by the fused kernel or flash_keys */
     const struct attn_score_sink *ss = r->score_sink;
     bool fused = false;
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);

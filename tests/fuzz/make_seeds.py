@@ -122,6 +122,23 @@ def request_seeds():
                                  "v": [[1, 0], [0, 1], [1, 1]],
                                  "bias": {"q": [0, 1], "k": [3, -2]}, "tolerance": 1e-9}))
     add("GET /verify", 0, b"")
+    # verify with the options of current models, and the half dtypes
+    with open(os.path.join(HERE, "..", "..", "server", "web", "openapi.json")) as f:
+        examples = json.load(f)["paths"]["/v1/verify"]["post"]["requestBody"]["content"][
+            "application/json"]["examples"]
+    add("POST /v1/verify", 0, j(examples["models"]["value"]))
+    for dt in ("float16", "bfloat16"):
+        add("POST /v1/verify", 0, j({"q": [[1, 0.5]], "k": [[1, 0], [0.25, 1], [-1, 0.5]],
+                                     "v": [[1], [2], [3]], "bias": {"k": [3, -2]},
+                                     "dtype": dt, "segments": {"q": [0], "k": [1, 0, 0]}}))
+    # extras with a batch, segments at default positions, a half dtype
+    add("POST /v1/attention", 0, j({"q": [[[[1, 0], [0, 1]], [[1, 1], [0, 2]]],
+                                          [[[0, 1], [1, 0]], [[2, 0], [1, 1]]]],
+                                    "k": [[[[1, 0], [0, 1], [1, 1]]], [[[1, 1], [0, 1], [2, 0]]]],
+                                    "v": [[[[1, 2], [3, 4], [5, 6]]], [[[5, 6], [7, 8], [9, 0]]]],
+                                    "segments": {"q": [[0, 1], [1, 1]], "k": [0, 1, 0]},
+                                    "heads": [1], "weights_top_k": 2, "dtype": "float16",
+                                    "return": ["weights", "output", "qk", "lse", "stats"]}))
     add("POST /v1/sessions", 0, j({"d_k": 2, "d_v": 2, "heads": 2, "kv_heads": 1,
                                    "dtype": "float64", "softmax": "softmax1",
                                    "rope": {"base": 10000}, "max_tokens": 8, "ttl_s": 5}))
@@ -145,6 +162,17 @@ def request_seeds():
                                {"name": "v", "shape": [2, 2], "datatype": "FP64",
                                 "data": [1, 2, 3, 4]}],
                     "parameters": {"softmax": "standard"}}))
+    # v2: a batch with a [B,1,n,L] mask and bias, extras and BF16
+    q4 = [1, 0, 0, 1, 1, 1, 0, 2]
+    add("v2", 0, j({"inputs": [
+        {"name": "q", "shape": [2, 2, 1, 2], "datatype": "BF16", "data": q4},
+        {"name": "k", "shape": [2, 1, 2, 2], "datatype": "BF16", "data": [1, 0, 0, 1, 1, 1, 2, 0]},
+        {"name": "v", "shape": [2, 1, 2, 2], "datatype": "BF16", "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+        {"name": "mask", "shape": [2, 1, 1, 2], "datatype": "BOOL", "data": [True, False, True, True]},
+        {"name": "attn_bias", "shape": [2, 1, 1, 2], "datatype": "FP32", "data": [0, 1, -1, 0]}],
+        "parameters": {"heads": "1", "weights_top_k": 1},
+        "outputs": [{"name": "output"}, {"name": "lse"}, {"name": "top_k_values"},
+                    {"name": "argmax"}]}))
     # v2 binary tensor extension: JSON header, then little-endian tensors.
     hdr = j({"inputs": [{"name": n, "shape": [2, 2], "datatype": "FP64",
                          "parameters": {"binary_data_size": 32}} for n in ("q", "k", "v")],
