@@ -3,8 +3,11 @@
  * appenders and attenders on one session (final length = sum of appends,
  * every row intact and each thread's rows in its own order), and a churn of
  * create / append / fork / delete / sweep / lru eviction on a small store
- * (no crash, no use-after-free, accounting consistent at the end). Run under
- * ThreadSanitizer by `make tsan` (its name contains "concurrency").
+ * (no crash, no use-after-free, accounting consistent at the end), and a
+ * parent and its forks (sharing pages) appending, attending, truncating,
+ * forking and deleting at once (every shared row intact, each page counted
+ * once, all freed at the end). Run under ThreadSanitizer by `make tsan`
+ * (its name contains "concurrency").
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -272,9 +275,146 @@ TEST(churn_create_delete_evict_expire)
     sess_store_free(st);
 }
 
+/* ---- a parent and its forks at once -------------------------------------- */
+
+#define PREFIX 150              /* the parent's rows: 2 full pages and a partial one */
+#define FORKERS 4
+
+static char parent_id[SESS_ID_MAX];
+static int fork_bad;
+
+/* Rows [0, n) of s hold their index (k) and its negative (v). */
+static bool prefix_intact(const struct sess *s, size_t n)
+{
+    double k[D], v[D];
+    for (size_t r = 0; r < n; r++) {
+        kv_read_stored(sess_cache(s), 0, r, 1, k, v, NULL, NULL);
+        for (size_t j = 0; j < D; j++)
+            if (k[j] != (double)r || v[j] != -(double)r)
+                return false;
+    }
+    return true;
+}
+
+/* Append m rows tagged `tag` to a held session; false on failure. */
+static bool add_rows(struct sess *s, size_t m, double tag)
+{
+    double k[8 * D], v[8 * D];
+    for (size_t i = 0; i < m * D; i++)
+        k[i] = v[i] = tag;
+    return sess_append(st, s, k, v, m, -1) == CORE_OK;
+}
+
+/* Fork the parent, write into the fork (copying the shared last page),
+ * attend, truncate into shared pages, fork the fork, delete in either
+ * order; the parent's rows must read the same throughout. */
+static void *forker(void *arg)
+{
+    size_t t = (size_t)(uintptr_t)arg;
+    double q[2 * D] = {0.5, -0.5, 0.25, 1, 0, 1, 0, -1};
+    for (int i = 0; i < 40; i++) {
+        char c[SESS_ID_MAX], g[SESS_ID_MAX];
+        struct sess *s;
+        int bad = 0;
+        if (sess_acquire(st, parent_id, &s) != CORE_OK) {
+            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        bad += sess_fork(st, s, c) != CORE_OK;
+        sess_release(st, s);
+        if (bad || sess_acquire(st, c, &s) != CORE_OK) {
+            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        size_t len0 = sess_length(s);
+        bad += len0 < PREFIX || !prefix_intact(s, PREFIX);
+        bad += !add_rows(s, 1 + (size_t)i % 5, (double)(1000 + t));
+        double o[2 * D];
+        struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
+        struct attn_result out = {.output = o};
+        bad += sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK;
+        bad += sess_truncate(st, s, PREFIX - 1 - (size_t)i % 30) != CORE_OK;
+        bad += !add_rows(s, 2, (double)(2000 + t));
+        bad += sess_fork(st, s, g) != CORE_OK;
+        bad += !prefix_intact(s, PREFIX - 1 - (size_t)i % 30);
+        sess_release(st, s);
+        if (i % 2) {
+            bad += sess_delete(st, c) != CORE_OK;
+            bad += sess_delete(st, g) != CORE_OK;
+        } else {
+            bad += sess_delete(st, g) != CORE_OK;
+            bad += sess_delete(st, c) != CORE_OK;
+        }
+        if (bad)
+            __atomic_add_fetch(&fork_bad, bad, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* The parent itself appends past its prefix (into its shared last page)
+ * and truncates back, while the forks read and copy. */
+static void *parent_writer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 80; i++) {
+        struct sess *s;
+        if (sess_acquire(st, parent_id, &s) != CORE_OK)
+            continue;
+        int bad = !add_rows(s, 1 + (size_t)i % 7, -5.0);
+        bad += sess_truncate(st, s, PREFIX) != CORE_OK;
+        bad += !prefix_intact(s, PREFIX);
+        sess_release(st, s);
+        if (bad)
+            __atomic_add_fetch(&fork_bad, bad, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+TEST(forks_append_truncate_delete_at_once)
+{
+    struct sess_config cfg = {.default_ttl_s = 600};
+    st = sess_store_new(&cfg);
+    struct sess_spec sp = spec();
+    CHECK_EQ_INT(sess_create(st, &sp, parent_id), CORE_OK);
+    struct sess *s;
+    CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
+    for (size_t r = 0; r < PREFIX; r++) {
+        double k[D], v[D];
+        for (size_t j = 0; j < D; j++) {
+            k[j] = (double)r;
+            v[j] = -(double)r;
+        }
+        CHECK_EQ_INT(sess_append(st, s, k, v, 1, -1), CORE_OK);
+    }
+    sess_release(st, s);
+    pthread_t th[FORKERS + 1];
+    for (size_t t = 0; t < FORKERS; t++)
+        pthread_create(&th[t], NULL, forker, (void *)(uintptr_t)t);
+    pthread_create(&th[FORKERS], NULL, parent_writer, NULL);
+    for (size_t t = 0; t <= FORKERS; t++)
+        pthread_join(th[t], NULL);
+    CHECK_EQ_INT(fork_bad, 0);
+    struct sess_stats stats;
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.sessions, 1);
+    CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
+    CHECK(prefix_intact(s, PREFIX));
+    struct sess_info info;
+    sess_get_info(st, s, &info);
+    CHECK_EQ_INT(info.shared_bytes, 0);             /* every fork let go */
+    CHECK_EQ_INT(stats.bytes, info.bytes);
+    CHECK_EQ_INT(stats.bytes, kv_bytes(sess_cache(s)));
+    sess_release(st, s);
+    CHECK_EQ_INT(sess_delete(st, parent_id), CORE_OK);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 0);
+    sess_store_free(st);
+}
+
 int main(void)
 {
     RUN(many_appenders_one_session);
     RUN(churn_create_delete_evict_expire);
+    RUN(forks_append_truncate_delete_at_once);
     TEST_MAIN_END();
 }
