@@ -325,6 +325,11 @@ TEST(truncate_fork_delete)
     json_decref(j);
     api_response_free(&r);
     CHECK(strcmp(fid, sid) != 0);
+    /* the fork shares the page of 3 rows (16 bytes each): none copied */
+    CHECK_EQ_INT(info_int(sid, "bytes"), 0);
+    CHECK_EQ_INT(info_int(sid, "shared_bytes"), 3 * 16);
+    CHECK_EQ_INT(info_int(fid, "bytes"), 0);
+    CHECK_EQ_INT(info_int(fid, "shared_bytes"), 3 * 16);
 
     CHECK_EQ_INT(req("POST", P(sid, "/truncate"), "{\"length\":1}", &r), 200);
     CHECK_STR(r.route, "/v1/sessions/{id}/truncate");
@@ -338,6 +343,11 @@ TEST(truncate_fork_delete)
     req("GET", P(fid, "/kv"), NULL, &r);
     CHECK(r.body && strstr(r.body, "\"k\":[[1],[2],[3],[7]],\"v\":[[4],[5],[6],[8]]") != NULL);
     api_response_free(&r);
+    /* the fork's write copied the page: each now holds its own */
+    CHECK_EQ_INT(info_int(fid, "bytes"), 4 * 16);
+    CHECK_EQ_INT(info_int(fid, "shared_bytes"), 0);
+    CHECK_EQ_INT(info_int(sid, "bytes"), 3 * 16);
+    CHECK_EQ_INT(info_int(sid, "shared_bytes"), 0);
 
     req("POST", P(sid, "/truncate"), "{\"length\":2}", &r);
     CHECK_ERR(&r, 422, "invalid_field", "/length");

@@ -3,7 +3,9 @@
 - Decoding through a session equals the stateless /v1/attention on the full
   K/V bit for bit in float64 (JSON numbers and base64 bytes), over a prefill
   and several decode steps, with GQA, q/k/v biases, RoPE and ALiBi on.
-- Truncate and fork are isolated from each other.
+- Truncate and fork are isolated from each other; forks share pages (no
+  bytes added by a fork, a write copies one page, bytes/shared_bytes, the
+  parent deleted first leaves the forks answering as it did).
 - Capacity: reject (503 capacity_exhausted + Retry-After, reads keep
   working) and lru (the least recently used idle session goes).
 - TTL: an idle session expires (404), one in use does not.
@@ -265,3 +267,35 @@ def test_ttl_sweep_timer_expires_without_a_lookup():
         assert _metric(d, "attnd_kv_cache_bytes") == 0
         assert d.get(f"/v1/sessions/{keep}").status == 200
         assert d.get(f"/v1/sessions/{gone}").status == 404
+
+
+def test_forks_share_pages_and_survive_their_parent():
+    # float64, d_k = d_v = 8: 128 bytes a row; 200 rows = 3 full pages + 8 rows
+    with Attnd("--cache-policy", "lru") as d:
+        rng = random.Random(7)
+        sid = _create(d, {"d_k": 8, "d_v": 8})
+        k, v = _mat(rng, 200, 8), _mat(rng, 200, 8)
+        assert d.post(f"/v1/sessions/{sid}/kv", {"k": k, "v": v}).status == 200
+        one = _metric(d, "attnd_kv_cache_bytes")
+        assert one >= 200 * 128
+        q = {"q": _mat(rng, 1, 8)}
+        want = d.post(f"/v1/sessions/{sid}/attention", q).json()["output"]
+        forks = [d.post(f"/v1/sessions/{sid}/fork", {}).json()["id"] for _ in range(3)]
+        forks.append(d.post(f"/v1/sessions/{forks[0]}/fork", {}).json()["id"])  # fork of a fork
+        assert _metric(d, "attnd_kv_cache_bytes") == one          # no row copied
+        g = d.get(f"/v1/sessions/{forks[3]}").json()
+        assert g["bytes"] == 0 and g["shared_bytes"] == one
+        # one fork writes: it copies only its shared last page
+        assert d.post(f"/v1/sessions/{forks[1]}/kv", {"k": _mat(rng, 1, 8),
+                                                       "v": _mat(rng, 1, 8)}).status == 200
+        g = d.get(f"/v1/sessions/{forks[1]}").json()
+        assert 0 < g["bytes"] <= 64 * 128 and g["shared_bytes"] == 192 * 128
+        assert _metric(d, "attnd_kv_cache_bytes") == one + g["bytes"]
+        # the parent deleted first: the forks answer as it did
+        assert d.request("DELETE", f"/v1/sessions/{sid}").status == 204
+        for f in (forks[0], forks[2], forks[3]):
+            assert d.post(f"/v1/sessions/{f}/attention", q).json()["output"] == want
+        assert _metric(d, "attnd_kv_cache_bytes") == one + g["bytes"]
+        for f in forks:
+            assert d.request("DELETE", f"/v1/sessions/{f}").status == 204
+        assert _metric(d, "attnd_kv_cache_bytes") == 0
