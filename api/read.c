@@ -448,17 +448,6 @@ size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_i
     return n;
 }
 
-/* Index of the first element of float16 (f16) or bfloat16 bits h [n] that
- * is not finite (-inf allowed when allow_neg_inf), or n. */
-static size_t first_nonfinite_half(const uint16_t *h, bool f16, size_t n, bool allow_neg_inf)
-{
-    uint16_t exp = f16 ? 0x7C00 : 0x7F80, ninf = f16 ? 0xFC00 : 0xFF80;
-    for (size_t i = 0; i < n; i++)
-        if ((h[i] & exp) == exp && !(allow_neg_inf && h[i] == ninf))
-            return i;
-    return n;
-}
-
 static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
                         const void *src, const struct api_tensor_spec *spec,
                         void *dst, size_t n)
@@ -479,7 +468,7 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
     if (spec->dtype == ATTN_F32 && spec->elem != API_ELEM_BOOL &&
         ((t == B64_F16 && c->half == API_HALF_F16) || (t == B64_BF16 && c->half == API_HALF_BF16))) {
         /* the request's own half format: every value is one already */
-        i = first_nonfinite_half(src, t == B64_F16, n, spec->elem == API_ELEM_NULLABLE);
+        i = half_first_nonfinite(src, n, t == B64_F16, spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;

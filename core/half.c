@@ -209,6 +209,15 @@ static size_t first_nonfinite(const uint16_t *h, size_t n, uint16_t mask)
     return n;
 }
 
+size_t half_first_nonfinite(const uint16_t *h, size_t n, bool f16, bool allow_neg_inf)
+{
+    uint16_t mask = f16 ? 0x7C00 : 0x7F80, ninf = mask | 0x8000;
+    size_t i = 0;
+    while ((i += first_nonfinite(h + i, n - i, mask)) < n && allow_neg_inf && h[i] == ninf)
+        i++;
+    return i;
+}
+
 size_t half_f32_to_f16_n_portable(const float *src, uint16_t *dst, size_t n)
 {
     for (size_t i = 0; i < n; i++)

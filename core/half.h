@@ -72,6 +72,10 @@ size_t half_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
 void half_f16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 void half_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 
+/* Index of the first of h [n] (float16 bits when f16, else bfloat16) that
+ * is not finite, -inf skipped when allow_neg_inf; n when there is none. */
+size_t half_first_nonfinite(const uint16_t *h, size_t n, bool f16, bool allow_neg_inf);
+
 /* Whether the float16 converters above run on F16C on this CPU. */
 bool half_f16c_available(void);
 

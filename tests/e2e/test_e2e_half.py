@@ -131,6 +131,15 @@ def test_half_base64_in_the_other_format_and_inf(attnd):
     js2 = attnd.post("/v1/attention", json.dumps(body2), headers=JSON).json()
     assert js["output"] == js2["output"]
     assert bf16(qv[0]) != qv[0]       # the rounding happened: 1.0009765625 is no bfloat16
+    # -inf in a nullable tensor (attn_bias) of the request's format masks
+    bias = struct.pack("<6H", 0, 0xFC00, 0, 0, 0xFC00, 0)
+    body = {"q": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], "k": K, "v": V,
+            "attn_bias": {"shape": [2, 3], "dtype": "float16",
+                          "data": base64.b64encode(bias).decode()}, "dtype": "float16"}
+    js = attnd.post("/v1/attention", json.dumps(body), headers=JSON).json()
+    body["attn_bias"] = [[0, None, 0], [0, None, 0]]
+    assert attnd.post("/v1/attention", json.dumps(body), headers=JSON).json()["output"] == \
+        js["output"]
     for dt, inf in (("float16", 0x7C00), ("bfloat16", 0x7F80)):
         raw = struct.pack("<4H", 0x3C00, 0, inf, 0)
         body = {"q": {"shape": [1, 4], "dtype": dt, "data": base64.b64encode(raw).decode()},

@@ -278,6 +278,41 @@ TEST(f16c_matches_portable)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* half_first_nonfinite against a plain scan: a non-finite pattern (each
+ * infinity and NaN of both formats) at every place of 200 elements (across
+ * the 64-element blocks), -inf skipped only when allowed, two in a row. */
+static size_t first_bad_ref(const uint16_t *h, size_t n, bool f16, bool allow)
+{
+    uint16_t e = f16 ? 0x7C00 : 0x7F80;
+    for (size_t i = 0; i < n; i++)
+        if ((h[i] & e) == e && !(allow && h[i] == (e | 0x8000)))
+            return i;
+    return n;
+}
+
+TEST(first_nonfinite_bits)
+{
+    static const uint16_t pat[2][4] = {{0x7C00, 0xFC00, 0x7E00, 0xFC01},
+                                       {0x7F80, 0xFF80, 0x7FC0, 0xFF81}};
+    uint16_t h[200];
+    int bad = 0;
+    for (int f = 0; f < 2; f++)
+        for (int p = 0; p < 4; p++)
+            for (size_t at = 0; at < 200; at++)
+                for (int allow = 0; allow < 2; allow++) {
+                    for (size_t i = 0; i < 200; i++)
+                        h[i] = (uint16_t)(0x3C00 + i);      /* finite in both */
+                    h[at] = pat[f][p];
+                    if (at + 1 < 200 && p == 1)
+                        h[at + 1] = pat[f][0];              /* -inf, then +inf */
+                    for (size_t n = at; n <= 200; n += 67)
+                        bad += half_first_nonfinite(h, n, f == 0, allow) !=
+                               first_bad_ref(h, n, f == 0, allow);
+                }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(half_first_nonfinite(h, 0, true, false), 0);
+}
+
 int main(void)
 {
     ref_init(&R16);
@@ -288,5 +323,6 @@ int main(void)
     RUN(rounding_random);
     RUN(named_edges);
     RUN(f16c_matches_portable);
+    RUN(first_nonfinite_bits);
     TEST_MAIN_END();
 }
