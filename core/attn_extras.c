@@ -358,6 +358,12 @@ static struct kheap xs_heap(const struct xstream *xs, size_t gr)
 #define XS_LANES 64
 typedef float xs_v8f __attribute__((vector_size(32)));
 typedef int32_t xs_v8i __attribute__((vector_size(32)));
+static inline bool xs_any8(xs_v8i m)
+{
+    uint64_t w[4];
+    memcpy(w, &m, sizeof w);
+    return (w[0] | w[1] | w[2] | w[3]) != 0;
+}
 static void feed_lanes(struct xstream *xs, size_t row0, size_t rows, size_t k0, size_t kw,
                        const float *s, size_t js, const int32_t *lo, const int32_t *hi)
 {
@@ -372,17 +378,22 @@ static void feed_lanes(struct xstream *xs, size_t row0, size_t rows, size_t k0, 
     }
     for (size_t j = 0; j < kw; j++) {
         const float *sj = s + j * js;
-        xs_v8i any = {0};
+        xs_v8i any = {0}, pass[XS_LANES / 8];
         for (size_t c = 0; c < r8; c += 8) {
             xs_v8f a, b;
             memcpy(&a, sj + c, sizeof a);
             memcpy(&b, bar + c, sizeof b);
-            any |= a > b;
+            pass[c / 8] = a > b;
+            any |= pass[c / 8];
         }
-        if (!(any[0] | any[1] | any[2] | any[3] | any[4] | any[5] | any[6] | any[7]))
+        if (!xs_any8(any))
             continue;
         size_t key = k0 + j;
         for (size_t t = 0; t < rows; t++) {
+            if (t % 8 == 0 && !xs_any8(pass[t / 8])) {
+                t += 7;                 /* none of these eight lanes passed */
+                continue;
+            }
             if (!(sj[t] > bar[t]) || key < (size_t)lo[t] || key >= (size_t)hi[t])
                 continue;
             struct kheap h = xs_heap(xs, row0 + t);
