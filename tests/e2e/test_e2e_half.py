@@ -308,3 +308,27 @@ def test_float16_extras_rounded_and_shortest(attnd):
     assert r.status == 422, r
     err = r.json()["error"]
     assert err["code"] == "non_finite" and err["message"].startswith("qk "), err
+
+
+def test_v2_fp16_extras_json_and_binary(attnd):
+    """OIP v2 FP16 extras: lse and top-k values travel as FP16 (JSON numbers
+    equal to v1's float16 request, binary as the 2-byte float16 bits)."""
+    inputs = [{"name": n, "shape": s, "datatype": "FP16", "data": numbers(m)}
+              for n, s, m in zip("qkv", ([2, 4], [3, 4], [3, 2]), (Q, K, V))]
+    v1 = attnd.post("/v1/attention", json.dumps(
+        {"q": Q, "k": K, "v": V, "dtype": "float16", "weights_top_k": 2,
+         "return": ["weights", "lse"]}), headers=JSON).json()
+    body = {"inputs": inputs, "parameters": {"weights_top_k": 2},
+            "outputs": [{"name": "lse"}, {"name": "top_k_values",
+                                          "parameters": {"binary_data": True}}]}
+    r = attnd.post(INFER, json.dumps(body), headers=JSON)
+    assert r.status == 200, r
+    hlen = int(r.headers[HDR.lower()])
+    head = json.loads(r.body[:hlen])
+    outs = {o["name"]: o for o in head["outputs"]}
+    assert outs["lse"]["datatype"] == "FP16" and outs["top_k_values"]["datatype"] == "FP16"
+    assert outs["lse"]["data"] == numbers([v1["lse"]])
+    raw = r.body[hlen:]
+    assert len(raw) == outs["top_k_values"]["parameters"]["binary_data_size"] == 2 * 4
+    vals = struct.unpack("<4e", raw)
+    assert [f16(x) for x in numbers(v1["weights"]["values"])] == list(vals)
