@@ -521,11 +521,35 @@ static bool counts(const struct kv_cache *c, size_t m, size_t *kn, size_t *vn)
            *kn <= SIZE_MAX / 8 - *vn;
 }
 
-/* Prepared rows k, v (finite-checked) stored past len; the length moves. */
-static enum core_status store_prepared(struct kv_cache *c, const void *k, const void *v,
-                                       size_t m)
+/* True when the n compute-dtype numbers at x narrow to the storage form
+ * without overflow (float16 / bfloat16; the others always do). */
+static bool fits_store(const struct kv_cache *c, const void *x, size_t n)
 {
-    enum core_status st = room_for(c, m);
+    uint16_t tmp[256];
+    const float *f = x;
+    if (c->store != KV_STORE_F16 && c->store != KV_STORE_BF16)
+        return true;
+    for (size_t i = 0, b; i < n; i += b) {
+        b = n - i < 256 ? n - i : 256;
+        if ((c->store == KV_STORE_F16 ? half_f32_to_f16_n(f + i, tmp, b)
+                                      : half_f32_to_bf16_n(f + i, tmp, b)) != b)
+            return false;
+    }
+    return true;
+}
+
+/* Prepared rows k, v (finite-checked) stored past len; the length moves.
+ * Whether they fit the storage form is checked before any room is made,
+ * so a refused append allocates and copies no page. */
+static enum core_status store_prepared(struct kv_cache *c, const void *k, const void *v,
+                                       size_t m, bool exact)
+{
+    size_t kn, vn, need;
+    if (!counts(c, m, &kn, &vn) || !core_add(c->len, m, &need))
+        return CORE_ELIMIT;
+    if (!fits_store(c, k, kn) || !fits_store(c, v, vn))
+        return CORE_ENONFINITE;
+    enum core_status st = kv_reserve(c, need, exact);
     if (st != CORE_OK)
         return st;
     if (!write_rows(c, k, v, NULL, NULL, m, false))
@@ -536,6 +560,12 @@ static enum core_status store_prepared(struct kv_cache *c, const void *k, const 
 
 enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
                            const struct attn_inputs *in, size_t m)
+{
+    return kv_append_ex(c, p, in, m, false);
+}
+
+enum core_status kv_append_ex(struct kv_cache *c, const struct attn_params *p,
+                              const struct attn_inputs *in, size_t m, bool exact)
 {
     if (m == 0 || !p || !in || !in->k || !in->v || p->dtype != c->dtype)
         return CORE_EINVAL;
@@ -553,8 +583,9 @@ enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
         struct attn_shape s = {.h = c->h_kv, .h_kv = c->h_kv, .n = m, .L = m,
                                .d_k = c->d_k, .d_v = c->d_v};
         attn_prepare_kv(&s, p, in, m, (int64_t)c->len, ptr, ptr + c->h_kv);
-        st = all_finite(c->dtype, buf, kn + vn) ? store_prepared(c, buf, buf + kn * es, m)
-                                                 : CORE_ENONFINITE;
+        st = all_finite(c->dtype, buf, kn + vn)
+                 ? store_prepared(c, buf, buf + kn * es, m, exact)
+                 : CORE_ENONFINITE;
     }
     free(buf);
     free(ptr);
@@ -571,7 +602,7 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
         return CORE_ELIMIT;
     if (!all_finite(c->dtype, k, kn) || !all_finite(c->dtype, v, vn))
         return CORE_ENONFINITE;
-    return store_prepared(c, k, v, m);
+    return store_prepared(c, k, v, m, false);
 }
 
 /* n stored elements at p are finite (int8 always are). */

@@ -138,6 +138,13 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact);
 enum core_status kv_append(struct kv_cache *c, const struct attn_params *p,
                            const struct attn_inputs *in, size_t m);
 
+/* kv_append with the room made as kv_reserve(c, length + m, exact) makes
+ * it (the store's form: exact when only that fits its budget). Rows are
+ * prepared and checked before any room is made, so a refused append
+ * leaves the pages, their sharing and the byte count as they were. */
+enum core_status kv_append_ex(struct kv_cache *c, const struct attn_params *p,
+                              const struct attn_inputs *in, size_t m, bool exact);
+
 /*
  * Append m already prepared rows (k [h_kv][m][d_k], v [h_kv][m][d_v] in the
  * cache's dtype), copied as they are (narrowed to the storage form first

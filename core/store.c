@@ -762,13 +762,14 @@ static bool is_linked(struct sess_store *st, const struct sess *s)
 }
 
 /*
- * Make `need` rows writable: plan the bytes (the growth policy's, or with
- * the last page of exactly the rows needed when only that fits the budget;
- * a shared last page that will be written is copied), admit them (lru may
- * evict idle sessions), claim them while the pages are allocated.
+ * Claim the bytes of making `need` rows writable: plan them (the growth
+ * policy's, or with the last page of exactly the rows needed when only
+ * that fits the budget (*tight); a shared last page that will be written
+ * is copied), admit them (lru may evict idle sessions) and claim *bytes
+ * while the pages are allocated (unclaim_rows after).
  */
-static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
-                                     size_t need)
+static enum core_status claim_rows(struct sess_store *st, struct sess *s, size_t need,
+                                   size_t *claimed, bool *tight_out)
 {
     size_t geom, exact;
     enum core_status rc = kv_plan(s->kv, need, &geom, &exact);
@@ -789,13 +790,16 @@ static enum core_status reserve_rows(struct sess_store *st, struct sess *s,
         st->claimed += bytes;       /* claimed before allocating */
     pthread_mutex_unlock(&st->mu);
     bury(grave);
-    if (rc != CORE_OK)
-        return rc;
-    rc = kv_reserve(s->kv, need, tight);
+    *claimed = bytes;
+    *tight_out = tight;
+    return rc;
+}
+
+static void unclaim_rows(struct sess_store *st, size_t bytes)
+{
     pthread_mutex_lock(&st->mu);
     st->claimed -= bytes;
     pthread_mutex_unlock(&st->mu);
-    return rc;
 }
 
 /* sess_append without its journal record. */
@@ -814,14 +818,20 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
         return CORE_ELIMIT;
     if (need > s->spec.max_tokens)
         return CORE_EFULL;
-    enum core_status rc = reserve_rows(st, s, need);
+    size_t claimed;
+    bool tight;
+    enum core_status rc = claim_rows(st, s, need, &claimed, &tight);
     if (rc != CORE_OK)
         return rc;
     struct attn_inputs in = {.k = k, .v = v, .bias_k = s->spec.bias_k,
                              .bias_v = s->spec.bias_v,
                              .bias_k_heads = s->spec.bias_k_heads,
                              .bias_v_heads = s->spec.bias_v_heads};
-    return kv_append(s->kv, &s->spec.params, &in, m);
+    /* the room is made only once the rows are known good: a refused
+     * append reserves, copies and counts nothing */
+    rc = kv_append_ex(s->kv, &s->spec.params, &in, m, tight);
+    unclaim_rows(st, claimed);
+    return rc;
 }
 
 /* Journal an append that has been applied; rolled back when the record

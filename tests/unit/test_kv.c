@@ -4,6 +4,7 @@
  * cache equal bit for bit to the stateless pass on the full K/V.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,39 @@ TEST(append_is_all_or_nothing)
     CHECK_EQ_INT(kv_length(c), 3);
     CHECK(kv_capacity(c) >= cap0);
     kv_free(c);
+}
+
+/* A failed append leaves the bytes and the sharing as they were: a fork
+ * whose append overflows float16 does not copy its shared last page. */
+TEST(failed_append_keeps_bytes_and_shared_pages)
+{
+    struct kv_acct acct = {0};
+    struct kv_cache *c = kv_new_store(ATTN_F32, KV_STORE_F16, 1, 2, 2);
+    float k[2 * 70], v[2 * 70];
+    for (size_t i = 0; i < 2 * 70; i++)
+        k[i] = v[i] = (float)i;
+    kv_set_acct(c, &acct);
+    CHECK_EQ_INT(kv_append_prepared(c, k, v, 70), CORE_OK);
+    struct kv_cache *f = kv_fork(c);
+    size_t b0 = atomic_load(&acct.bytes), fb0 = kv_bytes(f), own, shared;
+    k[1] = 1e6f;                        /* over float16's range */
+    CHECK_EQ_INT(kv_append_prepared(f, k, v, 1), CORE_ENONFINITE);
+    CHECK_EQ_INT(kv_length(f), 70);
+    CHECK_EQ_INT(atomic_load(&acct.bytes), b0);
+    CHECK_EQ_INT(kv_bytes(f), fb0);
+    kv_bytes_split(f, &own, &shared);
+    CHECK_EQ_INT(own, 0);
+    /* through kv_append too, for a cache at a page boundary */
+    struct attn_params p = plain_params();
+    p.dtype = ATTN_F32;
+    struct attn_inputs in = {.k = k, .v = v};
+    kv_truncate(c, 64);
+    size_t b1 = atomic_load(&acct.bytes);
+    CHECK_EQ_INT(kv_append(c, &p, &in, 1), CORE_ENONFINITE);
+    CHECK_EQ_INT(atomic_load(&acct.bytes), b1);
+    kv_free(f);
+    kv_free(c);
+    CHECK_EQ_INT(atomic_load(&acct.bytes), 0);
 }
 
 TEST(truncate_and_fork_are_isolated)
@@ -385,6 +419,7 @@ int main(void)
     RUN(growth_is_geometric_and_overhead_bounded);
     RUN(plan_matches_growth);
     RUN(append_is_all_or_nothing);
+    RUN(failed_append_keeps_bytes_and_shared_pages);
     RUN(truncate_and_fork_are_isolated);
     RUN(decode_equals_stateless_f64);
     RUN(decode_equals_stateless_f32);

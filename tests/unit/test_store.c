@@ -434,6 +434,32 @@ TEST(forks_share_pages_and_lru_counts_own)
     sess_store_free(st);
 }
 
+/* An append refused for a non-finite row changes no byte: no page is
+ * reserved for it and a fork's shared last page is not copied. */
+TEST(failed_append_keeps_bytes)
+{
+    struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
+    struct sess_spec sp = small_spec();
+    char p[SESS_ID_MAX], f[SESS_ID_MAX], q[SESS_ID_MAX];
+    struct sess_stats before, after;
+    size_t shared;
+    CHECK_EQ_INT(sess_create(st, &sp, p), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, p, 70, 0, -1), CORE_OK);
+    CHECK_EQ_INT(fork_of(st, p, f), CORE_OK);
+    CHECK_EQ_INT(sess_create(st, &sp, q), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, q, 64, 0, -1), CORE_OK);      /* a full page */
+    sess_store_stats(st, &before);
+    CHECK_EQ_INT(append_rows(st, f, 1, INFINITY, 70), CORE_ENONFINITE);
+    CHECK_EQ_INT(append_rows(st, q, 1, INFINITY, 64), CORE_ENONFINITE);
+    sess_store_stats(st, &after);
+    CHECK_EQ_INT(after.bytes, before.bytes);
+    CHECK_EQ_INT(bytes_of2(st, f, &shared), 0);
+    CHECK(shared > 0);
+    CHECK_EQ_INT(length_of(st, f), 70);
+    CHECK_EQ_INT(length_of(st, q), 64);
+    sess_store_free(st);
+}
+
 TEST(delete_under_a_holder)
 {
     struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
@@ -762,6 +788,7 @@ int main(void)
     RUN(lru_policy_evicts_idle_least_recent);
     RUN(tokens_length_and_accounting);
     RUN(forks_share_pages_and_lru_counts_own);
+    RUN(failed_append_keeps_bytes);
     RUN(delete_under_a_holder);
     RUN(attend_appends_then_rolls_back_on_error);
     RUN(save_load_round_trip_and_bad_files);
