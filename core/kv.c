@@ -403,6 +403,36 @@ void kv_truncate(struct kv_cache *c, size_t length)
     c->pg[pages - 1] = s;
 }
 
+void kv_mark(struct kv_cache *c, struct kv_mark *m)
+{
+    m->len = c->len;
+    m->idx = c->len / P;
+    m->page = NULL;
+    /* only a shared, partly filled last page is copied by an append */
+    if (c->len % P && m->idx < c->np && page_shared(c->pg[m->idx])) {
+        m->page = c->pg[m->idx];
+        atomic_fetch_add_explicit(&m->page->refs, 1, memory_order_relaxed);
+    }
+}
+
+void kv_unmark(struct kv_cache *c, struct kv_mark *m)
+{
+    if (m->page)
+        page_unref(c, m->page);
+    m->page = NULL;
+}
+
+void kv_rollback(struct kv_cache *c, struct kv_mark *m)
+{
+    if (m->page && m->idx < c->np && c->pg[m->idx] != m->page) {
+        page_unref(c, c->pg[m->idx]);       /* the copy goes, the original comes back */
+        c->pg[m->idx] = m->page;
+        m->page = NULL;
+    }
+    kv_unmark(c, m);
+    kv_truncate(c, m->len);
+}
+
 struct kv_cache *kv_fork(const struct kv_cache *c)
 {
     struct kv_cache *f = kv_new_store(c->dtype, c->store, c->h_kv, c->d_k, c->d_v);

@@ -49,6 +49,7 @@
 #include "tensor.h"
 
 struct kv_cache;
+struct kv_page;
 
 /* Rows per page. 64: a fork's own last page then costs at most 64 rows
  * (32 forks that each append 64 rows to a 16,384-row prefix hold 1.125x
@@ -172,6 +173,22 @@ size_t kv_elem_bytes(const struct kv_cache *c);
  * it are let go, and a private last page keeps only the growth policy's
  * room for its rows. */
 void kv_truncate(struct kv_cache *c, size_t length);
+
+/*
+ * Undo of an append that a later step may refuse (an attend whose
+ * attention fails): kv_mark before appending, then kv_rollback to go back
+ * to the marked length with the shared page the append copied given back
+ * (the sharing and the byte count as they were), or kv_unmark to keep the
+ * append. A mark holds a reference to the shared page being written, so
+ * for its lifetime no other cache writes that page in place.
+ */
+struct kv_mark {
+    size_t len, idx;
+    struct kv_page *page;   /* the shared partly filled last page, or NULL */
+};
+void kv_mark(struct kv_cache *c, struct kv_mark *m);
+void kv_rollback(struct kv_cache *c, struct kv_mark *m);
+void kv_unmark(struct kv_cache *c, struct kv_mark *m);
 
 /* A cache sharing every page of c (O(pages): the table is copied, no row
  * is); NULL on ENOMEM. */

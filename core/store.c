@@ -902,18 +902,24 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     if (rc != CORE_OK)
         return rc;
     size_t len0 = kv_length(s->kv);
+    struct kv_mark mark = {0};
     if (m > 0) {
+        kv_mark(s->kv, &mark);      /* a failed attention gives a copied page back */
         rc = append_rows(st, s, k, v, m, -1);
-        if (rc != CORE_OK)
+        if (rc != CORE_OK) {
+            kv_unmark(s->kv, &mark);
             return rc;
+        }
     }
     struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
                              .bias_q_heads = s->spec.bias_q_heads};
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
     if (rc != CORE_OK && m > 0)
-        kv_truncate(s->kv, len0);
-    if (rc == CORE_OK && m > 0)
+        kv_rollback(s->kv, &mark);
+    if (rc == CORE_OK && m > 0) {
+        kv_unmark(s->kv, &mark);
         rc = journal_append(st, s, k, v, m, len0);
+    }
     return rc;
 }
 

@@ -460,6 +460,44 @@ TEST(failed_append_keeps_bytes)
     sess_store_free(st);
 }
 
+/* An attend whose append went in but whose attention failed (an empty
+ * row under empty_rows=error) is rolled back whole: a fork's shared last
+ * page, copied for the new row, is given back, so the bytes and the
+ * sharing are as they were. */
+TEST(failed_attend_keeps_bytes)
+{
+    struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
+    struct sess_spec sp = small_spec();
+    char p[SESS_ID_MAX], f[SESS_ID_MAX];
+    struct sess_stats before, after;
+    struct sess *s;
+    size_t shared0, shared1;
+    CHECK_EQ_INT(sess_create(st, &sp, p), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, p, 70, 0, -1), CORE_OK);
+    CHECK_EQ_INT(fork_of(st, p, f), CORE_OK);
+    sess_store_stats(st, &before);
+    CHECK_EQ_INT(bytes_of2(st, f, &shared0), 0);
+    double q[4] = {1, 0, 0, 1}, k[2] = {1, 2}, v[2] = {3, 4}, out[4];
+    uint8_t mask[71] = {0};                 /* no key allowed: an empty row */
+    struct sess_query qq = {.q = q, .n = 1, .empty_rows = ATTN_EMPTY_ERROR, .mask = mask,
+                            .mask_heads = 1, .outputs = ATTN_OUT_OUTPUT};
+    struct attn_result res = {.output = out};
+    CHECK_EQ_INT(sess_acquire(st, f, &s), CORE_OK);
+    CHECK_EQ_INT(sess_attend(st, s, k, v, 1, &qq, &res, NULL), CORE_EEMPTYROW);
+    sess_release(st, s);
+    sess_store_stats(st, &after);
+    CHECK_EQ_INT(after.bytes, before.bytes);
+    CHECK_EQ_INT(bytes_of2(st, f, &shared1), 0);
+    CHECK_EQ_INT(shared1, shared0);
+    CHECK_EQ_INT(length_of(st, f), 70);
+    CHECK(row_k0(st, f, 69) == 138.0);
+    /* the fork appends afterwards as it would have */
+    CHECK_EQ_INT(append_rows(st, f, 1, 500, 70), CORE_OK);
+    CHECK(row_k0(st, f, 70) == 500.0);
+    CHECK(row_k0(st, p, 69) == 138.0);
+    sess_store_free(st);
+}
+
 TEST(delete_under_a_holder)
 {
     struct sess_store *st = new_store(0, 0, SESS_POLICY_REJECT);
@@ -789,6 +827,7 @@ int main(void)
     RUN(tokens_length_and_accounting);
     RUN(forks_share_pages_and_lru_counts_own);
     RUN(failed_append_keeps_bytes);
+    RUN(failed_attend_keeps_bytes);
     RUN(delete_under_a_holder);
     RUN(attend_appends_then_rolls_back_on_error);
     RUN(save_load_round_trip_and_bad_files);
