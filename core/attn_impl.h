@@ -222,6 +222,29 @@ static inline const T *FN(row)(const struct FN(rows) *r, size_t j)
     return (const T *)r->pg[a >> r->sh] + (a & (((size_t)1 << r->sh) - 1)) * r->d;
 }
 
+/* A walk over rows j, j+1, ... of r: a pointer step within a page, a
+ * page lookup only where a page ends. */
+struct FN(cur) {
+    const struct FN(rows) *r;
+    const T *p;
+    size_t left, j;
+};
+
+static inline const T *FN(next)(struct FN(cur) *c)
+{
+    if (!c->left) {
+        c->p = FN(row)(c->r, c->j);
+        c->left = c->r->pg ? ((size_t)1 << c->r->sh) -
+                                 ((c->r->j0 + c->j) & (((size_t)1 << c->r->sh) - 1))
+                           : SIZE_MAX;
+    }
+    const T *p = c->p;
+    c->p += c->r->d;
+    c->left--;
+    c->j++;
+    return p;
+}
+
 /* qb [nb][d_k], K rows [c0, c0+Lt) -> S [nb][Lt] (row stride ld) = scale ·
  * qb · Kᵀ. Few rows (decode) read K once with plain loops, row by row (so
  * pages are read in place): memory-bound, and OpenBLAS gemv/gemm reach far
@@ -233,10 +256,11 @@ static void FN(qk)(const T *qb, size_t nb, const struct FN(rows) *K, size_t c0, 
     if (Lt == 0)
         return;
     if (nb <= ATTN_LOOP_ROWS) {
+        struct FN(cur) kc = {K, NULL, 0, c0}, pc = {K, NULL, 0, c0 + ATTN_PF_ROWS};
         for (size_t j = 0; j < Lt; j++) {
-            const T *kr = FN(row)(K, c0 + j);
+            const T *kr = FN(next)(&kc);
             if (j + ATTN_PF_ROWS < Lt)
-                FN(prefetch_row)(FN(row)(K, c0 + j + ATTN_PF_ROWS), d_k);
+                FN(prefetch_row)(FN(next)(&pc), d_k);
             for (size_t t = 0; t < nb; t++)
                 S[t * ld + j] = scale * FN(dot)(qb + t * d_k, kr, d_k);
         }
@@ -252,19 +276,22 @@ static void FN(pv)(const T *P, size_t nb, const struct FN(rows) *V, size_t c0, s
 {
     if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
+        struct FN(cur) vc = {V, NULL, 0, c0}, pc = {V, NULL, 0, c0 + ATTN_PF_ROWS};
         size_t j = 0;
         for (; j + 4 <= Lt; j += 4) {
-            const T *v0 = FN(row)(V, c0 + j), *v1 = FN(row)(V, c0 + j + 1);
-            const T *v2 = FN(row)(V, c0 + j + 2), *v3 = FN(row)(V, c0 + j + 3);
+            const T *v0 = FN(next)(&vc), *v1 = FN(next)(&vc);
+            const T *v2 = FN(next)(&vc), *v3 = FN(next)(&vc);
             if (j + ATTN_PF_ROWS + 4 <= Lt)
                 for (size_t u = 0; u < 4; u++)
-                    FN(prefetch_row)(FN(row)(V, c0 + j + ATTN_PF_ROWS + u), d_v);
+                    FN(prefetch_row)(FN(next)(&pc), d_v);
             for (size_t t = 0; t < nb; t++)
                 FN(axpy4)(O + t * d_v, P + t * ld + j, v0, v1, v2, v3, d_v);
         }
-        for (; j < Lt; j++)
+        for (; j < Lt; j++) {
+            const T *vr = FN(next)(&vc);
             for (size_t t = 0; t < nb; t++)
-                FN(axpy)(O + t * d_v, P[t * ld + j], FN(row)(V, c0 + j), d_v);
+                FN(axpy)(O + t * d_v, P[t * ld + j], vr, d_v);
+        }
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)Lt,
