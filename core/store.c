@@ -834,15 +834,18 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
     return rc;
 }
 
-/* Journal an append that has been applied; rolled back when the record
- * cannot be written (the answer is then CORE_ESTORAGE). */
+/* Journal an append that has been applied (from the mark taken before
+ * it); rolled back to the mark when the record cannot be written (the
+ * answer is then CORE_ESTORAGE), else the mark is let go. */
 static enum core_status journal_append(struct sess_store *st, struct sess *s,
                                        const void *k, const void *v, size_t m,
-                                       size_t len0)
+                                       struct kv_mark *mark)
 {
     enum core_status rc = sess_dur_append(st, s, k, v, m);
     if (rc != CORE_OK)
-        kv_truncate(s->kv, len0);
+        kv_rollback(s->kv, mark);
+    else
+        kv_unmark(s->kv, mark);
     return rc;
 }
 
@@ -850,9 +853,13 @@ enum core_status sess_append(struct sess_store *st, struct sess *s,
                              const void *k, const void *v, size_t m,
                              long long expected_length)
 {
-    size_t len0 = kv_length(s->kv);
+    struct kv_mark mark;
+    kv_mark(s->kv, &mark);
     enum core_status rc = append_rows(st, s, k, v, m, expected_length);
-    return rc == CORE_OK ? journal_append(st, s, k, v, m, len0) : rc;
+    if (rc == CORE_OK)
+        return journal_append(st, s, k, v, m, &mark);
+    kv_unmark(s->kv, &mark);
+    return rc;
 }
 
 enum core_status sess_request(const struct sess *s, const struct sess_query *q,
@@ -901,7 +908,6 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     }
     if (rc != CORE_OK)
         return rc;
-    size_t len0 = kv_length(s->kv);
     struct kv_mark mark = {0};
     if (m > 0) {
         kv_mark(s->kv, &mark);      /* a failed attention gives a copied page back */
@@ -916,10 +922,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
     if (rc != CORE_OK && m > 0)
         kv_rollback(s->kv, &mark);
-    if (rc == CORE_OK && m > 0) {
-        kv_unmark(s->kv, &mark);
-        rc = journal_append(st, s, k, v, m, len0);
-    }
+    if (rc == CORE_OK && m > 0)
+        rc = journal_append(st, s, k, v, m, &mark);
     return rc;
 }
 

@@ -439,6 +439,42 @@ TEST(a_refused_write_leaves_the_session_as_it_was)
     sess_store_free(st);
 }
 
+/* An append whose record cannot be written is undone whole, on a fork
+ * too: the shared last page the append copied is given back (the bytes
+ * and the sharing as they were). */
+TEST(a_refused_write_on_a_fork_keeps_its_shared_page)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_ALWAYS, 1 << 30, NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX], f[SESS_ID_MAX];
+    struct sess *s;
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    CHECK(append_to(st, a, 70, 9) == CORE_OK);  /* a partly filled second page */
+    CHECK(sess_acquire(st, a, &s) == CORE_OK);
+    CHECK(sess_fork(st, s, f) == CORE_OK);
+    sess_release(st, s);
+    struct sess_stats before, after;
+    sess_store_stats(st, &before);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = before.journal_bytes + 100;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK(append_to(st, f, 8, 10) == CORE_ESTORAGE);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    sess_store_stats(st, &after);
+    CHECK_EQ_INT(after.bytes, before.bytes);
+    CHECK(sess_acquire(st, f, &s) == CORE_OK);
+    struct sess_info info;
+    sess_get_info(st, s, &info);
+    CHECK_EQ_INT(sess_length(s), 70);
+    CHECK_EQ_INT(info.bytes, 0);                /* every page still shared */
+    sess_release(st, s);
+    sess_store_free(st);
+}
+
 TEST(an_imported_session_is_journaled_under_a_new_id)
 {
     clear_dir();
@@ -484,6 +520,7 @@ int main(void)
     RUN(torn_journal_keeps_what_came_before);
     RUN(expired_sessions_stay_gone);
     RUN(a_refused_write_leaves_the_session_as_it_was);
+    RUN(a_refused_write_on_a_fork_keeps_its_shared_page);
     RUN(an_imported_session_is_journaled_under_a_new_id);
     clear_dir();
     rmdir(dir);
