@@ -1,6 +1,7 @@
 /*
  * server/web/teach.js — the looking-and-dragging views of the teaching page:
- * the d_k = 2 plane (q, keys, b_Q, b_K as draggable arrows, weights as bars,
+ * the d_k = 2 plane (q, keys, b_Q, b_K as draggable arrows, each key with its
+ * weight drawn as a bar beside its tip and repeated as a list of bars,
  * the sentence with /v1/verify's numbers), the step-by-step stepper of one
  * query row (built from the API's qk, scores, lse, weights and output), the
  * quiet-heads and scale sliders, and a pasted model request drawn as a
@@ -119,19 +120,33 @@
       var p = toPx(tipOf(h.id));
       return [p[0] - 11, p[1] - 11, p[0] + 11, p[1] + 11, h.id];
     });
-    HANDLES.forEach(function (h) {
-      var on = (h.id !== 'bq' || geo.useBq) && (h.id !== 'bk' || geo.useBk);
-      var p0 = toPx(baseOf(h.id)), p1 = toPx(tipOf(h.id));
-      svg('line', { x1: p0[0], y1: p0[1], x2: p1[0], y2: p1[1], stroke: h.colour,
-        'stroke-width': 2.5, 'marker-end': 'url(#tip-' + h.id + ')',
-        opacity: on ? 1 : 0.3 }, s);
-      var v = getVec(h.id);
+    /* where each handle's label goes (a key's carries its weight bar on a
+     * second line), then three layers: the labels' white backings, the
+     * arrows over them, the texts, bars and draggable circles on top */
+    var drawn = HANDLES.map(function (h) {
+      var v = getVec(h.id), key = h.id.charAt(0) === 'k';
       var text = h.label.replace(/^(query|key) (bias )?/, '') + ' (' + v[0] + ', ' + v[1] + ')';
-      var at = placeLabel(p1, text.length * 7, taken, h.id);
-      var t = svg('text', { x: at[0], y: at[1] + 10, fill: h.colour, 'font-size': 13,
+      var p1 = toPx(tipOf(h.id));
+      return { h: h, v: v, key: key, text: text, p0: toPx(baseOf(h.id)), p1: p1,
+        on: (h.id !== 'bq' || geo.useBq) && (h.id !== 'bk' || geo.useBk),
+        at: placeLabel(p1, key ? Math.max(text.length * 7, BAR_W + 40) : text.length * 7,
+          key ? 29 : 13, taken, h.id) };
+    });
+    drawn.forEach(function (d) {          /* keeps grid lines off the text */
+      svg('rect', { x: d.at[0] - 2, y: d.at[1] - 1, width: d.at[2] - d.at[0] + 4,
+        height: d.at[3] - d.at[1] + 2, rx: 3, fill: '#fff', 'fill-opacity': 0.85 }, s);
+    });
+    drawn.forEach(function (d) {
+      svg('line', { x1: d.p0[0], y1: d.p0[1], x2: d.p1[0], y2: d.p1[1], stroke: d.h.colour,
+        'stroke-width': 2.5, 'marker-end': 'url(#tip-' + d.h.id + ')', opacity: d.on ? 1 : 0.3 }, s);
+    });
+    drawn.forEach(function (d) {
+      var h = d.h, v = d.v, on = d.on, p1 = d.p1;
+      var t = svg('text', { x: d.at[0], y: d.at[1] + 10, fill: h.colour, 'font-size': 13,
         opacity: on ? 1 : 0.75, 'paint-order': 'stroke', stroke: '#fff', 'stroke-width': 3,
         class: 'handle-label', 'data-label': h.id }, s);
-      t.textContent = text;
+      t.textContent = d.text;
+      if (d.key) keyBar(s, Number(h.id.slice(1)), d.at[0], d.at[1] + 17);
       var c = svg('circle', { cx: p1[0], cy: p1[1], r: 11, fill: h.colour, 'fill-opacity': on ? 0.25 : 0.1,
         stroke: h.colour, 'stroke-width': 1.5, tabindex: 0, role: 'slider',
         'aria-label': h.label + ', drag or use the arrow keys',
@@ -141,27 +156,51 @@
       c.addEventListener('pointerdown', startDrag);
       c.addEventListener('keydown', keyMove);
     });
+    showKeyBars();
   }
 
-  /* A label of width w (px, 13 px high) beside tip p: the first of eight
+  /* Key j's weight bar at (x, y): a track BAR_W px long for weight 1, a
+   * filled bar BAR_W·p_j long and p_j's value, p_j being attnd's weight
+   * (filled in by showKeyBars from the last answer). */
+  var BAR_W = 56, BAR_H = 8;
+  function keyBar(s, j, x, y) {
+    var g = svg('g', { class: 'key-bar', 'data-key': j, role: 'img' }, s);
+    svg('rect', { x: x, y: y, width: BAR_W, height: BAR_H, fill: '#fff', stroke: '#6b7280',
+      'stroke-width': 1, class: 'key-bar-track' }, g);
+    svg('rect', { x: x, y: y, width: 0, height: BAR_H, fill: '#166534', class: 'key-bar-fill' }, g);
+    svg('text', { x: x + BAR_W + 4, y: y + BAR_H, fill: '#1f2937', 'font-size': 11,
+      class: 'key-bar-num' }, g);
+  }
+  function showKeyBars() {
+    var w = geo.res && geo.res.weights[0];
+    document.querySelectorAll('#geo-svg .key-bar').forEach(function (g) {
+      var j = Number(g.getAttribute('data-key')), p = w ? w[j] : null;
+      g.querySelector('.key-bar-fill').setAttribute('width', p === null ? 0 : BAR_W * p);
+      g.querySelector('.key-bar-num').textContent = w ? f3(p) : '…';
+      g.setAttribute('aria-label', 'weight of key k' + (j + 1) + ': ' + (w ? f6(p) : 'not known yet'));
+      g.setAttribute('data-weight', p === null ? 'null' : String(p));
+    });
+  }
+
+  /* A label of width w and height h (px) beside tip p: the first of eight
    * spots around it that stays in the plane and clear of every handle and
    * label placed so far (taken: boxes [x0, y0, x1, y1, owner]); returns
    * its top-left corner and takes its box. */
-  function placeLabel(p, w, taken, id) {
-    var spots = [[14, -6], [14, -22], [14, 10], [-14 - w, -6], [-14 - w, -22], [-14 - w, 10],
-                 [-w / 2, 14], [-w / 2, -28]];
+  function placeLabel(p, w, h, taken, id) {
+    var spots = [[14, -6], [14, -h - 9], [14, 10], [-14 - w, -6], [-14 - w, -h - 9], [-14 - w, 10],
+                 [-w / 2, 14], [-w / 2, -h - 15]];
     var best = null;
     for (var k = 0; k < spots.length && !best; k++) {
-      var x = p[0] + spots[k][0], y = p[1] + spots[k][1], box = [x, y, x + w, y + 13];
-      if (x < 2 || y < 2 || x + w > SIZE - 2 || y + 13 > SIZE - 2) continue;
+      var x = p[0] + spots[k][0], y = p[1] + spots[k][1], box = [x, y, x + w, y + h];
+      if (x < 2 || y < 2 || x + w > SIZE - 2 || y + h > SIZE - 2) continue;
       var clear = taken.every(function (b) {
         return b[4] === id || box[2] <= b[0] || box[0] >= b[2] || box[3] <= b[1] || box[1] >= b[3];
       });
       if (clear) best = box;
     }
     if (!best) {                      /* crowded: the first spot, clamped into the plane */
-      var bx = Math.max(2, Math.min(SIZE - 2 - w, p[0] + 14)), by = Math.max(2, Math.min(SIZE - 15, p[1] - 6));
-      best = [bx, by, bx + w, by + 13];
+      var bx = Math.max(2, Math.min(SIZE - 2 - w, p[0] + 14)), by = Math.max(2, Math.min(SIZE - 2 - h, p[1] - 6));
+      best = [bx, by, bx + w, by + h];
     }
     taken.push(best.concat(['label-' + id]));
     return best;
@@ -270,6 +309,7 @@
     $('geo-stats').textContent = 'Row entropy ' + f6(st.entropy[0]) + ' nats, mass Σp = ' +
       f6(st.mass[0]) + ', largest weight on k' + (st.argmax[0] + 1) + '.';
     $('geo-why').textContent = whySentence();
+    showKeyBars();
     drawHalf(check('beit_key_bias_float16'));
   }
 
@@ -344,8 +384,8 @@
     if (geo.useBq) {
       var dc = c4 && c4.data.difference_change ? [].concat(c4.data.difference_change) : null;
       return 'b_Q adds scale·b_Q·k_j, a different amount for each key, so the relative scores ' +
-        'and the weights change (/v1/verify check ' + (c4 ? c4.id : 4) + ': the k1−k2 score ' +
-        'difference moves by ' + (dc ? f6(Number([].concat(dc[0])[0])) : '?') + ', as scale·b_Q·(k1−k2) predicts).';
+        'and the weights change (/v1/verify check ' + (c4 ? c4.id : 4) + ': the k2−k1 score ' +
+        'difference moves by ' + (dc ? f6(Number([].concat(dc[0])[1])) : '?') + ', as scale·b_Q·(k2−k1) predicts).';
     }
     return 'No bias: the weights are softmax(scale·q·k_j). Switch b_K on and drag it — the ' +
       'weights do not move; drag b_Q — they do.';

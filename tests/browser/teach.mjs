@@ -5,7 +5,8 @@
 //
 // Drags a key and b_K with real mouse events and checks the drawn weights
 // equal attnd's numbers for the dragged vectors (and that b_K leaves them
-// where they were); drags b_Q and checks they change; moves a handle with
+// where they were), as a list and as bars beside each key in the plane
+// (length = weight within a pixel); drags b_Q and checks they change; moves a handle with
 // the arrow keys; steps through the stages and compares each row with the
 // API's qk, scores, lse, weights and output; checks the head view's line
 // opacities equal the weights; drives softmax1's mass below 0.01 with the
@@ -14,7 +15,8 @@
 // sinks and segments apart from causal (pixels at the edges the API's
 // masks imply); shows check 27's float16 drift as /v1/verify's numbers;
 // runs axe-core (no serious or critical violation); no console errors;
-// screenshots at 1400 px and 390 px into DIR.
+// screenshots at 1400 px and 390 px into DIR of the worked example with
+// both biases on, whose plane labels, bars and handles must not overlap.
 // Ends with "N passed, N failed".
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -48,6 +50,58 @@ async function settled(after) {
 }
 const rounds = () => page.evaluate(() => Number(document.body.dataset.geoRounds || 0));
 const drawn = () => page.$$eval('#geo-bars .bar-num', (e) => e.map((x) => Number(x.dataset.weight)));
+/* the in-plane weight bars beside the keys: for key j its weight (data-weight),
+ * the filled bar's drawn length in plane units (rendered px over the plane's
+ * px per unit, so it holds at 390 px too), the track's (weight 1), and how
+ * far the bar's middle sits from the key's handle */
+const planeBars = () => page.evaluate(() => {
+  const sv = document.getElementById('geo-svg');
+  const k = sv.getBoundingClientRect().width / 360;
+  return [...sv.querySelectorAll('.key-bar')].map((g) => {
+    const j = Number(g.dataset.key);
+    const f = g.querySelector('.key-bar-fill').getBoundingClientRect();
+    const t = g.querySelector('.key-bar-track').getBoundingClientRect();
+    const h = sv.querySelector(`[data-handle="k${j}"]`).getBoundingClientRect();
+    const dist = Math.hypot((t.left + t.right) / 2 - (h.left + h.right) / 2, (t.top + t.bottom) / 2 - (h.top + h.bottom) / 2) / k;
+    return { j, weight: Number(g.dataset.weight), len: f.width / k, full: Number(g.querySelector('.key-bar-track').getAttribute('width')), dist,
+      label: g.getAttribute('aria-label') };
+  });
+});
+/* the bars equal `want` (attnd's weights): length BAR_W·p within a pixel, label with p */
+async function barsEqual(want, what) {
+  const bars = await planeBars();
+  assert(bars.length === want.length, `${bars.length} bars in the plane`);
+  for (const b of bars) {
+    close(b.weight, want[b.j], 1e-15, `${what}: bar ${b.j} weight`);
+    close(b.len, b.full * want[b.j], 1, `${what}: bar ${b.j} length ${b.len} of ${b.full}`);
+    assert(b.dist < 90, `${what}: bar ${b.j} is ${b.dist} px from its key`);
+    assert(b.label.includes(want[b.j].toFixed(6)), `${what}: bar ${b.j} label ${b.label}`);
+  }
+  return bars;
+}
+/* no two of the plane's labels, weight bars and handles overlap (SVG units) */
+async function noOverlap(what) {
+  const boxes = await page.evaluate(() => {
+    const sv = document.getElementById('geo-svg');
+    const out = [];
+    sv.querySelectorAll('.handle-label, .key-bar, .handle').forEach((e) => {
+      const b = e.getBBox();
+      out.push({ name: e.getAttribute('data-label') ? `label ${e.getAttribute('data-label')}` :
+        e.getAttribute('data-handle') ? `handle ${e.getAttribute('data-handle')}` : `bar ${e.getAttribute('data-key')}`,
+      x0: b.x, y0: b.y, x1: b.x + b.width, y1: b.y + b.height });
+    });
+    return out;
+  });
+  for (let a = 0; a < boxes.length; a++) {
+    for (let b = a + 1; b < boxes.length; b++) {
+      const p = boxes[a], q = boxes[b];
+      if (p.name.startsWith('handle') && q.name.startsWith('handle')) continue; /* q sits on k1 */
+      const hit = p.x0 < q.x1 && q.x0 < p.x1 && p.y0 < q.y1 && q.y0 < p.y1;
+      assert(!hit, `${what}: ${p.name} overlaps ${q.name}`);
+    }
+  }
+  for (const p of boxes) assert(p.x0 >= 0 && p.y0 >= 0 && p.x1 <= 360 && p.y1 <= 360, `${what}: ${p.name} leaves the plane`);
+}
 /* the vector a handle shows, from its aria-valuetext "(x, y)" */
 async function vec(id) {
   const t = await page.getAttribute(`[data-handle="${id}"]`, 'aria-valuetext');
@@ -83,6 +137,7 @@ await step('the plane opens on the seed example: weights 0.575975, 0.283995, 0.1
   close(w[0], 0.575975, 5e-7, 'w1');
   close(w[1], 0.283995, 5e-7, 'w2');
   close(w[2], 0.140029, 5e-7, 'w3');
+  await barsEqual(w, 'opening');
 });
 
 await step('check 27 (beit_key_bias_float16) is shown as a table equal to /v1/verify\'s numbers', async () => {
@@ -119,6 +174,7 @@ await step('dragging a key (real mouse events) redraws attnd\'s weights for it',
   assert(k2b[0] !== k2[0] || k2b[1] !== k2[1], `k2 did not move: ${k2} -> ${k2b}`);
   const w = await drawn(), want = await apiWeights(false, false);
   want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j}`));
+  await barsEqual(want, 'after dragging k2');
 });
 
 let before;
@@ -127,6 +183,7 @@ await step('dragging b_K moves every key by the same vector and the weights stay
   await page.check('#geo-use-bk');
   await settled(r0);
   before = await drawn();
+  const bars0 = await barsEqual(before, 'b_K on');
   const bk = await vec('bk');
   await dragBy('bk', -50, 35);
   const bk2 = await vec('bk');
@@ -134,6 +191,8 @@ await step('dragging b_K moves every key by the same vector and the weights stay
   const w = await drawn(), want = await apiWeights(false, true);
   want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API`));
   before.forEach((x, j) => close(w[j], x, 1e-12, `weight ${j} moved`));
+  const bars1 = await barsEqual(want, 'after dragging b_K');
+  bars1.forEach((b, j) => close(b.len, bars0[j].len, 1e-6, `bar ${j} length moved`));
   const why = await page.textContent('#geo-why');
   assert(/stay put/.test(why) && /check 3/.test(why), `sentence: ${why}`);
 });
@@ -147,7 +206,15 @@ await step('dragging b_Q changes the weights (and the sentence says why)', async
   const w = await drawn(), want = await apiWeights(true, true);
   want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API`));
   assert(w.some((x, j) => Math.abs(x - w0[j]) > 1e-3), `weights did not change: ${w0} -> ${w}`);
-  assert(/b_Q adds/.test(await page.textContent('#geo-why')), 'no b_Q sentence');
+  const bars = await barsEqual(want, 'after dragging b_Q');
+  assert(bars.some((b) => Math.abs(b.len - b.full * w0[b.j]) > 2), 'no bar changed by more than 2 px');
+  const why = await page.textContent('#geo-why');
+  assert(/b_Q adds/.test(why), 'no b_Q sentence');
+  /* the number is check 4's change of the k2−k1 score difference, scale·b_Q·(k2−k1) */
+  const bq = await vec('bq'), k1 = await vec('k0'), k2 = await vec('k1');
+  const dc = (bq[0] * (k2[0] - k1[0]) + bq[1] * (k2[1] - k1[1])) / Math.sqrt(2);
+  const m = /k2−k1 score difference moves by (-?[\d.]+)/.exec(why);
+  assert(m && Math.abs(Number(m[1]) - dc) < 1e-6, `sentence ${why} vs ${dc}`);
 });
 
 await step('arrow keys move a focused handle (keyboard), weights follow', async () => {
@@ -384,6 +451,14 @@ await step('screenshots at 1400 px and 390 px', async () => {
   await page.reload();
   await settled(0);
   await page.waitForFunction(() => Number(document.body.dataset.modelRounds || 0) > 0);
+  /* the worked example with both biases on: k1=(1,0), k2=(0,1), k3=(-1,0), q=(1,0), b_Q=(0,1), b_K=(3,-2) */
+  for (const id of ['#geo-use-bq', '#geo-use-bk']) {
+    const r0 = await rounds();
+    await page.check(id);
+    await settled(r0);
+  }
+  await barsEqual(await apiWeights(true, true), 'worked example, 1400 px');
+  await noOverlap('worked example, 1400 px');
   await page.screenshot({ path: join(SHOTS, 'teach-1400.png'), fullPage: true });
   /* the two teaching sections alone, at a size a reader can inspect */
   await page.locator('#look').screenshot({ path: join(SHOTS, 'teach-1400-look.png') });
@@ -392,6 +467,8 @@ await step('screenshots at 1400 px and 390 px', async () => {
   await page.waitForTimeout(200);
   const wide = await page.evaluate(() => document.documentElement.scrollWidth);
   assert(wide <= 392, `the page is ${wide} px wide at 390`);
+  await barsEqual(await apiWeights(true, true), 'worked example, 390 px');
+  await noOverlap('worked example, 390 px');
   await page.screenshot({ path: join(SHOTS, 'teach-390.png'), fullPage: true });
   await page.locator('#look').screenshot({ path: join(SHOTS, 'teach-390-look.png') });
   await page.locator('#model').screenshot({ path: join(SHOTS, 'teach-390-model.png') });
