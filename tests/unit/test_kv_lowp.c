@@ -324,7 +324,7 @@ static int kernels_here(enum attn_kernel ks[3])
  * span several, a softmax variant with a sink. */
 TEST(every_loop_against_reference)
 {
-    static const size_t dims[4][2] = {{128, 128}, {32, 64}, {24, 40}, {20, 12}};
+    static const size_t dims[5][2] = {{128, 128}, {32, 64}, {48, 80}, {24, 40}, {20, 12}};
     static const size_t lens[3] = {1, 77, 300};
     enum attn_kernel ks[3];
     int nk = kernels_here(ks);
@@ -333,7 +333,7 @@ TEST(every_loop_against_reference)
         printf("    kernel %s\n", attn_kernel_name(ks[ki]));
         double worst = 0;
         for (int s = 0; s < 3; s++)
-            for (int di = 0; di < 4; di++)
+            for (int di = 0; di < 5; di++)
                 for (int li = 0; li < 3; li++) {
                     size_t dk = dims[di][0], dv = dims[di][1], L = lens[li], hkv = 2, h = 6;
                     size_t n = L == 1 ? 1 : 1 + (size_t)(li + di) % 3;
