@@ -404,6 +404,18 @@ TEST(expired_sessions_stay_gone)
     sess_store_free(st);
 }
 
+/* Files may not grow past `bytes` (writes past it fail, SIGXFSZ
+ * ignored); the limit before into *old. */
+static bool limit_file_size(uint64_t bytes, struct rlimit *old)
+{
+    struct rlimit lim;
+    getrlimit(RLIMIT_FSIZE, old);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = *old;
+    lim.rlim_cur = bytes;
+    return setrlimit(RLIMIT_FSIZE, &lim) == 0;
+}
+
 TEST(a_refused_write_leaves_the_session_as_it_was)
 {
     clear_dir();
@@ -415,12 +427,8 @@ TEST(a_refused_write_leaves_the_session_as_it_was)
     struct sess_stats ss;
     sess_store_stats(st, &ss);
     /* files may not grow past their size now: the next record fails */
-    struct rlimit old, lim;
-    getrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_IGN);
-    lim = old;
-    lim.rlim_cur = ss.journal_bytes + 600;
-    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    struct rlimit old;
+    CHECK(limit_file_size(ss.journal_bytes + 600, &old));
     CHECK(append_to(st, a, 64, 10) == CORE_ESTORAGE);
     CHECK(sess_create(st, &sp, b) == CORE_OK);   /* a small record still fits */
     CHECK(append_to(st, b, 64, 11) == CORE_ESTORAGE);
@@ -456,12 +464,8 @@ TEST(a_refused_write_on_a_fork_keeps_its_shared_page)
     sess_release(st, s);
     struct sess_stats before, after;
     sess_store_stats(st, &before);
-    struct rlimit old, lim;
-    getrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_IGN);
-    lim = old;
-    lim.rlim_cur = before.journal_bytes + 100;
-    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    struct rlimit old;
+    CHECK(limit_file_size(before.journal_bytes + 100, &old));
     CHECK(append_to(st, f, 8, 10) == CORE_ESTORAGE);
     CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
     sess_store_stats(st, &after);
