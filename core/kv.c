@@ -548,7 +548,7 @@ static bool write_rows(struct kv_cache *c, const void *k, const void *v, const f
 static bool counts(const struct kv_cache *c, size_t m, size_t *kn, size_t *vn)
 {
     return core_mul3(m, c->d_k, c->h_kv, kn) && core_mul3(m, c->d_v, c->h_kv, vn) &&
-           *kn <= SIZE_MAX / 8 - *vn;
+           *vn <= SIZE_MAX / 8 && *kn <= SIZE_MAX / 8 - *vn;
 }
 
 /* True when the n compute-dtype numbers at x narrow to the storage form

@@ -174,6 +174,23 @@ TEST(failed_append_keeps_bytes_and_shared_pages)
     CHECK_EQ_INT(atomic_load(&acct.bytes), 0);
 }
 
+/* Row counts whose element count passes SIZE_MAX / 8 are refused before
+ * anything is sized from them (the V count alone over the bound too). */
+TEST(huge_appends_are_refused)
+{
+    struct kv_cache *c = kv_new(ATTN_F32, 1, 1, 1);
+    struct attn_params p = plain_params();
+    p.dtype = ATTN_F32;
+    float k[4] = {1, 2, 3, 4}, v[4] = {1, 2, 3, 4};
+    struct attn_inputs in = {.k = k, .v = v};
+    size_t m = SIZE_MAX / 8 + 2;        /* (kn + vn) · 4 wraps to a few bytes */
+    CHECK_EQ_INT(kv_append(c, &p, &in, m), CORE_ELIMIT);
+    CHECK_EQ_INT(kv_append_prepared(c, k, v, m), CORE_ELIMIT);
+    CHECK_EQ_INT(kv_length(c), 0);
+    CHECK_EQ_INT(kv_bytes(c), 0);
+    kv_free(c);
+}
+
 TEST(truncate_and_fork_are_isolated)
 {
     struct kv_cache *c = kv_new(ATTN_F64, 1, 2, 1);
@@ -420,6 +437,7 @@ int main(void)
     RUN(plan_matches_growth);
     RUN(append_is_all_or_nothing);
     RUN(failed_append_keeps_bytes_and_shared_pages);
+    RUN(huge_appends_are_refused);
     RUN(truncate_and_fork_are_isolated);
     RUN(decode_equals_stateless_f64);
     RUN(decode_equals_stateless_f32);
