@@ -15,6 +15,7 @@
 #include "rope.h"
 #include "stop.h"
 #include "simd512.h"
+#include "simd_neon.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -226,6 +227,9 @@ static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
     _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
     sum += (t[0] + t[1]) + (t[2] + t[3]);
 #endif
+#ifdef ATTN_NEON
+    return neon_exp_shift_f32(x, y, n, sh);
+#endif
     for (; j < n; j++) {
         y[j] = expf(x[j] - sh);
         sum += y[j];
@@ -370,11 +374,19 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
 #endif
 #define ATTN_GEMM cblas_sgemm
 #define ATTN_NEXTDOWN(x) nextafterf((x), -INFINITY)
+#ifdef ATTN_NEON
+#define ATTN_VDOT neon_dot_f32
+#define ATTN_VAXPY neon_axpy_f32
+#define ATTN_VAXPY4 neon_axpy4_f32
+#endif
 #include "attn_impl.h"
 #undef T
 #undef SFX
 #undef ATTN_MAX_FINITE
 #undef ATTN_FLASH_FUSED
+#undef ATTN_VDOT
+#undef ATTN_VAXPY
+#undef ATTN_VAXPY4
 #undef ATTN_GEMM
 #undef ATTN_NEXTDOWN
 

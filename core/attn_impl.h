@@ -8,8 +8,9 @@
  *
  * Required before inclusion: T, SFX, ATTN_GEMM (cblas_sgemm/dgemm),
  * ATTN_NEXTDOWN (the next T toward -inf), optionally ATTN_MAX_FINITE (a
- * faster max_finite for T) and ATTN_FLASH_FUSED (flash_keys by another
- * kernel when it applies), and
+ * faster max_finite for T), ATTN_FLASH_FUSED (flash_keys by another
+ * kernel when it applies) and ATTN_VDOT/ATTN_VAXPY/ATTN_VAXPY4 (vector
+ * forms of dot, axpy and axpy4), and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
  * attn_head_slope, ATTN_CHUNK, ATTN_HALF, ATTN_LOOP_ROWS, ATTN_TILE_MAX,
  * vexp_shift_SFX).
@@ -135,6 +136,24 @@ static void FN(prep_q)(const struct attn_run *x, const struct attn_inputs *in,
     }
 }
 
+#if defined(ATTN_VDOT) && defined(ATTN_VAXPY) && defined(ATTN_VAXPY4)
+/* A vector form of dot, axpy4 and axpy for this T (core/simd_neon.h). */
+static T FN(dot)(const T *restrict a, const T *restrict b, size_t d)
+{
+    return ATTN_VDOT(a, b, d);
+}
+
+static void FN(axpy4)(T *restrict o, const T *w, const T *restrict x0, const T *restrict x1,
+                      const T *restrict x2, const T *restrict x3, size_t d)
+{
+    ATTN_VAXPY4(o, w, x0, x1, x2, x3, d);
+}
+
+static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
+{
+    ATTN_VAXPY(o, w, x, d);
+}
+#else
 /* a [d] · b [d], with ATTN_CHUNK independent partial sums so the compiler
  * vectorises it without -ffast-math (why hand-written: BLAS dot per key is
  * call-bound at d ≈ 128). */
@@ -196,6 +215,7 @@ static void FN(axpy)(T *restrict o, T w, const T *restrict x, size_t d)
     for (; c < d; c++)
         o[c] += w * x[c];
 }
+#endif
 
 /* x [n]: ask for its cache lines ahead of the loop that reads them. */
 static inline void FN(prefetch_row)(const T *x, size_t n)

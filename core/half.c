@@ -16,6 +16,7 @@
  * -march, and chosen with __builtin_cpu_supports.
  */
 #include "core/half.h"
+#include "core/half_neon.h"
 
 #include <string.h>
 
@@ -311,6 +312,26 @@ F16C_FN void half_f16_to_f32_n_f16c(const uint16_t *src, float *dst, size_t n)
         _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(void *)in)));
         memcpy(dst + i, out, (n - i) * sizeof *out);
     }
+}
+
+#elif defined(HALF_HAVE_NEON)
+
+/* aarch64: FCVT through NEON (core/half_neon.c) is the hardware path, under
+ * the same names; NEON is part of the base ISA there. */
+bool half_f16c_available(void)
+{
+    return true;
+}
+
+size_t half_f32_to_f16_n_f16c(const float *src, uint16_t *dst, size_t n)
+{
+    half_neon_f32_to_f16(src, dst, n);
+    return first_nonfinite(dst, n, 0x7C00);
+}
+
+void half_f16_to_f32_n_f16c(const uint16_t *src, float *dst, size_t n)
+{
+    half_neon_f16_to_f32(src, dst, n);
 }
 
 #else

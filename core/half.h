@@ -13,7 +13,8 @@
  * stays NaN (quiet, sign and top payload bits kept). Widening is exact.
  *
  * The bulk converters choose F16C (x86's vcvtps2ph / vcvtph2ps) at run time
- * where the CPU has it, and otherwise a portable integer path that gives
+ * where the CPU has it (on aarch64 NEON's FCVT, core/half_neon.c), and
+ * otherwise a portable integer path that gives
  * the same bits (tests/unit/test_half.c checks both on every float16 and
  * on every rounding boundary). bfloat16 has no hardware path here: AVX-512
  * BF16's vcvtneps2bf16 flushes subnormals, so its portable integer form is
@@ -76,7 +77,8 @@ void half_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
  * is not finite, -inf skipped when allow_neg_inf; n when there is none. */
 size_t half_first_nonfinite(const uint16_t *h, size_t n, bool f16, bool allow_neg_inf);
 
-/* Whether the float16 converters above run on F16C on this CPU. */
+/* Whether the float16 converters above run on F16C on this CPU (on
+ * aarch64: on FCVT through NEON, core/half_neon.c, always). */
 bool half_f16c_available(void);
 
 /* The two implementations behind the float16 converters, for the tests and

@@ -127,7 +127,9 @@ def ensure_base(arch, tag):
     t0 = time.time()
     cmd = ["mmdebstrap", "--variant=minbase"] + (["--arch", arch] if arch != "amd64" else []) + \
           ["bookworm", tar]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=1200)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    if p.returncode != 0:               # e.g. "install arch-test for foreign architecture support"
+        raise RuntimeError("mmdebstrap failed (%d): %s" % (p.returncode, p.stderr[-1000:]))
     podman("import", *(["--arch", arch] if arch != "amd64" else []), tar, tag)
     os.unlink(tar)
     print("  base %s made in %.0f s" % (tag, time.time() - t0))
@@ -314,7 +316,7 @@ def main():
         test_compose()
         if os.environ.get("ARM64") == "1":
             test_arm64()
-    except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
         check("container suite ran to its end", False, repr(e))
     finally:
         cleanup()
