@@ -11,8 +11,9 @@
  * once per row) against the stored V rows. The output of a row lives in
  * LP_NA registers per pass over the block, one multiply-add per register
  * and key, so no chain of multiply-adds waits on the one before it. The
- * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) as the
- * block is read.
+ * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) four at
+ * a time between the score groups of the first query row, not in one
+ * burst per block.
  *
  * Required before inclusion:
  *   LP_FN                the helpers' attributes (static, inline, target)
@@ -43,6 +44,13 @@ LP_FN float LP_(dot)(enum kv_store st, const float *q, const void *row, size_t d
     return LP_(hsum)(LP_(add)(a0, a1));
 }
 
+/* Ask for the cache lines of bytes [from, to) of a stream at p. */
+LP_FN void LP_(prefetch)(const char *p, size_t from, size_t to)
+{
+    for (size_t b = from & ~(size_t)63; b < to; b += 64)
+        __builtin_prefetch(p + b, 0, LP_PF_LOCALITY);
+}
+
 /* q · the 4 rows at row, row + rb, ... (rb bytes apart) -> x [4]: four
  * chains at once, reduced together (LP_(hsum4)). */
 LP_FN void LP_(dot4)(enum kv_store st, const float *q, const char *row, size_t rb, size_t d,
@@ -62,12 +70,23 @@ LP_FN void LP_(dot4)(enum kv_store st, const float *q, const char *row, size_t r
 /* srow [LP_KB] = scale · q · the na rows at K (rb bytes apart; int8: times
  * each row's scale ks[j]), -inf past them. False when one is not finite. */
 LP_FN bool LP_(scores)(enum kv_store st, const float *q, float scale, const char *K, size_t rb,
-                       size_t d, const float *ks, size_t na, float *srow)
+                       size_t d, const float *ks, size_t na, float *srow, const char *pk,
+                       const char *pv, size_t vb, size_t npf)
 {
     bool ok = true;
     size_t j = 0;
-    for (; j + 4 <= na; j += 4)
+    for (; j + 4 <= na; j += 4) {
+        if (j < npf) {          /* 4 rows' lines ahead, spread over the block */
+            size_t e = j + 4 < npf ? j + 4 : npf;
+            LP_(prefetch)(pk, j * rb, e * rb);
+            LP_(prefetch)(pv, j * vb, e * vb);
+        }
         LP_(dot4)(st, q, K + j * rb, rb, d, srow + j);
+    }
+    if (j < npf) {
+        LP_(prefetch)(pk, j * rb, npf * rb);
+        LP_(prefetch)(pv, j * vb, npf * vb);
+    }
     for (; j < na; j++)
         srow[j] = LP_(dot)(st, q, K + j * rb, d);
     for (j = 0; j < na; j++) {
@@ -149,12 +168,6 @@ LP_FN bool LP_(softmax)(float *srow, float *m, double *l, float *o, size_t dv)
     return true;
 }
 
-/* Ask for the cache lines of bytes [from, to) of a stream at p. */
-LP_FN void LP_(prefetch)(const char *p, size_t from, size_t to)
-{
-    for (size_t b = from & ~(size_t)63; b < to; b += 64)
-        __builtin_prefetch(p + b, 0, LP_PF_LOCALITY);
-}
 
 /* The range's rows against the query rows q, into the running state s
  * (see struct lp_range, struct lp_state). sb: LP_KB · R floats. False
@@ -171,17 +184,15 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
         /* the rows LP_PF_BYTES ahead of this block, within the range */
         size_t ahead = (size_t)LP_PF_BYTES / (kb + vb);
         size_t p0 = b0 + ahead, p1 = p0 + nb < rg->cnt ? p0 + nb : rg->cnt;
-        if (p0 < p1) {
-            LP_(prefetch)(K, p0 * kb, p1 * kb);
-            LP_(prefetch)(V, p0 * vb, p1 * vb);
-        }
+        size_t npf = p0 < p1 ? p1 - p0 : 0;
         for (size_t t = 0; t < q->R; t++) {
             const float *qt = q->q + t * dk;
             size_t lim = q->lim[t % q->n], key = rg->key0 + b0;
             size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
             float *srow = sb + t * LP_KB;
             ok &= LP_(scores)(st, qt, q->scale, K + b0 * kb, kb, dk,
-                              rg->ks ? rg->ks + b0 : NULL, na, srow);
+                              rg->ks ? rg->ks + b0 : NULL, na, srow, K + p0 * kb, V + p0 * vb,
+                              vb, t == 0 ? npf : 0);
             float *o = s->o + t * dv;
             if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
                 continue;
