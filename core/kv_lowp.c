@@ -89,6 +89,8 @@ struct lp_range {
     const void *k, *v;
     const float *ks, *vs;
     size_t cnt, key0;
+    const void *nk, *nv;            /* the next range's rows (prefetched ahead), or NULL */
+    size_t ncnt;                    /* and their count */
 };
 
 /* The running state of a head's R query rows over the keys read so far:
@@ -446,6 +448,8 @@ static void lp_seg(const struct kv_lowp_view *v, size_t g, size_t key, size_t en
     rg->vs = v->vs ? v->vs[b] + j : NULL;
     rg->cnt = n;
     rg->key0 = key;
+    rg->nk = rg->nv = NULL;
+    rg->ncnt = 0;
 }
 
 /* Window w: every kv head's keys [k0, k1), block by block (a page at a
@@ -474,9 +478,16 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
         memset(st.o, 0, R * dv * sizeof(float));
         struct lp_query q = {j->q + row0 * dk, R, s->n, j->lim, dk, dv,
                              (float)j->r->params.scale};
-        struct lp_range rg;
+        struct lp_range rg, next;
+        lp_seg(v, g, k0, k1, dk, dv, &next);
         for (size_t key = k0; key < k1; key += rg.cnt) {
-            lp_seg(v, g, key, k1, dk, dv, &rg);
+            rg = next;
+            if (key + rg.cnt < k1) {        /* the next page, for the prefetch */
+                lp_seg(v, g, key + rg.cnt, k1, dk, dv, &next);
+                rg.nk = next.k;
+                rg.nv = next.v;
+                rg.ncnt = next.cnt;
+            }
             if (!j->fn(v->store, &q, &rg, &st, buf))
                 j->bad[w] = 1;
         }

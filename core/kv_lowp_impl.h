@@ -185,14 +185,21 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
         size_t ahead = (size_t)LP_PF_BYTES / (kb + vb);
         size_t p0 = b0 + ahead, p1 = p0 + nb < rg->cnt ? p0 + nb : rg->cnt;
         size_t npf = p0 < p1 ? p1 - p0 : 0;
+        const char *pk = K + p0 * kb, *pv = V + p0 * vb;
+        if (!npf && rg->nk && p0 >= rg->cnt && p0 - rg->cnt < rg->ncnt) {
+            size_t r = p0 - rg->cnt;        /* ahead lies in the next range */
+            pk = (const char *)rg->nk + r * kb;
+            pv = (const char *)rg->nv + r * vb;
+            npf = rg->ncnt - r < nb ? rg->ncnt - r : nb;
+        }
         for (size_t t = 0; t < q->R; t++) {
             const float *qt = q->q + t * dk;
             size_t lim = q->lim[t % q->n], key = rg->key0 + b0;
             size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
             float *srow = sb + t * LP_KB;
             ok &= LP_(scores)(st, qt, q->scale, K + b0 * kb, kb, dk,
-                              rg->ks ? rg->ks + b0 : NULL, na, srow, K + p0 * kb, V + p0 * vb,
-                              vb, t == 0 ? npf : 0);
+                              rg->ks ? rg->ks + b0 : NULL, na, srow, pk, pv, vb,
+                              t == 0 ? npf : 0);
             float *o = s->o + t * dv;
             if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
                 continue;
