@@ -381,7 +381,14 @@ static void feed_lanes(struct xstream *xs, size_t row0, size_t rows, size_t k0, 
         xs_v8i any = {0}, pass[XS_LANES / 8];
         for (size_t c = 0; c < r8; c += 8) {
             xs_v8f a, b;
-            memcpy(&a, sj + c, sizeof a);
+            if (c + 8 <= rows) {
+                memcpy(&a, sj + c, sizeof a);
+            } else {                    /* lanes past `rows` may be unwritten */
+                float tail[8];
+                for (size_t u = 0; u < 8; u++)
+                    tail[u] = c + u < rows ? sj[c + u] : -INFINITY;
+                memcpy(&a, tail, sizeof a);
+            }
             memcpy(&b, bar + c, sizeof b);
             pass[c / 8] = a > b;
             any |= pass[c / 8];
