@@ -95,4 +95,19 @@ static const char *th_cur_name;
         return th_failed ? 1 : 0;                                          \
     } while (0)
 
+/* Reflected bitwise CRC-32 with polynomial poly: 0xEDB88320 (IEEE, the
+ * session files of versions 1 to 3) or 0x82F63B78 (Castagnoli, the journal
+ * and version 4). Written apart from the production table and hardware
+ * paths, as their reference. */
+static inline uint32_t test_crc32_bitwise(uint32_t poly, const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (poly & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
 #endif

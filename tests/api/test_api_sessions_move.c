@@ -381,18 +381,6 @@ TEST(cache_limits_before_allocation)
     free(bigx);
 }
 
-/* CRC-32 (IEEE) of versions 1 to 3. */
-static uint32_t crc_ieee(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    }
-    return ~c;
-}
-
 /* The version 3 form of a version 4 export of an int8 session without
  * biases, slopes or per-head sinks (no window fields, no padding, the
  * scales after the rows, CRC-32 IEEE) into out; its size. */
@@ -410,7 +398,7 @@ static size_t as_version3(const unsigned char *a, size_t n, size_t h_kv, size_t 
     m += n - 4 - rows_at - sb;
     memcpy(out + m, a + rows_at, sb);                   /* K scales, V scales */
     m += sb;
-    uint32_t c = crc_ieee(out, m);
+    uint32_t c = test_crc32_bitwise(0xEDB88320u, out, m);
     memcpy(out + m, &c, 4);
     return m + 4;
 }
@@ -462,7 +450,7 @@ TEST(old_state_file_imports)
         return;
     size_t n = fread(buf, 1, sizeof buf - 4, f);
     fclose(f);
-    uint32_t c = crc_ieee(buf + 1, n - 1);
+    uint32_t c = test_crc32_bitwise(0xEDB88320u, buf + 1, n - 1);
     memcpy(buf + n, &c, 4);
     struct api_response r;
     ctx.cfg.max_tokens = 32768;                 /* the file's */

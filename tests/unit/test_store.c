@@ -724,13 +724,7 @@ static void fix_crc(const char *path)
     unsigned char buf[4096];
     FILE *f = fopen(path, "r+b");
     size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; n >= 4 && i < n - 4; i++) {
-        crc ^= buf[i];
-        for (int b = 0; b < 8; b++)
-            crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
-    }
-    crc = ~crc;
+    uint32_t crc = n >= 4 ? test_crc32_bitwise(0xEDB88320u, buf, n - 4) : 0;
     if (f && n >= 4) {
         fseek(f, (long)(n - 4), SEEK_SET);
         fwrite(&crc, 4, 1, f);
