@@ -146,8 +146,10 @@ $(BUILD)/obj/server/web_assets.c: $(WEB_FILES) server/embed.sh
 $(BUILD)/obj/server/web_assets.o: $(BUILD)/obj/server/web_assets.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# attnd exports its gnutls_record_recv so libmicrohttpd binds to it
+# (server/tls_renego.c says why).
 $(BUILD)/attnd: $(SRV_OBJ) $(API_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) -Wl,--export-dynamic-symbol=gnutls_record_recv $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)

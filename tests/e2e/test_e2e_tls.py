@@ -96,6 +96,36 @@ def test_only_tls_12_and_13(pki):
         assert a.get("/healthz").status == 200
 
 
+def test_client_renegotiation_is_refused_with_an_alert(pki):
+    """TLS 1.2: a client's renegotiation gets the no_renegotiation alert
+    (openssl exits 1 and names it), every time, not a silent hang-up that
+    a client cannot tell from a network failure; TLS 1.3 key updates keep
+    the connection usable."""
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        for _ in range(3):
+            p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
+                                "-tls1_2", "-CAfile", pki["ca"]],
+                               input="R\n", capture_output=True, text=True, timeout=20)
+            assert "RENEGOTIATING" in p.stderr, p.stderr[-800:]
+            assert p.returncode == 1, (p.returncode, p.stdout[-400:], p.stderr[-800:])
+            assert "no renegotiation" in p.stderr, p.stderr[-800:]
+        # s_client takes its command letters only without -ign_eof, and only
+        # as a line of their own, so the request follows the K after a pause
+        # and stdin stays open until the answer is in.
+        k = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
+                              "-tls1_3", "-CAfile", pki["ca"]], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        k.stdin.write("K\n")
+        k.stdin.flush()
+        time.sleep(0.5)
+        k.stdin.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        k.stdin.flush()
+        time.sleep(1.0)
+        out, _ = k.communicate(timeout=20)
+        assert "KEYUPDATE" in out and "HTTP/1.1 200" in out, out[-800:]
+        assert a.get("/healthz").status == 200
+
+
 def test_sighup_rotates_the_pair_and_keeps_connections(pki):
     d = tempfile.mkdtemp(prefix="attnd-rot-")
     cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
