@@ -1,6 +1,8 @@
 /*
  * server/http.c — libmicrohttpd glue: body caps, suspend/resume, static
- * files, transport errors in JSON.
+ * files, transport errors in JSON. Body buffers are server/http_body.c's,
+ * the work pool's side of a request server/http_work.c's; what they share
+ * is in server/http_impl.h.
  *
  * Threads: MHD runs a pool of --http-threads internal poll() threads
  * (default: one per CPU; 1 gives a single thread, no pool); each owns the
@@ -33,7 +35,7 @@
  *   resumed     queue the api_response; MHD sends it.
  *   completed   log line, metrics, free.
  */
-#include "server/http.h"
+#include "server/http_impl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -64,21 +66,6 @@
 #include "server/tls.h"
 #include "server/worker.h"
 
-#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
-#define BODY_INITIAL_CAP 4096
-/* Body buffers up to this size are kept with the request struct for the
- * next request (req_free): a malloc and free of the body per request
- * showed in profiles of small requests. */
-#define KEEP_BODY_MAX 4096
-/* Larger bodies, up to SPARE_BODY_MAX bytes, go back to SPARE_BODIES
- * shared slots when their request ends, for the next large upload: a fresh
- * buffer of megabytes per request had its pages faulted in by the first
- * copy into it (~100 page faults per 1.4 MB base64 request, a tenth of its
- * CPU in perf). One slot per connection uploading at once is what removes
- * the faults; at most SPARE_BYTES_MAX bytes stay held. */
-#define SPARE_BODY_MAX ((size_t)8 << 20)
-#define SPARE_BODIES 16
-#define SPARE_BYTES_MAX ((size_t)32 << 20)
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
@@ -95,189 +82,12 @@
  * default and the hello peer's in make bench, halves the rounds. */
 #define CONN_MEMORY ((size_t)32 * 1024)
 
-struct srv_http {
-    uv_loop_t *loop;
-    struct MHD_Daemon *mhd;
-    uv_async_t async;               /* MHD thread -> loop: work to queue, idle */
-    const struct srv_config *cfg;
-    struct api_ctx *ctx;
-    struct srv_metrics *metrics;
-    struct srv_http_guard guard;    /* keys, limits, TLS */
-    struct srv_sched *sched;        /* the compute pool's fair queues */
-    unsigned port;
-    pthread_mutex_t mu;             /* guards pending, req states, idle_due */
-    struct req *pending;            /* suspended, waiting for uv_queue_work */
-    bool idle_due;                  /* in-flight reached 0 after quiesce */
-    atomic_size_t in_flight;        /* requests between 1st call and completion */
-    atomic_size_t working;          /* suspended requests (pending or on the pool) */
-    atomic_bool quiesced;           /* no new connections; answers close */
-    atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
-    _Atomic(struct req *) spare;    /* one freed request kept for the next */
-    pthread_mutex_t spare_mu;       /* guards spare_body */
-    struct {
-        char *p;                    /* a freed body buffer, or NULL */
-        size_t cap;                 /* its size */
-    } spare_body[SPARE_BODIES];     /* large body buffers for the next ones */
-    size_t spare_bytes;             /* their sum, <= SPARE_BYTES_MAX */
-    size_t body_budget;             /* cap on body_bytes */
-    srv_http_idle_fn idle;          /* loop thread only */
-    void *idle_arg;
-};
-
-enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_ANSWERED };
-
-struct req_header {
-    const char *name, *value;       /* MHD's strings, valid for the request */
-};
-
-struct req {
-    struct srv_http *h;
-    struct MHD_Connection *conn;
-    enum req_state state;
-    const char *method;             /* MHD's string */
-    const char *url;                /* MHD's string, percent-decoded path */
-    uint64_t t0;                    /* uv_hrtime at the 1st call */
-    char *body;                     /* capped buffer */
-    size_t len, cap;
-    uint64_t bytes_in;              /* everything received, kept or not */
-    enum api_err refuse;            /* set once over a cap: the error to answer */
-    size_t n_hdr;
-    struct srv_job job;             /* on the pool (server/sched.c) */
-    struct attn_stop stop;          /* deadline and cancel of its computation */
-    atomic_bool gone;               /* the client hung up while it was working */
-    bool timed_out;                 /* answered 503 deadline_exceeded */
-    struct watch *watch;            /* notices the hang-up, or NULL */
-    int fd;                         /* the connection's socket */
-    struct req *next;               /* in srv_http.pending */
-    bool orphan;                    /* MHD closed it while working: loop frees */
-    bool late;                      /* began after the drain started */
-    int status;                     /* what was queued */
-    const char *route;
-    uint64_t bytes_out;
-    bool admitted;                  /* counted by srv_limits_enter */
-    bool keyed;                     /* key_name holds a valid key's name */
-    char key_name[SRV_KEY_NAME_MAX];
-    char client[SRV_CLIENT_ID_MAX]; /* "k:NAME" or "a:ADDRESS" */
-    /* Not zeroed at the 1st call (req_new): written before they are read. */
-    struct req_header hdr[MAX_REQ_HEADERS];
-    struct api_response resp;       /* filled by api_handle (9 KiB of header slots) */
-    /* A small body buffer kept from an earlier request on this struct
-     * (outside the budget; at most KEEP_BODY_MAX bytes); set by req_new. */
-    char *keep;
-    size_t keep_cap;
-};
-
 /* Free a request struct and the body buffer it keeps (NULL: no-op). */
-static void req_destroy(struct req *r)
+void http_req_destroy(struct req *r)
 {
     if (r)
         free(r->keep);
     free(r);
-}
-
-/* ---- body buffers within the global budget ------------------------------ */
-
-static bool budget_take(struct srv_http *h, size_t n)
-{
-    size_t cur = atomic_load(&h->body_bytes);
-    do {
-        if (n > h->body_budget - cur)
-            return false;
-    } while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
-    return true;
-}
-
-/* A large body buffer into a free spare slot; false when none is free or
- * it would take the slots past SPARE_BYTES_MAX. */
-static bool spare_body_put(struct srv_http *h, char *p, size_t cap)
-{
-    bool kept = false;
-    pthread_mutex_lock(&h->spare_mu);
-    bool room = cap <= SPARE_BYTES_MAX - h->spare_bytes;
-    for (size_t i = 0; room && i < SPARE_BODIES && !kept; i++)
-        if (!h->spare_body[i].p) {
-            h->spare_body[i].p = p;
-            h->spare_body[i].cap = cap;
-            h->spare_bytes += cap;
-            kept = true;
-        }
-    pthread_mutex_unlock(&h->spare_mu);
-    return kept;
-}
-
-/* The smallest spare buffer of need to 2 * need bytes (its size in *cap),
- * or NULL: a small upload does not take (and charge the budget for) a
- * buffer many times its size. */
-static char *spare_body_take(struct srv_http *h, size_t need, size_t *cap)
-{
-    char *p = NULL;
-    size_t best = SPARE_BODIES;
-    pthread_mutex_lock(&h->spare_mu);
-    for (size_t i = 0; i < SPARE_BODIES; i++)
-        if (h->spare_body[i].p && h->spare_body[i].cap >= need &&
-            h->spare_body[i].cap / 2 <= need &&
-            (best == SPARE_BODIES || h->spare_body[i].cap < h->spare_body[best].cap))
-            best = i;
-    if (best < SPARE_BODIES) {
-        p = h->spare_body[best].p;
-        *cap = h->spare_body[best].cap;
-        h->spare_body[best].p = NULL;
-        h->spare_bytes -= *cap;
-    }
-    pthread_mutex_unlock(&h->spare_mu);
-    return p;
-}
-
-/* Free (or keep, when small; or put back, when large) the body and return
- * its bytes to the budget. */
-static void body_release(struct req *r)
-{
-    if (r->body && !r->keep && r->cap <= KEEP_BODY_MAX) {
-        r->keep = r->body;
-        r->keep_cap = r->cap;
-    } else if (!(r->body && r->cap > KEEP_BODY_MAX && r->cap <= SPARE_BODY_MAX &&
-                 spare_body_put(r->h, r->body, r->cap))) {
-        free(r->body);
-    }
-    atomic_fetch_sub(&r->h->body_bytes, r->cap);
-    r->body = NULL;
-    r->len = r->cap = 0;
-}
-
-/* Grow the buffer to cap bytes (within the budget); false if it cannot. */
-static bool body_reserve(struct req *r, size_t cap)
-{
-    if (cap <= r->cap)
-        return true;
-    if (r->cap == 0 && r->keep && cap <= r->keep_cap) {
-        if (!budget_take(r->h, r->keep_cap))
-            return false;
-        r->body = r->keep;
-        r->cap = r->keep_cap;
-        r->keep = NULL;
-        return true;
-    }
-    if (r->cap == 0 && cap > KEEP_BODY_MAX) {
-        size_t sc;
-        char *sp = spare_body_take(r->h, cap, &sc);
-        if (sp && budget_take(r->h, sc)) {
-            r->body = sp;
-            r->cap = sc;
-            return true;
-        }
-        if (sp && !spare_body_put(r->h, sp, sc))   /* over budget: try cap alone */
-            free(sp);
-    }
-    if (!budget_take(r->h, cap - r->cap))
-        return false;
-    char *nb = realloc(r->body, cap);
-    if (!nb) {
-        atomic_fetch_sub(&r->h->body_bytes, cap - r->cap);
-        return false;
-    }
-    r->body = nb;
-    r->cap = cap;
-    return true;
 }
 
 /* ---- headers ----------------------------------------------------------- */
@@ -297,7 +107,7 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
 
 /* api_header_fn over the copied header pointers: safe on a pool thread,
  * because MHD does not touch a suspended connection's headers. */
-static const char *req_header(void *arg, const char *name)
+const char *http_req_header(void *arg, const char *name)
 {
     struct req *r = arg;
     for (size_t i = 0; i < r->n_hdr; i++)
@@ -313,7 +123,7 @@ static const char *conn_header(void *arg, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-static void api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
+void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
 {
     memset(q, 0, sizeof *q);
     q->method = r->method;
@@ -366,7 +176,7 @@ static enum MHD_Result transport_error_retry(struct req *r, enum api_err code, c
                                              const char *retry)
 {
     struct api_request q;
-    api_req_init(r, &q, conn_header);
+    http_api_req_init(r, &q, conn_header);
     struct api_response resp;
     memset(&resp, 0, sizeof resp);
     api_transport_error(r->h->ctx, &q, code, msg, &resp);
@@ -437,160 +247,6 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     return ret;
 }
 
-/* ---- the work pool (loop thread and pool threads) ------------------------ */
-
-/*
- * A client that hangs up while its request is on the pool: a suspended
- * connection is not polled by libmicrohttpd, so the loop watches its socket
- * for the peer's close (EPOLLRDHUP through uv_poll) from the moment it is
- * queued until its answer is ready, and sets r->gone, which the
- * computation reads at its next piece (core/stop.h). The watcher is freed
- * by its close callback; it forgets the request before the request can be
- * resumed (and freed), both on the loop thread.
- */
-struct watch {
-    uv_poll_t poll;
-    struct req *r;                  /* NULL once the request no longer needs it */
-};
-
-static void watch_cb(uv_poll_t *p, int status, int events)
-{
-    (void)status;
-    (void)events;                   /* UV_DISCONNECT, or an error: gone either way */
-    struct watch *w = p->data;
-    if (w->r)
-        atomic_store(&w->r->gone, true);
-    uv_poll_stop(p);
-}
-
-static void watch_start(struct req *r)
-{
-    struct watch *w = malloc(sizeof *w);
-    if (!w || r->fd < 0 || uv_poll_init_socket(r->h->loop, &w->poll, r->fd) != 0) {
-        free(w);                    /* unwatched: it computes to the end */
-        return;
-    }
-    w->r = r;
-    w->poll.data = w;
-    uv_poll_start(&w->poll, UV_DISCONNECT, watch_cb);
-    r->watch = w;
-}
-
-static void watch_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void watch_stop(struct req *r)
-{
-    struct watch *w = r->watch;
-    if (!w)
-        return;
-    w->r = NULL;
-    uv_close((uv_handle_t *)&w->poll, watch_closed);   /* stops it too */
-    r->watch = NULL;
-}
-
-/* Bodies from this size on are large requests: they give way to small ones
- * at their piece boundaries (srv_sched_bg_pause). n=L=64 d=64 in JSON is
- * ~100 KB; n=L=8192 d=64 in base64 is 8 MB. */
-#define LARGE_BODY ((size_t)256 << 10)
-
-/* Pool thread. A request whose client is gone is not started. */
-static void work_run(struct srv_job *j)
-{
-    struct req *r = (struct req *)(void *)((char *)j - offsetof(struct req, job));
-    struct api_request q;
-    api_req_init(r, &q, req_header);
-    if (atomic_load(&r->gone)) {
-        api_transport_error(r->h->ctx, &q, API_ERR_DEADLINE_EXCEEDED,
-                            "the client went away", &r->resp);
-        return;
-    }
-    r->stop.pause = r->len < LARGE_BODY ? NULL : srv_sched_bg_pause;
-    r->stop.pause_arg = r->h->sched;
-    q.ws = srv_worker_ws();
-    attn_ws_set_stop(q.ws, &r->stop);
-    api_handle(r->h->ctx, &q, &r->resp);
-    attn_ws_set_stop(q.ws, NULL);
-    r->timed_out = r->resp.status == 503 && !atomic_load(&r->gone) &&
-                   attn_stop_due(&r->stop);
-}
-
-/* Loop thread: the answer is ready. */
-static void work_done(struct srv_job *j)
-{
-    struct req *r = (struct req *)(void *)((char *)j - offsetof(struct req, job));
-    struct srv_http *h = r->h;
-    bool small = r->len < LARGE_BODY;   /* before the body is released */
-    watch_stop(r);
-    srv_metrics_count(h->metrics, SRV_EV_POOL_OUT, NULL);
-    if (atomic_load(&r->gone))
-        srv_metrics_count(h->metrics, SRV_EV_CANCELLED, NULL);
-    else if (r->timed_out)
-        srv_metrics_count(h->metrics, SRV_EV_DEADLINE, NULL);
-    body_release(r);                    /* the response no longer needs it */
-    pthread_mutex_lock(&h->mu);
-    bool orphan = r->orphan;
-    r->state = REQ_READY;
-    pthread_mutex_unlock(&h->mu);
-    if (orphan) {                       /* the daemon is stopping: nobody to answer */
-        api_response_free(&r->resp);
-        req_destroy(r);
-    } else {
-        MHD_resume_connection(r->conn); /* the MHD thread calls handler() again */
-    }
-    if (small)
-        srv_sched_fg_end(h->sched);
-    atomic_fetch_sub(&h->working, 1);
-}
-
-/* Loop thread: onto the pool, with its deadline and hang-up watch. */
-static void work_queue(struct req *r)
-{
-    struct srv_http *h = r->h;
-    double t = h->cfg->request_timeout_s;
-    r->stop.cancel = &r->gone;
-    r->stop.start_ns = attn_now_ns();
-    r->stop.deadline_ns = t > 0 ? r->stop.start_ns + (uint64_t)(t * 1e9) : 0;
-    r->job.run = work_run;
-    r->job.done = work_done;
-    memcpy(r->job.client, r->client, sizeof r->job.client);
-    srv_metrics_count(h->metrics, SRV_EV_POOL_IN, NULL);
-    watch_start(r);
-    srv_sched_push(h->sched, &r->job);
-}
-
-/* Loop thread: queue what the MHD thread suspended; report idleness. */
-static void async_cb(uv_async_t *a)
-{
-    struct srv_http *h = a->data;
-    pthread_mutex_lock(&h->mu);
-    struct req *list = h->pending;
-    h->pending = NULL;
-    bool idle = h->idle_due;
-    h->idle_due = false;
-    pthread_mutex_unlock(&h->mu);
-    /* reverse into arrival order */
-    struct req *fifo = NULL;
-    while (list) {
-        struct req *n = list->next;
-        list->next = fifo;
-        fifo = list;
-        list = n;
-    }
-    while (fifo) {
-        struct req *r = fifo;
-        fifo = r->next;
-        work_queue(r);
-    }
-    if (idle && h->idle && atomic_load(&h->in_flight) == 0) {
-        srv_http_idle_fn fn = h->idle;
-        h->idle = NULL;
-        fn(h->idle_arg);
-    }
-}
-
 /* MHD thread: suspend and hand the request to the loop. */
 /*
  * Probes answered on the transport thread: they read a flag or two, and a
@@ -652,7 +308,7 @@ static bool answer_inline(struct req *r)
     size_t cfg_max = r->h->ctx->cfg.max_elements;
     bool lowered = cfg_max == 0 || cfg_max > INLINE_MAX_OUT;
     struct api_request q;
-    api_req_init(r, &q, req_header);
+    http_api_req_init(r, &q, http_req_header);
     q.ws = srv_worker_ws();
     q.max_elements = INLINE_MAX_OUT;
     api_handle(r->h->ctx, &q, &r->resp);
@@ -670,7 +326,7 @@ static enum MHD_Result dispatch(struct req *r)
     struct srv_http *h = r->h;
     if (is_probe(r)) {
         struct api_request q;
-        api_req_init(r, &q, req_header);
+        http_api_req_init(r, &q, http_req_header);
         api_handle(h->ctx, &q, &r->resp);
         return queue(r, &r->resp);
     }
@@ -783,7 +439,7 @@ static void req_free(struct srv_http *h, struct req *r)
 {
     struct req *none = NULL;
     if (!atomic_compare_exchange_strong(&h->spare, &none, r))
-        req_destroy(r);
+        http_req_destroy(r);
 }
 
 /* Framing headers as sent, duplicates included. */
@@ -845,7 +501,7 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
             *ret = transport_error(r, API_ERR_BODY_TOO_LARGE, NULL);
             return true;
         }
-        if (n > 0 && !body_reserve(r, (size_t)n)) {   /* one buffer of the announced size */
+        if (n > 0 && !http_body_reserve(r, (size_t)n)) {   /* one buffer of the announced size */
             *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
                                    "too many request bodies in flight; retry");
             return true;
@@ -854,35 +510,11 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
     return false;
 }
 
-/* Append an upload chunk within the caps; false (r->refuse set) if not. */
-static bool append_body(struct req *r, const char *data, size_t n)
-{
-    size_t max = r->h->cfg->max_body_bytes;
-    if (r->refuse != API_ERR_NONE)
-        return false;
-    if (n > max - r->len) {
-        r->refuse = API_ERR_BODY_TOO_LARGE;
-        return false;
-    }
-    if (r->len + n > r->cap) {
-        size_t cap = r->cap ? r->cap : BODY_INITIAL_CAP;
-        while (cap < r->len + n)
-            cap = cap > max / 2 ? max : cap * 2;
-        if (!body_reserve(r, cap)) {
-            r->refuse = API_ERR_CAPACITY_EXHAUSTED;
-            return false;
-        }
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    return true;
-}
-
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
-    if (!append_body(r, data, *size)) {
-        body_release(r);
+    if (!http_body_append(r, data, *size)) {
+        http_body_release(r);
         if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
             return MHD_NO;              /* endless upload: disconnect */
     }
@@ -966,7 +598,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_unlock(&h->mu);
     if (!working) {
         api_response_free(&r->resp);
-        body_release(r);
+        http_body_release(r);
         req_free(h, r);
     }
     if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
@@ -1100,7 +732,7 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
                          ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
     if (h->body_budget < BODY_BUDGET_MIN)
         h->body_budget = BODY_BUDGET_MIN;
-    uv_async_init(loop, &h->async, async_cb);   /* before MHD can call dispatch */
+    uv_async_init(loop, &h->async, http_async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
     h->sched = srv_sched_new(loop, cfg->workers);
     if (!h->sched) {
@@ -1151,7 +783,7 @@ void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
 static void async_closed(uv_handle_t *handle)
 {
     struct srv_http *h = handle->data;
-    req_destroy(atomic_load(&h->spare));
+    http_req_destroy(atomic_load(&h->spare));
     for (size_t i = 0; i < SPARE_BODIES; i++)
         free(h->spare_body[i].p);
     pthread_mutex_destroy(&h->spare_mu);
@@ -1167,7 +799,7 @@ void srv_http_stop(struct srv_http *h)
         MHD_stop_daemon(h->mhd);        /* joins the MHD thread */
         h->mhd = NULL;
     }
-    async_cb(&h->async);                /* requests it suspended last: orphans */
+    http_async_cb(&h->async);                /* requests it suspended last: orphans */
     srv_sched_close(h->sched);
     h->sched = NULL;
     uv_close((uv_handle_t *)&h->async, async_closed);

@@ -1,0 +1,129 @@
+/*
+ * server/http_impl.h — what the files of the libmicrohttpd transport share
+ * (server/http.c: the access handler, answering, start and stop;
+ * server/http_body.c: request body buffers within the global budget;
+ * server/http_work.c: the work pool's side of a request): the transport's
+ * state, one request's state, and the functions that cross between them.
+ * Threads and the life of a request: server/http.c's top comment.
+ */
+#ifndef ATTND_SERVER_HTTP_IMPL_H
+#define ATTND_SERVER_HTTP_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "core/stop.h"
+
+#include "server/http.h"
+#include "server/keys.h"
+#include "server/limits.h"
+#include "server/sched.h"
+
+#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
+#define SPARE_BODIES 16
+
+/* Bodies from this size on are large requests: they give way to small ones
+ * at their piece boundaries (srv_sched_bg_pause). n=L=64 d=64 in JSON is
+ * ~100 KB; n=L=8192 d=64 in base64 is 8 MB. */
+#define LARGE_BODY ((size_t)256 << 10)
+
+struct srv_http {
+    uv_loop_t *loop;
+    struct MHD_Daemon *mhd;
+    uv_async_t async;               /* MHD thread -> loop: work to queue, idle */
+    const struct srv_config *cfg;
+    struct api_ctx *ctx;
+    struct srv_metrics *metrics;
+    struct srv_http_guard guard;    /* keys, limits, TLS */
+    struct srv_sched *sched;        /* the compute pool's fair queues */
+    unsigned port;
+    pthread_mutex_t mu;             /* guards pending, req states, idle_due */
+    struct req *pending;            /* suspended, waiting for uv_queue_work */
+    bool idle_due;                  /* in-flight reached 0 after quiesce */
+    atomic_size_t in_flight;        /* requests between 1st call and completion */
+    atomic_size_t working;          /* suspended requests (pending or on the pool) */
+    atomic_bool quiesced;           /* no new connections; answers close */
+    atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
+    _Atomic(struct req *) spare;    /* one freed request kept for the next */
+    pthread_mutex_t spare_mu;       /* guards spare_body */
+    struct {
+        char *p;                    /* a freed body buffer, or NULL */
+        size_t cap;                 /* its size */
+    } spare_body[SPARE_BODIES];     /* large body buffers for the next ones */
+    size_t spare_bytes;             /* their sum, <= SPARE_BYTES_MAX */
+    size_t body_budget;             /* cap on body_bytes */
+    srv_http_idle_fn idle;          /* loop thread only */
+    void *idle_arg;
+};
+
+enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_ANSWERED };
+
+struct req_header {
+    const char *name, *value;       /* MHD's strings, valid for the request */
+};
+
+struct req {
+    struct srv_http *h;
+    struct MHD_Connection *conn;
+    enum req_state state;
+    const char *method;             /* MHD's string */
+    const char *url;                /* MHD's string, percent-decoded path */
+    uint64_t t0;                    /* uv_hrtime at the 1st call */
+    char *body;                     /* capped buffer */
+    size_t len, cap;
+    uint64_t bytes_in;              /* everything received, kept or not */
+    enum api_err refuse;            /* set once over a cap: the error to answer */
+    size_t n_hdr;
+    struct srv_job job;             /* on the pool (server/sched.c) */
+    struct attn_stop stop;          /* deadline and cancel of its computation */
+    atomic_bool gone;               /* the client hung up while it was working */
+    bool timed_out;                 /* answered 503 deadline_exceeded */
+    struct watch *watch;            /* notices the hang-up, or NULL */
+    int fd;                         /* the connection's socket */
+    struct req *next;               /* in srv_http.pending */
+    bool orphan;                    /* MHD closed it while working: loop frees */
+    bool late;                      /* began after the drain started */
+    int status;                     /* what was queued */
+    const char *route;
+    uint64_t bytes_out;
+    bool admitted;                  /* counted by srv_limits_enter */
+    bool keyed;                     /* key_name holds a valid key's name */
+    char key_name[SRV_KEY_NAME_MAX];
+    char client[SRV_CLIENT_ID_MAX]; /* "k:NAME" or "a:ADDRESS" */
+    /* Not zeroed at the 1st call (req_new): written before they are read. */
+    struct req_header hdr[MAX_REQ_HEADERS];
+    struct api_response resp;       /* filled by api_handle (9 KiB of header slots) */
+    /* A small body buffer kept from an earlier request on this struct
+     * (outside the budget; at most KEEP_BODY_MAX bytes); set by req_new. */
+    char *keep;
+    size_t keep_cap;
+};
+
+/* server/http.c */
+/* Free a request struct and the body buffer it keeps (NULL: no-op). */
+void http_req_destroy(struct req *r);
+/* An api_request over r's method, path, body and headers (through fn). */
+void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn);
+/* api_header_fn over the copied header pointers: safe on a pool thread,
+ * because MHD does not touch a suspended connection's headers. */
+const char *http_req_header(void *arg, const char *name);
+
+/* server/http_body.c */
+/* Grow the buffer to cap bytes (within the budget); false if it cannot. */
+bool http_body_reserve(struct req *r, size_t cap);
+/* Free (or keep, when small; or put back, when large) the body and return
+ * its bytes to the budget. */
+void http_body_release(struct req *r);
+/* Append an upload chunk within the caps; false (r->refuse set) if not. */
+bool http_body_append(struct req *r, const char *data, size_t n);
+
+/* server/http_work.c */
+/* Loop thread: queue what the MHD thread suspended; report idleness. */
+void http_async_cb(uv_async_t *a);
+
+#endif
