@@ -1,12 +1,16 @@
 /*
  * core/verify_impl.h — what core/verify.c shares with the checks kept in
- * core/verify_models.c (internal to core/): the context, the one way a
- * check runs attention (verify_pass), and the records a check fills.
+ * core/verify_bias.c, verify_softmax1.c, verify_session.c, verify_models.c
+ * and verify_half.c (internal to core/): the context, the one way a check
+ * runs attention (verify_pass), small arithmetic, and the records a check
+ * fills.
  */
 #ifndef ATTND_CORE_VERIFY_IMPL_H
 #define ATTND_CORE_VERIFY_IMPL_H
 
 #include "verify.h"
+
+#include <math.h>
 
 /* One forward pass in double: scores, weights [n][L], output [n][d_v]. */
 struct vpass {
@@ -75,12 +79,64 @@ double *verify_dbl(struct vx *c, size_t a, size_t b);
 /* The shared inputs with the biases of cond (C_*), value bias off. */
 struct vrun verify_base_run(const struct vx *c, enum attn_softmax sm, int cond);
 
+/* The core request of r (shape, params, positions, mask, the tweak). */
+void verify_request(const struct vx *c, const struct vrun *r, struct attn_request *rq);
+
+/* Converts the inputs of r to the dtype into in (and rq's attn_bias). */
+enum core_status verify_inputs(struct vx *c, const struct vrun *r,
+                               struct attn_request *rq, struct attn_inputs *in);
+
+/* Copy count core results of the dtype into double dst. */
+void verify_unload(const struct vx *c, const void *src, double *dst, size_t count);
+
 /* Attention of r through the core (or the injected forward pass); out gets
  * new double arrays: s, w [h·n][L], o [h·n][d_v]. */
 enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *out);
 
 /* max |a - b| over count numbers (NaN propagates as a failure). */
 double verify_maxdiff(const double *a, const double *b, size_t count);
+
+static inline double verify_dot(const double *a, const double *b, size_t d)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < d; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* The larger of a and b; a NaN a wins (so a NaN difference fails). */
+static inline double verify_max2(double a, double b)
+{
+    return (a >= b || isnan(a)) ? a : b;
+}
+
+/* Index of the largest of x[0..L). */
+static inline size_t verify_argmax(const double *x, size_t L)
+{
+    size_t r = 0;
+    for (size_t j = 1; j < L; j++)
+        if (x[j] > x[r])
+            r = j;
+    return r;
+}
+
+/* scale * q_i . k_j for q [n][d_k], k [L][d_k] -> out [n][L]. */
+void verify_ref_scores(const struct vx *c, const double *q, size_t n,
+                       const double *k, size_t L, double *out);
+
+/* a - b, elementwise, into a new array owned by c. */
+double *verify_sub(struct vx *c, const double *a, const double *b, size_t count);
+
+/* Row sums of w [n][L] into a new array [n] owned by c. */
+double *verify_rowsums(struct vx *c, const double *w, size_t n, size_t L);
+
+/* Round derived inputs to the dtype in place, so the reference arithmetic
+ * sees exactly the numbers the core receives. */
+void verify_round(const struct vx *c, double *x, size_t count);
+
+/* double [count] -> array of the dtype (src itself for float64); *ok false
+ * when an allocation failed. NULL src gives NULL. */
+const void *verify_cast(struct vx *c, const double *src, size_t count, bool *ok);
 
 /* Records of a check: named arrays, a note, not applicable (with why). */
 enum core_status verify_ck_mat(struct verify_check *ck, const char *name, size_t rows,
@@ -91,6 +147,31 @@ enum core_status verify_ck_num(struct verify_check *ck, const char *name, double
 __attribute__((format(printf, 2, 3))) void verify_ck_note(struct verify_check *ck,
                                                          const char *fmt, ...);
 enum core_status verify_ck_na(struct verify_check *ck, const char *why);
+
+/* Checks 1-8 and 18 (core/verify_bias.c). */
+enum core_status verify_check_base_scores(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_k_row_constant(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_k_weights(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_q_relative(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_four_terms(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_every_row(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_q_exception(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_per_key_shift(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_q_allowed(struct vx *c, struct verify_check *ck);
+
+/* Checks 9-13, 15, 17 and 19 (core/verify_softmax1.c). */
+enum core_status verify_check_softmax1_ratios(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_softmax1_shift(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_zero_key(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_row_sums(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_v_bias(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_max_sub(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_sink(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck);
+
+/* Checks 14 and 16 (core/verify_session.c). */
+enum core_status verify_check_rope(struct vx *c, struct verify_check *ck);
+enum core_status verify_check_session(struct vx *c, struct verify_check *ck);
 
 /* Issue 16's checks (core/verify_models.c). */
 enum core_status verify_check_segments(struct vx *c, struct verify_check *ck);

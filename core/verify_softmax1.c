@@ -1,0 +1,449 @@
+/*
+ * core/verify_softmax1.c — the checks of /v1/verify about the softmax
+ * variants and the value bias (ids 9-13, 15, 17 and 19): softmax1 keeps
+ * ratios but not weights, equals a prepended zero key, has row sums in
+ * (0, 1); a value bias shifts the output by its row sum; max subtraction;
+ * the sink softmax as an extra key; softmax1's positive derivative.
+ *
+ * Every attention side is a core pass (verify_pass); the expected side is
+ * another pass on changed inputs or plain double arithmetic done here.
+ */
+#include "verify_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- checks 9-12: softmax1 ---------------------------------------------- */
+
+/* ratio[i][j] = w_ij / w_ir with r the largest score of row i (0 when w_ir
+ * underflowed); dev = max |w_ij - w_ir exp(s_ij - s_ir)|; ex gets the exps. */
+static double ratios(const struct vx *c, const double *s, const double *w,
+                     double *ratio, double *ex, double *ref)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < c->n; i++) {
+        const double *si = s + i * c->L, *wi = w + i * c->L;
+        size_t r = verify_argmax(si, c->L);
+        if (ref)
+            ref[i] = (double)r;
+        for (size_t j = 0; j < c->L; j++) {
+            double e = exp(si[j] - si[r]);
+            if (ex)
+                ex[i * c->L + j] = e;
+            ratio[i * c->L + j] = wi[r] > 0.0 ? wi[j] / wi[r] : 0.0;
+            m = verify_max2(m, fabs(wi[j] - wi[r] * e));
+        }
+    }
+    return m;
+}
+
+enum core_status verify_check_softmax1_ratios(struct vx *c,
+                                              struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L;
+    const struct vpass *p1 = &c->p[1][C_BOTH], *p0 = &c->p[0][C_BOTH];
+    double *r1, *r0, *ex, *ref;
+    NEED(r1 = verify_dbl(c, n, L));
+    NEED(r0 = verify_dbl(c, n, L));
+    NEED(ex = verify_dbl(c, n, L));
+    NEED(ref = verify_dbl(c, n, 1));
+    double m1 = ratios(c, p1->s, p1->w, r1, ex, ref);
+    double m0 = ratios(c, p0->s, p0->w, r0, NULL, NULL);
+    ck->max_abs_diff = verify_max2(m1, m0);
+    verify_ck_note(ck, "Ratios are taken against each row's largest score "
+            "(reference_key, counted from 0), with the request's biases.");
+    TRY(verify_ck_mat(ck, "weights_softmax1", n, L, p1->w));
+    TRY(verify_ck_mat(ck, "weights_standard", n, L, p0->w));
+    TRY(verify_ck_mat(ck, "ratio_softmax1", n, L, r1));
+    TRY(verify_ck_mat(ck, "ratio_standard", n, L, r0));
+    TRY(verify_ck_mat(ck, "exp_score_difference", n, L, ex));
+    return verify_ck_vec(ck, "reference_key", n, ref);
+}
+
+/* Ratios w_ij / w_ir against r = the largest score of row i of s; rows whose
+ * w_ir underflowed get 0 and are counted in *skipped. */
+static void ratios_against(const struct vx *c, const double *s,
+                           const double *w, double *ratio, size_t *skipped)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        size_t r = verify_argmax(s + i * c->L, c->L);
+        double wr = w[i * c->L + r];
+        if (!(wr > 0.0))
+            (*skipped)++;
+        for (size_t j = 0; j < c->L; j++)
+            ratio[i * c->L + j] = wr > 0.0 ? w[i * c->L + j] / wr : 0.0;
+    }
+}
+
+enum core_status verify_check_softmax1_shift(struct vx *c,
+                                             struct verify_check *ck)
+{
+    if (!c->bk)
+        return verify_ck_na(ck, "no bias.k was given");
+    size_t n = c->n, L = c->L, dk = c->dk, skipped = 0;
+    const struct vpass *a = &c->p[1][C_Q], *b = &c->p[1][C_BOTH];
+    double *cst, *ra, *rb, *sa, *sb, cmax = 0.0;
+    NEED(cst = verify_dbl(c, n, 1));
+    NEED(ra = verify_dbl(c, n, L));
+    NEED(rb = verify_dbl(c, n, L));
+    for (size_t i = 0; i < n; i++) {
+        double qb = 0.0;
+        for (size_t d = 0; d < dk; d++)
+            qb += (c->q[i * dk + d] + (c->bq ? c->bq[d] : 0.0)) * c->bk[d];
+        cst[i] = c->scale * qb;
+        cmax = verify_max2(cmax, fabs(cst[i]));
+    }
+    if (cmax == 0.0)
+        return verify_ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
+                     "nothing to any score.");
+    ratios_against(c, a->s, a->w, ra, &skipped);
+    ratios_against(c, a->s, b->w, rb, &skipped);
+    NEED(sa = verify_rowsums(c, a->w, n, L));
+    NEED(sb = verify_rowsums(c, b->w, n, L));
+    double change = verify_maxdiff(a->w, b->w, n * L);
+    ck->max_abs_diff = verify_maxdiff(ra, rb, n * L);
+    if (!(change > c->tol)) {
+        ck->passed = false;
+        verify_ck_note(ck, "The weight change %.3g is not above the tolerance.",
+                change);
+    } else {
+        verify_ck_note(ck, "Passes when the ratios agree within the tolerance and "
+                "the weights change by more than it (weight_change).");
+    }
+    if (skipped)
+        verify_ck_note(ck, "%zu rows had an underflowing largest weight; their "
+                "ratios print as 0.", skipped);
+    TRY(verify_ck_vec(ck, "row_constant", n, cst));
+    TRY(verify_ck_mat(ck, "weights_without_k_bias", n, L, a->w));
+    TRY(verify_ck_mat(ck, "weights_with_k_bias", n, L, b->w));
+    TRY(verify_ck_vec(ck, "row_sums_without_k_bias", n, sa));
+    TRY(verify_ck_vec(ck, "row_sums_with_k_bias", n, sb));
+    TRY(verify_ck_mat(ck, "ratio_without_k_bias", n, L, ra));
+    TRY(verify_ck_mat(ck, "ratio_with_k_bias", n, L, rb));
+    return verify_ck_num(ck, "weight_change", change);
+}
+
+/* k, v with one row prepended that the biases turn into exactly zero
+ * (-bK + bK == 0 in floating point): kx [L+1][d_k], vx [L+1][d_v]. */
+static enum core_status zero_key_inputs(struct vx *c, double **kx, double **vx)
+{
+    size_t L1, dk = c->dk, dv = c->dv;
+    if (!core_add(c->L, 1, &L1))
+        return CORE_ELIMIT;
+    NEED(*kx = verify_dbl(c, L1, dk));
+    NEED(*vx = verify_dbl(c, L1, dv));
+    for (size_t d = 0; d < dk; d++)
+        (*kx)[d] = c->bk ? -c->bk[d] : 0.0;
+    for (size_t d = 0; d < dv; d++)
+        (*vx)[d] = c->bv ? -c->bv[d] : 0.0;
+    memcpy(*kx + dk, c->k, c->L * dk * sizeof(double));
+    memcpy(*vx + dv, c->v, c->L * dv * sizeof(double));
+    return CORE_OK;
+}
+
+/* Weights [n][L+1] without column 0 -> [n][L]; column 0 -> first [n]. */
+static void split_first(const struct vx *c, const double *w, double *rest,
+                        double *first)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        first[i] = w[i * (c->L + 1)];
+        memcpy(rest + i * c->L, w + i * (c->L + 1) + 1, c->L * sizeof(double));
+    }
+}
+
+/* Attention of variant sm on the request's data (all biases) against
+ * standard attention with a zero key (score extra, via attn_bias) and zero
+ * value prepended; fills ck with the comparison. */
+static enum core_status extra_key_compare(struct vx *c, struct verify_check *ck,
+                                          enum attn_softmax sm, double extra,
+                                          const char *wname)
+{
+    size_t n = c->n, L = c->L;
+    double *kx, *vx, *ab, *rest, *first;
+    TRY(zero_key_inputs(c, &kx, &vx));
+    struct vrun r = verify_base_run(c, sm, C_BOTH);
+    struct vpass a, b;
+    r.bv = c->bv;
+    r.sink = extra;
+    TRY(verify_pass(c, &r, &a));
+    r.sm = ATTN_SOFTMAX_STANDARD;
+    r.k = kx;
+    r.v = vx;
+    r.L = L + 1;
+    NEED(ab = verify_dbl(c, n, L + 1));
+    for (size_t i = 0; i < n; i++)
+        ab[i * (L + 1)] = extra;
+    r.attn_bias = extra != 0.0 ? ab : NULL;
+    TRY(verify_pass(c, &r, &b));
+    NEED(rest = verify_dbl(c, n, L));
+    NEED(first = verify_dbl(c, n, 1));
+    split_first(c, b.w, rest, first);
+    ck->max_abs_diff = verify_max2(verify_maxdiff(a.w, rest, n * L),
+                                   verify_maxdiff(a.o, b.o, n * c->dv));
+    TRY(verify_ck_mat(ck, wname, n, L, a.w));
+    TRY(verify_ck_mat(ck, "weights_prepended", n, L + 1, b.w));
+    TRY(verify_ck_vec(ck, "zero_key_weight", n, first));
+    TRY(verify_ck_mat(ck, "output_variant", n, c->dv, a.o));
+    return verify_ck_mat(ck, "output_prepended", n, c->dv, b.o);
+}
+
+enum core_status verify_check_zero_key(struct vx *c, struct verify_check *ck)
+{
+    verify_ck_note(ck, "The prepended key and value are zero after bias (the raw "
+            "rows are -bK and -bV); no RoPE.");
+    return extra_key_compare(c, ck, ATTN_SOFTMAX_ONE, 0.0, "weights_softmax1");
+}
+
+/* softmax1 row sum sum_j exp(x_j) / (1 + sum_j exp(x_j)), x_j = s_j - t,
+ * with the row maximum factored out as the core must. */
+static double softmax1_sum(const double *s, size_t L, double t)
+{
+    double m = s[verify_argmax(s, L)] - t, S = 0.0;
+    double shift = m > 0.0 ? m : 0.0;
+    for (size_t j = 0; j < L; j++)
+        S += exp(s[j] - t - shift);
+    return S / (exp(-shift) + S);
+}
+
+#define N_SHIFTS 4
+
+/* Sums of softmax1 (sum1) and standard (sum0) rows at score shift -t. */
+static enum core_status sums_at(struct vx *c, double t, double *sum1,
+                                double *sum0)
+{
+    size_t n = c->n, L = c->L;
+    double *ab, *s;
+    NEED(ab = verify_dbl(c, n, L));
+    for (size_t x = 0; x < n * L; x++)
+        ab[x] = -t;
+    for (int v = 0; v < 2; v++) {
+        struct vrun r = verify_base_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
+                               C_BOTH);
+        struct vpass p;
+        r.attn_bias = ab;
+        TRY(verify_pass(c, &r, &p));
+        NEED(s = verify_rowsums(c, p.w, n, L));
+        memcpy(v ? sum1 : sum0, s, n * sizeof(double));
+    }
+    return CORE_OK;
+}
+
+/* Extra conditions of check 12 on row sums [N_SHIFTS][n]; false if broken. */
+static bool sums_ok(const struct vx *c, const double *s1, const double *ex)
+{
+    for (size_t t = 0; t < N_SHIFTS; t++)
+        for (size_t i = 0; i < c->n; i++) {
+            double x = s1[t * c->n + i], e = ex[t * c->n + i];
+            if (!(x >= 0.0 && x <= 1.0))
+                return false;
+            if (e > 0.0 && e < 1.0 && !(x > 0.0 && x < 1.0))
+                return false;
+            if (t > 0 && !(x <= s1[(t - 1) * c->n + i] + c->tol))
+                return false;
+            if (t == N_SHIFTS - 1 && !(x <= c->tol))
+                return false;
+        }
+    return true;
+}
+
+enum core_status verify_check_row_sums(struct vx *c, struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L;
+    const double *s = c->p[1][C_BOTH].s;
+    double smax = s[verify_argmax(s, n * L)];
+    double shifts[N_SHIFTS] = {0.0, 10.0, 100.0, 0.0}, neg[N_SHIFTS];
+    shifts[N_SHIFTS - 1] = (smax > 0.0 ? smax : 0.0) + 1000.0;
+    double *s1, *s0, *ex;
+    NEED(s1 = verify_dbl(c, N_SHIFTS, n));
+    NEED(s0 = verify_dbl(c, N_SHIFTS, n));
+    NEED(ex = verify_dbl(c, N_SHIFTS, n));
+    double m = 0.0;
+    for (size_t t = 0; t < N_SHIFTS; t++) {
+        TRY(sums_at(c, shifts[t], s1 + t * n, s0 + t * n));
+        neg[t] = -shifts[t];
+        for (size_t i = 0; i < n; i++) {
+            ex[t * n + i] = softmax1_sum(s + i * L, L, shifts[t]);
+            m = verify_max2(m, fabs(s1[t * n + i] - ex[t * n + i]));
+            m = verify_max2(m, fabs(s0[t * n + i] - 1.0));
+        }
+    }
+    ck->max_abs_diff = m;
+    if (!sums_ok(c, s1, ex)) {
+        ck->passed = false;
+        verify_ck_note(ck, "A softmax1 row sum left (0,1), rose as the scores fell, "
+                "or did not reach 0.");
+    } else {
+        verify_ck_note(ck, "Every score of a row is shifted by score_shift through "
+                "attn_bias; the last shift puts every score below -1000.");
+    }
+    TRY(verify_ck_vec(ck, "score_shift", N_SHIFTS, neg));
+    TRY(verify_ck_mat(ck, "row_sums_softmax1", N_SHIFTS, n, s1));
+    TRY(verify_ck_mat(ck, "expected_row_sums_softmax1", N_SHIFTS, n, ex));
+    return verify_ck_mat(ck, "row_sums_standard", N_SHIFTS, n, s0);
+}
+
+/* ---- check 13: value bias --------------------------------------------- */
+
+/* Output shift of variant sm caused by bV vs. expected (sum_j p_ij) bV, or bV
+ * itself for standard softmax. */
+static enum core_status v_shift(struct vx *c, enum attn_softmax sm,
+                                double *shift, double *sums, double *dev)
+{
+    size_t n = c->n, dv = c->dv;
+    struct vrun r = verify_base_run(c, sm, C_BOTH);
+    struct vpass a, b;
+    r.sink = sm == ATTN_SOFTMAX_SINK ? c->in->sink_logit : 0.0;
+    TRY(verify_pass(c, &r, &a));
+    r.bv = c->bv;
+    TRY(verify_pass(c, &r, &b));
+    double *rs;
+    NEED(rs = verify_rowsums(c, b.w, n, c->L));
+    for (size_t i = 0; i < n; i++) {
+        double f = sm == ATTN_SOFTMAX_STANDARD ? 1.0 : rs[i];
+        if (sums)
+            sums[i] = rs[i];
+        for (size_t d = 0; d < dv; d++) {
+            size_t x = i * dv + d;
+            shift[x] = b.o[x] - a.o[x];
+            *dev = verify_max2(*dev, fabs(shift[x] - f * c->bv[d]));
+        }
+    }
+    return CORE_OK;
+}
+
+enum core_status verify_check_v_bias(struct vx *c, struct verify_check *ck)
+{
+    if (!c->bv)
+        return verify_ck_na(ck, "no bias.v was given");
+    size_t n = c->n, dv = c->dv;
+    double *sh0, *sh1, *sums, dev = 0.0;
+    NEED(sh0 = verify_dbl(c, n, dv));
+    NEED(sh1 = verify_dbl(c, n, dv));
+    NEED(sums = verify_dbl(c, n, 1));
+    TRY(v_shift(c, ATTN_SOFTMAX_STANDARD, sh0, NULL, &dev));
+    TRY(v_shift(c, ATTN_SOFTMAX_ONE, sh1, sums, &dev));
+    TRY(verify_ck_vec(ck, "bias_v", dv, c->bv));
+    TRY(verify_ck_mat(ck, "output_shift_standard", n, dv, sh0));
+    TRY(verify_ck_mat(ck, "output_shift_softmax1", n, dv, sh1));
+    TRY(verify_ck_vec(ck, "row_sums_softmax1", n, sums));
+    if (c->in->softmax == ATTN_SOFTMAX_SINK) {
+        double *sh2, *s2;
+        NEED(sh2 = verify_dbl(c, n, dv));
+        NEED(s2 = verify_dbl(c, n, 1));
+        TRY(v_shift(c, ATTN_SOFTMAX_SINK, sh2, s2, &dev));
+        TRY(verify_ck_mat(ck, "output_shift_sink", n, dv, sh2));
+        TRY(verify_ck_vec(ck, "row_sums_sink", n, s2));
+        verify_ck_note(ck, "The sink softmax of the request shifts by (sum_j p_ij) bV "
+                "too.");
+    }
+    ck->max_abs_diff = dev;
+    return CORE_OK;
+}
+
+/* ---- check 15: max subtraction ---------------------------------------- */
+
+static bool all_finite(const double *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+enum core_status verify_check_max_sub(struct vx *c, struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L, dv = c->dv;
+    double *ab;
+    NEED(ab = verify_dbl(c, n, L));
+    for (size_t x = 0; x < n * L; x++)
+        ab[x] = 1000.0;
+    const struct vpass *ref = &c->p[0][C_BOTH];
+    struct vpass p[2];
+    double m = 0.0;
+    bool finite = true;
+    for (int v = 0; v < 2; v++) {
+        struct vrun r = verify_base_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
+                               C_BOTH);
+        r.attn_bias = ab;
+        TRY(verify_pass(c, &r, &p[v]));
+        finite = finite && all_finite(p[v].s, n * L) &&
+                 all_finite(p[v].w, n * L) && all_finite(p[v].o, n * dv);
+        m = verify_max2(m, verify_maxdiff(p[v].w, ref->w, n * L));
+        m = verify_max2(m, verify_maxdiff(p[v].o, ref->o, n * dv));
+    }
+    ck->max_abs_diff = m;
+    if (!finite) {
+        ck->passed = false;
+        verify_ck_note(ck, "A score, weight or output was not finite.");
+    } else {
+        verify_ck_note(ck, "1000 is added through attn_bias; under softmax1 the 1 in "
+                "the denominator is then negligible, so its weights equal the "
+                "unshifted standard weights.");
+    }
+    TRY(verify_ck_num(ck, "score_shift", 1000.0));
+    TRY(verify_ck_mat(ck, "weights_unshifted_standard", n, L, ref->w));
+    TRY(verify_ck_mat(ck, "weights_shifted_standard", n, L, p[0].w));
+    return verify_ck_mat(ck, "weights_shifted_softmax1", n, L, p[1].w);
+}
+
+/* ---- check 17: sink ----------------------------------------------------- */
+
+enum core_status verify_check_sink(struct vx *c, struct verify_check *ck)
+{
+    double sink = c->in->softmax == ATTN_SOFTMAX_SINK ? c->in->sink_logit : 0.0;
+    if (sink == 0.0)
+        verify_ck_note(ck, "sink_logit 0 (the request's softmax is not sink): the "
+                "sink softmax is then softmax1.");
+    else
+        verify_ck_note(ck, "sink_logit %g from the request; the extra key's score "
+                "is set through attn_bias.", sink);
+    TRY(extra_key_compare(c, ck, ATTN_SOFTMAX_SINK, sink, "weights_sink"));
+    return verify_ck_num(ck, "sink_logit", sink);
+}
+
+/* ---- check 19: softmax1 weights rise with their own score -------------- */
+
+enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck)
+{
+    size_t n = c->n, L = c->L;
+    const double e1 = exp(1.0) - 1.0;
+    double *ab, *key, *pred;
+    NEED(ab = verify_dbl(c, n, L));
+    NEED(key = verify_dbl(c, n, 1));
+    NEED(pred = verify_dbl(c, n, L));
+    for (size_t i = 0; i < n; i++) {
+        key[i] = (double)(i % L);
+        ab[i * L + i % L] = 1.0;
+    }
+    const struct vpass *a = &c->p[1][C_BOTH];
+    struct vrun r = verify_base_run(c, ATTN_SOFTMAX_ONE, C_BOTH);
+    struct vpass b;
+    r.attn_bias = ab;
+    TRY(verify_pass(c, &r, &b));
+    bool signs = true;
+    for (size_t i = 0; i < n; i++) {
+        size_t jb = i % L;
+        double pj = a->w[i * L + jb], den = 1.0 + e1 * pj;
+        for (size_t j = 0; j < L; j++) {
+            size_t x = i * L + j;
+            pred[x] = (j == jb ? exp(1.0) * a->w[x] : a->w[x]) / den;
+            if (j == jb && pj > 0.0 && !(b.w[x] > a->w[x]))
+                signs = false;
+            if (j != jb && !(b.w[x] <= a->w[x]))
+                signs = false;
+        }
+    }
+    ck->max_abs_diff = verify_maxdiff(b.w, pred, n * L);
+    if (!signs) {
+        ck->passed = false;
+        verify_ck_note(ck, "A raised score did not raise its weight, or another "
+                "weight rose.");
+    } else {
+        verify_ck_note(ck, "Row i raises the score of key i mod L (bumped_key, "
+                "counted from 0) by 1 through attn_bias.");
+    }
+    TRY(verify_ck_vec(ck, "bumped_key", n, key));
+    TRY(verify_ck_mat(ck, "weights_before", n, L, a->w));
+    TRY(verify_ck_mat(ck, "weights_after", n, L, b.w));
+    return verify_ck_mat(ck, "weights_predicted", n, L, pred);
+}
