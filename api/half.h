@@ -2,7 +2,7 @@
  * api/half.h — float16 / bfloat16 requests on the wire ("Precisions"): numbers in, results out.
  *
  * A half request computes in float32 (params.dtype = ATTN_F32) on inputs
- * that are rounded to the half format when read (api/read.c asks
+ * that are rounded to the half format when read (api/read_tensor.c asks
  * api_half_round for every number of a tensor read while c->half is set);
  * every result matrix is then rounded in place (api_half_round_result) and
  * printed shortest (api_write_matrix_half) or sent as 2-byte little-endian
