@@ -90,6 +90,7 @@ struct lp_range {
     const float *ks, *vs;
     size_t cnt, key0;
     const void *nk, *nv;            /* the next range's rows (prefetched ahead), or NULL */
+    const float *nks, *nvs;         /* and their int8 scales (NULL otherwise) */
     size_t ncnt;                    /* and their count */
 };
 
@@ -449,6 +450,7 @@ static void lp_seg(const struct kv_lowp_view *v, size_t g, size_t key, size_t en
     rg->cnt = n;
     rg->key0 = key;
     rg->nk = rg->nv = NULL;
+    rg->nks = rg->nvs = NULL;
     rg->ncnt = 0;
 }
 
@@ -486,6 +488,8 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
                 lp_seg(v, g, key + rg.cnt, k1, dk, dv, &next);
                 rg.nk = next.k;
                 rg.nv = next.v;
+                rg.nks = next.ks;
+                rg.nvs = next.vs;
                 rg.ncnt = next.cnt;
             }
             if (!j->fn(v->store, &q, &rg, &st, buf))

@@ -13,7 +13,7 @@
  * and key, so no chain of multiply-adds waits on the one before it. The
  * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) four at
  * a time between the score groups of the first query row, not in one
- * burst per block.
+ * burst per block; int8's row scales of those rows at the block's start.
  *
  * Required before inclusion:
  *   LP_FN                the helpers' attributes (static, inline, target)
@@ -186,11 +186,18 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
         size_t p0 = b0 + ahead, p1 = p0 + nb < rg->cnt ? p0 + nb : rg->cnt;
         size_t npf = p0 < p1 ? p1 - p0 : 0;
         const char *pk = K + p0 * kb, *pv = V + p0 * vb;
+        const float *pks = rg->ks ? rg->ks + p0 : NULL, *pvs = rg->vs ? rg->vs + p0 : NULL;
         if (!npf && rg->nk && p0 >= rg->cnt && p0 - rg->cnt < rg->ncnt) {
             size_t r = p0 - rg->cnt;        /* ahead lies in the next range */
             pk = (const char *)rg->nk + r * kb;
             pv = (const char *)rg->nv + r * vb;
+            pks = rg->nks ? rg->nks + r : NULL;
+            pvs = rg->nvs ? rg->nvs + r : NULL;
             npf = rg->ncnt - r < nb ? rg->ncnt - r : nb;
+        }
+        if (npf && pks) {                   /* int8: those rows' scales */
+            LP_(prefetch)((const char *)pks, 0, npf * sizeof(float));
+            LP_(prefetch)((const char *)pvs, 0, npf * sizeof(float));
         }
         for (size_t t = 0; t < q->R; t++) {
             const float *qt = q->q + t * dk;
