@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "api/read.h"
+#include "api/sessions_roll.h"
 #include "api/write.h"
 #include "core/kv.h"
 #include "core/store.h"
@@ -79,7 +80,7 @@ static json_t *session_json(const struct sess_spec *sp,
     double expires = info->expires_in_s >= 0
                          ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
     const struct attn_params *p = &sp->params;
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I, "
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I, "
                      "s:f, s:f, s:f, s:o, s:o, s:o}",
                      "id", info->id, "length", (json_int_t)info->length,
                      "heads", (json_int_t)sp->shape.h,
@@ -98,6 +99,9 @@ static json_t *session_json(const struct sess_spec *sp,
                      "sink_logit", api_sinks_json(p, sp->shape.h),
                      "softcap", p->softcap > 0 ? json_real(p->softcap) : json_null(),
                      "rope", api_rope_json(p, sp->shape.d_k));
+    if (o)
+        api_roll_describe(o, sp, &info->held);
+    return o;
 }
 
 /* Answer with a held session's object and release it. */
@@ -230,7 +234,7 @@ static bool read_expected(struct api_call *c, const json_t *body,
 static const char *const create_fields[] = {
     "d_k", "d_v", "heads", "kv_heads", "dtype", "softmax", "sink_logit",
     "scale", "bias", "rope", "alibi", "max_tokens", "ttl_s", "kv_dtype", "softcap",
-    NULL};
+    "window", NULL};
 
 /* Everything a create request owns while it is being read. */
 struct create_req {
@@ -334,7 +338,8 @@ static bool read_create(struct api_call *c, const json_t *body,
                        &budget, &cr->bias) ||
         !read_int(c, body, "max_tokens", false, 1, tok_max,
                   c->ctx->cfg.max_tokens, &sp->max_tokens) ||
-        !read_ttl(c, body, &sp->ttl_s))
+        !read_ttl(c, body, &sp->ttl_s) ||
+        !api_roll_read_window(c, member(body, "window"), &sp->window))
         return false;
     sp->half = c->half;
     if (!read_kv_dtype(c, member(body, "kv_dtype"), sp, &sp->kv_store))
@@ -432,7 +437,9 @@ static void kv_append_req(struct api_call *c, const char *id)
  * print as themselves, int8 rows as q·scale in float32). */
 static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys)
 {
-    size_t H = kv_heads(kv), L = kv_length(kv), d = keys ? kv_d_k(kv) : kv_d_v(kv);
+    size_t H = kv_heads(kv), L = kv_held(kv), d = keys ? kv_d_k(kv) : kv_d_v(kv);
+    size_t front = kv_held_front(kv), from = kv_held_from(kv);
+    size_t es = attn_dtype_size(kv_dtype(kv));
     size_t shape[2] = {L, d};
     enum kv_store st = kv_store(kv);
     void *wide = NULL;
@@ -447,7 +454,12 @@ static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys
             api_buf_puts(b, "[]");
             continue;
         }
-        kv_read_rows(kv, g, 0, L, keys ? wide : NULL, keys ? NULL : wide);
+        /* the held rows: all of them, or the front ones and the tail */
+        kv_read_rows(kv, g, 0, front, keys ? wide : NULL, keys ? NULL : wide);
+        if (from)
+            kv_read_rows(kv, g, from, kv_length(kv) - from,
+                         keys ? (char *)wide + front * d * es : NULL,
+                         keys ? NULL : (char *)wide + front * d * es);
         if (st == KV_STORE_SAME) {
             api_write_matrix(b, wide, kv_dtype(kv), 2, shape, 0, false);
         } else {
@@ -464,13 +476,33 @@ static bool write_cached(struct api_buf *b, const struct kv_cache *kv, bool keys
     return true;
 }
 
+/* A rolling session's "window" and "held" members, each with a comma
+ * after it (nothing for other sessions). */
+static bool put_held(struct api_buf *b, const struct sess *s)
+{
+    struct sess_held h;
+    json_t *o = json_object();
+    sess_held_rows(s, &h);
+    if (o)
+        api_roll_describe(o, sess_spec(s), &h);
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!t)
+        return false;
+    size_t n = strlen(t);
+    if (n > 2)
+        api_buf_printf(b, "%.*s,", (int)(n - 2), t + 1);
+    free(t);
+    return true;
+}
+
 static void kv_get_req(struct api_call *c, const char *id)
 {
     struct sess *s = acquire(c, id);
     if (!s)
         return;
     const struct kv_cache *kv = sess_cache(s);
-    size_t L = kv_length(kv), numbers, cap, w;
+    size_t L = kv_held(kv), numbers, cap, w;
     /* each number with its comma, plus a row's brackets (at most one row
      * per number), plus the keys */
     if (!core_add(kv_d_k(kv), kv_d_v(kv), &w) ||
@@ -485,11 +517,13 @@ static void kv_get_req(struct api_call *c, const char *id)
     struct api_buf b;
     api_buf_init(&b, cap);
     const struct sess_spec *sp = sess_spec(s);
-    api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"kv_dtype\":\"%s\",\"k\":", L,
+    api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"kv_dtype\":\"%s\",", kv_length(kv),
                    sp->half ? api_half_name((enum api_half)sp->half)
                             : attn_dtype_name(kv_dtype(kv)),
                    kv_store_name(kv_store(kv), kv_dtype(kv)));
-    bool ok = write_cached(&b, kv, true);
+    bool ok = put_held(&b, s);
+    api_buf_puts(&b, "\"k\":");
+    ok = ok && write_cached(&b, kv, true);
     api_buf_puts(&b, ",\"v\":");
     ok = ok && write_cached(&b, kv, false);
     api_buf_putc(&b, '}');
@@ -563,6 +597,8 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
     a->q_rank = a->q.rank;
     a->query.q = a->q.data;
     a->query.n = n;
+    if (!api_roll_check_query(c, s, body, &a->query, a->m))
+        return false;
     if (sess_request(s, &a->query, a->m, &a->r) != CORE_OK) {
         api_fail(c, API_ERR_LIMIT_EXCEEDED, "/k", "the cache would be too long");
         return false;
@@ -689,6 +725,10 @@ static void truncate_req(struct api_call *c, const char *id)
         sess_release(c->ctx->store, s);
         api_fail(c, API_ERR_INVALID_FIELD, "/length",
                  "length must be 0..%zu (the cache's length)", len);
+        return;
+    }
+    if (!api_roll_check_truncate(c, s, length)) {
+        sess_release(c->ctx->store, s);
         return;
     }
     enum core_status rc = sess_truncate(c->ctx->store, s, length);

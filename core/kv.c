@@ -41,8 +41,11 @@ struct kv_cache {
     size_t h_kv;            /* heads */
     size_t d_k, d_v;        /* row widths of K and V */
     size_t len;             /* rows stored per head */
-    size_t np, tab;         /* pages in use (rows and reserved room); table slots */
+    size_t np, tab;         /* table slots in use (rows and reserved room); slots */
     struct kv_page **pg;    /* [tab] */
+    size_t sp, gap;         /* rolling (gap > 0): pages [0, sp) are kept, the
+                               next gap pages were let go, and page p >= sp +
+                               gap sits in slot p - gap; gap 0: every page */
     struct kv_acct *acct;   /* shared byte count, or NULL */
 };
 
@@ -109,6 +112,18 @@ size_t kv_row_bytes(const struct kv_cache *c)
 }
 
 /* ---- pages ----------------------------------------------------------------- */
+
+/* The table slot of page p (p < sp or p >= sp + gap: a page still held). */
+static size_t slot(const struct kv_cache *c, size_t p)
+{
+    return p < c->sp ? p : p - c->gap;
+}
+
+/* Whether row r fell into the pages let go. */
+static bool dropped(const struct kv_cache *c, size_t r)
+{
+    return c->gap && r / P >= c->sp && r / P < c->sp + c->gap;
+}
 
 /* Accounted bytes of a page of cap rows. */
 static size_t page_bytes(const struct kv_cache *c, size_t cap)
@@ -214,7 +229,7 @@ void kv_free(struct kv_cache *c)
 
 size_t kv_capacity(const struct kv_cache *c)
 {
-    return c->np ? (c->np - 1) * P + c->pg[c->np - 1]->cap : 0;
+    return c->np ? (c->np + c->gap - 1) * P + c->pg[c->np - 1]->cap : 0;
 }
 
 size_t kv_bytes(const struct kv_cache *c)
@@ -282,9 +297,9 @@ static enum page_act page_plan(const struct kv_cache *c, size_t p, size_t length
     size_t pages = (length + P - 1) / P;
     size_t rows = length - p * P < P ? length - p * P : P;
     *cap = page_target(p, p + 1 == pages, rows, exact);
-    if (p >= c->np)
+    if (p >= c->np + c->gap)
         return PAGE_NEW;
-    const struct kv_page *pg = c->pg[p];
+    const struct kv_page *pg = c->pg[slot(c, p)];
     /* rows past len land in it (p >= len / P): a shared page is copied */
     if (page_shared(pg))
         return PAGE_COPY;
@@ -308,7 +323,8 @@ enum core_status kv_plan(const struct kv_cache *c, size_t length, size_t *geom,
                 continue;
             /* a private page that grows counts its growth; a copy or a new
              * page counts whole */
-            size_t old = a == PAGE_COPY && !page_shared(c->pg[p]) ? c->pg[p]->cap : 0;
+            const struct kv_page *pg = a == PAGE_COPY ? c->pg[slot(c, p)] : NULL;
+            size_t old = pg && !page_shared(pg) ? pg->cap : 0;
             if (!core_mul(cap - old, rb, &b) || !core_add(add, b, &add))
                 return CORE_ELIMIT;
         }
@@ -328,13 +344,13 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
     size_t rb, first = c->len / P;
     if (length > SIZE_MAX - P || !rows_bytes(c, length + P, &rb))
         return CORE_ELIMIT;
-    size_t pages = (length + P - 1) / P;
-    if (pages > c->tab) {
-        struct kv_page **t = realloc(c->pg, pages * sizeof *t);
+    size_t pages = (length + P - 1) / P, slots = pages - c->gap;
+    if (slots > c->tab) {
+        struct kv_page **t = realloc(c->pg, slots * sizeof *t);
         if (!t)
             return CORE_ENOMEM;
         c->pg = t;
-        c->tab = pages;
+        c->tab = slots;
     }
     /* every new page first, so a failure changes nothing */
     size_t n = pages - first;
@@ -357,15 +373,15 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
         struct kv_page *f = fresh[p - first];
         if (!f)
             continue;
-        if (p < c->np) {
+        if (p < c->np + c->gap) {
             size_t rows = c->len > p * P ? c->len - p * P : 0;
-            page_copy(c, f, c->pg[p], rows < P ? rows : P);
-            page_unref(c, c->pg[p]);
+            page_copy(c, f, c->pg[slot(c, p)], rows < P ? rows : P);
+            page_unref(c, c->pg[slot(c, p)]);
         }
-        c->pg[p] = f;
+        c->pg[slot(c, p)] = f;
     }
-    if (pages > c->np)
-        c->np = pages;
+    if (slots > c->np)
+        c->np = slots;
     free(fresh);
     return CORE_OK;
 }
@@ -381,16 +397,22 @@ static enum core_status room_for(struct kv_cache *c, size_t m)
 
 void kv_truncate(struct kv_cache *c, size_t length)
 {
-    if (length >= c->len)
+    if (length >= c->len || (c->gap && length > c->sp * P && length < kv_held_from(c)))
         return;
+    if (c->gap && length <= c->sp * P) {     /* back into the kept pages */
+        while (c->np > c->sp)
+            page_unref(c, c->pg[--c->np]);
+        c->len = c->sp * P;
+        c->sp = c->gap = 0;
+    }
     c->len = length;
     size_t pages = (length + P - 1) / P;
-    while (c->np > pages)
+    while (c->np + c->gap > pages)
         page_unref(c, c->pg[--c->np]);
-    if (pages == 0)
+    if (pages == 0 || (c->gap && pages <= c->sp + c->gap))
         return;
     /* a private last page keeps its policy's room; a failed shrink keeps it */
-    struct kv_page *last = c->pg[pages - 1];
+    struct kv_page *last = c->pg[c->np - 1];
     size_t rows = length - (pages - 1) * P;
     size_t t = page_target(pages - 1, true, rows, false);
     if (last->cap <= t || page_shared(last))
@@ -400,13 +422,60 @@ void kv_truncate(struct kv_cache *c, size_t length)
         return;
     page_copy(c, s, last, rows);
     page_unref(c, last);
-    c->pg[pages - 1] = s;
+    c->pg[c->np - 1] = s;
+}
+
+size_t kv_held_from(const struct kv_cache *c)
+{
+    return c->gap ? (c->sp + c->gap) * P : 0;
+}
+
+size_t kv_held_front(const struct kv_cache *c)
+{
+    return c->gap ? c->sp * P : c->len;
+}
+
+size_t kv_held(const struct kv_cache *c)
+{
+    return c->len - c->gap * P;
+}
+
+/* Let go of the slots [a, b) (pages a + gap .. b + gap - 1 of rows). */
+static void drop_slots(struct kv_cache *c, size_t a, size_t b)
+{
+    for (size_t i = a; i < b; i++)
+        page_unref(c, c->pg[i]);
+    memmove(c->pg + a, c->pg + b, (c->np - b) * sizeof *c->pg);
+    c->np -= b - a;
+}
+
+void kv_roll(struct kv_cache *c, size_t keep, size_t from)
+{
+    size_t lo = c->gap ? c->sp + c->gap : (keep + P - 1) / P;
+    size_t hi = (from < c->len ? from : c->len) / P;
+    if (lo >= hi || (c->gap && (keep + P - 1) / P != c->sp))
+        return;
+    if (!c->gap)
+        c->sp = lo;
+    drop_slots(c, lo - c->gap, hi - c->gap);
+    c->gap += hi - lo;
+}
+
+enum core_status kv_skip(struct kv_cache *c, size_t first)
+{
+    if (c->gap || c->len % P || first % P || first <= c->len ||
+        kv_capacity(c) != c->len)
+        return CORE_EINVAL;
+    c->sp = c->len / P;
+    c->gap = (first - c->len) / P;
+    c->len = first;
+    return CORE_OK;
 }
 
 void kv_mark(struct kv_cache *c, struct kv_mark *m)
 {
     m->len = c->len;
-    m->idx = c->len / P;
+    m->idx = slot(c, c->len / P);
     m->page = NULL;
     /* only a shared, partly filled last page is copied by an append */
     if (c->len % P && m->idx < c->np && page_shared(c->pg[m->idx])) {
@@ -438,7 +507,7 @@ struct kv_cache *kv_fork(const struct kv_cache *c)
     struct kv_cache *f = kv_new_store(c->dtype, c->store, c->h_kv, c->d_k, c->d_v);
     if (!f)
         return NULL;
-    size_t pages = (c->len + P - 1) / P;
+    size_t pages = (c->len + P - 1) / P - c->gap;     /* slots holding rows */
     if (pages) {
         f->pg = malloc(pages * sizeof *f->pg);
         if (!f->pg) {
@@ -451,6 +520,8 @@ struct kv_cache *kv_fork(const struct kv_cache *c)
         f->pg[p] = c->pg[p];
     }
     f->np = f->tab = pages;
+    f->sp = c->sp;
+    f->gap = c->gap;
     f->len = c->len;
     f->acct = c->acct;
     return f;
@@ -519,7 +590,7 @@ static bool write_rows(struct kv_cache *c, const void *k, const void *v, const f
     size_t es = stored ? c->esz : attn_dtype_size(c->dtype);
     for (size_t r = 0; r < m;) {
         size_t row = c->len + r, off = row % P, n = P - off < m - r ? P - off : m - r;
-        struct kv_page *pg = c->pg[row / P];
+        struct kv_page *pg = c->pg[slot(c, row / P)];
         for (size_t g = 0; g < c->h_kv; g++) {
             const char *kx = (const char *)k + (g * m + r) * c->d_k * es;
             const char *vx = (const char *)v + (g * m + r) * c->d_v * es;
@@ -673,9 +744,9 @@ enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void 
 
 size_t kv_seg(const struct kv_cache *c, size_t g, size_t row, struct kv_seg *out)
 {
-    if (row >= c->len || g >= c->h_kv)
+    if (row >= c->len || g >= c->h_kv || dropped(c, row))
         return 0;
-    const struct kv_page *pg = c->pg[row / P];
+    const struct kv_page *pg = c->pg[slot(c, row / P)];
     size_t off = row % P, n = P - off < c->len - row ? P - off : c->len - row;
     out->k = (const char *)pk(c, pg, g) + off * c->d_k * c->esz;
     out->v = (const char *)pv(c, pg, g) + off * c->d_v * c->esz;
@@ -757,16 +828,20 @@ void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, voi
  * per-head K, V. NULL on ENOMEM / overflow. */
 static void *gather(const struct kv_cache *c, const void **kp, const void **vp)
 {
-    size_t es = attn_dtype_size(c->dtype), per, total;
-    if (!core_add(c->d_k, c->d_v, &per) || !core_mul3(per, c->len, c->h_kv, &total) ||
+    size_t es = attn_dtype_size(c->dtype), per, total, L = kv_held(c);
+    size_t front = kv_held_front(c), from = kv_held_from(c);
+    if (!core_add(c->d_k, c->d_v, &per) || !core_mul3(per, L, c->h_kv, &total) ||
         total > SIZE_MAX / 8)
         return NULL;
     char *buf = malloc(total * es);
     if (!buf)
         return NULL;
     for (size_t g = 0; g < c->h_kv; g++) {
-        char *kg = buf + g * c->len * per * es, *vg = kg + c->len * c->d_k * es;
-        kv_read_rows(c, g, 0, c->len, kg, vg);
+        char *kg = buf + g * L * per * es, *vg = kg + L * c->d_k * es;
+        kv_read_rows(c, g, 0, front, kg, vg);
+        if (c->gap)
+            kv_read_rows(c, g, from, c->len - from, kg + front * c->d_k * es,
+                         vg + front * c->d_v * es);
         kp[g] = kg;
         vp[g] = vg;
     }
@@ -777,7 +852,7 @@ static void *gather(const struct kv_cache *c, const void **kp, const void **vp)
  * scales when ks is not NULL); false on ENOMEM. */
 static bool page_table(const struct kv_cache *c, const void ***kv, const float ***ks)
 {
-    size_t pages = (c->len + P - 1) / P, n = c->h_kv * pages;
+    size_t pages = (kv_held(c) + P - 1) / P, n = c->h_kv * pages;
     const void **ptr = malloc(2 * n * sizeof *ptr);
     const float **sp = ks ? malloc(2 * n * sizeof *sp) : NULL;
     if (!ptr || (ks && !sp)) {
@@ -806,7 +881,7 @@ static enum core_status attend_paged(const struct kv_cache *c, const struct attn
                                      const struct attn_inputs *in, struct attn_result *out,
                                      struct attn_ws *ws)
 {
-    size_t pages = (c->len + P - 1) / P, n = c->h_kv * pages;
+    size_t pages = (kv_held(c) + P - 1) / P, n = c->h_kv * pages;
     bool narrow = c->store != KV_STORE_SAME;
     const void **ptr;
     const float **sp = NULL;
@@ -836,6 +911,52 @@ enum core_status kv_attend(const struct kv_cache *c,
     return kv_attend_x(c, r, in, NULL, NULL, out, ws);
 }
 
+/* The positions of a pass over a cache that let rows go: keys at their
+ * rows, queries at len - n + i (bottom-right) or i (top-left), into rr;
+ * the array to free (NULL on ENOMEM). */
+static int64_t *held_positions(const struct kv_cache *c, const struct attn_request *r,
+                               struct attn_request *rr)
+{
+    size_t n = r->shape.n, L = kv_held(c), front = kv_held_front(c);
+    if (n > SIZE_MAX / 8 - L)
+        return NULL;
+    int64_t *pos = malloc((n + L) * sizeof *pos);
+    if (!pos)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        pos[i] = r->causal == ATTN_CAUSAL_TOP_LEFT ? (int64_t)i : (int64_t)c->len - (int64_t)n + (int64_t)i;
+    for (size_t j = 0; j < L; j++)
+        pos[n + j] = (int64_t)(j < front ? j : j - front + kv_held_from(c));
+    rr->pos_q = pos;
+    rr->pos_k = pos + n;
+    rr->pos_q_batches = rr->pos_k_batches = 1;
+    return pos;
+}
+
+/* kv_attend_x over the held rows (rr->shape.L of them). */
+static enum core_status attend_held(const struct kv_cache *c, const struct attn_request *r,
+                                    const struct attn_inputs *in, const struct attn_extras *x,
+                                    struct attn_extras_out *xo, struct attn_result *out,
+                                    struct attn_ws *ws)
+{
+    /* in place: float32/float64 passes without extras; narrow caches'
+     * output-only passes (the decode loops, or a window of keys widened at
+     * a time) */
+    if (!x && (c->store == KV_STORE_SAME || r->outputs == ATTN_OUT_OUTPUT))
+        return attend_paged(c, r, in, out, ws);
+    const void **kp = malloc(2 * c->h_kv * sizeof *kp);
+    void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
+    enum core_status st = CORE_ENOMEM;
+    if (buf) {
+        struct attn_kv_view view = {.k = kp, .v = kp + c->h_kv};
+        st = x ? attn_forward_extras(r, in, &view, x, out, xo, ws)
+               : attn_forward_kv(r, in, &view, out, ws);
+    }
+    free(buf);
+    free(kp);
+    return st;
+}
+
 enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request *r,
                              const struct attn_inputs *in, const struct attn_extras *x,
                              struct attn_extras_out *xo, struct attn_result *out,
@@ -847,21 +968,15 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
     if (c->len == 0)
         return CORE_ESHAPE;
     struct attn_request rr = *r;
-    rr.shape.L = c->len;
-    /* in place: float32/float64 passes without extras; narrow caches'
-     * output-only passes (the decode loops, or a window of keys widened at
-     * a time) */
-    if (!x && (c->store == KV_STORE_SAME || rr.outputs == ATTN_OUT_OUTPUT))
-        return attend_paged(c, &rr, in, out, ws);
-    const void **kp = malloc(2 * c->h_kv * sizeof *kp);
-    void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
-    enum core_status st = CORE_ENOMEM;
-    if (buf) {
-        struct attn_kv_view view = {.k = kp, .v = kp + c->h_kv};
-        st = x ? attn_forward_extras(&rr, in, &view, x, out, xo, ws)
-               : attn_forward_kv(&rr, in, &view, out, ws);
+    rr.shape.L = kv_held(c);
+    int64_t *pos = NULL;
+    if (c->gap) {
+        if (r->pos_q || r->pos_k || r->seg_q || r->shape.B > 1)
+            return CORE_EINVAL;
+        if (!(pos = held_positions(c, r, &rr)))
+            return CORE_ENOMEM;
     }
-    free(buf);
-    free(kp);
+    enum core_status st = attend_held(c, &rr, in, x, xo, out, ws);
+    free(pos);
     return st;
 }

@@ -34,6 +34,13 @@
  * inherit it) whose byte count every page allocation and free adjusts, so
  * shared pages count once however many caches hold them.
  *
+ * Rolling (kv_roll): a cache may let go of whole pages in the middle, the
+ * rows no later query can see, keeping its first pages (a window's sinks)
+ * and its last ones. Row numbers and the length keep counting every row
+ * ever appended (so RoPE, ALiBi and causal see absolute positions); the
+ * rows held are [0, kv_held_front) and [kv_held_from, kv_length), and
+ * attention runs over them with those positions.
+ *
  * Not thread-safe per cache: one user at a time (core/store.c serialises
  * sessions); different caches sharing pages may run concurrently.
  */
@@ -171,8 +178,30 @@ size_t kv_elem_bytes(const struct kv_cache *c);
 
 /* Keep the first `length` rows (no-op if length >= kv_length): pages past
  * it are let go, and a private last page keeps only the growth policy's
- * room for its rows. */
+ * room for its rows. A rolling cache truncates to a length of at least
+ * kv_held_from (nothing is let go below it) or of at most kv_held_front
+ * (every page past the kept ones goes: nothing is missing any more);
+ * a length between them does nothing. */
 void kv_truncate(struct kv_cache *c, size_t length);
+
+/*
+ * Rolling. kv_roll lets go of every whole page of rows [keep, from) (keep
+ * rounded up, from down to a page; from capped at the length): the first
+ * pages, up to row keep, are kept for good. Later calls keep the same
+ * `keep` (another keep does nothing). Dropped rows read as absent: kv_seg
+ * gives 0 rows there, and attention sees only the held rows.
+ *   kv_held_from   the first row past the gap (0 when nothing was let go)
+ *   kv_held_front  the rows kept before the gap (kv_length when none)
+ *   kv_held        rows held: kv_length minus the rows let go
+ * kv_skip (restore): a cache of whole full pages and nothing reserved
+ * jumps its length to `first` (a multiple of KV_PAGE_ROWS past it), the
+ * rows between never held; CORE_EINVAL otherwise.
+ */
+void kv_roll(struct kv_cache *c, size_t keep, size_t from);
+size_t kv_held_from(const struct kv_cache *c);
+size_t kv_held_front(const struct kv_cache *c);
+size_t kv_held(const struct kv_cache *c);
+enum core_status kv_skip(struct kv_cache *c, size_t first);
 
 /*
  * Undo of an append that a later step may refuse (an attend whose
@@ -218,8 +247,12 @@ void kv_read_rows(const struct kv_cache *c, size_t g, size_t row0, size_t m, voi
 /*
  * Attend raw queries against the whole cache: r->shape.h_kv, d_k, d_v must
  * match the cache (CORE_ESHAPE otherwise); r->shape.L is taken from the cache
- * (the caller's value is ignored), so results are [h][n][kv_length].
- * q [h][n][d_k] (in->q, in->bias_q) -> out. CORE_ESHAPE when the cache is empty.
+ * (the caller's value is ignored), so results are [h][n][kv_held] (every
+ * row when none was let go). q [h][n][d_k] (in->q, in->bias_q) -> out.
+ * CORE_ESHAPE when the cache is empty. When rows were let go, the pass
+ * gives the keys their rows and the queries kv_length - n + i (or i,
+ * top-left) as explicit positions: r may then carry no positions,
+ * segments or batch (CORE_EINVAL).
  */
 enum core_status kv_attend(const struct kv_cache *c,
                            const struct attn_request *r,

@@ -23,9 +23,13 @@
  *   u32 scaling_type f64 factor low_freq_factor high_freq_factor
  *   original_max_position beta_fast beta_slow attention_factor
  *   (version 4) u64 first_row u32 window_on u32 reserved=0
- *   i64 window_left window_right window_sinks: the rolling window's place
- *   (first_row: the first held row after the window's sinks; this build
- *   holds every row, so 0 and window_on 0 are all it writes and reads)
+ *   i64 window_left window_right window_sinks: the rolling window
+ *   (window_on 1: left >= 0, right -1, sinks >= 0; window_on 0: -1 -1 0).
+ *   first_row 0: every row [0, length) is held and follows. Otherwise the
+ *   session let rows go: the rows that follow are [0, front) and
+ *   [first_row, length), front = sinks rounded up to a multiple of 64 (the
+ *   cache's page), first_row a multiple of 64 past front and at most
+ *   length - left; "[length]" below then means those held rows
  *   u64 bias_q_heads bias_k_heads bias_v_heads, then each present bias
  *   (version 4) zero bytes up to a multiple of 8 from the start, then for
  *   int8 the K scales per head [length] and the V scales per head [length]
@@ -125,15 +129,20 @@ static void put_pad(struct wr *w)
     put(w, zero, (8 - w->n % 8) % 8);
 }
 
-/* Head g's rows of one part (0 K, 1 V, 2 K scales, 3 V scales), page by
- * page as the cache holds them. */
+/* Head g's held rows of one part (0 K, 1 V, 2 K scales, 3 V scales),
+ * page by page as the cache holds them: [0, front), then [from, length)
+ * when rows were let go. */
 static void put_rows(struct wr *w, const struct kv_cache *kv, size_t g, int part)
 {
-    size_t es = kv_elem_bytes(kv), len = kv_length(kv);
+    size_t es = kv_elem_bytes(kv), len = kv_length(kv), front = kv_held_front(kv);
     size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
     struct kv_seg sg;
     for (size_t r = 0, n; r < len; r += n) {
-        n = kv_seg(kv, g, r, &sg);
+        if (r == front && kv_held_from(kv))
+            r = kv_held_from(kv);
+        n = r < len ? kv_seg(kv, g, r, &sg) : 0;
+        if (n == 0)
+            break;
         const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
         put(w, src[part], n * width[part]);
     }
@@ -209,12 +218,13 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
                               sc->original_max_position, sc->beta_fast,
                               sc->beta_slow, sc->attention_factor};
     put(w, scaling, sizeof scaling);
-    put_u64(w, 0);                  /* first_row: every row is held */
-    put_u32(w, 0);                  /* window_on */
+    const struct attn_window *win = &sp->window;
+    put_u64(w, kv_held_from(s->kv));
+    put_u32(w, win->on);
     put_u32(w, 0);
-    put_i64(w, -1);                 /* window left, right, sinks */
+    put_i64(w, win->on ? win->left : -1);
     put_i64(w, -1);
-    put_i64(w, 0);
+    put_i64(w, win->on ? win->sinks : 0);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);
@@ -249,7 +259,7 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
                              void **out, size_t *n)
 {
     struct wr w = {.ok = true};
-    size_t rows = kv_length(s->kv) * kv_row_bytes(s->kv);
+    size_t rows = kv_held(s->kv) * kv_row_bytes(s->kv);
     if (rows > 0 && rows <= SIZE_MAX - 65536) {   /* one block, as a rule */
         w.p = encoding_block(rows + 65536);
         w.cap = w.p ? rows + 65536 : 0;
@@ -350,6 +360,8 @@ struct loaded {
     char id[SESS_ID_MAX];
     struct sess_spec spec;
     uint64_t length;
+    uint64_t first;                 /* first_row: 0, or where the tail starts */
+    uint64_t rows;                  /* rows that follow (the held ones) */
     double idle_s;
     double *slopes, *sinks;
     void *bq, *bk, *bv;
@@ -395,16 +407,44 @@ static void read_model(struct rd *r, struct loaded *l)
     sc->attention_factor = scaling[6];
 }
 
-/* The version 4 rolling-window place: this build holds every row, so a
- * session that dropped rows or rolls cannot come back here. */
-static void read_window(struct rd *r)
+/* Rows of the front part of a session that let rows go: its sinks'
+ * pages. */
+static uint64_t front_rows(const struct loaded *l)
 {
-    uint64_t first_row = get_u64(r);
+    uint64_t s = (uint64_t)l->spec.window.sinks;
+    return (s + KV_PAGE_ROWS - 1) / KV_PAGE_ROWS * KV_PAGE_ROWS;
+}
+
+/* The version 4 rolling window and the rows held (l->length read). */
+static void read_window(struct rd *r, struct loaded *l)
+{
+    struct attn_window *w = &l->spec.window;
+    l->first = get_u64(r);
     uint32_t on = get_u32(r), reserved = get_u32(r);
     int64_t window[3];
     get(r, window, sizeof window);
-    if (!r->err && (first_row != 0 || on != 0 || reserved != 0))
-        r->err = "a rolling window, which this build cannot hold";
+    if (r->err)
+        return;
+    w->on = on == 1;
+    w->left = window[0];
+    w->right = window[1];
+    w->sinks = window[2];
+    if (on > 1 || reserved != 0 ||
+        (on && (window[0] < 0 || window[1] != -1 || window[2] < 0 ||
+                window[0] > INT64_MAX / 2 || window[2] > INT64_MAX / 2)) ||
+        (!on && l->first != 0)) {
+        r->err = "bad window field";
+        return;
+    }
+    if (l->first == 0)
+        return;
+    uint64_t front = front_rows(l);
+    if (l->first % KV_PAGE_ROWS || l->first <= front || l->first > l->length ||
+        l->length - l->first < (uint64_t)w->left) {
+        r->err = "bad first_row";
+        return;
+    }
+    l->rows = front + (l->length - l->first);
 }
 
 /* The id: 1..SESS_ID_MAX-1 characters of [A-Za-z0-9._-], not starting
@@ -481,8 +521,9 @@ static void read_header(struct rd *r, struct loaded *l)
     pa->alibi_slopes = l->slopes;
     if (r->version >= 3)
         read_model(r, l);
+    l->rows = l->length;
     if (r->version >= 4)
-        read_window(r);
+        read_window(r, l);
 }
 
 /* Where the rows are: after zero padding to a multiple of 8, the int8
@@ -499,8 +540,8 @@ static void read_rows(struct rd *r, struct loaded *l, size_t kn, size_t vn, size
                 r->err = "bad padding";
     }
     if (i8 && r->version >= 4) {
-        l->ks = take(r, l->length, h_kv, sizeof(float));
-        l->vs = take(r, l->length, h_kv, sizeof(float));
+        l->ks = take(r, l->rows, h_kv, sizeof(float));
+        l->vs = take(r, l->rows, h_kv, sizeof(float));
     }
     l->k = take(r, kn, 1, ses);
     l->v = take(r, vn, 1, ses);
@@ -533,8 +574,8 @@ static void read_body(struct rd *r, struct loaded *l)
     sp->bias_q = l->bq;
     sp->bias_k = l->bk;
     sp->bias_v = l->bv;
-    if (l->length > SIZE_MAX || !core_mul3((size_t)l->length, sh->h_kv, sh->d_k, &kn) ||
-        !core_mul3((size_t)l->length, sh->h_kv, sh->d_v, &vn)) {
+    if (l->rows > SIZE_MAX || !core_mul3((size_t)l->rows, sh->h_kv, sh->d_k, &kn) ||
+        !core_mul3((size_t)l->rows, sh->h_kv, sh->d_v, &vn)) {
         r->err = "truncated";
         return;
     }
@@ -575,21 +616,66 @@ static const void *aligned(const void *p, size_t align, size_t bytes, void **cop
     return *copy;
 }
 
+/* Rows [r0, r0 + n) of every head of the arrays [h_kv][m][width] of p
+ * (parts: K, V, K scales, V scales), each part gathered into one new
+ * block [h_kv][n][width] in out[4]; false when memory is short. */
+static bool gather_part(const struct kv_cache *kv, const void *const p[4], size_t m,
+                        size_t r0, size_t n, void *out[4])
+{
+    size_t es = kv_elem_bytes(kv), h_kv = kv_heads(kv);
+    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
+    for (int i = 0; i < 4; i++) {
+        out[i] = NULL;
+        if (!p[i])
+            continue;
+        if (!(out[i] = malloc(h_kv * n * width[i] + 1)))
+            return false;
+        for (size_t g = 0; g < h_kv; g++)
+            memcpy((char *)out[i] + g * n * width[i],
+                   (const char *)p[i] + (g * m + r0) * width[i], n * width[i]);
+    }
+    return true;
+}
+
+/* A session that let rows go: its front rows, the jump to first_row, its
+ * tail (rows [m] per head in p, held ones only). */
+static enum core_status append_rolled(struct kv_cache *kv, const struct loaded *l,
+                                      const void *const p[4], size_t m)
+{
+    size_t front = (size_t)front_rows(l), tail = m - front;
+    void *a[4] = {NULL}, *b[4] = {NULL};
+    enum core_status rc = CORE_ENOMEM;
+    if (gather_part(kv, p, m, 0, front, a) && gather_part(kv, p, m, front, tail, b)) {
+        rc = front ? kv_append_stored(kv, a[0], a[1], a[2], a[3], front) : CORE_OK;
+        if (rc == CORE_OK)
+            rc = kv_skip(kv, (size_t)l->first);
+        if (rc == CORE_OK && tail)
+            rc = kv_append_stored(kv, b[0], b[1], b[2], b[3], tail);
+    }
+    for (int i = 0; i < 4; i++) {
+        free(a[i]);
+        free(b[i]);
+    }
+    return rc;
+}
+
 /* Copy the parsed rows into the session's empty cache (the one place the
  * cache's rows are written from the format). */
 static enum core_status append_rows(struct kv_cache *kv, const struct loaded *l)
 {
-    size_t m = (size_t)l->length, h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
+    size_t m = (size_t)l->rows, h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
     if (m == 0)
-        return CORE_OK;
+        return l->first ? kv_skip(kv, (size_t)l->first) : CORE_OK;
     void *tmp[4] = {NULL, NULL, NULL, NULL};
     const void *k = aligned(l->k, es, m * h_kv * kv_d_k(kv) * es, &tmp[0]);
     const void *v = aligned(l->v, es, m * h_kv * kv_d_v(kv) * es, &tmp[1]);
     const void *ks = aligned(l->ks, sizeof(float), m * h_kv * sizeof(float), &tmp[2]);
     const void *vs = aligned(l->vs, sizeof(float), m * h_kv * sizeof(float), &tmp[3]);
     enum core_status rc = CORE_ENOMEM;
+    const void *parts[4] = {k, v, ks, vs};
     if (k && v && (!l->ks || ks) && (!l->vs || vs))
-        rc = kv_append_stored(kv, k, v, ks, vs, m);
+        rc = l->first ? append_rolled(kv, l, parts, m)
+                      : kv_append_stored(kv, k, v, ks, vs, m);
     for (int i = 0; i < 4; i++)
         free(tmp[i]);
     return rc;
@@ -701,7 +787,7 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
         rc = bad_bytes(rc);
     }
     if (rc == CORE_OK)
-        rc = import_room(st, s, l.length, why);
+        rc = import_room(st, s, l.rows, why);
     if (rc == CORE_OK && (rc = append_rows(s->kv, &l)) != CORE_OK) {
         say(why, "its rows: %s", core_status_text(rc));
         rc = bad_bytes(rc);

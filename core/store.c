@@ -436,9 +436,12 @@ static enum core_status check_spec(const struct sess_spec *sp)
         !finite_bias(t, sp->bias_k, sp->bias_k_heads, sh->d_k) ||
         !finite_bias(t, sp->bias_v, sp->bias_v_heads, sh->d_v))
         return CORE_ENONFINITE;
+    const struct attn_window *w = &sp->window;
+    if (w->on && (w->left < 0 || w->right >= 0 || w->sinks < 0))
+        return CORE_EINVAL;
     struct attn_request r = {.shape = *sh, .params = sp->params,
                              .attn_bias_heads = 1, .mask_heads = 1,
-                             .outputs = ATTN_OUT_ALL};
+                             .outputs = ATTN_OUT_ALL, .window = *w};
     r.shape.n = 1;
     r.shape.L = 1;
     return attn_check(&r);
@@ -732,6 +735,36 @@ const struct sess_spec *sess_spec(const struct sess *s) { return &s->spec; }
 size_t sess_length(const struct sess *s) { return kv_length(s->kv); }
 const struct kv_cache *sess_cache(const struct sess *s) { return s->kv; }
 
+void sess_held_rows(const struct sess *s, struct sess_held *out)
+{
+    out->length = kv_length(s->kv);
+    out->front = kv_held_front(s->kv);
+    out->from = kv_held_from(s->kv);
+}
+
+size_t sess_reach(const struct sess *s, size_t n, size_t m)
+{
+    size_t end = kv_length(s->kv) + m, left = (size_t)s->spec.window.left;
+    if (!s->spec.window.on || n > end || end - n < left)
+        return 0;
+    return end - n - left;
+}
+
+size_t sess_min_length(const struct sess *s)
+{
+    size_t from = kv_held_from(s->kv);
+    return from ? from + (size_t)s->spec.window.left : 0;
+}
+
+/* A rolling session lets go of what no later query can see (store.h). */
+static void roll(struct sess *s)
+{
+    const struct attn_window *w = &s->spec.window;
+    size_t len = kv_length(s->kv), left = (size_t)w->left;
+    if (w->on && len > left)
+        kv_roll(s->kv, (size_t)w->sinks, len - left);
+}
+
 double sess_expires_in(struct sess_store *st, const struct sess *s)
 {
     if (!(s->spec.ttl_s > 0))
@@ -748,6 +781,7 @@ void sess_get_info(struct sess_store *st, const struct sess *s,
     out->max_tokens = s->spec.max_tokens;
     out->ttl_s = s->spec.ttl_s;
     kv_bytes_split(s->kv, &out->bytes, &out->shared_bytes);
+    sess_held_rows(s, &out->held);
     pthread_mutex_lock(&st->mu);
     out->expires_in_s = sess_expires_in(st, s);
     pthread_mutex_unlock(&st->mu);
@@ -856,9 +890,13 @@ enum core_status sess_append(struct sess_store *st, struct sess *s,
     struct kv_mark mark;
     kv_mark(s->kv, &mark);
     enum core_status rc = append_rows(st, s, k, v, m, expected_length);
+    if (rc != CORE_OK) {
+        kv_unmark(s->kv, &mark);
+        return rc;
+    }
+    rc = journal_append(st, s, k, v, m, &mark);
     if (rc == CORE_OK)
-        return journal_append(st, s, k, v, m, &mark);
-    kv_unmark(s->kv, &mark);
+        roll(s);
     return rc;
 }
 
@@ -866,7 +904,7 @@ enum core_status sess_request(const struct sess *s, const struct sess_query *q,
                               size_t m_extra, struct attn_request *out)
 {
     size_t L;
-    if (!core_add(kv_length(s->kv), m_extra, &L))
+    if (!core_add(kv_held(s->kv), m_extra, &L))
         return CORE_ELIMIT;
     memset(out, 0, sizeof *out);
     out->shape = s->spec.shape;
@@ -881,6 +919,10 @@ enum core_status sess_request(const struct sess *s, const struct sess_query *q,
     out->mask_heads = q->mask ? q->mask_heads : 1;
     out->outputs = q->outputs;
     out->window = q->window;
+    if (s->spec.window.on) {
+        out->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        out->window = s->spec.window;
+    }
     return CORE_OK;
 }
 
@@ -908,6 +950,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     }
     if (rc != CORE_OK)
         return rc;
+    if (kv_held_from(s->kv) > sess_reach(s, q->n, m))
+        return CORE_ELENGTH;    /* its window would start in rows let go */
     struct kv_mark mark = {0};
     if (m > 0) {
         kv_mark(s->kv, &mark);      /* a failed attention gives a copied page back */
@@ -922,8 +966,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
     if (rc != CORE_OK && m > 0)
         kv_rollback(s->kv, &mark);
-    if (rc == CORE_OK && m > 0)
-        rc = journal_append(st, s, k, v, m, &mark);
+    if (rc == CORE_OK && m > 0 && (rc = journal_append(st, s, k, v, m, &mark)) == CORE_OK)
+        roll(s);
     return rc;
 }
 
@@ -934,6 +978,8 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
         return CORE_ENOTFOUND;
     if (length > kv_length(s->kv))
         return CORE_EINVAL;
+    if (length < sess_min_length(s))
+        return CORE_ELENGTH;
     enum core_status rc = sess_dur_truncate(st, s, length);
     if (rc != CORE_OK)
         return rc;

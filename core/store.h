@@ -154,7 +154,38 @@ struct sess_spec {
     unsigned half;                  /* the api's wire dtype, kept as given: 0
                                        none, 1 float16, 2 bfloat16 (params.dtype
                                        is then float32) */
+    struct attn_window window;      /* on: a rolling session (below); left >= 0,
+                                       right < 0 (causal: unused), sinks >= 0 */
 };
+
+/*
+ * Rolling sessions (spec.window.on). Every query is causal (bottom-right)
+ * with the session's window: key j is seen by a query at position p when
+ * p - left <= j <= p, or j < sinks. After each append is committed, the
+ * cache lets go of the whole pages below length - left past the sinks'
+ * pages (kv_roll): a query that appends m rows and asks n <= m of them
+ * only reaches rows at or after the old length - left, so it never misses
+ * one. The rows held are [0, held_front) and [held_from, length); at most
+ * ceil(sinks/64)*64 + left + 63 of them. The length and the positions keep
+ * counting every row ever appended. A query whose first row would reach
+ * back past held_from (n > m + what is left of the tail) is CORE_ELENGTH;
+ * a truncate to less than held_from + left (once rows were let go) too.
+ * Passes run over the held rows: L of every [n][L] is sess_pass_rows.
+ */
+struct sess;
+struct sess_held {
+    size_t front;                   /* rows [0, front) held (the sinks' pages) */
+    size_t from;                    /* rows [from, length) held; 0: every row */
+    size_t length;
+};
+void sess_held_rows(const struct sess *s, struct sess_held *out);
+
+/* The oldest row a query of n rows after appending m reaches back to
+ * (its window's start; 0 for a session that does not roll). */
+size_t sess_reach(const struct sess *s, size_t n, size_t m);
+
+/* The shortest length sess_truncate accepts (0 unless rows were let go). */
+size_t sess_min_length(const struct sess *s);
 
 /* A session held by one request (between sess_acquire and sess_release). */
 struct sess;
@@ -168,6 +199,7 @@ struct sess_info {
     size_t max_tokens;
     double ttl_s;
     double expires_in_s;            /* seconds until expiry if left idle */
+    struct sess_held held;          /* the rows held (sess_held_rows) */
 };
 
 /*
@@ -246,7 +278,9 @@ struct sess_query {
  * The attn_request this query makes against the session's current length L
  * (shape {h,h_kv,n,L,d_k,d_v}, the session's params, the query's options):
  * callers size result buffers from it and check it with attn_check before
- * appending. L is what the length will be after appending `m_extra` rows.
+ * appending. L is what the length will be after appending `m_extra` rows;
+ * for a rolling session, the rows held then (its causal and window replace
+ * the query's).
  */
 enum core_status sess_request(const struct sess *s, const struct sess_query *q,
                               size_t m_extra, struct attn_request *out);
@@ -271,7 +305,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
                                struct attn_ws *ws);
 
 /* Keep the first `length` rows. CORE_EINVAL if length > current length;
- * CORE_ENOTFOUND if deleted meanwhile. */
+ * CORE_ELENGTH below sess_min_length (a rolling session's window would
+ * miss rows it let go); CORE_ENOTFOUND if deleted meanwhile. */
 enum core_status sess_truncate(struct sess_store *st, struct sess *s,
                                size_t length);
 

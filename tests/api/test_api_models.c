@@ -241,7 +241,11 @@ static const struct err_case create_cases[] = {
     {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"dims\":3}}", 422, "invalid_field", "/rope/dims"},
     {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":2}}}",
      422, "invalid_field", "/rope/scaling/original_max_position"},
-    {"{\"d_k\":2,\"d_v\":2,\"window\":{\"left\":2}}", 422, "invalid_field", "/window"},
+    /* a rolling session's window: causal, so no right side; left required */
+    {"{\"d_k\":2,\"d_v\":2,\"window\":{\"left\":2,\"right\":0}}", 422, "invalid_field",
+     "/window/right"},
+    {"{\"d_k\":2,\"d_v\":2,\"window\":{\"sinks\":2}}", 422, "invalid_field", "/window/left"},
+    {"{\"d_k\":2,\"d_v\":2,\"window\":true}", 422, "invalid_field", "/window"},
 };
 
 TEST(session_create_refusals)

@@ -290,13 +290,21 @@ TEST(refusals_create_nothing)
     memcpy(b + n, "\0\0\0\0", 4);                       /* trailing bytes */
     fix_crc(b, n + 4);
     refused(b, n + 4, 422, "invalid_export", "trailing bytes");
-    /* a rolling window (first_row > 0) this build cannot hold */
+    /* rows let go (first_row > 0) by a session without a window */
     memcpy(b, a, n);
     size_t off = window_at(a);
     uint64_t first = 3;
     memcpy(b + off, &first, 8);
     fix_crc(b, n);
-    refused(b, n, 422, "invalid_export", "rolling window");
+    refused(b, n, 422, "invalid_export", "bad window field");
+    /* a window with a right side (a rolling session is causal) */
+    memcpy(b, a, n);
+    uint32_t on = 1;
+    int64_t win[3] = {8, 2, 0};
+    memcpy(b + off + 8, &on, 4);
+    memcpy(b + off + 16, win, sizeof win);
+    fix_crc(b, n);
+    refused(b, n, 422, "invalid_export", "bad window field");
     /* a non-finite int8 scale behind a right checksum */
     memcpy(b, a, n);
     uint32_t pad_from = (uint32_t)(off + 8 + 4 + 4 + 24 + 24);

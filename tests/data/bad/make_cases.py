@@ -474,6 +474,32 @@ case("model_session_window_negative",
      err(422, "invalid_field", "/window/left", setup={"session": SESSION}),
      {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 0]], "window": {"left": -3}},
      path="/v1/sessions/{{SID}}/attention")
+# rolling sessions: the create's window, what their queries and truncates may ask
+ROLLING = with_(SESSION, window={"left": 2})
+ROLLED = {"session": ROLLING, "append": [{"k": [[1, 0]] * 200, "v": [[0, 1]] * 200}]}
+case("session_rolling_window_right", err(422, "invalid_field", "/window/right",
+                                         note="a rolling session is causal"),
+     with_(SESSION, window={"left": 4, "right": 1}), path="/v1/sessions")
+case("session_rolling_window_no_left", err(422, "invalid_field", "/window/left"),
+     with_(SESSION, window={"sinks": 4}), path="/v1/sessions")
+case("session_rolling_window_not_object", err(422, "invalid_field", "/window"),
+     with_(SESSION, window=[4, 0]), path="/v1/sessions")
+case("session_rolling_sinks_fraction", err(422, "invalid_field", "/window/sinks"),
+     with_(SESSION, window={"left": 4, "sinks": 1.5}), path="/v1/sessions")
+case("session_rolling_query_window", err(422, "invalid_field", "/window", setup=ROLLED),
+     {"q": [[1, 0]], "window": {"left": 1}}, path="/v1/sessions/{{SID}}/attention")
+case("session_rolling_query_not_causal", err(422, "invalid_field", "/causal", setup=ROLLED),
+     {"q": [[1, 0]], "causal": False}, path="/v1/sessions/{{SID}}/attention")
+case("session_rolling_query_top_left", err(422, "invalid_field", "/causal", setup=ROLLED),
+     {"q": [[1, 0]], "causal": "top_left"}, path="/v1/sessions/{{SID}}/attention")
+case("session_rolling_query_reach", err(409, "length_conflict", "/q", setup=ROLLED,
+                                        note="rows 192..199 held: 20 query rows reach back "
+                                             "to row 178"),
+     {"q": [[1, 0]] * 20}, path="/v1/sessions/{{SID}}/attention")
+case("session_rolling_truncate_dropped", err(409, "length_conflict", "/length", setup=ROLLED,
+                                             note="rows 192..199 held, window left 2: "
+                                                  "length 194..200"),
+     {"length": 10}, path="/v1/sessions/{{SID}}/truncate")
 V2_QKV = [{"name": "q", "shape": [1, 2], "datatype": "FP64", "data": [1, 0]},
           {"name": "k", "shape": [2, 2], "datatype": "FP64", "data": [1, 0, 0, 1]},
           {"name": "v", "shape": [2, 2], "datatype": "FP64", "data": [1, 2, 3, 4]}]
@@ -974,15 +1000,20 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
-def export_body(rows, max_tokens=4096, version=4, first_row=0, magic=b"ATTNDSES"):
+def export_body(rows, max_tokens=4096, version=4, first_row=0, magic=b"ATTNDSES",
+                window=None, length=None):
+    """window: (left, right, sinks) of a rolling session; length: its rows
+    ever appended when rows were let go (rows are then the held ones)."""
     import struct
     p = struct.pack
     b = magic + p("<II", version, 0x01020304) + p("<I", 6) + b"r1.abc"
     b += p("<I", 0)                                     # float64, same storage
-    b += p("<6Q", 1, 1, 2, 2, len(rows), max_tokens) + p("<2d", 600.0, 0.0)
+    b += p("<6Q", 1, 1, 2, 2, len(rows) if length is None else length, max_tokens)
+    b += p("<2d", 600.0, 0.0)
     b += p("<dIdIdIII", 2 ** -0.5, 0, 0.0, 0, 10000.0, 0, 0, 0)
     b += p("<dIQI7d", 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    b += p("<QIIqqq", first_row, 0, 0, -1, -1, 0) + p("<3Q", 0, 0, 0)
+    win = (1, 0) + tuple(window) if window else (0, 0, -1, -1, 0)
+    b += p("<QIIqqq", first_row, *win) + p("<3Q", 0, 0, 0)
     b += b"\0" * (-len(b) % 8)
     for k, _ in rows:
         b += p("<2d", *k)
@@ -1020,8 +1051,25 @@ import_case("import_nonfinite_row", err(422, "invalid_export", "",
                                         note="a NaN key behind a right checksum"),
             export_body([((float("nan"), 0), (1, 2))]))
 import_case("import_rolling_window", err(422, "invalid_export", "",
-                                         note="first_row 5: rows this build cannot hold"),
+                                         note="first_row 5 without a window"),
             export_body([((1, 0), (1, 2))], first_row=5))
+# a rolled session: sinks 1 (front rows 0..63), left 2, rows 128..129 held
+ROLLED_ROWS = [((1, 0), (1, 2))] * 66
+import_case("import_rolled_control_ok", {"status": 201, "error_shape": "none",
+                                         "note": "control: a rolled session imports"},
+            export_body(ROLLED_ROWS, first_row=128, window=(2, -1, 1), length=130))
+import_case("import_rolled_window_right", err(422, "invalid_export", "",
+                                              note="a rolling window has no right side"),
+            export_body(ROLLED_ROWS, first_row=128, window=(2, 3, 1), length=130))
+import_case("import_rolled_first_row_unaligned", err(422, "invalid_export", "",
+                                                     note="first_row is a page start"),
+            export_body(ROLLED_ROWS, first_row=127, window=(2, -1, 1), length=129))
+import_case("import_rolled_window_missing", err(422, "invalid_export", "",
+                                                note="first_row 128 > length - left"),
+            export_body(ROLLED_ROWS, first_row=128, window=(3, -1, 1), length=130))
+import_case("import_rolled_rows_short", err(422, "invalid_export", "",
+                                            note="65 rows where 66 are held"),
+            export_body(ROLLED_ROWS[:65], first_row=128, window=(2, -1, 1), length=130))
 import_case("import_json_body", err(415, "unsupported_media_type"), VALID,
             content_type="application/json")
 import_case("import_over_max_tokens", err(422, "limit_exceeded", "",

@@ -1,0 +1,118 @@
+/*
+ * api/sessions_roll.c — rolling sessions on the wire (see sessions_roll.h).
+ *
+ * A rolling session is created with "window": {"left": W, "sinks": S}: its
+ * queries are causal (bottom-right) with that window, and the rows no later
+ * query can see are let go (core/store.h says which). "right" does not
+ * apply (causal) and "left" is required (without it nothing could go).
+ * Its GET answers carry "window" and "held": the ranges [start, end) of the
+ * rows it holds, and every [n][L] of its passes (scores, weights, qk,
+ * attn_bias, mask, top-k indices) has one column per held row, in order.
+ */
+#include "api/sessions_roll.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api/read.h"
+
+bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_window *w)
+{
+    if (!api_read_window(c, v, "/window", w))
+        return false;
+    if (!w->on)
+        return true;
+    if (w->right >= 0) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/window/right",
+                 "a rolling session is causal: \"right\" does not apply");
+        return false;
+    }
+    if (w->left < 0) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/window/left",
+                 "a rolling session needs \"left\" (the rows before each query it sees)");
+        return false;
+    }
+    return true;
+}
+
+/* "[[0,front],[from,length]]" of what h holds, as text for messages. */
+static void held_text(char *out, size_t size, const struct sess_held *h)
+{
+    if (h->from)
+        snprintf(out, size, "rows 0..%zu (the sinks' pages) and %zu..%zu", h->front - 1,
+                 h->from, h->length - 1);
+    else if (h->length)
+        snprintf(out, size, "every row, 0..%zu", h->length - 1);
+    else
+        snprintf(out, size, "no row yet");
+}
+
+void api_roll_describe(json_t *obj, const struct sess_spec *sp, const struct sess_held *h)
+{
+    if (!sp->window.on)
+        return;
+    json_t *held = json_array();
+    if (h->from) {
+        if (h->front)
+            json_array_append_new(held, json_pack("[I,I]", (json_int_t)0,
+                                                  (json_int_t)h->front));
+        json_array_append_new(held, json_pack("[I,I]", (json_int_t)h->from,
+                                              (json_int_t)h->length));
+    } else if (h->length) {
+        json_array_append_new(held, json_pack("[I,I]", (json_int_t)0, (json_int_t)h->length));
+    }
+    json_object_set_new(obj, "window",
+                        json_pack("{s:I, s:I}", "left", (json_int_t)sp->window.left,
+                                  "sinks", (json_int_t)sp->window.sinks));
+    json_object_set_new(obj, "held", held);
+}
+
+bool api_roll_check_query(struct api_call *c, const struct sess *s, const json_t *body,
+                          const struct sess_query *q, size_t m)
+{
+    const struct sess_spec *sp = sess_spec(s);
+    const json_t *causal = json_object_get(body, "causal");
+    if (!sp->window.on)
+        return true;
+    if (q->window.on) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/window",
+                 "this session rolls with its own window (left %lld, sinks %lld): "
+                 "its queries take no other", (long long)sp->window.left,
+                 (long long)sp->window.sinks);
+        return false;
+    }
+    if (causal && !json_is_null(causal) && q->causal != ATTN_CAUSAL_BOTTOM_RIGHT) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/causal",
+                 "a rolling session is causal (bottom-right): send true or leave it out");
+        return false;
+    }
+    struct sess_held h;
+    sess_held_rows(s, &h);
+    if (h.from <= sess_reach(s, q->n, m))
+        return true;
+    char held[128];
+    size_t end = h.length + m, most = end - (size_t)sp->window.left - h.from;
+    held_text(held, sizeof held, &h);
+    api_fail(c, API_ERR_LENGTH_CONFLICT, "/q",
+             "the session holds %s: %zu query rows after appending %zu would reach back "
+             "past row %zu (window left %lld); send at most %zu query rows", held, q->n, m,
+             h.from, (long long)sp->window.left, most);
+    return false;
+}
+
+bool api_roll_check_truncate(struct api_call *c, const struct sess *s, size_t length)
+{
+    size_t min = sess_min_length(s);
+    if (length >= min)
+        return true;
+    struct sess_held h;
+    char held[128];
+    sess_held_rows(s, &h);
+    held_text(held, sizeof held, &h);
+    api_fail(c, API_ERR_LENGTH_CONFLICT, "/length",
+             "the session holds %s, and its window (left %lld) needs the %lld rows "
+             "before the end: length must be %zu..%zu", held,
+             (long long)sess_spec(s)->window.left, (long long)sess_spec(s)->window.left,
+             min, h.length);
+    return false;
+}

@@ -1,0 +1,36 @@
+/*
+ * api/sessions_roll.h — the wire side of rolling sessions (core/store.h):
+ * the `window` of a create, what a rolling session's queries and truncates
+ * may ask, and the `window` and `held` members of its descriptions.
+ */
+#ifndef ATTND_API_SESSIONS_ROLL_H
+#define ATTND_API_SESSIONS_ROLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "api/internal.h"
+#include "core/store.h"
+
+/* The create body's "window" ({"left":W, "sinks":S}; absent: off) into
+ * *w; false after a 422 at its path. */
+bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_window *w);
+
+/* "window" and "held" added to a session object or a GET kv answer
+ * (rolling sessions only; nothing otherwise). */
+void api_roll_describe(json_t *obj, const struct sess_spec *sp, const struct sess_held *h);
+
+/* A rolling session's query: no "window" of its own, "causal" absent or
+ * bottom-right (422 otherwise), and n query rows after appending m reach
+ * only held rows (409 length_conflict at /q otherwise). true when fine or
+ * the session does not roll. */
+bool api_roll_check_query(struct api_call *c, const struct sess *s, const json_t *body,
+                          const struct sess_query *q, size_t m);
+
+/* 409 length_conflict at /length unless a truncate to length keeps the
+ * rows the window needs. */
+bool api_roll_check_truncate(struct api_call *c, const struct sess *s, size_t length);
+
+#endif
