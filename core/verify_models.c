@@ -87,14 +87,39 @@ static double max_abs(const double *x, size_t count)
 
 /* ---- check 20: segments ------------------------------------------------------ */
 
-/* Rows of ids [count] equal to id -> idx (returns how many). */
-static size_t gather(const int64_t *ids, size_t count, int64_t id, size_t *idx)
+/* A row and its segment id; rows sorted by (id, row) make each segment one
+ * run, its rows in their original order. */
+struct seg_row {
+    int64_t id;
+    size_t row;
+};
+
+static int by_id_then_row(const void *a, const void *b)
 {
-    size_t m = 0;
+    const struct seg_row *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* ids [count] as rows sorted by (id, row), owned by c; NULL with c->err. */
+static struct seg_row *sort_rows(struct vx *c, const int64_t *ids, size_t count)
+{
+    struct seg_row *s = verify_bytes(c, count, sizeof *s);
+    if (!s)
+        return NULL;
     for (size_t i = 0; i < count; i++)
-        if (ids[i] == id)
-            idx[m++] = i;
-    return m;
+        s[i] = (struct seg_row){ids[i], i};
+    qsort(s, count, sizeof *s, by_id_then_row);
+    return s;
+}
+
+/* The end of the run of s [count] from `from` whose ids equal id. */
+static size_t run_end(const struct seg_row *s, size_t count, size_t from, int64_t id)
+{
+    while (from < count && s[from].id == id)
+        from++;
+    return from;
 }
 
 /* The request's segments, or the first n/2 queries and L/2 keys as
@@ -175,22 +200,32 @@ enum core_status verify_check_segments(struct vx *c, struct verify_check *ck)
     ra.tweak_arg = &sa;
     TRY(verify_pass(c, &ra, &all));
     size_t *qi, *kj, segs = 0;
+    struct seg_row *qs, *ks;
     double *alone;                  /* each row from its segment's own request */
     NEED(qi = verify_bytes(c, n, sizeof(size_t)));
     NEED(kj = verify_bytes(c, L, sizeof(size_t)));
     NEED(alone = verify_dbl(c, n, dv));
+    NEED(qs = sort_rows(c, sq, n));
+    NEED(ks = sort_rows(c, sk, L));
     double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool first = true;          /* the first query of its segment */
-        for (size_t t = 0; t < i && first; t++)
-            first = sq[t] != sq[i];
-        if (!first)
-            continue;
-        size_t nq = gather(sq, n, sq[i], qi), nk = gather(sk, L, sq[i], kj);
+    /* one walk over the sorted rows: O((n + L) log(n + L)) besides the passes
+     * and the n x L weights each segment's rows are compared on */
+    for (size_t a = 0, b = 0, a_end; a < n; a = a_end) {
+        int64_t id = qs[a].id;
+        a_end = run_end(qs, n, a, id);
+        while (b < L && ks[b].id < id)
+            b++;
+        size_t b_end = run_end(ks, L, b, id), nq = a_end - a, nk = b_end - b;
+        for (size_t t = 0; t < nq; t++)
+            qi[t] = qs[a + t].row;
+        for (size_t u = 0; u < nk; u++)
+            kj[u] = ks[b + u].row;
+        b = b_end;
         double d = 0;
         if (nk == 0) {              /* no key: the packed rows are empty */
             for (size_t t = 0; t < nq; t++)
-                d = fmax(d, fmax(max_abs(all.w + qi[t] * L, L), max_abs(all.o + qi[t] * dv, dv)));
+                d = verify_max2(d, verify_max2(max_abs(all.w + qi[t] * L, L),
+                                               max_abs(all.o + qi[t] * dv, dv)));
         } else {
             struct vpass part;
             TRY(segment_alone(c, &r, qi, nq, kj, nk, &part));
@@ -199,15 +234,15 @@ enum core_status verify_check_segments(struct vx *c, struct verify_check *ck)
                 const double *w = all.w + qi[t] * L;
                 double inside = 0;
                 for (size_t u = 0; u < nk; u++)
-                    d = fmax(d, fabs(w[kj[u]] - part.w[t * nk + u]));
+                    d = verify_max2(d, fabs(w[kj[u]] - part.w[t * nk + u]));
                 for (size_t j = 0; j < L; j++)
-                    inside += sk[j] == sq[i] ? 0 : fabs(w[j]);      /* other segments: 0 */
-                d = fmax(d, inside);
-                d = fmax(d, verify_maxdiff(all.o + qi[t] * dv, part.o + t * dv, dv));
+                    inside += sk[j] == id ? 0 : fabs(w[j]);     /* other segments: 0 */
+                d = verify_max2(d, inside);
+                d = verify_max2(d, verify_maxdiff(all.o + qi[t] * dv, part.o + t * dv, dv));
                 memcpy(alone + qi[t] * dv, part.o + t * dv, dv * sizeof(double));
             }
         }
-        worst = isnan(d) ? d : fmax(worst, d);
+        worst = verify_max2(worst, d);
     }
     ck->max_abs_diff = worst;
     verify_ck_note(ck, "%s; %zu segment%s with keys, each run alone; causal (bottom-right "
