@@ -276,8 +276,10 @@ bool api_write_matrix_b64_half(struct api_buf *b, const float *data, enum api_ha
             return false;
     if (count > SIZE_MAX / 2 || !(bits = malloc(count ? count * 2 : 1)))
         return false;
-    for (size_t i = 0; i < count; i++)
-        bits[i] = api_half_bits(h, data[i]);   /* little-endian in memory */
+    if (h == API_HALF_F16)                  /* as api_half_bits, an array at a time */
+        half_f32_to_f16_n(data, bits, count);   /* little-endian in memory */
+    else
+        half_f32_to_bf16_n(data, bits, count);
     api_buf_puts(b, "{\"shape\":[");
     for (int i = 0; i < rank; i++) {
         char t[24];

@@ -193,20 +193,26 @@ float half_f16_to_f32(uint16_t h)
     return f32_from_bits(f16_to_bits(h));
 }
 
-/* Index of the first element with an all-ones exponent (mask), or n. */
+/* Index of the first element with an all-ones exponent (mask), or n.
+ * Whole blocks of 64 first take a branch-free pass of fixed length, the
+ * least of (h & mask) ^ mask (0 for such an element), which -O2
+ * vectorises (a variable-length pass stayed scalar, about 1 ns an
+ * element); a block where it is 0 is then looked through. */
 static size_t first_nonfinite(const uint16_t *h, size_t n, uint16_t mask)
 {
-    size_t i, j;
-    for (i = 0; i < n; i += 64) {
-        size_t e = n - i < 64 ? n : i + 64;
-        unsigned hit = 0;
-        for (j = i; j < e; j++)                     /* a branch-free block, then a look */
-            hit |= (h[j] & mask) == mask;
-        if (hit)
-            for (j = i; j < e; j++)
-                if ((h[j] & mask) == mask)
-                    return j;
+    size_t i = 0, j;
+    for (; i + 64 <= n; i += 64) {
+        uint16_t lo = 0xFFFF;
+        for (j = 0; j < 64; j++) {
+            uint16_t t = (uint16_t)((h[i + j] & mask) ^ mask);
+            lo = t < lo ? t : lo;
+        }
+        if (lo == 0)
+            break;
     }
+    for (; i < n; i++)
+        if ((h[i] & mask) == mask)
+            return i;
     return n;
 }
 
