@@ -253,10 +253,14 @@ deps-bench:
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core \
-	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server
+	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server $(BUILD)/bench/bench_roll
 	@sh tests/bench/run.sh $(BUILD)
 
 $(BUILD)/bench/bench_core: tests/bench/bench_core.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/bench_roll: tests/bench/bench_roll.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 

@@ -5,7 +5,7 @@
 # shared and noisy, so only same-run ratios are comparable). BENCH_REPS sets
 # the number of samples per figure (median reported; default 5).
 #
-# Sections (SECTIONS="core json http fair journal move" by default; any subset, e.g.
+# Sections (SECTIONS="core json http fair journal move roll" by default; any subset, e.g.
 # SECTIONS=http make bench):
 #   core   the attention core in-process (bench_core)
 #   json   JSON numbers in/out and base64 through api_handle (bench_api)
@@ -20,6 +20,9 @@
 #   move   session export and import of 128 MiB of rows: in-process vs a
 #          memcpy (bench_core, BENCH_MOVE_ONLY=1) and over HTTP vs MHD's
 #          echo of the same bytes (tests/bench/bench_move.py)
+#   roll   steady-state decode on a rolling session (window 1023, sinks 4)
+#          over 16k tokens: time per token at 2k..16k tokens, vs a plain
+#          session of the held rows, and the bytes held (bench_roll)
 #
 # Every bench program prints its results as lines
 #   BENCHROW|what|limit name|limit|peer name|peer|attnd|unit|ratio|goal|PASS/MISS
@@ -82,6 +85,11 @@ bench_move() {
         BENCH_REPS=$reps "${PYTHON:-/usr/bin/python3}" "$here/bench_move.py" "$build"
 }
 
+bench_roll() {
+    section "roll: steady-state decode on a rolling session (bench_roll)"
+    "$build/bench/bench_roll" "$((reps < 3 ? reps : 3))"
+}
+
 # The final table from every BENCHROW line of the run.
 table() {
     echo
@@ -98,7 +106,7 @@ table() {
     done
 }
 
-SECTIONS=${SECTIONS:-core json http fair journal move}
+SECTIONS=${SECTIONS:-core json http fair journal move roll}
 status=0
 for s in $SECTIONS; do
     { "bench_$s" 2>&1 || echo "bench section $s failed"; } | tee -a "$out"

@@ -280,6 +280,22 @@ IMPORT_SPECS = [
 ]
 
 
+def rolled_seeds(d, rng):
+    """Exports of rolling sessions that let rows go (first_row > 0): with
+    sinks (front rows kept) and without, a float32 int8 cache too."""
+    seeds = []
+    for spec, rows in (({"d_k": 2, "d_v": 2, "window": {"left": 5, "sinks": 1}}, 200),
+                       ({"d_k": 2, "d_v": 3, "dtype": "float32", "kv_dtype": "int8",
+                         "window": {"left": 3}}, 140)):
+        sid = d.post("/v1/sessions", spec).json()["id"]
+        kv = {"k": [[rng.uniform(-2, 2) for _ in range(spec["d_k"])] for _ in range(rows)],
+              "v": [[rng.uniform(-2, 2) for _ in range(spec["d_v"])] for _ in range(rows)]}
+        assert d.post(f"/v1/sessions/{sid}/kv", kv).status == 200
+        body = d.get(f"/v1/sessions/{sid}/export").body
+        seeds += [b"\x00" + body, b"\x01" + body]
+    return seeds
+
+
 def import_seeds():
     """Real exports of a running attnd (ATTND_BIN, default build/attnd): flag
     byte 0 (the body as exported) and, for the first few, flag 1 (the target
@@ -309,6 +325,7 @@ def import_seeds():
             seeds.append(b"\x00" + body)
             if i < 3:
                 seeds.append(bytes([1 | 2 * (i == 1) | 4 * (i == 2)]) + body)
+        seeds += rolled_seeds(d, rng)
     persist = os.path.join(HERE, "corpus", "persist")
     for name in sorted(os.listdir(persist)):
         if name.startswith("state-") and name.endswith("-1"):
