@@ -16,6 +16,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 from attnd_proc import Attnd  # noqa: E402
 
 
+def pytest_configure(config):
+    # An exception that escapes a test's helper thread fails that test
+    # instead of ending as a warning in the summary.
+    config.addinivalue_line("filterwarnings",
+                            "error::pytest.PytestUnhandledThreadExceptionWarning")
+
+
 @pytest.fixture(scope="module")
 def attnd():
     with Attnd() as a:

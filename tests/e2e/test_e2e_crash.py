@@ -6,7 +6,11 @@
   restart every acknowledged append is present with identical bytes, and the
   one append in flight per session is wholly present or wholly absent.
   With --fsync everysec, what is missing is only what was acknowledged in
-  the last moments before the kill.
+  the last moments before the kill. A session that reaches its max_tokens
+  (409 session_full, only when it is exactly full) is deleted and replaced
+  by a new one between rounds; with --fsync always a deleted session stays
+  deleted across the kills. Whatever a client thread meets other than
+  answers 200, that one 409 and the kill itself fails the test.
 - Torn tails: the journal cut by a few bytes, cut inside its last record, a
   byte flipped in the middle: the daemon starts, keeps every record before
   the damage, applies nothing after it, and says how many it kept and
@@ -34,6 +38,7 @@ from attnd_proc import Attnd, http_connection
 
 D = 8           # d_k = d_v
 M = 4           # rows per append
+MAX_ROWS = 8192   # max_tokens of the crash suite's sessions (a multiple of M)
 
 
 def _rows(sess_no, first, m=M):
@@ -43,6 +48,12 @@ def _rows(sess_no, first, m=M):
             for i in range(m)]
 
 
+def _create(d):
+    r = d.post("/v1/sessions", {"d_k": D, "d_v": D, "max_tokens": MAX_ROWS})
+    assert r.status == 201, r
+    return r.json()["id"]
+
+
 def _kv_rows(d, sid):
     r = d.get(f"/v1/sessions/{sid}/kv")
     assert r.status == 200, r
@@ -50,8 +61,17 @@ def _kv_rows(d, sid):
     return doc["k"], doc["v"]
 
 
+def _error_code(data):
+    try:
+        return json.loads(data)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 class Client(threading.Thread):
-    """Appends to one session until the connection dies."""
+    """Appends to one session until the connection dies or the session is
+    full. What goes wrong is kept in `error` for the test to assert on (an
+    exception in a thread would only be a warning)."""
 
     def __init__(self, port, sid, sess_no, acked):
         super().__init__(daemon=True)
@@ -59,28 +79,43 @@ class Client(threading.Thread):
         self.acked = acked                  # rows acknowledged so far (list)
         self.inflight = None                # rows sent, answer not seen
         self.ack_times = []                 # (time, rows after it)
+        self.full = False                   # answered 409 session_full
+        self.cut_at = None                  # when the connection died
+        self.error = None                   # anything else that went wrong
 
     def run(self):
         conn = http_connection(self.port, timeout=10)
         try:
-            while True:
-                rows = _rows(self.no, len(self.acked))
-                body = json.dumps({"k": rows, "v": [[-x for x in r] for r in rows],
-                                   "expected_length": len(self.acked)})
-                self.inflight = rows
-                conn.request("POST", f"/v1/sessions/{self.sid}/kv", body=body,
-                             headers={"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                data = resp.read()
-                if resp.status != 200:
-                    raise AssertionError(f"append answered {resp.status}: {data[:300]!r}")
-                self.acked.extend(rows)
-                self.inflight = None
-                self.ack_times.append((time.monotonic(), len(self.acked)))
+            self._append(conn)
         except (OSError, http.client.HTTPException):
-            return                          # the daemon was killed
+            self.cut_at = time.monotonic()  # the daemon was killed (checked)
+        except Exception as e:              # pylint: disable=broad-except
+            self.error = e
         finally:
             conn.close()
+
+    def _append(self, conn):
+        while True:
+            rows = _rows(self.no, len(self.acked))
+            body = json.dumps({"k": rows, "v": [[-x for x in r] for r in rows],
+                               "expected_length": len(self.acked)})
+            self.inflight = rows
+            conn.request("POST", f"/v1/sessions/{self.sid}/kv", body=body,
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status == 409 and _error_code(data) == "session_full":
+                if len(self.acked) != MAX_ROWS:
+                    raise AssertionError(f"session_full at {len(self.acked)} rows, "
+                                         f"max_tokens {MAX_ROWS}")
+                self.inflight = None        # refused: nothing of it applied
+                self.full = True
+                return
+            if resp.status != 200:
+                raise AssertionError(f"append answered {resp.status}: {data[:300]!r}")
+            self.acked.extend(rows)
+            self.inflight = None
+            self.ack_times.append((time.monotonic(), len(self.acked)))
 
 
 def _start(sd, fsync, extra=()):
@@ -89,32 +124,37 @@ def _start(sd, fsync, extra=()):
 
 
 def _round_trip(fsync, rounds, seed):
+    """(rows acknowledged and found over all sessions, acknowledged rows
+    lost, snapshots rewritten under traffic, sessions filled and replaced)."""
     rng = random.Random(seed)
     sd = tempfile.mkdtemp(prefix="attnd-crash-")
     n_sess = 4
     acked = [[] for _ in range(n_sess)]
+    nos = list(range(n_sess))               # row pattern of each session
+    rows_done = 0                           # rows of the sessions replaced
+    deleted = []                            # their ids
     late_losses = 0
     rewrites = 0                            # snapshots written under traffic
     try:
         d = _start(sd, fsync)
-        sids = []
-        for _ in range(n_sess):
-            r = d.post("/v1/sessions", {"d_k": D, "d_v": D})
-            assert r.status == 201, r
-            sids.append(r.json()["id"])
+        sids = [_create(d) for _ in range(n_sess)]
         for rnd in range(rounds):
-            clients = [Client(d.port, sids[i], i, acked[i]) for i in range(n_sess)]
+            clients = [Client(d.port, sids[i], nos[i], acked[i]) for i in range(n_sess)]
             for c in clients:
                 c.start()
             time.sleep(rng.uniform(0.05, 1.6))   # the snapshot timer ticks each second
+            kill_at = time.monotonic()
             d.proc.send_signal(signal.SIGKILL)
             killed_at = time.monotonic()
             d.proc.wait(timeout=10)
             d.stop()
             rewrites += d.logs().count(" written: ") - 1     # less the start's
-            for c in clients:
+            for i, c in enumerate(clients):
                 c.join(timeout=10)
                 assert not c.is_alive()
+                assert c.error is None, f"round {rnd}: session {i}: {c.error!r}"
+                assert c.full or c.cut_at >= kill_at, \
+                    f"round {rnd}: session {i}: connection lost before the kill"
             d = _start(sd, fsync)
             for i, c in enumerate(clients):
                 k, v = _kv_rows(d, sids[i])
@@ -139,24 +179,34 @@ def _round_trip(fsync, rounds, seed):
                         late_losses += len(want) - have
                 del acked[i][have:]
                 acked[i].extend(full[len(acked[i]):have])
+            if fsync == "always":           # a deletion is acknowledged like an append
+                for sid in deleted:
+                    assert d.get(f"/v1/sessions/{sid}").status == 404, \
+                        f"round {rnd}: deleted session {sid} is back"
+            for i in range(n_sess):
+                if len(acked[i]) == MAX_ROWS:   # full: a new session in its place
+                    r = d.request("DELETE", f"/v1/sessions/{sids[i]}")
+                    assert r.status == 204, r
+                    deleted.append(sids[i])
+                    rows_done += MAX_ROWS
+                    sids[i], acked[i], nos[i] = _create(d), [], nos[i] + n_sess
         d.stop()
-        return acked, late_losses, rewrites
+        return rows_done + sum(len(x) for x in acked), late_losses, rewrites, len(deleted)
     finally:
         shutil.rmtree(sd, ignore_errors=True)
 
 
 def test_crash_suite_fsync_always_keeps_every_acknowledged_append():
-    acked, _, rewrites = _round_trip("always", 20, seed=19)
-    total = sum(len(a) for a in acked)
+    total, _, rewrites, replaced = _round_trip("always", 20, seed=19)
     print(f"crash suite (always): 20 rounds, {total} rows acknowledged and found, "
-          f"{rewrites} snapshots rewritten under traffic")
+          f"{rewrites} snapshots rewritten under traffic, {replaced} full sessions replaced")
     assert total > 20 * M, "too few appends to mean anything"
     assert rewrites > 0, "no snapshot was rewritten during the rounds"
 
 
 def test_crash_suite_fsync_everysec_loses_only_the_last_moments():
-    acked, lost, _ = _round_trip("everysec", 6, seed=23)
-    print(f"crash suite (everysec): 6 rounds, {sum(len(a) for a in acked)} rows, "
+    total, lost, _, replaced = _round_trip("everysec", 6, seed=23)
+    print(f"crash suite (everysec): 6 rounds, {total} rows, {replaced} full sessions replaced, "
           f"{lost} acknowledged rows lost (a kill -9 leaves the page cache, so "
           "usually none)")
 
