@@ -5,8 +5,8 @@
  * strtof, checked to be minimal and the closest of the shortest), the
  * JavaScript-style layout (each output re-laid out from its own digits and
  * checked equal, over random bits and every decade), fixed digits, JSON
- * number grammar, base64 (RFC 4648 vectors, padding and alphabet errors),
- * the capped buffer, and matrix writers.
+ * number grammar, the capped buffer, and matrix writers (base64:
+ * tests/api/test_api_base64.c).
  */
 #include <float.h>
 #include <math.h>
@@ -15,7 +15,6 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
 #include "api/buf.h"
 #include "api/write.h"
 
@@ -335,144 +334,6 @@ TEST(fixed_digits)
     CHECK_STR(out, "0.100000001");
 }
 
-/* RFC 4648 section 10 test vectors. */
-TEST(base64_vectors)
-{
-    static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==",
-                                      "Zm9vYmE=", "Zm9vYmFy"};
-    size_t i, n;
-
-    for (i = 0; i < 7; i++) {
-        struct api_buf b;
-        char dec[16];
-        api_buf_init(&b, 64);
-        CHECK(api_base64_encode(&b, in[i], strlen(in[i])));
-        CHECK(b.len == strlen(out[i]) && (b.len == 0 || strcmp(b.data, out[i]) == 0));
-        api_buf_free(&b);
-        CHECK(api_base64_decoded_len(out[i], strlen(out[i]), &n));
-        CHECK_EQ_INT(n, strlen(in[i]));
-        CHECK(api_base64_decode(out[i], strlen(out[i]), dec));
-        CHECK(memcmp(dec, in[i], n) == 0);
-    }
-}
-
-TEST(base64_rejects)
-{
-    char dec[16];
-    size_t n;
-
-    CHECK(!api_base64_decoded_len("Zm9", 3, &n));          /* not a multiple of 4 */
-    CHECK(!api_base64_decode("Zm9", 3, dec));
-    CHECK(!api_base64_decode("Zm9*", 4, dec));             /* outside the alphabet */
-    CHECK(!api_base64_decode("Z=9v", 4, dec));             /* '=' inside */
-    CHECK(!api_base64_decode("Zm=v", 4, dec));
-    CHECK(!api_base64_decode("Zm9 ", 4, dec));             /* whitespace */
-    CHECK(!api_base64_decode("Zh==", 4, dec));             /* non-zero pad bits */
-    CHECK(!api_base64_decode("Zm9=", 4, dec));
-    CHECK(api_base64_decode("Zm8=", 4, dec));
-}
-
-TEST(base64_random_round_trip)
-{
-    unsigned char src[300], dec[300];
-    size_t len, n;
-    int i;
-
-    for (i = 0; i < 200; i++) {
-        struct api_buf b;
-        size_t k;
-        len = (size_t)(rng() % sizeof src);
-        for (k = 0; k < len; k++)
-            src[k] = (unsigned char)rng();
-        api_buf_init(&b, 1024);
-        CHECK(api_base64_encode(&b, src, len));
-        CHECK(api_base64_decoded_len(b.data ? b.data : "", b.len, &n) && n == len);
-        CHECK(api_base64_decode(b.data ? b.data : "", b.len, dec));
-        CHECK(memcmp(src, dec, len) == 0);
-        api_buf_free(&b);
-    }
-}
-
-/* Every byte value at every position of a 72-character encoding (two
- * 32-character vector blocks and a tail): accepted exactly when it is in
- * the alphabet, decoded to the bits a plain alphabet lookup gives, and
- * nothing written past the 54 output bytes. */
-TEST(base64_every_byte_every_position)
-{
-    static const char alpha[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char s[72];
-    unsigned char dec[54 + 16], want[54];
-    size_t pos, k;
-    int v;
-
-    for (k = 0; k < sizeof s; k++)
-        s[k] = alpha[(k * 7 + 3) % 64];
-    for (pos = 0; pos < sizeof s; pos++) {
-        char keep = s[pos];
-        for (v = 0; v < 256; v++) {
-            const char *hit = v ? memchr(alpha, v, 64) : NULL;
-            bool ok;
-            s[pos] = (char)v;
-            memset(dec, 0xA5, sizeof dec);
-            ok = api_base64_decode(s, sizeof s, dec);
-            CHECK(ok == (hit != NULL));
-            if (!hit)
-                continue;
-            for (k = 0; k < sizeof s; k += 4) {
-                uint32_t w = 0;
-                size_t j;
-                for (j = 0; j < 4; j++)
-                    w = w << 6 | (uint32_t)((const char *)memchr(alpha, s[k + j], 64) - alpha);
-                want[k / 4 * 3] = (unsigned char)(w >> 16);
-                want[k / 4 * 3 + 1] = (unsigned char)(w >> 8);
-                want[k / 4 * 3 + 2] = (unsigned char)w;
-            }
-            CHECK(memcmp(dec, want, sizeof want) == 0);
-            for (k = sizeof want; k < sizeof dec; k++)
-                CHECK(dec[k] == 0xA5);
-        }
-        s[pos] = keep;
-    }
-}
-
-/* The encoder against a bit-by-bit reference at every length 0..200 (the
- * vector path takes 24 bytes at a time once 32 can be loaded). */
-TEST(base64_encode_every_length)
-{
-    static const char alpha[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    unsigned char src[200];
-    char want[272];
-    size_t len, k;
-
-    for (k = 0; k < sizeof src; k++)
-        src[k] = (unsigned char)rng();
-    for (len = 0; len <= sizeof src; len++) {
-        struct api_buf b;
-        size_t w = 0;
-        uint32_t acc = 0;
-        int bits = 0;
-        for (k = 0; k < len; k++) {
-            acc = acc << 8 | src[k];
-            bits += 8;
-            while (bits >= 6) {
-                bits -= 6;
-                want[w++] = alpha[(acc >> bits) & 63];
-            }
-        }
-        if (bits)
-            want[w++] = alpha[(acc << (6 - bits)) & 63];
-        while (w % 4)
-            want[w++] = '=';
-        api_buf_init(&b, 1024);
-        CHECK(api_base64_encode(&b, src, len));
-        CHECK(b.len == w && (w == 0 || memcmp(b.data, want, w) == 0));
-        api_buf_free(&b);
-    }
-}
-
 TEST(buf_cap)
 {
     struct api_buf b;
@@ -530,11 +391,6 @@ int main(void)
     RUN(f32_sampled_sweep);
     RUN(f32_known);
     RUN(fixed_digits);
-    RUN(base64_vectors);
-    RUN(base64_rejects);
-    RUN(base64_random_round_trip);
-    RUN(base64_every_byte_every_position);
-    RUN(base64_encode_every_length);
     RUN(buf_cap);
     RUN(matrix_writers);
     TEST_MAIN_END();

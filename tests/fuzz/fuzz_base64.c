@@ -6,12 +6,14 @@
  *   text  -> bytes: api_base64_decoded_len/api_base64_decode on the raw input
  *            (into a buffer of exactly the announced size, so ASan sees any
  *            overrun); it must agree (accept/reject and bytes) with the
- *            plain bit-by-bit reference decoder below, which shares nothing
- *            with the table or AVX2 paths of api/base64.c; a decoded text
+ *            plain bit-by-bit reference decoder of tests/base64_ref.h,
+ *            which shares nothing with the table or vector paths of
+ *            api/base64.c; a decoded text
  *            re-encodes to the very same text (the encoding is canonical);
  *   bytes -> text:  encoding the raw input (into a capped api_buf) and
  *            decoding it gives the input back, and the announced encoded
  *            length is the length written.
+ * Both run on every path of api/base64.c that the CPU runs.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "api/base64.h"
 #include "api/buf.h"
+#include "tests/base64_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,37 +30,6 @@ static void b64_fail(const char *what)
 {
     fprintf(stderr, "fuzz_base64: %s\n", what);
     abort();
-}
-
-/* The reference: strict RFC 4648 with '=' padding, no whitespace, zero pad
- * bits; one character at a time by searching the alphabet. */
-static bool ref_decode(const char *s, size_t len, uint8_t *out, size_t *n)
-{
-    static const char alpha[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t pad = 0, i, chars;
-    uint32_t acc = 0;
-    int bits = 0;
-
-    *n = 0;
-    if (len % 4 != 0)
-        return false;
-    if (len >= 1 && s[len - 1] == '=')
-        pad = (len >= 2 && s[len - 2] == '=') ? 2 : 1;
-    chars = len - pad;
-    for (i = 0; i < chars; i++) {
-        const char *hit = s[i] ? memchr(alpha, s[i], 64) : NULL;
-        if (!hit)
-            return false;
-        acc = acc << 6 | (uint32_t)(hit - alpha);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[(*n)++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    return acc == 0;                /* leftover (pad) bits must be zero */
 }
 
 /* bytes -> text -> bytes is the identity; returns the text (malloc'd). */
@@ -86,7 +58,8 @@ static char *b64_roundtrip(const uint8_t *p, size_t n, size_t *text_len)
     return api_buf_take(&b, text_len);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Both directions on the path in use (api_base64_use). */
+static void b64_check(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
     size_t n;
@@ -94,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(b64_roundtrip(data, size, &n));
 
     if (!api_base64_decoded_len(text, size, &n))
-        return 0;
+        return;
     if (n > size)
         b64_fail("decoded length exceeds the text length");
     uint8_t *out = malloc(n ? n : 1), *ref = malloc(size ? size : 1);
@@ -102,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     size_t ref_n;
     bool ok = api_base64_decode(text, size, out);
-    if (ok != ref_decode(text, size, ref, &ref_n))
+    if (ok != ref_b64_decode(text, size, ref, &ref_n))
         b64_fail("accepts or rejects unlike the reference decoder");
     if (ok && (ref_n != n || (n && memcmp(out, ref, n) != 0)))
         b64_fail("decodes to other bytes than the reference decoder");
@@ -115,5 +88,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(out);
     free(ref);
+}
+
+/* Every path this CPU runs (scalar, AVX2, AVX-512 VBMI), then the widest
+ * again. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    for (int p = API_B64_SCALAR; p <= API_B64_AVX512; p++)
+        if (api_base64_use((enum api_b64_path)p) == (enum api_b64_path)p)
+            b64_check(data, size);
+    api_base64_use(API_B64_AVX512);
     return 0;
 }

@@ -1,0 +1,274 @@
+/*
+ * tests/api/test_api_base64.c — the base64 codec of api/base64.c on every
+ * path this CPU runs (scalar tables, AVX2, AVX-512 VBMI; a path the CPU
+ * lacks is named as skipped), each against the reference written here:
+ * RFC 4648 vectors, every length 0..300 both ways, padding and its zero
+ * bits, every byte value at every position of a text of two 64-character
+ * blocks, a 32-character block and a tail (accepted exactly when in the
+ * alphabet, nothing written past the output), whitespace and '=' inside
+ * rejected, and random round trips. The reference is tests/base64_ref.h.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tests/base64_ref.h"
+#include "tests/harness.h"
+#include "api/base64.h"
+#include "api/buf.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void)
+{
+    return t_rng_next(&rng_state);
+}
+
+/* ---- every path -------------------------------------------------------- */
+
+/* Runs fn once on each path this CPU runs; names a failing path. */
+static void on_every_path(void (*fn)(void))
+{
+    for (int p = API_B64_SCALAR; p <= API_B64_AVX512; p++) {
+        enum api_b64_path want = (enum api_b64_path)p;
+        int failed_before = th_cur_failed;
+        if (api_base64_use(want) != want) {
+            printf("  %s: the %s path is not on this CPU, skipped\n", th_cur_name,
+                   api_base64_path_name(want));
+            continue;
+        }
+        th_cur_failed = 0;
+        fn();
+        if (th_cur_failed)
+            printf("  %s: failed on the %s path\n", th_cur_name, api_base64_path_name(want));
+        th_cur_failed |= failed_before;
+    }
+    api_base64_use(API_B64_AVX512);
+}
+
+/* Encode and decode src[len] through the codec and check both against the
+ * reference: the text, its announced lengths, and the bytes back. */
+static void check_both_ways(const unsigned char *src, size_t len)
+{
+    static char want[512];
+    static unsigned char back[400];
+    struct api_buf b;
+    size_t w = ref_b64_encode(src, len, want), enc_len, n;
+
+    CHECK(api_base64_encoded_len(len, &enc_len) && enc_len == w);
+    api_buf_init(&b, 1024);
+    CHECK(api_base64_encode(&b, src, len));
+    CHECK(b.len == w && (w == 0 || memcmp(b.data, want, w) == 0));
+    api_buf_free(&b);
+    CHECK(api_base64_decoded_len(want, w, &n) && n == len);
+    memset(back, 0xA5, sizeof back);
+    CHECK(api_base64_decode(want, w, back));
+    CHECK(len == 0 || memcmp(back, src, len) == 0);
+    CHECK(back[len] == 0xA5);                           /* nothing past the end */
+}
+
+static void vectors_once(void)
+{
+    static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==",
+                                      "Zm9vYmE=", "Zm9vYmFy"};
+    for (size_t i = 0; i < 7; i++) {
+        struct api_buf b;
+        char dec[16];
+        size_t n;
+        api_buf_init(&b, 64);
+        CHECK(api_base64_encode(&b, in[i], strlen(in[i])));
+        CHECK(b.len == strlen(out[i]) && (b.len == 0 || strcmp(b.data, out[i]) == 0));
+        api_buf_free(&b);
+        CHECK(api_base64_decoded_len(out[i], strlen(out[i]), &n));
+        CHECK_EQ_INT(n, strlen(in[i]));
+        CHECK(api_base64_decode(out[i], strlen(out[i]), dec));
+        CHECK(memcmp(dec, in[i], n) == 0);
+    }
+}
+
+/* RFC 4648 section 10 test vectors. */
+TEST(base64_vectors)
+{
+    on_every_path(vectors_once);
+}
+
+static void rejects_once(void)
+{
+    char dec[16];
+    size_t n;
+
+    CHECK(!api_base64_decoded_len("Zm9", 3, &n));          /* not a multiple of 4 */
+    CHECK(!api_base64_decode("Zm9", 3, dec));
+    CHECK(!api_base64_decode("Zm9*", 4, dec));             /* outside the alphabet */
+    CHECK(!api_base64_decode("Z=9v", 4, dec));             /* '=' inside */
+    CHECK(!api_base64_decode("Zm=v", 4, dec));
+    CHECK(!api_base64_decode("Zm9 ", 4, dec));             /* whitespace */
+    CHECK(!api_base64_decode("Zh==", 4, dec));             /* non-zero pad bits */
+    CHECK(!api_base64_decode("Zm9=", 4, dec));
+    CHECK(api_base64_decode("Zm8=", 4, dec));
+}
+
+TEST(base64_rejects)
+{
+    on_every_path(rejects_once);
+}
+
+static void every_length_once(void)
+{
+    unsigned char src[300];
+    for (size_t k = 0; k < sizeof src; k++)
+        src[k] = (unsigned char)rng();
+    for (size_t len = 0; len <= sizeof src; len++)
+        check_both_ways(src, len);
+    memset(src, 0xFF, sizeof src);                      /* every field 63: '/' */
+    check_both_ways(src, sizeof src);
+    memset(src, 0, sizeof src);                         /* every field 0: 'A' */
+    check_both_ways(src, sizeof src);
+}
+
+/* Encode and decode every length 0..300 (vector blocks of 24 and 48 bytes,
+ * every tail and padding) against the reference. */
+TEST(base64_every_length)
+{
+    on_every_path(every_length_once);
+}
+
+/* A text of n characters: the reference encoding of random bytes. */
+static size_t random_text(char *s, size_t n_bytes)
+{
+    unsigned char src[300];
+    for (size_t k = 0; k < n_bytes; k++)
+        src[k] = (unsigned char)rng();
+    return ref_b64_encode(src, n_bytes, s);
+}
+
+static void every_byte_once(void)
+{
+    char s[168];                    /* 2 x 64 + 32 + 8 characters, no padding */
+    unsigned char dec[126 + 64], want[126];
+    size_t len = random_text(s, 126), wn;
+
+    CHECK(len == sizeof s);
+    for (size_t pos = 0; pos < sizeof s; pos++) {
+        char keep = s[pos];
+        for (int v = 0; v < 256; v++) {
+            s[pos] = (char)v;
+            bool ref_ok = ref_b64_decode(s, sizeof s, want, &wn);
+            memset(dec, 0xA5, sizeof dec);
+            bool ok = api_base64_decode(s, sizeof s, dec);
+            CHECK(ok == ref_ok);
+            if (v == '=' && pos == sizeof s - 1)    /* padding: valid when its bits are 0 */
+                CHECK(wn == sizeof want - 1 || !ok);
+            else
+                CHECK(ok == (v != 0 && memchr(ref_b64_alpha, v, 64) != NULL));
+            if (ok) {
+                CHECK(memcmp(dec, want, wn) == 0);
+                for (size_t k = wn; k < sizeof dec; k++)
+                    CHECK(dec[k] == 0xA5);
+            }
+        }
+        s[pos] = keep;
+    }
+}
+
+/* Every byte value at every position of two 64-character blocks, a
+ * 32-character block and a tail: accepted exactly when it is in the
+ * alphabet, decoded to the reference's bytes, nothing written past them. */
+TEST(base64_every_byte_every_position)
+{
+    on_every_path(every_byte_once);
+}
+
+static void padding_and_spaces_once(void)
+{
+    static const char bad[] = {' ', '\n', '\r', '\t', '=', '-', '_', '.', '\0', (char)0x80};
+    char s[200];
+    unsigned char dec[160], want[160];
+    size_t wn;
+
+    for (size_t n_bytes = 1; n_bytes <= 140; n_bytes++) {
+        size_t len = random_text(s, n_bytes);
+        for (size_t b = 0; b < sizeof bad; b++) {
+            size_t pos = (size_t)(rng() % len);
+            char keep = s[pos];
+            s[pos] = bad[b];
+            bool ref_ok = ref_b64_decode(s, len, want, &wn);
+            bool ok = api_base64_decode(s, len, dec);
+            CHECK(ok == ref_ok);
+            s[pos] = keep;
+        }
+        if (len >= 2 && s[len - 1] == '=') {           /* padding with pad bits set */
+            size_t at = s[len - 2] == '=' ? len - 3 : len - 2;
+            char keep = s[at];
+            for (size_t a = 0; a < 64; a++) {
+                s[at] = ref_b64_alpha[a];
+                CHECK(api_base64_decode(s, len, dec) == ref_b64_decode(s, len, want, &wn));
+            }
+            s[at] = keep;
+        }
+        CHECK(!api_base64_decode(s, len - 1, dec));     /* a character short */
+    }
+}
+
+/* Whitespace, '=' and other bytes at random places, pad bits, and short
+ * texts: rejected exactly as the reference rejects them. */
+TEST(base64_padding_and_whitespace)
+{
+    on_every_path(padding_and_spaces_once);
+}
+
+static void round_trip_once(void)
+{
+    static unsigned char src[4096 + 7];
+    for (int i = 0; i < 40; i++) {
+        size_t len = (size_t)(rng() % sizeof src);
+        for (size_t k = 0; k < len; k++)
+            src[k] = (unsigned char)rng();
+        struct api_buf b;
+        size_t n;
+        unsigned char *dec = malloc(len + 1);
+        CHECK(dec != NULL);
+        if (!dec)
+            return;
+        api_buf_init(&b, 8192);
+        CHECK(api_base64_encode(&b, src, len));
+        CHECK(api_base64_decoded_len(b.data ? b.data : "", b.len, &n) && n == len);
+        CHECK(api_base64_decode(b.data ? b.data : "", b.len, dec));
+        CHECK(len == 0 || memcmp(src, dec, len) == 0);
+        api_buf_free(&b);
+        free(dec);
+    }
+}
+
+TEST(base64_random_round_trip)
+{
+    on_every_path(round_trip_once);
+}
+
+/* The path chosen by default is the widest this CPU runs; the scalar path
+ * is always there; asking for one the CPU lacks falls back. */
+TEST(base64_paths)
+{
+    enum api_b64_path best = api_base64_use(API_B64_AVX512);
+    CHECK(api_base64_path() == best);
+    CHECK(api_base64_use(API_B64_SCALAR) == API_B64_SCALAR);
+    CHECK(api_base64_path() == API_B64_SCALAR);
+    CHECK(api_base64_use(API_B64_AVX2) <= API_B64_AVX2);
+    CHECK(api_base64_use(API_B64_AVX512) == best);
+    CHECK_STR(api_base64_path_name(API_B64_SCALAR), "scalar");
+    CHECK_STR(api_base64_path_name(API_B64_AVX2), "avx2");
+    CHECK_STR(api_base64_path_name(API_B64_AVX512), "avx512vbmi");
+    printf("  base64 path on this CPU: %s\n", api_base64_path_name(best));
+}
+
+int main(void)
+{
+    RUN(base64_paths);
+    RUN(base64_vectors);
+    RUN(base64_rejects);
+    RUN(base64_every_length);
+    RUN(base64_every_byte_every_position);
+    RUN(base64_padding_and_whitespace);
+    RUN(base64_random_round_trip);
+    TEST_MAIN_END();
+}
