@@ -15,12 +15,15 @@
  *
  * Records (payload of a jnl record; lsn: one counter for the store):
  *   u32 type, f64 wall-clock seconds of the change, then by type:
- *   SESS    a whole session (persist.c's encoding): create, fork, snapshot
+ *   SESS    a whole session (persist.c's encoding): create, import,
+ *           snapshot, and a fork while a snapshot is being written
  *   APPEND  u32 id_len, id, u64 m, u64 k_bytes, u64 v_bytes, raw k, raw v
  *           (as given to sess_append: replay prepares them the same way)
  *   TRUNC   u32 id_len, id, u64 length
  *   DELETE  u32 id_len, id
  *   TOUCH   u32 id_len, id (a use: the TTL clock)
+ *   FORK    u32 id_len, parent id, u32 id_len, id, u64 length: a fork of
+ *           the parent as it was then (O(1): no row)
  * A session remembers the lsn of its last change (jlsn). A snapshot holds
  * each session at some point after its generation began, with that lsn, so
  * replay applies a record to a session only when its lsn is newer than the
@@ -31,7 +34,19 @@
  * session under that same lock; a delete is journaled before the session
  * is unlinked, with the session marked so the snapshot waits for the
  * outcome. A fork or create is journaled whole, so its record never depends
- * on another session's state at the time.
+ * on another session's state at the time, with one exception.
+ *
+ * A fork is written as FORK (the parent's id and length) unless a snapshot
+ * is being written (rewriting: from the generation switch until its last
+ * session is copied), when it is a whole SESS record. Replay forks the
+ * parent as the journal has rebuilt it by then, which is the parent of the
+ * time: every change of the parent before the fork has a smaller lsn, and
+ * the snapshot the replay starts from holds the parent from before the
+ * fork, because the fork came after that snapshot's walk (a fork during
+ * the walk is whole, and one between the switch and the walk made a child
+ * the walk copies, so its record is skipped). A FORK record whose parent
+ * is missing, newer than the record or of another length fails (counted
+ * and logged with the replay's numbers).
  *
  * Time to live: records carry the wall clock, so a session idle for longer
  * than its TTL across a restart is not brought back; uses without a change
@@ -54,7 +69,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum rec_type { REC_SESS = 1, REC_APPEND, REC_TRUNC, REC_DELETE, REC_TOUCH };
+enum rec_type { REC_SESS = 1, REC_APPEND, REC_TRUNC, REC_DELETE, REC_TOUCH, REC_FORK };
 
 #define TOUCH_EVERY_S 1.0
 #define REWRITE_RETRY_S 10.0
@@ -100,10 +115,11 @@ struct rec_head {
 
 /* Write one record (parts[0] is filled with the head); *lsn_out (may be
  * NULL) gets its lsn. best: counted as lost, not as a refused change, and
- * never waits for the disk. */
-static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
-                                  struct iovec *parts, int n, bool best,
-                                  uint64_t *lsn_out)
+ * never waits for the disk. quiet (may be NULL): write only when no
+ * snapshot is being written, else write nothing and set *quiet false. */
+static enum core_status write_rec_q(struct sess_durable *d, enum rec_type type,
+                                    struct iovec *parts, int n, bool best,
+                                    uint64_t *lsn_out, bool *quiet)
 {
     unsigned char head[12];
     uint32_t t = type;
@@ -113,6 +129,10 @@ static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
     parts[0] = (struct iovec){head, sizeof head};
     int e = ENOENT;
     pthread_mutex_lock(&d->mu);
+    if (quiet && (*quiet = !d->rewriting) == false) {
+        pthread_mutex_unlock(&d->mu);
+        return CORE_OK;
+    }
     uint64_t lsn = d->next_lsn++;
     enum core_status rc = d->j ? jnl_append(d->j, lsn, parts, n, best, &e)
                                : CORE_ESTORAGE;
@@ -136,6 +156,13 @@ static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
     if (rc == CORE_OK && lsn_out)
         *lsn_out = lsn;
     return rc;
+}
+
+static enum core_status write_rec(struct sess_durable *d, enum rec_type type,
+                                  struct iovec *parts, int n, bool best,
+                                  uint64_t *lsn_out)
+{
+    return write_rec_q(d, type, parts, n, best, lsn_out, NULL);
 }
 
 enum core_status sess_dur_sess(struct sess_store *st, struct sess *s)
@@ -199,6 +226,27 @@ enum core_status sess_dur_truncate(struct sess_store *st, struct sess *s,
                                     &s->jlsn);
     if (rc == CORE_OK)
         s->jtouch = sess_now(st);
+    return rc;
+}
+
+enum core_status sess_dur_fork(struct sess_store *st, struct sess *parent,
+                               struct sess *child)
+{
+    if (!st->dur)
+        return CORE_OK;
+    uint64_t len = kv_length(parent->kv);
+    uint32_t plen, clen;
+    struct iovec parts[6];
+    id_parts(parts, parent->id, &plen);
+    id_parts(parts + 2, child->id, &clen);
+    parts[5] = (struct iovec){&len, sizeof len};
+    bool quiet;
+    enum core_status rc = write_rec_q(st->dur, REC_FORK, parts, 6, false, &child->jlsn,
+                                      &quiet);
+    if (rc == CORE_OK && !quiet)
+        return sess_dur_sess(st, child);     /* a snapshot is being written */
+    if (rc == CORE_OK)
+        child->jtouch = sess_now(st);
     return rc;
 }
 
@@ -298,6 +346,46 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
     rp->applied++;
 }
 
+/* Replay a FORK record (the parent's id read): the child forked from the
+ * parent as the replay has rebuilt it, unless the child is there already. */
+static void apply_fork(struct sess_store *st, struct replay *rp, uint64_t lsn, double wall,
+                       struct cur *c, const char *parent)
+{
+    char id[SESS_ID_MAX];
+    uint64_t len = 0;
+    if (!take_id(c, id)) {
+        c->bad = true;
+        return;
+    }
+    take(c, &len, sizeof len);
+    if (c->bad || c->left != 0) {
+        c->bad = true;
+        return;
+    }
+    if (sess_exists(st, id)) {          /* the snapshot already has it */
+        rp->skipped++;
+        return;
+    }
+    struct sess *p, *f = NULL;
+    enum core_status rc = sess_acquire(st, parent, &p);
+    if (rc == CORE_OK) {
+        if (p->jlsn < lsn && kv_length(p->kv) == len)
+            f = sess_fork_unlinked(p, &rc);
+        sess_unhold(st, p);
+    }
+    if (f) {
+        memcpy(f->id, id, SESS_ID_MAX);
+        f->jlsn = lsn;
+        f->jtouch = wall;
+        if (sess_link(st, f, 0, NULL) == CORE_OK) {
+            rp->applied++;
+            return;
+        }
+        sess_destroy(f);
+    }
+    rp->failed++;
+}
+
 /* Apply one change record to the session it names. */
 static void apply_change(struct sess_store *st, struct replay *rp,
                          enum rec_type type, uint64_t lsn, double wall,
@@ -384,9 +472,12 @@ static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
         return true;
     }
     char id[SESS_ID_MAX];
-    if (snapshot || type < REC_APPEND || type > REC_TOUCH || !take_id(&c, id))
+    if (snapshot || type < REC_APPEND || type > REC_FORK || !take_id(&c, id))
         return false;
-    apply_change(st, rp, (enum rec_type)type, lsn, wall, &c, id);
+    if (type == REC_FORK)
+        apply_fork(st, rp, lsn, wall, &c, id);
+    else
+        apply_change(st, rp, (enum rec_type)type, lsn, wall, &c, id);
     return !c.bad;
 }
 

@@ -436,6 +436,8 @@ static void read_window(struct rd *r, struct loaded *l)
         r->err = "bad window field";
         return;
     }
+    if (!on)
+        *w = (struct attn_window){0};   /* as a session created without one */
     if (l->first == 0)
         return;
     uint64_t front = front_rows(l);

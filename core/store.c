@@ -570,14 +570,15 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
 static void unref(struct sess_store *st, struct sess *s, bool touch);
 
 /*
- * Link a new session s and journal it whole (create, fork, import) before
- * anyone learns its id; destroys s on failure. It is linked holding a
+ * Link a new session s and journal it (whole for a create or an import; a
+ * fork of parent as durable.c's FORK record) before anyone learns its id;
+ * destroys s on failure. It is linked holding a
  * reference, so it cannot be evicted or expire before its record is
  * written (a delete record ahead of its create would resurrect it); a
  * failed record unlinks it again.
  */
-enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
-                                     char *id_out)
+static enum core_status link_journaled(struct sess_store *st, struct sess *s,
+                                      struct sess *parent, char *id_out)
 {
     s->refs = 1;
     enum core_status rc = sess_link(st, s, 0, id_out);
@@ -587,7 +588,7 @@ enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
         return rc;
     }
     pthread_mutex_lock(&s->mu);
-    rc = sess_dur_sess(st, s);
+    rc = parent ? sess_dur_fork(st, parent, s) : sess_dur_sess(st, s);
     if (rc != CORE_OK) {
         struct sess *grave = NULL;
         pthread_mutex_lock(&st->mu);
@@ -599,6 +600,12 @@ enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
     }
     unref(st, s, true);
     return rc;
+}
+
+enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
+                                     char *id_out)
+{
+    return link_journaled(st, s, NULL, id_out);
 }
 
 enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
@@ -987,24 +994,33 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
     return CORE_OK;
 }
 
-enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
+struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err)
 {
-    enum core_status rc;
-    struct sess *f = sess_new_from_spec(&s->spec, &rc);
+    struct sess *f = sess_new_from_spec(&s->spec, err);
     if (!f)
-        return rc;
+        return NULL;
     f->spec.max_tokens = s->spec.max_tokens;
     f->spec.ttl_s = s->spec.ttl_s;
     struct kv_cache *copy = kv_fork(s->kv);
     if (!copy) {
         sess_destroy(f);
-        return CORE_ENOMEM;
+        *err = CORE_ENOMEM;
+        return NULL;
     }
     kv_free(f->kv);
     f->kv = copy;
+    return f;
+}
+
+enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
+{
+    enum core_status rc;
+    struct sess *f = sess_fork_unlinked(s, &rc);
+    if (!f)
+        return rc;
     if (!is_linked(st, s)) {
         sess_destroy(f);
         return CORE_ENOTFOUND;
     }
-    return sess_link_journaled(st, f, id);
+    return link_journaled(st, f, s, id);
 }

@@ -80,6 +80,10 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
                                      char *id_out);
 
+/* A new unlinked session with s's settings sharing every page of its
+ * cache (no id yet); NULL with *err set. s held. */
+struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err);
+
 /* Whether one more session of add_bytes would be admitted now (the lru
  * policy counting what it could evict), without changing anything:
  * CORE_OK or CORE_ECAPACITY. */
@@ -120,6 +124,10 @@ void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
  * (nothing of it is then in the journal). Called with s held (its mu).
  */
 enum core_status sess_dur_sess(struct sess_store *st, struct sess *s);
+/* The fork record of child (new, held) from parent (held): O(1) (the
+ * parent's id and length), or whole while a snapshot is being written. */
+enum core_status sess_dur_fork(struct sess_store *st, struct sess *parent,
+                               struct sess *child);
 enum core_status sess_dur_append(struct sess_store *st, struct sess *s,
                                  const void *k, const void *v, size_t m);
 enum core_status sess_dur_truncate(struct sess_store *st, struct sess *s,
