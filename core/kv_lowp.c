@@ -47,8 +47,16 @@
 #ifndef LP_KB
 #define LP_KB 16
 #endif
-#define LP_WIN 8
-#define LP_WIN_BYTES ((size_t)1 << 20)
+/* Windows: at most LP_WIN of at least LP_WIN_BYTES stored bytes. A helper
+ * that joins late leaves up to one window's time at the end with a core
+ * idle; 16 of 512 KiB halved that gap from 8 of 1 MiB (55-69 to 33-36 us
+ * median on a 0.7 ms float16 step of 32768 rows). */
+#ifndef LP_WIN
+#define LP_WIN 16
+#endif
+#ifndef LP_WIN_BYTES
+#define LP_WIN_BYTES ((size_t)512 << 10)
+#endif
 #ifndef LP_PF_BYTES
 #define LP_PF_BYTES 8192            /* K+V bytes ahead asked for */
 #endif
