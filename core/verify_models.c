@@ -64,6 +64,10 @@ static void tweak_dims_zero(struct attn_request *rq, const void *arg)
 {
     (void)arg;
     rq->params.rope_dims = ATTN_ROPE_DIMS_ZERO;
+    /* ntk's base' = base·factor^(r/(r-2)) has no value for r = 0 (the core
+     * refuses it); no dims rotate, so no scaling changes anything */
+    if (rq->params.rope_scaling.type == ATTN_ROPE_SCALING_NTK)
+        rq->params.rope_scaling = (struct attn_rope_scaling){0};
 }
 
 /* The request's RoPE (base, pairs) on r, or the default when it has none
