@@ -552,28 +552,34 @@ static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
                      const struct api_pre *pre, struct api_attention_req *a)
 {
     struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 4, budget};
-    struct attn_shape *s = &a->r.shape;
-    size_t dk2, hv, Lv;
 
     if (!api_read_tensor_pre(c, m[AF_Q], "/q", &spec, pre, &a->q) ||
         !api_read_tensor_pre(c, m[AF_K], "/k", &spec, pre, &a->k) ||
         !api_read_tensor_pre(c, m[AF_V], "/v", &spec, pre, &a->v))
         return false;
     a->q_rank = a->q.rank;
-    if (a->k.rank != a->q.rank || a->v.rank != a->q.rank) {
-        api_fail(c, API_ERR_SHAPE_MISMATCH, a->k.rank != a->q.rank ? "/k" : "/v",
-                 "q, k and v must have the same rank (q has %d)", a->q.rank);
+    return api_qkv_shape(c, &a->q, &a->k, &a->v, &a->r.shape);
+}
+
+bool api_qkv_shape(struct api_call *c, const struct api_tensor *q, const struct api_tensor *k,
+                   const struct api_tensor *v, struct attn_shape *s)
+{
+    size_t dk2, hv, Lv;
+
+    if (k->rank != q->rank || v->rank != q->rank) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, k->rank != q->rank ? "/k" : "/v",
+                 "q, k and v must have the same rank (q has %d)", q->rank);
         return false;
     }
-    s->B = a->q.rank == 4 ? a->q.shape[0] : 1;
-    if (a->q.rank == 4 && (a->k.shape[0] != s->B || a->v.shape[0] != s->B)) {
-        api_fail(c, API_ERR_SHAPE_MISMATCH, a->k.shape[0] != s->B ? "/k" : "/v",
+    s->B = q->rank == 4 ? q->shape[0] : 1;
+    if (q->rank == 4 && (k->shape[0] != s->B || v->shape[0] != s->B)) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, k->shape[0] != s->B ? "/k" : "/v",
                  "q, k and v must have the same batch size (q has %zu)", s->B);
         return false;
     }
-    api_tensor_heads(&a->q, &s->h, &s->n, &s->d_k);
-    api_tensor_heads(&a->k, &s->h_kv, &s->L, &dk2);
-    api_tensor_heads(&a->v, &hv, &Lv, &s->d_v);
+    api_tensor_heads(q, &s->h, &s->n, &s->d_k);
+    api_tensor_heads(k, &s->h_kv, &s->L, &dk2);
+    api_tensor_heads(v, &hv, &Lv, &s->d_v);
     if (dk2 != s->d_k) {
         api_fail(c, API_ERR_SHAPE_MISMATCH, "/k", "k rows have %zu numbers, q rows %zu",
                  dk2, s->d_k);

@@ -85,6 +85,13 @@ void api_tensor_free(struct api_tensor *t);
 void api_tensor_heads(const struct api_tensor *t, size_t *heads,
                       size_t *rows, size_t *cols);
 
+/* The shape of q, k, v as /v1/attention takes them: one rank (2 one head,
+ * 3 heads, 4 a batch), one batch size, k's width that of q, q's heads a
+ * multiple of k's, v with k's heads and rows. 422 shape_mismatch at /k or
+ * /v otherwise. */
+bool api_qkv_shape(struct api_call *c, const struct api_tensor *q, const struct api_tensor *k,
+                   const struct api_tensor *v, struct attn_shape *s);
+
 /*
  * An integer in [min, max] (e.g. d_k, length, max_tokens): a JSON integer,
  * or an integral real (a body holding an integer literal beyond 64 bits is

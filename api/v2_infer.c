@@ -507,6 +507,37 @@ struct v2_out {
     size_t count;
 };
 
+/* The output (V2_OUT index) of an extras matrix api_extras_round_half names. */
+static int extra_output(const char *name)
+{
+    static const struct { const char *name; int k; } map[] = {
+        {"qk", V2_QK}, {"lse", V2_LSE}, {"stats.entropy", V2_ENT},
+        {"stats.max_weight", V2_MAXW}, {"stats.mass", V2_MASS},
+        {"weights.values", V2_TOPK_VAL}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(name, map[i].name) == 0)
+            return map[i].k;
+    return -1;
+}
+
+/* The JSON pointer of element i of output k in the response that was not
+ * sent: /outputs/<its place in the order asked>/data/<i>, or the output
+ * when it travels as binary; "/outputs" when k is not among them. */
+static const char *out_pointer(const struct v2_infer *x, int k, size_t i, char *p, size_t size)
+{
+    int j = 0;
+
+    while (j < x->n_order && x->order[j] != k)
+        j++;
+    if (k < 0 || j == x->n_order)
+        snprintf(p, size, "/outputs");
+    else if (x->binary & V2_BIT(k))
+        snprintf(p, size, "/outputs/%d", j);
+    else
+        snprintf(p, size, "/outputs/%d/data/%zu", j, i);
+    return p;
+}
+
 /* The three outputs with the rank of q. */
 static void out_views(const struct attn_request *r, const struct attn_result *res,
                       int q_rank, size_t nh, struct v2_out o[3])
@@ -559,7 +590,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     size_t hlen, i;
     bool first = true;
     int j, k, d;
-    char num[32];
+    char num[32], ptr[64];
 
     out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
     for (k = 0; x->half && k < 3; k++) {           /* results rounded to FP16/BF16 */
@@ -567,16 +598,17 @@ static void respond(struct api_call *c, const struct v2_infer *x,
             continue;
         i = api_half_round_matrix(x->half, (float *)(uintptr_t)o[k].data, o[k].count);
         if (i < o[k].count) {
-            api_fail(c, API_ERR_NON_FINITE, NULL, "output %s element %zu is out of range of "
-                     "%s", api_v2_out_names[k], i, dtn);
+            api_fail(c, API_ERR_NON_FINITE, out_pointer(x, k, i, ptr, sizeof ptr),
+                     "output %s element %zu is out of range of %s", api_v2_out_names[k], i,
+                     dtn);
             return;
         }
     }
     const char *xn = x->half && api_extras_compute(&x->ext)
                          ? api_extras_round_half(r, &x->ext, x->half, &i) : NULL;
     if (xn) {
-        api_fail(c, API_ERR_NON_FINITE, NULL, "output %s element %zu is out of range of %s",
-                 xn, i, dtn);
+        api_fail(c, API_ERR_NON_FINITE, out_pointer(x, extra_output(xn), i, ptr, sizeof ptr),
+                 "output %s element %zu is out of range of %s", xn, i, dtn);
         return;
     }
     api_buf_init(&b, cap);

@@ -7,9 +7,10 @@
  * dims and scaling), "positions", "segments", "window", "softcap", "scale",
  * "tolerance", "dtype" (float16 / bfloat16 too: the numbers are rounded to
  * it, the math runs in float32 and every number of the report's matrices is
- * rounded to it, a value past its range being 422 non_finite naming it),
- * read with the same readers (and so the same errors and limits) as
- * /v1/attention. The report is streamed into a capped buffer:
+ * rounded to it, a value past its range being 422 non_finite at its JSON
+ * pointer in the report), read with the same readers (and so the same
+ * errors and limits) as /v1/attention. The report is streamed into a
+ * capped buffer:
  *
  *   {"passed":…, "example":"builtin"|"request", "about":…,
  *    "inputs":{q,k,v,bias,softmax,sink_logit,rope,scale, and the given
@@ -21,6 +22,17 @@
  *    "table":{"standard":[{"condition","scores","weights"}×4],
  *             "softmax1":[…]},
  *    "elapsed_us":…}
+ *
+ * Heads and batches (q [h][n][d_k] with k, v [h_kv][L][d], or [B][h][n][d_k]
+ * with [B][h_kv][L][d]; bias rows per head, positions and segments per
+ * batch element, sink_logit per head, broadcast as /v1/attention does) run
+ * every head as its own one-head request and answer
+ *
+ *   {"passed", "example":"request", "rank", "shape":{"batch"?,"heads",
+ *    "kv_heads","n","L","d_k","d_v"}, "dtype",
+ *    "failed":[{"batch"?,"head","kv_head","checks":[ids]}…],
+ *    "elements":[{"batch"?,"head","kv_head", and the one-head report's
+ *                 members but elapsed_us}…], "elapsed_us"}
  *
  * Numbers print as the shortest text that round-trips the request's dtype.
  */
@@ -40,9 +52,15 @@ static const char builtin_about[] =
     "bQ=(0,1); bK=(3,-2); d_k=2. v is the 3x3 identity (v_j = e_j), so each "
     "output row shows its weights, and bV=(1,-1,0.5).";
 
+/* Heads a request may verify (batch elements times heads): each runs every
+ * check, about 60 forward passes and a 20 KB report for the smallest. */
+#define VERIFY_API_MAX_HEADS 1024
+
 /* A POST body, owned. */
 struct verify_req {
     struct api_tensor q, k, v;
+    int rank;                       /* of q: 2 one head, 3 heads, 4 a batch */
+    struct attn_shape shape;        /* h, h_kv, B are 1 for one head */
     struct api_bias bias;
     struct api_seqs seqs;
     double *sinks;
@@ -70,45 +88,33 @@ static const json_t *member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
-/* true (after answering) when m is nested three deep: several heads. */
-static bool multi_head(struct api_call *c, const json_t *m, const char *path)
-{
-    if (!json_is_array(json_array_get(json_array_get(m, 0), 0)))
-        return false;
-    api_fail(c, API_ERR_INVALID_FIELD, path, "verify takes one head: a matrix "
-             "[rows][width], not [heads][rows][width]");
-    return true;
-}
-
-/* q, k, v: one head each (rank 2), with agreeing widths and lengths. */
+/* q, k, v: one head (rank 2), heads (rank 3: q [h][n][d_k], k/v
+ * [h_kv][L][d]) or a batch (rank 4: [B][h][n][d_k], [B][h_kv][L][d]), as
+ * /v1/attention takes them, with agreeing ranks, batches, heads, widths
+ * and lengths. */
 static bool read_qkv(struct api_call *c, const json_t *body, size_t *budget,
                      struct verify_req *r)
 {
-    struct api_tensor_spec spec = {r->in.dtype, API_ELEM_REAL, 2, 2, budget};
-
-    if (multi_head(c, member(body, "q"), "/q") ||
-        multi_head(c, member(body, "k"), "/k") ||
-        multi_head(c, member(body, "v"), "/v"))
-        return false;
+    struct api_tensor_spec spec = {r->in.dtype, API_ELEM_REAL, 2, 4, budget};
+    struct attn_shape *s = &r->shape;
 
     if (!api_read_tensor(c, member(body, "q"), "/q", &spec, &r->q) ||
         !api_read_tensor(c, member(body, "k"), "/k", &spec, &r->k) ||
         !api_read_tensor(c, member(body, "v"), "/v", &spec, &r->v))
         return false;
-    if (r->k.shape[1] != r->q.shape[1]) {
-        api_fail(c, API_ERR_SHAPE_MISMATCH, "/k", "k rows have %zu numbers, q rows %zu",
-                 r->k.shape[1], r->q.shape[1]);
+    if (!api_qkv_shape(c, &r->q, &r->k, &r->v, s))
+        return false;
+    if (s->B * s->h > VERIFY_API_MAX_HEADS) {     /* each factor fits: read above */
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, "/q", "verify runs its checks on at most %d "
+                 "heads (batch elements times heads) a request, got %zu",
+                 VERIFY_API_MAX_HEADS, s->B * s->h);
         return false;
     }
-    if (r->v.shape[0] != r->k.shape[0]) {
-        api_fail(c, API_ERR_SHAPE_MISMATCH, "/v", "v must have k's %zu rows, has %zu",
-                 r->k.shape[0], r->v.shape[0]);
-        return false;
-    }
-    r->in.n = r->q.shape[0];
-    r->in.L = r->k.shape[0];
-    r->in.d_k = r->q.shape[1];
-    r->in.d_v = r->v.shape[1];
+    r->rank = r->q.rank;
+    r->in.n = s->n;
+    r->in.L = s->L;
+    r->in.d_k = s->d_k;
+    r->in.d_v = s->d_v;
     r->in.q = r->q.data;
     r->in.k = r->k.data;
     r->in.v = r->v.data;
@@ -131,15 +137,17 @@ static bool read_tolerance(struct api_call *c, const json_t *v, double *out)
     return true;
 }
 
-/* "softmax" and "sink_logit": a number, or [h] per-head logits (check
- * 23's heads; the first is the sink of the caller's head). */
+/* "softmax" and "sink_logit": a number, or [h] per-head logits. One head
+ * takes up to VERIFY_MAX_SINKS (check 23's heads; the first is the sink of
+ * the caller's head); heads and batches take one per query head, each
+ * element's own (set by element_input). */
 static bool read_sinks(struct api_call *c, const json_t *body, struct verify_req *r)
 {
     const json_t *s = member(body, "sink_logit");
-    size_t heads = json_is_array(s) ? json_array_size(s) : 1;
+    size_t heads = r->rank > 2 ? r->shape.h : json_is_array(s) ? json_array_size(s) : 1;
     struct attn_params p = {0};
 
-    if (heads > VERIFY_MAX_SINKS) {
+    if (r->rank == 2 && heads > VERIFY_MAX_SINKS) {
         api_fail(c, API_ERR_INVALID_FIELD, "/sink_logit", "verify takes at most %d per-head "
                  "sink logits, got %zu", VERIFY_MAX_SINKS, heads);
         return false;
@@ -153,18 +161,17 @@ static bool read_sinks(struct api_call *c, const json_t *body, struct verify_req
     return true;
 }
 
-/* rope (dims, scaling), positions, segments (one row each: verify takes
- * one head of one batch element), window and softcap. */
+/* rope (dims, scaling), positions, segments ([n]/[L], or [B][n]/[B][L]
+ * for a batch), window and softcap. */
 static bool read_model(struct api_call *c, const json_t *body, size_t *budget,
                        struct verify_req *r)
 {
     struct verify_input *in = &r->in;
-    struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v, 1};
     struct attn_params p = {0};
 
     if (!api_read_rope_params(c, member(body, "rope"), "/rope", in->d_k, &p) ||
-        !api_read_seqs(c, member(body, "positions"), member(body, "segments"), "", &s, budget,
-                       &r->seqs) ||
+        !api_read_seqs(c, member(body, "positions"), member(body, "segments"), "", &r->shape,
+                       budget, &r->seqs) ||
         !api_read_window(c, member(body, "window"), "/window", &in->window) ||
         !api_read_softcap(c, member(body, "softcap"), "/softcap", &in->softcap))
         return false;
@@ -184,14 +191,14 @@ static bool read_options(struct api_call *c, const json_t *body,
                          size_t *budget, struct verify_req *r)
 {
     struct verify_input *in = &r->in;
-    struct attn_shape s = {1, 1, in->n, in->L, in->d_k, in->d_v, 1};
     bool given = false;
 
     if (!read_sinks(c, body, r) || !read_model(c, body, budget, r) ||
         !api_read_scale(c, member(body, "scale"), "/scale",
                         &in->scale, &given) ||
         !read_tolerance(c, member(body, "tolerance"), &in->tolerance) ||
-        !api_read_bias(c, member(body, "bias"), "/bias", in->dtype, &s, budget, &r->bias))
+        !api_read_bias(c, member(body, "bias"), "/bias", in->dtype, &r->shape, budget,
+                       &r->bias))
         return false;
     if (!given)
         in->scale = 0.0;
@@ -201,13 +208,32 @@ static bool read_options(struct api_call *c, const json_t *body,
     return true;
 }
 
+/* attn_bias and mask are the checks' own instruments (an extra key's score,
+ * a shift of every score, the allowed keys of check 18): verify takes
+ * neither from the caller. */
+static bool refuse_scores(struct api_call *c, const json_t *body)
+{
+    static const char *const keys[] = {"attn_bias", "mask"};
+    char p[16];
+
+    for (int i = 0; i < 2; i++)
+        if (json_object_get(body, keys[i])) {
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, "", keys[i]),
+                     "verify takes no %s: its checks set attn_bias and mask themselves "
+                     "and compare attention over the keys positions, segments and the "
+                     "window allow", keys[i]);
+            return false;
+        }
+    return true;
+}
+
 static bool read_verify(struct api_call *c, const json_t *body,
                         struct verify_req *r)
 {
     size_t budget = api_max_elements(c);
 
     memset(r, 0, sizeof *r);
-    if (!api_check_fields(c, body, "", verify_fields) ||
+    if (!refuse_scores(c, body) || !api_check_fields(c, body, "", verify_fields) ||
         !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &r->in.dtype, &c->half) ||
         !read_qkv(c, body, &budget, r) || !read_options(c, body, &budget, r)) {
         verify_req_free(r);
@@ -223,16 +249,28 @@ struct vw {
     enum attn_dtype dt;     /* numbers print as the shortest text of this */
     enum api_half half;     /* or, for a float16/bfloat16 request, of this */
     const char *where[2];   /* the matrix being written: check, array */
+    char ptr[96];           /* its JSON pointer in the response */
+    int rank;               /* its rank (0: one number) */
+    size_t cols;            /* and row length */
     char over[160];         /* the first matrix with a value past half's range */
+    char over_ptr[160];     /* and that value's JSON pointer */
 };
 
-/* A value of where[] past the half format's range: remembered (the
- * report is answered 422 instead). */
+/* A value of where[] past the half format's range: remembered with its
+ * JSON pointer in the report (the report is answered 422 instead). */
 static void overflowed(struct vw *w, size_t at)
 {
-    if (!w->over[0])
-        snprintf(w->over, sizeof w->over, "%s%s%s element %zu", w->where[0],
-                 w->where[1] ? "." : "", w->where[1] ? w->where[1] : "", at);
+    if (w->over[0])
+        return;
+    snprintf(w->over, sizeof w->over, "%s%s%s element %zu", w->where[0],
+             w->where[1] ? "." : "", w->where[1] ? w->where[1] : "", at);
+    if (w->rank == 0)
+        snprintf(w->over_ptr, sizeof w->over_ptr, "%s", w->ptr);
+    else if (w->rank == 1)
+        snprintf(w->over_ptr, sizeof w->over_ptr, "%s/%zu", w->ptr, at);
+    else
+        snprintf(w->over_ptr, sizeof w->over_ptr, "%s/%zu/%zu", w->ptr, at / w->cols,
+                 at % w->cols);
 }
 
 /* x rounded to the half format into f [count] (non-finite kept: null). */
@@ -272,6 +310,8 @@ static void put_array(struct vw *w, const double *x, int rank, size_t rows,
     size_t shape[2] = {rows, cols};
     const size_t *sh = rank == 2 ? shape : shape + 1;
 
+    w->rank = rank;
+    w->cols = cols;
     if (rank == 0) {
         put_num(w, x[0]);
         return;
@@ -411,7 +451,8 @@ static void put_inputs(struct vw *w, const struct verify_input *in,
     api_buf_putc(w->b, '}');
 }
 
-static void put_check(struct vw *w, const struct verify_check *ck)
+/* Check number i of the report (a value's pointer: base/checks/i/data/…). */
+static void put_check(struct vw *w, const char *base, size_t i, const struct verify_check *ck)
 {
     api_buf_printf(w->b, "{\"id\":%d,\"name\":", ck->id);
     api_write_string(w->b, ck->name);
@@ -438,11 +479,12 @@ static void put_check(struct vw *w, const struct verify_check *ck)
         api_buf_puts(w->b, "null");
     put_key(w, "data", false);
     api_buf_putc(w->b, '{');
-    for (size_t i = 0; i < ck->n_data; i++) {
-        const struct verify_array *a = &ck->data[i];
+    for (size_t j = 0; j < ck->n_data; j++) {
+        const struct verify_array *a = &ck->data[j];
         w->where[0] = ck->name;
         w->where[1] = a->name;
-        put_key(w, a->name, i == 0);
+        snprintf(w->ptr, sizeof w->ptr, "%s/checks/%zu/data/%s", base, i, a->name);
+        put_key(w, a->name, j == 0);
         put_array(w, a->data, a->rank, a->rows, a->cols);
     }
     w->half = half;
@@ -450,8 +492,11 @@ static void put_check(struct vw *w, const struct verify_check *ck)
     api_buf_puts(w->b, "}}");
 }
 
-static void put_table(struct vw *w, const struct verify_report *r, int which)
+static void put_table(struct vw *w, const char *base, const struct verify_report *r,
+                      int which)
 {
+    const char *name = which == VERIFY_TABLE_STANDARD ? "standard" : "softmax1";
+
     api_buf_putc(w->b, '[');
     for (int c = 0; c < 4; c++) {
         const struct verify_condition *t = &r->table[which][c];
@@ -459,9 +504,11 @@ static void put_table(struct vw *w, const struct verify_report *r, int which)
         api_write_string(w->b, t->name);
         w->where[0] = which == VERIFY_TABLE_STANDARD ? "table.standard" : "table.softmax1";
         w->where[1] = "scores";
+        snprintf(w->ptr, sizeof w->ptr, "%s/table/%s/%d/scores", base, name, c);
         put_key(w, "scores", false);
         put_array(w, t->scores, 2, r->n, r->L);
         w->where[1] = "weights";
+        snprintf(w->ptr, sizeof w->ptr, "%s/table/%s/%d/weights", base, name, c);
         put_key(w, "weights", false);
         put_array(w, t->weights, 2, r->n, r->L);
         api_buf_putc(w->b, '}');
@@ -469,11 +516,13 @@ static void put_table(struct vw *w, const struct verify_report *r, int which)
     api_buf_putc(w->b, ']');
 }
 
-static void put_report(struct vw *w, const struct verify_report *r,
-                       const struct verify_input *in, bool builtin,
-                       uint64_t elapsed_us)
+/* The members of one head's report, "passed" to "table" (no braces);
+ * base is the report's JSON pointer in the response. */
+static void put_report_members(struct vw *w, const char *base,
+                               const struct verify_report *r,
+                               const struct verify_input *in, bool builtin)
 {
-    api_buf_printf(w->b, "{\"passed\":%s,\"example\":\"%s\"",
+    api_buf_printf(w->b, "\"passed\":%s,\"example\":\"%s\"",
                    r->passed ? "true" : "false", builtin ? "builtin" : "request");
     if (builtin) {
         put_key(w, "about", false);
@@ -501,13 +550,22 @@ static void put_report(struct vw *w, const struct verify_report *r,
     for (size_t i = 0; i < r->n_checks; i++) {
         if (i)
             api_buf_putc(w->b, ',');
-        put_check(w, &r->checks[i]);
+        put_check(w, base, i, &r->checks[i]);
     }
     api_buf_puts(w->b, "],\"table\":{\"standard\":");
-    put_table(w, r, VERIFY_TABLE_STANDARD);
+    put_table(w, base, r, VERIFY_TABLE_STANDARD);
     api_buf_puts(w->b, ",\"softmax1\":");
-    put_table(w, r, VERIFY_TABLE_SOFTMAX1);
-    api_buf_printf(w->b, "},\"elapsed_us\":%llu}", (unsigned long long)elapsed_us);
+    put_table(w, base, r, VERIFY_TABLE_SOFTMAX1);
+    api_buf_putc(w->b, '}');
+}
+
+static void put_report(struct vw *w, const struct verify_report *r,
+                       const struct verify_input *in, bool builtin,
+                       uint64_t elapsed_us)
+{
+    api_buf_putc(w->b, '{');
+    put_report_members(w, "", r, in, builtin);
+    api_buf_printf(w->b, ",\"elapsed_us\":%llu}", (unsigned long long)elapsed_us);
 }
 
 /* ---- running ------------------------------------------------------------ */
@@ -528,18 +586,49 @@ static bool verify_numbers_bound(const struct verify_input *in, size_t *out)
            core_add(sum, lk, &sum) && core_add(sum, hs, &sum) && core_mul(sum, 96, out);
 }
 
+/* The report's cap in bytes: its numbers and the inputs echo, each at most
+ * API_NUM_MAX bytes with its comma, plus text (claims, notes, names). */
+static bool report_bytes(const struct verify_report *rep, const struct verify_input *in,
+                         size_t *bytes)
+{
+    size_t numbers, inputs;
+
+    return verify_report_elements(rep, &numbers) && verify_numbers_bound(in, &inputs) &&
+           core_add(numbers, inputs, bytes) && core_mul(*bytes, API_NUM_MAX + 4, bytes) &&
+           core_add(*bytes, 1u << 16, bytes);
+}
+
+/* 200 with the report in w->b, or 422 non_finite at the JSON pointer of the
+ * first value past the half format's range. */
+static void reply_report(struct api_call *c, struct vw *w)
+{
+    if (w->over[0]) {
+        api_buf_free(w->b);
+        api_fail(c, API_ERR_NON_FINITE, w->over_ptr, "%s is outside the %s range", w->over,
+                 api_half_name(c->half));
+        return;
+    }
+    api_reply_buf(c, 200, w->b);
+}
+
+/* 422 response_too_large before computing (path: q, whose size it is). */
+static void too_large(struct api_call *c, const char *path, size_t heads)
+{
+    api_fail(c, API_ERR_RESPONSE_TOO_LARGE, path, "verify would return more than %zu "
+             "numbers (--max-elements) for %zu head%s; send fewer %s", api_max_elements(c),
+             heads, heads == 1 ? "" : "s", heads == 1 ? "rows" : "heads or rows");
+}
+
 static void verify_answer(struct api_call *c, const struct verify_input *in,
                           bool builtin)
 {
     struct verify_report rep;
     struct api_buf buf;
-    size_t numbers, inputs, bytes;
+    size_t numbers, bytes;
     enum core_status st;
 
     if (!verify_numbers_bound(in, &numbers) || numbers > api_max_elements(c)) {
-        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL,
-                 "verify would return more than %zu numbers (--max-elements); "
-                 "send fewer rows", api_max_elements(c));
+        too_large(c, builtin ? NULL : "/q", 1);
         return;
     }
     st = verify_run(in, &rep);
@@ -548,27 +637,150 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
         api_fail_core(c, st, NULL);
         return;
     }
-    /* inputs echo + report numbers, each at most API_NUM_MAX bytes with its
-     * comma, plus text (claims, notes, names) */
-    if (!verify_report_elements(&rep, &numbers) ||
-        !verify_numbers_bound(in, &inputs) || !core_add(numbers, inputs, &bytes) ||
-        !core_mul(bytes, API_NUM_MAX + 4, &bytes) ||
-        !core_add(bytes, 1u << 16, &bytes)) {
+    if (!report_bytes(&rep, in, &bytes)) {
         verify_report_free(&rep);
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
         return;
     }
     api_buf_init(&buf, bytes);
-    struct vw w = {&buf, rep.dtype, c->half, {"inputs", NULL}, ""};
+    struct vw w = {.b = &buf, .dt = rep.dtype, .half = c->half, .where = {"inputs", NULL}};
     put_report(&w, &rep, in, builtin, api_now_us() - c->t0_us);
     verify_report_free(&rep);
-    if (w.over[0]) {
-        api_buf_free(&buf);
-        api_fail(c, API_ERR_NON_FINITE, NULL, "%s is outside the %s range", w.over,
-                 api_half_name(c->half));
+    reply_report(c, &w);
+}
+
+/* ---- heads and batches -------------------------------------------------- */
+
+/* Head e of a rank-3/4 request (batch element e / h, query head e % h) as
+ * one head's input: its q, its kv head's k and v, its bias rows, its batch
+ * element's positions and segments, and its sink logit (a per-head list
+ * becomes check 23's one head). A one-head request of these equals it. */
+static void element_input(const struct verify_req *r, size_t e, struct verify_input *out)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t b = e / s->h, hh = e % s->h, g = hh / (s->h / s->h_kv), kv = b * s->h_kv + g;
+    size_t es = attn_dtype_size(r->in.dtype);   /* offsets below fit: counted at read */
+
+    *out = r->in;
+    out->q = (const char *)r->q.data + e * s->n * s->d_k * es;
+    out->k = (const char *)r->k.data + kv * s->L * s->d_k * es;
+    out->v = (const char *)r->v.data + kv * s->L * s->d_v * es;
+    if (r->bias.q.data && r->bias.q_heads > 1)
+        out->bias_q = (const char *)r->bias.q.data + hh * s->d_k * es;
+    if (r->bias.k.data && r->bias.k_heads > 1)
+        out->bias_k = (const char *)r->bias.k.data + g * s->d_k * es;
+    if (r->bias.v.data && r->bias.v_heads > 1)
+        out->bias_v = (const char *)r->bias.v.data + g * s->d_v * es;
+    if (r->seqs.pos_q && r->seqs.pos_q_batches > 1)
+        out->pos_q = r->seqs.pos_q + b * s->n;
+    if (r->seqs.pos_k && r->seqs.pos_k_batches > 1)
+        out->pos_k = r->seqs.pos_k + b * s->L;
+    if (r->seqs.seg_q && r->seqs.seg_batches > 1) {
+        out->seg_q = r->seqs.seg_q + b * s->n;
+        out->seg_k = r->seqs.seg_k + b * s->L;
+    }
+    if (r->sinks) {
+        out->sinks = r->sinks + hh;
+        out->n_sinks = 1;
+        out->sink_logit = r->sinks[hh];
+    }
+}
+
+/* "batch" (rank 4), "head" and "kv_head" of head e, then a comma. */
+static void put_element_index(struct vw *w, const struct verify_req *r, size_t e)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t hh = e % s->h;
+
+    if (r->rank == 4)
+        api_buf_printf(w->b, "\"batch\":%zu,", e / s->h);
+    api_buf_printf(w->b, "\"head\":%zu,\"kv_head\":%zu,", hh, hh / (s->h / s->h_kv));
+}
+
+/* {"passed","example","rank","shape","dtype","failed":[{index, "checks":[ids]}],
+ *  "elements":[{index, one head's report members}], "elapsed_us"} */
+static void put_batch(struct vw *w, const struct verify_req *r,
+                      const struct verify_report *reps, uint64_t elapsed_us)
+{
+    const struct attn_shape *s = &r->shape;
+    size_t E = s->B * s->h, e, i;
+    bool passed = true, lead = true, first;
+    struct verify_input in;
+    char base[32];
+
+    for (e = 0; e < E; e++)
+        passed = passed && reps[e].passed;
+    api_buf_printf(w->b, "{\"passed\":%s,\"example\":\"request\",\"rank\":%d,\"shape\":{",
+                   passed ? "true" : "false", r->rank);
+    if (r->rank == 4)
+        api_buf_printf(w->b, "\"batch\":%zu,", s->B);
+    api_buf_printf(w->b, "\"heads\":%zu,\"kv_heads\":%zu,\"n\":%zu,\"L\":%zu,\"d_k\":%zu,"
+                   "\"d_v\":%zu},\"dtype\":\"%s\",\"failed\":[", s->h, s->h_kv, s->n, s->L,
+                   s->d_k, s->d_v, w->half ? api_half_name(w->half) : attn_dtype_name(w->dt));
+    for (e = 0; e < E; e++) {
+        if (reps[e].passed)
+            continue;
+        api_buf_puts(w->b, lead ? "{" : ",{");
+        lead = false;
+        put_element_index(w, r, e);
+        api_buf_puts(w->b, "\"checks\":[");
+        for (i = 0, first = true; i < reps[e].n_checks; i++)
+            if (!reps[e].checks[i].passed) {
+                api_buf_printf(w->b, "%s%d", first ? "" : ",", reps[e].checks[i].id);
+                first = false;
+            }
+        api_buf_puts(w->b, "]}");
+    }
+    api_buf_puts(w->b, "],\"elements\":[");
+    for (e = 0; e < E; e++) {
+        element_input(r, e, &in);
+        snprintf(base, sizeof base, "/elements/%zu", e);
+        api_buf_puts(w->b, e ? ",{" : "{");
+        put_element_index(w, r, e);
+        put_report_members(w, base, &reps[e], &in, false);
+        api_buf_putc(w->b, '}');
+    }
+    api_buf_printf(w->b, "],\"elapsed_us\":%llu}", (unsigned long long)elapsed_us);
+}
+
+/* Every head of a rank-3/4 request, each run as its own one-head report. */
+static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
+{
+    size_t E = r->shape.B * r->shape.h, each, total, bytes = 1u << 16, one, e;
+    struct verify_input in;
+    struct verify_report *reps;
+    enum core_status st = CORE_OK;
+    bool fits = true;
+
+    element_input(r, 0, &in);       /* every head has the same sizes */
+    if (!verify_numbers_bound(&in, &each) || !core_mul(each, E, &total) ||
+        total > api_max_elements(c)) {
+        too_large(c, "/q", E);
         return;
     }
-    api_reply_buf(c, 200, &buf);
+    if (!(reps = calloc(E, sizeof *reps))) {
+        api_fail_core(c, CORE_ENOMEM, NULL);
+        return;
+    }
+    for (e = 0; e < E && st == CORE_OK && fits; e++) {
+        element_input(r, e, &in);
+        st = verify_run(&in, &reps[e]);
+        fits = report_bytes(&reps[e], &in, &one) && core_add(bytes, one, &bytes);
+    }
+    if (st != CORE_OK) {
+        api_fail_core(c, st, NULL);
+    } else if (!fits) {
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
+    } else {
+        struct api_buf buf;
+        api_buf_init(&buf, bytes);
+        struct vw w = {.b = &buf, .dt = r->in.dtype, .half = c->half};
+        put_batch(&w, r, reps, api_now_us() - c->t0_us);
+        reply_report(c, &w);
+    }
+    while (e > 0)
+        verify_report_free(&reps[--e]);
+    free(reps);
 }
 
 void api_verify(struct api_call *c)
@@ -596,6 +808,9 @@ void api_verify(struct api_call *c)
     }
     json_decref(body);
     r.in.ws = c->req->ws;
-    verify_answer(c, &r.in, false);
+    if (r.rank == 2)
+        verify_answer(c, &r.in, false);
+    else
+        verify_answer_batch(c, &r);
     verify_req_free(&r);
 }

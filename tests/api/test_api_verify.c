@@ -234,8 +234,36 @@ TEST(post_validation_errors)
         {"{\"q\":[[1,0,1]],\"k\":[[1,0,1]],\"v\":[[1]],\"rope\":true}", "invalid_field", "/rope"},
         {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"int8\"}", "invalid_field", "/dtype"},
         {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"scale\":-1}", "invalid_field", "/scale"},
-        {"{\"q\":[[[1,0]]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "invalid_field", "/q"},
-        {"{\"q\":[[1,0]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "invalid_field", "/k"},
+        {"{\"q\":[[[[[1,0]]]]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "invalid_field", "/q"},
+        {"{\"q\":[[1,0]],\"k\":[[[1,0]]],\"v\":[[[1]]]}", "shape_mismatch", "/k"},
+        {"{\"q\":[[[1,0]]],\"k\":[[[1,0]]],\"v\":[[1]]}", "shape_mismatch", "/v"},
+#define H3 "{\"q\":[[[1,0]],[[0,1]],[[1,1]]],"
+        {H3 "\"k\":[[[1,0]],[[0,1]]],\"v\":[[[1]],[[2]]]}", "shape_mismatch", "/k"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]],[[2]]]}", "shape_mismatch", "/v"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1],[2]]]}", "shape_mismatch", "/v"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]]],\"softmax\":\"sink\",\"sink_logit\":[1,2]}",
+         "shape_mismatch", "/sink_logit"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]]],\"bias\":{\"q\":[[1,0],[0,1]]}}",
+         "shape_mismatch", "/bias/q"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]]],\"bias\":{\"k\":[[1,0],[0,1]]}}",
+         "shape_mismatch", "/bias/k"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]]],\"attn_bias\":[[0]]}", "invalid_field",
+         "/attn_bias"},
+        {H3 "\"k\":[[[1,0]]],\"v\":[[[1]]],\"mask\":[[true]]}", "invalid_field", "/mask"},
+#undef H3
+#define B2 "{\"q\":[[[[1,0]]],[[[0,1]]]],\"k\":[[[[1,0],[0,1]]],[[[1,0],[0.5,1]]]]," \
+           "\"v\":[[[[1],[2]]],[[[3],[4]]]]"
+        {"{\"q\":[[[[1,0]]],[[[0,1]]]],\"k\":[[[[1,0]]]],\"v\":[[[[1]]]]}", "shape_mismatch",
+         "/k"},
+        {"{\"q\":[[[[1,0]]],[[[0,1]]]],\"k\":[[[[1,0]]],[[[1,0]]]],\"v\":[[[[1]]]]}",
+         "shape_mismatch", "/v"},
+        {B2 ",\"positions\":{\"k\":[[0,1],[1,2],[2,3]]}}", "shape_mismatch", "/positions/k"},
+        {B2 ",\"positions\":{\"q\":[[0],[-1]]}}", "invalid_field", "/positions/q/1/0"},
+        {B2 ",\"segments\":{\"q\":[[0],[1]],\"k\":[[0,1],[0,1],[1,1]]}}",
+         "shape_mismatch", "/segments/k"},
+        {B2 ",\"segments\":{\"q\":[[0],[1],[2]],\"k\":[0,1]}}", "shape_mismatch",
+         "/segments/q"},
+#undef B2
         {"{\"q\":[],\"k\":[[1,0]],\"v\":[[1]]}", "empty_matrix", "/q"},
         {"{\"q\":[[1e39,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\"}", "non_finite", "/q/0/0"},
         {"[1]", "invalid_json", ""},
@@ -353,6 +381,29 @@ TEST(post_half)
     api_response_free(&r);
 }
 
+/* Every RoPE scaling on the caller's head answers a passing report (ntk
+ * once answered 422 without a path: check 25's dims 0 kept ntk, which
+ * needs more than 2 rotated dims). */
+TEST(post_rope_scalings)
+{
+    static const char *const scalings[] = {
+        "{\"type\":\"linear\",\"factor\":2}", "{\"type\":\"ntk\",\"factor\":2}",
+        "{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+        "\"original_max_position\":16}",
+        "{\"type\":\"yarn\",\"factor\":4,\"original_max_position\":32}"};
+    char body[512];
+    for (size_t i = 0; i < sizeof scalings / sizeof scalings[0]; i++) {
+        int st;
+        snprintf(body, sizeof body, "{\"q\":[[1,0,0.5,1],[0,1,1,0]],\"k\":[[1,0,0,1],[0,1,0,0],"
+                 "[1,1,1,1]],\"v\":[[1],[2],[3]],\"rope\":{\"pairs\":\"half\",\"scaling\":%s}}",
+                 scalings[i]);
+        json_t *j = call("POST", "/v1/verify", body, &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(json_is_true(json_object_get(j, "passed")));
+        json_decref(j);
+    }
+}
+
 TEST(methods_and_limits)
 {
     struct api_response r;
@@ -390,6 +441,7 @@ int main(void)
     RUN(post_validation_errors);
     RUN(post_model_inputs);
     RUN(post_half);
+    RUN(post_rope_scalings);
     RUN(methods_and_limits);
     TEST_MAIN_END();
 }

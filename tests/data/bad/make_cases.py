@@ -562,8 +562,29 @@ for name, expect, change in [
      {"rope": {"scaling": {"type": "dynamic", "factor": 2}}}),
     ("float16_input_overflow", err(422, "non_finite", "/v/2/0"),
      {"dtype": "float16", "v": [[1], [2], [70000]]}),
-    ("float16_result_overflow", err(422, "non_finite", None),
+    ("float16_result_overflow", err(422, "non_finite", "/checks/0/data/scores_core/0/0"),
      {"dtype": "float16", "q": [[300, 300], [0, 1]], "k": [[300, 300], [0, 1], [1, 1]]}),
+    # heads and batches
+    ("batch_heads_not_multiple", err(422, "shape_mismatch", "/k"),
+     {"q": [[[1, 0]], [[0, 1]], [[1, 1]]], "k": [[[1, 0]], [[0, 1]]], "v": [[[1]], [[2]]]}),
+    ("batch_rank_mismatch", err(422, "shape_mismatch", "/k"), {"q": [[[1, 0]], [[0, 1]]]}),
+    ("batch_size_mismatch", err(422, "shape_mismatch", "/k"),
+     {"q": [[[[1, 0]]], [[[0, 1]]]], "k": [[[[1, 0]]]], "v": [[[[1]]]]}),
+    ("batch_sinks_wrong_length", err(422, "shape_mismatch", "/sink_logit"),
+     {"q": [[[1, 0]], [[0, 1]], [[1, 1]]], "k": [[[1, 0]]], "v": [[[1]]], "softmax": "sink",
+      "sink_logit": [1, 2]}),
+    ("batch_positions_wrong_batches", err(422, "shape_mismatch", "/positions/q"),
+     {"q": [[[[1, 0]]], [[[0, 1]]]], "k": [[[[1, 0]]], [[[0, 1]]]], "v": [[[[1]]], [[[2]]]],
+      "positions": {"q": [[0], [1], [2]]}}),
+    ("batch_too_many_heads", err(422, "limit_exceeded", "/q", note="verify runs at most 1024 "
+     "heads (batch elements times heads) a request"),
+     {"q": [[[1, 0]]] * 1025, "k": [[[1, 0]]], "v": [[[1]]]}),
+    ("batch_float16_result_overflow", err(422, "non_finite",
+                                          "/elements/1/checks/0/data/scores_core/0/0"),
+     {"dtype": "float16", "q": [[[1, 0]], [[300, 300]]], "k": [[[300, 300], [0, 1]]],
+      "v": [[[1], [2]]]}),
+    ("attn_bias", err(422, "invalid_field", "/attn_bias", note="the checks set attn_bias and "
+     "mask themselves"), {"attn_bias": [[0, 0, 0], [0, 0, 0]]}),
 ]:
     case("verify_" + name, expect, with_(VERIFY, **change), path="/v1/verify")
 
