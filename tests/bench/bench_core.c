@@ -750,26 +750,42 @@ static void caches_to_store(struct decode_arg *a, size_t L, size_t d, enum kv_st
 
 /* Decode steps over float16, bfloat16 and int8 caches next to the float32
  * session cache, same run: speed-up over float32 and each one's rate over
- * its own stored bytes against the 2-core read limit. */
+ * its own stored bytes against the 2-core read limit; and, for detail, each
+ * narrow cache on 1 worker against the 1-thread read limit (the per-core
+ * rate apart from how the step splits over the cores). */
 static void bench_kv_dtypes(void)
 {
     size_t L = 32768, d = 128;
     static const enum kv_store st[3] = {KV_STORE_F16, KV_STORE_BF16, KV_STORE_I8};
     static const double goal[3] = {1.8, 1.8, 3.0};
-    struct decode_arg a[4];
+    struct decode_arg a[4], one[3];     /* one: the same caches, 1 worker */
     decode_init(&a[0], L, d, true, NULL);
     for (int i = 0; i < 3; i++) {
         decode_init(&a[i + 1], L, d, true, NULL);
         caches_to_store(&a[i + 1], L, d, st[i]);
+        decode_init(&one[i], L, d, true, &a[i + 1]);
+        one[i].ncache = a[i + 1].ncache;
     }
-    struct timed t[5];
+    struct timed t[9];
     for (int i = 0; i < 4; i++) {
         attn_ws_set_pool(a[i].ws, pool);
         t[i] = (struct timed){run_decode, &a[i], 0, 0};
     }
     t[4] = (struct timed){run_read2, &rd, 0, 0};
-    time_set(t, 5);
+    for (int i = 0; i < 3; i++)
+        t[5 + i] = (struct timed){run_decode, &one[i], 0, 0};
+    t[8] = (struct timed){run_read1, &rd, 0, 0};
+    time_set(t, 9);
     double r2 = (double)rd.n * sizeof(float) / t[4].med / 1e9;
+    double r1 = (double)rd.n * sizeof(float) / t[8].med / 1e9;
+    for (int i = 0; i < 3; i++) {       /* per-core rate apart from the split over cores */
+        char name[112];
+        double rate = (double)kv_row_bytes(a[i + 1].kv[0]) * (double)L / t[5 + i].med / 1e9;
+        snprintf(name, sizeof name, "decode %s cache L=32768 d128 cold, 1 worker",
+                 kv_store_name(st[i], ATTN_F32));
+        detail(name, t[5 + i].med, rate, "GB/s", "read 1T", r1);
+        decode_free(&one[i], false);
+    }
     for (int i = 0; i < 3; i++) {
         const struct kv_cache *c = a[i + 1].kv[0];
         double bytes = (double)kv_row_bytes(c) * (double)L, rate = bytes / t[i + 1].med / 1e9;
