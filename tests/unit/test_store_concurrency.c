@@ -6,7 +6,8 @@
  * (no crash, no use-after-free, accounting consistent at the end), and a
  * parent and its forks (sharing pages) appending, attending, truncating,
  * forking and deleting at once (every shared row intact, each page counted
- * once, all freed at the end). Run under ThreadSanitizer by `make tsan`
+ * once, all freed at the end); the same for a rolling parent whose forks
+ * let go of pages the others still hold. Run under ThreadSanitizer by `make tsan`
  * (its name contains "concurrency").
  */
 #include <pthread.h>
@@ -411,10 +412,135 @@ TEST(forks_append_truncate_delete_at_once)
     sess_store_free(st);
 }
 
+/* ---- rolling sessions and their forks at once ---------------------------- */
+
+/* Rows [a, b) of a held session hold their index (k) and its negative (v). */
+static bool rows_intact(const struct sess *s, size_t a, size_t b)
+{
+    double k[D], v[D];
+    for (size_t r = a; r < b; r++) {
+        kv_read_stored(sess_cache(s), 0, r, 1, k, v, NULL, NULL);
+        for (size_t j = 0; j < D; j++)
+            if (k[j] != (double)r || v[j] != -(double)r)
+                return false;
+    }
+    return true;
+}
+
+/* Append rows [from, to) tagged by their index to a held session. */
+static bool add_indexed(struct sess *s, size_t from, size_t to)
+{
+    bool ok = true;
+    for (size_t r = from; ok && r < to; r++) {
+        double k[D], v[D];
+        for (size_t j = 0; j < D; j++) {
+            k[j] = (double)r;
+            v[j] = -(double)r;
+        }
+        ok = sess_append(st, s, k, v, 1, -1) == CORE_OK;
+    }
+    return ok;
+}
+
+/* Fork the rolling parent and roll the fork on (letting go of pages the
+ * parent and the other forks still hold), attend, fork again, delete. */
+static void *roll_forker(void *arg)
+{
+    size_t t = (size_t)(uintptr_t)arg;
+    double q[2 * D] = {0.5, -0.5, 0.25, 1, 0, 1, 0, -1};
+    for (int i = 0; i < 30; i++) {
+        char c[SESS_ID_MAX], g[SESS_ID_MAX];
+        struct sess *s;
+        struct sess_held h;
+        int bad = 0;
+        if (sess_acquire(st, parent_id, &s) != CORE_OK) {
+            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        bad += sess_fork(st, s, c) != CORE_OK;
+        sess_release(st, s);
+        if (bad || sess_acquire(st, c, &s) != CORE_OK) {
+            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        sess_held_rows(s, &h);
+        bad += !rows_intact(s, 0, h.front) || !rows_intact(s, h.from, h.length);
+        bad += !add_indexed(s, h.length, h.length + 70 + t * 13);
+        double o[2 * D];
+        struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
+        struct attn_result out = {.output = o};
+        bad += sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK;
+        bad += sess_fork(st, s, g) != CORE_OK;
+        sess_held_rows(s, &h);
+        bad += !rows_intact(s, 0, h.front) || !rows_intact(s, h.from, h.length);
+        sess_release(st, s);
+        bad += sess_delete(st, i % 2 ? c : g) != CORE_OK;
+        bad += sess_delete(st, i % 2 ? g : c) != CORE_OK;
+        if (bad)
+            __atomic_add_fetch(&fork_bad, bad, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* The rolling parent rolls on while its forks read and roll. */
+static void *roll_parent(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 60; i++) {
+        struct sess *s;
+        if (sess_acquire(st, parent_id, &s) != CORE_OK)
+            continue;
+        size_t len = sess_length(s);
+        int bad = !add_indexed(s, len, len + 1 + (size_t)i % 9);
+        sess_release(st, s);
+        if (bad)
+            __atomic_add_fetch(&fork_bad, bad, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+TEST(rolling_forks_roll_at_once)
+{
+    struct sess_config cfg = {.default_ttl_s = 600};
+    st = sess_store_new(&cfg);
+    fork_bad = 0;
+    struct sess_spec sp = spec();
+    sp.window = (struct attn_window){.on = true, .left = 40, .right = -1, .sinks = 3};
+    CHECK_EQ_INT(sess_create(st, &sp, parent_id), CORE_OK);
+    struct sess *s;
+    CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
+    CHECK(add_indexed(s, 0, 300));
+    sess_release(st, s);
+    pthread_t th[FORKERS + 1];
+    for (size_t t = 0; t < FORKERS; t++)
+        pthread_create(&th[t], NULL, roll_forker, (void *)(uintptr_t)t);
+    pthread_create(&th[FORKERS], NULL, roll_parent, NULL);
+    for (size_t t = 0; t <= FORKERS; t++)
+        pthread_join(th[t], NULL);
+    CHECK_EQ_INT(fork_bad, 0);
+    struct sess_stats stats;
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.sessions, 1);
+    CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
+    struct sess_held h;
+    sess_held_rows(s, &h);
+    CHECK(h.from > 0 && rows_intact(s, 0, h.front) && rows_intact(s, h.from, h.length));
+    struct sess_info info;
+    sess_get_info(st, s, &info);
+    CHECK_EQ_INT(info.shared_bytes, 0);
+    CHECK_EQ_INT(stats.bytes, kv_bytes(sess_cache(s)));
+    sess_release(st, s);
+    CHECK_EQ_INT(sess_delete(st, parent_id), CORE_OK);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 0);
+    sess_store_free(st);
+}
+
 int main(void)
 {
     RUN(many_appenders_one_session);
     RUN(churn_create_delete_evict_expire);
     RUN(forks_append_truncate_delete_at_once);
+    RUN(rolling_forks_roll_at_once);
     TEST_MAIN_END();
 }
