@@ -207,24 +207,14 @@ static enum core_status append_to(struct sess_store *st, const char *id,
     return rc;
 }
 
-static bool same_held(struct sess_store *a, struct sess_store *b, const char *id);
+static bool same_rows(struct sess_store *a, struct sess_store *b, const char *id,
+                      bool settings);
 
 /* Whether session id has the same rows (bytes) and settings in a and b. */
 static bool same_session(struct sess_store *a, struct sess_store *b,
                          const char *id)
 {
-    struct sess *x, *y;
-    if (!same_held(a, b, id) || sess_acquire(a, id, &x) != CORE_OK)
-        return false;
-    if (sess_acquire(b, id, &y) != CORE_OK) {
-        sess_release(a, x);
-        return false;
-    }
-    bool same = sess_spec(x)->ttl_s == sess_spec(y)->ttl_s &&
-                sess_spec(x)->max_tokens == sess_spec(y)->max_tokens;
-    sess_release(a, x);
-    sess_release(b, y);
-    return same;
+    return same_rows(a, b, id, true);
 }
 
 TEST(every_change_survives_a_reopen)
@@ -493,9 +483,11 @@ TEST(an_imported_session_is_journaled_under_a_new_id)
     sess_store_free(st);
 }
 
-/* Whether id holds the same rows (bytes), in the same places, in a and b:
- * the held ranges of a rolling session too. */
-static bool same_held(struct sess_store *a, struct sess_store *b, const char *id)
+/* Whether id holds the same rows (bytes), in the same places, in a and b
+ * (the held ranges of a rolling session too), and with settings the same
+ * ttl and max_tokens. */
+static bool same_rows(struct sess_store *a, struct sess_store *b, const char *id,
+                      bool settings)
 {
     struct sess *x, *y;
     if (sess_acquire(a, id, &x) != CORE_OK)
@@ -510,7 +502,9 @@ static bool same_held(struct sess_store *a, struct sess_store *b, const char *id
     const struct kv_cache *cx = sess_cache(x), *cy = sess_cache(y);
     const struct attn_window *wx = &sess_spec(x)->window, *wy = &sess_spec(y)->window;
     bool same = memcmp(&hx, &hy, sizeof hx) == 0 && wx->on == wy->on &&
-                (!wx->on || (wx->left == wy->left && wx->sinks == wy->sinks));
+                (!wx->on || (wx->left == wy->left && wx->sinks == wy->sinks)) &&
+                (!settings || (sess_spec(x)->ttl_s == sess_spec(y)->ttl_s &&
+                               sess_spec(x)->max_tokens == sess_spec(y)->max_tokens));
     size_t len = kv_held(cx), tail = hx.from ? hx.length - hx.from : 0;
     float *rx = calloc(len * 7 + 1, sizeof(float)), *ry = calloc(len * 7 + 1, sizeof(float));
     for (size_t g = 0; same && len && g < kv_heads(cx); g++) {
@@ -529,6 +523,11 @@ static bool same_held(struct sess_store *a, struct sess_store *b, const char *id
     sess_release(a, x);
     sess_release(b, y);
     return same;
+}
+
+static bool same_held(struct sess_store *a, struct sess_store *b, const char *id)
+{
+    return same_rows(a, b, id, false);
 }
 
 TEST(a_rolling_session_survives_replay_and_snapshots)

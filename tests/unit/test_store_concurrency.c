@@ -284,17 +284,78 @@ TEST(churn_create_delete_evict_expire)
 static char parent_id[SESS_ID_MAX];
 static int fork_bad;
 
-/* Rows [0, n) of s hold their index (k) and its negative (v). */
-static bool prefix_intact(const struct sess *s, size_t n)
+/* Rows [a, b) of a held session hold their index (k) and its negative (v). */
+static bool rows_intact(const struct sess *s, size_t a, size_t b)
 {
     double k[D], v[D];
-    for (size_t r = 0; r < n; r++) {
+    for (size_t r = a; r < b; r++) {
         kv_read_stored(sess_cache(s), 0, r, 1, k, v, NULL, NULL);
         for (size_t j = 0; j < D; j++)
             if (k[j] != (double)r || v[j] != -(double)r)
                 return false;
     }
     return true;
+}
+
+static bool prefix_intact(const struct sess *s, size_t n)
+{
+    return rows_intact(s, 0, n);
+}
+
+/* A fork of the parent into c, acquired into *out; false (counted bad)
+ * when either fails. */
+static bool fork_parent(char *c, struct sess **out)
+{
+    struct sess *s;
+    bool ok = sess_acquire(st, parent_id, &s) == CORE_OK;
+    if (ok) {
+        ok = sess_fork(st, s, c) == CORE_OK;
+        sess_release(st, s);
+    }
+    ok = ok && sess_acquire(st, c, out) == CORE_OK;
+    if (!ok)
+        __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+    return ok;
+}
+
+/* One query without rows on a held session; 1 when it fails. */
+static int attend_once(struct sess *s)
+{
+    double q[2 * D] = {0.5, -0.5, 0.25, 1, 0, 1, 0, -1}, o[2 * D];
+    struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
+    struct attn_result out = {.output = o};
+    return sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK;
+}
+
+/* FORKERS threads of forker and one of parent, joined. */
+static void run_at_once(void *(*forker_fn)(void *), void *(*parent_fn)(void *))
+{
+    pthread_t th[FORKERS + 1];
+    for (size_t t = 0; t < FORKERS; t++)
+        pthread_create(&th[t], NULL, forker_fn, (void *)(uintptr_t)t);
+    pthread_create(&th[FORKERS], NULL, parent_fn, NULL);
+    for (size_t t = 0; t <= FORKERS; t++)
+        pthread_join(th[t], NULL);
+}
+
+/* After every fork went: the parent alone, sharing nothing, its pages the
+ * store's whole count; deleting it leaves 0 bytes. *s: the parent, held
+ * (released here). */
+static void check_parent_alone(struct sess *s)
+{
+    struct sess_stats stats;
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.sessions, 1);
+    struct sess_info info;
+    sess_get_info(st, s, &info);
+    CHECK_EQ_INT(info.shared_bytes, 0);             /* every fork let go */
+    CHECK_EQ_INT(stats.bytes, info.bytes);
+    CHECK_EQ_INT(stats.bytes, kv_bytes(sess_cache(s)));
+    sess_release(st, s);
+    CHECK_EQ_INT(sess_delete(st, parent_id), CORE_OK);
+    sess_store_stats(st, &stats);
+    CHECK_EQ_INT(stats.bytes, 0);
+    sess_store_free(st);
 }
 
 /* Append m rows tagged `tag` to a held session; false on failure. */
@@ -312,28 +373,16 @@ static bool add_rows(struct sess *s, size_t m, double tag)
 static void *forker(void *arg)
 {
     size_t t = (size_t)(uintptr_t)arg;
-    double q[2 * D] = {0.5, -0.5, 0.25, 1, 0, 1, 0, -1};
     for (int i = 0; i < 40; i++) {
         char c[SESS_ID_MAX], g[SESS_ID_MAX];
         struct sess *s;
         int bad = 0;
-        if (sess_acquire(st, parent_id, &s) != CORE_OK) {
-            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+        if (!fork_parent(c, &s))
             continue;
-        }
-        bad += sess_fork(st, s, c) != CORE_OK;
-        sess_release(st, s);
-        if (bad || sess_acquire(st, c, &s) != CORE_OK) {
-            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
-            continue;
-        }
         size_t len0 = sess_length(s);
         bad += len0 < PREFIX || !prefix_intact(s, PREFIX);
         bad += !add_rows(s, 1 + (size_t)i % 5, (double)(1000 + t));
-        double o[2 * D];
-        struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
-        struct attn_result out = {.output = o};
-        bad += sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK;
+        bad += attend_once(s);
         bad += sess_truncate(st, s, PREFIX - 1 - (size_t)i % 30) != CORE_OK;
         bad += !add_rows(s, 2, (double)(2000 + t));
         bad += sess_fork(st, s, g) != CORE_OK;
@@ -388,44 +437,14 @@ TEST(forks_append_truncate_delete_at_once)
         CHECK_EQ_INT(sess_append(st, s, k, v, 1, -1), CORE_OK);
     }
     sess_release(st, s);
-    pthread_t th[FORKERS + 1];
-    for (size_t t = 0; t < FORKERS; t++)
-        pthread_create(&th[t], NULL, forker, (void *)(uintptr_t)t);
-    pthread_create(&th[FORKERS], NULL, parent_writer, NULL);
-    for (size_t t = 0; t <= FORKERS; t++)
-        pthread_join(th[t], NULL);
+    run_at_once(forker, parent_writer);
     CHECK_EQ_INT(fork_bad, 0);
-    struct sess_stats stats;
-    sess_store_stats(st, &stats);
-    CHECK_EQ_INT(stats.sessions, 1);
     CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
     CHECK(prefix_intact(s, PREFIX));
-    struct sess_info info;
-    sess_get_info(st, s, &info);
-    CHECK_EQ_INT(info.shared_bytes, 0);             /* every fork let go */
-    CHECK_EQ_INT(stats.bytes, info.bytes);
-    CHECK_EQ_INT(stats.bytes, kv_bytes(sess_cache(s)));
-    sess_release(st, s);
-    CHECK_EQ_INT(sess_delete(st, parent_id), CORE_OK);
-    sess_store_stats(st, &stats);
-    CHECK_EQ_INT(stats.bytes, 0);
-    sess_store_free(st);
+    check_parent_alone(s);
 }
 
 /* ---- rolling sessions and their forks at once ---------------------------- */
-
-/* Rows [a, b) of a held session hold their index (k) and its negative (v). */
-static bool rows_intact(const struct sess *s, size_t a, size_t b)
-{
-    double k[D], v[D];
-    for (size_t r = a; r < b; r++) {
-        kv_read_stored(sess_cache(s), 0, r, 1, k, v, NULL, NULL);
-        for (size_t j = 0; j < D; j++)
-            if (k[j] != (double)r || v[j] != -(double)r)
-                return false;
-    }
-    return true;
-}
 
 /* Append rows [from, to) tagged by their index to a held session. */
 static bool add_indexed(struct sess *s, size_t from, size_t to)
@@ -447,29 +466,17 @@ static bool add_indexed(struct sess *s, size_t from, size_t to)
 static void *roll_forker(void *arg)
 {
     size_t t = (size_t)(uintptr_t)arg;
-    double q[2 * D] = {0.5, -0.5, 0.25, 1, 0, 1, 0, -1};
     for (int i = 0; i < 30; i++) {
         char c[SESS_ID_MAX], g[SESS_ID_MAX];
         struct sess *s;
         struct sess_held h;
         int bad = 0;
-        if (sess_acquire(st, parent_id, &s) != CORE_OK) {
-            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
+        if (!fork_parent(c, &s))
             continue;
-        }
-        bad += sess_fork(st, s, c) != CORE_OK;
-        sess_release(st, s);
-        if (bad || sess_acquire(st, c, &s) != CORE_OK) {
-            __atomic_add_fetch(&fork_bad, 1, __ATOMIC_RELAXED);
-            continue;
-        }
         sess_held_rows(s, &h);
         bad += !rows_intact(s, 0, h.front) || !rows_intact(s, h.from, h.length);
         bad += !add_indexed(s, h.length, h.length + 70 + t * 13);
-        double o[2 * D];
-        struct sess_query qq = {.q = q, .n = 1, .outputs = ATTN_OUT_OUTPUT};
-        struct attn_result out = {.output = o};
-        bad += sess_attend(st, s, NULL, NULL, 0, &qq, &out, NULL) != CORE_OK;
+        bad += attend_once(s);
         bad += sess_fork(st, s, g) != CORE_OK;
         sess_held_rows(s, &h);
         bad += !rows_intact(s, 0, h.front) || !rows_intact(s, h.from, h.length);
@@ -511,29 +518,13 @@ TEST(rolling_forks_roll_at_once)
     CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
     CHECK(add_indexed(s, 0, 300));
     sess_release(st, s);
-    pthread_t th[FORKERS + 1];
-    for (size_t t = 0; t < FORKERS; t++)
-        pthread_create(&th[t], NULL, roll_forker, (void *)(uintptr_t)t);
-    pthread_create(&th[FORKERS], NULL, roll_parent, NULL);
-    for (size_t t = 0; t <= FORKERS; t++)
-        pthread_join(th[t], NULL);
+    run_at_once(roll_forker, roll_parent);
     CHECK_EQ_INT(fork_bad, 0);
-    struct sess_stats stats;
-    sess_store_stats(st, &stats);
-    CHECK_EQ_INT(stats.sessions, 1);
     CHECK_EQ_INT(sess_acquire(st, parent_id, &s), CORE_OK);
     struct sess_held h;
     sess_held_rows(s, &h);
     CHECK(h.from > 0 && rows_intact(s, 0, h.front) && rows_intact(s, h.from, h.length));
-    struct sess_info info;
-    sess_get_info(st, s, &info);
-    CHECK_EQ_INT(info.shared_bytes, 0);
-    CHECK_EQ_INT(stats.bytes, kv_bytes(sess_cache(s)));
-    sess_release(st, s);
-    CHECK_EQ_INT(sess_delete(st, parent_id), CORE_OK);
-    sess_store_stats(st, &stats);
-    CHECK_EQ_INT(stats.bytes, 0);
-    sess_store_free(st);
+    check_parent_alone(s);
 }
 
 int main(void)
