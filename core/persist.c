@@ -510,8 +510,7 @@ static void read_header(struct rd *r, struct loaded *l)
     uint32_t alibi = get_u32(r), has_slopes = get_u32(r);
     pa->alibi = alibi != 0;
     if (!r->err && (dtype > 1 || softmax > 2 || rope > 1 || pairs > 1 ||
-                    alibi > 1 || has_slopes > 1 || l->spec.max_tokens == 0 ||
-                    l->length > l->spec.max_tokens))
+                    alibi > 1 || has_slopes > 1 || l->spec.max_tokens == 0))
         r->err = "bad header field";
     /* save writes ttl 0 for "never expires"; an infinite ttl would be a
      * session that never expires and reports a non-finite expires_in */
@@ -526,6 +525,8 @@ static void read_header(struct rd *r, struct loaded *l)
     l->rows = l->length;
     if (r->version >= 4)
         read_window(r, l);
+    if (!r->err && l->rows > l->spec.max_tokens)     /* rows held at most */
+        r->err = "bad header field";
 }
 
 /* Where the rows are: after zero padding to a multiple of 8, the int8

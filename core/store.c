@@ -857,7 +857,8 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
         return CORE_EINVAL;
     if (!core_add(len, m, &need))
         return CORE_ELIMIT;
-    if (need > s->spec.max_tokens)
+    /* a rolling session's max_tokens bounds the rows it holds */
+    if ((s->spec.window.on ? kv_held(s->kv) + m : need) > s->spec.max_tokens)
         return CORE_EFULL;
     size_t claimed;
     bool tight;

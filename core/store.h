@@ -167,10 +167,11 @@ struct sess_spec {
  * only reaches rows at or after the old length - left, so it never misses
  * one. The rows held are [0, held_front) and [held_from, length); at most
  * ceil(sinks/64)*64 + left + 63 of them. The length and the positions keep
- * counting every row ever appended. A query whose first row would reach
- * back past held_from (n > m + what is left of the tail) is CORE_ELENGTH;
- * a truncate to less than held_from + left (once rows were let go) too.
- * Passes run over the held rows: L of every [n][L] is sess_pass_rows.
+ * counting every row ever appended; max_tokens bounds the rows held
+ * (with an append's), not the length. A query whose first row would reach
+ * back past held_from is CORE_ELENGTH (n <= m never does); a truncate to
+ * less than held_from + left (once rows were let go) too. Passes run over
+ * the held rows: L of every [n][L] is the rows held plus those appended.
  */
 struct sess;
 struct sess_held {

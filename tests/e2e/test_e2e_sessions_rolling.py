@@ -115,6 +115,24 @@ def test_rolling_decode_over_100_windows(attnd):
     assert r.status == 200 and r.json()["meta"]["L"] == len(_held(info)) - 1, r
 
 
+def test_rolling_max_tokens_bounds_rows_held(attnd):
+    """max_tokens of a rolling session bounds the rows it holds (with an
+    append's), not its length."""
+    rng = random.Random(7)
+    sid = attnd.post("/v1/sessions", dict(SPEC, max_tokens=200,
+                                          window={"left": 50, "sinks": 2})).json()["id"]
+    for i in range(100):
+        body = {"k": [[_row(rng, 4) for _ in range(10)]],
+                "v": [[_row(rng, 3) for _ in range(10)]]}
+        r = attnd.post(f"/v1/sessions/{sid}/kv", body)
+        assert r.status == 200, (i, r)
+    info = attnd.get(f"/v1/sessions/{sid}").json()
+    assert info["length"] == 1000 and sum(b - a for a, b in info["held"]) <= 200
+    big = {"k": [[_row(rng, 4) for _ in range(150)]], "v": [[_row(rng, 3) for _ in range(150)]]}
+    r = attnd.post(f"/v1/sessions/{sid}/kv", big)
+    assert r.status == 409 and r.json()["error"]["code"] == "session_full", r
+
+
 def _answer(d, sid):
     r = d.post(f"/v1/sessions/{sid}/attention",
                {"q": [[[1, 0, 0, 0]], [[0, 1, 0, 0]]], "encoding": "base64",
