@@ -127,6 +127,7 @@ def request_seeds():
         examples = json.load(f)["paths"]["/v1/verify"]["post"]["requestBody"]["content"][
             "application/json"]["examples"]
     add("POST /v1/verify", 0, j(examples["models"]["value"]))
+    add("POST /v1/verify", 0, j(examples["batch"]["value"]))      # heads and batches
     for dt in ("float16", "bfloat16"):
         add("POST /v1/verify", 0, j({"q": [[1, 0.5]], "k": [[1, 0], [0.25, 1], [-1, 0.5]],
                                      "v": [[1], [2], [3]], "bias": {"k": [3, -2]},
