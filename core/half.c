@@ -225,29 +225,47 @@ size_t half_first_nonfinite(const uint16_t *h, size_t n, bool f16, bool allow_ne
     return i;
 }
 
+/* The bulk loops below take whole blocks of HALF_BLOCK elements in an
+ * inner loop of fixed length, then the tail: gcc -O2 vectorises only a
+ * loop whose vector code replaces it entirely (one over n elements stayed
+ * scalar, about 0.5 ns an element). */
+#define HALF_BLOCK 64
+
 size_t half_f32_to_f16_n_portable(const float *src, uint16_t *dst, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + HALF_BLOCK <= n; i += HALF_BLOCK)
+        for (size_t j = i; j < i + HALF_BLOCK; j++)
+            dst[j] = f16_from_bits(f32_bits(src[j]));
+    for (; i < n; i++)
         dst[i] = f16_from_bits(f32_bits(src[i]));
     return first_nonfinite(dst, n, 0x7C00);
 }
 
 void half_f16_to_f32_n_portable(const uint16_t *src, float *dst, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)      /* branches per element: not vectorised either way */
         dst[i] = f32_from_bits(f16_to_bits(src[i]));
 }
 
 size_t half_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + HALF_BLOCK <= n; i += HALF_BLOCK)
+        for (size_t j = i; j < i + HALF_BLOCK; j++)
+            dst[j] = bf16_from_bits(f32_bits(src[j]));
+    for (; i < n; i++)
         dst[i] = bf16_from_bits(f32_bits(src[i]));
     return first_nonfinite(dst, n, 0x7F80);
 }
 
 void half_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + HALF_BLOCK <= n; i += HALF_BLOCK)
+        for (size_t j = i; j < i + HALF_BLOCK; j++)
+            dst[j] = f32_from_bits((uint32_t)src[j] << 16);
+    for (; i < n; i++)
         dst[i] = f32_from_bits((uint32_t)src[i] << 16);
 }
 

@@ -278,6 +278,44 @@ TEST(f16c_matches_portable)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* The bfloat16 array converters over lengths around their 64-element
+ * blocks (whole blocks, then a tail) and at odd offsets, element by
+ * element against the scalar conversions: random float32 bits (NaN,
+ * infinities, subnormals among them) and every bfloat16 pattern. */
+TEST(bf16_arrays_blocks_and_tails)
+{
+    static const size_t lens[] = {0, 1, 31, 63, 64, 65, 127, 128, 129, 191, 200};
+    float in[203], wide[203];
+    uint16_t h[203], all[203];
+    int bad = 0;
+    for (int round = 0; round < 64; round++) {
+        for (size_t i = 0; i < 203; i++) {
+            in[i] = from32((uint32_t)next_u64());
+            all[i] = (uint16_t)(round * 1021 + i * 331);
+        }
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+            for (size_t off = 0; off < 3; off++) {
+                size_t n = lens[li], first = n;
+                memset(h, 0, sizeof h);
+                size_t got = half_f32_to_bf16_n(in + off, h, n);
+                for (size_t i = 0; i < n; i++) {
+                    uint16_t r = half_bf16_from_f32(in[off + i]);
+                    bad += h[i] != r;
+                    if (first == n && (r & 0x7F80) == 0x7F80)
+                        first = i;
+                }
+                bad += got != first;
+                bad += h[n] != 0;                       /* nothing past n */
+                memset(wide, 0, sizeof wide);
+                half_bf16_to_f32_n(all + off, wide, n);
+                for (size_t i = 0; i < n; i++)
+                    bad += bits32(wide[i]) != bits32(half_bf16_to_f32(all[off + i]));
+                bad += bits32(wide[n]) != 0;
+            }
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 /* half_first_nonfinite against a plain scan: a non-finite pattern (each
  * infinity and NaN of both formats) at every place of 200 elements (across
  * the 64-element blocks), -inf skipped only when allowed, two in a row. */
@@ -324,5 +362,6 @@ int main(void)
     RUN(named_edges);
     RUN(f16c_matches_portable);
     RUN(first_nonfinite_bits);
+    RUN(bf16_arrays_blocks_and_tails);
     TEST_MAIN_END();
 }
