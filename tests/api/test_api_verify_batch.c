@@ -146,8 +146,8 @@ TEST(batch_equals_one_head_reports)
         json_array_append_new(sq_j, ints(sq[b], N));
         json_array_append_new(sk_j, ints(sk[b], L));
     }
-    json_object_set_new(body, "positions", json_pack("{s:O,s:o}", "q", pq_j, "k", ints(pk, L)));
-    json_object_set_new(body, "segments", json_pack("{s:O,s:O}", "q", sq_j, "k", sk_j));
+    json_object_set_new(body, "positions", json_pack("{s:o,s:o}", "q", pq_j, "k", ints(pk, L)));
+    json_object_set_new(body, "segments", json_pack("{s:o,s:o}", "q", sq_j, "k", sk_j));
     json_object_set(body, "sink_logit", sinks_j);
 
     int st;
