@@ -710,9 +710,40 @@ TEST(model_checks_on_request_options)
     verify_report_free(&r);
 }
 
+/* Check 20 on many interleaved segments (ids -5..5 on queries, -6..2 on
+ * keys: three segments have queries and no key, one keys and no query):
+ * the real core passes,
+ * each segment with keys is run alone, and a core that ignores segments
+ * is caught. */
+TEST(segments_many_interleaved)
+{
+    int64_t sq[32], sk[18];
+    struct data d;
+    struct verify_input in;
+    struct verify_report r;
+    for (int i = 0; i < 32; i++)
+        sq[i] = (i * 7) % 11 - 5;
+    for (int j = 0; j < 18; j++)
+        sk[j] = (j * 5) % 9 - 6;
+    caller_input(&in, &d, 32, 18, 2, 1);
+    in.seg_q = sq;
+    in.seg_k = sk;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *seg = find(&r, "segments_per_segment");
+    CHECK(seg && seg->applicable && seg->passed);
+    CHECK(seg && strstr(seg->note, "The request's segments; 8 segments with keys"));
+    verify_report_free(&r);
+    in.forward = fwd_model_fault;
+    fault_mode = 0;                             /* segments ignored */
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(!find(&r, "segments_per_segment")->passed);
+    verify_report_free(&r);
+}
+
 int main(void)
 {
     RUN(builtin_matches_published_table);
+    RUN(segments_many_interleaved);
     RUN(builtin_softmax1_table);
     RUN(builtin_every_check);
     RUN(notes_are_whole_sentences);
