@@ -1,8 +1,10 @@
 /*
  * api/buf.c — the capped growable buffer of api/buf.h.
  *
- * Growth doubles the capacity (starting at 256 bytes) but never allocates
- * more than max + 1 bytes; every size is computed with checked arithmetic.
+ * Growth doubles the capacity (starting at 256 bytes) but never asks for
+ * more than max + 1 bytes; from API_SPARE_MIN bytes on it moves into a
+ * block kept by api/spare.c (up to twice the size asked for) instead of
+ * realloc. Every size is computed with checked arithmetic.
  */
 #include "api/buf.h"
 
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/spare.h"
 #include "core/tensor.h"
 
 void api_buf_init(struct api_buf *b, size_t max)
@@ -46,7 +49,18 @@ bool api_buf_reserve(struct api_buf *b, size_t extra)
     }
     if (want > b->max + 1)
         want = b->max + 1;      /* need <= max, so need + 1 fits */
-    p = realloc(b->data, want);
+    if (want >= API_SPARE_MIN) {        /* a large response: a kept block */
+        size_t cap;
+        p = api_spare_alloc(want, &cap);
+        if (p && b->data) {
+            memcpy(p, b->data, b->len);
+            ((char *)p)[b->len] = '\0';
+            api_spare_free(b->data);
+        }
+        want = cap;
+    } else {
+        p = realloc(b->data, want);
+    }
     if (!p)
         return buf_fail(b, false);
     b->data = p;
@@ -125,6 +139,6 @@ char *api_buf_take(struct api_buf *b, size_t *len)
 
 void api_buf_free(struct api_buf *b)
 {
-    free(b->data);
+    api_spare_free(b->data);
     api_buf_init(b, b->max);
 }

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include "api/base64.h"
+#include "api/spare.h"
 #include <stdint.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -496,7 +497,7 @@ size_t api_numarray_parse(const char *s, size_t len, size_t max_count,
 void api_numarray_free(struct api_numarray *a)
 {
     free(a->data);
-    free(a->raw);
+    api_spare_free(a->raw);
     memset(a, 0, sizeof *a);
 }
 
@@ -613,10 +614,10 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
     if (count > max_count ||
         !core_mul(count, half ? 2 : attn_dtype_size((enum attn_dtype)dtype), &bytes) ||
         !api_base64_decoded_len(data, data_len, &have) || have != bytes ||
-        !(raw = malloc(bytes)))
+        !(raw = api_spare_alloc(bytes, NULL)))
         return 0;
     if (!api_base64_decode(data, data_len, raw)) {
-        free(raw);
+        api_spare_free(raw);
         return 0;
     }
     memset(out, 0, sizeof *out);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "api/spare.h"
 
 /* Append "/index" to a path held in p[API_PATH_MAX] at length *len. */
 static size_t path_push(char *p, size_t len, size_t index)
@@ -590,7 +591,7 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
         return false;
     }
     if (dst != a->raw)
-        free(a->raw);
+        api_spare_free(a->raw);
     a->raw = NULL;
     *budget -= count;
     out->dtype = spec->dtype;
@@ -690,7 +691,7 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
 
 void api_tensor_free(struct api_tensor *t)
 {
-    free(t->data);
+    api_spare_free(t->data);
     memset(t, 0, sizeof *t);
 }
 

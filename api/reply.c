@@ -6,6 +6,7 @@
  * table (API_ERROR_MAP in api/error.h) and resp->error records which one.
  */
 #include "api/internal.h"
+#include "api/spare.h"
 #include "api/utf8.h"
 
 #include <stdarg.h>
@@ -32,7 +33,7 @@ const char *api_header(const struct api_call *c, const char *name)
 /* Drop whatever an earlier answer left (a second answer replaces it). */
 static void reply_reset(struct api_call *c)
 {
-    free(c->resp->body);
+    api_spare_free(c->resp->body);
     c->resp->body = NULL;
     c->resp->body_len = 0;
     c->resp->content_type = NULL;
@@ -217,7 +218,7 @@ void api_response_header(struct api_response *resp, const char *name,
 
 void api_response_free(struct api_response *resp)
 {
-    free(resp->body);
+    api_spare_free(resp->body);
     resp->body = NULL;
     resp->body_len = 0;
 }

@@ -5,6 +5,7 @@
  * all of them in one block.
  */
 #include "api/internal.h"
+#include "api/spare.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ bool api_result_alloc(const struct attn_request *r, struct attn_result *res)
     off_empty = total;
     if (!core_add(total, rows ? rows : 1, &total))
         return false;
-    char *base = malloc(total);
+    char *base = api_spare_alloc(total, NULL);
     if (!base)
         return false;
     void **dst[3] = {&res->scores, &res->weights, &res->output};
@@ -60,7 +61,7 @@ bool api_result_alloc(const struct attn_request *r, struct attn_result *res)
 
 void api_result_free(struct attn_result *res)
 {
-    free(res->scores ? res->scores : res->weights ? res->weights
-                     : res->output ? res->output : (void *)res->empty);
+    api_spare_free(res->scores ? res->scores : res->weights ? res->weights
+                   : res->output ? res->output : (void *)res->empty);
     memset(res, 0, sizeof *res);
 }

@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "api/read.h"
+#include "api/spare.h"
 #include "api/write.h"
 
 static void infer_free(struct v2_infer *x)
@@ -24,7 +25,7 @@ static void infer_free(struct v2_infer *x)
     size_t i;
 
     for (i = 0; i < V2_NSLOT; i++)
-        free(x->t[i].data);
+        api_spare_free(x->t[i].data);
     free(x->slopes);
     api_extras_free(&x->ext);
     free(x->sinks);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/read.h"
+#include "api/spare.h"
 #include "core/half.h"
 
 
@@ -397,7 +398,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
         return false;
     t->present = true;
     t->index = idx;
-    if (!core_mul(t->count, esz, &bytes) || !(t->data = malloc(bytes))) {
+    if (!core_mul(t->count, esz, &bytes) || !(t->data = api_spare_alloc(bytes, NULL))) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, prefix, "out of memory");
         return false;
     }

@@ -55,6 +55,7 @@
 
 #include <microhttpd.h>
 
+#include "api/spare.h"
 #include "core/attn.h"
 #include "core/stop.h"
 
@@ -146,14 +147,15 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
     size_t len = body ? resp->body_len : 0;
     resp->body = NULL;
     if (len == 0) {                     /* MHD keeps no pointer to an empty buffer */
-        free(body);
+        api_spare_free(body);
         body = NULL;
     }
+    /* a large body goes back to api/spare.c's slots once MHD has sent it */
     struct MHD_Response *mr = body
-        ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+        ? MHD_create_response_from_buffer_with_free_callback(len, body, api_spare_free)
         : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!mr) {
-        free(body);
+        api_spare_free(body);
         api_response_free(resp);
         return MHD_NO;
     }

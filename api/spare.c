@@ -1,0 +1,95 @@
+/*
+ * api/spare.c — large request buffers kept for the next request (see
+ * api/spare.h): API_SPARE_SLOTS slots under one mutex, at most
+ * API_SPARE_BYTES bytes kept in all; a request takes the smallest kept
+ * block that holds it without being more than twice its size, so a small
+ * buffer does not pin a huge one.
+ */
+#include "api/spare.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Enough for a few large requests at once (each keeps up to about four
+ * blocks: tensors, result, response). */
+#define API_SPARE_SLOTS 16
+#define API_SPARE_BYTES ((size_t)96 << 20)
+
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t cap;
+} spare[API_SPARE_SLOTS];
+static size_t spare_bytes;
+
+/* The smallest kept block of need to 2 * need bytes, taken out; or NULL. */
+static void *spare_take(size_t need, size_t *cap)
+{
+    size_t best = API_SPARE_SLOTS;
+    void *p = NULL;
+
+    pthread_mutex_lock(&spare_mu);
+    for (size_t i = 0; i < API_SPARE_SLOTS; i++)
+        if (spare[i].p && spare[i].cap >= need && spare[i].cap / 2 <= need &&
+            (best == API_SPARE_SLOTS || spare[i].cap < spare[best].cap))
+            best = i;
+    if (best < API_SPARE_SLOTS) {
+        p = spare[best].p;
+        *cap = spare[best].cap;
+        spare[best].p = NULL;
+        spare_bytes -= *cap;
+    }
+    pthread_mutex_unlock(&spare_mu);
+    return p;
+}
+
+void *api_spare_alloc(size_t need, size_t *cap)
+{
+    size_t got = 0;
+    void *p = need >= API_SPARE_MIN ? spare_take(need, &got) : NULL;
+
+    if (!p) {
+        p = malloc(need ? need : 1);
+        got = p ? malloc_usable_size(p) : 0;
+    }
+    if (cap)
+        *cap = got;
+    return p;
+}
+
+void api_spare_free(void *p)
+{
+    size_t cap = p ? malloc_usable_size(p) : 0;
+    bool kept = false;
+
+    if (cap < API_SPARE_MIN) {
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&spare_mu);
+    for (size_t i = 0; i < API_SPARE_SLOTS && !kept && cap <= API_SPARE_BYTES - spare_bytes; i++)
+        if (!spare[i].p) {
+            spare[i].p = p;
+            spare[i].cap = cap;
+            spare_bytes += cap;
+            kept = true;
+        }
+    pthread_mutex_unlock(&spare_mu);
+    if (!kept)
+        free(p);
+}
+
+size_t api_spare_kept(size_t *bytes)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&spare_mu);
+    for (size_t i = 0; i < API_SPARE_SLOTS; i++)
+        n += spare[i].p != NULL;
+    if (bytes)
+        *bytes = spare_bytes;
+    pthread_mutex_unlock(&spare_mu);
+    return n;
+}

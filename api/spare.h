@@ -1,0 +1,32 @@
+/*
+ * api/spare.h — large request buffers kept for the next request.
+ *
+ * A large request's tensors, result and response are megabytes each; freed
+ * to glibc they went back to a per-thread heap (or, past its mmap
+ * threshold, to the kernel), and the next request, served by another
+ * thread of the pool, faulted the same amount in again. Blocks of
+ * API_SPARE_MIN bytes and more freed through api_spare_free are kept in a
+ * few process-wide slots instead and handed out again by api_spare_alloc.
+ * Every block is an ordinary malloc'd block: free() may release one that
+ * came from api_spare_alloc, and api_spare_free takes any malloc'd block.
+ */
+#ifndef ATTND_API_SPARE_H
+#define ATTND_API_SPARE_H
+
+#include <stddef.h>
+
+#define API_SPARE_MIN ((size_t)256 << 10)
+
+/* At least need bytes (malloc'd): a kept block of need to 2 * need bytes
+ * when there is one, else a new one; *cap (may be NULL) gets its usable
+ * size. NULL when out of memory. */
+void *api_spare_alloc(size_t need, size_t *cap);
+
+/* Keep p (malloc'd, or NULL) for a later api_spare_alloc when it is large
+ * and the slots have room; free it otherwise. */
+void api_spare_free(void *p);
+
+/* Blocks and bytes kept now (tests). */
+size_t api_spare_kept(size_t *bytes);
+
+#endif

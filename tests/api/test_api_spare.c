@@ -1,0 +1,162 @@
+/*
+ * tests/api/test_api_spare.c — api/spare.c, the large request buffers kept
+ * for the next request: small blocks are freed, large ones kept and handed
+ * back only to a request of half their size or more, the slots and bytes
+ * kept stay bounded, blocks mix freely with malloc/free, and two threads
+ * taking and giving back at once keep every block whole (run under TSan
+ * and ASan by make tsan / make asan); an api_buf that grows past the
+ * threshold moves into a kept block with its text intact.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "api/buf.h"
+#include "api/spare.h"
+
+/* Empty the slots (blocks of every size class are taken until none is). */
+static void drain(void)
+{
+    void *held[64];
+    size_t n = 0;
+    for (size_t sz = API_SPARE_MIN; sz <= ((size_t)128 << 20) && n < 64; sz *= 2)
+        for (;;) {
+            size_t before = api_spare_kept(NULL);
+            void *p = api_spare_alloc(sz, NULL);
+            if (!p)
+                break;
+            if (api_spare_kept(NULL) == before || n == 64) {    /* not a kept one */
+                free(p);
+                break;
+            }
+            held[n++] = p;
+        }
+    while (n)
+        free(held[--n]);
+}
+
+TEST(spare_small_blocks_are_freed)
+{
+    drain();
+    size_t cap;
+    void *p = api_spare_alloc(1000, &cap);
+    CHECK(p != NULL && cap >= 1000);
+    api_spare_free(p);
+    CHECK_EQ_INT(api_spare_kept(NULL), 0);
+    api_spare_free(NULL);
+    CHECK_EQ_INT(api_spare_kept(NULL), 0);
+}
+
+TEST(spare_large_block_comes_back)
+{
+    drain();
+    size_t cap, bytes;
+    char *p = api_spare_alloc((size_t)1 << 20, &cap);
+    CHECK(p != NULL && cap >= ((size_t)1 << 20));
+    memset(p, 7, (size_t)1 << 20);
+    api_spare_free(p);
+    CHECK_EQ_INT(api_spare_kept(&bytes), 1);
+    CHECK(bytes == cap);
+    size_t cap2;
+    char *q = api_spare_alloc(((size_t)1 << 20) - 100, &cap2);
+    CHECK(q == p && cap2 == cap);               /* the same block, its pages in */
+    CHECK(q[12345] == 7);
+    CHECK_EQ_INT(api_spare_kept(NULL), 0);
+    free(q);                                    /* plain free() is fine too */
+}
+
+TEST(spare_not_for_much_smaller_requests)
+{
+    drain();
+    void *big = api_spare_alloc((size_t)4 << 20, NULL);
+    api_spare_free(big);
+    CHECK_EQ_INT(api_spare_kept(NULL), 1);
+    void *small = api_spare_alloc((size_t)1 << 20, NULL);    /* under half: a new one */
+    CHECK(small != big);
+    CHECK_EQ_INT(api_spare_kept(NULL), 1);
+    /* half of its usable size (a little over 4 MiB): the kept one */
+    void *half = api_spare_alloc(((size_t)2 << 20) + 8192, NULL);
+    CHECK(half == big);
+    CHECK_EQ_INT(api_spare_kept(NULL), 0);
+    free(small);
+    free(half);
+    void *more = api_spare_alloc((size_t)5 << 20, NULL);     /* larger than any */
+    CHECK(more != NULL);
+    free(more);
+}
+
+TEST(spare_bounded)
+{
+    drain();
+    void *p[40];
+    for (int i = 0; i < 40; i++)
+        p[i] = api_spare_alloc((size_t)3 << 20, NULL);
+    for (int i = 0; i < 40; i++)
+        api_spare_free(p[i]);
+    size_t bytes, n = api_spare_kept(&bytes);
+    CHECK(n >= 1 && n < 40);
+    CHECK(bytes <= ((size_t)96 << 20));
+    printf("  kept %zu blocks, %zu bytes of 40 x 3 MiB freed\n", n, bytes);
+    drain();
+    CHECK_EQ_INT(api_spare_kept(NULL), 0);
+}
+
+/* Each thread takes blocks, fills them with its own byte, checks them and
+ * gives them back; a block handed to two threads at once would show. */
+static void *churn(void *arg)
+{
+    unsigned char mark = (unsigned char)(size_t)arg;
+    size_t bad = 0;
+    for (int i = 0; i < 300; i++) {
+        size_t sz = API_SPARE_MIN + (size_t)(i % 7) * 40000;
+        unsigned char *p = api_spare_alloc(sz, NULL);
+        if (!p)
+            return (void *)1;
+        memset(p, mark, sz);
+        for (size_t k = 0; k < sz; k += 4093)
+            bad += p[k] != mark;
+        api_spare_free(p);
+    }
+    return (void *)bad;
+}
+
+TEST(spare_two_threads)
+{
+    pthread_t t[2];
+    void *r[2];
+    for (size_t i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, churn, (void *)(i + 1)) == 0);
+    for (size_t i = 0; i < 2; i++) {
+        pthread_join(t[i], &r[i]);
+        CHECK(r[i] == NULL);
+    }
+    drain();
+}
+
+TEST(spare_buf_grows_into_a_kept_block)
+{
+    drain();
+    struct api_buf b;
+    api_buf_init(&b, (size_t)8 << 20);
+    CHECK(api_buf_puts(&b, "{\"head\":1,"));
+    size_t n = 0;
+    while (b.len < API_SPARE_MIN * 2 && api_buf_puts(&b, "0123456789abcdef"))
+        n++;
+    CHECK(b.len == 10 + n * 16 && strncmp(b.data, "{\"head\":1,0123", 14) == 0);
+    CHECK(b.data[b.len] == '\0');
+    CHECK(memcmp(b.data + b.len - 16, "0123456789abcdef", 16) == 0);
+    api_buf_free(&b);                           /* kept */
+    CHECK(api_spare_kept(NULL) >= 1);
+    drain();
+}
+
+int main(void)
+{
+    RUN(spare_small_blocks_are_freed);
+    RUN(spare_large_block_comes_back);
+    RUN(spare_not_for_much_smaller_requests);
+    RUN(spare_bounded);
+    RUN(spare_two_threads);
+    RUN(spare_buf_grows_into_a_kept_block);
+    TEST_MAIN_END();
+}
