@@ -80,6 +80,20 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
                                      char *id_out);
 
+/* Whether s is still in the map (store mutex taken). */
+bool sess_is_linked(struct sess_store *st, const struct sess *s);
+
+/*
+ * Claim the bytes of making `need` rows of s writable before allocating
+ * them (admitted against the limits; lru may evict idle sessions): *claimed
+ * bytes, *tight when only the exact last page fits. sess_unclaim_rows once
+ * the pages are allocated (or not). CORE_ECAPACITY, CORE_ENOTFOUND,
+ * CORE_ELIMIT.
+ */
+enum core_status sess_claim_rows(struct sess_store *st, struct sess *s, size_t need,
+                                 size_t *claimed, bool *tight);
+void sess_unclaim_rows(struct sess_store *st, size_t bytes);
+
 /* A new unlinked session with s's settings sharing every page of its
  * cache (no id yet); NULL with *err set. s held. */
 struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err);
