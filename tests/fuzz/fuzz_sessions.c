@@ -5,8 +5,10 @@
  *
  * Byte 0 picks the eviction policy and the global limits; then each op is a
  * byte (op kind + which session) followed by its arguments:
- *   create, append, attend (optionally appending), truncate, fork, delete,
- *   advance the clock (and sometimes sweep), acquire a garbage id.
+ *   create (rolling, with a window of left <= 7 and sinks 0 or 2 and
+ *   max_tokens 64..304, when the first argument's top bit is set), append, attend (optionally
+ *   appending), truncate, fork, delete, advance the clock (and sometimes
+ *   sweep), acquire a garbage id.
  * K/V values come from the input too; two byte values stand for NaN and
  * 1e308 so non-finite rejections (all or nothing) are exercised.
  *
@@ -14,7 +16,10 @@
  * was last used. After every step: every modelled session is acquired; a
  * session may vanish only by TTL expiry (the clock passed its ttl) or by the
  * LRU policy; one whose ttl has clearly passed must be gone; lengths equal
- * the model (failed operations changed nothing) and stay <= max_tokens;
+ * the model (failed operations changed nothing) and the rows held stay <=
+ * max_tokens (a rolling session's length may pass it; its rows held stay
+ * within its sinks' pages, left and one page, and a truncate into the rows
+ * it let go is the only truncate within the length it may refuse);
  * after a sweep the store's session count and accounted bytes equal the sum
  * over the live sessions, within max_sessions and max_cache_bytes.
  */
@@ -40,6 +45,8 @@ struct fz_sess {
     enum attn_dtype dtype;
     size_t length;
     size_t max_tokens;
+    bool rolling;                   /* window {left, sinks} */
+    size_t left, sinks;
     double ttl;
     double last_used;               /* model clock when last acquired */
 };
@@ -127,6 +134,11 @@ static void fz_create(struct fz *f)
     spec.params.rope_base = 10000;
     spec.params.alibi = (b & 8) != 0;
     spec.max_tokens = (c & 15);             /* 0: the default */
+    if (a & 0x80) {     /* pages are 64 rows: room to let some go */
+        spec.window = (struct attn_window){.on = true, .left = (b >> 4) & 7, .right = -1,
+                                           .sinks = (b >> 7) * 2};
+        spec.max_tokens = 64 + 16 * (c & 15);
+    }
     spec.ttl_s = 1 + (c >> 4);
     char id[SESS_ID_MAX];
     enum core_status rc = sess_create(f->st, &spec, id);
@@ -150,6 +162,9 @@ static void fz_create(struct fz *f)
     s->max_tokens = spec.max_tokens ? spec.max_tokens : f->cfg.default_max_tokens;
     s->ttl = spec.ttl_s;
     s->last_used = f->now;
+    s->rolling = spec.window.on;
+    s->left = (size_t)spec.window.left;
+    s->sinks = (size_t)spec.window.sinks;
 }
 
 /* The modelled session picked by the op byte, acquired; NULL if none. */
@@ -258,7 +273,8 @@ static void fz_truncate(struct fz *f, uint8_t op)
         if (len > m->length)
             fz_fail("truncate beyond the length accepted", 0);
         m->length = len;
-    } else if (len <= m->length) {
+    } else if (len <= m->length &&
+               !(rc == CORE_ELENGTH && m->rolling && len < sess_min_length(s))) {
         fz_fail("truncate within the length refused", 0);
     }
     if (sess_length(s) != m->length)
@@ -343,9 +359,15 @@ static void fz_check(struct fz *f, bool swept)
         sess_get_info(f->st, s, &info);
         if (sess_length(s) != m->length || info.length != m->length)
             fz_fail("length differs from the model", i);
-        if (m->length > m->max_tokens || info.max_tokens != m->max_tokens)
+        size_t held = kv_held(sess_cache(s));
+        if (held > m->max_tokens || info.max_tokens != m->max_tokens ||
+            (!m->rolling && held != m->length))
             fz_fail("max_tokens not kept", i);
-        if (info.bytes + info.shared_bytes < m->length * m->h_kv * (m->d_k + m->d_v) * attn_dtype_size(m->dtype))
+        if (m->rolling && info.held.from &&
+            (held > (m->sinks + 63) / 64 * 64 + m->left + 63 ||
+             info.held.from + m->left > m->length))
+            fz_fail("a rolling session holds more than its window", i);
+        if (info.bytes + info.shared_bytes < held * m->h_kv * (m->d_k + m->d_v) * attn_dtype_size(m->dtype))
             fz_fail("accounted bytes below the cached rows", i);
         m->last_used = f->now;
         live++;
