@@ -44,6 +44,7 @@
 
 #include "api/read.h"
 #include "api/write.h"
+#include "core/pool.h"
 #include "core/verify.h"
 
 /* What a teaching page shows next to the built-in example. */
@@ -743,12 +744,31 @@ static void put_batch(struct vw *w, const struct verify_req *r,
     api_buf_printf(w->b, "],\"elapsed_us\":%llu}", (unsigned long long)elapsed_us);
 }
 
-/* Every head of a rank-3/4 request, each run as its own one-head report. */
+/* The heads of a batch, run as pieces of the request's helper pool. */
+struct batch_job {
+    const struct verify_req *r;
+    struct verify_report *reps;     /* [E], zeroed */
+    enum core_status *st;           /* [E], CORE_ESTOPPED until run */
+};
+
+static void run_element(void *arg, size_t e, struct attn_ws *ws)
+{
+    struct batch_job *j = arg;
+    struct verify_input in;
+
+    element_input(j->r, e, &in);
+    in.ws = ws;                     /* this thread's scratch */
+    j->st[e] = verify_run(&in, &j->reps[e]);
+}
+
+/* Every head of a rank-3/4 request, each run as its own one-head report;
+ * the heads are independent, so idle workers' helpers take some (a head's
+ * report does not depend on the thread it ran on). */
 static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
 {
     size_t E = r->shape.B * r->shape.h, each, total, bytes = 1u << 16, one, e;
     struct verify_input in;
-    struct verify_report *reps;
+    struct batch_job job = {r, NULL, NULL};
     enum core_status st = CORE_OK;
     bool fits = true;
 
@@ -758,14 +778,22 @@ static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
         too_large(c, "/q", E);
         return;
     }
-    if (!(reps = calloc(E, sizeof *reps))) {
+    job.reps = calloc(E, sizeof *job.reps);
+    job.st = malloc(E * sizeof *job.st);            /* E <= VERIFY_API_MAX_HEADS */
+    if (!job.reps || !job.st) {
+        free(job.reps);
+        free(job.st);
         api_fail_core(c, CORE_ENOMEM, NULL);
         return;
     }
+    for (e = 0; e < E; e++)
+        job.st[e] = CORE_ESTOPPED;  /* a piece the deadline skipped */
+    attn_pool_run(attn_ws_pool(r->in.ws), run_element, &job, E, r->in.ws);
     for (e = 0; e < E && st == CORE_OK && fits; e++) {
         element_input(r, e, &in);
-        st = verify_run(&in, &reps[e]);
-        fits = report_bytes(&reps[e], &in, &one) && core_add(bytes, one, &bytes);
+        st = job.st[e];
+        fits = st != CORE_OK ||
+               (report_bytes(&job.reps[e], &in, &one) && core_add(bytes, one, &bytes));
     }
     if (st != CORE_OK) {
         api_fail_core(c, st, NULL);
@@ -775,12 +803,13 @@ static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
         struct api_buf buf;
         api_buf_init(&buf, bytes);
         struct vw w = {.b = &buf, .dt = r->in.dtype, .half = c->half};
-        put_batch(&w, r, reps, api_now_us() - c->t0_us);
+        put_batch(&w, r, job.reps, api_now_us() - c->t0_us);
         reply_report(c, &w);
     }
-    while (e > 0)
-        verify_report_free(&reps[--e]);
-    free(reps);
+    for (e = 0; e < E; e++)
+        verify_report_free(&job.reps[e]);
+    free(job.reps);
+    free(job.st);
 }
 
 void api_verify(struct api_call *c)
