@@ -35,12 +35,16 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
     return true;
 }
 
-/* "[[0,front],[from,length]]" of what h holds, as text for messages. */
+/* What h holds, as text for messages. */
 static void held_text(char *out, size_t size, const struct sess_held *h)
 {
-    if (h->from)
+    if (h->from && h->front)
         snprintf(out, size, "rows 0..%zu (the sinks' pages) and %zu..%zu", h->front - 1,
                  h->from, h->length - 1);
+    else if (h->from && h->from < h->length)
+        snprintf(out, size, "rows %zu..%zu", h->from, h->length - 1);
+    else if (h->from)
+        snprintf(out, size, "no row (every row before %zu was let go)", h->from);
     else if (h->length)
         snprintf(out, size, "every row, 0..%zu", h->length - 1);
     else

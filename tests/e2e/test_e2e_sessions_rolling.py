@@ -120,7 +120,7 @@ def test_rolling_max_tokens_bounds_rows_held(attnd):
     append's), not its length."""
     rng = random.Random(7)
     sid = attnd.post("/v1/sessions", dict(SPEC, max_tokens=200,
-                                          window={"left": 50, "sinks": 2})).json()["id"]
+                                          window={"left": 50})).json()["id"]
     for i in range(100):
         body = {"k": [[_row(rng, 4) for _ in range(10)]],
                 "v": [[_row(rng, 3) for _ in range(10)]]}
@@ -128,6 +128,12 @@ def test_rolling_max_tokens_bounds_rows_held(attnd):
         assert r.status == 200, (i, r)
     info = attnd.get(f"/v1/sessions/{sid}").json()
     assert info["length"] == 1000 and sum(b - a for a, b in info["held"]) <= 200
+    # no sinks: the message names the tail alone
+    r = attnd.post(f"/v1/sessions/{sid}/truncate", {"length": 3})
+    assert r.status == 409, r
+    held = attnd.get(f"/v1/sessions/{sid}").json()["held"]
+    tail = [h for h in held if h[0] > 0][0]
+    assert f"rows {tail[0]}..999" in r.json()["error"]["message"], r
     big = {"k": [[_row(rng, 4) for _ in range(150)]], "v": [[_row(rng, 3) for _ in range(150)]]}
     r = attnd.post(f"/v1/sessions/{sid}/kv", big)
     assert r.status == 409 and r.json()["error"]["code"] == "session_full", r
