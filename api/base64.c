@@ -14,7 +14,10 @@
  *   - AVX-512 VBMI, 64 characters <-> 48 bytes: byte permutes over the
  *     128-entry table and the alphabet, and multishift for the encoder's
  *     6-bit fields (Muła and Lemire, "Base64 encoding and decoding at almost
- *     the speed of a memory copy", SPE 2020).
+ *     the speed of a memory copy", SPE 2020);
+ *   - aarch64 NEON, 64 characters <-> 48 bytes: de-interleaving loads and
+ *     interleaving stores (vld4/vst3, vld3/vst4) and 64-byte table lookups
+ *     (vqtbl4/vqtbx4) over the same table and alphabet.
  * Each rejects exactly the bytes the table rejects (tests/api: every byte
  * value at every position of a block, on every path the CPU runs;
  * tests/fuzz/fuzz_base64.c against a bit-by-bit reference on every path).
@@ -30,6 +33,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define B64_X86 1
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define B64_NEON 1
 #endif
 
 static const char b64_alphabet[] =
@@ -70,6 +77,12 @@ static bool b64_runs(enum api_b64_path p)
     switch (p) {
     case API_B64_SCALAR:
         return true;
+    case API_B64_NEON:
+#ifdef B64_NEON
+        return true;                /* every aarch64 CPU has it */
+#else
+        return false;
+#endif
 #ifdef B64_X86
     case API_B64_AVX2:
         return __builtin_cpu_supports("avx2");
@@ -108,6 +121,8 @@ enum api_b64_path api_base64_path(void)
 const char *api_base64_path_name(enum api_b64_path p)
 {
     switch (p) {
+    case API_B64_NEON:
+        return "neon";
     case API_B64_AVX2:
         return "avx2";
     case API_B64_AVX512:
@@ -188,6 +203,43 @@ static size_t encode_avx512(const unsigned char *p, size_t n, char *o)
 }
 #endif
 
+#ifdef B64_NEON
+/* The four 64-byte quarters of a 64-entry (or the first 128 entries of a)
+ * table, for vqtbl4q/vqtbx4q. */
+static uint8x16x4_t neon_table(const uint8_t *t)
+{
+    uint8x16x4_t q;
+    q.val[0] = vld1q_u8(t);
+    q.val[1] = vld1q_u8(t + 16);
+    q.val[2] = vld1q_u8(t + 32);
+    q.val[3] = vld1q_u8(t + 48);
+    return q;
+}
+
+/* p[48*k] -> o[64*k]; returns the bytes consumed. vld3 puts byte 0, 1 and
+ * 2 of 16 groups in three registers; shifts and masks make the four 6-bit
+ * fields, a lookup in the alphabet the characters, vst4 interleaves them. */
+static size_t encode_neon(const unsigned char *p, size_t n, char *o)
+{
+    const uint8x16x4_t alpha = neon_table((const uint8_t *)b64_alphabet);
+    const uint8x16_t m63 = vdupq_n_u8(63);
+    size_t i;
+
+    for (i = 0; i + 48 <= n; i += 48, o += 64) {
+        uint8x16x3_t in = vld3q_u8(p + i);
+        uint8x16x4_t out;
+        out.val[0] = vshrq_n_u8(in.val[0], 2);
+        out.val[1] = vandq_u8(vorrq_u8(vshlq_n_u8(in.val[0], 4), vshrq_n_u8(in.val[1], 4)), m63);
+        out.val[2] = vandq_u8(vorrq_u8(vshlq_n_u8(in.val[1], 2), vshrq_n_u8(in.val[2], 6)), m63);
+        out.val[3] = vandq_u8(in.val[2], m63);
+        for (int k = 0; k < 4; k++)
+            out.val[k] = vqtbl4q_u8(alpha, out.val[k]);
+        vst4q_u8((uint8_t *)o, out);
+    }
+    return i;
+}
+#endif
+
 bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
 {
     const unsigned char *s = p;
@@ -207,6 +259,12 @@ bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
         size_t k = encode_avx2(s + i, n - i, o);
         i += k;
         o += k / 3 * 4;
+    }
+#endif
+#ifdef B64_NEON
+    if (api_base64_path() == API_B64_NEON && n >= 48) {
+        i = encode_neon(s, n, o);
+        o += i / 3 * 4;
     }
 #endif
     for (; i + 3 <= n; i += 3) {
@@ -334,6 +392,41 @@ static size_t decode_avx512(const char *s, size_t len, unsigned char *o)
 }
 #endif
 
+#ifdef B64_NEON
+/* s[64*k] -> out[48*k] for as many whole blocks of 64 characters as lie in
+ * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
+ * the alphabet. vld4 puts character 0, 1, 2 and 3 of 16 groups in four
+ * registers; each is looked up in the first 128 entries of b64_table
+ * (vqtbl4 for 0..63, vqtbx4 for 64..127; 0xFF marks invalid entries, and a
+ * byte of 128 or more is invalid by its own top bit); shifts and ors make
+ * the three bytes of each group, which vst3 interleaves. */
+static size_t decode_neon(const char *s, size_t len, unsigned char *o)
+{
+    const uint8x16x4_t lut_lo = neon_table(b64_table);
+    const uint8x16x4_t lut_hi = neon_table(b64_table + 64);
+    const uint8x16_t c64 = vdupq_n_u8(64);
+    size_t i;
+
+    for (i = 0; i + 64 <= len; i += 64, o += 48) {
+        uint8x16x4_t in = vld4q_u8((const uint8_t *)s + i);
+        uint8x16_t v[4], bad = vdupq_n_u8(0);
+        uint8x16x3_t out;
+        for (int k = 0; k < 4; k++) {
+            uint8x16_t t = vqtbl4q_u8(lut_lo, in.val[k]);
+            v[k] = vqtbx4q_u8(t, lut_hi, vsubq_u8(in.val[k], c64));
+            bad = vorrq_u8(bad, vorrq_u8(v[k], in.val[k]));
+        }
+        if (vmaxvq_u8(bad) & 0x80)
+            return SIZE_MAX;
+        out.val[0] = vorrq_u8(vshlq_n_u8(v[0], 2), vshrq_n_u8(v[1], 4));
+        out.val[1] = vorrq_u8(vshlq_n_u8(v[1], 4), vshrq_n_u8(v[2], 2));
+        out.val[2] = vorrq_u8(vshlq_n_u8(v[2], 6), v[3]);
+        vst3q_u8(o, out);
+    }
+    return i;
+}
+#endif
+
 bool api_base64_decode(const char *s, size_t len, void *out)
 {
     unsigned char *o = out;
@@ -358,6 +451,14 @@ bool api_base64_decode(const char *s, size_t len, void *out)
             return false;
         i += k;
         o += k / 4 * 3;
+    }
+#endif
+#ifdef B64_NEON
+    if (api_base64_path() == API_B64_NEON && full >= 64) {
+        i = decode_neon(s, full, o);
+        if (i == SIZE_MAX)
+            return false;
+        o += i / 4 * 3;
     }
 #endif
     for (; i < full; i += 4) {

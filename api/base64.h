@@ -33,6 +33,7 @@ bool api_base64_decode(const char *s, size_t len, void *out);
  * is chosen at the first call (checked at run time, not at build time). */
 enum api_b64_path {
     API_B64_SCALAR,                 /* table lookups, 3 bytes <-> 4 characters */
+    API_B64_NEON,                   /* aarch64 NEON: 48 bytes <-> 64 characters */
     API_B64_AVX2,                   /* x86-64 AVX2: 24 bytes <-> 32 characters */
     API_B64_AVX512,                 /* x86-64 AVX-512 VBMI: 48 bytes <-> 64 characters */
 };
@@ -41,7 +42,7 @@ enum api_b64_path {
  * process, and return it (tests and benchmarks compare the paths). */
 enum api_b64_path api_base64_use(enum api_b64_path want);
 
-/* The path in use, and its name ("scalar", "avx2", "avx512vbmi"). */
+/* The path in use, and its name ("scalar", "neon", "avx2", "avx512vbmi"). */
 enum api_b64_path api_base64_path(void);
 const char *api_base64_path_name(enum api_b64_path p);
 

@@ -1,7 +1,7 @@
 /*
  * tests/api/test_api_base64.c — the base64 codec of api/base64.c on every
- * path this CPU runs (scalar tables, AVX2, AVX-512 VBMI; a path the CPU
- * lacks is named as skipped), each against the reference written here:
+ * path this CPU runs (scalar tables, NEON, AVX2, AVX-512 VBMI; a path the
+ * CPU lacks is named as skipped), each against the reference written here:
  * RFC 4648 vectors, every length 0..300 both ways, padding and its zero
  * bits, every byte value at every position of a text of two 64-character
  * blocks, a 32-character block and a tail (accepted exactly when in the
@@ -256,6 +256,7 @@ TEST(base64_paths)
     CHECK(api_base64_use(API_B64_AVX2) <= API_B64_AVX2);
     CHECK(api_base64_use(API_B64_AVX512) == best);
     CHECK_STR(api_base64_path_name(API_B64_SCALAR), "scalar");
+    CHECK_STR(api_base64_path_name(API_B64_NEON), "neon");
     CHECK_STR(api_base64_path_name(API_B64_AVX2), "avx2");
     CHECK_STR(api_base64_path_name(API_B64_AVX512), "avx512vbmi");
     printf("  base64 path on this CPU: %s\n", api_base64_path_name(best));

@@ -90,8 +90,8 @@ static void b64_check(const uint8_t *data, size_t size)
     free(ref);
 }
 
-/* Every path this CPU runs (scalar, AVX2, AVX-512 VBMI), then the widest
- * again. */
+/* Every path this CPU runs (scalar, NEON, AVX2, AVX-512 VBMI), then the
+ * widest again. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     for (int p = API_B64_SCALAR; p <= API_B64_AVX512; p++)
