@@ -302,6 +302,15 @@ def b64t(shape, data, dtype="float64"):
 
 case("base64_bad_alphabet", err(422, "invalid_field", ["/q/data", "/q"]),
      with_(VALID, q=b64t([1, 2], "AAAA!!!!AAAAAAAAAAAAAAAA")))
+# 16 rows of float64: 256 bytes, 344 characters, so the vector loops of
+# api/base64.c (32- and 64-character blocks) meet the bad byte, not the tail.
+LONG_B64 = "QUJD" * 85 + "QQ=="
+case("base64_bad_alphabet_long", err(422, "invalid_field", ["/q/data", "/q"],
+                                     note="'!' at character 100, in a vector block"),
+     with_(VALID, q=b64t([16, 2], LONG_B64[:100] + "!" + LONG_B64[101:])))
+case("base64_non_ascii_long", err(422, "invalid_field", ["/q/data", "/q"],
+                                  note="'\u00e9' (two UTF-8 bytes) at character 70"),
+     with_(VALID, q=b64t([16, 2], LONG_B64[:70] + "\u00e9" + LONG_B64[72:])))
 case("base64_wrong_length", err(422, ["shape_mismatch", "invalid_field"], ["/q/data", "/q"],
                                 note="shape [2,2] float64 needs 32 bytes; 16 are sent"),
      with_(VALID, q=b64t([2, 2], "AAAAAAAAAAAAAAAAAAAAAA==")))
