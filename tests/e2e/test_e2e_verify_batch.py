@@ -75,18 +75,22 @@ def test_batch_reports_equal_one_head_reports(attnd):
 
 
 def test_heads_without_batch(attnd):
-    """Rank 3: no batch index; 3 query heads on 1 kv head."""
+    """Rank 3: no batch index; 3 query heads on 1 kv head, in float32 and
+    in the half dtypes (each element the one-head report of its head)."""
     rng = random.Random(3)
     q = [rand_mat(rng, 2, 2) for _ in range(3)]
     k, v = [rand_mat(rng, 4, 2)], [rand_mat(rng, 4, 3)]
-    r = attnd.post("/v1/verify", {"q": q, "k": k, "v": v, "dtype": "float32"})
-    assert r.status == 200, r
-    j = r.json()
-    assert j["rank"] == 3 and "batch" not in j["shape"] and j["dtype"] == "float32"
-    assert [(e["head"], e["kv_head"]) for e in j["elements"]] == [(0, 0), (1, 0), (2, 0)]
-    assert all("batch" not in e for e in j["elements"])
-    one = attnd.post("/v1/verify", {"q": q[2], "k": k[0], "v": v[0], "dtype": "float32"})
-    assert without(j["elements"][2], "head", "kv_head") == without(one.json(), "elapsed_us")
+    for dtype in ("float32", "float16", "bfloat16"):
+        r = attnd.post("/v1/verify", {"q": q, "k": k, "v": v, "dtype": dtype})
+        assert r.status == 200, r
+        j = r.json()
+        assert j["rank"] == 3 and "batch" not in j["shape"] and j["dtype"] == dtype
+        assert [(e["head"], e["kv_head"]) for e in j["elements"]] == [(0, 0), (1, 0), (2, 0)]
+        assert all("batch" not in e for e in j["elements"])
+        for h in range(3):
+            one = attnd.post("/v1/verify", {"q": q[h], "k": k[0], "v": v[0], "dtype": dtype})
+            assert without(j["elements"][h], "head", "kv_head") == \
+                without(one.json(), "elapsed_us"), (dtype, h)
 
 
 def test_bad_batches(attnd):
