@@ -39,25 +39,48 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
     return true;
 }
 
+/* The JSON pointer of element at (row-major over [B·nh·n][cols]) of output
+ * name in the response that was not sent: /name/[b/][h/]i/j as the rank of
+ * q nests it, or /name/data when the outputs travel as base64. */
+static const char *out_pointer(const struct api_attention_view *v, const char *name,
+                               size_t nh, size_t cols, size_t at, char *p, size_t size)
+{
+    size_t n = v->req->shape.n, row = at / cols, i = row % n, h = row / n % nh, b = row / n / nh;
+
+    if (v->encoding == API_ENC_BASE64)
+        snprintf(p, size, "/%s/data", name);
+    else if (v->q_rank == 4)
+        snprintf(p, size, "/%s/%zu/%zu/%zu/%zu", name, b, h, i, at % cols);
+    else if (v->q_rank == 3)
+        snprintf(p, size, "/%s/%zu/%zu/%zu", name, h, i, at % cols);
+    else
+        snprintf(p, size, "/%s/%zu/%zu", name, i, at % cols);
+    return p;
+}
+
 /* A half request's outputs rounded in place to its dtype; 422 non_finite
- * naming the first that overflows (e.g. scores past float16's 65504). */
+ * naming the first that overflows (e.g. scores past float16's 65504), at
+ * its pointer in the response (an extra's member: "qk", "lse",
+ * "stats/entropy", "weights/values", …). */
 static bool round_half(struct api_call *c, const struct api_attention_view *v,
                        struct attn_result *res)
 {
     const struct attn_shape *s = &v->req->shape;
     size_t nh = v->x ? v->x->nh : s->h, B = s->B > 1 ? s->B : 1, rows = B * nh * s->n;
-    struct { const char *name; float *data; size_t n; } m[3] = {
-        {"scores", res->scores, rows * s->L}, {"weights", res->weights, rows * s->L},
-        {"output", res->output, rows * s->d_v}};   /* sizes allocated already */
+    struct { const char *name; float *data; size_t cols; } m[3] = {
+        {"scores", res->scores, s->L}, {"weights", res->weights, s->L},
+        {"output", res->output, s->d_v}};   /* sizes allocated already */
     static const unsigned bit[3] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT};
+    char p[API_PATH_MAX];
 
     size_t at;
     for (int i = 0; i < 3; i++) {
         if (!(v->req->outputs & bit[i]) || !m[i].data)
             continue;
-        at = api_half_round_matrix(v->half, m[i].data, m[i].n);
-        if (at < m[i].n) {
-            api_fail(c, API_ERR_NON_FINITE, NULL,
+        at = api_half_round_matrix(v->half, m[i].data, rows * m[i].cols);
+        if (at < rows * m[i].cols) {
+            api_fail(c, API_ERR_NON_FINITE, out_pointer(v, m[i].name, nh, m[i].cols, at, p,
+                                                        sizeof p),
                      "%s element %zu (row-major) is outside the %s range", m[i].name, at,
                      api_half_name(v->half));
             return false;
@@ -66,7 +89,12 @@ static bool round_half(struct api_call *c, const struct api_attention_view *v,
     const char *xn = v->x && api_extras_compute(v->x)
                          ? api_extras_round_half(v->req, v->x, v->half, &at) : NULL;
     if (xn) {
-        api_fail(c, API_ERR_NON_FINITE, NULL,
+        size_t k = 0;
+        p[k++] = '/';
+        for (const char *q = xn; *q && k + 1 < sizeof p; q++)
+            p[k++] = *q == '.' ? '/' : *q;
+        p[k] = '\0';
+        api_fail(c, API_ERR_NON_FINITE, p,
                  "%s element %zu (row-major) is outside the %s range", xn, at,
                  api_half_name(v->half));
         return false;

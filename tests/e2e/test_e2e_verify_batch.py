@@ -1,6 +1,6 @@
 """tests/e2e/test_e2e_verify_batch.py — POST /v1/verify with heads and
 batches against the real daemon, and the JSON pointer of a half-precision
-result overflow on /v1/verify and OIP v2.
+result overflow on /v1/verify, /v1/attention and OIP v2.
 
 A rank-4 GQA batch (q sent as a base64 tensor) answers one report per head
 and batch element, each equal to the one-head request built here from that
@@ -144,3 +144,24 @@ def test_v2_half_overflow_has_a_pointer(attnd):
                            "outputs": [{"name": "output"}, {"name": "qk"}]})
     assert r.status == 400, r
     assert r.json()["error"].endswith("[non_finite at /outputs/1/data/0]"), r.json()
+
+
+def test_attention_half_overflow_has_a_pointer(attnd):
+    """/v1/attention: the value's place in the response as q's rank nests
+    it (heads subset counted in the response), base64's data, an extra's
+    member."""
+    big = {"k": [[300, 300], [0, 1]], "v": [[1], [2]], "dtype": "float16"}
+    for body, where in [
+        (dict(big, q=[[1, 0], [300, 300]]), "/scores/1/0"),
+        ({"q": [[[[1, 0]], [[0, 1]]], [[[0, 1]], [[300, 300]]]],
+          "k": [[[[300, 300], [0, 1]]]] * 2, "v": [[[[1], [2]]]] * 2, "dtype": "float16"},
+         "/scores/1/1/0/0"),
+        (dict(big, q=[[[1, 0]], [[300, 300]]], k=[big["k"]], v=[big["v"]], heads=[1]),
+         "/scores/0/0/0"),
+        (dict(big, q=[[300, 300]], encoding="base64"), "/scores/data"),
+        (dict(big, q=[[300, 300]], scale=0.0001, **{"return": ["output", "qk"]}), "/qk"),
+    ]:
+        r = attnd.post("/v1/attention", body)
+        assert r.status == 422, (body, r)
+        err = r.json()["error"]
+        assert (err["code"], err["path"]) == ("non_finite", where), err

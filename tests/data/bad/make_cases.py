@@ -282,7 +282,7 @@ case("float16_attn_bias_overflow", err(422, "non_finite", "/attn_bias/0/1"),
 case("bfloat16_input_overflow", err(422, "non_finite", "/q/0/0",
                                     note="3.4e38 rounds past bfloat16's largest 3.3895e38"),
      with_(VALID, q=[[3.4e38, 0]], dtype="bfloat16"))
-case("float16_scores_overflow", err(422, "non_finite",
+case("float16_scores_overflow", err(422, "non_finite", "/scores/0/0",
                                     note="q.k/sqrt(2) = 127279 does not fit float16: the "
                                          "result is refused, never sent as Inf"),
      with_(VALID, q=[[300, 300]], k=[[300, 300], [0, 1]], dtype="float16"))
