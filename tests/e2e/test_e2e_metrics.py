@@ -137,12 +137,17 @@ def test_session_gauges_and_route_templates(attnd):
         ids.append(r.json()["id"])
     r = attnd.post(f"/v1/sessions/{ids[0]}/kv", {"k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]})
     assert r.status == 200, r
+    route = r'route="/v1/sessions/\{id\}/kv"'
+    deadline = time.monotonic() + 2     # the append is counted once its answer is sent
     text, mid = scrape(attnd)
+    while not re.search(route, text) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text, mid = scrape(attnd)
     assert value(mid, "attnd_sessions") == s0 + 2
     assert value(mid, "attnd_kv_cache_bytes") >= 2 * 2 * 2 * 4   # 2 rows of k and v, float32 at least
     for sid in ids:
         assert sid not in text, "raw session ids must not become label values"
-    assert re.search(r'route="/v1/sessions/\{id\}/kv"', text)
+    assert re.search(route, text)
     assert attnd.request("DELETE", f"/v1/sessions/{ids[0]}").status == 204
     _, after = scrape(attnd)
     assert value(after, "attnd_sessions") == s0 + 1
