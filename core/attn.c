@@ -15,6 +15,7 @@
 #include "attn_fused.h"
 #include "attn_pass.h"
 #include "attn_run.h"
+#include "half.h"
 #include "rope.h"
 #include "stop.h"
 #include "simd512.h"
@@ -317,7 +318,23 @@ static bool attn_fused_pass(const struct attn_request *r, const struct attn_win 
 #endif
 _Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a tile");
 
+/* src (2-byte, as e) elements [at, at + n) -> dst [n] float32, exactly. */
+static void widen_f32(enum attn_elem e, const void *src, size_t at, size_t n, float *dst)
+{
+    const uint16_t *h = (const uint16_t *)src + at;
+    if (e == ATTN_ELEM_F16)
+        half_f16_to_f32_n(h, dst, n);
+    else
+        half_bf16_to_f32_n(h, dst, n);
+}
+
 #ifdef ATTN_HAVE_FUSED
+static enum attn_fused_elem fused_elem(enum attn_elem e)
+{
+    return e == ATTN_ELEM_F16 ? ATTN_FUSED_F16 : e == ATTN_ELEM_BF16 ? ATTN_FUSED_BF16
+                                                                    : ATTN_FUSED_F32;
+}
+
 /* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain
  * but for a softcap and every row's allowed keys are one exact range
  * (attn_run.h: causal, window without sinks below it, contiguous
@@ -325,10 +342,11 @@ _Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a ti
  * *st; false when the kernel does not apply, or met a score it cannot take
  * (flash_keys then runs and reports it, or finishes a score in
  * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of
- * attn_fused_scratch_floats (attn_forward_kv_serial). */
+ * attn_fused_scratch_floats, W: of attn_fused_wide_floats when the view
+ * holds 2-byte rows (attn_forward_kv_serial). */
 static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, const float *qb,
-                           const float *K, const float *V, float *S, float *O, float *m,
-                           double *l, enum core_status *st)
+                           const float *K, const float *V, float *S, float *W, float *O,
+                           float *m, double *l, enum core_status *st)
 {
     const struct attn_request *r = &x->r;
     if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
@@ -343,7 +361,8 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
         hi[t] = (int32_t)k.hi;
     }
     *st = CORE_OK;
-    struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0};
+    struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0,
+                                   fused_elem(x->k_elem), fused_elem(x->v_elem), W};
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
                            &keys, O, m, l, S);
 }
@@ -356,6 +375,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
 #define ATTN_MAX_FINITE ATTN_MAX_FINITE_F32
 #endif
 #define ATTN_GEMM cblas_sgemm
+#define ATTN_WIDEN widen_f32
 #define ATTN_NEXTDOWN(x) nextafterf((x), -INFINITY)
 #ifdef ATTN_NEON
 #define ATTN_VDOT neon_dot_f32
@@ -371,6 +391,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
 #undef ATTN_VAXPY
 #undef ATTN_VAXPY4
 #undef ATTN_GEMM
+#undef ATTN_WIDEN
 #undef ATTN_NEXTDOWN
 
 #define T double
@@ -645,11 +666,21 @@ enum core_status attn_forward_kv_serial(const struct attn_run *x, const struct a
     if (attn_fused_pass(r, w) && pb_bytes < fused)
         pb_bytes = fused;
 #endif
-    size_t bytes = qb_bytes + pb_bytes;
+    /* a view of 2-byte rows: widened a block (flash_keys) or superblock
+     * (the fused kernel) at a time into wb, one after the other */
+    size_t wb_bytes = 0;
+    if (x->k_elem || x->v_elem) {
+        size_t kb = w->kw < ATTN_FLASH_KEYS ? w->kw : ATTN_FLASH_KEYS;
+        size_t fw = attn_fused_wide_floats(s->d_k, s->d_v, w->kw);
+        wb_bytes = (kb * (s->d_k + s->d_v) > fw ? kb * (s->d_k + s->d_v) : fw) * sizeof(float);
+        pb_bytes = (pb_bytes + 63) & ~(size_t)63;
+    }
+    size_t bytes = qb_bytes + pb_bytes + wb_bytes;
     char *blk = attn_ws_reserve(ws, WS_BLK, bytes);
     if (!blk)
         return CORE_ENOMEM;
     void *pb = need_pb ? blk + qb_bytes : NULL;
+    void *wb = wb_bytes ? blk + qb_bytes + pb_bytes : NULL;
     /* a paged view read by gemm or the key-blocked pass: one kv head at a
      * time copied into one block (the decode loops read pages in place) */
     void *gb = NULL;
@@ -658,8 +689,8 @@ enum core_status attn_forward_kv_serial(const struct attn_run *x, const struct a
         return CORE_ENOMEM;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb);
-    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb);
+        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb, wb);
+    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb, NULL);
 }
 
 /* r's run (attn_run.h) with its scratch in ws. */
@@ -829,10 +860,12 @@ static void view_fill(const struct attn_request *r, const struct attn_run *x,
     size_t esz = attn_dtype_size(p->dtype);
     bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
     size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;
+    /* rows read in place: as the view holds them (2-byte: x->k_elem, v_elem) */
+    size_t ki = x->k_elem ? s->L * s->d_k * 2 : kb, vi = x->v_elem ? s->L * s->d_v * 2 : vb;
     for (size_t g = 0; g < s->h_kv; g++) {
-        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * kb;
+        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * ki;
         vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
-                       : (char *)(uintptr_t)in->v + g * vb;
+                       : (char *)(uintptr_t)in->v + g * vi;
     }
     /* key positions: one row per batch element, or the same for all */
     size_t stride = x->pk_b == 1 ? 0 : s->L;
@@ -870,11 +903,44 @@ enum core_status attn_prepare_view(const struct attn_request *r, const struct at
     return st;
 }
 
+/* The inputs' 2-byte k and v that the pass x will not read in place (it
+ * reads them so when x->k_elem / v_elem say) widened whole into WS_HALF:
+ * *wi = *in with those arrays replaced. */
+static enum core_status widen_kv(const struct attn_run *x, const struct attn_inputs *in,
+                                 const struct attn_elems *e, struct attn_ws *ws,
+                                 struct attn_inputs *wi)
+{
+    const struct attn_shape *s = &x->r.shape;
+    bool wk = e->k && !x->k_elem, wv = e->v && !x->v_elem;
+    size_t nk = 0, nv = 0, bytes;
+    *wi = *in;
+    if (!wk && !wv)
+        return CORE_OK;
+    if ((wk && !core_mul3(s->h_kv, s->L, s->d_k, &nk)) ||
+        (wv && !core_mul3(s->h_kv, s->L, s->d_v, &nv)) || !core_add(nk, nv, &bytes) ||
+        !core_mul(bytes, sizeof(float), &bytes))
+        return CORE_ELIMIT;
+    float *f = attn_ws_reserve(ws, WS_HALF, bytes);
+    if (!f)
+        return CORE_ENOMEM;
+    if (wk) {
+        widen_f32(e->k, in->k, 0, nk, f);
+        wi->k = f;
+    }
+    if (wv) {
+        widen_f32(e->v, in->v, 0, nv, f + nk);
+        wi->v = f + nk;
+    }
+    return CORE_OK;
+}
+
 /* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
  * the input rows where preparing is a plain copy) at the keys' positions,
- * then forward_kv. */
+ * then forward_kv. e: what q, k, v hold (attn_forward_half); 2-byte k or v
+ * rows that need no preparing are read in place by the key-blocked
+ * output-only pass, and widened whole first otherwise. */
 static enum core_status forward_ws(const struct attn_request *r,
-                                   const struct attn_inputs *in,
+                                   const struct attn_inputs *in, const struct attn_elems *e,
                                    struct attn_result *out, struct attn_ws *ws)
 {
     struct attn_run x;
@@ -882,6 +948,16 @@ static enum core_status forward_ws(const struct attn_request *r,
     if (st != CORE_OK)
         return st;
     const struct attn_shape *s = &x.r.shape;    /* flattened: B·h_kv kv heads */
+    struct attn_win w = {0, s->L, NULL};
+    struct attn_inputs wi;
+    bool flash = attn_flash(&x.r, &w);
+    x.q_elem = e->q;
+    x.k_elem = flash && !in->bias_k && !r->params.rope ? e->k : ATTN_ELEM_F32;
+    x.v_elem = flash && !in->bias_v ? e->v : ATTN_ELEM_F32;
+    st = widen_kv(&x, in, e, ws, &wi);
+    if (st != CORE_OK)
+        return st;
+    in = &wi;
     size_t kvb;
     if (!view_bytes(&x, in, &kvb))
         return CORE_ELIMIT;
@@ -892,25 +968,33 @@ static enum core_status forward_ws(const struct attn_request *r,
     void **kp = ptr, **vp = ptr + s->h_kv;
     view_fill(r, &x, in, store, kp, vp);
     struct attn_kv_view kv = {.k = (const void *const *)kp, .v = (const void *const *)vp};
-    struct attn_win w = {0, s->L, NULL};
     return attn_forward_kv_ws(&x, in, &kv, out, ws, 0, s->h * s->n, &w);
 }
 
-enum core_status attn_forward(const struct attn_request *r,
-                              const struct attn_inputs *in,
-                              struct attn_result *out, struct attn_ws *ws)
+enum core_status attn_forward_half(const struct attn_request *r,
+                                   const struct attn_inputs *in, const struct attn_elems *e,
+                                   struct attn_result *out, struct attn_ws *ws)
 {
     enum core_status st = attn_check(r);
     if (st == CORE_OK)
         st = attn_check_inputs(r, in);
     if (st != CORE_OK)
         return st;
-    if (!result_ok(r, out))
+    if (!result_ok(r, out) || !e || e->q > ATTN_ELEM_BF16 || e->k > ATTN_ELEM_BF16 ||
+        e->v > ATTN_ELEM_BF16 || ((e->q || e->k || e->v) && r->params.dtype != ATTN_F32))
         return CORE_EINVAL;
     if (ws)
-        return forward_ws(r, in, out, ws);
+        return forward_ws(r, in, e, out, ws);
     struct attn_ws tmp = {0};
-    st = forward_ws(r, in, out, &tmp);
+    st = forward_ws(r, in, e, out, &tmp);
     ws_release(&tmp);
     return st;
+}
+
+enum core_status attn_forward(const struct attn_request *r,
+                              const struct attn_inputs *in,
+                              struct attn_result *out, struct attn_ws *ws)
+{
+    static const struct attn_elems f32 = {ATTN_ELEM_F32, ATTN_ELEM_F32, ATTN_ELEM_F32};
+    return attn_forward_half(r, in, &f32, out, ws);
 }

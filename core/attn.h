@@ -414,4 +414,24 @@ enum core_status attn_forward(const struct attn_request *r,
                               const struct attn_inputs *in,
                               struct attn_result *out, struct attn_ws *ws);
 
+/* What a float32 pass's q, k or v holds: float32, or 2-byte float16 /
+ * bfloat16 values (core/half.h) that the pass widens itself, exactly. */
+enum attn_elem { ATTN_ELEM_F32 = 0, ATTN_ELEM_F16, ATTN_ELEM_BF16 };
+struct attn_elems {
+    enum attn_elem q, k, v;
+};
+
+/*
+ * attn_forward with q, k, v as e says (r's dtype float32 when any is
+ * 2-byte): the same bits as attn_forward on the widened arrays. q is
+ * widened a row tile at a time. k and v are read in their 2-byte form by
+ * the output-only key-blocked pass (each kernel widens a block or
+ * superblock of keys into per-worker scratch) when preparing them is a
+ * plain copy (no bias, no RoPE); otherwise they are widened whole (and
+ * prepared) into ws, as attn_forward's prepared rows would be.
+ */
+enum core_status attn_forward_half(const struct attn_request *r,
+                                   const struct attn_inputs *in, const struct attn_elems *e,
+                                   struct attn_result *out, struct attn_ws *ws);
+
 #endif

@@ -56,6 +56,7 @@
 #define FUSED_WORK_FLOATS(dk) (BC * CR + KR * (dk))
 #define FUSED_ROWS_FN attn_fused_rows_avx512
 #define FUSED_SCRATCH_FN attn_fused_scratch_avx512
+#define FUSED_WIDE_FN attn_fused_wide_avx512
 _Static_assert(QG == 16 * NZ, "one lane per query");
 _Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
 

@@ -69,6 +69,13 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v);
 
 struct attn_score_sink;
 
+/* What attn_fused_rows' K or V holds: float32 rows, or 2-byte rows
+ * (float16, bfloat16) that the kernel widens (exactly) a superblock of keys
+ * at a time into `wide`, so no float32 copy of the whole matrix exists and
+ * every row's arithmetic, in the same order, gives the float32 kernel's
+ * bits on the widened values. */
+enum attn_fused_elem { ATTN_FUSED_F32, ATTN_FUSED_F16, ATTN_FUSED_BF16 };
+
 /* Which keys each row of attn_fused_rows sees, and the softcap. */
 struct attn_fused_keys {
     const int32_t *lo, *hi;         /* [nb]: row t sees keys [lo[t], hi[t]); none
@@ -77,11 +84,19 @@ struct attn_fused_keys {
     const struct attn_score_sink *sink;  /* fed each block's raw base-2 scores
                                             (attn.h), or NULL */
     size_t row0;                    /* the sink's global row of row 0 */
+    enum attn_fused_elem k_elem, v_elem;  /* what K and V hold (0: float32) */
+    float *wide;                    /* when either is 2-byte: attn_fused_wide_floats
+                                       floats, 64-byte aligned */
 };
+
+/* Floats of the `wide` scratch for 2-byte K or V rows of widths d_k, d_v
+ * and L keys, whichever kernel runs. */
+size_t attn_fused_wide_floats(size_t d_k, size_t d_v, size_t L);
 
 /*
  * q [nb][d_k] prepared query rows, K [Lt][d_k] and V [Lt][d_v] prepared key
- * and value rows, keys: the keys row t sees (hi[t] <= Lt) and the softcap;
+ * and value rows (float32, or 2-byte as keys->k_elem, v_elem say), keys:
+ * the keys row t sees (hi[t] <= Lt) and the softcap;
  * scores s[t][j] = scale · q[t] · K[j], then c·tanh(s/c) with a softcap.
  * Key blocks start at multiples of the kernel's block size whatever the
  * rows' ranges, so a row's result does not depend on its neighbours.
@@ -95,8 +110,8 @@ struct attn_fused_keys {
  * caller's exact path decides whether that is an error (a score just below
  * FLT_MAX overflows only here).
  */
-bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                     const float *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
+bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const void *K,
+                     const void *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
                      float *m, double *l, float *scratch);
 
 #endif

@@ -10,7 +10,7 @@
  *                           per group, keys per block
  *   FUSED_FN, FUSED_VEC     the functions' target attribute; the register type
  *   FUSED_WORK_FLOATS(dk)   floats of the ISA's own block scratch after st
- *   FUSED_ROWS_FN, FUSED_SCRATCH_FN   the entry points' names
+ *   FUSED_ROWS_FN, FUSED_SCRATCH_FN, FUSED_WIDE_FN   the entry points' names
  *   struct fused_group      with lim_min, lim_max, lo_max, lo_start (size_t),
  *                           nz (int), cap2, icap2 (float)
  *   group_load(g, lo, hi)   lanes' ranges lo, hi [QG] into g, m = -inf, l = 0
@@ -22,6 +22,7 @@
  *   values(st, kw, V, dv, ot, work, nz)       ot [dv][QG] += Vᵀ · st
  */
 #include "attn.h"
+#include "half.h"
 
 /* q [rows][dk] -> qt [dk][QG] = scale2 · qᵀ, unused lanes 0. */
 static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float scale2,
@@ -99,35 +100,69 @@ size_t FUSED_SCRATCH_FN(size_t rows, size_t d_k, size_t d_v)
     return ng * (GROUP_FLOATS + QG * (d_k + d_v)) + QG * BC + FUSED_WORK_FLOATS(d_k);
 }
 
+/* Superblocks of 2-byte keys are widened whole into `wide`: ks rows of
+ * d_k + d_v floats, at most the L keys there are. */
+size_t FUSED_WIDE_FN(size_t d_k, size_t d_v, size_t L)
+{
+    size_t ks = attn_fused_superblock(d_k, d_v, BC);
+    return (ks < L ? ks : L) * (d_k + d_v);
+}
+
+/* src [n] of elem -> dst [n] float32, exactly (elem is 2-byte). */
+static void widen(enum attn_fused_elem elem, const void *src, float *dst, size_t n)
+{
+    if (elem == ATTN_FUSED_F16)
+        half_f16_to_f32_n(src, dst, n);
+    else
+        half_bf16_to_f32_n(src, dst, n);
+}
+
+/* Rows [a, e) of X [..][d] (elem) as float32 rows whose row 0 is key *x0:
+ * X itself (x0 = 0) when it holds float32, else rows [a, e) widened into
+ * dst [e - a][d] (x0 = a). */
+static const float *wide_rows(enum attn_fused_elem elem, const void *X, size_t d, size_t a,
+                              size_t e, float *dst, size_t *x0)
+{
+    if (elem == ATTN_FUSED_F32) {
+        *x0 = 0;
+        return X;
+    }
+    widen(elem, (const uint16_t *)X + a * d, dst, (e - a) * d);
+    *x0 = a;
+    return dst;
+}
+
 /* Keys [k0, ke) for one group: qt [dk][QG], ot [dv][QG], state g; its
  * rows [t0, t0 + rows) of keys, whose sink (if any) sees each block's raw
- * scores. */
+ * scores. Row 0 of K is key k_0, row 0 of V key v_0. */
 static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *ot, size_t k0,
-                                size_t ke, const float *K, const float *V, size_t dk, size_t dv,
-                                float *st, float *work, const struct attn_fused_keys *keys,
-                                size_t t0, size_t rows)
+                                size_t ke, const float *K, size_t k_0, const float *V,
+                                size_t v_0, size_t dk, size_t dv, float *st, float *work,
+                                const struct attn_fused_keys *keys, size_t t0, size_t rows)
 {
     const struct attn_score_sink *sink = keys->sink;
     for (; k0 < ke; k0 += BC) {
         size_t kw = ke - k0 < BC ? ke - k0 : BC;
         FUSED_VEC alpha[NZ];
-        scores(qt, dk, K + k0 * dk, kw, st, work, g->nz);
+        scores(qt, dk, K + (k0 - k_0) * dk, kw, st, work, g->nz);
         if (sink)
             sink->feed(sink->ctx, keys->row0 + t0, rows, k0, kw, st, 1, QG, keys->lo + t0,
                        keys->hi + t0);
         if (!block_softmax(st, kw, k0, g, alpha))
             return false;
         rescale(ot, dv, alpha, g->nz);
-        values(st, kw, V + k0 * dv, dv, ot, work, g->nz);
+        values(st, kw, V + (k0 - v_0) * dv, dv, ot, work, g->nz);
     }
     return true;
 }
 
 /* attn_fused_rows (attn_fused.h) on this instruction set: every group of
  * the tile packed, then superblock by superblock of keys each group in
- * turn (K and V from L2 for all but the first), then unpacked. */
-FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                            const float *V, size_t d_v, const struct attn_fused_keys *keys,
+ * turn (K and V from L2 for all but the first; 2-byte K or V widened into
+ * keys->wide first, once per superblock for all the groups), then
+ * unpacked. */
+FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, const void *K,
+                            const void *V, size_t d_v, const struct attn_fused_keys *keys,
                             float *O, float *m, double *l, float *scratch)
 {
     size_t ng = (nb + QG - 1) / QG, all = 0, first = (size_t)-1;
@@ -147,15 +182,21 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
             first = g[i].lo_start;
     }
     /* superblocks at multiples of ks (itself a multiple of BC) */
-    for (size_t s0 = all ? first / ks * ks : 0; s0 < all; s0 += ks)
+    for (size_t s0 = all ? first / ks * ks : 0; s0 < all; s0 += ks) {
+        /* the keys any group reads here, as float32 rows */
+        size_t a = s0 > first ? s0 : first, e = s0 + ks < all ? s0 + ks : all, k_0, v_0;
+        const float *Kf = wide_rows(keys->k_elem, K, d_k, a, e, keys->wide, &k_0);
+        const float *Vf =
+            wide_rows(keys->v_elem, V, d_v, a, e, keys->wide + (e - a) * d_k, &v_0);
         for (size_t i = 0; i < ng; i++) {
             size_t kb = s0 > g[i].lo_start ? s0 : g[i].lo_start;
             size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
-            if (kb < ke && !group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, kb, ke, K,
-                                       V, d_k, d_v, st, work, keys, i * QG,
+            if (kb < ke && !group_keys(&g[i], qt + i * d_k * QG, ot + i * d_v * QG, kb, ke, Kf,
+                                       k_0, Vf, v_0, d_k, d_v, st, work, keys, i * QG,
                                        nb - i * QG < QG ? nb - i * QG : QG))
                 return false;
         }
+    }
     for (size_t i = 0; i < ng; i++) {
         size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
         unpack(ot + i * d_v * QG, &g[i], rows, d_v, O + i * QG * d_v, m + i * QG,

@@ -26,14 +26,16 @@ static inline size_t attn_fused_superblock(size_t d_k, size_t d_v, size_t bc)
 }
 
 size_t attn_fused_scratch_avx512(size_t rows, size_t d_k, size_t d_v);
+size_t attn_fused_wide_avx512(size_t d_k, size_t d_v, size_t L);
 bool attn_fused_rows_avx512(const float *q, size_t nb, size_t d_k, float scale,
-                            const float *K, const float *V, size_t d_v,
+                            const void *K, const void *V, size_t d_v,
                             const struct attn_fused_keys *keys, float *O, float *m, double *l,
                             float *scratch);
 
 size_t attn_fused_scratch_avx2(size_t rows, size_t d_k, size_t d_v);
+size_t attn_fused_wide_avx2(size_t d_k, size_t d_v, size_t L);
 bool attn_fused_rows_avx2(const float *q, size_t nb, size_t d_k, float scale,
-                          const float *K, const float *V, size_t d_v,
+                          const void *K, const void *V, size_t d_v,
                           const struct attn_fused_keys *keys, float *O, float *m, double *l,
                           float *scratch);
 #endif

@@ -125,7 +125,13 @@ static void FN(prep_q)(const struct attn_run *x, const struct attn_inputs *in,
         size_t run = n - i < nb - t ? n - i : nb - t;   /* rows of head hh */
         const T *bias = bq ? bq + (in->bias_q_heads == 1 ? 0 : attn_run_head(x, hh)) * d
                            : NULL;
-        FN(add_bias_rows)(q + gr * d, bias, run, d, qb + t * d);
+#ifdef ATTN_WIDEN
+        if (x->q_elem) {                    /* 2-byte q: widened, then as float32 */
+            ATTN_WIDEN(x->q_elem, in->q, gr * d, run * d, qb + t * d);
+            FN(add_bias_rows)(qb + t * d, bias, run, d, qb + t * d);
+        } else
+#endif
+            FN(add_bias_rows)(q + gr * d, bias, run, d, qb + t * d);
         if (r->params.rope) {
             const int64_t *pos =
                 x->pq ? x->pq + (x->pq_b == 1 ? 0 : attn_run_qbatch(x, hh)) * n + i : NULL;
@@ -553,6 +559,27 @@ static enum core_status FN(finish_block)(const struct attn_run *x, const struct 
     return CORE_OK;
 }
 
+/* Keys [k0, k0 + kw) of one kv head's K [..][dk] and V [..][dv] as
+ * float32 rows: *Kb, *Vb point at key k0, in place, or (a view of 2-byte
+ * rows, x->k_elem / v_elem) widened into W [kw][dk] and W + kw·dk. */
+static void FN(kv_block)(const struct attn_run *x, const T *K, const T *V, size_t k0, size_t kw,
+                         size_t dk, size_t dv, T *W, const T **Kb, const T **Vb)
+{
+    (void)x, (void)W, (void)kw;
+    *Kb = K + k0 * dk;
+    *Vb = V + k0 * dv;
+#ifdef ATTN_WIDEN
+    if (x->k_elem) {
+        ATTN_WIDEN(x->k_elem, K, k0 * dk, kw * dk, W);
+        *Kb = W;
+    }
+    if (x->v_elem) {
+        ATTN_WIDEN(x->v_elem, V, k0 * dv, kw * dv, W + kw * dk);
+        *Vb = W + kw * dk;
+    }
+#endif
+}
+
 /* Rows [row0, row0+nb) of one kv head, output only: the tile's keys
  * (sinks [s0, s1) and main [m0, m1), see attn_run_tile_keys) in blocks of
  * ATTN_FLASH_KEYS aligned to multiples of it, with an online softmax (per
@@ -561,10 +588,10 @@ static enum core_status FN(finish_block)(const struct attn_run *x, const struct 
  * are skipped, so a window or segment costs its keys, not L. The scratch S
  * is [nb][ATTN_FLASH_KEYS] whatever L is, and each block's products stay
  * in cache. qb [nb][d_k] prepared queries -> m, l [nb] and O [nb][d_v] =
- * Σ exp(s - m) v, unnormalised. */
+ * Σ exp(s - m) v, unnormalised. W: kv_block's scratch for 2-byte rows. */
 static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, size_t nb,
                                        const size_t *tk, const T *qb, const T *K,
-                                       const T *V, T *S, T *O, T *m, double *l)
+                                       const T *V, T *S, T *W, T *O, T *m, double *l)
 {
     const struct attn_shape *s = &x->r.shape;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
@@ -579,8 +606,10 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
         size_t kw = end - k0 < KB ? end - k0 : KB;
         if (!(k0 < tk[1] && k0 + kw > tk[0]) && !(k0 < tk[3] && k0 + kw > tk[2]))
             continue;                       /* none of the tile's keys here */
+        const T *Kb, *Vb;
+        FN(kv_block)(x, K, V, k0, kw, dk, dv, W, &Kb, &Vb);
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,
-                  (T)x->r.params.scale, qb, (int)dk, K + k0 * dk, (int)dk, 0, S, (int)kw);
+                  (T)x->r.params.scale, qb, (int)dk, Kb, (int)dk, 0, S, (int)kw);
         for (size_t t = 0; t < nb; t++) {
             size_t gr = row0 + t;
             T *row = S + t * kw, mb;
@@ -604,7 +633,7 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
             l[t] += FN(vexp_shift)(row, row, kw, m[t]);
         }
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)dv, (int)kw, 1,
-                  S, (int)kw, V + k0 * dv, (int)dv, 1, O, (int)dv);
+                  S, (int)kw, Vb, (int)dv, 1, O, (int)dv);
     }
     return CORE_OK;
 }
@@ -615,7 +644,7 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
  * joins here with the shift max(m, 0) / max(m, sink), in double, so the
  * denominator is >= 1 and nothing overflows. */
 static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, size_t nb,
-                                       const T *qb, const T *K, const T *V, T *S, T *O,
+                                       const T *qb, const T *K, const T *V, T *S, T *W, T *O,
                                        struct attn_result *out)
 {
     const struct attn_request *r = &x->r;
@@ -627,12 +656,12 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
     bool fused = false;
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
 #ifdef ATTN_FLASH_FUSED
-    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, O, m, l, &st);
+    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, W, O, m, l, &st);
 #endif
     if (!fused) {
         if (ss)                             /* the fused kernel may have fed some */
             ss->reset(ss->ctx, row0, nb);
-        st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, O, m, l);
+        st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, W, O, m, l);
     }
     if (st != CORE_OK)
         return st;
@@ -685,14 +714,16 @@ static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, si
  * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
  * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
  * weights are not requested), and gb [kw][d_k + d_v] when a paged view's
- * head is copied into one block (flash or gemm tiles; NULL otherwise). When the weights are not kept, P holds
+ * head is copied into one block (flash or gemm tiles; NULL otherwise), wb
+ * the key-blocked pass's scratch for widening a view of 2-byte rows
+ * (x->k_elem, v_elem; only that pass reads them). When the weights are not kept, P holds
  * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
  * multiplications per row, not L (a key-split pass leaves them unscaled). */
 static enum core_status FN(forward_kv)(const struct attn_run *x, const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, size_t rb, size_t re,
                                        const struct attn_win *w, size_t B, T *qb, T *pb,
-                                       T *gb)
+                                       T *gb, T *wb)
 {
     const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
@@ -704,6 +735,8 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
         ot = w->part->o;
     /* output only, whole pass: key blocks with an online softmax */
     bool flash = attn_flash(r, w);
+    if ((x->k_elem || x->v_elem) && (!flash || gb || w->k0))
+        return CORE_EINVAL;                 /* 2-byte rows: read by that pass only */
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
 
@@ -730,7 +763,7 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
             T *S = sc ? sc + row0 * kw : P;
             FN(prep_q)(x, in, row0, nb, qb);
             if (flash) {
-                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb,
+                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb, wb,
                                                      ot + row0 * s->d_v, out);
                 if (st != CORE_OK)
                     return st;

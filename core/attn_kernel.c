@@ -96,8 +96,19 @@ size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
 #endif
 }
 
-bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const float *K,
-                     const float *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
+size_t attn_fused_wide_floats(size_t d_k, size_t d_v, size_t L)
+{
+#ifdef ATTN_HAVE_FUSED
+    size_t a = attn_fused_wide_avx512(d_k, d_v, L), b = attn_fused_wide_avx2(d_k, d_v, L);
+    return a > b ? a : b;
+#else
+    (void)d_k, (void)d_v, (void)L;
+    return 0;
+#endif
+}
+
+bool attn_fused_rows(const float *q, size_t nb, size_t d_k, float scale, const void *K,
+                     const void *V, size_t d_v, const struct attn_fused_keys *keys, float *O,
                      float *m, double *l, float *scratch)
 {
     switch (attn_kernel_active()) {

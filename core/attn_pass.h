@@ -24,7 +24,7 @@
 #define ATTN_LOOP_ROWS 4
 #endif
 
-enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_PAGE, WS_N };
+enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_PAGE, WS_HALF, WS_N };
 
 struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */

@@ -45,6 +45,8 @@ struct attn_run {
     const uint8_t *kmono;       /* [km_b]: key positions rise within each segment run */
     size_t sg_b, km_b;
     bool general;               /* positions, segments or a window given */
+    enum attn_elem q_elem;      /* what the inputs' q holds (attn_forward_half) */
+    enum attn_elem k_elem, v_elem;  /* what the kv view's rows hold */
 };
 
 /* Scratch bytes attn_run_init needs for r (0 when nothing is resolved);
