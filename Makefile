@@ -253,10 +253,15 @@ deps-bench:
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core \
-	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server $(BUILD)/bench/bench_roll
+	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server $(BUILD)/bench/bench_roll \
+	  $(BUILD)/bench/bench_pool
 	@sh tests/bench/run.sh $(BUILD)
 
 $(BUILD)/bench/bench_core: tests/bench/bench_core.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/bench_pool: tests/bench/bench_pool.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 

@@ -1,22 +1,52 @@
 /*
  * core/pool.c — the helper pool that splits one large attention pass over
- * cores (declared in core/pool.h): a few helper threads wait on a condition
- * variable; a pass publishes its job (a piece function and a count),
- * claims pieces with an atomic counter alongside whichever helpers join,
- * and waits until the helpers inside the job have left it. Each helper has
- * its own workspace.
+ * cores (declared in core/pool.h): a pass publishes its job (a piece
+ * function and a count), claims pieces with an atomic counter alongside
+ * whichever helpers join, and waits until the helpers inside the job have
+ * left it. Each helper has its own workspace. A helper that has just left
+ * a job watches for the next one for a short, bounded time (POOL_SPIN_NS,
+ * with the CPU's pause instruction) before it sleeps on a condition
+ * variable, so consecutive passes (the steps of a decode) find it awake;
+ * the calling thread likewise watches for the last helper to leave before
+ * it sleeps.
  */
 #include "pool.h"
 #include "attn.h"
+#include "stop.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+/* How long a helper watches for the next job after leaving one, and the
+ * calling thread for the helpers to leave, before sleeping (nanoseconds).
+ * Waking a sleeping helper took 12-16 µs (median) on an idle 2-core VM, and
+ * under load the scheduler often ran it after the job was over; a decode
+ * step is 0.1-0.7 ms and the next one follows within tens of µs. Idle, a
+ * helper costs at most this much CPU after each job (tests/bench/
+ * bench_pool.c measures both). */
+#ifndef POOL_SPIN_NS
+#define POOL_SPIN_NS 50000
+#endif
+/* A thread that was preempted (an involuntary context switch) within this
+ * long does not watch: the cores are contended, the watch rarely finds the
+ * other thread running, and its CPU time is taken from the pass (at load
+ * 6-7 it halved the helper's CPU time outside pieces, 32 -> 15 µs a job). */
+#ifndef POOL_CALM_NS
+#define POOL_CALM_NS 50000000
+#endif
 
 /* Why hand-written: a pass needs a fork-join over a handful of pieces with
  * per-thread scratch and a "step back when others wait" rule; OpenMP would
  * add its own spinning pool next to libuv's, and its spinning threads took
- * the cores the other requests needed. */
+ * the cores the other requests needed (this pool's watch is bounded, and
+ * ends as soon as may_help says other work waits). */
 struct attn_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
@@ -26,10 +56,11 @@ struct attn_pool {
     bool (*may_help)(void *);
     void *may_arg;
     bool busy, stop;                /* a pass owns the pool / shutting down */
-    unsigned long gen;              /* bumped for every published job */
+    atomic_ulong gen;               /* bumped (under mu) for every published job and at stop */
     attn_piece_fn fn;               /* the job, NULL when none is open */
     void *arg;
-    size_t pieces, active;          /* helpers inside the job */
+    size_t pieces;
+    atomic_ulong active;            /* helpers inside the job: joined under mu, left without */
     struct attn_ws *job_ws;         /* the caller's: its stop is the job's */
     atomic_size_t next;             /* next unclaimed piece */
     atomic_bool skipped;            /* the job's stop came due: pieces were left out */
@@ -65,6 +96,62 @@ static void pool_work(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t p
     }
 }
 
+/* The CPU's spin-wait hint: lets the sibling hyperthread run and saves
+ * power while a thread watches a flag. */
+/* Whether the calling thread may watch: not preempted within POOL_CALM_NS
+ * (ru_nivcsw, per thread where the system counts it per thread). */
+struct pool_calm {
+    long nivcsw;
+    uint64_t until;                 /* calm again from here (attn_now_ns) */
+};
+
+static bool pool_calm(struct pool_calm *c)
+{
+#ifdef RUSAGE_THREAD
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return false;
+    uint64_t now = attn_now_ns();
+    if (ru.ru_nivcsw != c->nivcsw) {
+        c->nivcsw = ru.ru_nivcsw;
+        c->until = now + POOL_CALM_NS;
+    }
+    return now >= c->until;
+#else
+    (void)c;
+    return true;
+#endif
+}
+
+static inline void pool_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("isb" ::: "memory");
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* Watches *word for a bounded time (POOL_SPIN_NS) before the caller sleeps
+ * on a condition variable: a helper (helper: true) until *word moves off v
+ * (gen: the next job is published) or may_help says other work waits; the
+ * calling thread until *word reaches v (active: every helper has left).
+ * True: it did, no need to sleep. */
+static bool pool_watch(struct attn_pool *p, const atomic_ulong *word, unsigned long v,
+                       bool helper)
+{
+    uint64_t t0 = attn_now_ns();
+    for (unsigned i = 1;; i++) {
+        if ((atomic_load_explicit(word, memory_order_acquire) == v) != helper)
+            return true;
+        pool_relax();
+        if (i % 64 == 0 && (attn_now_ns() - t0 > POOL_SPIN_NS || (helper && !pool_may(p))))
+            return false;
+    }
+}
+
 static void *pool_main(void *v)
 {
     struct pool_helper *h = v;
@@ -72,28 +159,34 @@ static void *pool_main(void *v)
     struct attn_ws *ws = p->ws[h->idx];
     free(h);
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
+    struct pool_calm calm = {0, 0};
     for (;;) {
-        while (!p->stop && p->gen == seen)
+        if (pool_calm(&calm))
+            pool_watch(p, &p->gen, seen, true);
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && atomic_load(&p->gen) == seen)
             pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop)
-            break;
-        seen = p->gen;
-        if (!p->fn)
-            continue;               /* that job is already finished */
-        attn_piece_fn fn = p->fn;
+        if (p->stop) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        seen = atomic_load(&p->gen);
+        attn_piece_fn fn = p->fn;   /* NULL: that job is already finished */
         void *arg = p->arg;
         size_t pieces = p->pieces;
         struct attn_ws *job_ws = p->job_ws;
-        p->active++;
+        if (fn)
+            atomic_fetch_add(&p->active, 1);
         pthread_mutex_unlock(&p->mu);
+        if (!fn)
+            continue;
         pool_work(p, fn, arg, pieces, job_ws, ws, true);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0)
+        if (atomic_fetch_sub(&p->active, 1) == 1) {
+            pthread_mutex_lock(&p->mu);     /* the caller may be asleep on done */
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
 }
 
 struct attn_pool *attn_pool_new(size_t helpers, bool (*may_help)(void *arg), void *arg)
@@ -103,6 +196,8 @@ struct attn_pool *attn_pool_new(size_t helpers, bool (*may_help)(void *arg), voi
         return NULL;
     p->may_help = may_help;
     p->may_arg = arg;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->active, 0);
     atomic_init(&p->next, 0);
     atomic_init(&p->skipped, false);
     pthread_mutex_init(&p->mu, NULL);
@@ -140,6 +235,7 @@ void attn_pool_free(struct attn_pool *p)
         return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
+    atomic_fetch_add(&p->gen, 1);   /* ends the helpers' watch */
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (size_t i = 0; i < p->started; i++)
@@ -168,10 +264,11 @@ bool attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t piec
             p->job_ws = ws;
             atomic_store(&p->next, 0);
             atomic_store(&p->skipped, false);
-            p->gen++;
-            pthread_cond_broadcast(&p->wake);
+            atomic_fetch_add(&p->gen, 1);
         }
         pthread_mutex_unlock(&p->mu);
+        if (joined)                 /* after unlocking: a woken helper finds mu free */
+            pthread_cond_broadcast(&p->wake);
     }
     if (!joined) {
         for (size_t i = 0; i < pieces; i++) {
@@ -184,11 +281,15 @@ bool attn_pool_run(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t piec
     pool_work(p, fn, arg, pieces, ws, ws, false);
     pthread_mutex_lock(&p->mu);
     p->fn = NULL;                   /* no helper joins from here on */
-    while (p->active)
+    pthread_mutex_unlock(&p->mu);
+    static _Thread_local struct pool_calm calm;
+    if (pool_calm(&calm))
+        pool_watch(p, &p->active, 0, false);
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->active))
         pthread_cond_wait(&p->done, &p->mu);
     p->busy = false;
     bool all = !atomic_load(&p->skipped);
     pthread_mutex_unlock(&p->mu);
     return all;
 }
-

@@ -7,7 +7,8 @@
 #
 # Sections (SECTIONS="core json http fair journal move roll" by default; any subset, e.g.
 # SECTIONS=http make bench):
-#   core   the attention core in-process (bench_core)
+#   core   the attention core in-process (bench_core), and how promptly the
+#          helper pool joins a job (bench_pool)
 #   json   JSON numbers in/out and base64 through api_handle (bench_api)
 #   http   wrk against the daemon: small requests vs libmicrohttpd's hello,
 #          medium JSON vs the FastAPI peer, base64 tensors vs MHD echo, one
@@ -46,7 +47,8 @@ section() {
 # The attention core in-process, one thread (as each server worker runs it).
 bench_core() {
     section "core: attention in-process (bench_core)"
-    "$build/bench/bench_core" "$reps"
+    "$build/bench/bench_core" "$reps" &&
+        "$build/bench/bench_pool"
 }
 
 # JSON numbers and base64 tensors through the api entry points.
