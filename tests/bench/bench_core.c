@@ -30,6 +30,7 @@
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
  *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
  *                              BENCH_KV_DTYPES_ONLY=1: narrow-cache decode;
+ *                              BENCH_DECODE_ONLY=1: float32 decode rows;
  *                              BENCH_MODELS_ONLY=1: issue 16's rows alone;
  *                              BENCH_MOVE_ONLY=1: session export/import
  *                              of 128 MiB vs a memcpy, issue 18)
@@ -649,23 +650,30 @@ static void bench_session(size_t L)
 static void bench_paged(void)
 {
     size_t L = 32768, d = 128;
-    struct decode_arg contig, paged;
+    struct decode_arg contig, paged, contig1, paged1;     /* 1: the same caches, 1 worker */
     decode_init(&contig, L, d, false, NULL);
     decode_init(&paged, L, d, true, NULL);
+    decode_init(&contig1, L, d, false, &contig);
+    decode_init(&paged1, L, d, true, &paged);
     attn_ws_set_pool(contig.ws, pool);
     attn_ws_set_pool(paged.ws, pool);
-    struct timed t[2] = {{run_decode, &contig, 0, 0}, {run_decode, &paged, 0, 0}};
-    time_set(t, 2);
+    struct timed t[4] = {{run_decode, &contig, 0, 0}, {run_decode, &paged, 0, 0},
+                         {run_decode, &contig1, 0, 0}, {run_decode, &paged1, 0, 0}};
+    time_set(t, 4);
     double bytes = 2.0 * (double)L * (double)d * sizeof(float);
     double rc = bytes / t[0].med / 1e9, rp = bytes / t[1].med / 1e9;
     char ratio[96];
     detail("decode L=32768 d128 cold, paged cache (kv_attend)", t[1].med, rp, "GB/s",
            "one block", rc);
+    detail("  the same on 1 worker (apart from the split over cores)", t[3].med,
+           bytes / t[3].med / 1e9, "GB/s", "one block", bytes / t[2].med / 1e9);
     snprintf(ratio, sizeof ratio, "%.3f of one block (%.3f vs %.3f ms)", rp / rc,
              t[1].med * 1e3, t[0].med * 1e3);
     benchrow("paged session decode f32 L=32768 d=128 cold vs one block per head (2 cores)",
              "one block GB/s", rc, NULL, -1, rp, "GB/s", ratio, ">=0.95 of one block",
              rp >= 0.95 * rc);
+    decode_free(&contig1, false);
+    decode_free(&paged1, false);
     decode_free(&contig, true);
     decode_free(&paged, true);
 
@@ -1089,6 +1097,16 @@ int main(int argc, char **argv)
     const char *kvd_only = getenv("BENCH_KV_DTYPES_ONLY");
     if (kvd_only && strcmp(kvd_only, "1") == 0) {
         bench_kv_dtypes();
+        attn_pool_free(pool);
+        return 0;
+    }
+    /* BENCH_DECODE_ONLY=1: the float32 decode rows alone */
+    const char *decode_only = getenv("BENCH_DECODE_ONLY");
+    if (decode_only && strcmp(decode_only, "1") == 0) {
+        run_peer();
+        bench_decode();
+        bench_session(4096);
+        bench_session(32768);
         attn_pool_free(pool);
         return 0;
     }
