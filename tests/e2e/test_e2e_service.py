@@ -514,29 +514,42 @@ def test_second_signal_during_drain_exits_at_once():
         s.close()
 
 
+def _on_pool(a):
+    text = a.get("/metrics").body.decode()      # /metrics is answered off the pool
+    return int(re.search(r"^attnd_requests_on_pool (\d+)$", text, re.M).group(1))
+
+
 def test_probes_answer_while_every_worker_computes():
+    """Probes are answered at once while the one worker computes and more
+    work waits. The probes start only once /metrics shows one request on
+    the worker and another queued, so a fast machine cannot finish the big
+    requests first; the gauge is read again after the probes."""
     rng = random.Random(3)
-    n, d = 1000, 16
-    body = {"q": _mat(rng, n, d), "k": _mat(rng, n, d), "v": _mat(rng, n, d)}
+    n, d = 1500, 64
+    body = {"q": _mat(rng, n, d), "k": _mat(rng, n, d), "v": _mat(rng, n, d),
+            "dtype": "float64", "return": ["output"]}
     with Attnd("--workers", "1") as a:
         done = []
 
         def big():
             done.append(a.post("/v1/attention", body, timeout=120).status)
 
-        ts = [threading.Thread(target=big) for _ in range(4)]
+        ts = [threading.Thread(target=big) for _ in range(8)]
         for t in ts:
             t.start()
-        time.sleep(0.3)                                   # bodies uploaded, pool busy
+        deadline = time.monotonic() + 60
+        while _on_pool(a) < 2:                      # one computing, one queued at least
+            assert time.monotonic() < deadline and len(done) < 8, \
+                "never saw a busy pool with work waiting"
+            time.sleep(0.005)
         lat = []
         for _ in range(5):
             t0 = time.time()
             assert a.get("/healthz").status == 200
             assert a.get("/readyz").status == 200
             lat.append(time.time() - t0)
-        pending = 4 - len(done)
+        busy_after = _on_pool(a)
         for t in ts:
             t.join()
-        assert done == [200] * 4
-        assert pending > 0, "the big requests finished before the probes: not a busy pool"
-        assert max(lat) < 0.5, lat
+        assert done == [200] * 8
+        assert max(lat) < 0.5, (lat, busy_after)
