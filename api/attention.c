@@ -145,10 +145,22 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         return;
     }
     if (api_extras_compute(x)) {
+        /* the extras read float32 q, k, v: widen what was kept 2-byte */
+        if (!api_tensor_widen(&a->q) || !api_tensor_widen(&a->k) || !api_tensor_widen(&a->v)) {
+            api_result_free(&res);
+            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
+            return;
+        }
+        a->in.q = a->q.data;
+        a->in.k = a->k.data;
+        a->in.v = a->v.data;
         struct attn_extras xc = api_extras_core(x);
         st = attn_forward_extras(&a->r, &a->in, NULL, &xc, &res, &a->x.xo, c->req->ws);
     } else {
-        st = attn_forward(&a->r, &a->in, &res, c->req->ws);
+        /* q, k, v as read: 2-byte ones are widened by the pass itself */
+        struct attn_elems e = {api_tensor_elem(&a->q), api_tensor_elem(&a->k),
+                               api_tensor_elem(&a->v)};
+        st = attn_forward_half(&a->r, &a->in, &e, &res, c->req->ws);
     }
     if (st != CORE_OK) {
         api_result_free(&res);

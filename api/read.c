@@ -553,9 +553,9 @@ static bool read_qkv(struct api_call *c, const json_t *const *m, size_t *budget,
 {
     struct api_tensor_spec spec = {a->r.params.dtype, API_ELEM_REAL, 2, 4, budget};
 
-    if (!api_read_tensor_pre(c, m[AF_Q], "/q", &spec, pre, &a->q) ||
-        !api_read_tensor_pre(c, m[AF_K], "/k", &spec, pre, &a->k) ||
-        !api_read_tensor_pre(c, m[AF_V], "/v", &spec, pre, &a->v))
+    if (!api_read_tensor_keep(c, m[AF_Q], "/q", &spec, pre, &a->q) ||
+        !api_read_tensor_keep(c, m[AF_K], "/k", &spec, pre, &a->k) ||
+        !api_read_tensor_keep(c, m[AF_V], "/v", &spec, pre, &a->v))
         return false;
     a->q_rank = a->q.rank;
     return api_qkv_shape(c, &a->q, &a->k, &a->v, &a->r.shape);

@@ -44,6 +44,8 @@ struct api_tensor {
     size_t shape[ATTN_MAX_RANK];
     size_t count;                   /* product of shape */
     void *data;                     /* malloc'd, or NULL when absent */
+    enum api_half half;             /* NONE, or data holds the 2-byte values
+                                       (api_read_tensor_keep) */
 };
 
 struct api_tensor_spec {
@@ -77,7 +79,22 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
                          const struct api_tensor_spec *spec,
                          const struct api_pre *pre, struct api_tensor *out);
 
+/* api_read_tensor_pre(), except that a base64 tensor of a float32 REAL spec
+ * sent in the request's own half format (c->half) stays in its 2-byte form
+ * (out->half set; checked finite, not widened): for a pass that widens it
+ * itself (attn_forward_half). */
+bool api_read_tensor_keep(struct api_call *c, const json_t *v, const char *path,
+                          const struct api_tensor_spec *spec, const struct api_pre *pre,
+                          struct api_tensor *out);
+
 void api_tensor_free(struct api_tensor *t);
+
+/* A tensor kept 2-byte (t->half) widened to float32 in place of its data;
+ * false when out of memory (t unchanged). */
+bool api_tensor_widen(struct api_tensor *t);
+
+/* What t's data holds, as attn_forward_half takes it. */
+enum attn_elem api_tensor_elem(const struct api_tensor *t);
 
 /* Interpret a rank-2 tensor as 1 head, a rank-3 one as shape[0] heads and
  * a rank-4 one as shape[0] batch elements of shape[1] heads: heads, rows,

@@ -430,6 +430,8 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
         }
+        if (dst == src)                 /* kept in its 2-byte form (keep_half) */
+            return true;
         if (t == B64_F16)
             half_f16_to_f32_n(src, dst, n);
         else
@@ -469,8 +471,19 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
     return true;
 }
 
+/* The request's half format when a base64 tensor of type t stays in it,
+ * 2-byte (keep: api_read_tensor_keep), else API_HALF_NONE. */
+static enum api_half kept_half(const struct api_call *c, const struct api_tensor_spec *spec,
+                               enum b64_type t, bool keep)
+{
+    bool own = (t == B64_F16 && c->half == API_HALF_F16) ||
+               (t == B64_BF16 && c->half == API_HALF_BF16);
+    return keep && own && spec->dtype == ATTN_F32 && spec->elem == API_ELEM_REAL
+               ? c->half : API_HALF_NONE;
+}
+
 static bool read_b64(struct api_call *c, const json_t *v, const char *path,
-                     const struct api_tensor_spec *spec, size_t *budget,
+                     const struct api_tensor_spec *spec, size_t *budget, bool keep_2,
                      struct api_tensor *out)
 {
     static const char *const fields[] = {"shape", "dtype", "data", NULL};
@@ -493,7 +506,8 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
     }
     if (!budget_take(c, path, rank, shape, budget, &count))
         return false;
-    if (!core_mul(count, elem_size(spec), &dbytes) ||
+    enum api_half keep = kept_half(c, spec, t, keep_2);
+    if (!core_mul(count, keep ? 2 : elem_size(spec), &dbytes) ||
         !core_mul(count, b64_size(t), &sbytes)) {
         api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "tensor too large");
         return false;
@@ -526,6 +540,7 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         memcpy(out->shape, shape, sizeof shape);
         out->count = count;
         out->data = dst;
+        out->half = keep;
         return true;
     }
     free(dst);
@@ -557,7 +572,7 @@ static void element_path(char *out, const char *path, size_t i, int rank,
  * has decoded (anything it did not take went the jansson way). */
 static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
                          const char *path, const struct api_tensor_spec *spec,
-                         size_t *budget, struct api_tensor *out)
+                         size_t *budget, bool keep_2, struct api_tensor *out)
 {
     enum b64_type t = a->raw_half == API_HALF_F16 ? B64_F16
                       : a->raw_half == API_HALF_BF16 ? B64_BF16
@@ -580,7 +595,8 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
         return false;
     /* count * 8 fits: the raw bytes exist */
     dbytes = count * attn_dtype_size(spec->dtype);
-    dst = spec->dtype == a->raw_dtype && !a->raw_half ? a->raw : malloc(dbytes);
+    enum api_half keep = kept_half(c, spec, t, keep_2);
+    dst = (spec->dtype == a->raw_dtype && !a->raw_half) || keep ? a->raw : malloc(dbytes);
     if (!dst) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
@@ -600,20 +616,21 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
     memcpy(out->shape, a->shape, sizeof a->shape);
     out->count = count;
     out->data = dst;
+    out->half = keep;
     return true;
 }
 
 /* Same checks and errors as read_nested(), on an array already in doubles. */
 static bool read_pre(struct api_call *c, struct api_numarray *a,
                      const char *path, const struct api_tensor_spec *spec,
-                     size_t *budget, struct api_tensor *out)
+                     size_t *budget, bool keep_2, struct api_tensor *out)
 {
     char p[API_PATH_MAX];
     size_t count, i, len;
     int d;
 
     if (a->raw)
-        return read_pre_b64(c, a, path, spec, budget, out);
+        return read_pre_b64(c, a, path, spec, budget, keep_2, out);
 
     if (a->rank > spec->max_rank) {
         snprintf(p, sizeof p, "%s", path);
@@ -669,9 +686,10 @@ bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
     return api_read_tensor_pre(c, v, path, spec, NULL, out);
 }
 
-bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
-                         const struct api_tensor_spec *spec,
-                         const struct api_pre *pre, struct api_tensor *out)
+/* api_read_tensor_pre, with keep: api_read_tensor_keep. */
+static bool read_tensor(struct api_call *c, const json_t *v, const char *path,
+                        const struct api_tensor_spec *spec, const struct api_pre *pre,
+                        bool keep, struct api_tensor *out)
 {
     size_t local = api_max_elements(c);
     size_t *budget = spec->budget ? spec->budget : &local;
@@ -679,14 +697,51 @@ bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
 
     memset(out, 0, sizeof *out);
     if (a && v)
-        return read_pre(c, a, path, spec, budget, out);
+        return read_pre(c, a, path, spec, budget, keep, out);
     if (json_is_array(v))
         return read_nested(c, v, path, spec, budget, out);
     if (json_is_object(v))
-        return read_b64(c, v, path, spec, budget, out);
+        return read_b64(c, v, path, spec, budget, keep, out);
     api_fail(c, API_ERR_INVALID_FIELD, path, v ? "expected nested arrays or "
              "{\"shape\",\"dtype\",\"data\"}" : "missing required field");
     return false;
+}
+
+bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
+                         const struct api_tensor_spec *spec,
+                         const struct api_pre *pre, struct api_tensor *out)
+{
+    return read_tensor(c, v, path, spec, pre, false, out);
+}
+
+bool api_read_tensor_keep(struct api_call *c, const json_t *v, const char *path,
+                          const struct api_tensor_spec *spec, const struct api_pre *pre,
+                          struct api_tensor *out)
+{
+    return read_tensor(c, v, path, spec, pre, true, out);
+}
+
+bool api_tensor_widen(struct api_tensor *t)
+{
+    if (!t->half)
+        return true;
+    float *f = malloc(t->count ? t->count * sizeof(float) : 1);   /* count·8 fits */
+    if (!f)
+        return false;
+    if (t->half == API_HALF_F16)
+        half_f16_to_f32_n(t->data, f, t->count);
+    else
+        half_bf16_to_f32_n(t->data, f, t->count);
+    api_spare_free(t->data);
+    t->data = f;
+    t->half = API_HALF_NONE;
+    return true;
+}
+
+enum attn_elem api_tensor_elem(const struct api_tensor *t)
+{
+    return t->half == API_HALF_F16 ? ATTN_ELEM_F16
+           : t->half == API_HALF_BF16 ? ATTN_ELEM_BF16 : ATTN_ELEM_F32;
 }
 
 void api_tensor_free(struct api_tensor *t)
