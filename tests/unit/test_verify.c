@@ -414,6 +414,24 @@ TEST(premises_that_fail)
     CHECK(!c8->applicable && strstr(c8->note, "zero"));
     verify_report_free(&r);
 
+    /* q = (0, 1) and keys that differ only where q is 0: every key scores
+     * the same, so a common key bias cannot show float16's loss of k0 */
+    double q4[2] = {0, 1}, k4[4] = {1, 1, 0, 1}, v4[2] = {3, 4};
+    in.n = 1; in.L = 2; in.q = q4; in.k = k4; in.v = v4; in.bias_k = NULL;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c27 = find(&r, "beit_key_bias_float16");
+    CHECK(c27 && !c27->applicable && c27->passed && strstr(c27->note, "same score"));
+    CHECK(r.passed);
+    verify_report_free(&r);
+    /* the same keys with q = (1, 1) tell them apart: float16 shows the loss */
+    double q5[2] = {1, 1};
+    in.q = q5;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    c27 = find(&r, "beit_key_bias_float16");
+    CHECK(c27 && c27->applicable && c27->passed && c27->max_abs_diff > 1e-3);
+    verify_report_free(&r);
+    in.bias_k = bk;
+
     /* more queries than keys: causal decoding has no premise */
     double q3[6] = {1, 0, 0, 1, 1, 1};
     in.n = 3; in.L = 2; in.q = q3;
