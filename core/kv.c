@@ -2,11 +2,16 @@
  * core/kv.c — one session's key/value cache (see kv.h).
  *
  * The cache is a table of pages; page p holds rows [p·P, p·P + P) of every
- * head (P = KV_PAGE_ROWS) in one allocation: K [h_kv][cap][d_k], then V
- * [h_kv][cap][d_v], then for int8 the K and V row scales [h_kv][cap] each,
- * cap being the rows the page has room for (P except for a growing last
- * page). The table always covers the rows stored; pages past them are room
- * already reserved, never shared.
+ * head (P = KV_PAGE_ROWS): K of each head [cap][d_k], V of each head
+ * [cap][d_v] and for int8 the K and V row scales [cap] of each head, cap
+ * being the rows the page has room for (P except for a growing last page).
+ * A full page's parts are a slot of a slab (core/kv_slab.c: one head's K
+ * parts of neighbouring slots are contiguous, so a cache whose pages took
+ * neighbouring slots streams as one block); a smaller page is one
+ * allocation after its header, K [h_kv][cap][d_k], V, then the scales.
+ * The header's bases and head stride say where each head's part is. The
+ * table always covers the rows stored; pages past them are room already
+ * reserved, never shared.
  *
  * A page is written only by a cache that alone holds it (refs == 1, read
  * under the cache's own lock: another cache can only gain a reference by
@@ -25,14 +30,23 @@
 
 #include "half.h"
 #include "kv_lowp.h"
+#include "kv_slab.h"
 
 #define P KV_PAGE_ROWS
 
 struct kv_page {
     atomic_size_t refs;             /* caches holding it */
     size_t cap;                     /* rows it has room for (<= P) */
-    size_t pad[6];                  /* rows start 64 bytes in */
+    size_t hs;                      /* rows from one head's part to the next head's */
+    unsigned char *k, *v;           /* head 0's K and V rows */
+    float *ks, *vs;                 /* head 0's int8 row scales (NULL otherwise) */
+    struct kv_slab_slot at;         /* a full page's slab slot; at.slab NULL: the
+                                       rows follow this header (malloc'd) */
 };
+
+/* A malloc'd page's rows start this far in: on a cache line, so a 512-byte
+ * row spans 8 lines, not 9. */
+#define PAGE_HEAD ((sizeof(struct kv_page) + 63) & ~(size_t)63)
 
 struct kv_cache {
     enum attn_dtype dtype;  /* compute type: what rows widen to */
@@ -131,20 +145,15 @@ static size_t page_bytes(const struct kv_cache *c, size_t cap)
     return cap * kv_row_bytes(c);
 }
 
-static unsigned char *page_data(const struct kv_page *pg)
-{
-    return (unsigned char *)(uintptr_t)(pg + 1);
-}
-
 /* Head g's K / V rows and int8 scales in a page. */
 static void *pk(const struct kv_cache *c, const struct kv_page *pg, size_t g)
 {
-    return page_data(pg) + g * pg->cap * c->d_k * c->esz;
+    return pg->k + g * pg->hs * c->d_k * c->esz;
 }
 
 static void *pv(const struct kv_cache *c, const struct kv_page *pg, size_t g)
 {
-    return page_data(pg) + (c->h_kv * c->d_k + g * c->d_v) * pg->cap * c->esz;
+    return pg->v + g * pg->hs * c->d_v * c->esz;
 }
 
 /* Byte offset of the scales: after K and V, rounded up to 4. */
@@ -155,12 +164,14 @@ static size_t scale_off(const struct kv_cache *c, size_t cap)
 
 static float *pks(const struct kv_cache *c, const struct kv_page *pg, size_t g)
 {
-    return (float *)(void *)(page_data(pg) + scale_off(c, pg->cap)) + g * pg->cap;
+    (void)c;
+    return pg->ks + g * pg->hs;
 }
 
 static float *pvs(const struct kv_cache *c, const struct kv_page *pg, size_t g)
 {
-    return pks(c, pg, g) + c->h_kv * pg->cap;
+    (void)c;
+    return pg->vs + g * pg->hs;
 }
 
 static void acct_add(struct kv_acct *a, size_t b)
@@ -175,14 +186,44 @@ static void acct_sub(struct kv_acct *a, size_t b)
         atomic_fetch_sub_explicit(&a->bytes, b, memory_order_relaxed);
 }
 
-/* A private page of cap rows (0 < cap <= P), accounted; NULL on ENOMEM. */
-static struct kv_page *page_new(struct kv_cache *c, size_t cap)
+/* A full page's slot in a slab, after the one of prev (the page before it
+ * in row order, or NULL) if that is free; false on ENOMEM. */
+static bool page_slot(const struct kv_cache *c, struct kv_page *pg, const struct kv_page *prev)
 {
-    size_t data = scale_off(c, cap) + (c->store == KV_STORE_I8 ? 2 * c->h_kv * cap * 4 : 0);
-    /* rows start on a cache line: a 512-byte row then spans 8 lines, not 9 */
-    struct kv_page *pg = aligned_alloc(64, (sizeof *pg + data + 63) & ~(size_t)63);
-    if (!pg)
-        return NULL;
+    struct kv_slab_geom g = {c->h_kv, P * c->d_k * c->esz, P * c->d_v * c->esz,
+                             c->store == KV_STORE_I8 ? P * sizeof(float) : 0};
+    if (!kv_slab_get(&g, prev ? &prev->at : NULL, &pg->at))
+        return false;
+    pg->hs = P * kv_slab_slots(pg->at.slab);
+    pg->k = kv_slab_part(&pg->at, 0);
+    pg->v = kv_slab_part(&pg->at, 1);
+    pg->ks = g.sb ? (float *)(void *)kv_slab_part(&pg->at, 2) : NULL;
+    pg->vs = g.sb ? (float *)(void *)kv_slab_part(&pg->at, 3) : NULL;
+    return true;
+}
+
+/* A private page of cap rows (0 < cap <= P), accounted; NULL on ENOMEM.
+ * A full one lives in a slab (next to prev when it can), a smaller one
+ * (or a full one when no slab can be had) in one allocation after its
+ * header. */
+static struct kv_page *page_new(struct kv_cache *c, size_t cap, const struct kv_page *prev)
+{
+    struct kv_page *pg = NULL;
+    if (cap == P && (pg = malloc(sizeof *pg)) && !page_slot(c, pg, prev)) {
+        free(pg);
+        pg = NULL;
+    }
+    if (!pg) {
+        size_t data = scale_off(c, cap) + (c->store == KV_STORE_I8 ? 2 * c->h_kv * cap * 4 : 0);
+        if (!(pg = aligned_alloc(64, (PAGE_HEAD + data + 63) & ~(size_t)63)))
+            return NULL;
+        pg->at.slab = NULL;
+        pg->hs = cap;
+        pg->k = (unsigned char *)pg + PAGE_HEAD;
+        pg->v = pg->k + c->h_kv * c->d_k * cap * c->esz;
+        pg->ks = c->store == KV_STORE_I8 ? (float *)(void *)(pg->k + scale_off(c, cap)) : NULL;
+        pg->vs = pg->ks ? pg->ks + c->h_kv * cap : NULL;
+    }
     atomic_init(&pg->refs, 1);
     pg->cap = cap;
     acct_add(c->acct, page_bytes(c, cap));
@@ -194,6 +235,8 @@ static void page_unref(struct kv_cache *c, struct kv_page *pg)
 {
     if (atomic_fetch_sub_explicit(&pg->refs, 1, memory_order_acq_rel) == 1) {
         acct_sub(c->acct, page_bytes(c, pg->cap));
+        if (pg->at.slab)
+            kv_slab_put(&pg->at);
         free(pg);
     }
 }
@@ -337,6 +380,19 @@ enum core_status kv_plan(const struct kv_cache *c, size_t length, size_t *geom,
     return CORE_OK;
 }
 
+/* The page before page p once kv_reserve's fresh pages (from page first
+ * on) are in: where p's storage best goes next to. NULL for page 0 and
+ * after the rows let go. */
+static const struct kv_page *page_before(const struct kv_cache *c, size_t p, size_t first,
+                                         struct kv_page *const *fresh)
+{
+    if (p == 0 || (c->gap && p - 1 >= c->sp && p - 1 < c->sp + c->gap))
+        return NULL;
+    if (p - 1 >= first && fresh[p - 1 - first])
+        return fresh[p - 1 - first];
+    return p - 1 < c->np + c->gap ? c->pg[slot(c, p - 1)] : NULL;
+}
+
 enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
 {
     if (length <= c->len)
@@ -361,7 +417,7 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
         size_t cap;
         if (page_plan(c, p, length, exact, &cap) == PAGE_KEEP)
             continue;
-        if (!(fresh[p - first] = page_new(c, cap))) {
+        if (!(fresh[p - first] = page_new(c, cap, page_before(c, p, first, fresh)))) {
             for (size_t u = 0; u < n; u++)
                 if (fresh[u])
                     page_unref(c, fresh[u]);
@@ -417,7 +473,7 @@ void kv_truncate(struct kv_cache *c, size_t length)
     size_t t = page_target(pages - 1, true, rows, false);
     if (last->cap <= t || page_shared(last))
         return;
-    struct kv_page *s = page_new(c, t);
+    struct kv_page *s = page_new(c, t, NULL);
     if (!s)
         return;
     page_copy(c, s, last, rows);

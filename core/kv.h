@@ -2,8 +2,7 @@
  * core/kv.h — one session's key/value cache.
  *
  * A cache holds h_kv heads of K [L][d_k] and V [L][d_v] in one dtype, in
- * pages of KV_PAGE_ROWS rows (every head's rows of those positions in one
- * allocation). Rows are stored after bias and RoPE, exactly as
+ * pages of KV_PAGE_ROWS rows (every head's rows of those positions). Rows are stored after bias and RoPE, exactly as
  * attn_prepare_kv produces them at positions pos0 = current length, so
  * attending through the cache is bit-identical to the stateless
  * attn_forward on the full K/V with queries at L-n..L-1.
@@ -33,6 +32,16 @@
  * Accounting: a cache may point at a struct kv_acct (kv_set_acct; forks
  * inherit it) whose byte count every page allocation and free adjusts, so
  * shared pages count once however many caches hold them.
+ *
+ * Memory: a page counts its room, cap · kv_row_bytes (a full page of a
+ * d=128 float32 head: 64 KiB). Full pages live in slabs (core/kv_slab.h:
+ * 2-32 MiB, on transparent huge pages where the system gives them), a
+ * cache's next page in the slot after its previous one when that is free,
+ * so a head's rows stream as long contiguous runs; smaller pages (a
+ * growing last page) are allocations of their own. Not counted: the
+ * free slots of partly used slabs (a slab is made only when every slab of
+ * its geometry is full, and freed with its last page), one empty slab kept
+ * per geometry, and each page's header (under 128 bytes).
  *
  * Rolling (kv_roll): a cache may let go of whole pages in the middle, the
  * rows no later query can see, keeping its first pages (a window's sinks)
