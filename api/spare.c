@@ -3,7 +3,9 @@
  * api/spare.h): API_SPARE_SLOTS slots under one mutex, at most
  * API_SPARE_BYTES bytes kept in all; a request takes the smallest kept
  * block that holds it without being more than twice its size, so a small
- * buffer does not pin a huge one.
+ * buffer does not pin a huge one. Under AddressSanitizer a kept block is
+ * poisoned until it is handed out again, so a use after api_spare_free is
+ * still reported although the block is not freed.
  */
 #include "api/spare.h"
 
@@ -11,6 +13,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SPARE_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define SPARE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SPARE_POISON(p, n) ((void)(p), (void)(n))
+#define SPARE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 /* Enough for a few large requests at once (each keeps up to about four
  * blocks: tensors, result, response). */
@@ -38,6 +49,7 @@ static void *spare_take(size_t need, size_t *cap)
     if (best < API_SPARE_SLOTS) {
         p = spare[best].p;
         *cap = spare[best].cap;
+        SPARE_UNPOISON(p, *cap);
         spare[best].p = NULL;
         spare_bytes -= *cap;
     }
@@ -71,6 +83,7 @@ void api_spare_free(void *p)
     pthread_mutex_lock(&spare_mu);
     for (size_t i = 0; i < API_SPARE_SLOTS && !kept && cap <= API_SPARE_BYTES - spare_bytes; i++)
         if (!spare[i].p) {
+            SPARE_POISON(p, cap);
             spare[i].p = p;
             spare[i].cap = cap;
             spare_bytes += cap;

@@ -14,6 +14,10 @@
 #include "api/buf.h"
 #include "api/spare.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* Empty the slots (blocks of every size class are taken until none is). */
 static void drain(void)
 {
@@ -57,9 +61,15 @@ TEST(spare_large_block_comes_back)
     api_spare_free(p);
     CHECK_EQ_INT(api_spare_kept(&bytes), 1);
     CHECK(bytes == cap);
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(__asan_address_is_poisoned(p + 12345));     /* kept, not usable */
+#endif
     size_t cap2;
     char *q = api_spare_alloc(((size_t)1 << 20) - 100, &cap2);
     CHECK(q == p && cap2 == cap);               /* the same block, its pages in */
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(!__asan_address_is_poisoned(q + cap2 - 1));  /* handed out: usable */
+#endif
     CHECK(q[12345] == 7);
     CHECK_EQ_INT(api_spare_kept(NULL), 0);
     free(q);                                    /* plain free() is fine too */
