@@ -96,8 +96,6 @@ static void pool_work(struct attn_pool *p, attn_piece_fn fn, void *arg, size_t p
     }
 }
 
-/* The CPU's spin-wait hint: lets the sibling hyperthread run and saves
- * power while a thread watches a flag. */
 /* Whether the calling thread may watch: not preempted within POOL_CALM_NS
  * (ru_nivcsw, per thread where the system counts it per thread). */
 struct pool_calm {
@@ -123,6 +121,8 @@ static bool pool_calm(struct pool_calm *c)
 #endif
 }
 
+/* The CPU's spin-wait hint: lets the sibling hyperthread run and saves
+ * power while a thread watches a flag. */
 static inline void pool_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -138,17 +138,17 @@ static inline void pool_relax(void)
  * on a condition variable: a helper (helper: true) until *word moves off v
  * (gen: the next job is published) or may_help says other work waits; the
  * calling thread until *word reaches v (active: every helper has left).
- * True: it did, no need to sleep. */
-static bool pool_watch(struct attn_pool *p, const atomic_ulong *word, unsigned long v,
+ * The condition variable's loop checks again either way. */
+static void pool_watch(struct attn_pool *p, const atomic_ulong *word, unsigned long v,
                        bool helper)
 {
     uint64_t t0 = attn_now_ns();
     for (unsigned i = 1;; i++) {
         if ((atomic_load_explicit(word, memory_order_acquire) == v) != helper)
-            return true;
+            return;
         pool_relax();
         if (i % 64 == 0 && (attn_now_ns() - t0 > POOL_SPIN_NS || (helper && !pool_may(p))))
-            return false;
+            return;
     }
 }
 
