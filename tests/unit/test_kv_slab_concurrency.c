@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_kv_slab.c — the slabs under the session cache's full
- * pages: placement (after the hint, the middle of a free run, a new slab
+ * tests/unit/test_kv_slab_concurrency.c — the slabs under the session
+ * cache's full pages: placement (after the hint, the middle of a free run, a new slab
  * only when all are full), reuse and release, caches whose pages lie side
  * by side, many caches growing at once, forks freed in either order, and
  * threads allocating and freeing at once (run under TSan by make tsan).
