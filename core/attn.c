@@ -342,11 +342,11 @@ static enum attn_fused_elem fused_elem(enum attn_elem e)
  * *st; false when the kernel does not apply, or met a score it cannot take
  * (flash_keys then runs and reports it, or finishes a score in
  * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of
- * attn_fused_scratch_floats, W: of attn_fused_wide_floats when the view
- * holds 2-byte rows (attn_forward_kv_serial). */
+ * attn_fused_scratch_floats (attn_forward_kv_serial); a view of 2-byte
+ * rows is widened into ws's WS_WIDE. */
 static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, const float *qb,
-                           const float *K, const float *V, float *S, float *W, float *O,
-                           float *m, double *l, enum core_status *st)
+                           const float *K, const float *V, float *S, struct attn_ws *ws,
+                           float *O, float *m, double *l, enum core_status *st)
 {
     const struct attn_request *r = &x->r;
     if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
@@ -360,6 +360,10 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
         lo[t] = (int32_t)k.lo;
         hi[t] = (int32_t)k.hi;
     }
+    float *W = NULL;                    /* the superblocks of a view of 2-byte rows */
+    size_t wide = attn_fused_wide_floats(r->shape.d_k, r->shape.d_v, r->shape.L);
+    if ((x->k_elem || x->v_elem) && !(W = attn_ws_reserve(ws, WS_WIDE, wide * sizeof(float))))
+        return false;                   /* flash_keys reports it */
     *st = CORE_OK;
     struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0,
                                    fused_elem(x->k_elem), fused_elem(x->v_elem), W};
@@ -666,21 +670,11 @@ enum core_status attn_forward_kv_serial(const struct attn_run *x, const struct a
     if (attn_fused_pass(r, w) && pb_bytes < fused)
         pb_bytes = fused;
 #endif
-    /* a view of 2-byte rows: widened a block (flash_keys) or superblock
-     * (the fused kernel) at a time into wb, one after the other */
-    size_t wb_bytes = 0;
-    if (x->k_elem || x->v_elem) {
-        size_t kb = w->kw < ATTN_FLASH_KEYS ? w->kw : ATTN_FLASH_KEYS;
-        size_t fw = attn_fused_wide_floats(s->d_k, s->d_v, w->kw);
-        wb_bytes = (kb * (s->d_k + s->d_v) > fw ? kb * (s->d_k + s->d_v) : fw) * sizeof(float);
-        pb_bytes = (pb_bytes + 63) & ~(size_t)63;
-    }
-    size_t bytes = qb_bytes + pb_bytes + wb_bytes;
+    size_t bytes = qb_bytes + pb_bytes;
     char *blk = attn_ws_reserve(ws, WS_BLK, bytes);
     if (!blk)
         return CORE_ENOMEM;
     void *pb = need_pb ? blk + qb_bytes : NULL;
-    void *wb = wb_bytes ? blk + qb_bytes + pb_bytes : NULL;
     /* a paged view read by gemm or the key-blocked pass: one kv head at a
      * time copied into one block (the decode loops read pages in place) */
     void *gb = NULL;
@@ -689,8 +683,8 @@ enum core_status attn_forward_kv_serial(const struct attn_run *x, const struct a
         return CORE_ENOMEM;
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb, wb);
-    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb, NULL);
+        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb, ws);
+    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb, ws);
 }
 
 /* r's run (attn_run.h) with its scratch in ws. */

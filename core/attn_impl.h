@@ -644,8 +644,8 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
  * joins here with the shift max(m, 0) / max(m, sink), in double, so the
  * denominator is >= 1 and nothing overflows. */
 static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, size_t nb,
-                                       const T *qb, const T *K, const T *V, T *S, T *W, T *O,
-                                       struct attn_result *out)
+                                       const T *qb, const T *K, const T *V, T *S,
+                                       struct attn_ws *ws, T *O, struct attn_result *out)
 {
     const struct attn_request *r = &x->r;
     size_t dv = r->shape.d_v, n = r->shape.n, tk[4];
@@ -656,11 +656,16 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
     bool fused = false;
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
 #ifdef ATTN_FLASH_FUSED
-    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, W, O, m, l, &st);
+    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, ws, O, m, l, &st);
 #endif
     if (!fused) {
         if (ss)                             /* the fused kernel may have fed some */
             ss->reset(ss->ctx, row0, nb);
+        T *W = NULL;                        /* kv_block's, for a view of 2-byte rows */
+        size_t kb = r->shape.L < ATTN_FLASH_KEYS ? r->shape.L : ATTN_FLASH_KEYS;
+        if ((x->k_elem || x->v_elem) &&
+            !(W = attn_ws_reserve(ws, WS_WIDE, kb * (r->shape.d_k + dv) * sizeof(T))))
+            return CORE_ENOMEM;
         st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, W, O, m, l);
     }
     if (st != CORE_OK)
@@ -714,16 +719,16 @@ static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, si
  * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
  * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
  * weights are not requested), and gb [kw][d_k + d_v] when a paged view's
- * head is copied into one block (flash or gemm tiles; NULL otherwise), wb
- * the key-blocked pass's scratch for widening a view of 2-byte rows
- * (x->k_elem, v_elem; only that pass reads them). When the weights are not kept, P holds
+ * head is copied into one block (flash or gemm tiles; NULL otherwise); a
+ * view of 2-byte rows (x->k_elem, v_elem; only the key-blocked pass reads
+ * them) is widened into ws's WS_WIDE. When the weights are not kept, P holds
  * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
  * multiplications per row, not L (a key-split pass leaves them unscaled). */
 static enum core_status FN(forward_kv)(const struct attn_run *x, const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, size_t rb, size_t re,
                                        const struct attn_win *w, size_t B, T *qb, T *pb,
-                                       T *gb, T *wb)
+                                       T *gb, struct attn_ws *ws)
 {
     const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
@@ -763,7 +768,7 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
             T *S = sc ? sc + row0 * kw : P;
             FN(prep_q)(x, in, row0, nb, qb);
             if (flash) {
-                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb, wb,
+                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb, ws,
                                                      ot + row0 * s->d_v, out);
                 if (st != CORE_OK)
                     return st;
