@@ -128,6 +128,19 @@ void api_reply_attention(struct api_call *c, struct api_attention_view *v,
     api_reply_buf(c, 200, &buf);
 }
 
+/* q, k, v kept 2-byte (api_read_tensor_keep) widened to float32, the
+ * 2-byte copies freed: for every pass but the output-only key-blocked one,
+ * the only one that reads them in place (the extras read float32). */
+static bool widen_inputs(struct api_attention_req *a)
+{
+    if (!api_tensor_widen(&a->q) || !api_tensor_widen(&a->k) || !api_tensor_widen(&a->v))
+        return false;
+    a->in.q = a->q.data;
+    a->in.k = a->k.data;
+    a->in.v = a->v.data;
+    return true;
+}
+
 /* Compute and answer for a validated request. */
 static void attention_run(struct api_call *c, struct api_attention_req *a)
 {
@@ -144,16 +157,12 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
+    if ((api_extras_compute(x) || !attn_output_blocked(&a->r)) && !widen_inputs(a)) {
+        api_result_free(&res);
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
+        return;
+    }
     if (api_extras_compute(x)) {
-        /* the extras read float32 q, k, v: widen what was kept 2-byte */
-        if (!api_tensor_widen(&a->q) || !api_tensor_widen(&a->k) || !api_tensor_widen(&a->v)) {
-            api_result_free(&res);
-            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
-            return;
-        }
-        a->in.q = a->q.data;
-        a->in.k = a->k.data;
-        a->in.v = a->v.data;
         struct attn_extras xc = api_extras_core(x);
         st = attn_forward_extras(&a->r, &a->in, NULL, &xc, &res, &a->x.xo, c->req->ws);
     } else {

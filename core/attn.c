@@ -830,13 +830,18 @@ enum core_status attn_forward_kv(const struct attn_request *r,
     return attn_forward_kv_rows(r, in, kv, out, ws, 0, all_rows(r));
 }
 
+/* in->k (bit 1) or in->v (bit 2) is the pass's own scratch: prepared in place. */
+enum { OWN_K = 1, OWN_V = 2 };
+
 /* Bytes of stateless prepared keys/values of x (0: the inputs are used as
- * they are); false on overflow. */
-static bool view_bytes(const struct attn_run *x, const struct attn_inputs *in, size_t *kvb)
+ * they are, or prepared in place: own); false on overflow. */
+static bool view_bytes(const struct attn_run *x, const struct attn_inputs *in, unsigned own,
+                       size_t *kvb)
 {
     const struct attn_shape *s = &x->r.shape;   /* flattened: B·h_kv kv heads */
     size_t esz = attn_dtype_size(x->r.params.dtype);
-    bool prep_k = in->bias_k || x->r.params.rope, prep_v = in->bias_v != NULL;
+    bool prep_k = (in->bias_k || x->r.params.rope) && !(own & OWN_K);
+    bool prep_v = in->bias_v && !(own & OWN_V);
     size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;  /* per head, checked */
     *kvb = 0;
     return !((prep_k && !core_mul(kb, s->h_kv, kvb)) ||
@@ -844,22 +849,25 @@ static bool view_bytes(const struct attn_run *x, const struct attn_inputs *in, s
 }
 
 /* Stateless keys and values of r into store (view_bytes of them) at the
- * keys' resolved positions, or the input rows where preparing is a plain
+ * keys' resolved positions, or into the input rows themselves when own says
+ * they are the pass's scratch, or the input rows where preparing is a plain
  * copy: kp, vp [B·h_kv]. */
 static void view_fill(const struct attn_request *r, const struct attn_run *x,
-                      const struct attn_inputs *in, char *store, void **kp, void **vp)
+                      const struct attn_inputs *in, unsigned own, char *store, void **kp,
+                      void **vp)
 {
     const struct attn_shape *s = &x->r.shape;
     const struct attn_params *p = &r->params;
     size_t esz = attn_dtype_size(p->dtype);
     bool prep_k = in->bias_k || p->rope, prep_v = in->bias_v != NULL;
+    bool sk = prep_k && !(own & OWN_K), sv = prep_v && !(own & OWN_V);   /* into store */
     size_t kb = s->L * s->d_k * esz, vb = s->L * s->d_v * esz;
     /* rows read in place: as the view holds them (2-byte: x->k_elem, v_elem) */
     size_t ki = x->k_elem ? s->L * s->d_k * 2 : kb, vi = x->v_elem ? s->L * s->d_v * 2 : vb;
     for (size_t g = 0; g < s->h_kv; g++) {
-        kp[g] = prep_k ? store + g * kb : (char *)(uintptr_t)in->k + g * ki;
-        vp[g] = prep_v ? store + (prep_k ? s->h_kv * kb : 0) + g * vb
-                       : (char *)(uintptr_t)in->v + g * vi;
+        kp[g] = sk ? store + g * kb : (char *)(uintptr_t)in->k + g * ki;
+        vp[g] = sv ? store + (sk ? s->h_kv * kb : 0) + g * vb
+                   : (char *)(uintptr_t)in->v + g * vi;
     }
     /* key positions: one row per batch element, or the same for all */
     size_t stride = x->pk_b == 1 ? 0 : s->L;
@@ -886,20 +894,21 @@ enum core_status attn_prepare_view(const struct attn_request *r, const struct at
     enum core_status st = run_alloc(r, &x, &m);
     if (st != CORE_OK)
         return st;
-    st = view_bytes(&x, in, &kvb) ? CORE_OK : CORE_ELIMIT;
+    st = view_bytes(&x, in, 0, &kvb) ? CORE_OK : CORE_ELIMIT;
     char *kv = st == CORE_OK && kvb ? malloc(kvb) : NULL;
     if (st == CORE_OK && kvb && !kv)
         st = CORE_ENOMEM;
     if (st == CORE_OK)
-        view_fill(r, &x, in, kv, kp, vp);
+        view_fill(r, &x, in, 0, kv, kp, vp);
     free(m);
     *store = kv;
     return st;
 }
 
 /* The inputs' 2-byte k and v that the pass x will not read in place (it
- * reads them so when x->k_elem / v_elem say) widened whole into WS_HALF:
- * *wi = *in with those arrays replaced. */
+ * reads them so when x->k_elem / v_elem say) widened whole into WS_HALF
+ * (where they are then prepared in place): *wi = *in with those arrays
+ * replaced. */
 static enum core_status widen_kv(const struct attn_run *x, const struct attn_inputs *in,
                                  const struct attn_elems *e, struct attn_ws *ws,
                                  struct attn_inputs *wi)
@@ -953,14 +962,15 @@ static enum core_status forward_ws(const struct attn_request *r,
         return st;
     in = &wi;
     size_t kvb;
-    if (!view_bytes(&x, in, &kvb))
+    unsigned own = (e->k && !x.k_elem ? OWN_K : 0) | (e->v && !x.v_elem ? OWN_V : 0);
+    if (!view_bytes(&x, in, own, &kvb))
         return CORE_ELIMIT;
     char *store = kvb ? attn_ws_reserve(ws, WS_KV, kvb) : NULL;
     void **ptr = attn_ws_reserve(ws, WS_PTR, 2 * s->h_kv * sizeof(void *));
     if ((kvb && !store) || !ptr)
         return CORE_ENOMEM;
     void **kp = ptr, **vp = ptr + s->h_kv;
-    view_fill(r, &x, in, store, kp, vp);
+    view_fill(r, &x, in, own, store, kp, vp);
     struct attn_kv_view kv = {.k = (const void *const *)kp, .v = (const void *const *)vp};
     return attn_forward_kv_ws(&x, in, &kv, out, ws, 0, s->h * s->n, &w);
 }

@@ -272,11 +272,14 @@ TEST(half_reads_kv_without_a_copy)
             CHECK(attn_forward(&r, &fin, &o.res, wf) == CORE_OK);
             CHECK(attn_forward_half(&r, &hin, &he, &o.res, wh) == CORE_OK);
             CHECK(attn_ws_bytes(wh) <= attn_ws_bytes(wf) + wide + 64);
-            /* with a key bias, k is prepared: widened whole, as before */
+            /* with a key bias, k is prepared: widened whole, and biased
+             * there, so no more than the float32 pass's prepared copy */
             fin.bias_k = hin.bias_k = b.bk;
             fin.bias_k_heads = hin.bias_k_heads = 1;
+            CHECK(attn_forward(&r, &fin, &o.res, wf) == CORE_OK);
             CHECK(attn_forward_half(&r, &hin, &he, &o.res, wh) == CORE_OK);
             CHECK(attn_ws_bytes(wh) >= whole / 2);
+            CHECK(attn_ws_bytes(wh) <= attn_ws_bytes(wf) + wide + 64);
             out_free(&o);
             free_buf(&b);
             attn_ws_free(wf);
