@@ -41,7 +41,8 @@
  * growing last page) are allocations of their own. Not counted: the
  * free slots of partly used slabs (a slab is made only when every slab of
  * its geometry is full, and freed with its last page), one empty slab kept
- * per geometry, and each page's header (under 128 bytes).
+ * per geometry (32 MiB at most in all), and each page's header (under 128
+ * bytes).
  *
  * Rolling (kv_roll): a cache may let go of whole pages in the middle, the
  * rows no later query can see, keeping its first pages (a window's sinks)

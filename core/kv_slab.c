@@ -18,6 +18,8 @@
 /* A slab aims at 32 pages, within [2 MiB, 32 MiB]. */
 #define SLAB_PAGES 32
 #define SLAB_MAX_BYTES ((size_t)32 << 20)
+/* Empty slabs kept, at most one per geometry and this many bytes in all. */
+#define KEEP_MAX_BYTES ((size_t)32 << 20)
 /* Slabs with a free slot looked at for a new run. */
 #define SCAN_SLABS 16
 
@@ -43,6 +45,7 @@ struct kv_slab_class {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct kv_slab_class *classes;
 static struct kv_slab_stats totals;
+static size_t kept_bytes;           /* of the empty slabs kept */
 static bool huge_on = true;
 
 static bool is_used(const struct kv_slab *s, size_t i)
@@ -143,6 +146,7 @@ static struct kv_slab *slab_new(struct kv_slab_class *c)
     totals.slabs++;
     totals.bytes += c->bytes;
     totals.empty++;
+    kept_bytes += c->bytes;
     return s;
 }
 
@@ -193,6 +197,7 @@ static void take(struct kv_slab *s, size_t i)
     if (s->nused++ == 0) {
         c->empty--;
         totals.empty--;
+        kept_bytes -= c->bytes;
     }
     set_used(s, i, true);
     totals.used_bytes += c->page;
@@ -233,9 +238,10 @@ void kv_slab_put(const struct kv_slab_slot *sl)
     set_used(s, sl->slot, false);
     totals.used_bytes -= c->page;
     if (--s->nused == 0) {
-        if (c->empty == 0) {
+        if (c->empty == 0 && kept_bytes + c->bytes <= KEEP_MAX_BYTES) {
             c->empty++;
             totals.empty++;
+            kept_bytes += c->bytes;
         } else {
             unlink_slab(c, s);
             totals.slabs--;

@@ -23,7 +23,7 @@
  * first slabs with a free slot, leaving the slot after another cache's
  * page to that cache; a new slab only when every slab of the geometry is
  * full. A slab whose last page goes is released, except one empty slab
- * kept per geometry.
+ * kept per geometry while the kept ones total at most 32 MiB.
  *
  * Thread-safe: one lock for every geometry (taken once per page
  * allocated or freed, never per row).

@@ -1,9 +1,10 @@
 /*
  * tests/unit/test_kv_slab_concurrency.c — the slabs under the session
- * cache's full pages: placement (after the hint, the middle of a free run, a new slab
- * only when all are full), reuse and release, caches whose pages lie side
- * by side, many caches growing at once, forks freed in either order, and
- * threads allocating and freeing at once (run under TSan by make tsan).
+ * cache's full pages: placement (after the hint, the middle of a free
+ * run, a new slab only when all are full), reuse and release, caches
+ * whose pages lie side by side, many caches growing at once, forks freed in either order,
+ * threads allocating and freeing at once (run under TSan by make tsan),
+ * and the bound on empty slabs kept.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -245,6 +246,23 @@ TEST(threads_fork_grow_and_free_at_once)
     CHECK(stats().used_bytes == s0.used_bytes);
 }
 
+TEST(empty_slabs_kept_within_a_bound)
+{
+    /* 40 geometries of 1.5-2.2 MiB slabs, a page each, then all freed:
+     * nothing is in use, so every slab left is a kept empty one */
+    struct kv_slab_slot sl[40];
+    for (size_t i = 0; i < 40; i++) {
+        struct kv_slab_geom g = {1, 64 * (100 + i), 64 * (100 + i), 0};
+        CHECK(kv_slab_get(&g, NULL, &sl[i]));
+    }
+    CHECK(stats().bytes > ((size_t)60 << 20));
+    for (size_t i = 0; i < 40; i++)
+        kv_slab_put(&sl[i]);
+    struct kv_slab_stats s = stats();
+    CHECK(s.used_bytes == 0);
+    CHECK(s.bytes <= ((size_t)32 << 20) && s.slabs == s.empty);
+}
+
 int main(void)
 {
     RUN(placement_follows_hint_then_splits_runs);
@@ -253,5 +271,6 @@ int main(void)
     RUN(many_caches_growing_row_by_row);
     RUN(forks_freed_in_either_order);
     RUN(threads_fork_grow_and_free_at_once);
+    RUN(empty_slabs_kept_within_a_bound);
     TEST_MAIN_END();
 }
