@@ -440,16 +440,32 @@ struct lp_job {
     int *bad;                       /* [windows]: a score was not finite */
 };
 
+/* Whether page b + 1 of a paged view follows page b in memory, in every
+ * part (a cache's neighbouring slab slots, core/kv_slab.h). */
+static bool lp_follows(const struct kv_lowp_view *v, size_t b, size_t dk, size_t dv, size_t esz)
+{
+    size_t pr = v->page_rows;
+    return (const char *)v->k[b + 1] == (const char *)v->k[b] + pr * dk * esz &&
+           (const char *)v->v[b + 1] == (const char *)v->v[b] + pr * dv * esz &&
+           (!v->ks || v->ks[b + 1] == v->ks[b] + pr) && (!v->vs || v->vs[b + 1] == v->vs[b] + pr);
+}
+
 /* Keys [key, end) of head g from key on, as far as they lie in one block
- * (a page, or the whole head) -> *rg (rg->cnt of them). */
+ * (pages that follow each other in memory, or the whole head) -> *rg
+ * (rg->cnt of them). A range grows past a page end only where it holds
+ * whole LP_KB blocks, so the loops' blocks, and the bits, are those of
+ * one range per page. */
 static void lp_seg(const struct kv_lowp_view *v, size_t g, size_t key, size_t end, size_t dk,
                    size_t dv, struct lp_range *rg)
 {
     size_t esz = v->store == KV_STORE_I8 ? 1 : 2, b = g, j = key, n = end - key;
     if (v->page_rows) {
-        b = g * v->pages + key / v->page_rows;
-        j = key % v->page_rows;
-        n = v->page_rows - j < n ? v->page_rows - j : n;
+        size_t pr = v->page_rows, last = g * v->pages + (end - 1) / pr;
+        b = g * v->pages + key / pr;
+        j = key % pr;
+        n = pr - j < n ? pr - j : n;
+        for (size_t e = b; e < last && n % LP_KB == 0 && lp_follows(v, e, dk, dv, esz); e++)
+            n += end - key - n < pr ? end - key - n : pr;
     }
     rg->k = (const char *)v->k[b] + j * dk * esz;
     rg->v = (const char *)v->v[b] + j * dv * esz;

@@ -11,7 +11,8 @@
  * every softmax variant, causal corner, grouped heads and q bias; the same
  * pass through the widening fallback (asking for weights) agrees; a long
  * cache split into windows gives the same bits with and without a helper
- * pool. Also: overflow refused with the cache unchanged, bytes per row as
+ * pool, and pages side by side in memory the bits of pages apart. Also:
+ * overflow refused with the cache unchanged, bytes per row as
  * stored, fork and truncate keep the stored form.
  */
 #include <math.h>
@@ -24,6 +25,7 @@
 #include "core/attn_fused.h"
 #include "core/half.h"
 #include "core/kv.h"
+#include "core/kv_lowp.h"
 #include "core/pool.h"
 #include "core/stop.h"
 #include "tests/harness.h"
@@ -259,6 +261,24 @@ TEST(decode_against_reference)
     }
 }
 
+/* A one-head cache of L random rows of width d stored as st, a decode
+ * request over it (*r) and its query (*q, d floats, malloc'd). */
+static struct kv_cache *long_cache(enum kv_store st, size_t L, size_t d,
+                                   struct attn_request *r, float **q)
+{
+    struct kv_cache *c = kv_new_store(ATTN_F32, st, 1, d, d);
+    float *k = frnd(L * d, 1.0f), *v = frnd(L * d, 1.0f);
+    struct attn_params p = {.dtype = ATTN_F32, .scale = 0.088};
+    struct attn_inputs in = {.k = k, .v = v};
+    CHECK_EQ_INT(kv_append(c, &p, &in, L), CORE_OK);
+    *r = (struct attn_request){.shape = {1, 1, 1, L, d, d}, .params = p,
+                               .causal = ATTN_CAUSAL_BOTTOM_RIGHT, .outputs = ATTN_OUT_OUTPUT};
+    *q = frnd(d, 3.0f);
+    free(k);
+    free(v);
+    return c;
+}
+
 TEST(long_cache_windows_same_with_pool)
 {
     size_t L = 6000, d = 128;
@@ -266,15 +286,9 @@ TEST(long_cache_windows_same_with_pool)
     struct attn_ws *ws = attn_ws_new();
     CHECK(pool && ws);
     for (int s = 0; s < 3; s++) {
-        struct kv_cache *c = kv_new_store(ATTN_F32, stores[s], 1, d, d);
-        float *k = frnd(L * d, 1.0f), *v = frnd(L * d, 1.0f), *q = frnd(d, 3.0f);
-        struct attn_params p = {.dtype = ATTN_F32, .scale = 0.088};
-        struct attn_inputs in = {.k = k, .v = v};
-        CHECK_EQ_INT(kv_append(c, &p, &in, L), CORE_OK);
-        float o1[128], o2[128], ref[128];
-        struct attn_request r = {.shape = {1, 1, 1, L, d, d}, .params = p,
-                                 .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
-                                 .outputs = ATTN_OUT_OUTPUT};
+        struct attn_request r;
+        float *q, o1[128], o2[128], ref[128];
+        struct kv_cache *c = long_cache(stores[s], L, d, &r, &q);
         struct attn_inputs qi = {.q = q};
         attn_ws_set_pool(ws, NULL);
         CHECK_EQ_INT(kv_attend(c, &r, &qi, &(struct attn_result){.output = o1}, ws), CORE_OK);
@@ -294,13 +308,62 @@ TEST(long_cache_windows_same_with_pool)
         CHECK(worst < 1e-5);
         free(wk);
         free(wv);
-        free(k);
-        free(v);
         free(q);
         kv_free(c);
     }
     attn_ws_free(ws);
     attn_pool_free(pool);
+}
+
+/* The decode loops read pages that follow each other in memory (a cache's
+ * neighbouring slab slots) as one range: the same bits as over pages that
+ * do not, windows starting off a block (L = 6001: 1201- and 2001-key
+ * windows) included. */
+TEST(contiguous_pages_same_bits_as_scattered)
+{
+    size_t L = 6001, d = 128, P = KV_PAGE_ROWS, pages = (L + P - 1) / P;
+    struct attn_ws *ws = attn_ws_new();
+    for (int s = 0; s < 3; s++) {
+        struct attn_request r;
+        float *q, o1[128], o2[128];
+        struct kv_cache *c = long_cache(stores[s], L, d, &r, &q);
+        size_t esz = kv_elem_bytes(c);
+        struct kv_seg a, b;
+        kv_seg(c, 0, 0, &a);
+        kv_seg(c, 0, P, &b);
+        CHECK((const char *)b.k == (const char *)a.k + P * d * esz);   /* side by side */
+        /* each page copied into allocations of its own, apart */
+        const void **kp = calloc(2 * pages, sizeof *kp), **vp = kp + pages;
+        const float **sp = calloc(2 * pages, sizeof *sp);
+        for (size_t g = 0; g < pages; g++) {
+            size_t n = L - g * P < P ? L - g * P : P;
+            void *kb = malloc(P * d * esz + 64), *vb = malloc(P * d * esz + 64);
+            float *ks = malloc(2 * P * sizeof *ks + 64);
+            kv_read_stored(c, 0, g * P, n, kb, vb, ks, ks + P);
+            kp[g] = kb;
+            vp[g] = vb;
+            sp[g] = ks;
+            sp[pages + g] = ks + P;
+        }
+        bool i8 = stores[s] == KV_STORE_I8;
+        struct kv_lowp_view lv = {stores[s], kp, vp, i8 ? sp : NULL, i8 ? sp + pages : NULL,
+                                  P, pages};
+        struct attn_inputs qi = {.q = q};
+        CHECK_EQ_INT(kv_attend(c, &r, &qi, &(struct attn_result){.output = o1}, ws), CORE_OK);
+        CHECK_EQ_INT(kv_lowp_attend(&r, &qi, &lv, &(struct attn_result){.output = o2}, ws),
+                     CORE_OK);
+        CHECK(memcmp(o1, o2, sizeof o1) == 0);
+        for (size_t g = 0; g < pages; g++) {
+            free((void *)kp[g]);
+            free((void *)vp[g]);
+            free((void *)sp[g]);
+        }
+        free(kp);
+        free(sp);
+        free(q);
+        kv_free(c);
+    }
+    attn_ws_free(ws);
 }
 
 /* The kernels this CPU runs, widest first (each selects its decode loop). */
@@ -512,6 +575,7 @@ int main(void)
     RUN(overflow_refused_cache_unchanged);
     RUN(decode_against_reference);
     RUN(long_cache_windows_same_with_pool);
+    RUN(contiguous_pages_same_bits_as_scattered);
     RUN(every_loop_against_reference);
     RUN(every_loop_refuses_nonfinite_scores);
     RUN(other_passes_window_the_cache);
