@@ -30,6 +30,7 @@
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
  *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
  *                              BENCH_KV_DTYPES_ONLY=1: narrow-cache decode;
+ *                              BENCH_HALF_ONLY=1: float16/bfloat16 prefill;
  *                              BENCH_DECODE_ONLY=1: float32 decode rows;
  *                              BENCH_MODELS_ONLY=1: issue 16's rows alone;
  *                              BENCH_MOVE_ONLY=1: session export/import
@@ -46,6 +47,7 @@
 #include "core/attn.h"
 #include "core/attn_extras.h"
 #include "core/attn_fused.h"
+#include "core/half.h"
 #include "core/kv.h"
 #include "core/kv_slab.h"
 #include "core/persist.h"
@@ -449,6 +451,62 @@ static void bench_prefill_2048(void)
     prefill_free(&two);
     prefill_free(&one);
     prefill_free(&w2);
+}
+
+/* A prefill over 2-byte q, k, v (attn_forward_half: the pass widens them). */
+struct half_arg {
+    struct prefill_arg *a;
+    struct attn_inputs in;
+    struct attn_elems e;
+};
+
+static void run_prefill_half(void *p)
+{
+    struct half_arg *h = p;
+    if (attn_forward_half(&h->a->req, &h->in, &h->e, &h->a->out, h->a->ws) != CORE_OK) {
+        fprintf(stderr, "bench_core: attn_forward_half failed\n");
+        exit(1);
+    }
+}
+
+/* The 2048 prefill (output, 2 cores) with q, k, v in float16 and in
+ * bfloat16 beside the float32 one, in core (no request reading): each
+ * half rate as a fraction of float32's, as detail rows (the goal row is
+ * bench_api's, through api_handle). */
+static void bench_prefill_half(void)
+{
+    struct prefill_arg two;
+    prefill_init(&two, 2048, 2048, 128, ATTN_OUT_OUTPUT, true);
+    size_t count = 2048 * 128;
+    const float *src[3] = {two.in.q, two.in.k, two.in.v};
+    uint16_t *bits[2][3];
+    struct half_arg h[2];
+    for (int i = 0; i < 2; i++) {
+        for (int t = 0; t < 3; t++) {
+            bits[i][t] = xalloc(count * 2);
+            if (i == 0)
+                half_f32_to_f16_n(src[t], bits[i][t], count);
+            else
+                half_f32_to_bf16_n(src[t], bits[i][t], count);
+        }
+        enum attn_elem e = i == 0 ? ATTN_ELEM_F16 : ATTN_ELEM_BF16;
+        h[i] = (struct half_arg){&two, two.in, {e, e, e}};
+        h[i].in.q = bits[i][0];
+        h[i].in.k = bits[i][1];
+        h[i].in.v = bits[i][2];
+    }
+    struct timed t[3] = {{run_prefill, &two, 0, 0}, {run_prefill_half, &h[0], 0, 0},
+                         {run_prefill_half, &h[1], 0, 0}};
+    time_set(t, 3);
+    double a32 = gflops(2048, 2048, 128, t[0].med);
+    detail("prefill 2048 d128 output float16, 2 cores", t[1].med,
+           gflops(2048, 2048, 128, t[1].med), "GF/s", "float32", a32);
+    detail("prefill 2048 d128 output bfloat16, 2 cores", t[2].med,
+           gflops(2048, 2048, 128, t[2].med), "GF/s", "float32", a32);
+    for (int i = 0; i < 2; i++)
+        for (int tt = 0; tt < 3; tt++)
+            free(bits[i][tt]);
+    prefill_free(&two);
 }
 
 static void bench_prefill_1024(void)
@@ -1143,10 +1201,17 @@ int main(int argc, char **argv)
         attn_pool_free(pool);
         return 0;
     }
+    const char *half_only = getenv("BENCH_HALF_ONLY");
+    if (half_only && strcmp(half_only, "1") == 0) {
+        bench_prefill_half();
+        attn_pool_free(pool);
+        return 0;
+    }
     run_peer();
     printf("float32; %d interleaved samples per figure (median, wall clock); "
            "2 cores = worker + 1 helper (attn_pool)\n", reps);
     bench_prefill_2048();
+    bench_prefill_half();
     bench_prefill_1024();
     bench_kernels(2048, 128, 0.95, 0.9);
     bench_kernels(1024, 64, 0.85, 0.85);
