@@ -42,7 +42,9 @@
  * free slots of partly used slabs (a slab is made only when every slab of
  * its geometry is full, and freed with its last page), one empty slab kept
  * per geometry (32 MiB at most in all), and each page's header (under 128
- * bytes).
+ * bytes). On huge pages a slab is resident 2 MiB at a time, and one page
+ * of a slab touches every 2 MiB of it when its parts span them (many
+ * heads), so those free slots are resident memory too.
  *
  * Rolling (kv_roll): a cache may let go of whole pages in the middle, the
  * rows no later query can see, keeping its first pages (a window's sinks)
