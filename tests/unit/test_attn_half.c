@@ -5,8 +5,9 @@
  * took before the pass read them itself), for every kernel this CPU runs,
  * with and without helpers, over odd shapes, tails, GQA, batches, causal
  * masks, windows (with sinks), segments (contiguous and interleaved),
- * softcap, softmax variants, biases, RoPE, every `return`, decode, and
- * scores past what the fused kernel takes; and the key-blocked pass reads
+ * softcap, softmax variants, masks, ALiBi, attention biases, q/k/v biases,
+ * RoPE, every `return`, decode, and scores past what the fused kernel
+ * takes; and the key-blocked pass reads
  * 2-byte k and v without a float32 copy of them in its workspace.
  */
 #include "core/attn.h"
@@ -29,33 +30,42 @@ struct hcase {
     bool bias_q, bias_k, bias_v, rope;
     unsigned outputs;
     double amp;                     /* inputs uniform in [-amp, amp] */
+    int score;                      /* 1 a mask, 2 ALiBi, 3 an attention bias
+                                       (the key-blocked pass without the fused
+                                       kernel); 0 none */
 };
 
 static const struct hcase cases[] = {
     {"gqa causal d128 3 superblocks", 300, 613, 128, 128, 2, 1, 0, ATTN_CAUSAL_BOTTOM_RIGHT,
-     -1, -1, 0, 0, 0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     -1, -1, 0, 0, 0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"softcap window odd d", 197, 1000, 40, 24, 3, 3, 0, ATTN_CAUSAL_NONE, 100, 5, 0, 0, 30,
-     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 3},
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 3, 0},
     {"batch top-left softmax1", 250, 250, 33, 17, 4, 2, 2, ATTN_CAUSAL_TOP_LEFT, -1, -1, 0, 0,
-     0, ATTN_SOFTMAX_ONE, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     0, ATTN_SOFTMAX_ONE, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"contiguous segments sink", 400, 400, 64, 64, 2, 1, 0, ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1,
-     0, 1, 0, ATTN_SOFTMAX_SINK, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     0, 1, 0, ATTN_SOFTMAX_SINK, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"window with sinks", 300, 300, 48, 48, 2, 2, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 50, -1, 4, 0, 0,
-     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"interleaved segments", 200, 260, 24, 40, 2, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 2, 0,
-     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"bias q k v and rope", 150, 333, 32, 32, 2, 1, 0, ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0,
-     0, ATTN_SOFTMAX_STANDARD, 1, 1, 1, 1, ATTN_OUT_OUTPUT, 2},
+     0, ATTN_SOFTMAX_STANDARD, 1, 1, 1, 1, ATTN_OUT_OUTPUT, 2, 0},
     {"bias q only", 150, 333, 32, 32, 2, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 0, 0,
-     ATTN_SOFTMAX_STANDARD, 1, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     ATTN_SOFTMAX_STANDARD, 1, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"output and weights", 100, 130, 16, 24, 2, 1, 0, ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0,
-     0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT | ATTN_OUT_WEIGHTS, 2},
+     0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT | ATTN_OUT_WEIGHTS, 2, 0},
     {"scores only", 60, 77, 16, 8, 1, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 0, 0,
-     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_SCORES, 2},
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_SCORES, 2, 0},
     {"decode split by keys", 1, 5000, 64, 64, 2, 2, 0, ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0,
-     0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2},
+     0, ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0},
     {"scores past the fused range", 70, 90, 16, 16, 1, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 0, 0,
-     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 7.9e18},
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 7.9e18, 0},
+    {"mask", 130, 700, 24, 24, 2, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 0, 0,
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 1},
+    {"alibi causal", 130, 140, 24, 24, 2, 2, 0, ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0, 0,
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 2},
+    {"attention bias", 90, 600, 16, 8, 2, 1, 0, ATTN_CAUSAL_NONE, -1, -1, 0, 0, 0,
+     ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 3},
 };
 
 /* n values uniform in [-amp, amp], rounded to elem -> bits [n] and their
@@ -75,6 +85,8 @@ struct hbuf {
     uint16_t *q, *k, *v;
     float *qf, *kf, *vf, bq[256], bk[256], bv[256];
     int64_t *sq, *sk;
+    uint8_t *mask;                  /* [n][L] */
+    float *ab;                      /* [n][L] */
     size_t nq, nk, nv;
 };
 
@@ -97,6 +109,15 @@ static void request(const struct hcase *c, struct hbuf *b, struct attn_request *
         r->seg_q = b->sq;
         r->seg_k = b->sk;
         r->seg_batches = 1;
+    }
+    if (c->score == 1) {
+        r->mask = b->mask;
+        r->mask_heads = 1;
+    }
+    r->params.alibi = c->score == 2;
+    if (c->score == 3) {
+        r->attn_bias = b->ab;
+        r->attn_bias_heads = 1;
     }
 }
 
@@ -136,13 +157,21 @@ static bool alloc_buf(const struct hcase *c, enum attn_elem e, struct hbuf *b)
     }
     if (c->seg)
         segments(c, b);
+    if (c->score == 1 || c->score == 3) {
+        b->mask = malloc(c->n * c->L);
+        b->ab = malloc(c->n * c->L * sizeof(float));
+        for (size_t i = 0; i < c->n * c->L; i++) {
+            b->mask[i] = (t_rng_next(&rng) & 3) != 0;   /* 3 keys in 4 */
+            b->ab[i] = b->mask[i] ? (float)(i % 11) * 0.25f - 1 : -INFINITY;
+        }
+    }
     return true;
 }
 
 static void free_buf(struct hbuf *b)
 {
     free(b->q), free(b->k), free(b->v), free(b->qf), free(b->kf), free(b->vf);
-    free(b->sq), free(b->sk);
+    free(b->sq), free(b->sk), free(b->mask), free(b->ab);
 }
 
 struct hout {
@@ -247,7 +276,7 @@ TEST(half_reads_kv_without_a_copy)
 {
     static const struct hcase c = {"prefill", 384, 2048, 64, 64, 4, 4, 0,
                                    ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0, 0,
-                                   ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2};
+                                   ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0};
     unsigned have = attn_kernel_supported();
     size_t whole = c.h_kv * c.L * (c.dk + c.dv) * sizeof(float);
     size_t block = 512 * (c.dk + c.dv) * sizeof(float);    /* flash_keys' */
