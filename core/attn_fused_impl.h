@@ -186,8 +186,9 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
         /* the keys any group reads here, as float32 rows */
         size_t a = s0 > first ? s0 : first, e = s0 + ks < all ? s0 + ks : all, k_0, v_0;
         const float *Kf = wide_rows(keys->k_elem, K, d_k, a, e, keys->wide, &k_0);
-        const float *Vf =
-            wide_rows(keys->v_elem, V, d_v, a, e, keys->wide + (e - a) * d_k, &v_0);
+        /* no scratch (NULL) when both are float32: no offset from it then */
+        float *v_dst = keys->wide ? keys->wide + (e - a) * d_k : NULL;
+        const float *Vf = wide_rows(keys->v_elem, V, d_v, a, e, v_dst, &v_0);
         for (size_t i = 0; i < ng; i++) {
             size_t kb = s0 > g[i].lo_start ? s0 : g[i].lo_start;
             size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;
