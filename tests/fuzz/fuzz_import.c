@@ -112,7 +112,11 @@ static void fi_accepted(struct sess_store *st, const char *id,
     }
     sess_get_info(st, s, &info);
     const struct attn_shape *sh = &sess_spec(s)->shape;
-    if (info.length > info.max_tokens || (lim && info.max_tokens > lim->max_tokens))
+    /* max_tokens bounds the rows held: all of them, or a rolling
+     * session's sinks' pages and window */
+    size_t held = info.held.from ? info.held.front + (info.held.length - info.held.from)
+                                 : info.length;
+    if (held > info.max_tokens || (lim && info.max_tokens > lim->max_tokens))
         fi_fail("imported past max_tokens");
     if (lim && (sh->h * sh->d_k > lim->max_row_elements ||
                 sh->h_kv * (sh->d_k + sh->d_v) > lim->max_row_elements))
