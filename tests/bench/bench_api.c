@@ -51,6 +51,7 @@
 #include "core/attn.h"
 #include "core/half.h"
 #include "core/pool.h"
+#include "tests/bench/bench_util.h"
 
 static int reps = 5;
 
@@ -61,18 +62,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int count)
-{
-    qsort(t, (size_t)count, sizeof(double), cmp_double);
-    return count % 2 ? t[count / 2] : 0.5 * (t[count / 2 - 1] + t[count / 2]);
 }
 
 typedef void (*bench_fn)(void *);
@@ -93,7 +82,7 @@ static double time_fn(bench_fn fn, void *arg)
             fn(arg);
         s[r] = (now_s() - t0) / calls;
     }
-    return median(s, reps);
+    return bench_median(s, reps);
 }
 
 /* Interleaved: a sample of fa, then of fb, reps times; medians in *ta, *tb. */
@@ -107,8 +96,8 @@ static void time_pair(bench_fn fa, void *a, bench_fn fb, void *b, double *ta, do
         sb[r] = time_fn(fb, b);
     }
     reps = keep;
-    *ta = median(sa, reps);
-    *tb = median(sb, reps);
+    *ta = bench_median(sa, reps);
+    *tb = bench_median(sb, reps);
 }
 
 static volatile double sink;
@@ -441,17 +430,17 @@ static void bench_half_prefill(struct api_ctx *ctx)
             s[i][r] = time_fn(run_handle, &rq[i]);
     reps = keep;
     wall = false;
-    double t32 = median(s[0], reps), gf = 4.0 * (double)n * (double)n * (double)d / 1e9;
+    double t32 = bench_median(s[0], reps), gf = 4.0 * (double)n * (double)n * (double)d / 1e9;
     printf("prefill n=L=%zu d=%zu via api_handle (base64, 2 cores): float32 %.2f ms (%.0f GF/s)",
            n, d, t32 * 1e3, gf / t32);
     for (int i = 1; i < 3; i++) {
-        double t = median(s[i], reps);
+        double t = bench_median(s[i], reps);
         printf(", %s %.2f ms", dts[i], t * 1e3);
     }
     printf("\n");
     for (int i = 1; i < 3; i++) {
         char name[128];
-        double t = median(s[i], reps);
+        double t = bench_median(s[i], reps);
         snprintf(name, sizeof name,
                  "prefill %s n=L=2048 d=128 output only (api_handle base64, 2 cores)", dts[i]);
         printf("BENCHROW|%s|float32 GF/s|%.1f|-|-|%.1f|GF/s|%.2f of float32|>=0.9 of float32|%s\n",

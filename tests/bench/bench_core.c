@@ -53,28 +53,10 @@
 #include "core/persist.h"
 #include "core/pool.h"
 #include "core/store.h"
+#include "tests/bench/bench_util.h"
 
 static int reps = 5;
 static struct attn_pool *pool;      /* one helper: 2 cores */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int count)
-{
-    qsort(t, (size_t)count, sizeof(double), cmp_double);
-    return count % 2 ? t[count / 2] : 0.5 * (t[count / 2 - 1] + t[count / 2]);
-}
 
 static void *xalloc(size_t bytes)
 {
@@ -108,10 +90,10 @@ struct timed {
 /* Seconds per call over one sample of `calls` calls. */
 static double sample(const struct timed *t, int calls)
 {
-    double t0 = now_s();
+    double t0 = bench_mono_s();
     for (int c = 0; c < calls; c++)
         t->fn(t->arg);
-    return (now_s() - t0) / calls;
+    return (bench_mono_s() - t0) / calls;
 }
 
 /* Medians of every t[i], samples interleaved (0 1 2 .. 0 1 2 ..). */
@@ -128,7 +110,7 @@ static void time_set(struct timed *t, int k)
         for (int i = 0; i < k; i++)
             s[i * reps + r] = sample(&t[i], calls[i]);
     for (int i = 0; i < k; i++) {
-        t[i].med = median(s + i * reps, reps);
+        t[i].med = bench_median(s + i * reps, reps);
         t[i].best = s[i * reps];
     }
     free(s);

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "core/pool.h"
+#include "tests/bench/bench_util.h"
 
 #define WAIT_US 1000.0
 
@@ -75,12 +76,6 @@ static void join_piece(void *arg, size_t piece, struct attn_ws *ws)
         j->helper_cpu += cpu_us(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void spin_for(double us)
 {
     double until = mono_us() + us;
@@ -118,7 +113,7 @@ static void join_row(struct attn_pool *pool, int jobs, double gap, bool asleep)
     }
     double helper_cpu = (cpu_us(CLOCK_PROCESS_CPUTIME_ID) - p0) -
                         (cpu_us(CLOCK_THREAD_CPUTIME_ID) - t0) - helper_pieces;
-    qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+    qsort(lat, (size_t)n, sizeof *lat, bench_cmp_double);
     char name[64];
     snprintf(name, sizeof name, "gap %4.0f us %s", gap, asleep ? "asleep" : "computing");
     if (n)
@@ -181,8 +176,8 @@ static void split_row(struct attn_pool *pool, size_t pieces, double piece_us, in
                 attn_pool_run(w ? NULL : pool, arith_piece, &j, pieces, NULL);
             s[w][r] = (mono_us() - t0) / calls;
         }
-    qsort(s[0], (size_t)reps, sizeof(double), cmp_double);
-    qsort(s[1], (size_t)reps, sizeof(double), cmp_double);
+    qsort(s[0], (size_t)reps, sizeof(double), bench_cmp_double);
+    qsort(s[1], (size_t)reps, sizeof(double), bench_cmp_double);
     double two = s[0][reps / 2], one = s[1][reps / 2];
     printf("  %2zu pieces of %5.0f us back to back: 2 cores %7.1f us, 1 thread %7.1f us a job:"
            " speed-up %.2f\n", pieces, piece_us, two, one, one / two);

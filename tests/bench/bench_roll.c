@@ -19,6 +19,7 @@
 #include "core/attn.h"
 #include "core/kv.h"
 #include "core/store.h"
+#include "tests/bench/bench_util.h"
 
 enum { H = 8, HKV = 2, D = 64, LEFT = 1023, SINKS = 4, TOKENS = 16 * 1024, SPAN = 256 };
 
@@ -30,25 +31,6 @@ static float frand(void)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The lengths at which the per-token median is taken (over SPAN steps
@@ -89,9 +71,9 @@ static int decode(struct sess_store *st, bool rolling, size_t tokens, double *t,
         for (size_t j = 0; j < H * D; j++)
             q[j] = frand();
         struct attn_result res = {.output = o};
-        double t0 = now();
+        double t0 = bench_mono_s();
         rc = sess_attend(st, s, k, v, 1, &qq, &res, ws) == CORE_OK ? 0 : -1;
-        t[i] = now() - t0;
+        t[i] = bench_mono_s() - t0;
         size_t held = kv_held(sess_cache(s)), bytes = kv_bytes(sess_cache(s));
         *max_held = held > *max_held ? held : *max_held;
         *max_bytes = bytes > *max_bytes ? bytes : *max_bytes;
@@ -111,7 +93,7 @@ static int one_run(struct run *r)
     int rc = st && t ? decode(st, true, TOKENS, t, &held, &bytes) : -1;
     for (size_t m = 0; rc == 0 && m < NMARKS; m++) {
         memcpy(tmp, t + marks[m] - SPAN, sizeof tmp);
-        r->us[m] = median(tmp, SPAN) * 1e6;
+        r->us[m] = bench_median(tmp, SPAN) * 1e6;
     }
     r->max_held = held;
     r->max_bytes = bytes;
@@ -121,7 +103,7 @@ static int one_run(struct run *r)
         rc = decode(st, false, plain, t, &ph, &pb);
     if (rc == 0) {
         memcpy(tmp, t + plain - SPAN, sizeof tmp);
-        r->plain_us = median(tmp, SPAN) * 1e6;
+        r->plain_us = bench_median(tmp, SPAN) * 1e6;
     }
     free(t);
     sess_store_free(st);
@@ -144,11 +126,11 @@ int main(int argc, char **argv)
     for (size_t m = 0; m < NMARKS; m++) {
         for (size_t i = 0; i < reps; i++)
             v[i] = runs[i].us[m];
-        us[m] = median(v, reps);
+        us[m] = bench_median(v, reps);
     }
     for (size_t i = 0; i < reps; i++)
         v[i] = runs[i].plain_us;
-    plain = median(v, reps);
+    plain = bench_median(v, reps);
     size_t bound = (SINKS + 63) / 64 * 64 + LEFT + 63, row = HKV * 2 * D * sizeof(float);
     printf("rolling decode, f32 h=%d h_kv=%d d=%d RoPE, window left %d sinks %d, "
            "%d tokens, %zu runs\n", H, HKV, D, LEFT, SINKS, TOKENS, reps);
