@@ -24,6 +24,7 @@
 #include "core/persist.h"
 #include "core/store.h"
 #include "tests/harness.h"
+#include "tests/store_util.h"
 
 static char dir[64];
 
@@ -582,16 +583,6 @@ static uint64_t journal_bytes(struct sess_store *st)
     return ss.journal_bytes;
 }
 
-static size_t length_of(struct sess_store *st, const char *id)
-{
-    struct sess *s;
-    if (sess_acquire(st, id, &s) != CORE_OK)
-        return (size_t)-1;
-    size_t n = sess_length(s);
-    sess_release(st, s);
-    return n;
-}
-
 static enum core_status fork_of(struct sess_store *st, const char *id, char *out)
 {
     struct sess *s;
@@ -637,9 +628,9 @@ TEST(a_fork_record_holds_no_rows)
     CHECK(same_held(st, again, f) && same_session(st, again, f));
     CHECK(same_held(st, again, g) && same_session(st, again, g));
     CHECK(same_held(st, again, h));
-    CHECK_EQ_INT(length_of(again, f), 2003);
-    CHECK_EQ_INT(length_of(again, g), 2002);
-    CHECK_EQ_INT(length_of(again, h), 103);
+    CHECK_EQ_INT(store_length_of(again, f), 2003);
+    CHECK_EQ_INT(store_length_of(again, g), 2002);
+    CHECK_EQ_INT(store_length_of(again, h), 103);
     sess_store_free(again);
     /* after a snapshot: forks of sessions that came from it */
     CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
@@ -649,7 +640,7 @@ TEST(a_fork_record_holds_no_rows)
     again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
     CHECK(same_held(st, again, k));
     CHECK(same_held(st, again, g));
-    CHECK_EQ_INT(length_of(again, k), 2002);
+    CHECK_EQ_INT(store_length_of(again, k), 2002);
     sess_store_free(again);
     sess_store_free(st);
 }

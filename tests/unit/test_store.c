@@ -14,6 +14,7 @@
 
 #include "core/store.h"
 #include "tests/harness.h"
+#include "tests/store_util.h"
 
 static double fake_now;
 static double fake_clock(void *arg)
@@ -59,16 +60,6 @@ static enum core_status append_rows(struct sess_store *st, const char *id,
     free(k);
     free(v);
     return rc;
-}
-
-static size_t length_of(struct sess_store *st, const char *id)
-{
-    struct sess *s;
-    if (sess_acquire(st, id, &s) != CORE_OK)
-        return (size_t)-1;
-    size_t n = sess_length(s);
-    sess_release(st, s);
-    return n;
 }
 
 static size_t bytes_of2(struct sess_store *st, const char *id, size_t *shared)
@@ -179,12 +170,12 @@ TEST(ttl_expires_and_use_refreshes)
     fake_now += 8;
     CHECK_EQ_INT(append_rows(st, a, 1, 0, -1), CORE_OK);    /* refreshes */
     fake_now += 8;
-    CHECK_EQ_INT(length_of(st, a), 1);                     /* 8 s idle < 10 */
+    CHECK_EQ_INT(store_length_of(st, a), 1);                     /* 8 s idle < 10 */
     CHECK_EQ_INT(sess_store_sweep(st), 0);
     fake_now += 10;
     CHECK_EQ_INT(sess_store_sweep(st), 1);                 /* a expired */
-    CHECK_EQ_INT(length_of(st, a), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, b), 0);
+    CHECK_EQ_INT(store_length_of(st, a), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, b), 0);
     fake_now += 100;
     /* expired but not yet swept: lookup says not found as well */
     struct sess *s;
@@ -245,13 +236,13 @@ TEST(reject_policy_limits)
     CHECK_EQ_INT(append_rows(st, a, 15, 0, -1), CORE_OK);
     /* a's 15 rows may sit in up to 16 rows of storage; b can't get 10 */
     CHECK_EQ_INT(append_rows(st, b, 10, 0, 0), CORE_ECAPACITY);
-    CHECK_EQ_INT(length_of(st, b), 0);
+    CHECK_EQ_INT(store_length_of(st, b), 0);
     /* exactly what is left still fits (growth falls back to exact size) */
     size_t left = 20 - bytes_of(st, a) / 32;
     CHECK_EQ_INT(append_rows(st, b, left, 0, 0), CORE_OK);
     CHECK_EQ_INT(append_rows(st, b, 1, 0, -1), CORE_ECAPACITY);
     /* reads keep working */
-    CHECK_EQ_INT(length_of(st, a), 15);
+    CHECK_EQ_INT(store_length_of(st, a), 15);
     struct sess_stats stats;
     sess_store_stats(st, &stats);
     CHECK(stats.bytes <= 32 * 20);
@@ -273,19 +264,19 @@ TEST(lru_policy_evicts_idle_least_recent)
     CHECK_EQ_INT(sess_create(st, &sp, b), CORE_OK);
     CHECK_EQ_INT(append_rows(st, a, 1, 0, -1), CORE_OK);   /* a most recent */
     CHECK_EQ_INT(sess_create(st, &sp, c), CORE_OK);         /* evicts b */
-    CHECK_EQ_INT(length_of(st, b), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, a), 1);
+    CHECK_EQ_INT(store_length_of(st, b), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, a), 1);
     /* bytes: 39 rows fit beside a's one row without evicting (exact size
      * instead of the geometric target) */
-    CHECK_EQ_INT(length_of(st, c), 0);                      /* c most recent */
+    CHECK_EQ_INT(store_length_of(st, c), 0);                      /* c most recent */
     CHECK_EQ_INT(append_rows(st, c, 39, 0, -1), CORE_OK);
     CHECK_EQ_INT(bytes_of(st, c), 39 * 32);
-    CHECK_EQ_INT(length_of(st, a), 1);
-    CHECK_EQ_INT(length_of(st, c), 39);                     /* a least recent */
+    CHECK_EQ_INT(store_length_of(st, a), 1);
+    CHECK_EQ_INT(store_length_of(st, c), 39);                     /* a least recent */
     /* one more row of c does not fit: a goes */
     CHECK_EQ_INT(append_rows(st, c, 1, 0, -1), CORE_OK);
-    CHECK_EQ_INT(length_of(st, a), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, c), 40);
+    CHECK_EQ_INT(store_length_of(st, a), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, c), 40);
     /* a held session is never evicted, and nothing fits: ECAPACITY */
     struct sess *hc;
     CHECK_EQ_INT(sess_acquire(st, c, &hc), CORE_OK);
@@ -314,15 +305,15 @@ TEST(tokens_length_and_accounting)
     CHECK_EQ_INT(append_rows(st, a, 1, 0, 2), CORE_ELENGTH);
     CHECK_EQ_INT(append_rows(st, a, 3, 0, 3), CORE_EFULL);
     CHECK_EQ_INT(append_rows(st, a, 2, 0, 3), CORE_OK);
-    CHECK_EQ_INT(length_of(st, a), 5);
+    CHECK_EQ_INT(store_length_of(st, a), 5);
     struct sess *s;
     CHECK_EQ_INT(sess_acquire(st, a, &s), CORE_OK);
     CHECK_EQ_INT(sess_fork(st, s, f), CORE_OK);
     CHECK_EQ_INT(sess_truncate(st, s, 6), CORE_EINVAL);
     CHECK_EQ_INT(sess_truncate(st, s, 1), CORE_OK);
     sess_release(st, s);
-    CHECK_EQ_INT(length_of(st, a), 1);
-    CHECK_EQ_INT(length_of(st, f), 5);
+    CHECK_EQ_INT(store_length_of(st, a), 1);
+    CHECK_EQ_INT(store_length_of(st, f), 5);
     CHECK_EQ_INT(append_rows(st, f, 1, 0, -1), CORE_EFULL);  /* inherits max */
     /* a's truncate left the page both hold shared: counted once */
     struct sess_stats stats;
@@ -395,9 +386,9 @@ TEST(forks_share_pages_and_lru_counts_own)
      * refused, nobody evicted */
     CHECK_EQ_INT(sess_create(st, &sp, q), CORE_OK);
     CHECK_EQ_INT(append_rows(st, q, 100, 0, -1), CORE_ECAPACITY);
-    CHECK_EQ_INT(length_of(st, p), 128);
-    CHECK_EQ_INT(length_of(st, f), 128);
-    CHECK_EQ_INT(length_of(st, g), 129);
+    CHECK_EQ_INT(store_length_of(st, p), 128);
+    CHECK_EQ_INT(store_length_of(st, f), 128);
+    CHECK_EQ_INT(store_length_of(st, g), 129);
     /* the parent deleted first: f and g read every row as before */
     CHECK_EQ_INT(sess_delete(st, p), CORE_OK);
     CHECK(row_k0(st, f, 127) == 254.0);
@@ -424,8 +415,8 @@ TEST(forks_share_pages_and_lru_counts_own)
     /* f (least recent) alone holds the original second page: evicting it
      * frees that page, and 80 + 100 rows fit; g stays */
     CHECK_EQ_INT(append_rows(st, q, 100, 0, -1), CORE_OK);
-    CHECK_EQ_INT(length_of(st, f), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, g), 72);
+    CHECK_EQ_INT(store_length_of(st, f), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, g), 72);
     CHECK(row_k0(st, g, 0) == 0.0);
     sess_store_stats(st, &stats);
     CHECK_EQ_INT(stats.evictions, 1);
@@ -455,8 +446,8 @@ TEST(failed_append_keeps_bytes)
     CHECK_EQ_INT(after.bytes, before.bytes);
     CHECK_EQ_INT(bytes_of2(st, f, &shared), 0);
     CHECK(shared > 0);
-    CHECK_EQ_INT(length_of(st, f), 70);
-    CHECK_EQ_INT(length_of(st, q), 64);
+    CHECK_EQ_INT(store_length_of(st, f), 70);
+    CHECK_EQ_INT(store_length_of(st, q), 64);
     sess_store_free(st);
 }
 
@@ -489,7 +480,7 @@ TEST(failed_attend_keeps_bytes)
     CHECK_EQ_INT(after.bytes, before.bytes);
     CHECK_EQ_INT(bytes_of2(st, f, &shared1), 0);
     CHECK_EQ_INT(shared1, shared0);
-    CHECK_EQ_INT(length_of(st, f), 70);
+    CHECK_EQ_INT(store_length_of(st, f), 70);
     CHECK(row_k0(st, f, 69) == 138.0);
     /* the fork appends afterwards as it would have */
     CHECK_EQ_INT(append_rows(st, f, 1, 500, 70), CORE_OK);
@@ -651,8 +642,8 @@ TEST(save_load_round_trip_and_bad_files)
     struct sess_stats stats;
     sess_store_stats(st, &stats);
     CHECK_EQ_INT(stats.sessions, 2);
-    CHECK_EQ_INT(length_of(st, gone), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, b), 3);
+    CHECK_EQ_INT(store_length_of(st, gone), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, b), 3);
     double w1[4 * 5], o1[4 * 3];
     CHECK_EQ_INT(sess_acquire(st, a, &s), CORE_OK);
     struct sess_info info;
@@ -679,8 +670,8 @@ TEST(save_load_round_trip_and_bad_files)
     CHECK_EQ_INT(sess_store_sweep(st), 0);
     fake_now += 2;
     CHECK_EQ_INT(sess_store_sweep(st), 1);
-    CHECK_EQ_INT(length_of(st, a), (size_t)-1);
-    CHECK_EQ_INT(length_of(st, b), 3);
+    CHECK_EQ_INT(store_length_of(st, a), (size_t)-1);
+    CHECK_EQ_INT(store_length_of(st, b), 3);
     sess_store_free(st);
 
     /* corrupt one file (flip a byte), truncate the other, add junk */

@@ -1,0 +1,23 @@
+/*
+ * tests/store_util.h — small helpers for the tests of the session store
+ * (core/store.h) that several test programs need.
+ */
+#ifndef ATTND_TESTS_STORE_UTIL_H
+#define ATTND_TESTS_STORE_UTIL_H
+
+#include <stddef.h>
+
+#include "core/store.h"
+
+/* The length of session id, or (size_t)-1 when it cannot be acquired. */
+static inline size_t store_length_of(struct sess_store *st, const char *id)
+{
+    struct sess *s;
+    if (sess_acquire(st, id, &s) != CORE_OK)
+        return (size_t)-1;
+    size_t n = sess_length(s);
+    sess_release(st, s);
+    return n;
+}
+
+#endif
