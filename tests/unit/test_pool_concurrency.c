@@ -9,6 +9,7 @@
  * `make tsan` (its name has "concurrency").
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -223,7 +224,12 @@ TEST(may_help_switching_while_watching)
 }
 
 /* A stop that comes due in the middle of a job: the call says so and skips
- * the rest; the next job, without a stop, runs every piece. */
+ * the rest; the next job, without a stop, runs every piece. Piece 3 sets the
+ * stop and every later piece waits for it before it returns, so a thread
+ * can run at most one piece past the stop whatever the scheduler does (on a
+ * slow emulator another thread could otherwise claim and finish every
+ * remaining piece before piece 3's store, and the job would rightly report
+ * nothing skipped). */
 struct stop_job {
     atomic_bool *cancel;
     atomic_int ran;
@@ -235,6 +241,8 @@ static void stop_piece(void *arg, size_t piece, struct attn_ws *ws)
     struct stop_job *j = arg;
     if (piece == 3)
         atomic_store(j->cancel, true);
+    while (piece > 3 && !atomic_load(j->cancel))
+        sched_yield();
     atomic_fetch_add(&j->ran, 1);
 }
 
