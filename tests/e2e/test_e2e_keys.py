@@ -8,6 +8,7 @@ so a half-sent upload holds its key's slot deterministically.
 """
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -128,19 +129,34 @@ def test_rate_limit_per_address_without_keys():
         assert metric(a, "attnd_rate_limited_total", "-", {}) == 1
 
 
+def hold_alices_slot(a, timeout=10):
+    """Opens a half-sent upload of alice's and returns it with the first 429
+    another request of alice's gets while it is in flight. A probe request
+    admitted before the server has read the upload's headers takes the slot
+    itself, and the upload is the one refused (429, closed): then the upload
+    is opened again."""
+    head = (f"POST /v1/attention HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    deadline = time.time() + timeout
+    s = r = None
+    while time.time() < deadline:
+        if s is not None and select.select([s], [], [], 0)[0]:
+            s.close()           # the upload was answered (refused in a probe's place)
+            s = None
+        if s is None:
+            s = connect(a.port)
+            s.sendall(head.encode())
+        r = a.post("/v1/attention", VALID, headers=auth(ALICE))
+        if r.status == 429 and not select.select([s], [], [], 0)[0]:
+            return s, r         # the upload holds the slot and was not answered
+        time.sleep(0.05)
+    return s, r
+
+
 def test_max_inflight_per_key():
     path = key_file(f"alice:{ALICE}\nbob:{BOB}\n")
     with Attnd("--api-key-file", path, "--max-inflight-per-key", "1") as a:
-        s = connect(a.port)
-        head = (f"POST /v1/attention HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n"
-                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-        s.sendall(head.encode())
-        deadline = time.time() + 10
-        while True:             # the half-sent upload is in flight once its headers are read
-            r = a.post("/v1/attention", VALID, headers=auth(ALICE))
-            if r.status == 429 or time.time() > deadline:
-                break
-            time.sleep(0.05)
+        s, r = hold_alices_slot(a)
         assert r.status == 429 and r.json()["error"]["code"] == "rate_limited", r
         assert r.headers["retry-after"] == "1"
         assert a.post("/v1/attention", VALID, headers=auth(BOB)).status == 200
