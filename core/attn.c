@@ -366,7 +366,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
         return false;                   /* flash_keys reports it */
     *st = CORE_OK;
     struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0,
-                                   fused_elem(x->k_elem), fused_elem(x->v_elem), W};
+                                   fused_elem(x->k_elem), fused_elem(x->v_elem), W, NULL, NULL};
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
                            &keys, O, m, l, S);
 }

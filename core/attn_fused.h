@@ -87,6 +87,13 @@ struct attn_fused_keys {
     enum attn_fused_elem k_elem, v_elem;  /* what K and V hold (0: float32) */
     float *wide;                    /* when either is 2-byte: attn_fused_wide_floats
                                        floats, 64-byte aligned */
+    /* K and V not in one block each (a paged cache): when span is not NULL
+     * the kernel asks it, superblock by superblock, for float32 rows of
+     * keys [a, e) (*k, *v: row 0 is key a) and reads those instead of K
+     * and V (which it then ignores). The rows stay valid until the next
+     * call. */
+    void (*span)(void *ctx, size_t a, size_t e, const float **k, const float **v);
+    void *span_ctx;
 };
 
 /* Floats of the `wide` scratch for 2-byte K or V rows of widths d_k, d_v

@@ -159,8 +159,8 @@ static FUSED_FN bool group_keys(struct fused_group *g, const float *qt, float *o
 /* attn_fused_rows (attn_fused.h) on this instruction set: every group of
  * the tile packed, then superblock by superblock of keys each group in
  * turn (K and V from L2 for all but the first; 2-byte K or V widened into
- * keys->wide first, once per superblock for all the groups), then
- * unpacked. */
+ * keys->wide first, or keys->span's rows taken, once per superblock for
+ * all the groups), then unpacked. */
 FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, const void *K,
                             const void *V, size_t d_v, const struct attn_fused_keys *keys,
                             float *O, float *m, double *l, float *scratch)
@@ -184,11 +184,16 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
     /* superblocks at multiples of ks (itself a multiple of BC) */
     for (size_t s0 = all ? first / ks * ks : 0; s0 < all; s0 += ks) {
         /* the keys any group reads here, as float32 rows */
-        size_t a = s0 > first ? s0 : first, e = s0 + ks < all ? s0 + ks : all, k_0, v_0;
-        const float *Kf = wide_rows(keys->k_elem, K, d_k, a, e, keys->wide, &k_0);
-        /* no scratch (NULL) when both are float32: no offset from it then */
-        float *v_dst = keys->wide ? keys->wide + (e - a) * d_k : NULL;
-        const float *Vf = wide_rows(keys->v_elem, V, d_v, a, e, v_dst, &v_0);
+        size_t a = s0 > first ? s0 : first, e = s0 + ks < all ? s0 + ks : all, k_0 = a, v_0 = a;
+        const float *Kf, *Vf;
+        if (keys->span) {               /* the caller's rows of [a, e) (pages) */
+            keys->span(keys->span_ctx, a, e, &Kf, &Vf);
+        } else {
+            Kf = wide_rows(keys->k_elem, K, d_k, a, e, keys->wide, &k_0);
+            /* no scratch (NULL) when both are float32: no offset from it then */
+            float *v_dst = keys->wide ? keys->wide + (e - a) * d_k : NULL;
+            Vf = wide_rows(keys->v_elem, V, d_v, a, e, v_dst, &v_0);
+        }
         for (size_t i = 0; i < ng; i++) {
             size_t kb = s0 > g[i].lo_start ? s0 : g[i].lo_start;
             size_t ke = s0 + ks < g[i].lim_max ? s0 + ks : g[i].lim_max;

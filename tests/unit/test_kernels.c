@@ -13,11 +13,14 @@
  * empty rows, superblocks of keys, large and tiny scores. Then the same
  * through attn_forward (the path a request takes) per kernel; scores that
  * overflow; and the choice: names, fallbacks on made-up CPUs, and what
- * this CPU supports read independently from /proc/cpuinfo.
+ * this CPU supports read independently from /proc/cpuinfo; superblocks
+ * handed over by the span callback (pages) give the bits of one block.
  */
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/attn.h"
 #include "core/attn_fused.h"
@@ -181,7 +184,8 @@ static int check_case(const struct kcase *c)
     ref_rows(c, rm, rl, rO, mag);
     int bad = 0;
     int32_t *zero = calloc(nb, sizeof(int32_t));
-    struct attn_fused_keys keys = {c->lo ? c->lo : zero, c->lim, c->cap, NULL, 0, 0, 0, NULL};
+    struct attn_fused_keys keys = {c->lo ? c->lo : zero, c->lim, c->cap, NULL, 0, 0, 0, NULL,
+                                   NULL, NULL};
     if (!attn_fused_rows(c->q, nb, c->dk, c->scale, c->k, c->v, dv, &keys, O, m, l,
                          scratch)) {
         bad = 1;
@@ -245,7 +249,7 @@ TEST(every_kernel_matches_reference)
                 float o, m;
                 double l;
                 int32_t zero = 0;
-                struct attn_fused_keys keys = {&zero, kc.lim, 0, NULL, 0, 0, 0, NULL};
+                struct attn_fused_keys keys = {&zero, kc.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
                 CHECK(!attn_fused_rows(kc.q, 1, kc.dk, kc.scale, kc.k, kc.v, kc.dv, &keys,
                                        &o, &m, &l, NULL));
                 CHECK(!attn_fused_available());
@@ -288,7 +292,7 @@ TEST(every_kernel_refuses_nonfinite_seen_scores)
         size_t sf = attn_fused_scratch_floats(20, 4, 4);
         float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
         int32_t zero[20] = {0};
-        struct attn_fused_keys keys = {zero, c.lim, 0, NULL, 0, 0, 0, NULL};
+        struct attn_fused_keys keys = {zero, c.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
         CHECK(!attn_fused_rows(c.q, 20, 4, 1.0f, c.k, c.v, 4, &keys, O, m, l, scratch));
         free(scratch);
         kcase_free(&c);
@@ -518,7 +522,7 @@ TEST(every_kernel_row_alone_same_bits)
             hi[t] = (int32_t)(400 + 5 * t);
             lo[t] = (int32_t)(100 + 3 * t + (t % 7) * 11);
         }
-        struct attn_fused_keys keys = {lo, hi, 2.5f, NULL, 0, 0, 0, NULL};
+        struct attn_fused_keys keys = {lo, hi, 2.5f, NULL, 0, 0, 0, NULL, NULL, NULL};
         size_t sf = attn_fused_scratch_floats(nb, d, d);
         float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
         float O[60 * 16], m[60], O1[16], m1;
@@ -526,11 +530,77 @@ TEST(every_kernel_row_alone_same_bits)
         CHECK(attn_fused_rows(q, nb, d, 0.25f, k, v, d, &keys, O, m, l, scratch));
         int same = 1;
         for (size_t t = 0; t < nb; t++) {
-            struct attn_fused_keys one = {lo + t, hi + t, 2.5f, NULL, 0, 0, 0, NULL};
+            struct attn_fused_keys one = {lo + t, hi + t, 2.5f, NULL, 0, 0, 0, NULL,
+                                          NULL, NULL};
             CHECK(attn_fused_rows(q + t * d, 1, d, 0.25f, k, v, d, &one, O1, &m1, &l1, scratch));
             same &= memcmp(O1, O + t * d, sizeof O1) == 0 && m1 == m[t] && l1 == l[t];
         }
         CHECK(same);
+        free(scratch);
+        free(q);
+        free(k);
+        free(v);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
+/* Superblocks handed over by keys->span (a paged cache's rows) give the
+ * bits of K and V in one block: each span call copies keys [a, e) into a
+ * buffer of their own, the rest of it NaN, so a read outside [a, e) shows.
+ * Per kernel. */
+struct span_copy {
+    const float *k, *v;
+    size_t dk, dv, L, calls, bad;
+    float *buf;                 /* [L][dk + dv] */
+};
+
+static void span_rows(void *ctx, size_t a, size_t e, const float **k, const float **v)
+{
+    struct span_copy *c = ctx;
+    c->calls++;
+    c->bad += !(a < e && e <= c->L);
+    for (size_t i = 0; i < c->L * (c->dk + c->dv); i++)
+        c->buf[i] = NAN;
+    float *kb = c->buf, *vb = c->buf + (e - a) * c->dk;
+    memcpy(kb, c->k + a * c->dk, (e - a) * c->dk * sizeof(float));
+    memcpy(vb, c->v + a * c->dv, (e - a) * c->dv * sizeof(float));
+    *k = kb;
+    *v = vb;
+}
+
+TEST(every_kernel_span_same_bits_as_one_block)
+{
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk && ks[i] != ATTN_KERNEL_NONE; i++) {
+        attn_kernel_set(ks[i]);
+        size_t nb = 70, L = 3000, dk = 64, dv = 40;
+        rng_state = 12;
+        float *q = rnd_floats(nb * dk, -1, 1), *k = rnd_floats(L * dk, -1, 1);
+        float *v = rnd_floats(L * dv, -1, 1);
+        int32_t lo[70], hi[70];
+        for (size_t t = 0; t < nb; t++) {
+            lo[t] = (int32_t)(t % 3 ? 0 : 37 * t);
+            hi[t] = (int32_t)(L - 29 * t);
+        }
+        size_t sf = attn_fused_scratch_floats(nb, dk, dv);
+        float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
+        float *O = malloc(nb * dv * sizeof(float)), *O2 = malloc(nb * dv * sizeof(float));
+        float m[70], m2[70];
+        double l[70], l2[70];
+        struct span_copy sc = {k, v, dk, dv, L, 0, 0, malloc(L * (dk + dv) * sizeof(float))};
+        struct attn_fused_keys keys = {lo, hi, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
+        CHECK(attn_fused_rows(q, nb, dk, 0.125f, k, v, dv, &keys, O, m, l, scratch));
+        keys.span = span_rows;
+        keys.span_ctx = &sc;
+        CHECK(attn_fused_rows(q, nb, dk, 0.125f, NULL, NULL, dv, &keys, O2, m2, l2, scratch));
+        CHECK(sc.calls > 1);
+        CHECK_EQ_INT((int)sc.bad, 0);
+        CHECK(memcmp(O, O2, nb * dv * sizeof(float)) == 0);
+        CHECK(memcmp(m, m2, sizeof m) == 0 && memcmp(l, l2, sizeof l) == 0);
+        free(sc.buf);
+        free(O);
+        free(O2);
         free(scratch);
         free(q);
         free(k);
@@ -548,5 +618,6 @@ int main(void)
     RUN(every_kernel_refuses_nonfinite_seen_scores);
     RUN(every_kernel_through_attn_forward);
     RUN(every_kernel_row_alone_same_bits);
+    RUN(every_kernel_span_same_bits_as_one_block);
     TEST_MAIN_END();
 }
