@@ -23,9 +23,11 @@
 #define SPARE_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-/* Enough for a few large requests at once (each keeps up to about four
- * blocks: tensors, result, response). */
-#define API_SPARE_SLOTS 16
+/* Enough for a few large requests at once: each keeps up to about six
+ * blocks (its body, server/http_body.c's; its tensors, result and
+ * response). One bound for all of them (the transport's bodies once had
+ * slots of their own). */
+#define API_SPARE_SLOTS 24
 #define API_SPARE_BYTES ((size_t)96 << 20)
 
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -105,4 +107,17 @@ size_t api_spare_kept(size_t *bytes)
         *bytes = spare_bytes;
     pthread_mutex_unlock(&spare_mu);
     return n;
+}
+
+void api_spare_drop(void)
+{
+    pthread_mutex_lock(&spare_mu);
+    for (size_t i = 0; i < API_SPARE_SLOTS; i++)
+        if (spare[i].p) {
+            SPARE_UNPOISON(spare[i].p, spare[i].cap);
+            free(spare[i].p);
+            spare[i].p = NULL;
+        }
+    spare_bytes = 0;
+    pthread_mutex_unlock(&spare_mu);
 }

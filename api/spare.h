@@ -7,6 +7,8 @@
  * thread of the pool, faulted the same amount in again. Blocks of
  * API_SPARE_MIN bytes and more freed through api_spare_free are kept in a
  * few process-wide slots instead and handed out again by api_spare_alloc.
+ * Request bodies (server/http_body.c) are kept here too, so that one
+ * bound covers all the memory kept.
  * Every block is an ordinary malloc'd block: free() may release one that
  * came from api_spare_alloc, and api_spare_free takes any malloc'd block.
  */
@@ -28,5 +30,8 @@ void api_spare_free(void *p);
 
 /* Blocks and bytes kept now (tests). */
 size_t api_spare_kept(size_t *bytes);
+
+/* Free every kept block (tests start from empty slots with it). */
+void api_spare_drop(void);
 
 #endif

@@ -732,7 +732,6 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->quiesced, false);
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
-    pthread_mutex_init(&h->spare_mu, NULL);
     h->body_budget = cfg->max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
                          ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
     if (h->body_budget < BODY_BUDGET_MIN)
@@ -789,9 +788,6 @@ static void async_closed(uv_handle_t *handle)
 {
     struct srv_http *h = handle->data;
     http_req_destroy(atomic_load(&h->spare));
-    for (size_t i = 0; i < SPARE_BODIES; i++)
-        free(h->spare_body[i].p);
-    pthread_mutex_destroy(&h->spare_mu);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

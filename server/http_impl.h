@@ -25,7 +25,6 @@
 #include "server/sched.h"
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
-#define SPARE_BODIES 16
 
 /* Bodies from this size on are large requests: they give way to small ones
  * at their piece boundaries (srv_sched_bg_pause). n=L=64 d=64 in JSON is
@@ -50,12 +49,6 @@ struct srv_http {
     atomic_bool quiesced;           /* no new connections; answers close */
     atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
     _Atomic(struct req *) spare;    /* one freed request kept for the next */
-    pthread_mutex_t spare_mu;       /* guards spare_body */
-    struct {
-        char *p;                    /* a freed body buffer, or NULL */
-        size_t cap;                 /* its size */
-    } spare_body[SPARE_BODIES];     /* large body buffers for the next ones */
-    size_t spare_bytes;             /* their sum, <= SPARE_BYTES_MAX */
     size_t body_budget;             /* cap on body_bytes */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;

@@ -18,30 +18,9 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-/* Empty the slots (blocks of every size class are taken until none is). */
-static void drain(void)
-{
-    void *held[64];
-    size_t n = 0;
-    for (size_t sz = API_SPARE_MIN; sz <= ((size_t)128 << 20) && n < 64; sz *= 2)
-        for (;;) {
-            size_t before = api_spare_kept(NULL);
-            void *p = api_spare_alloc(sz, NULL);
-            if (!p)
-                break;
-            if (api_spare_kept(NULL) == before || n == 64) {    /* not a kept one */
-                free(p);
-                break;
-            }
-            held[n++] = p;
-        }
-    while (n)
-        free(held[--n]);
-}
-
 TEST(spare_small_blocks_are_freed)
 {
-    drain();
+    api_spare_drop();
     size_t cap;
     void *p = api_spare_alloc(1000, &cap);
     CHECK(p != NULL && cap >= 1000);
@@ -53,7 +32,7 @@ TEST(spare_small_blocks_are_freed)
 
 TEST(spare_large_block_comes_back)
 {
-    drain();
+    api_spare_drop();
     size_t cap, bytes;
     char *p = api_spare_alloc((size_t)1 << 20, &cap);
     CHECK(p != NULL && cap >= ((size_t)1 << 20));
@@ -77,7 +56,7 @@ TEST(spare_large_block_comes_back)
 
 TEST(spare_not_for_much_smaller_requests)
 {
-    drain();
+    api_spare_drop();
     void *big = api_spare_alloc((size_t)4 << 20, NULL);
     api_spare_free(big);
     CHECK_EQ_INT(api_spare_kept(NULL), 1);
@@ -97,7 +76,7 @@ TEST(spare_not_for_much_smaller_requests)
 
 TEST(spare_bounded)
 {
-    drain();
+    api_spare_drop();
     void *p[40];
     for (int i = 0; i < 40; i++)
         p[i] = api_spare_alloc((size_t)3 << 20, NULL);
@@ -107,7 +86,7 @@ TEST(spare_bounded)
     CHECK(n >= 1 && n < 40);
     CHECK(bytes <= ((size_t)96 << 20));
     printf("  kept %zu blocks, %zu bytes of 40 x 3 MiB freed\n", n, bytes);
-    drain();
+    api_spare_drop();
     CHECK_EQ_INT(api_spare_kept(NULL), 0);
 }
 
@@ -140,12 +119,12 @@ TEST(spare_two_threads)
         pthread_join(t[i], &r[i]);
         CHECK(r[i] == NULL);
     }
-    drain();
+    api_spare_drop();
 }
 
 TEST(spare_buf_grows_into_a_kept_block)
 {
-    drain();
+    api_spare_drop();
     struct api_buf b;
     api_buf_init(&b, (size_t)8 << 20);
     CHECK(api_buf_puts(&b, "{\"head\":1,"));
@@ -157,7 +136,7 @@ TEST(spare_buf_grows_into_a_kept_block)
     CHECK(memcmp(b.data + b.len - 16, "0123456789abcdef", 16) == 0);
     api_buf_free(&b);                           /* kept */
     CHECK(api_spare_kept(NULL) >= 1);
-    drain();
+    api_spare_drop();
 }
 
 int main(void)
