@@ -525,6 +525,33 @@ static const char *plain_string(const char *p, const char *end, const char **t,
     return q + 1;
 }
 
+/* The data string at p ('"') of a tensor whose shape and dtype (esize
+ * bytes an element) came before it: its length follows from them (4 base64
+ * characters per 3 bytes, padded), so its closing quote is checked there
+ * instead of searched for through megabytes (memchr took ~55 us of a 1.4 MB
+ * string, a quarter of reading a 2048 x 128 float32 tensor; the decoder
+ * checks every character before the quote). Its text in *t, *n; the byte
+ * after it, or NULL when the quote is not there (plain_string decides). */
+static const char *sized_string(const char *p, const char *end, int rank,
+                                const size_t *shape, size_t esize,
+                                const char **t, size_t *n)
+{
+    size_t count = 1, bytes, k;
+    int i;
+
+    for (i = 0; i < rank; i++)
+        if (!core_mul(count, shape[i], &count))
+            return NULL;
+    if (!core_mul(count, esize, &bytes) || bytes > (size_t)(end - p) / 4 * 3)
+        return NULL;
+    k = (bytes + 2) / 3 * 4;
+    if (k + 1 >= (size_t)(end - p) || p[k + 1] != '"')
+        return NULL;
+    *t = p + 1;
+    *n = k;
+    return p + k + 2;
+}
+
 static bool text_is(const char *t, size_t n, const char *lit)
 {
     return strlen(lit) == n && memcmp(t, lit, n) == 0;
@@ -594,8 +621,13 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
             if (dtype < 0)
                 return 0;
         } else if (text_is(t, n, "data") && !(seen & 4) && *p == '"') {
+            const char *q = (seen & 3) == 3
+                ? sized_string(p, end, rank, shape,
+                               half ? 2 : attn_dtype_size((enum attn_dtype)dtype),
+                               &data, &data_len)
+                : NULL;
             seen |= 4;
-            p = plain_string(p, end, &data, &data_len);
+            p = q ? q : plain_string(p, end, &data, &data_len);
         } else {
             return 0;
         }

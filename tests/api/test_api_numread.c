@@ -536,6 +536,44 @@ TEST(whole_body_trees_per_keys_list)
         }
 }
 
+/* api_b64tensor_parse's data string whose length the shape and dtype
+ * before it give (its quote checked there, not searched for): an exact
+ * string is read; one a quad short or long, or with a quote inside, is
+ * refused (the jansson path then answers); data first still reads. */
+TEST(b64_tensor_sized_data)
+{
+    /* 2 x 2 float32 = 16 bytes = 24 base64 characters (two '=') */
+    static const char good[] = "AACAPwAAAEAAAEBAAACAQA==";
+    static const struct {
+        const char *text;
+        size_t count;                   /* 0: refused */
+    } cases[] = {
+        {"{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":\"AACAPwAAAEAAAEBAAACAQA==\"}", 4},
+        {"{\"dtype\":\"float32\",\"shape\":[2,2],\"data\":\"AACAPwAAAEAAAEBAAACAQA==\"} ", 4},
+        {"{\"data\":\"AACAPwAAAEAAAEBAAACAQA==\",\"shape\":[2,2],\"dtype\":\"float32\"}", 4},
+        {"{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":\"AACAPwAAAEAAAEBA\"}", 0},
+        {"{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":\"AACAPwAAAEAAAEBAAACAQA==AAAA\"}", 0},
+        {"{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":\"AACAPwAA\",\"x\":\"AAAAAA\"}", 0},
+        {"{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":\"AACAPwAAAEAAAEBAAACAQA==", 0},
+        {"{\"shape\":[2,2],\"dtype\":\"float16\",\"data\":\"ADwAQABCAEQ=\"}", 4},
+        {"{\"shape\":[1,2],\"dtype\":\"float64\",\"data\":\"AAAAAAAA8D8AAAAAAAAAQA==\"}", 2},
+    };
+    CHECK(strlen(good) == 24);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct api_numarray a;
+        size_t len = strlen(cases[i].text);
+        size_t used = api_b64tensor_parse(cases[i].text, len, 1000, &a);
+        if (cases[i].count == 0) {
+            CHECK(used == 0);
+            continue;
+        }
+        CHECK(used > 0 && used <= len && cases[i].text[used - 1] == '}');
+        CHECK(a.count == cases[i].count && a.raw != NULL);
+        if (used)
+            api_numarray_free(&a);
+    }
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -546,5 +584,6 @@ int main(void)
     RUN(bodies_agree_mutated);
     RUN(bodies_agree_base64);
     RUN(whole_body_trees_per_keys_list);
+    RUN(b64_tensor_sized_data);
     TEST_MAIN_END();
 }
