@@ -318,6 +318,19 @@ static bool attn_fused_pass(const struct attn_request *r, const struct attn_win 
 #endif
 _Static_assert(ATTN_FUSED_ROWS <= ATTN_FLASH_ROWS, "flash_rows' arrays hold a tile");
 
+/* Rows of one kv head's K or V as a pass reads them (attn_impl.h): base
+ * [..][d] in one block (pg NULL), or np pages of 2^sh rows (a paged
+ * attn_kv_view) with row j at key j0 + j. */
+struct attn_rows {
+    const void *base;
+    const void *const *pg;
+    unsigned sh;
+    size_t j0, d, np;
+};
+
+/* (attn_impl.h) rows [a, e) of r in one block, in place or copied into buf */
+static const float *block_f32(const struct attn_rows *r, size_t a, size_t e, float *buf);
+
 /* src (2-byte, as e) elements [at, at + n) -> dst [n] float32, exactly. */
 static void widen_f32(enum attn_elem e, const void *src, size_t at, size_t n, float *dst)
 {
@@ -335,6 +348,21 @@ static enum attn_fused_elem fused_elem(enum attn_elem e)
                                                                     : ATTN_FUSED_F32;
 }
 
+/* The fused kernel's superblocks of a paged view (attn_fused_keys.span):
+ * keys [a, e) of K and V in place where their pages lie side by side in
+ * memory, else copied into buf (attn_fused_wide_floats of them). */
+struct fused_span {
+    const struct attn_rows *k, *v;
+    float *buf;
+};
+
+static void fused_span(void *ctx, size_t a, size_t e, const float **k, const float **v)
+{
+    const struct fused_span *f = ctx;
+    *k = block_f32(f->k, a, e, f->buf);
+    *v = block_f32(f->v, a, e, f->buf + (e - a) * f->k->d);
+}
+
 /* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain
  * but for a softcap and every row's allowed keys are one exact range
  * (attn_run.h: causal, window without sinks below it, contiguous
@@ -343,10 +371,12 @@ static enum attn_fused_elem fused_elem(enum attn_elem e)
  * (flash_keys then runs and reports it, or finishes a score in
  * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of
  * attn_fused_scratch_floats (attn_forward_kv_serial); a view of 2-byte
- * rows is widened into ws's WS_WIDE. */
+ * rows is widened into ws's WS_WIDE; a paged view's superblocks come
+ * through fused_span, with C its copies' scratch. */
 static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, const float *qb,
-                           const float *K, const float *V, float *S, struct attn_ws *ws,
-                           float *O, float *m, double *l, enum core_status *st)
+                           const struct attn_rows *K, const struct attn_rows *V, float *S,
+                           struct attn_ws *ws, float *C, float *O, float *m, double *l,
+                           enum core_status *st)
 {
     const struct attn_request *r = &x->r;
     if (!attn_fused_scores(r))          /* flash_rows runs for key-blocked passes only */
@@ -365,10 +395,12 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
     if ((x->k_elem || x->v_elem) && !(W = attn_ws_reserve(ws, WS_WIDE, wide * sizeof(float))))
         return false;                   /* flash_keys reports it */
     *st = CORE_OK;
+    struct fused_span span = {K, V, C};
     struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0,
-                                   fused_elem(x->k_elem), fused_elem(x->v_elem), W, NULL, NULL};
-    return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K, V, r->shape.d_v,
-                           &keys, O, m, l, S);
+                                   fused_elem(x->k_elem), fused_elem(x->v_elem), W,
+                                   K->pg ? fused_span : NULL, &span};
+    return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K->base, V->base,
+                           r->shape.d_v, &keys, O, m, l, S);
 }
 #define ATTN_FLASH_FUSED fused_keys_f32
 #endif
@@ -675,16 +707,25 @@ enum core_status attn_forward_kv_serial(const struct attn_run *x, const struct a
     if (!blk)
         return CORE_ENOMEM;
     void *pb = need_pb ? blk + qb_bytes : NULL;
-    /* a paged view read by gemm or the key-blocked pass: one kv head at a
-     * time copied into one block (the decode loops read pages in place) */
-    void *gb = NULL;
-    if (kv->page_rows && (attn_flash(r, w) || B > ATTN_LOOP_ROWS) &&
-        !(gb = attn_ws_reserve(ws, WS_PAGE, w->kw * (s->d_k + s->d_v) * esz)))
-        return CORE_ENOMEM;
+    /* a paged view read by the key-blocked pass: its pages in place, one
+     * block of keys (or the fused kernel's superblock) copied where they do
+     * not lie side by side, so the scratch does not grow with L */
+    void *cb = NULL;
+    if (kv->page_rows && attn_flash(r, w)) {
+        size_t keys = w->kw < ATTN_FLASH_KEYS ? w->kw : ATTN_FLASH_KEYS;
+        size_t cbytes = keys * (s->d_k + s->d_v) * esz;
+#ifdef ATTN_HAVE_FUSED
+        size_t sb = attn_fused_wide_floats(s->d_k, s->d_v, w->kw) * sizeof(float);
+        if (attn_fused_pass(r, w) && cbytes < sb)
+            cbytes = sb;
+#endif
+        if (!(cb = attn_ws_reserve(ws, WS_PAGE, cbytes)))
+            return CORE_ENOMEM;
+    }
     out->n_empty = 0;
     if (r->params.dtype == ATTN_F32)
-        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, gb, ws);
-    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, gb, ws);
+        return forward_kv_f32(x, in, kv, out, rb, re, w, B, (float *)(void *)blk, pb, cb, ws);
+    return forward_kv_f64(x, in, kv, out, rb, re, w, B, (double *)(void *)blk, pb, cb, ws);
 }
 
 /* r's run (attn_run.h) with its scratch in ws. */

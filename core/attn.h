@@ -230,10 +230,13 @@ struct attn_result {
 /* Prepared keys and values per kv head (e.g. a session's cache). Paged
  * (page_rows > 0, a power of two; unbatched passes of attn_forward_kv,
  * _rows and _keys only): k and v hold [h_kv][pages] page pointers, and row
- * j of head g is row j % page_rows of page g·pages + j / page_rows. The
- * decode loops read pages in place; the other paths copy the head's keys
- * and values into scratch first. The bits are those of the same rows in
- * one block. */
+ * j of head g is row j % page_rows of page g·pages + j / page_rows. Pages
+ * are read in place, pages that lie side by side in memory as one block;
+ * where a path needs a block of keys in one piece (the key-blocked pass's
+ * blocks, the fused kernel's superblocks) and its pages lie apart, that
+ * block alone is copied into scratch, and gemm tiles (scores, weights)
+ * copy their rows once per kv head. The bits are those of the same rows
+ * in one block. */
 struct attn_kv_view {
     const void *const *k;           /* [h_kv] pointers, each [L][d_k] */
     const void *const *v;           /* [h_kv] pointers, each [L][d_v] */

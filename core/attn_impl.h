@@ -11,6 +11,7 @@
  * faster max_finite for T), ATTN_FLASH_FUSED (flash_keys by another
  * kernel when it applies) and ATTN_VDOT/ATTN_VAXPY/ATTN_VAXPY4 (vector
  * forms of dot, axpy and axpy4), and
+ * struct attn_rows (one kv head's rows: one block or pages) and
  * attn.c's shared helpers (attn_query_pos, attn_causal_lim, attn_tile_keys,
  * attn_head_slope, ATTN_CHUNK, ATTN_HALF, ATTN_LOOP_ROWS, ATTN_TILE_MAX,
  * vexp_shift_SFX).
@@ -231,27 +232,59 @@ static inline void FN(prefetch_row)(const T *x, size_t n)
         __builtin_prefetch(p + b, 0, 3);
 }
 
-/* Rows of one kv head's K or V: base [..][d] in one block (pg NULL), or
- * pages of 2^sh rows (attn_kv_view) with row j at key j0 + j. */
-struct FN(rows) {
-    const T *base;
-    const void *const *pg;
-    unsigned sh;
-    size_t j0, d;
-};
-
-static inline const T *FN(row)(const struct FN(rows) *r, size_t j)
+/* Row j of one kv head's K or V (struct attn_rows in attn.c). */
+static inline const T *FN(row)(const struct attn_rows *r, size_t j)
 {
     if (!r->pg)
-        return r->base + j * r->d;
+        return (const T *)r->base + j * r->d;
     size_t a = r->j0 + j;
     return (const T *)r->pg[a >> r->sh] + (a & (((size_t)1 << r->sh) - 1)) * r->d;
 }
 
-/* A walk over rows j, j+1, ... of r: a pointer step within a page, a
- * page lookup only where a page ends. */
+/* Rows of r from row j on that lie side by side in memory, counted on at
+ * least until `want` when they do: the rest of j's page, then whole pages
+ * while each starts where the one before it ends (a cache's neighbouring
+ * slab slots, core/kv_slab.h). SIZE_MAX for rows in one block. */
+static inline size_t FN(run)(const struct attn_rows *r, size_t j, size_t want)
+{
+    if (!r->pg)
+        return SIZE_MAX;
+    size_t a = r->j0 + j, pr = (size_t)1 << r->sh, b = a >> r->sh;
+    size_t n = pr - (a & (pr - 1));
+    uintptr_t step = (uintptr_t)(pr * r->d * sizeof(T));
+    for (; n < want && b + 1 < r->np && (uintptr_t)r->pg[b + 1] == (uintptr_t)r->pg[b] + step;
+         b++)
+        n += pr;
+    return n;
+}
+
+/* Rows [a, e) of r -> dst [e - a][d], a run of pages at a time. */
+static void FN(copy_rows)(const struct attn_rows *r, size_t a, size_t e, T *dst)
+{
+    for (size_t j = a, n; j < e; j += n) {
+        n = FN(run)(r, j, e - j);
+        n = n < e - j ? n : e - j;
+        memcpy(dst + (j - a) * r->d, FN(row)(r, j), n * r->d * sizeof(T));
+    }
+}
+
+/* Rows [a, e) of r as one block [e - a][d]: in place when they lie side
+ * by side in memory (always, for rows in one block), else copied into buf
+ * [e - a][d]. */
+static const T *FN(block)(const struct attn_rows *r, size_t a, size_t e, T *buf)
+{
+    if (FN(run)(r, a, e - a) >= e - a)
+        return FN(row)(r, a);
+    FN(copy_rows)(r, a, e, buf);
+    return buf;
+}
+
+/* A walk over rows j, j+1, ... of r: a pointer step within a run of pages
+ * side by side in memory (so a cache whose pages took neighbouring slab
+ * slots reads as one block, and the prefetch cursor runs ahead across page
+ * ends), a page lookup only where a run ends. */
 struct FN(cur) {
-    const struct FN(rows) *r;
+    const struct attn_rows *r;
     const T *p;
     size_t left, j;
 };
@@ -260,9 +293,7 @@ static inline const T *FN(next)(struct FN(cur) *c)
 {
     if (!c->left) {
         c->p = FN(row)(c->r, c->j);
-        c->left = c->r->pg ? ((size_t)1 << c->r->sh) -
-                                 ((c->r->j0 + c->j) & (((size_t)1 << c->r->sh) - 1))
-                           : SIZE_MAX;
+        c->left = FN(run)(c->r, c->j, SIZE_MAX);
     }
     const T *p = c->p;
     c->p += c->r->d;
@@ -275,9 +306,9 @@ static inline const T *FN(next)(struct FN(cur) *c)
  * qb · Kᵀ. Few rows (decode) read K once with plain loops, row by row (so
  * pages are read in place): memory-bound, and OpenBLAS gemv/gemm reach far
  * less bandwidth there (bench/RESULTS.md, Surprises 2); more rows take one
- * gemm over K in one block. */
-static void FN(qk)(const T *qb, size_t nb, const struct FN(rows) *K, size_t c0, size_t Lt,
-                   size_t ld, size_t d_k, T scale, T *S)
+ * gemm over Kb, those rows in one block (held_rows). */
+static void FN(qk)(const T *qb, size_t nb, const struct attn_rows *K, const T *Kb, size_t c0,
+                   size_t Lt, size_t ld, size_t d_k, T scale, T *S)
 {
     if (Lt == 0)
         return;
@@ -293,12 +324,14 @@ static void FN(qk)(const T *qb, size_t nb, const struct FN(rows) *K, size_t c0, 
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)Lt, (int)d_k,
-              scale, qb, (int)d_k, FN(row)(K, c0), (int)d_k, 0, S, (int)ld);
+              scale, qb, (int)d_k, Kb, (int)d_k, 0, S, (int)ld);
 }
 
-/* P [nb][Lt] (row stride ld), V rows [c0, c0+Lt) -> O [nb][d_v] = P · V */
-static void FN(pv)(const T *P, size_t nb, const struct FN(rows) *V, size_t c0, size_t Lt,
-                   size_t ld, size_t d_v, T *O)
+/* P [nb][Lt] (row stride ld), V rows [c0, c0+Lt) -> O [nb][d_v] = P · V
+ * (more than ATTN_LOOP_ROWS rows: one gemm over Vb, those rows in one
+ * block) */
+static void FN(pv)(const T *P, size_t nb, const struct attn_rows *V, const T *Vb, size_t c0,
+                   size_t Lt, size_t ld, size_t d_v, T *O)
 {
     if (nb <= ATTN_LOOP_ROWS || Lt == 0) {
         memset(O, 0, nb * d_v * sizeof(T));
@@ -321,23 +354,39 @@ static void FN(pv)(const T *P, size_t nb, const struct FN(rows) *V, size_t c0, s
         return;
     }
     ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)d_v, (int)Lt,
-              1, P, (int)ld, FN(row)(V, c0), (int)d_v, 0, O, (int)d_v);
+              1, P, (int)ld, Vb, (int)d_v, 0, O, (int)d_v);
 }
 
-/* Rows [k0, k0 + kw) of paged kv head g copied into one block: K into gb
- * [kw][d_k], V after it [kw][d_v]. */
-static void FN(gather_head)(const struct attn_kv_view *kv, size_t g, size_t k0, size_t kw,
-                            size_t d_k, size_t d_v, unsigned sh, T *gb)
+/* A copy of rows [a, e) of one kv head's K or V in buf (WS region `reg`,
+ * reserved on first use for kw rows), for gemm tiles whose rows do not lie
+ * side by side in memory. */
+struct FN(held) {
+    T *buf;
+    int reg;
+    size_t a, e;
+};
+
+/* Rows [c0, c1) of r (c0 < c1 <= kw) as the one block a gemm tile reads:
+ * in place when they lie side by side in memory, else from h, which grows
+ * as the head's tiles move on (a causal prefill's tiles copy each row
+ * once) and starts again at c0 when a tile begins outside it. A gemm's
+ * bits depend on its column count and a column's place among them
+ * (OpenBLAS), so a tile's rows stay one gemm however the pages lie. NULL
+ * when memory is short. */
+static const T *FN(held_rows)(const struct attn_rows *r, struct FN(held) *h,
+                              struct attn_ws *ws, size_t kw, size_t c0, size_t c1)
 {
-    struct FN(rows) kr = {NULL, kv->k + g * kv->pages, sh, k0, d_k};
-    struct FN(rows) vr = {NULL, kv->v + g * kv->pages, sh, k0, d_v};
-    size_t pr = kv->page_rows;
-    for (size_t j = 0, n; j < kw; j += n) {
-        n = pr - (k0 + j) % pr;
-        n = n < kw - j ? n : kw - j;
-        memcpy(gb + j * d_k, FN(row)(&kr, j), n * d_k * sizeof(T));
-        memcpy(gb + kw * d_k + j * d_v, FN(row)(&vr, j), n * d_v * sizeof(T));
+    if (FN(run)(r, c0, c1 - c0) >= c1 - c0)
+        return FN(row)(r, c0);
+    if (!h->buf && !(h->buf = attn_ws_reserve(ws, h->reg, kw * r->d * sizeof(T))))
+        return NULL;
+    if (c0 < h->a || c0 > h->e)
+        h->a = h->e = c0;
+    if (c1 > h->e) {
+        FN(copy_rows)(r, h->e, c1, h->buf + (h->e - h->a) * r->d);
+        h->e = c1;
     }
+    return h->buf + (c0 - h->a) * r->d;
 }
 
 /* true when every x [n] is finite */
@@ -560,24 +609,24 @@ static enum core_status FN(finish_block)(const struct attn_run *x, const struct 
 }
 
 /* Keys [k0, k0 + kw) of one kv head's K [..][dk] and V [..][dv] as
- * float32 rows: *Kb, *Vb point at key k0, in place, or (a view of 2-byte
- * rows, x->k_elem / v_elem) widened into W [kw][dk] and W + kw·dk. */
-static void FN(kv_block)(const struct attn_run *x, const T *K, const T *V, size_t k0, size_t kw,
-                         size_t dk, size_t dv, T *W, const T **Kb, const T **Vb)
+ * blocks of T rows: *Kb, *Vb point at key k0, in place (pages side by
+ * side in memory, or one block), or copied into C [kw][dk] and C + kw·dk
+ * (pages apart), or (a view of 2-byte rows in one block, x->k_elem /
+ * v_elem) widened into W [kw][dk] and W + kw·dk. */
+static void FN(kv_block)(const struct attn_run *x, const struct attn_rows *K,
+                         const struct attn_rows *V, size_t k0, size_t kw, T *W, T *C,
+                         const T **Kb, const T **Vb)
 {
-    (void)x, (void)W, (void)kw;
-    *Kb = K + k0 * dk;
-    *Vb = V + k0 * dv;
+    size_t dk = K->d;
+    (void)x, (void)W;
 #ifdef ATTN_WIDEN
-    if (x->k_elem) {
-        ATTN_WIDEN(x->k_elem, K, k0 * dk, kw * dk, W);
-        *Kb = W;
-    }
-    if (x->v_elem) {
-        ATTN_WIDEN(x->v_elem, V, k0 * dv, kw * dv, W + kw * dk);
-        *Vb = W + kw * dk;
-    }
+    if (x->k_elem)
+        ATTN_WIDEN(x->k_elem, K->base, k0 * dk, kw * dk, W);
+    if (x->v_elem)
+        ATTN_WIDEN(x->v_elem, V->base, k0 * V->d, kw * V->d, W + kw * dk);
 #endif
+    *Kb = x->k_elem ? W : FN(block)(K, k0, k0 + kw, C);
+    *Vb = x->v_elem ? W + kw * dk : FN(block)(V, k0, k0 + kw, C ? C + kw * dk : NULL);
 }
 
 /* Rows [row0, row0+nb) of one kv head, output only: the tile's keys
@@ -588,10 +637,12 @@ static void FN(kv_block)(const struct attn_run *x, const T *K, const T *V, size_
  * are skipped, so a window or segment costs its keys, not L. The scratch S
  * is [nb][ATTN_FLASH_KEYS] whatever L is, and each block's products stay
  * in cache. qb [nb][d_k] prepared queries -> m, l [nb] and O [nb][d_v] =
- * Σ exp(s - m) v, unnormalised. W: kv_block's scratch for 2-byte rows. */
+ * Σ exp(s - m) v, unnormalised. W, C: kv_block's scratch for 2-byte rows
+ * and for a block of pages apart ([ATTN_FLASH_KEYS][d_k + d_v]). */
 static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, size_t nb,
-                                       const size_t *tk, const T *qb, const T *K,
-                                       const T *V, T *S, T *W, T *O, T *m, double *l)
+                                       const size_t *tk, const T *qb, const struct attn_rows *K,
+                                       const struct attn_rows *V, T *S, T *W, T *C, T *O, T *m,
+                                       double *l)
 {
     const struct attn_shape *s = &x->r.shape;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
@@ -607,7 +658,7 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
         if (!(k0 < tk[1] && k0 + kw > tk[0]) && !(k0 < tk[3] && k0 + kw > tk[2]))
             continue;                       /* none of the tile's keys here */
         const T *Kb, *Vb;
-        FN(kv_block)(x, K, V, k0, kw, dk, dv, W, &Kb, &Vb);
+        FN(kv_block)(x, K, V, k0, kw, W, C, &Kb, &Vb);
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,
                   (T)x->r.params.scale, qb, (int)dk, Kb, (int)dk, 0, S, (int)kw);
         for (size_t t = 0; t < nb; t++) {
@@ -642,10 +693,12 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
  * when it applies, then the rows normalised: O [nb][d_v] gets the output
  * rows. The extra term of softmax1 / sink (the row's head's sink logit)
  * joins here with the shift max(m, 0) / max(m, sink), in double, so the
- * denominator is >= 1 and nothing overflows. */
+ * denominator is >= 1 and nothing overflows. C: the scratch of a block or
+ * superblock of pages apart (NULL for rows in one block). */
 static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, size_t nb,
-                                       const T *qb, const T *K, const T *V, T *S,
-                                       struct attn_ws *ws, T *O, struct attn_result *out)
+                                       const T *qb, const struct attn_rows *K,
+                                       const struct attn_rows *V, T *S, struct attn_ws *ws,
+                                       T *C, T *O, struct attn_result *out)
 {
     const struct attn_request *r = &x->r;
     size_t dv = r->shape.d_v, n = r->shape.n, tk[4];
@@ -656,7 +709,7 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
     bool fused = false;
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
 #ifdef ATTN_FLASH_FUSED
-    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, ws, O, m, l, &st);
+    fused = ATTN_FLASH_FUSED(x, row0, nb, qb, K, V, S, ws, C, O, m, l, &st);
 #endif
     if (!fused) {
         if (ss)                             /* the fused kernel may have fed some */
@@ -666,7 +719,7 @@ static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, si
         if ((x->k_elem || x->v_elem) &&
             !(W = attn_ws_reserve(ws, WS_WIDE, kb * (r->shape.d_k + dv) * sizeof(T))))
             return CORE_ENOMEM;
-        st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, W, O, m, l);
+        st = FN(flash_keys)(x, row0, nb, tk, qb, K, V, S, W, C, O, m, l);
     }
     if (st != CORE_OK)
         return st;
@@ -718,17 +771,22 @@ static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, si
 /* See attn_forward_kv_rows / attn_forward_kv_keys in attn.h: global query
  * rows [rb, re) (row = head·n + i) against the keys of window w; arguments
  * already validated, scratch in qb [B][d_k] and pb [B][kw] (pb only when
- * weights are not requested), and gb [kw][d_k + d_v] when a paged view's
- * head is copied into one block (flash or gemm tiles; NULL otherwise); a
- * view of 2-byte rows (x->k_elem, v_elem; only the key-blocked pass reads
- * them) is widened into ws's WS_WIDE. When the weights are not kept, P holds
- * unnormalised exp(s - shift) and the output rows are scaled instead: d_v
+ * weights are not requested), and for a paged view cb, the key-blocked
+ * pass's block or superblock of pages that do not lie side by side in
+ * memory (NULL otherwise). Pages are read in place: the plain loops follow
+ * them, and a block that BLAS or the fused kernel reads in one piece is
+ * taken in place when its pages lie side by side, else copied (the
+ * key-blocked pass: that block alone, cb; gemm tiles: their rows, once per
+ * head, into WS_PAGE / WS_PAGE_V). A view of 2-byte rows (x->k_elem,
+ * v_elem; only the key-blocked pass reads them) is widened into ws's
+ * WS_WIDE. When the weights are not kept, P holds unnormalised
+ * exp(s - shift) and the output rows are scaled instead: d_v
  * multiplications per row, not L (a key-split pass leaves them unscaled). */
 static enum core_status FN(forward_kv)(const struct attn_run *x, const struct attn_inputs *in,
                                        const struct attn_kv_view *kv,
                                        struct attn_result *out, size_t rb, size_t re,
                                        const struct attn_win *w, size_t B, T *qb, T *pb,
-                                       T *gb, struct attn_ws *ws)
+                                       T *cb, struct attn_ws *ws)
 {
     const struct attn_request *r = &x->r;
     const struct attn_shape *s = &r->shape;
@@ -740,27 +798,25 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
         ot = w->part->o;
     /* output only, whole pass: key blocks with an online softmax */
     bool flash = attn_flash(r, w);
-    if ((x->k_elem || x->v_elem) && (!flash || gb || w->k0))
+    if ((x->k_elem || x->v_elem) && (!flash || kv->page_rows || w->k0))
         return CORE_EINVAL;                 /* 2-byte rows: read by that pass only */
     T scale = (T)r->params.scale;
     T inv[ATTN_TILE_MAX];
+    struct FN(held) hk = {NULL, WS_PAGE, 0, 0}, hv = {NULL, WS_PAGE_V, 0, 0};
 
     unsigned sh = kv->page_rows ? (unsigned)__builtin_ctzl(kv->page_rows) : 0;
     for (size_t g = rb / R; g < s->h_kv && g * R < re; g++) {
-        struct FN(rows) kr = {NULL, NULL, sh, w->k0, s->d_k}, vr = kr;
+        struct attn_rows kr = {NULL, NULL, sh, w->k0, s->d_k, 0}, vr = kr;
         vr.d = s->d_v;
-        if (gb) {
-            FN(gather_head)(kv, g, w->k0, kw, s->d_k, s->d_v, sh, gb);
-            kr.base = gb;
-            vr.base = gb + kw * s->d_k;
-        } else if (kv->page_rows) {
+        if (kv->page_rows) {
             kr.pg = kv->k + g * kv->pages;
             vr.pg = kv->v + g * kv->pages;
+            kr.np = vr.np = kv->pages;
         } else {
             kr.base = (const T *)kv->k[g] + w->k0 * s->d_k;
             vr.base = (const T *)kv->v[g] + w->k0 * s->d_v;
         }
-        const T *K = kr.base, *V = vr.base;    /* one block: flash and gemm tiles */
+        hk.a = hk.e = hv.a = hv.e = 0;          /* nothing of this head copied yet */
         size_t lo = rb > g * R ? rb : g * R, hi = re < (g + 1) * R ? re : (g + 1) * R;
         for (size_t row0 = lo; row0 < hi; row0 += B) {
             size_t nb = hi - row0 < B ? hi - row0 : B;
@@ -768,7 +824,7 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
             T *S = sc ? sc + row0 * kw : P;
             FN(prep_q)(x, in, row0, nb, qb);
             if (flash) {
-                enum core_status st = FN(flash_rows)(x, row0, nb, qb, K, V, pb, ws,
+                enum core_status st = FN(flash_rows)(x, row0, nb, qb, &kr, &vr, pb, ws, cb,
                                                      ot + row0 * s->d_v, out);
                 if (st != CORE_OK)
                     return st;
@@ -776,14 +832,21 @@ static enum core_status FN(forward_kv)(const struct attn_run *x, const struct at
             }
             size_t c0, c1;
             FN(tile_cols)(x, w, row0, nb, &c0, &c1);
-            FN(qk)(qb, nb, &kr, c0, c1 - c0, kw, s->d_k, scale, S + c0);
+            bool gemm = nb > ATTN_LOOP_ROWS && c1 > c0;
+            const T *Kb = gemm ? FN(held_rows)(&kr, &hk, ws, kw, c0, c1) : NULL;
+            if (gemm && !Kb)
+                return CORE_ENOMEM;
+            FN(qk)(qb, nb, &kr, Kb, c0, c1 - c0, kw, s->d_k, scale, S + c0);
             enum core_status st =
                 FN(finish_block)(x, w, row0, nb, c0, c1, S, P, wt != NULL, inv, out);
             if (st != CORE_OK)
                 return st;
             if (ot) {
                 T *O = ot + row0 * s->d_v;
-                FN(pv)(P + c0, nb, &vr, c0, c1 - c0, kw, s->d_v, O);
+                const T *Vb = gemm ? FN(held_rows)(&vr, &hv, ws, kw, c0, c1) : NULL;
+                if (gemm && !Vb)
+                    return CORE_ENOMEM;
+                FN(pv)(P + c0, nb, &vr, Vb, c0, c1 - c0, kw, s->d_v, O);
                 if (!wt && !w->part)
                     for (size_t t = 0; t < nb; t++)
                         FN(scale_row)(O + t * s->d_v, s->d_v, inv[t]);

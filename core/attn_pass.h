@@ -25,11 +25,13 @@
 #endif
 
 /* Regions: prepared k, v; their pointers; tiles' scratch; pieces' parts;
- * the run's resolved positions; a paged head's copy; 2-byte k or v widened
+ * the run's resolved positions; rows of a paged view whose pages do not lie
+ * side by side (the key-blocked pass's one block or superblock of K and V;
+ * a gemm tile's K rows, and V rows in WS_PAGE_V); 2-byte k or v widened
  * whole (attn_forward_half, passes that do not read them in place); and the
  * widening scratch of the key-blocked pass that does (a block or a
  * superblock of keys). */
-enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_PAGE, WS_HALF, WS_WIDE, WS_N };
+enum { WS_KV, WS_PTR, WS_BLK, WS_PART, WS_RUN, WS_PAGE, WS_PAGE_V, WS_HALF, WS_WIDE, WS_N };
 
 struct attn_ws {
     void *buf[WS_N];                /* 64-byte aligned regions */
