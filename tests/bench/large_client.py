@@ -20,8 +20,11 @@ the first request of each kind after attnd started (its buffers are new),
 and attnd's CPU milliseconds per request (utime + stime) next to the
 in-process pass's (all threads), which load from others on the machine
 moves far less than wall time: their difference is what the transport,
-parsing and base64 cost. Last, attnd's minor page faults per request
-(buffers faulted in afresh instead of reused).
+parsing and base64 cost. Then attnd's minor page faults per request
+(buffers faulted in afresh instead of reused), and this client's own CPU
+per request (user + system: ~1.7 ms for base64, mostly the kernel's
+loopback copies; curl sending the same body from a file costs the same,
+so the Python client does not take a core from attnd's two).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
@@ -30,6 +33,7 @@ import base64
 import http.client
 import json
 import os
+import resource
 import random
 import statistics
 import subprocess
@@ -69,6 +73,11 @@ def stat_fields(pid):
 def cpu_ms(pid):
     fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_ms():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r.ru_utime + r.ru_stime) * 1e3
 
 
 def minor_faults(pid):
@@ -117,6 +126,7 @@ def main():
     per = max(1, reps // rounds)
     inproc, inproc_cpu, wall, cpu = [], [], {k: [] for k in kinds}, {k: [] for k in kinds}
     faults = {k: 0 for k in kinds}
+    client_cpu = {k: 0.0 for k in kinds}
     env = dict(os.environ, BENCH_PREFILL="%dx%dx%d" % (n, L, d))
     for _ in range(rounds):
         out = subprocess.run([build + "/bench/bench_core", "3"], env=env, check=True,
@@ -125,9 +135,10 @@ def main():
         kernel = out[3]
         inproc_cpu.append(float(out[5]))
         for name, (path, body, hdrs) in kinds.items():
-            c0, f0 = cpu_ms(pid), minor_faults(pid)
+            c0, f0, o0 = cpu_ms(pid), minor_faults(pid), own_cpu_ms()
             for _ in range(per):
                 wall[name].append(cli.post(path, body, hdrs)[0])
+            client_cpu[name] += own_cpu_ms() - o0
             cpu[name].append(cpu_ms(pid) - c0)
             faults[name] += minor_faults(pid) - f0
     comp = statistics.median(inproc)
@@ -140,10 +151,11 @@ def main():
         w = statistics.median(wall[name])
         print("  %-4s client %.2f ms per request (median of %d; first after start %.2f ms); "
               "attnd CPU %.1f ms per request (%.1f more than in-process); client / in-process %.2fx; "
-              "page faults %.0f per request (first %d)"
+              "page faults %.0f per request (first %d); client CPU %.1f ms per request"
               % (name, w, len(wall[name]), first[name], statistics.median(cpu[name]),
                  statistics.median(cpu[name]) - comp_cpu, w / comp,
-                 faults[name] / len(wall[name]), first_faults[name]))
+                 faults[name] / len(wall[name]), first_faults[name],
+                 client_cpu[name] / len(wall[name])))
     label = {"b64": "base64 JSON in and out (/v1/attention)",
              "v2": "OIP v2 binary in and out (/v2 infer)"}
     for name in kinds:
