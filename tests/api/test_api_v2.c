@@ -412,25 +412,29 @@ TEST(binary_output_for_all)
  * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
  * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
  * answer in r. 160 elements of k cross the finiteness scan's blocks. */
-static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bias_at,
-                     double bias_val, struct api_response *r)
+/* The same with L keys (binary_f: 40). */
+static void binary_fl(bool f64, size_t L, long bad_at, double bad, bool with_bias, long bias_at,
+                      double bias_val, struct api_response *r)
 {
-    static char body[8192];
+    static char body[2048 + (2 * 4 + 1) * 8 * 1200];   /* k, v, attn_bias of float64 */
     char lenbuf[32];
     const char *h[] = {"Content-Type", "application/octet-stream",
                        "Inference-Header-Content-Length", lenbuf, NULL};
     const char *dt = f64 ? "FP64" : "FP32";
-    size_t es = f64 ? 8 : 4, n, i, counts[4] = {4, 160, 160, 40};
+    size_t es = f64 ? 8 : 4, n, i, counts[4] = {4, 4 * L, 4 * L, L};
     unsigned char *p;
 
+    if (L > 1200)
+        return;
     n = (size_t)snprintf(body, sizeof body, "{\"inputs\":["
         "{\"name\":\"q\",\"datatype\":\"%s\",\"shape\":[1,4],\"parameters\":{\"binary_data_size\":%zu}},"
-        "{\"name\":\"k\",\"datatype\":\"%s\",\"shape\":[40,4],\"parameters\":{\"binary_data_size\":%zu}},"
-        "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[40,4],\"parameters\":{\"binary_data_size\":%zu}}%s",
-        dt, 4 * es, dt, 160 * es, dt, 160 * es, with_bias ? "," : "]}");
+        "{\"name\":\"k\",\"datatype\":\"%s\",\"shape\":[%zu,4],\"parameters\":{\"binary_data_size\":%zu}},"
+        "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[%zu,4],\"parameters\":{\"binary_data_size\":%zu}}%s",
+        dt, 4 * es, dt, L, 4 * L * es, dt, L, 4 * L * es, with_bias ? "," : "]}");
     if (with_bias)
         n += (size_t)snprintf(body + n, sizeof body - n, "{\"name\":\"attn_bias\",\"datatype\":"
-            "\"%s\",\"shape\":[1,40],\"parameters\":{\"binary_data_size\":%zu}}]}", dt, 40 * es);
+            "\"%s\",\"shape\":[1,%zu],\"parameters\":{\"binary_data_size\":%zu}}]}", dt, L,
+            L * es);
     p = (unsigned char *)body + n;
     for (int t = 0; t < (with_bias ? 4 : 3); t++)
         for (i = 0; i < counts[t]; i++) {
@@ -451,6 +455,12 @@ static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bia
         }
     snprintf(lenbuf, sizeof lenbuf, "%zu", n);
     v2("POST", "/models/attention/infer", h, body, (size_t)((char *)p - body), r);
+}
+
+static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bias_at,
+                     double bias_val, struct api_response *r)
+{
+    binary_fl(f64, 40, bad_at, bad, with_bias, bias_at, bias_val, r);
 }
 
 /* FP32 into float32 and FP64 into float64 are copied and then checked in
@@ -485,6 +495,24 @@ TEST(binary_same_type_nonfinite)
                 json_decref(j);
                 api_response_free(&r);
             }
+    }
+    /* k of 1100 x 4: the copy and check go 16 KiB at a time (4096 float32,
+     * 2048 float64 elements); a bad element on either side of a block
+     * boundary, and in the last, partial block */
+    static const long far[] = {2047, 2048, 4095, 4096, 4399};
+    for (int f64 = 0; f64 < 2; f64++) {
+        binary_fl(f64, 1100, -1, 0, false, -1, 0, &r);
+        CHECK_EQ_INT(r.status, 200);
+        api_response_free(&r);
+        for (size_t a = 0; a < sizeof far / sizeof far[0]; a++) {
+            binary_fl(f64, 1100, far[a], NAN, false, -1, 0, &r);
+            j = t_json(&r);
+            snprintf(want, sizeof want, "element %ld ", far[a]);
+            CHECK(r.status != 200 && v2_err(j) && strstr(v2_err(j), "/inputs/1/data") &&
+                  strstr(v2_err(j), want));
+            json_decref(j);
+            api_response_free(&r);
+        }
     }
     /* FP32 binary and FP32 JSON of the same numbers: the same output */
     {
