@@ -73,7 +73,11 @@ static bool class_size(size_t page, size_t *slots, size_t *bytes, size_t *align)
     if (n * page > SIZE_MAX - HUGE_BYTES)
         return false;
     *slots = n;
-    *align = n * page < HUGE_BYTES ? SMALL_ALIGN : HUGE_BYTES;
+    /* 2 MiB slabs whose page size does not divide 2 MiB hold a whole number
+     * of pages just under it (int8 d = 128: 124 pages of 16,896 bytes, 2 KiB
+     * short) and still lie on a huge page: only KV_SLAB_MAX_SLOTS small
+     * pages make a small slab. (They did not: int8 caches read 4 KiB pages.) */
+    *align = n == KV_SLAB_MAX_SLOTS && n * page < HUGE_BYTES ? SMALL_ALIGN : HUGE_BYTES;
     *bytes = (n * page + *align - 1) / *align * *align;
     return true;
 }

@@ -4,9 +4,11 @@
  * run, a new slab only when all are full), reuse and release, caches
  * whose pages lie side by side, many caches growing at once, forks freed in either order,
  * threads allocating and freeing at once (run under TSan by make tsan),
- * and the bound on empty slabs kept.
+ * the bound on empty slabs kept, and 2 MiB slabs of pages that do not
+ * divide 2 MiB on huge-page boundaries.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,6 +265,22 @@ TEST(empty_slabs_kept_within_a_bound)
     CHECK(s.bytes <= ((size_t)32 << 20) && s.slabs == s.empty);
 }
 
+/* An int8 d = 128 page (K and V of 64 rows, 256-byte scale parts) does
+ * not divide 2 MiB: its slab of 124 pages is 2 KiB short of it, and must
+ * still start on a 2 MiB boundary so that it can lie on a huge page (it
+ * was 4 KiB aligned and never asked for one). */
+TEST(slabs_of_pages_not_dividing_2mib_are_huge_aligned)
+{
+    static const struct kv_slab_geom i8 = {1, 64 * 128, 64 * 128, 64 * 4};
+    struct kv_slab_slot a;
+    CHECK(kv_slab_get(&i8, NULL, &a));
+    size_t n = kv_slab_slots(a.slab);
+    CHECK(n < KV_SLAB_MAX_SLOTS && n * (2 * 64 * 128 + 2 * 64 * 4) < ((size_t)2 << 20));
+    CHECK(a.slot == 0);
+    CHECK((uintptr_t)kv_slab_part(&a, 0) % ((size_t)2 << 20) == 0);
+    kv_slab_put(&a);
+}
+
 int main(void)
 {
     RUN(placement_follows_hint_then_splits_runs);
@@ -272,5 +290,6 @@ int main(void)
     RUN(forks_freed_in_either_order);
     RUN(threads_fork_grow_and_free_at_once);
     RUN(empty_slabs_kept_within_a_bound);
+    RUN(slabs_of_pages_not_dividing_2mib_are_huge_aligned);
     TEST_MAIN_END();
 }
