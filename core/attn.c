@@ -309,10 +309,13 @@ static bool attn_fused_pass(const struct attn_request *r, const struct attn_win 
     return attn_flash(r, w) && attn_fused_scores(r);
 }
 
-/* Row tiles of the fused pass: 4 groups of 48 rows. Small enough that a
- * 1024-row head makes 6 pieces, so a helper that wakes late still takes its
- * share (with 512-row tiles one core often ran both of two pieces), and
- * large enough that each tile reads K and V from L3 only once per 4 groups. */
+/* Row tiles of the fused pass: at most 4 groups of 48 rows. Small enough
+ * that a 1024-row head makes several pieces, so a helper that wakes late
+ * still takes its share (with 512-row tiles one core often ran both of two
+ * pieces), and large enough that each tile reads K and V from L3 only once
+ * per 4 groups; attn_fused_tile_rows picks the size up to this, in whole
+ * groups of the kernel, that splits the rows most evenly over two cores
+ * (core/attn_kernel.c says why, with the measurements). */
 #ifndef ATTN_FUSED_ROWS
 #define ATTN_FUSED_ROWS 192
 #endif
@@ -653,7 +656,7 @@ size_t attn_tile_rows(const struct attn_request *r, const struct attn_win *w, si
                       size_t esz)
 {
     if (attn_fused_pass(r, w))
-        return R < ATTN_FUSED_ROWS ? R : ATTN_FUSED_ROWS;
+        return attn_fused_tile_rows(R, r->shape.h_kv, ATTN_FUSED_ROWS, attn_fused_group_rows());
     if (attn_flash(r, w)) {
         /* a window's tile reads its rows' span of keys: left + tile rows */
         size_t b = ATTN_FLASH_ROWS;

@@ -57,6 +57,7 @@
 #define FUSED_ROWS_FN attn_fused_rows_avx512
 #define FUSED_SCRATCH_FN attn_fused_scratch_avx512
 #define FUSED_WIDE_FN attn_fused_wide_avx512
+_Static_assert(QG == ATTN_FUSED_QG_AVX512, "attn_fused_group_rows says QG");
 _Static_assert(QG == 16 * NZ, "one lane per query");
 _Static_assert(KR == 8 && CR == 8, "rank1_tile is 8 rows");
 

@@ -62,6 +62,18 @@ enum attn_kernel attn_kernel_active(void);
 /* True when a fused kernel is in use (attn_kernel_active() != NONE). */
 bool attn_fused_available(void);
 
+/* Query rows per group of the kernel in use (48 for avx512, 16 for avx2,
+ * 0 for none): what a tile of the fused pass is best cut into. */
+size_t attn_fused_group_rows(void);
+
+/* Query rows per tile of a fused pass with R rows per kv head over `heads`
+ * kv heads, tiles at most cap rows, cut in groups of `group` rows: R when
+ * R <= cap, else the multiple of group in [cap / 2, cap] whose tiles two
+ * threads, each taking the next tile when free (core/pool.c), finish
+ * soonest; the largest of equals (cap when group is 0 or above cap / 2).
+ * Pure: a pass and its pieces cut the same tiles. */
+size_t attn_fused_tile_rows(size_t R, size_t heads, size_t cap, size_t group);
+
 /* Floats of scratch (64-byte aligned) attn_fused_rows needs for up to
  * `rows` query rows of key width d_k, value width d_v, whichever kernel
  * runs (the largest of their needs). */

@@ -60,6 +60,7 @@
 #define FUSED_ROWS_FN attn_fused_rows_avx2
 #define FUSED_SCRATCH_FN attn_fused_scratch_avx2
 #define FUSED_WIDE_FN attn_fused_wide_avx2
+_Static_assert(QG == ATTN_FUSED_QG_AVX2, "attn_fused_group_rows says QG");
 _Static_assert(QG == 8 * NZ, "one lane per query");
 _Static_assert(KR == 6 && CR == 6, "rank1_tile_rows is written for 6 rows");
 _Static_assert(BC % KR == 0 && BC % 8 == 0, "whole tiles and sums of 8 per block");

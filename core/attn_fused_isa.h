@@ -10,6 +10,10 @@
 #include "attn_fused.h"
 
 #ifdef ATTN_HAVE_FUSED
+/* Query rows per group of each kernel (its QG). */
+#define ATTN_FUSED_QG_AVX512 48
+#define ATTN_FUSED_QG_AVX2 16
+
 /* Keys per superblock: K and V rows of about ATTN_FUSED_KV_BYTES, which every
  * group of a tile reads in turn while they stay in L2 (streaming all of K
  * and V from L3 once per group left the broadcasts waiting on memory). */

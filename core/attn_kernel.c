@@ -84,6 +84,68 @@ bool attn_fused_available(void)
     return attn_kernel_active() != ATTN_KERNEL_NONE;
 }
 
+/* Rows the later of two threads runs when they take tiles of B rows (R
+ * rows per head, `heads` heads) in order, each the next one when free, at
+ * a cost proportional to rows. */
+static size_t two_thread_rows(size_t R, size_t heads, size_t B)
+{
+    size_t a = 0, b = 0;
+    for (size_t h = 0; h < heads; h++)
+        for (size_t t0 = 0; t0 < R; t0 += B) {
+            size_t rows = R - t0 < B ? R - t0 : B;
+            if (a <= b)
+                a += rows;
+            else
+                b += rows;
+        }
+    return a > b ? a : b;
+}
+
+size_t attn_fused_group_rows(void)
+{
+    switch (attn_kernel_active()) {
+#ifdef ATTN_HAVE_FUSED
+    case ATTN_KERNEL_AVX512:
+        return ATTN_FUSED_QG_AVX512;
+    case ATTN_KERNEL_AVX2:
+        return ATTN_FUSED_QG_AVX2;
+#endif
+    default:
+        return 0;
+    }
+}
+
+/* Why the tile is chosen per pass: the pieces of a split pass are its
+ * tiles, and a 2-core pass ends when the later core does. With tiles of
+ * 192 rows a 1024-row head is five tiles and a 64-row tail, so one core
+ * ran 576 rows and the other 448: the 2-core speed-up over one worker was
+ * 1.75-1.77 at n=L=1024 d=64 and 1.84-1.88 at 2048 d=128 (Xeon with
+ * AVX-512, 2 cores, chrt -f 1, medians of 5 alternating runs). AVX2, tiles
+ * of 128: 2-core time -11% at 1024 (1.64 -> 1.46 ms), -3% at 2048, one
+ * worker unchanged. AVX-512 cut at 16 rows lost 3-8% on one worker (a
+ * group of 32 rows on two registers in each tile), so its tiles are whole
+ * groups of 48: 96 rows at 1024 (2-core 0.89 -> 0.84 ms), 144 at 2048
+ * (6.49 -> 6.34 ms). Equal finishing times keep the larger tile: fewer
+ * tiles, each superblock of K and V read by more groups from L2. Beyond
+ * 64 tiles of cap rows the tail is at most 1/32 of a thread's rows and
+ * cap stays. */
+size_t attn_fused_tile_rows(size_t R, size_t heads, size_t cap, size_t group)
+{
+    if (R <= cap)
+        return R;
+    if (!group || group > cap / 2 || heads * ((R + cap - 1) / cap) > 64)
+        return cap;
+    size_t best = cap, span = two_thread_rows(R, heads, cap);
+    for (size_t B = cap / group * group; B >= cap / 2; B -= group) {
+        size_t s = two_thread_rows(R, heads, B);
+        if (s < span) {
+            span = s;
+            best = B;
+        }
+    }
+    return best;
+}
+
 size_t attn_fused_scratch_floats(size_t rows, size_t d_k, size_t d_v)
 {
 #ifdef ATTN_HAVE_FUSED

@@ -12,9 +12,10 @@
  * (64, 96), widths that leave partial tiles, ragged per-row limits with
  * empty rows, superblocks of keys, large and tiny scores. Then the same
  * through attn_forward (the path a request takes) per kernel; scores that
- * overflow; and the choice: names, fallbacks on made-up CPUs, and what
- * this CPU supports read independently from /proc/cpuinfo; superblocks
- * handed over by the span callback (pages) give the bits of one block.
+ * overflow; the choice: names, fallbacks on made-up CPUs, and what this
+ * CPU supports read independently from /proc/cpuinfo; superblocks handed
+ * over by the span callback (pages) give the bits of one block; and the
+ * rows per tile of a fused pass.
  */
 #include <float.h>
 #include <math.h>
@@ -609,6 +610,59 @@ TEST(every_kernel_span_same_bits_as_one_block)
     attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
+/* Rows the later of two threads runs taking tiles of B rows in order, each
+ * the next one when it is free (the reference of attn_fused_tile_rows'
+ * contract, attn_fused.h). */
+static size_t ref_two_thread_rows(size_t R, size_t heads, size_t B)
+{
+    size_t t[2] = {0, 0};
+    for (size_t h = 0; h < heads; h++)
+        for (size_t t0 = 0; t0 < R; t0 += B)
+            t[t[1] < t[0]] += R - t0 < B ? R - t0 : B;
+    return t[0] > t[1] ? t[0] : t[1];
+}
+
+/* The fused pass's tiles: a head of at most cap rows is one tile; larger
+ * ones get the multiple of the kernel's group in [cap / 2, cap] that two
+ * threads finish soonest (the largest of equals). A 1024-row head is 8
+ * tiles of 128 (AVX2) or 11 of 96 (AVX-512), not 5 of 192 and a 64-row
+ * tail (576 rows on one core, 448 on the other). */
+TEST(fused_tiles_split_evenly_over_two_threads)
+{
+    CHECK_EQ_INT(attn_fused_tile_rows(1, 1, 192, 16), 1);
+    CHECK_EQ_INT(attn_fused_tile_rows(100, 3, 192, 48), 100);
+    CHECK_EQ_INT(attn_fused_tile_rows(192, 1, 192, 16), 192);
+    CHECK_EQ_INT(attn_fused_tile_rows(1024, 1, 192, 16), 128);
+    CHECK_EQ_INT(attn_fused_tile_rows(2048, 1, 192, 16), 128);
+    CHECK_EQ_INT(attn_fused_tile_rows(1024, 1, 192, 48), 96);
+    CHECK_EQ_INT(attn_fused_tile_rows(2048, 1, 192, 48), 144);
+    CHECK_EQ_INT(attn_fused_tile_rows(1536, 1, 192, 16), 192);  /* 8 tiles of 192: even */
+    CHECK_EQ_INT(attn_fused_tile_rows(1024, 2, 192, 16), 192);  /* two heads' tails pair up */
+    CHECK_EQ_INT(attn_fused_tile_rows(65536, 8, 192, 16), 192); /* many tiles: cap */
+    CHECK_EQ_INT(attn_fused_tile_rows(1024, 1, 192, 0), 192);   /* no kernel: cap */
+    int bad = 0;
+    static const size_t groups[] = {16, 48};
+    for (int gi = 0; gi < 2; gi++)
+        for (size_t heads = 1; heads <= 3; heads++)
+            for (size_t R = 193; R <= 3000; R += 7) {
+                size_t g = groups[gi], best = 192;
+                for (size_t c = 192; c >= 96; c -= g)
+                    if (ref_two_thread_rows(R, heads, c) < ref_two_thread_rows(R, heads, best))
+                        best = c;
+                bad += attn_fused_tile_rows(R, heads, 192, g) != best;
+            }
+    CHECK_EQ_INT(bad, 0);
+    /* the kernel in use names its group */
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    for (int i = 0; i < nk; i++) {
+        attn_kernel_set(ks[i]);
+        CHECK_EQ_INT(attn_fused_group_rows(),
+                     ks[i] == ATTN_KERNEL_AVX512 ? 48 : ks[i] == ATTN_KERNEL_AVX2 ? 16 : 0);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
 int main(void)
 {
     RUN(kernel_names_round_trip);
@@ -619,5 +673,6 @@ int main(void)
     RUN(every_kernel_through_attn_forward);
     RUN(every_kernel_row_alone_same_bits);
     RUN(every_kernel_span_same_bits_as_one_block);
+    RUN(fused_tiles_split_evenly_over_two_threads);
     TEST_MAIN_END();
 }
