@@ -285,7 +285,9 @@ _Static_assert(LP_KB % 16 == 0, "the softmax step takes a block in whole 16-lane
 #define LP_VEC __m512
 #define LP_LANES 16
 #define LP_NA 8
-#define LP_RANGE_FN range_512
+#define LP_RANGE_F16 range_512_f16
+#define LP_RANGE_BF16 range_512_bf16
+#define LP_RANGE_I8 range_512_i8
 #define LP_(name) lp_##name##_512
 
 /* 16 stored elements of a row from element e, widened in a register. */
@@ -340,7 +342,9 @@ LP_FN double LP_(hsum_d)(__m512 x)
 #undef LP_VEC
 #undef LP_LANES
 #undef LP_NA
-#undef LP_RANGE_FN
+#undef LP_RANGE_F16
+#undef LP_RANGE_BF16
+#undef LP_RANGE_I8
 #undef LP_
 
 /* ---- AVX2 + FMA + F16C (d_k, d_v multiples of 8) ---- */
@@ -349,7 +353,9 @@ LP_FN double LP_(hsum_d)(__m512 x)
 #define LP_VEC __m256
 #define LP_LANES 8
 #define LP_NA 8
-#define LP_RANGE_FN range_256
+#define LP_RANGE_F16 range_256_f16
+#define LP_RANGE_BF16 range_256_bf16
+#define LP_RANGE_I8 range_256_i8
 #define LP_(name) lp_##name##_256
 
 LP_FN __m256 LP_(ld)(enum kv_store st, const void *row, size_t e)
@@ -412,19 +418,21 @@ LP_FN double LP_(hsum_d)(__m256 a)
 
 /* The widest loop this CPU and the chosen kernel (core/attn_kernel.c, so
  * --kernel / ATTND_KERNEL force it) run on rows of dk, dv. */
-static lp_range_fn lp_choose(size_t dk, size_t dv)
+static lp_range_fn lp_choose(enum kv_store st, size_t dk, size_t dv)
 {
     enum attn_kernel k = attn_kernel_active();
     if (k == ATTN_KERNEL_AVX512 && dk % 16 == 0 && dv % 16 == 0)
-        return range_512;
+        return st == KV_STORE_F16 ? range_512_f16 : st == KV_STORE_BF16 ? range_512_bf16
+                                                                         : range_512_i8;
     if (k != ATTN_KERNEL_NONE && half_f16c_available() && dk % 8 == 0 && dv % 8 == 0)
-        return range_256;
+        return st == KV_STORE_F16 ? range_256_f16 : st == KV_STORE_BF16 ? range_256_bf16
+                                                                         : range_256_i8;
     return range_gen;
 }
 #else
-static lp_range_fn lp_choose(size_t dk, size_t dv)
+static lp_range_fn lp_choose(enum kv_store st, size_t dk, size_t dv)
 {
-    (void)dk, (void)dv;
+    (void)st, (void)dk, (void)dv;
     return range_gen;
 }
 #endif
@@ -619,7 +627,7 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
         free(mem);
         return st;
     }
-    struct lp_job job = {r, v, q, lim, wk, lp_choose(s->d_k, s->d_v), parts, bad};
+    struct lp_job job = {r, v, q, lim, wk, lp_choose(v->store, s->d_k, s->d_v), parts, bad};
     if (!attn_pool_run(ws ? attn_ws_pool(ws) : NULL, window_piece, &job, nwin, ws))
         st = CORE_ESTOPPED;                 /* a stop came due: windows were skipped */
     for (size_t w = 0; w < nwin && st == CORE_OK; w++)

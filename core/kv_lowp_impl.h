@@ -20,7 +20,7 @@
  *   LP_ENTRY             the entry point's (static, target)
  *   LP_VEC, LP_LANES     the register type and its float lanes
  *   LP_NA                output registers per pass over a block
- *   LP_RANGE_FN          the entry point's name
+ *   LP_RANGE_F16, _BF16, _I8   the entry points' names (one per storage form)
  *   LP_(name)            each helper's name in this instance (a suffix)
  *   LP_(ld)(st, row, e)  LP_LANES stored elements of row from e -> floats
  *   LP_(ldf), (stf), (set1), (zero), (fma), (add), (mul), (max)
@@ -89,6 +89,17 @@ LP_FN bool LP_(scores)(enum kv_store st, const float *q, float scale, const char
     }
     for (; j < na; j++)
         srow[j] = LP_(dot)(st, q, K + j * rb, d);
+    if (na == LP_KB) {          /* a whole block: the scale (int8: times each row's) as vectors */
+        LP_VEC sv = LP_(set1)(scale), bad = LP_(zero)();
+        for (j = 0; j < LP_KB; j += LP_LANES) {
+            LP_VEC x = LP_(mul)(LP_(ldf)(srow + j), sv);
+            if (st == KV_STORE_I8)
+                x = LP_(mul)(x, LP_(ldf)(ks + j));
+            bad = LP_(add)(bad, LP_(mul)(x, LP_(zero)()));     /* NaN once one is not finite */
+            LP_(stf)(srow + j, x);
+        }
+        return LP_(hsum)(bad) == 0;
+    }
     for (j = 0; j < na; j++) {
         float x = scale * srow[j];
         if (st == KV_STORE_I8)
@@ -172,8 +183,8 @@ LP_FN bool LP_(softmax)(float *srow, float *m, double *l, float *o, size_t dv)
 /* The range's rows against the query rows q, into the running state s
  * (see struct lp_range, struct lp_state). sb: LP_KB · R floats. False
  * when an allowed score is not finite. */
-LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const struct lp_range *rg,
-                       struct lp_state *s, float *sb)
+LP_FN bool LP_(range)(enum kv_store st, const struct lp_query *q, const struct lp_range *rg,
+                      struct lp_state *s, float *sb)
 {
     size_t dk = q->dk, dv = q->dv, esz = st == KV_STORE_I8 ? 1 : 2;
     size_t kb = dk * esz, vb = dv * esz;
@@ -210,7 +221,10 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
             float *o = s->o + t * dv;
             if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
                 continue;
-            if (st == KV_STORE_I8)              /* the V row's scale joins its weight */
+            if (st == KV_STORE_I8 && na == LP_KB)   /* the V row's scale joins its weight */
+                for (size_t j = 0; j < LP_KB; j += LP_LANES)
+                    LP_(stf)(srow + j, LP_(mul)(LP_(ldf)(srow + j), LP_(ldf)(rg->vs + b0 + j)));
+            else if (st == KV_STORE_I8)
                 for (size_t j = 0; j < na; j++)
                     srow[j] *= rg->vs[b0 + j];
             LP_(values)(st, srow, na, V + b0 * vb, dv, esz, o);
@@ -218,3 +232,17 @@ LP_ENTRY bool LP_RANGE_FN(enum kv_store st, const struct lp_query *q, const stru
     }
     return ok;
 }
+
+/* One entry per storage form, so that the form is a constant in the
+ * loops (no test of it per widened vector). */
+#define LP_ENTRY_FOR(name, form)                                                      \
+    LP_ENTRY bool name(enum kv_store st, const struct lp_query *q,                    \
+                       const struct lp_range *rg, struct lp_state *s, float *sb)      \
+    {                                                                                 \
+        (void)st;                                                                     \
+        return LP_(range)(form, q, rg, s, sb);                                        \
+    }
+LP_ENTRY_FOR(LP_RANGE_F16, KV_STORE_F16)
+LP_ENTRY_FOR(LP_RANGE_BF16, KV_STORE_BF16)
+LP_ENTRY_FOR(LP_RANGE_I8, KV_STORE_I8)
+#undef LP_ENTRY_FOR
