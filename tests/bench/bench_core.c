@@ -755,8 +755,9 @@ static void bench_session(size_t L)
  * the same rows in one block per head (attn_forward_kv), same run; for
  * detail, paged caches whose slabs sit on 4 KiB pages (no MADV_HUGEPAGE:
  * what a kernel without transparent huge pages gives; the one block is on
- * 4 KiB pages too). And the memory of 32 forks that each append 64 rows to
- * a 16,384-row prefix. */
+ * 4 KiB pages too) and 8 query heads per kv head (the key-blocked pass over
+ * the pages in place). And the memory of 32 forks that each append 64 rows
+ * to a 16,384-row prefix. */
 static void bench_paged(void)
 {
     size_t L = 32768, d = 128;
@@ -769,13 +770,26 @@ static void bench_paged(void)
     kv_slab_set_hugepages(false);
     decode_init(&small, L, d, true, NULL);
     kv_slab_set_hugepages(true);
+    /* grouped heads: 8 query heads on the one kv head, the key-blocked
+     * pass (the fused kernel for float32), the same caches */
+    struct decode_arg gqa[2];
+    float *gq = rand_floats(8 * d, 9);
+    for (int i = 0; i < 2; i++) {
+        decode_init(&gqa[i], L, d, false, i ? &paged : &contig);
+        gqa[i].req.shape.h = 8;
+        gqa[i].in.q = gq;
+        free(gqa[i].out.output);
+        gqa[i].out.output = rand_floats(8 * d, 8);
+        attn_ws_set_pool(gqa[i].ws, pool);
+    }
     attn_ws_set_pool(contig.ws, pool);
     attn_ws_set_pool(paged.ws, pool);
     attn_ws_set_pool(small.ws, pool);
-    struct timed t[5] = {{run_decode, &contig, 0, 0}, {run_decode, &paged, 0, 0},
+    struct timed t[7] = {{run_decode, &contig, 0, 0}, {run_decode, &paged, 0, 0},
                          {run_decode, &contig1, 0, 0}, {run_decode, &paged1, 0, 0},
-                         {run_decode, &small, 0, 0}};
-    time_set(t, 5);
+                         {run_decode, &small, 0, 0}, {run_decode, &gqa[0], 0, 0},
+                         {run_decode, &gqa[1], 0, 0}};
+    time_set(t, 7);
     double bytes = 2.0 * (double)L * (double)d * sizeof(float);
     double rc = bytes / t[0].med / 1e9, rp = bytes / t[1].med / 1e9;
     char ratio[96];
@@ -785,6 +799,8 @@ static void bench_paged(void)
            bytes / t[3].med / 1e9, "GB/s", "one block", bytes / t[2].med / 1e9);
     detail("  the same, 2 cores, slabs on 4 KiB pages", t[4].med, bytes / t[4].med / 1e9,
            "GB/s", "one block", rc);
+    detail("  8 query heads on the kv head (key-blocked)", t[6].med, bytes / t[6].med / 1e9,
+           "GB/s", "one block", bytes / t[5].med / 1e9);
     snprintf(ratio, sizeof ratio, "%.3f of one block (%.3f vs %.3f ms)", rp / rc,
              t[1].med * 1e3, t[0].med * 1e3);
     benchrow("paged session decode f32 L=32768 d=128 cold vs one block per head (2 cores)",
@@ -792,6 +808,9 @@ static void bench_paged(void)
              rp >= 0.95 * rc);
     decode_free(&contig1, false);
     decode_free(&paged1, false);
+    decode_free(&gqa[0], false);
+    decode_free(&gqa[1], false);
+    free(gq);
     decode_free(&small, true);
     decode_free(&contig, true);
     decode_free(&paged, true);
