@@ -41,9 +41,15 @@
 #include "pool.h"
 
 /* Keys per block. The K and V lines of the rows LP_PF_BYTES ahead are
- * asked for 4 rows at a time as the block's scores are taken: asked for a
- * whole block at once, 16 keys had measured 15-20% faster than 32 and 64
- * (one core, cold), and spreading them 20-40% faster again. */
+ * asked for a line or two at a time inside the score and value loops
+ * (core/kv_lowp_impl.h): asked for a whole block at once, 16 keys had
+ * measured 15-20% faster than 32 and 64 (one core, cold); 4 rows' lines
+ * at a time between score groups 20-40% faster again; spread inside the
+ * loops, int8 L=32768 d=128 over 16 caches, 1 core: 0.653-0.748 ->
+ * 0.511-0.780 ms a step (4 alternating runs; 2 cores 0.600-0.850 ->
+ * 0.494-0.508), from L3 0.390-0.395 -> 0.352-0.357 ms. With the spread
+ * loops 32 keys were faster from L3 (0.36 -> 0.32 ms, less per-block
+ * work) but slower cold (0.56-0.58 -> 0.61-0.66 ms, 1 core), so 16. */
 #ifndef LP_KB
 #define LP_KB 16
 #endif

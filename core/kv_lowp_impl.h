@@ -11,9 +11,15 @@
  * once per row) against the stored V rows. The output of a row lives in
  * LP_NA registers per pass over the block, one multiply-add per register
  * and key, so no chain of multiply-adds waits on the one before it. The
- * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) four at
- * a time between the score groups of the first query row, not in one
- * burst per block; int8's row scales of those rows at the block's start.
+ * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) by the
+ * first query row's loops a line or two at a time: K lines inside the
+ * score loop of the rows 4 ahead's (dot4), V lines inside the value loop,
+ * a row's lines with that row's multiply-adds; int8's row scales of those
+ * rows at the block's start. Asking for a block's K and V lines 4 rows at
+ * a time between score groups (and none while the values ran) stalled on
+ * the prefetches once the line fill buffers were full: in a cold int8
+ * step 55% of the loop's samples sat on a prefetch (perf, cpu-clock),
+ * and spreading them took 20% off the step (see kv_lowp.c).
  *
  * Required before inclusion:
  *   LP_FN                the helpers' attributes (static, inline, target)
@@ -52,12 +58,16 @@ LP_FN void LP_(prefetch)(const char *p, size_t from, size_t to)
 }
 
 /* q · the 4 rows at row, row + rb, ... (rb bytes apart) -> x [4]: four
- * chains at once, reduced together (LP_(hsum4)). */
+ * chains at once, reduced together (LP_(hsum4)); and the nl cache lines
+ * from pf asked for, spread evenly over the loop's steps. */
 LP_FN void LP_(dot4)(enum kv_store st, const float *q, const char *row, size_t rb, size_t d,
-                     float *x)
+                     float *x, const char *pf, size_t nl)
 {
     LP_VEC a0 = LP_(zero)(), a1 = a0, a2 = a0, a3 = a0;
+    size_t per = nl ? (nl + d / LP_LANES - 1) / (d / LP_LANES) : 0, l = 0;
     for (size_t c = 0; c < d; c += LP_LANES) {
+        for (size_t u = 0; u < per && l < nl; u++, l++)
+            __builtin_prefetch(pf + l * 64, 0, LP_PF_LOCALITY);
         LP_VEC qv = LP_(ldf)(q + c);
         a0 = LP_(fma)(qv, LP_(ld)(st, row, c), a0);
         a1 = LP_(fma)(qv, LP_(ld)(st, row + rb, c), a1);
@@ -68,25 +78,20 @@ LP_FN void LP_(dot4)(enum kv_store st, const float *q, const char *row, size_t r
 }
 
 /* srow [LP_KB] = scale · q · the na rows at K (rb bytes apart; int8: times
- * each row's scale ks[j]), -inf past them. False when one is not finite. */
+ * each row's scale ks[j]), -inf past them; the K lines of the first npf
+ * rows at pk (rows ahead) asked for. False when one is not finite. */
 LP_FN bool LP_(scores)(enum kv_store st, const float *q, float scale, const char *K, size_t rb,
                        size_t d, const float *ks, size_t na, float *srow, const char *pk,
-                       const char *pv, size_t vb, size_t npf)
+                       size_t npf)
 {
     bool ok = true;
     size_t j = 0;
-    for (; j + 4 <= na; j += 4) {
-        if (j < npf) {          /* 4 rows' lines ahead, spread over the block */
-            size_t e = j + 4 < npf ? j + 4 : npf;
-            LP_(prefetch)(pk, j * rb, e * rb);
-            LP_(prefetch)(pv, j * vb, e * vb);
-        }
-        LP_(dot4)(st, q, K + j * rb, rb, d, srow + j);
+    for (; j + 4 <= na; j += 4) {   /* and the K lines of 4 rows ahead, one or two a step */
+        size_t e = j + 4 < npf ? j + 4 : npf, nl = j < e ? ((e - j) * rb + 63) / 64 : 0;
+        LP_(dot4)(st, q, K + j * rb, rb, d, srow + j, pk + j * rb, nl);
     }
-    if (j < npf) {
+    if (j < npf)
         LP_(prefetch)(pk, j * rb, npf * rb);
-        LP_(prefetch)(pv, j * vb, npf * vb);
-    }
     for (; j < na; j++)
         srow[j] = LP_(dot)(st, q, K + j * rb, d);
     if (na == LP_KB) {          /* a whole block: the scale (int8: times each row's) as vectors */
@@ -113,17 +118,21 @@ LP_FN bool LP_(scores)(enum kv_store st, const float *q, float scale, const char
 }
 
 /* o [dv] += Σ_j p[j] · V row j, nb rows of stride dv elements (esz bytes
- * each); dv a multiple of LP_LANES. */
+ * each); dv a multiple of LP_LANES. The first npf rows at pv (rows ahead)
+ * are asked for, row j's lines next to row j's multiply-adds. */
 LP_FN void LP_(values)(enum kv_store st, const float *p, size_t nb, const char *V, size_t dv,
-                     size_t esz, float *o)
+                     size_t esz, float *o, const char *pv, size_t npf)
 {
-    size_t c0 = 0;
+    size_t c0 = 0, vb = dv * esz, vl = (vb + 63) / 64;
     for (; c0 + LP_NA * LP_LANES <= dv; c0 += LP_NA * LP_LANES) {
         LP_VEC a[LP_NA];
 #pragma GCC unroll 16
         for (int u = 0; u < LP_NA; u++)
             a[u] = LP_(ldf)(o + c0 + (size_t)u * LP_LANES);
         for (size_t j = 0; j < nb; j++) {
+            if (c0 == 0 && j < npf)             /* V row j's lines ahead */
+                for (size_t l = 0; l < vl; l++)
+                    __builtin_prefetch(pv + j * vb + l * 64, 0, LP_PF_LOCALITY);
             LP_VEC w = LP_(set1)(p[j]);
             const char *row = V + j * dv * esz;
 #pragma GCC unroll 16
@@ -138,6 +147,8 @@ LP_FN void LP_(values)(enum kv_store st, const float *p, size_t nb, const char *
         LP_VEC a0 = LP_(ldf)(o + c0), a1 = LP_(zero)();
         size_t j = 0;
         for (; j + 2 <= nb; j += 2) {
+            if (c0 == 0 && j < npf)             /* rows narrower than one pass above */
+                LP_(prefetch)(pv, j * vb, (j + 2 < npf ? j + 2 : npf) * vb);
             a0 = LP_(fma)(LP_(set1)(p[j]), LP_(ld)(st, V + j * dv * esz, c0), a0);
             a1 = LP_(fma)(LP_(set1)(p[j + 1]), LP_(ld)(st, V + (j + 1) * dv * esz, c0), a1);
         }
@@ -216,8 +227,7 @@ LP_FN bool LP_(range)(enum kv_store st, const struct lp_query *q, const struct l
             size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
             float *srow = sb + t * LP_KB;
             ok &= LP_(scores)(st, qt, q->scale, K + b0 * kb, kb, dk,
-                              rg->ks ? rg->ks + b0 : NULL, na, srow, pk, pv, vb,
-                              t == 0 ? npf : 0);
+                              rg->ks ? rg->ks + b0 : NULL, na, srow, pk, t == 0 ? npf : 0);
             float *o = s->o + t * dv;
             if (!LP_(softmax)(srow, &s->m[t], &s->l[t], o, dv))
                 continue;
@@ -227,7 +237,7 @@ LP_FN bool LP_(range)(enum kv_store st, const struct lp_query *q, const struct l
             else if (st == KV_STORE_I8)
                 for (size_t j = 0; j < na; j++)
                     srow[j] *= rg->vs[b0 + j];
-            LP_(values)(st, srow, na, V + b0 * vb, dv, esz, o);
+            LP_(values)(st, srow, na, V + b0 * vb, dv, esz, o, pv, t == 0 ? npf : 0);
         }
     }
     return ok;
