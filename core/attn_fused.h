@@ -101,9 +101,10 @@ struct attn_fused_keys {
                                        floats, 64-byte aligned */
     /* K and V not in one block each (a paged cache): when span is not NULL
      * the kernel asks it, superblock by superblock, for float32 rows of
-     * keys [a, e) (*k, *v: row 0 is key a) and reads those instead of K
-     * and V (which it then ignores). The rows stay valid until the next
-     * call. */
+     * keys [a, e) (*k, *v: row 0 is key a; e - a at most
+     * attn_fused_wide_floats(d_k, d_v, L) / (d_k + d_v), so a copy fits
+     * that scratch) and reads those instead of K and V (which it then
+     * ignores). The rows stay valid until the next call. */
     void (*span)(void *ctx, size_t a, size_t e, const float **k, const float **v);
     void *span_ctx;
 };

@@ -559,7 +559,8 @@ static void span_rows(void *ctx, size_t a, size_t e, const float **k, const floa
 {
     struct span_copy *c = ctx;
     c->calls++;
-    c->bad += !(a < e && e <= c->L);
+    c->bad += !(a < e && e <= c->L) ||
+              (e - a) * (c->dk + c->dv) > attn_fused_wide_floats(c->dk, c->dv, c->L);
     for (size_t i = 0; i < c->L * (c->dk + c->dv); i++)
         c->buf[i] = NAN;
     float *kb = c->buf, *vb = c->buf + (e - a) * c->dk;
