@@ -63,6 +63,9 @@
 #ifndef LP_WIN_BYTES
 #define LP_WIN_BYTES ((size_t)512 << 10)
 #endif
+/* Bytes between the windows' partial results (two cache lines: the
+ * hardware fetches lines in pairs). */
+#define LP_LINE 128
 #ifndef LP_PF_BYTES
 #define LP_PF_BYTES 8192            /* K+V bytes ahead asked for */
 #endif
@@ -603,22 +606,27 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
     nwin = nwin < 1 ? 1 : nwin > LP_WIN ? LP_WIN : nwin;
     size_t wk = (s->L + nwin - 1) / nwin;
     nwin = (s->L + wk - 1) / wk;
-    size_t per = rows * (s->d_v + 1) * sizeof(float) + rows * sizeof(double);
-    char *mem = malloc(rows * s->d_k * sizeof(float) + s->n * sizeof(size_t) +
-                       nwin * (per + sizeof(struct lp_part) + sizeof(int)) + 64);
+    /* Each window's partials (l, o, m) on cache lines of their own, LP_LINE
+     * apart: packed side by side, the windows the two cores ran at once
+     * shared lines that every key block writes (one query row: the 16
+     * windows' l were one line), and two cores ran an int8 step from L3 no
+     * faster than one. */
+    size_t per = (rows * sizeof(double) + rows * (s->d_v + 1) * sizeof(float) + LP_LINE - 1) /
+                 LP_LINE * LP_LINE;
+    size_t qb = (rows * s->d_k * sizeof(float) + 7) / 8 * 8;
+    size_t fb = (s->n * sizeof(size_t) + nwin * sizeof(int) + 7) / 8 * 8;
+    char *mem = malloc(LP_LINE + nwin * per + qb + fb + nwin * sizeof(struct lp_part));
     if (!mem)
         return CORE_ENOMEM;
-    /* layout: parts, doubles (l), floats (q, o, m), limits, flags */
-    struct lp_part *parts = (struct lp_part *)(void *)mem;
-    double *ls = (double *)(void *)(parts + nwin);
-    float *q = (float *)(void *)(ls + nwin * rows);
-    float *fl = q + rows * s->d_k;
-    size_t *lim = (size_t *)(void *)(((uintptr_t)(fl + nwin * rows * (s->d_v + 1)) + 7) &
-                                     ~(uintptr_t)7);
+    /* layout: the windows' partials (line-aligned), q, limits, flags, parts */
+    char *wb = (char *)(((uintptr_t)mem + LP_LINE - 1) & ~(uintptr_t)(LP_LINE - 1));
+    float *q = (float *)(void *)(wb + nwin * per);
+    size_t *lim = (size_t *)(void *)((char *)q + qb);
     int *bad = (int *)(void *)(lim + s->n);
+    struct lp_part *parts = (struct lp_part *)(void *)((char *)lim + fb);
     for (size_t w = 0; w < nwin; w++) {
-        parts[w].l = ls + w * rows;
-        parts[w].o = fl + w * rows * (s->d_v + 1);
+        parts[w].l = (double *)(void *)(wb + w * per);
+        parts[w].o = (float *)(void *)(parts[w].l + rows);
         parts[w].m = parts[w].o + rows * s->d_v;
         bad[w] = 0;
     }
