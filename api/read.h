@@ -96,6 +96,16 @@ bool api_tensor_widen(struct api_tensor *t);
 /* What t's data holds, as attn_forward_half takes it. */
 enum attn_elem api_tensor_elem(const struct api_tensor *t);
 
+/* api_tensor_widen on bare data [count] (a 2-byte OIP v2 input): 2-byte
+ * values of format *half widened to float32 in place of *data (the 2-byte
+ * block freed) and *half set to API_HALF_NONE; nothing to do when *half is
+ * already NONE; false when out of memory (nothing changed). */
+bool api_widen_2byte(void **data, enum api_half *half, size_t count);
+
+/* What data of format h holds (API_HALF_NONE: float32), as
+ * attn_forward_half takes it. */
+enum attn_elem api_half_elem(enum api_half h);
+
 /* Interpret a rank-2 tensor as 1 head, a rank-3 one as shape[0] heads and
  * a rank-4 one as shape[0] batch elements of shape[1] heads: heads, rows,
  * cols (per batch element). */

@@ -721,27 +721,37 @@ bool api_read_tensor_keep(struct api_call *c, const json_t *v, const char *path,
     return read_tensor(c, v, path, spec, pre, true, out);
 }
 
-bool api_tensor_widen(struct api_tensor *t)
+bool api_widen_2byte(void **data, enum api_half *half, size_t count)
 {
-    if (!t->half)
+    if (!*half)
         return true;
-    float *f = malloc(t->count ? t->count * sizeof(float) : 1);   /* count·8 fits */
+    float *f = malloc(count ? count * sizeof(float) : 1);   /* count·8 fits */
     if (!f)
         return false;
-    if (t->half == API_HALF_F16)
-        half_f16_to_f32_n(t->data, f, t->count);
+    if (*half == API_HALF_F16)
+        half_f16_to_f32_n(*data, f, count);
     else
-        half_bf16_to_f32_n(t->data, f, t->count);
-    api_spare_free(t->data);
-    t->data = f;
-    t->half = API_HALF_NONE;
+        half_bf16_to_f32_n(*data, f, count);
+    api_spare_free(*data);
+    *data = f;
+    *half = API_HALF_NONE;
     return true;
+}
+
+bool api_tensor_widen(struct api_tensor *t)
+{
+    return api_widen_2byte(&t->data, &t->half, t->count);
+}
+
+enum attn_elem api_half_elem(enum api_half h)
+{
+    return h == API_HALF_F16 ? ATTN_ELEM_F16 : h == API_HALF_BF16 ? ATTN_ELEM_BF16
+                                                                  : ATTN_ELEM_F32;
 }
 
 enum attn_elem api_tensor_elem(const struct api_tensor *t)
 {
-    return t->half == API_HALF_F16 ? ATTN_ELEM_F16
-           : t->half == API_HALF_BF16 ? ATTN_ELEM_BF16 : ATTN_ELEM_F32;
+    return api_half_elem(t->half);
 }
 
 void api_tensor_free(struct api_tensor *t)

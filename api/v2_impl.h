@@ -57,7 +57,10 @@ extern const char *const api_v2_slot_names[V2_NSLOT];
 extern const char *const api_v2_out_names[V2_NOUT];
 
 /* An input tensor, converted to the computation's dtype (mask: uint8_t;
- * positions and segments: int64_t). */
+ * positions and segments: int64_t), except q, k and v sent in the
+ * request's own FP16/BF16 datatype: kept in that 2-byte form (half set)
+ * for the pass that widens them itself (attn_forward_half), and widened
+ * (api_widen_2byte) before any other. */
 struct v2_tensor {
     bool present;
     size_t index;                   /* position in "inputs" (for paths) */
@@ -65,6 +68,7 @@ struct v2_tensor {
     size_t shape[ATTN_MAX_RANK];
     size_t count;
     void *data;                     /* malloc'd */
+    enum api_half half;             /* NONE, or data holds 2-byte values */
 };
 
 struct v2_infer {

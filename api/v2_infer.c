@@ -698,10 +698,34 @@ static bool response_cap(const struct attn_request *r, const struct v2_infer *x,
     return api_v2_extras_cap(x, r, cap);
 }
 
+/* q, k, v kept 2-byte widened to float32 (api_widen_2byte) unless the
+ * pass is the output-only key-blocked one, the only one that reads them in
+ * place (the extras and the sessions read float32), as /v1/attention
+ * decides; -> what in's q, k, v then hold. */
+static bool inputs_for_pass(struct v2_infer *x, const struct attn_request *r,
+                            struct attn_inputs *in, struct attn_elems *e)
+{
+    struct v2_tensor *t = x->t;
+    int i;
+
+    if (x->sess || api_extras_compute(&x->ext) || !attn_output_blocked(r))
+        for (i = V2_Q; i <= V2_V; i++)
+            if (!api_widen_2byte(&t[i].data, &t[i].half, t[i].count))
+                return false;
+    in->q = t[V2_Q].data;
+    in->k = t[V2_K].data;
+    in->v = t[V2_V].data;
+    e->q = api_half_elem(t[V2_Q].half);
+    e->k = api_half_elem(t[V2_K].half);
+    e->v = api_half_elem(t[V2_V].half);
+    return true;
+}
+
 /* Numbers limit, result buffers, the pass (stateless or session), reply. */
 static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
-                const struct attn_inputs *in, size_t m)
+                struct attn_inputs *in, size_t m)
 {
+    struct attn_elems e;
     struct attn_result res;
     size_t numbers, cap, maxe = api_max_elements(c);
     enum core_status st;
@@ -718,7 +742,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         api_fail_core(c, st, NULL);
         return;
     }
-    if (extras ? !api_extras_alloc(r, &x->ext, &res) : !api_result_alloc(r, &res)) {
+    if ((extras ? !api_extras_alloc(r, &x->ext, &res) : !api_result_alloc(r, &res)) ||
+        !inputs_for_pass(x, r, in, &e)) {
         api_result_free(&res);
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
@@ -738,7 +763,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         struct attn_extras xc = api_extras_core(&x->ext);
         st = attn_forward_extras(r, in, NULL, &xc, &res, &x->ext.xo, c->req->ws);
     } else {
-        st = attn_forward(r, in, &res, c->req->ws);
+        st = attn_forward_half(r, in, &e, &res, c->req->ws);   /* 2-byte ones widened by it */
     }
     if (st != CORE_OK)
         api_fail_core(c, st, NULL);

@@ -5,6 +5,8 @@
  * computation's dtype, its data read from JSON (flat or nested, row-major)
  * or from the binary part of the body (little-endian, in the order of the
  * inputs), with every refusal at the JSON pointer of the field at fault.
+ * q, k and v in the request's own FP16/BF16 datatype stay 2-byte (their
+ * values rounded to it from JSON, checked finite from binary).
  */
 #include "api/v2_impl.h"
 
@@ -27,18 +29,26 @@ static size_t wire_size(enum v2_wire w)
 }
 
 /* Store one real x as element i of t (dtype dt, rounded to half when the
- * request is FP16/BF16; tie as api_half_round's); false if it does not fit. */
-static bool store_real(void *data, enum attn_dtype dt, size_t i, double v,
+ * request is FP16/BF16, as its 2-byte bits when t is kept so; tie as
+ * api_half_round's); false if it does not fit. */
+static bool store_real(struct v2_tensor *t, enum attn_dtype dt, size_t i, double v,
                        bool nullable, enum api_half half, bool *tie)
 {
+    void *data = t->data;
+
     if (isnan(v) || (isinf(v) && !(nullable && v < 0)))
         return false;
     if (half && isfinite(v)) {
-        bool t = false;
-        if (!api_half_round(half, v, (float *)data + i, tie ? &t : NULL))
+        bool tt = false;
+        float f;
+        if (!api_half_round(half, v, &f, tie ? &tt : NULL))
             return false;
         if (tie)
-            *tie |= t;
+            *tie |= tt;
+        if (t->half)
+            ((uint16_t *)data)[i] = api_half_bits(half, f);
+        else
+            ((float *)data)[i] = f;
         return true;
     }
     if (dt == ATTN_F32) {
@@ -102,7 +112,7 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
         return true;
     }
     if (json_is_null(v) && f->nullable) {
-        store_real(f->t->data, f->dt, f->pos++, -INFINITY, true, API_HALF_NONE, NULL);
+        store_real(f->t, f->dt, f->pos++, -INFINITY, true, API_HALF_NONE, NULL);
         return true;
     }
     if (!json_is_number(v)) {
@@ -110,7 +120,7 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
                  f->nullable ? " or null" : "");
         return false;
     }
-    if (!store_real(f->t->data, f->dt, f->pos, json_number_value(v), false, f->c->half,
+    if (!store_real(f->t, f->dt, f->pos, json_number_value(v), false, f->c->half,
                     &f->tie)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
                  f->c->half ? api_half_name(f->c->half) : attn_dtype_name(f->dt));
@@ -125,18 +135,19 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
  * 3 MB twice for a 2048 x 128 float32 q, k and v). */
 #define SAME_BLOCK ((size_t)16 << 10)
 
-/* FP32 into float32 or FP64 into float64 on a little-endian host: the
- * bytes are the numbers, copied, then checked at memory speed (the element
- * loop below took 5 ms of a 2048 x 128 x 3 request), a block at a time.
- * True when it applied: *ok then says whether every element was finite
- * (else fill_binary's loop names the first bad one). */
+/* FP32 into float32 or FP64 into float64 on a little-endian host, and
+ * FP16/BF16 into a tensor kept 2-byte (t->half, the wire's own format):
+ * the bytes are the numbers, copied, then checked at memory speed (the
+ * element loop below took 5 ms of a 2048 x 128 x 3 request), a block at a
+ * time. True when it applied: *ok then says whether every element was
+ * finite (else fill_binary's loop names the first bad one). */
 static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtype dt,
                              bool nullable, enum api_half half, const unsigned char *p,
                              bool *ok)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    bool f64 = w == W_FP64;
-    if (half || !(w == W_FP32 || f64) || f64 != (dt == ATTN_F64))
+    bool f64 = w == W_FP64, two = t->half != API_HALF_NONE;
+    if (!two && (half || !(w == W_FP32 || f64) || f64 != (dt == ATTN_F64)))
         return false;
     size_t es = wire_size(w), per = SAME_BLOCK / es, i, n;
     *ok = true;
@@ -144,7 +155,8 @@ static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtyp
         unsigned char *d = (unsigned char *)t->data + i * es;
         n = t->count - i < per ? t->count - i : per;
         memcpy(d, p + i * es, n * es);
-        *ok = api_first_nonfinite(d, f64, n, nullable) == n;
+        *ok = (two ? half_first_nonfinite((const uint16_t *)(void *)d, n, w == W_FP16, nullable)
+                   : api_first_nonfinite(d, f64, n, nullable)) == n;
     }
     return true;
 #else
@@ -189,7 +201,7 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
         } else {
             memcpy(&v, &u, sizeof v);
         }
-        if (!store_real(t->data, dt, i, v, nullable, c->half, NULL)) {
+        if (!store_real(t, dt, i, v, nullable, c->half, NULL)) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite "
                      "number of %s", i, c->half ? api_half_name(c->half) : attn_dtype_name(dt));
             return false;
@@ -371,7 +383,17 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
     }
     if (!fill_json(&f, data, 1, path))
         return false;
+    if (f.pos != t->count) {
+        api_fail(c, API_ERR_SHAPE_MISMATCH, path, "data holds %zu elements, the "
+                 "shape needs %zu", f.pos, t->count);
+        return false;
+    }
     if (f.tie) {                    /* re-rounded from the text (api/half.c) */
+        /* in float32 (rare: a number exactly on a midpoint of the dtype) */
+        if (!api_widen_2byte(&t->data, &t->half, t->count)) {
+            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
+            return false;
+        }
         size_t at = api_half_fix_ties(c->req->body, c->req->body_len, path, c->half,
                                       t->data, t->count);
         if (at < t->count) {
@@ -379,11 +401,6 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
                      api_half_name(c->half));
             return false;
         }
-    }
-    if (f.pos != t->count) {
-        api_fail(c, API_ERR_SHAPE_MISMATCH, path, "data holds %zu elements, the "
-                 "shape needs %zu", f.pos, t->count);
-        return false;
     }
     return true;
 }
@@ -397,7 +414,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     struct v2_tensor *t = &x->t[slot];
     char prefix[API_PATH_MAX];
     bool is_bool = slot == V2_MASK, nullable = slot == V2_AB, is_int = v2_slot_int(slot);
-    size_t esz = is_bool ? 1 : is_int ? sizeof(int64_t) : attn_dtype_size(x->dt), bytes;
+    size_t esz, bytes;
     enum v2_wire w;
     long long bsize;
 
@@ -409,6 +426,12 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
         return false;
     t->present = true;
     t->index = idx;
+    /* q, k, v in the request's own half datatype stay 2-byte (a session
+     * takes float32: a sequence's are widened as they are read) */
+    if (slot <= V2_V && !x->seq && ((w == W_FP16 && c->half == API_HALF_F16) ||
+                         (w == W_BF16 && c->half == API_HALF_BF16)))
+        t->half = c->half;
+    esz = t->half ? 2 : is_bool ? 1 : is_int ? sizeof(int64_t) : attn_dtype_size(x->dt);
     if (!core_mul(t->count, esz, &bytes) || !(t->data = api_spare_alloc(bytes, NULL))) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, prefix, "out of memory");
         return false;

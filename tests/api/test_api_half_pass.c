@@ -10,30 +10,11 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
+#include "tests/api/half_testlib.h"
 #include "api/read.h"
 #include "core/half.h"
 
 static struct api_ctx ctx;
-
-/* {"shape":[..],"dtype":dt,"data":base64 of n values} into b; f32: the
- * widened values as float32, else the 2-byte ones. */
-static void tensor(struct api_buf *b, const char *shape, const uint16_t *h, size_t n,
-                   bool f16, bool f32)
-{
-    api_buf_printf(b, "{\"shape\":%s,\"dtype\":\"%s\",\"data\":\"", shape,
-                   f32 ? "float32" : f16 ? "float16" : "bfloat16");
-    if (f32) {
-        float *f = malloc(n * sizeof *f);
-        for (size_t i = 0; i < n; i++)
-            f[i] = f16 ? half_f16_to_f32(h[i]) : half_bf16_to_f32(h[i]);
-        api_base64_encode(b, f, n * sizeof *f);
-        free(f);
-    } else {
-        api_base64_encode(b, h, n * 2);
-    }
-    api_buf_puts(b, "\"}");
-}
 
 struct hreq {
     size_t B, h, h_kv, n, L, d;
@@ -60,23 +41,13 @@ static char *body(const struct hreq *r, const uint16_t *q, const uint16_t *k, co
     api_buf_init(&b, (size_t)64 << 20);
     api_buf_printf(&b, "{\"dtype\":\"%s\",\"encoding\":\"base64\"%s,\"q\":",
                    f16 ? "float16" : "bfloat16", r->opts);
-    tensor(&b, sq, q, B * r->h * r->n * r->d, f16, f32);
+    t_half_b64_tensor(&b, sq, q, B * r->h * r->n * r->d, f16, f32);
     api_buf_puts(&b, ",\"k\":");
-    tensor(&b, sk, k, B * r->h_kv * r->L * r->d, f16, f32);
+    t_half_b64_tensor(&b, sk, k, B * r->h_kv * r->L * r->d, f16, f32);
     api_buf_puts(&b, ",\"v\":");
-    tensor(&b, sk, v, B * r->h_kv * r->L * r->d, f16, f32);
+    t_half_b64_tensor(&b, sk, v, B * r->h_kv * r->L * r->d, f16, f32);
     api_buf_puts(&b, "}");
     return api_buf_take(&b, NULL);
-}
-
-static uint16_t *rand_half(uint64_t *rng, size_t n, bool f16)
-{
-    uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++) {
-        float x = (float)((double)(t_rng_next(rng) >> 11) / 9007199254740992.0 * 4 - 2);
-        h[i] = f16 ? half_f16_from_f32(x) : half_bf16_from_f32(x);
-    }
-    return h;
 }
 
 /* The response to body, its elapsed time dropped. */
@@ -113,9 +84,9 @@ TEST(half_responses_equal_the_widened_ones)
         for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
             const struct hreq *r = &reqs[i];
             size_t B = r->B ? r->B : 1;
-            uint16_t *q = rand_half(&rng, B * r->h * r->n * r->d, f16);
-            uint16_t *k = rand_half(&rng, B * r->h_kv * r->L * r->d, f16);
-            uint16_t *v = rand_half(&rng, B * r->h_kv * r->L * r->d, f16);
+            uint16_t *q = t_rand_half(&rng, B * r->h * r->n * r->d, f16);
+            uint16_t *k = t_rand_half(&rng, B * r->h_kv * r->L * r->d, f16);
+            uint16_t *v = t_rand_half(&rng, B * r->h_kv * r->L * r->d, f16);
             char *bh = body(r, q, k, v, f16, false), *bf = body(r, q, k, v, f16, true);
             int sh, sf;
             json_t *jh = answer(bh, &sh), *jf = answer(bf, &sf);
@@ -147,8 +118,8 @@ TEST(reader_keeps_own_format_only)
 {
     uint64_t rng = 7;
     static const struct hreq r = {0, 2, 1, 5, 6, 8, ""};
-    uint16_t *q = rand_half(&rng, 2 * 5 * 8, true), *k = rand_half(&rng, 6 * 8, true);
-    uint16_t *v = rand_half(&rng, 6 * 8, true);
+    uint16_t *q = t_rand_half(&rng, 2 * 5 * 8, true), *k = t_rand_half(&rng, 6 * 8, true);
+    uint16_t *v = t_rand_half(&rng, 6 * 8, true);
     for (int f32 = 0; f32 < 2; f32++) {
         char *b = body(&r, q, k, v, true, f32);
         json_t *j = json_loads(b, 0, NULL);

@@ -332,3 +332,112 @@ def test_v2_fp16_extras_json_and_binary(attnd):
     assert len(raw) == outs["top_k_values"]["parameters"]["binary_data_size"] == 2 * 4
     vals = struct.unpack("<4e", raw)
     assert [f16(x) for x in numbers(v1["weights"]["values"])] == list(vals)
+
+
+def half_bits(x, fmt):
+    """The 2-byte bits of x (a value of fmt: float16 or bfloat16)."""
+    if fmt == "float16":
+        return f16_bits(x)
+    return struct.unpack("<I", struct.pack("<f", x))[0] >> 16
+
+
+def v2_post(attnd, inputs, outputs):
+    """inputs: (name, shape, datatype, values, binary) -> the response; the
+    binary ones' little-endian bytes follow the JSON header in order."""
+    blobs, header = [], {"inputs": [], "outputs": outputs}
+    for name, shape, dt, vals, binary in inputs:
+        entry = {"name": name, "shape": shape, "datatype": dt}
+        if binary:
+            fmt = {"FP16": "float16", "BF16": "bfloat16"}.get(dt)
+            blob = (struct.pack("<%dH" % len(vals), *(half_bits(x, fmt) for x in vals)) if fmt
+                    else struct.pack("<%df" % len(vals), *vals))
+            entry["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        else:
+            entry["data"] = vals
+        header["inputs"].append(entry)
+    js = json.dumps(header).encode()
+    if not blobs:
+        return attnd.post(INFER, js, headers=JSON)
+    return attnd.post(INFER, js + b"".join(blobs),
+                      headers={"Content-Type": "application/octet-stream", HDR: str(len(js))})
+
+
+@pytest.mark.parametrize("dt", ["FP16", "BF16"])
+def test_v2_half_inputs_answer_as_widened_and_as_v1(attnd, dt):
+    """q, k, v in the request's own FP16/BF16 datatype are read by the pass
+    in their 2-byte form (binary and JSON data): the response is byte for
+    byte that of the same values with k and v as FP32, and its output bytes
+    those of /v1/attention's base64 request in 2-byte and float32 form."""
+    fmt, rnd = ("float16", f16) if dt == "FP16" else ("bfloat16", bf16)
+    h, n, L, d = 2, 40, 300, 32
+    seed = [7]
+
+    def values(count):
+        out = []
+        for _ in range(count):
+            seed[0] = (seed[0] * 1103515245 + 12345) % 2 ** 31
+            out.append(rnd(seed[0] / 2 ** 31 * 4 - 2))
+        return out
+    q, k, v = values(h * n * d), values(h * L * d), values(h * L * d)
+    sq, skv = [h, n, d], [h, L, d]
+    outputs = [{"name": "output", "parameters": {"binary_data": True}}]
+    answers = []
+    for kv_dt in (dt, "FP32"):
+        for binary in (True, False):
+            r = v2_post(attnd, [("q", sq, dt, q, binary), ("k", skv, kv_dt, k, binary),
+                                ("v", skv, kv_dt, v, binary)], outputs)
+            assert r.status == 200, r
+            answers.append(r)
+    assert all(a.body == answers[0].body for a in answers)
+    _, raw = split_binary_response(answers[0])
+    assert len(raw) == 2 * h * n * d
+    for f32 in (False, True):
+        def tensor(vals, shape):
+            data = (struct.pack("<%df" % len(vals), *vals) if f32 else
+                    struct.pack("<%dH" % len(vals), *(half_bits(x, fmt) for x in vals)))
+            return {"shape": shape, "dtype": "float32" if f32 else fmt,
+                    "data": base64.b64encode(data).decode()}
+        body = {"dtype": fmt, "encoding": "base64", "return": ["output"],
+                "q": tensor(q, sq), "k": tensor(k, skv), "v": tensor(v, skv)}
+        r = attnd.post("/v1/attention", json.dumps(body), headers=JSON)
+        assert r.status == 200, r
+        assert base64.b64decode(r.json()["output"]["data"]) == raw
+    # the weights as well (a pass that reads float32): widened first, the same answer
+    outputs = [{"name": "weights"}, {"name": "output"}]
+    both = [v2_post(attnd, [("q", sq, dt, q, True), ("k", skv, kv_dt, k, True),
+                            ("v", skv, kv_dt, v, True)], outputs) for kv_dt in (dt, "FP32")]
+    assert both[0].status == 200 and both[0].body == both[1].body
+
+
+def test_v2_half_binary_refusals_at_their_element(attnd):
+    """An infinity or NaN in 2-byte binary k is 400 non_finite at its
+    element, past the first 16 KiB block too; a binary_data_size that does
+    not fit the shape is refused at it."""
+    L, d = 1100, 8
+    k = [0.5] * (L * d)
+    for dt, bad in (("FP16", 0x7C00), ("FP16", 0x7E00), ("BF16", 0xFF80), ("BF16", 0x7FC0)):
+        for at in (3, 8191, 8192, L * d - 1):
+            blob_k = bytearray(struct.pack("<%dH" % len(k), *(half_bits(
+                x, "float16" if dt == "FP16" else "bfloat16") for x in k)))
+            blob_k[2 * at:2 * at + 2] = struct.pack("<H", bad)
+            header = {"inputs": [
+                {"name": "q", "shape": [1, d], "datatype": dt, "data": [1] * d},
+                {"name": "k", "shape": [L, d], "datatype": dt,
+                 "parameters": {"binary_data_size": len(blob_k)}},
+                {"name": "v", "shape": [L, d], "datatype": dt, "data": [1] * (L * d)}]}
+            js = json.dumps(header).encode()
+            r = attnd.post(INFER, js + bytes(blob_k), headers={
+                "Content-Type": "application/octet-stream", HDR: str(len(js))})
+            assert r.status == 400, r
+            err = r.json()["error"]
+            assert err.startswith("element %d is not a finite number of " % at), err
+            assert err.endswith("[non_finite at /inputs/1/data]"), err
+    header = {"inputs": [
+        {"name": "q", "shape": [1, 2], "datatype": "FP16", "parameters": {"binary_data_size": 3}},
+        {"name": "k", "shape": [1, 2], "datatype": "FP16", "data": [1, 0]},
+        {"name": "v", "shape": [1, 2], "datatype": "FP16", "data": [1, 0]}]}
+    js = json.dumps(header).encode()
+    r = attnd.post(INFER, js + b"\0\0\0", headers={
+        "Content-Type": "application/octet-stream", HDR: str(len(js))})
+    assert r.status == 400 and "need 4 bytes" in r.json()["error"], r
