@@ -19,7 +19,7 @@
  * so for a moment a closed connection still counts; tests that need an
  * exact count wait for attnd_connections_open first.
  * All MHD calls on a connection happen on the MHD thread that owns it, except
- * MHD_resume_connection (loop thread; thread-safe by MHD's contract),
+ * MHD_resume_connection (pool or loop thread; thread-safe by MHD's contract),
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
  *
  * Request life (struct req, MHD's *con_cls):
@@ -32,7 +32,8 @@
  *               here), or suspend + hand to the loop (uv_async), which runs
  *               api_handle on the pool (uv_queue_work); while draining, a
  *               new request is refused (503 draining) instead.
- *   resumed     queue the api_response; MHD sends it.
+ *   resumed     by the pool thread that computed it (server/http_work.c);
+ *               queue the api_response; MHD sends it.
  *   completed   log line, metrics, free.
  */
 #include "server/http_impl.h"
@@ -597,9 +598,9 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->admitted)
         srv_limits_leave(h->guard.limits, r->client);
     pthread_mutex_lock(&h->mu);
-    bool working = r->state == REQ_WORKING;
+    bool working = r->state == REQ_WORKING || r->loop_owes;
     if (working)
-        r->orphan = true;               /* after_work_cb frees it */
+        r->orphan = true;               /* work_done frees it */
     pthread_mutex_unlock(&h->mu);
     if (!working) {
         api_response_free(&r->resp);

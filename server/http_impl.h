@@ -80,6 +80,8 @@ struct req {
     int fd;                         /* the connection's socket */
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
+    bool loop_owes;                 /* resumed by its pool thread; work_done (loop)
+                                       has yet to run and frees it if orphan */
     bool late;                      /* began after the drain started */
     int status;                     /* what was queued */
     const char *route;

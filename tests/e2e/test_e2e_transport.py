@@ -370,3 +370,39 @@ def test_bodies_in_flight_share_a_bounded_budget():
         s = connect(a)
         s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % len(small_body)) + small_body)
         assert read_response(s)[0] == 200               # the budget came back
+
+
+def test_concurrency_short_connections_on_the_pool_keep_the_daemon_whole():
+    # The pool thread hands each answer to MHD before the loop stops the
+    # request's hang-up watch, so MHD may close a socket, and a new
+    # connection reuse its number, while the watch still polls it: the watch
+    # polls its own duplicate. 8 clients x 40 requests, a new connection
+    # each (requests over the inline size go to the pool): every answer is
+    # 200, the daemon stays up, and none counts as a hang-up.
+    import threading
+    body = json.dumps({"q": [[0.5] * 16] * 4, "k": [[0.25] * 16] * 64,
+                       "v": [[1.0] * 16] * 64}).encode()
+    assert len(body) > 2048                     # not answered inline
+    with Attnd() as a:
+        statuses, errors = [], []
+
+        def client():
+            for _ in range(40):
+                try:
+                    s = connect(a)
+                    s.sendall(post_head(extra=b"Content-Length: %d\r\n\r\n" % len(body)) + body)
+                    statuses.append(read_response(s)[0])
+                    s.close()
+                except OSError as e:
+                    errors.append(repr(e))
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:3]
+        assert statuses == [200] * 320
+        text = a.get("/metrics").body.decode()
+        assert "\nattnd_cancelled_total 0\n" in text
+        still_serving(a)
