@@ -346,8 +346,10 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
     }
     if (!core_mul(t->count, wire_size(w), &need) ||
         (unsigned long long)bsize != need) {
+        char pp[API_PATH_MAX];
+        api_pointer_key(pp, sizeof pp, prefix, "parameters");
         api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(path, sizeof path,
-                 prefix, "parameters/binary_data_size"),
+                 pp, "binary_data_size"),
                  "binary_data_size is %lld, the shape and datatype need "
                  "%zu bytes", bsize, need);
         return false;

@@ -410,7 +410,7 @@ TEST(bad_half_inputs_keep_their_errors)
                      "48 bytes", 48 + off);
             CHECK_EQ_INT(r.status, 400);
             CHECK(strstr(err, want) &&
-                  strstr(err, "shape_mismatch at /inputs/1/parameters~1binary_data_size"));
+                  strstr(err, "shape_mismatch at /inputs/1/parameters/binary_data_size"));
             api_response_free(&r);
         }
         /* the body a byte short: v's bytes are not all there */
