@@ -350,7 +350,8 @@ static enum MHD_Result dispatch(struct req *r)
     r->fd = ci ? (int)ci->connect_fd : -1;
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
-    if (r->len < LARGE_BODY)            /* large passes give way from here on */
+    r->fg = r->len < LARGE_BODY;
+    if (r->fg)                          /* large passes give way from here on */
         srv_sched_fg_begin(h->sched);
     pthread_mutex_lock(&h->mu);
     r->state = REQ_WORKING;

@@ -80,6 +80,7 @@ struct req {
     int fd;                         /* the connection's socket */
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
+    bool fg;                        /* counted by srv_sched_fg_begin */
     bool loop_owes;                 /* resumed by its pool thread; work_done (loop)
                                        has yet to run and frees it if orphan */
     bool late;                      /* began after the drain started */
