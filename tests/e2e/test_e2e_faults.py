@@ -373,17 +373,24 @@ def test_vanishing_clients_free_everything():
     with Attnd("--max-body-bytes", "4000000") as d:
         pid = d.proc.pid
         fd_base = load_driver.fd_count(pid)
-        _vanish_round(d.port, big_body)             # warm-up
+        # Warm-up: RSS rises in steps of ~2 MiB until every thread that
+        # takes a request has its malloc arena and the kept buffers are
+        # made (seen after round 1 to round 7, then flat). A leaked body or
+        # response (38 vanished requests a round, bodies of up to 900 KB)
+        # grows it by megabytes every round, tens over the 4 rounds below;
+        # what is left of the warm-up was at most 2.7 MiB in 18 runs.
+        for _ in range(3):
+            _vanish_round(d.port, big_body)
         assert load_driver.wait_fds(pid, fd_base, 10) <= fd_base
         rss1 = load_driver.rss_kib(pid)
-        for _ in range(2):
+        for _ in range(4):
             _vanish_round(d.port, big_body)
         fds = load_driver.wait_fds(pid, fd_base, 10)
         rss2 = load_driver.rss_kib(pid)
         print(f"vanishing clients: fds {fd_base} -> {fds}; RSS {rss1} -> {rss2} KiB")
         assert fds <= fd_base, f"fds {fds}, baseline {fd_base}"
         if not load_driver.sanitized(pid):      # ASan's quarantine holds freed memory
-            assert rss2 <= max(rss1 * 1.10, rss1 + 2048), f"RSS {rss1} -> {rss2} KiB"
+            assert rss2 <= max(rss1 * 1.10, rss1 + 6144), f"RSS {rss1} -> {rss2} KiB"
         assert d.proc.poll() is None
         assert d.get("/healthz").status == 200
         r = d.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2]]})
