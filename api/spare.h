@@ -8,7 +8,8 @@
  * API_SPARE_MIN bytes and more freed through api_spare_free are kept in a
  * few process-wide slots instead and handed out again by api_spare_alloc.
  * Request bodies (server/http_body.c) are kept here too, so that one
- * bound covers all the memory kept.
+ * bound covers all the memory kept. New blocks of 2 MiB and more are made
+ * of transparent huge pages where the kernel has them (api/spare.c).
  * Every block is an ordinary malloc'd block: free() may release one that
  * came from api_spare_alloc, and api_spare_free takes any malloc'd block.
  */
@@ -20,8 +21,9 @@
 #define API_SPARE_MIN ((size_t)256 << 10)
 
 /* At least need bytes (malloc'd): a kept block of need to 2 * need bytes
- * when there is one, else a new one; *cap (may be NULL) gets its usable
- * size. NULL when out of memory. */
+ * when there is one, else a new one (of 2 MiB pages from 2 MiB on: 2 MiB-
+ * aligned, need rounded up to them, huge pages asked for); *cap (may be
+ * NULL) gets its usable size. NULL when out of memory. */
 void *api_spare_alloc(size_t need, size_t *cap);
 
 /* Keep p (malloc'd, or NULL) for a later api_spare_alloc when it is large

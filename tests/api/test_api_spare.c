@@ -5,10 +5,16 @@
  * kept stay bounded, blocks mix freely with malloc/free, and two threads
  * taking and giving back at once keep every block whole (run under TSan
  * and ASan by make tsan / make asan); an api_buf that grows past the
- * threshold moves into a kept block with its text intact.
+ * threshold moves into a kept block with its text intact; a new block of
+ * 2 MiB and more is 2 MiB-aligned, whole 2 MiB pages, marked for
+ * transparent huge pages (its VmFlags in /proc/self/smaps), and counted
+ * by those pages.
  */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tests/harness.h"
 #include "api/buf.h"
@@ -57,14 +63,15 @@ TEST(spare_large_block_comes_back)
 TEST(spare_not_for_much_smaller_requests)
 {
     api_spare_drop();
-    void *big = api_spare_alloc((size_t)4 << 20, NULL);
+    size_t cap;
+    void *big = api_spare_alloc((size_t)4 << 20, &cap);
     api_spare_free(big);
     CHECK_EQ_INT(api_spare_kept(NULL), 1);
     void *small = api_spare_alloc((size_t)1 << 20, NULL);    /* under half: a new one */
     CHECK(small != big);
     CHECK_EQ_INT(api_spare_kept(NULL), 1);
-    /* half of its usable size (a little over 4 MiB): the kept one */
-    void *half = api_spare_alloc(((size_t)2 << 20) + 8192, NULL);
+    /* half of its usable size (4 or 6 MiB: whole huge pages) and more: the kept one */
+    void *half = api_spare_alloc(cap / 2 + 8192, NULL);
     CHECK(half == big);
     CHECK_EQ_INT(api_spare_kept(NULL), 0);
     free(small);
@@ -139,6 +146,50 @@ TEST(spare_buf_grows_into_a_kept_block)
     api_spare_drop();
 }
 
+/* Whether the mapping holding p has MADV_HUGEPAGE ("hg" in its VmFlags);
+ * -1 when /proc/self/smaps cannot tell. */
+static int smaps_hugepage(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0, hg = -1;
+    if (!f)
+        return -1;
+    while (hg < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0)
+            hg = strstr(line, " hg") != NULL;
+    }
+    fclose(f);
+    return hg;
+}
+
+TEST(spare_new_large_block_is_huge_page_eligible)
+{
+    api_spare_drop();
+    const size_t huge = (size_t)2 << 20;
+    size_t cap, bytes;
+    char *p = api_spare_alloc(3 * huge / 2 + 5, &cap);       /* a 3 MiB body */
+    CHECK(p != NULL && (uintptr_t)p % huge == 0);
+    CHECK(cap % huge == 0 && cap >= 2 * huge);  /* rounded up to whole huge pages */
+    memset(p, 1, cap);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", R_OK) == 0)
+        CHECK_EQ_INT(smaps_hugepage(p + cap - 1), 1);       /* madvise applied */
+    api_spare_free(p);
+    CHECK_EQ_INT(api_spare_kept(&bytes), 1);
+    CHECK(bytes == cap);                        /* its huge pages, not glibc's slack */
+    size_t cap2;
+    char *q = api_spare_alloc(cap / 2, &cap2); /* half of it: the same block */
+    CHECK(q == p && cap2 == cap && q[cap - 1] == 1);
+    api_spare_free(q);
+    char *small = api_spare_alloc(huge - 1, &cap);          /* under 2 MiB: plain malloc */
+    CHECK(small != NULL && small != p && cap < huge + 4096);
+    free(small);
+    api_spare_drop();
+}
+
 int main(void)
 {
     RUN(spare_small_blocks_are_freed);
@@ -147,5 +198,6 @@ int main(void)
     RUN(spare_bounded);
     RUN(spare_two_threads);
     RUN(spare_buf_grows_into_a_kept_block);
+    RUN(spare_new_large_block_is_huge_page_eligible);
     TEST_MAIN_END();
 }

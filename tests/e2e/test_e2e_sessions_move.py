@@ -10,9 +10,13 @@
   type is refused (422 invalid_export, 415) and creates nothing; a session
   over the importer's --max-tokens or whole --max-cache-bytes is 422
   limit_exceeded, a full --max-sessions 503, a body over --max-body-bytes 413.
+- A session of several MiB (its body in api/spare.c's huge-page blocks)
+  goes out and back in whole (the same export bytes, rows and attention),
+  and its truncated or corrupt body is still 422 and creates nothing.
 - The routes need the API key like every other route, and are counted
   under their templates in /metrics.
 """
+import base64
 import random
 import shutil
 import signal
@@ -140,6 +144,43 @@ def test_bad_bodies_create_nothing(attnd):
     assert attnd.get("/v1/sessions/a1.nosuch/export").status == 404
     r = attnd.post(f"/v1/sessions/{sid}/export", {})
     assert r.status == 405 and r.headers["allow"] == "GET"
+
+
+def test_large_session_round_trip_and_bad_bodies(attnd):
+    rng = random.Random(21)
+    heads, d, rows, chunk = 2, 128, 2304, 768
+    r = attnd.post("/v1/sessions", {"d_k": d, "d_v": d, "heads": heads, "dtype": "float32"})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    n = heads * chunk * d
+    for _ in range(rows // chunk):
+        t = {"shape": [heads, chunk, d], "dtype": "float32", "data": base64.b64encode(
+            struct.pack("<%df" % n, *(rng.uniform(-2, 2) for _ in range(n)))).decode()}
+        assert attnd.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t}).status == 200
+    body = _export(attnd, sid)
+    assert len(body) > heads * rows * 2 * d * 4 > (4 << 20)   # past 2 MiB pages
+    before = _sessions(attnd)
+    flipped = bytearray(body)
+    flipped[len(body) // 2 + 12345] ^= 0x01
+    for bad, why in ((body[:-1], "truncated"), (body[: len(body) // 2], "truncated"),
+                     (bytes(flipped), "checksum mismatch")):
+        r = _import(attnd, bad)
+        assert r.status == 422, (why, r)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_export" and why in err["message"], err
+        assert _sessions(attnd) == before
+    r = _import(attnd, body)
+    assert r.status == 201, r
+    nid = r.json()["id"]
+    assert _sessions(attnd) == before + 1
+    rows_bytes = heads * rows * 2 * d * 4       # the rows, last before the CRC
+    again = _export(attnd, nid)
+    assert len(again) == len(body) and again[-4 - rows_bytes:-4] == body[-4 - rows_bytes:-4]
+    assert attnd.get(f"/v1/sessions/{nid}/kv").body == attnd.get(f"/v1/sessions/{sid}/kv").body
+    q = [_mat(rng, 2, d) for _ in range(heads)]
+    assert _attend(attnd, nid, q) == _attend(attnd, sid, q)
+    for i in (sid, nid):
+        assert attnd.request("DELETE", f"/v1/sessions/{i}").status in (200, 204)
 
 
 def test_limits_of_the_importer():
