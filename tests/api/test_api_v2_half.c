@@ -386,7 +386,7 @@ TEST(bad_half_inputs_keep_their_errors)
     static const uint16_t bad16[] = {0x7C00, 0xFC00, 0x7E00, 0xFD01};
     static const uint16_t badbf[] = {0x7F80, 0xFF80, 0x7FC0, 0xFF81};
     struct api_response r;
-    char err[512], want[64];
+    char err[512], want[160];
 
     for (int f16 = 0; f16 < 2; f16++) {
         bad_binary(f16, 2100, -1, 0, 0, 0, &r);     /* k of 16800 elements */
