@@ -16,8 +16,10 @@
  * positions once rows were let go); float16, bfloat16 and int8 caches with
  * a cache of the same rows appended at once.
  *
- * KV_RAND_CASES (150), KV_RAND_SEED, KV_RAND_NARROW (narrow caches only)
- * and KV_RAND_KERNEL (avx512, avx2, none) widen a run by hand.
+ * KV_RAND_CASES (300), KV_RAND_SEED, KV_RAND_NARROW (narrow caches only)
+ * and KV_RAND_KERNEL (avx512, avx2, none) widen a run by hand. 300 cases:
+ * a run of pages counted one row long at odd rows (attn_impl.h's run) made
+ * 1% of cases differ, and 150 cases of this seed missed it.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -281,7 +283,10 @@ TEST(random_sessions_equal_stateless)
 {
     struct attn_pool *pool = attn_pool_new(1, NULL, NULL);
     const char *e = getenv("KV_RAND_CASES");
-    unsigned cases = e ? (unsigned)strtoul(e, NULL, 10) : 150;
+    unsigned cases = e ? (unsigned)strtoul(e, NULL, 10) : 300;
+    const char *quick = getenv("ATTND_TEST_QUICK");     /* qemu-user: a tenth */
+    if (!e && quick && strcmp(quick, "1") == 0)
+        cases = 30;
     const char *s = getenv("KV_RAND_SEED");
     if (s)
         rng = strtoull(s, NULL, 10) | 1;
