@@ -585,21 +585,34 @@ struct kv_cache *kv_fork(const struct kv_cache *c)
 
 /* ---- writing rows -------------------------------------------------------------- */
 
-/* True when every one of count elements at p is finite. */
+/* Elements tested between two looks at the result in all_finite. */
+#define KV_FINITE_BLOCK 256
+
+/* True when every one of count elements at p is finite: an exponent-bit
+ * test OR-ed over fixed blocks with no exit inside a block, which gcc
+ * vectorises at -O2 (an isfinite loop returning at the first bad element
+ * stays scalar, and was a quarter of an import's CPU time). */
 static bool all_finite(enum attn_dtype t, const void *p, size_t count)
 {
+    size_t i = 0;
+    unsigned bad = 0;
     if (t == ATTN_F32) {
-        const float *f = p;
-        for (size_t i = 0; i < count; i++)
-            if (!isfinite(f[i]))
-                return false;
+        const uint32_t *u = p;
+        for (; i + KV_FINITE_BLOCK <= count && !bad; i += KV_FINITE_BLOCK)
+            for (size_t j = 0; j < KV_FINITE_BLOCK; j++)
+                bad |= (u[i + j] & 0x7f800000u) == 0x7f800000u;
+        for (; i < count; i++)
+            bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
     } else {
-        const double *d = p;
-        for (size_t i = 0; i < count; i++)
-            if (!isfinite(d[i]))
-                return false;
+        const uint64_t *u = p;
+        const uint64_t e = 0x7ff0000000000000u;
+        for (; i + KV_FINITE_BLOCK <= count && !bad; i += KV_FINITE_BLOCK)
+            for (size_t j = 0; j < KV_FINITE_BLOCK; j++)
+                bad |= (u[i + j] & e) == e;
+        for (; i < count; i++)
+            bad |= (u[i] & e) == e;
     }
-    return true;
+    return !bad;
 }
 
 /* int8 of x [d] with scale max|x|/127 (0 for a zero row): q = x/scale
@@ -762,16 +775,30 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
     return store_prepared(c, k, v, m, false);
 }
 
+/* No element of h [n] has every bit of the exponent mask e set (no
+ * infinity or NaN of float16, e = 0x7c00, or bfloat16, e = 0x7f80); the
+ * blocks of all_finite. */
+static bool all_finite_2byte(const uint16_t *h, size_t n, uint16_t e)
+{
+    size_t i = 0;
+    unsigned bad = 0;
+    for (; i + KV_FINITE_BLOCK <= n && !bad; i += KV_FINITE_BLOCK)
+        for (size_t j = 0; j < KV_FINITE_BLOCK; j++)
+            bad |= (h[i + j] & e) == e;
+    for (; i < n; i++)
+        bad |= (h[i] & e) == e;
+    return !bad;
+}
+
 /* n stored elements at p are finite (int8 always are). */
 static bool stored_finite(const struct kv_cache *c, const void *p, size_t n)
 {
-    const uint16_t *h = p;
-    if (c->store == KV_STORE_SAME)
-        return all_finite(c->dtype, p, n);
-    for (size_t i = 0; c->store != KV_STORE_I8 && i < n; i++)
-        if (c->store == KV_STORE_F16 ? !half_f16_is_finite(h[i]) : !half_bf16_is_finite(h[i]))
-            return false;
-    return true;
+    switch (c->store) {
+    case KV_STORE_SAME: return all_finite(c->dtype, p, n);
+    case KV_STORE_F16: return all_finite_2byte(p, n, 0x7c00);
+    case KV_STORE_BF16: return all_finite_2byte(p, n, 0x7f80);
+    default: return true;
+    }
 }
 
 enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,

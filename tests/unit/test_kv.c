@@ -3,6 +3,7 @@
  * all-or-nothing appends, truncate/fork isolation, and decoding through the
  * cache equal bit for bit to the stateless pass on the full K/V.
  */
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -139,6 +140,69 @@ TEST(append_is_all_or_nothing)
     CHECK_EQ_INT(kv_length(c), 3);
     CHECK(kv_capacity(c) >= cap0);
     kv_free(c);
+}
+
+/* The finiteness checks of an append look at every element: one infinity
+ * or NaN at any place (either side of a block of the check, the last
+ * element, in k or in v) refuses the rows; the largest finite values pass.
+ * float32 and float64 prepared rows, float16 and bfloat16 stored rows. */
+static void put_bad(void *a, size_t esz, size_t at, int kind)
+{
+    static const uint16_t h16[3] = {0x7c00, 0xfc00, 0x7e00}, hb[3] = {0x7f80, 0xff80, 0x7fc0};
+    double d = kind == 0 ? INFINITY : kind == 1 ? -INFINITY : NAN;
+    float f = (float)d;
+    if (esz == 8)
+        memcpy((char *)a + at * 8, &d, 8);
+    else if (esz == 4)
+        memcpy((char *)a + at * 4, &f, 4);
+    else
+        ((uint16_t *)a)[at] = esz == 2 ? h16[kind] : hb[kind];    /* 3: bfloat16 bits */
+}
+
+TEST(every_non_finite_place_is_refused)
+{
+    enum { M = 200, D = 3, N = M * D };     /* 600 elements: blocks of 256 and a tail */
+    static const size_t at[] = {0, 1, 255, 256, 257, 511, 512, 513, N - 1};
+    struct { enum attn_dtype dt; enum kv_store st; size_t esz; } form[] = {
+        {ATTN_F32, KV_STORE_SAME, 4}, {ATTN_F64, KV_STORE_SAME, 8},
+        {ATTN_F32, KV_STORE_F16, 2}, {ATTN_F32, KV_STORE_BF16, 3}};
+    for (size_t f = 0; f < sizeof form / sizeof *form; f++) {
+        size_t esz = form[f].esz, bytes = esz == 3 ? 2 : esz;
+        unsigned char *k = malloc(N * bytes), *v = malloc(N * bytes);
+        struct kv_cache *c = kv_new_store(form[f].dt, form[f].st, 1, D, D);
+        CHECK(k && v && c);
+        if (!k || !v || !c)
+            return;
+        for (size_t i = 0; i < N; i++) {    /* the largest finite values */
+            double d = i % 2 ? DBL_MAX : -DBL_MAX;
+            float x = i % 2 ? FLT_MAX : -FLT_MAX;
+            uint16_t h = esz == 2 ? 0x7bff : 0x7f7f;
+            if (esz == 8)
+                memcpy(k + i * 8, &d, 8);
+            else if (esz == 4)
+                memcpy(k + i * 4, &x, 4);
+            else
+                memcpy(k + i * 2, &h, 2);
+        }
+        memcpy(v, k, N * bytes);
+        bool stored = bytes == 2;
+        CHECK_EQ_INT(stored ? kv_append_stored(c, k, v, NULL, NULL, M)
+                            : kv_append_prepared(c, k, v, M), CORE_OK);
+        for (size_t a = 0; a < sizeof at / sizeof *at; a++)
+            for (int kind = 0; kind < 3; kind++)
+                for (int which = 0; which < 2; which++) {
+                    unsigned char *t = which ? v : k, keep[8];
+                    memcpy(keep, t + at[a] * bytes, bytes);
+                    put_bad(t, esz, at[a], kind);
+                    CHECK_EQ_INT(stored ? kv_append_stored(c, k, v, NULL, NULL, M)
+                                        : kv_append_prepared(c, k, v, M), CORE_ENONFINITE);
+                    memcpy(t + at[a] * bytes, keep, bytes);
+                }
+        CHECK_EQ_INT(kv_length(c), M);
+        kv_free(c);
+        free(k);
+        free(v);
+    }
 }
 
 /* A failed append leaves the bytes and the sharing as they were: a fork
@@ -436,6 +500,7 @@ int main(void)
     RUN(growth_is_geometric_and_overhead_bounded);
     RUN(plan_matches_growth);
     RUN(append_is_all_or_nothing);
+    RUN(every_non_finite_place_is_refused);
     RUN(failed_append_keeps_bytes_and_shared_pages);
     RUN(huge_appends_are_refused);
     RUN(truncate_and_fork_are_isolated);
