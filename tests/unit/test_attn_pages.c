@@ -16,6 +16,7 @@
  * pool. Also: the scratch a pass over pages apart keeps (attn_ws_bytes)
  * does not grow with L, so no copy of a whole head comes back.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,12 +206,23 @@ static const struct pcase cases[] = {
      -1},
 };
 
+/* ATTND_TEST_QUICK=1 (make valgrind, make test-arm64: instrumented or
+ * emulated, tens of times slower): the pooled run takes the kernel in use
+ * only, and the scratch test a quarter of the rows. */
+static bool quick(void)
+{
+    const char *e = getenv("ATTND_TEST_QUICK");
+    return e && *e && *e != '0';
+}
+
 /* Every case, every layout, with every fused kernel this CPU runs (and
- * none: the gemm loop of the key-blocked pass). */
-static void all_cases(struct attn_ws *ws)
+ * none: the gemm loop of the key-blocked pass); with kernels_too false
+ * the kernel in use only. */
+static void all_cases(struct attn_ws *ws, bool kernels_too)
 {
     enum attn_kernel ks[] = {ATTN_KERNEL_AUTO, ATTN_KERNEL_AVX2, ATTN_KERNEL_NONE};
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    size_t nk = kernels_too ? sizeof ks / sizeof ks[0] : 1;
+    for (size_t i = 0; i < nk; i++) {
         attn_kernel_set(ks[i]);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             bool fused = cases[c].dt == ATTN_F32 && cases[c].outputs == ATTN_OUT_OUTPUT &&
@@ -226,7 +238,7 @@ static void all_cases(struct attn_ws *ws)
 TEST(pages_read_in_place_same_bits)
 {
     struct attn_ws *ws = attn_ws_new();
-    all_cases(ws);
+    all_cases(ws, true);
     attn_ws_free(ws);
 }
 
@@ -236,7 +248,7 @@ TEST(pages_read_in_place_same_bits_with_pool)
     struct attn_ws *ws = attn_ws_new();
     CHECK(pool && ws);
     attn_ws_set_pool(ws, pool);
-    all_cases(ws);
+    all_cases(ws, !quick());
     attn_ws_free(ws);
     attn_pool_free(pool);
 }
@@ -312,7 +324,8 @@ TEST(scratch_does_not_grow_with_L)
 {
     for (int t = 0; t < 2; t++) {
         enum attn_dtype dt = t ? ATTN_F64 : ATTN_F32;
-        size_t a = scratch_after(dt, 1, 256, 4096, 64), b = scratch_after(dt, 1, 256, 16384, 64);
+        size_t rows = quick() ? 64 : 256;
+        size_t a = scratch_after(dt, 1, rows, 4096, 64), b = scratch_after(dt, 1, rows, 16384, 64);
         CHECK_EQ_INT((long long)a, (long long)b);
         size_t c = scratch_after(dt, 8, 1, 4096, 128), e = scratch_after(dt, 8, 1, 32768, 128);
         CHECK_EQ_INT((long long)c, (long long)e);
