@@ -687,6 +687,7 @@ static void attention_req(struct api_call *c, const char *id)
         !api_read_timeout(c, json_object_get(body, "timeout_ms"), "/timeout_ms") ||
         !read_att_options(c, body, &a)) {
         json_decref(body);
+        att_req_free(&a);               /* what the options read before the bad one */
         return;
     }
     struct sess *s = acquire(c, id);
