@@ -775,28 +775,13 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
     return store_prepared(c, k, v, m, false);
 }
 
-/* No element of h [n] has every bit of the exponent mask e set (no
- * infinity or NaN of float16, e = 0x7c00, or bfloat16, e = 0x7f80); the
- * blocks of all_finite. */
-static bool all_finite_2byte(const uint16_t *h, size_t n, uint16_t e)
-{
-    size_t i = 0;
-    unsigned bad = 0;
-    for (; i + KV_FINITE_BLOCK <= n && !bad; i += KV_FINITE_BLOCK)
-        for (size_t j = 0; j < KV_FINITE_BLOCK; j++)
-            bad |= (h[i + j] & e) == e;
-    for (; i < n; i++)
-        bad |= (h[i] & e) == e;
-    return !bad;
-}
-
 /* n stored elements at p are finite (int8 always are). */
 static bool stored_finite(const struct kv_cache *c, const void *p, size_t n)
 {
     switch (c->store) {
     case KV_STORE_SAME: return all_finite(c->dtype, p, n);
-    case KV_STORE_F16: return all_finite_2byte(p, n, 0x7c00);
-    case KV_STORE_BF16: return all_finite_2byte(p, n, 0x7f80);
+    case KV_STORE_F16: return half_first_nonfinite(p, n, true, false) == n;
+    case KV_STORE_BF16: return half_first_nonfinite(p, n, false, false) == n;
     default: return true;
     }
 }
