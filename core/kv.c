@@ -528,6 +528,39 @@ enum core_status kv_skip(struct kv_cache *c, size_t first)
     return CORE_OK;
 }
 
+enum core_status kv_fill_open(struct kv_cache *c, size_t front, size_t first, size_t length)
+{
+    if (c->len || c->np || (first && (front % P || first % P || front >= first ||
+                                      first > length)) || (!first && front != length))
+        return CORE_EINVAL;
+    if (!first)
+        return kv_reserve(c, length, true);
+    enum core_status rc = kv_reserve(c, front, true);
+    if (rc != CORE_OK)
+        return rc;
+    c->len = front;                 /* kv_skip's rule: whole pages, nothing past */
+    rc = kv_skip(c, first);
+    return rc == CORE_OK ? kv_reserve(c, length, true) : rc;
+}
+
+size_t kv_fill_at(struct kv_cache *c, int part, size_t g, size_t row, void **at)
+{
+    struct kv_page *pg = c->pg[slot(c, row / P)];
+    size_t off = row % P;
+    switch (part) {
+    case 0: *at = (char *)pk(c, pg, g) + off * c->d_k * c->esz; break;
+    case 1: *at = (char *)pv(c, pg, g) + off * c->d_v * c->esz; break;
+    case 2: *at = pks(c, pg, g) + off; break;
+    default: *at = pvs(c, pg, g) + off; break;
+    }
+    return pg->cap - off;
+}
+
+void kv_fill_close(struct kv_cache *c, size_t length)
+{
+    c->len = length;
+}
+
 void kv_mark(struct kv_cache *c, struct kv_mark *m)
 {
     m->len = c->len;
@@ -784,6 +817,17 @@ static bool stored_finite(const struct kv_cache *c, const void *p, size_t n)
     case KV_STORE_BF16: return half_first_nonfinite(p, n, false, false) == n;
     default: return true;
     }
+}
+
+bool kv_stored_finite(const struct kv_cache *c, int part, const void *p, size_t n)
+{
+    if (part < 2)
+        return stored_finite(c, p, n);
+    const float *f = p;
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= !isfinite(f[i]) || f[i] < 0;
+    return !bad;
 }
 
 enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,

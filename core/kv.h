@@ -185,6 +185,33 @@ enum core_status kv_append_prepared(struct kv_cache *c, const void *k,
 enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void *v,
                                   const float *ks, const float *vs, size_t m);
 
+/*
+ * Stored rows written in place as they arrive (core/persist.c's import,
+ * which copies each piece of an upload straight into the pages):
+ *   kv_fill_open   an empty, unshared cache gets private pages for rows
+ *                  [0, front) and [first, length) (first 0: every row,
+ *                  front == length; else front and first multiples of
+ *                  KV_PAGE_ROWS, front < first <= length, the rows
+ *                  between let go as kv_skip does), each page exactly
+ *                  its rows; CORE_ENOMEM / CORE_EINVAL / CORE_ELIMIT, and
+ *                  the cache is then only to be freed
+ *   kv_fill_at     where part `part` (0 K [d_k], 1 V [d_v], 2 K scales,
+ *                  3 V scales: int8) of head g's row `row` is stored, in
+ *                  *at; returns the rows that follow contiguously there
+ *                  (to the end of its page)
+ *   kv_fill_close  the rows are written: the length becomes `length`
+ * Between open and close the cache is not read (its rows are unwritten);
+ * the caller checks what it writes (kv_stored_finite).
+ */
+enum core_status kv_fill_open(struct kv_cache *c, size_t front, size_t first, size_t length);
+size_t kv_fill_at(struct kv_cache *c, int part, size_t g, size_t row, void **at);
+void kv_fill_close(struct kv_cache *c, size_t length);
+
+/* Whether n stored elements at p of part `part` (as kv_fill_at's) are what
+ * kv_append_stored accepts: finite (int8 rows always are), scales also
+ * >= 0. */
+bool kv_stored_finite(const struct kv_cache *c, int part, const void *p, size_t n);
+
 /* Bytes of one stored element (8, 4, 2 or 1). */
 size_t kv_elem_bytes(const struct kv_cache *c);
 

@@ -41,8 +41,17 @@
  * IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
  * off) and version 1 (no half or kv_store, rows in the dtype) still read.
  * Reading is bounded by the bytes' size: no length read from them is
- * allocated before it is known to fit in what is left; rows are read in
- * place (copied once into the cache) unless they are misaligned.
+ * allocated before it is known to fit in what is left (or, when the size
+ * is not known ahead, before those bytes have arrived).
+ *
+ * Reading goes piece by piece (struct sess_importer), so that an upload is
+ * imported as it arrives, never held whole: the header is gathered until
+ * it reads whole (each attempt waits for the bytes its first missing field
+ * needs), then checked (sizes, limits, settings) and the session's pages
+ * claimed and allocated; then each piece of rows is checksummed, copied
+ * straight into its page and checked for finiteness there while it is in
+ * cache; the trailing checksum is compared at the end. Decoding a state
+ * file (sess_decode) is the same reader over one piece, without a store.
  *
  * The IEEE CRC-32 of versions 1 to 3 is hand-written (a 256-entry table)
  * because zlib is not among the build dependencies; version 4 uses the
@@ -279,17 +288,27 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
 struct rd {
     const unsigned char *base; /* the first byte */
     const unsigned char *p;    /* next byte */
-    size_t left;               /* bytes before the trailing crc */
+    size_t left;               /* bytes that may be read */
     uint32_t version;
     const char *err;           /* first problem, or NULL */
+    size_t need;               /* err from a short read: the bytes from base it
+                                  wanted (SIZE_MAX: more than any); else 0 */
 };
+
+/* A read of n bytes past what is there. */
+static void short_read(struct rd *r, size_t n)
+{
+    size_t at = (size_t)(r->p - r->base);
+    r->err = "truncated";
+    r->need = n > SIZE_MAX - at ? SIZE_MAX : at + n;
+}
 
 static bool get(struct rd *r, void *p, size_t n)
 {
     if (r->err)
         return false;
     if (n > r->left) {
-        r->err = "truncated";
+        short_read(r, n);
         return false;
     }
     if (n)
@@ -327,9 +346,12 @@ static const void *take(struct rd *r, uint64_t a, uint64_t b, size_t es)
     size_t bytes;
     if (r->err || a == 0 || b == 0)
         return NULL;
-    if (a > SIZE_MAX || b > SIZE_MAX ||
-        !core_mul3((size_t)a, (size_t)b, es, &bytes) || bytes > r->left) {
-        r->err = "truncated";
+    if (a > SIZE_MAX || b > SIZE_MAX || !core_mul3((size_t)a, (size_t)b, es, &bytes)) {
+        short_read(r, SIZE_MAX);
+        return NULL;
+    }
+    if (bytes > r->left) {
+        short_read(r, bytes);
         return NULL;
     }
     const void *p = r->p;
@@ -365,10 +387,9 @@ struct loaded {
     double idle_s;
     double *slopes, *sinks;
     void *bq, *bk, *bv;
-    const void *k, *v;              /* rows where they are read [h_kv][length][d] */
-    const void *ks, *vs;            /* int8 scales where they are [h_kv][length] */
 };
 
+/* Free l's arrays (a session made of it holds copies). */
 static void loaded_free(struct loaded *l)
 {
     free(l->slopes);
@@ -376,6 +397,8 @@ static void loaded_free(struct loaded *l)
     free(l->bq);
     free(l->bk);
     free(l->bv);
+    l->slopes = l->sinks = NULL;
+    l->bq = l->bk = l->bv = NULL;
 }
 
 /* The version 3 settings: softcap, per-head sinks, RoPE dims and scaling
@@ -529,37 +552,13 @@ static void read_header(struct rd *r, struct loaded *l)
         r->err = "bad header field";
 }
 
-/* Where the rows are: after zero padding to a multiple of 8, the int8
- * scales, K and V (version 4); K, V and then the scales before. */
-static void read_rows(struct rd *r, struct loaded *l, size_t kn, size_t vn, size_t ses)
-{
-    bool i8 = l->spec.kv_store == KV_STORE_I8;
-    size_t h_kv = l->spec.shape.h_kv;
-    if (r->version >= 4) {
-        size_t n_pad = (8 - (size_t)(r->p - r->base) % 8) % 8;
-        const unsigned char *pad = take(r, n_pad, 1, 1);
-        for (size_t i = 0; pad && !r->err && i < n_pad; i++)
-            if (pad[i])
-                r->err = "bad padding";
-    }
-    if (i8 && r->version >= 4) {
-        l->ks = take(r, l->rows, h_kv, sizeof(float));
-        l->vs = take(r, l->rows, h_kv, sizeof(float));
-    }
-    l->k = take(r, kn, 1, ses);
-    l->v = take(r, vn, 1, ses);
-    if (i8 && r->version < 4) {
-        l->ks = take(r, l->length, h_kv, sizeof(float));
-        l->vs = take(r, l->length, h_kv, sizeof(float));
-    }
-}
-
-/* Biases and rows. */
-static void read_body(struct rd *r, struct loaded *l)
+/* The biases and (version 4) the zero padding before the rows: the rest
+ * of the header. */
+static void read_biases(struct rd *r, struct loaded *l)
 {
     struct sess_spec *sp = &l->spec;
     const struct attn_shape *sh = &sp->shape;
-    size_t es = attn_dtype_size(sp->params.dtype), kn, vn;
+    size_t es = attn_dtype_size(sp->params.dtype);
     sp->bias_q_heads = get_u64(r);
     sp->bias_k_heads = get_u64(r);
     sp->bias_v_heads = get_u64(r);
@@ -577,139 +576,58 @@ static void read_body(struct rd *r, struct loaded *l)
     sp->bias_q = l->bq;
     sp->bias_k = l->bk;
     sp->bias_v = l->bv;
-    if (l->rows > SIZE_MAX || !core_mul3((size_t)l->rows, sh->h_kv, sh->d_k, &kn) ||
-        !core_mul3((size_t)l->rows, sh->h_kv, sh->d_v, &vn)) {
-        r->err = "truncated";
-        return;
+    if (r->version >= 4) {
+        size_t n_pad = (8 - (size_t)(r->p - r->base) % 8) % 8;
+        const unsigned char *pad = take(r, n_pad, 1, 1);
+        for (size_t i = 0; pad && !r->err && i < n_pad; i++)
+            if (pad[i])
+                r->err = "bad padding";
     }
+}
+
+/* One array of the rows: [h_kv][held rows][w bytes] of part `kind` of the
+ * cache (kv_fill_at's), elements of es bytes. */
+struct rows_part {
+    int kind;
+    size_t w, es;
+};
+
+/* The arrays of the rows in their order (version 4: the int8 scales, K,
+ * V; before: K, V, the scales) into out[4]; their count, and their bytes
+ * in *bytes; 0 with *bytes SIZE_MAX when those overflow. */
+static int rows_parts(const struct loaded *l, uint32_t version, struct rows_part out[4],
+                      size_t *bytes)
+{
+    const struct sess_spec *sp = &l->spec;
+    size_t es = attn_dtype_size(sp->params.dtype), h_kv = sp->shape.h_kv, n = 0, all = 0;
     size_t ses = sp->kv_store == KV_STORE_SAME ? es : sp->kv_store == KV_STORE_I8 ? 1 : 2;
-    read_rows(r, l, kn, vn, ses);
-}
-
-/* Parse n encoded bytes into l; NULL or the reason they are bad. The rows
- * stay where they are (l->k ... point into p). */
-static const char *parse(const void *p, size_t n, struct loaded *l)
-{
-    if (n < 4)
-        return "truncated";
-    struct rd r = {.base = p, .p = p, .left = n - 4};
-    read_header(&r, l);
-    read_body(&r, l);
-    if (!r.err && r.left != 0)
-        r.err = "trailing bytes";
-    if (!r.err) {
-        uint32_t want, crc = r.version >= 4 ? jnl_crc32c(0, p, n - 4)
-                                            : crc_update(ieee_table(), 0, p, n - 4);
-        memcpy(&want, (const unsigned char *)p + n - 4, sizeof want);
-        if (want != crc)
-            r.err = "checksum mismatch";
+    bool i8 = sp->kv_store == KV_STORE_I8;
+    struct rows_part k = {0, 0, ses}, v = {1, 0, ses};
+    struct rows_part ks = {2, sizeof(float), sizeof(float)}, vs = {3, sizeof(float), sizeof(float)};
+    *bytes = SIZE_MAX;
+    if (!core_mul(sp->shape.d_k, ses, &k.w) || !core_mul(sp->shape.d_v, ses, &v.w))
+        return 0;
+    if (i8 && version >= 4) {
+        out[n++] = ks;
+        out[n++] = vs;
     }
-    return r.err;
-}
-
-/* p itself when it is aligned for align, else a malloc'd copy of its bytes
- * into *copy (NULL when memory is short). */
-static const void *aligned(const void *p, size_t align, size_t bytes, void **copy)
-{
-    if (!p || (uintptr_t)p % align == 0)
-        return p;
-    *copy = malloc(bytes);
-    if (*copy)
-        memcpy(*copy, p, bytes);
-    return *copy;
-}
-
-/* Rows [r0, r0 + n) of every head of the arrays [h_kv][m][width] of p
- * (parts: K, V, K scales, V scales), each part gathered into one new
- * block [h_kv][n][width] in out[4]; false when memory is short. */
-static bool gather_part(const struct kv_cache *kv, const void *const p[4], size_t m,
-                        size_t r0, size_t n, void *out[4])
-{
-    size_t es = kv_elem_bytes(kv), h_kv = kv_heads(kv);
-    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
-    for (int i = 0; i < 4; i++) {
-        out[i] = NULL;
-        if (!p[i])
-            continue;
-        if (!(out[i] = malloc(h_kv * n * width[i] + 1)))
-            return false;
-        for (size_t g = 0; g < h_kv; g++)
-            memcpy((char *)out[i] + g * n * width[i],
-                   (const char *)p[i] + (g * m + r0) * width[i], n * width[i]);
+    out[n++] = k;
+    out[n++] = v;
+    if (i8 && version < 4) {
+        out[n++] = ks;
+        out[n++] = vs;
     }
-    return true;
-}
-
-/* A session that let rows go: its front rows, the jump to first_row, its
- * tail (rows [m] per head in p, held ones only). */
-static enum core_status append_rolled(struct kv_cache *kv, const struct loaded *l,
-                                      const void *const p[4], size_t m)
-{
-    size_t front = (size_t)front_rows(l), tail = m - front;
-    void *a[4] = {NULL}, *b[4] = {NULL};
-    enum core_status rc = CORE_ENOMEM;
-    if (gather_part(kv, p, m, 0, front, a) && gather_part(kv, p, m, front, tail, b)) {
-        rc = front ? kv_append_stored(kv, a[0], a[1], a[2], a[3], front) : CORE_OK;
-        if (rc == CORE_OK)
-            rc = kv_skip(kv, (size_t)l->first);
-        if (rc == CORE_OK && tail)
-            rc = kv_append_stored(kv, b[0], b[1], b[2], b[3], tail);
+    for (size_t i = 0; i < n; i++) {
+        size_t b;
+        if (l->rows > SIZE_MAX || !core_mul3((size_t)l->rows, h_kv, out[i].w, &b) ||
+            !core_add(all, b, &all))
+            return 0;
     }
-    for (int i = 0; i < 4; i++) {
-        free(a[i]);
-        free(b[i]);
-    }
-    return rc;
+    *bytes = all;
+    return (int)n;
 }
 
-/* Copy the parsed rows into the session's empty cache (the one place the
- * cache's rows are written from the format). */
-static enum core_status append_rows(struct kv_cache *kv, const struct loaded *l)
-{
-    size_t m = (size_t)l->rows, h_kv = kv_heads(kv), es = kv_elem_bytes(kv);
-    if (m == 0)
-        return l->first ? kv_skip(kv, (size_t)l->first) : CORE_OK;
-    void *tmp[4] = {NULL, NULL, NULL, NULL};
-    const void *k = aligned(l->k, es, m * h_kv * kv_d_k(kv) * es, &tmp[0]);
-    const void *v = aligned(l->v, es, m * h_kv * kv_d_v(kv) * es, &tmp[1]);
-    const void *ks = aligned(l->ks, sizeof(float), m * h_kv * sizeof(float), &tmp[2]);
-    const void *vs = aligned(l->vs, sizeof(float), m * h_kv * sizeof(float), &tmp[3]);
-    enum core_status rc = CORE_ENOMEM;
-    const void *parts[4] = {k, v, ks, vs};
-    if (k && v && (!l->ks || ks) && (!l->vs || vs))
-        rc = l->first ? append_rolled(kv, l, parts, m)
-                      : kv_append_stored(kv, k, v, ks, vs, m);
-    for (int i = 0; i < 4; i++)
-        free(tmp[i]);
-    return rc;
-}
-
-const char *sess_decode(const void *p, size_t n, struct sess **out,
-                        double *idle_s)
-{
-    struct loaded l = {0};
-    const char *why = parse(p, n, &l);
-    struct sess *s = NULL;
-    if (!why) {
-        enum core_status rc;
-        s = sess_new_from_spec(&l.spec, &rc);
-        if (s)
-            rc = append_rows(s->kv, &l);
-        if (!s || rc != CORE_OK) {
-            why = core_status_text(rc);
-            sess_destroy(s);
-            s = NULL;
-        } else {
-            memcpy(s->id, l.id, SESS_ID_MAX);
-            *idle_s = l.idle_s;
-        }
-    }
-    loaded_free(&l);
-    *out = s;
-    return why;
-}
-
-/* ---- import ------------------------------------------------------------- */
+/* ---- import, piece by piece ---------------------------------------------- */
 
 static void say(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -723,48 +641,76 @@ static void say(char *why, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The importing replica's limits on the parsed header. */
-static enum core_status import_limits(const struct loaded *l,
-                                      const struct sess_import_limits *lim, char *why)
+enum imp_phase {
+    IMP_HEAD,       /* the header's bytes are gathered in hb */
+    IMP_ROWS,       /* rows are copied into the cache */
+    IMP_SUM,        /* the trailing checksum's 4 bytes */
+    IMP_DONE,       /* all there: any more is trailing */
+};
+
+struct sess_importer {
+    struct sess_store *st;          /* NULL: a decode (no limits, claim or link) */
+    struct sess_import_limits lim;  /* all 0: none */
+    size_t total;                   /* the bytes announced, or SIZE_MAX */
+    enum core_status rc;            /* CORE_OK, or the first refusal */
+    const char *bad;                /* its reason as a static text */
+    char why[SESS_WHY_MAX];         /* its reason for the caller */
+    enum imp_phase phase;
+    unsigned char *hb;              /* the header so far (IMP_HEAD) */
+    size_t hn, hcap, need;          /* its bytes, room, and the bytes that the
+                                       next attempt to read it needs */
+    uint32_t version;
+    struct loaded l;                /* the header read (its arrays freed) */
+    struct sess *s;                 /* the new session, unlinked, being filled */
+    size_t claimed;                 /* bytes claimed in st while allocating */
+    struct rows_part parts[4];
+    int n_parts, pi;                /* the arrays of rows; the one arriving */
+    size_t g, row, b;               /* its head, held row, byte in that row */
+    size_t front, first;            /* held row r is row r below front, else
+                                       first + (r - front) */
+    size_t left;                    /* bytes of rows still to come */
+    uint32_t crc;                   /* of every byte before the checksum */
+    unsigned char sum[4];           /* the trailing checksum */
+    size_t sn;
+};
+
+/* The running checksum of the encoding's version over p[n]. */
+static uint32_t crc_more(uint32_t version, uint32_t crc, const void *p, size_t n)
 {
-    const struct attn_shape *sh = &l->spec.shape;
-    size_t max = lim ? lim->max_row_elements : 0, q, kv;
-    if (max && (!core_mul(sh->h, sh->d_k, &q) || q > max ||
-                !core_add(sh->d_k, sh->d_v, &kv) || !core_mul(kv, sh->h_kv, &kv) ||
-                kv > max)) {
-        say(why, "a row over all heads is over this replica's element limit (%zu)", max);
-        return CORE_ELIMIT;
-    }
-    if (lim && lim->max_tokens && l->spec.max_tokens > lim->max_tokens) {
-        say(why, "its max_tokens (%zu) is over this replica's limit (%zu)",
-            l->spec.max_tokens, lim->max_tokens);
-        return CORE_ELIMIT;
-    }
-    return CORE_OK;
+    return version >= 4 ? jnl_crc32c(crc, p, n) : crc_update(ieee_table(), crc, p, n);
 }
 
-/* Whether s's cache, grown to `length` rows, fits the store: checked
- * before the rows are allocated. */
-static enum core_status import_room(struct sess_store *st, const struct sess *s,
-                                    uint64_t length, char *why)
+/* Everything built so far goes at once: the session and its pages, the
+ * claim, the header's bytes. */
+static void drop_all(struct sess_importer *im)
 {
-    size_t bytes = 0, max = st->cfg.max_cache_bytes;
-    if (length > SIZE_MAX || kv_plan(s->kv, (size_t)length, &bytes, NULL) != CORE_OK) {
-        say(why, "its rows do not fit in memory");
-        return CORE_ELIMIT;
-    }
-    if (max && bytes > max) {
-        say(why, "it needs %zu cache bytes, over this replica's whole cache (%zu)",
-            bytes, max);
-        return CORE_ELIMIT;
-    }
-    enum core_status rc = sess_admissible(st, bytes);
-    if (rc != CORE_OK)
-        say(why, "no room for %zu more cache bytes and one more session now", bytes);
-    return rc;
+    sess_destroy(im->s);
+    im->s = NULL;
+    if (im->claimed)
+        sess_unclaim_rows(im->st, im->claimed);
+    im->claimed = 0;
+    free(im->hb);
+    im->hb = NULL;
+    im->hn = im->hcap = 0;
+    loaded_free(&im->l);
 }
 
-/* A failure to make a session of parsed bytes: too big (CORE_ELIMIT) and
+/* The first refusal: rc with text (static) as its reason and prefix
+ * before it in why (text NULL: why is said already, the reason is rc's
+ * text); everything built is dropped. */
+static void refuse(struct sess_importer *im, enum core_status rc, const char *prefix,
+                   const char *text)
+{
+    if (im->rc != CORE_OK)
+        return;
+    im->rc = rc;
+    im->bad = text ? text : core_status_text(rc);
+    if (text)
+        say(im->why, "%s%s", prefix ? prefix : "", text);
+    drop_all(im);
+}
+
+/* A failure to make a session of read bytes: too big (CORE_ELIMIT) and
  * out of memory stay what they are; anything else means the bytes are bad
  * (a setting out of range, a non-finite value). */
 static enum core_status bad_bytes(enum core_status rc)
@@ -772,39 +718,332 @@ static enum core_status bad_bytes(enum core_status rc)
     return rc == CORE_ELIMIT || rc == CORE_ENOMEM ? rc : CORE_ECORRUPT;
 }
 
+/* The importing replica's limits on the header read; why set when over. */
+static enum core_status import_limits(const struct loaded *l,
+                                      const struct sess_import_limits *lim, char *why)
+{
+    const struct attn_shape *sh = &l->spec.shape;
+    size_t max = lim->max_row_elements, q, kv;
+    if (max && (!core_mul(sh->h, sh->d_k, &q) || q > max ||
+                !core_add(sh->d_k, sh->d_v, &kv) || !core_mul(kv, sh->h_kv, &kv) ||
+                kv > max)) {
+        say(why, "a row over all heads is over this replica's element limit (%zu)", max);
+        return CORE_ELIMIT;
+    }
+    if (lim->max_tokens && l->spec.max_tokens > lim->max_tokens) {
+        say(why, "its max_tokens (%zu) is over this replica's limit (%zu)",
+            l->spec.max_tokens, lim->max_tokens);
+        return CORE_ELIMIT;
+    }
+    return CORE_OK;
+}
+
+/* The bytes of the new session's pages claimed in the store before they
+ * are allocated: over the whole cache is a limit, over what is free now
+ * (lru: after evicting idle sessions) capacity. why set when refused. */
+static enum core_status import_claim(struct sess_importer *im)
+{
+    size_t bytes = 0, max = im->st->cfg.max_cache_bytes;
+    if (im->l.rows > SIZE_MAX ||
+        kv_plan(im->s->kv, (size_t)im->l.rows, NULL, &bytes) != CORE_OK) {
+        say(im->why, "its rows do not fit in memory");
+        return CORE_ELIMIT;
+    }
+    if (max && bytes > max) {
+        say(im->why, "it needs %zu cache bytes, over this replica's whole cache (%zu)",
+            bytes, max);
+        return CORE_ELIMIT;
+    }
+    if (sess_claim_new(im->st, bytes) != CORE_OK) {
+        say(im->why, "no room for %zu more cache bytes and one more session now", bytes);
+        return CORE_ECAPACITY;
+    }
+    im->claimed = bytes;
+    return CORE_OK;
+}
+
+/* The header is whole (its first `used` bytes of hb): the size of the
+ * rows against the bytes announced, the limits, the settings, the claim,
+ * and the pages the rows go to. */
+static void head_done(struct sess_importer *im, size_t used)
+{
+    struct loaded *l = &im->l;
+    size_t rows_bytes, end;
+    im->n_parts = rows_parts(l, im->version, im->parts, &rows_bytes);
+    if (!im->n_parts || !core_add(used, rows_bytes, &end) || end > SIZE_MAX - 4 ||
+        (im->total != SIZE_MAX && end + 4 > im->total)) {
+        refuse(im, CORE_ECORRUPT, NULL, "truncated");
+        return;
+    }
+    if (im->total != SIZE_MAX && end + 4 < im->total) {
+        refuse(im, CORE_ECORRUPT, NULL, "trailing bytes");
+        return;
+    }
+    enum core_status rc = CORE_OK;
+    if (im->st && (rc = import_limits(l, &im->lim, im->why)) != CORE_OK) {
+        refuse(im, rc, NULL, NULL);
+        return;
+    }
+    if (!(im->s = sess_new_from_spec(&l->spec, &rc))) {
+        refuse(im, bad_bytes(rc), "its settings: ", core_status_text(rc));
+        return;
+    }
+    loaded_free(l);                 /* the session holds copies */
+    if (im->st && (rc = import_claim(im)) != CORE_OK) {
+        refuse(im, rc, NULL, NULL);
+        return;
+    }
+    if (im->st)
+        kv_set_acct(im->s->kv, &im->st->acct);  /* counted from the first page */
+    im->front = l->first ? (size_t)front_rows(l) : (size_t)l->rows;
+    im->first = (size_t)l->first;
+    rc = kv_fill_open(im->s->kv, im->first ? im->front : (size_t)l->length, im->first,
+                      (size_t)l->length);
+    if (im->claimed)
+        sess_unclaim_rows(im->st, im->claimed);
+    im->claimed = 0;
+    if (rc != CORE_OK) {
+        refuse(im, bad_bytes(rc), "its rows: ", core_status_text(rc));
+        return;
+    }
+    im->left = rows_bytes;
+    im->phase = rows_bytes ? IMP_ROWS : IMP_SUM;
+}
+
+/* Read the header from hb if it is whole: the bytes it took (and the
+ * import goes on with the rows), else 0: a refusal, or waiting for the
+ * bytes that the first missing field needs (one that cannot fit in the
+ * bytes announced is "truncated" at once). */
+static size_t head_try(struct sess_importer *im)
+{
+    size_t most = im->total == SIZE_MAX ? SIZE_MAX
+                : im->total < 4 ? 0 : im->total - 4;    /* before the checksum */
+    loaded_free(&im->l);
+    memset(&im->l, 0, sizeof im->l);
+    struct rd r = {.base = im->hb, .p = im->hb, .left = im->hn < most ? im->hn : most};
+    read_header(&r, &im->l);
+    read_biases(&r, &im->l);
+    if (r.err) {
+        loaded_free(&im->l);
+        if (r.need > im->hn && r.need <= most)
+            im->need = r.need;      /* more bytes to come */
+        else
+            refuse(im, CORE_ECORRUPT, NULL, r.err);
+        return 0;
+    }
+    size_t used = (size_t)(r.p - r.base);
+    im->version = r.version;
+    im->crc = crc_more(im->version, 0, im->hb, used);
+    head_done(im, used);
+    return im->rc == CORE_OK ? used : 0;
+}
+
+static void feed(struct sess_importer *im, const unsigned char *p, size_t n);
+
+/* Gather header bytes from p[n] up to what the next attempt to read it
+ * needs, and try; bytes gathered past a whole header go on as rows.
+ * Returns the bytes taken. */
+static size_t head_feed(struct sess_importer *im, const unsigned char *p, size_t n)
+{
+    size_t k = im->need - im->hn < n ? im->need - im->hn : n;
+    if (im->hn + k > im->hcap) {
+        size_t cap = im->hcap ? im->hcap : 4096;
+        while (cap < im->hn + k)
+            cap = cap > SIZE_MAX / 2 ? im->hn + k : cap * 2;
+        unsigned char *q = realloc(im->hb, cap);
+        if (!q) {
+            refuse(im, CORE_ENOMEM, NULL, core_status_text(CORE_ENOMEM));
+            return n;
+        }
+        im->hb = q;
+        im->hcap = cap;
+    }
+    memcpy(im->hb + im->hn, p, k);
+    im->hn += k;
+    size_t used = im->hn < im->need ? 0 : head_try(im);
+    if (used) {
+        unsigned char *hb = im->hb;
+        size_t hn = im->hn;
+        im->hb = NULL;
+        im->hn = im->hcap = 0;
+        feed(im, hb + used, hn - used);
+        free(hb);
+    }
+    return k;
+}
+
+/* Copy rows from p[n] into the cache, with the checksum and the check of
+ * every element completed; returns the bytes taken. Each piece goes to
+ * one page's contiguous rows of one head and part, checked there while it
+ * is in cache. */
+static size_t rows_feed(struct sess_importer *im, const unsigned char *p, size_t n)
+{
+    struct kv_cache *kv = im->s->kv;
+    size_t took = 0, held = (size_t)im->l.rows, h_kv = kv_heads(kv);
+    while (n && im->left) {
+        const struct rows_part *pt = &im->parts[im->pi];
+        size_t row = im->row < im->front ? im->row : im->first + (im->row - im->front);
+        void *at;
+        size_t run = kv_fill_at(kv, pt->kind, im->g, row, &at);
+        if (run > held - im->row)
+            run = held - im->row;
+        size_t room = run * pt->w - im->b, k = room < n ? room : n;
+        unsigned char *d = at;
+        im->crc = crc_more(im->version, im->crc, p, k);
+        memcpy(d + im->b, p, k);
+        /* the elements this piece completes (one may have begun before) */
+        size_t lo = im->b / pt->es * pt->es, hi = (im->b + k) / pt->es * pt->es;
+        took += k;
+        if (hi > lo && !kv_stored_finite(kv, pt->kind, d + lo, (hi - lo) / pt->es)) {
+            refuse(im, CORE_ECORRUPT, "its rows: ", core_status_text(CORE_ENONFINITE));
+            return took;
+        }
+        p += k;
+        n -= k;
+        im->left -= k;
+        im->row += (im->b + k) / pt->w;
+        im->b = (im->b + k) % pt->w;
+        if (im->row == held) {
+            im->row = 0;
+            if (++im->g == h_kv) {
+                im->g = 0;
+                im->pi++;
+            }
+        }
+    }
+    if (!im->left)
+        im->phase = IMP_SUM;
+    return took;
+}
+
+static void feed(struct sess_importer *im, const unsigned char *p, size_t n)
+{
+    while (n && im->rc == CORE_OK) {
+        size_t k = n;
+        switch (im->phase) {
+        case IMP_HEAD:
+            k = head_feed(im, p, n);
+            break;
+        case IMP_ROWS:
+            k = rows_feed(im, p, n);
+            break;
+        case IMP_SUM:
+            k = 4 - im->sn < n ? 4 - im->sn : n;
+            memcpy(im->sum + im->sn, p, k);
+            im->sn += k;
+            if (im->sn == 4)
+                im->phase = IMP_DONE;
+            break;
+        case IMP_DONE:
+            refuse(im, CORE_ECORRUPT, NULL, "trailing bytes");
+            break;
+        }
+        p += k;
+        n -= k;
+    }
+}
+
+struct sess_importer *sess_import_begin(struct sess_store *st,
+                                        const struct sess_import_limits *lim,
+                                        size_t total)
+{
+    struct sess_importer *im = calloc(1, sizeof *im);
+    if (!im)
+        return NULL;
+    im->st = st;
+    if (lim)
+        im->lim = *lim;
+    im->total = total;
+    im->need = 1;
+    return im;
+}
+
+enum core_status sess_import_feed(struct sess_importer *im, const void *p, size_t n)
+{
+    feed(im, p, n);
+    return im->rc;
+}
+
+/* The bytes ended: whole, with the right checksum? The session's length
+ * is then set (rc CORE_OK). */
+static void finish(struct sess_importer *im)
+{
+    if (im->rc != CORE_OK)
+        return;
+    if (im->phase != IMP_DONE) {
+        refuse(im, CORE_ECORRUPT, NULL, "truncated");
+        return;
+    }
+    uint32_t want;
+    memcpy(&want, im->sum, sizeof want);
+    if (want != im->crc) {
+        refuse(im, CORE_ECORRUPT, NULL, "checksum mismatch");
+        return;
+    }
+    kv_fill_close(im->s->kv, (size_t)im->l.length);
+}
+
+enum core_status sess_import_end(struct sess_importer *im, char *id)
+{
+    finish(im);
+    if (im->rc != CORE_OK)
+        return im->rc;
+    struct sess *s = im->s;
+    im->s = NULL;
+    s->id[0] = '\0';               /* a new id of this replica */
+    im->rc = sess_link_journaled(im->st, s, id);
+    if (im->rc == CORE_ECAPACITY)
+        say(im->why, "no room for one more session now");
+    else if (im->rc != CORE_OK)
+        say(im->why, "%s", core_status_text(im->rc));
+    return im->rc;
+}
+
+const char *sess_import_why(const struct sess_importer *im)
+{
+    return im->why;
+}
+
+void sess_import_free(struct sess_importer *im)
+{
+    if (!im)
+        return;
+    drop_all(im);
+    free(im);
+}
+
 enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
                              const struct sess_import_limits *lim, char *id,
                              char *why)
 {
-    struct loaded l = {0};
-    struct sess *s = NULL;
-    enum core_status rc = CORE_OK;
-    const char *bad = parse(p, n, &l);
-    say(why, "%s", bad ? bad : "");
-    if (bad)
-        rc = CORE_ECORRUPT;
-    else
-        rc = import_limits(&l, lim, why);
-    if (rc == CORE_OK && !(s = sess_new_from_spec(&l.spec, &rc))) {
-        say(why, "its settings: %s", core_status_text(rc));
-        rc = bad_bytes(rc);
-    }
-    if (rc == CORE_OK)
-        rc = import_room(st, s, l.rows, why);
-    if (rc == CORE_OK && (rc = append_rows(s->kv, &l)) != CORE_OK) {
-        say(why, "its rows: %s", core_status_text(rc));
-        rc = bad_bytes(rc);
-    }
-    loaded_free(&l);
-    if (rc != CORE_OK) {
-        sess_destroy(s);
-        return rc;
-    }
-    s->id[0] = '\0';               /* a new id of this replica */
-    rc = sess_link_journaled(st, s, id);
-    if (rc == CORE_ECAPACITY)
-        say(why, "no room for one more session now");
+    struct sess_importer *im = sess_import_begin(st, lim, n);
+    if (!im)
+        return CORE_ENOMEM;
+    sess_import_feed(im, p, n);
+    enum core_status rc = sess_import_end(im, id);
+    say(why, "%s", im->why);
+    sess_import_free(im);
     return rc;
+}
+
+const char *sess_decode(const void *p, size_t n, struct sess **out,
+                        double *idle_s)
+{
+    struct sess_importer *im = sess_import_begin(NULL, NULL, n);
+    *out = NULL;
+    if (!im)
+        return core_status_text(CORE_ENOMEM);
+    feed(im, p, n);
+    finish(im);
+    const char *why = im->rc == CORE_OK ? NULL : im->bad;
+    if (!why) {
+        *out = im->s;
+        im->s = NULL;
+        memcpy((*out)->id, im->l.id, SESS_ID_MAX);
+        *idle_s = im->l.idle_s;
+    }
+    sess_import_free(im);
+    return why;
 }
 
 enum core_status sess_export(struct sess_store *st, struct sess *s,

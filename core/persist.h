@@ -4,10 +4,14 @@
  * The bytes are core/persist.c's encoding of a session, the one the state
  * files and the journal use (format in persist.c and the README).
  *
- * Import reads the whole encoding and checks it (magic, version, byte
- * order, every length against the bytes present, the settings, the
- * checksum) and then the limits, before it allocates the rows: a refused
- * import changes nothing in the store.
+ * Import reads the encoding piece by piece as it arrives (an upload is
+ * never held whole): the header is checked (magic, version, byte order,
+ * every length against the bytes announced, the settings) and then the
+ * limits, and the rows' bytes are claimed in the store before they are
+ * allocated; each piece of rows is copied into the new session's pages
+ * and checked there (finite values), and the checksum and the end of the
+ * bytes are checked last. A refusal frees what was built at once and
+ * changes nothing in the store.
  */
 #ifndef ATTND_CORE_PERSIST_H
 #define ATTND_CORE_PERSIST_H
@@ -43,10 +47,39 @@ enum core_status sess_export(struct sess_store *st, struct sess *s,
  *   CORE_ECAPACITY  it would fit an emptier store (max_sessions, or
  *                   max_cache_bytes with what is held now)
  *   CORE_ENOMEM, CORE_ESTORAGE, CORE_EIO as sess_create
- * Nothing is allocated for the rows before the limits are checked.
+ * Nothing is allocated for the rows before the limits are checked and
+ * their bytes claimed. A body with several faults is refused for the
+ * first one found in reading order (its checksum is compared last).
  */
 enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
                              const struct sess_import_limits *lim, char *id,
                              char *why);
+
+/*
+ * sess_import piece by piece (sess_import is begin, one feed, end, free):
+ *   sess_import_begin  an import into st of `total` bytes (SIZE_MAX: not
+ *                      known ahead; then a short or long body is found
+ *                      out only as it ends); lim may be NULL. NULL when
+ *                      memory is short.
+ *   sess_import_feed   the next n bytes: CORE_OK, or the refusal (the
+ *                      first one found, as sess_import's; later feeds do
+ *                      nothing and return it). Everything built is freed
+ *                      at a refusal.
+ *   sess_import_end    the bytes ended: checks the end and the checksum and
+ *                      links the session under a new id (into
+ *                      id[SESS_ID_MAX]); sess_import's statuses.
+ *   sess_import_why    the reason of a refusal ("" before one)
+ *   sess_import_free   frees it and whatever it built (a refused, ended or
+ *                      abandoned import: the client went away); NULL: no-op.
+ * The store must outlive the import. One thread at a time per import.
+ */
+struct sess_importer;
+struct sess_importer *sess_import_begin(struct sess_store *st,
+                                        const struct sess_import_limits *lim,
+                                        size_t total);
+enum core_status sess_import_feed(struct sess_importer *im, const void *p, size_t n);
+enum core_status sess_import_end(struct sess_importer *im, char *id);
+const char *sess_import_why(const struct sess_importer *im);
+void sess_import_free(struct sess_importer *im);
 
 #endif

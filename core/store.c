@@ -279,23 +279,6 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
     }
 }
 
-enum core_status sess_admissible(struct sess_store *st, size_t add_bytes)
-{
-    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
-    pthread_mutex_lock(&st->mu);
-    size_t used = used_bytes(st);
-    bool fits_s = max_s == 0 || st->count + 1 <= max_s;
-    bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
-    if (!(fits_s && fits_b) && st->cfg.policy == SESS_POLICY_LRU) {
-        size_t idle_n, idle_b = idle_bytes(st, NULL, &idle_n);
-        fits_s = max_s == 0 || st->count + 1 <= max_s + idle_n;
-        fits_b = max_b == 0 || (add_bytes <= max_b &&
-                                used - (idle_b < used ? idle_b : used) <= max_b - add_bytes);
-    }
-    pthread_mutex_unlock(&st->mu);
-    return fits_s && fits_b ? CORE_OK : CORE_ECAPACITY;
-}
-
 /* ---- store ------------------------------------------------------------- */
 
 struct sess_store *sess_store_new(const struct sess_config *cfg)
@@ -787,6 +770,18 @@ enum core_status sess_claim_rows(struct sess_store *st, struct sess *s, size_t n
     bury(grave);
     *claimed = bytes;
     *tight_out = tight;
+    return rc;
+}
+
+enum core_status sess_claim_new(struct sess_store *st, size_t bytes)
+{
+    struct sess *grave = NULL;
+    pthread_mutex_lock(&st->mu);
+    enum core_status rc = admit(st, 1, bytes, NULL, true, &grave);
+    if (rc == CORE_OK)
+        st->claimed += bytes;       /* claimed before allocating */
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
     return rc;
 }
 

@@ -93,15 +93,17 @@ bool sess_is_linked(struct sess_store *st, const struct sess *s);
 enum core_status sess_claim_rows(struct sess_store *st, struct sess *s, size_t need,
                                  size_t *claimed, bool *tight);
 void sess_unclaim_rows(struct sess_store *st, size_t bytes);
+/* Claim `bytes` for the rows of a new session before allocating them (an
+ * import): admitted with one more session against the limits (lru may
+ * evict idle sessions); sess_unclaim_rows once its pages are allocated
+ * into a cache counting in st->acct (kv_set_acct; sess_link then adds
+ * no bytes for it), or not.
+ * CORE_ECAPACITY. */
+enum core_status sess_claim_new(struct sess_store *st, size_t bytes);
 
 /* A new unlinked session with s's settings sharing every page of its
  * cache (no id yet); NULL with *err set. s held. */
 struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err);
-
-/* Whether one more session of add_bytes would be admitted now (the lru
- * policy counting what it could evict), without changing anything:
- * CORE_OK or CORE_ECAPACITY. */
-enum core_status sess_admissible(struct sess_store *st, size_t add_bytes);
 
 /* sess_release without counting as a use (save walks sessions this way). */
 void sess_unhold(struct sess_store *st, struct sess *s);

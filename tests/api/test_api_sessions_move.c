@@ -463,12 +463,12 @@ TEST(old_state_file_imports)
     struct api_response r;
     ctx.cfg.max_tokens = 32768;                 /* the file's */
     CHECK_EQ_INT(import(buf + 1, n + 3, nid, &r), 201);
-    ctx.cfg.max_tokens = 4096;
     if (r.status != 201)
         printf("  %.*s\n", (int)r.body_len, r.body);
     api_response_free(&r);
     buf[n] ^= 1;
     refused(buf + 1, n + 3, 422, "invalid_export", "checksum mismatch");
+    ctx.cfg.max_tokens = 4096;
 }
 
 TEST(routes_methods_and_auth)
