@@ -8,6 +8,7 @@
  */
 #include "api/internal.h"
 #include "api/numread.h"
+#include "core/attn.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -269,8 +270,8 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     if (r->body_len == 0 || !r->body ||
         !media_type_ok(api_header(c, "Content-Type")))
         return parse_body(c, false);
-    if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max,
-                                 API_MAX_JSON_DEPTH, pre, &len))) {
+    if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
+                                 r->ws ? attn_ws_pool(r->ws) : NULL, pre, &len))) {
         if (pre->whole && (root = pre_tree(keys, pre)))
             return root;        /* nothing left for jansson to read */
         api_pre_free(pre);

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include "api/base64.h"
+#include "api/bulk.h"
 #include "api/spare.h"
 #include <stdint.h>
 #ifdef __SSE2__
@@ -586,8 +587,19 @@ static const char *shape_list(const char *p, const char *end, int *rank,
     }
 }
 
-size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
-                           struct api_numarray *out)
+/* The element check of api/bulk.c for a base64 tensor of dtype (half: its
+ * 2-byte format). */
+static enum api_bulk_elem bulk_elem(enum attn_dtype dtype, enum api_half half)
+{
+    return half == API_HALF_F16 ? API_BULK_F16
+         : half == API_HALF_BF16 ? API_BULK_BF16
+         : dtype == ATTN_F64 ? API_BULK_F64 : API_BULK_F32;
+}
+
+/* api_b64tensor_parse without the decoding: out->raw is allocated, and
+ * *job says what to decode into it (api_bulk_run). */
+static size_t b64tensor_scan(const char *s, size_t len, size_t max_count,
+                             struct api_numarray *out, struct api_bulk *job)
 {
     const char *p = s + 1, *end = s + len, *data = NULL, *t;
     size_t shape[ATTN_MAX_RANK] = {0}, n, data_len = 0, count = 1, bytes, have;
@@ -648,10 +660,6 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
         !api_base64_decoded_len(data, data_len, &have) || have != bytes ||
         !(raw = api_spare_alloc(bytes, NULL)))
         return 0;
-    if (!api_base64_decode(data, data_len, raw)) {
-        api_spare_free(raw);
-        return 0;
-    }
     memset(out, 0, sizeof *out);
     out->rank = rank;
     memcpy(out->shape, shape, sizeof shape);
@@ -659,7 +667,27 @@ size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
     out->raw = raw;
     out->raw_dtype = (enum attn_dtype)dtype;
     out->raw_half = half;
+    *job = (struct api_bulk){.text = data, .len = data_len, .dst = raw,
+                             .elem = bulk_elem((enum attn_dtype)dtype, half)};
     return (size_t)(p + 1 - s);
+}
+
+size_t api_b64tensor_parse(const char *s, size_t len, size_t max_count,
+                           struct api_numarray *out)
+{
+    struct api_numarray a;
+    struct api_bulk job;
+    size_t used = b64tensor_scan(s, len, max_count, &a, &job);
+
+    if (!used)
+        return 0;
+    if (!api_bulk_run(&job, 1, NULL)) {
+        api_numarray_free(&a);
+        return 0;
+    }
+    a.raw_finite = !job.nonfinite;
+    *out = a;
+    return used;
 }
 
 void api_pre_free(struct api_pre *pre)
@@ -761,7 +789,7 @@ static bool pre_whole(const struct api_pre *pre, size_t members)
  * set pre->whole). */
 static bool pre_scan(const char *body, size_t len, const char *const *keys,
                      size_t max_count, size_t max_depth, struct api_pre *pre,
-                     struct span *spans)
+                     struct span *spans, struct api_bulk *jobs, size_t *njobs)
 {
     const char *p = body, *end = body + len;
     size_t budget = max_count, members = 0;
@@ -787,7 +815,9 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
             struct api_numarray a;
             size_t used = *p == '['
                 ? api_numarray_parse(v, (size_t)(end - v), budget, &a)
-                : api_b64tensor_parse(v, (size_t)(end - v), budget, &a);
+                : b64tensor_scan(v, (size_t)(end - v), budget, &a, &jobs[*njobs]);
+            if (used && a.raw)
+                ++*njobs;               /* decoded after the scan, all at once */
             if (used) {
                 size_t i = pre->n++;
                 pre->e[i].path[0] = '/';
@@ -819,17 +849,34 @@ static bool pre_scan(const char *body, size_t len, const char *const *keys,
     }
 }
 
+/* Decode the base64 tensors pre_scan took (njobs of them, in pre's order
+ * among its entries with raw), over pool's cores; false if any is bad. */
+static bool pre_decode(struct api_pre *pre, struct api_bulk *jobs, size_t njobs,
+                       struct attn_pool *pool)
+{
+    size_t i, j = 0;
+
+    if (njobs && !api_bulk_run(jobs, njobs, pool))
+        return false;
+    for (i = 0; i < pre->n; i++)
+        if (pre->e[i].a.raw)
+            pre->e[i].a.raw_finite = !jobs[j++].nonfinite;
+    return true;
+}
+
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
-                      size_t max_count, size_t max_depth, struct api_pre *pre,
-                      size_t *out_len)
+                      size_t max_count, size_t max_depth, struct attn_pool *pool,
+                      struct api_pre *pre, size_t *out_len)
 {
     struct span spans[API_PRE_MAX];
-    size_t i, from = 0, n = 0;
+    struct api_bulk jobs[API_PRE_MAX];
+    size_t i, from = 0, n = 0, njobs = 0;
     char *out;
 
     memset(pre, 0, sizeof *pre);
     if (max_depth < ATTN_MAX_RANK + 2 ||     /* room for the fast arrays */
-        !pre_scan(body, len, keys, max_count, max_depth, pre, spans) || pre->n == 0) {
+        !pre_scan(body, len, keys, max_count, max_depth, pre, spans, jobs, &njobs) ||
+        pre->n == 0 || !pre_decode(pre, jobs, njobs, pool)) {
         api_pre_free(pre);
         return NULL;
     }

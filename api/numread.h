@@ -24,6 +24,8 @@
 #include "api/half.h"
 #include "core/tensor.h"
 
+struct attn_pool;   /* core/pool.h */
+
 /* A numeric array read from text; owns its data. */
 struct api_numarray {
     int rank;                       /* 1..ATTN_MAX_RANK */
@@ -31,8 +33,10 @@ struct api_numarray {
     size_t count;
     double *data;                   /* nested arrays: malloc'd [count] values */
     void *raw;                      /* base64 form: the decoded bytes of
-                                       raw_dtype, not yet checked for
-                                       finiteness (the reader does that) */
+                                       raw_dtype */
+    bool raw_finite;                /* no element of raw is an infinity or
+                                       NaN (checked while decoding); when
+                                       false the reader finds which */
     enum attn_dtype raw_dtype;
     enum api_half raw_half;         /* base64 of 2-byte float16 / bfloat16
                                        elements (raw_dtype ATTN_F32 then) */
@@ -85,7 +89,10 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  * returned copy of the text (*out_len bytes, malloc'd). Returns NULL when
  * nothing was taken (parse the original) or the body's top level could not
  * be followed, or nests deeper than max_depth (the body counting as 1): so
- * a returned text needs no separate depth check.
+ * a returned text needs no separate depth check. Base64 tensors are decoded
+ * after the scan, all together, over pool's cores (api/bulk.h; pool may be
+ * NULL); when one of them is not valid base64 nothing is taken, and
+ * jansson's reader reports it.
  *
  * When every member of the body was taken, each under a different key
  * (pre->whole), no text is built and NULL is returned with pre kept: what
@@ -93,7 +100,7 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  * the caller builds that object itself (api/reply.c).
  */
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
-                      size_t max_count, size_t max_depth, struct api_pre *pre,
-                      size_t *out_len);
+                      size_t max_count, size_t max_depth, struct attn_pool *pool,
+                      struct api_pre *pre, size_t *out_len);
 
 #endif

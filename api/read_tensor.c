@@ -23,7 +23,9 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "api/bulk.h"
 #include "api/spare.h"
+#include "core/attn.h"
 
 /* Append "/index" to a path held in p[API_PATH_MAX] at length *len. */
 static size_t path_push(char *p, size_t len, size_t index)
@@ -290,6 +292,12 @@ static size_t b64_size(enum b64_type t)
     return t == B64_BOOL ? 1 : t == B64_F32 ? 4 : t == B64_F64 ? 8 : 2;
 }
 
+static enum api_bulk_elem bulk_elem(enum b64_type t)
+{
+    return t == B64_F32 ? API_BULK_F32 : t == B64_F64 ? API_BULK_F64
+         : t == B64_F16 ? API_BULK_F16 : t == B64_BF16 ? API_BULK_BF16 : API_BULK_NONE;
+}
+
 static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
                       const struct api_tensor_spec *spec, int *rank,
                       size_t *shape)
@@ -405,15 +413,18 @@ size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_i
     return n;
 }
 
+/* finite: src is known to hold no infinity or NaN (checked as it was
+ * decoded, api/bulk.c), so the same-type paths need not look again. */
 static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
-                        const void *src, const struct api_tensor_spec *spec,
+                        const void *src, bool finite, const struct api_tensor_spec *spec,
                         void *dst, size_t n)
 {
     size_t i;
 
     if ((t == B64_F32 || t == B64_F64) && (t == B64_F32) == (spec->dtype == ATTN_F32) &&
         !c->half) {
-        i = api_first_nonfinite(src, t == B64_F64, n, spec->elem == API_ELEM_NULLABLE);
+        i = finite ? n : api_first_nonfinite(src, t == B64_F64, n,
+                                             spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
@@ -425,7 +436,8 @@ static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
     if (spec->dtype == ATTN_F32 && spec->elem != API_ELEM_BOOL &&
         ((t == B64_F16 && c->half == API_HALF_F16) || (t == B64_BF16 && c->half == API_HALF_BF16))) {
         /* the request's own half format: every value is one already */
-        i = half_first_nonfinite(src, n, t == B64_F16, spec->elem == API_ELEM_NULLABLE);
+        i = finite ? n : half_first_nonfinite(src, n, t == B64_F16,
+                                              spec->elem == API_ELEM_NULLABLE);
         if (i < n) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not finite", i);
             return false;
@@ -528,9 +540,11 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
-    if (!api_base64_decode(json_string_value(jd), json_string_length(jd), src)) {
+    struct api_bulk job = {.text = json_string_value(jd), .len = json_string_length(jd),
+                           .dst = src, .elem = bulk_elem(t)};
+    if (!api_bulk_run(&job, 1, c->req->ws ? attn_ws_pool(c->req->ws) : NULL)) {
         api_fail(c, API_ERR_INVALID_FIELD, pd, "data is not valid base64");
-    } else if (b64_convert(c, pd, t, src, spec, dst, count)) {
+    } else if (b64_convert(c, pd, t, src, !job.nonfinite, spec, dst, count)) {
         if (!same)
             free(src);
         *budget -= count;
@@ -601,7 +615,7 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
         return false;
     }
-    if (!b64_convert(c, sub(p, path, "data"), t, a->raw, spec, dst, count)) {
+    if (!b64_convert(c, sub(p, path, "data"), t, a->raw, a->raw_finite, spec, dst, count)) {
         if (dst != a->raw)
             free(dst);
         return false;

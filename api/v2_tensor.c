@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/bulk.h"
 #include "api/read.h"
 #include "api/spare.h"
+#include "core/attn.h"
 #include "core/half.h"
 
 
@@ -130,37 +132,33 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
     return true;
 }
 
-/* Bytes copied and then checked at a time: the check reads them from L1
- * instead of memory (a copy of the whole tensor and then a scan of it read
- * 3 MB twice for a 2048 x 128 float32 q, k and v). */
-#define SAME_BLOCK ((size_t)16 << 10)
-
 /* FP32 into float32 or FP64 into float64 on a little-endian host, and
  * FP16/BF16 into a tensor kept 2-byte (t->half, the wire's own format):
- * the bytes are the numbers, copied, then checked at memory speed (the
- * element loop below took 5 ms of a 2048 x 128 x 3 request), a block at a
- * time. True when it applied: *ok then says whether every element was
- * finite (else fill_binary's loop names the first bad one). */
+ * the bytes are the numbers, copied and checked a block at a time (the
+ * check reads them from L1; the element loop below took 5 ms of a 2048 x
+ * 128 x 3 request), over pool's cores (api/bulk.c). True when it applied:
+ * *ok then says whether every element was finite (else fill_binary's loop
+ * names the first bad one). */
 static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtype dt,
                              bool nullable, enum api_half half, const unsigned char *p,
-                             bool *ok)
+                             struct attn_pool *pool, bool *ok)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     bool f64 = w == W_FP64, two = t->half != API_HALF_NONE;
     if (!two && (half || !(w == W_FP32 || f64) || f64 != (dt == ATTN_F64)))
         return false;
-    size_t es = wire_size(w), per = SAME_BLOCK / es, i, n;
-    *ok = true;
-    for (i = 0; i < t->count && *ok; i += n) {
-        unsigned char *d = (unsigned char *)t->data + i * es;
-        n = t->count - i < per ? t->count - i : per;
-        memcpy(d, p + i * es, n * es);
-        *ok = (two ? half_first_nonfinite((const uint16_t *)(void *)d, n, w == W_FP16, nullable)
-                   : api_first_nonfinite(d, f64, n, nullable)) == n;
-    }
+    size_t es = wire_size(w);
+    struct api_bulk job = {.src = p, .len = t->count * es, .dst = t->data,
+                           .elem = two ? (w == W_FP16 ? API_BULK_F16 : API_BULK_BF16)
+                                   : f64 ? API_BULK_F64 : API_BULK_F32};
+    api_bulk_run(&job, 1, pool);        /* a copy is never bad */
+    /* an infinity or NaN: allowed only as a nullable input's -inf */
+    *ok = !job.nonfinite ||
+          (two ? half_first_nonfinite((const uint16_t *)t->data, t->count, w == W_FP16, nullable)
+               : api_first_nonfinite(t->data, f64, t->count, nullable)) == t->count;
     return true;
 #else
-    (void)t, (void)w, (void)dt, (void)nullable, (void)half, (void)p, (void)ok;
+    (void)t, (void)w, (void)dt, (void)nullable, (void)half, (void)p, (void)pool, (void)ok;
     return false;
 #endif
 }
@@ -174,7 +172,8 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
     size_t i, k, ws = wire_size(w);
     bool ok;
 
-    if (fill_binary_same(t, w, dt, nullable, c->half, p, &ok) && ok)
+    if (fill_binary_same(t, w, dt, nullable, c->half, p,
+                         c->req->ws ? attn_ws_pool(c->req->ws) : NULL, &ok) && ok)
         return true;
     for (i = 0; i < t->count; i++, p += ws) {
         uint64_t u = 0;
