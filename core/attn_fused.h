@@ -70,7 +70,8 @@ size_t attn_fused_group_rows(void);
  * kv heads, tiles at most cap rows, cut in groups of `group` rows: R when
  * R <= cap, else the multiple of group in [cap / 2, cap] whose tiles two
  * threads, each taking the next tile when free (core/pool.c), finish
- * soonest; the largest of equals (cap when group is 0 or above cap / 2).
+ * soonest, or the largest one within 1/64 of that (cap when group is 0
+ * or above cap / 2).
  * Pure: a pass and its pieces cut the same tiles. */
 size_t attn_fused_tile_rows(size_t R, size_t heads, size_t cap, size_t group);
 
