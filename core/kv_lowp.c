@@ -17,11 +17,12 @@
  * weight), and a portable one that widens a block of LP_KB rows into an
  * L1 buffer first.
  *
- * The driver cuts the keys into at most LP_WIN windows of at least
- * LP_WIN_BYTES stored bytes, runs them as pieces on the workspace's pool
- * and merges them as attn_combine merges attn_forward_kv_keys' windows (the
- * cut and the loop depend only on the request, so the bits do not depend
- * on how many helpers joined).
+ * The driver cuts the keys into at most LP_WIN windows of about
+ * LP_WIN_BYTES stored bytes or more, the last three of four or more
+ * smaller (lp_cut), runs them as pieces on the workspace's pool and merges
+ * them as attn_combine merges attn_forward_kv_keys' windows (the cut and
+ * the loop depend only on the request, so the bits do not depend on how
+ * many helpers joined).
  *
  * The other output-only passes (more query rows, masks, ALiBi, windows,
  * ...: kv_lowp_attend_windows) widen the cache a window of keys at a time
@@ -53,10 +54,11 @@
 #ifndef LP_KB
 #define LP_KB 16
 #endif
-/* Windows: at most LP_WIN of at least LP_WIN_BYTES stored bytes. A helper
- * that joins late leaves up to one window's time at the end with a core
- * idle; 16 of 512 KiB halved that gap from 8 of 1 MiB (55-69 to 33-36 us
- * median on a 0.7 ms float16 step of 32768 rows). */
+/* Windows: at most LP_WIN of at least LP_WIN_BYTES stored bytes (the last
+ * three smaller: lp_cut). A helper that joins late leaves up to one
+ * window's time at the end with a core idle; 16 of 512 KiB halved that gap
+ * from 8 of 1 MiB (55-69 to 33-36 us median on a 0.7 ms float16 step of
+ * 32768 rows). */
 #ifndef LP_WIN
 #define LP_WIN 16
 #endif
@@ -109,6 +111,7 @@ struct lp_range {
     const void *nk, *nv;            /* the next range's rows (prefetched ahead), or NULL */
     const float *nks, *nvs;         /* and their int8 scales (NULL otherwise) */
     size_t ncnt;                    /* and their count */
+    bool cold;                      /* no range before it asked for its first rows */
 };
 
 /* The running state of a head's R query rows over the keys read so far:
@@ -451,11 +454,45 @@ struct lp_job {
     const struct kv_lowp_view *v;
     const float *q;                 /* prepared queries [h][n][d_k] */
     const size_t *lim;              /* [n] causal limits */
-    size_t wk;                      /* window width */
+    size_t L, nwin;                 /* keys, windows (lp_cut) */
     lp_range_fn fn;                 /* chosen once per pass: the same bits in every window */
     struct lp_part *parts;          /* [windows] */
     int *bad;                       /* [windows]: a score was not finite */
 };
+
+/* The first key of window w of nwin over L keys (L for w = nwin). Fewer
+ * than 4 windows: equal, ceil(L / nwin) keys. Otherwise 4 parts each, the
+ * last three 2, 1 and 1 part, on LP_KB boundaries: the two cores claim
+ * windows in turn, and whichever finishes first waits for the other's last
+ * window; equal windows left a core idle for half a window at the end of
+ * an int8 step (median 21-31 us of 480-630 us: 96-97% of the cores' time
+ * in windows, 16 of 2048 keys), a last window of a quarter cuts that to
+ * an eighth. */
+static size_t lp_cut(size_t L, size_t nwin, size_t w)
+{
+    if (w >= nwin)
+        return L;
+    if (nwin < 4)
+        return w * ((L + nwin - 1) / nwin) < L ? w * ((L + nwin - 1) / nwin) : L;
+    size_t parts = 4 * nwin - 8;
+    size_t at = w + 3 <= nwin ? 4 * w : w + 2 == nwin ? 4 * w - 2 : 4 * w - 5;
+    /* L * at / parts without overflow: at < parts */
+    return (L / parts * at + L % parts * at / parts) / LP_KB * LP_KB;
+}
+
+/* Windows of the keys [0, L) of a pass over `bytes` stored bytes. */
+static size_t lp_windows(size_t L, size_t bytes)
+{
+    size_t nwin = bytes / LP_WIN_BYTES;
+    nwin = nwin < 1 ? 1 : nwin > LP_WIN ? LP_WIN : nwin;
+    while (nwin >= 4 && L / (4 * nwin - 8) < LP_KB)     /* a part of a block or more */
+        nwin--;
+    if (nwin < 4) {             /* none empty */
+        size_t wk = (L + nwin - 1) / nwin;
+        nwin = (L + wk - 1) / wk;
+    }
+    return nwin;
+}
 
 /* Whether page b + 1 of a paged view follows page b in memory, in every
  * part (a cache's neighbouring slab slots, core/kv_slab.h). */
@@ -493,6 +530,7 @@ static void lp_seg(const struct kv_lowp_view *v, size_t g, size_t key, size_t en
     rg->nk = rg->nv = NULL;
     rg->nks = rg->nvs = NULL;
     rg->ncnt = 0;
+    rg->cold = false;
 }
 
 /* Window w: every kv head's keys [k0, k1), block by block (a page at a
@@ -503,7 +541,7 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
     const struct lp_job *j = arg;
     const struct attn_shape *s = &j->r->shape;
     const struct kv_lowp_view *v = j->v;
-    size_t k0 = w * j->wk, k1 = k0 + j->wk < s->L ? k0 + j->wk : s->L;
+    size_t k0 = lp_cut(j->L, j->nwin, w), k1 = lp_cut(j->L, j->nwin, w + 1);
     size_t G = s->h / s->h_kv, R = G * s->n, dk = s->d_k, dv = s->d_v;
     struct lp_part *p = &j->parts[w];
     float *buf = malloc(lp_scratch_floats(R, dk, dv) * sizeof(float));
@@ -523,6 +561,7 @@ static void window_piece(void *arg, size_t w, struct attn_ws *ws)
                              (float)j->r->params.scale};
         struct lp_range rg, next;
         lp_seg(v, g, k0, k1, dk, dv, &next);
+        next.cold = true;                   /* the window's first rows of this head */
         for (size_t key = k0; key < k1; key += rg.cnt) {
             rg = next;
             if (key + rg.cnt < k1) {        /* the next page, for the prefetch */
@@ -602,10 +641,7 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
         return CORE_ESHAPE;
     size_t rows = s->h * s->n, esz = v->store == KV_STORE_I8 ? 1 : 2;
     size_t bytes = s->h_kv * s->L * (s->d_k + s->d_v) * esz;   /* checked by attn_check */
-    size_t nwin = bytes / LP_WIN_BYTES;
-    nwin = nwin < 1 ? 1 : nwin > LP_WIN ? LP_WIN : nwin;
-    size_t wk = (s->L + nwin - 1) / nwin;
-    nwin = (s->L + wk - 1) / wk;
+    size_t nwin = lp_windows(s->L, bytes);
     /* Each window's partials (l, o, m) on cache lines of their own, LP_LINE
      * apart: packed side by side, the windows the two cores ran at once
      * shared lines that every key block writes (one query row: the 16
@@ -641,7 +677,8 @@ enum core_status kv_lowp_attend(const struct attn_request *r, const struct attn_
         free(mem);
         return st;
     }
-    struct lp_job job = {r, v, q, lim, wk, lp_choose(v->store, s->d_k, s->d_v), parts, bad};
+    struct lp_job job = {r, v, q, lim, s->L, nwin, lp_choose(v->store, s->d_k, s->d_v), parts,
+                         bad};
     if (!attn_pool_run(ws ? attn_ws_pool(ws) : NULL, window_piece, &job, nwin, ws))
         st = CORE_ESTOPPED;                 /* a stop came due: windows were skipped */
     for (size_t w = 0; w < nwin && st == CORE_OK; w++)

@@ -19,7 +19,10 @@
  * a time between score groups (and none while the values ran) stalled on
  * the prefetches once the line fill buffers were full: in a cold int8
  * step 55% of the loop's samples sat on a prefetch (perf, cpu-clock),
- * and spreading them took 20% off the step (see kv_lowp.c).
+ * and spreading them took 20% off the step (see kv_lowp.c). A range that
+ * starts a window (rg->cold: no range before it asked for anything) asks
+ * for its rows up to LP_PF_BYTES at once first, so that its first blocks
+ * do not wait on one demand miss after another.
  *
  * Required before inclusion:
  *   LP_FN                the helpers' attributes (static, inline, target)
@@ -206,6 +209,16 @@ LP_FN bool LP_(range)(enum kv_store st, const struct lp_query *q, const struct l
     size_t kb = dk * esz, vb = dv * esz;
     const char *K = rg->k, *V = rg->v;
     bool ok = true;
+    if (rg->cold) {                         /* the rows before the first block's ahead */
+        size_t n = (size_t)LP_PF_BYTES / (kb + vb);
+        n = n < rg->cnt ? n : rg->cnt;
+        LP_(prefetch)(K, 0, n * kb);
+        LP_(prefetch)(V, 0, n * vb);
+        if (rg->ks) {
+            LP_(prefetch)((const char *)rg->ks, 0, n * sizeof(float));
+            LP_(prefetch)((const char *)rg->vs, 0, n * sizeof(float));
+        }
+    }
     for (size_t b0 = 0; b0 < rg->cnt; b0 += LP_KB) {
         size_t nb = rg->cnt - b0 < LP_KB ? rg->cnt - b0 : LP_KB;
         /* the rows LP_PF_BYTES ahead of this block, within the range */
