@@ -24,7 +24,10 @@ parsing and base64 cost. Then attnd's minor page faults per request
 (buffers faulted in afresh instead of reused), and this client's own CPU
 per request (user + system: ~1.7 ms for base64, mostly the kernel's
 loopback copies; curl sending the same body from a file costs the same,
-so the Python client does not take a core from attnd's two).
+so the Python client does not take a core from attnd's two). Last, the
+loopback floor: the same bytes sent to a process that only receives them
+and answers as many bytes as attnd does (Floor, timed in the same rounds),
+next to attnd's time outside the pass (client time - in-process time).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
@@ -100,6 +103,60 @@ class Client:
         return dt * 1e3, data, r
 
 
+def _floor_server(conn, n_in, n_out):
+    """Receive n_in bytes into one kept buffer, answer n_out bytes; repeat."""
+    buf = bytearray(n_in)
+    view = memoryview(buf)
+    out = b"x" * n_out                  # written pages (bytes(n) may map the zero page)
+    while True:
+        got = 0
+        while got < n_in:
+            k = conn.recv_into(view[got:], min(n_in - got, 1 << 18))
+            if k == 0:
+                return
+            got += k
+        conn.sendall(out)
+
+
+class Floor:
+    """The same bytes in and out over loopback with nothing else done: a
+    server process that only receives the body into a kept buffer and sends
+    as many bytes as attnd's answer back (no HTTP, parsing or compute).
+    once() is one round trip from this client, in ms: the transport's own
+    floor on this machine, next to which attnd's time outside the pass is
+    judged (timed in the same rounds as attnd's requests)."""
+
+    def __init__(self, body, n_out):
+        import multiprocessing
+        import socket
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)
+
+        def serve():
+            c, _ = lsock.accept()
+            _floor_server(c, len(body), n_out)
+        self.proc = multiprocessing.get_context("fork").Process(target=serve, daemon=True)
+        self.proc.start()
+        self.conn = socket.create_connection(lsock.getsockname())
+        lsock.close()
+        self.body, self.view = body, memoryview(bytearray(n_out))
+
+    def once(self):
+        t0 = time.perf_counter()
+        self.conn.sendall(self.body)
+        got = 0
+        while got < len(self.view):
+            got += self.conn.recv_into(self.view[got:])
+        return (time.perf_counter() - t0) * 1e3
+
+    def close(self):
+        self.conn.close()
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+
 def main():
     build, url, pid, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     n, L, d = (int(x) for x in sys.argv[5:8]) if len(sys.argv) > 7 else (2048, 2048, 128)
@@ -112,16 +169,20 @@ def main():
     cli = Client(url)
     first = {}
     first_faults = {}
+    answer_bytes = {}
     for name, (path, body, hdrs) in kinds.items():
         f0 = minor_faults(pid)
         first[name], data, r = cli.post(path, body, hdrs)
         first_faults[name] = minor_faults(pid) - f0
+        answer_bytes[name] = len(data)
         if name == "b64":
             out = json.loads(data)["output"]
             assert out["shape"] == [n, d] and len(base64.b64decode(out["data"])) == n * d * 4
         else:
             split = int(r.getheader(HDR))
             assert len(data) - split == n * d * 4, (len(data), split)
+    floors = {name: Floor(body, answer_bytes[name]) for name, (_, body, _) in kinds.items()}
+    floor = {k: [] for k in kinds}
     rounds = max(3, reps // 3)
     per = max(1, reps // rounds)
     inproc, inproc_cpu, wall, cpu = [], [], {k: [] for k in kinds}, {k: [] for k in kinds}
@@ -141,6 +202,9 @@ def main():
             client_cpu[name] += own_cpu_ms() - o0
             cpu[name].append(cpu_ms(pid) - c0)
             faults[name] += minor_faults(pid) - f0
+            floor[name] += [floors[name].once() for _ in range(per)]
+    for f in floors.values():
+        f.close()
     comp = statistics.median(inproc)
     comp_cpu = statistics.median(inproc_cpu)
     print("  in-process prefill n=%d L=%d d=%d on 2 cores (kernel %s): %.2f ms (median of %d), "
@@ -156,6 +220,12 @@ def main():
                  statistics.median(cpu[name]) - comp_cpu, w / comp,
                  faults[name] / len(wall[name]), first_faults[name],
                  client_cpu[name] / len(wall[name])))
+    for name, (path, body, hdrs) in kinds.items():
+        w = statistics.median(wall[name])
+        print("  %-4s loopback floor (the same %d bytes in and %d out, nothing else done): "
+              "%.2f ms (median of %d); attnd's time outside the pass %.2f ms"
+              % (name, len(body), answer_bytes[name], statistics.median(floor[name]),
+                 len(floor[name]), w - comp))
     label = {"b64": "base64 JSON in and out (/v1/attention)",
              "v2": "OIP v2 binary in and out (/v2 infer)"}
     for name in kinds:
