@@ -26,8 +26,10 @@ per request (user + system: ~1.7 ms for base64, mostly the kernel's
 loopback copies; curl sending the same body from a file costs the same,
 so the Python client does not take a core from attnd's two). Last, the
 loopback floor: the same bytes sent to a process that only receives them
-and answers as many bytes as attnd does (Floor, timed in the same rounds),
-next to attnd's time outside the pass (client time - in-process time).
+and answers as many bytes as attnd does (Floor, timed at the end of each
+round: between attnd's requests it slowed the next ones, v2's by 2-4 ms,
+as it evicts attnd's kept buffers from the caches), next to attnd's time
+outside the pass (client time - in-process time).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
@@ -202,7 +204,8 @@ def main():
             client_cpu[name] += own_cpu_ms() - o0
             cpu[name].append(cpu_ms(pid) - c0)
             faults[name] += minor_faults(pid) - f0
-            floor[name] += [floors[name].once() for _ in range(per)]
+        for name in kinds:      # after attnd's requests: moving these bytes
+            floor[name] += [floors[name].once() for _ in range(per)]   # evicts its buffers
     for f in floors.values():
         f.close()
     comp = statistics.median(inproc)
