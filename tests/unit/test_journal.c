@@ -68,6 +68,23 @@ TEST(crc32c_matches_reference)
     /* continuing a checksum equals checksumming the whole */
     CHECK_EQ_INT(jnl_crc32c(jnl_crc32c(0, buf, 500), buf + 500, 600),
                  test_crc32_bitwise(0x82F63B78u, buf, 1100));
+    /* lengths around the three-chain blocks (3 x 256 and 3 x 8192 bytes) */
+    static const size_t lens[] = {767, 768, 769, 775, 1536, 24575, 24576, 24577,
+                                  24576 + 768 + 9, 3 * 24576 + 3 * 768 + 7};
+    size_t big = 3 * 24576 + 3 * 768 + 16;
+    unsigned char *b = malloc(big);
+    if (!b)
+        return;
+    for (size_t i = 0; i < big; i++)
+        b[i] = (unsigned char)(i * 2654435761u >> 13);
+    for (size_t off = 0; off < 3; off++)
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+            CHECK_EQ_INT(jnl_crc32c(0x12345678u, b + off, lens[i]),
+                         jnl_crc32c(jnl_crc32c(0x12345678u, b + off, 5), b + off + 5,
+                                    lens[i] - 5));
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        CHECK_EQ_INT(jnl_crc32c(0, b + 1, lens[i]), test_crc32_bitwise(0x82F63B78u, b + 1, lens[i]));
+    free(b);
 }
 
 static char *path_in(const char *name)
