@@ -73,6 +73,8 @@ struct api_request {
     size_t max_elements;            /* a lower cap than cfg.max_elements for this
                                        request alone (the transport's inline
                                        path), or 0 for none */
+    struct api_stream *stream;      /* the body, taken as it arrived
+                                       (api_stream_open), or NULL */
 };
 
 #define API_MAX_HEADERS 16
@@ -108,6 +110,32 @@ extern const char *const api_open_paths[];
 /* Handle one request. resp is fully written (status always set). */
 void api_handle(struct api_ctx *ctx, const struct api_request *req,
                 struct api_response *resp);
+
+/*
+ * A request body taken as it arrives instead of buffered: an upload of
+ * POST /v1/sessions/import goes straight into the new session's pages,
+ * never held whole (api/sessions_move.c).
+ *   api_stream_open   after the headers (req without a body): a stream
+ *                     when the api takes this request's body so (its
+ *                     route and method, authorized, its media type,
+ *                     sessions available), else NULL: buffer the body as
+ *                     usual. total: the body's announced bytes (SIZE_MAX:
+ *                     chunked). Cheap: nothing is allocated for the rows
+ *                     before their header has arrived and been checked.
+ *   api_stream_feed   the next n bytes of the body; false once the stream
+ *                     has refused them (later bytes are then not needed).
+ *   api_stream_close  frees the stream and whatever it built and did not
+ *                     finish (a refusal, or a client gone midway); NULL:
+ *                     no-op.
+ * Once the body has ended, api_handle answers the request with
+ * req->stream set (and no body); close the stream after it. One thread at
+ * a time per stream.
+ */
+struct api_stream;
+struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request *req,
+                                   size_t total);
+bool api_stream_feed(struct api_stream *s, const void *p, size_t n);
+void api_stream_close(struct api_stream *s);
 
 /*
  * Build the JSON error reply for a condition the transport detects itself

@@ -192,6 +192,9 @@ void api_sessions_reply_created(struct api_call *c, const char *id);
 extern const char api_route_export[];
 void api_sessions_export(struct api_call *c, const char *id);
 void api_sessions_import(struct api_call *c);
+/* api_stream_open's part for the import route, once routed and authorized
+ * (api/sessions_move.c). */
+struct api_stream *api_sessions_import_open(struct api_call *c, size_t total);
 
 /* The route template of "/v1/sessions" + rest, or "unmatched" (static
  * text), for replies the router answers itself (401, OPTIONS). */

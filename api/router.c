@@ -307,6 +307,22 @@ void api_handle(struct api_ctx *ctx, const struct api_request *req,
     cors_headers(&c);
 }
 
+struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request *req,
+                                   size_t total)
+{
+    struct api_call c;
+    struct api_response resp;       /* unused: nothing is answered here */
+    const struct api_route *rt = req->path ? route_find(req->path) : NULL;
+
+    if (!rt || rt->handler != api_sessions_import || !req->method ||
+        !(method_bit(req->method) & rt->methods))
+        return NULL;
+    call_init(&c, ctx, req, &resp);
+    if (!open_path(req->path) && !authorized(&c))
+        return NULL;
+    return api_sessions_import_open(&c, total);
+}
+
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
                          enum api_err code, const char *message,
                          struct api_response *resp)

@@ -5,13 +5,21 @@
  *   POST /v1/sessions/import        a new session from them   201 + Location
  *
  * The bytes are core/persist.h's export format (application/octet-stream;
- * the README's "Session export format" lays it out). An import is checked
- * whole (magic, version, lengths, settings, checksum) and against this
- * replica's limits before anything is allocated: a body that is not one
- * whole export is 422 invalid_export, one over a limit 422 limit_exceeded,
- * one that would fit an emptier cache 503 capacity_exhausted, and none of
- * them creates anything. The new session gets an id of this replica and is
+ * the README's "Session export format" lays it out). An import's header is
+ * checked (magic, version, lengths, settings) and against this replica's
+ * limits before anything is allocated for its rows, its rows as they
+ * arrive and its checksum at the end: a body that is not one whole export
+ * is 422 invalid_export, one over a limit 422 limit_exceeded, one that
+ * would fit an emptier cache 503 capacity_exhausted, and none of them
+ * creates anything. The new session gets an id of this replica and is
  * journaled as a create is.
+ *
+ * Over HTTP the body is not buffered: server/ opens an api_stream at the
+ * headers (api_stream_open) and feeds it each piece as it is received, so
+ * the rows go from the socket's buffer straight into the session's pages
+ * (core/persist.h's piecewise import); api_handle then finishes it. A
+ * request without a stream (in-process callers) imports its body whole
+ * through the same reader.
  */
 #include "api/internal.h"
 
@@ -54,24 +62,78 @@ static bool octet_type(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
-void api_sessions_import(struct api_call *c)
+/* The limits of this replica on an import. */
+static struct sess_import_limits import_limits(const struct api_call *c)
 {
-    char id[SESS_ID_MAX], why[SESS_WHY_MAX] = "";
-    if (!c->ctx->store) {
-        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
-        return;
-    }
-    if (!octet_type(api_header(c, "Content-Type"))) {
-        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
-                 "Content-Type must be application/octet-stream");
-        return;
-    }
     struct sess_import_limits lim = {
         .max_row_elements = api_max_elements(c),
         .max_tokens = c->ctx->cfg.max_tokens,
     };
-    enum core_status rc = sess_import(c->ctx->store, c->req->body, c->req->body_len,
-                                      &lim, id, why);
+    return lim;
+}
+
+/* The checks an import answers before reading its body; false when one
+ * answered. */
+static bool import_acceptable(struct api_call *c)
+{
+    if (!c->ctx->store) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
+        return false;
+    }
+    if (!octet_type(api_header(c, "Content-Type"))) {
+        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
+                 "Content-Type must be application/octet-stream");
+        return false;
+    }
+    return true;
+}
+
+/* An upload taken as it arrives: its import, fed piece by piece. */
+struct api_stream {
+    struct sess_importer *im;
+};
+
+struct api_stream *api_sessions_import_open(struct api_call *c, size_t total)
+{
+    /* a request the handler refuses before the body is buffered as usual */
+    if (!c->ctx->store || !octet_type(api_header(c, "Content-Type")))
+        return NULL;
+    struct sess_import_limits lim = import_limits(c);
+    struct api_stream *s = malloc(sizeof *s);
+    if (s && !(s->im = sess_import_begin(c->ctx->store, &lim, total))) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+bool api_stream_feed(struct api_stream *s, const void *p, size_t n)
+{
+    return sess_import_feed(s->im, p, n) == CORE_OK;
+}
+
+void api_stream_close(struct api_stream *s)
+{
+    if (!s)
+        return;
+    sess_import_free(s->im);
+    free(s);
+}
+
+void api_sessions_import(struct api_call *c)
+{
+    char id[SESS_ID_MAX], why[SESS_WHY_MAX] = "";
+    struct api_stream *stream = c->req->stream;
+    if (!import_acceptable(c))
+        return;
+    enum core_status rc;
+    if (stream) {
+        rc = sess_import_end(stream->im, id);
+        snprintf(why, sizeof why, "%s", sess_import_why(stream->im));
+    } else {
+        struct sess_import_limits lim = import_limits(c);
+        rc = sess_import(c->ctx->store, c->req->body, c->req->body_len, &lim, id, why);
+    }
     if (rc == CORE_OK)
         api_sessions_reply_created(c, id);
     else if (rc == CORE_ECORRUPT)

@@ -27,7 +27,10 @@
  *               400/413 at once (the body is never read), else return YES
  *               (answering from the first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
- *               cap, keep counting but discard (bounded), answer 413.
+ *               cap, keep counting but discard (bounded), answer 413. A
+ *               body the api takes as it arrives (a session import: an
+ *               api_stream opened at the 1st call) is fed piece by piece
+ *               to its stream instead, never buffered (body_start).
  *   last call   static file, probe or tiny attention request (answered
  *               here), or suspend + hand to the loop (uv_async), which runs
  *               api_handle on the pool (uv_queue_work); while draining, a
@@ -137,6 +140,7 @@ void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
     q->header_arg = r;
     q->body = r->body;
     q->body_len = r->len;
+    q->stream = r->stream;
 }
 
 /* ---- answering --------------------------------------------------------- */
@@ -350,7 +354,7 @@ static enum MHD_Result dispatch(struct req *r)
     r->fd = ci ? (int)ci->connect_fd : -1;
     MHD_suspend_connection(r->conn);
     atomic_fetch_add(&h->working, 1);
-    r->fg = r->len < LARGE_BODY;
+    r->fg = http_body_size(r) < LARGE_BODY;
     if (r->fg)                          /* large passes give way from here on */
         srv_sched_fg_begin(h->sched);
     pthread_mutex_lock(&h->mu);
@@ -479,8 +483,9 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
-/* Checks on the headers alone; answers (and returns true) on a fault. */
-static bool check_framing(struct req *r, enum MHD_Result *ret)
+/* Checks on the headers alone; answers (and returns true) on a fault.
+ * *announced: the Content-Length, or SIZE_MAX without one. */
+static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced)
 {
     struct framing f = {.r = r};
     r->n_hdr = 0;
@@ -508,11 +513,31 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
             *ret = transport_error(r, API_ERR_BODY_TOO_LARGE, NULL);
             return true;
         }
-        if (n > 0 && !http_body_reserve(r, (size_t)n)) {   /* one buffer of the announced size */
-            *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
-                                   "too many request bodies in flight; retry");
-            return true;
-        }
+        *announced = (size_t)n;
+    }
+    return false;
+}
+
+/*
+ * Where the body goes: into a stream when the api takes it as it arrives
+ * (an import: the rows go from MHD's read buffer straight into the new
+ * session's pages, each piece checksummed, copied and checked on this
+ * thread, about what copying it into a body buffer cost, which it
+ * replaces: a 134 MB buffer took as long to fault in as to fill), else
+ * into one buffer of the announced size. Answers (and returns true) when
+ * the budget has no room for the buffer.
+ */
+static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
+{
+    struct api_request q;
+    http_api_req_init(r, &q, http_req_header);
+    if (strcmp(r->method, "POST") == 0 &&
+        (r->stream = api_stream_open(r->h->ctx, &q, announced)))
+        return false;
+    if (announced != SIZE_MAX && announced > 0 && !http_body_reserve(r, announced)) {
+        *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
+                               "too many request bodies in flight; retry");
+        return true;
     }
     return false;
 }
@@ -520,7 +545,13 @@ static bool check_framing(struct req *r, enum MHD_Result *ret)
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
-    if (!http_body_append(r, data, *size)) {
+    if (r->stream && r->bytes_in > r->h->cfg->max_body_bytes) {
+        http_body_release(r);           /* a chunked upload past the cap */
+        r->refuse = API_ERR_BODY_TOO_LARGE;
+    }
+    if (r->stream) {
+        api_stream_feed(r->stream, data, *size);  /* a refusal is answered at the end */
+    } else if (!http_body_append(r, data, *size)) {
         http_body_release(r);
         if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
             return MHD_NO;              /* endless upload: disconnect */
@@ -552,7 +583,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         srv_metrics_begin(h->metrics);
         identify(r);
         enum MHD_Result ret;
-        if (check_framing(r, &ret) || over_limit(r, &ret))
+        size_t announced = SIZE_MAX;
+        if (check_framing(r, &ret, &announced) || over_limit(r, &ret) ||
+            body_start(r, announced, &ret))
             return ret;
         r->state = REQ_BODY;
         return MHD_YES;                 /* two-call pattern: keep-alive stays on */

@@ -43,9 +43,11 @@ static bool budget_take(struct srv_http *h, size_t n)
 }
 
 /* Free (or keep, when small; or put back, when large) the body and return
- * its bytes to the budget. */
+ * its bytes to the budget; close its stream. */
 void http_body_release(struct req *r)
 {
+    api_stream_close(r->stream);
+    r->stream = NULL;
     if (r->body && !r->keep && r->cap <= KEEP_BODY_MAX) {
         r->keep = r->body;
         r->keep_cap = r->cap;

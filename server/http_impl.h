@@ -69,6 +69,8 @@ struct req {
     uint64_t t0;                    /* uv_hrtime at the 1st call */
     char *body;                     /* capped buffer */
     size_t len, cap;
+    struct api_stream *stream;      /* takes the body as it arrives instead
+                                       (api_stream_open), or NULL */
     uint64_t bytes_in;              /* everything received, kept or not */
     enum api_err refuse;            /* set once over a cap: the error to answer */
     size_t n_hdr;
@@ -100,6 +102,12 @@ struct req {
     size_t keep_cap;
 };
 
+/* The bytes of r's body: buffered, or taken by its stream. */
+static inline uint64_t http_body_size(const struct req *r)
+{
+    return r->stream ? r->bytes_in : r->len;
+}
+
 /* server/http.c */
 /* Free a request struct and the body buffer it keeps (NULL: no-op). */
 void http_req_destroy(struct req *r);
@@ -113,7 +121,8 @@ const char *http_req_header(void *arg, const char *name);
 /* Grow the buffer to cap bytes (within the budget); false if it cannot. */
 bool http_body_reserve(struct req *r, size_t cap);
 /* Free (or keep, when small; or put back, when large) the body and return
- * its bytes to the budget. */
+ * its bytes to the budget; close its stream (and free what that built
+ * and did not finish). */
 void http_body_release(struct req *r);
 /* Append an upload chunk within the caps; false (r->refuse set) if not. */
 bool http_body_append(struct req *r, const char *data, size_t n);

@@ -97,7 +97,7 @@ static void work_run(struct srv_job *j)
                             "the client went away", &r->resp);
         return;
     }
-    r->stop.pause = r->len < LARGE_BODY ? NULL : srv_sched_bg_pause;
+    r->stop.pause = http_body_size(r) < LARGE_BODY ? NULL : srv_sched_bg_pause;
     r->stop.pause_arg = r->h->sched;
     q.ws = srv_worker_ws();
     attn_ws_set_stop(q.ws, &r->stop);

@@ -8,7 +8,10 @@
  * checksum and reach the parser, the limits and the cache); bit 1 makes the
  * store's policy lru (else reject); bit 2 fills the store with one session
  * first; bit 3 passes no limits (else --max-elements 4096, --max-tokens
- * 4096). The store holds at most 2 sessions and 256 KiB.
+ * 4096); bit 4 feeds the body piece by piece as an upload arrives
+ * (sess_import_begin/feed/end) in pieces of 1, 7, 61 or 4093 bytes (bits
+ * 5-6), its size announced unless bit 7 is set. The store holds at most 2
+ * sessions and 256 KiB.
  *
  * Oracles, beyond ASan/UBSan/LeakSanitizer: the answer is CORE_OK or one of
  * the documented refusals, with a reason for the three the API words; a
@@ -144,6 +147,26 @@ static void fi_accepted(struct sess_store *st, const char *id,
     sess_store_free(st2);
 }
 
+/* The import of body[n], whole or (flags bit 4) piece by piece. */
+static enum core_status fi_import(struct sess_store *st, const unsigned char *body, size_t n,
+                                  const struct sess_import_limits *lp, uint8_t flags,
+                                  char *id, char *why)
+{
+    static const size_t piece[4] = {1, 7, 61, 4093};
+    if (!(flags & 16))
+        return sess_import(st, body, n, lp, id, why);
+    struct sess_importer *im = sess_import_begin(st, lp, (flags & 128) ? SIZE_MAX : n);
+    if (!im)
+        fi_fail("sess_import_begin");
+    size_t k = piece[(flags >> 5) & 3];
+    for (size_t at = 0; at < n; at += k)
+        sess_import_feed(im, body + at, k < n - at ? k : n - at);
+    enum core_status rc = sess_import_end(im, id);
+    snprintf(why, SESS_WHY_MAX, "%s", sess_import_why(im));
+    sess_import_free(im);
+    return rc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static bool blas;
@@ -177,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sess_stats before, after;
     fi_stats(st, &before);
     why[0] = '\0';
-    enum core_status rc = sess_import(st, body, n, lp, id, why);
+    enum core_status rc = fi_import(st, body, n, lp, flags, id, why);
     fi_stats(st, &after);
     if (after.bytes > FI_MAX_BYTES || after.sessions > 2)
         fi_fail("imported past the store's limits");
