@@ -74,9 +74,10 @@
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
  * chunked upload; a client that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
-/* Request bodies buffered at once, over all connections, at most this many
- * times --max-body-bytes (and at least BODY_BUDGET_MIN): bounded memory
- * however many clients upload at once. Past it: 503 capacity_exhausted. */
+/* Request bodies buffered (or streamed) at once, over all connections, at
+ * most this many times --max-body-bytes (and at least BODY_BUDGET_MIN):
+ * bounded memory however many clients upload at once. Past it: 503
+ * capacity_exhausted. */
 #define BODY_BUDGET_FACTOR 8
 #define BODY_BUDGET_MIN ((size_t)256 << 20)
 /* MHD's memory pool per connection: the headers, then the read buffer,
@@ -524,22 +525,28 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced
  * session's pages, each piece checksummed, copied and checked on this
  * thread, about what copying it into a body buffer cost, which it
  * replaces: a 134 MB buffer took as long to fault in as to fill), else
- * into one buffer of the announced size. Answers (and returns true) when
- * the budget has no room for the buffer.
+ * into one buffer of the announced size. Either counts in the body budget
+ * (a stream's header is held until it reads whole: unbounded over
+ * connections otherwise). Answers (and returns true) when the budget has
+ * no room.
  */
 static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
 {
     struct api_request q;
     http_api_req_init(r, &q, http_req_header);
     if (strcmp(r->method, "POST") == 0 &&
-        (r->stream = api_stream_open(r->h->ctx, &q, announced)))
+        (r->stream = api_stream_open(r->h->ctx, &q, announced))) {
+        /* counted in the budget as a buffer of it would be (a chunked
+         * one as it arrives, on_upload): the header is held until whole */
+        if (announced == SIZE_MAX || http_body_charge(r, announced))
+            return false;
+        http_body_release(r);
+    } else if (announced == SIZE_MAX || announced == 0 || http_body_reserve(r, announced)) {
         return false;
-    if (announced != SIZE_MAX && announced > 0 && !http_body_reserve(r, announced)) {
-        *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
-                               "too many request bodies in flight; retry");
-        return true;
     }
-    return false;
+    *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
+                           "too many request bodies in flight; retry");
+    return true;
 }
 
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
@@ -548,6 +555,10 @@ static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
     if (r->stream && r->bytes_in > r->h->cfg->max_body_bytes) {
         http_body_release(r);           /* a chunked upload past the cap */
         r->refuse = API_ERR_BODY_TOO_LARGE;
+    } else if (r->stream && r->bytes_in > r->charged &&
+               !http_body_charge(r, r->bytes_in - r->charged)) {
+        http_body_release(r);           /* chunked, past the body budget */
+        r->refuse = API_ERR_CAPACITY_EXHAUSTED;
     }
     if (r->stream) {
         api_stream_feed(r->stream, data, *size);  /* a refusal is answered at the end */

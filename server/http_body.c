@@ -54,9 +54,17 @@ void http_body_release(struct req *r)
     } else {
         api_spare_free(r->body);        /* kept when large, else freed */
     }
-    atomic_fetch_sub(&r->h->body_bytes, r->cap);
+    atomic_fetch_sub(&r->h->body_bytes, r->cap + r->charged);
     r->body = NULL;
-    r->len = r->cap = 0;
+    r->len = r->cap = r->charged = 0;
+}
+
+bool http_body_charge(struct req *r, size_t n)
+{
+    if (!budget_take(r->h, n))
+        return false;
+    r->charged += n;
+    return true;
 }
 
 /* Grow the buffer to cap bytes (within the budget); false if it cannot. */

@@ -71,6 +71,8 @@ struct req {
     size_t len, cap;
     struct api_stream *stream;      /* takes the body as it arrives instead
                                        (api_stream_open), or NULL */
+    size_t charged;                 /* a streamed body's bytes counted in the
+                                       body budget (http_body_charge) */
     uint64_t bytes_in;              /* everything received, kept or not */
     enum api_err refuse;            /* set once over a cap: the error to answer */
     size_t n_hdr;
@@ -124,6 +126,10 @@ bool http_body_reserve(struct req *r, size_t cap);
  * its bytes to the budget; close its stream (and free what that built
  * and did not finish). */
 void http_body_release(struct req *r);
+/* Count n more bytes of a streamed body in the body budget, as a buffered
+ * body's are (an import's header is held until it reads whole); false
+ * when the budget has no room. http_body_release gives them back. */
+bool http_body_charge(struct req *r, size_t n);
 /* Append an upload chunk within the caps; false (r->refuse set) if not. */
 bool http_body_append(struct req *r, const char *data, size_t n);
 

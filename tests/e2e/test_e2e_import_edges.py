@@ -326,3 +326,27 @@ def _metric_auth(d, name, auth):
         if line.startswith(name + " "):
             return int(float(line.split()[1]))
     raise AssertionError(f"no {name} in /metrics")
+
+
+def test_half_sent_imports_count_in_the_body_budget():
+    """An import's header is held until it reads whole (a chunked one of
+    any size): streamed bodies count in the body budget as buffered ones
+    do (8 x --max-body-bytes, at least 256 MiB), else half-sent imports
+    held memory without bound (80 of ~8 MB: 626 MiB of RSS)."""
+    rng = random.Random(4)
+    with Attnd("--max-body-bytes", "8m") as d:
+        body, attn = _export(d, PLAIN, 30, rng)
+        before = _state(d)
+        held = [_open(d, f"Content-Length: {8 << 20}") for _ in range(32)]   # 256 MiB
+        time.sleep(0.2)
+        status, answer = _send(d, [body], length=len(body))
+        assert status == 503 and b"too many request bodies" in answer, answer
+        status, answer = _send(d, [body[:100], body[100:]], chunked=True)
+        assert status == 503 and b"too many request bodies" in answer, answer
+        for p in held:
+            p.close()
+        _settle(d, before)
+        status, answer = _send(d, [body[:100], body[100:]], chunked=True)
+        _imported_same(d, status, answer, attn, PLAIN)
+        _settle(d, before)
+        assert d.stop() == 0
