@@ -68,6 +68,7 @@ static struct sess_import_limits import_limits(const struct api_call *c)
     struct sess_import_limits lim = {
         .max_row_elements = api_max_elements(c),
         .max_tokens = c->ctx->cfg.max_tokens,
+        .max_bytes = c->ctx->cfg.max_body_bytes,
     };
     return lim;
 }

@@ -744,6 +744,15 @@ static enum core_status import_limits(const struct loaded *l,
 static enum core_status import_claim(struct sess_importer *im)
 {
     size_t bytes = 0, max = im->st->cfg.max_cache_bytes;
+    /* over the whole cache is known without kv_plan's walk of every page
+     * (seconds for a header announcing 1e10 rows): a fresh cache's exact
+     * bytes are its rows times a row's bytes */
+    if (max && im->l.rows <= SIZE_MAX &&
+        core_mul((size_t)im->l.rows, kv_row_bytes(im->s->kv), &bytes) && bytes > max) {
+        say(im->why, "it needs %zu cache bytes, over this replica's whole cache (%zu)",
+            bytes, max);
+        return CORE_ELIMIT;
+    }
     if (im->l.rows > SIZE_MAX ||
         kv_plan(im->s->kv, (size_t)im->l.rows, NULL, &bytes) != CORE_OK) {
         say(im->why, "its rows do not fit in memory");
@@ -762,16 +771,24 @@ static enum core_status import_claim(struct sess_importer *im)
     return CORE_OK;
 }
 
+/* The body's bytes at most: those announced, else the transport's cap (a
+ * header or rows past it are never all sent, and the rows' pages are
+ * claimed before they arrive), else SIZE_MAX. */
+static size_t body_most(const struct sess_importer *im)
+{
+    return im->total != SIZE_MAX ? im->total : im->lim.max_bytes ? im->lim.max_bytes : SIZE_MAX;
+}
+
 /* The header is whole (its first `used` bytes of hb): the size of the
  * rows against the bytes announced, the limits, the settings, the claim,
  * and the pages the rows go to. */
 static void head_done(struct sess_importer *im, size_t used)
 {
     struct loaded *l = &im->l;
-    size_t rows_bytes, end;
+    size_t rows_bytes, end, most = body_most(im);
     im->n_parts = rows_parts(l, im->version, im->parts, &rows_bytes);
     if (!im->n_parts || !core_add(used, rows_bytes, &end) || end > SIZE_MAX - 4 ||
-        (im->total != SIZE_MAX && end + 4 > im->total)) {
+        end + 4 > most) {
         refuse(im, CORE_ECORRUPT, NULL, "truncated");
         return;
     }
@@ -816,8 +833,8 @@ static void head_done(struct sess_importer *im, size_t used)
  * bytes announced is "truncated" at once). */
 static size_t head_try(struct sess_importer *im)
 {
-    size_t most = im->total == SIZE_MAX ? SIZE_MAX
-                : im->total < 4 ? 0 : im->total - 4;    /* before the checksum */
+    size_t most = body_most(im);
+    most = most == SIZE_MAX ? SIZE_MAX : most < 4 ? 0 : most - 4;  /* before the checksum */
     loaded_free(&im->l);
     memset(&im->l, 0, sizeof im->l);
     struct rd r = {.base = im->hb, .p = im->hb, .left = im->hn < most ? im->hn : most};

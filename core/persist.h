@@ -28,6 +28,8 @@
 struct sess_import_limits {
     size_t max_row_elements;    /* heads * d_k and kv_heads * (d_k + d_v) */
     size_t max_tokens;          /* the imported session's max_tokens */
+    size_t max_bytes;           /* the body's bytes at most when their number
+                                   is not announced (the transport's cap) */
 };
 
 /* A held session as bytes (magic, version, settings, rows in their stored

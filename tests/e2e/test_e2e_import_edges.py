@@ -17,12 +17,17 @@ raw sockets so that the pieces reach the daemon as sent:
   limit; a drain (SIGTERM) with an import half sent cuts it at the drain
   timeout and exits 0 (under `make asan`: nothing leaked);
 - imports one after another on one kept-alive connection (good, corrupt,
-  a wrong API key: 401, short, chunked) each answer as alone.
+  a wrong API key: 401, short, chunked) each answer as alone;
+- half-sent imports count in the body budget (503 past it); a chunked
+  header announcing rows past --max-body-bytes is refused at once and
+  neither claims cache nor evicts idle sessions.
 """
+import base64
 import json
 import random
 import signal
 import socket
+import struct
 import time
 
 from attnd_proc import Attnd
@@ -349,4 +354,50 @@ def test_half_sent_imports_count_in_the_body_budget():
         status, answer = _send(d, [body[:100], body[100:]], chunked=True)
         _imported_same(d, status, answer, attn, PLAIN)
         _settle(d, before)
+        assert d.stop() == 0
+
+
+def _announcing(body, length):
+    """A PLAIN export's header rewritten to announce `length` rows (and
+    max_tokens), no rows after it: what a chunked upload may begin with."""
+    b = bytearray(body)
+    off = 20 + struct.unpack_from("<I", b, 16)[0] + 4      # h, h_kv, d_k, d_v, length, max_tokens
+    struct.pack_into("<QQ", b, off + 32, length, length)
+    return bytes(b[:len(b) - 4 - _rows_bytes(PLAIN, 30)])
+
+
+def test_chunked_header_past_the_body_cap_claims_nothing():
+    """A chunked import's rows are claimed (lru: idle sessions evicted)
+    when its header arrives, before they do: a header announcing more than
+    --max-body-bytes can take is refused at once (the body could never
+    hold them) instead of evicting for rows that never come, or walking
+    every page of 1e10 rows on the transport thread."""
+    rng = random.Random(8)
+    with Attnd("--max-body-bytes", "256k", "--max-cache-bytes", "4m", "--cache-policy", "lru",
+               "--max-tokens", "1000000000000") as d:
+        body, attn = _export(d, PLAIN, 30, rng)
+        big = {"d_k": 64, "d_v": 64, "heads": 1, "dtype": "float32"}
+        idle = []
+        for _ in range(6):                                  # 512 KiB each, idle
+            r = d.post("/v1/sessions", big)
+            assert r.status == 201, r
+            idle.append(r.json()["id"])
+            for _ in range(4):
+                t = {"shape": [1, 256, 64], "dtype": "float32", "data": base64.b64encode(
+                    struct.pack("<16384f", *(rng.uniform(-1, 1) for _ in range(16384)))).decode()}
+                assert d.post(f"/v1/sessions/{idle[-1]}/kv", {"k": t, "v": t}).status == 200
+        before = _state(d)
+        for rows in (100000, 10 ** 10):     # 2.8 MB of rows over a 256 KiB cap; 1e10
+            head = _announcing(body, rows)
+            s = _open(d, "Transfer-Encoding: chunked")
+            s.sendall(b"%x\r\n%s\r\n" % (len(head), head))
+            time.sleep(0.2)
+            assert _state(d) == before          # nothing claimed, nothing evicted
+            s.close()
+            status, answer = _send(d, [head], chunked=True)
+            assert status == 422 and b"truncated" in answer, answer
+        for sid in idle:
+            assert d.get(f"/v1/sessions/{sid}").status == 200
+        status, answer = _send(d, [body[:50], body[50:]], chunked=True)
+        _imported_same(d, status, answer, attn, PLAIN)
         assert d.stop() == 0
