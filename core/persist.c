@@ -44,6 +44,14 @@
  * allocated before it is known to fit in what is left (or, when the size
  * is not known ahead, before those bytes have arrived).
  *
+ * Export goes piece by piece too (struct sess_exporter): the bytes before
+ * the rows are written at once into a small buffer, the cache is forked
+ * (a snapshot sharing its pages), and each read copies the next run of
+ * stored rows from those pages with the CRC-32C taken over the copy while
+ * it is in cache, the checksum last; the walk is write_rows's, so the
+ * bytes are sess_encode's. Over HTTP they go from the pages into the
+ * transport's buffer, never into a buffer of the whole export.
+ *
  * Reading goes piece by piece (struct sess_importer), so that an upload is
  * imported as it arrives, never held whole: the header is gathered until
  * it reads whole (each attempt waits for the bytes its first missing field
@@ -181,8 +189,8 @@ static const uint32_t *ieee_table(void)
     return crc_tab_ieee;
 }
 
-/* Serialise a held session. */
-static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
+/* A held session's bytes before its rows: magic to the padding. */
+static void write_head(struct wr *w, struct sess_store *st, struct sess *s)
 {
     const struct sess_spec *sp = &s->spec;
     const struct attn_shape *sh = &sp->shape;
@@ -241,6 +249,12 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
     put(w, sp->bias_k, sp->bias_k_heads * sh->d_k * es);
     put(w, sp->bias_v, sp->bias_v_heads * sh->d_v * es);
     put_pad(w);
+}
+
+/* Serialise a held session. */
+static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
+{
+    write_head(w, st, s);
     write_rows(w, s->kv);
     uint32_t crc = w->crc;
     put_u32(w, crc);
@@ -1067,4 +1081,131 @@ enum core_status sess_export(struct sess_store *st, struct sess *s,
                              void **out, size_t *n)
 {
     return sess_encode(st, s, out, n);
+}
+
+/* ---- export piece by piece ----------------------------------------------- */
+
+/* The parts in the order write_rows writes them (int8 scales first). */
+static const int part_order[4] = {2, 3, 0, 1};
+
+struct sess_exporter {
+    struct kv_cache *kv;            /* the snapshot: shares the session's pages */
+    unsigned char *head;            /* the bytes before the rows */
+    size_t head_n;
+    size_t total, done;             /* bytes in all, and given out */
+    uint32_t crc;                   /* CRC-32C of the bytes given out */
+    int o;                          /* index in part_order of the part read */
+    size_t g, r;                    /* its head, and its next row */
+    const unsigned char *seg;       /* the rest of the current run of rows */
+    size_t seg_left;
+    unsigned char tail[4];          /* the CRC, once the rows are out */
+};
+
+/* The next run of stored bytes of the snapshot (put_rows's walk: part by
+ * part, head by head, page run by page run, the gap skipped); false past
+ * the last. */
+static bool next_run(struct sess_exporter *ex)
+{
+    const struct kv_cache *kv = ex->kv;
+    size_t es = kv_elem_bytes(kv), len = kv_length(kv), front = kv_held_front(kv);
+    size_t from = kv_held_from(kv);
+    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
+    while (ex->o < 4) {
+        int part = part_order[ex->o];
+        size_t r = ex->r, n;
+        struct kv_seg sg;
+        if (r == front && from)
+            r = from;
+        n = r < len ? kv_seg(kv, ex->g, r, &sg) : 0;
+        if (n == 0) {                   /* this head's part is out */
+            ex->r = 0;
+            if (++ex->g == kv_heads(kv)) {
+                ex->g = 0;
+                ex->o++;
+            }
+            continue;
+        }
+        const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
+        ex->r = r + n;
+        ex->seg = src[part];
+        ex->seg_left = n * width[part];
+        if (ex->seg_left)
+            return true;
+    }
+    return false;
+}
+
+struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
+                                        enum core_status *rc)
+{
+    struct sess_exporter *ex = calloc(1, sizeof *ex);
+    struct wr w = {.ok = true};
+    *rc = CORE_ENOMEM;
+    if (!ex)
+        return NULL;
+    write_head(&w, st, s);
+    ex->kv = w.ok ? kv_fork(s->kv) : NULL;
+    if (!ex->kv) {
+        free(w.p);
+        free(ex);
+        return NULL;
+    }
+    ex->head = w.p;
+    ex->head_n = w.n;
+    ex->crc = w.crc;
+    /* the size: the walk the reads will make, counted */
+    size_t rows = 0;
+    ex->o = kv_store(ex->kv) == KV_STORE_I8 ? 0 : 2;
+    struct sess_exporter walk = *ex;
+    while (next_run(&walk))
+        rows += walk.seg_left;
+    ex->total = ex->head_n + rows + sizeof ex->tail;
+    *rc = CORE_OK;
+    return ex;
+}
+
+size_t sess_export_size(const struct sess_exporter *ex)
+{
+    return ex->total;
+}
+
+size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n)
+{
+    unsigned char *out = buf;
+    size_t put = 0, rows_end = ex->total - sizeof ex->tail;
+    while (put < n && ex->done < ex->total) {
+        size_t m;
+        if (ex->done < ex->head_n) {
+            m = ex->head_n - ex->done < n - put ? ex->head_n - ex->done : n - put;
+            memcpy(out + put, ex->head + ex->done, m);
+        } else if (ex->done < rows_end) {
+            if (ex->seg_left == 0 && !next_run(ex))
+                break;                  /* not reached: total counts the runs */
+            m = ex->seg_left < n - put ? ex->seg_left : n - put;
+            memcpy(out + put, ex->seg, m);
+            ex->crc = jnl_crc32c(ex->crc, out + put, m);  /* while in cache */
+            ex->seg += m;
+            ex->seg_left -= m;
+            if (ex->done + m == rows_end)
+                memcpy(ex->tail, &ex->crc, sizeof ex->tail);
+        } else {
+            if (ex->done == rows_end && rows_end == ex->head_n)
+                memcpy(ex->tail, &ex->crc, sizeof ex->tail);   /* no rows */
+            size_t at = ex->done - rows_end;
+            m = sizeof ex->tail - at < n - put ? sizeof ex->tail - at : n - put;
+            memcpy(out + put, ex->tail + at, m);
+        }
+        put += m;
+        ex->done += m;
+    }
+    return put;
+}
+
+void sess_export_free(struct sess_exporter *ex)
+{
+    if (!ex)
+        return;
+    kv_free(ex->kv);
+    free(ex->head);
+    free(ex);
 }

@@ -38,6 +38,35 @@ enum core_status sess_export(struct sess_store *st, struct sess *s,
                              void **out, size_t *n);
 
 /*
+ * sess_export piece by piece, from a snapshot (a session export streamed
+ * over HTTP without a buffer of its own):
+ *   sess_export_begin  a snapshot of held session s (O(pages): its cache
+ *                      forked, every page shared, and the bytes before the
+ *                      rows written, the clock read now); s may be released
+ *                      and changed at once after: an append into the shared
+ *                      last page copies it, a truncate, roll or delete only
+ *                      drops references, so the snapshot's rows stay as
+ *                      they were. NULL with *rc = CORE_ENOMEM.
+ *   sess_export_size   its bytes in all (what sess_export gives then)
+ *   sess_export_read   the next up to n of them into buf: the rows copied
+ *                      page run by page run from the shared pages, their
+ *                      CRC-32C computed as they go, the checksum last;
+ *                      fewer than n only at the end (0 past it)
+ *   sess_export_free   lets go of the snapshot's pages (a page its session
+ *                      let go meanwhile is freed now); NULL: no-op
+ * The bytes are sess_export's at the moment of begin, byte for byte. The
+ * snapshot's pages count in st's bytes until it is freed, so st must
+ * outlive it. One thread at a time per exporter; the session's own
+ * requests may run meanwhile on other threads.
+ */
+struct sess_exporter;
+struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
+                                        enum core_status *rc);
+size_t sess_export_size(const struct sess_exporter *ex);
+size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n);
+void sess_export_free(struct sess_exporter *ex);
+
+/*
  * A new session from sess_export's bytes p[n], under a new id of this store
  * (into id[SESS_ID_MAX]), journaled as a create is. lim may be NULL. Errors,
  * with why[SESS_WHY_MAX] (may be NULL) saying what was wrong:
