@@ -75,6 +75,8 @@ struct api_request {
                                        path), or 0 for none */
     struct api_stream *stream;      /* the body, taken as it arrived
                                        (api_stream_open), or NULL */
+    bool pieces_ok;                 /* the transport sends a response body
+                                       read piece by piece (api_pieces) */
 };
 
 #define API_MAX_HEADERS 16
@@ -90,7 +92,9 @@ struct api_response {
     const char *route;              /* route template for logs/metrics, e.g. "/v1/sessions/{id}"; static */
     const char *content_type;       /* static string, e.g. "application/json" */
     char *body;                     /* malloc'd (api_response_free frees it), may be NULL */
-    size_t body_len;
+    size_t body_len;                /* of body, or of pieces */
+    struct api_pieces *pieces;      /* the body to read piece by piece (body
+                                       NULL), or NULL; api_response_free frees it */
     struct api_header headers[API_MAX_HEADERS];
     size_t n_headers;
     bool drain_after;               /* unused by api; server may set */
@@ -136,6 +140,22 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
                                    size_t total);
 bool api_stream_feed(struct api_stream *s, const void *p, size_t n);
 void api_stream_close(struct api_stream *s);
+
+/*
+ * A response body read piece by piece instead of held whole: a session
+ * export is read from a snapshot of the session's pages as the transport
+ * sends it (api/sessions_move.c), so its bytes never sit in a buffer of
+ * their own. Given only when req->pieces_ok; resp->body_len is its size.
+ *   api_pieces_read  the next up to n bytes into buf; fewer than n only at
+ *                    the end (0 past it)
+ *   api_pieces_free  lets go of it (a body sent, or a client gone midway);
+ *                    NULL: no-op
+ * A transport that takes resp->pieces sets it NULL and frees it once the
+ * body is done with. One thread at a time per body.
+ */
+struct api_pieces;
+size_t api_pieces_read(struct api_pieces *b, void *buf, size_t n);
+void api_pieces_free(struct api_pieces *b);
 
 /*
  * Build the JSON error reply for a condition the transport detects itself

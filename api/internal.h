@@ -93,6 +93,11 @@ void api_reply_empty(struct api_call *c, int status);
 void api_reply_bytes(struct api_call *c, int status, const char *content_type,
                      void *bytes, size_t len);
 
+/* Reply with a body read piece by piece (api.h's api_pieces, taken and
+ * freed with the response), len bytes in all, of a static content type. */
+void api_reply_pieces(struct api_call *c, int status, const char *content_type,
+                      struct api_pieces *pieces, size_t len);
+
 /* Reply with text of the given static content type; text is copied. */
 void api_reply_text(struct api_call *c, int status, const char *content_type,
                     const char *text, size_t len);

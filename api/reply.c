@@ -34,7 +34,9 @@ const char *api_header(const struct api_call *c, const char *name)
 static void reply_reset(struct api_call *c)
 {
     api_spare_free(c->resp->body);
+    api_pieces_free(c->resp->pieces);
     c->resp->body = NULL;
+    c->resp->pieces = NULL;
     c->resp->body_len = 0;
     c->resp->content_type = NULL;
     c->answered = true;
@@ -216,9 +218,22 @@ void api_response_header(struct api_response *resp, const char *name,
     snprintf(h->value, sizeof h->value, "%s", value);
 }
 
+void api_reply_pieces(struct api_call *c, int status, const char *content_type,
+                      struct api_pieces *pieces, size_t len)
+{
+    reply_reset(c);
+    c->resp->status = status;
+    c->resp->error = API_ERR_NONE;
+    c->resp->content_type = content_type;
+    c->resp->pieces = pieces;
+    c->resp->body_len = len;
+}
+
 void api_response_free(struct api_response *resp)
 {
     api_spare_free(resp->body);
+    api_pieces_free(resp->pieces);
+    resp->pieces = NULL;
     resp->body = NULL;
     resp->body_len = 0;
 }

@@ -240,6 +240,7 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     /* Every field but the header slots (9 KiB; n_headers says how many are
      * in use): clearing them all was a visible cost of a small request. */
     resp->body = NULL;
+    resp->pieces = NULL;
     resp->body_len = 0;
     resp->content_type = NULL;
     resp->n_headers = 0;

@@ -20,6 +20,13 @@
  * (core/persist.h's piecewise import); api_handle then finishes it. A
  * request without a stream (in-process callers) imports its body whole
  * through the same reader.
+ *
+ * An export goes the other way the same: to a transport that takes a body
+ * piece by piece (req->pieces_ok) it is a snapshot of the session (its
+ * pages shared, core/persist.h's sess_export_begin) read into the
+ * transport's buffer as the socket takes it, never built whole; the
+ * session's own requests go on meanwhile and the snapshot's pages are let
+ * go when the body is done or the client gone. Others get the bytes whole.
  */
 #include "api/internal.h"
 
@@ -34,20 +41,48 @@ const char api_route_export[] = "/v1/sessions/{id}/export";
 
 static const char octet_stream[] = "application/octet-stream";
 
+/* An export read piece by piece: a snapshot of the session's pages. */
+struct api_pieces {
+    struct sess_exporter *ex;
+};
+
+size_t api_pieces_read(struct api_pieces *b, void *buf, size_t n)
+{
+    return sess_export_read(b->ex, buf, n);
+}
+
+void api_pieces_free(struct api_pieces *b)
+{
+    if (!b)
+        return;
+    sess_export_free(b->ex);
+    free(b);
+}
+
 void api_sessions_export(struct api_call *c, const char *id)
 {
     struct sess_store *st = c->ctx->store;
     struct sess *s;
-    void *bytes;
-    size_t n;
+    void *bytes = NULL;
+    size_t n = 0;
+    struct api_pieces *pieces = NULL;
     if (sess_acquire(st, id, &s) != CORE_OK) {
         api_fail(c, API_ERR_SESSION_NOT_FOUND, NULL, NULL);
         return;
     }
-    enum core_status rc = sess_export(st, s, &bytes, &n);
+    enum core_status rc = CORE_ENOMEM;
+    if (!c->req->pieces_ok) {           /* in-process: the bytes whole */
+        rc = sess_export(st, s, &bytes, &n);
+    } else if ((pieces = malloc(sizeof *pieces)) &&
+               !(pieces->ex = sess_export_begin(st, s, &rc))) {
+        free(pieces);
+        pieces = NULL;
+    }
     sess_release(st, s);
     if (rc != CORE_OK)
         api_fail_core(c, rc, NULL);
+    else if (pieces)
+        api_reply_pieces(c, 200, octet_stream, pieces, sess_export_size(pieces->ex));
     else
         api_reply_bytes(c, 200, octet_stream, bytes, n);
 }
