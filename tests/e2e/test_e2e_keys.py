@@ -71,7 +71,12 @@ def test_named_keys_rotate_on_sighup():
         a.signal(signal.SIGHUP)
         wait_log(a, "API key reload failed")
         assert a.post("/v1/attention", VALID, headers=auth(CAROL)).status == 200
-        assert metric(a, "attnd_key_requests_total", "carol", auth(CAROL)) >= 2
+        # counted when a request completes, which can come after its
+        # client has read the answer: wait for it
+        deadline = time.time() + 10
+        while metric(a, "attnd_key_requests_total", "carol", auth(CAROL)) < 2:
+            assert time.time() < deadline, "carol's two answered requests not counted"
+            time.sleep(0.05)
         wait_log(a, '"key":"alice"')
         wait_log(a, '"key":"carol"')
         logs = a.logs()
