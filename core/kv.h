@@ -186,7 +186,7 @@ enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void 
                                   const float *ks, const float *vs, size_t m);
 
 /*
- * Stored rows written in place as they arrive (core/persist.c's import,
+ * Stored rows written in place as they arrive (core/persist_read.c's import,
  * which copies each piece of an upload straight into the pages):
  *   kv_fill_open   an empty, unshared cache gets private pages for rows
  *                  [0, front) and [first, length) (first 0: every row,

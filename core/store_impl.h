@@ -121,7 +121,7 @@ struct sess **sess_hold_all(struct sess_store *st, size_t *n);
 enum core_status sess_encode(struct sess_store *st, struct sess *s,
                              void **out, size_t *n);
 
-/* persist.c: p[n] as a new unlinked session with its id set and *idle_s
+/* persist_read.c: p[n] as a new unlinked session with its id set and *idle_s
  * its idle seconds when encoded; NULL, or the reason they are bad (*out
  * NULL then). */
 const char *sess_decode(const void *p, size_t n, struct sess **out,

@@ -44,7 +44,7 @@ static void pz_fail(const char *what)
     abort();
 }
 
-/* CRC-32 (IEEE), as core/persist.c computes it, to forge valid files. */
+/* CRC-32 (IEEE), as core/persist_read.c checks it, to forge valid files. */
 static uint32_t pz_crc(const uint8_t *p, size_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
