@@ -271,7 +271,7 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
         !media_type_ok(api_header(c, "Content-Type")))
         return parse_body(c, false);
     if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
-                                 r->ws ? attn_ws_pool(r->ws) : NULL, pre, &len))) {
+                                 attn_ws_pool(r->ws), pre, &len))) {
         if (pre->whole && (root = pre_tree(keys, pre)))
             return root;        /* nothing left for jansson to read */
         api_pre_free(pre);

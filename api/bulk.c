@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "api/read.h"
+#include "core/half.h"
 #include "core/pool.h"
 
 /* 8192 base64 characters: a multiple of 4 characters and, as bytes, of
@@ -28,40 +30,20 @@
  * helper costs more than it saves. */
 #define POOL_MIN_OUT (4 * PIECE_OUT)
 
-/* name(u, n): whether no element of u[n] (of type T, exponent mask E, its
- * lowest bit LOW, sign bit SIGN) has an all-ones exponent. (x & E) + LOW
- * sets the sign bit exactly then, and never carries beyond it; the fixed
- * inner count of 64 lets the compiler vectorise the loop at -O2. */
-#define FINITE_FN(name, T, E, LOW, SIGN)                                     \
-    static bool name(const T *u, size_t n)                                  \
-    {                                                                       \
-        T acc = 0;                                                          \
-        size_t i = 0, j;                                                    \
-        for (; i + 64 <= n; i += 64)                                        \
-            for (j = 0; j < 64; j++)                                        \
-                acc |= (T)((u[i + j] & (E)) + (LOW));                       \
-        for (; i < n; i++)                                                  \
-            acc |= (T)((u[i] & (E)) + (LOW));                               \
-        return !(acc & (SIGN));                                             \
-    }
-
-FINITE_FN(finite32, uint32_t, 0x7F800000u, 0x00800000u, 0x80000000u)
-FINITE_FN(finite64, uint64_t, 0x7FF0000000000000ull, 0x0010000000000000ull,
-          0x8000000000000000ull)
-FINITE_FN(finite_f16, uint16_t, 0x7C00u, 0x0400u, 0x8000u)
-FINITE_FN(finite_bf16, uint16_t, 0x7F80u, 0x0080u, 0x8000u)
-
-static bool block_finite(const unsigned char *p, size_t bytes, enum api_bulk_elem e)
+/* Whether no element of the block is an infinity or NaN that e's job
+ * does not allow: the readers' own scans (api/read_tensor.c, core/half.c),
+ * which run over fixed inner blocks that the compiler vectorises. */
+static bool block_finite(const unsigned char *p, size_t bytes, const struct api_bulk *b)
 {
-    switch (e) {
+    switch (b->elem) {
     case API_BULK_F32:
-        return finite32((const uint32_t *)(const void *)p, bytes / 4);
+        return api_first_nonfinite(p, false, bytes / 4, b->allow_neg_inf) == bytes / 4;
     case API_BULK_F64:
-        return finite64((const uint64_t *)(const void *)p, bytes / 8);
+        return api_first_nonfinite(p, true, bytes / 8, b->allow_neg_inf) == bytes / 8;
     case API_BULK_F16:
-        return finite_f16((const uint16_t *)(const void *)p, bytes / 2);
     case API_BULK_BF16:
-        return finite_bf16((const uint16_t *)(const void *)p, bytes / 2);
+        return half_first_nonfinite((const uint16_t *)(const void *)p, bytes / 2,
+                                    b->elem == API_BULK_F16, b->allow_neg_inf) == bytes / 2;
     case API_BULK_NONE:
         break;
     }
@@ -105,7 +87,7 @@ static void bulk_piece(void *arg, size_t i, struct attn_ws *ws)
         } else {
             memcpy(dst + o, (const unsigned char *)b->src + o, o2 - o);
         }
-        finite = finite && block_finite(dst + o, o2 - o, b->elem);
+        finite = finite && block_finite(dst + o, o2 - o, b);
     }
     if (!finite)
         atomic_store_explicit(&r->nonfinite[j], true, memory_order_relaxed);

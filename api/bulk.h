@@ -35,9 +35,11 @@ struct api_bulk {
     size_t len;
     void *dst;
     enum api_bulk_elem elem;
+    bool allow_neg_inf;             /* -inf is a value (a nullable input) */
     bool bad;                       /* out: a character outside the alphabet
                                        or misplaced padding (base64) */
-    bool nonfinite;                 /* out: some element is an infinity or NaN */
+    bool nonfinite;                 /* out: some element is an infinity or NaN
+                                       (other than an allowed -inf) */
 };
 
 /* Fill every job (at most API_BULK_MAX) on the calling thread and the

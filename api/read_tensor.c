@@ -413,8 +413,9 @@ size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_i
     return n;
 }
 
-/* finite: src is known to hold no infinity or NaN (checked as it was
- * decoded, api/bulk.c), so the same-type paths need not look again. */
+/* finite: src is known to hold no infinity or NaN that spec refuses
+ * (checked as it was decoded, api/bulk.c), so the same-type paths need not
+ * look again. */
 static bool b64_convert(struct api_call *c, const char *path, enum b64_type t,
                         const void *src, bool finite, const struct api_tensor_spec *spec,
                         void *dst, size_t n)
@@ -541,8 +542,9 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         return false;
     }
     struct api_bulk job = {.text = json_string_value(jd), .len = json_string_length(jd),
-                           .dst = src, .elem = bulk_elem(t)};
-    if (!api_bulk_run(&job, 1, c->req->ws ? attn_ws_pool(c->req->ws) : NULL)) {
+                           .dst = src, .elem = bulk_elem(t),
+                           .allow_neg_inf = spec->elem == API_ELEM_NULLABLE};
+    if (!api_bulk_run(&job, 1, attn_ws_pool(c->req->ws))) {
         api_fail(c, API_ERR_INVALID_FIELD, pd, "data is not valid base64");
     } else if (b64_convert(c, pd, t, src, !job.nonfinite, spec, dst, count)) {
         if (!same)

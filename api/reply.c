@@ -166,12 +166,7 @@ void api_reply_buf(struct api_call *c, int status, struct api_buf *buf)
         return;
     }
     text = api_buf_take(buf, &len);
-    reply_reset(c);
-    c->resp->status = status;
-    c->resp->error = API_ERR_NONE;
-    c->resp->content_type = "application/json";
-    c->resp->body = text;
-    c->resp->body_len = len;
+    api_reply_bytes(c, status, "application/json", text, len);
 }
 
 void api_reply_empty(struct api_call *c, int status)
@@ -184,9 +179,7 @@ void api_reply_empty(struct api_call *c, int status)
 void api_reply_bytes(struct api_call *c, int status, const char *content_type,
                      void *bytes, size_t len)
 {
-    reply_reset(c);
-    c->resp->status = status;
-    c->resp->error = API_ERR_NONE;
+    api_reply_empty(c, status);
     c->resp->content_type = content_type;
     c->resp->body = bytes;
     c->resp->body_len = len;
@@ -221,12 +214,8 @@ void api_response_header(struct api_response *resp, const char *name,
 void api_reply_pieces(struct api_call *c, int status, const char *content_type,
                       struct api_pieces *pieces, size_t len)
 {
-    reply_reset(c);
-    c->resp->status = status;
-    c->resp->error = API_ERR_NONE;
-    c->resp->content_type = content_type;
+    api_reply_bytes(c, status, content_type, NULL, len);
     c->resp->pieces = pieces;
-    c->resp->body_len = len;
 }
 
 void api_response_free(struct api_response *resp)

@@ -108,20 +108,29 @@ static struct sess_import_limits import_limits(const struct api_call *c)
     return lim;
 }
 
-/* The checks an import answers before reading its body; false when one
- * answered. */
-static bool import_acceptable(struct api_call *c)
+/* The checks an import answers before reading its body: the refusal, or
+ * API_ERR_NONE, and its message in *msg. */
+static enum api_err import_refusal(struct api_call *c, const char **msg)
 {
     if (!c->ctx->store) {
-        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
-        return false;
+        *msg = "sessions are not available";
+        return API_ERR_CAPACITY_EXHAUSTED;
     }
     if (!octet_type(api_header(c, "Content-Type"))) {
-        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
-                 "Content-Type must be application/octet-stream");
-        return false;
+        *msg = "Content-Type must be application/octet-stream";
+        return API_ERR_UNSUPPORTED_MEDIA_TYPE;
     }
-    return true;
+    return API_ERR_NONE;
+}
+
+/* import_refusal answered; false when it refused. */
+static bool import_acceptable(struct api_call *c)
+{
+    const char *msg = NULL;
+    enum api_err e = import_refusal(c, &msg);
+    if (e != API_ERR_NONE)
+        api_fail(c, e, NULL, "%s", msg);
+    return e == API_ERR_NONE;
 }
 
 /* An upload taken as it arrives: its import, fed piece by piece. */
@@ -132,7 +141,8 @@ struct api_stream {
 struct api_stream *api_sessions_import_open(struct api_call *c, size_t total)
 {
     /* a request the handler refuses before the body is buffered as usual */
-    if (!c->ctx->store || !octet_type(api_header(c, "Content-Type")))
+    const char *msg;
+    if (import_refusal(c, &msg) != API_ERR_NONE)
         return NULL;
     struct sess_import_limits lim = import_limits(c);
     struct api_stream *s = malloc(sizeof *s);

@@ -150,12 +150,10 @@ static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtyp
     size_t es = wire_size(w);
     struct api_bulk job = {.src = p, .len = t->count * es, .dst = t->data,
                            .elem = two ? (w == W_FP16 ? API_BULK_F16 : API_BULK_BF16)
-                                   : f64 ? API_BULK_F64 : API_BULK_F32};
+                                   : f64 ? API_BULK_F64 : API_BULK_F32,
+                           .allow_neg_inf = nullable};    /* a nullable input's -inf */
     api_bulk_run(&job, 1, pool);        /* a copy is never bad */
-    /* an infinity or NaN: allowed only as a nullable input's -inf */
-    *ok = !job.nonfinite ||
-          (two ? half_first_nonfinite((const uint16_t *)t->data, t->count, w == W_FP16, nullable)
-               : api_first_nonfinite(t->data, f64, t->count, nullable)) == t->count;
+    *ok = !job.nonfinite;
     return true;
 #else
     (void)t, (void)w, (void)dt, (void)nullable, (void)half, (void)p, (void)pool, (void)ok;
@@ -172,8 +170,7 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
     size_t i, k, ws = wire_size(w);
     bool ok;
 
-    if (fill_binary_same(t, w, dt, nullable, c->half, p,
-                         c->req->ws ? attn_ws_pool(c->req->ws) : NULL, &ok) && ok)
+    if (fill_binary_same(t, w, dt, nullable, c->half, p, attn_ws_pool(c->req->ws), &ok) && ok)
         return true;
     for (i = 0; i < t->count; i++, p += ws) {
         uint64_t u = 0;

@@ -340,7 +340,7 @@ enum core_status attn_prepare_q(const struct attn_request *r, const struct attn_
 enum core_status attn_prepare_view(const struct attn_request *r, const struct attn_inputs *in,
                                    void **kp, void **vp, void **store);
 
-/* The pool attached to ws, or NULL. */
+/* The pool attached to ws, or NULL (also when ws is NULL). */
 struct attn_pool *attn_ws_pool(const struct attn_ws *ws);
 
 /*
