@@ -138,12 +138,12 @@ size_t attn_fused_tile_rows(size_t R, size_t heads, size_t cap, size_t group)
         return R;
     if (!group || group > cap / 2 || heads * ((R + cap - 1) / cap) > 64)
         return cap;
-    size_t fewest = two_thread_rows(R, heads, cap);
+    size_t at_cap = two_thread_rows(R, heads, cap), fewest = at_cap;
     for (size_t B = cap / group * group; B >= cap / 2; B -= group) {
         size_t s = two_thread_rows(R, heads, B);
         fewest = s < fewest ? s : fewest;
     }
-    if (64 * two_thread_rows(R, heads, cap) <= 65 * fewest)
+    if (64 * at_cap <= 65 * fewest)
         return cap;
     size_t B = cap / group * group;
     while (64 * two_thread_rows(R, heads, B) > 65 * fewest)

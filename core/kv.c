@@ -841,9 +841,9 @@ enum core_status kv_append_stored(struct kv_cache *c, const void *k, const void 
         return CORE_ELIMIT;
     if (!stored_finite(c, k, kn) || !stored_finite(c, v, vn))
         return CORE_ENONFINITE;
-    for (size_t i = 0; i8 && i < m * c->h_kv; i++)
-        if (!isfinite(ks[i]) || !isfinite(vs[i]) || ks[i] < 0 || vs[i] < 0)
-            return CORE_ENONFINITE;
+    if (i8 && (!kv_stored_finite(c, 2, ks, m * c->h_kv) ||
+               !kv_stored_finite(c, 3, vs, m * c->h_kv)))
+        return CORE_ENONFINITE;
     enum core_status st = room_for(c, m);
     if (st != CORE_OK)
         return st;

@@ -106,33 +106,65 @@ static void put_pad(struct wr *w)
     put(w, zero, (8 - w->n % 8) % 8);
 }
 
-/* Head g's held rows of one part (0 K, 1 V, 2 K scales, 3 V scales),
- * page by page as the cache holds them: [0, front), then [from, length)
- * when rows were let go. */
-static void put_rows(struct wr *w, const struct kv_cache *kv, size_t g, int part)
+/* A walk over the stored rows in the encoding's order: the int8 scales
+ * (K then V), then K, then V; within a part head by head, and within a
+ * head page run by page run as the cache holds them ([0, front), then
+ * [from, length) when rows were let go). The one place the cache's rows
+ * are read: write_rows and the exporter both walk them with it. */
+struct rows_walk {
+    const struct kv_cache *kv;
+    int o;                          /* index in the order of the part walked */
+    size_t g, r;                    /* its head, and its next row */
+    const unsigned char *seg;       /* the current run of stored bytes */
+    size_t seg_left;
+};
+
+static void walk_start(struct rows_walk *it, const struct kv_cache *kv)
 {
-    size_t es = kv_elem_bytes(kv), len = kv_length(kv), front = kv_held_front(kv);
-    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
-    struct kv_seg sg;
-    for (size_t r = 0, n; r < len; r += n) {
-        if (r == front && kv_held_from(kv))
-            r = kv_held_from(kv);
-        n = r < len ? kv_seg(kv, g, r, &sg) : 0;
-        if (n == 0)
-            break;
-        const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
-        put(w, src[part], n * width[part]);
-    }
+    *it = (struct rows_walk){.kv = kv, .o = kv_store(kv) == KV_STORE_I8 ? 0 : 2};
 }
 
-/* The rows [0, length) of every head in the storage form: int8 scales
- * first, then K, then V (the one place the cache's rows are read). */
-static void write_rows(struct wr *w, const struct kv_cache *kv)
+/* The next run of stored bytes into it->seg / it->seg_left; false past
+ * the last. */
+static bool walk_next(struct rows_walk *it)
 {
     static const int order[4] = {2, 3, 0, 1};  /* int8 scales first */
-    for (int o = kv_store(kv) == KV_STORE_I8 ? 0 : 2; o < 4; o++)
-        for (size_t g = 0; g < kv_heads(kv); g++)
-            put_rows(w, kv, g, order[o]);
+    const struct kv_cache *kv = it->kv;
+    size_t es = kv_elem_bytes(kv), len = kv_length(kv), front = kv_held_front(kv);
+    size_t from = kv_held_from(kv);
+    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
+    while (it->o < 4) {
+        int part = order[it->o];
+        size_t r = it->r, n;
+        struct kv_seg sg;
+        if (r == front && from)
+            r = from;
+        n = r < len ? kv_seg(kv, it->g, r, &sg) : 0;
+        if (n == 0) {                   /* this head's part is out */
+            it->r = 0;
+            if (++it->g == kv_heads(kv)) {
+                it->g = 0;
+                it->o++;
+            }
+            continue;
+        }
+        const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
+        it->r = r + n;
+        it->seg = src[part];
+        it->seg_left = n * width[part];
+        if (it->seg_left)
+            return true;
+    }
+    return false;
+}
+
+/* The held rows of every head in the storage form. */
+static void write_rows(struct wr *w, const struct kv_cache *kv)
+{
+    struct rows_walk it;
+    walk_start(&it, kv);
+    while (walk_next(&it))
+        put(w, it.seg, it.seg_left);
 }
 
 /* A held session's bytes before its rows: magic to the padding. */
@@ -251,55 +283,15 @@ enum core_status sess_export(struct sess_store *st, struct sess *s,
 
 /* ---- export piece by piece ----------------------------------------------- */
 
-/* The parts in the order write_rows writes them (int8 scales first). */
-static const int part_order[4] = {2, 3, 0, 1};
-
 struct sess_exporter {
     struct kv_cache *kv;            /* the snapshot: shares the session's pages */
     unsigned char *head;            /* the bytes before the rows */
     size_t head_n;
     size_t total, done;             /* bytes in all, and given out */
     uint32_t crc;                   /* CRC-32C of the bytes given out */
-    int o;                          /* index in part_order of the part read */
-    size_t g, r;                    /* its head, and its next row */
-    const unsigned char *seg;       /* the rest of the current run of rows */
-    size_t seg_left;
+    struct rows_walk walk;          /* the rows given out so far */
     unsigned char tail[4];          /* the CRC, once the rows are out */
 };
-
-/* The next run of stored bytes of the snapshot (put_rows's walk: part by
- * part, head by head, page run by page run, the gap skipped); false past
- * the last. */
-static bool next_run(struct sess_exporter *ex)
-{
-    const struct kv_cache *kv = ex->kv;
-    size_t es = kv_elem_bytes(kv), len = kv_length(kv), front = kv_held_front(kv);
-    size_t from = kv_held_from(kv);
-    size_t width[4] = {kv_d_k(kv) * es, kv_d_v(kv) * es, sizeof(float), sizeof(float)};
-    while (ex->o < 4) {
-        int part = part_order[ex->o];
-        size_t r = ex->r, n;
-        struct kv_seg sg;
-        if (r == front && from)
-            r = from;
-        n = r < len ? kv_seg(kv, ex->g, r, &sg) : 0;
-        if (n == 0) {                   /* this head's part is out */
-            ex->r = 0;
-            if (++ex->g == kv_heads(kv)) {
-                ex->g = 0;
-                ex->o++;
-            }
-            continue;
-        }
-        const void *src[4] = {sg.k, sg.v, sg.ks, sg.vs};
-        ex->r = r + n;
-        ex->seg = src[part];
-        ex->seg_left = n * width[part];
-        if (ex->seg_left)
-            return true;
-    }
-    return false;
-}
 
 struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
                                         enum core_status *rc)
@@ -319,13 +311,8 @@ struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
     ex->head = w.p;
     ex->head_n = w.n;
     ex->crc = w.crc;
-    /* the size: the walk the reads will make, counted */
-    size_t rows = 0;
-    ex->o = kv_store(ex->kv) == KV_STORE_I8 ? 0 : 2;
-    struct sess_exporter walk = *ex;
-    while (next_run(&walk))
-        rows += walk.seg_left;
-    ex->total = ex->head_n + rows + sizeof ex->tail;
+    walk_start(&ex->walk, ex->kv);
+    ex->total = ex->head_n + kv_held(ex->kv) * kv_row_bytes(ex->kv) + sizeof ex->tail;
     *rc = CORE_OK;
     return ex;
 }
@@ -345,18 +332,17 @@ size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n)
             m = ex->head_n - ex->done < n - put ? ex->head_n - ex->done : n - put;
             memcpy(out + put, ex->head + ex->done, m);
         } else if (ex->done < rows_end) {
-            if (ex->seg_left == 0 && !next_run(ex))
-                break;                  /* not reached: total counts the runs */
-            m = ex->seg_left < n - put ? ex->seg_left : n - put;
-            memcpy(out + put, ex->seg, m);
+            struct rows_walk *it = &ex->walk;
+            if (it->seg_left == 0 && !walk_next(it))
+                break;                  /* not reached: total counts the rows */
+            m = it->seg_left < n - put ? it->seg_left : n - put;
+            memcpy(out + put, it->seg, m);
             ex->crc = jnl_crc32c(ex->crc, out + put, m);  /* while in cache */
-            ex->seg += m;
-            ex->seg_left -= m;
-            if (ex->done + m == rows_end)
-                memcpy(ex->tail, &ex->crc, sizeof ex->tail);
+            it->seg += m;
+            it->seg_left -= m;
         } else {
-            if (ex->done == rows_end && rows_end == ex->head_n)
-                memcpy(ex->tail, &ex->crc, sizeof ex->tail);   /* no rows */
+            if (ex->done == rows_end)   /* the rows are out: the CRC is known */
+                memcpy(ex->tail, &ex->crc, sizeof ex->tail);
             size_t at = ex->done - rows_end;
             m = sizeof ex->tail - at < n - put ? sizeof ex->tail - at : n - put;
             memcpy(out + put, ex->tail + at, m);

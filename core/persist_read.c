@@ -445,10 +445,10 @@ struct sess_importer {
     struct sess *s;                 /* the new session, unlinked, being filled */
     size_t claimed;                 /* bytes claimed in st while allocating */
     struct rows_part parts[4];
-    int n_parts, pi;                /* the arrays of rows; the one arriving */
+    int pi;                         /* the array of rows arriving */
     size_t g, row, b;               /* its head, held row, byte in that row */
-    size_t front, first;            /* held row r is row r below front, else
-                                       first + (r - front) */
+    size_t front;                   /* held row r is row r below front, else
+                                       l.first + (r - front) */
     size_t left;                    /* bytes of rows still to come */
     uint32_t crc;                   /* of every byte before the checksum */
     unsigned char sum[4];           /* the trailing checksum */
@@ -524,18 +524,10 @@ static enum core_status import_limits(const struct loaded *l,
  * (lru: after evicting idle sessions) capacity. why set when refused. */
 static enum core_status import_claim(struct sess_importer *im)
 {
-    size_t bytes = 0, max = im->st->cfg.max_cache_bytes;
-    /* over the whole cache is known without kv_plan's walk of every page
-     * (seconds for a header announcing 1e10 rows): a fresh cache's exact
-     * bytes are its rows times a row's bytes */
-    if (max && im->l.rows <= SIZE_MAX &&
-        core_mul((size_t)im->l.rows, kv_row_bytes(im->s->kv), &bytes) && bytes > max) {
-        say(im->why, "it needs %zu cache bytes, over this replica's whole cache (%zu)",
-            bytes, max);
-        return CORE_ELIMIT;
-    }
-    if (im->l.rows > SIZE_MAX ||
-        kv_plan(im->s->kv, (size_t)im->l.rows, NULL, &bytes) != CORE_OK) {
+    size_t bytes, max = im->st->cfg.max_cache_bytes;
+    /* a fresh cache filled exactly holds its rows times a row's bytes (no
+     * kv_plan walk of every page: seconds for a header announcing 1e10) */
+    if (im->l.rows > SIZE_MAX || !core_mul((size_t)im->l.rows, kv_row_bytes(im->s->kv), &bytes)) {
         say(im->why, "its rows do not fit in memory");
         return CORE_ELIMIT;
     }
@@ -567,8 +559,7 @@ static void head_done(struct sess_importer *im, size_t used)
 {
     struct loaded *l = &im->l;
     size_t rows_bytes, end, most = body_most(im);
-    im->n_parts = rows_parts(l, im->version, im->parts, &rows_bytes);
-    if (!im->n_parts || !core_add(used, rows_bytes, &end) || end > SIZE_MAX - 4 ||
+    if (!rows_parts(l, im->version, im->parts, &rows_bytes) || !core_add(used, rows_bytes, &end) || end > SIZE_MAX - 4 ||
         end + 4 > most) {
         refuse(im, CORE_ECORRUPT, NULL, "truncated");
         return;
@@ -594,9 +585,7 @@ static void head_done(struct sess_importer *im, size_t used)
     if (im->st)
         kv_set_acct(im->s->kv, &im->st->acct);  /* counted from the first page */
     im->front = l->first ? (size_t)front_rows(l) : (size_t)l->rows;
-    im->first = (size_t)l->first;
-    rc = kv_fill_open(im->s->kv, im->first ? im->front : (size_t)l->length, im->first,
-                      (size_t)l->length);
+    rc = kv_fill_open(im->s->kv, im->front, (size_t)l->first, (size_t)l->length);
     if (im->claimed)
         sess_unclaim_rows(im->st, im->claimed);
     im->claimed = 0;
@@ -680,7 +669,7 @@ static size_t rows_feed(struct sess_importer *im, const unsigned char *p, size_t
     size_t took = 0, held = (size_t)im->l.rows, h_kv = kv_heads(kv);
     while (n && im->left) {
         const struct rows_part *pt = &im->parts[im->pi];
-        size_t row = im->row < im->front ? im->row : im->first + (im->row - im->front);
+        size_t row = im->row < im->front ? im->row : (size_t)im->l.first + (im->row - im->front);
         void *at;
         size_t run = kv_fill_at(kv, pt->kind, im->g, row, &at);
         if (run > held - im->row)

@@ -22,7 +22,11 @@
 #include "tests/bench/bench_util.h"
 
 enum { H = 8, HKV = 2, D = 64, LEFT = 1023, SINKS = 4, TOKENS = 16 * 1024, SPAN = 256 };
-enum { HELD_SPAN = 64 };     /* the rows a rolling session's held count cycles through */
+enum { PAGE = KV_PAGE_ROWS };   /* rows are let go a page at a time */
+/* The most rows the rolling session holds: the sinks' pages, the window,
+ * and the rest of the page being let go; it holds PAGE fewer after each
+ * page goes. */
+enum { HELD_MOST = (SINKS + PAGE - 1) / PAGE * PAGE + LEFT + PAGE - 1 };
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
@@ -98,16 +102,14 @@ static int one_run(struct run *r)
     }
     r->max_held = held;
     r->max_bytes = bytes;
-    /* the plain session at as many rows as the rolling one holds: the
-     * rolling session holds 64 + LEFT .. 64 + LEFT + 63 rows (a page of
-     * rows is freed at once), so the plain one's last 64 steps, not SPAN
+    /* the plain session at as many rows as the rolling one holds
+     * (HELD_MOST - PAGE + 1 .. HELD_MOST): its last PAGE steps, not SPAN
      * steps that would start ~190 rows lower */
-    size_t plain = 64 + LEFT + 63;
     if (rc == 0)
-        rc = decode(st, false, plain, t, &ph, &pb);
+        rc = decode(st, false, HELD_MOST, t, &ph, &pb);
     if (rc == 0) {
-        memcpy(tmp, t + plain - HELD_SPAN, HELD_SPAN * sizeof *tmp);
-        r->plain_us = bench_median(tmp, HELD_SPAN) * 1e6;
+        memcpy(tmp, t + HELD_MOST - PAGE, PAGE * sizeof *tmp);
+        r->plain_us = bench_median(tmp, PAGE) * 1e6;
     }
     free(t);
     sess_store_free(st);
@@ -135,7 +137,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < reps; i++)
         v[i] = runs[i].plain_us;
     plain = bench_median(v, reps);
-    size_t bound = (SINKS + 63) / 64 * 64 + LEFT + 63, row = HKV * 2 * D * sizeof(float);
+    size_t bound = HELD_MOST, row = HKV * 2 * D * sizeof(float);
     printf("rolling decode, f32 h=%d h_kv=%d d=%d RoPE, window left %d sinks %d, "
            "%d tokens, %zu runs\n", H, HKV, D, LEFT, SINKS, TOKENS, reps);
     for (size_t m = 0; m < NMARKS; m++)
