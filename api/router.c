@@ -27,17 +27,20 @@ struct api_route {
     const char *route;              /* template for logs and metrics */
     unsigned methods;               /* M_* bits */
     void (*handler)(struct api_call *c);
+    /* takes the body as it arrives (api_stream_open), or NULL */
+    struct api_stream *(*stream_open)(struct api_call *c, size_t total);
 };
 
 static const struct api_route api_routes[] = {
-    {"/healthz", "/healthz", M_GET, api_ops_healthz},
-    {"/readyz", "/readyz", M_GET, api_ops_readyz},
-    {"/metrics", "/metrics", M_GET, api_ops_metrics},
-    {"/v1/info", "/v1/info", M_GET, api_ops_info},
-    {"/v1/attention", "/v1/attention", M_POST, api_attention},
-    {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import},
-    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify},
-    {"/verify", "/verify", M_GET | M_POST, api_verify},
+    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL},
+    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL},
+    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL},
+    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL},
+    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL},
+    {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import,
+     api_sessions_import_open},
+    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL},
+    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL},
 };
 
 const char *const api_open_paths[] = {
@@ -315,13 +318,12 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
     struct api_response resp;       /* unused: nothing is answered here */
     const struct api_route *rt = req->path ? route_find(req->path) : NULL;
 
-    if (!rt || rt->handler != api_sessions_import || !req->method ||
-        !(method_bit(req->method) & rt->methods))
+    if (!rt || !rt->stream_open || !req->method || !(method_bit(req->method) & rt->methods))
         return NULL;
     call_init(&c, ctx, req, &resp);
     if (!open_path(req->path) && !authorized(&c))
         return NULL;
-    return api_sessions_import_open(&c, total);
+    return rt->stream_open(&c, total);
 }
 
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,

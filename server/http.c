@@ -566,8 +566,7 @@ static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
 {
     struct api_request q;
     http_api_req_init(r, &q, http_req_header);
-    if (strcmp(r->method, "POST") == 0 &&
-        (r->stream = api_stream_open(r->h->ctx, &q, announced))) {
+    if ((r->stream = api_stream_open(r->h->ctx, &q, announced))) {
         /* counted in the budget as a buffer of it would be (a chunked
          * one as it arrives, on_upload): the header is held until whole */
         if (announced == SIZE_MAX || http_body_charge(r, announced))
@@ -584,17 +583,7 @@ static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
-    if (r->stream && r->bytes_in > r->h->cfg->max_body_bytes) {
-        http_body_release(r);           /* a chunked upload past the cap */
-        r->refuse = API_ERR_BODY_TOO_LARGE;
-    } else if (r->stream && r->bytes_in > r->charged &&
-               !http_body_charge(r, r->bytes_in - r->charged)) {
-        http_body_release(r);           /* chunked, past the body budget */
-        r->refuse = API_ERR_CAPACITY_EXHAUSTED;
-    }
-    if (r->stream) {
-        api_stream_feed(r->stream, data, *size);  /* a refusal is answered at the end */
-    } else if (!http_body_append(r, data, *size)) {
+    if (!http_body_take(r, data, *size)) {
         http_body_release(r);
         if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
             return MHD_NO;              /* endless upload: disconnect */

@@ -129,3 +129,23 @@ bool http_body_append(struct req *r, const char *data, size_t n)
     r->len += n;
     return true;
 }
+
+/* A streamed chunk (r->bytes_in counts it already): within the body cap
+ * and counted in the budget as it arrives (chunked; one announced was
+ * charged whole at the headers), then fed; false (r->refuse set) if not.
+ * A refusal of the stream's own is answered when the body ends. */
+static bool stream_take(struct req *r, const char *data, size_t n)
+{
+    if (r->bytes_in > r->h->cfg->max_body_bytes)
+        r->refuse = API_ERR_BODY_TOO_LARGE;
+    else if (r->bytes_in > r->charged && !http_body_charge(r, r->bytes_in - r->charged))
+        r->refuse = API_ERR_CAPACITY_EXHAUSTED;
+    else
+        api_stream_feed(r->stream, data, n);
+    return r->refuse == API_ERR_NONE;
+}
+
+bool http_body_take(struct req *r, const char *data, size_t n)
+{
+    return r->stream ? stream_take(r, data, n) : http_body_append(r, data, n);
+}

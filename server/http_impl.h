@@ -132,6 +132,10 @@ void http_body_release(struct req *r);
 bool http_body_charge(struct req *r, size_t n);
 /* Append an upload chunk within the caps; false (r->refuse set) if not. */
 bool http_body_append(struct req *r, const char *data, size_t n);
+/* An upload chunk into r's stream (within the cap, counted in the budget
+ * as it arrives) or else its buffer (http_body_append); false (r->refuse
+ * set) if refused: the caller releases the body. */
+bool http_body_take(struct req *r, const char *data, size_t n);
 
 /* server/http_work.c */
 /* Loop thread: queue what the MHD thread suspended; report idleness. */
