@@ -11,12 +11,14 @@ Attnd serves HTTPS with a certificate made once per run (make_ca,
 make_cert), and connect() wraps raw sockets in TLS, so the whole suite runs
 over TLS unchanged.
 """
+import base64
 import http.client
 import json
 import os
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
 import time
@@ -200,6 +202,14 @@ class Attnd:
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
 
+    def metric(self, name, headers=None):
+        """The value of an unlabelled metric in GET /metrics (an int)."""
+        body = self.request("GET", "/metrics", headers=headers).body.decode()
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return int(float(line.split()[1]))
+        raise AssertionError(f"no {name} in /metrics")
+
     def logs(self):
         try:
             if not self.log.closed:
@@ -231,3 +241,15 @@ class Attnd:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def append_random_rows(a, sid, heads, d, rows, rng, chunk=None):
+    """Append `rows` rows of float32 values uniform in [-2, 2) to session
+    sid (k and v the same tensor, base64), `chunk` rows a request."""
+    chunk = chunk or rows
+    n = heads * chunk * d
+    for _ in range(rows // chunk):
+        t = {"shape": [heads, chunk, d], "dtype": "float32", "data": base64.b64encode(
+            struct.pack("<%df" % n, *(rng.uniform(-2, 2) for _ in range(n)))).decode()}
+        r = a.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t})
+        assert r.status == 200, r

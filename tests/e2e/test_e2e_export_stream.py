@@ -11,13 +11,12 @@ piece by piece from a snapshot of the session's pages.
   cache bytes go back to 0: the snapshot's pages were let go. Under
   `make asan` the daemon then exits 0 with no leak reported.
 """
-import base64
 import random
 import socket
 import struct
 import time
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, append_random_rows
 
 OCTET = {"Content-Type": "application/octet-stream"}
 HEADS, D = 2, 128
@@ -34,12 +33,7 @@ def _big_session(a, rows, seed):
 
 
 def _append(a, sid, rows, rng):
-    n = HEADS * rows * D
-    vals = struct.pack("<%df" % n, *(rng.uniform(-2, 2) for _ in range(n)))
-    t = {"shape": [HEADS, rows, D], "dtype": "float32",
-         "data": base64.b64encode(vals).decode()}
-    r = a.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t})
-    assert r.status == 200, r
+    append_random_rows(a, sid, HEADS, D, rows, rng)
 
 
 def _after_clock(body):
@@ -82,13 +76,6 @@ def _read_rest(s, got, length):
     return bytes(buf)
 
 
-def _cache_bytes(a):
-    for line in a.get("/metrics").body.decode().splitlines():
-        if line.startswith("attnd_kv_cache_bytes "):
-            return int(float(line.split()[1]))
-    raise AssertionError("no attnd_kv_cache_bytes")
-
-
 def test_export_is_a_snapshot_while_the_session_changes():
     rng = random.Random(5)
     with Attnd() as a:
@@ -121,7 +108,7 @@ def test_export_is_a_snapshot_while_the_session_changes():
         assert r2.json()["length"] == 170
         for j in (r.json(), r2.json()):
             assert a.request("DELETE", f"/v1/sessions/{j['id']}").status == 204
-        assert _cache_bytes(a) == 0
+        assert a.metric("attnd_kv_cache_bytes") == 0
 
 
 def test_clients_hanging_up_midway_leak_nothing():
@@ -142,8 +129,8 @@ def test_clients_hanging_up_midway_leak_nothing():
         assert r.status == 200 and len(r.body) > len(full)
         assert a.request("DELETE", f"/v1/sessions/{sid}").status == 204
         for _ in range(100):                          # MHD notices the hang-ups
-            if _cache_bytes(a) == 0:
+            if a.metric("attnd_kv_cache_bytes") == 0:
                 break
             time.sleep(0.05)
-        assert _cache_bytes(a) == 0
+        assert a.metric("attnd_kv_cache_bytes") == 0
         assert a.stop() == 0, a.logs()[-4000:]

@@ -31,7 +31,7 @@ import struct
 import time
 
 from attnd_proc import Attnd
-from test_e2e_import_stream import _metric, _settle, _state
+from test_e2e_import_stream import _settle, _state
 
 def _mat(rng, rows, cols):
     return [[rng.uniform(-2, 2) for _ in range(cols)] for _ in range(rows)]
@@ -236,12 +236,12 @@ def test_import_half_sent_while_the_cache_is_evicted():
         for _ in range(12):                         # 256 KiB each: lru evicts
             if _cache_max(d, big, 512, rng):
                 made += 1
-            assert _metric(d, "attnd_kv_cache_bytes") <= limit
+            assert d.metric("attnd_kv_cache_bytes") <= limit
         assert made >= 1
         s.sendall(body[len(body) // 3:])
         status, answer = _answer(s)
         assert status == 201, answer
-        assert _metric(d, "attnd_kv_cache_bytes") <= limit
+        assert d.metric("attnd_kv_cache_bytes") <= limit
         nid = json.loads(answer)["id"]
         assert _attend(d, nid, big) == attn
         assert d.stop() == 0
@@ -291,7 +291,7 @@ def test_imports_on_one_kept_alive_connection():
                          headers={**auth, "Content-Type": "application/json"}).status == 200
         body = d.request("GET", f"/v1/sessions/{sid}/export", headers=auth).body
         assert d.request("DELETE", f"/v1/sessions/{sid}", headers=auth).status in (200, 204)
-        before = (_metric_auth(d, "attnd_sessions", auth), _metric_auth(d, "attnd_kv_cache_bytes", auth))
+        before = _state(d, auth)
         bad = bytearray(body)
         bad[len(body) // 2] ^= 0x40
         s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
@@ -317,20 +317,8 @@ def test_imports_on_one_kept_alive_connection():
         assert len(ids) == 3
         for nid in ids:
             assert d.request("DELETE", f"/v1/sessions/{nid}", headers=auth).status in (200, 204)
-        end = time.monotonic() + 10
-        while (_metric_auth(d, "attnd_sessions", auth),
-               _metric_auth(d, "attnd_kv_cache_bytes", auth)) != before and time.monotonic() < end:
-            time.sleep(0.05)
-        assert (_metric_auth(d, "attnd_sessions", auth),
-                _metric_auth(d, "attnd_kv_cache_bytes", auth)) == before
+        _settle(d, before, headers=auth)
         assert d.stop() == 0
-
-
-def _metric_auth(d, name, auth):
-    for line in d.request("GET", "/metrics", headers=auth).body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    raise AssertionError(f"no {name} in /metrics")
 
 
 def test_half_sent_imports_count_in_the_body_budget():

@@ -14,37 +14,28 @@ the body reaches the daemon in separate pieces:
 - imports at once on both transport threads (good, corrupt, gone midway)
   each end as alone (`make tsan` runs it: its name says concurrency).
 """
-import base64
 import json
 import random
 import socket
-import struct
 import threading
 import time
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, append_random_rows
 
 HEADS, D, ROWS, CHUNK = 2, 64, 4096, 1024      # 4 MiB of rows
 
 
-def _metric(d, name):
-    for line in d.get("/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    raise AssertionError(f"no {name} in /metrics")
+def _state(d, headers=None):
+    return d.metric("attnd_sessions", headers), d.metric("attnd_kv_cache_bytes", headers)
 
 
-def _state(d):
-    return _metric(d, "attnd_sessions"), _metric(d, "attnd_kv_cache_bytes")
-
-
-def _settle(d, want, timeout=10.0):
+def _settle(d, want, timeout=10.0, headers=None):
     """Wait until the session count and cache bytes are `want` again (a
     connection closed midway is noticed by the transport a moment later)."""
     end = time.monotonic() + timeout
-    while _state(d) != want and time.monotonic() < end:
+    while _state(d, headers) != want and time.monotonic() < end:
         time.sleep(0.05)
-    assert _state(d) == want
+    assert _state(d, headers) == want
 
 
 def _exported(d):
@@ -52,11 +43,7 @@ def _exported(d):
     r = d.post("/v1/sessions", {"d_k": D, "d_v": D, "heads": HEADS, "dtype": "float32"})
     assert r.status == 201, r
     sid = r.json()["id"]
-    n = HEADS * CHUNK * D
-    for _ in range(ROWS // CHUNK):
-        t = {"shape": [HEADS, CHUNK, D], "dtype": "float32", "data": base64.b64encode(
-            struct.pack("<%df" % n, *(rng.uniform(-2, 2) for _ in range(n)))).decode()}
-        assert d.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t}).status == 200
+    append_random_rows(d, sid, HEADS, D, ROWS, rng, CHUNK)
     r = d.get(f"/v1/sessions/{sid}/export")
     assert r.status == 200
     assert d.request("DELETE", f"/v1/sessions/{sid}").status in (200, 204)
@@ -168,7 +155,7 @@ def test_imports_at_once_concurrency():
         assert out["good1"][0] == 201 and out["good2"][0] == 201, out
         assert out["bad"][0] == 422 and out["gone"] is None
         ids = [json.loads(out[k][1])["id"] for k in ("good1", "good2")]
-        _settle(d, (before[0] + 2, _metric(d, "attnd_kv_cache_bytes")))
+        _settle(d, (before[0] + 2, d.metric("attnd_kv_cache_bytes")))
         for nid in ids:
             assert d.request("DELETE", f"/v1/sessions/{nid}").status in (200, 204)
         _settle(d, before)

@@ -16,14 +16,13 @@
 - The routes need the API key like every other route, and are counted
   under their templates in /metrics.
 """
-import base64
 import random
 import shutil
 import signal
 import struct
 import tempfile
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, append_random_rows
 
 OCTET = {"Content-Type": "application/octet-stream"}
 
@@ -79,13 +78,6 @@ def _attend(d, sid, q):
     return j["output"], j["weights"]
 
 
-def _sessions(d):
-    for line in d.get("/metrics").body.decode().splitlines():
-        if line.startswith("attnd_sessions "):
-            return int(float(line.split()[1]))
-    raise AssertionError("no attnd_sessions in /metrics")
-
-
 def test_export_import_on_a_second_daemon_same_bits():
     sd = tempfile.mkdtemp(prefix="attnd-move-state-")
     rng = random.Random(18)
@@ -123,7 +115,7 @@ def test_bad_bodies_create_nothing(attnd):
     rng = random.Random(5)
     sid = _session(attnd, SPECS[3], rng)
     body = _export(attnd, sid)
-    before = _sessions(attnd)
+    before = attnd.metric("attnd_sessions")
     flipped = bytearray(body)
     flipped[len(body) // 2] ^= 0x10
     later = bytearray(body)
@@ -139,7 +131,7 @@ def test_bad_bodies_create_nothing(attnd):
         assert err["path"] == ""
     r = _import(attnd, body, headers={"Content-Type": "application/json"})
     assert r.status == 415 and r.json()["error"]["code"] == "unsupported_media_type"
-    assert _sessions(attnd) == before
+    assert attnd.metric("attnd_sessions") == before
     assert attnd.get("/v1/sessions/import").status == 405
     assert attnd.get("/v1/sessions/a1.nosuch/export").status == 404
     r = attnd.post(f"/v1/sessions/{sid}/export", {})
@@ -152,14 +144,10 @@ def test_large_session_round_trip_and_bad_bodies(attnd):
     r = attnd.post("/v1/sessions", {"d_k": d, "d_v": d, "heads": heads, "dtype": "float32"})
     assert r.status == 201, r
     sid = r.json()["id"]
-    n = heads * chunk * d
-    for _ in range(rows // chunk):
-        t = {"shape": [heads, chunk, d], "dtype": "float32", "data": base64.b64encode(
-            struct.pack("<%df" % n, *(rng.uniform(-2, 2) for _ in range(n)))).decode()}
-        assert attnd.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t}).status == 200
+    append_random_rows(attnd, sid, heads, d, rows, rng, chunk)
     body = _export(attnd, sid)
     assert len(body) > heads * rows * 2 * d * 4 > (4 << 20)   # past 2 MiB pages
-    before = _sessions(attnd)
+    before = attnd.metric("attnd_sessions")
     flipped = bytearray(body)
     flipped[len(body) // 2 + 12345] ^= 0x01
     for bad, why in ((body[:-1], "truncated"), (body[: len(body) // 2], "truncated"),
@@ -168,11 +156,11 @@ def test_large_session_round_trip_and_bad_bodies(attnd):
         assert r.status == 422, (why, r)
         err = r.json()["error"]
         assert err["code"] == "invalid_export" and why in err["message"], err
-        assert _sessions(attnd) == before
+        assert attnd.metric("attnd_sessions") == before
     r = _import(attnd, body)
     assert r.status == 201, r
     nid = r.json()["id"]
-    assert _sessions(attnd) == before + 1
+    assert attnd.metric("attnd_sessions") == before + 1
     rows_bytes = heads * rows * 2 * d * 4       # the rows, last before the CRC
     again = _export(attnd, nid)
     assert len(again) == len(body) and again[-4 - rows_bytes:-4] == body[-4 - rows_bytes:-4]
@@ -199,18 +187,18 @@ def test_limits_of_the_importer():
         assert _import(b, small).status == 201
         r = _import(b, small)
         assert r.status == 503 and r.json()["error"]["code"] == "capacity_exhausted", r
-        assert _sessions(b) == 2
+        assert b.metric("attnd_sessions") == 2
     with Attnd("--max-tokens", "1000") as b:
         r = _import(b, body)            # max_tokens 32768 from the exporter
         assert r.status == 422, r
         err = r.json()["error"]
         assert err["code"] == "limit_exceeded" and "max_tokens" in err["message"]
-        assert _sessions(b) == 0
+        assert b.metric("attnd_sessions") == 0
     with Attnd("--max-cache-bytes", "8192") as b:
         r = _import(b, body)            # 2 x 64 rows x 32 x 8 bytes and more
         assert r.status == 422 and r.json()["error"]["code"] == "limit_exceeded", r
         assert "whole cache" in r.json()["error"]["message"]
-        assert _sessions(b) == 0
+        assert b.metric("attnd_sessions") == 0
 
 
 def test_api_key_and_metrics_labels():
