@@ -174,6 +174,19 @@ static float *pvs(const struct kv_cache *c, const struct kv_page *pg, size_t g)
     return pg->vs + g * pg->hs;
 }
 
+/* Where part `part` (0 K, 1 V, 2 K scales, 3 V scales: int8) of head g's
+ * row `off` of page pg is stored. */
+static void *part_at(const struct kv_cache *c, const struct kv_page *pg, int part, size_t g,
+                     size_t off)
+{
+    switch (part) {
+    case 0: return (char *)pk(c, pg, g) + off * c->d_k * c->esz;
+    case 1: return (char *)pv(c, pg, g) + off * c->d_v * c->esz;
+    case 2: return pks(c, pg, g) + off;
+    default: return pvs(c, pg, g) + off;
+    }
+}
+
 static void acct_add(struct kv_acct *a, size_t b)
 {
     if (a)
@@ -545,14 +558,9 @@ enum core_status kv_fill_open(struct kv_cache *c, size_t front, size_t first, si
 
 size_t kv_fill_at(struct kv_cache *c, int part, size_t g, size_t row, void **at)
 {
-    struct kv_page *pg = c->pg[slot(c, row / P)];
+    const struct kv_page *pg = c->pg[slot(c, row / P)];
     size_t off = row % P;
-    switch (part) {
-    case 0: *at = (char *)pk(c, pg, g) + off * c->d_k * c->esz; break;
-    case 1: *at = (char *)pv(c, pg, g) + off * c->d_v * c->esz; break;
-    case 2: *at = pks(c, pg, g) + off; break;
-    default: *at = pvs(c, pg, g) + off; break;
-    }
+    *at = part_at(c, pg, part, g, off);
     return pg->cap - off;
 }
 
@@ -860,10 +868,11 @@ size_t kv_seg(const struct kv_cache *c, size_t g, size_t row, struct kv_seg *out
         return 0;
     const struct kv_page *pg = c->pg[slot(c, row / P)];
     size_t off = row % P, n = P - off < c->len - row ? P - off : c->len - row;
-    out->k = (const char *)pk(c, pg, g) + off * c->d_k * c->esz;
-    out->v = (const char *)pv(c, pg, g) + off * c->d_v * c->esz;
-    out->ks = c->store == KV_STORE_I8 ? pks(c, pg, g) + off : NULL;
-    out->vs = c->store == KV_STORE_I8 ? pvs(c, pg, g) + off : NULL;
+    bool i8 = c->store == KV_STORE_I8;
+    out->k = part_at(c, pg, 0, g, off);
+    out->v = part_at(c, pg, 1, g, off);
+    out->ks = i8 ? part_at(c, pg, 2, g, off) : NULL;
+    out->vs = i8 ? part_at(c, pg, 3, g, off) : NULL;
     return n;
 }
 
