@@ -32,21 +32,23 @@ for t in "$build"/tests/test_*; do
     # Under memcheck, which runs one thread at a time, the helper pool's
     # spin-watch tests ran past 10 minutes; make tsan and make asan run them.
     if [ "${ATTND_VALGRIND:-}" = 1 ] && [ "$name" = test_pool_concurrency ]; then continue; fi
+    t0=$(date +%s)
     if [ "${ATTND_VALGRIND:-}" = 1 ]; then
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             "$t" >"$log" 2>&1; rc=$?
     else
         ${ATTND_TEST_EXEC:-} "$t" >"$log" 2>&1; rc=$?
     fi
+    secs=$(( $(date +%s) - t0 ))
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}
     f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/'); f=${f:-0}
     if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
     passed=$((passed + p)); failed=$((failed + f))
     if [ $rc -ne 0 ]; then
-        echo "== $name: FAILED (exit $rc)"; cat "$log"
+        echo "== $name: FAILED (exit $rc, ${secs} s)"; cat "$log"
     else
-        echo "== $name: $line"
+        echo "== $name: $line (${secs} s)"
     fi
 done
 
@@ -68,7 +70,7 @@ if [ "$only" != c ] && [ -d tests/e2e ] && ls tests/e2e/test_*.py >/dev/null 2>&
     [ "$only" = concurrency ] && kflag="-k concurrency"
     # ATTND_BROWSER=0 (e.g. the container build): no Chromium/node suites.
     [ "${ATTND_BROWSER:-1}" = 0 ] && kflag="$kflag --ignore=tests/e2e/test_e2e_browser.py --ignore=tests/e2e/test_e2e_openapi.py"
-    ATTND_BIN="$build/attnd" /usr/bin/python3 -m pytest -q -p no:cacheprovider $kflag tests/e2e >"$log" 2>&1; rc=$?
+    ATTND_BIN="$build/attnd" /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=8 $kflag tests/e2e >"$log" 2>&1; rc=$?
     tail -n 40 "$log"
     summary=$(tail -n 1 "$log")
     p=$(echo "$summary" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); p=${p:-0}
