@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift
@@ -25,6 +26,22 @@ static inline uint64_t t_rng_next(uint64_t *state)
     *state ^= *state << 25;
     *state ^= *state >> 27;
     return *state * 0x2545F4914F6CDD1Dull;
+}
+
+/* ATTND_TEST_QUICK=1, which make valgrind and make test-arm64 set:
+ * memcheck and qemu-user run the code tens of times slower, and under qemu
+ * the references' long double is software binary128. t_cases(full): the
+ * cases a randomized or many-case test runs, full or a tenth (at least one)
+ * when quick. */
+static inline int t_quick(void)
+{
+    const char *q = getenv("ATTND_TEST_QUICK");
+    return q && strcmp(q, "1") == 0;
+}
+
+static inline int t_cases(int full)
+{
+    return t_quick() ? (full + 9) / 10 : full;
 }
 
 static int th_passed, th_failed, th_cur_failed;

@@ -468,18 +468,9 @@ static void random_case(struct tcase *c, enum attn_dtype dt)
     tcase_fill(c);
 }
 
-/* Cases per randomized test: with ATTND_TEST_QUICK=1 a tenth (make
- * test-arm64 runs under qemu-user, where the reference's long double is
- * software binary128 and a full run takes most of an hour). */
-static int n_cases(int full)
-{
-    const char *q = getenv("ATTND_TEST_QUICK");
-    return q && strcmp(q, "1") == 0 ? (full + 9) / 10 : full;
-}
-
 static void random_suite(enum attn_dtype dt, int cases)
 {
-    cases = n_cases(cases);
+    cases = t_cases(cases);
     struct attn_ws *ws = attn_ws_new();
     int failures = 0;
     for (int i = 0; i < cases; i++) {
@@ -1302,7 +1293,7 @@ static int key_split_case(const struct tcase *c)
 TEST(key_split_equals_full)
 {
     int failures = 0;
-    for (int i = 0; i < n_cases(200) && failures < 3; i++) {
+    for (int i = 0; i < t_cases(200) && failures < 3; i++) {
         struct tcase c;
         random_case(&c, i % 2 ? ATTN_F32 : ATTN_F64);
         c.outputs = ATTN_OUT_OUTPUT;
@@ -1438,7 +1429,7 @@ TEST(fused_output_matches_reference)
         uint64_t seed = rng_state;
         struct attn_ws *ws = attn_ws_new();
         int failures = 0;
-        int cases = n_cases(k == (int)attn_kernel_choose(ATTN_KERNEL_AUTO, have) ? 400 : 150);
+        int cases = t_cases(k == (int)attn_kernel_choose(ATTN_KERNEL_AUTO, have) ? 400 : 150);
         for (int i = 0; i < cases && failures <= 3; i++) {
             struct tcase c;
             fused_case(&c);
