@@ -211,14 +211,13 @@ static const struct pcase cases[] = {
      -1},
 };
 
-/* Quick (ATTND_TEST_QUICK=1: memcheck and qemu-user, tens of times
- * slower): a quarter of the queries of a prefill case (run_case), the
- * pooled run on the kernel in use only, and the scratch test a quarter of
- * the rows and half the keys. */
-
 /* Every case, every layout, with every fused kernel this CPU runs (and
  * none: the gemm loop of the key-blocked pass), each once; with
- * kernels_too false the kernel in use only. */
+ * kernels_too false the kernel in use only. Quick (t_quick(): memcheck and
+ * qemu-user, tens of times slower) is trimmed in three places: a prefill
+ * case keeps a quarter of its queries (run_case), the pooled run takes the
+ * kernel in use only, and the scratch test a quarter of the rows and half
+ * the keys. */
 static void all_cases(struct attn_ws *ws, bool kernels_too)
 {
     enum attn_kernel ks[] = {ATTN_KERNEL_AUTO, ATTN_KERNEL_AVX2, ATTN_KERNEL_NONE};

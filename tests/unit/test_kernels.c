@@ -313,10 +313,8 @@ TEST(every_kernel_through_attn_forward)
     };
     enum attn_kernel ks[3];
     int nk = kernels_here(ks);
-    /* ATTND_TEST_QUICK=1 (under qemu-user: software long double): the two
-     * small shapes */
-    const char *quick = getenv("ATTND_TEST_QUICK");
-    size_t nshapes = quick && strcmp(quick, "1") == 0 ? 2 : sizeof shapes / sizeof *shapes;
+    /* quick (under qemu-user: software long double): the two small shapes */
+    size_t nshapes = t_quick() ? 2 : sizeof shapes / sizeof *shapes;
     for (int i = 0; i < nk; i++) {
         attn_kernel_set(ks[i]);
         rng_state = 0x1234567ull;
