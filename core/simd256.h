@@ -1,7 +1,7 @@
 /*
- * core/simd256.h — the AVX2 exponential of the fused kernel of
+ * core/simd256.h — the AVX2 exponential and tanh of the fused kernel of
  * core/attn_fused_avx2.c (scores in base 2, so the reduction is one
- * rounding); core/simd512.h has its AVX-512 twin.
+ * rounding); core/simd512.h has their AVX-512 twins.
  *
  * Why hand-written: inlined into the softmax loop, 8 lanes, no range
  * handling beyond what a softmax needs (as simd512.h).
@@ -12,6 +12,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <stdint.h>
+
+#include "simd_tanh.h"
 
 /* Compiled for AVX2 + FMA whatever the build's -march (see simd512.h). */
 #define SIMD256_FN static inline __attribute__((target("avx2,fma")))
@@ -39,24 +41,18 @@ SIMD256_FN __m256 simd_exp2_8(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-/* tanh of 8 floats: x·P(x²)/Q(x²), P and Q of degree 4, on x clamped to
- * [-9, 9] (float tanh is 1 from about 9.01), the result clamped to
- * [-1, 1]. Within 6·2^-24 of tanh, absolute and relative; odd to the bit;
- * rounding makes it fall back by a few 2^-24 here and there rather than
- * rise monotonically (tests/unit/test_simd256.c checks each). NaN stays
- * NaN. The coefficients are a minimax fit of the relative error on [0, 9]
- * rounded to float (tests/tools/fit_tanh.py). Why rational: 8 FMAs and a
- * division, which has its own unit beside the FMA ports, against an exp,
- * a reciprocal and a second polynomial for an exp-based tanh; the
- * softcapped fused kernel went from about 0.89 to 0.95 of its rate
- * without softcap on AVX2 (docs/benchmarks.md). */
+/* tanh of 8 floats, the rational form of simd_tanh.h: within 6·2^-24 of
+ * tanh, absolute and relative; odd to the bit; rounding makes it fall
+ * back by a few 2^-24 here and there rather than rise monotonically
+ * (tests/unit/test_simd_x86.c checks each). NaN stays NaN. Why rational: 8
+ * FMAs and a division, which has its own unit beside the FMA ports,
+ * against an exp, a reciprocal and a second polynomial for an exp-based
+ * tanh; the softcapped fused kernel went from about 0.90 to 0.96 of its
+ * rate without softcap on AVX2 (docs/benchmarks.md). */
 SIMD256_FN __m256 simd_tanh8(__m256 x)
 {
-    static const float p[5] = {1.3354729766490436e-08f, 2.0609135390259326e-05f,
-                               0.0034955914597958326f, 0.13381028175354004f, 1.0f};
-    static const float q[5] = {7.776587267471768e-07f, 0.0003285640268586576f,
-                               0.02587699517607689f, 0.4671434462070465f, 1.0f};
-    const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(9.0f);
+    static const float p[5] = SIMD_TANH_P, q[5] = SIMD_TANH_Q;
+    const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(SIMD_TANH_CLAMP);
     /* x second: min/max return their second operand when either is NaN */
     x = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), lim), _mm256_min_ps(lim, x));
     __m256 z = _mm256_mul_ps(x, x);
@@ -66,8 +62,7 @@ SIMD256_FN __m256 simd_tanh8(__m256 x)
         num = _mm256_fmadd_ps(num, z, _mm256_set1_ps(p[i]));
         den = _mm256_fmadd_ps(den, z, _mm256_set1_ps(q[i]));
     }
-    num = _mm256_mul_ps(num, x);
-    __m256 t = _mm256_div_ps(num, den);
+    __m256 t = _mm256_div_ps(_mm256_mul_ps(num, x), den);
     return _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), one), _mm256_min_ps(one, t));
 }
 #endif

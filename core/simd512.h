@@ -1,7 +1,8 @@
 /*
  * core/simd512.h — the AVX-512 exponentials of the softmax loops: exp for
  * core/attn.c's exp+sum loop, exp2 for the fused kernel of core/attn_fused.c
- * (whose scores are in base 2, so the reduction is one rounding).
+ * (whose scores are in base 2, so the reduction is one rounding), and the
+ * tanh of its softcap.
  *
  * Why hand-written: inlined into the loops that use it, 16 lanes, no range
  * handling beyond what a softmax needs; the libmvec AVX2 call per 8 elements
@@ -13,6 +14,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <stdint.h>
+
+#include "simd_tanh.h"
 
 /* Compiled for AVX-512 whatever the build's -march, so that the fused
  * kernel of a portable build can use them (after checking the CPU). */
@@ -63,30 +66,18 @@ SIMD512_FN __m512 simd_exp2_16(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* tanh of 16 floats: Cephes tanhf's odd polynomial below |x| = 0.625, else
- * 1 - 2/(e^(2|x|) + 1) through simd_exp2_16 of -2|x|·log2(e) (no
- * cancellation there: e^(-2|x|) <= 0.29); the sign put back. A few ulp;
- * ±1 beyond |x| ~ 9, NaN stays NaN. */
+/* tanh of 16 floats: simd256.h's simd_tanh8 on 16 lanes, the same
+ * operations lane by lane, so the same bits (see there and simd_tanh.h). */
 SIMD512_FN __m512 simd_tanh16(__m512 x)
 {
-    __m512 a = _mm512_abs_ps(x), z = _mm512_mul_ps(a, a);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(-5.70498872745e-3f), z,
-                               _mm512_set1_ps(2.06390887954e-2f));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
-    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), a, a);
-    __m512 e = simd_exp2_16(_mm512_mul_ps(a, _mm512_set1_ps(-2.88539008177792681f)));
-    /* (1 - e) / (1 + e) by a reciprocal estimate and one Newton step (a
-     * division per 16 scores cost about 6% of a softcapped prefill) */
-    __m512 one = _mm512_set1_ps(1.0f), den = _mm512_add_ps(one, e);
-    __m512 r = _mm512_rcp14_ps(den);
-    r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, one), r);
-    __m512 big = _mm512_mul_ps(_mm512_sub_ps(one, e), r);
-    __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ),
-                                    big, small);
-    __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
+    static const float p[5] = SIMD_TANH_P, q[5] = SIMD_TANH_Q;
+    const __m512 one = _mm512_set1_ps(1.0f), lim = _mm512_set1_ps(SIMD_TANH_CLAMP);
+    /* x second: min/max return their second operand when either is NaN */
+    x = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), lim), _mm512_min_ps(lim, x));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 num = simd_horner(z, p, 5), den = simd_horner(z, q, 5);
+    __m512 t = _mm512_div_ps(_mm512_mul_ps(num, x), den);
+    return _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), one), _mm512_min_ps(one, t));
 }
 #endif
 

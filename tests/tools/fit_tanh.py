@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/tools/fit_tanh.py: the coefficients of simd_tanh8 (core/simd256.h).
+"""tests/tools/fit_tanh.py: the coefficients of core/simd_tanh.h.
 
 tanh(x) ~ x * P(x^2) / Q(x^2) on [0, 9], P and Q of degree 4 in x^2 with
 Q(0) = 1, fitted to the least maximum relative error by Lawson's iteratively
@@ -7,7 +7,7 @@ reweighted least squares around a Sanathanan-Koerner linearisation (each
 step solves x*P - tanh(x)*Q = 0 weighted by 1/(tanh(x)*Q_previous)). The
 printed coefficients are rounded to float, highest degree first, as the
 header holds them, with the rounded fit's error measured in float64.
-tests/unit/test_simd256.c checks the float evaluation against tanhl.
+tests/unit/test_simd_x86.c checks the float evaluation against tanhl.
 
 Usage: fit_tanh.py [DEG_P DEG_Q X]  (default 4 4 9); needs numpy
 (Debian python3-numpy).

@@ -1,10 +1,13 @@
 /*
- * tests/unit/test_simd256.c — the AVX2 functions of core/simd256.h against
- * long double references written here: tanh over every non-negative float
- * (every float for its range and steps, a sample for its error, which
- * needs tanhl), its oddness, zeros, infinities and NaN; and 2^x over the
- * range the softmax feeds it. Runs where the CPU has AVX2 and FMA; on
- * other CPUs and builds it says so and checks nothing.
+ * tests/unit/test_simd_x86.c — the x86 functions of core/simd256.h and
+ * core/simd512.h. The AVX2 ones against long double references written
+ * here: tanh over every non-negative float (every float for its range and
+ * steps, a sample for its error, which needs tanhl), its oddness, zeros,
+ * infinities and NaN; 2^x over the range the softmax feeds it. The AVX-512
+ * tanh is the same operations on 16 lanes: it must give the AVX2 one's
+ * bits on every float of that walk, negative ones and special values too,
+ * so everything checked of the one holds for the other. Each part runs
+ * where the CPU has its instructions; elsewhere the test says so.
  */
 #include <float.h>
 #include <math.h>
@@ -13,6 +16,7 @@
 
 #include "tests/harness.h"
 #include "core/simd256.h"
+#include "core/simd512.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_SIMD256 1
@@ -20,6 +24,11 @@
 static int cpu_ok(void)
 {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static int cpu_512(void)
+{
+    return cpu_ok() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 }
 
 static float from_bits(uint32_t b)
@@ -169,6 +178,54 @@ TEST(tanh_odd_and_special_values)
     CHECK(r[7] == 0x1p-149f);
 }
 
+/* simd_tanh16 and simd_tanh8 of the same 16 floats: whether their bits
+ * agree. */
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static int same_tanh16(const float in[16])
+{
+    float a[16], b[16];
+    _mm512_storeu_ps(a, simd_tanh16(_mm512_loadu_ps(in)));
+    _mm256_storeu_ps(b, simd_tanh8(_mm256_loadu_ps(in)));
+    _mm256_storeu_ps(b + 8, simd_tanh8(_mm256_loadu_ps(in + 8)));
+    return memcmp(a, b, sizeof a) == 0;
+}
+
+/* simd_tanh16 gives simd_tanh8's bits on every non-negative float below
+ * 9.125 (the walk above), every 4099th above it to +inf, random negative
+ * floats and the special values. */
+TEST(tanh16_same_bits_as_tanh8)
+{
+    if (!cpu_512()) {
+        printf("    (no AVX-512F/DQ on this CPU: simd_tanh16 not run)\n");
+        return;
+    }
+    const uint32_t dense = 0x41120000u, end = 0x7f800000u;
+    uint32_t step = t_quick() ? 2193 : 1;
+    long differ = 0;
+    float in[16];
+    for (uint32_t b = 0; b < end; ) {
+        for (int i = 0; i < 16; i++) {
+            uint32_t bits = b + (uint32_t)i * step;
+            in[i] = from_bits(bits < end ? bits : end);
+        }
+        differ += !same_tanh16(in);
+        uint32_t next = b + 16 * step;
+        if (next < b)
+            break;
+        b = next;
+        step = b >= dense ? 4099 : step;
+    }
+    uint64_t rng = 0x13198A2E03707344ull;
+    for (int n = 0; n < t_cases(100000); n++) {
+        for (int i = 0; i < 16; i++)
+            in[i] = -from_bits((uint32_t)(t_rng_next(&rng) >> 33) % 0x41300000u);
+        differ += !same_tanh16(in);
+    }
+    const float sp[16] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX,
+                          0x1p-149f, -0x1p-149f, 9.0f, -9.0f, 1e-30f, 0.625f, -4.5f, 20.0f};
+    differ += !same_tanh16(sp);
+    CHECK(differ == 0);
+}
+
 /* 2^x on [-127, 0] every 2^-12 step and at -inf: within 2 float ulps of
  * exp2l relative where the result is a normal float above 2^-126, and
  * never above 1 or below 0. */
@@ -216,6 +273,7 @@ int main(void)
     RUN(tanh_error_against_long_double);
     RUN(tanh_odd_and_special_values);
     RUN(exp2_against_long_double);
+    RUN(tanh16_same_bits_as_tanh8);
 #else
     printf("  (not x86-64: core/simd256.h defines nothing here)\n");
 #endif
