@@ -84,7 +84,7 @@ static void bulk_piece(void *arg, size_t i, struct attn_ws *ws)
                 atomic_store_explicit(&r->bad[j], true, memory_order_relaxed);
                 return;
             }
-        } else {
+        } else if (b->dst != b->src) {
             memcpy(dst + o, (const unsigned char *)b->src + o, o2 - o);
         }
         finite = finite && block_finite(dst + o, o2 - o, b);

@@ -28,7 +28,8 @@ enum api_bulk_elem {
 
 /* One buffer to fill: base64 text (text != NULL: len characters, a whole
  * encoding whose length api_base64_decoded_len accepted, decoded into dst)
- * or bytes (text NULL: len bytes of src copied to dst). */
+ * or bytes (text NULL: len bytes of src copied to dst, or only checked
+ * where they are when dst == src). */
 struct api_bulk {
     const char *text;
     const void *src;

@@ -67,7 +67,10 @@ struct v2_tensor {
     int rank;
     size_t shape[ATTN_MAX_RANK];
     size_t count;
-    void *data;                     /* malloc'd */
+    void *data;                     /* malloc'd, or in the body when borrowed */
+    bool borrowed;                  /* data points into the request body (a
+                                       binary input read in place): not freed,
+                                       never written */
     enum api_half half;             /* NONE, or data holds 2-byte values */
 };
 

@@ -25,7 +25,8 @@ static void infer_free(struct v2_infer *x)
     size_t i;
 
     for (i = 0; i < V2_NSLOT; i++)
-        api_spare_free(x->t[i].data);
+        if (!x->t[i].borrowed)
+            api_spare_free(x->t[i].data);
     free(x->slopes);
     api_extras_free(&x->ext);
     free(x->sinks);

@@ -412,11 +412,16 @@ TEST(binary_output_for_all)
  * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
  * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
  * answer in r. 160 elements of k cross the finiteness scan's blocks. */
+/* Spaces after binary_fl's JSON header: they move the binary part to
+ * every alignment (the body buffer is 64-byte aligned), so FP32 / FP64
+ * inputs are read in place (aligned) or copied (not). */
+static size_t binary_pad;
+
 /* The same with L keys (binary_f: 40). */
 static void binary_fl(bool f64, size_t L, long bad_at, double bad, bool with_bias, long bias_at,
                       double bias_val, struct api_response *r)
 {
-    static char body[2048 + (2 * 4 + 1) * 8 * 1200];   /* k, v, attn_bias of float64 */
+    static _Alignas(64) char body[2048 + (2 * 4 + 1) * 8 * 1200];  /* k, v, attn_bias of f64 */
     char lenbuf[32];
     const char *h[] = {"Content-Type", "application/octet-stream",
                        "Inference-Header-Content-Length", lenbuf, NULL};
@@ -435,6 +440,8 @@ static void binary_fl(bool f64, size_t L, long bad_at, double bad, bool with_bia
         n += (size_t)snprintf(body + n, sizeof body - n, "{\"name\":\"attn_bias\",\"datatype\":"
             "\"%s\",\"shape\":[1,%zu],\"parameters\":{\"binary_data_size\":%zu}}]}", dt, L,
             L * es);
+    for (i = 0; i < binary_pad; i++)
+        body[n++] = ' ';
     p = (unsigned char *)body + n;
     for (int t = 0; t < (with_bias ? 4 : 3); t++)
         for (i = 0; i < counts[t]; i++) {
@@ -463,11 +470,23 @@ static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bia
     binary_fl(f64, 40, bad_at, bad, with_bias, bias_at, bias_val, r);
 }
 
-/* FP32 into float32 and FP64 into float64 are copied and then checked in
- * blocks: every non-finite element is refused at its index, wherever it
- * falls in a block, -inf only in attn_bias, and a clean body answers as the
- * element-by-element path did (the same numbers as JSON data). */
+/* FP32 into float32 and FP64 into float64 are copied (or, q, k and v,
+ * read in place when aligned) and then checked in blocks: every
+ * non-finite element is refused at its index, wherever it falls in a
+ * block, -inf only in attn_bias, and a clean body answers as the
+ * element-by-element path did (the same numbers as JSON data). The
+ * refusals at every alignment of the binary part (binary_pad 0-7). */
+static void binary_nonfinite_at_pad(void);
+
 TEST(binary_same_type_nonfinite)
+{
+    for (binary_pad = 1; binary_pad < 8; binary_pad++)
+        binary_nonfinite_at_pad();
+    binary_pad = 0;
+    binary_nonfinite_at_pad();
+}
+
+static void binary_nonfinite_at_pad(void)
 {
     static const long at[] = {0, 63, 64, 100, 159};
     const double bads[] = {NAN, INFINITY, -INFINITY};
