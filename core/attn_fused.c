@@ -50,6 +50,7 @@
 #define KR 8            /* keys per score micro-tile */
 #define CR 8            /* value columns per output micro-tile */
 #define BC 64           /* keys per online-softmax block */
+#define SUM_KEYS 8      /* keys per float sum, then double (block_exp2) */
 #define LANES 16
 #define FUSED_VEC __m512
 /* work after st: vt [BC][CR], kt [KR][dk] (the padded last tiles) */
@@ -280,8 +281,8 @@ static FUSED_FN void block_exp2(float *st, size_t kw, const __m512 sh[NZ], __m51
 {
     __m512 h0 = sh[0], h1 = sh[1], h2 = sh[2];
     __m512d d0 = _mm512_setzero_pd(), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;
-    for (size_t j0 = 0; j0 < kw; j0 += 8) {
-        size_t je = kw - j0 < 8 ? kw : j0 + 8;
+    for (size_t j0 = 0; j0 < kw; j0 += SUM_KEYS) {
+        size_t je = kw - j0 < SUM_KEYS ? kw : j0 + SUM_KEYS;
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
         for (size_t j = j0; j < je; j++) {
             float *p = st + j * QG;

@@ -54,6 +54,7 @@
 #define KR 6            /* keys per score micro-tile */
 #define CR 6            /* value columns per output micro-tile */
 #define BC 96           /* keys per online-softmax block */
+#define SUM_KEYS 8      /* keys per float sum, then double (block_exp2) */
 #define LANES 8
 #define FUSED_VEC __m256
 #define FUSED_WORK_FLOATS(dk) ((void)(dk), (size_t)0)  /* no padded copies */
@@ -263,8 +264,8 @@ static FUSED_FN void block_exp2(float *st, size_t kw, const __m256 sh[NZ], __m25
 {
     __m256 h0 = sh[0], h1 = sh[1];
     __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
-    for (size_t j0 = 0; j0 < kw; j0 += 8) {
-        size_t je = kw - j0 < 8 ? kw : j0 + 8;
+    for (size_t j0 = 0; j0 < kw; j0 += SUM_KEYS) {
+        size_t je = kw - j0 < SUM_KEYS ? kw : j0 + SUM_KEYS;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         for (size_t j = j0; j < je; j++) {
             float *p = st + j * QG;
