@@ -365,11 +365,12 @@ static bool borrow_binary(struct api_call *c, struct v2_tensor *t, enum v2_wire 
 
 /* The raw little-endian bytes of input t (binary_data_size bsize), taken
  * from the binary part after the earlier inputs' bytes: copied into
- * t->data, or read in place when t->data is NULL (can_borrow). */
+ * t->data, or read in place when borrow (can_borrow said so; t->data is
+ * then not allocated). */
 static bool read_binary_data(struct api_call *c, struct v2_infer *x,
                              const json_t *in, const char *prefix,
                              struct v2_tensor *t, enum v2_wire w,
-                             long long bsize, bool nullable)
+                             long long bsize, bool nullable, bool borrow)
 {
     char path[API_PATH_MAX];
     size_t need = 0;
@@ -397,8 +398,8 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
         return false;
     }
     api_pointer_key(path, sizeof path, prefix, "data");
-    if (!t->data ? !borrow_binary(c, t, w, x->dt, x->bin + x->bin_used, path)
-                 : !fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
+    if (borrow ? !borrow_binary(c, t, w, x->dt, x->bin + x->bin_used, path)
+               : !fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
         return false;
     x->bin_used += need;
     return true;
@@ -472,13 +473,13 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
         t->half = c->half;
     esz = t->half ? 2 : is_bool ? 1 : is_int ? sizeof(int64_t) : attn_dtype_size(x->dt);
     if (bsize >= 0 && can_borrow(c, x, slot, t, w, x->bin ? x->bin + x->bin_used : NULL))
-        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable);
+        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable, true);
     if (!core_mul(t->count, esz, &bytes) || !(t->data = api_spare_alloc(bytes, NULL))) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, prefix, "out of memory");
         return false;
     }
     if (bsize >= 0)
-        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable);
+        return read_binary_data(c, x, in, prefix, t, w, bsize, nullable, false);
     return read_json_data(c, x, in, prefix, t, is_bool, nullable, is_int);
 }
 

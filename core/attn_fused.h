@@ -119,8 +119,9 @@ size_t attn_fused_wide_floats(size_t d_k, size_t d_v, size_t L);
  * and value rows (float32, or 2-byte as keys->k_elem, v_elem say), keys:
  * the keys row t sees (hi[t] <= Lt) and the softcap;
  * scores s[t][j] = scale · q[t] · K[j], then c·tanh(s/c) with a softcap.
- * Key blocks start at multiples of the kernel's block size whatever the
- * rows' ranges, so a row's result does not depend on its neighbours.
+ * Key blocks end at multiples of the kernel's block size whatever the
+ * rows' ranges (the first one starts at the rows' first key, rounded down
+ * to 8), so a row's result does not depend on its neighbours.
  * -> m [nb]  max_j s[t][j] over the keys row t sees (-inf: it sees none),
  *            within a rounding (the kernels work in base 2 and convert back)
  *    l [nb]  Σ_j exp(s[t][j] - m[t])                  (0 for such rows)

@@ -48,7 +48,8 @@ static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float 
  * weights of exactly 0, and a row's bits do not depend on its neighbours.
  * Starting at a multiple of BC instead cost a sliding window half a block
  * per group: at n = 8192, window.left = 1024, 1.051 score pairs computed
- * per allowed pair on AVX2 (now 1.015), 1.070 on AVX-512 (now 1.048). A block takes the unmasked path when every row sees all of it:
+ * per allowed pair on AVX2 (now 1.015), 1.070 on AVX-512 (now 1.048).
+ * A block takes the unmasked path when every row sees all of it:
  * k0 >= lo_max and k0 + kw <= lim_min (rows that see nothing count there
  * with hi = 0). Lanes past `rows` (queries 0) see the whole loop range, so
  * they never make a block take the masked path; their results are dropped.

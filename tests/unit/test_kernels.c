@@ -502,8 +502,9 @@ TEST(kernel_detection_and_forcing_here)
     attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
-/* A row's bits do not depend on the rows beside it (blocks start at
- * multiples of the kernel's block size, not at the group's first key):
+/* A row's bits do not depend on the rows beside it (blocks end at
+ * multiples of the kernel's block size; the first starts at the group's
+ * first key rounded down to 8, which adds only keys the row does not see):
  * every row of a windowed, softcapped tile run alone gives the same m, l
  * and O. Per kernel. */
 TEST(every_kernel_row_alone_same_bits)
