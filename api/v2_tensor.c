@@ -132,20 +132,42 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
     return true;
 }
 
+/* Whether wire type w's little-endian bytes are already the numbers of
+ * the computation's dtype on this host: FP32 for float32, FP64 for
+ * float64, on a little-endian host, with no rounding to a half dtype. */
+static bool bytes_are_numbers(enum v2_wire w, enum attn_dtype dt, enum api_half half)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return !half && ((w == W_FP32 && dt == ATTN_F32) || (w == W_FP64 && dt == ATTN_F64));
+#else
+    (void)w, (void)dt, (void)half;
+    return false;
+#endif
+}
+
+/* The refusal of element i of an input (path) that is not a finite number
+ * of the request's dtype. */
+static void refuse_element(struct api_call *c, const char *path, size_t i, enum attn_dtype dt)
+{
+    api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite number of %s", i,
+             c->half ? api_half_name(c->half) : attn_dtype_name(dt));
+}
+
 /* FP32 into float32 or FP64 into float64 on a little-endian host, and
  * FP16/BF16 into a tensor kept 2-byte (t->half, the wire's own format):
  * the bytes are the numbers, copied and checked a block at a time (the
  * check reads them from L1; the element loop below took 5 ms of a 2048 x
  * 128 x 3 request), over pool's cores (api/bulk.c). True when it applied:
  * *ok then says whether every element was finite (else fill_binary's loop
- * names the first bad one). */
+ * names the first bad one). With t->data at p itself (a borrowed input)
+ * the bytes are only checked. */
 static bool fill_binary_same(struct v2_tensor *t, enum v2_wire w, enum attn_dtype dt,
                              bool nullable, enum api_half half, const unsigned char *p,
                              struct attn_pool *pool, bool *ok)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     bool f64 = w == W_FP64, two = t->half != API_HALF_NONE;
-    if (!two && (half || !(w == W_FP32 || f64) || f64 != (dt == ATTN_F64)))
+    if (!two && !bytes_are_numbers(w, dt, half))
         return false;
     size_t es = wire_size(w);
     struct api_bulk job = {.src = p, .len = t->count * es, .dst = t->data,
@@ -198,8 +220,7 @@ static bool fill_binary(struct api_call *c, struct v2_tensor *t,
             memcpy(&v, &u, sizeof v);
         }
         if (!store_real(t, dt, i, v, nullable, c->half, NULL)) {
-            api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite "
-                     "number of %s", i, c->half ? api_half_name(c->half) : attn_dtype_name(dt));
+            refuse_element(c, path, i, dt);
             return false;
         }
     }
@@ -325,42 +346,30 @@ static bool read_binary_size(struct api_call *c, const json_t *in,
 }
 
 /* Whether q, k or v (slot) of wire type w can be read in place from p,
- * where its binary bytes begin: bytes already in the computation's dtype
- * (FP32 for float32, FP64 for float64, on a little-endian host, no
- * rounding to a half dtype) and aligned for it. The kernels then read the
- * body itself: no 3 MB copy for a 2048 x 128 request's q, k and v. Only
- * q, k and v: they are never written (bias and mask may be widened to
- * every head, api_widen_heads). */
+ * where its binary bytes begin: bytes that are already the numbers
+ * (bytes_are_numbers), aligned for them. The kernels then read the body
+ * itself: no 3 MB copy for a 2048 x 128 request's q, k and v. Only q, k
+ * and v: they are never written (bias and mask may be widened to every
+ * head, api_widen_heads). */
 static bool can_borrow(const struct api_call *c, const struct v2_infer *x, int slot,
                        const struct v2_tensor *t, enum v2_wire w, const unsigned char *p)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return slot <= V2_V && p && !t->half && !c->half &&
-           ((w == W_FP32 && x->dt == ATTN_F32) || (w == W_FP64 && x->dt == ATTN_F64)) &&
+    return slot <= V2_V && p && !t->half && bytes_are_numbers(w, x->dt, c->half) &&
            (uintptr_t)p % wire_size(w) == 0;
-#else
-    (void)c, (void)x, (void)slot, (void)t, (void)w, (void)p;
-    return false;
-#endif
 }
 
-/* t's data as the body's bytes at p (can_borrow), checked for non-finite
- * elements in place over the pool's cores (api/bulk.c); the first one, if
- * any, is named as fill_binary names it. */
+/* t's data as the body's bytes at p (can_borrow), checked in place by
+ * fill_binary_same; the first non-finite element, if any, refused. */
 static bool borrow_binary(struct api_call *c, struct v2_tensor *t, enum v2_wire w,
                           enum attn_dtype dt, const unsigned char *p, const char *path)
 {
-    bool f64 = w == W_FP64;
-    struct api_bulk job = {.src = p, .len = t->count * wire_size(w), .dst = (void *)p,
-                           .elem = f64 ? API_BULK_F64 : API_BULK_F32};
+    bool ok = false;
     t->data = (void *)p;        /* read only: the tensor is const to the kernels */
     t->borrowed = true;
-    api_bulk_run(&job, 1, attn_ws_pool(c->req->ws));
-    if (!job.nonfinite)
-        return true;
-    api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite number of %s",
-             api_first_nonfinite(p, f64, t->count, false), attn_dtype_name(dt));
-    return false;
+    fill_binary_same(t, w, dt, false, c->half, p, attn_ws_pool(c->req->ws), &ok);
+    if (!ok)
+        refuse_element(c, path, api_first_nonfinite(p, w == W_FP64, t->count, false), dt);
+    return ok;
 }
 
 /* The raw little-endian bytes of input t (binary_data_size bsize), taken

@@ -408,15 +408,15 @@ TEST(binary_output_for_all)
     (void)j;
 }
 
-/* A binary request: q [1,4], k and v [40,4], and attn_bias [1,40] when
- * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
- * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
- * answer in r. 160 elements of k cross the finiteness scan's blocks. */
 /* Spaces after binary_fl's JSON header: they move the binary part to
  * every alignment (the body buffer is 64-byte aligned), so FP32 / FP64
  * inputs are read in place (aligned) or copied (not). */
 static size_t binary_pad;
 
+/* A binary request: q [1,4], k and v [40,4], and attn_bias [1,40] when
+ * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
+ * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
+ * answer in r. 160 elements of k cross the finiteness scan's blocks. */
 /* The same with L keys (binary_f: 40). */
 static void binary_fl(bool f64, size_t L, long bad_at, double bad, bool with_bias, long bias_at,
                       double bias_val, struct api_response *r)
@@ -474,18 +474,8 @@ static void binary_f(bool f64, long bad_at, double bad, bool with_bias, long bia
  * read in place when aligned) and then checked in blocks: every
  * non-finite element is refused at its index, wherever it falls in a
  * block, -inf only in attn_bias, and a clean body answers as the
- * element-by-element path did (the same numbers as JSON data). The
- * refusals at every alignment of the binary part (binary_pad 0-7). */
-static void binary_nonfinite_at_pad(void);
-
-TEST(binary_same_type_nonfinite)
-{
-    for (binary_pad = 1; binary_pad < 8; binary_pad++)
-        binary_nonfinite_at_pad();
-    binary_pad = 0;
-    binary_nonfinite_at_pad();
-}
-
+ * element-by-element path did (the same numbers as JSON data). At the
+ * binary part's alignment binary_pad. */
 static void binary_nonfinite_at_pad(void)
 {
     static const long at[] = {0, 63, 64, 100, 159};
@@ -565,6 +555,15 @@ static void binary_nonfinite_at_pad(void)
         json_decref(a);
         api_response_free(&rb);
     }
+}
+
+/* binary_nonfinite_at_pad at every alignment of the binary part. */
+TEST(binary_same_type_nonfinite)
+{
+    for (binary_pad = 1; binary_pad < 8; binary_pad++)
+        binary_nonfinite_at_pad();
+    binary_pad = 0;
+    binary_nonfinite_at_pad();
 }
 
 /* ---- sequences ----------------------------------------------------------- */
