@@ -18,6 +18,17 @@
 /* Compiled for AVX2 + FMA whatever the build's -march (see simd512.h). */
 #define SIMD256_FN static inline __attribute__((target("avx2,fma")))
 
+/* c[0]·x^(n-1) + ... + c[n-1] by Horner's rule with fused multiply-adds
+ * (simd512.h's simd_horner on 8 lanes; n a constant at every call). */
+SIMD256_FN __m256 simd_horner8(__m256 x, const float *c, int n)
+{
+    __m256 p = _mm256_set1_ps(c[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < n; i++)
+        p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(c[i]));
+    return p;
+}
+
 /* 2^x of 8 floats, for x <= ~0 (and -inf, which gives exactly 0): the
  * reduction and degree-6 polynomial of simd512.h's simd_exp2_16; 2^n goes
  * into the exponent bits (AVX2 has no scalef), so x is first raised to
@@ -32,10 +43,7 @@ SIMD256_FN __m256 simd_exp2_8(__m256 x)
     static const float c[7] = {1.5353360504377633e-4f, 1.3398875016719103e-3f,
                                9.61843691766262e-3f,   5.5503323674201965e-2f,
                                2.4022647738456726e-1f, 6.931471824645996e-1f, 1.0f};
-    __m256 p = _mm256_set1_ps(c[0]);
-#pragma GCC unroll 8
-    for (int i = 1; i < 7; i++)
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(c[i]));
+    __m256 p = simd_horner8(f, c, 7);
     __m256i e = _mm256_slli_epi32(
         _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
@@ -56,12 +64,7 @@ SIMD256_FN __m256 simd_tanh8(__m256 x)
     /* x second: min/max return their second operand when either is NaN */
     x = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), lim), _mm256_min_ps(lim, x));
     __m256 z = _mm256_mul_ps(x, x);
-    __m256 num = _mm256_set1_ps(p[0]), den = _mm256_set1_ps(q[0]);
-#pragma GCC unroll 4
-    for (int i = 1; i < 5; i++) {
-        num = _mm256_fmadd_ps(num, z, _mm256_set1_ps(p[i]));
-        den = _mm256_fmadd_ps(den, z, _mm256_set1_ps(q[i]));
-    }
+    __m256 num = simd_horner8(z, p, 5), den = simd_horner8(z, q, 5);
     __m256 t = _mm256_div_ps(_mm256_mul_ps(num, x), den);
     return _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), one), _mm256_min_ps(one, t));
 }
