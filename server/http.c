@@ -654,7 +654,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     uint64_t ns = uv_hrtime() - r->t0;
-    int status = r->state == REQ_ANSWERED ? r->status : 499;  /* 499: client went away */
+    /* under mu: a pool thread may be moving r->state to REQ_READY */
+    pthread_mutex_lock(&h->mu);
+    bool answered = r->state == REQ_ANSWERED;
+    pthread_mutex_unlock(&h->mu);
+    int status = answered ? r->status : 499;  /* 499: client went away */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)
         status = 499;
     const char *key = r->keyed ? r->key_name : NULL;
@@ -851,9 +855,10 @@ void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
     }
 }
 
-static void async_closed(uv_handle_t *handle)
+void srv_http_free(struct srv_http *h)
 {
-    struct srv_http *h = handle->data;
+    if (!h)
+        return;
     http_req_destroy(atomic_load(&h->spare));
     pthread_mutex_destroy(&h->mu);
     free(h);
@@ -870,5 +875,5 @@ void srv_http_stop(struct srv_http *h)
     http_async_cb(&h->async);                /* requests it suspended last: orphans */
     srv_sched_close(h->sched);
     h->sched = NULL;
-    uv_close((uv_handle_t *)&h->async, async_closed);
+    uv_close((uv_handle_t *)&h->async, NULL);
 }

@@ -54,7 +54,10 @@ size_t srv_http_in_flight(const struct srv_http *h);
 size_t srv_http_working(const struct srv_http *h);
 
 /* Stop the transport: closes every connection (none may be on the pool)
- * and its libuv handles; the struct is freed once they are closed. */
+ * and its libuv handles. The struct stays readable (srv_http_working
+ * answers 0) until srv_http_free, which comes after the loop has run the
+ * handles' close and the helper pool, whose policy reads it, has stopped. */
 void srv_http_stop(struct srv_http *h);
+void srv_http_free(struct srv_http *h);
 
 #endif

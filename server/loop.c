@@ -58,7 +58,8 @@ struct proc {
     struct api_ctx ctx;
     struct srv_metrics *metrics;
     struct sess_store *store;
-    struct srv_http *http;
+    struct srv_http *http;          /* NULL once stopped */
+    struct srv_http *http_stopped;  /* freed after the helper pool stops */
     struct srv_tls *tls;            /* --tls-cert/--tls-key, or NULL */
     struct srv_keys *keys;          /* --api-key(-file), or NULL */
     struct srv_limits *limits;      /* --rate-limit, --max-inflight-per-key */
@@ -257,6 +258,7 @@ static void finish(struct proc *p)
     store_save(p);
     atomic_store(&par_http, NULL);
     srv_http_stop(p->http);
+    p->http_stopped = p->http;
     p->http = NULL;
     close_all(p);
 }
@@ -509,6 +511,7 @@ int srv_loop_run(struct srv_config *cfg)
     } else if (p->handles_ready) {          /* failed after the loop was set up */
         atomic_store(&par_http, NULL);
         srv_http_stop(p->http);
+        p->http_stopped = p->http;
         p->http = NULL;
         p->finished = true;
         close_all(p);
@@ -518,6 +521,8 @@ int srv_loop_run(struct srv_config *cfg)
         uv_loop_close(&p->loop);
     uv_library_shutdown();                  /* joins the pool threads */
     srv_worker_free();
+    /* only now: a helper may have read par_http just before it was cleared */
+    srv_http_free(p->http_stopped);
     api_ctx_close(&p->ctx);
     jnl_thread_stop();
     if (p->store)

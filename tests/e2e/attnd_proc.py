@@ -20,6 +20,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -234,6 +235,10 @@ class Attnd:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if self.proc.returncode:
+            # pytest shows a failing test's output: a sanitizer's report
+            # or an abort's message reaches CI's log this way.
+            sys.stdout.write(self.logs()[-20000:])
         return self.proc.returncode
 
     def __enter__(self):
