@@ -384,8 +384,14 @@ static enum MHD_Result dispatch(struct req *r)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->fd = ci ? (int)ci->connect_fd : -1;
-    MHD_suspend_connection(r->conn);
+    /* Counted before the seal is read (srv_http_seal reads them the other
+     * way round): either the loop sees this request or it sees the seal. */
     atomic_fetch_add(&h->working, 1);
+    if (atomic_load(&h->sealed)) {
+        atomic_fetch_sub(&h->working, 1);
+        return transport_error(r, API_ERR_DRAINING, NULL);
+    }
+    MHD_suspend_connection(r->conn);
     r->fg = http_body_size(r) < LARGE_BODY;
     if (r->fg)                          /* large passes give way from here on */
         srv_sched_fg_begin(h->sched);
@@ -780,6 +786,21 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     return d;
 }
 
+static void free_on_close(uv_handle_t *handle)
+{
+    srv_http_free(handle->data);
+}
+
+/* A transport that failed to start (never published, no daemon, no job):
+ * each struct frees itself once its handle is closed, when the caller runs
+ * the loop again. */
+static void discard(struct srv_http *h)
+{
+    srv_sched_discard(h->sched);
+    h->sched = NULL;
+    uv_close((uv_handle_t *)&h->async, free_on_close);
+}
+
 struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
                                 struct api_ctx *ctx, struct srv_metrics *metrics,
                                 const struct srv_http_guard *guard)
@@ -811,13 +832,13 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
     h->async.data = h;
     h->sched = srv_sched_new(loop, cfg->workers);
     if (!h->sched) {
-        srv_http_stop(h);
+        discard(h);
         return NULL;
     }
     h->mhd = start_daemon(h, &ss, v6);
     if (!h->mhd) {
         srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
-        srv_http_stop(h);
+        discard(h);
         return NULL;
     }
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
@@ -855,10 +876,17 @@ void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg)
     }
 }
 
+size_t srv_http_seal(struct srv_http *h)
+{
+    atomic_store(&h->sealed, true);
+    return atomic_load(&h->working);
+}
+
 void srv_http_free(struct srv_http *h)
 {
     if (!h)
         return;
+    srv_sched_free(h->sched);
     http_req_destroy(atomic_load(&h->spare));
     pthread_mutex_destroy(&h->mu);
     free(h);
@@ -874,6 +902,5 @@ void srv_http_stop(struct srv_http *h)
     }
     http_async_cb(&h->async);                /* requests it suspended last: orphans */
     srv_sched_close(h->sched);
-    h->sched = NULL;
     uv_close((uv_handle_t *)&h->async, NULL);
 }

@@ -53,6 +53,12 @@ void srv_http_quiesce(struct srv_http *h, srv_http_idle_fn idle, void *arg);
 size_t srv_http_in_flight(const struct srv_http *h);
 size_t srv_http_working(const struct srv_http *h);
 
+/* From now on a request that would go to the pool is answered 503
+ * draining instead (none is suspended after this); returns how many are
+ * still on the pool. Once it returns 0, srv_http_stop may run at any
+ * later time. */
+size_t srv_http_seal(struct srv_http *h);
+
 /* Stop the transport: closes every connection (none may be on the pool)
  * and its libuv handles. The struct stays readable (srv_http_working
  * answers 0) until srv_http_free, which comes after the loop has run the

@@ -47,6 +47,7 @@ struct srv_http {
     atomic_size_t in_flight;        /* requests between 1st call and completion */
     atomic_size_t working;          /* suspended requests (pending or on the pool) */
     atomic_bool quiesced;           /* no new connections; answers close */
+    atomic_bool sealed;             /* no new work for the pool (srv_http_seal) */
     atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
     _Atomic(struct req *) spare;    /* one freed request kept for the next */
     size_t body_budget;             /* cap on body_bytes */

@@ -116,7 +116,7 @@ static void work_run(struct srv_job *j)
  * until work_done has run on the loop thread (loop_owes: completed() leaves
  * the freeing to work_done), because the watch, the scheduler's done list
  * and work_done still use it. The daemon is never stopped while a request
- * is on the pool (loop.c's finish waits for srv_http_working() == 0), so
+ * is on the pool (loop.c's finish waits for srv_http_seal() to return 0), so
  * this resume cannot race MHD_stop_daemon.
  */
 static void work_resume(struct req *r)

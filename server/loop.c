@@ -249,7 +249,7 @@ static void finish(struct proc *p)
 {
     if (p->finished)
         return;
-    if (p->http && srv_http_working(p->http) > 0) {
+    if (p->http && srv_http_seal(p->http) > 0) {
         /* a request reached the pool after the idle report: wait for it */
         uv_timer_start(&p->finish_timer, finish_cb, 10, 0);
         return;

@@ -234,19 +234,34 @@ void srv_sched_bg_pause(void *arg)
     pthread_mutex_unlock(&s->fg_mu);
 }
 
-static void closed(uv_handle_t *h)
+void srv_sched_close(struct srv_sched *s)
 {
-    struct srv_sched *s = h->data;
+    if (!s)
+        return;
+    async_cb(&s->async);                    /* anything finished last */
+    uv_close((uv_handle_t *)&s->async, NULL);
+}
+
+/* A ticket can outlive its job (the thread that ran the job may have been
+ * another ticket's): it still locks s->mu on a libuv thread, so s is freed
+ * only once the loop has run every ticket's after-callback. */
+void srv_sched_free(struct srv_sched *s)
+{
+    if (!s)
+        return;
     pthread_cond_destroy(&s->fg_cv);
     pthread_mutex_destroy(&s->fg_mu);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-void srv_sched_close(struct srv_sched *s)
+static void free_on_close(uv_handle_t *h)
 {
-    if (!s)
-        return;
-    async_cb(&s->async);                    /* anything finished last */
-    uv_close((uv_handle_t *)&s->async, closed);
+    srv_sched_free(h->data);
+}
+
+void srv_sched_discard(struct srv_sched *s)
+{
+    if (s)
+        uv_close((uv_handle_t *)&s->async, free_on_close);
 }

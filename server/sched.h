@@ -44,7 +44,12 @@ void srv_sched_fg_begin(struct srv_sched *s);
 void srv_sched_fg_end(struct srv_sched *s);
 void srv_sched_bg_pause(void *s);
 
-/* Loop thread: close (once no job is queued or running); frees itself. */
+/* Loop thread: close (once no job is queued or running). Free it after
+ * the loop has stopped running (uv_run returned): leftover tickets. */
 void srv_sched_close(struct srv_sched *s);
+void srv_sched_free(struct srv_sched *s);
+
+/* Loop thread: close one that never had a job; it frees itself once closed. */
+void srv_sched_discard(struct srv_sched *s);
 
 #endif
