@@ -24,6 +24,12 @@
 #define ATTN_LOOP_ROWS 4
 #endif
 
+/* The most query rows of one tile (attn.c sizes tiles; attn_check.c bounds
+ * a tile's scratch by it). */
+#ifndef ATTN_TILE_MAX
+#define ATTN_TILE_MAX 256
+#endif
+
 /* Regions: prepared k, v; their pointers; tiles' scratch; pieces' parts;
  * the run's resolved positions; rows of a paged view whose pages do not lie
  * side by side (the key-blocked pass's one block or superblock of K and V;
