@@ -786,32 +786,17 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     return d;
 }
 
-static void free_on_close(uv_handle_t *handle)
+struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
+                              struct api_ctx *ctx, struct srv_metrics *metrics,
+                              const struct srv_http_guard *guard)
 {
-    srv_http_free(handle->data);
-}
-
-/* A transport that failed to start (never published, no daemon, no job):
- * each struct frees itself once its handle is closed, when the caller runs
- * the loop again. */
-static void discard(struct srv_http *h)
-{
-    srv_sched_discard(h->sched);
-    h->sched = NULL;
-    uv_close((uv_handle_t *)&h->async, free_on_close);
-}
-
-struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
-                                struct api_ctx *ctx, struct srv_metrics *metrics,
-                                const struct srv_http_guard *guard)
-{
-    struct sockaddr_storage ss;
-    bool v6;
-    if (!resolve(cfg, &ss, &v6))
-        return NULL;
     struct srv_http *h = calloc(1, sizeof *h);
-    if (!h)
+    if (h)
+        h->sched = srv_sched_new(loop, cfg->workers);
+    if (!h || !h->sched) {
+        free(h);
         return NULL;
+    }
     h->loop = loop;
     h->cfg = cfg;
     h->ctx = ctx;
@@ -830,20 +815,24 @@ struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
         h->body_budget = BODY_BUDGET_MIN;
     uv_async_init(loop, &h->async, http_async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
-    h->sched = srv_sched_new(loop, cfg->workers);
-    if (!h->sched) {
-        discard(h);
-        return NULL;
-    }
+    return h;
+}
+
+bool srv_http_listen(struct srv_http *h)
+{
+    const struct srv_config *cfg = h->cfg;
+    struct sockaddr_storage ss;
+    bool v6;
+    if (!resolve(cfg, &ss, &v6))
+        return false;
     h->mhd = start_daemon(h, &ss, v6);
     if (!h->mhd) {
         srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
-        discard(h);
-        return NULL;
+        return false;
     }
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     h->port = pi ? pi->port : cfg->port;
-    return h;
+    return true;
 }
 
 unsigned srv_http_port(const struct srv_http *h)

@@ -37,10 +37,14 @@ struct srv_http_guard {
     bool tls;                       /* HTTPS with server/tls.c's current pair */
 };
 
-/* Bind and start listening. NULL on failure (the reason is logged). */
-struct srv_http *srv_http_start(uv_loop_t *loop, const struct srv_config *cfg,
-                                struct api_ctx *ctx, struct srv_metrics *metrics,
-                                const struct srv_http_guard *guard);
+/* The transport with its loop handles, not yet listening; NULL on ENOMEM.
+ * Whatever follows, it ends with srv_http_stop and then srv_http_free. */
+struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
+                              struct api_ctx *ctx, struct srv_metrics *metrics,
+                              const struct srv_http_guard *guard);
+
+/* Bind and start listening; false on failure (the reason is logged). */
+bool srv_http_listen(struct srv_http *h);
 
 /* The TCP port actually bound (useful with --port 0). */
 unsigned srv_http_port(const struct srv_http *h);

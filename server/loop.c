@@ -58,8 +58,7 @@ struct proc {
     struct api_ctx ctx;
     struct srv_metrics *metrics;
     struct sess_store *store;
-    struct srv_http *http;          /* NULL once stopped */
-    struct srv_http *http_stopped;  /* freed after the helper pool stops */
+    struct srv_http *http;          /* freed after the helper pool stops */
     struct srv_tls *tls;            /* --tls-cert/--tls-key, or NULL */
     struct srv_keys *keys;          /* --api-key(-file), or NULL */
     struct srv_limits *limits;      /* --rate-limit, --max-inflight-per-key */
@@ -69,7 +68,7 @@ struct proc {
 
 /* The helpers (server/worker.c) join a pass only while that request is the
  * only one computing. */
-static _Atomic(struct srv_http *) par_http;     /* NULL once the transport stops */
+static _Atomic(struct srv_http *) par_http;     /* p->http once it listens */
 
 static bool par_may_help(void *arg)
 {
@@ -256,10 +255,7 @@ static void finish(struct proc *p)
     }
     p->finished = true;
     store_save(p);
-    atomic_store(&par_http, NULL);
     srv_http_stop(p->http);
-    p->http_stopped = p->http;
-    p->http = NULL;
     close_all(p);
 }
 
@@ -455,8 +451,8 @@ static bool start(struct proc *p)
     init_handles(p);
     p->handles_ready = true;
     struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
-    p->http = srv_http_start(&p->loop, p->cfg, &p->ctx, p->metrics, &guard);
-    if (!p->http)
+    p->http = srv_http_new(&p->loop, p->cfg, &p->ctx, p->metrics, &guard);
+    if (!p->http || !srv_http_listen(p->http))
         return false;
     atomic_store(&par_http, p->http);
     unsigned port = srv_http_port(p->http);
@@ -509,10 +505,7 @@ int srv_loop_run(struct srv_config *cfg)
     } else if (p->exit_code == 2) {         /* unusable TLS or key file */
         code = 2;
     } else if (p->handles_ready) {          /* failed after the loop was set up */
-        atomic_store(&par_http, NULL);
         srv_http_stop(p->http);
-        p->http_stopped = p->http;
-        p->http = NULL;
         p->finished = true;
         close_all(p);
         uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -521,8 +514,9 @@ int srv_loop_run(struct srv_config *cfg)
         uv_loop_close(&p->loop);
     uv_library_shutdown();                  /* joins the pool threads */
     srv_worker_free();
-    /* only now: a helper may have read par_http just before it was cleared */
-    srv_http_free(p->http_stopped);
+    /* only now: the helpers read it (par_http) until they are joined */
+    atomic_store(&par_http, NULL);
+    srv_http_free(p->http);
     api_ctx_close(&p->ctx);
     jnl_thread_stop();
     if (p->store)

@@ -255,13 +255,3 @@ void srv_sched_free(struct srv_sched *s)
     free(s);
 }
 
-static void free_on_close(uv_handle_t *h)
-{
-    srv_sched_free(h->data);
-}
-
-void srv_sched_discard(struct srv_sched *s)
-{
-    if (s)
-        uv_close((uv_handle_t *)&s->async, free_on_close);
-}

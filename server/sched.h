@@ -49,7 +49,4 @@ void srv_sched_bg_pause(void *s);
 void srv_sched_close(struct srv_sched *s);
 void srv_sched_free(struct srv_sched *s);
 
-/* Loop thread: close one that never had a job; it frees itself once closed. */
-void srv_sched_discard(struct srv_sched *s);
-
 #endif
