@@ -413,11 +413,11 @@ TEST(binary_output_for_all)
  * inputs are read in place (aligned) or copied (not). */
 static size_t binary_pad;
 
-/* A binary request: q [1,4], k and v [40,4], and attn_bias [1,40] when
+/* A binary request: q [1,4], k and v [L,4], and attn_bias [1,L] when
  * with_bias, all FP32 (or FP64 when f64), k's element bad_at set to bad
  * (bad_at < 0: none) and the bias's element bias_at to bias_val; the
- * answer in r. 160 elements of k cross the finiteness scan's blocks. */
-/* The same with L keys (binary_f: 40). */
+ * answer in r. binary_f: L = 40, whose 160 elements of k cross the
+ * finiteness scan's blocks. */
 static void binary_fl(bool f64, size_t L, long bad_at, double bad, bool with_bias, long bias_at,
                       double bias_val, struct api_response *r)
 {
