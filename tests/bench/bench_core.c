@@ -31,6 +31,8 @@
  *
  * usage: bench_core [reps]   (BENCH_KERNELS_ONLY=1: the kernel rows alone;
  *                              BENCH_PREFILL=NxLxD: one prefill's median ms;
+ *                              with BENCH_PREFILL_SERVE=1 one pass per
+ *                              line of stdin, each timed;
  *                              BENCH_TOP_K_ONLY=1: the top-k row alone;
  *                              BENCH_KV_DTYPES_ONLY=1: narrow-cache decode;
  *                              BENCH_HALF_ONLY=1: float16/bfloat16 prefill;
@@ -278,6 +280,30 @@ static void prefill_free(struct prefill_arg *a)
     free((void *)a->in.v);
     free(a->out.weights);
     free(a->out.output);
+}
+
+/* BENCH_PREFILL_SERVE=1: one pass per line read from stdin, each printed
+ * as "ms cpu_ms" (wall and all threads' CPU time) as soon as it is done,
+ * until stdin ends. The process, its buffers and its helper stay between
+ * passes, as a server's do between requests, so that a client can time an
+ * in-process pass right next to each of its requests (tests/bench/
+ * large_client.py): on a shared machine whose speed drifts over seconds,
+ * only neighbouring figures compare. */
+static void prefill_serve(struct prefill_arg *a)
+{
+    char line[64];
+    run_prefill(a);                 /* warm-up: buffers and helper */
+    while (fgets(line, sizeof line, stdin)) {
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double t0 = bench_mono_s();
+        run_prefill(a);
+        double wall = bench_mono_s() - t0;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+        printf("%.3f %.3f\n", wall * 1e3, cpu * 1e3);
+        fflush(stdout);
+    }
 }
 
 /* Decode (n = 1) over cold caches: plain prepared arrays (attn_forward_kv)
@@ -1305,6 +1331,13 @@ int main(int argc, char **argv)
         }
         struct prefill_arg one;
         prefill_init(&one, n, L, d, ATTN_OUT_OUTPUT, true);
+        const char *serve = getenv("BENCH_PREFILL_SERVE");
+        if (serve && strcmp(serve, "1") == 0) {
+            prefill_serve(&one);
+            prefill_free(&one);
+            attn_pool_free(pool);
+            return 0;
+        }
         struct timed t = {run_prefill, &one, 0, 0};
         time_set(&t, 1);
         struct timespec c0, c1;     /* and the CPU time of 3 more, all threads */
