@@ -13,7 +13,7 @@
  * (glibc's printf needs up to three tries plus strtod to find it, ~20x
  * slower; the packaged alternatives are C++). Their tables of powers of ten
  * (617 Schubfach, 617 Dragonbox entries) are computed exactly once, at
- * first use (~2.5 ms), with a small bignum (below) rather than pasted in as
+ * first use (~0.1 ms), with a small bignum (below) rather than pasted in as
  * generated tables.
  *
  * The digits are made 8 at a time with word arithmetic (digit_bytes8) and
@@ -113,74 +113,94 @@ static void big_div_small(struct big *b, uint32_t d)
         b->n--;
 }
 
-/* floor(b / 2^s) (s >= 0) or b * 2^-s (s < 0), low 128 bits. */
+/* Limb i of b, 0 outside it. */
+static uint32_t big_limb(const struct big *b, int i)
+{
+    return i >= 0 && i < BIG_LIMBS ? b->w[i] : 0;
+}
+
+/* floor(b / 2^s) (s >= 0) or b * 2^-s (s < 0), low 128 bits: each 32-bit
+ * word of the result from the two limbs it straddles. */
 static u128 big_shift_low128(const struct big *b, int s)
 {
-    u128 r = 0;
-    int bit;
+    int q = s >= 0 ? s / 32 : -((31 - s) / 32), r = s - 32 * q;   /* r in [0, 31] */
+    u128 out = 0;
 
-    for (bit = 127; bit >= 0; bit--) {
-        int src = bit + s;
-        r <<= 1;
-        if (src >= 0 && src < BIG_LIMBS * 32 && (b->w[src / 32] >> (src % 32) & 1))
-            r |= 1;
+    for (int m = 3; m >= 0; m--) {
+        uint64_t two = (uint64_t)big_limb(b, m + q + 1) << 32 | big_limb(b, m + q);
+        out = out << 32 | (uint32_t)(two >> r);
     }
-    return r;
+    return out;
 }
 
-/* Whether any of the low s bits of b is set. */
+/* Whether any of the low s bits of b is set (0 < s < 32 * BIG_LIMBS). */
 static bool big_low_bits(const struct big *b, int s)
 {
-    int i;
-
-    for (i = 0; i < s; i++)
-        if (b->w[i / 32] >> (i % 32) & 1)
+    for (int i = 0; i < s / 32; i++)
+        if (b->w[i])
             return true;
-    return false;
+    return s % 32 != 0 && (b->w[s / 32] & ((1u << (s % 32)) - 1)) != 0;
 }
 
-/* floor(10^p / 2^s) in 128 bits, for p < 0 (as 2^(p - s) / 5^-p, which
- * never divides: *inexact); pow10 is 10^p for p >= 0, made by the caller. */
-static u128 pow10_shifted(int p, int s, const struct big *pow10, bool *inexact)
+/* Schubfach's g for 10^p: floor(10^p / 2^r) + 1, r = floor(log2 10^p) - 125,
+ * from that floor. */
+static void put_g(int p, u128 floor_p)
 {
-    struct big b;
-    int i;
-
-    if (p >= 0) {
-        *inexact = s > 0 && big_low_bits(pow10, s);
-        return big_shift_low128(pow10, s);
-    }
-    big_set_pow2(&b, p - s);
-    for (i = 0; i < -p; i++)
-        big_div_small(&b, 5);
-    *inexact = true;
-    return big_shift_low128(&b, 0);
+    u128 g = floor_p + 1;
+    g_hi[-p - G_KMIN] = (uint64_t)(g >> 63);    /* g_hi[k] is for 10^-k */
+    g_lo[-p - G_KMIN] = (uint64_t)g & ((1ull << 63) - 1);
 }
 
-/* Schubfach's g for 10^e: floor(10^e / 2^r) + 1, r = floor(log2 10^e) - 125;
- * Dragonbox's c(k): ceil(10^k / 2^(floor(log2 10^k) - 127)). The powers of
- * ten at p >= 0 are made once, ascending. */
+/* Dragonbox's c(p): ceil(10^p / 2^(floor(log2 10^p) - 127)), from the
+ * floor and whether the division was inexact. */
+static void put_c(int p, u128 floor_p, bool inexact)
+{
+    u128 c = floor_p + inexact;
+    d_hi[p - D_KMIN] = (uint64_t)(c >> 64);
+    d_lo[p - D_KMIN] = (uint64_t)c;
+}
+
+/* The entries for p < 0, where floor(10^p / 2^s) = floor(2^(p - s) / 5^-p)
+ * and never divides exactly. One big number b = floor(2^top / 5^k), divided
+ * by 5 once per step as k = -p grows, gives each as floor(b / 2^(top - (p -
+ * s))): exact, since floor(floor(x / a) / b) = floor(x / ab) for positive
+ * integers. Dividing 2^(p - s) by 5 -p times afresh for every p would
+ * cost ~3 ms, and the first response with a number in it pays for this. */
+static void g_init_negative(void)
+{
+    int pmin = -G_KMAX < D_KMIN ? -G_KMAX : D_KMIN, top = 0, p;
+    struct big b;
+
+    for (p = pmin; p < 0; p++)          /* the largest p - s of either table */
+        if (p - flog2pow10(p) + 127 > top)
+            top = p - flog2pow10(p) + 127;
+    big_set_pow2(&b, top);
+    for (p = -1; p >= pmin; p--) {
+        int r = flog2pow10(p);
+        big_div_small(&b, 5);           /* floor(2^top / 5^-p) */
+        if (p >= -G_KMAX)
+            put_g(p, big_shift_low128(&b, top - (p - (r - 125))));
+        if (p >= D_KMIN)
+            put_c(p, big_shift_low128(&b, top - (p - (r - 127))), true);
+    }
+}
+
+/* Both tables; the powers of ten at p >= 0 are made once, ascending. */
 static void g_init(void)
 {
     struct big pow10;
-    bool inexact;
     int p;
 
+    g_init_negative();
     big_set_pow2(&pow10, 0);
-    for (p = G_KMIN < D_KMIN ? G_KMIN : D_KMIN; p <= D_KMAX; p++) {
+    for (p = 0; p <= D_KMAX; p++) {
+        int r = flog2pow10(p);
         if (p > 0)
             big_mul_small(&pow10, 10);
-        if (-p >= G_KMIN && -p <= G_KMAX) {     /* g_hi[k] is for 10^-k */
-            u128 g = pow10_shifted(p, flog2pow10(p) - 125, &pow10, &inexact) + 1;
-            g_hi[-p - G_KMIN] = (uint64_t)(g >> 63);
-            g_lo[-p - G_KMIN] = (uint64_t)g & ((1ull << 63) - 1);
-        }
-        if (p >= D_KMIN) {
-            u128 c = pow10_shifted(p, flog2pow10(p) - 127, &pow10, &inexact);
-            c += inexact;
-            d_hi[p - D_KMIN] = (uint64_t)(c >> 64);
-            d_lo[p - D_KMIN] = (uint64_t)c;
-        }
+        if (p <= -G_KMIN)
+            put_g(p, big_shift_low128(&pow10, r - 125));
+        put_c(p, big_shift_low128(&pow10, r - 127),
+              r - 127 > 0 && big_low_bits(&pow10, r - 127));
     }
     atomic_store_explicit(&g_ready, true, memory_order_release);
 }

@@ -1,8 +1,9 @@
 /*
  * tests/api/test_api_numbers.c — the number and byte plumbing of api/:
- * shortest round-trip printing (random float64 bit patterns and a sampled
- * sweep over every float32 exponent and sign, read back with strtod /
- * strtof, checked to be minimal and the closest of the shortest), the
+ * shortest round-trip printing (random float64 bit patterns, every float64
+ * binary exponent, and a sampled sweep over every float32 exponent and
+ * sign, read back with strtod / strtof, checked to be minimal and the
+ * closest of the shortest), the
  * JavaScript-style layout (each output re-laid out from its own digits and
  * checked equal, over random bits and every decade), fixed digits, JSON
  * number grammar, the capped buffer, and matrix writers (base64:
@@ -253,6 +254,28 @@ TEST(f64_edge_classes)
     CHECK_EQ_INT(not_minimal, 0);
 }
 
+/* Every binary exponent of float64, each with the power of two (Schubfach),
+ * its neighbours and random mantissas (Dragonbox), both signs: between them
+ * they read every entry of api/dtoa.c's two tables of powers of ten. */
+TEST(f64_every_binary_exponent)
+{
+    int bad = 0, not_minimal = 0;
+
+    for (uint64_t e = 0; e <= 2046; e++) {
+        uint64_t ms[6] = {0, 1, 0xFFFFFFFFFFFFFull, rng() & 0xFFFFFFFFFFFFFull,
+                          rng() & 0xFFFFFFFFFFFFFull, rng() & 0xFFFFFFFFFFFFFull};
+        for (int i = 0; i < 6; i++) {
+            uint64_t bits = (uint64_t)(i & 1) << 63 | e << 52 | ms[i];
+            double x;
+            memcpy(&x, &bits, sizeof x);
+            if (x != 0 && !f64_ok(x, &not_minimal) && bad++ < 5)
+                printf("  f64 %.17g (%016llx): wrong text\n", x, (unsigned long long)bits);
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(not_minimal, 0);
+}
+
 /* Random bit patterns are mostly far from 1: every decade the plain
  * layouts cover (and a few past each end), with full-length mantissas and
  * with short decimals (k / 10^m, integers), both signs. */
@@ -388,6 +411,7 @@ int main(void)
     RUN(f64_special_values);
     RUN(f64_every_decade);
     RUN(f64_edge_classes);
+    RUN(f64_every_binary_exponent);
     RUN(f32_sampled_sweep);
     RUN(f32_known);
     RUN(fixed_digits);
