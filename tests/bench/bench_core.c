@@ -294,13 +294,10 @@ static void prefill_serve(struct prefill_arg *a)
     char line[64];
     run_prefill(a);                 /* warm-up: buffers and helper */
     while (fgets(line, sizeof line, stdin)) {
-        struct timespec c0, c1;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-        double t0 = bench_mono_s();
+        double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID), t0 = bench_mono_s();
         run_prefill(a);
         double wall = bench_mono_s() - t0;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-        double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+        double cpu = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
         printf("%.3f %.3f\n", wall * 1e3, cpu * 1e3);
         fflush(stdout);
     }
@@ -1314,12 +1311,6 @@ int main(int argc, char **argv)
         attn_pool_free(pool);
         return 0;
     }
-    float *a = rand_floats(2048 * 2048, 20), *b = rand_floats(2048 * 2048, 21);
-    float *c = rand_floats(2048 * 2048, 22);
-    gemm1 = (struct gemm_arg){2048, 1, a, b, c};
-    gemm2 = (struct gemm_arg){2048, 2, a, b, c};
-    rd = (struct read_arg){rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, {0, 0}};
-
     /* BENCH_PREFILL=NxLxD: only the median ms of that output-only prefill
      * on 2 cores (the in-process side of tests/bench/large_client.py) */
     const char *pf = getenv("BENCH_PREFILL");
@@ -1340,18 +1331,22 @@ int main(int argc, char **argv)
         }
         struct timed t = {run_prefill, &one, 0, 0};
         time_set(&t, 1);
-        struct timespec c0, c1;     /* and the CPU time of 3 more, all threads */
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);   /* and the CPU time of 3 more */
         for (int i = 0; i < 3; i++)
             run_prefill(&one);
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-        double cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) / 3;
+        double cpu = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / 3;
         printf("prefill_ms %.3f kernel %s cpu_ms %.3f\n", t.med * 1e3, attn_dtype_kernel(ATTN_F32),
                cpu * 1e3);
         prefill_free(&one);
         attn_pool_free(pool);
         return 0;
     }
+    float *a = rand_floats(2048 * 2048, 20), *b = rand_floats(2048 * 2048, 21);
+    float *c = rand_floats(2048 * 2048, 22);
+    gemm1 = (struct gemm_arg){2048, 1, a, b, c};
+    gemm2 = (struct gemm_arg){2048, 2, a, b, c};
+    rd = (struct read_arg){rand_floats((size_t)64 << 20, 23), (size_t)64 << 20, {0, 0}};
+
     /* BENCH_KERNELS_ONLY=1: the kernel rows alone (to compare kernels) */
     const char *only = getenv("BENCH_KERNELS_ONLY");
     if (only && strcmp(only, "1") == 0) {

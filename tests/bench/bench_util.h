@@ -1,6 +1,7 @@
 /*
  * tests/bench/bench_util.h — the small helpers every benchmark program
- * shares: a monotonic clock in seconds and the median of a sample.
+ * shares: a clock (monotonic or CPU time) in seconds and the median of a
+ * sample.
  */
 #ifndef ATTND_BENCH_UTIL_H
 #define ATTND_BENCH_UTIL_H
@@ -9,11 +10,17 @@
 #include <stdlib.h>
 #include <time.h>
 
-static inline double bench_mono_s(void)
+/* Clock id (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...) in seconds. */
+static inline double bench_clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double bench_mono_s(void)
+{
+    return bench_clock_s(CLOCK_MONOTONIC);
 }
 
 static inline int bench_cmp_double(const void *a, const void *b)

@@ -19,24 +19,23 @@ own time, and a row's ratio is the median of its requests' ratios. On a
 shared machine whose speed drifts over seconds only neighbouring figures
 compare: medians taken over separate rounds (a new bench_core process
 each, then several requests of one kind, then the other) moved the base64
-ratio by 0.1 to 0.25 between runs. The in-process passes run one at a time, as
-attnd's do, with their helper asleep in between; bench_core's median of
-back-to-back passes is printed beside them. The client's time per request
-runs from the first byte sent to the last byte of the response read
-(http.client; the body is encoded once beforehand), so it holds the
+ratio by 0.1 to 0.25 between runs. The in-process passes run one at a
+time, as attnd's do, with their helper asleep in between; bench_core's
+median of back-to-back passes is printed beside them. The client's time
+per request runs from the first byte sent to the last byte of the response
+read (http.client; the body is encoded once beforehand), so it holds the
 transport, parsing, base64 and the compute. Also printed: the first
 request of each kind after attnd started (its buffers are new), and
 attnd's CPU milliseconds per request (utime + stime) next to the
 in-process pass's (all threads): their difference is what the transport,
 parsing and base64 cost. Then attnd's minor page faults per request
 (buffers faulted in afresh instead of reused), and this client's own CPU
-per request (user + system: ~2 ms for base64, mostly the kernel's
-loopback copies; curl sending the same body from a file costs the same).
-Last, the loopback floor: the same bytes sent to a process that only
-receives them and answers as many bytes as attnd does (Floor, timed after
-the chain: between attnd's requests it evicted attnd's kept buffers from
-the caches), next to attnd's time outside the pass (client time - in-
-process time).
+per request (user + system: ~2 ms for base64, mostly the kernel's loopback
+copies; curl sending the same body from a file costs the same). Last, the
+loopback floor: the same bytes sent to a process that only receives them
+and answers as many bytes as attnd does (Floor, timed after the chain:
+between attnd's requests it evicted attnd's kept buffers from the caches),
+next to attnd's time outside the pass (client time - in-process time).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
