@@ -240,15 +240,11 @@ static size_t encode_neon(const unsigned char *p, size_t n, char *o)
 }
 #endif
 
-bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
+void api_base64_encode_to(char *o, const void *p, size_t n)
 {
     const unsigned char *s = p;
-    size_t len, i = 0;
-    char *o;
+    size_t i = 0;
 
-    if (!api_base64_encoded_len(n, &len) || !api_buf_reserve(b, len))
-        return false;
-    o = b->data + b->len;
 #ifdef B64_X86
     enum api_b64_path path = api_base64_path();
     if (path >= API_B64_AVX512 && n >= 48) {
@@ -287,6 +283,15 @@ bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
         *o++ = b64_alphabet[(v >> 6) & 63];
         *o++ = '=';
     }
+}
+
+bool api_base64_encode(struct api_buf *b, const void *p, size_t n)
+{
+    size_t len;
+
+    if (!api_base64_encoded_len(n, &len) || !api_buf_reserve(b, len))
+        return false;
+    api_base64_encode_to(b->data + b->len, p, n);
     b->len += len;
     b->data[b->len] = '\0';
     return true;

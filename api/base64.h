@@ -21,6 +21,10 @@ bool api_base64_encoded_len(size_t n, size_t *out);
 /* Append the encoding of p[n] to b (no quotes). */
 bool api_base64_encode(struct api_buf *b, const void *p, size_t n);
 
+/* Write the encoding of p[n] at o (api_base64_encoded_len characters, no
+ * NUL). */
+void api_base64_encode_to(char *o, const void *p, size_t n);
+
 /* Decoded length of a well-formed encoding of s[len]; false when len is not
  * a multiple of 4 or the padding is malformed (whitespace is not allowed). */
 bool api_base64_decoded_len(const char *s, size_t len, size_t *out);
