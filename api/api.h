@@ -75,6 +75,8 @@ struct api_request {
                                        path), or 0 for none */
     struct api_stream *stream;      /* the body, taken as it arrived
                                        (api_stream_open), or NULL */
+    struct api_early *early;        /* its long base64 strings, decoded as
+                                       it arrived (api_early_open), or NULL */
     bool pieces_ok;                 /* the transport sends a response body
                                        read piece by piece (api_pieces) */
 };
@@ -140,6 +142,30 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
                                    size_t total);
 bool api_stream_feed(struct api_stream *s, const void *p, size_t n);
 void api_stream_close(struct api_stream *s);
+
+/*
+ * A buffered body's long base64 strings decoded while it arrives, on the
+ * thread that receives it (api/early.h), so that a large request is not
+ * decoded whole after its last byte:
+ *   api_early_open   after the headers (req without a body), for a body
+ *                    of total announced bytes: a decoder when the request
+ *                    is one whose reader takes them (POST /v1/attention
+ *                    of 1 MiB or more), else NULL.
+ *                    Its buffers come to at most api_early_bound(total)
+ *                    bytes.
+ *   api_early_put    the body's next n bytes, data, into body[off, off +
+ *                    n) instead of copying them there: what it decodes of
+ *                    them it does not copy (body is the same buffer, of
+ *                    total bytes, every call; off the bytes before).
+ *   api_early_free   frees what was not taken; NULL: no-op.
+ * Set req->early for api_handle (the body is not what was sent without
+ * it); free it after, not before the body. One thread at a time.
+ */
+struct api_early;
+struct api_early *api_early_open(const struct api_request *req, size_t total);
+size_t api_early_bound(size_t total);
+void api_early_put(struct api_early *e, char *body, size_t off, const char *data, size_t n);
+void api_early_free(struct api_early *e);
 
 /*
  * A response body read piece by piece instead of held whole: a session

@@ -7,6 +7,7 @@
  * JSON-pointer builders every reader uses to name the field at fault.
  */
 #include "api/internal.h"
+#include "api/early.h"
 #include "api/numread.h"
 #include "core/attn.h"
 
@@ -186,6 +187,9 @@ static json_t *parse_body(struct api_call *c, bool optional)
                  "Content-Type must be application/json");
         return NULL;
     }
+    /* the strings decoded as the body arrived, back in it (those a fast
+     * reader took were put back before it let them go) */
+    api_early_restore(r->early, false);
     return parse_text(c, r->body, r->body_len);
 }
 
@@ -271,9 +275,12 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
         !media_type_ok(api_header(c, "Content-Type")))
         return parse_body(c, false);
     if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
-                                 attn_ws_pool(r->ws), pre, &len))) {
-        if (pre->whole && (root = pre_tree(keys, pre)))
-            return root;        /* nothing left for jansson to read */
+                                 attn_ws_pool(r->ws), r->early, pre, &len))) {
+        if (pre->whole) {
+            if ((root = pre_tree(keys, pre)))
+                return root;    /* nothing left for jansson to read */
+            api_early_restore(r->early, true);
+        }                       /* else api_pre_rewrite has restored it */
         api_pre_free(pre);
         return parse_body(c, false);
     }
@@ -285,6 +292,7 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     if (!root || !json_is_object(root)) {
         /* report the error as found in the original text */
         json_decref(root);
+        api_early_restore(r->early, true);
         api_pre_free(pre);
         return parse_body(c, false);
     }

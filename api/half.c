@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "api/base64.h"
+#include "api/early.h"
 #include "api/halfread.h"
 #include "api/write.h"
 #include "core/half.h"
@@ -73,9 +74,21 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
+/* The body's text, and the strings in it with holes (api/early.h), which
+ * are stepped over without being read. */
+struct body_text {
+    const char *body, *end;
+    const struct api_early *early;
+};
+
 /* Past the string starting at p ('"'). */
-static const char *skip_string(const char *p, const char *e)
+static const char *skip_string(const struct body_text *t, const char *p)
 {
+    const char *e = t->end;
+    size_t hole = api_early_hole_end(t->early, (size_t)(p + 1 - t->body));
+
+    if (hole != SIZE_MAX)
+        return t->body + hole + 1;
     for (p++; p < e && *p != '"'; p++)
         if (*p == '\\')
             p++;
@@ -83,14 +96,15 @@ static const char *skip_string(const char *p, const char *e)
 }
 
 /* Past the value starting at p. */
-static const char *skip_value(const char *p, const char *e)
+static const char *skip_value(const struct body_text *t, const char *p)
 {
+    const char *e = t->end;
     int depth = 0;
     do {
         if (p >= e)
             return e;
         if (*p == '"') {
-            p = skip_string(p, e);
+            p = skip_string(t, p);
             continue;
         }
         if (*p == '[' || *p == '{')
@@ -110,9 +124,11 @@ static const char *skip_value(const char *p, const char *e)
 
 /* The value at pointer ptr below the value at p -> [*vs, *ve); false when
  * absent. Pointer tokens are plain (the api's own names and indices). */
-static bool locate(const char *p, const char *e, const char *ptr, const char **vs,
-                   const char **ve)
+static bool locate(const struct body_text *t, const char *p, const char *ptr,
+                   const char **vs, const char **ve)
 {
+    const char *e = t->end;
+
     p = skip_ws(p, e);
     while (*ptr == '/') {
         const char *tok = ++ptr;
@@ -125,7 +141,7 @@ static bool locate(const char *p, const char *e, const char *ptr, const char **v
         if (*p == '{') {
             bool found = false;
             for (p = skip_ws(p + 1, e); p < e && *p == '"';) {
-                const char *ks = p + 1, *kend = skip_string(p, e) - 1;
+                const char *ks = p + 1, *kend = skip_string(t, p) - 1;
                 bool match = (size_t)(kend - ks) == tl && memcmp(ks, tok, tl) == 0;
                 p = skip_ws(kend + 1, e);
                 p = skip_ws(p + 1, e);          /* ':' */
@@ -133,7 +149,7 @@ static bool locate(const char *p, const char *e, const char *ptr, const char **v
                     found = true;
                     break;
                 }
-                p = skip_ws(skip_value(p, e), e);
+                p = skip_ws(skip_value(t, p), e);
                 if (p < e && *p == ',')
                     p = skip_ws(p + 1, e);
             }
@@ -148,7 +164,7 @@ static bool locate(const char *p, const char *e, const char *ptr, const char **v
             }
             p = skip_ws(p + 1, e);
             for (i = 0; i < idx && p < e && *p != ']'; i++) {
-                p = skip_ws(skip_value(p, e), e);
+                p = skip_ws(skip_value(t, p), e);
                 if (p < e && *p == ',')
                     p = skip_ws(p + 1, e);
             }
@@ -159,17 +175,18 @@ static bool locate(const char *p, const char *e, const char *ptr, const char **v
         }
     }
     *vs = p;
-    *ve = skip_value(p, e);
+    *ve = skip_value(t, p);
     return true;
 }
 
-size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum api_half h,
-                         float *data, size_t count)
+size_t api_half_fix_ties(const char *body, size_t len, const struct api_early *early,
+                         const char *path, enum api_half h, float *data, size_t count)
 {
     const char *p, *e, *end = body + len;
+    const struct body_text text = {body, end, early};
     size_t i = 0;
 
-    if (!body || !locate(body, end, path, &p, &e))
+    if (!body || !locate(&text, body, path, &p, &e))
         return count;
     while (p < e && i < count) {
         char ch = *p;

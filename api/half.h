@@ -45,10 +45,12 @@ uint16_t api_half_bits(enum api_half h, float x);
  * count as elements and are left alone). Only numbers whose double is a
  * midpoint change. Returns the index of an element that now overflows (the
  * caller answers 422 non_finite at its path), or count when all are fine;
- * a body where the path cannot be found changes nothing.
+ * a body where the path cannot be found changes nothing. early: the
+ * body's strings with holes (api/early.h), or NULL.
  */
-size_t api_half_fix_ties(const char *body, size_t len, const char *path, enum api_half h,
-                         float *data, size_t count);
+struct api_early;
+size_t api_half_fix_ties(const char *body, size_t len, const struct api_early *early,
+                         const char *path, enum api_half h, float *data, size_t count);
 
 /*
  * Round a float32 matrix in place to the format: x [n]; -inf stays (masked

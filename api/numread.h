@@ -24,6 +24,7 @@
 #include "api/half.h"
 #include "core/tensor.h"
 
+struct api_early;   /* api/early.h */
 struct attn_pool;   /* core/pool.h */
 
 /* A numeric array read from text; owns its data. */
@@ -91,8 +92,14 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  * be followed, or nests deeper than max_depth (the body counting as 1): so
  * a returned text needs no separate depth check. Base64 tensors are decoded
  * after the scan, all together, over pool's cores (api/bulk.h; pool may be
- * NULL); when one of them is not valid base64 nothing is taken, and
- * jansson's reader reports it.
+ * NULL), each starting from what early (api/early.h; may be NULL)
+ * decoded of its string while the body arrived; when one of them is not
+ * valid base64 nothing is taken, and jansson's reader reports it. The
+ * body's strings with holes are stepped over; those not taken are filled
+ * again before anything decodes or copies them, and all of them when
+ * NULL is returned without pre->whole. Otherwise the taken ones keep
+ * theirs: before freeing pre without taking its arrays, restore them
+ * (api_early_restore(early, true)) if the body is to be read again.
  *
  * When every member of the body was taken, each under a different key
  * (pre->whole), no text is built and NULL is returned with pre kept: what
@@ -101,6 +108,6 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path);
  */
 char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
                       size_t max_count, size_t max_depth, struct attn_pool *pool,
-                      struct api_pre *pre, size_t *out_len);
+                      struct api_early *early, struct api_pre *pre, size_t *out_len);
 
 #endif

@@ -84,7 +84,8 @@ static bool fix_ties(struct api_call *c, const char *path, float *data, int rank
                      const size_t *shape, size_t count)
 {
     char p[API_PATH_MAX];
-    size_t i = api_half_fix_ties(c->req->body, c->req->body_len, path, c->half, data, count);
+    size_t i = api_half_fix_ties(c->req->body, c->req->body_len, c->req->early, path,
+                                 c->half, data, count);
 
     if (i == count)
         return true;

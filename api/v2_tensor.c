@@ -443,8 +443,8 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
             api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");
             return false;
         }
-        size_t at = api_half_fix_ties(c->req->body, c->req->body_len, path, c->half,
-                                      t->data, t->count);
+        size_t at = api_half_fix_ties(c->req->body, c->req->body_len, c->req->early, path,
+                                      c->half, t->data, t->count);
         if (at < t->count) {
             api_fail(c, API_ERR_NON_FINITE, path, "element %zu is out of range of %s", at,
                      api_half_name(c->half));

@@ -142,6 +142,7 @@ void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
     q->body = r->body;
     q->body_len = r->len;
     q->stream = r->stream;
+    q->early = r->early;
     q->pieces_ok = true;                /* queue() sends them from a callback */
 }
 
@@ -557,13 +558,27 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced
     return false;
 }
 
+/* The early decoder of a buffered body, when the api has one for it and
+ * the budget room for its buffers (else the body is decoded after it has
+ * arrived, as without one). */
+static void early_start(struct req *r, const struct api_request *q, size_t announced)
+{
+    if (announced == SIZE_MAX || announced == 0 || !(r->early = api_early_open(q, announced)))
+        return;
+    if (!http_body_charge(r, api_early_bound(announced))) {
+        api_early_free(r->early);
+        r->early = NULL;
+    }
+}
+
 /*
  * Where the body goes: into a stream when the api takes it as it arrives
  * (an import: the rows go from MHD's read buffer straight into the new
  * session's pages, each piece checksummed, copied and checked on this
  * thread, about what copying it into a body buffer cost, which it
  * replaces: a 134 MB buffer took as long to fault in as to fill), else
- * into one buffer of the announced size. Either counts in the body budget
+ * into one buffer of the announced size (its long base64 strings decoded
+ * as they arrive, api_early_open). Either counts in the body budget
  * (a stream's header is held until it reads whole: unbounded over
  * connections otherwise). Answers (and returns true) when the budget has
  * no room.
@@ -579,6 +594,7 @@ static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
             return false;
         http_body_release(r);
     } else if (announced == SIZE_MAX || announced == 0 || http_body_reserve(r, announced)) {
+        early_start(r, &q, announced);
         return false;
     }
     *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,

@@ -48,6 +48,8 @@ void http_body_release(struct req *r)
 {
     api_stream_close(r->stream);
     r->stream = NULL;
+    api_early_free(r->early);
+    r->early = NULL;
     if (r->body && !r->keep && r->cap <= KEEP_BODY_MAX) {
         r->keep = r->body;
         r->keep_cap = r->cap;
@@ -125,7 +127,10 @@ bool http_body_append(struct req *r, const char *data, size_t n)
             return false;
         }
     }
-    memcpy(r->body + r->len, data, n);
+    if (r->early)
+        api_early_put(r->early, r->body, r->len, data, n);
+    else
+        memcpy(r->body + r->len, data, n);
     r->len += n;
     return true;
 }

@@ -72,7 +72,10 @@ struct req {
     size_t len, cap;
     struct api_stream *stream;      /* takes the body as it arrives instead
                                        (api_stream_open), or NULL */
-    size_t charged;                 /* a streamed body's bytes counted in the
+    struct api_early *early;        /* decodes its long base64 strings as
+                                       they arrive (api_early_open), or NULL */
+    size_t charged;                 /* a streamed body's bytes, or the early
+                                       decoder's buffers, counted in the
                                        body budget (http_body_charge) */
     uint64_t bytes_in;              /* everything received, kept or not */
     enum api_err refuse;            /* set once over a cap: the error to answer */
