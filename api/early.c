@@ -86,9 +86,13 @@ struct api_early *api_early_open(const struct api_request *req, size_t total)
     return e;
 }
 
+/* The string being decoded asks for 3/4 of the rest of the body, and
+ * the strings kept before it hold 3/4 of their own lengths (finish()
+ * gives back what a buffer asked for beyond that): 3/4 of the body at
+ * most, in all. */
 size_t api_early_bound(size_t total)
 {
-    return total < SIZE_MAX / 2 ? 2 * total : SIZE_MAX;
+    return total;
 }
 
 /* Fill the holes of s's decoded characters [s->start, upto). */
@@ -336,6 +340,12 @@ void api_early_put(struct api_early *e, char *body, size_t off, const char *data
     follow(e, off + n);
 }
 
+void api_early_settle(struct api_early *e)
+{
+    if (e && e->st == EARLY_DECODE)
+        give_up_current(e);             /* a string the body ends inside */
+}
+
 bool api_early_take(struct api_early *e, size_t off, size_t len,
                     struct api_early_bytes *out)
 {
@@ -362,6 +372,7 @@ size_t api_early_hole_end(const struct api_early *e, size_t off)
 
 void api_early_restore(struct api_early *e, bool taken_too)
 {
+    api_early_settle(e);
     for (size_t i = 0; e && i < e->n; i++)
         if (!e->s[i].taken || taken_too)
             refill(e->body, &e->s[i], e->s[i].start + e->s[i].chars);

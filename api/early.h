@@ -26,6 +26,11 @@
 
 struct api_early;   /* api/api.h */
 
+/* The body has all arrived: a string it ends inside (no closing quote)
+ * is written back and dropped. Call it before the first reader looks at
+ * the body (api_early_restore does too). NULL: no-op. */
+void api_early_settle(struct api_early *e);
+
 /* What api_early_take hands over: the decoded bytes of the first chars
  * characters of a string (a multiple of 32: a whole number of elements of
  * every size), a block of api/spare.h, now the caller's. The rest of the

@@ -939,6 +939,7 @@ char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
     char *out;
 
     memset(pre, 0, sizeof *pre);
+    api_early_settle(early);
     if (max_depth < ATTN_MAX_RANK + 2 ||     /* room for the fast arrays */
         !pre_scan(&h, len, keys, max_count, max_depth, pre, spans, jobs, &njobs) ||
         pre->n == 0 || !pre_decode(pre, body, early, jobs, njobs, pool)) {

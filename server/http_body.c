@@ -32,14 +32,20 @@
 
 /* ---- body buffers within the global budget ------------------------------ */
 
-static bool budget_take(struct srv_http *h, size_t n)
+/* Take n bytes of the budget when room more bytes stay free after them. */
+static bool budget_take_leaving(struct srv_http *h, size_t n, size_t room)
 {
     size_t cur = atomic_load(&h->body_bytes);
     do {
-        if (n > h->body_budget - cur)
+        if (n > h->body_budget - cur || room > h->body_budget - cur - n)
             return false;
     } while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
     return true;
+}
+
+static bool budget_take(struct srv_http *h, size_t n)
+{
+    return budget_take_leaving(h, n, 0);
 }
 
 /* Free (or keep, when small; or put back, when large) the body and return
@@ -63,7 +69,12 @@ void http_body_release(struct req *r)
 
 bool http_body_charge(struct req *r, size_t n)
 {
-    if (!budget_take(r->h, n))
+    return http_body_charge_leaving(r, n, 0);
+}
+
+bool http_body_charge_leaving(struct req *r, size_t n, size_t room)
+{
+    if (!budget_take_leaving(r->h, n, room))
         return false;
     r->charged += n;
     return true;

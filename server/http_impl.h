@@ -134,6 +134,9 @@ void http_body_release(struct req *r);
  * body's are (an import's header is held until it reads whole); false
  * when the budget has no room. http_body_release gives them back. */
 bool http_body_charge(struct req *r, size_t n);
+/* The same, only when room bytes of the budget stay free after it (for
+ * what is not needed: the request goes on without it otherwise). */
+bool http_body_charge_leaving(struct req *r, size_t n, size_t room);
 /* Append an upload chunk within the caps; false (r->refuse set) if not. */
 bool http_body_append(struct req *r, const char *data, size_t n);
 /* An upload chunk into r's stream (within the cap, counted in the budget

@@ -9,8 +9,8 @@
  * sizes. The answers must be the same bytes but for "meta" (timings):
  * valid requests, and refusals with their codes, paths and messages
  * (a character outside the alphabet, '=' or an escape inside a long
- * string, bad padding at its end, a non-finite element, a JSON syntax
- * error after the strings, a long string under a key no reader takes,
+ * string, bad padding at its end, a non-finite element, a body that ends
+ * inside a string, a JSON syntax error after the strings, a long string under a key no reader takes,
  * the data before its shape, 2-byte and 8-byte dtypes, strings ending
  * on a unit, more long strings than the decoder keeps, float16 ties read
  * back from the text next to strings with holes). It also checks how
@@ -465,6 +465,13 @@ TEST(early_refusals)
         free(vt);
         free(vals);
     }
+    /* the body ends inside v's string */
+    b.len = 0;
+    qkv(&b, q, k, v, false, NULL);
+    b.len -= (vlen / 8) + 60;
+    CHECK(b.len > (size_t)1 << 20);
+    same_answers("ends inside v", &b, 0, 0);
+    answers_status(&b, 400);
     /* a JSON syntax error after the strings */
     b.len = 0;
     qkv(&b, q, k, v, false, ",\"x\":tru");
