@@ -151,8 +151,7 @@ void api_stream_close(struct api_stream *s);
  *                    of total announced bytes: a decoder when the request
  *                    is one whose reader takes them (POST /v1/attention
  *                    of 1 MiB or more), else NULL.
- *                    Its buffers come to at most api_early_bound(total)
- *                    bytes.
+ *                    Its buffers are written 3/4 of total bytes at most.
  *   api_early_put    the body's next n bytes, data, into body[off, off +
  *                    n) instead of copying them there: what it decodes of
  *                    them it does not copy (body is the same buffer, of
@@ -163,7 +162,6 @@ void api_stream_close(struct api_stream *s);
  */
 struct api_early;
 struct api_early *api_early_open(const struct api_request *req, size_t total);
-size_t api_early_bound(size_t total);
 void api_early_put(struct api_early *e, char *body, size_t off, const char *data, size_t n);
 void api_early_free(struct api_early *e);
 

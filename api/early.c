@@ -49,8 +49,7 @@ enum early_state {
 
 struct early_string {
     size_t start, end;              /* its characters: body[start, end) */
-    size_t chars;                   /* of them decoded into data */
-    size_t need;                    /* bytes of data asked for */
+    size_t chars;                   /* the first of them, decoded into data */
     void *data;                     /* owned until taken; after, lent */
     bool taken, holes;
     bool f32_finite;
@@ -59,47 +58,36 @@ struct early_string {
 struct api_early {
     char *body;                     /* the transport's buffer */
     size_t total;                   /* the body's announced bytes */
-    size_t allowance;               /* bytes the buffers may still take */
     size_t pos;                     /* the next byte to look at */
     enum early_state st;
-    struct early_string cur;        /* EARLY_DECODE: the string (cur.chars
-                                       unused: dec is where it stands) */
-    size_t dec;                     /* end of what is decoded of it */
+    struct early_string cur;        /* EARLY_DECODE: the string (its end
+                                       not yet known) */
     size_t n;
     struct early_string s[EARLY_STRINGS];
 };
+
+/* The end of what is decoded of the current string (a body offset). */
+static size_t decoded_to(const struct api_early *e)
+{
+    return e->cur.start + e->cur.chars;
+}
 
 struct api_early *api_early_open(const struct api_request *req, size_t total)
 {
     struct api_early *e;
 
-    /* POST /v1/attention alone: its reader takes strings decoded here
-     * (api_parse_body_pre); the others read their bodies whole with
-     * jansson, which would only have them written back first */
     if (total == SIZE_MAX || total < EARLY_MIN_BODY || req->stream ||
-        !req->method || strcmp(req->method, "POST") != 0 ||
-        !req->path || strcmp(req->path, "/v1/attention") != 0 ||
-        !(e = calloc(1, sizeof *e)))
+        !api_route_takes_early(req) || !(e = calloc(1, sizeof *e)))
         return NULL;
     e->total = total;
-    e->allowance = api_early_bound(total);
     return e;
 }
 
-/* The string being decoded asks for 3/4 of the rest of the body, and
- * the strings kept before it hold 3/4 of their own lengths (finish()
- * gives back what a buffer asked for beyond that): 3/4 of the body at
- * most, in all. */
-size_t api_early_bound(size_t total)
-{
-    return total;
-}
-
-/* Fill the holes of s's decoded characters [s->start, upto). */
-static void refill(char *body, struct early_string *s, size_t upto)
+/* Fill the holes of s's decoded characters. */
+static void refill(char *body, struct early_string *s)
 {
     if (s->holes)
-        api_base64_encode_to(body + s->start, s->data, (upto - s->start) / 4 * 3);
+        api_base64_encode_to(body + s->start, s->data, s->chars / 4 * 3);
     s->holes = false;
 }
 
@@ -107,10 +95,8 @@ static void refill(char *body, struct early_string *s, size_t upto)
  * buffer freed. */
 static void drop_current(struct api_early *e)
 {
-    if (e->cur.data) {
-        refill(e->body, &e->cur, e->dec);
-        e->allowance += e->cur.need;
-    }
+    if (e->cur.data)
+        refill(e->body, &e->cur);
     api_spare_free(e->cur.data);
     e->cur.data = NULL;
 }
@@ -130,41 +116,48 @@ void api_early_free(struct api_early *e)
  * the last not ending in '='); false when the decoder refuses them. */
 static bool decode_from(struct api_early *e, const char *text, size_t len)
 {
-    unsigned char *dst = (unsigned char *)e->cur.data + (e->dec - e->cur.start) / 4 * 3;
+    unsigned char *dst = (unsigned char *)e->cur.data + e->cur.chars / 4 * 3;
     size_t bytes = len / 4 * 3;
 
     if (!api_base64_decode(text, len, dst))
         return false;
     e->cur.f32_finite = e->cur.f32_finite &&
                         api_first_nonfinite(dst, false, bytes / 4, false) == bytes / 4;
-    e->dec += len;
+    e->cur.chars += len;
     return true;
 }
 
 /* The end of the last whole unit of the current string's characters
- * before to that does not end in '=' (never before e->dec). */
+ * before to that does not end in '=' (never before decoded_to). */
 static size_t unit_end(const struct api_early *e, size_t to)
 {
     size_t x = e->cur.start + (to - e->cur.start) / EARLY_UNIT * EARLY_UNIT;
-    if (x > e->dec && e->body[x - 1] == '=')
+    if (x > decoded_to(e) && e->body[x - 1] == '=')
         x -= EARLY_UNIT;
     return x;
 }
 
-/* A long string begins at e->pos's string: its buffer, for as many bytes
- * as the rest of the body could decode to. */
+/* Decode the body's characters of the current string from decoded_to up
+ * to to (whole units); false when the decoder refuses them. */
+static bool decode_to(struct api_early *e, size_t to)
+{
+    size_t at = decoded_to(e);
+
+    return decode_from(e, e->body + at, to - at);
+}
+
+/* A long string begins at start: its buffer, for as many bytes as the
+ * rest of the body could decode to (written only as far as the string
+ * goes: the strings together write 3/4 of the body's bytes at most). */
 static bool begin_decode(struct api_early *e, size_t start)
 {
     size_t need = (e->total - start) / 4 * 3;
 
-    if (e->n == EARLY_STRINGS || need > e->allowance)
+    if (e->n == EARLY_STRINGS)
         return false;
     e->cur = (struct early_string){.start = start, .f32_finite = true};
     if (!(e->cur.data = api_spare_alloc(need ? need : 1, NULL)))
         return false;
-    e->allowance -= need;
-    e->cur.need = need;
-    e->dec = start;
     e->st = EARLY_DECODE;
     return true;
 }
@@ -174,10 +167,10 @@ static void finish(struct api_early *e, size_t end)
 {
     size_t x = unit_end(e, end);
 
-    if (x > e->dec && !decode_from(e, e->body + e->dec, x - e->dec)) {
+    if (x > decoded_to(e) && !decode_to(e, x)) {
         drop_current(e);
     } else {
-        if (e->cur.holes && e->dec == end) {
+        if (e->cur.holes && decoded_to(e) == end) {
             /* its last unit written back: readers look at the last two
              * characters for padding */
             size_t at = end - EARLY_UNIT;
@@ -185,11 +178,7 @@ static void finish(struct api_early *e, size_t end)
                                  (unsigned char *)e->cur.data + (at - e->cur.start) / 4 * 3,
                                  EARLY_UNIT / 4 * 3);
         }
-        /* what the rest of the body could have needed, less what this
-         * string did: for the strings after it */
-        e->allowance += e->cur.need - (end - e->cur.start) / 4 * 3;
         e->cur.end = end;
-        e->cur.chars = e->dec - e->cur.start;
         e->s[e->n++] = e->cur;
         e->cur.data = NULL;
     }
@@ -198,12 +187,12 @@ static void finish(struct api_early *e, size_t end)
 }
 
 /* The current string is not base64 (an escape, or a character the decoder
- * refused): skipped from e->dec to its end. */
+ * refused): skipped from what was decoded of it to its end. */
 static void give_up_current(struct api_early *e)
 {
+    e->pos = decoded_to(e);
     drop_current(e);
     e->st = EARLY_SKIP;
-    e->pos = e->dec;
 }
 
 /* EARLY_DECODE over the body up to len: the whole units there are; then,
@@ -212,11 +201,12 @@ static void give_up_current(struct api_early *e)
 static void step_decode(struct api_early *e, size_t len)
 {
     size_t x = unit_end(e, len);
-    bool refused = x > e->dec && !decode_from(e, e->body + e->dec, x - e->dec);
-    const char *q = memchr(e->body + e->dec, '"', len - e->dec);
+    bool refused = x > decoded_to(e) && !decode_to(e, x);
+    size_t at = decoded_to(e);
+    const char *q = memchr(e->body + at, '"', len - at);
     size_t lim = q ? (size_t)(q - e->body) : len;
 
-    if (memchr(e->body + e->dec, '\\', lim - e->dec) || (!q && refused))
+    if (memchr(e->body + at, '\\', lim - at) || (!q && refused))
         give_up_current(e);
     else if (q)
         finish(e, lim);
@@ -323,13 +313,13 @@ void api_early_put(struct api_early *e, char *body, size_t off, const char *data
         off += k;
         data += k;
         n -= k;
-        if (e->st == EARLY_DECODE && e->dec == off) {
+        if (e->st == EARLY_DECODE && decoded_to(e) == off) {
             size_t u = n / EARLY_UNIT * EARLY_UNIT;
             if (u && data[u - 1] == '=')
                 u -= EARLY_UNIT;
             if (u && decode_from(e, data, u)) {
                 e->cur.holes = true;
-                e->pos = e->dec;
+                e->pos = decoded_to(e);
                 off += u;
                 data += u;
                 n -= u;
@@ -346,28 +336,35 @@ void api_early_settle(struct api_early *e)
         give_up_current(e);             /* a string the body ends inside */
 }
 
-bool api_early_take(struct api_early *e, size_t off, size_t len,
-                    struct api_early_bytes *out)
+/* The index of the string whose characters begin at text, or e->n. */
+static size_t string_at(const struct api_early *e, const char *text)
 {
-    for (size_t i = 0; e && i < e->n; i++) {
-        struct early_string *s = &e->s[i];
-        if (!s->taken && s->start == off && s->end - s->start == len) {
-            out->data = s->data;
-            out->chars = s->chars;
-            out->f32_finite = s->f32_finite;
-            s->taken = true;
-            return true;
-        }
-    }
-    return false;
+    size_t i = 0;
+
+    while (i < e->n && text != e->body + e->s[i].start)
+        i++;
+    return i;
 }
 
-size_t api_early_hole_end(const struct api_early *e, size_t off)
+bool api_early_take(struct api_early *e, const char *text, size_t len,
+                    struct api_early_bytes *out)
 {
-    for (size_t i = 0; e && i < e->n; i++)
-        if (e->s[i].holes && e->s[i].start == off)
-            return e->s[i].end;
-    return SIZE_MAX;
+    size_t i = e ? string_at(e, text) : 0;
+
+    if (!e || i == e->n || e->s[i].taken || e->s[i].end - e->s[i].start != len)
+        return false;
+    out->data = e->s[i].data;
+    out->chars = e->s[i].chars;
+    out->f32_finite = e->s[i].f32_finite;
+    e->s[i].taken = true;
+    return true;
+}
+
+const char *api_early_quote(const struct api_early *e, const char *p)
+{
+    size_t i = e ? string_at(e, p + 1) : 0;
+
+    return e && i < e->n && e->s[i].holes ? e->body + e->s[i].end : NULL;
 }
 
 void api_early_restore(struct api_early *e, bool taken_too)
@@ -375,7 +372,7 @@ void api_early_restore(struct api_early *e, bool taken_too)
     api_early_settle(e);
     for (size_t i = 0; e && i < e->n; i++)
         if (!e->s[i].taken || taken_too)
-            refill(e->body, &e->s[i], e->s[i].start + e->s[i].chars);
+            refill(e->body, &e->s[i]);
 }
 
 size_t api_early_taken(const struct api_early *e)

@@ -14,7 +14,7 @@
  * reader reports it as before).
  *
  * The characters decoded so are not copied into the body: its readers
- * step over those strings (api_early_hole_end) or have them written back
+ * step over those strings (api_early_quote) or have them written back
  * first (api_early_restore). Every reader of a body that came with an
  * early decoder does one or the other.
  */
@@ -43,19 +43,18 @@ struct api_early_bytes {
     bool f32_finite;
 };
 
-/* The string of len characters at byte off of the body (just inside its
- * opening quote): true with *out filled when e decoded some of it and saw
- * it end exactly there (once); false otherwise (e NULL too). Its holes
- * stay until api_early_restore(e, true), which reads out->data: call that
- * (when needed) before freeing it. */
-bool api_early_take(struct api_early *e, size_t off, size_t len,
+/* The string of len characters at text in the body (just inside its
+ * opening quote), taken out of e: true with *out filled when e decoded
+ * some of it and saw it end exactly there (once); false otherwise (e NULL
+ * too). Its holes stay until api_early_restore(e, true), which reads
+ * out->data: call that (when needed) before freeing it. */
+bool api_early_take(struct api_early *e, const char *text, size_t len,
                     struct api_early_bytes *out);
 
-/* The offset of the closing quote of a string whose characters begin at
- * byte off of the body and have holes, or SIZE_MAX when there is no such
- * string (e NULL too): a reader that steps over strings goes there
- * instead of reading them. */
-size_t api_early_hole_end(const struct api_early *e, size_t off);
+/* For a string whose opening quote is at p in the body: its closing
+ * quote when the string has holes, else NULL (e NULL too). A reader that
+ * steps over strings goes there instead of reading them. */
+const char *api_early_quote(const struct api_early *e, const char *p);
 
 /* Fill the holes of the strings not taken (and of the taken ones too,
  * taken_too: their bytes must still be alive), so the body reads as it

@@ -74,21 +74,14 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
-/* The body's text, and the strings in it with holes (api/early.h), which
- * are stepped over without being read. */
-struct body_text {
-    const char *body, *end;
-    const struct api_early *early;
-};
-
-/* Past the string starting at p ('"'). */
-static const char *skip_string(const struct body_text *t, const char *p)
+/* Past the string starting at p ('"'); one with holes (early,
+ * api/early.h) is stepped over without being read. */
+static const char *skip_string(const struct api_early *early, const char *p, const char *e)
 {
-    const char *e = t->end;
-    size_t hole = api_early_hole_end(t->early, (size_t)(p + 1 - t->body));
+    const char *q = api_early_quote(early, p);
 
-    if (hole != SIZE_MAX)
-        return t->body + hole + 1;
+    if (q)
+        return q + 1;
     for (p++; p < e && *p != '"'; p++)
         if (*p == '\\')
             p++;
@@ -96,15 +89,14 @@ static const char *skip_string(const struct body_text *t, const char *p)
 }
 
 /* Past the value starting at p. */
-static const char *skip_value(const struct body_text *t, const char *p)
+static const char *skip_value(const struct api_early *early, const char *p, const char *e)
 {
-    const char *e = t->end;
     int depth = 0;
     do {
         if (p >= e)
             return e;
         if (*p == '"') {
-            p = skip_string(t, p);
+            p = skip_string(early, p, e);
             continue;
         }
         if (*p == '[' || *p == '{')
@@ -124,11 +116,9 @@ static const char *skip_value(const struct body_text *t, const char *p)
 
 /* The value at pointer ptr below the value at p -> [*vs, *ve); false when
  * absent. Pointer tokens are plain (the api's own names and indices). */
-static bool locate(const struct body_text *t, const char *p, const char *ptr,
-                   const char **vs, const char **ve)
+static bool locate(const struct api_early *early, const char *p, const char *e,
+                   const char *ptr, const char **vs, const char **ve)
 {
-    const char *e = t->end;
-
     p = skip_ws(p, e);
     while (*ptr == '/') {
         const char *tok = ++ptr;
@@ -141,7 +131,7 @@ static bool locate(const struct body_text *t, const char *p, const char *ptr,
         if (*p == '{') {
             bool found = false;
             for (p = skip_ws(p + 1, e); p < e && *p == '"';) {
-                const char *ks = p + 1, *kend = skip_string(t, p) - 1;
+                const char *ks = p + 1, *kend = skip_string(early, p, e) - 1;
                 bool match = (size_t)(kend - ks) == tl && memcmp(ks, tok, tl) == 0;
                 p = skip_ws(kend + 1, e);
                 p = skip_ws(p + 1, e);          /* ':' */
@@ -149,7 +139,7 @@ static bool locate(const struct body_text *t, const char *p, const char *ptr,
                     found = true;
                     break;
                 }
-                p = skip_ws(skip_value(t, p), e);
+                p = skip_ws(skip_value(early, p, e), e);
                 if (p < e && *p == ',')
                     p = skip_ws(p + 1, e);
             }
@@ -164,7 +154,7 @@ static bool locate(const struct body_text *t, const char *p, const char *ptr,
             }
             p = skip_ws(p + 1, e);
             for (i = 0; i < idx && p < e && *p != ']'; i++) {
-                p = skip_ws(skip_value(t, p), e);
+                p = skip_ws(skip_value(early, p, e), e);
                 if (p < e && *p == ',')
                     p = skip_ws(p + 1, e);
             }
@@ -175,7 +165,7 @@ static bool locate(const struct body_text *t, const char *p, const char *ptr,
         }
     }
     *vs = p;
-    *ve = skip_value(t, p);
+    *ve = skip_value(early, p, e);
     return true;
 }
 
@@ -183,10 +173,9 @@ size_t api_half_fix_ties(const char *body, size_t len, const struct api_early *e
                          const char *path, enum api_half h, float *data, size_t count)
 {
     const char *p, *e, *end = body + len;
-    const struct body_text text = {body, end, early};
     size_t i = 0;
 
-    if (!body || !locate(&text, body, path, &p, &e))
+    if (!body || !locate(early, body, end, path, &p, &e))
         return count;
     while (p < e && i < count) {
         char ch = *p;

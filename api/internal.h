@@ -201,6 +201,10 @@ void api_sessions_import(struct api_call *c);
  * (api/sessions_move.c). */
 struct api_stream *api_sessions_import_open(struct api_call *c, size_t total);
 
+/* Whether req's route and method read base64 strings decoded as the body
+ * arrived (api/early.c opens a decoder for them alone). */
+bool api_route_takes_early(const struct api_request *req);
+
 /* The route template of "/v1/sessions" + rest, or "unmatched" (static
  * text), for replies the router answers itself (401, OPTIONS). */
 const char *api_sessions_route(const char *rest);

@@ -505,28 +505,13 @@ void api_numarray_free(struct api_numarray *a)
 
 /* ---- base64 tensor objects -------------------------------------------- */
 
-/* The body being followed, and the strings in it with holes (api/early.h):
- * each is stepped over to its closing quote, never read. */
-struct holes {
-    const char *body;
-    const struct api_early *early;
-};
-
-/* The closing quote of the string at p ('"') when it has holes, else
- * NULL (h NULL too). */
-static const char *hole_quote(const struct holes *h, const char *p)
-{
-    size_t end = h ? api_early_hole_end(h->early, (size_t)(p + 1 - h->body)) : SIZE_MAX;
-
-    return end == SIZE_MAX ? NULL : h->body + end;
-}
-
 /* A string without escapes or control characters at p ('"'): its text in
- * *t, *n; returns the byte after it, or NULL. */
-static const char *plain_string(const struct holes *h, const char *p, const char *end,
-                                const char **t, size_t *n)
+ * *t, *n; returns the byte after it, or NULL. A string with holes (early,
+ * api/early.h) is not read: its end is known. */
+static const char *plain_string(const struct api_early *early, const char *p,
+                                const char *end, const char **t, size_t *n)
 {
-    const char *q = hole_quote(h, p);
+    const char *q = api_early_quote(early, p);
 
     if (!q)
         q = memchr(p + 1, '"', (size_t)(end - p - 1));
@@ -618,7 +603,7 @@ static enum api_bulk_elem bulk_elem(enum attn_dtype dtype, enum api_half half)
 
 /* api_b64tensor_parse without the decoding: out->raw is allocated, and
  * *job says what to decode into it (api_bulk_run). */
-static size_t b64tensor_scan(const struct holes *h, const char *s, size_t len,
+static size_t b64tensor_scan(const struct api_early *early, const char *s, size_t len,
                              size_t max_count, struct api_numarray *out, struct api_bulk *job)
 {
     const char *p = s + 1, *end = s + len, *data = NULL, *t;
@@ -631,7 +616,7 @@ static size_t b64tensor_scan(const struct holes *h, const char *s, size_t len,
         return 0;
     for (;;) {
         p = skip_ws(p, end);
-        if (p == end || *p != '"' || !(p = plain_string(h, p, end, &t, &n)))
+        if (p == end || *p != '"' || !(p = plain_string(early, p, end, &t, &n)))
             return 0;
         p = skip_ws(p, end);
         if (p == end || *p++ != ':')
@@ -644,7 +629,7 @@ static size_t b64tensor_scan(const struct holes *h, const char *s, size_t len,
             p = shape_list(p, end, &rank, shape);
         } else if (text_is(t, n, "dtype") && !(seen & 2) && *p == '"') {
             seen |= 2;
-            if ((p = plain_string(h, p, end, &t, &n))) {
+            if ((p = plain_string(early, p, end, &t, &n))) {
                 half = text_is(t, n, "float16") ? API_HALF_F16
                      : text_is(t, n, "bfloat16") ? API_HALF_BF16 : API_HALF_NONE;
                 dtype = text_is(t, n, "float64") ? ATTN_F64
@@ -655,13 +640,13 @@ static size_t b64tensor_scan(const struct holes *h, const char *s, size_t len,
         } else if (text_is(t, n, "data") && !(seen & 4) && *p == '"') {
             /* a string with holes has its end known: no quote is looked
              * for where its characters are not */
-            const char *q = (seen & 3) == 3 && !hole_quote(h, p)
+            const char *q = (seen & 3) == 3 && !api_early_quote(early, p)
                 ? sized_string(p, end, rank, shape,
                                half ? 2 : attn_dtype_size((enum attn_dtype)dtype),
                                &data, &data_len)
                 : NULL;
             seen |= 4;
-            p = q ? q : plain_string(h, p, end, &data, &data_len);
+            p = q ? q : plain_string(early, p, end, &data, &data_len);
         } else {
             return 0;
         }
@@ -735,10 +720,12 @@ struct api_numarray *api_pre_find(const struct api_pre *pre, const char *path)
 
 /* ---- following the top level of the body ------------------------------ */
 
-/* End of the string starting at p ('"'), or NULL. */
-static const char *skip_string(const struct holes *h, const char *p, const char *end)
+/* End of the string starting at p ('"'), or NULL (one with holes, early:
+ * not read). */
+static const char *skip_string(const struct api_early *early, const char *p,
+                               const char *end)
 {
-    const char *q = hole_quote(h, p);
+    const char *q = api_early_quote(early, p);
 
     if (q)
         return q + 1;
@@ -756,15 +743,15 @@ static const char *skip_string(const struct holes *h, const char *p, const char 
 /* End of any JSON value at p (not validated: jansson does that), or NULL
  * (also when its brackets nest to max_depth: with the enclosing body that
  * is beyond it). */
-static const char *skip_value(const struct holes *h, const char *p, const char *end,
-                              size_t max_depth)
+static const char *skip_value(const struct api_early *early, const char *p,
+                              const char *end, size_t max_depth)
 {
     size_t depth = 0;
 
     while (p < end) {
         char c = *p;
         if (c == '"') {
-            if (!(p = skip_string(h, p, end)))
+            if (!(p = skip_string(early, p, end)))
                 return NULL;
             if (depth == 0)
                 return p;
@@ -814,11 +801,12 @@ static bool pre_whole(const struct api_pre *pre, size_t members)
 
 /* Walk the top-level object; read listed numeric members into pre (and
  * set pre->whole). */
-static bool pre_scan(const struct holes *h, size_t len, const char *const *keys,
-                     size_t max_count, size_t max_depth, struct api_pre *pre,
-                     struct span *spans, struct api_bulk *jobs, size_t *njobs)
+static bool pre_scan(const char *body, size_t len, const struct api_early *early,
+                     const char *const *keys, size_t max_count, size_t max_depth,
+                     struct api_pre *pre, struct span *spans, struct api_bulk *jobs,
+                     size_t *njobs)
 {
-    const char *body = h->body, *p = body, *end = body + len;
+    const char *p = body, *end = body + len;
     size_t budget = max_count, members = 0;
 
     p = skip_ws(p, end);
@@ -829,7 +817,7 @@ static bool pre_scan(const struct holes *h, size_t len, const char *const *keys,
         return skip_ws(p + 1, end) == end;
     for (;;) {
         const char *k, *ke, *v;
-        if (p == end || *p != '"' || !(ke = skip_string(h, p, end)))
+        if (p == end || *p != '"' || !(ke = skip_string(early, p, end)))
             return false;
         k = p + 1;
         p = skip_ws(ke, end);
@@ -842,7 +830,7 @@ static bool pre_scan(const struct holes *h, size_t len, const char *const *keys,
             struct api_numarray a;
             size_t used = *p == '['
                 ? api_numarray_parse(v, (size_t)(end - v), budget, &a)
-                : b64tensor_scan(h, v, (size_t)(end - v), budget, &a, &jobs[*njobs]);
+                : b64tensor_scan(early, v, (size_t)(end - v), budget, &a, &jobs[*njobs]);
             if (used && a.raw)
                 ++*njobs;               /* decoded after the scan, all at once */
             if (used) {
@@ -855,10 +843,10 @@ static bool pre_scan(const struct holes *h, size_t len, const char *const *keys,
                 spans[i].end = spans[i].start + used;
                 budget -= a.count;
                 p = v + used;
-            } else if (!(p = skip_value(h, v, end, max_depth))) {
+            } else if (!(p = skip_value(early, v, end, max_depth))) {
                 return false;
             }
-        } else if (!(p = skip_value(h, v, end, max_depth))) {
+        } else if (!(p = skip_value(early, v, end, max_depth))) {
             return false;
         }
         p = skip_ws(p, end);
@@ -881,14 +869,14 @@ static bool pre_scan(const struct holes *h, size_t len, const char *const *keys,
  * is that one, the job decodes the rest of the string after it, and a
  * job appended at jobs[*njobs] checks the bytes decoded early unless
  * their early check already covers this dtype. */
-static void pre_early(struct api_early *early, const char *body, struct api_numarray *a,
+static void pre_early(struct api_early *early, struct api_numarray *a,
                       struct api_bulk *jobs, size_t j, size_t *njobs)
 {
     struct api_bulk *b = &jobs[j];
     struct api_early_bytes eb;
     size_t bytes;
 
-    if (!api_early_take(early, (size_t)(b->text - body), b->len, &eb))
+    if (!api_early_take(early, b->text, b->len, &eb))
         return;
     bytes = eb.chars / 4 * 3;
     api_spare_free(a->raw);
@@ -904,7 +892,7 @@ static void pre_early(struct api_early *early, const char *body, struct api_numa
 /* Decode the base64 tensors pre_scan took (njobs of them, in pre's order
  * among its entries with raw), over pool's cores; false if any is bad.
  * jobs has room for as many again (pre_early's checks). */
-static bool pre_decode(struct api_pre *pre, const char *body, struct api_early *early,
+static bool pre_decode(struct api_pre *pre, struct api_early *early,
                        struct api_bulk *jobs, size_t njobs, struct attn_pool *pool)
 {
     size_t i, j = 0, all = njobs, check[API_PRE_MAX];
@@ -912,7 +900,7 @@ static bool pre_decode(struct api_pre *pre, const char *body, struct api_early *
     for (i = 0; i < pre->n; i++)
         if (pre->e[i].a.raw) {
             size_t before = all;
-            pre_early(early, body, &pre->e[i].a, jobs, j++, &all);
+            pre_early(early, &pre->e[i].a, jobs, j++, &all);
             check[i] = all > before ? before : SIZE_MAX;
         }
     /* the strings not taken read as sent: the jobs and the text left for
@@ -934,15 +922,14 @@ char *api_pre_rewrite(const char *body, size_t len, const char *const *keys,
 {
     struct span spans[API_PRE_MAX];
     struct api_bulk jobs[2 * API_PRE_MAX];
-    const struct holes h = {body, early};
     size_t i, from = 0, n = 0, njobs = 0;
     char *out;
 
     memset(pre, 0, sizeof *pre);
     api_early_settle(early);
     if (max_depth < ATTN_MAX_RANK + 2 ||     /* room for the fast arrays */
-        !pre_scan(&h, len, keys, max_count, max_depth, pre, spans, jobs, &njobs) ||
-        pre->n == 0 || !pre_decode(pre, body, early, jobs, njobs, pool)) {
+        !pre_scan(body, len, early, keys, max_count, max_depth, pre, spans, jobs, &njobs) ||
+        pre->n == 0 || !pre_decode(pre, early, jobs, njobs, pool)) {
         api_early_restore(early, true);     /* jansson reads it all now */
         api_pre_free(pre);
         return NULL;

@@ -29,18 +29,22 @@ struct api_route {
     void (*handler)(struct api_call *c);
     /* takes the body as it arrives (api_stream_open), or NULL */
     struct api_stream *(*stream_open)(struct api_call *c, size_t total);
+    /* its reader takes base64 strings decoded as the body arrived
+     * (api_early_open: api_parse_body_pre); jansson would only have them
+     * written back first */
+    bool early;
 };
 
 static const struct api_route api_routes[] = {
-    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL},
-    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL},
-    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL},
-    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL},
-    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL},
+    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL, false},
+    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL, false},
+    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL, false},
+    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL, false},
+    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL, true},
     {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import,
-     api_sessions_import_open},
-    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL},
-    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL},
+     api_sessions_import_open, false},
+    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL, false},
+    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL, false},
 };
 
 const char *const api_open_paths[] = {
@@ -324,6 +328,13 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
     if (!open_path(req->path) && !authorized(&c))
         return NULL;
     return rt->stream_open(&c, total);
+}
+
+bool api_route_takes_early(const struct api_request *req)
+{
+    const struct api_route *rt = req->path ? route_find(req->path) : NULL;
+
+    return rt && rt->early && req->method && (method_bit(req->method) & rt->methods);
 }
 
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,

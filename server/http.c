@@ -559,14 +559,15 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced
 }
 
 /* The early decoder of a buffered body, when the api has one for it and
- * the budget room for its buffers with a largest body's room to spare
- * (else the body is decoded after it has arrived, as without one: the
- * decoder never turns another request away). */
+ * the budget room for its buffers (counted as the body's size again) with
+ * a largest body's room to spare (else the body is decoded after it has
+ * arrived, as without one: the decoder never turns another request
+ * away). */
 static void early_start(struct req *r, const struct api_request *q, size_t announced)
 {
     if (announced == SIZE_MAX || announced == 0 || !(r->early = api_early_open(q, announced)))
         return;
-    if (!http_body_charge_leaving(r, api_early_bound(announced), r->h->cfg->max_body_bytes)) {
+    if (!http_body_charge_leaving(r, announced, r->h->cfg->max_body_bytes)) {
         api_early_free(r->early);
         r->early = NULL;
     }

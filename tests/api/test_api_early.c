@@ -315,18 +315,42 @@ static void answers_status(const struct body *b, int status)
 #define D 128
 
 /* q, k, v float32 with optional changes; extra: more members (text). */
-static void qkv(struct body *b, char *q, char *k, char *v, bool data_first, const char *extra)
+/* A tensor member of an attention body. */
+struct tspec {
+    size_t rows, d;
+    const char *dtype, *text;
+    bool data_first;
+};
+
+/* {<lead>"q":…,"k":…,"v":…,"dtype":dtype,"encoding":"base64",
+ * "return":["output"]<extra>} (lead and extra may be NULL). */
+static void attention_body(struct body *b, const char *lead, const struct tspec t[3],
+                           const char *dtype, const char *extra)
 {
+    static const char *const keys[3] = {"q", "k", "v"};
+
     puts_(b, "{");
-    tensor(b, "q", NQ, D, "float32", q, data_first);
-    puts_(b, ",");
-    tensor(b, "k", NK, D, "float32", k, false);
-    puts_(b, ",");
-    tensor(b, "v", NK, D, "float32", v, data_first);
-    puts_(b, ",\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]");
+    if (lead)
+        puts_(b, lead);
+    for (int i = 0; i < 3; i++) {
+        tensor(b, keys[i], t[i].rows, t[i].d, t[i].dtype, t[i].text, t[i].data_first);
+        puts_(b, ",");
+    }
+    puts_(b, "\"dtype\":\"");
+    puts_(b, dtype);
+    puts_(b, "\",\"encoding\":\"base64\",\"return\":[\"output\"]");
     if (extra)
         puts_(b, extra);
     puts_(b, "}");
+}
+
+/* q, k, v float32 (q and v with data first or last); extra: more members. */
+static void qkv(struct body *b, char *q, char *k, char *v, bool data_first, const char *extra)
+{
+    const struct tspec t[3] = {{NQ, D, "float32", q, data_first},
+                               {NK, D, "float32", k, false},
+                               {NK, D, "float32", v, data_first}};
+    attention_body(b, NULL, t, "float32", extra);
 }
 
 TEST(early_valid_bodies)
@@ -355,13 +379,10 @@ TEST(early_dtypes_and_ends)
     struct body b = {0};
 
     CHECK(strlen(q) % 32 == 0);
-    puts_(&b, "{");
-    tensor(&b, "q", 258, 128, "float32", q, false);
-    puts_(&b, ",");
-    tensor(&b, "k", NK, 128, "float16", k16, false);
-    puts_(&b, ",");
-    tensor(&b, "v", NK, 128, "float64", v64, true);
-    puts_(&b, ",\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    const struct tspec mixed[3] = {{258, 128, "float32", q, false},
+                                   {NK, 128, "float16", k16, false},
+                                   {NK, 128, "float64", v64, true}};
+    attention_body(&b, NULL, mixed, "float32", NULL);
     same_answers("f32/f16/f64, unit end", &b, 3, 1);
     answers_status(&b, 200);
     free(q);
@@ -375,13 +396,10 @@ TEST(early_dtypes_and_ends)
     CHECK(strlen(a) % 32 == 0 && a[strlen(a) - 2] == '=');
     CHECK(c[strlen(c) - 1] == '=' && c[strlen(c) - 2] != '=');
     b.len = 0;
-    puts_(&b, "{");
-    tensor(&b, "q", 305, 127, "float16", a, false);
-    puts_(&b, ",");
-    tensor(&b, "k", 1603, 127, "bfloat16", c, false);
-    puts_(&b, ",");
-    tensor(&b, "v", 1603, 127, "float16", e, false);
-    puts_(&b, ",\"dtype\":\"float16\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    const struct tspec halves[3] = {{305, 127, "float16", a, false},
+                                    {1603, 127, "bfloat16", c, false},
+                                    {1603, 127, "float16", e, false}};
+    attention_body(&b, NULL, halves, "float16", NULL);
     same_answers("float16 body, '=' and '==' ends", &b, 3, 1);
     answers_status(&b, 200);
     free(a);
@@ -500,16 +518,15 @@ TEST(early_strings_not_taken)
     qkv(&b, q, k, v, false, extra.p);
     same_answers("nine unknown strings", &b, 3, 1);
     b.len = 0;
-    puts_(&b, "{\"rope\":{\"base\":\"");
-    puts_(&b, pad);
-    puts_(&b, "\"},");
-    tensor(&b, "q", NQ, D, "float32", q, false);
-    puts_(&b, ",");
-    tensor(&b, "k", NK, D, "float32", k, false);
-    puts_(&b, ",");
-    tensor(&b, "v", NK, D, "float32", v, false);
-    puts_(&b, ",\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
-        same_answers("string inside rope", &b, 3, 1);
+    extra.len = 0;
+    puts_(&extra, "\"rope\":{\"base\":\"");
+    puts_(&extra, pad);
+    puts_(&extra, "\"},");
+    const struct tspec t[3] = {{NQ, D, "float32", q, false},
+                               {NK, D, "float32", k, false},
+                               {NK, D, "float32", v, false}};
+    attention_body(&b, extra.p, t, "float32", NULL);   /* rope before q */
+    same_answers("string inside rope", &b, 3, 1);
     free(q);
     free(k);
     free(v);
@@ -558,7 +575,7 @@ TEST(early_half_ties_beside_holes)
 }
 
 /* The decoder is only opened where it can be used. */
-TEST(early_opens_for_large_v1_posts)
+TEST(early_opens_for_large_attention_posts)
 {
     struct api_request req;
     struct api_early *e;
@@ -585,7 +602,7 @@ int main(void)
     t_ctx_init(&ctx);
     ctx.cfg.max_body_bytes = (size_t)64 << 20;
     ctx.cfg.max_elements = (size_t)8 << 20;
-    RUN(early_opens_for_large_v1_posts);
+    RUN(early_opens_for_large_attention_posts);
     RUN(early_valid_bodies);
     RUN(early_dtypes_and_ends);
     RUN(early_refusals);
