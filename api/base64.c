@@ -314,12 +314,14 @@ bool api_base64_decoded_len(const char *s, size_t len, size_t *out)
 #ifdef B64_X86
 /* s[32*k] -> out[24*k] for as many whole blocks of 32 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
- * the alphabet. Per byte: its low nibble selects a set of bit flags of the
+ * the alphabet; *nonfinite set when a 4-byte element of the output (out
+ * being 4-byte aligned relative to where the caller's elements begin) has
+ * an exponent of all ones, checked on the register before it is stored. Per byte: its low nibble selects a set of bit flags of the
  * high nibbles it is invalid with (lut_lo), its high nibble its own flag
  * (lut_hi); a common bit means invalid. The high nibble (and '/', the one
  * odd character of its row) picks the offset that maps ASCII to 0..63. */
 __attribute__((target("avx2")))
-static size_t decode_avx2(const char *s, size_t len, unsigned char *o)
+static size_t decode_avx2(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
     const __m256i lut_lo = _mm256_setr_epi8(
         0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
@@ -337,6 +339,8 @@ static size_t decode_avx2(const char *s, size_t len, unsigned char *o)
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+    const __m256i exponent = _mm256_set1_epi32(0x7F800000);
+    __m256i all_ones = _mm256_setzero_si256();
     size_t i;
 
     for (i = 0; i + 32 <= len; i += 32, o += 24) {
@@ -356,21 +360,25 @@ static size_t decode_avx2(const char *s, size_t len, unsigned char *o)
         v = _mm256_madd_epi16(v, pack_abcd);            /* 24 bits per 4 */
         v = _mm256_shuffle_epi8(v, order);              /* 12 bytes per lane */
         v = _mm256_permutevar8x32_epi32(v, lanes);      /* 24 bytes in front */
+        /* six elements, and two zero words (never all ones) */
+        all_ones = _mm256_or_si256(all_ones, _mm256_cmpeq_epi32(
+                                                 _mm256_and_si256(v, exponent), exponent));
         _mm_storeu_si128((__m128i *)(void *)o, _mm256_castsi256_si128(v));
         _mm_storel_epi64((__m128i *)(void *)(o + 16), _mm256_extracti128_si256(v, 1));
     }
+    *nonfinite = *nonfinite || !_mm256_testz_si256(all_ones, all_ones);
     return i;
 }
 
 /* s[64*k] -> out[48*k] for as many whole blocks of 64 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
- * the alphabet. A permute over the first 128 entries of b64_table (by the
+ * the alphabet; *nonfinite as decode_avx2's. A permute over the first 128 entries of b64_table (by the
  * low 7 bits) gives each character's 6-bit value, or 0xFF; a byte is
  * invalid when it or its value has the top bit set. The values are packed
  * as in the AVX2 loop, then one permute puts the 48 bytes in front, and a
  * masked store writes only them. */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
-static size_t decode_avx512(const char *s, size_t len, unsigned char *o)
+static size_t decode_avx512(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
     static const uint8_t pack_idx[64] = {
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 18, 17, 16, 22,
@@ -381,7 +389,10 @@ static size_t decode_avx512(const char *s, size_t len, unsigned char *o)
     const __m512i pack = _mm512_loadu_si512(pack_idx);
     const __m512i pack_ab = _mm512_set1_epi32(0x01400140);
     const __m512i pack_abcd = _mm512_set1_epi32(0x00011000);
+    const __m512i exponent = _mm512_set1_epi32(0x7F800000);
     const __mmask64 out48 = 0x0000FFFFFFFFFFFFULL;
+    const __mmask16 elems12 = 0x0FFF;
+    __mmask16 all_ones = 0;
     size_t i;
 
     for (i = 0; i + 64 <= len; i += 64, o += 48) {
@@ -391,8 +402,12 @@ static size_t decode_avx512(const char *s, size_t len, unsigned char *o)
             return SIZE_MAX;
         v = _mm512_maddubs_epi16(v, pack_ab);           /* a<<6|b per pair */
         v = _mm512_madd_epi16(v, pack_abcd);            /* 24 bits per 4 */
-        _mm512_mask_storeu_epi8(o, out48, _mm512_permutexvar_epi8(pack, v));
+        v = _mm512_permutexvar_epi8(pack, v);
+        all_ones |= _mm512_mask_cmpeq_epi32_mask(elems12, _mm512_and_si512(v, exponent),
+                                                 exponent);
+        _mm512_mask_storeu_epi8(o, out48, v);
     }
+    *nonfinite = *nonfinite || all_ones;
     return i;
 }
 #endif
@@ -400,16 +415,19 @@ static size_t decode_avx512(const char *s, size_t len, unsigned char *o)
 #ifdef B64_NEON
 /* s[64*k] -> out[48*k] for as many whole blocks of 64 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
- * the alphabet. vld4 puts character 0, 1, 2 and 3 of 16 groups in four
+ * the alphabet; *nonfinite as decode_avx2's (the 48 bytes read back from
+ * L1 as twelve elements once stored). vld4 puts character 0, 1, 2 and 3 of 16 groups in four
  * registers; each is looked up in the first 128 entries of b64_table
  * (vqtbl4 for 0..63, vqtbx4 for 64..127; 0xFF marks invalid entries, and a
  * byte of 128 or more is invalid by its own top bit); shifts and ors make
  * the three bytes of each group, which vst3 interleaves. */
-static size_t decode_neon(const char *s, size_t len, unsigned char *o)
+static size_t decode_neon(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
     const uint8x16x4_t lut_lo = neon_table(b64_table);
     const uint8x16x4_t lut_hi = neon_table(b64_table + 64);
     const uint8x16_t c64 = vdupq_n_u8(64);
+    const uint32x4_t exponent = vdupq_n_u32(0x7F800000);
+    uint32x4_t all_ones = vdupq_n_u32(0);
     size_t i;
 
     for (i = 0; i + 64 <= len; i += 64, o += 48) {
@@ -427,15 +445,35 @@ static size_t decode_neon(const char *s, size_t len, unsigned char *o)
         out.val[1] = vorrq_u8(vshlq_n_u8(v[1], 4), vshrq_n_u8(v[2], 2));
         out.val[2] = vorrq_u8(vshlq_n_u8(v[2], 6), v[3]);
         vst3q_u8(o, out);
+        for (int k = 0; k < 3; k++) {
+            uint32x4_t w = vreinterpretq_u32_u8(vld1q_u8(o + 16 * k));
+            all_ones = vorrq_u32(all_ones, vceqq_u32(vandq_u32(w, exponent), exponent));
+        }
     }
+    *nonfinite = *nonfinite || vmaxvq_u32(all_ones) != 0;
     return i;
 }
 #endif
 
-bool api_base64_decode(const char *s, size_t len, void *out)
+/* Whether a whole 4-byte element of p[from, to) (element boundaries at
+ * multiples of 4) has an exponent of all ones: the bytes the vector loops
+ * did not check. */
+static bool tail_nonfinite(const unsigned char *p, size_t from, size_t to)
+{
+    for (size_t k = from / 4 * 4; k + 4 <= to; k += 4) {
+        uint32_t u;
+        memcpy(&u, p + k, 4);
+        if ((u & 0x7F800000u) == 0x7F800000u)
+            return true;
+    }
+    return false;
+}
+
+bool api_base64_decode_f32(const char *s, size_t len, void *out, bool *f32_finite)
 {
     unsigned char *o = out;
     size_t i = 0, pad = 0, full;
+    bool nonfinite = false;
 
     if (len % 4 != 0)
         return false;
@@ -445,13 +483,13 @@ bool api_base64_decode(const char *s, size_t len, void *out)
 #ifdef B64_X86
     enum api_b64_path path = api_base64_path();
     if (path >= API_B64_AVX512 && full >= 64) {
-        i = decode_avx512(s, full, o);
+        i = decode_avx512(s, full, o, &nonfinite);
         if (i == SIZE_MAX)
             return false;
         o += i / 4 * 3;
     }
     if (path >= API_B64_AVX2 && full - i >= 32) {
-        size_t k = decode_avx2(s + i, full - i, o);
+        size_t k = decode_avx2(s + i, full - i, o, &nonfinite);
         if (k == SIZE_MAX)
             return false;
         i += k;
@@ -460,12 +498,13 @@ bool api_base64_decode(const char *s, size_t len, void *out)
 #endif
 #ifdef B64_NEON
     if (api_base64_path() == API_B64_NEON && full >= 64) {
-        i = decode_neon(s, full, o);
+        i = decode_neon(s, full, o, &nonfinite);
         if (i == SIZE_MAX)
             return false;
         o += i / 4 * 3;
     }
 #endif
+    size_t checked = i / 4 * 3;     /* the vector loops' output, checked */
     for (; i < full; i += 4) {
         uint32_t a = b64_table[(unsigned char)s[i]];
         uint32_t b = b64_table[(unsigned char)s[i + 1]];
@@ -492,5 +531,13 @@ bool api_base64_decode(const char *s, size_t len, void *out)
         if (pad == 1)
             *o++ = (unsigned char)(b << 4 | c >> 2);
     }
+    if (f32_finite)
+        *f32_finite = !nonfinite &&
+                      !tail_nonfinite(out, checked, (size_t)(o - (unsigned char *)out));
     return true;
+}
+
+bool api_base64_decode(const char *s, size_t len, void *out)
+{
+    return api_base64_decode_f32(s, len, out, NULL);
 }

@@ -33,6 +33,13 @@ bool api_base64_decoded_len(const char *s, size_t len, size_t *out);
  * false on any character outside the alphabet or bad padding. */
 bool api_base64_decode(const char *s, size_t len, void *out);
 
+/* api_base64_decode, and *f32_finite (when not NULL, and the text is
+ * accepted) whether no whole 4-byte element of out (at offsets 0, 4, 8, ...)
+ * has an exponent of all ones, i.e. is a float32 infinity or NaN. The
+ * vector paths check each block in its register before storing it, so a
+ * float32 tensor is checked without a second pass over its bytes. */
+bool api_base64_decode_f32(const char *s, size_t len, void *out, bool *f32_finite);
+
 /* The loops that encode and decode whole blocks; the widest this CPU runs
  * is chosen at the first call (checked at run time, not at build time). */
 enum api_b64_path {

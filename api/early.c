@@ -28,7 +28,7 @@
 
 #include "api/api.h"
 #include "api/base64.h"
-#include "api/read.h"
+#include "api/internal.h"
 #include "api/spare.h"
 
 /* Smaller bodies are decoded after they arrive, as before: too little to
@@ -117,12 +117,12 @@ void api_early_free(struct api_early *e)
 static bool decode_from(struct api_early *e, const char *text, size_t len)
 {
     unsigned char *dst = (unsigned char *)e->cur.data + e->cur.chars / 4 * 3;
-    size_t bytes = len / 4 * 3;
+    bool finite;
 
-    if (!api_base64_decode(text, len, dst))
+    /* dst is at a multiple of 24 bytes: its elements are the tensor's */
+    if (!api_base64_decode_f32(text, len, dst, &finite))
         return false;
-    e->cur.f32_finite = e->cur.f32_finite &&
-                        api_first_nonfinite(dst, false, bytes / 4, false) == bytes / 4;
+    e->cur.f32_finite = e->cur.f32_finite && finite;
     e->cur.chars += len;
     return true;
 }

@@ -6,7 +6,9 @@
  * bits, every byte value at every position of a text of two 64-character
  * blocks, a 32-character block and a tail (accepted exactly when in the
  * alphabet, nothing written past the output), whitespace and '=' inside
- * rejected, and random round trips. The reference is tests/base64_ref.h.
+ * rejected, random round trips, and the float32 infinity-or-NaN flag of
+ * api_base64_decode_f32 with one special element at every position. The
+ * reference is tests/base64_ref.h (and a bytewise exponent test here).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -240,6 +242,55 @@ static void round_trip_once(void)
     }
 }
 
+/* Reference: some whole 4-byte element of p[n] (little-endian float32)
+ * has all eight exponent bits set, read bit by bit from its two top
+ * bytes. */
+static bool ref_f32_nonfinite(const unsigned char *p, size_t n)
+{
+    for (size_t k = 0; k + 4 <= n; k += 4)
+        if ((p[k + 3] & 0x7F) == 0x7F && (p[k + 2] & 0x80))
+            return true;
+    return false;
+}
+
+/* api_base64_decode_f32's flag against the reference: random finite
+ * elements (an exponent bit of each all-ones one cleared), then one
+ * special or near-special element at every position of texts that run
+ * through the 64- and 32-character blocks and the table loop, with and
+ * without padding (the bytes of an element cut by the end never count). */
+static void f32_flag_once(void)
+{
+    static const uint32_t specials[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u,
+                                        0xFFFFFFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00800000u};
+    static const size_t lengths[] = {0, 3, 4, 5, 24, 48, 52, 96, 120, 144, 146, 197, 240};
+    static unsigned char src[256], back[256];
+    static char text[400];
+    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+        size_t len = lengths[li];
+        for (size_t at = 0; at + 4 <= len + 4; at += 4)
+            for (size_t sp = 0; sp < sizeof specials / sizeof *specials; sp++) {
+                for (size_t k = 0; k < len; k++)
+                    src[k] = (unsigned char)rng();
+                for (size_t k = 0; k + 4 <= len; k += 4)
+                    if ((src[k + 3] & 0x7F) == 0x7F && (src[k + 2] & 0x80))
+                        src[k + 2] &= 0x7F;
+                for (size_t k = 0; k < 4 && at + k < len; k++)
+                    src[at + k] = (unsigned char)(specials[sp] >> (8 * k));
+                size_t w = ref_b64_encode(src, len, text);
+                bool finite = ref_f32_nonfinite(src, len);     /* the wrong answer */
+                CHECK(api_base64_decode_f32(text, w, back, &finite));
+                CHECK(len == 0 || memcmp(back, src, len) == 0);
+                CHECK(finite == !ref_f32_nonfinite(src, len));
+                CHECK(api_base64_decode_f32(text, w, back, NULL));
+            }
+    }
+}
+
+TEST(base64_f32_flag)
+{
+    on_every_path(f32_flag_once);
+}
+
 TEST(base64_random_round_trip)
 {
     on_every_path(round_trip_once);
@@ -271,5 +322,6 @@ int main(void)
     RUN(base64_every_byte_every_position);
     RUN(base64_padding_and_whitespace);
     RUN(base64_random_round_trip);
+    RUN(base64_f32_flag);
     TEST_MAIN_END();
 }

@@ -6,7 +6,8 @@
  * shifts) on the calling thread alone and on a pool of one helper: every
  * element format; lengths around the block (6144 bytes) and piece (96 KiB)
  * boundaries; an infinity, NaN or -inf at the first, last and boundary
- * elements; the largest finite numbers and subnormals passing; '=' and
+ * elements; -inf passing a job that allows it; the largest finite
+ * numbers and subnormals passing; '=' and
  * bytes outside the alphabet anywhere, padding inside the text at a block's
  * end included, making a job bad; several jobs at once.
  */
@@ -172,6 +173,38 @@ TEST(bulk_extremes_are_finite)
     }
 }
 
+/* A job that allows -inf (a mask's): -inf passes, +inf and NaN do not,
+ * from text and from bytes, wherever they are (the float32 decoder's own
+ * strict check finds -inf too and leaves it to the block's scan). */
+TEST(bulk_allows_neg_inf_when_asked)
+{
+    for (int e = API_BULK_F32; e <= API_BULK_F64; e++) {
+        size_t bytes = 98304 + 6144 + 24, n = bytes / esize[e];
+        unsigned char *raw = malloc(bytes), *out = malloc(bytes);
+        char *t = malloc(bytes / 3 * 4 + 8);
+        size_t at[] = {0, n - 1, 6144 / esize[e], rng() % n};
+        for (size_t a = 0; a < sizeof at / sizeof *at; a++)
+            for (int kind = 0; kind < 3; kind++) {          /* -inf, +inf, NaN */
+                fill_finite(raw, bytes, (enum api_bulk_elem)e);
+                put_special(raw, at[a], (enum api_bulk_elem)e, kind == 0, kind == 2);
+                size_t len = ref_b64_encode(raw, bytes, t);
+                for (int text = 0; text < 2; text++)
+                    for (int p = 0; p < 2; p++) {
+                        struct api_bulk job = {.text = text ? t : NULL, .src = raw,
+                                               .len = text ? len : bytes, .dst = out,
+                                               .elem = (enum api_bulk_elem)e,
+                                               .allow_neg_inf = true};
+                        CHECK(api_bulk_run(&job, 1, p ? pool : NULL));
+                        CHECK(memcmp(out, raw, bytes) == 0);
+                        CHECK(job.nonfinite == (kind != 0));
+                    }
+            }
+        free(raw);
+        free(out);
+        free(t);
+    }
+}
+
 /* A text with one wrong byte (or '=' inside, padding-like at a block's
  * end included) is bad, with or without the pool. */
 TEST(bulk_rejects_bad_text)
@@ -248,6 +281,7 @@ int main(void)
     RUN(bulk_finite_round_trip);
     RUN(bulk_finds_every_special);
     RUN(bulk_extremes_are_finite);
+    RUN(bulk_allows_neg_inf_when_asked);
     RUN(bulk_rejects_bad_text);
     RUN(bulk_several_jobs);
     attn_pool_free(pool);
