@@ -87,6 +87,12 @@ static const struct opt opts[] = {
     {"max-connections", OPT_UINT, N(max_connections), 1, 100000, "1000", "open connections at most"},
     {"max-connections-per-ip", OPT_UINT, N(max_connections_per_ip), 1, 100000, "256",
      "open connections per client address"},
+    {"socket-rcvbuf", OPT_SIZE, N(socket_rcvbuf), 0, 1073741824.0, "2m",
+     "receive buffer asked for each connection (SO_RCVBUF; unused above net.core.rmem_max); "
+     "0: the kernel's autotuning"},
+    {"loopback-congestion", OPT_STR, F(loopback_congestion), 0, 0, "auto",
+     "TCP congestion control for clients on 127.0.0.0/8 and ::1: auto (cubic, else reno; "
+     "neither paces) | a name | '' (the system's)"},
     {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "",
      "serve HTTPS with this PEM certificate chain (SIGHUP reloads)"},
     {"tls-key", OPT_STR, F(tls_key), 0, 0, "", "PEM private key of --tls-cert (mode 600 or 640)"},

@@ -47,6 +47,8 @@ struct srv_config {
     unsigned conn_timeout_s;        /* idle connection timeout */
     unsigned max_connections;       /* open connections at most */
     unsigned max_connections_per_ip;/* open connections per client address */
+    size_t socket_rcvbuf;           /* SO_RCVBUF per connection, 0 = the kernel's */
+    char loopback_congestion[16];   /* TCP_CONGESTION for loopback peers, "" = the system's */
     char tls_cert[1024];            /* PEM certificate chain, "" = plain HTTP */
     char tls_key[1024];             /* PEM private key (with tls_cert) */
     char api_key_file[1024];        /* name:key lines, "" for none */

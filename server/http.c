@@ -68,6 +68,7 @@
 #include "server/limits.h"
 #include "server/log.h"
 #include "server/sched.h"
+#include "server/tcp.h"
 #include "server/tls.h"
 #include "server/worker.h"
 
@@ -713,10 +714,18 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)conn;
     (void)socket_context;
     struct srv_http *h = cls;
-    srv_metrics_connection(h->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
+    srv_metrics_connection(h->metrics, started ? 1 : -1);
+    if (started) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *peer =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (fd && peer)
+            srv_tcp_tune(&h->tcp, fd->connect_fd, peer->client_addr);
+    }
 }
 
 __attribute__((format(printf, 2, 0)))
@@ -827,6 +836,7 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->quiesced, false);
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
+    srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
     h->body_budget = cfg->max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
                          ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
     if (h->body_budget < BODY_BUDGET_MIN)

@@ -23,6 +23,7 @@
 #include "server/keys.h"
 #include "server/limits.h"
 #include "server/sched.h"
+#include "server/tcp.h"
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
 
@@ -51,6 +52,7 @@ struct srv_http {
     atomic_size_t body_bytes;       /* buffer bytes reserved by all requests */
     _Atomic(struct req *) spare;    /* one freed request kept for the next */
     size_t body_budget;             /* cap on body_bytes */
+    struct srv_tcp tcp;             /* what each connection's socket is asked */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };
