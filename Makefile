@@ -257,7 +257,7 @@ deps-bench:
 bench: deps-bench
 	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_core \
 	  $(BUILD)/bench/bench_api $(BUILD)/bench/mhd_server $(BUILD)/bench/bench_roll \
-	  $(BUILD)/bench/bench_pool $(BUILD)/bench/large_http
+	  $(BUILD)/bench/bench_pool
 	@sh tests/bench/run.sh $(BUILD)
 
 $(BUILD)/bench/bench_core: tests/bench/bench_core.c $(CORE_OBJ)
@@ -271,11 +271,6 @@ $(BUILD)/bench/bench_pool: tests/bench/bench_pool.c $(CORE_OBJ)
 $(BUILD)/bench/bench_roll: tests/bench/bench_roll.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
-
-# the client of tests/bench/large_client.py: no project code, no libraries
-$(BUILD)/bench/large_http: tests/bench/large_http.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< -o $@
 
 $(BUILD)/bench/bench_api: tests/bench/bench_api.c $(API_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)

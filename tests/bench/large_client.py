@@ -21,37 +21,35 @@ compare: medians taken over separate rounds (a new bench_core process
 each, then several requests of one kind, then the other) moved the base64
 ratio by 0.1 to 0.25 between runs. The in-process passes run one at a
 time, as attnd's do, with their helper asleep in between; bench_core's
-median of back-to-back passes is printed beside them. The requests are
-sent by BUILD/bench/large_http (tests/bench/large_http.c), a lean C client
-in the manner of wrk: each whole request is built once beforehand, the
-receive buffer is kept, and a request's time runs from the first byte sent
-to the last byte of the response read, so it holds the transport, parsing,
-base64 and the compute, and little of the client's own work (Python's
-http.client, the client before it, allocated and parsed every 1.4 MB
-answer in the interpreter: docs/benchmarks.md has the two side by side).
-Also printed: the first request of each kind after attnd started (its
-buffers are new), and attnd's CPU milliseconds per request (utime + stime)
-next to the in-process pass's (all threads): their difference is what the
-transport, parsing and base64 cost. Then attnd's minor page faults per
-request (buffers faulted in afresh instead of reused), and the client's
-own CPU per request (user + system, mostly the kernel's loopback copies).
-Last, the loopback floor: the same bytes sent by the same client to a
-process that only receives them and answers as many bytes as attnd does
-(Floor, timed after the chain: between attnd's requests it evicted attnd's
-kept buffers from the caches), next to attnd's time outside the pass
-(client time - in-process time).
+median of back-to-back passes is printed beside them. The client's time
+per request runs from the first byte sent to the last byte of the response
+read (http.client; the body is encoded once beforehand), so it holds the
+transport, parsing, base64 and the compute. Also printed: the first
+request of each kind after attnd started (its buffers are new), and
+attnd's CPU milliseconds per request (utime + stime) next to the
+in-process pass's (all threads): their difference is what the transport,
+parsing and base64 cost. Then attnd's minor page faults per request
+(buffers faulted in afresh instead of reused), and this client's own CPU
+per request (user + system: ~2 ms for base64, mostly the kernel's loopback
+copies; curl sending the same body from a file costs the same). Last, the
+loopback floor: the same bytes sent to a process that only receives them
+and answers as many bytes as attnd does (Floor, timed after the chain:
+between attnd's requests it evicted attnd's kept buffers from the caches),
+next to attnd's time outside the pass (client time - in-process time).
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
 import array
 import base64
+import http.client
 import json
 import os
+import resource
 import random
 import statistics
 import subprocess
 import sys
-import tempfile
+import time
 import urllib.parse
 
 HDR = "Inference-Header-Content-Length"
@@ -88,65 +86,29 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_ms():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r.ru_utime + r.ru_stime) * 1e3
+
+
 def minor_faults(pid):
     return int(stat_fields(pid)[7])
 
 
-def http_request(path, port, body, headers):
-    """The whole HTTP/1.1 request, as large_http sends it."""
-    head = "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (path, port)
-    head += "".join("%s: %s\r\n" % kv for kv in headers.items())
-    head += "Content-Length: %d\r\n\r\n" % len(body)
-    return head.encode() + body
-
-
 class Client:
-    """BUILD/bench/large_http on one kept-alive connection to attnd, with
-    the requests (in kinds' order) in files of tmp."""
+    def __init__(self, url):
+        u = urllib.parse.urlparse(url)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
 
-    def __init__(self, build, url, requests, tmp):
-        port = urllib.parse.urlparse(url).port
-        self.index, files = {}, []
-        for i, (name, (path, body, headers)) in enumerate(requests.items()):
-            files.append(os.path.join(tmp, "req%d" % i))
-            with open(files[-1], "wb") as f:
-                f.write(http_request(path, port, body, headers))
-            self.index[name] = i
-        self.files = files
-        self.sizes = [os.path.getsize(f) for f in files]
-        self.proc = subprocess.Popen([build + "/bench/large_http", str(port)] + files,
-                                     text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    def ask(self, line):
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        out = self.proc.stdout.readline().split()
-        if not out or out[0] == "error":
-            raise SystemExit("large_client: large_http: %s" % " ".join(out))
-        return out
-
-    def post(self, name, save=None):
-        """(ms, client CPU ms) of one request; its body written to save."""
-        cmd = "h %d" % self.index[name] if save is None else "d %d %s" % (self.index[name], save)
-        ms, status, _, cpu = self.ask(cmd)
-        if status != "200":
-            raise SystemExit("large_client: %s answered %s" % (name, status))
-        return float(ms), float(cpu)
-
-    def raw(self, port, name, n_out):
-        """(ms, client CPU ms): the request's bytes to port, n_out bytes back."""
-        ms, cpu = self.ask("r %d %d %d" % (port, self.index[name], n_out))
-        return float(ms), float(cpu)
-
-    def request_bytes(self, name):
-        return self.sizes[self.index[name]]
-
-    def close(self):
-        # "q", not the end of its input: the floors' forked servers hold
-        # copies of the pipe's writing end
-        self.proc.stdin.write("q\n")
-        self.proc.stdin.flush()
-        self.proc.wait(30)
+    def post(self, path, body, headers):
+        t0 = time.perf_counter()
+        self.conn.request("POST", path, body=body, headers=headers)
+        r = self.conn.getresponse()
+        data = r.read()
+        dt = time.perf_counter() - t0
+        if r.status != 200:
+            raise SystemExit("large_client: %s answered %d: %s" % (path, r.status, data[:300]))
+        return dt * 1e3, data, r
 
 
 def _floor_server(conn, n_in, n_out):
@@ -166,33 +128,38 @@ def _floor_server(conn, n_in, n_out):
 
 class Floor:
     """The same bytes in and out over loopback with nothing else done: a
-    server process that only receives a request's bytes into a kept buffer
-    and sends as many bytes as attnd's answer back (no HTTP, parsing or
-    compute), driven by the same client as attnd's requests. once() is one
-    round trip, in ms: the transport's own floor on this machine, next to
-    which attnd's time outside the pass is judged."""
+    server process that only receives the body into a kept buffer and sends
+    as many bytes as attnd's answer back (no HTTP, parsing or compute).
+    once() is one round trip from this client, in ms: the transport's own
+    floor on this machine, next to which attnd's time outside the pass is
+    judged (timed in the same rounds as attnd's requests)."""
 
-    def __init__(self, client, name, n_out):
+    def __init__(self, body, n_out):
         import multiprocessing
         import socket
         lsock = socket.socket()
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(1)
-        n_in = client.request_bytes(name)
 
         def serve():
             c, _ = lsock.accept()
-            _floor_server(c, n_in, n_out)
+            _floor_server(c, len(body), n_out)
         self.proc = multiprocessing.get_context("fork").Process(target=serve, daemon=True)
         self.proc.start()
-        self.port = lsock.getsockname()[1]
+        self.conn = socket.create_connection(lsock.getsockname())
         lsock.close()
-        self.client, self.name, self.n_out = client, name, n_out
+        self.body, self.view = body, memoryview(bytearray(n_out))
 
     def once(self):
-        return self.client.raw(self.port, self.name, self.n_out)[0]
+        t0 = time.perf_counter()
+        self.conn.sendall(self.body)
+        got = 0
+        while got < len(self.view):
+            got += self.conn.recv_into(self.view[got:])
+        return (time.perf_counter() - t0) * 1e3
 
     def close(self):
+        self.conn.close()
         self.proc.join(5)
         if self.proc.is_alive():
             self.proc.terminate()
@@ -237,26 +204,21 @@ def main():
         "v2": ("/v2/models/attention/infer", v2,
                {"Content-Type": "application/octet-stream", HDR: str(v2_hdr)}),
     }
-    tmp = tempfile.mkdtemp(prefix="attnd_large.")
-    cli = Client(build, url, kinds, tmp)
+    cli = Client(url)
     first = {}
     first_faults = {}
     answer_bytes = {}
-    for name in kinds:
+    for name, (path, body, hdrs) in kinds.items():
         f0 = minor_faults(pid)
-        saved = os.path.join(tmp, "answer")
-        first[name] = cli.post(name, saved)[0]
+        first[name], data, r = cli.post(path, body, hdrs)
         first_faults[name] = minor_faults(pid) - f0
-        with open(saved, "rb") as f:
-            data = f.read()
-        os.unlink(saved)
         answer_bytes[name] = len(data)
         if name == "b64":
             out = json.loads(data)["output"]
             assert out["shape"] == [n, d] and len(base64.b64decode(out["data"])) == n * d * 4
         else:
-            head = json.loads(data[:len(data) - n * d * 4])
-            assert head["outputs"][0]["shape"] == [n, d], head
+            split = int(r.getheader(HDR))
+            assert len(data) - split == n * d * 4, (len(data), split)
     b2b, kernel = back_to_back(build, n, L, d)
     inproc = InProcess(build, n, L, d)
     count = max(15, reps)
@@ -274,9 +236,10 @@ def main():
     cpu_in.append(c)
     for i in range(count * len(kinds)):
         name = ("b64", "v2")[i % 2]
-        c0, f0 = cpu_ms(pid), minor_faults(pid)
-        t, own = cli.post(name)
-        client_cpu[name] += own
+        path, body, hdrs = kinds[name]
+        c0, f0, o0 = cpu_ms(pid), minor_faults(pid), own_cpu_ms()
+        t = cli.post(path, body, hdrs)[0]
+        client_cpu[name] += own_cpu_ms() - o0
         cpu[name] += cpu_ms(pid) - c0
         faults[name] += minor_faults(pid) - f0
         w, c = inproc.once()
@@ -287,17 +250,13 @@ def main():
     inproc.close()
     # the floors after the chain: moving these bytes between attnd's
     # requests evicted its kept buffers and slowed the next request
-    floors = {name: Floor(cli, name, answer_bytes[name]) for name in kinds}
+    floors = {name: Floor(body, answer_bytes[name]) for name, (_, body, _) in kinds.items()}
     floor = {k: [] for k in kinds}
     for _ in range(count):
         for name in kinds:
             floor[name].append(floors[name].once())
-    cli.close()                         # the floors' connections close with it
     for f in floors.values():
         f.close()
-    for name in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, name))
-    os.rmdir(tmp)
     comp = statistics.median(passes)
     comp_cpu = statistics.median(cpu_in)
     print("  in-process prefill n=%d L=%d d=%d on 2 cores (kernel %s): %.2f ms a pass "
@@ -312,11 +271,11 @@ def main():
               % (name, wm, len(wall[name]), first[name], per, per - comp_cpu, wm / comp,
                  faults[name] / len(wall[name]), first_faults[name],
                  client_cpu[name] / len(wall[name])))
-    for name in kinds:
+    for name, (path, body, hdrs) in kinds.items():
         wm = statistics.median(wall[name])
         print("  %-4s loopback floor (the same %d bytes in and %d out, nothing else done): "
               "%.2f ms (median of %d); attnd's time outside the pass %.2f ms"
-              % (name, cli.request_bytes(name), answer_bytes[name], statistics.median(floor[name]),
+              % (name, len(body), answer_bytes[name], statistics.median(floor[name]),
                  len(floor[name]), wm - comp))
     label = {"b64": "base64 JSON in and out (/v1/attention)",
              "v2": "OIP v2 binary in and out (/v2 infer)"}
