@@ -312,57 +312,95 @@ bool api_base64_decoded_len(const char *s, size_t len, size_t *out)
 /* ---- decoding ---------------------------------------------------------- */
 
 #ifdef B64_X86
+#define AVX2_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+
+/* The constants of the AVX2 decoder. Per byte: its low nibble selects a
+ * set of bit flags of the high nibbles it is invalid with (lo), its high
+ * nibble its own flag (hi); a common bit means invalid. The high nibble
+ * (and '/', the one odd character of its row) picks the offset that maps
+ * ASCII to 0..63 (roll). */
+struct avx2_dec {
+    __m256i lo, hi, roll, mask_2f, pack_ab, pack_abcd, order, lanes, exponent;
+};
+
+/* 32 characters -> 24 bytes in front of the result (then two zero words);
+ * *bad gathers the invalid characters' flags, *all_ones the elements
+ * whose exponent is all ones. */
+__attribute__((target("avx2"), always_inline))
+static inline __m256i avx2_block(const struct avx2_dec *k, __m256i str, __m256i *bad,
+                                 __m256i *all_ones)
+{
+    __m256i hi_nib = _mm256_and_si256(_mm256_srli_epi32(str, 4), k->mask_2f);
+    __m256i lo_nib = _mm256_and_si256(str, k->mask_2f);
+    __m256i eq_2f = _mm256_cmpeq_epi8(str, k->mask_2f);
+    __m256i roll = _mm256_shuffle_epi8(k->roll, _mm256_add_epi8(eq_2f, hi_nib));
+    __m256i v;
+
+    *bad = _mm256_or_si256(*bad, _mm256_and_si256(_mm256_shuffle_epi8(k->lo, lo_nib),
+                                                  _mm256_shuffle_epi8(k->hi, hi_nib)));
+    v = _mm256_add_epi8(str, roll);                     /* 6-bit values */
+    v = _mm256_maddubs_epi16(v, k->pack_ab);            /* a<<6|b per pair */
+    v = _mm256_madd_epi16(v, k->pack_abcd);             /* 24 bits per 4 */
+    v = _mm256_shuffle_epi8(v, k->order);               /* 12 bytes per lane */
+    v = _mm256_permutevar8x32_epi32(v, k->lanes);       /* 24 bytes in front */
+    *all_ones = _mm256_or_si256(*all_ones, _mm256_cmpeq_epi32(
+                                               _mm256_and_si256(v, k->exponent), k->exponent));
+    return v;
+}
+
 /* s[32*k] -> out[24*k] for as many whole blocks of 32 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
  * the alphabet; *nonfinite set when a 4-byte element of the output (out
  * being 4-byte aligned relative to where the caller's elements begin) has
- * an exponent of all ones, checked on the register before it is stored. Per byte: its low nibble selects a set of bit flags of the
- * high nibbles it is invalid with (lut_lo), its high nibble its own flag
- * (lut_hi); a common bit means invalid. The high nibble (and '/', the one
- * odd character of its row) picks the offset that maps ASCII to 0..63. */
+ * an exponent of all ones, checked in the register before it is stored.
+ * Four blocks a round, each stored 32 bytes wide over the start of the
+ * next (the last 24 exactly), with one test of the flags a round: 3-8%
+ * faster than a block a round on the AVX2 EPYC of issue 22 (4 MiB in
+ * 32 KiB pieces, the best of 300 passes). */
 __attribute__((target("avx2")))
 static size_t decode_avx2(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
-    const __m256i lut_lo = _mm256_setr_epi8(
-        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
-        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
-    const __m256i lut_hi = _mm256_setr_epi8(
-        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
-        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
-    const __m256i lut_roll = _mm256_setr_epi8(
-        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
-        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m256i mask_2f = _mm256_set1_epi8(0x2F);
-    const __m256i pack_ab = _mm256_set1_epi32(0x01400140);
-    const __m256i pack_abcd = _mm256_set1_epi32(0x00011000);
-    const __m256i order = _mm256_setr_epi8(
-        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
-        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
-    const __m256i exponent = _mm256_set1_epi32(0x7F800000);
-    __m256i all_ones = _mm256_setzero_si256();
-    size_t i;
+    const struct avx2_dec k = {
+        .lo = _mm256_setr_epi8(
+            0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B,
+            0x1B, 0x1A, 0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A,
+            0x1B, 0x1B, 0x1B, 0x1A),
+        .hi = _mm256_setr_epi8(
+            0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+            0x10, 0x10, 0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10,
+            0x10, 0x10, 0x10, 0x10),
+        .roll = _mm256_setr_epi8(
+            0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0),
+        .mask_2f = _mm256_set1_epi8(0x2F),
+        .pack_ab = _mm256_set1_epi32(0x01400140),
+        .pack_abcd = _mm256_set1_epi32(0x00011000),
+        .order = _mm256_setr_epi8(
+            2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+            2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1),
+        .lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7),
+        .exponent = _mm256_set1_epi32(0x7F800000),
+    };
+    __m256i bad = _mm256_setzero_si256(), all_ones = _mm256_setzero_si256();
+    size_t i = 0;
 
-    for (i = 0; i + 32 <= len; i += 32, o += 24) {
-        __m256i str = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
-        __m256i hi_nib = _mm256_and_si256(_mm256_srli_epi32(str, 4), mask_2f);
-        __m256i lo_nib = _mm256_and_si256(str, mask_2f);
-        __m256i lo = _mm256_shuffle_epi8(lut_lo, lo_nib);
-        __m256i hi = _mm256_shuffle_epi8(lut_hi, hi_nib);
-        __m256i eq_2f = _mm256_cmpeq_epi8(str, mask_2f);
-        __m256i roll = _mm256_shuffle_epi8(lut_roll, _mm256_add_epi8(eq_2f, hi_nib));
-        __m256i v;
-
-        if (!_mm256_testz_si256(lo, hi))
+    for (; i + 128 <= len; i += 128, o += 96) {
+        __m256i v0 = avx2_block(&k, AVX2_LOAD(s + i), &bad, &all_ones);
+        __m256i v1 = avx2_block(&k, AVX2_LOAD(s + i + 32), &bad, &all_ones);
+        __m256i v2 = avx2_block(&k, AVX2_LOAD(s + i + 64), &bad, &all_ones);
+        __m256i v3 = avx2_block(&k, AVX2_LOAD(s + i + 96), &bad, &all_ones);
+        _mm256_storeu_si256((__m256i *)(void *)o, v0);
+        _mm256_storeu_si256((__m256i *)(void *)(o + 24), v1);
+        _mm256_storeu_si256((__m256i *)(void *)(o + 48), v2);
+        _mm_storeu_si128((__m128i *)(void *)(o + 72), _mm256_castsi256_si128(v3));
+        _mm_storel_epi64((__m128i *)(void *)(o + 88), _mm256_extracti128_si256(v3, 1));
+        if (!_mm256_testz_si256(bad, bad))
             return SIZE_MAX;
-        v = _mm256_add_epi8(str, roll);                 /* 6-bit values */
-        v = _mm256_maddubs_epi16(v, pack_ab);           /* a<<6|b per pair */
-        v = _mm256_madd_epi16(v, pack_abcd);            /* 24 bits per 4 */
-        v = _mm256_shuffle_epi8(v, order);              /* 12 bytes per lane */
-        v = _mm256_permutevar8x32_epi32(v, lanes);      /* 24 bytes in front */
-        /* six elements, and two zero words (never all ones) */
-        all_ones = _mm256_or_si256(all_ones, _mm256_cmpeq_epi32(
-                                                 _mm256_and_si256(v, exponent), exponent));
+    }
+    for (; i + 32 <= len; i += 32, o += 24) {
+        __m256i v = avx2_block(&k, AVX2_LOAD(s + i), &bad, &all_ones);
+        if (!_mm256_testz_si256(bad, bad))
+            return SIZE_MAX;
         _mm_storeu_si128((__m128i *)(void *)o, _mm256_castsi256_si128(v));
         _mm_storel_epi64((__m128i *)(void *)(o + 16), _mm256_extracti128_si256(v, 1));
     }
@@ -372,11 +410,11 @@ static size_t decode_avx2(const char *s, size_t len, unsigned char *o, bool *non
 
 /* s[64*k] -> out[48*k] for as many whole blocks of 64 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
- * the alphabet; *nonfinite as decode_avx2's. A permute over the first 128 entries of b64_table (by the
- * low 7 bits) gives each character's 6-bit value, or 0xFF; a byte is
- * invalid when it or its value has the top bit set. The values are packed
- * as in the AVX2 loop, then one permute puts the 48 bytes in front, and a
- * masked store writes only them. */
+ * the alphabet; *nonfinite as decode_avx2's. A permute over the first 128
+ * entries of b64_table (by the low 7 bits) gives each character's 6-bit
+ * value, or 0xFF; a byte is invalid when it or its value has the top bit
+ * set. The values are packed as in the AVX2 loop, then one permute puts
+ * the 48 bytes in front, and a masked store writes only them. */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 static size_t decode_avx512(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {

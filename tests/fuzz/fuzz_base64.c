@@ -10,6 +10,8 @@
  *            which shares nothing with the table or vector paths of
  *            api/base64.c; a decoded text
  *            re-encodes to the very same text (the encoding is canonical);
+ *            api_base64_decode_f32's float32 flag agrees with the exponent
+ *            bits of the reference's bytes;
  *   bytes -> text:  encoding the raw input (into a capped api_buf) and
  *            decoding it gives the input back, and the announced encoded
  *            length is the length written.
@@ -81,6 +83,14 @@ static void b64_check(const uint8_t *data, size_t size)
         b64_fail("decodes to other bytes than the reference decoder");
     if (ok) {
         size_t len2;
+        bool finite = false, ref_finite = true;
+        if (!api_base64_decode_f32(text, size, out, &finite))
+            b64_fail("api_base64_decode_f32 rejects what api_base64_decode accepts");
+        for (size_t k = 0; k + 4 <= n; k += 4)      /* exponent bits, byte by byte */
+            if ((ref[k + 3] & 0x7F) == 0x7F && (ref[k + 2] & 0x80))
+                ref_finite = false;
+        if (finite != ref_finite)
+            b64_fail("the float32 flag differs from the reference");
         char *again = b64_roundtrip(out, n, &len2);
         if (len2 != size || memcmp(again, text, size) != 0)
             b64_fail("re-encoding a decoded text changes it");
