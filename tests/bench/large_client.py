@@ -221,7 +221,7 @@ def main():
             assert len(data) - split == n * d * 4, (len(data), split)
     b2b, kernel = back_to_back(build, n, L, d)
     inproc = InProcess(build, n, L, d)
-    count = max(15, reps)
+    count = max(31, reps)
     # The chain: pass, request, pass, request, ... with the kinds in turn,
     # so that every request has an in-process pass just before and just
     # after it; its ratio is their mean over its own time.
