@@ -408,13 +408,44 @@ static size_t decode_avx2(const char *s, size_t len, unsigned char *o, bool *non
     return i;
 }
 
+/* The constants of the AVX-512 decoder: the first 128 entries of
+ * b64_table in two registers, the permute that puts each group's three
+ * bytes in order and the 48 bytes in front, and the multipliers that pack
+ * four 6-bit values into 24 bits (as in the AVX2 decoder). */
+struct avx512_dec {
+    __m512i lut_lo, lut_hi, pack, pack_ab, pack_abcd, exponent;
+};
+
+/* 64 characters -> 48 bytes in front of the result (then 16 zero bytes);
+ * *bad gathers each character's top bit and its value's (0xFF when it is
+ * outside the alphabet), *all_ones the elements whose exponent is all
+ * ones. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline))
+static inline __m512i avx512_block(const struct avx512_dec *k, const char *p, __m512i *bad,
+                                   __mmask16 *all_ones)
+{
+    __m512i str = _mm512_loadu_si512(p);
+    __m512i v = _mm512_permutex2var_epi8(k->lut_lo, str, k->lut_hi);
+
+    *bad = _mm512_ternarylogic_epi64(*bad, v, str, 0xFE);      /* bad | v | str */
+    v = _mm512_maddubs_epi16(v, k->pack_ab);                    /* a<<6|b per pair */
+    v = _mm512_madd_epi16(v, k->pack_abcd);                     /* 24 bits per 4 */
+    v = _mm512_permutexvar_epi8(k->pack, v);
+    *all_ones |= _mm512_mask_cmpeq_epi32_mask(0x0FFF, _mm512_and_si512(v, k->exponent),
+                                              k->exponent);
+    return v;
+}
+
 /* s[64*k] -> out[48*k] for as many whole blocks of 64 characters as lie in
  * s[len]; returns the characters consumed, or SIZE_MAX on a byte outside
  * the alphabet; *nonfinite as decode_avx2's. A permute over the first 128
  * entries of b64_table (by the low 7 bits) gives each character's 6-bit
  * value, or 0xFF; a byte is invalid when it or its value has the top bit
- * set. The values are packed as in the AVX2 loop, then one permute puts
- * the 48 bytes in front, and a masked store writes only them. */
+ * set. Four blocks a round, the first three stored 64 bytes wide over the
+ * start of the next, the last with a masked store of its 48 bytes, and one
+ * test of the flags a round: a masked store for every block was 10-20%
+ * slower on an AVX-512 Zen 4 (4 MiB in 32 KiB pieces, each copied first
+ * as from a socket). */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 static size_t decode_avx512(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
@@ -422,27 +453,35 @@ static size_t decode_avx512(const char *s, size_t len, unsigned char *o, bool *n
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 18, 17, 16, 22,
         21, 20, 26, 25, 24, 30, 29, 28, 34, 33, 32, 38, 37, 36, 42, 41,
         40, 46, 45, 44, 50, 49, 48, 54, 53, 52, 58, 57, 56, 62, 61, 60};
-    const __m512i lut_lo = _mm512_loadu_si512(b64_table);
-    const __m512i lut_hi = _mm512_loadu_si512(b64_table + 64);
-    const __m512i pack = _mm512_loadu_si512(pack_idx);
-    const __m512i pack_ab = _mm512_set1_epi32(0x01400140);
-    const __m512i pack_abcd = _mm512_set1_epi32(0x00011000);
-    const __m512i exponent = _mm512_set1_epi32(0x7F800000);
+    const struct avx512_dec k = {
+        .lut_lo = _mm512_loadu_si512(b64_table),
+        .lut_hi = _mm512_loadu_si512(b64_table + 64),
+        .pack = _mm512_loadu_si512(pack_idx),
+        .pack_ab = _mm512_set1_epi32(0x01400140),
+        .pack_abcd = _mm512_set1_epi32(0x00011000),
+        .exponent = _mm512_set1_epi32(0x7F800000),
+    };
     const __mmask64 out48 = 0x0000FFFFFFFFFFFFULL;
-    const __mmask16 elems12 = 0x0FFF;
+    __m512i bad = _mm512_setzero_si512();
     __mmask16 all_ones = 0;
-    size_t i;
+    size_t i = 0;
 
-    for (i = 0; i + 64 <= len; i += 64, o += 48) {
-        __m512i str = _mm512_loadu_si512(s + i);
-        __m512i v = _mm512_permutex2var_epi8(lut_lo, str, lut_hi);
-        if (_mm512_movepi8_mask(_mm512_or_si512(v, str)))
+    for (; i + 256 <= len; i += 256, o += 192) {
+        __m512i v0 = avx512_block(&k, s + i, &bad, &all_ones);
+        __m512i v1 = avx512_block(&k, s + i + 64, &bad, &all_ones);
+        __m512i v2 = avx512_block(&k, s + i + 128, &bad, &all_ones);
+        __m512i v3 = avx512_block(&k, s + i + 192, &bad, &all_ones);
+        _mm512_storeu_si512(o, v0);
+        _mm512_storeu_si512(o + 48, v1);
+        _mm512_storeu_si512(o + 96, v2);
+        _mm512_mask_storeu_epi8(o + 144, out48, v3);
+        if (_mm512_movepi8_mask(bad))
             return SIZE_MAX;
-        v = _mm512_maddubs_epi16(v, pack_ab);           /* a<<6|b per pair */
-        v = _mm512_madd_epi16(v, pack_abcd);            /* 24 bits per 4 */
-        v = _mm512_permutexvar_epi8(pack, v);
-        all_ones |= _mm512_mask_cmpeq_epi32_mask(elems12, _mm512_and_si512(v, exponent),
-                                                 exponent);
+    }
+    for (; i + 64 <= len; i += 64, o += 48) {
+        __m512i v = avx512_block(&k, s + i, &bad, &all_ones);
+        if (_mm512_movepi8_mask(bad))
+            return SIZE_MAX;
         _mm512_mask_storeu_epi8(o, out48, v);
     }
     *nonfinite = *nonfinite || all_ones;

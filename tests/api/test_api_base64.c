@@ -3,9 +3,10 @@
  * path this CPU runs (scalar tables, NEON, AVX2, AVX-512 VBMI; a path the
  * CPU lacks is named as skipped), each against the reference written here:
  * RFC 4648 vectors, every length 0..300 both ways, padding and its zero
- * bits, every byte value at every position of a text of two 64-character
- * blocks, a 32-character block and a tail (accepted exactly when in the
- * alphabet, nothing written past the output), whitespace and '=' inside
+ * bits, every byte value at every position of a text of a 256-character
+ * round, two 64-character blocks, a 32-character block and a tail
+ * (accepted exactly when in the alphabet, nothing written past the
+ * output), whitespace and '=' inside
  * rejected, random round trips, and the float32 infinity-or-NaN flag of
  * api_base64_decode_f32 with one special element at every position. The
  * reference is tests/base64_ref.h (and a bytewise exponent test here).
@@ -138,29 +139,31 @@ TEST(base64_every_length)
 /* A text of n characters: the reference encoding of random bytes. */
 static size_t random_text(char *s, size_t n_bytes)
 {
-    unsigned char src[300];
+    unsigned char src[320];
     for (size_t k = 0; k < n_bytes; k++)
         src[k] = (unsigned char)rng();
     return ref_b64_encode(src, n_bytes, s);
 }
 
-static void every_byte_once(void)
+/* Every byte value at every position of a text of n_bytes random bytes
+ * (no padding: n_bytes a multiple of 3, at most 318). */
+static void every_byte_in(size_t n_bytes)
 {
-    char s[168];                    /* 2 x 64 + 32 + 8 characters, no padding */
-    unsigned char dec[126 + 64], want[126];
-    size_t len = random_text(s, 126), wn;
+    char s[424];
+    unsigned char dec[318 + 64], want[318];
+    size_t len = random_text(s, n_bytes), wn;
 
-    CHECK(len == sizeof s);
-    for (size_t pos = 0; pos < sizeof s; pos++) {
+    CHECK(len == n_bytes / 3 * 4);
+    for (size_t pos = 0; pos < len; pos++) {
         char keep = s[pos];
         for (int v = 0; v < 256; v++) {
             s[pos] = (char)v;
-            bool ref_ok = ref_b64_decode(s, sizeof s, want, &wn);
+            bool ref_ok = ref_b64_decode(s, len, want, &wn);
             memset(dec, 0xA5, sizeof dec);
-            bool ok = api_base64_decode(s, sizeof s, dec);
+            bool ok = api_base64_decode(s, len, dec);
             CHECK(ok == ref_ok);
-            if (v == '=' && pos == sizeof s - 1)    /* padding: valid when its bits are 0 */
-                CHECK(wn == sizeof want - 1 || !ok);
+            if (v == '=' && pos == len - 1)         /* padding: valid when its bits are 0 */
+                CHECK(wn == n_bytes - 1 || !ok);
             else
                 CHECK(ok == (v != 0 && memchr(ref_b64_alpha, v, 64) != NULL));
             if (ok) {
@@ -173,9 +176,18 @@ static void every_byte_once(void)
     }
 }
 
-/* Every byte value at every position of two 64-character blocks, a
- * 32-character block and a tail: accepted exactly when it is in the
- * alphabet, decoded to the reference's bytes, nothing written past them. */
+static void every_byte_once(void)
+{
+    every_byte_in(318);     /* 256 + 2 x 64 + 32 + 8 characters */
+    every_byte_in(192);     /* one 256-character round, nothing after it */
+}
+
+/* Every byte value at every position of a round of four 64-character
+ * blocks (AVX-512), two more blocks, a 32-character block and a tail
+ * (AVX2 decodes the first 384 characters in rounds of four 32-character
+ * blocks), and of a text of one round alone: accepted exactly when it is
+ * in the alphabet, decoded to the reference's bytes, nothing written past
+ * them. */
 TEST(base64_every_byte_every_position)
 {
     on_every_path(every_byte_once);
@@ -256,15 +268,17 @@ static bool ref_f32_nonfinite(const unsigned char *p, size_t n)
 /* api_base64_decode_f32's flag against the reference: random finite
  * elements (an exponent bit of each all-ones one cleared), then one
  * special or near-special element at every position of texts that run
- * through the 64- and 32-character blocks and the table loop, with and
- * without padding (the bytes of an element cut by the end never count). */
+ * through the 256-character rounds, the 64- and 32-character blocks and
+ * the table loop, with and without padding (the bytes of an element cut
+ * by the end never count). */
 static void f32_flag_once(void)
 {
     static const uint32_t specials[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u,
                                         0xFFFFFFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00800000u};
-    static const size_t lengths[] = {0, 3, 4, 5, 24, 48, 52, 96, 120, 144, 146, 197, 240};
-    static unsigned char src[256], back[256];
-    static char text[400];
+    static const size_t lengths[] = {0,   3,   4,   5,   24,  48,  52,  96,  120,
+                                     144, 146, 192, 197, 240, 264, 336, 389};
+    static unsigned char src[400], back[400];
+    static char text[540];
     for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
         size_t len = lengths[li];
         for (size_t at = 0; at + 4 <= len + 4; at += 4)
