@@ -11,7 +11,7 @@
  * once per row) against the stored V rows. The output of a row lives in
  * LP_NA registers per pass over the block, one multiply-add per register
  * and key, so no chain of multiply-adds waits on the one before it. The
- * rows LP_PF_BYTES ahead in the range are asked for (prefetcht0) by the
+ * rows LP_PF_BYTES ahead in the range are asked for (into L2) by the
  * first query row's loops a line or two at a time: K lines inside the
  * score loop of the rows 4 ahead's (dot4), V lines inside the value loop,
  * a row's lines with that row's multiply-adds; int8's row scales of those
