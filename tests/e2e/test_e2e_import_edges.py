@@ -38,6 +38,9 @@ def _mat(rng, rows, cols):
 
 
 def _export(d, spec, rows, rng):
+    """(export, attention output) of a new session of rows rows, deleted
+    and its pages let go again, as test_e2e_import_stream's _exported."""
+    start = _state(d)
     r = d.post("/v1/sessions", spec)
     assert r.status == 201, r
     sid = r.json()["id"]
@@ -50,6 +53,7 @@ def _export(d, spec, rows, rng):
     body = d.get(f"/v1/sessions/{sid}/export").body
     attn = _attend(d, sid, spec)
     assert d.request("DELETE", f"/v1/sessions/{sid}").status in (200, 204)
+    _settle(d, start)
     return body, attn
 
 
@@ -283,6 +287,7 @@ def test_imports_on_one_kept_alive_connection():
     rng = random.Random(11)
     with Attnd("--api-key", "sekret") as d:
         auth = {"Authorization": "Bearer sekret"}
+        before = _state(d, auth)
         r = d.request("POST", "/v1/sessions", json.dumps(PLAIN).encode(),
                       headers={**auth, "Content-Type": "application/json"})
         sid = r.json()["id"]
@@ -291,10 +296,7 @@ def test_imports_on_one_kept_alive_connection():
                          headers={**auth, "Content-Type": "application/json"}).status == 200
         body = d.request("GET", f"/v1/sessions/{sid}/export", headers=auth).body
         assert d.request("DELETE", f"/v1/sessions/{sid}", headers=auth).status in (200, 204)
-        # the export's snapshot holds the session's pages until MHD has let
-        # go of the answer, which can be just after the client has read it
-        _settle(d, (0, 0), headers=auth)
-        before = _state(d, auth)
+        _settle(d, before, headers=auth)        # the export's pages let go (_export)
         bad = bytearray(body)
         bad[len(body) // 2] ^= 0x40
         s = socket.create_connection(("127.0.0.1", d.port), timeout=30)

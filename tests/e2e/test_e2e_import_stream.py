@@ -39,7 +39,12 @@ def _settle(d, want, timeout=10.0, headers=None):
 
 
 def _exported(d):
+    """The export of a new session of ROWS rows, the session deleted and
+    its pages let go again (the export's snapshot holds them until MHD has
+    let go of the answer, which can be just after the client has read it),
+    so that a caller's _state() after it is steady."""
     rng = random.Random(18)
+    start = _state(d)
     r = d.post("/v1/sessions", {"d_k": D, "d_v": D, "heads": HEADS, "dtype": "float32"})
     assert r.status == 201, r
     sid = r.json()["id"]
@@ -47,6 +52,7 @@ def _exported(d):
     r = d.get(f"/v1/sessions/{sid}/export")
     assert r.status == 200
     assert d.request("DELETE", f"/v1/sessions/{sid}").status in (200, 204)
+    _settle(d, start)
     return r.body
 
 
