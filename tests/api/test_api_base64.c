@@ -6,10 +6,10 @@
  * bits, every byte value at every position of a text of a 256-character
  * round, two 64-character blocks, a 32-character block and a tail
  * (accepted exactly when in the alphabet, nothing written past the
- * output), whitespace and '=' inside
- * rejected, random round trips, and the float32 infinity-or-NaN flag of
- * api_base64_decode_f32 with one special element at every position. The
- * reference is tests/base64_ref.h (and a bytewise exponent test here).
+ * output), whitespace and '=' inside rejected, random round trips, and
+ * the float32 infinity-or-NaN flag of api_base64_decode_f32 with one
+ * special element at every position. The reference is tests/base64_ref.h
+ * (and a bytewise exponent test here).
  */
 #include <stdbool.h>
 #include <stdint.h>
