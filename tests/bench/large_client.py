@@ -108,9 +108,9 @@ class Client:
     Content-Length are parsed before the body is counted in. http.client
     parses every answer's headers with the email package, sends the
     headers and the body apart, and allocates a new buffer for each body:
-    0.1 to 0.38 ms more per request on the AMD EPYC of issue 22 (three
-    runs, paired medians of 60 requests of each kind, the two clients in
-    turn): the client's own work, which was counted as attnd's."""
+    0.1 to 0.38 ms more per request on the AMD EPYC of issue 22 (six
+    runs, paired medians of 60-80 requests of each kind, the two clients
+    in turn): the client's own work, which was counted as attnd's."""
 
     def __init__(self, url):
         u = urllib.parse.urlparse(url)
