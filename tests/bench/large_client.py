@@ -38,9 +38,10 @@ and answers as many bytes as attnd does (Floor, timed after the chain:
 between attnd's requests it evicted attnd's kept buffers from the caches),
 next to attnd's time outside the pass (client time - in-process time); the
 goal rows print beside their ratio the one the floor alone would reach
-(in-process time over in-process time plus floor): no server can do
-better over loopback in that minute, and on a shared guest the floor
-moves (1.3 to 2.6 ms for the base64 bytes within an hour).
+(in-process time over in-process time plus floor), a rough bound: the
+floor is timed in its own rounds, after the chain, and on a shared guest
+it moves (1.3 to 2.6 ms for the base64 bytes within an hour), so in a
+quieter minute than the chain's it can sit below the row's own ratio.
 
 Prints BENCHROW lines (format: tests/bench/run.sh).
 """
@@ -336,8 +337,9 @@ def main():
     for name in kinds:
         wm = statistics.median(wall[name])
         rm = statistics.median(ratio[name])
-        # what a server that only moved these bytes would score here: the
-        # pass over the pass plus the loopback floor (their own medians)
+        # about what a server that only moved these bytes would score: the
+        # pass over the pass plus the loopback floor (medians of their own
+        # rounds, not of the chain's minute)
         ceiling = comp / (comp + statistics.median(floor[name]))
         print("BENCHROW|large request from the client: f32 n=L=%d d=%d output, %s"
               "|in-process compute ms|%.2f|-|-|%.2f|ms|%.2f of the in-process rate "
