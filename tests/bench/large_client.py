@@ -269,7 +269,7 @@ def main():
     first = {}
     first_faults = {}
     answer_bytes = {}
-    for name, (path, body, hdrs) in kinds.items():
+    for name in kinds:
         f0 = minor_faults(pid)
         first[name], data, fields = cli.post(requests[name])
         first_faults[name] = minor_faults(pid) - f0
