@@ -399,7 +399,7 @@ static bool fused_keys_f32(const struct attn_run *x, size_t row0, size_t nb, con
     struct fused_span span = {K, V, C};
     struct attn_fused_keys keys = {lo, hi, (float)r->params.softcap, r->score_sink, row0,
                                    fused_elem(x->k_elem), fused_elem(x->v_elem), W,
-                                   K->pg ? fused_span : NULL, &span};
+                                   K->pg ? fused_span : NULL, &span, x->stop};
     return attn_fused_rows(qb, nb, r->shape.d_k, (float)r->params.scale, K->base, V->base,
                            r->shape.d_v, &keys, O, m, l, S);
 }
@@ -596,6 +596,7 @@ static enum core_status run_init(const struct attn_request *r, struct attn_ws *w
     if (bytes && !m)
         return CORE_ENOMEM;
     attn_run_init(x, r, m);
+    x->stop = attn_ws_stop(ws);
     return CORE_OK;
 }
 

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct attn_stop;   /* core/stop.h */
+
 /* The kernels are compiled on x86-64 with gcc or clang (each for its own
  * instruction set by function attributes, whatever -march says). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -108,6 +110,8 @@ struct attn_fused_keys {
      * ignores). The rows stay valid until the next call. */
     void (*span)(void *ctx, size_t a, size_t e, const float **k, const float **v);
     void *span_ctx;
+    const struct attn_stop *stop;   /* its yield (core/stop.h) runs before each
+                                       superblock; NULL: none */
 };
 
 /* Floats of the `wide` scratch for 2-byte K or V rows of widths d_k, d_v

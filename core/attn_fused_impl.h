@@ -25,6 +25,7 @@
  */
 #include "attn.h"
 #include "half.h"
+#include "stop.h"
 
 _Static_assert(BC % SUM_KEYS == 0, "blocks end on whole runs of the float sums");
 
@@ -195,6 +196,7 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
     }
     /* superblocks at multiples of ks (itself a multiple of BC) */
     for (size_t s0 = all ? first / ks * ks : 0; s0 < all; s0 += ks) {
+        attn_stop_yield(keys->stop);
         /* the keys any group reads here, as float32 rows */
         size_t a = s0 > first ? s0 : first, e = s0 + ks < all ? s0 + ks : all, k_0 = a, v_0 = a;
         const float *Kf, *Vf;

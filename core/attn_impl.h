@@ -660,6 +660,7 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
         size_t kw = end - k0 < KB ? end - k0 : KB;
         if (!(k0 < tk[1] && k0 + kw > tk[0]) && !(k0 < tk[3] && k0 + kw > tk[2]))
             continue;                       /* none of the tile's keys here */
+        attn_stop_yield(x->stop);
         const T *Kb, *Vb;
         FN(kv_block)(x, K, V, k0, kw, W, C, &Kb, &Vb);
         ATTN_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)kw, (int)dk,

@@ -47,6 +47,8 @@ struct attn_run {
     bool general;               /* positions, segments or a window given */
     enum attn_elem q_elem;      /* what the inputs' q holds (attn_forward_half) */
     enum attn_elem k_elem, v_elem;  /* what the kv view's rows hold */
+    const struct attn_stop *stop;   /* the workspace's (its yield runs between key
+                                       blocks), or NULL */
 };
 
 /* Scratch bytes attn_run_init needs for r (0 when nothing is resolved);

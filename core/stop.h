@@ -1,7 +1,9 @@
 /*
  * core/stop.h — stopping a pass early: a deadline and a cancel flag that a
  * pass reads at its piece boundaries (core/pool.c), so a request past its
- * time, or whose client went away, frees its worker within one piece.
+ * time, or whose client went away, frees its worker within one piece; and
+ * the runner's two hooks: a pause at those boundaries and a yield between
+ * blocks of keys inside a piece.
  */
 #ifndef ATTND_CORE_STOP_H
 #define ATTND_CORE_STOP_H
@@ -18,6 +20,13 @@ struct attn_stop {
      * pass there while smaller work uses the cores. NULL: none. */
     void (*pause)(void *arg);
     void *pause_arg;
+    /* Called inside a piece between blocks of keys (the fused kernels'
+     * superblocks, the loop kernel's key blocks: tens to hundreds of
+     * microseconds apart, where a piece can take milliseconds), on the
+     * thread computing: the runner may give its core to threads waiting
+     * for one. Called often, so it must be cheap. NULL: none. */
+    void (*yield)(void *arg);
+    void *yield_arg;
     uint64_t deadline_ns;           /* stop past this attn_now_ns() time; 0: none */
     uint64_t start_ns;              /* when the request began (attn_stop_within_ms); 0: now */
 };
@@ -30,6 +39,13 @@ bool attn_stop_due(const struct attn_stop *s);
 
 /* A piece boundary: s's pause, then attn_stop_due. */
 bool attn_stop_boundary(const struct attn_stop *s);
+
+/* Between blocks of keys: s's yield, if any (s may be NULL). */
+static inline void attn_stop_yield(const struct attn_stop *s)
+{
+    if (s && s->yield)
+        s->yield(s->yield_arg);
+}
 
 /* Lower s's deadline to start_ns (or now) + ms milliseconds (a request's
  * own timeout; never raises it). */

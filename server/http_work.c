@@ -97,8 +97,11 @@ static void work_run(struct srv_job *j)
                             "the client went away", &r->resp);
         return;
     }
-    r->stop.pause = http_body_size(r) < LARGE_BODY ? NULL : srv_sched_bg_pause;
+    bool large = http_body_size(r) >= LARGE_BODY;
+    r->stop.pause = large ? srv_sched_bg_pause : NULL;
     r->stop.pause_arg = r->h->sched;
+    r->stop.yield = large ? srv_sched_bg_yield : NULL;
+    r->stop.yield_arg = r->h->sched;
     q.ws = srv_worker_ws();
     attn_ws_set_stop(q.ws, &r->stop);
     api_handle(r->h->ctx, &q, &r->resp);

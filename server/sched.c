@@ -19,16 +19,23 @@
  * requests; one client alone still runs --workers requests at once, as
  * before. Hand-written rather than a library's pool: libuv's queue is one
  * FIFO, and the per-client queues are what make it fair.
+ *
+ * Large passes give way to small requests twice over (sched.h): they pause
+ * at piece boundaries while a small one computes, and they yield their
+ * core inside pieces, more often while other jobs are held here.
  */
 #include "server/sched.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "core/stop.h"
 
 struct sched_client {
     struct sched_client *next;      /* in srv_sched.clients (a ring order) */
@@ -46,6 +53,7 @@ struct srv_sched {
     struct srv_job *done, *done_tail;   /* finished, in finishing order */
     unsigned per_client;
     atomic_uint fg;                 /* small requests computing */
+    atomic_uint jobs;               /* pushed and not yet run to their end */
     pthread_mutex_t fg_mu;          /* with fg_cv: large ones wait for fg == 0 */
     pthread_cond_t fg_cv;           /* CLOCK_MONOTONIC */
 };
@@ -100,6 +108,7 @@ static void ticket_work(uv_work_t *w)
     while ((j = take(s)) != NULL) {
         pthread_mutex_unlock(&s->mu);
         j->run(j);
+        atomic_fetch_sub_explicit(&s->jobs, 1, memory_order_relaxed);
         pthread_mutex_lock(&s->mu);
         struct sched_client *c = j->cl;
         c->running--;
@@ -145,6 +154,7 @@ struct srv_sched *srv_sched_new(uv_loop_t *loop, unsigned per_client)
     s->per_client = per_client ? per_client : 1;
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->fg, 0);
+    atomic_init(&s->jobs, 0);
     pthread_mutex_init(&s->fg_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -174,6 +184,7 @@ static struct sched_client *client_of(struct srv_sched *s, const char *id)
 
 void srv_sched_push(struct srv_sched *s, struct srv_job *j)
 {
+    atomic_fetch_add_explicit(&s->jobs, 1, memory_order_relaxed);
     struct ticket *t = malloc(sizeof *t);
     pthread_mutex_lock(&s->mu);
     struct sched_client *c = t ? client_of(s, j->client) : NULL;
@@ -190,6 +201,7 @@ void srv_sched_push(struct srv_sched *s, struct srv_job *j)
     if (!c) {                               /* out of memory: run it here */
         free(t);
         j->run(j);
+        atomic_fetch_sub_explicit(&s->jobs, 1, memory_order_relaxed);
         j->done(j);
         return;
     }
@@ -232,6 +244,28 @@ void srv_sched_bg_pause(void *arg)
         if (pthread_cond_timedwait(&s->fg_cv, &s->fg_mu, &until) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&s->fg_mu);
+}
+
+bool srv_sched_yield_due(uint64_t *last_ns, uint64_t now_ns, uint64_t every_ns)
+{
+    if (now_ns - *last_ns < every_ns)
+        return false;
+    *last_ns = now_ns;
+    return true;
+}
+
+/* The yield's period on a pass of s: short while s holds other jobs. */
+static uint64_t yield_every_ns(struct srv_sched *s)
+{
+    bool others = atomic_load_explicit(&s->jobs, memory_order_relaxed) > 1;
+    return (uint64_t)(others ? SRV_BG_YIELD_US : SRV_BG_YIELD_ALONE_US) * 1000u;
+}
+
+void srv_sched_bg_yield(void *arg)
+{
+    static _Thread_local uint64_t last;
+    if (srv_sched_yield_due(&last, attn_now_ns(), yield_every_ns(arg)))
+        sched_yield();
 }
 
 void srv_sched_close(struct srv_sched *s)

@@ -8,7 +8,9 @@
 #ifndef ATTND_SERVER_SCHED_H
 #define ATTND_SERVER_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <uv.h>
 
@@ -43,6 +45,28 @@ void srv_sched_push(struct srv_sched *s, struct srv_job *j);
 void srv_sched_fg_begin(struct srv_sched *s);
 void srv_sched_fg_end(struct srv_sched *s);
 void srv_sched_bg_pause(void *s);
+
+/*
+ * Inside a piece, a large pass also lets other threads have its core: its
+ * attn_stop yield (srv_sched_bg_yield with s) calls sched_yield() at most
+ * once every SRV_BG_YIELD_US on its thread while the scheduler holds other
+ * jobs, and once every SRV_BG_YIELD_ALONE_US when it holds one or none. A
+ * piece of a large pass takes milliseconds, and a thread woken meanwhile on
+ * its core (the transport's, a small request's, a client's) otherwise waits
+ * until the kernel's next tick takes the core back; a yield lets it run
+ * then, and costs about half a microsecond when nothing waits.
+ */
+#ifndef SRV_BG_YIELD_US
+#define SRV_BG_YIELD_US 200
+#endif
+#ifndef SRV_BG_YIELD_ALONE_US
+#define SRV_BG_YIELD_ALONE_US 2000
+#endif
+void srv_sched_bg_yield(void *s);
+
+/* The yield's clock: whether every_ns has passed since *last_ns (then
+ * *last_ns becomes now_ns). */
+bool srv_sched_yield_due(uint64_t *last_ns, uint64_t now_ns, uint64_t every_ns);
 
 /* Loop thread: close (once no job is queued or running). Free it after
  * the loop has stopped running (uv_run returned): leftover tickets. */

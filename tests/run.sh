@@ -3,8 +3,9 @@
 # the C unit and in-process api tests, then the end-to-end suite (pytest)
 # against BUILD/attnd. Ends with one line "N passed, N failed" over all.
 # ATTND_TEST_ONLY=c           C tests (and the source checks) only
-# ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency, and
-#                             test_attn (the core's helper-pool tests)
+# ATTND_TEST_ONLY=concurrency only tests whose name mentions concurrency,
+#                             test_attn (the core's helper-pool tests) and
+#                             test_sched (the server's scheduler on libuv's pool)
 # ATTND_VALGRIND=1            run the C tests under valgrind
 # ATTND_BROWSER=0             skip the suites that need Chromium and node
 # ATTND_TEST_EXEC=CMD         run each C test as CMD TEST (e.g. qemu-aarch64)
@@ -28,7 +29,7 @@ fi
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
-    case "$only" in concurrency) case "$name" in *concurrency*|test_attn) ;; *) continue ;; esac ;; esac
+    case "$only" in concurrency) case "$name" in *concurrency*|test_attn|test_sched) ;; *) continue ;; esac ;; esac
     # Under memcheck, which runs one thread at a time, the helper pool's
     # spin-watch tests ran past 10 minutes; make tsan and make asan run them.
     if [ "${ATTND_VALGRIND:-}" = 1 ] && [ "$name" = test_pool_concurrency ]; then continue; fi

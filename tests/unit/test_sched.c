@@ -1,0 +1,115 @@
+/*
+ * tests/unit/test_sched.c — the yield of server/sched.c's large passes:
+ * its clock, and its period from the scheduler's job count (short while
+ * other jobs are queued or running, long when the pass is alone), on a
+ * real libuv loop and pool.
+ *
+ * server/ objects are not linked into unit tests (only core/ is), so the one
+ * file under test is compiled in here; it needs nothing of server/ but its
+ * own header and core/stop.h.
+ */
+#include "server/sched.c"
+
+#include "tests/harness.h"
+
+TEST(yield_clock_counts_from_the_last_yield)
+{
+    uint64_t last = 0, us = 1000;
+    CHECK(srv_sched_yield_due(&last, 5 * us, 2 * us));      /* first: due */
+    CHECK(last == 5 * us);
+    CHECK(!srv_sched_yield_due(&last, 6 * us, 2 * us));     /* 1 us on: not yet */
+    CHECK(last == 5 * us);
+    CHECK(!srv_sched_yield_due(&last, 7 * us - 1, 2 * us));
+    CHECK(srv_sched_yield_due(&last, 7 * us, 2 * us));      /* 2 us on: due */
+    CHECK(last == 7 * us);
+    CHECK(srv_sched_yield_due(&last, 7 * us, 0));           /* period 0: always */
+}
+
+struct probe {
+    struct srv_job job;
+    struct srv_sched *s;
+    uint64_t period_ns;             /* what the job's yield would use */
+    int done;
+};
+
+static void probe_run(struct srv_job *j)
+{
+    struct probe *p = (struct probe *)(void *)j;
+    p->period_ns = yield_every_ns(p->s);
+    srv_sched_bg_yield(p->s);       /* runs on a pool thread without harm */
+}
+
+static void probe_done(struct srv_job *j)
+{
+    ((struct probe *)(void *)j)->done++;
+}
+
+static void probe_init(struct probe *p, struct srv_sched *s, const char *client)
+{
+    memset(p, 0, sizeof *p);
+    p->job.run = probe_run;
+    p->job.done = probe_done;
+    snprintf(p->job.client, sizeof p->job.client, "%s", client);
+    p->s = s;
+}
+
+/* Runs the loop until every probe is done (bounded: 10 s). */
+static void run_until_done(uv_loop_t *loop, struct probe *ps, size_t n)
+{
+    uint64_t until = attn_now_ns() + 10000000000ull;
+    for (;;) {
+        size_t left = 0;
+        for (size_t i = 0; i < n; i++)
+            left += !ps[i].done;
+        if (!left || attn_now_ns() > until)
+            break;
+        uv_run(loop, UV_RUN_ONCE);
+    }
+}
+
+TEST(yield_period_follows_the_other_jobs)
+{
+    uv_loop_t loop;
+    CHECK(uv_loop_init(&loop) == 0);
+    struct srv_sched *s = srv_sched_new(&loop, 1);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    uint64_t alone = (uint64_t)SRV_BG_YIELD_ALONE_US * 1000u;
+    uint64_t shared = (uint64_t)SRV_BG_YIELD_US * 1000u;
+    CHECK(shared < alone);
+
+    struct probe one;
+    probe_init(&one, s, "a");
+    srv_sched_push(s, &one.job);
+    run_until_done(&loop, &one, 1);
+    CHECK_EQ_INT(one.done, 1);
+    CHECK(one.period_ns == alone);              /* the only job */
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
+
+    /* One client may run one job at a time: the second waits for the
+     * first, which therefore runs while another job is queued, and the
+     * second runs alone once the first has ended. */
+    struct probe two[2];
+    probe_init(&two[0], s, "b");
+    probe_init(&two[1], s, "b");
+    srv_sched_push(s, &two[0].job);
+    srv_sched_push(s, &two[1].job);
+    run_until_done(&loop, two, 2);
+    CHECK_EQ_INT(two[0].done + two[1].done, 2);
+    CHECK(two[0].period_ns == shared);
+    CHECK(two[1].period_ns == alone);
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
+
+    srv_sched_close(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    srv_sched_free(s);
+    CHECK(uv_loop_close(&loop) == 0);
+}
+
+int main(void)
+{
+    RUN(yield_clock_counts_from_the_last_yield);
+    RUN(yield_period_follows_the_other_jobs);
+    TEST_MAIN_END();
+}
