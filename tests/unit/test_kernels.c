@@ -186,7 +186,7 @@ static int check_case(const struct kcase *c)
     int bad = 0;
     int32_t *zero = calloc(nb, sizeof(int32_t));
     struct attn_fused_keys keys = {c->lo ? c->lo : zero, c->lim, c->cap, NULL, 0, 0, 0, NULL,
-                                   NULL, NULL};
+                                   NULL, NULL, NULL};
     if (!attn_fused_rows(c->q, nb, c->dk, c->scale, c->k, c->v, dv, &keys, O, m, l,
                          scratch)) {
         bad = 1;
@@ -250,7 +250,7 @@ TEST(every_kernel_matches_reference)
                 float o, m;
                 double l;
                 int32_t zero = 0;
-                struct attn_fused_keys keys = {&zero, kc.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
+                struct attn_fused_keys keys = {&zero, kc.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
                 CHECK(!attn_fused_rows(kc.q, 1, kc.dk, kc.scale, kc.k, kc.v, kc.dv, &keys,
                                        &o, &m, &l, NULL));
                 CHECK(!attn_fused_available());
@@ -293,7 +293,7 @@ TEST(every_kernel_refuses_nonfinite_seen_scores)
         size_t sf = attn_fused_scratch_floats(20, 4, 4);
         float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
         int32_t zero[20] = {0};
-        struct attn_fused_keys keys = {zero, c.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
+        struct attn_fused_keys keys = {zero, c.lim, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
         CHECK(!attn_fused_rows(c.q, 20, 4, 1.0f, c.k, c.v, 4, &keys, O, m, l, scratch));
         free(scratch);
         kcase_free(&c);
@@ -522,7 +522,7 @@ TEST(every_kernel_row_alone_same_bits)
             hi[t] = (int32_t)(400 + 5 * t);
             lo[t] = (int32_t)(100 + 3 * t + (t % 7) * 11);
         }
-        struct attn_fused_keys keys = {lo, hi, 2.5f, NULL, 0, 0, 0, NULL, NULL, NULL};
+        struct attn_fused_keys keys = {lo, hi, 2.5f, NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
         size_t sf = attn_fused_scratch_floats(nb, d, d);
         float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) / 64 * 64);
         float O[60 * 16], m[60], O1[16], m1;
@@ -531,7 +531,7 @@ TEST(every_kernel_row_alone_same_bits)
         int same = 1;
         for (size_t t = 0; t < nb; t++) {
             struct attn_fused_keys one = {lo + t, hi + t, 2.5f, NULL, 0, 0, 0, NULL,
-                                          NULL, NULL};
+                                          NULL, NULL, NULL};
             CHECK(attn_fused_rows(q + t * d, 1, d, 0.25f, k, v, d, &one, O1, &m1, &l1, scratch));
             same &= memcmp(O1, O + t * d, sizeof O1) == 0 && m1 == m[t] && l1 == l[t];
         }
@@ -590,7 +590,7 @@ TEST(every_kernel_span_same_bits_as_one_block)
         float m[70], m2[70];
         double l[70], l2[70];
         struct span_copy sc = {k, v, dk, dv, L, 0, 0, malloc(L * (dk + dv) * sizeof(float))};
-        struct attn_fused_keys keys = {lo, hi, 0, NULL, 0, 0, 0, NULL, NULL, NULL};
+        struct attn_fused_keys keys = {lo, hi, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
         CHECK(attn_fused_rows(q, nb, dk, 0.125f, k, v, dv, &keys, O, m, l, scratch));
         keys.span = span_rows;
         keys.span_ctx = &sc;
