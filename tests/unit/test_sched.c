@@ -28,6 +28,7 @@ TEST(yield_clock_counts_from_the_last_yield)
 struct probe {
     struct srv_job job;
     struct srv_sched *s;
+    const atomic_bool *gate;        /* the job reads its period once this is set */
     uint64_t period_ns;             /* what the job's yield would use */
     int done;
 };
@@ -35,6 +36,11 @@ struct probe {
 static void probe_run(struct srv_job *j)
 {
     struct probe *p = (struct probe *)(void *)j;
+    uint64_t until = attn_now_ns() + 10000000000ull;
+    while (!atomic_load(p->gate) && attn_now_ns() < until) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     p->period_ns = yield_every_ns(p->s);
     srv_sched_bg_yield(p->s);       /* runs on a pool thread without harm */
 }
@@ -44,13 +50,15 @@ static void probe_done(struct srv_job *j)
     ((struct probe *)(void *)j)->done++;
 }
 
-static void probe_init(struct probe *p, struct srv_sched *s, const char *client)
+static void probe_init(struct probe *p, struct srv_sched *s, const char *client,
+                       const atomic_bool *gate)
 {
     memset(p, 0, sizeof *p);
     p->job.run = probe_run;
     p->job.done = probe_done;
     snprintf(p->job.client, sizeof p->job.client, "%s", client);
     p->s = s;
+    p->gate = gate;
 }
 
 /* Runs the loop until every probe is done (bounded: 10 s). */
@@ -79,8 +87,9 @@ TEST(yield_period_follows_the_other_jobs)
     uint64_t shared = (uint64_t)SRV_BG_YIELD_US * 1000u;
     CHECK(shared < alone);
 
+    atomic_bool open = true, after_push = false;
     struct probe one;
-    probe_init(&one, s, "a");
+    probe_init(&one, s, "a", &open);
     srv_sched_push(s, &one.job);
     run_until_done(&loop, &one, 1);
     CHECK_EQ_INT(one.done, 1);
@@ -88,13 +97,15 @@ TEST(yield_period_follows_the_other_jobs)
     CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
 
     /* One client may run one job at a time: the second waits for the
-     * first, which therefore runs while another job is queued, and the
-     * second runs alone once the first has ended. */
+     * first, which (held until both are pushed, since a pool thread may
+     * start it at once) runs while another job is queued; the second runs
+     * alone once the first has ended. */
     struct probe two[2];
-    probe_init(&two[0], s, "b");
-    probe_init(&two[1], s, "b");
+    probe_init(&two[0], s, "b", &after_push);
+    probe_init(&two[1], s, "b", &open);
     srv_sched_push(s, &two[0].job);
     srv_sched_push(s, &two[1].job);
+    atomic_store(&after_push, true);
     run_until_done(&loop, two, 2);
     CHECK_EQ_INT(two[0].done + two[1].done, 2);
     CHECK(two[0].period_ns == shared);
