@@ -180,7 +180,11 @@ static void *pool_main(void *v)
         pthread_mutex_unlock(&p->mu);
         if (!fn)
             continue;
+        /* the job's stop inside its pieces too (their yields, the
+         * boundaries of a piece that is itself cut up) */
+        attn_ws_set_stop(ws, attn_ws_stop(job_ws));
         pool_work(p, fn, arg, pieces, job_ws, ws, true);
+        attn_ws_set_stop(ws, NULL);
         if (atomic_fetch_sub(&p->active, 1) == 1) {
             pthread_mutex_lock(&p->mu);     /* the caller may be asleep on done */
             pthread_cond_signal(&p->done);

@@ -21,8 +21,10 @@ struct attn_ws;     /* core/attn.h */
  * time: a pass that finds it busy, or whose may_help(arg) answers false
  * (the server: other requests are waiting for a worker), runs all of its
  * pieces on the calling thread; helpers also ask may_help before each piece
- * they take, so they step back as soon as other work arrives. BLAS stays
- * single-threaded inside pieces. may_help may be NULL (always help).
+ * they take, so they step back as soon as other work arrives. A helper runs
+ * a job's pieces with the caller's stop (attn_ws_set_stop) attached to its
+ * own workspace. BLAS stays single-threaded inside pieces. may_help may be
+ * NULL (always help).
  */
 struct attn_pool;
 struct attn_pool *attn_pool_new(size_t helpers, bool (*may_help)(void *arg), void *arg);

@@ -20,11 +20,12 @@ struct attn_stop {
      * pass there while smaller work uses the cores. NULL: none. */
     void (*pause)(void *arg);
     void *pause_arg;
-    /* Called inside a piece between blocks of keys (the fused kernels'
-     * superblocks, the loop kernel's key blocks: tens to hundreds of
-     * microseconds apart, where a piece can take milliseconds), on the
-     * thread computing: the runner may give its core to threads waiting
-     * for one. Called often, so it must be cheap. NULL: none. */
+    /* Called inside a piece of a key-blocked pass (output only) between
+     * blocks of keys (the fused kernels' superblocks, the loop kernel's key
+     * blocks: tens to hundreds of microseconds apart, where a piece can take
+     * milliseconds), on the thread computing: the runner may give its core
+     * to threads waiting for one. Passes that return scores or weights call
+     * only the pause. Called often, so it must be cheap. NULL: none. */
     void (*yield)(void *arg);
     void *yield_arg;
     uint64_t deadline_ns;           /* stop past this attn_now_ns() time; 0: none */

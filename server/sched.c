@@ -20,9 +20,10 @@
  * before. Hand-written rather than a library's pool: libuv's queue is one
  * FIFO, and the per-client queues are what make it fair.
  *
- * Large passes give way to small requests twice over (sched.h): they pause
- * at piece boundaries while a small one computes, and they yield their
- * core inside pieces, more often while other jobs are held here.
+ * Large passes give way to other work in two ways (sched.h): they pause at
+ * piece boundaries while a small request computes, and inside pieces they
+ * offer their core to any waiting thread, more often while other jobs are
+ * held here.
  */
 #include "server/sched.h"
 
@@ -246,14 +247,6 @@ void srv_sched_bg_pause(void *arg)
     pthread_mutex_unlock(&s->fg_mu);
 }
 
-bool srv_sched_yield_due(uint64_t *last_ns, uint64_t now_ns, uint64_t every_ns)
-{
-    if (now_ns - *last_ns < every_ns)
-        return false;
-    *last_ns = now_ns;
-    return true;
-}
-
 /* The yield's period on a pass of s: short while s holds other jobs. */
 static uint64_t yield_every_ns(struct srv_sched *s)
 {
@@ -261,11 +254,21 @@ static uint64_t yield_every_ns(struct srv_sched *s)
     return (uint64_t)(others ? SRV_BG_YIELD_US : SRV_BG_YIELD_ALONE_US) * 1000u;
 }
 
+/* Yield if a period of s has passed since *last_ns (the thread's last
+ * yield; then now_ns); whether it did. */
+static bool bg_yield_at(struct srv_sched *s, uint64_t *last_ns, uint64_t now_ns)
+{
+    if (now_ns - *last_ns < yield_every_ns(s))
+        return false;
+    *last_ns = now_ns;
+    sched_yield();
+    return true;
+}
+
 void srv_sched_bg_yield(void *arg)
 {
     static _Thread_local uint64_t last;
-    if (srv_sched_yield_due(&last, attn_now_ns(), yield_every_ns(arg)))
-        sched_yield();
+    bg_yield_at(arg, &last, attn_now_ns());
 }
 
 void srv_sched_close(struct srv_sched *s)

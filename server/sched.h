@@ -8,9 +8,7 @@
 #ifndef ATTND_SERVER_SCHED_H
 #define ATTND_SERVER_SCHED_H
 
-#include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include <uv.h>
 
@@ -47,14 +45,16 @@ void srv_sched_fg_end(struct srv_sched *s);
 void srv_sched_bg_pause(void *s);
 
 /*
- * Inside a piece, a large pass also lets other threads have its core: its
- * attn_stop yield (srv_sched_bg_yield with s) calls sched_yield() at most
- * once every SRV_BG_YIELD_US on its thread while the scheduler holds other
- * jobs, and once every SRV_BG_YIELD_ALONE_US when it holds one or none. A
- * piece of a large pass takes milliseconds, and a thread woken meanwhile on
- * its core (the transport's, a small request's, a client's) otherwise waits
- * until the kernel's next tick takes the core back; a yield lets it run
- * then, and costs about half a microsecond when nothing waits.
+ * Inside a piece, a large pass also offers its core to any thread waiting
+ * for one: its attn_stop yield (srv_sched_bg_yield with s), called between
+ * blocks of keys, calls sched_yield() at most once every SRV_BG_YIELD_US on
+ * its thread while s holds other jobs (queued or running, whoever's), and
+ * once every SRV_BG_YIELD_ALONE_US while the pass's own job is the only one.
+ * A piece of a large pass takes milliseconds, and a thread woken meanwhile
+ * on its core (the transport's, a small request's, a client's) could wait
+ * for the kernel's next tick to get it (4 ms at HZ=250 on a kernel that
+ * lets the running task finish its slice); a yield lets it run then, and
+ * costs about half a microsecond when nothing waits.
  */
 #ifndef SRV_BG_YIELD_US
 #define SRV_BG_YIELD_US 200
@@ -63,10 +63,6 @@ void srv_sched_bg_pause(void *s);
 #define SRV_BG_YIELD_ALONE_US 2000
 #endif
 void srv_sched_bg_yield(void *s);
-
-/* The yield's clock: whether every_ns has passed since *last_ns (then
- * *last_ns becomes now_ns). */
-bool srv_sched_yield_due(uint64_t *last_ns, uint64_t now_ns, uint64_t every_ns);
 
 /* Loop thread: close (once no job is queued or running). Free it after
  * the loop has stopped running (uv_run returned): leftover tickets. */

@@ -8,10 +8,9 @@ keeps 24 large requests (n=L=8192 d=64, base64 float32, output only) in
 flight with the other key. The row reports the small client's p99 under
 load against its p99 alone in the same run (goal: at most 5x, issue 23),
 and the large requests' throughput under load for context. Each p99 is
-taken over 1000 requests, the tenth slowest: with 300 it was the third
-slowest, and seven runs of one build gave 1.2x to 6.1x. Loopback
-only; the daemon is stopped by its PID; every loop is bounded in count
-and time.
+taken over 1000 requests (the tenth slowest), so that one stall of a
+shared machine does not set it. Loopback only; the daemon is stopped by
+its PID; every loop is bounded in count and time.
 """
 import base64
 import http.client

@@ -1,8 +1,8 @@
 /*
  * tests/unit/test_sched.c — the yield of server/sched.c's large passes:
- * its clock, and its period from the scheduler's job count (short while
- * other jobs are queued or running, long when the pass is alone), on a
- * real libuv loop and pool.
+ * its clock against the period of the scheduler's job count (short while
+ * other jobs are queued or running, long when the pass is alone), and that
+ * count as jobs run on a real libuv loop and pool.
  *
  * server/ objects are not linked into unit tests (only core/ is), so the one
  * file under test is compiled in here; it needs nothing of server/ but its
@@ -12,17 +12,51 @@
 
 #include "tests/harness.h"
 
-TEST(yield_clock_counts_from_the_last_yield)
+/* The two periods of a pass's yield, in ns. */
+static const uint64_t alone = (uint64_t)SRV_BG_YIELD_ALONE_US * 1000u;
+static const uint64_t shared = (uint64_t)SRV_BG_YIELD_US * 1000u;
+
+/* A scheduler of one job per client on a new loop (NULL: failed). */
+static struct srv_sched *sched_up(uv_loop_t *loop)
 {
-    uint64_t last = 0, us = 1000;
-    CHECK(srv_sched_yield_due(&last, 5 * us, 2 * us));      /* first: due */
-    CHECK(last == 5 * us);
-    CHECK(!srv_sched_yield_due(&last, 6 * us, 2 * us));     /* 1 us on: not yet */
-    CHECK(last == 5 * us);
-    CHECK(!srv_sched_yield_due(&last, 7 * us - 1, 2 * us));
-    CHECK(srv_sched_yield_due(&last, 7 * us, 2 * us));      /* 2 us on: due */
-    CHECK(last == 7 * us);
-    CHECK(srv_sched_yield_due(&last, 7 * us, 0));           /* period 0: always */
+    CHECK(shared < alone);
+    CHECK(uv_loop_init(loop) == 0);
+    struct srv_sched *s = srv_sched_new(loop, 1);
+    CHECK(s != NULL);
+    return s;
+}
+
+static void sched_down(uv_loop_t *loop, struct srv_sched *s)
+{
+    srv_sched_close(s);
+    uv_run(loop, UV_RUN_DEFAULT);
+    srv_sched_free(s);
+    CHECK(uv_loop_close(loop) == 0);
+}
+
+/* bg_yield_at on a scheduler whose job count is set by hand: a yield
+ * once the period of that count has passed since the last, then not
+ * again until it has passed once more. */
+TEST(yield_waits_out_the_period_of_the_job_count)
+{
+    uv_loop_t loop;
+    struct srv_sched *s = sched_up(&loop);
+    if (!s)
+        return;
+    uint64_t last = 0, t = alone;
+    atomic_store(&s->jobs, 1);                  /* the pass's own job alone */
+    CHECK(bg_yield_at(s, &last, t));            /* first: due */
+    CHECK(last == t);
+    CHECK(!bg_yield_at(s, &last, t + shared));  /* alone: the shared period is not enough */
+    CHECK(!bg_yield_at(s, &last, t + alone - 1));
+    CHECK(bg_yield_at(s, &last, t + alone));
+    t += alone;
+    atomic_store(&s->jobs, 3);                  /* others queued or running */
+    CHECK(!bg_yield_at(s, &last, t + shared - 1));
+    CHECK(bg_yield_at(s, &last, t + shared));
+    CHECK(last == t + shared);
+    atomic_store(&s->jobs, 0);
+    sched_down(&loop, s);
 }
 
 struct probe {
@@ -42,7 +76,7 @@ static void probe_run(struct srv_job *j)
         nanosleep(&ms, NULL);
     }
     p->period_ns = yield_every_ns(p->s);
-    srv_sched_bg_yield(p->s);       /* runs on a pool thread without harm */
+    srv_sched_bg_yield(p->s);       /* on a pool thread, as a pass calls it */
 }
 
 static void probe_done(struct srv_job *j)
@@ -78,14 +112,9 @@ static void run_until_done(uv_loop_t *loop, struct probe *ps, size_t n)
 TEST(yield_period_follows_the_other_jobs)
 {
     uv_loop_t loop;
-    CHECK(uv_loop_init(&loop) == 0);
-    struct srv_sched *s = srv_sched_new(&loop, 1);
-    CHECK(s != NULL);
+    struct srv_sched *s = sched_up(&loop);
     if (!s)
         return;
-    uint64_t alone = (uint64_t)SRV_BG_YIELD_ALONE_US * 1000u;
-    uint64_t shared = (uint64_t)SRV_BG_YIELD_US * 1000u;
-    CHECK(shared < alone);
 
     atomic_bool open = true, after_push = false;
     struct probe one;
@@ -112,15 +141,12 @@ TEST(yield_period_follows_the_other_jobs)
     CHECK(two[1].period_ns == alone);
     CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
 
-    srv_sched_close(s);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    srv_sched_free(s);
-    CHECK(uv_loop_close(&loop) == 0);
+    sched_down(&loop, s);
 }
 
 int main(void)
 {
-    RUN(yield_clock_counts_from_the_last_yield);
+    RUN(yield_waits_out_the_period_of_the_job_count);
     RUN(yield_period_follows_the_other_jobs);
     TEST_MAIN_END();
 }

@@ -4,16 +4,20 @@
  * a piece boundary, with and without a helper pool; a stop that is not due
  * changes no bit of the result (the pass is cut into the serial pass's own
  * tiles); the pause hook is called at the boundaries; the yield hook is
- * called between blocks of keys inside the pieces, on every kernel, as
- * often with helpers as without and without changing a bit; timeout_ms
+ * called between blocks of keys inside the pieces, on every kernel and in
+ * the lse and top-k pass, on the helpers too, as often with helpers as
+ * without and without changing a bit; timeout_ms
  * only ever lowers a deadline.
  */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/attn.h"
+#include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/pool.h"
 #include "core/stop.h"
@@ -119,12 +123,15 @@ TEST(stops_with_a_helper_pool)
     attn_pool_free(pool);
 }
 
-static atomic_int yields;
+static atomic_int yields, helper_yields;
+static pthread_t test_thread;
 
 static void count_yield(void *arg)
 {
     (void)arg;
     atomic_fetch_add(&yields, 1);
+    if (!pthread_equal(pthread_self(), test_thread))
+        atomic_fetch_add(&helper_yields, 1);
 }
 
 /* n = 1024 rows against L = 4096 keys of width 32: four 1024-key
@@ -134,6 +141,7 @@ static void count_yield(void *arg)
 #define YN 1024
 #define YL 4096
 #define YD 32
+#define YK 4                /* top-k of the extras pass */
 
 static float *filled(size_t count, unsigned seed)
 {
@@ -145,30 +153,106 @@ static float *filled(size_t count, unsigned seed)
     return a;
 }
 
-/* Yields and pauses of one pass of r on kernel k, with pool or without;
- * its output into o. */
-static void yield_pass(const struct attn_request *r, const struct attn_inputs *in,
-                       struct attn_pool *pool, float *o, int *n_yields, int *n_pauses)
+struct ypass {
+    const struct attn_request *r;
+    const struct attn_inputs *in;
+    bool extras;            /* attn_forward_extras with lse and top-k of the second of
+                               two heads (cut into pieces of its own, each a pass on
+                               the thread's own workspace), else attn_forward */
+    float *o, *lse, *top_val;
+    int64_t *top_idx;
+    int yields, helper_yields, pauses;
+};
+
+/* One pass of y on ws (stop attached or not): its outputs, and the calls
+ * of the stop's hooks it made. */
+static enum core_status ypass_run(struct ypass *y, struct attn_ws *ws)
 {
+    struct attn_result out = {.output = y->o};
+    atomic_store(&yields, 0);
+    atomic_store(&helper_yields, 0);
+    atomic_store(&pauses, 0);
+    enum core_status st;
+    if (y->extras) {
+        static const size_t second[1] = {1};
+        struct attn_extras x = {ATTN_X_LSE | ATTN_X_TOPK, second, 1, YK};
+        struct attn_extras_out xo = {.lse = y->lse, .top_idx = y->top_idx,
+                                     .top_val = y->top_val};
+        st = attn_forward_extras(y->r, y->in, NULL, &x, &out, &xo, ws);
+    } else {
+        st = attn_forward(y->r, y->in, &out, ws);
+    }
+    y->yields = atomic_load(&yields);
+    y->helper_yields = atomic_load(&helper_yields);
+    y->pauses = atomic_load(&pauses);
+    return st;
+}
+
+static struct ypass ypass_new(const struct attn_request *r, const struct attn_inputs *in,
+                              bool extras)
+{
+    struct ypass y = {r, in, extras, calloc(YN * YD, sizeof(float)),
+                      calloc(YN, sizeof(float)), calloc(YN * YK, sizeof(float)),
+                      calloc(YN * YK, sizeof(int64_t)), 0, 0, 0};
+    return y;
+}
+
+static void ypass_free(struct ypass *y)
+{
+    free(y->o);
+    free(y->lse);
+    free(y->top_val);
+    free(y->top_idx);
+}
+
+static bool ypass_same(const struct ypass *a, const struct ypass *b)
+{
+    return memcmp(a->o, b->o, YN * YD * sizeof(float)) == 0 &&
+           memcmp(a->lse, b->lse, YN * sizeof(float)) == 0 &&
+           memcmp(a->top_val, b->top_val, YN * YK * sizeof(float)) == 0 &&
+           memcmp(a->top_idx, b->top_idx, YN * YK * sizeof(int64_t)) == 0;
+}
+
+/* The pass of ref's kind with a stop whose yield counts: the same bits as
+ * ref, yields inside the pieces, and as many with a helper pool as without
+ * (once helpers have taken pieces: up to 20 tries, since a helper may wake
+ * too late for a pass). */
+static void check_yields(struct ypass *ref, struct attn_pool *pool, const char *what)
+{
+    struct ypass alone = ypass_new(ref->r, ref->in, ref->extras);
+    struct ypass pooled = ypass_new(ref->r, ref->in, ref->extras);
     struct attn_ws *ws = attn_ws_new();
-    attn_ws_set_pool(ws, pool);
     struct attn_stop st = {.pause = count_pause, .yield = count_yield};
     attn_ws_set_stop(ws, &st);
-    struct attn_result out = {.output = o};
-    atomic_store(&yields, 0);
-    atomic_store(&pauses, 0);
-    CHECK_EQ_INT(attn_forward(r, in, &out, ws), CORE_OK);
-    *n_yields = atomic_load(&yields);
-    *n_pauses = atomic_load(&pauses);
+    CHECK_EQ_INT(ypass_run(&alone, ws), CORE_OK);
+    CHECK(ypass_same(&alone, ref));
+    attn_ws_set_pool(ws, pool);
+    for (int tries = 0; tries < 20 && pooled.helper_yields == 0; tries++)
+        CHECK_EQ_INT(ypass_run(&pooled, ws), CORE_OK);
+    CHECK(ypass_same(&pooled, ref));
+    CHECK(alone.pauses >= 2);                   /* cut into tiles */
+    CHECK(alone.yields >= 4 * alone.pauses);    /* inside the tiles, not only between */
+    CHECK(alone.yields <= 64 * alone.pauses);   /* per block of keys, not per row */
+    CHECK(pooled.helper_yields > 0);            /* the helpers' pieces yield too */
+    CHECK_EQ_INT(pooled.yields, alone.yields);
+    if (alone.pauses < 2 || alone.yields < 4 * alone.pauses ||
+        alone.yields > 64 * alone.pauses || pooled.helper_yields == 0 ||
+        pooled.yields != alone.yields)
+        fprintf(stderr, "%s: %d yields over %d pieces; with helpers %d, %d on helpers\n",
+                what, alone.yields, alone.pauses, pooled.yields, pooled.helper_yields);
     attn_ws_free(ws);
+    ypass_free(&alone);
+    ypass_free(&pooled);
 }
 
 TEST(yields_between_key_blocks_on_every_kernel)
 {
-    float *q = filled(YN * YD, 1), *k = filled(YL * YD, 2), *v = filled(YL * YD, 3);
-    float *ref = calloc(YN * YD, sizeof(float)), *o = calloc(YN * YD, sizeof(float));
+    test_thread = pthread_self();
+    /* two heads: the plain pass reads the first (h = 1), the extras pass
+     * the second of both */
+    float *q = filled(2 * YN * YD, 1), *k = filled(2 * YL * YD, 2), *v = filled(2 * YL * YD, 3);
     struct attn_pool *pool = attn_pool_new(2, NULL, NULL);
-    CHECK(q && k && v && ref && o && pool);
+    CHECK(q && k && v && pool);
     struct attn_request r = {0};
     r.shape.h = r.shape.h_kv = 1;
     r.shape.n = YN;
@@ -177,34 +261,30 @@ TEST(yields_between_key_blocks_on_every_kernel)
     r.params.dtype = ATTN_F32;
     r.params.scale = attn_default_scale(YD);
     r.outputs = ATTN_OUT_OUTPUT;
+    struct attn_request r2 = r;
+    r2.shape.h = r2.shape.h_kv = 2;
     struct attn_inputs in = {.q = q, .k = k, .v = v};
     unsigned have = attn_kernel_supported();
     for (int kn = ATTN_KERNEL_NONE; kn < ATTN_KERNEL_AUTO; kn++) {
         if (!(have & (1u << kn)))
             continue;
         attn_kernel_set((enum attn_kernel)kn);
-        struct attn_result plain = {.output = ref};
-        CHECK_EQ_INT(attn_forward(&r, &in, &plain, NULL), CORE_OK);
-        int y_alone, p_alone, y_pool, p_pool;
-        yield_pass(&r, &in, NULL, o, &y_alone, &p_alone);
-        CHECK(memcmp(o, ref, YN * YD * sizeof(float)) == 0);
-        yield_pass(&r, &in, pool, o, &y_pool, &p_pool);
-        CHECK(memcmp(o, ref, YN * YD * sizeof(float)) == 0);
-        CHECK(p_alone >= 2);                    /* cut into tiles */
-        CHECK(y_alone >= 4 * p_alone);          /* inside the tiles, not only between */
-        CHECK_EQ_INT(y_pool, y_alone);          /* the helpers' blocks yield too */
-        CHECK_EQ_INT(p_pool, p_alone);
-        if (p_alone < 2 || y_alone < 4 * p_alone || y_pool != y_alone)
-            fprintf(stderr, "kernel %s: %d yields, %d with helpers, %d pieces\n",
-                    attn_kernel_name((enum attn_kernel)kn), y_alone, y_pool, p_alone);
+        for (int extras = 0; extras < 2; extras++) {
+            struct ypass ref = ypass_new(extras ? &r2 : &r, &in, extras);
+            CHECK_EQ_INT(ypass_run(&ref, NULL), CORE_OK);   /* no stop: no yields */
+            CHECK_EQ_INT(ref.yields, 0);
+            char what[64];
+            snprintf(what, sizeof what, "kernel %s%s", attn_kernel_name((enum attn_kernel)kn),
+                     extras ? ", lse and top-k of one head" : "");
+            check_yields(&ref, pool, what);
+            ypass_free(&ref);
+        }
     }
     attn_kernel_set(ATTN_KERNEL_AUTO);
     attn_pool_free(pool);
     free(q);
     free(k);
     free(v);
-    free(ref);
-    free(o);
 }
 
 TEST(timeout_only_lowers_the_deadline)
