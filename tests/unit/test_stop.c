@@ -143,13 +143,12 @@ static void count_yield(void *arg)
 #define YD 32
 #define YK 4                /* top-k of the extras pass */
 
-static float *filled(size_t count, unsigned seed)
+/* count numbers in [-1, 1) from the harness's generator, seeded. */
+static float *filled(size_t count, uint64_t seed)
 {
     float *a = malloc(count * sizeof(float));
-    for (size_t i = 0; a && i < count; i++) {
-        seed = seed * 1103515245u + 12345u;
-        a[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
-    }
+    for (size_t i = 0; a && i < count; i++)
+        a[i] = (float)(t_rng_next(&seed) >> 40) / (float)(1u << 23) - 1.0f;
     return a;
 }
 
