@@ -35,6 +35,7 @@ struct api_call {
     struct api_response *resp;          /* the answer being built */
     uint64_t t0_us;                     /* api_now_us() when handling began */
     bool answered;                      /* a reply helper has run */
+    bool trusted;                       /* made up by attnd (api_handle_trusted) */
     enum api_half half;                 /* the request's float16/bfloat16
                                            dtype, or none; tensor readers
                                            round to it (api/half.h) */
@@ -57,6 +58,11 @@ static inline bool api_draining(const struct api_call *c)
 
 /* Monotonic clock in microseconds. */
 uint64_t api_now_us(void);
+
+/* api_handle for a request attnd makes up itself (api/warm.c): no API key
+ * is asked for, and no CORS headers are added. */
+void api_handle_trusted(struct api_ctx *ctx, const struct api_request *req,
+                        struct api_response *resp);
 
 /* Header value of the request by case-insensitive name, or NULL. */
 const char *api_header(const struct api_call *c, const char *name);

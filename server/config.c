@@ -33,6 +33,7 @@ enum opt_kind {
     OPT_FSYNC,      /* always | everysec | no */
     OPT_CORS,       /* comma-separated origins */
     OPT_KERNEL,     /* auto | avx512 | avx2 | none */
+    OPT_WARMUP,     /* NxLxD or HxNxLxD, comma-separated */
 };
 
 struct opt {
@@ -106,6 +107,10 @@ static const struct opt opts[] = {
      "requests in flight per key (or address); 0: off"},
     {"request-timeout", OPT_SECONDS, N(request_timeout_s), 0, 86400, "60",
      "seconds a request may take on the pool (503 deadline_exceeded); 0: none"},
+    {"warm-up", OPT_WARMUP, N(warm_up), 0, 0, "",
+     "before listening, run an output-only float32 request of each shape (NxLxD or HxNxLxD, "
+     "comma-separated, at most 4), base64 and OIP v2 binary, on every compute thread, so the "
+     "first ones find their buffers ready"},
 };
 
 #undef F
@@ -244,6 +249,8 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
         return set_cors(cfg, v);
     case OPT_KERNEL:
         return attn_kernel_parse(v, &cfg->kernel);
+    case OPT_WARMUP:
+        return api_warm_parse(v, cfg->warm_up, &cfg->n_warm_up);
     }
     return false;
 }
@@ -272,6 +279,7 @@ static const char *kind_hint(const struct opt *o)
     case OPT_FSYNC: return "always, everysec or no";
     case OPT_CORS: return "at most 32 origins, 4095 characters";
     case OPT_KERNEL: return "auto, avx512, avx2 or none";
+    case OPT_WARMUP: return "shapes NxLxD or HxNxLxD (each 1 to 1048576), comma-separated, at most 4";
     case OPT_STR: break;
     }
     return "shorter text";

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "api/warm.h"
 #include "core/attn_fused.h"
 
 #define SRV_MAX_CORS_ORIGINS 32
@@ -56,6 +57,8 @@ struct srv_config {
     unsigned rate_burst;            /* bucket size, 0 = one second's worth */
     unsigned max_inflight_per_key;  /* requests in flight per client, 0 = off */
     double request_timeout_s;       /* deadline on the pool, 0 = none */
+    struct api_warm_shape warm_up[API_WARM_MAX];  /* --warm-up: run before listening */
+    size_t n_warm_up;
 };
 
 /* What srv_config_parse asks of the caller. */

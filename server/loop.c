@@ -5,8 +5,8 @@
  * Start: UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
  * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
  * pool that lets one large request use idle cores, the session store
- * (restored from --state-dir's snapshot and journal), the transport, the
- * port file.
+ * (restored from --state-dir's snapshot and journal), the --warm-up
+ * requests on the pool, the transport, the port file.
  * Run: a 1 s housekeeping timer queues a TTL sweep on the pool; a thread of
  * its own fsyncs the journal each second (--fsync everysec) and rewrites
  * it into a snapshot when it has outgrown the last one.
@@ -39,6 +39,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/tls.h"
+#include "server/warm.h"
 #include "server/worker.h"
 
 #define HOUSEKEEPING_MS 1000
@@ -52,7 +53,8 @@ struct proc {
     uv_work_t sweep;                /* TTL sweep on the pool */
     bool sweeping;
     bool draining, finished;
-    bool handles_ready;             /* loop and handles initialised */
+    bool loop_ready;                /* uv_loop_init done */
+    bool handles_ready;             /* and the handles initialised */
     int exit_code;
     struct srv_config *cfg;
     struct api_ctx ctx;
@@ -67,12 +69,16 @@ struct proc {
 /* ---- the helper pool's policy ------------------------------------------- */
 
 /* The helpers (server/worker.c) join a pass only while that request is the
- * only one computing. */
+ * only one computing, and in the --warm-up requests (one at a time, before
+ * the transport starts: server/warm.c). */
 static _Atomic(struct srv_http *) par_http;     /* p->http once it listens */
+static atomic_bool par_warming;
 
 static bool par_may_help(void *arg)
 {
     (void)arg;
+    if (atomic_load(&par_warming))
+        return true;
     struct srv_http *h = atomic_load(&par_http);
     return h && srv_http_working(h) <= 1;
 }
@@ -448,6 +454,11 @@ static bool start(struct proc *p)
     init_ctx(p);
     if (uv_loop_init(&p->loop) != 0)
         return false;
+    p->loop_ready = true;
+    if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming)) {
+        p->exit_code = 2;
+        return false;
+    }
     init_handles(p);
     p->handles_ready = true;
     struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
@@ -502,7 +513,7 @@ int srv_loop_run(struct srv_config *cfg)
     if (start(p)) {
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
-    } else if (p->exit_code == 2) {         /* unusable TLS or key file */
+    } else if (p->exit_code == 2) {         /* unusable TLS or key file, failed --warm-up */
         code = 2;
     } else if (p->handles_ready) {          /* failed after the loop was set up */
         srv_http_stop(p->http);
@@ -510,8 +521,8 @@ int srv_loop_run(struct srv_config *cfg)
         close_all(p);
         uv_run(&p->loop, UV_RUN_DEFAULT);
     }
-    if (p->handles_ready)
-        uv_loop_close(&p->loop);
+    if (p->loop_ready)
+        uv_loop_close(&p->loop);            /* no handle is open before handles_ready */
     uv_library_shutdown();                  /* joins the pool threads */
     srv_worker_free();
     /* only now: the helpers read it (par_http) until they are joined */

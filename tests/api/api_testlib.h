@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "tests/harness.h"
 
 /* RFC 8259 number grammar. */
 static inline int t_json_number_ok(const char *s)
@@ -89,6 +90,38 @@ static inline void t_call(struct api_ctx *ctx, const char *method, const char *p
                    const char *body, struct api_response *resp)
 {
     t_call_h(ctx, method, path, NULL, body, resp);
+}
+
+/* A request body built piece by piece, kept NUL-terminated (binary bytes
+ * allowed: len counts). */
+struct t_body {
+    char *p;
+    size_t len, cap;
+};
+
+static inline void t_body_put(struct t_body *b, const void *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = (char *)realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static inline void t_body_puts(struct t_body *b, const char *s)
+{
+    t_body_put(b, s, strlen(s));
+}
+
+/* count float32 values in [-1, 1) from *state (every one finite), malloc'd. */
+static inline float *t_values(uint64_t *state, size_t count)
+{
+    float *v = (float *)malloc(count * sizeof *v);
+    for (size_t i = 0; i < count; i++)
+        v[i] = (float)((double)(t_rng_next(state) >> 11) / 9007199254740992.0 * 2 - 1);
+    return v;
 }
 
 static inline void t_ctx_init(struct api_ctx *ctx)

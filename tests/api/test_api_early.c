@@ -36,36 +36,6 @@ static struct api_ctx ctx;
 
 /* ---- bodies -------------------------------------------------------------- */
 
-struct body {
-    char *p;
-    size_t len, cap;
-};
-
-static void put(struct body *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void puts_(struct body *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-/* count float32 values in [-1, 1) (bits of every value finite). */
-static float *values(size_t count)
-{
-    float *v = malloc(count * sizeof *v);
-    for (size_t i = 0; i < count; i++)
-        v[i] = (float)((double)(t_rng_next(&rng_state) >> 11) / 9007199254740992.0 * 2 - 1);
-    return v;
-}
-
 /* Base64 of bytes, malloc'd. */
 static char *b64(const void *p, size_t n)
 {
@@ -101,25 +71,25 @@ static uint16_t to_f16(float f)
 
 /* One tensor object: {"shape":[n,d],"dtype":dtype,"data":"<text>"}, or with
  * "data" first. */
-static void tensor(struct body *b, const char *key, size_t n, size_t d, const char *dtype,
+static void tensor(struct t_body *b, const char *key, size_t n, size_t d, const char *dtype,
                    const char *text, bool data_first)
 {
     char head[160];
     snprintf(head, sizeof head, "\"%s\":{", key);
-    puts_(b, head);
+    t_body_puts(b, head);
     if (data_first) {
-        puts_(b, "\"data\":\"");
-        puts_(b, text);
-        puts_(b, "\",");
+        t_body_puts(b, "\"data\":\"");
+        t_body_puts(b, text);
+        t_body_puts(b, "\",");
     }
     snprintf(head, sizeof head, "\"shape\":[%zu,%zu],\"dtype\":\"%s\"", n, d, dtype);
-    puts_(b, head);
+    t_body_puts(b, head);
     if (!data_first) {
-        puts_(b, ",\"data\":\"");
-        puts_(b, text);
-        puts_(b, "\"");
+        t_body_puts(b, ",\"data\":\"");
+        t_body_puts(b, text);
+        t_body_puts(b, "\"");
     }
-    puts_(b, "}");
+    t_body_puts(b, "}");
 }
 
 /* The base64 of n x d values as float32 (esize 4), float16 (2) or
@@ -127,7 +97,7 @@ static void tensor(struct body *b, const char *key, size_t n, size_t d, const ch
 static char *text_of(size_t n, size_t d, size_t esize)
 {
     size_t count = n * d;
-    float *v = values(count);
+    float *v = t_values(&rng_state, count);
     unsigned char *raw = malloc(count * esize);
     for (size_t i = 0; i < count; i++) {
         uint16_t h = to_f16(v[i]);
@@ -176,7 +146,7 @@ static char *answer(const struct api_response *r)
     return out;
 }
 
-static char *send_whole(const struct body *b)
+static char *send_whole(const struct t_body *b)
 {
     struct api_response resp;
     memset(&resp, 0, sizeof resp);
@@ -189,7 +159,7 @@ static char *send_whole(const struct body *b)
 /* The size of the piece of b at off: 0 = random in [1, 5000], 1 = random
  * in [1, 100000], 2 = up to the next quote (so a piece ends exactly where
  * a string does) but at most 65536, else that size. */
-static size_t piece(const struct body *b, size_t off, size_t how)
+static size_t piece(const struct t_body *b, size_t off, size_t how)
 {
     if (how == 0)
         return 1 + (size_t)(t_rng_next(&rng_state) % 5000);
@@ -209,7 +179,7 @@ static const char hostile[] = "\"\\=\"A\\\"=";
  * buffer still differs from the body after the answer (characters left
  * out and not written back), *taken: strings the readers took from the
  * decoder. */
-static char *send_early(const struct body *b, size_t how, bool eq_fill, bool *holes,
+static char *send_early(const struct t_body *b, size_t how, bool eq_fill, bool *holes,
                         size_t *taken)
 {
     struct api_request req;
@@ -265,7 +235,7 @@ static const struct {
  * strings taken from the decoder; want_holes 1: holes are left (the fast
  * reader answered), 0: none (the body was written back whole for jansson),
  * whenever pieces of whole units arrived inside strings. */
-static void same_answers(const char *name, const struct body *b, size_t want_taken,
+static void same_answers(const char *name, const struct t_body *b, size_t want_taken,
                          int want_holes)
 {
     char *ref = send_whole(b);
@@ -295,7 +265,7 @@ static void same_answers(const char *name, const struct body *b, size_t want_tak
 }
 
 /* The reference answers with this status. */
-static void answers_status(const struct body *b, int status)
+static void answers_status(const struct t_body *b, int status)
 {
     char *ref = send_whole(b), want[8];
     snprintf(want, sizeof want, "%d ", status);
@@ -324,28 +294,28 @@ struct tspec {
 
 /* {<lead>"q":…,"k":…,"v":…,"dtype":dtype,"encoding":"base64",
  * "return":["output"]<extra>} (lead and extra may be NULL). */
-static void attention_body(struct body *b, const char *lead, const struct tspec t[3],
+static void attention_body(struct t_body *b, const char *lead, const struct tspec t[3],
                            const char *dtype, const char *extra)
 {
     static const char *const keys[3] = {"q", "k", "v"};
 
-    puts_(b, "{");
+    t_body_puts(b, "{");
     if (lead)
-        puts_(b, lead);
+        t_body_puts(b, lead);
     for (int i = 0; i < 3; i++) {
         tensor(b, keys[i], t[i].rows, t[i].d, t[i].dtype, t[i].text, t[i].data_first);
-        puts_(b, ",");
+        t_body_puts(b, ",");
     }
-    puts_(b, "\"dtype\":\"");
-    puts_(b, dtype);
-    puts_(b, "\",\"encoding\":\"base64\",\"return\":[\"output\"]");
+    t_body_puts(b, "\"dtype\":\"");
+    t_body_puts(b, dtype);
+    t_body_puts(b, "\",\"encoding\":\"base64\",\"return\":[\"output\"]");
     if (extra)
-        puts_(b, extra);
-    puts_(b, "}");
+        t_body_puts(b, extra);
+    t_body_puts(b, "}");
 }
 
 /* q, k, v float32 (q and v with data first or last); extra: more members. */
-static void qkv(struct body *b, char *q, char *k, char *v, bool data_first, const char *extra)
+static void qkv(struct t_body *b, char *q, char *k, char *v, bool data_first, const char *extra)
 {
     const struct tspec t[3] = {{NQ, D, "float32", q, data_first},
                                {NK, D, "float32", k, false},
@@ -356,7 +326,7 @@ static void qkv(struct body *b, char *q, char *k, char *v, bool data_first, cons
 TEST(early_valid_bodies)
 {
     char *q = f32_text(NQ, D), *k = f32_text(NK, D), *v = f32_text(NK, D);
-    struct body b = {0};
+    struct t_body b = {0};
 
     qkv(&b, q, k, v, false, NULL);
     same_answers("shape first", &b, 3, 1);
@@ -376,7 +346,7 @@ TEST(early_dtypes_and_ends)
 {
     /* 258 x 128 float32: 132096 bytes, 176128 characters (32 | it) */
     char *q = f32_text(258, 128), *k16 = f16_text(NK, 128), *v64 = f64_text(NK, 128);
-    struct body b = {0};
+    struct t_body b = {0};
 
     CHECK(strlen(q) % 32 == 0);
     const struct tspec mixed[3] = {{258, 128, "float32", q, false},
@@ -427,7 +397,7 @@ TEST(early_refusals)
 {
     char *q = f32_text(NQ, D), *k = f32_text(NK, D), *v = f32_text(NK, D);
     size_t klen = strlen(k), vlen = strlen(v), at;
-    struct body b = {0};
+    struct t_body b = {0};
     char *t;
 
     /* a character outside the alphabet, then '=' inside */
@@ -472,7 +442,7 @@ TEST(early_refusals)
     free(t);
     /* a NaN late in v (float32 0x7FC00000) */
     {
-        float *vals = values((size_t)NK * D);
+        float *vals = t_values(&rng_state, (size_t)NK * D);
         uint32_t nan = 0x7FC00000;
         memcpy(&vals[NK * D / 4 * 3 + 5], &nan, 4);
         char *vt = b64(vals, (size_t)NK * D * 4);
@@ -506,22 +476,22 @@ TEST(early_strings_not_taken)
 {
     char *q = f32_text(NQ, D), *k = f32_text(NK, D), *v = f32_text(NK, D);
     char *pad = f32_text(64, 128);              /* 43692 characters */
-    struct body b = {0}, extra = {0};
+    struct t_body b = {0}, extra = {0};
 
     for (int i = 0; i < 9; i++) {
         char key[32];
         snprintf(key, sizeof key, ",\"x%d\":\"", i);
-        puts_(&extra, key);
-        puts_(&extra, pad);
-        puts_(&extra, "\"");
+        t_body_puts(&extra, key);
+        t_body_puts(&extra, pad);
+        t_body_puts(&extra, "\"");
     }
     qkv(&b, q, k, v, false, extra.p);
     same_answers("nine unknown strings", &b, 3, 1);
     b.len = 0;
     extra.len = 0;
-    puts_(&extra, "\"rope\":{\"base\":\"");
-    puts_(&extra, pad);
-    puts_(&extra, "\"},");
+    t_body_puts(&extra, "\"rope\":{\"base\":\"");
+    t_body_puts(&extra, pad);
+    t_body_puts(&extra, "\"},");
     const struct tspec t[3] = {{NQ, D, "float32", q, false},
                                {NK, D, "float32", k, false},
                                {NK, D, "float32", v, false}};
@@ -541,14 +511,14 @@ TEST(early_strings_not_taken)
 TEST(early_half_ties_beside_holes)
 {
     char *q = f16_text(200, D), *v = f16_text(NK, D);   /* q: 68268 characters */
-    struct body b = {0};
+    struct t_body b = {0};
     char num[64];
 
-    puts_(&b, "{");
+    t_body_puts(&b, "{");
     tensor(&b, "q", 200, D, "float16", q, false);
-    puts_(&b, ",\"k\":[");
+    t_body_puts(&b, ",\"k\":[");
     for (size_t i = 0; i < NK; i++) {
-        puts_(&b, i ? ",[" : "[");
+        t_body_puts(&b, i ? ",[" : "[");
         for (size_t j = 0; j < D; j++) {
             /* texts whose double is the midpoint 1 + 2^-11 but which lie
              * above it (float16 1 + 2^-10 from the text, 1 from the double)
@@ -560,13 +530,13 @@ TEST(early_half_ties_beside_holes)
             else
                 snprintf(num, sizeof num, j ? ",%.17g" : "%.17g",
                          (double)((i * 7 + j) % 13) / 16);
-            puts_(&b, num);
+            t_body_puts(&b, num);
         }
-        puts_(&b, "]");
+        t_body_puts(&b, "]");
     }
-    puts_(&b, "],");
+    t_body_puts(&b, "],");
     tensor(&b, "v", NK, D, "float16", v, false);
-    puts_(&b, ",\"dtype\":\"float16\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    t_body_puts(&b, ",\"dtype\":\"float16\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
     same_answers("float16 ties", &b, 2, 1);
     answers_status(&b, 200);
     free(q);

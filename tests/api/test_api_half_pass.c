@@ -106,7 +106,7 @@ static bool read_f16(json_t *j, struct api_attention_req *a)
 {
     struct api_request req = {0};
     struct api_response resp = {0};
-    struct api_call c = {&ctx, &req, &resp, 0, false, API_HALF_F16};
+    struct api_call c = {.ctx = &ctx, .req = &req, .resp = &resp, .half = API_HALF_F16};
     bool ok = api_read_attention(&c, j, a);
     api_response_free(&resp);
     return ok;

@@ -242,7 +242,7 @@ static bool read_inputs(const char *hdr, const void *bin, size_t bl, enum api_ha
 {
     struct api_request req = {0};
     struct api_response resp = {0};
-    struct api_call c = {&ctx, &req, &resp, 0, false, h};
+    struct api_call c = {.ctx = &ctx, .req = &req, .resp = &resp, .half = h};
     json_t *j = json_loads(hdr, 0, NULL);
 
     req.body = hdr;                 /* the JSON text, for the decimal ties */

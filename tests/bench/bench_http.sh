@@ -62,9 +62,11 @@ wait_http() {
     return 1
 }
 
+# start_attnd [FLAG...]: a new attnd (attnd_pid, attnd_url), FLAGs added.
 start_attnd() {
+    rm -f "$tmp/attnd.port"
     "$build/attnd" --host 127.0.0.1 --port 0 --port-file "$tmp/attnd.port" \
-        --log-file "$tmp/attnd.log" --max-connections-per-ip 1000 &
+        --log-file "$tmp/attnd.log" --max-connections-per-ip 1000 "$@" &
     attnd_pid=$!
     pids="$pids $!"
     i=0
@@ -239,6 +241,11 @@ EOF
 bench_large() {
     start_attnd || return 1
     "$py" "$(dirname "$0")/large_client.py" "$build" "$attnd_url" "$attnd_pid" $((reps * 3))
+    # the first requests after a start with --warm-up of their shape
+    kill "$attnd_pid"
+    wait "$attnd_pid" 2>/dev/null
+    start_attnd --warm-up 2048x2048x128 || return 1
+    "$py" "$(dirname "$0")/large_client.py" "$build" "$attnd_url" "$attnd_pid" first
 }
 
 case "$what" in

@@ -2,6 +2,8 @@
 the client, next to the same computation in-process (a benchmark).
 
     large_client.py BUILD URL PID REPS [N L D]
+    large_client.py BUILD URL PID first
+
 
 URL is a running attnd (PID, for its CPU time from /proc). The request is
 an output-only float32 prefill, n = L = 2048, d = 128 by default, sent two
@@ -43,7 +45,11 @@ floor is timed in its own rounds, after the chain, and on a shared guest
 it moves (1.3 to 2.6 ms for the base64 bytes within an hour), so in a
 quieter minute than the chain's it can sit below the row's own ratio.
 
-Prints BENCHROW lines (format: tests/bench/run.sh).
+Prints BENCHROW lines (format: tests/bench/run.sh). With "first" instead
+of REPS it only sends one request of each kind to an attnd just started
+(bench_http.sh starts it with --warm-up of this shape) and prints their
+times and page faults, beside the first-after-start figures of the run
+without it.
 """
 import array
 import base64
@@ -255,7 +261,25 @@ def back_to_back(build, n, L, d):
     return float(out[1]), out[3]
 
 
+def first_only(url, pid, n, L, d):
+    """One request of each kind, the first this attnd answers."""
+    b64, (v2, v2_hdr) = bodies(n, L, d)
+    cli = Client(url)
+    out = []
+    for name, path, body, hdrs in (
+            ("b64", "/v1/attention", b64, {"Content-Type": "application/json"}),
+            ("v2", "/v2/models/attention/infer", v2,
+             {"Content-Type": "application/octet-stream", HDR: str(v2_hdr)})):
+        f0 = minor_faults(pid)
+        t = cli.post(cli.prepare(path, body, hdrs))[0]
+        out.append("%s %.2f ms (%d page faults)" % (name, t, minor_faults(pid) - f0))
+    print("  first after a start with --warm-up %dx%dx%d: %s" % (n, L, d, ", ".join(out)))
+
+
 def main():
+    if sys.argv[4] == "first":
+        first_only(sys.argv[2], int(sys.argv[3]), 2048, 2048, 128)
+        return
     build, url, pid, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     n, L, d = (int(x) for x in sys.argv[5:8]) if len(sys.argv) > 7 else (2048, 2048, 128)
     b64, (v2, v2_hdr) = bodies(n, L, d)

@@ -1,10 +1,16 @@
 """What attnd says when it starts: a default start-up, --http-threads 1 and a
 restore of sessions print nothing above info; a restore that had to drop
-something warns."""
+something warns. --warm-up runs its requests before attnd listens, so the
+first requests of its shape fault in fewer pages; one that cannot run
+stops the start."""
+import array
+import base64
 import glob
 import json
 import os
+import random
 import shutil
+import sys
 import tempfile
 
 from attnd_proc import Attnd
@@ -52,3 +58,84 @@ def test_restoring_sessions_logs_at_info_unless_something_is_skipped():
             assert any("dropped" in m for m in warned), levels(d)
     finally:
         shutil.rmtree(sd, ignore_errors=True)
+
+
+# ---- --warm-up ------------------------------------------------------------------
+
+WARM_SHAPE = (512, 2048, 64)        # n, L, d: a base64 body of 1.5 MB
+
+
+def _minor_faults(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def _bodies(n, L, d):
+    """The float32 request of this shape as base64 JSON and as OIP v2 binary
+    (its body and the length of its JSON header)."""
+    rng = random.Random(7)
+    raw = {name: array.array("f", (rng.uniform(-1, 1) for _ in range(rows * d))).tobytes()
+           for name, rows in (("q", n), ("k", L), ("v", L))}
+    if sys.byteorder != "little":
+        raise AssertionError("the bodies below are little-endian")
+    b64 = json.dumps({
+        **{name: {"shape": [len(raw[name]) // 4 // d, d], "dtype": "float32",
+                  "data": base64.b64encode(raw[name]).decode()} for name in ("q", "k", "v")},
+        "dtype": "float32", "encoding": "base64", "return": ["output"]}).encode()
+    header = json.dumps({
+        "inputs": [{"name": name, "shape": [len(raw[name]) // 4 // d, d], "datatype": "FP32",
+                    "parameters": {"binary_data_size": len(raw[name])}}
+                   for name in ("q", "k", "v")],
+        "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+    return b64, (header + raw["q"] + raw["k"] + raw["v"], len(header))
+
+
+def _first_requests(*flags):
+    """Page faults of attnd's first base64 and first v2 request, and its log."""
+    b64, (v2, v2_json) = _bodies(*WARM_SHAPE)
+    with Attnd(*flags) as d:
+        faults = []
+        for path, body, headers in (
+                ("/v1/attention", b64, {"Content-Type": "application/json"}),
+                ("/v2/models/attention/infer", v2,
+                 {"Content-Type": "application/octet-stream",
+                  "Inference-Header-Content-Length": str(v2_json)})):
+            f0 = _minor_faults(d.proc.pid)
+            r = d.post(path, body, headers=headers)
+            faults.append(_minor_faults(d.proc.pid) - f0)
+            assert r.status == 200, r
+        return faults, levels(d)
+
+
+def test_warm_up_readies_the_first_requests_of_its_shape():
+    """The first requests after start fault in fewer pages after --warm-up:
+    their bodies, tensors and answers find blocks the warm-up left. The
+    daemon logs each shape warmed, at info, before it listens."""
+    cold, _ = _first_requests()
+    warm, log = _first_requests("--warm-up", "%dx%dx%d,2x16x32x8" % WARM_SHAPE)
+    assert cold[0] > 300, cold              # 1.5 MB body, 1 MB of k and v, ...
+    assert warm[0] < cold[0] / 2 and warm[1] < cold[1], (cold, warm)
+    msgs = [m for _, m in log]
+    assert [lv for lv, m in log if m == "warmed up"] == ["info", "info"], log
+    assert msgs.index("warmed up") < msgs.index("listening"), msgs
+
+
+def test_warm_up_that_cannot_run_stops_the_start():
+    """A shape that does not parse, or one over the limits, is a flag to fix:
+    attnd says which and exits 2 before it listens; the environment twin
+    works like the flag."""
+    import subprocess
+    from attnd_proc import BIN
+    for flags, env, said in (
+            (["--warm-up", "64x64"], {}, "invalid --warm-up '64x64'"),
+            (["--warm-up", "1x1x1,0x2x2"], {}, "invalid --warm-up"),
+            ([], {"ATTND_WARM_UP": "64x64x64x64x64"}, "invalid value of ATTND_WARM_UP"),
+            (["--warm-up", "64x64x64", "--max-elements", "1000"], {},
+             "--warm-up 64x64x64: its 12288 input numbers are over --max-elements 1000"),
+            (["--warm-up", "300x300x64", "--max-body-bytes", "100k"], {},
+             "--warm-up 300x300x64: base64 JSON: its body of")):
+        p = subprocess.run([BIN, "--port", "0", *flags], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=30)
+        assert p.returncode == 2, (flags, p.returncode, p.stdout, p.stderr)
+        assert said in p.stdout + p.stderr, (flags, p.stdout, p.stderr)
+        assert "listening" not in p.stdout, p.stdout

@@ -1,0 +1,344 @@
+/*
+ * api/warm.c — the start-up requests of --warm-up (api/warm.h): the shape
+ * list, and one made-up request run through the api as the transport would
+ * hand it over.
+ */
+#include "api/warm.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+#include "api/base64.h"
+#include "api/internal.h"
+#include "api/spare.h"
+#include "core/tensor.h"
+
+#define WARM_DIM_MAX ((size_t)1 << 20)
+/* The body goes to the early decoder in pieces of this size, about what
+ * the transport reads from a socket at a time. */
+#define WARM_PIECE ((size_t)64 << 10)
+
+/* ---- the shape list ------------------------------------------------------ */
+
+/* One "NxLxD" or "HxNxLxD" of text[0, len). */
+static bool parse_one(const char *text, size_t len, struct api_warm_shape *s)
+{
+    size_t dims[4], nd = 0, i = 0;
+    while (i < len) {
+        if (nd == 4 || !isdigit((unsigned char)text[i]))
+            return false;
+        size_t v = 0;
+        for (; i < len && isdigit((unsigned char)text[i]); i++) {
+            v = v * 10 + (size_t)(text[i] - '0');
+            if (v > WARM_DIM_MAX)
+                return false;
+        }
+        if (v == 0)
+            return false;
+        dims[nd++] = v;
+        if (i < len && (text[i] != 'x' || ++i == len))
+            return false;
+    }
+    if (nd == 3)
+        *s = (struct api_warm_shape){1, dims[0], dims[1], dims[2]};
+    else if (nd == 4)
+        *s = (struct api_warm_shape){dims[0], dims[1], dims[2], dims[3]};
+    else
+        return false;
+    return true;
+}
+
+bool api_warm_parse(const char *text, struct api_warm_shape *out, size_t *count)
+{
+    *count = 0;
+    if (!*text)
+        return true;
+    for (;;) {
+        const char *comma = strchr(text, ',');
+        size_t len = comma ? (size_t)(comma - text) : strlen(text);
+        if (*count == API_WARM_MAX || !parse_one(text, len, &out[*count]))
+            return false;
+        (*count)++;
+        if (!comma)
+            return true;
+        text = comma + 1;
+    }
+}
+
+void api_warm_name(const struct api_warm_shape *s, char *buf, size_t cap)
+{
+    if (s->h > 1)
+        snprintf(buf, cap, "%zux%zux%zux%zu", s->h, s->n, s->L, s->d);
+    else
+        snprintf(buf, cap, "%zux%zux%zu", s->n, s->L, s->d);
+}
+
+/* ---- the requests' bodies ---------------------------------------------------- */
+
+/* One tensor of a body: its name, rows and bytes. */
+struct warm_tensor {
+    const char *name;
+    size_t rows, bytes;
+};
+
+/* The JSON of a tensor's shape, "[n,d]" or "[h,n,d]". */
+static int shape_json(char *o, size_t cap, const struct api_warm_shape *s,
+                      const struct warm_tensor *t)
+{
+    if (s->h > 1)
+        return snprintf(o, cap, "[%zu,%zu,%zu]", s->h, t->rows, s->d);
+    return snprintf(o, cap, "[%zu,%zu]", t->rows, s->d);
+}
+
+/* Uniform floats in [-1, 1) from a xorshift generator: inputs of the size
+ * and kind a client sends (a pass over zeros would take the same paths,
+ * but zeros are not what warms a decoder's and encoder's caches). */
+static void fill(float *x, size_t count, uint32_t *state)
+{
+    uint32_t r = *state;
+    for (size_t i = 0; i < count; i++) {
+        r ^= r << 13;
+        r ^= r >> 17;
+        r ^= r << 5;
+        x[i] = (float)((double)(r >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+    *state = r;
+}
+
+/* A body being written: text of cap bytes, len so far (len > cap: it did
+ * not fit, and only len counts on). With text NULL it only measures. */
+struct warm_body {
+    char *text;
+    size_t len, cap;
+    float *x;                       /* one tensor's floats, when writing */
+    uint32_t state;
+    size_t header_len;              /* v2: the JSON header's bytes */
+};
+
+static void put(struct warm_body *b, const void *p, size_t n)
+{
+    if (b->text && n <= b->cap - b->len)
+        memcpy(b->text + b->len, p, n);
+    b->len = n <= SIZE_MAX - b->len ? b->len + n : SIZE_MAX;
+}
+
+static void putf(struct warm_body *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void putf(struct warm_body *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        b->len = SIZE_MAX;          /* not written whole: the body is refused */
+    else
+        put(b, tmp, (size_t)n);
+}
+
+/* The next tensor's floats: written into b->x (when writing). */
+static const float *next_floats(struct warm_body *b, const struct warm_tensor *t)
+{
+    if (b->text)
+        fill(b->x, t->bytes / sizeof(float), &b->state);
+    return b->x;
+}
+
+/* POST /v1/attention: q, k and v as base64 strings, the output asked for
+ * in base64. */
+static void body_b64(struct warm_body *b, const struct api_warm_shape *s,
+                     const struct warm_tensor *t)
+{
+    char shape[96];
+    put(b, "{", 1);
+    for (int i = 0; i < 3; i++) {
+        shape_json(shape, sizeof shape, s, &t[i]);
+        putf(b, "\"%s\":{\"shape\":%s,\"dtype\":\"float32\",\"data\":\"", t[i].name, shape);
+        size_t enc;
+        if (!api_base64_encoded_len(t[i].bytes, &enc) || enc > SIZE_MAX - b->len) {
+            b->len = SIZE_MAX;
+            return;
+        }
+        const float *x = next_floats(b, &t[i]);
+        if (b->text && enc <= b->cap - b->len)
+            api_base64_encode_to(b->text + b->len, x, t[i].bytes);
+        b->len += enc;
+        put(b, "\"},", 3);
+    }
+    putf(b, "\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+}
+
+/* POST /v2/models/attention/infer with the binary tensor data extension:
+ * the JSON header (its length is the request's
+ * Inference-Header-Content-Length), then q, k and v as bytes; the output
+ * asked for as bytes. */
+static void body_v2(struct warm_body *b, const struct api_warm_shape *s,
+                    const struct warm_tensor *t)
+{
+    char shape[96];
+    put(b, "{\"inputs\":[", 11);
+    for (int i = 0; i < 3; i++) {
+        shape_json(shape, sizeof shape, s, &t[i]);
+        putf(b, "%s{\"name\":\"%s\",\"shape\":%s,\"datatype\":\"FP32\","
+                "\"parameters\":{\"binary_data_size\":%zu}}",
+             i ? "," : "", t[i].name, shape, t[i].bytes);
+    }
+    putf(b, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
+    b->header_len = b->len;
+    for (int i = 0; i < 3; i++)
+        put(b, next_floats(b, &t[i]), t[i].bytes);
+}
+
+/* ---- the requests ----------------------------------------------------------- */
+
+enum warm_kind { WARM_B64, WARM_V2 };
+
+struct warm_req {
+    enum warm_kind kind;
+    char header_len[24];            /* v2: Inference-Header-Content-Length */
+};
+
+static const char *warm_header(void *arg, const char *name)
+{
+    const struct warm_req *w = arg;
+    if (strcasecmp(name, "Content-Type") == 0)
+        return w->kind == WARM_B64 ? "application/json" : "application/octet-stream";
+    if (w->kind == WARM_V2 && strcasecmp(name, "Inference-Header-Content-Length") == 0)
+        return w->header_len;
+    return NULL;
+}
+
+/* The request's three tensors, or false when their sizes overflow or the
+ * inputs are over --max-elements (err says which). */
+static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s,
+                       struct warm_tensor t[3], char *err, size_t cap)
+{
+    size_t qn, kn, in;
+    if (!core_mul3(s->h, s->n, s->d, &qn) || !core_mul3(s->h, s->L, s->d, &kn) ||
+        kn > (SIZE_MAX - qn) / 2 || !core_mul(qn + 2 * kn, sizeof(float), &in)) {
+        snprintf(err, cap, "the shape is too large");
+        return false;
+    }
+    size_t max = ctx->cfg.max_elements;
+    if (max && qn + 2 * kn > max) {
+        snprintf(err, cap, "its %zu input numbers are over --max-elements %zu", qn + 2 * kn, max);
+        return false;
+    }
+    t[0] = (struct warm_tensor){"q", s->n, qn * sizeof(float)};
+    t[1] = (struct warm_tensor){"k", s->L, kn * sizeof(float)};
+    t[2] = (struct warm_tensor){"v", s->L, kn * sizeof(float)};
+    return true;
+}
+
+/* Write the body of kind w into a new text (*text, *total bytes); false
+ * with err set when it is over --max-body-bytes or memory is short. */
+static bool body_make(const struct api_ctx *ctx, struct warm_req *w,
+                      const struct api_warm_shape *s, const struct warm_tensor *t,
+                      char **text, size_t *total, char *err, size_t cap)
+{
+    void (*make)(struct warm_body *, const struct api_warm_shape *, const struct warm_tensor *) =
+        w->kind == WARM_B64 ? body_b64 : body_v2;
+    struct warm_body b = {.state = 0x9e3779b9u};
+    make(&b, s, t);                 /* measured */
+    size_t max = ctx->cfg.max_body_bytes;
+    if (b.len == SIZE_MAX) {
+        snprintf(err, cap, "the shape is too large");
+        return false;
+    }
+    if (max && b.len > max) {
+        snprintf(err, cap, "its body of %zu bytes is over --max-body-bytes %zu", b.len, max);
+        return false;
+    }
+    b = (struct warm_body){.text = malloc(b.len), .cap = b.len, .state = 0x9e3779b9u,
+                           .x = malloc(t[1].bytes > t[0].bytes ? t[1].bytes : t[0].bytes)};
+    if (!b.text || !b.x) {
+        free(b.text);
+        free(b.x);
+        snprintf(err, cap, "out of memory");
+        return false;
+    }
+    make(&b, s, t);                 /* written */
+    free(b.x);
+    snprintf(w->header_len, sizeof w->header_len, "%zu", b.header_len);
+    *text = b.text;
+    *total = b.len;
+    return true;
+}
+
+/* The api's answer as err: its status and the start of its body. */
+static void answer_as_error(const struct api_response *resp, char *err, size_t cap)
+{
+    int shown = resp->body_len > 300 ? 300 : (int)resp->body_len;
+    snprintf(err, cap, "answered %d: %.*s", resp->status, shown,
+             resp->body ? resp->body : "");
+}
+
+/* Run one request of kind w as the transport hands one over: its body in
+ * a block of api/spare.c, fed piece by piece (the base64 strings decoded
+ * as they arrive, where the route takes them so), then the api, without
+ * the key check (attnd itself asks). */
+static bool run_one(struct api_ctx *ctx, struct warm_req *w, const struct api_warm_shape *s,
+                    const struct warm_tensor *t, struct attn_ws *ws, char *err, size_t cap)
+{
+    char *text;
+    size_t total;
+    if (!body_make(ctx, w, s, t, &text, &total, err, cap))
+        return false;
+    struct api_request req = {
+        .method = "POST",
+        .path = w->kind == WARM_B64 ? "/v1/attention" : "/v2/models/attention/infer",
+        .header = warm_header, .header_arg = w, .ws = ws,
+    };
+    char *body = api_spare_alloc(total, NULL);
+    bool ok = body != NULL;
+    if (!ok)
+        snprintf(err, cap, "out of memory");
+    struct api_early *e = ok ? api_early_open(&req, total) : NULL;
+    for (size_t off = 0; ok && off < total; off += WARM_PIECE) {
+        size_t n = total - off < WARM_PIECE ? total - off : WARM_PIECE;
+        if (e)
+            api_early_put(e, body, off, text + off, n);
+        else
+            memcpy(body + off, text + off, n);
+    }
+    free(text);
+    if (ok) {
+        req.body = body;
+        req.body_len = total;
+        req.early = e;
+        struct api_response resp;
+        api_handle_trusted(ctx, &req, &resp);
+        ok = resp.status == 200;
+        if (!ok)
+            answer_as_error(&resp, err, cap);
+        api_response_free(&resp);
+    }
+    api_early_free(e);
+    api_spare_free(body);       /* kept: the transport's next body of this size */
+    return ok;
+}
+
+bool api_warm_run(struct api_ctx *ctx, const struct api_warm_shape *s, struct attn_ws *ws,
+                  char *err, size_t cap)
+{
+    struct warm_tensor t[3];
+    if (!tensors_of(ctx, s, t, err, cap))
+        return false;
+    static const char *const what[] = {"base64 JSON", "OIP v2 binary"};
+    for (int k = WARM_B64; k <= WARM_V2; k++) {
+        struct warm_req w = {.kind = (enum warm_kind)k};
+        char why[400];
+        if (!run_one(ctx, &w, s, t, ws, why, sizeof why)) {
+            snprintf(err, cap, "%s: %s", what[k], why);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,133 @@
+/*
+ * server/warm.c — --warm-up (server/warm.h): one job per thread of the
+ * compute pool, gathered so that each thread holds one, then each runs
+ * the made-up requests of api/warm.c in turn. A first request on a thread
+ * that never computed faulted its scratch in (64 pages at n=L=2048 d=128);
+ * the blocks a request needs (api/spare.c) are shared and kept by the
+ * first thread's turn.
+ */
+#include "server/warm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "api/warm.h"
+#include "server/log.h"
+#include "server/worker.h"
+
+/* How long a job waits for the others to reach their threads: past it (a
+ * pool with fewer threads than asked), it runs anyway. */
+#define WARM_GATHER_S 2
+
+struct warm_run {
+    pthread_mutex_t mu;             /* held by the thread whose turn it is */
+    pthread_cond_t arrived;
+    unsigned in, threads, turns;
+    struct api_ctx *ctx;
+    const struct srv_config *cfg;
+    bool failed;
+    size_t failed_at;
+    char err[512];
+    double ms[API_WARM_MAX];        /* the first turn's, per shape */
+};
+
+struct warm_job {
+    uv_work_t work;
+    struct warm_run *run;
+};
+
+static void gather(struct warm_run *r)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WARM_GATHER_S;
+    r->in++;
+    pthread_cond_broadcast(&r->arrived);
+    while (r->in < r->threads)
+        if (pthread_cond_timedwait(&r->arrived, &r->mu, &until) != 0)
+            break;
+}
+
+/* Pool thread: wait for the others, then take a turn. */
+static void warm_work(uv_work_t *w)
+{
+    struct warm_run *r = ((struct warm_job *)w->data)->run;
+    pthread_mutex_lock(&r->mu);
+    gather(r);
+    struct attn_ws *ws = srv_worker_ws();
+    for (size_t i = 0; !r->failed && i < r->cfg->n_warm_up; i++) {
+        uint64_t t0 = uv_hrtime();
+        if (!ws)
+            snprintf(r->err, sizeof r->err, "out of memory");
+        if (!ws || !api_warm_run(r->ctx, &r->cfg->warm_up[i], ws, r->err, sizeof r->err)) {
+            r->failed = true;
+            r->failed_at = i;
+        } else if (r->turns == 0) {
+            r->ms[i] = (double)(uv_hrtime() - t0) / 1e6;
+        }
+    }
+    r->turns++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void warm_done(uv_work_t *w, int status)
+{
+    (void)w;
+    (void)status;
+}
+
+static void log_outcome(const struct warm_run *r)
+{
+    const struct srv_config *c = r->cfg;
+    char name[96], ms[32], turns[16];
+    for (size_t i = 0; i < (r->failed ? r->failed_at : c->n_warm_up); i++) {
+        api_warm_name(&c->warm_up[i], name, sizeof name);
+        snprintf(ms, sizeof ms, "%.1f", r->ms[i]);
+        snprintf(turns, sizeof turns, "%u", r->turns);
+        const char *kv[] = {"shape", name, "ms", ms, "threads", turns, NULL};
+        srv_log_event("info", "warmed up", kv);
+    }
+    if (r->failed) {
+        api_warm_name(&c->warm_up[r->failed_at], name, sizeof name);
+        srv_log_msgf("error", "--warm-up %s: %s", name, r->err);
+    }
+}
+
+bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *cfg,
+                 unsigned threads, atomic_bool *warming)
+{
+    if (cfg->n_warm_up == 0)
+        return true;
+    struct warm_run r = {.threads = threads, .ctx = ctx, .cfg = cfg};
+    struct warm_job *jobs = calloc(threads, sizeof *jobs);
+    if (!jobs || pthread_mutex_init(&r.mu, NULL) != 0) {
+        free(jobs);
+        srv_log_msgf("error", "--warm-up: out of memory");
+        return false;
+    }
+    pthread_cond_init(&r.arrived, NULL);
+    atomic_store(warming, true);
+    unsigned queued = 0;
+    pthread_mutex_lock(&r.mu);      /* the jobs start once all are queued */
+    for (; queued < threads; queued++) {
+        jobs[queued].run = &r;
+        jobs[queued].work.data = &jobs[queued];
+        if (uv_queue_work(loop, &jobs[queued].work, warm_work, warm_done) != 0)
+            break;
+    }
+    r.threads = queued;
+    pthread_mutex_unlock(&r.mu);
+    uv_run(loop, UV_RUN_DEFAULT);   /* until every job is done */
+    atomic_store(warming, false);
+    if (queued == 0) {
+        r.failed = true;
+        snprintf(r.err, sizeof r.err, "the compute pool did not start");
+    }
+    log_outcome(&r);
+    pthread_cond_destroy(&r.arrived);
+    pthread_mutex_destroy(&r.mu);
+    free(jobs);
+    return !r.failed;
+}
