@@ -1,7 +1,7 @@
 /*
  * api/warm.c — the start-up requests of --warm-up (api/warm.h): the shape
- * list, and one made-up request run through the api as the transport would
- * hand it over.
+ * list, and the made-up requests (base64 JSON and OIP v2 binary) run
+ * through the api as the transport would hand them over.
  */
 #include "api/warm.h"
 
@@ -56,19 +56,20 @@ static bool parse_one(const char *text, size_t len, struct api_warm_shape *s)
 
 bool api_warm_parse(const char *text, struct api_warm_shape *out, size_t *count)
 {
-    *count = 0;
-    if (!*text)
-        return true;
-    for (;;) {
+    struct api_warm_shape got[API_WARM_MAX];
+    size_t n = 0;
+    for (bool more = *text != '\0'; more; ) {
         const char *comma = strchr(text, ',');
         size_t len = comma ? (size_t)(comma - text) : strlen(text);
-        if (*count == API_WARM_MAX || !parse_one(text, len, &out[*count]))
-            return false;
-        (*count)++;
-        if (!comma)
-            return true;
-        text = comma + 1;
+        if (n == API_WARM_MAX || !parse_one(text, len, &got[n]))
+            return false;           /* out and count as they were */
+        n++;
+        more = comma != NULL;
+        text = comma ? comma + 1 : text;
     }
+    memcpy(out, got, n * sizeof *got);
+    *count = n;
+    return true;
 }
 
 void api_warm_name(const struct api_warm_shape *s, char *buf, size_t cap)

@@ -30,7 +30,8 @@ struct api_warm_shape {
 };
 
 /* Parse "NxLxD" or "HxNxLxD" items, comma-separated (at most API_WARM_MAX;
- * each number 1 to 2^20, no spaces); "" is none. false on anything else. */
+ * each number 1 to 2^20, no spaces) into out and count; "" is none. false
+ * on anything else, out and count left as they were. */
 bool api_warm_parse(const char *text, struct api_warm_shape *out, size_t *count);
 
 /* s as "NxLxD", or "HxNxLxD" when h > 1. */
