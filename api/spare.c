@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -148,6 +149,23 @@ size_t api_spare_kept(size_t *bytes)
         *bytes = spare_bytes;
     pthread_mutex_unlock(&spare_mu);
     return n;
+}
+
+void api_spare_touch(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t step = page > 0 ? (size_t)page : 4096;
+
+    pthread_mutex_lock(&spare_mu);
+    for (size_t i = 0; i < API_SPARE_SLOTS; i++)
+        if (spare[i].p) {
+            volatile char *p = spare[i].p;
+            SPARE_UNPOISON(spare[i].p, spare[i].cap);
+            for (size_t off = 0; off < spare[i].cap; off += step)
+                p[off] = 0;
+            SPARE_POISON(spare[i].p, spare[i].cap);
+        }
+    pthread_mutex_unlock(&spare_mu);
 }
 
 void api_spare_drop(void)

@@ -30,8 +30,14 @@ void *api_spare_alloc(size_t need, size_t *cap);
  * and the slots have room; free it otherwise. */
 void api_spare_free(void *p);
 
-/* Blocks and bytes kept now (tests). */
+/* Blocks and bytes kept now (tests, and the --warm-up log line). */
 size_t api_spare_kept(size_t *bytes);
+
+/* Write to every page of every kept block, so that the next requests to
+ * take them fault nothing in (--warm-up: a request leaves pages of its
+ * blocks untouched, such as the parts of a body its decoder skipped, which
+ * another request's layout may use). */
+void api_spare_touch(void);
 
 /* Free every kept block (tests start from empty slots with it). */
 void api_spare_drop(void);

@@ -5,7 +5,6 @@
  */
 #include "api/warm.h"
 
-#include <ctype.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,10 +30,10 @@ static bool parse_one(const char *text, size_t len, struct api_warm_shape *s)
 {
     size_t dims[4], nd = 0, i = 0;
     while (i < len) {
-        if (nd == 4 || !isdigit((unsigned char)text[i]))
+        if (nd == 4 || text[i] < '0' || text[i] > '9')
             return false;
         size_t v = 0;
-        for (; i < len && isdigit((unsigned char)text[i]); i++) {
+        for (; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
             v = v * 10 + (size_t)(text[i] - '0');
             if (v > WARM_DIM_MAX)
                 return false;
@@ -112,21 +111,54 @@ static void fill(float *x, size_t count, uint32_t *state)
     *state = r;
 }
 
-/* A body being written: text of cap bytes, len so far (len > cap: it did
- * not fit, and only len counts on). With text NULL it only measures. */
+/* Floats of a tensor made and encoded at a time: 48 KiB, whose base64 is
+ * one piece (a multiple of 3 bytes, so the pieces' encodings join). */
+#define WARM_FLOATS ((size_t)12288)
+
+/* A body being written in pieces of WARM_PIECE bytes, each handed over as
+ * the transport hands over what it reads: to the early decoder, or copied
+ * into the body. With body NULL it only counts its bytes. No copy of the
+ * whole body is made: a pool thread's malloc arena would keep one of up
+ * to --max-body-bytes, on every thread. */
 struct warm_body {
-    char *text;
-    size_t len, cap;
-    float *x;                       /* one tensor's floats, when writing */
-    uint32_t state;
+    char *body;                     /* the request's block (NULL: measuring) */
+    struct api_early *early;        /* its decoder, or NULL */
+    size_t len;                     /* bytes so far, SIZE_MAX: too many */
+    size_t flushed;                 /* of them in the body */
+    size_t staged;
     size_t header_len;              /* v2: the JSON header's bytes */
+    uint32_t state;
+    char stage[WARM_PIECE];
+    char enc[WARM_PIECE];
+    float x[WARM_FLOATS];
 };
+
+static void flush(struct warm_body *b)
+{
+    if (b->early)
+        api_early_put(b->early, b->body, b->flushed, b->stage, b->staged);
+    else
+        memcpy(b->body + b->flushed, b->stage, b->staged);
+    b->flushed += b->staged;
+    b->staged = 0;
+}
 
 static void put(struct warm_body *b, const void *p, size_t n)
 {
-    if (b->text && n <= b->cap - b->len)
-        memcpy(b->text + b->len, p, n);
-    b->len = n <= SIZE_MAX - b->len ? b->len + n : SIZE_MAX;
+    if (b->len == SIZE_MAX || n > SIZE_MAX - 1 - b->len) {
+        b->len = SIZE_MAX;
+        return;
+    }
+    b->len += n;
+    while (b->body && n) {
+        size_t k = sizeof b->stage - b->staged < n ? sizeof b->stage - b->staged : n;
+        memcpy(b->stage + b->staged, p, k);
+        b->staged += k;
+        p = (const char *)p + k;
+        n -= k;
+        if (b->staged == sizeof b->stage)
+            flush(b);
+    }
 }
 
 static void putf(struct warm_body *b, const char *fmt, ...)
@@ -144,12 +176,30 @@ static void putf(struct warm_body *b, const char *fmt, ...)
         put(b, tmp, (size_t)n);
 }
 
-/* The next tensor's floats: written into b->x (when writing). */
-static const float *next_floats(struct warm_body *b, const struct warm_tensor *t)
+/* A tensor's values, bytes in all, as base64 text or as bytes. */
+static void put_values(struct warm_body *b, size_t bytes, bool base64)
 {
-    if (b->text)
-        fill(b->x, t->bytes / sizeof(float), &b->state);
-    return b->x;
+    if (!b->body) {                 /* measuring: the count alone */
+        size_t chars;
+        if (base64 && !api_base64_encoded_len(bytes, &chars))
+            b->len = SIZE_MAX;
+        else
+            put(b, NULL, base64 ? chars : bytes);
+        return;
+    }
+    for (size_t done = 0; done < bytes; ) {
+        size_t k = bytes - done < sizeof b->x ? bytes - done : sizeof b->x;
+        fill(b->x, k / sizeof(float), &b->state);
+        if (base64) {
+            size_t chars;
+            (void)api_base64_encoded_len(k, &chars);     /* at most WARM_PIECE */
+            api_base64_encode_to(b->enc, b->x, k);
+            put(b, b->enc, chars);
+        } else {
+            put(b, b->x, k);
+        }
+        done += k;
+    }
 }
 
 /* POST /v1/attention: q, k and v as base64 strings, the output asked for
@@ -162,15 +212,7 @@ static void body_b64(struct warm_body *b, const struct api_warm_shape *s,
     for (int i = 0; i < 3; i++) {
         shape_json(shape, sizeof shape, s, &t[i]);
         putf(b, "\"%s\":{\"shape\":%s,\"dtype\":\"float32\",\"data\":\"", t[i].name, shape);
-        size_t enc;
-        if (!api_base64_encoded_len(t[i].bytes, &enc) || enc > SIZE_MAX - b->len) {
-            b->len = SIZE_MAX;
-            return;
-        }
-        const float *x = next_floats(b, &t[i]);
-        if (b->text && enc <= b->cap - b->len)
-            api_base64_encode_to(b->text + b->len, x, t[i].bytes);
-        b->len += enc;
+        put_values(b, t[i].bytes, true);
         put(b, "\"},", 3);
     }
     putf(b, "\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
@@ -194,7 +236,7 @@ static void body_v2(struct warm_body *b, const struct api_warm_shape *s,
     putf(b, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
     b->header_len = b->len;
     for (int i = 0; i < 3; i++)
-        put(b, next_floats(b, &t[i]), t[i].bytes);
+        put_values(b, t[i].bytes, false);
 }
 
 /* ---- the requests ----------------------------------------------------------- */
@@ -238,41 +280,6 @@ static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s
     return true;
 }
 
-/* Write the body of kind w into a new text (*text, *total bytes); false
- * with err set when it is over --max-body-bytes or memory is short. */
-static bool body_make(const struct api_ctx *ctx, struct warm_req *w,
-                      const struct api_warm_shape *s, const struct warm_tensor *t,
-                      char **text, size_t *total, char *err, size_t cap)
-{
-    void (*make)(struct warm_body *, const struct api_warm_shape *, const struct warm_tensor *) =
-        w->kind == WARM_B64 ? body_b64 : body_v2;
-    struct warm_body b = {.state = 0x9e3779b9u};
-    make(&b, s, t);                 /* measured */
-    size_t max = ctx->cfg.max_body_bytes;
-    if (b.len == SIZE_MAX) {
-        snprintf(err, cap, "the shape is too large");
-        return false;
-    }
-    if (max && b.len > max) {
-        snprintf(err, cap, "its body of %zu bytes is over --max-body-bytes %zu", b.len, max);
-        return false;
-    }
-    b = (struct warm_body){.text = malloc(b.len), .cap = b.len, .state = 0x9e3779b9u,
-                           .x = malloc(t[1].bytes > t[0].bytes ? t[1].bytes : t[0].bytes)};
-    if (!b.text || !b.x) {
-        free(b.text);
-        free(b.x);
-        snprintf(err, cap, "out of memory");
-        return false;
-    }
-    make(&b, s, t);                 /* written */
-    free(b.x);
-    snprintf(w->header_len, sizeof w->header_len, "%zu", b.header_len);
-    *text = b.text;
-    *total = b.len;
-    return true;
-}
-
 /* The api's answer as err: its status and the start of its body. */
 static void answer_as_error(const struct api_response *resp, char *err, size_t cap)
 {
@@ -281,39 +288,53 @@ static void answer_as_error(const struct api_response *resp, char *err, size_t c
              resp->body ? resp->body : "");
 }
 
-/* Run one request of kind w as the transport hands one over: its body in
- * a block of api/spare.c, fed piece by piece (the base64 strings decoded
- * as they arrive, where the route takes them so), then the api, without
- * the key check (attnd itself asks). */
-static bool run_one(struct api_ctx *ctx, struct warm_req *w, const struct api_warm_shape *s,
-                    const struct warm_tensor *t, struct attn_ws *ws, char *err, size_t cap)
+/* The api's request of kind w whose body b has written. */
+static void request_of(struct warm_req *w, const struct warm_body *b, struct attn_ws *ws,
+                       struct api_request *req)
 {
-    char *text;
-    size_t total;
-    if (!body_make(ctx, w, s, t, &text, &total, err, cap))
-        return false;
-    struct api_request req = {
+    *req = (struct api_request){
         .method = "POST",
         .path = w->kind == WARM_B64 ? "/v1/attention" : "/v2/models/attention/infer",
         .header = warm_header, .header_arg = w, .ws = ws,
+        .body = b->body, .body_len = b->len, .early = b->early,
     };
-    char *body = api_spare_alloc(total, NULL);
-    bool ok = body != NULL;
-    if (!ok)
+}
+
+/* Run one request of kind w as the transport hands one over: its body in
+ * a block of api/spare.c, written piece by piece (the base64 strings
+ * decoded as they arrive, where the route takes them so), then the api,
+ * without the key check (attnd itself asks). */
+static bool run_one(struct api_ctx *ctx, struct warm_req *w, const struct api_warm_shape *s,
+                    const struct warm_tensor *t, struct attn_ws *ws, char *err, size_t cap)
+{
+    void (*make)(struct warm_body *, const struct api_warm_shape *, const struct warm_tensor *) =
+        w->kind == WARM_B64 ? body_b64 : body_v2;
+    struct warm_body *b = calloc(1, sizeof *b);
+    if (!b) {
         snprintf(err, cap, "out of memory");
-    struct api_early *e = ok ? api_early_open(&req, total) : NULL;
-    for (size_t off = 0; ok && off < total; off += WARM_PIECE) {
-        size_t n = total - off < WARM_PIECE ? total - off : WARM_PIECE;
-        if (e)
-            api_early_put(e, body, off, text + off, n);
-        else
-            memcpy(body + off, text + off, n);
+        return false;
     }
-    free(text);
+    make(b, s, t);                  /* measured */
+    size_t total = b->len, max = ctx->cfg.max_body_bytes;
+    bool ok = false;
+    if (total == SIZE_MAX)
+        snprintf(err, cap, "the shape is too large");
+    else if (max && total > max)
+        snprintf(err, cap, "its body of %zu bytes is over --max-body-bytes %zu", total, max);
+    else if (!(b->body = api_spare_alloc(total, NULL)))
+        snprintf(err, cap, "out of memory");
+    else
+        ok = true;
     if (ok) {
-        req.body = body;
-        req.body_len = total;
-        req.early = e;
+        struct api_request req;
+        request_of(w, b, ws, &req);
+        b->early = api_early_open(&req, total);
+        b->len = 0;
+        b->state = 0x9e3779b9u;
+        make(b, s, t);              /* written */
+        flush(b);
+        snprintf(w->header_len, sizeof w->header_len, "%zu", b->header_len);
+        request_of(w, b, ws, &req);
         struct api_response resp;
         api_handle_trusted(ctx, &req, &resp);
         ok = resp.status == 200;
@@ -321,8 +342,9 @@ static bool run_one(struct api_ctx *ctx, struct warm_req *w, const struct api_wa
             answer_as_error(&resp, err, cap);
         api_response_free(&resp);
     }
-    api_early_free(e);
-    api_spare_free(body);       /* kept: the transport's next body of this size */
+    api_early_free(b->early);
+    api_spare_free(b->body);        /* kept: the transport's next body of this size */
+    free(b);
     return ok;
 }
 
@@ -341,5 +363,6 @@ bool api_warm_run(struct api_ctx *ctx, const struct api_warm_shape *s, struct at
             return false;
         }
     }
+    api_spare_touch();
     return true;
 }

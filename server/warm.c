@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "api/spare.h"
 #include "api/warm.h"
 #include "server/log.h"
 #include "server/worker.h"
@@ -38,10 +39,12 @@ struct warm_job {
     struct warm_run *run;
 };
 
+/* With r->mu held: count this job in and wait (releasing mu) until every
+ * job has reached a thread of its own, or WARM_GATHER_S has passed. */
 static void gather(struct warm_run *r)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += WARM_GATHER_S;
     r->in++;
     pthread_cond_broadcast(&r->arrived);
@@ -92,7 +95,11 @@ static void log_outcome(const struct warm_run *r)
     if (r->failed) {
         api_warm_name(&c->warm_up[r->failed_at], name, sizeof name);
         srv_log_msgf("error", "--warm-up %s: %s", name, r->err);
+        return;
     }
+    size_t bytes, kept = api_spare_kept(&bytes);
+    srv_log_msgf("info", "warm-up: %zu buffers of %zu bytes in all kept for the first requests",
+                 kept, bytes);
 }
 
 bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *cfg,
@@ -102,12 +109,22 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
         return true;
     struct warm_run r = {.threads = threads, .ctx = ctx, .cfg = cfg};
     struct warm_job *jobs = calloc(threads, sizeof *jobs);
-    if (!jobs || pthread_mutex_init(&r.mu, NULL) != 0) {
+    pthread_condattr_t ca;
+    bool made = jobs && pthread_condattr_init(&ca) == 0;
+    if (made) {
+        made = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+               pthread_cond_init(&r.arrived, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (made && pthread_mutex_init(&r.mu, NULL) != 0) {
+        pthread_cond_destroy(&r.arrived);
+        made = false;
+    }
+    if (!made) {
         free(jobs);
-        srv_log_msgf("error", "--warm-up: out of memory");
+        srv_log_msgf("error", "--warm-up: cannot start (out of memory)");
         return false;
     }
-    pthread_cond_init(&r.arrived, NULL);
     atomic_store(warming, true);
     unsigned queued = 0;
     pthread_mutex_lock(&r.mu);      /* the jobs start once all are queued */
