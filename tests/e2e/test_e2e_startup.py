@@ -107,21 +107,31 @@ def _first_requests(*flags):
             r = d.post(path, body, headers=headers)
             faults.append(_minor_faults(d.proc.pid) - f0)
             assert r.status == 200, r
-        return faults, levels(d)
+        events = []
+        for line in d.logs().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass
+        return faults, events
 
 
 def test_warm_up_readies_the_first_requests_of_its_shape():
     """The first requests after start fault in fewer pages after --warm-up:
     their bodies, tensors and answers find blocks the warm-up left. The
-    daemon logs each shape warmed, at info, before it listens."""
+    daemon logs each shape warmed, at info, with how many pool threads ran
+    it (all of them), before it listens."""
     cold, _ = _first_requests()
     warm, log = _first_requests("--warm-up", "%dx%dx%d,2x16x32x8" % WARM_SHAPE)
     # v2: a 1.1 MB body and 1 MB of k and v; base64: 1.5 MB, and the blocks
     # the v2 request left
     assert cold[0] > 300 and cold[1] > 150, cold
     assert warm[0] < cold[0] / 2 and warm[1] < cold[1] / 2, (cold, warm)
-    msgs = [m for _, m in log]
-    assert [lv for lv, m in log if m == "warmed up"] == ["info", "info"], log
+    msgs = [e.get("msg") for e in log]
+    warmed = [e for e in log if e.get("msg") == "warmed up"]
+    # both shapes, at info, each run on both pool threads of one worker
+    assert [(e["level"], e["shape"], e["threads"]) for e in warmed] == [
+        ("info", "%dx%dx%d" % WARM_SHAPE, "2"), ("info", "2x16x32x8", "2")], warmed
     assert msgs.index("warmed up") < msgs.index("listening"), msgs
 
 
