@@ -363,6 +363,5 @@ bool api_warm_run(struct api_ctx *ctx, const struct api_warm_shape *s, struct at
             return false;
         }
     }
-    api_spare_touch();
     return true;
 }

@@ -10,10 +10,10 @@
  * tensors and the OIP v2 infer route with binary ones, through the steps a
  * request from the transport takes (its body in an api/spare.c block, the
  * base64 strings decoded piece by piece as they would arrive, the api's
- * router) and checks that both were answered 200; then every page of the
- * kept blocks is written once (api_spare_touch), since a request leaves
- * parts of its blocks untouched that another's layout uses. They are
- * never counted as requests and need no API key.
+ * router) and checks that both were answered 200. They are never counted
+ * as requests and need no API key. A request leaves parts of its blocks
+ * untouched that another's layout uses: once every warm-up request has
+ * run, the caller writes to every kept page (api_spare_touch).
  */
 #ifndef ATTND_API_WARM_H
 #define ATTND_API_WARM_H

@@ -138,6 +138,7 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
     pthread_mutex_unlock(&r.mu);
     uv_run(loop, UV_RUN_DEFAULT);   /* until every job is done */
     atomic_store(warming, false);
+    api_spare_touch();              /* once, after every turn */
     if (queued == 0) {
         r.failed = true;
         snprintf(r.err, sizeof r.err, "the compute pool did not start");
