@@ -2,15 +2,15 @@
  * api/spare.c — large request buffers kept for the next request (see
  * api/spare.h): API_SPARE_SLOTS slots under one mutex, at most
  * API_SPARE_BYTES bytes kept in all; a request takes the smallest kept
- * block that holds it without being more than twice its size, so a small
- * buffer does not pin a huge one. A new block of SPARE_HUGE bytes or more
- * is 2 MiB-aligned, a whole number of 2 MiB pages, and asks for
- * transparent huge pages (as core/kv_slab.c's slabs and core/persist.c's
- * encodings do): its first writer faults it in 2 MiB at a time instead of
- * 4 KiB (a 134 MB import body took 32,855 page faults). Under
- * AddressSanitizer a kept block is poisoned until it is handed out again,
- * so a use after api_spare_free is still reported although the block is
- * not freed.
+ * block that holds it without being more than twice its size (less a huge
+ * block's slack, spare_fits), so a small buffer does not pin a huge one. A
+ * new block of SPARE_HUGE bytes or more is 2 MiB-aligned, a whole number
+ * of 2 MiB pages, and asks for transparent huge pages (as core/kv_slab.c's
+ * slabs and core/persist.c's encodings do): its first writer faults it in
+ * 2 MiB at a time instead of 4 KiB (a 134 MB import body took 32,855 page
+ * faults). Under AddressSanitizer a kept block is poisoned until it is
+ * handed out again, so a use after api_spare_free is still reported
+ * although the block is not freed.
  */
 #include "api/spare.h"
 
@@ -47,7 +47,20 @@ static struct {
 } spare[API_SPARE_SLOTS];
 static size_t spare_bytes;
 
-/* The smallest kept block of need to 2 * need bytes, taken out; or NULL. */
+/* Whether a kept block of cap bytes may serve need: it holds need and is
+ * at most twice it. A huge block's cap may hold one 2 MiB page more than
+ * its maker asked for (glibc's aligned_alloc leaves it behind an mmap'd
+ * block, depending on the address the kernel gave). For a need that gets
+ * huge blocks that page is not counted, or a need of 2 to 3 MiB would
+ * find the very block it made (4 MiB asked, 6 held) too large and make
+ * another. */
+static bool spare_fits(size_t cap, size_t need)
+{
+    size_t counted = need >= SPARE_HUGE && cap >= 2 * SPARE_HUGE ? cap - SPARE_HUGE : cap;
+    return cap >= need && counted / 2 <= need;
+}
+
+/* The smallest kept block that fits need, taken out; or NULL. */
 static void *spare_take(size_t need, size_t *cap)
 {
     size_t best = API_SPARE_SLOTS;
@@ -55,7 +68,7 @@ static void *spare_take(size_t need, size_t *cap)
 
     pthread_mutex_lock(&spare_mu);
     for (size_t i = 0; i < API_SPARE_SLOTS; i++)
-        if (spare[i].p && spare[i].cap >= need && spare[i].cap / 2 <= need &&
+        if (spare[i].p && spare_fits(spare[i].cap, need) &&
             (best == API_SPARE_SLOTS || spare[i].cap < spare[best].cap))
             best = i;
     if (best < API_SPARE_SLOTS) {
