@@ -1,6 +1,7 @@
 /*
  * api/warm.c — the start-up requests of --warm-up (api/warm.h): the shape
- * list, and the made-up requests (base64 JSON and OIP v2 binary) run
+ * list, and the made-up requests (base64 JSON and OIP v2 binary, of the
+ * shape's dtype) run
  * through the api as the transport would hand them over.
  */
 #include "api/warm.h"
@@ -16,6 +17,7 @@
 #include "api/base64.h"
 #include "api/internal.h"
 #include "api/spare.h"
+#include "core/half.h"
 #include "core/tensor.h"
 
 #define WARM_DIM_MAX ((size_t)1 << 20)
@@ -23,11 +25,41 @@
  * the transport reads from a socket at a time. */
 #define WARM_PIECE ((size_t)64 << 10)
 
+/* Per enum api_warm_dtype: its name in a request's "dtype", its OIP v2
+ * datatype and its element's bytes. */
+static const struct {
+    const char *name, *v2;
+    size_t size;
+} warm_types[] = {
+    [API_WARM_F32] = {"float32", "FP32", 4},
+    [API_WARM_F64] = {"float64", "FP64", 8},
+    [API_WARM_F16] = {"float16", "FP16", 2},
+    [API_WARM_BF16] = {"bfloat16", "BF16", 2},
+};
+
 /* ---- the shape list ------------------------------------------------------ */
 
-/* One "NxLxD" or "HxNxLxD" of text[0, len). */
+/* The dtype named by text[0, len). */
+static bool parse_dtype(const char *text, size_t len, enum api_warm_dtype *out)
+{
+    for (size_t i = 0; i < sizeof warm_types / sizeof warm_types[0]; i++)
+        if (strlen(warm_types[i].name) == len && memcmp(text, warm_types[i].name, len) == 0) {
+            *out = (enum api_warm_dtype)i;
+            return true;
+        }
+    return false;
+}
+
+/* One "NxLxD" or "HxNxLxD", with an optional ":dtype", of text[0, len). */
 static bool parse_one(const char *text, size_t len, struct api_warm_shape *s)
 {
+    enum api_warm_dtype dtype = API_WARM_F32;
+    const char *colon = memchr(text, ':', len);
+    if (colon) {
+        if (!parse_dtype(colon + 1, len - (size_t)(colon + 1 - text), &dtype))
+            return false;
+        len = (size_t)(colon - text);
+    }
     size_t dims[4], nd = 0, i = 0;
     while (i < len) {
         if (nd == 4 || text[i] < '0' || text[i] > '9')
@@ -45,9 +77,9 @@ static bool parse_one(const char *text, size_t len, struct api_warm_shape *s)
             return false;
     }
     if (nd == 3)
-        *s = (struct api_warm_shape){1, dims[0], dims[1], dims[2]};
+        *s = (struct api_warm_shape){1, dims[0], dims[1], dims[2], dtype};
     else if (nd == 4)
-        *s = (struct api_warm_shape){dims[0], dims[1], dims[2], dims[3]};
+        *s = (struct api_warm_shape){dims[0], dims[1], dims[2], dims[3], dtype};
     else
         return false;
     return true;
@@ -73,10 +105,12 @@ bool api_warm_parse(const char *text, struct api_warm_shape *out, size_t *count)
 
 void api_warm_name(const struct api_warm_shape *s, char *buf, size_t cap)
 {
+    const char *sep = s->dtype == API_WARM_F32 ? "" : ":";
+    const char *type = s->dtype == API_WARM_F32 ? "" : warm_types[s->dtype].name;
     if (s->h > 1)
-        snprintf(buf, cap, "%zux%zux%zux%zu", s->h, s->n, s->L, s->d);
+        snprintf(buf, cap, "%zux%zux%zux%zu%s%s", s->h, s->n, s->L, s->d, sep, type);
     else
-        snprintf(buf, cap, "%zux%zux%zu", s->n, s->L, s->d);
+        snprintf(buf, cap, "%zux%zux%zu%s%s", s->n, s->L, s->d, sep, type);
 }
 
 /* ---- the requests' bodies ---------------------------------------------------- */
@@ -111,9 +145,10 @@ static void fill(float *x, size_t count, uint32_t *state)
     *state = r;
 }
 
-/* Floats of a tensor made and encoded at a time: 48 KiB, whose base64 is
- * one piece (a multiple of 3 bytes, so the pieces' encodings join). */
-#define WARM_FLOATS ((size_t)12288)
+/* Bytes of a tensor made and encoded at a time: 48 KiB, whose base64 is
+ * one piece (a multiple of 3 bytes, so the pieces' encodings join, and of
+ * every element size). */
+#define WARM_CHUNK ((size_t)49152)
 
 /* A body being written in pieces of WARM_PIECE bytes, each handed over as
  * the transport hands over what it reads: to the early decoder, or copied
@@ -128,9 +163,15 @@ struct warm_body {
     size_t staged;
     size_t header_len;              /* v2: the JSON header's bytes */
     uint32_t state;
+    enum api_warm_dtype dtype;      /* of the values */
     char stage[WARM_PIECE];
     char enc[WARM_PIECE];
-    float x[WARM_FLOATS];
+    float f[WARM_CHUNK / 2];        /* a chunk's values, made as floats */
+    union {                         /* and as the dtype's elements */
+        float f32[WARM_CHUNK / 4];
+        double f64[WARM_CHUNK / 8];
+        uint16_t half[WARM_CHUNK / 2];
+    } x;
 };
 
 static void flush(struct warm_body *b)
@@ -176,6 +217,27 @@ static void putf(struct warm_body *b, const char *fmt, ...)
         put(b, tmp, (size_t)n);
 }
 
+/* count values of b's dtype into b->x. */
+static void make_values(struct warm_body *b, size_t count)
+{
+    fill(b->f, count, &b->state);
+    switch (b->dtype) {
+    case API_WARM_F32:
+        memcpy(b->x.f32, b->f, count * sizeof(float));
+        break;
+    case API_WARM_F64:
+        for (size_t i = 0; i < count; i++)
+            b->x.f64[i] = b->f[i];
+        break;
+    case API_WARM_F16:
+        (void)half_f32_to_f16_n(b->f, b->x.half, count);
+        break;
+    case API_WARM_BF16:
+        (void)half_f32_to_bf16_n(b->f, b->x.half, count);
+        break;
+    }
+}
+
 /* A tensor's values, bytes in all, as base64 text or as bytes. */
 static void put_values(struct warm_body *b, size_t bytes, bool base64)
 {
@@ -187,35 +249,37 @@ static void put_values(struct warm_body *b, size_t bytes, bool base64)
             put(b, NULL, base64 ? chars : bytes);
         return;
     }
+    size_t size = warm_types[b->dtype].size;
     for (size_t done = 0; done < bytes; ) {
         size_t k = bytes - done < sizeof b->x ? bytes - done : sizeof b->x;
-        fill(b->x, k / sizeof(float), &b->state);
+        make_values(b, k / size);
         if (base64) {
             size_t chars;
             (void)api_base64_encoded_len(k, &chars);     /* at most WARM_PIECE */
-            api_base64_encode_to(b->enc, b->x, k);
+            api_base64_encode_to(b->enc, &b->x, k);
             put(b, b->enc, chars);
         } else {
-            put(b, b->x, k);
+            put(b, &b->x, k);
         }
         done += k;
     }
 }
 
-/* POST /v1/attention: q, k and v as base64 strings, the output asked for
- * in base64. */
+/* POST /v1/attention: q, k and v as base64 strings of s's dtype, which is
+ * the request's too; the output asked for in base64. */
 static void body_b64(struct warm_body *b, const struct api_warm_shape *s,
                      const struct warm_tensor *t)
 {
     char shape[96];
+    const char *type = warm_types[s->dtype].name;
     put(b, "{", 1);
     for (int i = 0; i < 3; i++) {
         shape_json(shape, sizeof shape, s, &t[i]);
-        putf(b, "\"%s\":{\"shape\":%s,\"dtype\":\"float32\",\"data\":\"", t[i].name, shape);
+        putf(b, "\"%s\":{\"shape\":%s,\"dtype\":\"%s\",\"data\":\"", t[i].name, shape, type);
         put_values(b, t[i].bytes, true);
         put(b, "\"},", 3);
     }
-    putf(b, "\"dtype\":\"float32\",\"encoding\":\"base64\",\"return\":[\"output\"]}");
+    putf(b, "\"dtype\":\"%s\",\"encoding\":\"base64\",\"return\":[\"output\"]}", type);
 }
 
 /* POST /v2/models/attention/infer with the binary tensor data extension:
@@ -229,9 +293,9 @@ static void body_v2(struct warm_body *b, const struct api_warm_shape *s,
     put(b, "{\"inputs\":[", 11);
     for (int i = 0; i < 3; i++) {
         shape_json(shape, sizeof shape, s, &t[i]);
-        putf(b, "%s{\"name\":\"%s\",\"shape\":%s,\"datatype\":\"FP32\","
+        putf(b, "%s{\"name\":\"%s\",\"shape\":%s,\"datatype\":\"%s\","
                 "\"parameters\":{\"binary_data_size\":%zu}}",
-             i ? "," : "", t[i].name, shape, t[i].bytes);
+             i ? "," : "", t[i].name, shape, warm_types[s->dtype].v2, t[i].bytes);
     }
     putf(b, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
     b->header_len = b->len;
@@ -263,9 +327,9 @@ static const char *warm_header(void *arg, const char *name)
 static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s,
                        struct warm_tensor t[3], char *err, size_t cap)
 {
-    size_t qn, kn, in;
+    size_t qn, kn, in, size = warm_types[s->dtype].size;
     if (!core_mul3(s->h, s->n, s->d, &qn) || !core_mul3(s->h, s->L, s->d, &kn) ||
-        kn > (SIZE_MAX - qn) / 2 || !core_mul(qn + 2 * kn, sizeof(float), &in)) {
+        kn > (SIZE_MAX - qn) / 2 || !core_mul(qn + 2 * kn, size, &in)) {
         snprintf(err, cap, "the shape is too large");
         return false;
     }
@@ -274,9 +338,9 @@ static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s
         snprintf(err, cap, "its %zu input numbers are over --max-elements %zu", qn + 2 * kn, max);
         return false;
     }
-    t[0] = (struct warm_tensor){"q", s->n, qn * sizeof(float)};
-    t[1] = (struct warm_tensor){"k", s->L, kn * sizeof(float)};
-    t[2] = (struct warm_tensor){"v", s->L, kn * sizeof(float)};
+    t[0] = (struct warm_tensor){"q", s->n, qn * size};
+    t[1] = (struct warm_tensor){"k", s->L, kn * size};
+    t[2] = (struct warm_tensor){"v", s->L, kn * size};
     return true;
 }
 
@@ -314,6 +378,7 @@ static bool run_one(struct api_ctx *ctx, struct warm_req *w, const struct api_wa
         snprintf(err, cap, "out of memory");
         return false;
     }
+    b->dtype = s->dtype;
     make(b, s, t);                  /* measured */
     size_t total = b->len, max = ctx->cfg.max_body_bytes;
     bool ok = false;

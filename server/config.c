@@ -108,9 +108,9 @@ static const struct opt opts[] = {
     {"request-timeout", OPT_SECONDS, N(request_timeout_s), 0, 86400, "60",
      "seconds a request may take on the pool (503 deadline_exceeded); 0: none"},
     {"warm-up", OPT_WARMUP, N(warm_up), 0, 0, "",
-     "before listening, run an output-only float32 request of each shape (NxLxD or HxNxLxD, "
-     "comma-separated, at most 4), base64 and OIP v2 binary, on every compute thread, so the "
-     "first ones find their buffers ready"},
+     "before listening, run an output-only request of each shape (NxLxD or HxNxLxD, then "
+     ":float64, :float16 or :bfloat16 if not float32; comma-separated, at most 4), base64 and "
+     "OIP v2 binary, on every compute thread, so the first ones find their buffers ready"},
 };
 
 #undef F
@@ -279,7 +279,9 @@ static const char *kind_hint(const struct opt *o)
     case OPT_FSYNC: return "always, everysec or no";
     case OPT_CORS: return "at most 32 origins, 4095 characters";
     case OPT_KERNEL: return "auto, avx512, avx2 or none";
-    case OPT_WARMUP: return "shapes NxLxD or HxNxLxD (each 1 to 1048576), comma-separated, at most 4";
+    case OPT_WARMUP:
+        return "shapes NxLxD or HxNxLxD (each 1 to 1048576), each optionally :float64, :float16, "
+               ":bfloat16 or :float32, comma-separated, at most 4";
     case OPT_STR: break;
     }
     return "shorter text";

@@ -122,7 +122,7 @@ def test_warm_up_readies_the_first_requests_of_its_shape():
     daemon logs each shape warmed, at info, with how many pool threads ran
     it (all of them), before it listens."""
     cold, _ = _first_requests()
-    warm, log = _first_requests("--warm-up", "%dx%dx%d,2x16x32x8" % WARM_SHAPE)
+    warm, log = _first_requests("--warm-up", "%dx%dx%d,2x16x32x8:bfloat16" % WARM_SHAPE)
     # v2: a 1.1 MB body and 1 MB of k and v; base64: 1.5 MB, and the blocks
     # the v2 request left
     assert cold[0] > 300 and cold[1] > 150, cold
@@ -131,7 +131,7 @@ def test_warm_up_readies_the_first_requests_of_its_shape():
     warmed = [e for e in log if e.get("msg") == "warmed up"]
     # both shapes, at info, each run on both pool threads of one worker
     assert [(e["level"], e["shape"], e["threads"]) for e in warmed] == [
-        ("info", "%dx%dx%d" % WARM_SHAPE, "2"), ("info", "2x16x32x8", "2")], warmed
+        ("info", "%dx%dx%d" % WARM_SHAPE, "2"), ("info", "2x16x32x8:bfloat16", "2")], warmed
     assert msgs.index("warmed up") < msgs.index("listening"), msgs
 
 
@@ -144,11 +144,14 @@ def test_warm_up_that_cannot_run_stops_the_start():
     for flags, env, said in (
             (["--warm-up", "64x64"], {}, "invalid --warm-up '64x64'"),
             (["--warm-up", "1x1x1,0x2x2"], {}, "invalid --warm-up"),
+            (["--warm-up", "64x64x64:int8"], {}, "each optionally :float64"),
             ([], {"ATTND_WARM_UP": "64x64x64x64x64"}, "invalid value of ATTND_WARM_UP"),
             (["--warm-up", "64x64x64", "--max-elements", "1000"], {},
              "--warm-up 64x64x64: its 12288 input numbers are over --max-elements 1000"),
             (["--warm-up", "300x300x64", "--max-body-bytes", "100k"], {},
-             "--warm-up 300x300x64: base64 JSON: its body of")):
+             "--warm-up 300x300x64: base64 JSON: its body of"),
+            (["--warm-up", "200x200x64:float64", "--max-body-bytes", "300k"], {},
+             "--warm-up 200x200x64:float64: base64 JSON: its body of")):
         p = subprocess.run([BIN, "--port", "0", *flags], capture_output=True, text=True,
                            env=dict(os.environ, **env), timeout=30)
         assert p.returncode == 2, (flags, p.returncode, p.stdout, p.stderr)
