@@ -3,8 +3,9 @@
  *
  * Growth doubles the capacity (starting at 256 bytes) but never asks for
  * more than max + 1 bytes; from API_SPARE_MIN bytes on it moves into a
- * block kept by api/spare.c (up to twice the size asked for) instead of
- * realloc. Every size is computed with checked arithmetic.
+ * block kept by api/spare.c (up to twice the size asked for, or three
+ * times from 2 to 3 MiB: api/spare.h) instead of realloc. Every size is
+ * computed with checked arithmetic.
  */
 #include "api/buf.h"
 

@@ -2,8 +2,9 @@
  * api/spare.c — large request buffers kept for the next request (see
  * api/spare.h): API_SPARE_SLOTS slots under one mutex, at most
  * API_SPARE_BYTES bytes kept in all; a request takes the smallest kept
- * block that holds it without being more than twice its size (less a huge
- * block's slack, spare_fits), so a small buffer does not pin a huge one. A
+ * block that holds it without being more than twice its size (or the very
+ * block it would make, spare_fits), so a small buffer does not pin a huge
+ * one. A
  * new block of SPARE_HUGE bytes or more is 2 MiB-aligned, a whole number
  * of 2 MiB pages, and asks for transparent huge pages (as core/kv_slab.c's
  * slabs and core/persist.c's encodings do): its first writer faults it in
@@ -47,17 +48,24 @@ static struct {
 } spare[API_SPARE_SLOTS];
 static size_t spare_bytes;
 
+/* need (at most SIZE_MAX - SPARE_HUGE) rounded up to whole 2 MiB pages:
+ * what huge_new asks for. */
+static size_t huge_round(size_t need)
+{
+    return (need + SPARE_HUGE - 1) / SPARE_HUGE * SPARE_HUGE;
+}
+
 /* Whether a kept block of cap bytes may serve need: it holds need and is
- * at most twice it. A huge block's cap may hold one 2 MiB page more than
- * its maker asked for (glibc's aligned_alloc leaves it behind an mmap'd
- * block, depending on the address the kernel gave). For a need that gets
- * huge blocks that page is not counted, or a need of 2 to 3 MiB would
- * find the very block it made (4 MiB asked, 6 held) too large and make
- * another. */
+ * at most twice it, or it is the block need itself would make. A huge
+ * block may hold one 2 MiB page more than huge_new asked for (glibc's
+ * aligned_alloc leaves it behind an mmap'd block, depending on the
+ * address the kernel gave): a need of 2 to 3 MiB asks for 4 MiB and may
+ * hold 6, which the twice rule alone refused to that very need. */
 static bool spare_fits(size_t cap, size_t need)
 {
-    size_t counted = need >= SPARE_HUGE && cap >= 2 * SPARE_HUGE ? cap - SPARE_HUGE : cap;
-    return cap >= need && counted / 2 <= need;
+    return cap >= need && (cap / 2 <= need ||
+                           (need >= SPARE_HUGE && need <= SIZE_MAX / 2 &&
+                            cap == huge_round(need) + SPARE_HUGE));
 }
 
 /* The smallest kept block that fits need, taken out; or NULL. */
@@ -102,7 +110,7 @@ static void *huge_new(size_t need, size_t *cap)
 {
     if (need > SIZE_MAX - SPARE_HUGE)
         return NULL;
-    void *p = aligned_alloc(SPARE_HUGE, (need + SPARE_HUGE - 1) / SPARE_HUGE * SPARE_HUGE);
+    void *p = aligned_alloc(SPARE_HUGE, huge_round(need));
     if (!p)
         return NULL;
     *cap = block_cap(p);

@@ -20,11 +20,12 @@
 
 #define API_SPARE_MIN ((size_t)256 << 10)
 
-/* At least need bytes (malloc'd): a kept block of need to 2 * need bytes
- * (plus a 2 MiB page of glibc's slack, from 2 MiB on) when there is one,
- * else a new one (of 2 MiB pages from 2 MiB on: 2 MiB-
- * aligned, need rounded up to them, huge pages asked for); *cap (may be
- * NULL) gets its usable size. NULL when out of memory. */
+/* At least need bytes (malloc'd): a kept block of need to 2 * need bytes,
+ * or one as large as a new one for need may come out (glibc may add a
+ * 2 MiB page), when there is one; else a new one (of 2 MiB pages from
+ * 2 MiB on: 2 MiB-aligned, need rounded up to them, huge pages asked
+ * for). *cap (may be NULL) gets its usable size. NULL when out of
+ * memory. */
 void *api_spare_alloc(size_t need, size_t *cap);
 
 /* Keep p (malloc'd, or NULL) for a later api_spare_alloc when it is large

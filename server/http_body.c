@@ -95,7 +95,8 @@ bool http_body_reserve(struct req *r, size_t cap)
     }
     if (r->cap == 0 && cap > KEEP_BODY_MAX) {
         /* Charged for what it asks: a kept block handed out may be up to
-         * twice that, but api/spare.c bounds what its blocks hold. */
+         * twice that (three times at 2 to 3 MiB), but api/spare.c bounds
+         * what its blocks hold. */
         if (!budget_take(r->h, cap))
             return false;
         char *p = api_spare_alloc(cap, NULL);
