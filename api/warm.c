@@ -1,8 +1,8 @@
 /*
  * api/warm.c — the start-up requests of --warm-up (api/warm.h): the shape
- * list, and the made-up requests (base64 JSON and OIP v2 binary, of the
- * shape's dtype) run
- * through the api as the transport would hand them over.
+ * list, and the made-up requests (base64 JSON and OIP v2 binary, in the
+ * shape's dtype) run through the api as the transport would hand them
+ * over.
  */
 #include "api/warm.h"
 
@@ -145,10 +145,11 @@ static void fill(float *x, size_t count, uint32_t *state)
     *state = r;
 }
 
-/* Bytes of a tensor made and encoded at a time: 48 KiB, whose base64 is
- * one piece (a multiple of 3 bytes, so the pieces' encodings join, and of
- * every element size). */
-#define WARM_CHUNK ((size_t)49152)
+/* Bytes of a tensor made and encoded at a time: those whose base64 is one
+ * piece, 48 KiB, a multiple of 3 (so the pieces' encodings join) and of
+ * every element size. */
+#define WARM_CHUNK (WARM_PIECE / 4 * 3)
+_Static_assert(WARM_CHUNK % 24 == 0, "chunks join in base64 and hold whole elements");
 
 /* A body being written in pieces of WARM_PIECE bytes, each handed over as
  * the transport hands over what it reads: to the early decoder, or copied
@@ -220,10 +221,13 @@ static void putf(struct warm_body *b, const char *fmt, ...)
 /* count values of b's dtype into b->x. */
 static void make_values(struct warm_body *b, size_t count)
 {
+    if (b->dtype == API_WARM_F32) {
+        fill(b->x.f32, count, &b->state);
+        return;
+    }
     fill(b->f, count, &b->state);
     switch (b->dtype) {
     case API_WARM_F32:
-        memcpy(b->x.f32, b->f, count * sizeof(float));
         break;
     case API_WARM_F64:
         for (size_t i = 0; i < count; i++)

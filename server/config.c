@@ -33,7 +33,7 @@ enum opt_kind {
     OPT_FSYNC,      /* always | everysec | no */
     OPT_CORS,       /* comma-separated origins */
     OPT_KERNEL,     /* auto | avx512 | avx2 | none */
-    OPT_WARMUP,     /* NxLxD or HxNxLxD, comma-separated */
+    OPT_WARMUP,     /* NxLxD or HxNxLxD, each with an optional :dtype, comma-separated */
 };
 
 struct opt {

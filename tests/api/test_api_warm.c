@@ -2,14 +2,14 @@
  * tests/api/test_api_warm.c — api/warm.c, the requests of --warm-up: the
  * shape list (what it takes and what it refuses), and what a warm-up
  * leaves behind. After api_warm_run for a shape, a request of that shape
- * and dtype from a client, base64 JSON (options before or after the tensors)
- * or OIP v2 binary, built here by other code and handed over as the
- * transport hands one (its body in a block of api/spare.c, the base64
- * strings fed to an early decoder piece by piece), takes every large block
- * it needs from the kept ones and gives them back: the kept blocks and
- * bytes are the same after it. Without the warm-up, or after one in
- * float32, a float64 request of the same shape leaves new blocks behind
- * (so the check can fail). The
+ * and dtype (float32, float64, float16, bfloat16) from a client, base64
+ * JSON (options before or after the tensors) or OIP v2 binary, built here
+ * by other code and handed over as the transport hands one (its body in a
+ * block of api/spare.c, the base64 strings fed to an early decoder piece
+ * by piece), takes every large block it needs from the kept ones and gives
+ * them back: the kept blocks and bytes are the same after it. Without the
+ * warm-up the same request leaves new blocks behind (so the check can
+ * fail), and so does a float64 request after a float32 warm-up. The
  * warm-up needs no API key, while a client's request still does; a shape
  * over --max-elements or a body over --max-body-bytes is refused with a
  * reason that names the flag.
@@ -143,8 +143,8 @@ static void b64_tensor(struct t_body *b, const char *key, enum api_warm_dtype ty
 static struct t_body b64_body(const struct api_warm_shape *s, bool options_first)
 {
     char options[96];
-    snprintf(options, sizeof options,
-             "\"dtype\":\"%s\",\"encoding\":\"base64\",\"return\":[\"output\"]", type_name[s->dtype]);
+    snprintf(options, sizeof options, "\"dtype\":\"%s\",\"encoding\":\"base64\","
+             "\"return\":[\"output\"]", type_name[s->dtype]);
     struct t_body b = {0};
     t_body_puts(&b, "{");
     if (options_first) {
@@ -176,13 +176,13 @@ static struct t_body v2_body(const struct api_warm_shape *s, size_t *json)
         size_t bytes = s->h * rows[i] * s->d * type_size[s->dtype];
         const char *type = v2_type[s->dtype];
         if (s->h > 1)
-            snprintf(part, sizeof part, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[%zu,%zu,%zu],"
-                     "\"parameters\":{\"binary_data_size\":%zu}}", i ? "," : "", names[i], type, s->h,
-                     rows[i], s->d, bytes);
+            snprintf(part, sizeof part, "%s{\"name\":\"%s\",\"datatype\":\"%s\","
+                     "\"shape\":[%zu,%zu,%zu],\"parameters\":{\"binary_data_size\":%zu}}",
+                     i ? "," : "", names[i], type, s->h, rows[i], s->d, bytes);
         else
-            snprintf(part, sizeof part, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[%zu,%zu],"
-                     "\"parameters\":{\"binary_data_size\":%zu}}", i ? "," : "", names[i], type, rows[i],
-                     s->d, bytes);
+            snprintf(part, sizeof part, "%s{\"name\":\"%s\",\"datatype\":\"%s\","
+                     "\"shape\":[%zu,%zu],\"parameters\":{\"binary_data_size\":%zu}}",
+                     i ? "," : "", names[i], type, rows[i], s->d, bytes);
         t_body_puts(&b, part);
     }
     t_body_puts(&b, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
@@ -323,12 +323,13 @@ TEST(warm_up_needs_no_key_but_clients_still_do)
 TEST(warm_up_refuses_shapes_over_the_limits)
 {
     char err[512] = "";
-    const struct api_warm_shape big = {2, 1024, 1024, 1024, API_WARM_F32};     /* 6.3M inputs */
+    const struct api_warm_shape big = {2, 1024, 1024, 1024, API_WARM_F32};   /* 6.3M inputs */
     CHECK(!api_warm_run(&ctx, &big, NULL, err, sizeof err));
     CHECK(strstr(err, "--max-elements") != NULL);
     size_t body = ctx.cfg.max_body_bytes;
     ctx.cfg.max_body_bytes = 100000;
-    const struct api_warm_shape wide = {1, 100, 100, 100, API_WARM_F32};       /* 30k inputs, 160 kB */
+    /* 30k inputs, 160 kB */
+    const struct api_warm_shape wide = {1, 100, 100, 100, API_WARM_F32};
     err[0] = '\0';
     CHECK(!api_warm_run(&ctx, &wide, NULL, err, sizeof err));
     CHECK(strstr(err, "--max-body-bytes") != NULL && strstr(err, "base64 JSON") != NULL);
