@@ -15,6 +15,7 @@
 
 #include "api/api.h"
 #include "api/base64.h"
+#include "api/half.h"
 #include "api/internal.h"
 #include "api/spare.h"
 #include "core/half.h"
@@ -25,28 +26,44 @@
  * the transport reads from a socket at a time. */
 #define WARM_PIECE ((size_t)64 << 10)
 
-/* Per enum api_warm_dtype: its name in a request's "dtype", its OIP v2
- * datatype and its element's bytes. */
+/* Per enum api_warm_dtype: the request's computation and wire precision
+ * as the api reads them (api_read_dtype_half), and its OIP v2 datatype. */
 static const struct {
-    const char *name, *v2;
-    size_t size;
+    enum attn_dtype dt;
+    enum api_half half;
+    const char *v2;
 } warm_types[] = {
-    [API_WARM_F32] = {"float32", "FP32", 4},
-    [API_WARM_F64] = {"float64", "FP64", 8},
-    [API_WARM_F16] = {"float16", "FP16", 2},
-    [API_WARM_BF16] = {"bfloat16", "BF16", 2},
+    [API_WARM_F32] = {ATTN_F32, API_HALF_NONE, "FP32"},
+    [API_WARM_F64] = {ATTN_F64, API_HALF_NONE, "FP64"},
+    [API_WARM_F16] = {ATTN_F32, API_HALF_F16, "FP16"},
+    [API_WARM_BF16] = {ATTN_F32, API_HALF_BF16, "BF16"},
 };
+
+/* The dtype's name in a request's "dtype", in the api's own words. */
+static const char *type_name(enum api_warm_dtype t)
+{
+    const char *half = api_half_name(warm_types[t].half);
+    return half ? half : attn_dtype_name(warm_types[t].dt);
+}
+
+/* The bytes of one of the dtype's elements. */
+static size_t type_size(enum api_warm_dtype t)
+{
+    return warm_types[t].half ? sizeof(uint16_t) : attn_dtype_size(warm_types[t].dt);
+}
 
 /* ---- the shape list ------------------------------------------------------ */
 
 /* The dtype named by text[0, len). */
 static bool parse_dtype(const char *text, size_t len, enum api_warm_dtype *out)
 {
-    for (size_t i = 0; i < sizeof warm_types / sizeof warm_types[0]; i++)
-        if (strlen(warm_types[i].name) == len && memcmp(text, warm_types[i].name, len) == 0) {
+    for (size_t i = 0; i < sizeof warm_types / sizeof warm_types[0]; i++) {
+        const char *name = type_name((enum api_warm_dtype)i);
+        if (strlen(name) == len && memcmp(text, name, len) == 0) {
             *out = (enum api_warm_dtype)i;
             return true;
         }
+    }
     return false;
 }
 
@@ -106,7 +123,7 @@ bool api_warm_parse(const char *text, struct api_warm_shape *out, size_t *count)
 void api_warm_name(const struct api_warm_shape *s, char *buf, size_t cap)
 {
     const char *sep = s->dtype == API_WARM_F32 ? "" : ":";
-    const char *type = s->dtype == API_WARM_F32 ? "" : warm_types[s->dtype].name;
+    const char *type = s->dtype == API_WARM_F32 ? "" : type_name(s->dtype);
     if (s->h > 1)
         snprintf(buf, cap, "%zux%zux%zux%zu%s%s", s->h, s->n, s->L, s->d, sep, type);
     else
@@ -221,13 +238,9 @@ static void putf(struct warm_body *b, const char *fmt, ...)
 /* count values of b's dtype into b->x. */
 static void make_values(struct warm_body *b, size_t count)
 {
-    if (b->dtype == API_WARM_F32) {
-        fill(b->x.f32, count, &b->state);
-        return;
-    }
-    fill(b->f, count, &b->state);
+    fill(b->dtype == API_WARM_F32 ? b->x.f32 : b->f, count, &b->state);
     switch (b->dtype) {
-    case API_WARM_F32:
+    case API_WARM_F32:              /* made in place */
         break;
     case API_WARM_F64:
         for (size_t i = 0; i < count; i++)
@@ -253,7 +266,7 @@ static void put_values(struct warm_body *b, size_t bytes, bool base64)
             put(b, NULL, base64 ? chars : bytes);
         return;
     }
-    size_t size = warm_types[b->dtype].size;
+    size_t size = type_size(b->dtype);
     for (size_t done = 0; done < bytes; ) {
         size_t k = bytes - done < sizeof b->x ? bytes - done : sizeof b->x;
         make_values(b, k / size);
@@ -275,7 +288,7 @@ static void body_b64(struct warm_body *b, const struct api_warm_shape *s,
                      const struct warm_tensor *t)
 {
     char shape[96];
-    const char *type = warm_types[s->dtype].name;
+    const char *type = type_name(s->dtype);
     put(b, "{", 1);
     for (int i = 0; i < 3; i++) {
         shape_json(shape, sizeof shape, s, &t[i]);
@@ -331,7 +344,7 @@ static const char *warm_header(void *arg, const char *name)
 static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s,
                        struct warm_tensor t[3], char *err, size_t cap)
 {
-    size_t qn, kn, in, size = warm_types[s->dtype].size;
+    size_t qn, kn, in, size = type_size(s->dtype);
     if (!core_mul3(s->h, s->n, s->d, &qn) || !core_mul3(s->h, s->L, s->d, &kn) ||
         kn > (SIZE_MAX - qn) / 2 || !core_mul(qn + 2 * kn, size, &in)) {
         snprintf(err, cap, "the shape is too large");
