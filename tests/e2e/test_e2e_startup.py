@@ -16,14 +16,22 @@ import tempfile
 from attnd_proc import Attnd
 
 
-def levels(d):
+def events(d):
+    """attnd's log lines as JSON objects; a line that is not one, as a
+    "raw" level with the line as its message."""
     out = []
     for line in d.logs().splitlines():
         try:
-            out.append((json.loads(line)["level"], json.loads(line)["msg"]))
-        except (ValueError, KeyError):
-            out.append(("raw", line))
+            e = json.loads(line)
+            ok = isinstance(e, dict) and "level" in e and "msg" in e
+            out.append(e if ok else {"level": "raw", "msg": line})
+        except ValueError:
+            out.append({"level": "raw", "msg": line})
     return out
+
+
+def levels(d):
+    return [(e["level"], e["msg"]) for e in events(d)]
 
 
 def loud(d):
@@ -107,13 +115,7 @@ def _first_requests(*flags):
             r = d.post(path, body, headers=headers)
             faults.append(_minor_faults(d.proc.pid) - f0)
             assert r.status == 200, r
-        events = []
-        for line in d.logs().splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                pass
-        return faults, events
+        return faults, events(d)
 
 
 def test_warm_up_readies_the_first_requests_of_its_shape():
@@ -128,8 +130,8 @@ def test_warm_up_readies_the_first_requests_of_its_shape():
     # the v2 request left
     assert cold[0] > 300 and cold[1] > 150, cold
     assert warm[0] < cold[0] / 2 and warm[1] < cold[1] / 2, (cold, warm)
-    msgs = [e.get("msg") for e in log]
-    warmed = [e for e in log if e.get("msg") == "warmed up"]
+    msgs = [e["msg"] for e in log]
+    warmed = [e for e in log if e["msg"] == "warmed up"]
     # both shapes, at info, each run on both pool threads of one worker
     assert [(e["level"], e["shape"], e["threads"]) for e in warmed] == [
         ("info", "%dx%dx%d" % WARM_SHAPE, "2"), ("info", "2x16x32x8", "2"),
