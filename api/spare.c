@@ -4,14 +4,13 @@
  * API_SPARE_BYTES bytes kept in all; a request takes the smallest kept
  * block that holds it without being more than twice its size (or the very
  * block it would make, spare_fits), so a small buffer does not pin a huge
- * one. A
- * new block of SPARE_HUGE bytes or more is 2 MiB-aligned, a whole number
- * of 2 MiB pages, and asks for transparent huge pages (as core/kv_slab.c's
- * slabs and core/persist.c's encodings do): its first writer faults it in
- * 2 MiB at a time instead of 4 KiB (a 134 MB import body took 32,855 page
- * faults). Under AddressSanitizer a kept block is poisoned until it is
- * handed out again, so a use after api_spare_free is still reported
- * although the block is not freed.
+ * one. A new block of SPARE_HUGE bytes or more is 2 MiB-aligned, a whole
+ * number of 2 MiB pages, and asks for transparent huge pages (as
+ * core/kv_slab.c's slabs and core/persist.c's encodings do): its first
+ * writer faults it in 2 MiB at a time instead of 4 KiB (a 134 MB import
+ * body took 32,855 page faults). Under AddressSanitizer a kept block is
+ * poisoned until it is handed out again, so a use after api_spare_free is
+ * still reported although the block is not freed.
  */
 #include "api/spare.h"
 
