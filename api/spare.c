@@ -171,6 +171,8 @@ size_t api_spare_kept(size_t *bytes)
     return n;
 }
 
+/* A write per page, not madvise(MADV_POPULATE_WRITE): that needs Linux
+ * 5.14, and the image runs on whatever kernel its host has. */
 void api_spare_touch(void)
 {
     long page = sysconf(_SC_PAGESIZE);
