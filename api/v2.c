@@ -101,6 +101,13 @@ const char *const api_v2_slot_names[V2_NSLOT] = {
     "sink_logits", "positions_q", "positions_k", "segments_q", "segments_k",
 };
 
+const char *api_v2_datatype_name(enum attn_dtype dt, enum api_half half)
+{
+    if (half != API_HALF_NONE)
+        return half == API_HALF_F16 ? "FP16" : "BF16";
+    return dt == ATTN_F32 ? "FP32" : "FP64";
+}
+
 
 /* ---- metadata and health ----------------------------------------------- */
 

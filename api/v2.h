@@ -32,6 +32,11 @@ const char *api_v2_route(const char *rest);
  * to errors it answers itself under /v2 (401 unauthorized). */
 void api_v2_error_shape(struct api_call *c);
 
+/* The OIP v2 datatype of a request computed in dt whose q, k and v came
+ * in half (API_HALF_NONE: in dt): "FP16", "BF16", "FP32" or "FP64";
+ * static text. */
+const char *api_v2_datatype_name(enum attn_dtype dt, enum api_half half);
+
 /* Maximum open v2 sequences per process (sequence_id -> session map). */
 #define API_V2_MAX_SEQUENCES 4096
 

@@ -254,8 +254,7 @@ bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, s
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first)
 {
-    const char *dtn = x->half == API_HALF_F16 ? "FP16" : x->half == API_HALF_BF16 ? "BF16"
-                      : x->dt == ATTN_F32 ? "FP32" : "FP64";
+    const char *dtn = api_v2_datatype_name(x->dt, x->half);
     size_t es = x->half ? 2 : attn_dtype_size(x->dt);
     api_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"", *first ? "" : ",",
                    api_v2_out_names[k]);

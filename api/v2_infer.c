@@ -584,8 +584,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
                     size_t cap)
 {
     const char *id = json_string_value(member(x->hdr, "id"));
-    const char *dtn = x->half == API_HALF_F16 ? "FP16" : x->half == API_HALF_BF16 ? "BF16"
-                      : x->dt == ATTN_F32 ? "FP32" : "FP64";
+    const char *dtn = api_v2_datatype_name(x->dt, x->half);
     size_t es = x->half ? 2 : attn_dtype_size(x->dt);
     struct v2_out o[3];
     struct api_buf b;

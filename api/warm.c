@@ -18,6 +18,7 @@
 #include "api/half.h"
 #include "api/internal.h"
 #include "api/spare.h"
+#include "api/v2.h"
 #include "core/half.h"
 #include "core/tensor.h"
 
@@ -27,16 +28,15 @@
 #define WARM_PIECE ((size_t)64 << 10)
 
 /* Per enum api_warm_dtype: the request's computation and wire precision
- * as the api reads them (api_read_dtype_half), and its OIP v2 datatype. */
+ * as the api reads them (api_read_dtype_half). */
 static const struct {
     enum attn_dtype dt;
     enum api_half half;
-    const char *v2;
 } warm_types[] = {
-    [API_WARM_F32] = {ATTN_F32, API_HALF_NONE, "FP32"},
-    [API_WARM_F64] = {ATTN_F64, API_HALF_NONE, "FP64"},
-    [API_WARM_F16] = {ATTN_F32, API_HALF_F16, "FP16"},
-    [API_WARM_BF16] = {ATTN_F32, API_HALF_BF16, "BF16"},
+    [API_WARM_F32] = {ATTN_F32, API_HALF_NONE},
+    [API_WARM_F64] = {ATTN_F64, API_HALF_NONE},
+    [API_WARM_F16] = {ATTN_F32, API_HALF_F16},
+    [API_WARM_BF16] = {ATTN_F32, API_HALF_BF16},
 };
 
 /* The dtype's name in a request's "dtype", in the api's own words. */
@@ -307,12 +307,14 @@ static void body_v2(struct warm_body *b, const struct api_warm_shape *s,
                     const struct warm_tensor *t)
 {
     char shape[96];
+    const char *datatype = api_v2_datatype_name(warm_types[s->dtype].dt,
+                                                warm_types[s->dtype].half);
     put(b, "{\"inputs\":[", 11);
     for (int i = 0; i < 3; i++) {
         shape_json(shape, sizeof shape, s, &t[i]);
         putf(b, "%s{\"name\":\"%s\",\"shape\":%s,\"datatype\":\"%s\","
                 "\"parameters\":{\"binary_data_size\":%zu}}",
-             i ? "," : "", t[i].name, shape, warm_types[s->dtype].v2, t[i].bytes);
+             i ? "," : "", t[i].name, shape, datatype, t[i].bytes);
     }
     putf(b, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
     b->header_len = b->len;

@@ -787,6 +787,16 @@ static int start_seq(struct api_ctx *pctx, size_t i, bool end)
 
 /* With the sequence map full, pruning it must not refresh the TTLs of the
  * idle sessions it looks at, or they never expire and the map stays full. */
+/* The reply's datatype: the request's half type when q, k and v came in
+ * one, else its computation's. */
+TEST(datatype_names)
+{
+    CHECK_STR(api_v2_datatype_name(ATTN_F32, API_HALF_NONE), "FP32");
+    CHECK_STR(api_v2_datatype_name(ATTN_F64, API_HALF_NONE), "FP64");
+    CHECK_STR(api_v2_datatype_name(ATTN_F32, API_HALF_F16), "FP16");
+    CHECK_STR(api_v2_datatype_name(ATTN_F32, API_HALF_BF16), "BF16");
+}
+
 TEST(sequence_prune_keeps_ttls)
 {
     struct api_ctx pctx;
@@ -845,6 +855,7 @@ int main(void)
     RUN(errors_in_v2_shape);
     RUN(element_budget);
     RUN(sequence_prune_keeps_ttls);
+    RUN(datatype_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
