@@ -6,14 +6,15 @@
  * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
  * pool that lets one large request use idle cores, the session store
  * (restored from --state-dir's snapshot and journal), the --warm-up
- * requests on the pool, the transport, the port file.
+ * requests on the pool (SIGINT/SIGTERM meanwhile: stop after the request
+ * in hand, exit 0 without listening), the transport, the port file.
  * Run: a 1 s housekeeping timer queues a TTL sweep on the pool; a thread of
  * its own fsyncs the journal each second (--fsync everysec) and rewrites
  * it into a snapshot when it has outgrown the last one.
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
  * let in-flight requests finish, write a snapshot, close everything, exit 0;
  * past --drain-timeout with requests still computing: exit 1 at once. A
- * second signal during a drain exits at once as well.
+ * second signal during a drain (or the warm-up) exits 1 at once as well.
  */
 #include "server/loop.h"
 
@@ -53,6 +54,7 @@ struct proc {
     uv_work_t sweep;                /* TTL sweep on the pool */
     bool sweeping;
     bool draining, finished;
+    bool stopped;                   /* a signal came before the transport */
     bool loop_ready;                /* uv_loop_init done */
     bool handles_ready;             /* and the handles initialised */
     int exit_code;
@@ -73,6 +75,7 @@ struct proc {
  * the transport starts: server/warm.c). */
 static _Atomic(struct srv_http *) par_http;     /* p->http once it listens */
 static atomic_bool par_warming;
+static atomic_bool warm_stop;                   /* set by a signal in the warm-up */
 
 static bool par_may_help(void *arg)
 {
@@ -332,12 +335,20 @@ static void signal_cb(uv_signal_t *s, int signum)
         reload(p);
         return;
     }
-    if (p->draining) {
-        srv_log_msgf("warn", "second %s during drain: exiting now", strsignal(signum));
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (p->draining || p->stopped) {
+        srv_log_msgf("warn", "second %s during %s: exiting now", name,
+                     p->draining ? "drain" : "the warm-up");
         fflush(stdout);
         _exit(1);
     }
-    start_drain(p, signum == SIGINT ? "SIGINT" : "SIGTERM");
+    if (!p->http) {                 /* in the warm-up: nothing accepted yet */
+        p->stopped = true;
+        atomic_store(&warm_stop, true);
+        srv_log_msgf("info", "%s during the warm-up: stopping before listening", name);
+        return;
+    }
+    start_drain(p, name);
 }
 
 /* ---- start -------------------------------------------------------------- */
@@ -414,6 +425,9 @@ static void init_ctx(struct proc *p)
     p->ctx.metrics_arg = p->metrics;
 }
 
+/* Before the warm-up: signals are served from then on; the housekeeping
+ * timer starts with the transport (srv_warm_up runs the loop until its own
+ * jobs are done). */
 static void init_handles(struct proc *p)
 {
     uv_signal_init(&p->loop, &p->sig_int);
@@ -427,7 +441,6 @@ static void init_handles(struct proc *p)
     uv_timer_init(&p->loop, &p->drain_timer);
     uv_timer_init(&p->loop, &p->finish_timer);
     p->housekeeping.data = p->drain_timer.data = p->finish_timer.data = p;
-    uv_timer_start(&p->housekeeping, housekeeping_cb, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
 }
 
 static bool start(struct proc *p)
@@ -455,12 +468,15 @@ static bool start(struct proc *p)
     if (uv_loop_init(&p->loop) != 0)
         return false;
     p->loop_ready = true;
-    if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming)) {
+    init_handles(p);
+    p->handles_ready = true;
+    if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop)) {
         p->exit_code = 2;
         return false;
     }
-    init_handles(p);
-    p->handles_ready = true;
+    if (p->stopped)
+        return false;
+    uv_timer_start(&p->housekeeping, housekeeping_cb, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
     struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
     p->http = srv_http_new(&p->loop, p->cfg, &p->ctx, p->metrics, &guard);
     if (!p->http || !srv_http_listen(p->http))
@@ -513,13 +529,16 @@ int srv_loop_run(struct srv_config *cfg)
     if (start(p)) {
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
-    } else if (p->exit_code == 2) {         /* unusable TLS or key file, failed --warm-up */
-        code = 2;
-    } else if (p->handles_ready) {          /* failed after the loop was set up */
-        srv_http_stop(p->http);
-        p->finished = true;
-        close_all(p);
-        uv_run(&p->loop, UV_RUN_DEFAULT);
+    } else {
+        /* 2: unusable TLS or key file, failed --warm-up; 0: a signal in
+         * the warm-up */
+        code = p->stopped ? 0 : p->exit_code == 2 ? 2 : 1;
+        if (p->handles_ready) {             /* failed after the loop was set up */
+            srv_http_stop(p->http);
+            p->finished = true;
+            close_all(p);
+            uv_run(&p->loop, UV_RUN_DEFAULT);
+        }
     }
     if (p->loop_ready)
         uv_loop_close(&p->loop);            /* no handle is open before handles_ready */

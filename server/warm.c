@@ -4,7 +4,8 @@
  * the made-up requests of api/warm.c in turn. A first request on a thread
  * that never computed faulted its scratch in (64 pages at n=L=2048 d=128);
  * the blocks a request needs (api/spare.c) are shared and kept by the
- * first thread's turn.
+ * first thread's turn. A signal to stop (server/loop.c) ends the warm-up
+ * after the request in hand.
  */
 #include "server/warm.h"
 
@@ -26,12 +27,15 @@ struct warm_run {
     pthread_mutex_t mu;             /* held by the thread whose turn it is */
     pthread_cond_t arrived;
     unsigned in, threads, turns;
+    unsigned done;                  /* jobs finished (loop thread) */
     struct api_ctx *ctx;
     const struct srv_config *cfg;
-    bool failed;
+    const atomic_bool *stop;
+    bool failed, stopped;
     size_t failed_at;
     char err[512];
     double ms[API_WARM_MAX];        /* the first turn's, per shape */
+    unsigned ran[API_WARM_MAX];     /* threads that ran each shape */
 };
 
 struct warm_job {
@@ -61,34 +65,45 @@ static void warm_work(uv_work_t *w)
     gather(r);
     struct attn_ws *ws = srv_worker_ws();
     for (size_t i = 0; !r->failed && i < r->cfg->n_warm_up; i++) {
+        if (atomic_load(r->stop)) {
+            r->stopped = true;
+            break;
+        }
         uint64_t t0 = uv_hrtime();
         if (!ws)
             snprintf(r->err, sizeof r->err, "out of memory");
         if (!ws || !api_warm_run(r->ctx, &r->cfg->warm_up[i], ws, r->err, sizeof r->err)) {
             r->failed = true;
             r->failed_at = i;
-        } else if (r->turns == 0) {
-            r->ms[i] = (double)(uv_hrtime() - t0) / 1e6;
+        } else {
+            if (r->turns == 0)
+                r->ms[i] = (double)(uv_hrtime() - t0) / 1e6;
+            r->ran[i]++;
         }
     }
-    r->turns++;
+    if (!r->stopped)
+        r->turns++;
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Loop thread: the last job's end ends the warm-up's run of the loop (the
+ * signal handles on it would keep it running). */
 static void warm_done(uv_work_t *w, int status)
 {
-    (void)w;
     (void)status;
+    struct warm_run *r = ((struct warm_job *)w->data)->run;
+    if (++r->done == r->threads)
+        uv_stop(w->loop);
 }
 
 static void log_outcome(const struct warm_run *r)
 {
     const struct srv_config *c = r->cfg;
     char name[96], ms[32], turns[16];
-    for (size_t i = 0; i < (r->failed ? r->failed_at : c->n_warm_up); i++) {
+    for (size_t i = 0; i < c->n_warm_up && r->ran[i] > 0; i++) {
         api_warm_name(&c->warm_up[i], name, sizeof name);
         snprintf(ms, sizeof ms, "%.1f", r->ms[i]);
-        snprintf(turns, sizeof turns, "%u", r->turns);
+        snprintf(turns, sizeof turns, "%u", r->ran[i]);
         const char *kv[] = {"shape", name, "ms", ms, "threads", turns, NULL};
         srv_log_event("info", "warmed up", kv);
     }
@@ -97,17 +112,22 @@ static void log_outcome(const struct warm_run *r)
         srv_log_msgf("error", "--warm-up %s: %s", name, r->err);
         return;
     }
+    if (r->stopped) {
+        srv_log_msgf("info", "warm-up stopped after %u of %u threads' turns", r->turns,
+                     r->threads);
+        return;
+    }
     size_t bytes, kept = api_spare_kept(&bytes);
     srv_log_msgf("info", "warm-up: %zu buffers of %zu bytes in all kept for the first requests",
                  kept, bytes);
 }
 
 bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *cfg,
-                 unsigned threads, atomic_bool *warming)
+                 unsigned threads, atomic_bool *warming, const atomic_bool *stop)
 {
     if (cfg->n_warm_up == 0)
         return true;
-    struct warm_run r = {.threads = threads, .ctx = ctx, .cfg = cfg};
+    struct warm_run r = {.threads = threads, .ctx = ctx, .cfg = cfg, .stop = stop};
     struct warm_job *jobs = calloc(threads, sizeof *jobs);
     pthread_condattr_t ca;
     bool made = jobs && pthread_condattr_init(&ca) == 0;
@@ -125,6 +145,16 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
         srv_log_msgf("error", "--warm-up: cannot start (out of memory)");
         return false;
     }
+    char names[API_WARM_MAX * 96] = "";
+    for (size_t i = 0, at = 0; i < cfg->n_warm_up && at < sizeof names; i++) {
+        char name[96];
+        api_warm_name(&cfg->warm_up[i], name, sizeof name);
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? "," : "", name);
+    }
+    char nthreads[16];
+    snprintf(nthreads, sizeof nthreads, "%u", threads);
+    const char *kv[] = {"shapes", names, "threads", nthreads, NULL};
+    srv_log_event("info", "warming up", kv);
     atomic_store(warming, true);
     unsigned queued = 0;
     pthread_mutex_lock(&r.mu);      /* the jobs start once all are queued */
@@ -136,7 +166,8 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
     }
     r.threads = queued;
     pthread_mutex_unlock(&r.mu);
-    uv_run(loop, UV_RUN_DEFAULT);   /* until every job is done */
+    if (queued > 0)
+        uv_run(loop, UV_RUN_DEFAULT);   /* until warm_done stops it */
     atomic_store(warming, false);
     api_spare_touch();              /* once, after every turn */
     if (queued == 0) {

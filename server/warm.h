@@ -13,12 +13,14 @@
 #include "api/api.h"
 #include "server/config.h"
 
-/* On the loop thread, before it runs anything else: each of the pool's
+/* On the loop thread, before the transport starts: each of the pool's
  * `threads` threads runs cfg's --warm-up requests in turn (each with its
  * own scratch; the pool's threads start with it), with *warming set
- * meanwhile. Logs each shape at info; false (logged at error) when one was
- * not answered 200. */
+ * meanwhile. The loop runs until those jobs are done, so handles already
+ * on it (the signals) are served meanwhile; once *stop is set, no thread
+ * starts another shape. Logs each shape warmed at info; false (logged at
+ * error) when one was not answered 200. */
 bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *cfg,
-                 unsigned threads, atomic_bool *warming);
+                 unsigned threads, atomic_bool *warming, const atomic_bool *stop);
 
 #endif

@@ -161,3 +161,52 @@ def test_warm_up_that_cannot_run_stops_the_start():
         assert p.returncode == 2, (flags, p.returncode, p.stdout, p.stderr)
         assert said in p.stdout + p.stderr, (flags, p.stdout, p.stderr)
         assert "listening" not in p.stdout, p.stdout
+
+
+def test_a_signal_in_the_warm_up_stops_the_start_cleanly():
+    """SIGTERM or SIGINT while --warm-up runs: attnd stops after the request
+    in hand, says so, and exits 0 without listening (nothing was accepted,
+    so nothing is lost), as a drain ends. The shapes make a warm-up of
+    seconds on two pool threads; the signal follows its first line."""
+    import signal
+    import time
+    shapes = "4096x4096x128:float64,4096x4096x128,2048x2048x128:float64,2048x2048x128"
+    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        d = Attnd("--workers", "1", "--warm-up", shapes, wait=False)
+        with d:
+            deadline = time.time() + 30
+            while not any(e["msg"] == "warming up" for e in events(d)):
+                assert d.proc.poll() is None and time.time() < deadline, d.logs()
+                time.sleep(0.01)
+            d.signal(sig)
+            assert d.wait(timeout=30) == 0, d.logs()
+            log = events(d)
+            msgs = [e["msg"] for e in log]
+            assert [(e["shapes"], e["threads"]) for e in log if e["msg"] == "warming up"] == [
+                (shapes, "2")], msgs
+            assert f"{name} during the warm-up: stopping before listening" in msgs, msgs
+            assert any(m.startswith("warm-up stopped after ") for m in msgs), msgs
+            assert "listening" not in msgs and msgs[-1] == "stopped (exit 0)", msgs
+            assert not os.path.exists(d.port_file)
+            assert [e for e in log if e["level"] != "info"] == [], d.logs()
+
+
+def test_a_second_signal_in_the_warm_up_exits_at_once():
+    """A second signal while the warm-up finishes its request in hand exits
+    1 at once, as in a drain. Two different signals, sent together, so the
+    kernel cannot merge them into one."""
+    import signal
+    import time
+    d = Attnd("--workers", "1", "--warm-up", "4096x4096x128:float64", wait=False)
+    with d:
+        deadline = time.time() + 30
+        while not any(e["msg"] == "warming up" for e in events(d)):
+            assert d.proc.poll() is None and time.time() < deadline, d.logs()
+            time.sleep(0.01)
+        d.signal(signal.SIGTERM)
+        d.signal(signal.SIGINT)
+        assert d.wait(timeout=30) == 1, d.logs()
+        warned = [e["msg"] for e in events(d) if e["level"] == "warn"]
+        assert len(warned) == 1 and warned[0].startswith("second SIG"), d.logs()
+        assert warned[0].endswith(" during the warm-up: exiting now"), d.logs()
+        assert not os.path.exists(d.port_file)
