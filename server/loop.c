@@ -54,7 +54,8 @@ struct proc {
     uv_work_t sweep;                /* TTL sweep on the pool */
     bool sweeping;
     bool draining, finished;
-    bool stopped;                   /* a signal came before the transport */
+    bool warming;                   /* in srv_warm_up: no transport yet */
+    bool stopped;                   /* a signal came in the warm-up */
     bool loop_ready;                /* uv_loop_init done */
     bool handles_ready;             /* and the handles initialised */
     int exit_code;
@@ -75,7 +76,6 @@ struct proc {
  * the transport starts: server/warm.c). */
 static _Atomic(struct srv_http *) par_http;     /* p->http once it listens */
 static atomic_bool par_warming;
-static atomic_bool warm_stop;                   /* set by a signal in the warm-up */
 
 static bool par_may_help(void *arg)
 {
@@ -325,6 +325,9 @@ static void reload(struct proc *p)
     }
 }
 
+/* Set by a signal in the warm-up; the pool threads running it read it. */
+static atomic_bool warm_stop;
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     struct proc *p = s->data;
@@ -342,7 +345,7 @@ static void signal_cb(uv_signal_t *s, int signum)
         fflush(stdout);
         _exit(1);
     }
-    if (!p->http) {                 /* in the warm-up: nothing accepted yet */
+    if (p->warming) {               /* nothing accepted yet */
         p->stopped = true;
         atomic_store(&warm_stop, true);
         srv_log_msgf("info", "%s during the warm-up: stopping before listening", name);
@@ -470,7 +473,10 @@ static bool start(struct proc *p)
     p->loop_ready = true;
     init_handles(p);
     p->handles_ready = true;
-    if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop)) {
+    p->warming = true;
+    bool warmed = srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop);
+    p->warming = false;
+    if (!warmed) {
         p->exit_code = 2;
         return false;
     }
@@ -530,9 +536,9 @@ int srv_loop_run(struct srv_config *cfg)
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
     } else {
-        /* 2: unusable TLS or key file, failed --warm-up; 0: a signal in
-         * the warm-up */
-        code = p->stopped ? 0 : p->exit_code == 2 ? 2 : 1;
+        /* 2: unusable TLS or key file, failed --warm-up (a signal then
+         * too); 0: a signal in the warm-up */
+        code = p->exit_code == 2 ? 2 : p->stopped ? 0 : 1;
         if (p->handles_ready) {             /* failed after the loop was set up */
             srv_http_stop(p->http);
             p->finished = true;

@@ -122,6 +122,20 @@ static void log_outcome(const struct warm_run *r)
                  kept, bytes);
 }
 
+/* The shapes and the threads that will run them, as the warm-up starts. */
+static void log_start(const struct srv_config *cfg, unsigned threads)
+{
+    char names[API_WARM_MAX * 96] = "", nthreads[16];
+    for (size_t i = 0, at = 0; i < cfg->n_warm_up && at < sizeof names; i++) {
+        char name[96];
+        api_warm_name(&cfg->warm_up[i], name, sizeof name);
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? "," : "", name);
+    }
+    snprintf(nthreads, sizeof nthreads, "%u", threads);
+    const char *kv[] = {"shapes", names, "threads", nthreads, NULL};
+    srv_log_event("info", "warming up", kv);
+}
+
 bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *cfg,
                  unsigned threads, atomic_bool *warming, const atomic_bool *stop)
 {
@@ -145,16 +159,7 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
         srv_log_msgf("error", "--warm-up: cannot start (out of memory)");
         return false;
     }
-    char names[API_WARM_MAX * 96] = "";
-    for (size_t i = 0, at = 0; i < cfg->n_warm_up && at < sizeof names; i++) {
-        char name[96];
-        api_warm_name(&cfg->warm_up[i], name, sizeof name);
-        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? "," : "", name);
-    }
-    char nthreads[16];
-    snprintf(nthreads, sizeof nthreads, "%u", threads);
-    const char *kv[] = {"shapes", names, "threads", nthreads, NULL};
-    srv_log_event("info", "warming up", kv);
+    log_start(cfg, threads);
     atomic_store(warming, true);
     unsigned queued = 0;
     pthread_mutex_lock(&r.mu);      /* the jobs start once all are queued */
@@ -169,7 +174,9 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
     if (queued > 0)
         uv_run(loop, UV_RUN_DEFAULT);   /* until warm_done stops it */
     atomic_store(warming, false);
-    api_spare_touch();              /* once, after every turn */
+    r.stopped = r.stopped || atomic_load(stop);     /* a signal in the last shape */
+    if (!r.stopped)
+        api_spare_touch();          /* once, after every turn */
     if (queued == 0) {
         r.failed = true;
         snprintf(r.err, sizeof r.err, "the compute pool did not start");

@@ -785,8 +785,6 @@ static int start_seq(struct api_ctx *pctx, size_t i, bool end)
     return st;
 }
 
-/* With the sequence map full, pruning it must not refresh the TTLs of the
- * idle sessions it looks at, or they never expire and the map stays full. */
 /* The reply's datatype: the request's half type when q, k and v came in
  * one, else its computation's. */
 TEST(datatype_names)
@@ -797,6 +795,8 @@ TEST(datatype_names)
     CHECK_STR(api_v2_datatype_name(ATTN_F32, API_HALF_BF16), "BF16");
 }
 
+/* With the sequence map full, pruning it must not refresh the TTLs of the
+ * idle sessions it looks at, or they never expire and the map stays full. */
 TEST(sequence_prune_keeps_ttls)
 {
     struct api_ctx pctx;

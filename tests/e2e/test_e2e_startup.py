@@ -194,15 +194,21 @@ def test_a_signal_in_the_warm_up_stops_the_start_cleanly():
 def test_a_second_signal_in_the_warm_up_exits_at_once():
     """A second signal while the warm-up finishes its request in hand exits
     1 at once, as in a drain. Two different signals, sent together, so the
-    kernel cannot merge them into one."""
+    kernel cannot merge them into one. No log line marks the moment a
+    request is in hand, so the test waits 0.2 s into the first turn."""
     import signal
     import time
-    d = Attnd("--workers", "1", "--warm-up", "4096x4096x128:float64", wait=False)
+    d = Attnd("--workers", "1", "--warm-up", "4096x4096x128:float64,4096x4096x128",
+              wait=False)
     with d:
         deadline = time.time() + 30
         while not any(e["msg"] == "warming up" for e in events(d)):
             assert d.proc.poll() is None and time.time() < deadline, d.logs()
             time.sleep(0.01)
+        # into the first thread's turn (two turns of about 0.4 s here), so
+        # a request is in hand when the signals land
+        time.sleep(0.2)
+        assert d.proc.poll() is None, d.logs()
         d.signal(signal.SIGTERM)
         d.signal(signal.SIGINT)
         assert d.wait(timeout=30) == 1, d.logs()
