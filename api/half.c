@@ -29,6 +29,16 @@ const char *api_half_name(enum api_half h)
     return h == API_HALF_F16 ? "float16" : h == API_HALF_BF16 ? "bfloat16" : NULL;
 }
 
+const char *api_dtype_name(enum attn_dtype dt, enum api_half half)
+{
+    return half != API_HALF_NONE ? api_half_name(half) : attn_dtype_name(dt);
+}
+
+size_t api_dtype_size(enum attn_dtype dt, enum api_half half)
+{
+    return half != API_HALF_NONE ? sizeof(uint16_t) : attn_dtype_size(dt);
+}
+
 static uint16_t narrow(enum api_half h, double x)
 {
     return h == API_HALF_F16 ? half_f16_from_f64(x) : half_bf16_from_f64(x);

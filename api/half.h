@@ -27,6 +27,14 @@ enum api_half {
 /* "float16" / "bfloat16" (NULL for API_HALF_NONE). */
 const char *api_half_name(enum api_half h);
 
+/* A request's "dtype" as clients name it: its half format's name when it
+ * has one (half != API_HALF_NONE), else dt's ("float32", "float64"). */
+const char *api_dtype_name(enum attn_dtype dt, enum api_half half);
+
+/* The bytes of one element of a request's tensors on the wire: 2 in a half
+ * format, else dt's. */
+size_t api_dtype_size(enum attn_dtype dt, enum api_half half);
+
 /* x (finite) rounded to the format, widened back to float into *out;
  * false when it overflows. With tie non-NULL (x was read from decimal
  * text), *tie is set when x is exactly a midpoint, i.e. when the text must

@@ -642,7 +642,7 @@ static size_t b64tensor_scan(const struct api_early *early, const char *s, size_
              * for where its characters are not */
             const char *q = (seen & 3) == 3 && !api_early_quote(early, p)
                 ? sized_string(p, end, rank, shape,
-                               half ? 2 : attn_dtype_size((enum attn_dtype)dtype),
+                               api_dtype_size((enum attn_dtype)dtype, half),
                                &data, &data_len)
                 : NULL;
             seen |= 4;
@@ -663,7 +663,7 @@ static size_t b64tensor_scan(const struct api_early *early, const char *s, size_
         if (!core_mul(count, shape[i], &count))
             return 0;
     if (count > max_count ||
-        !core_mul(count, half ? 2 : attn_dtype_size((enum attn_dtype)dtype), &bytes) ||
+        !core_mul(count, api_dtype_size((enum attn_dtype)dtype, half), &bytes) ||
         !api_base64_decoded_len(data, data_len, &have) || have != bytes ||
         !(raw = api_spare_alloc(bytes, NULL)))
         return 0;

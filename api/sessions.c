@@ -87,8 +87,7 @@ static json_t *session_json(const struct sess_spec *sp,
                      "kv_heads", (json_int_t)sp->shape.h_kv,
                      "d_k", (json_int_t)sp->shape.d_k,
                      "d_v", (json_int_t)sp->shape.d_v,
-                     "dtype", sp->half ? api_half_name((enum api_half)sp->half)
-                                       : attn_dtype_name(sp->params.dtype),
+                     "dtype", api_dtype_name(sp->params.dtype, (enum api_half)sp->half),
                      "kv_dtype", kv_store_name(sp->kv_store, sp->params.dtype),
                      "softmax", api_softmax_name(sp->params.softmax),
                      "bytes", (json_int_t)info->bytes,
@@ -518,8 +517,7 @@ static void kv_get_req(struct api_call *c, const char *id)
     api_buf_init(&b, cap);
     const struct sess_spec *sp = sess_spec(s);
     api_buf_printf(&b, "{\"length\":%zu,\"dtype\":\"%s\",\"kv_dtype\":\"%s\",", kv_length(kv),
-                   sp->half ? api_half_name((enum api_half)sp->half)
-                            : attn_dtype_name(kv_dtype(kv)),
+                   api_dtype_name(kv_dtype(kv), (enum api_half)sp->half),
                    kv_store_name(kv_store(kv), kv_dtype(kv)));
     bool ok = put_held(&b, s);
     api_buf_puts(&b, "\"k\":");

@@ -255,7 +255,7 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first)
 {
     const char *dtn = api_v2_datatype_name(x->dt, x->half);
-    size_t es = x->half ? 2 : attn_dtype_size(x->dt);
+    size_t es = api_dtype_size(x->dt, x->half);
     api_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"", *first ? "" : ",",
                    api_v2_out_names[k]);
     *first = false;

@@ -585,7 +585,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
 {
     const char *id = json_string_value(member(x->hdr, "id"));
     const char *dtn = api_v2_datatype_name(x->dt, x->half);
-    size_t es = x->half ? 2 : attn_dtype_size(x->dt);
+    size_t es = api_dtype_size(x->dt, x->half);
     struct v2_out o[3];
     struct api_buf b;
     size_t hlen, i;

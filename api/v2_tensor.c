@@ -125,7 +125,7 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
     if (!store_real(f->t, f->dt, f->pos, json_number_value(v), false, f->c->half,
                     &f->tie)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
-                 f->c->half ? api_half_name(f->c->half) : attn_dtype_name(f->dt));
+                 api_dtype_name(f->dt, f->c->half));
         return false;
     }
     f->pos++;
@@ -150,7 +150,7 @@ static bool bytes_are_numbers(enum v2_wire w, enum attn_dtype dt, enum api_half 
 static void refuse_element(struct api_call *c, const char *path, size_t i, enum attn_dtype dt)
 {
     api_fail(c, API_ERR_NON_FINITE, path, "element %zu is not a finite number of %s", i,
-             c->half ? api_half_name(c->half) : attn_dtype_name(dt));
+             api_dtype_name(dt, c->half));
 }
 
 /* FP32 into float32 or FP64 into float64 on a little-endian host, and

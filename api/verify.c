@@ -532,7 +532,7 @@ static void put_report_members(struct vw *w, const char *base,
     put_key(w, "inputs", false);
     put_inputs(w, in, r->scale);
     api_buf_printf(w->b, ",\"dtype\":\"%s\",\"scale\":",
-                   w->half ? api_half_name(w->half) : attn_dtype_name(r->dtype));
+                   api_dtype_name(r->dtype, w->half));
     api_write_number(w->b, ATTN_F64, &r->scale, 0);
     put_key(w, "tolerance", false);
     api_write_number(w->b, ATTN_F64, &r->tolerance, 0);
@@ -717,7 +717,7 @@ static void put_batch(struct vw *w, const struct verify_req *r,
         api_buf_printf(w->b, "\"batch\":%zu,", s->B);
     api_buf_printf(w->b, "\"heads\":%zu,\"kv_heads\":%zu,\"n\":%zu,\"L\":%zu,\"d_k\":%zu,"
                    "\"d_v\":%zu},\"dtype\":\"%s\",\"failed\":[", s->h, s->h_kv, s->n, s->L,
-                   s->d_k, s->d_v, w->half ? api_half_name(w->half) : attn_dtype_name(w->dt));
+                   s->d_k, s->d_v, api_dtype_name(w->dt, w->half));
     for (e = 0; e < E; e++) {
         if (reps[e].passed)
             continue;

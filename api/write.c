@@ -363,7 +363,7 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
         *o++ = ',';
     }
     PUT_LIT(o, "\"dtype\":\"");
-    o = put_text(o, v->half ? api_half_name(v->half) : attn_dtype_name(p->dtype));
+    o = put_text(o, api_dtype_name(p->dtype, v->half));
     PUT_LIT(o, "\",\"causal\":");
     o = put_text(o, causal_json(v->req->causal));
     *o++ = ',';
