@@ -54,8 +54,6 @@ struct proc {
     uv_work_t sweep;                /* TTL sweep on the pool */
     bool sweeping;
     bool draining, finished;
-    bool warming;                   /* in srv_warm_up: no transport yet */
-    bool stopped;                   /* a signal came in the warm-up */
     bool loop_ready;                /* uv_loop_init done */
     bool handles_ready;             /* and the handles initialised */
     int exit_code;
@@ -75,7 +73,7 @@ struct proc {
  * only one computing, and in the --warm-up requests (one at a time, before
  * the transport starts: server/warm.c). */
 static _Atomic(struct srv_http *) par_http;     /* p->http once it listens */
-static atomic_bool par_warming;
+static atomic_bool par_warming;        /* srv_warm_up's jobs are running */
 
 static bool par_may_help(void *arg)
 {
@@ -325,7 +323,8 @@ static void reload(struct proc *p)
     }
 }
 
-/* Set by a signal in the warm-up; the pool threads running it read it. */
+/* Set by a signal in the warm-up (par_warming: nothing accepted yet); the
+ * pool threads running it read it. */
 static atomic_bool warm_stop;
 
 static void signal_cb(uv_signal_t *s, int signum)
@@ -339,14 +338,13 @@ static void signal_cb(uv_signal_t *s, int signum)
         return;
     }
     const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
-    if (p->draining || p->stopped) {
+    if (p->draining || atomic_load(&warm_stop)) {
         srv_log_msgf("warn", "second %s during %s: exiting now", name,
                      p->draining ? "drain" : "the warm-up");
         fflush(stdout);
         _exit(1);
     }
-    if (p->warming) {               /* nothing accepted yet */
-        p->stopped = true;
+    if (atomic_load(&par_warming)) {
         atomic_store(&warm_stop, true);
         srv_log_msgf("info", "%s during the warm-up: stopping before listening", name);
         return;
@@ -473,14 +471,11 @@ static bool start(struct proc *p)
     p->loop_ready = true;
     init_handles(p);
     p->handles_ready = true;
-    p->warming = true;
-    bool warmed = srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop);
-    p->warming = false;
-    if (!warmed) {
+    if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop)) {
         p->exit_code = 2;
         return false;
     }
-    if (p->stopped)
+    if (atomic_load(&warm_stop))
         return false;
     uv_timer_start(&p->housekeeping, housekeeping_cb, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
     struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
@@ -538,7 +533,7 @@ int srv_loop_run(struct srv_config *cfg)
     } else {
         /* 2: unusable TLS or key file, failed --warm-up (a signal then
          * too); 0: a signal in the warm-up */
-        code = p->exit_code == 2 ? 2 : p->stopped ? 0 : 1;
+        code = p->exit_code == 2 ? 2 : atomic_load(&warm_stop) ? 0 : 1;
         if (p->handles_ready) {             /* failed after the loop was set up */
             srv_http_stop(p->http);
             p->finished = true;

@@ -26,15 +26,15 @@
 struct warm_run {
     pthread_mutex_t mu;             /* held by the thread whose turn it is */
     pthread_cond_t arrived;
-    unsigned in, threads, turns;
+    unsigned in, threads;
     unsigned done;                  /* jobs finished (loop thread) */
     struct api_ctx *ctx;
     const struct srv_config *cfg;
     const atomic_bool *stop;
-    bool failed, stopped;
+    bool failed;
     size_t failed_at;
     char err[512];
-    double ms[API_WARM_MAX];        /* the first turn's, per shape */
+    double ms[API_WARM_MAX];        /* the first thread's, per shape */
     unsigned ran[API_WARM_MAX];     /* threads that ran each shape */
 };
 
@@ -64,11 +64,7 @@ static void warm_work(uv_work_t *w)
     pthread_mutex_lock(&r->mu);
     gather(r);
     struct attn_ws *ws = srv_worker_ws();
-    for (size_t i = 0; !r->failed && i < r->cfg->n_warm_up; i++) {
-        if (atomic_load(r->stop)) {
-            r->stopped = true;
-            break;
-        }
+    for (size_t i = 0; !r->failed && i < r->cfg->n_warm_up && !atomic_load(r->stop); i++) {
         uint64_t t0 = uv_hrtime();
         if (!ws)
             snprintf(r->err, sizeof r->err, "out of memory");
@@ -76,13 +72,11 @@ static void warm_work(uv_work_t *w)
             r->failed = true;
             r->failed_at = i;
         } else {
-            if (r->turns == 0)
+            if (r->ran[i] == 0)
                 r->ms[i] = (double)(uv_hrtime() - t0) / 1e6;
             r->ran[i]++;
         }
     }
-    if (!r->stopped)
-        r->turns++;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -96,15 +90,15 @@ static void warm_done(uv_work_t *w, int status)
         uv_stop(w->loop);
 }
 
-static void log_outcome(const struct warm_run *r)
+static void log_outcome(const struct warm_run *r, bool stopped)
 {
     const struct srv_config *c = r->cfg;
-    char name[96], ms[32], turns[16];
+    char name[96], ms[32], ran[16];
     for (size_t i = 0; i < c->n_warm_up && r->ran[i] > 0; i++) {
         api_warm_name(&c->warm_up[i], name, sizeof name);
         snprintf(ms, sizeof ms, "%.1f", r->ms[i]);
-        snprintf(turns, sizeof turns, "%u", r->ran[i]);
-        const char *kv[] = {"shape", name, "ms", ms, "threads", turns, NULL};
+        snprintf(ran, sizeof ran, "%u", r->ran[i]);
+        const char *kv[] = {"shape", name, "ms", ms, "threads", ran, NULL};
         srv_log_event("info", "warmed up", kv);
     }
     if (r->failed) {
@@ -112,9 +106,9 @@ static void log_outcome(const struct warm_run *r)
         srv_log_msgf("error", "--warm-up %s: %s", name, r->err);
         return;
     }
-    if (r->stopped) {
-        srv_log_msgf("info", "warm-up stopped after %u of %u threads' turns", r->turns,
-                     r->threads);
+    if (stopped) {                  /* the last shape's count is the turns finished */
+        srv_log_msgf("info", "warm-up stopped after %u of %u threads' turns",
+                     r->ran[c->n_warm_up - 1], r->threads);
         return;
     }
     size_t bytes, kept = api_spare_kept(&bytes);
@@ -174,14 +168,14 @@ bool srv_warm_up(uv_loop_t *loop, struct api_ctx *ctx, const struct srv_config *
     if (queued > 0)
         uv_run(loop, UV_RUN_DEFAULT);   /* until warm_done stops it */
     atomic_store(warming, false);
-    r.stopped = r.stopped || atomic_load(stop);     /* a signal in the last shape */
-    if (!r.stopped)
+    bool stopped = atomic_load(stop);   /* even in the last shape */
+    if (!stopped)
         api_spare_touch();          /* once, after every turn */
     if (queued == 0) {
         r.failed = true;
         snprintf(r.err, sizeof r.err, "the compute pool did not start");
     }
-    log_outcome(&r);
+    log_outcome(&r, stopped);
     pthread_cond_destroy(&r.arrived);
     pthread_mutex_destroy(&r.mu);
     free(jobs);

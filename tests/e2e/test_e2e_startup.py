@@ -10,8 +10,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
+import time
 
 from attnd_proc import Attnd
 
@@ -163,21 +165,25 @@ def test_warm_up_that_cannot_run_stops_the_start():
         assert "listening" not in p.stdout, p.stdout
 
 
+def _wait_for_warming_up(d):
+    """Until attnd logs that its warm-up starts (its signal handlers are in
+    place by then)."""
+    deadline = time.time() + 30
+    while not any(e["msg"] == "warming up" for e in events(d)):
+        assert d.proc.poll() is None and time.time() < deadline, d.logs()
+        time.sleep(0.01)
+
+
 def test_a_signal_in_the_warm_up_stops_the_start_cleanly():
     """SIGTERM or SIGINT while --warm-up runs: attnd stops after the request
     in hand, says so, and exits 0 without listening (nothing was accepted,
     so nothing is lost), as a drain ends. The shapes make a warm-up of
     seconds on two pool threads; the signal follows its first line."""
-    import signal
-    import time
     shapes = "4096x4096x128:float64,4096x4096x128,2048x2048x128:float64,2048x2048x128"
     for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
         d = Attnd("--workers", "1", "--warm-up", shapes, wait=False)
         with d:
-            deadline = time.time() + 30
-            while not any(e["msg"] == "warming up" for e in events(d)):
-                assert d.proc.poll() is None and time.time() < deadline, d.logs()
-                time.sleep(0.01)
+            _wait_for_warming_up(d)
             d.signal(sig)
             assert d.wait(timeout=30) == 0, d.logs()
             log = events(d)
@@ -196,15 +202,10 @@ def test_a_second_signal_in_the_warm_up_exits_at_once():
     1 at once, as in a drain. Two different signals, sent together, so the
     kernel cannot merge them into one. No log line marks the moment a
     request is in hand, so the test waits 0.2 s into the first turn."""
-    import signal
-    import time
     d = Attnd("--workers", "1", "--warm-up", "4096x4096x128:float64,4096x4096x128",
               wait=False)
     with d:
-        deadline = time.time() + 30
-        while not any(e["msg"] == "warming up" for e in events(d)):
-            assert d.proc.poll() is None and time.time() < deadline, d.logs()
-            time.sleep(0.01)
+        _wait_for_warming_up(d)
         # into the first thread's turn (two turns of about 0.4 s here), so
         # a request is in hand when the signals land
         time.sleep(0.2)
