@@ -2,7 +2,9 @@
  * server/loop.c — attnd's process: one libuv loop owns signals, timers, the
  * compute pool and (through server/http.c) the transport.
  *
- * Start: UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
+ * Start: the open-file limit raised for --max-connections, or the cap
+ * lowered to what it leaves room for (server/fdbudget.c), before anything
+ * opens; UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
  * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
  * pool that lets one large request use idle cores, the session store
  * (restored from --state-dir's snapshot and journal), the --warm-up
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #include "api/api.h"
 #include "core/attn.h"
 #include "core/store.h"
+#include "server/fdbudget.h"
 #include "server/http.h"
 #include "server/keys.h"
 #include "server/limits.h"
@@ -55,7 +59,9 @@ struct proc {
     bool sweeping;
     bool draining, finished;
     bool loop_ready;                /* uv_loop_init done */
-    bool handles_ready;             /* and the handles initialised */
+    bool handles_ready;             /* and the handles are being made */
+    uv_handle_t *made[6];           /* the handles made: 3 timers, 3 signals */
+    unsigned n_made;
     int exit_code;
     struct srv_config *cfg;
     struct api_ctx ctx;
@@ -428,20 +434,89 @@ static void init_ctx(struct proc *p)
 
 /* Before the warm-up: signals are served from then on; the housekeeping
  * timer starts with the transport (srv_warm_up runs the loop until its own
- * jobs are done). */
-static void init_handles(struct proc *p)
+ * jobs are done). Each handle made is listed in p->made, so that a failure
+ * part-way closes only those. 0 or a libuv error. */
+static int made(struct proc *p, uv_handle_t *h, int rc)
 {
-    uv_signal_init(&p->loop, &p->sig_int);
-    uv_signal_init(&p->loop, &p->sig_term);
-    uv_signal_init(&p->loop, &p->sig_hup);
-    p->sig_int.data = p->sig_term.data = p->sig_hup.data = p;
-    uv_signal_start(&p->sig_int, signal_cb, SIGINT);
-    uv_signal_start(&p->sig_term, signal_cb, SIGTERM);
-    uv_signal_start(&p->sig_hup, signal_cb, SIGHUP);
-    uv_timer_init(&p->loop, &p->housekeeping);
-    uv_timer_init(&p->loop, &p->drain_timer);
-    uv_timer_init(&p->loop, &p->finish_timer);
-    p->housekeeping.data = p->drain_timer.data = p->finish_timer.data = p;
+    if (rc == 0)
+        p->made[p->n_made++] = h;
+    return rc;
+}
+
+static int init_handles(struct proc *p)
+{
+    uv_timer_t *timers[] = {&p->housekeeping, &p->drain_timer, &p->finish_timer};
+    for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
+        int rc = made(p, (uv_handle_t *)timers[i], uv_timer_init(&p->loop, timers[i]));
+        if (rc != 0)
+            return rc;
+        timers[i]->data = p;
+    }
+    uv_signal_t *sigs[] = {&p->sig_int, &p->sig_term, &p->sig_hup};
+    const int nums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        int rc = made(p, (uv_handle_t *)sigs[i], uv_signal_init(&p->loop, sigs[i]));
+        if (rc == 0) {
+            sigs[i]->data = p;
+            rc = uv_signal_start(sigs[i], signal_cb, nums[i]);
+        }
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* --max-connections within the open-file limit (server/fdbudget.c): raises
+ * the soft limit, or lowers the cap with a warning; false if not even one
+ * connection fits. */
+static bool budget_files(struct srv_config *c)
+{
+    struct srv_fd_budget b;
+    int rc = srv_fd_budget(c->max_connections, c->http_threads, &b);
+    if (rc != 0) {
+        srv_log_msgf("error", "cannot read the open-file limit: %s", strerror(-rc));
+        return false;
+    }
+    if (b.connections == 0) {
+        srv_log_msgf("error", "the open-file limit (ulimit -n) is %lu: attnd keeps %lu "
+                     "descriptors for its own files and needs one more per connection",
+                     b.soft, b.reserved);
+        return false;
+    }
+    if (b.connections < c->max_connections) {
+        srv_log_msgf("warn", "--max-connections %u lowered to %u: the open-file limit is %lu "
+                     "(hard limit %lu) and attnd keeps %lu descriptors for its own files; "
+                     "raise the hard limit (ulimit -Hn, LimitNOFILE=, --ulimit nofile=) "
+                     "to %lu to serve %u", c->max_connections, b.connections, b.soft, b.hard,
+                     b.reserved, b.reserved + c->max_connections, c->max_connections);
+        c->max_connections = b.connections;
+    }
+    return true;
+}
+
+/* The "listening" event: what this process serves, and with which limits. */
+static void log_listening(const struct proc *p, unsigned port)
+{
+    const struct srv_config *c = p->cfg;
+    char ps[16], ws[16], pid[24], body[32], elems[32], conns[16], files[24];
+    struct rlimit rl = {0, 0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    snprintf(conns, sizeof conns, "%u", c->max_connections);
+    snprintf(files, sizeof files, "%llu", (unsigned long long)rl.rlim_cur);
+    snprintf(ps, sizeof ps, "%u", port);
+    snprintf(ws, sizeof ws, "%u", c->workers);
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    snprintf(body, sizeof body, "%zu", c->max_body_bytes);
+    snprintf(elems, sizeof elems, "%zu", c->max_elements);
+    const char *kv[] = {"version", ATTND_VERSION, "host", c->host, "port", ps,
+                        "workers", ws, "pid", pid, "max_body_bytes", body,
+                        "max_elements", elems, "max_connections", conns,
+                        "open_files", files, "auth", p->keys ? "on" : "off",
+                        "tls", p->tls ? "on" : "off",
+                        "cors", c->cors_origins[0] ? "on" : "off",
+                        "cache_policy", c->cache_lru ? "lru" : "reject",
+                        "state_dir", c->state_dir[0] ? c->state_dir : "-", NULL};
+    srv_log_event("info", "listening", kv);
 }
 
 static bool start(struct proc *p)
@@ -452,7 +527,7 @@ static bool start(struct proc *p)
     unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
     snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
-    if (!load_secrets(p)) {
+    if (!budget_files(p->cfg) || !load_secrets(p)) {
         p->exit_code = 2;
         return false;
     }
@@ -466,11 +541,18 @@ static bool start(struct proc *p)
         jnl_running = pthread_create(&jnl_thread, NULL, jnl_main, p) == 0;
     srv_metrics_set_store(p->metrics, p->store);
     init_ctx(p);
-    if (uv_loop_init(&p->loop) != 0)
+    int rc = uv_loop_init(&p->loop);
+    if (rc != 0) {
+        srv_log_msgf("error", "cannot start the event loop: %s", uv_strerror(rc));
         return false;
+    }
     p->loop_ready = true;
-    init_handles(p);
-    p->handles_ready = true;
+    p->handles_ready = true;                /* from here on close_all closes p->made */
+    if ((rc = init_handles(p)) != 0) {
+        srv_log_msgf("error", "cannot set up the timers and signal handling: %s",
+                     uv_strerror(rc));
+        return false;
+    }
     if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop)) {
         p->exit_code = 2;
         return false;
@@ -485,39 +567,21 @@ static bool start(struct proc *p)
     atomic_store(&par_http, p->http);
     unsigned port = srv_http_port(p->http);
     if (p->cfg->port_file[0]) {
-        int rc = write_port_file(p->cfg->port_file, port);
+        rc = write_port_file(p->cfg->port_file, port);
         if (rc != 0) {
             srv_log_msgf("error", "cannot write --port-file %s: %s", p->cfg->port_file,
                          strerror(-rc));
             return false;
         }
     }
-    const struct srv_config *c = p->cfg;
-    char ps[16], ws[16], pid[24], body[32], elems[32];
-    snprintf(ps, sizeof ps, "%u", port);
-    snprintf(ws, sizeof ws, "%u", c->workers);
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    snprintf(body, sizeof body, "%zu", c->max_body_bytes);
-    snprintf(elems, sizeof elems, "%zu", c->max_elements);
-    const char *kv[] = {"version", ATTND_VERSION, "host", c->host, "port", ps,
-                        "workers", ws, "pid", pid, "max_body_bytes", body,
-                        "max_elements", elems, "auth", p->keys ? "on" : "off",
-                        "tls", p->tls ? "on" : "off",
-                        "cors", c->cors_origins[0] ? "on" : "off",
-                        "cache_policy", c->cache_lru ? "lru" : "reject",
-                        "state_dir", c->state_dir[0] ? c->state_dir : "-", NULL};
-    srv_log_event("info", "listening", kv);
+    log_listening(p, port);
     return true;
 }
 
 static void close_all(struct proc *p)
 {
-    close_handle((uv_handle_t *)&p->sig_int);
-    close_handle((uv_handle_t *)&p->sig_term);
-    close_handle((uv_handle_t *)&p->sig_hup);
-    close_handle((uv_handle_t *)&p->housekeeping);
-    close_handle((uv_handle_t *)&p->drain_timer);
-    close_handle((uv_handle_t *)&p->finish_timer);
+    for (unsigned i = 0; i < p->n_made; i++)
+        close_handle(p->made[i]);
 }
 
 int srv_loop_run(struct srv_config *cfg)
@@ -531,8 +595,8 @@ int srv_loop_run(struct srv_config *cfg)
         uv_run(&p->loop, UV_RUN_DEFAULT);
         code = p->exit_code;
     } else {
-        /* 2: unusable TLS or key file, failed --warm-up (a signal then
-         * too); 0: a signal in the warm-up */
+        /* 2: an open-file limit too low, unusable TLS or key file, failed
+         * --warm-up (a signal then too); 0: a signal in the warm-up */
         code = p->exit_code == 2 ? 2 : atomic_load(&warm_stop) ? 0 : 1;
         if (p->handles_ready) {             /* failed after the loop was set up */
             srv_http_stop(p->http);

@@ -1,7 +1,8 @@
 """tests/e2e/attnd_proc.py — start the real attnd on a free port and talk HTTP to it.
 
 Attnd(*flags, env=...) starts build/attnd (or $ATTND_BIN) with --port 0 and
---port-file, waits until /healthz answers, and stops it on exit. Its request()
+--port-file (and nofile=(soft, hard): that RLIMIT_NOFILE), waits until
+/healthz answers, and stops it on exit. Its request()
 speaks plain http.client so tests see exactly what a client sees: status,
 headers and body bytes.
 
@@ -15,6 +16,7 @@ import base64
 import http.client
 import json
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -131,7 +133,7 @@ class Response:
 
 
 class Attnd:
-    def __init__(self, *flags, env=None, wait=True, ca=None):
+    def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None):
         self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")
         self.tls = "--tls-cert" in flags
         self.ca = ca
@@ -144,9 +146,13 @@ class Attnd:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log = open(self.log_path, "wb")
+        limit = None
+        if nofile:                  # (soft, hard) RLIMIT_NOFILE of the daemon
+            def limit():
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
         self.proc = subprocess.Popen(
             [BIN, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file, *flags],
-            stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+            stdout=self.log, stderr=subprocess.STDOUT, env=full_env, preexec_fn=limit)
         self.port = None
         if wait:
             self.wait_ready()

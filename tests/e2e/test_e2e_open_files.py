@@ -1,0 +1,161 @@
+"""tests/e2e/test_e2e_open_files.py — attnd within its open-file limit.
+
+Every connection holds a descriptor. At start attnd raises its soft
+RLIMIT_NOFILE as far as --max-connections needs; when the hard limit is
+lower it lowers the connection cap, with a warning, keeping descriptors for
+its own files (server/fdbudget.c):
+
+- a low soft limit under a high hard one is raised, without a warning;
+- a low hard limit lowers the cap: connections past it wait in the listen
+  backlog instead of failing accept() with EMFILE (which made
+  libmicrohttpd log a warning for each try, and spin), and are served in
+  turn once others close;
+- with every connection the cap allows held open, one of them still
+  appends to a journalled session while snapshots are rewritten, and the
+  rows survive a restart;
+- a limit too low for even one connection stops the start with a clear
+  error (it used to abort inside libuv, or exit 1 without a word).
+"""
+import json
+import re
+import socket
+import ssl
+import tempfile
+import time
+
+import attnd_proc
+from attnd_proc import Attnd
+from test_e2e_startup import events
+
+D = 16
+
+
+def listening(a):
+    return next(e for e in events(a) if e["msg"] == "listening")
+
+
+def soft_limit(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        line = next(x for x in f if x.startswith("Max open files"))
+    return int(line.split()[3])
+
+
+def greet(s, timeout):
+    """s (a connected TCP socket) after an answer to GET /healthz within
+    timeout, over TLS in an ATTND_E2E_TLS run; keep-alive keeps it open.
+    None if it was not accepted by then."""
+    try:
+        s.settimeout(timeout)
+        if attnd_proc.E2E_TLS:
+            s = attnd_proc.client_context(attnd_proc.suite_pki()[0]).wrap_socket(
+                s, server_hostname="127.0.0.1")
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        if s.recv(65536).startswith(b"HTTP/1.1 200"):
+            return s
+    except (socket.timeout, ssl.SSLError, OSError):
+        pass
+    s.close()
+    return None
+
+
+def dial(a):
+    return socket.create_connection(("127.0.0.1", a.port), timeout=5)
+
+
+def served(a, timeout):
+    """A new connection that got an answer within timeout, or None."""
+    return greet(dial(a), timeout)
+
+
+def accept_trouble(a):
+    """Log lines of accept() failing for want of descriptors."""
+    return [e["msg"] for e in events(a)
+            if "accepting" in e["msg"] or "resource limit" in e["msg"]]
+
+
+def test_a_low_soft_limit_is_raised_for_the_connections():
+    with Attnd(nofile=(64, 4096)) as a:
+        ev = listening(a)
+        assert ev["max_connections"] == "1000"
+        files = int(ev["open_files"])
+        assert 1000 < files <= 4096
+        assert soft_limit(a.proc.pid) == files
+        assert [e for e in events(a) if e["level"] != "info"] == []
+
+
+def test_a_low_hard_limit_lowers_the_cap_and_the_rest_wait():
+    with Attnd("--max-connections-per-ip", "1000", nofile=(64, 64)) as a:
+        warn = [e["msg"] for e in events(a) if e["level"] == "warn"]
+        assert len(warn) == 1 and "--max-connections 1000 lowered to" in warn[0], warn
+        cap = int(listening(a)["max_connections"])
+        assert cap == int(re.search(r"lowered to (\d+)", warn[0]).group(1))
+        assert 1 <= cap < 64
+        held = []
+        while len(held) < cap:
+            s = served(a, 5)
+            assert s is not None, f"connection {len(held) + 1} of {cap} was not served"
+            held.append(s)
+        waiting = [dial(a) for _ in range(8)]
+        assert greet(waiting[0], 1) is None, "a connection past the cap was served"
+        time.sleep(0.5)
+        assert accept_trouble(a) == []
+        for s in held[:5]:
+            s.close()
+        # the backlog is first come, first served: waiting[0] (given up
+        # above) and the next four take the five places
+        late = [greet(s, 5) for s in waiting[1:5]]
+        assert None not in late, "the waiting connections were not served"
+        for s in held[5:] + waiting[5:] + late:
+            s.close()
+        time.sleep(0.3)
+        assert a.get("/healthz").status == 200
+        assert accept_trouble(a) == []
+
+
+def test_the_journal_keeps_its_files_with_every_connection_taken():
+    sd = tempfile.mkdtemp(prefix="attnd-nofile-")
+    flags = ("--state-dir", sd, "--fsync", "always", "--snapshot-min-bytes", "8k")
+    rows = []
+    with Attnd(*flags, "--max-connections-per-ip", "1000", nofile=(64, 64)) as a:
+        cap = int(listening(a)["max_connections"])
+        conn = attnd_proc.http_connection(a.port)   # the one that works
+        conn.request("POST", "/v1/sessions", body=f'{{"d_k":{D},"d_v":{D}}}',
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 201
+        sid = json.loads(r.read())["id"]
+        held = [served(a, 5) for _ in range(cap - 1)]
+        assert None not in held, "the cap's connections were not all served"
+        # 8 rows of 16 floats a request; the journal passes 8 KiB many times
+        # over, and the journal thread rewrites the snapshot each second.
+        deadline = time.monotonic() + 2.5
+        n = 0
+        while time.monotonic() < deadline or n < 40:
+            block = [[float((n * 8 + i) * D + j) for j in range(D)] for i in range(8)]
+            body = json.dumps({"k": block, "v": block})
+            conn.request("POST", f"/v1/sessions/{sid}/kv", body=body,
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            assert r.status == 200, (n, r.status, r.read()[:300])
+            r.read()
+            rows += block
+            n += 1
+        conn.close()
+        for s in held:
+            s.close()
+        assert a.logs().count(" written: ") >= 2, "no snapshot was rewritten"
+        assert [e for e in events(a) if e["level"] not in ("info", "warn")] == []
+    with Attnd(*flags) as b:
+        r = b.get(f"/v1/sessions/{sid}/kv")
+        assert r.status == 200, r
+        assert r.json()["k"] == rows
+
+
+def test_a_limit_too_low_for_one_connection_stops_the_start():
+    a = Attnd(nofile=(16, 16), wait=False)
+    try:
+        assert a.proc.wait(timeout=10) == 2
+        err = [e["msg"] for e in events(a) if e["level"] == "error"]
+        assert len(err) == 1 and "the open-file limit (ulimit -n) is 16" in err[0], err
+    finally:
+        a.stop()
