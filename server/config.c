@@ -20,6 +20,7 @@
 
 #include "api/api.h"
 #include "server/assets.h"
+#include "server/cpus.h"
 #include "core/journal.h"
 
 enum opt_kind {
@@ -53,9 +54,11 @@ static const struct opt opts[] = {
     {"host", OPT_STR, F(host), 0, 0, "127.0.0.1", "address to listen on (0.0.0.0 for all)"},
     {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "", "write the bound port to this file"},
-    {"workers", OPT_UINT, N(workers), 1, 256, NULL, "compute threads (default: CPU count)"},
+    {"workers", OPT_UINT, N(workers), 1, 256, NULL,
+     "compute threads (default: the usable CPUs: online, in the affinity mask, within the "
+     "cgroup's CPU quota)"},
     {"http-threads", OPT_UINT, N(http_threads), 1, 64, NULL,
-     "transport threads (default: CPU count)"},
+     "transport threads (default: the usable CPUs)"},
     {"max-body-bytes", OPT_SIZE, N(max_body_bytes), 1, 4294967296.0, "64m",
      "largest request body (k/m/g suffixes)"},
     {"max-elements", OPT_SIZE, N(max_elements), 1, 1e15, "4194304",
@@ -311,7 +314,7 @@ static void print_help(FILE *out)
         const struct opt *o = &opts[i];
         env_name(o, env, sizeof env);
         fprintf(out, "  --%-24s %s\n  %-26s [%s; default: %s]\n", o->name, o->help, "",
-                env, o->def ? (o->def[0] ? o->def : "none") : "CPU count");
+                env, o->def ? (o->def[0] ? o->def : "none") : "usable CPUs");
     }
     fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "print this help and exit",
              "version", "print the version and exit");
@@ -335,16 +338,11 @@ static const struct opt *find_opt(const char *name, size_t len)
     return NULL;
 }
 
-static unsigned cpu_count(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
-}
-
 static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->workers = cpu_count();
+    srv_cpus_read(&cfg->cpus);
+    cfg->workers = cfg->cpus.count;
     cfg->http_threads = cfg->workers < 64 ? cfg->workers : 64;  /* --http-threads' range */
     char env[64];
     for (size_t i = 0; i < N_OPTS; i++) {

@@ -16,6 +16,7 @@
 
 #include "api/warm.h"
 #include "core/attn_fused.h"
+#include "server/cpus.h"
 
 #define SRV_MAX_CORS_ORIGINS 32
 
@@ -25,6 +26,7 @@ struct srv_config {
     char host[256];                 /* bind address (numeric or name) */
     unsigned port;                  /* 0: pick a free port */
     char port_file[1024];           /* write the bound port here, or "" */
+    struct srv_cpus cpus;           /* the CPUs this process may use */
     unsigned workers;               /* compute threads per client (the pool has twice as many) */
     unsigned http_threads;          /* libmicrohttpd polling threads */
     size_t max_body_bytes;          /* request body cap */

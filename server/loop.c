@@ -494,22 +494,36 @@ static bool budget_files(struct srv_config *c)
     return true;
 }
 
+/* When the process may use fewer CPUs than are online (server/cpus.c). */
+static void log_cpus(const struct srv_cpus *c)
+{
+    if (c->count >= c->online)
+        return;
+    char quota[24] = "none";
+    if (c->quota)
+        snprintf(quota, sizeof quota, "%u", c->quota);
+    srv_log_msgf("info", "CPUs: %u of the %u online (affinity mask %u, cgroup quota %s); "
+                 "--workers and --http-threads default to %u", c->count, c->online,
+                 c->affinity, quota, c->count);
+}
+
 /* The "listening" event: what this process serves, and with which limits. */
 static void log_listening(const struct proc *p, unsigned port)
 {
     const struct srv_config *c = p->cfg;
-    char ps[16], ws[16], pid[24], body[32], elems[32], conns[16], files[24];
+    char ps[16], ws[16], cpus[16], pid[24], body[32], elems[32], conns[16], files[24];
     struct rlimit rl = {0, 0};
     getrlimit(RLIMIT_NOFILE, &rl);
     snprintf(conns, sizeof conns, "%u", c->max_connections);
     snprintf(files, sizeof files, "%llu", (unsigned long long)rl.rlim_cur);
     snprintf(ps, sizeof ps, "%u", port);
     snprintf(ws, sizeof ws, "%u", c->workers);
+    snprintf(cpus, sizeof cpus, "%u", c->cpus.count);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     snprintf(body, sizeof body, "%zu", c->max_body_bytes);
     snprintf(elems, sizeof elems, "%zu", c->max_elements);
     const char *kv[] = {"version", ATTND_VERSION, "host", c->host, "port", ps,
-                        "workers", ws, "pid", pid, "max_body_bytes", body,
+                        "workers", ws, "cpus", cpus, "pid", pid, "max_body_bytes", body,
                         "max_elements", elems, "max_connections", conns,
                         "open_files", files, "auth", p->keys ? "on" : "off",
                         "tls", p->tls ? "on" : "off",
@@ -527,12 +541,13 @@ static bool start(struct proc *p)
     unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
     snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
+    log_cpus(&p->cfg->cpus);
     if (!budget_files(p->cfg) || !load_secrets(p)) {
         p->exit_code = 2;
         return false;
     }
     attn_blas_init(1);
-    srv_worker_start(p->cfg->workers, par_may_help, NULL);
+    srv_worker_start(p->cfg->workers, p->cfg->cpus.count, par_may_help, NULL);
     p->metrics = srv_metrics_new();
     p->store = store_open(p->cfg);
     if (!p->metrics || !p->store)

@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <stddef.h>
-#include <unistd.h>
 
 #include "core/attn.h"
 
@@ -22,12 +21,9 @@
  */
 static struct attn_pool *par_pool;
 
-void srv_worker_start(unsigned workers, bool (*may_help)(void *arg), void *arg)
+void srv_worker_start(unsigned workers, unsigned cpus, bool (*may_help)(void *arg), void *arg)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t w = workers;
-    if (cpus > 0 && (size_t)cpus < w)
-        w = (size_t)cpus;
+    size_t w = workers < cpus ? workers : cpus;
     if (w >= 2)
         par_pool = attn_pool_new(w - 1, may_help, arg);
 }

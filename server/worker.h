@@ -10,9 +10,9 @@
 struct attn_ws;
 
 /* Before the first request: the helper pool for `workers` compute threads
- * (min(workers, cpus) - 1 helpers, none below two), which joins a pass only
- * while may_help(arg) answers true. */
-void srv_worker_start(unsigned workers, bool (*may_help)(void *arg), void *arg);
+ * on `cpus` CPUs (min(workers, cpus) - 1 helpers, none below two), which
+ * joins a pass only while may_help(arg) answers true. */
+void srv_worker_start(unsigned workers, unsigned cpus, bool (*may_help)(void *arg), void *arg);
 
 /* The calling pool thread's attention scratch (created on first use, freed
  * by srv_worker_free); NULL if it cannot be allocated. */

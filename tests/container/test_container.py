@@ -23,6 +23,8 @@ Checks, each counted:
   readme     the README's first curl example answers what the README shows
   drain      SIGTERM drains: exit 0, the session saved into the mounted
              volume, and a new container on that volume restores it
+  cpus       that new container, run with --cpus 1, starts one worker (its
+             cgroup's CPU quota, not the host's CPU count)
   compose    the compose topology: nginx (a local image on the same base,
              docker/nginx.Dockerfile) in front of three replicas started one
              by one, docker/nginx.conf as its template; a session created
@@ -220,11 +222,14 @@ def test_single():
                    "sh", TAG, "-c", "ls -A /s").stdout.split()
     check("drain: the state is in the mounted volume", len(files) > 0, files)
     port2 = free_port()
-    c2 = run_attnd(PREFIX + "-b", port2, vol, replica="ct")
+    c2 = run_attnd(PREFIX + "-b", port2, vol, replica="ct", extra=("--cpus", "1"))
     ok = wait_http(port2)
     st, body = req(port2, "GET", "/v1/sessions/%s" % sid) if ok and sid else (0, b"")
     length = json.loads(body).get("length") if st == 200 else None
     check("drain: a new container restores the session", length == 3, (st, body[:300]))
+    st, body = req(port2, "GET", "/v1/info") if ok else (0, b"")
+    n = json.loads(body).get("threads", {}).get("workers") if st == 200 else None
+    check("cpus: a container run with --cpus 1 starts one worker", n == 1, (st, body[:300]))
     podman("stop", "--time", "30", c2, check_rc=False)
 
 

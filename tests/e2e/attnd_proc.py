@@ -1,8 +1,9 @@
 """tests/e2e/attnd_proc.py — start the real attnd on a free port and talk HTTP to it.
 
 Attnd(*flags, env=...) starts build/attnd (or $ATTND_BIN) with --port 0 and
---port-file (and nofile=(soft, hard): that RLIMIT_NOFILE), waits until
-/healthz answers, and stops it on exit. Its request()
+--port-file (nofile=(soft, hard): with that RLIMIT_NOFILE; preexec: a
+function run in the child before exec), waits until /healthz answers, and
+stops it on exit. Its request()
 speaks plain http.client so tests see exactly what a client sees: status,
 headers and body bytes.
 
@@ -133,7 +134,7 @@ class Response:
 
 
 class Attnd:
-    def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None):
+    def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None, preexec=None):
         self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")
         self.tls = "--tls-cert" in flags
         self.ca = ca
@@ -146,13 +147,15 @@ class Attnd:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log = open(self.log_path, "wb")
-        limit = None
-        if nofile:                  # (soft, hard) RLIMIT_NOFILE of the daemon
-            def limit():
+        def child():                # in the child, before exec
+            if nofile:              # (soft, hard) RLIMIT_NOFILE of the daemon
                 resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+            if preexec:
+                preexec()
         self.proc = subprocess.Popen(
             [BIN, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file, *flags],
-            stdout=self.log, stderr=subprocess.STDOUT, env=full_env, preexec_fn=limit)
+            stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
+            preexec_fn=child if nofile or preexec else None)
         self.port = None
         if wait:
             self.wait_ready()

@@ -94,5 +94,5 @@ def test_configuration_table_matches_help():
         m = re.search(rf"^  --{flag} .*\n.*\[{env}; default: ([^\]]+)\]", help_text, re.M)
         assert m, flag
         d = default.strip().strip("`")
-        assert m.group(1) == d or (m.group(1) in ("none", "CPU count") and d in ("none", "CPU count", "stdout")), \
+        assert m.group(1) == d or (m.group(1) in ("none", "usable CPUs") and d in ("none", "usable CPUs", "stdout")), \
             (flag, m.group(1), d)
