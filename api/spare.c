@@ -36,7 +36,6 @@
  * response). One bound for all of them (the transport's bodies once had
  * slots of their own). */
 #define API_SPARE_SLOTS 24
-#define API_SPARE_BYTES ((size_t)96 << 20)
 /* Blocks of this size and more are made of transparent huge pages. */
 #define SPARE_HUGE ((size_t)2 << 20)
 

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #define API_SPARE_MIN ((size_t)256 << 10)
+#define API_SPARE_BYTES ((size_t)96 << 20)   /* kept in all, at most */
 
 /* At least need bytes (malloc'd): a kept block of need to 2 * need bytes,
  * or one as large as a new one for need may come out (glibc may add a

@@ -20,7 +20,7 @@
 
 #include "api/api.h"
 #include "server/assets.h"
-#include "server/cpus.h"
+#include "server/resources.h"
 #include "core/journal.h"
 
 enum opt_kind {

@@ -16,7 +16,7 @@
 
 #include "api/warm.h"
 #include "core/attn_fused.h"
-#include "server/cpus.h"
+#include "server/resources.h"
 
 #define SRV_MAX_CORS_ORIGINS 32
 

@@ -813,6 +813,13 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     return d;
 }
 
+size_t srv_http_body_budget(size_t max_body_bytes)
+{
+    size_t b = max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
+               ? SIZE_MAX : max_body_bytes * BODY_BUDGET_FACTOR;
+    return b < BODY_BUDGET_MIN ? BODY_BUDGET_MIN : b;
+}
+
 struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
                               struct api_ctx *ctx, struct srv_metrics *metrics,
                               const struct srv_http_guard *guard)
@@ -837,10 +844,7 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
     srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
-    h->body_budget = cfg->max_body_bytes > SIZE_MAX / BODY_BUDGET_FACTOR
-                         ? SIZE_MAX : cfg->max_body_bytes * BODY_BUDGET_FACTOR;
-    if (h->body_budget < BODY_BUDGET_MIN)
-        h->body_budget = BODY_BUDGET_MIN;
+    h->body_budget = srv_http_body_budget(cfg->max_body_bytes);
     uv_async_init(loop, &h->async, http_async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
     return h;

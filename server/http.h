@@ -37,6 +37,9 @@ struct srv_http_guard {
     bool tls;                       /* HTTPS with server/tls.c's current pair */
 };
 
+/* Request bodies buffered at once, at most, for --max-body-bytes. */
+size_t srv_http_body_budget(size_t max_body_bytes);
+
 /* The transport with its loop handles, not yet listening; NULL on ENOMEM.
  * Whatever follows, it ends with srv_http_stop and then srv_http_free. */
 struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,

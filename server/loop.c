@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "api/spare.h"
 #include "core/attn.h"
 #include "core/store.h"
 #include "server/fdbudget.h"
@@ -43,6 +44,7 @@
 #include "server/limits.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/resources.h"
 #include "server/tls.h"
 #include "server/warm.h"
 #include "server/worker.h"
@@ -494,7 +496,7 @@ static bool budget_files(struct srv_config *c)
     return true;
 }
 
-/* When the process may use fewer CPUs than are online (server/cpus.c). */
+/* When the process may use fewer CPUs than are online (server/resources.c). */
 static void log_cpus(const struct srv_cpus *c)
 {
     if (c->count >= c->online)
@@ -505,6 +507,26 @@ static void log_cpus(const struct srv_cpus *c)
     srv_log_msgf("info", "CPUs: %u of the %u online (affinity mask %u, cgroup quota %s); "
                  "--workers and --http-threads default to %u", c->count, c->online,
                  c->affinity, quota, c->count);
+}
+
+/* A warning when the cgroup's memory limit (server/resources.c) is below
+ * what attnd may hold at once: the KV cache, the request bodies being
+ * received and the large blocks kept for the next requests. */
+static void check_memory(const struct srv_config *c)
+{
+    unsigned long long limit = srv_memory_limit("/proc/self/mountinfo", "/proc/self/cgroup");
+    unsigned long long bodies = srv_http_body_budget(c->max_body_bytes);
+    unsigned long long cache = c->max_cache_bytes, kept = API_SPARE_BYTES;
+    if (limit == 0 || cache + bodies + kept <= limit)
+        return;
+    const double mib = 1024.0 * 1024.0;
+    srv_log_msgf("warn", "the cgroup's memory limit is %.0f MiB, less than attnd may hold at "
+                 "once: %.0f MiB of KV cache (--max-cache-bytes), %.0f MiB of request bodies "
+                 "(8 x --max-body-bytes, at least 256 MiB) and %.0f MiB of blocks kept for "
+                 "the next requests; under load the kernel may kill attnd: lower "
+                 "--max-cache-bytes or --max-body-bytes, or raise the limit",
+                 (double)limit / mib, (double)cache / mib, (double)bodies / mib,
+                 (double)kept / mib);
 }
 
 /* The "listening" event: what this process serves, and with which limits. */
@@ -542,6 +564,7 @@ static bool start(struct proc *p)
     snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
     log_cpus(&p->cfg->cpus);
+    check_memory(p->cfg);
     if (!budget_files(p->cfg) || !load_secrets(p)) {
         p->exit_code = 2;
         return false;

@@ -25,6 +25,8 @@ Checks, each counted:
              volume, and a new container on that volume restores it
   cpus       that new container, run with --cpus 1, starts one worker (its
              cgroup's CPU quota, not the host's CPU count)
+  memory     and, run with --memory 1g, warns that the default bounds
+             (1 GiB of KV cache, request bodies, kept blocks) exceed it
   compose    the compose topology: nginx (a local image on the same base,
              docker/nginx.Dockerfile) in front of three replicas started one
              by one, docker/nginx.conf as its template; a session created
@@ -222,7 +224,8 @@ def test_single():
                    "sh", TAG, "-c", "ls -A /s").stdout.split()
     check("drain: the state is in the mounted volume", len(files) > 0, files)
     port2 = free_port()
-    c2 = run_attnd(PREFIX + "-b", port2, vol, replica="ct", extra=("--cpus", "1"))
+    c2 = run_attnd(PREFIX + "-b", port2, vol, replica="ct",
+                   extra=("--cpus", "1", "--memory", "1g"))
     ok = wait_http(port2)
     st, body = req(port2, "GET", "/v1/sessions/%s" % sid) if ok and sid else (0, b"")
     length = json.loads(body).get("length") if st == 200 else None
@@ -230,6 +233,9 @@ def test_single():
     st, body = req(port2, "GET", "/v1/info") if ok else (0, b"")
     n = json.loads(body).get("threads", {}).get("workers") if st == 200 else None
     check("cpus: a container run with --cpus 1 starts one worker", n == 1, (st, body[:300]))
+    logs = podman("logs", c2, check_rc=False).stdout
+    check("memory: --memory 1g is warned of (1 GiB of KV cache alone fills it)",
+          "memory limit is 1024 MiB" in logs, logs[-1500:])
     podman("stop", "--time", "30", c2, check_rc=False)
 
 

@@ -1,22 +1,28 @@
 /*
- * server/cpus.c — how many CPUs this process may use, which --workers and
- * --http-threads default to. sysconf(_SC_NPROCESSORS_ONLN) counts the
- * machine's: in a container limited to 2 CPUs on a 64-CPU host (docker
- * --cpus 2, a Kubernetes CPU limit) attnd would start 64 workers and be
- * throttled by the quota, and under taskset it would start more workers
- * than it may run. So the count is the smallest of the online CPUs, the
- * affinity mask and the cgroup's CPU quota rounded up.
+ * server/resources.c — what this process may use of the machine: CPUs,
+ * which --workers and --http-threads default to, and memory, against
+ * which start-up checks its own bounds.
+ *
+ * CPUs: sysconf(_SC_NPROCESSORS_ONLN) counts the machine's. In a container
+ * limited to 2 CPUs on a 64-CPU host (docker --cpus 2, a Kubernetes CPU
+ * limit) attnd would start 64 workers and be throttled by the quota, and
+ * under taskset it would start more workers than it may run. So the count
+ * is the smallest of the online CPUs, the affinity mask and the cgroup's
+ * CPU quota rounded up.
+ *
+ * Memory: the cgroup's memory limit (docker --memory, a Kubernetes memory
+ * limit), past which the kernel kills the process.
  *
  * The cgroup is found as the kernel shows it: /proc/self/mountinfo names
- * where the cpu controller is mounted (cgroup v1, where a line's super
- * options hold "cpu") or the unified hierarchy (cgroup v2), and from which
- * root; /proc/self/cgroup names the process's cgroup under that root. The
- * quota is the smallest over that cgroup and its ancestors under the mount
+ * where a controller is mounted (cgroup v1, where a line's super options
+ * hold its name) or the unified hierarchy (cgroup v2), and from which
+ * root; /proc/self/cgroup names the process's cgroup under that root. A
+ * limit is the smallest over that cgroup and its ancestors under the mount
  * point, since a parent's limit binds its children. Written here because
  * neither libuv nor glibc reads cgroup limits: libuv 1.44's
  * uv_available_parallelism, used for the affinity mask, counts only that.
  */
-#include "server/cpus.h"
+#include "server/resources.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -29,8 +35,8 @@
 
 #define CPUS_MAX 256u
 
-/* Where the cpu controller lives: the mount point and the cgroup path that
- * is its root (v1 or v2). */
+/* Where a controller lives: the mount point and the cgroup path that is
+ * its root (v1 or v2). */
 struct cg_mount {
     char point[PATH_MAX];
     char root[PATH_MAX];
@@ -64,9 +70,9 @@ static bool has_word(const char *list, const char *word)
 }
 
 /* One mountinfo line: "id parent maj:min root point options [tags] - type
- * source super-options". True if it is the cpu controller's mount (v1), or
- * the unified hierarchy (v2), filled into *m. */
-static bool parse_mount(char *line, struct cg_mount *m)
+ * source super-options". True if it is the controller's mount (v1), or the
+ * unified hierarchy (v2), filled into *m. */
+static bool parse_mount(char *line, const char *controller, struct cg_mount *m)
 {
     char *dash = strstr(line, " - ");
     if (!dash)
@@ -75,7 +81,7 @@ static bool parse_mount(char *line, struct cg_mount *m)
     char type[32], source[256], super[1024];
     if (sscanf(dash + 3, "%31s %255s %1023s", type, source, super) != 3)
         return false;
-    bool v1 = strcmp(type, "cgroup") == 0 && has_word(super, "cpu");
+    bool v1 = strcmp(type, "cgroup") == 0 && has_word(super, controller);
     bool v2 = strcmp(type, "cgroup2") == 0;
     if (!v1 && !v2)
         return false;
@@ -90,9 +96,9 @@ static bool parse_mount(char *line, struct cg_mount *m)
     return true;
 }
 
-/* The cpu controller's mount: v1's if it is mounted (then v2 has no cpu
- * controller), else the unified hierarchy's. */
-static bool find_mount(const char *mountinfo, struct cg_mount *out)
+/* The controller's mount: v1's if it is mounted there (then v2 does not
+ * have it), else the unified hierarchy's. */
+static bool find_mount(const char *mountinfo, const char *controller, struct cg_mount *out)
 {
     FILE *f = fopen(mountinfo, "re");
     if (!f)
@@ -101,7 +107,7 @@ static bool find_mount(const char *mountinfo, struct cg_mount *out)
     char line[4 * PATH_MAX];
     struct cg_mount m;
     while (!v1 && fgets(line, sizeof line, f)) {
-        if (!parse_mount(line, &m) || (m.v2 && v2))
+        if (!parse_mount(line, controller, &m) || (m.v2 && v2))
             continue;
         *out = m;
         v1 = !m.v2;
@@ -113,7 +119,8 @@ static bool find_mount(const char *mountinfo, struct cg_mount *out)
 
 /* The process's cgroup path in the hierarchy of m, from /proc/self/cgroup's
  * "id:controllers:path" lines (v2: id 0, no controllers). */
-static bool find_cgroup(const char *cgroup, const struct cg_mount *m, char *path, size_t cap)
+static bool find_cgroup(const char *cgroup, const struct cg_mount *m, const char *controller,
+                        char *path, size_t cap)
 {
     FILE *f = fopen(cgroup, "re");
     if (!f)
@@ -126,7 +133,8 @@ static bool find_cgroup(const char *cgroup, const struct cg_mount *m, char *path
         if (!c2)
             continue;
         *c1 = *c2 = '\0';               /* id, controllers, path */
-        bool mine = m->v2 ? strcmp(line, "0") == 0 && c1[1] == '\0' : has_word(c1 + 1, "cpu");
+        bool mine = m->v2 ? strcmp(line, "0") == 0 && c1[1] == '\0'
+                          : has_word(c1 + 1, controller);
         if (mine) {
             c2[1 + strcspn(c2 + 1, "\n")] = '\0';
             found = snprintf(path, cap, "%s", c2 + 1) < (int)cap;
@@ -136,8 +144,8 @@ static bool find_cgroup(const char *cgroup, const struct cg_mount *m, char *path
     return found;
 }
 
-/* The quota of one cgroup directory as a fraction of CPUs; false if none. */
-static bool dir_quota(const char *dir, bool v2, double *cpus)
+/* The CPU quota of one cgroup directory, in CPUs; false if none. */
+static bool cpu_quota_at(const char *dir, bool v2, double *cpus)
 {
     char file[2 * PATH_MAX + 32];
     long long quota = -1, period = 0;
@@ -166,11 +174,33 @@ static bool dir_quota(const char *dir, bool v2, double *cpus)
     return true;
 }
 
-unsigned srv_cpus_quota(const char *mountinfo, const char *cgroup)
+/* The memory limit of one cgroup directory, in bytes; false if none (v1
+ * writes "none" as the largest page count the kernel keeps, near 2^63). */
+static bool memory_max_at(const char *dir, bool v2, double *bytes)
+{
+    char file[2 * PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return false;
+    unsigned long long v = 0;
+    bool ok = fscanf(f, "%llu", &v) == 1;       /* v2's "max" does not scan */
+    fclose(f);
+    if (!ok || v == 0 || v >= 1ull << 62)
+        return false;
+    *bytes = (double)v;                         /* page multiples: exact below 2^53 */
+    return true;
+}
+
+/* The smallest limit that read() finds over the controller's cgroup of the
+ * process and its ancestors under the mount; 0 for none. */
+static double smallest_limit(const char *mountinfo, const char *cgroup, const char *controller,
+                             bool (*read)(const char *dir, bool v2, double *value))
 {
     struct cg_mount m;
     char path[PATH_MAX];
-    if (!find_mount(mountinfo, &m) || !find_cgroup(cgroup, &m, path, sizeof path))
+    if (!find_mount(mountinfo, controller, &m) ||
+        !find_cgroup(cgroup, &m, controller, path, sizeof path))
         return 0;
     /* The path under the mount: past its root; outside that root (another
      * cgroup namespace's view) only the mount point itself is visible. */
@@ -185,14 +215,20 @@ unsigned srv_cpus_quota(const char *mountinfo, const char *cgroup)
     size_t top = strlen(m.point);
     double best = 0;
     for (;;) {
-        double q;
-        if (dir_quota(dir, m.v2, &q) && (best == 0 || q < best))
-            best = q;
+        double v;
+        if (read(dir, m.v2, &v) && (best == 0 || v < best))
+            best = v;
         char *slash = strrchr(dir, '/');
         if (strlen(dir) <= top || !slash || (size_t)(slash - dir) < top)
             break;
         *slash = '\0';
     }
+    return best;
+}
+
+unsigned srv_cpu_quota(const char *mountinfo, const char *cgroup)
+{
+    double best = smallest_limit(mountinfo, cgroup, "cpu", cpu_quota_at);
     if (best == 0)
         return 0;
     double up = best > CPUS_MAX ? CPUS_MAX : best;
@@ -200,12 +236,17 @@ unsigned srv_cpus_quota(const char *mountinfo, const char *cgroup)
     return n < up || n == 0 ? n + 1 : n;
 }
 
+unsigned long long srv_memory_limit(const char *mountinfo, const char *cgroup)
+{
+    return (unsigned long long)smallest_limit(mountinfo, cgroup, "memory", memory_max_at);
+}
+
 void srv_cpus_read(struct srv_cpus *out)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     out->online = n < 1 ? 1u : n > (long)CPUS_MAX ? CPUS_MAX : (unsigned)n;
     out->affinity = uv_available_parallelism();    /* the affinity mask */
-    out->quota = srv_cpus_quota("/proc/self/mountinfo", "/proc/self/cgroup");
+    out->quota = srv_cpu_quota("/proc/self/mountinfo", "/proc/self/cgroup");
     unsigned c = out->online;
     if (out->affinity && out->affinity < c)
         c = out->affinity;

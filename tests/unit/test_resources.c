@@ -1,15 +1,16 @@
 /*
- * tests/unit/test_cpus.c — server/cpus.c's count of the CPUs a process may
- * use: the cgroup CPU quota read from made-up /proc/self/mountinfo and
- * /proc/self/cgroup files over a made-up cgroup tree in a temporary
- * directory (cgroup v1 and v2, nested cgroups, a mount whose root is not
- * "/", another namespace's view, escaped mount points, fractions rounded
- * up), and this process's own count against its affinity mask.
+ * tests/unit/test_resources.c — server/resources.c's reading of what a
+ * process may use: the cgroup CPU quota and memory limit read from made-up
+ * /proc/self/mountinfo and /proc/self/cgroup files over a made-up cgroup
+ * tree in a temporary directory (cgroup v1 and v2, nested cgroups, a mount
+ * whose root is not "/", another namespace's view, escaped mount points,
+ * fractions rounded up, v1's "unlimited"), and this process's own CPU
+ * count against its affinity mask.
  *
  * server/ objects are not linked into unit tests (only core/ is), so the
  * file under test is compiled in here; it needs only its header and libuv.
  */
-#include "server/cpus.c"
+#include "server/resources.c"
 
 #include <sched.h>
 #include <sys/stat.h>
@@ -72,7 +73,7 @@ static void tree(const char *mountinfo, const char *cgroup)
 
 static unsigned quota(void)
 {
-    return srv_cpus_quota(mi_path, cg_path);
+    return srv_cpu_quota(mi_path, cg_path);
 }
 
 #define V1_MOUNTS                                                             \
@@ -148,11 +149,38 @@ TEST(hybrid_takes_v1_cpu_and_escapes_are_undone)
     CHECK_EQ_INT((int)quota(), 3);
 }
 
+static unsigned long long memory(void)
+{
+    return srv_memory_limit(mi_path, cg_path);
+}
+
+TEST(memory_limit_v1_and_v2)
+{
+    tree(V1_MOUNTS, "5:memory:/pod/c\n4:cpu,cpuacct:/pod/c\n");
+    CHECK(memory() == 0);
+    put("memory/pod/c", "memory.limit_in_bytes", "9223372036854771712\n");  /* none */
+    CHECK(memory() == 0);
+    put("memory/pod/c", "memory.limit_in_bytes", "2147483648\n");
+    CHECK(memory() == 2147483648ull);
+    put("memory/pod", "memory.limit_in_bytes", "1073741824\n");
+    CHECK(memory() == 1073741824ull);     /* the parent's binds */
+    put("cpu/pod/c", "memory.limit_in_bytes", "4096\n");  /* the cpu controller's: unread */
+    CHECK(memory() == 1073741824ull);
+    tree("30 23 0:26 / @/unified rw - cgroup2 cgroup2 rw\n", "0::/a/b\n");
+    put("unified/a/b", "memory.max", "max\n");
+    CHECK(memory() == 0);
+    put("unified/a/b", "memory.max", "536870912\n");
+    CHECK(memory() == 536870912ull);
+    put("unified/a", "memory.max", "max\n");
+    CHECK(memory() == 536870912ull);
+}
+
 TEST(no_cgroup_files_no_quota)
 {
-    CHECK_EQ_INT((int)srv_cpus_quota("/nonexistent/mountinfo", "/nonexistent/cgroup"), 0);
+    CHECK_EQ_INT((int)srv_cpu_quota("/nonexistent/mountinfo", "/nonexistent/cgroup"), 0);
     tree("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n", "0::/\n");
     CHECK_EQ_INT((int)quota(), 0);          /* no cgroup mount */
+    CHECK(memory() == 0);
 }
 
 TEST(this_process_count_is_within_its_affinity)
@@ -188,6 +216,7 @@ int main(void)
     RUN(v1_mount_rooted_below_the_hierarchy);
     RUN(v2_cpu_max);
     RUN(hybrid_takes_v1_cpu_and_escapes_are_undone);
+    RUN(memory_limit_v1_and_v2);
     RUN(no_cgroup_files_no_quota);
     RUN(this_process_count_is_within_its_affinity);
     char cmd[256];
