@@ -49,6 +49,7 @@ struct srv_config {
     double drain_timeout_s;         /* SIGTERM: longest wait for in-flight requests */
     unsigned conn_timeout_s;        /* idle connection timeout */
     unsigned max_connections;       /* open connections at most */
+    bool max_connections_given;     /* by flag or environment, not the default */
     unsigned max_connections_per_ip;/* open connections per client address */
     size_t socket_rcvbuf;           /* SO_RCVBUF per connection, 0 = the kernel's */
     char loopback_congestion[16];   /* TCP_CONGESTION for loopback peers, "" = the system's */

@@ -45,6 +45,7 @@ void srv_fd_plan(unsigned long soft, unsigned long hard, unsigned long open_now,
     out->hard = hard;
     out->reserved = reserved;
     out->raised = limit > soft;
+    out->raise_error = 0;
     unsigned long room = limit > reserved ? limit - reserved : 0;
     out->connections = room < wanted ? (unsigned)room : wanted;
 }
@@ -80,8 +81,10 @@ int srv_fd_budget(unsigned wanted, unsigned http_threads, struct srv_fd_budget *
     if (out->raised) {
         struct rlimit up = {out->soft, rl.rlim_max};
         if (setrlimit(RLIMIT_NOFILE, &up) != 0) {   /* then plan within the old */
+            int e = errno;
             srv_fd_plan(rl.rlim_cur, rl.rlim_cur, open_now, wanted, http_threads, out);
             out->hard = rl.rlim_max;
+            out->raise_error = e;
         }
     }
     return 0;

@@ -14,6 +14,8 @@ struct srv_fd_budget {
     unsigned long reserved;     /* descriptors kept for all but connections */
     unsigned connections;       /* connections that fit, at most those wanted */
     bool raised;                /* the soft limit was raised */
+    int raise_error;            /* errno of a raise that failed (then planned
+                                   within the old soft limit), else 0 */
 };
 
 /* The plan alone, from the limits and the descriptors open now: the soft

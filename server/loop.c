@@ -469,8 +469,8 @@ static int init_handles(struct proc *p)
 }
 
 /* --max-connections within the open-file limit (server/fdbudget.c): raises
- * the soft limit, or lowers the cap with a warning; false if not even one
- * connection fits. */
+ * the soft limit, or lowers the cap (quietly when it is the default, with
+ * a warning when it was asked for); false if not even one connection fits. */
 static bool budget_files(struct srv_config *c)
 {
     struct srv_fd_budget b;
@@ -479,18 +479,22 @@ static bool budget_files(struct srv_config *c)
         srv_log_msgf("error", "cannot read the open-file limit: %s", strerror(-rc));
         return false;
     }
+    if (b.raise_error)
+        srv_log_msgf("warn", "cannot raise the soft open-file limit from %lu towards %lu: %s",
+                     b.soft, b.reserved + c->max_connections, strerror(b.raise_error));
     if (b.connections == 0) {
         srv_log_msgf("error", "the open-file limit (ulimit -n) is %lu: attnd keeps %lu "
-                     "descriptors for its own files and needs one more per connection",
-                     b.soft, b.reserved);
+                     "descriptors for its own files (more with more --http-threads) and "
+                     "needs one more per connection", b.soft, b.reserved);
         return false;
     }
     if (b.connections < c->max_connections) {
-        srv_log_msgf("warn", "--max-connections %u lowered to %u: the open-file limit is %lu "
-                     "(hard limit %lu) and attnd keeps %lu descriptors for its own files; "
-                     "raise the hard limit (ulimit -Hn, LimitNOFILE=, --ulimit nofile=) "
-                     "to %lu to serve %u", c->max_connections, b.connections, b.soft, b.hard,
-                     b.reserved, b.reserved + c->max_connections, c->max_connections);
+        srv_log_msgf(c->max_connections_given ? "warn" : "info",
+                     "--max-connections %u lowered to %u: the open-file limit is %lu (hard "
+                     "limit %lu) and attnd keeps %lu descriptors for its own files; raise the "
+                     "hard limit (ulimit -Hn, LimitNOFILE=, --ulimit nofile=) to %lu to serve "
+                     "%u", c->max_connections, b.connections, b.soft, b.hard, b.reserved,
+                     b.reserved + c->max_connections, c->max_connections);
         c->max_connections = b.connections;
     }
     return true;

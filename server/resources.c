@@ -97,22 +97,30 @@ static bool parse_mount(char *line, const char *controller, struct cg_mount *m)
 }
 
 /* The controller's mount: v1's if it is mounted there (then v2 does not
- * have it), else the unified hierarchy's. */
+ * have it), else the unified hierarchy's, /sys/fs/cgroup before others
+ * (where a host's tree is also mounted elsewhere, by a monitoring agent,
+ * say). Lines are read whole (getline): overlay mounts' can be long. */
 static bool find_mount(const char *mountinfo, const char *controller, struct cg_mount *out)
 {
     FILE *f = fopen(mountinfo, "re");
     if (!f)
         return false;
-    bool v1 = false, v2 = false;
-    char line[4 * PATH_MAX];
+    bool v1 = false, v2 = false, v2_usual = false;
+    char *line = NULL;
+    size_t cap = 0;
     struct cg_mount m;
-    while (!v1 && fgets(line, sizeof line, f)) {
-        if (!parse_mount(line, controller, &m) || (m.v2 && v2))
+    while (!v1 && getline(&line, &cap, f) > 0) {
+        if (!parse_mount(line, controller, &m))
+            continue;
+        bool usual = m.v2 && strcmp(m.point, "/sys/fs/cgroup") == 0;
+        if (m.v2 && (v2_usual || (v2 && !usual)))
             continue;
         *out = m;
         v1 = !m.v2;
         v2 = v2 || m.v2;
+        v2_usual = v2_usual || usual;
     }
+    free(line);
     fclose(f);
     return v1 || v2;
 }
@@ -126,8 +134,9 @@ static bool find_cgroup(const char *cgroup, const struct cg_mount *m, const char
     if (!f)
         return false;
     bool found = false;
-    char line[PATH_MAX + 256];
-    while (!found && fgets(line, sizeof line, f)) {
+    char *line = NULL;
+    size_t n = 0;
+    while (!found && getline(&line, &n, f) > 0) {
         char *c1 = strchr(line, ':');
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
@@ -140,12 +149,13 @@ static bool find_cgroup(const char *cgroup, const struct cg_mount *m, const char
             found = snprintf(path, cap, "%s", c2 + 1) < (int)cap;
         }
     }
+    free(line);
     fclose(f);
     return found;
 }
 
 /* The CPU quota of one cgroup directory, in CPUs; false if none. */
-static bool cpu_quota_at(const char *dir, bool v2, double *cpus)
+static bool cpu_quota_at(const char *dir, bool v2, long double *cpus)
 {
     char file[2 * PATH_MAX + 32];
     long long quota = -1, period = 0;
@@ -170,13 +180,13 @@ static bool cpu_quota_at(const char *dir, bool v2, double *cpus)
     }
     if (!ok || quota <= 0 || period <= 0)
         return false;
-    *cpus = (double)quota / (double)period;
+    *cpus = (long double)quota / (long double)period;
     return true;
 }
 
 /* The memory limit of one cgroup directory, in bytes; false if none (v1
  * writes "none" as the largest page count the kernel keeps, near 2^63). */
-static bool memory_max_at(const char *dir, bool v2, double *bytes)
+static bool memory_max_at(const char *dir, bool v2, long double *bytes)
 {
     char file[2 * PATH_MAX + 32];
     snprintf(file, sizeof file, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
@@ -188,14 +198,15 @@ static bool memory_max_at(const char *dir, bool v2, double *bytes)
     fclose(f);
     if (!ok || v == 0 || v >= 1ull << 62)
         return false;
-    *bytes = (double)v;                         /* page multiples: exact below 2^53 */
+    *bytes = (long double)v;                    /* exact: a 64-bit mantissa or more */
     return true;
 }
 
 /* The smallest limit that read() finds over the controller's cgroup of the
  * process and its ancestors under the mount; 0 for none. */
-static double smallest_limit(const char *mountinfo, const char *cgroup, const char *controller,
-                             bool (*read)(const char *dir, bool v2, double *value))
+static long double smallest_limit(const char *mountinfo, const char *cgroup,
+                                  const char *controller,
+                                  bool (*read)(const char *dir, bool v2, long double *value))
 {
     struct cg_mount m;
     char path[PATH_MAX];
@@ -206,16 +217,17 @@ static double smallest_limit(const char *mountinfo, const char *cgroup, const ch
      * cgroup namespace's view) only the mount point itself is visible. */
     size_t rn = strcmp(m.root, "/") == 0 ? 0 : strlen(m.root);
     const char *rel = "";
-    if (strncmp(path, m.root, rn) == 0 && (path[rn] == '/' || path[rn] == '\0'))
+    if (strncmp(path, m.root, rn) == 0 && (path[rn] == '/' || path[rn] == '\0') &&
+        !strstr(path, "/.."))           /* "/../x": moved out of its namespace */
         rel = path + rn;
     char dir[2 * PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s%s", m.point, strcmp(rel, "/") == 0 ? "" : rel) >=
         (int)sizeof dir)
         return 0;
     size_t top = strlen(m.point);
-    double best = 0;
+    long double best = 0;
     for (;;) {
-        double v;
+        long double v;
         if (read(dir, m.v2, &v) && (best == 0 || v < best))
             best = v;
         char *slash = strrchr(dir, '/');
@@ -228,10 +240,10 @@ static double smallest_limit(const char *mountinfo, const char *cgroup, const ch
 
 unsigned srv_cpu_quota(const char *mountinfo, const char *cgroup)
 {
-    double best = smallest_limit(mountinfo, cgroup, "cpu", cpu_quota_at);
+    long double best = smallest_limit(mountinfo, cgroup, "cpu", cpu_quota_at);
     if (best == 0)
         return 0;
-    double up = best > CPUS_MAX ? CPUS_MAX : best;
+    long double up = best > CPUS_MAX ? CPUS_MAX : best;
     unsigned n = (unsigned)up;
     return n < up || n == 0 ? n + 1 : n;
 }

@@ -83,7 +83,7 @@ static unsigned quota(void)
 
 TEST(v1_quota_of_the_cgroup_and_its_parents)
 {
-    tree(V1_MOUNTS, "5:memory:/x\n4:cpu,cpuacct:/kube/pod1/c1\n0::/\n");
+    tree(V1_MOUNTS, "9:name=systemd:/kube\n5:memory:/x\n4:cpu,cpuacct:/kube/pod1/c1\n0::/\n");
     CHECK_EQ_INT((int)quota(), 0);          /* no files: no quota */
     put("cpu/kube/pod1/c1", "cpu.cfs_quota_us", "-1\n");
     put("cpu/kube/pod1/c1", "cpu.cfs_period_us", "100000\n");
@@ -133,6 +133,18 @@ TEST(v2_cpu_max)
     /* a cgroup namespace's view: "0::/" and the mount point is the cgroup */
     tree("30 23 0:26 / @/fs rw - cgroup2 cgroup2 rw\n", "0::/\n");
     put("fs", "cpu.max", "50000 100000\n");
+    CHECK_EQ_INT((int)quota(), 1);
+    /* moved out of its namespace's cgroup: only the mount point is read */
+    tree("30 23 0:26 / @/fs rw - cgroup2 cgroup2 rw\n", "0::/../sibling\n");
+    put("fs", "cpu.max", "200000 100000\n");
+    put("sibling", "cpu.max", "100000 100000\n");   /* what "fs/../sibling" would reach */
+    CHECK_EQ_INT((int)quota(), 2);
+    /* a cgroup2 mount rooted below the hierarchy, and a second one: the
+     * first is read (neither is /sys/fs/cgroup, which would come first) */
+    tree("30 23 0:26 /pod @/a rw - cgroup2 cgroup2 rw\n"
+         "31 23 0:26 / @/b rw - cgroup2 cgroup2 rw\n", "0::/pod/c\n");
+    put("a/c", "cpu.max", "100000 100000\n");
+    put("b/pod/c", "cpu.max", "400000 100000\n");
     CHECK_EQ_INT((int)quota(), 1);
 }
 
@@ -211,7 +223,7 @@ TEST(this_process_count_is_within_its_affinity)
 
 int main(void)
 {
-    snprintf(base, sizeof base, "/tmp/attnd-cpus-%ld", (long)getpid());
+    snprintf(base, sizeof base, "/tmp/attnd-resources-%ld", (long)getpid());
     RUN(v1_quota_of_the_cgroup_and_its_parents);
     RUN(v1_mount_rooted_below_the_hierarchy);
     RUN(v2_cpu_max);
