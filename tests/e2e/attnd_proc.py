@@ -3,7 +3,7 @@
 Attnd(*flags, env=...) starts build/attnd (or $ATTND_BIN) with --port 0 and
 --port-file (nofile=(soft, hard): with that RLIMIT_NOFILE; preexec: a
 function run in the child before exec), waits until /healthz answers, and
-stops it on exit. Its request()
+stops it on exit, removing its directory (logs() still answers). Its request()
 speaks plain http.client so tests see exactly what a client sees: status,
 headers and body bytes.
 
@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import ssl
@@ -135,7 +136,8 @@ class Response:
 
 class Attnd:
     def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None, preexec=None):
-        self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")
+        self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")    # removed by stop()
+        self.final_logs = None
         self.tls = "--tls-cert" in flags
         self.ca = ca
         if E2E_TLS and not self.tls:
@@ -221,6 +223,8 @@ class Attnd:
         raise AssertionError(f"no {name} in /metrics")
 
     def logs(self):
+        if self.final_logs is not None:     # stopped: its directory is gone
+            return self.final_logs
         try:
             if not self.log.closed:
                 self.log.flush()
@@ -244,6 +248,9 @@ class Attnd:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if self.final_logs is None:         # the log outlives the directory
+            self.final_logs = self.logs()
+            shutil.rmtree(self.tmp, ignore_errors=True)
         if self.proc.returncode:
             # pytest shows a failing test's output: a sanitizer's report
             # or an abort's message reaches CI's log this way.

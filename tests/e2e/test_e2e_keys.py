@@ -9,10 +9,13 @@ so a half-sent upload holds its key's slot deterministically.
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
+
+import pytest
 
 from attnd_proc import Attnd, BIN, connect
 
@@ -20,10 +23,18 @@ VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
 ALICE, BOB, CAROL = "alice-key-0123456789", "bob-key-abcdefghij", "carol-key-ZYXWVUT"
 
 
+KEYS_DIR = tempfile.mkdtemp(prefix="attnd-keys-")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_key_files():
+    yield
+    shutil.rmtree(KEYS_DIR, ignore_errors=True)
+
+
 def key_file(text, mode=0o600):
-    d = tempfile.mkdtemp(prefix="attnd-keys-")
-    path = os.path.join(d, "keys")
-    with open(path, "w") as f:
+    fd, path = tempfile.mkstemp(dir=KEYS_DIR, prefix="keys-")
+    with os.fdopen(fd, "w") as f:
         f.write(text)
     os.chmod(path, mode)
     return path
