@@ -78,6 +78,7 @@ enum api_err api_core_error(enum core_status st)
         return API_ERR_DEADLINE_EXCEEDED;
     case CORE_EIO:
     case CORE_ECORRUPT:
+    case CORE_EBUSY:            /* only at start (a state directory in use) */
     case CORE_OK:
         break;
     }

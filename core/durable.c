@@ -54,6 +54,13 @@
  *
  * Locks: the journal mutex is the innermost lock (taken under a session's
  * mutex or the store mutex, never the other way).
+ *
+ * One process at a time: two on one directory would each replay it, then
+ * write journals and snapshots over each other's. The store holds an
+ * exclusive flock on LOCK in the directory from before the replay until it
+ * is freed; the kernel drops it when the process ends, however it ends, so
+ * a crash leaves nothing stale. LOCK holds the holder's pid, for the
+ * message a second process gives.
  */
 #include "store_impl.h"
 
@@ -65,6 +72,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +99,7 @@ struct sess_durable {
     bool failing;                   /* the last write failed (log once) */
     double retry_at;                /* store clock: next rewrite after a failure */
     uint64_t records, failures, lost, snapshots;
+    int lock_fd;                    /* LOCK, flocked for the process's life */
 };
 
 static double wall_now(void)
@@ -864,6 +873,39 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
+/* The directory's LOCK taken (its fd, with this pid written in), or -1
+ * with *rc set: CORE_EBUSY when another process holds it. */
+static int lock_dir(const struct sess_journal_config *cfg, enum core_status *rc)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/LOCK", cfg->dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[24] = "";
+        ssize_t n = fd >= 0 ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+        holder[n > 0 ? (size_t)n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        if (fd >= 0)
+            close(fd);
+        *rc = fd >= 0 && e == EWOULDBLOCK ? CORE_EBUSY : CORE_EIO;
+        if (*rc == CORE_EBUSY)
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
+                      "process (pid %s): a state directory serves one attnd at a time",
+                      cfg->dir, holder[0] ? holder : "unknown");
+        else
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
+                      path, strerror(e));
+        return -1;
+    }
+    char pid[24];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot write the pid "
+                  "into %s: %s (the lock holds all the same)", path, strerror(errno));
+    return fd;
+}
+
 enum core_status sess_store_open_journal(struct sess_store *st,
                                          const struct sess_journal_config *cfg)
 {
@@ -874,14 +916,18 @@ enum core_status sess_store_open_journal(struct sess_store *st,
                   cfg->dir, strerror(errno));
         return CORE_EIO;
     }
+    enum core_status rc = CORE_OK;
+    int lock_fd = lock_dir(cfg, &rc);
+    if (lock_fd < 0)
+        return rc;
     struct sess_durable *d = calloc(1, sizeof *d);
-    if (!d)
-        return CORE_ENOMEM;
-    if (pthread_mutex_init(&d->mu, NULL) != 0) {
+    if (!d || pthread_mutex_init(&d->mu, NULL) != 0) {
         free(d);
+        close(lock_fd);
         return CORE_ENOMEM;
     }
     pthread_cond_init(&d->idle, NULL);
+    d->lock_fd = lock_fd;
     snprintf(d->dir, sizeof d->dir, "%s", cfg->dir);
     d->mode = cfg->fsync;
     d->rewrite_min = cfg->rewrite_min_bytes;
@@ -921,5 +967,6 @@ void sess_dur_free(struct sess_durable *d)
     }
     pthread_cond_destroy(&d->idle);
     pthread_mutex_destroy(&d->mu);
+    close(d->lock_fd);                  /* the directory is free for another */
     free(d);
 }

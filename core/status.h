@@ -25,7 +25,8 @@
     X(CORE_EIO, -11, "input/output error")                                  \
     X(CORE_ECORRUPT, -12, "stored data is corrupt")                         \
     X(CORE_ESTORAGE, -13, "storage unavailable")                             \
-    X(CORE_ESTOPPED, -14, "stopped early: past its deadline, or cancelled")
+    X(CORE_ESTOPPED, -14, "stopped early: past its deadline, or cancelled") \
+    X(CORE_EBUSY, -15, "in use by another process")
 
 enum core_status {
 #define CORE_STATUS_ENUM(name, value, text) name = value,

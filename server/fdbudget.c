@@ -26,8 +26,9 @@ enum {
     FD_LIBUV = 6,       /* epoll; signal lock pipe and loop signal pipe; async eventfd */
     FD_HTTP = 3,        /* listening socket; master's wake-up eventfd; the TCP probe socket */
     FD_PER_HTTP_THREAD = 1,     /* each transport thread's wake-up eventfd */
-    FD_STATE = 5,       /* journal; the next one while it rotates; its directory;
-                           a snapshot being written; a file read at restore */
+    FD_STATE = 6,       /* the state directory's LOCK; journal; the next one while
+                           it rotates; its directory; a snapshot being written;
+                           a file read at restore */
     FD_RELOAD = 4,      /* key file; certificate and key; --log-file reopened (SIGHUP) */
     FD_LIBRARIES = 16,  /* libraries' own: GnuTLS's configuration, /etc/localtime, ... */
 };

@@ -19,6 +19,10 @@
   permitted): 503 storage_unavailable with Retry-After, the session as it
   was, the failure counted in /metrics, and appends succeed again once
   space is freed, without a restart.
+- One daemon per state directory: a second one on a directory in use
+  exits 1 naming the first one's pid, and the first keeps serving with its
+  sessions whole; once the first is killed with SIGKILL the directory is
+  free at once (nothing stale is left) and a new daemon restores them.
 """
 import http.client
 import json
@@ -376,4 +380,35 @@ def test_full_disk_refuses_with_503_and_recovers_when_space_returns():
             d.stop()
     finally:
         subprocess.run(["umount", sd], capture_output=True)
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def test_a_state_directory_serves_one_daemon_at_a_time():
+    sd = tempfile.mkdtemp(prefix="attnd-lock-")
+    try:
+        first = _start(sd, "always")
+        sid = _create(first)
+        rows = _rows(0, 0)
+        r = first.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": [[-x for x in r] for r in rows]})
+        assert r.status == 200, r
+        second = Attnd("--state-dir", sd, wait=False)
+        try:
+            assert second.proc.wait(timeout=30) == 1, second.logs()
+            text = second.logs()
+            assert f"is in use by another process (pid {first.proc.pid})" in text, text
+            assert "listening" not in text
+        finally:
+            second.stop()
+        assert _kv_rows(first, sid)[0] == rows            # the first one whole
+        r = first.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": [[-x for x in r] for r in rows]})
+        assert r.status == 200, r
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=10)
+        first.stop()
+        third = _start(sd, "always")
+        try:
+            assert _kv_rows(third, sid)[0] == rows + rows
+        finally:
+            third.stop()
+    finally:
         shutil.rmtree(sd, ignore_errors=True)

@@ -27,6 +27,7 @@
 #include "tests/store_util.h"
 
 static char dir[64];
+static char copy_dir[72];       /* a copy of dir, for a second store to read */
 
 static void quiet(void *arg, enum sess_log_level level, const char *msg)
 {
@@ -45,13 +46,46 @@ static void keep_log(void *arg, enum sess_log_level level, const char *msg)
     quiet(NULL, level, msg);
 }
 
-static void clear_dir(void)
+static void clear(const char *path)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(path);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
             unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+}
+
+static void clear_dir(void)
+{
+    clear(dir);
+}
+
+/* copy_dir made a copy of dir's files as they are now (a store keeps its
+ * directory to itself, so a second store reads a copy). */
+static void copy_state(void)
+{
+    clear(copy_dir);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        int in = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        char to[sizeof copy_dir + 260];
+        snprintf(to, sizeof to, "%s/%s", copy_dir, e->d_name);
+        int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        char buf[1 << 16];
+        ssize_t n = 0;
+        while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+            CHECK(write(out, buf, (size_t)n) == n);
+        CHECK(in >= 0 && out >= 0 && n == 0);
+        if (in >= 0)
+            close(in);
+        if (out >= 0)
+            close(out);
+    }
     if (d)
         closedir(d);
 }
@@ -176,14 +210,14 @@ TEST(records_round_trip_and_damage_is_found)
 
 /* ---- the store over a journal ------------------------------------------- */
 
-static struct sess_store *open_store(enum jnl_fsync mode, uint64_t rewrite_min,
-                                     sess_log_fn log)
+static struct sess_store *open_store_in(const char *where, enum jnl_fsync mode,
+                                        uint64_t rewrite_min, sess_log_fn log)
 {
     struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
                               .default_ttl_s = 3600, .default_max_tokens = 100000,
                               .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
     struct sess_store *st = sess_store_new(&cfg);
-    struct sess_journal_config jc = {.dir = dir, .fsync = mode,
+    struct sess_journal_config jc = {.dir = where, .fsync = mode,
                                      .rewrite_min_bytes = rewrite_min,
                                      .log = log ? log : quiet};
     if (sess_store_open_journal(st, &jc) != CORE_OK) {
@@ -191,6 +225,19 @@ static struct sess_store *open_store(enum jnl_fsync mode, uint64_t rewrite_min,
         return NULL;
     }
     return st;
+}
+
+static struct sess_store *open_store(enum jnl_fsync mode, uint64_t rewrite_min,
+                                     sess_log_fn log)
+{
+    return open_store_in(dir, mode, rewrite_min, log);
+}
+
+/* A second store over what the first has written so far. */
+static struct sess_store *open_copy(enum jnl_fsync mode, uint64_t rewrite_min)
+{
+    copy_state();
+    return open_store_in(copy_dir, mode, rewrite_min, NULL);
 }
 
 static struct sess_spec spec_f32(void)
@@ -261,7 +308,7 @@ TEST(every_change_survives_a_reopen)
     CHECK(append_to(st, f, 1, 6) == CORE_OK);
     CHECK(sess_delete(st, b) == CORE_OK);
     /* a second store opened on a copy of the files sees the same */
-    struct sess_store *again = open_store(JNL_FSYNC_ALWAYS, 1 << 30, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_ALWAYS, 1 << 30);
     CHECK(again != NULL);
     if (again) {
         struct sess_stats ss;
@@ -334,7 +381,7 @@ TEST(snapshots_written_during_appends_lose_nothing)
     CHECK(ss.snapshots >= 30);
     if (ss.snapshots < 30)
         printf("    snapshots %llu\n", (unsigned long long)ss.snapshots);
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 0, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 0);
     CHECK(again != NULL);
     for (int i = 0; again && i < 3; i++)
         CHECK(same_session(st, again, w[i].id));
@@ -428,7 +475,7 @@ TEST(a_refused_write_leaves_the_session_as_it_was)
     CHECK(append_to(st, a, 64, 12) == CORE_OK);
     sess_store_stats(st, &ss);
     CHECK_EQ_INT(ss.journal_failures, 2);
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(same_session(st, again, a));
     CHECK(same_session(st, again, b));
     sess_store_free(again);
@@ -494,7 +541,7 @@ TEST(an_imported_session_is_journaled_under_a_new_id)
     sess_store_stats(st, &after);
     CHECK_EQ_INT(after.sessions, before.sessions);
     free(bytes);
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(same_session(st, again, b));
     CHECK(same_session(st, again, a));
     sess_store_free(again);
@@ -573,7 +620,7 @@ TEST(a_rolling_session_survives_replay_and_snapshots)
         CHECK(append_to(st, f, 5, 300 + i) == CORE_OK);
     }
     /* replayed from the journal */
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(again != NULL);
     CHECK(same_held(st, again, a));
     CHECK(same_held(st, again, f));
@@ -581,7 +628,7 @@ TEST(a_rolling_session_survives_replay_and_snapshots)
     /* from a snapshot, then more appends replayed after it */
     CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
     CHECK(append_to(st, a, 70, 400) == CORE_OK);
-    again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(again != NULL);
     CHECK(same_held(st, again, a));
     CHECK(same_held(st, again, f));
@@ -639,7 +686,7 @@ TEST(a_fork_record_holds_no_rows)
     CHECK(append_to(st, f, 1, 603) == CORE_OK);
     CHECK(fork_of(st, a, h) == CORE_OK);
     CHECK(sess_delete(st, a) == CORE_OK);           /* the parent goes first */
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(again != NULL);
     CHECK(!sess_exists(again, a));
     CHECK(same_held(st, again, f) && same_session(st, again, f));
@@ -654,7 +701,7 @@ TEST(a_fork_record_holds_no_rows)
     char k[SESS_ID_MAX];
     CHECK(fork_of(st, g, k) == CORE_OK);
     CHECK(append_to(st, g, 4, 604) == CORE_OK);
-    again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(same_held(st, again, k));
     CHECK(same_held(st, again, g));
     CHECK_EQ_INT(store_length_of(again, k), 2002);
@@ -713,7 +760,7 @@ TEST(forks_during_snapshots_replay_as_they_were)
     pthread_join(th[0], NULL);
     pthread_join(th[1], NULL);
     CHECK_EQ_INT(fa.n, 40);
-    struct sess_store *again = open_store(JNL_FSYNC_NO, 0, NULL);
+    struct sess_store *again = open_copy(JNL_FSYNC_NO, 0);
     CHECK(again != NULL);
     for (int i = 0; again && i < fa.n; i++)
         CHECK(same_held(st, again, fa.ids[i]) && same_session(st, again, fa.ids[i]));
@@ -721,10 +768,73 @@ TEST(forks_during_snapshots_replay_as_they_were)
     sess_store_free(st);
 }
 
+static char last_warning[512];
+
+static void keep_warning(void *arg, enum sess_log_level level, const char *msg)
+{
+    (void)arg;
+    if (level == SESS_LOG_WARN)
+        snprintf(last_warning, sizeof last_warning, "%s", msg);
+}
+
+/* A directory in use keeps a second store out (CORE_EBUSY, naming the
+ * holder's pid, the directory's files untouched), and is free again once
+ * the first store is freed. */
+TEST(a_second_store_is_kept_out_of_a_directory_in_use)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    CHECK(st != NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    CHECK(append_to(st, a, 4, 3) == CORE_OK);
+    char lock[96], pid[24];
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    FILE *f = fopen(lock, "r");
+    CHECK(f != NULL && fgets(pid, sizeof pid, f) != NULL);
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT((int)strtol(pid, NULL, 10), (int)getpid());
+    struct sess_stats before;
+    sess_store_stats(st, &before);
+
+    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
+                              .default_ttl_s = 60, .default_max_tokens = 100,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+    struct sess_store *second = sess_store_new(&cfg);
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = 1 << 30, .log = keep_warning};
+    last_warning[0] = '\0';
+    CHECK(sess_store_open_journal(second, &jc) == CORE_EBUSY);
+    CHECK(strstr(last_warning, "in use by another process") != NULL);
+    char want[40];
+    snprintf(want, sizeof want, "(pid %ld)", (long)getpid());
+    CHECK(strstr(last_warning, want) != NULL);
+    sess_store_free(second);
+    struct sess_stats after;                /* the refused store wrote nothing */
+    sess_store_stats(st, &after);
+    CHECK(after.journal_bytes == before.journal_bytes);
+    CHECK(append_to(st, a, 4, 4) == CORE_OK);
+
+    sess_store_free(st);                    /* now free: a new store restores a */
+    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    CHECK(again != NULL);
+    struct sess *s;
+    CHECK(again && sess_acquire(again, a, &s) == CORE_OK);
+    if (again && s) {
+        CHECK_EQ_INT(sess_length(s), 8);
+        sess_release(again, s);
+    }
+    sess_store_free(again);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-journal-%ld", (long)getpid());
+    snprintf(copy_dir, sizeof copy_dir, "%s-copy", dir);
     mkdir(dir, 0700);
+    mkdir(copy_dir, 0700);
     RUN(crc32c_matches_reference);
     RUN(records_round_trip_and_damage_is_found);
     RUN(every_change_survives_a_reopen);
@@ -737,7 +847,10 @@ int main(void)
     RUN(a_rolling_session_survives_replay_and_snapshots);
     RUN(a_fork_record_holds_no_rows);
     RUN(forks_during_snapshots_replay_as_they_were);
+    RUN(a_second_store_is_kept_out_of_a_directory_in_use);
     clear_dir();
     rmdir(dir);
+    clear(copy_dir);
+    rmdir(copy_dir);
     TEST_MAIN_END();
 }
