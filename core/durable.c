@@ -99,7 +99,8 @@ struct sess_durable {
     bool failing;                   /* the last write failed (log once) */
     double retry_at;                /* store clock: next rewrite after a failure */
     uint64_t records, failures, lost, snapshots;
-    int lock_fd;                    /* LOCK, flocked for the process's life */
+    int lock_fd;                    /* LOCK, flocked for the store's life; -1:
+                                       the file system has no locks */
 };
 
 static double wall_now(void)
@@ -873,29 +874,46 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
-/* The directory's LOCK taken (its fd, with this pid written in), or -1
- * with *rc set: CORE_EBUSY when another process holds it. */
+/* Who holds the lock on fd: the pid its holder wrote, or "unknown". */
+static void lock_holder(int fd, char *out, size_t cap)
+{
+    ssize_t n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? (size_t)n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    if (!out[0])
+        snprintf(out, cap, "unknown");
+}
+
+/* The directory's LOCK taken, with this pid written in: its fd. Else -1
+ * with *rc: CORE_EBUSY when another process holds it, CORE_EIO when LOCK
+ * cannot be opened, CORE_OK where the file system has no locks (ENOLCK on
+ * an NFS mount without a lock daemon, EOPNOTSUPP): the store goes on
+ * unguarded, and says so. */
 static int lock_dir(const struct sess_journal_config *cfg, enum core_status *rc)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/LOCK", cfg->dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (fd < 0) {
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s", path,
+                  strerror(errno));
+        *rc = CORE_EIO;
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        char holder[24] = "";
-        ssize_t n = fd >= 0 ? pread(fd, holder, sizeof holder - 1, 0) : -1;
-        holder[n > 0 ? (size_t)n : 0] = '\0';
-        holder[strcspn(holder, "\n")] = '\0';
-        if (fd >= 0)
-            close(fd);
-        *rc = fd >= 0 && e == EWOULDBLOCK ? CORE_EBUSY : CORE_EIO;
+        char holder[24];
+        lock_holder(fd, holder, sizeof holder);
+        close(fd);
+        *rc = e == EWOULDBLOCK ? CORE_EBUSY : CORE_OK;
         if (*rc == CORE_EBUSY)
             sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
                       "process (pid %s): a state directory serves one attnd at a time",
-                      cfg->dir, holder[0] ? holder : "unknown");
+                      cfg->dir, holder);
         else
-            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
-                      path, strerror(e));
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s cannot be locked "
+                      "(%s): going on without the lock; no other attnd may use %s",
+                      path, strerror(e), cfg->dir);
         return -1;
     }
     char pid[24];
@@ -918,12 +936,13 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     }
     enum core_status rc = CORE_OK;
     int lock_fd = lock_dir(cfg, &rc);
-    if (lock_fd < 0)
+    if (rc != CORE_OK)
         return rc;
     struct sess_durable *d = calloc(1, sizeof *d);
     if (!d || pthread_mutex_init(&d->mu, NULL) != 0) {
         free(d);
-        close(lock_fd);
+        if (lock_fd >= 0)
+            close(lock_fd);
         return CORE_ENOMEM;
     }
     pthread_cond_init(&d->idle, NULL);
@@ -967,6 +986,7 @@ void sess_dur_free(struct sess_durable *d)
     }
     pthread_cond_destroy(&d->idle);
     pthread_mutex_destroy(&d->mu);
-    close(d->lock_fd);                  /* the directory is free for another */
+    if (d->lock_fd >= 0)
+        close(d->lock_fd);              /* the directory is free for another */
     free(d);
 }

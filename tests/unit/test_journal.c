@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/journal.h"
@@ -770,6 +772,20 @@ TEST(forks_during_snapshots_replay_as_they_were)
 
 static char last_warning[512];
 
+/* flock as the file system answers it: the kernel's, or failing with
+ * flock_errno (a file system without locks). Defined here, it stands in
+ * for libc's within this program. */
+static int flock_errno;
+
+int flock(int fd, int op)
+{
+    if (flock_errno) {
+        errno = flock_errno;
+        return -1;
+    }
+    return (int)syscall(SYS_flock, fd, op);
+}
+
 static void keep_warning(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
@@ -829,6 +845,37 @@ TEST(a_second_store_is_kept_out_of_a_directory_in_use)
     sess_store_free(again);
 }
 
+/* Where the file system has no locks the store opens all the same, and
+ * says that it goes on unguarded. */
+TEST(a_file_system_without_locks_is_used_unguarded)
+{
+    clear_dir();
+    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
+                              .default_ttl_s = 60, .default_max_tokens = 100,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+    struct sess_store *st = sess_store_new(&cfg);
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = 1 << 30, .log = keep_warning};
+    last_warning[0] = '\0';
+    flock_errno = ENOLCK;
+    CHECK(sess_store_open_journal(st, &jc) == CORE_OK);
+    flock_errno = 0;
+    CHECK(strstr(last_warning, "going on without the lock") != NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    CHECK(append_to(st, a, 4, 5) == CORE_OK);
+    sess_store_free(st);
+    struct sess_store *again = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess *s = NULL;
+    CHECK(again && sess_acquire(again, a, &s) == CORE_OK);
+    if (again && s) {
+        CHECK_EQ_INT(sess_length(s), 4);
+        sess_release(again, s);
+    }
+    sess_store_free(again);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-journal-%ld", (long)getpid());
@@ -848,6 +895,7 @@ int main(void)
     RUN(a_fork_record_holds_no_rows);
     RUN(forks_during_snapshots_replay_as_they_were);
     RUN(a_second_store_is_kept_out_of_a_directory_in_use);
+    RUN(a_file_system_without_locks_is_used_unguarded);
     clear_dir();
     rmdir(dir);
     clear(copy_dir);
