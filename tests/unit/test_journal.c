@@ -793,6 +793,21 @@ static void keep_warning(void *arg, enum sess_log_level level, const char *msg)
         snprintf(last_warning, sizeof last_warning, "%s", msg);
 }
 
+/* A store opened over dir with its warnings kept in last_warning: the
+ * status of the opening; *out is the store either way (the caller frees
+ * it). */
+static enum core_status open_watched(struct sess_store **out)
+{
+    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
+                              .default_ttl_s = 60, .default_max_tokens = 100,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = 1 << 30, .log = keep_warning};
+    last_warning[0] = '\0';
+    *out = sess_store_new(&cfg);
+    return sess_store_open_journal(*out, &jc);
+}
+
 /* A directory in use keeps a second store out (CORE_EBUSY, naming the
  * holder's pid, the directory's files untouched), and is free again once
  * the first store is freed. */
@@ -815,14 +830,8 @@ TEST(a_second_store_is_kept_out_of_a_directory_in_use)
     struct sess_stats before;
     sess_store_stats(st, &before);
 
-    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
-                              .default_ttl_s = 60, .default_max_tokens = 100,
-                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
-    struct sess_store *second = sess_store_new(&cfg);
-    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
-                                     .rewrite_min_bytes = 1 << 30, .log = keep_warning};
-    last_warning[0] = '\0';
-    CHECK(sess_store_open_journal(second, &jc) == CORE_EBUSY);
+    struct sess_store *second = NULL;
+    CHECK(open_watched(&second) == CORE_EBUSY);
     CHECK(strstr(last_warning, "in use by another process") != NULL);
     char want[40];
     snprintf(want, sizeof want, "(pid %ld)", (long)getpid());
@@ -850,15 +859,9 @@ TEST(a_second_store_is_kept_out_of_a_directory_in_use)
 TEST(a_file_system_without_locks_is_used_unguarded)
 {
     clear_dir();
-    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
-                              .default_ttl_s = 60, .default_max_tokens = 100,
-                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
-    struct sess_store *st = sess_store_new(&cfg);
-    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
-                                     .rewrite_min_bytes = 1 << 30, .log = keep_warning};
-    last_warning[0] = '\0';
+    struct sess_store *st = NULL;
     flock_errno = ENOLCK;
-    CHECK(sess_store_open_journal(st, &jc) == CORE_OK);
+    CHECK(open_watched(&st) == CORE_OK);
     flock_errno = 0;
     CHECK(strstr(last_warning, "going on without the lock") != NULL);
     struct sess_spec sp = spec_f32();
