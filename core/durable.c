@@ -4,6 +4,7 @@
  * store_impl.h).
  *
  * Files in the state directory, generation G a 16-hex-digit number:
+ *   LOCK         locked by the store that uses the directory (below)
  *   snapshot.G   every session when generation G began (a jnl file of
  *                SESS records, core/journal.h), written as .snapshot.G.tmp,
  *                fsync'd, renamed, directory fsync'd
@@ -59,8 +60,12 @@
  * write journals and snapshots over each other's. The store holds an
  * exclusive flock on LOCK in the directory from before the replay until it
  * is freed; the kernel drops it when the process ends, however it ends, so
- * a crash leaves nothing stale. LOCK holds the holder's pid, for the
- * message a second process gives.
+ * a crash leaves nothing stale. LOCK holds the holder's pid and host, for
+ * the message a second process gives. On a file system without locks the
+ * store goes on unguarded, with a warning. On NFS, Linux makes flock a
+ * whole-file POSIX lock: processes still exclude each other (with a lock
+ * daemon, or NFSv4), but within one process a second lock would be
+ * granted, which is why tests give a second store a copy of the directory.
  */
 #include "store_impl.h"
 
@@ -874,7 +879,7 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
-/* Who holds the lock on fd: the pid its holder wrote, or "unknown". */
+/* Who holds the lock on fd: what its holder wrote, or "unknown". */
 static void lock_holder(int fd, char *out, size_t cap)
 {
     ssize_t n = pread(fd, out, cap - 1, 0);
@@ -884,44 +889,81 @@ static void lock_holder(int fd, char *out, size_t cap)
         snprintf(out, cap, "unknown");
 }
 
-/* The directory's LOCK taken, with this pid written in: its fd. Else -1
+/* "pid N on HOST" into the locked fd: written, then cut to its length, so
+ * a reader never finds it empty. The pid alone means little from another
+ * host or container, hence the host. */
+static void lock_write_holder(int fd, const char *path, const struct sess_journal_config *cfg)
+{
+    char host[128] = "";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    char text[192];
+    int len = snprintf(text, sizeof text, "pid %ld on %s\n", (long)getpid(), host);
+    ssize_t n = pwrite(fd, text, (size_t)len, 0);
+    if (n != len || ftruncate(fd, len) != 0)
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot write the holder "
+                  "into %s: %s (the lock holds all the same)", path,
+                  n >= 0 && n != len ? "short write" : strerror(errno));
+}
+
+/* Whether flock's errno means the file system has no locks at all. */
+static bool no_locks_here(int e)
+{
+    return e == ENOLCK || e == EOPNOTSUPP || e == ENOTSUP || e == ENOSYS;
+}
+
+/* The directory's LOCK taken, with its holder written in: its fd. Else -1
  * with *rc: CORE_EBUSY when another process holds it, CORE_EIO when LOCK
- * cannot be opened, CORE_OK where the file system has no locks (ENOLCK on
- * an NFS mount without a lock daemon, EOPNOTSUPP): the store goes on
- * unguarded, and says so. */
+ * cannot be opened or locked, CORE_OK where the file system has no locks
+ * (ENOLCK on an NFS mount without a lock daemon, EOPNOTSUPP): the store
+ * goes on unguarded, and says so. A LOCK removed and made anew between the
+ * open and the lock is opened again, so that two processes never hold
+ * locks on two different files of that name. */
 static int lock_dir(const struct sess_journal_config *cfg, enum core_status *rc)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/LOCK", cfg->dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s", path,
-                  strerror(errno));
-        *rc = CORE_EIO;
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            break;
+        int r;
+        while ((r = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
+            ;
         int e = errno;
-        char holder[24];
+        struct stat held, named;
+        if (r == 0 && (fstat(fd, &held) != 0 || stat(path, &named) != 0 ||
+                       held.st_ino != named.st_ino || held.st_dev != named.st_dev)) {
+            close(fd);                  /* not the file the name holds now */
+            continue;
+        }
+        if (r == 0) {
+            lock_write_holder(fd, path, cfg);
+            *rc = CORE_OK;
+            return fd;
+        }
+        char holder[160];
         lock_holder(fd, holder, sizeof holder);
         close(fd);
-        *rc = e == EWOULDBLOCK ? CORE_EBUSY : CORE_OK;
+        *rc = e == EWOULDBLOCK ? CORE_EBUSY : no_locks_here(e) ? CORE_OK : CORE_EIO;
         if (*rc == CORE_EBUSY)
             sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
-                      "process (pid %s): a state directory serves one attnd at a time",
+                      "process (%s): a state directory serves one attnd at a time",
                       cfg->dir, holder);
-        else
+        else if (*rc == CORE_OK)
             sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s cannot be locked "
                       "(%s): going on without the lock; no other attnd may use %s",
                       path, strerror(e), cfg->dir);
+        else
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
+                      path, strerror(e));
         return -1;
     }
-    char pid[24];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot write the pid "
-                  "into %s: %s (the lock holds all the same)", path, strerror(errno));
-    return fd;
+    sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s", path,
+              strerror(errno));
+    *rc = CORE_EIO;
+    return -1;
 }
 
 enum core_status sess_store_open_journal(struct sess_store *st,

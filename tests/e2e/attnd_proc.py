@@ -160,7 +160,11 @@ class Attnd:
             preexec_fn=child if nofile or preexec else None)
         self.port = None
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.stop()                 # no daemon or directory left behind
+                raise
 
     def wait_ready(self, timeout=10.0):
         deadline = time.time() + timeout

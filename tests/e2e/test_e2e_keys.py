@@ -23,17 +23,18 @@ VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
 ALICE, BOB, CAROL = "alice-key-0123456789", "bob-key-abcdefghij", "carol-key-ZYXWVUT"
 
 
-KEYS_DIR = tempfile.mkdtemp(prefix="attnd-keys-")
+KEYS_DIR = []            # the module's directory for key files, made by the fixture
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _remove_key_files():
+def _key_files_dir():
+    KEYS_DIR.append(tempfile.mkdtemp(prefix="attnd-keys-"))
     yield
-    shutil.rmtree(KEYS_DIR, ignore_errors=True)
+    shutil.rmtree(KEYS_DIR.pop(), ignore_errors=True)
 
 
 def key_file(text, mode=0o600):
-    fd, path = tempfile.mkstemp(dir=KEYS_DIR, prefix="keys-")
+    fd, path = tempfile.mkstemp(dir=KEYS_DIR[-1], prefix="keys-")
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.chmod(path, mode)

@@ -37,8 +37,6 @@ def test_mixed_load_no_errors_flat_memory_fds_back():
         summary.update(rss_kib_before=rss_before, rss_kib_after=rss_after,
                        seconds=SECONDS, threads=THREADS)
         print("load:", json.dumps(summary))
-        with open(os.path.join(d.tmp, "load.json"), "w") as f:
-            json.dump(summary, f)
 
         assert stats.requests > 0
         assert stats.server_errors == 0, summary

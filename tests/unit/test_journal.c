@@ -4,7 +4,10 @@
  * record framing, torn and corrupt files, every kind of change surviving a
  * reopen with identical bytes, snapshots written while threads append,
  * TTL across a restart, a refused write (file size limit standing in for a
- * full disk) leaving the session as it was, and export/import.
+ * full disk) leaving the session as it was, export/import, and the lock
+ * that keeps a directory to one store (a second store that compares reads
+ * a copy of the directory; flock is stood in for to fail as file systems
+ * do).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -772,18 +775,43 @@ TEST(forks_during_snapshots_replay_as_they_were)
 
 static char last_warning[512];
 
-/* flock as the file system answers it: the kernel's, or failing with
- * flock_errno (a file system without locks). Defined here, it stands in
- * for libc's within this program. */
-static int flock_errno;
+/* flock as the file system answers it: the kernel's, or, for the next
+ * flock_fails calls, failing with flock_errno (a file system without
+ * locks, an interrupted call), or with the directory's LOCK replaced just
+ * before the call (another process removing it). Defined here, it stands
+ * in for libc's within this program. */
+static int flock_errno, flock_fails;
+static bool flock_replaces;
 
 int flock(int fd, int op)
 {
-    if (flock_errno) {
+    if (flock_fails > 0) {
+        flock_fails--;
         errno = flock_errno;
         return -1;
     }
+    if (flock_replaces) {
+        flock_replaces = false;
+        char lock[96];
+        snprintf(lock, sizeof lock, "%s/LOCK", dir);
+        unlink(lock);
+        int made = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (made >= 0)
+            close(made);
+    }
     return (int)syscall(SYS_flock, fd, op);
+}
+
+/* Whether a lock on dir/LOCK, as it is named now, would be granted. */
+static bool lock_is_free(void)
+{
+    char lock[96];
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    bool free_now = fd >= 0 && syscall(SYS_flock, fd, LOCK_EX | LOCK_NB) == 0;
+    if (fd >= 0)
+        close(fd);
+    return free_now;
 }
 
 static void keep_warning(void *arg, enum sess_log_level level, const char *msg)
@@ -805,7 +833,7 @@ static enum core_status open_watched(struct sess_store **out)
                                      .rewrite_min_bytes = 1 << 30, .log = keep_warning};
     last_warning[0] = '\0';
     *out = sess_store_new(&cfg);
-    return sess_store_open_journal(*out, &jc);
+    return *out ? sess_store_open_journal(*out, &jc) : CORE_ENOMEM;
 }
 
 /* A directory in use keeps a second store out (CORE_EBUSY, naming the
@@ -820,21 +848,21 @@ TEST(a_second_store_is_kept_out_of_a_directory_in_use)
     char a[SESS_ID_MAX];
     CHECK(sess_create(st, &sp, a) == CORE_OK);
     CHECK(append_to(st, a, 4, 3) == CORE_OK);
-    char lock[96], pid[24];
+    char lock[96], holder[200] = "", want[40];
     snprintf(lock, sizeof lock, "%s/LOCK", dir);
     FILE *f = fopen(lock, "r");
-    CHECK(f != NULL && fgets(pid, sizeof pid, f) != NULL);
+    CHECK(f != NULL && fgets(holder, sizeof holder, f) != NULL);
     if (f)
         fclose(f);
-    CHECK_EQ_INT((int)strtol(pid, NULL, 10), (int)getpid());
+    snprintf(want, sizeof want, "pid %ld on ", (long)getpid());
+    CHECK(strncmp(holder, want, strlen(want)) == 0);
     struct sess_stats before;
     sess_store_stats(st, &before);
 
     struct sess_store *second = NULL;
     CHECK(open_watched(&second) == CORE_EBUSY);
     CHECK(strstr(last_warning, "in use by another process") != NULL);
-    char want[40];
-    snprintf(want, sizeof want, "(pid %ld)", (long)getpid());
+    snprintf(want, sizeof want, "(pid %ld on ", (long)getpid());
     CHECK(strstr(last_warning, want) != NULL);
     sess_store_free(second);
     struct sess_stats after;                /* the refused store wrote nothing */
@@ -854,15 +882,21 @@ TEST(a_second_store_is_kept_out_of_a_directory_in_use)
     sess_store_free(again);
 }
 
+/* open_watched with flock failing with err the next `times` calls. */
+static enum core_status open_flock_failing(int err, int times, struct sess_store **out)
+{
+    flock_errno = err;
+    flock_fails = times;
+    return open_watched(out);
+}
+
 /* Where the file system has no locks the store opens all the same, and
  * says that it goes on unguarded. */
 TEST(a_file_system_without_locks_is_used_unguarded)
 {
     clear_dir();
     struct sess_store *st = NULL;
-    flock_errno = ENOLCK;
-    CHECK(open_watched(&st) == CORE_OK);
-    flock_errno = 0;
+    CHECK(open_flock_failing(ENOLCK, 1, &st) == CORE_OK);
     CHECK(strstr(last_warning, "going on without the lock") != NULL);
     struct sess_spec sp = spec_f32();
     char a[SESS_ID_MAX];
@@ -877,6 +911,30 @@ TEST(a_file_system_without_locks_is_used_unguarded)
         sess_release(again, s);
     }
     sess_store_free(again);
+}
+
+/* An interrupted flock is tried again; another error refuses the store
+ * (CORE_EIO); a LOCK replaced between the open and the lock is opened
+ * again, so the lock held is on the file the name holds. */
+TEST(the_lock_survives_interruptions_errors_and_a_replaced_file)
+{
+    clear_dir();
+    struct sess_store *st = NULL;
+    CHECK(open_flock_failing(EINTR, 2, &st) == CORE_OK);
+    CHECK(last_warning[0] == '\0');
+    CHECK(!lock_is_free());
+    sess_store_free(st);
+    CHECK(lock_is_free());
+
+    CHECK(open_flock_failing(EIO, 1, &st) == CORE_EIO);
+    CHECK(strstr(last_warning, "cannot lock") != NULL);
+    sess_store_free(st);
+
+    flock_replaces = true;
+    CHECK(open_watched(&st) == CORE_OK);
+    CHECK(!flock_replaces);
+    CHECK(!lock_is_free());                 /* held on the LOCK named now */
+    sess_store_free(st);
 }
 
 int main(void)
@@ -899,6 +957,7 @@ int main(void)
     RUN(forks_during_snapshots_replay_as_they_were);
     RUN(a_second_store_is_kept_out_of_a_directory_in_use);
     RUN(a_file_system_without_locks_is_used_unguarded);
+    RUN(the_lock_survives_interruptions_errors_and_a_replaced_file);
     clear_dir();
     rmdir(dir);
     clear(copy_dir);
