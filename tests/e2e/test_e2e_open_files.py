@@ -30,6 +30,7 @@ from attnd_proc import Attnd
 from test_e2e_startup import events
 
 D = 16
+MAX_ROWS = 32768        # the journal test's session (--max-tokens' default)
 
 
 def listening(a):
@@ -147,18 +148,22 @@ def _journal_with_every_connection_taken(sd):
     with Attnd(*flags, "--max-connections-per-ip", "1000", *THREADS, nofile=(64, 64)) as a:
         cap = int(listening(a)["max_connections"])
         conn = attnd_proc.http_connection(a.port)   # the one that works
-        conn.request("POST", "/v1/sessions", body=f'{{"d_k":{D},"d_v":{D}}}',
+        conn.request("POST", "/v1/sessions",
+                     body=f'{{"d_k":{D},"d_v":{D},"max_tokens":{MAX_ROWS}}}',
                      headers={"Content-Type": "application/json"})
         r = conn.getresponse()
         assert r.status == 201
         sid = json.loads(r.read())["id"]
         held = [served(a, 5) for _ in range(cap - 1)]
         assert None not in held, "the cap's connections were not all served"
-        # 8 rows of 16 floats a request; the journal passes 8 KiB many times
-        # over, and the journal thread rewrites the snapshot each second.
+        # 8 rows of 16 floats a request, one each 5 ms (a fast machine
+        # would fill the session otherwise): the journal passes 8 KiB many
+        # times over, and the journal thread rewrites the snapshot each
+        # second.
         deadline = time.monotonic() + 2.5
         n = 0
-        while time.monotonic() < deadline or n < 40:
+        while (time.monotonic() < deadline or n < 40) and (n + 1) * 8 <= MAX_ROWS:
+            time.sleep(0.005)
             block = [[float((n * 8 + i) * D + j) for j in range(D)] for i in range(8)]
             body = json.dumps({"k": block, "v": block})
             conn.request("POST", f"/v1/sessions/{sid}/kv", body=body,
