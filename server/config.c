@@ -350,8 +350,8 @@ static void note_given(struct srv_config *cfg, const struct opt *o)
 static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    srv_cpus_read(&cfg->cpus);
-    cfg->workers = cfg->cpus.count;
+    srv_resources_read(&cfg->res);
+    cfg->workers = cfg->res.cpus;
     cfg->http_threads = cfg->workers < 64 ? cfg->workers : 64;  /* --http-threads' range */
     char env[64];
     for (size_t i = 0; i < N_OPTS; i++) {

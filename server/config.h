@@ -26,7 +26,7 @@ struct srv_config {
     char host[256];                 /* bind address (numeric or name) */
     unsigned port;                  /* 0: pick a free port */
     char port_file[1024];           /* write the bound port here, or "" */
-    struct srv_cpus cpus;           /* the CPUs this process may use */
+    struct srv_resources res;       /* what this process may use of the machine */
     unsigned workers;               /* compute threads per client (the pool has twice as many) */
     unsigned http_threads;          /* libmicrohttpd polling threads */
     size_t max_body_bytes;          /* request body cap */

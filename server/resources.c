@@ -253,16 +253,18 @@ unsigned long long srv_memory_limit(const char *mountinfo, const char *cgroup)
     return (unsigned long long)smallest_limit(mountinfo, cgroup, "memory", memory_max_at);
 }
 
-void srv_cpus_read(struct srv_cpus *out)
+void srv_resources_read(struct srv_resources *out)
 {
+    static const char mountinfo[] = "/proc/self/mountinfo", cgroup[] = "/proc/self/cgroup";
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     out->online = n < 1 ? 1u : n > (long)CPUS_MAX ? CPUS_MAX : (unsigned)n;
     out->affinity = uv_available_parallelism();    /* the affinity mask */
-    out->quota = srv_cpu_quota("/proc/self/mountinfo", "/proc/self/cgroup");
+    out->cpu_quota = srv_cpu_quota(mountinfo, cgroup);
     unsigned c = out->online;
     if (out->affinity && out->affinity < c)
         c = out->affinity;
-    if (out->quota && out->quota < c)
-        c = out->quota;
-    out->count = c;
+    if (out->cpu_quota && out->cpu_quota < c)
+        c = out->cpu_quota;
+    out->cpus = c;
+    out->memory_limit = srv_memory_limit(mountinfo, cgroup);
 }

@@ -6,15 +6,16 @@
 #ifndef ATTND_SERVER_RESOURCES_H
 #define ATTND_SERVER_RESOURCES_H
 
-struct srv_cpus {
+struct srv_resources {
     unsigned online;            /* CPUs online */
     unsigned affinity;          /* CPUs in the affinity mask */
-    unsigned quota;             /* the cgroup CPU quota rounded up, 0: none */
-    unsigned count;             /* the smallest of them (no quota: of two), 1..256 */
+    unsigned cpu_quota;         /* the cgroup CPU quota rounded up, 0: none */
+    unsigned cpus;              /* the smallest of them (no quota: of two), 1..256 */
+    unsigned long long memory_limit;    /* the cgroup's, in bytes, 0: none */
 };
 
-/* Reads this process's CPUs (/proc/self/mountinfo, /proc/self/cgroup). */
-void srv_cpus_read(struct srv_cpus *out);
+/* Reads this process's resources (/proc/self/mountinfo, /proc/self/cgroup). */
+void srv_resources_read(struct srv_resources *out);
 
 /* The limits of the process whose mount table and cgroup membership are
  * the files `mountinfo` and `cgroup` (their /proc/self formats; tests give

@@ -197,13 +197,14 @@ TEST(no_cgroup_files_no_quota)
 
 TEST(this_process_count_is_within_its_affinity)
 {
-    struct srv_cpus c;
-    srv_cpus_read(&c);
+    struct srv_resources c;
+    srv_resources_read(&c);
     cpu_set_t set;
     CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
     CHECK_EQ_INT((int)c.affinity, CPU_COUNT(&set));
-    CHECK(c.count >= 1 && c.count <= c.online && c.count <= c.affinity);
-    CHECK(c.quota == 0 || c.count <= c.quota);
+    CHECK(c.cpus >= 1 && c.cpus <= c.online && c.cpus <= c.affinity);
+    CHECK(c.cpu_quota == 0 || c.cpus <= c.cpu_quota);
+    CHECK(c.memory_limit == srv_memory_limit("/proc/self/mountinfo", "/proc/self/cgroup"));
     if (CPU_COUNT(&set) >= 2) {             /* one CPU of them: a count of 1 */
         cpu_set_t one;
         CPU_ZERO(&one);
@@ -213,9 +214,9 @@ TEST(this_process_count_is_within_its_affinity)
                 break;
             }
         CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
-        struct srv_cpus c1;
-        srv_cpus_read(&c1);
-        CHECK_EQ_INT((int)c1.count, 1);
+        struct srv_resources c1;
+        srv_resources_read(&c1);
+        CHECK_EQ_INT((int)c1.cpus, 1);
         CHECK_EQ_INT((int)c1.affinity, 1);
         CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
     }
