@@ -24,8 +24,9 @@
 
 enum {
     FD_LIBUV = 6,       /* epoll; signal lock pipe and loop signal pipe; async eventfd */
-    FD_HTTP = 3,        /* listening socket; master's wake-up eventfd; the TCP probe socket */
-    FD_PER_HTTP_THREAD = 1,     /* each transport thread's wake-up eventfd */
+    FD_HTTP = 2,        /* listening socket; the TCP probe socket at start (server/tcp.c) */
+    FD_PER_HTTP_THREAD = 1,     /* each transport thread's wake-up eventfd (with a pool of
+                                   threads, libmicrohttpd's master has none) */
     FD_STATE = 6,       /* the state directory's LOCK; journal; the next one while
                            it rotates; its directory; a snapshot being written;
                            a file read at restore */

@@ -61,7 +61,6 @@ struct proc {
     bool sweeping;
     bool draining, finished;
     bool loop_ready;                /* uv_loop_init done */
-    bool handles_ready;             /* and the handles are being made */
     uv_handle_t *made[6];           /* the handles made: 3 timers, 3 signals */
     unsigned n_made;
     int exit_code;
@@ -501,16 +500,16 @@ static bool budget_files(struct srv_config *c)
 }
 
 /* When the process may use fewer CPUs than are online (server/resources.c). */
-static void log_cpus(const struct srv_cpus *c)
+static void log_cpus(const struct srv_resources *r)
 {
-    if (c->count >= c->online)
+    if (r->cpus >= r->online)
         return;
     char quota[24] = "none";
-    if (c->quota)
-        snprintf(quota, sizeof quota, "%u", c->quota);
+    if (r->cpu_quota)
+        snprintf(quota, sizeof quota, "%u", r->cpu_quota);
     srv_log_msgf("info", "CPUs: %u of the %u online (affinity mask %u, cgroup quota %s); "
-                 "--workers and --http-threads default to %u", c->count, c->online,
-                 c->affinity, quota, c->count);
+                 "--workers and --http-threads default to %u", r->cpus, r->online,
+                 r->affinity, quota, r->cpus);
 }
 
 /* A warning when the cgroup's memory limit (server/resources.c) is below
@@ -518,7 +517,7 @@ static void log_cpus(const struct srv_cpus *c)
  * received and the large blocks kept for the next requests. */
 static void check_memory(const struct srv_config *c)
 {
-    unsigned long long limit = srv_memory_limit("/proc/self/mountinfo", "/proc/self/cgroup");
+    unsigned long long limit = c->res.memory_limit;
     unsigned long long bodies = srv_http_body_budget(c->max_body_bytes);
     unsigned long long cache = c->max_cache_bytes, kept = API_SPARE_BYTES;
     if (limit == 0 || cache + bodies + kept <= limit)
@@ -544,7 +543,7 @@ static void log_listening(const struct proc *p, unsigned port)
     snprintf(files, sizeof files, "%llu", (unsigned long long)rl.rlim_cur);
     snprintf(ps, sizeof ps, "%u", port);
     snprintf(ws, sizeof ws, "%u", c->workers);
-    snprintf(cpus, sizeof cpus, "%u", c->cpus.count);
+    snprintf(cpus, sizeof cpus, "%u", c->res.cpus);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     snprintf(body, sizeof body, "%zu", c->max_body_bytes);
     snprintf(elems, sizeof elems, "%zu", c->max_elements);
@@ -567,14 +566,14 @@ static bool start(struct proc *p)
     unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
     snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
-    log_cpus(&p->cfg->cpus);
+    log_cpus(&p->cfg->res);
     check_memory(p->cfg);
     if (!budget_files(p->cfg) || !load_secrets(p)) {
         p->exit_code = 2;
         return false;
     }
     attn_blas_init(1);
-    srv_worker_start(p->cfg->workers, p->cfg->cpus.count, par_may_help, NULL);
+    srv_worker_start(p->cfg->workers, p->cfg->res.cpus, par_may_help, NULL);
     p->metrics = srv_metrics_new();
     p->store = store_open(p->cfg);
     if (!p->metrics || !p->store)
@@ -589,7 +588,6 @@ static bool start(struct proc *p)
         return false;
     }
     p->loop_ready = true;
-    p->handles_ready = true;                /* from here on close_all closes p->made */
     if ((rc = init_handles(p)) != 0) {
         srv_log_msgf("error", "cannot set up the timers and signal handling: %s",
                      uv_strerror(rc));
@@ -640,7 +638,7 @@ int srv_loop_run(struct srv_config *cfg)
         /* 2: an open-file limit too low, unusable TLS or key file, failed
          * --warm-up (a signal then too); 0: a signal in the warm-up */
         code = p->exit_code == 2 ? 2 : atomic_load(&warm_stop) ? 0 : 1;
-        if (p->handles_ready) {             /* failed after the loop was set up */
+        if (p->n_made > 0) {                /* failed after handles were made */
             srv_http_stop(p->http);
             p->finished = true;
             close_all(p);
@@ -648,7 +646,7 @@ int srv_loop_run(struct srv_config *cfg)
         }
     }
     if (p->loop_ready)
-        uv_loop_close(&p->loop);            /* no handle is open before handles_ready */
+        uv_loop_close(&p->loop);            /* every handle made is closed by now */
     uv_library_shutdown();                  /* joins the pool threads */
     srv_worker_free();
     /* only now: the helpers read it (par_http) until they are joined */
