@@ -913,6 +913,43 @@ static bool no_locks_here(int e)
     return e == ENOLCK || e == EOPNOTSUPP || e == ENOTSUP || e == ENOSYS;
 }
 
+/* Whether fd is the file path names now (not one removed and made anew
+ * since it was opened). */
+static bool still_named(int fd, const char *path)
+{
+    struct stat held, named;
+    return fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
+           held.st_ino == named.st_ino && held.st_dev == named.st_dev;
+}
+
+/* The outcome of a refused flock (errno e) on fd, which it closes:
+ * CORE_EBUSY when another process holds the lock, CORE_OK where the file
+ * system has no locks (the store goes on unguarded), else CORE_EIO; each
+ * logged. */
+static enum core_status lock_refused(const struct sess_journal_config *cfg, const char *path,
+                                     int fd, int e)
+{
+    enum core_status rc = CORE_EIO;
+    if (e == EWOULDBLOCK) {
+        char holder[160];
+        lock_holder(fd, holder, sizeof holder);
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
+                  "process (%s): a state directory serves one attnd at a time",
+                  cfg->dir, holder);
+        rc = CORE_EBUSY;
+    } else if (no_locks_here(e)) {
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s cannot be locked "
+                  "(%s): going on without the lock; no other attnd may use %s",
+                  path, strerror(e), cfg->dir);
+        rc = CORE_OK;
+    } else {
+        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
+                  path, strerror(e));
+    }
+    close(fd);
+    return rc;
+}
+
 /* The directory's LOCK taken, with its holder written in: its fd. Else -1
  * with *rc: CORE_EBUSY when another process holds it, CORE_EIO when LOCK
  * cannot be opened or locked, CORE_OK where the file system has no locks
@@ -926,42 +963,25 @@ static int lock_dir(const struct sess_journal_config *cfg, enum core_status *rc)
     snprintf(path, sizeof path, "%s/LOCK", cfg->dir);
     for (int tries = 0; tries < 8; tries++) {
         int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
+        if (fd < 0) {
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s",
+                      path, strerror(errno));
             break;
+        }
         int r;
         while ((r = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
             ;
-        int e = errno;
-        struct stat held, named;
-        if (r == 0 && (fstat(fd, &held) != 0 || stat(path, &named) != 0 ||
-                       held.st_ino != named.st_ino || held.st_dev != named.st_dev)) {
-            close(fd);                  /* not the file the name holds now */
-            continue;
+        if (r != 0) {
+            *rc = lock_refused(cfg, path, fd, errno);
+            return -1;
         }
-        if (r == 0) {
+        if (still_named(fd, path)) {
             lock_write_holder(fd, path, cfg);
             *rc = CORE_OK;
             return fd;
         }
-        char holder[160];
-        lock_holder(fd, holder, sizeof holder);
         close(fd);
-        *rc = e == EWOULDBLOCK ? CORE_EBUSY : no_locks_here(e) ? CORE_OK : CORE_EIO;
-        if (*rc == CORE_EBUSY)
-            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
-                      "process (%s): a state directory serves one attnd at a time",
-                      cfg->dir, holder);
-        else if (*rc == CORE_OK)
-            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s cannot be locked "
-                      "(%s): going on without the lock; no other attnd may use %s",
-                      path, strerror(e), cfg->dir);
-        else
-            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
-                      path, strerror(e));
-        return -1;
     }
-    sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s", path,
-              strerror(errno));
     *rc = CORE_EIO;
     return -1;
 }
