@@ -45,6 +45,12 @@ static const char *type_name(enum api_warm_dtype t)
     return api_dtype_name(warm_types[t].dt, warm_types[t].half);
 }
 
+/* The bytes of one of the dtype's elements. */
+static size_t type_size(enum api_warm_dtype t)
+{
+    return api_dtype_size(warm_types[t].dt, warm_types[t].half);
+}
+
 /* ---- the shape list ------------------------------------------------------ */
 
 /* The dtype named by text[0, len). */
@@ -259,7 +265,7 @@ static void put_values(struct warm_body *b, size_t bytes, bool base64)
             put(b, NULL, base64 ? chars : bytes);
         return;
     }
-    size_t size = api_dtype_size(warm_types[b->dtype].dt, warm_types[b->dtype].half);
+    size_t size = type_size(b->dtype);
     for (size_t done = 0; done < bytes; ) {
         size_t k = bytes - done < sizeof b->x ? bytes - done : sizeof b->x;
         make_values(b, k / size);
@@ -339,8 +345,7 @@ static const char *warm_header(void *arg, const char *name)
 static bool tensors_of(const struct api_ctx *ctx, const struct api_warm_shape *s,
                        struct warm_tensor t[3], char *err, size_t cap)
 {
-    size_t qn, kn, in, size = api_dtype_size(warm_types[s->dtype].dt,
-                                                     warm_types[s->dtype].half);
+    size_t qn, kn, in, size = type_size(s->dtype);
     if (!core_mul3(s->h, s->n, s->d, &qn) || !core_mul3(s->h, s->L, s->d, &kn) ||
         kn > (SIZE_MAX - qn) / 2 || !core_mul(qn + 2 * kn, size, &in)) {
         snprintf(err, cap, "the shape is too large");
