@@ -105,12 +105,36 @@ def client_context(ca=None):
     return ssl.create_default_context(cafile=ca)
 
 
+def suite_wrap(s, host="127.0.0.1"):
+    """A connected socket s as the suite speaks: in TLS in an ATTND_E2E_TLS
+    run (the handshake done here), else s itself."""
+    if E2E_TLS:
+        return client_context(suite_pki()[0]).wrap_socket(s, server_hostname=host)
+    return s
+
+
 def connect(port, timeout=10, host="127.0.0.1"):
     """A connected client socket to attnd: plain, or TLS in an ATTND_E2E_TLS run."""
-    s = socket.create_connection((host, port), timeout=timeout)
-    if E2E_TLS:
-        s = client_context(suite_pki()[0]).wrap_socket(s, server_hostname=host)
-    return s
+    return suite_wrap(socket.create_connection((host, port), timeout=timeout), host)
+
+
+def events(d):
+    """attnd's log lines (d an Attnd) as JSON objects; a line that is not
+    one, as a "raw" level with the line as its message."""
+    out = []
+    for line in d.logs().splitlines():
+        try:
+            e = json.loads(line)
+            ok = isinstance(e, dict) and "level" in e and "msg" in e
+            out.append(e if ok else {"level": "raw", "msg": line})
+        except ValueError:
+            out.append({"level": "raw", "msg": line})
+    return out
+
+
+def listening(d):
+    """The "listening" event of d's log: what it serves, with which limits."""
+    return next(e for e in events(d) if e["msg"] == "listening")
 
 
 def http_connection(port, timeout=30, host="127.0.0.1"):

@@ -26,15 +26,10 @@ import tempfile
 import time
 
 import attnd_proc
-from attnd_proc import Attnd
-from test_e2e_startup import events
+from attnd_proc import Attnd, events, listening
 
 D = 16
 MAX_ROWS = 32768        # the journal test's session (--max-tokens' default)
-
-
-def listening(a):
-    return next(e for e in events(a) if e["msg"] == "listening")
 
 
 def soft_limit(pid):
@@ -49,9 +44,7 @@ def greet(s, timeout):
     None if it was not accepted by then."""
     try:
         s.settimeout(timeout)
-        if attnd_proc.E2E_TLS:
-            s = attnd_proc.client_context(attnd_proc.suite_pki()[0]).wrap_socket(
-                s, server_hostname="127.0.0.1")
+        s = attnd_proc.suite_wrap(s)
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         if s.recv(65536).startswith(b"HTTP/1.1 200"):
             return s

@@ -19,12 +19,7 @@ import time
 
 import pytest
 
-from attnd_proc import Attnd
-from test_e2e_startup import events
-
-
-def listening(a):
-    return next(e for e in events(a) if e["msg"] == "listening")
+from attnd_proc import Attnd, events, listening
 
 
 def workers(a):

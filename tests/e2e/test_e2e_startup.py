@@ -15,21 +15,7 @@ import sys
 import tempfile
 import time
 
-from attnd_proc import Attnd
-
-
-def events(d):
-    """attnd's log lines as JSON objects; a line that is not one, as a
-    "raw" level with the line as its message."""
-    out = []
-    for line in d.logs().splitlines():
-        try:
-            e = json.loads(line)
-            ok = isinstance(e, dict) and "level" in e and "msg" in e
-            out.append(e if ok else {"level": "raw", "msg": line})
-        except ValueError:
-            out.append({"level": "raw", "msg": line})
-    return out
+from attnd_proc import Attnd, events
 
 
 def levels(d):
