@@ -56,18 +56,11 @@
  * Locks: the journal mutex is the innermost lock (taken under a session's
  * mutex or the store mutex, never the other way).
  *
- * One process at a time: two on one directory would each replay it, then
- * write journals and snapshots over each other's. The store holds an
- * exclusive flock on LOCK in the directory from before the replay until it
- * is freed; the kernel drops it when the process ends, however it ends, so
- * a crash leaves nothing stale. LOCK holds the holder's pid and host, for
- * the message a second process gives. On a file system without locks the
- * store goes on unguarded, with a warning. On NFS, Linux makes flock a
- * whole-file POSIX lock: processes still exclude each other (with a lock
- * daemon, or NFSv4), but within one process a second lock would be
- * granted, which is why tests give a second store a copy of the directory.
+ * One process at a time: the store holds the directory's LOCK
+ * (core/dirlock.c) from before the replay until it is freed.
  */
 #include "store_impl.h"
+#include "dirlock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -77,7 +70,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -879,113 +871,6 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
-/* Who holds the lock on fd: what its holder wrote, or "unknown". */
-static void lock_holder(int fd, char *out, size_t cap)
-{
-    ssize_t n = pread(fd, out, cap - 1, 0);
-    out[n > 0 ? (size_t)n : 0] = '\0';
-    out[strcspn(out, "\n")] = '\0';
-    if (!out[0])
-        snprintf(out, cap, "unknown");
-}
-
-/* "pid N on HOST" into the locked fd: written, then cut to its length, so
- * a reader never finds it empty. The pid alone means little from another
- * host or container, hence the host. */
-static void lock_write_holder(int fd, const char *path, const struct sess_journal_config *cfg)
-{
-    char host[128] = "";
-    if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
-    char text[192];
-    int len = snprintf(text, sizeof text, "pid %ld on %s\n", (long)getpid(), host);
-    ssize_t n = pwrite(fd, text, (size_t)len, 0);
-    if (n != len || ftruncate(fd, len) != 0)
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot write the holder "
-                  "into %s: %s (the lock holds all the same)", path,
-                  n >= 0 && n != len ? "short write" : strerror(errno));
-}
-
-/* Whether flock's errno means the file system has no locks at all. */
-static bool no_locks_here(int e)
-{
-    return e == ENOLCK || e == EOPNOTSUPP || e == ENOTSUP || e == ENOSYS;
-}
-
-/* Whether fd is the file path names now (not one removed and made anew
- * since it was opened). */
-static bool still_named(int fd, const char *path)
-{
-    struct stat held, named;
-    return fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
-           held.st_ino == named.st_ino && held.st_dev == named.st_dev;
-}
-
-/* The outcome of a refused flock (errno e) on fd, which it closes:
- * CORE_EBUSY when another process holds the lock, CORE_OK where the file
- * system has no locks (the store goes on unguarded), else CORE_EIO; each
- * logged. */
-static enum core_status lock_refused(const struct sess_journal_config *cfg, const char *path,
-                                     int fd, int e)
-{
-    enum core_status rc = CORE_EIO;
-    if (e == EWOULDBLOCK) {
-        char holder[160];
-        lock_holder(fd, holder, sizeof holder);
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s is in use by another "
-                  "process (%s): a state directory serves one attnd at a time",
-                  cfg->dir, holder);
-        rc = CORE_EBUSY;
-    } else if (no_locks_here(e)) {
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s cannot be locked "
-                  "(%s): going on without the lock; no other attnd may use %s",
-                  path, strerror(e), cfg->dir);
-        rc = CORE_OK;
-    } else {
-        sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot lock %s: %s",
-                  path, strerror(e));
-    }
-    close(fd);
-    return rc;
-}
-
-/* The directory's LOCK taken, with its holder written in: its fd. Else -1
- * with *rc: CORE_EBUSY when another process holds it, CORE_EIO when LOCK
- * cannot be opened or locked, CORE_OK where the file system has no locks
- * (ENOLCK on an NFS mount without a lock daemon, EOPNOTSUPP): the store
- * goes on unguarded, and says so. A LOCK removed and made anew between the
- * open and the lock is opened again, so that two processes never hold
- * locks on two different files of that name. */
-static int lock_dir(const struct sess_journal_config *cfg, enum core_status *rc)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/LOCK", cfg->dir);
-    for (int tries = 0; tries < 8; tries++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: cannot open %s: %s",
-                      path, strerror(errno));
-            break;
-        }
-        int r;
-        while ((r = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
-            ;
-        if (r != 0) {
-            *rc = lock_refused(cfg, path, fd, errno);
-            return -1;
-        }
-        if (still_named(fd, path)) {
-            lock_write_holder(fd, path, cfg);
-            *rc = CORE_OK;
-            return fd;
-        }
-        close(fd);
-    }
-    *rc = CORE_EIO;
-    return -1;
-}
-
 enum core_status sess_store_open_journal(struct sess_store *st,
                                          const struct sess_journal_config *cfg)
 {
@@ -997,7 +882,7 @@ enum core_status sess_store_open_journal(struct sess_store *st,
         return CORE_EIO;
     }
     enum core_status rc = CORE_OK;
-    int lock_fd = lock_dir(cfg, &rc);
+    int lock_fd = sess_dirlock_take(cfg, &rc);
     if (rc != CORE_OK)
         return rc;
     struct sess_durable *d = calloc(1, sizeof *d);
