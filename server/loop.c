@@ -16,12 +16,14 @@
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
  * let in-flight requests finish, write a snapshot, close everything, exit 0;
  * past --drain-timeout with requests still computing: exit 1 at once. A
- * second signal during a drain (or the warm-up) exits 1 at once as well.
+ * second signal during a drain, the final snapshot or the warm-up exits 1
+ * at once as well.
  */
 #include "server/loop.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -268,9 +270,9 @@ static void finish(struct proc *p)
         return;
     }
     p->finished = true;
+    close_all(p);                   /* a signal from here on exits 1 at once */
     store_save(p);
     srv_http_stop(p->http);
-    close_all(p);
 }
 
 static void finish_cb(uv_timer_t *t)
@@ -618,10 +620,35 @@ static bool start(struct proc *p)
     return true;
 }
 
+static void exit_now(int signum)
+{
+    (void)signum;
+    _exit(1);
+}
+
+/* Closing the signal handles gives SIGINT and SIGTERM their default action
+ * back, which would end attnd by the signal, with no exit code of its own,
+ * and a signal caught but not yet run is dropped with its handle. From
+ * here on every one is a second signal (a first one began the drain, or
+ * the process is stopping), so each exits 1 at once, as in a drain. The
+ * handler calls _exit only: it may interrupt the log's mutex or malloc, so
+ * it cannot write a log line. The journal has every change by then, so
+ * exiting in the final snapshot loses nothing. */
+static void exit_on_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exit_now;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static void close_all(struct proc *p)
 {
     for (unsigned i = 0; i < p->n_made; i++)
         close_handle(p->made[i]);
+    exit_on_signal();
 }
 
 int srv_loop_run(struct srv_config *cfg)
