@@ -626,14 +626,15 @@ static void exit_now(int signum)
     _exit(1);
 }
 
-/* Closing the signal handles gives SIGINT and SIGTERM their default action
- * back, which would end attnd by the signal, with no exit code of its own,
- * and a signal caught but not yet run is dropped with its handle. From
- * here on every one is a second signal (a first one began the drain, or
- * the process is stopping), so each exits 1 at once, as in a drain. The
- * handler calls _exit only: it may interrupt the log's mutex or malloc, so
- * it cannot write a log line. The journal has every change by then, so
- * exiting in the final snapshot loses nothing. */
+/* Closing the signal handles gives SIGINT, SIGTERM and SIGHUP their
+ * default action back, which would end attnd by the signal, with no exit
+ * code of its own, and a signal caught but not yet run is dropped with its
+ * handle. From here on every SIGINT or SIGTERM is a second signal (a first
+ * one began the drain, or the process is stopping), so each exits 1 at
+ * once, as in a drain. The handler calls _exit only: it may interrupt the
+ * log's mutex or malloc, so it cannot write a log line. The journal has
+ * every change by then, so exiting in the final snapshot loses nothing.
+ * SIGHUP (a log rotation's) is ignored: there is nothing left to reload. */
 static void exit_on_signal(void)
 {
     struct sigaction sa;
@@ -642,6 +643,8 @@ static void exit_on_signal(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static void close_all(struct proc *p)
