@@ -78,36 +78,131 @@ static size_t string_end(const char *s, size_t n, size_t i)
     return n;
 }
 
-/* Byte classes for the depth scan: 1 quote, 2 opening, 3 closing bracket. */
-static const unsigned char depth_class[256] = {
-    ['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
+/* What reading a JSON text costs: its nesting and, for jansson's tree, the
+ * values it holds. Counted in one pass before jansson sees the text, so a
+ * hostile body (millions of {} in an unknown member: each 3 bytes of text,
+ * 232 bytes of tree) costs one scan, not gigabytes. */
+struct text_scan {
+    bool too_deep;
+    size_t objects, arrays, members, commas, strings, string_bytes;
+};
 
-/* Nesting depth of the JSON text (strings skipped) exceeds the limit?
- * Checked before jansson sees the text so hostile nesting costs one scan. */
-static bool too_deep(const char *s, size_t n)
+/* Byte classes of the scan: 1 quote, 2 '{', 3 '[', 4 closing bracket,
+ * 5 ':', 6 ','. */
+static const unsigned char scan_class[256] = {
+    ['"'] = 1, ['{'] = 2, ['['] = 3, [']'] = 4, ['}'] = 4, [':'] = 5, [','] = 6};
+
+/* Counts the text's containers, members, commas and strings (strings
+ * skipped whole); stops at nesting deeper than the limit (too_deep). */
+static void scan_text(const char *s, size_t n, struct text_scan *t)
 {
-    size_t i = 0, depth = 0;
+    size_t i = 0, depth = 0, end;
 
+    memset(t, 0, sizeof *t);
     while (i < n) {
-        switch (depth_class[(unsigned char)s[i]]) {
+        switch (scan_class[(unsigned char)s[i]]) {
         case 0:
-            i++;
             break;
         case 1:
-            i = string_end(s, n, i);
-            break;
+            end = string_end(s, n, i);
+            t->strings++;
+            t->string_bytes += end - i;
+            i = end;
+            continue;
         case 2:
-            if (++depth > API_MAX_JSON_DEPTH)
-                return true;
-            i++;
+        case 3:
+            if (++depth > API_MAX_JSON_DEPTH) {
+                t->too_deep = true;
+                return;
+            }
+            if (s[i] == '{')
+                t->objects++;
+            else
+                t->arrays++;
             break;
-        default:
+        case 4:
             if (depth > 0)
                 depth--;
-            i++;
+            break;
+        case 5:
+            t->members++;
+            break;
+        default:
+            t->commas++;
             break;
         }
+        i++;
     }
+}
+
+/* Upper bounds of what jansson 2.14 allocates for a text, in bytes with
+ * glibc's malloc overhead and the 8-byte slot a parent keeps for each
+ * value, measured and rounded up (test_api_json_cost checks that they bound
+ * it): an object 232 (its struct and first hash buckets), an array 136, a
+ * member about 90 beside its value and key, a number 40, a string 88 and
+ * up to 3 times its text (the lexer's buffer grows by doubling, then the
+ * value is copied). Every value but the first follows a comma. */
+#define COST_OBJECT 256
+#define COST_ARRAY 160
+#define COST_MEMBER 128
+#define COST_VALUE 48
+#define COST_STRING 96
+#define COST_STRING_BYTE 3
+
+static size_t scan_cost(const struct text_scan *t)
+{
+    return t->objects * COST_OBJECT + t->arrays * COST_ARRAY + t->members * COST_MEMBER +
+           (t->commas + 1) * COST_VALUE + t->strings * COST_STRING +
+           t->string_bytes * COST_STRING_BYTE;
+}
+
+size_t api_json_read_cost(const char *s, size_t n)
+{
+    struct text_scan t;
+
+    scan_text(s, n, &t);
+    return scan_cost(&t);
+}
+
+/* What a text of n bytes may cost to read: API_JSON_COST_PER_ELEMENT bytes
+ * per number --max-elements allows (a JSON array of that many numbers costs
+ * 40 each), and API_JSON_COST_PER_BYTE per byte of text (base64 strings
+ * read by jansson); never less than API_JSON_COST_FLOOR, so that a small
+ * body over a low --max-elements meets the readers' own limit, which says
+ * more. */
+static size_t read_cost_allowed(const struct api_call *c, size_t n)
+{
+    size_t elems = api_max_elements(c), a, b;
+
+    a = elems > SIZE_MAX / API_JSON_COST_PER_ELEMENT ? SIZE_MAX
+        : elems * API_JSON_COST_PER_ELEMENT;
+    b = n > SIZE_MAX / API_JSON_COST_PER_BYTE ? SIZE_MAX : n * API_JSON_COST_PER_BYTE;
+    a = a > SIZE_MAX - b ? SIZE_MAX : a + b;
+    return a < API_JSON_COST_FLOOR ? API_JSON_COST_FLOOR : a;
+}
+
+/* Whether the text's nesting and tree fit the limits; else the error. */
+static bool text_fits(struct api_call *c, const char *s, size_t n)
+{
+    struct text_scan t;
+    size_t cost, allowed;
+
+    scan_text(s, n, &t);
+    if (t.too_deep) {
+        api_fail(c, API_ERR_JSON_TOO_DEEP, "", "JSON nesting deeper than %d",
+                 API_MAX_JSON_DEPTH);
+        return false;
+    }
+    cost = scan_cost(&t);
+    allowed = read_cost_allowed(c, n);
+    if (cost <= allowed)
+        return true;
+    api_fail(c, API_ERR_LIMIT_EXCEEDED, "", "the JSON would take about %zu MiB to read "
+             "(%zu objects, %zu arrays, %zu values in all), more than the %zu MiB allowed "
+             "(%d bytes per --max-elements number, %d per byte of body, at least %zu "
+             "MiB): send large tensors base64-encoded", cost >> 20, t.objects, t.arrays,
+             t.commas + 1, allowed >> 20, API_JSON_COST_PER_ELEMENT, API_JSON_COST_PER_BYTE,
+             API_JSON_COST_FLOOR >> 20);
     return false;
 }
 
@@ -132,11 +227,8 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
 
     if (has_raw_nul(c, s, n))
         return NULL;
-    if (too_deep(s, n)) {
-        api_fail(c, API_ERR_JSON_TOO_DEEP, "", "JSON nesting deeper than %d",
-                 API_MAX_JSON_DEPTH);
+    if (!text_fits(c, s, n))
         return NULL;
-    }
     root = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err);
     if (!root && json_error_code(&err) == json_error_numeric_overflow) {
         /* An integer literal beyond long long is still a JSON number:
@@ -283,6 +375,12 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
         }                       /* else api_pre_rewrite has restored it */
         api_pre_free(pre);
         return parse_body(c, false);
+    }
+    if (!text_fits(c, text, len)) {     /* what is left for jansson */
+        free(text);
+        api_early_restore(r->early, true);
+        api_pre_free(pre);
+        return NULL;
     }
     /* A raw NUL in the arrays the rewrite took out fails their readers; one
      * in the rest is caught here, and parse_text reports it. */

@@ -28,6 +28,12 @@
 
 /* Nesting depth at which a JSON body is refused with json_too_deep. */
 #define API_MAX_JSON_DEPTH 32
+/* What jansson's tree of a body may cost (api/body.c): bytes per number
+ * --max-elements allows, and per byte of the text. Past it: 422
+ * limit_exceeded before jansson reads anything. */
+#define API_JSON_COST_PER_ELEMENT 64
+#define API_JSON_COST_PER_BYTE 4
+#define API_JSON_COST_FLOOR ((size_t)16 << 20)  /* what any text may cost */
 
 struct api_call {
     struct api_ctx *ctx;                /* shared state (config, store, metrics) */
@@ -115,12 +121,19 @@ void api_reply_text(struct api_call *c, int status, const char *content_type,
  *   400 invalid_json            empty body, syntax error, not an object
  *   400 duplicate_key           a key repeats within one object
  *   400 json_too_deep           nesting beyond API_MAX_JSON_DEPTH
+ *   422 limit_exceeded          its tree would cost more than
+ *                               API_JSON_COST_PER_ELEMENT x --max-elements
+ *                               + API_JSON_COST_PER_BYTE x its length, and
+ *                               more than API_JSON_COST_FLOOR
  * Returns a new reference, or NULL after answering with the error.
  */
 json_t *api_parse_body(struct api_call *c);
 
 /* Same, but an empty body (no Content-Type needed) yields an empty object. */
 json_t *api_parse_body_optional(struct api_call *c);
+/* An upper bound of the bytes jansson allocates to read the JSON text s[0..n)
+ * (api/body.c's measured costs per object, array, member, value, string). */
+size_t api_json_read_cost(const char *s, size_t n);
 
 struct api_pre;     /* api/numread.h */
 

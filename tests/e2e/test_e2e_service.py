@@ -572,6 +572,33 @@ def test_a_signal_during_the_final_snapshot(tmp_path, sig):
             assert a.get(f"/v1/sessions/{sid}").json()["length"] == rows
             assert a.post(f"/v1/sessions/{sid}/attention", q).json()["output"] == out
 
+
+def _peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def test_costly_json_bodies_are_refused_unread():
+    """Bodies under --max-body-bytes whose JSON holds tens of millions of
+    tiny values ({}, [], 0: 2-3 bytes of text, 40-230 bytes of tree each)
+    are refused with limit_exceeded before jansson reads them. Before, each
+    was read whole first: attnd's peak went from 9 MB to 4-10 GB."""
+    cases = [("/v1/attention", b'{"q":[[1]],"k":[[1]],"v":[[1]],"x":[', b"{},", 19_000_000),
+             ("/v1/sessions", b'{"d_k":1,"d_v":1,"x":[', b"[],", 19_000_000),
+             ("/v2/models/attention/infer", b'{"inputs":[],"x":[', b"0,", 29_000_000)]
+    with Attnd() as a:
+        for path, head, item, count in cases:
+            body = head + item * count + b"1]}"
+            assert len(body) < 64 << 20
+            t0 = time.time()
+            r = a.post(path, body, headers={"Content-Type": "application/json"}, timeout=60)
+            assert r.status == (400 if path.startswith("/v2") else 422), (path, r)
+            assert b"limit_exceeded" in r.body and b"MiB to read" in r.body, (path, r)
+            assert time.time() - t0 < 10
+        peak = _peak_rss_kib(a.proc.pid)
+        assert peak < 1 << 20, f"attnd's peak resident memory reached {peak} KiB"
+        assert a.get("/healthz").status == 200
+
 def _on_pool(a):
     text = a.get("/metrics").body.decode()      # /metrics is answered off the pool
     return int(re.search(r"^attnd_requests_on_pool (\d+)$", text, re.M).group(1))
