@@ -871,6 +871,31 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
+/* The restored sessions are kept whatever the limits: say so when they are
+ * over them, since the cache then refuses (or, lru, evicts for) growth. */
+static void warn_over_limits(struct sess_store *st, const struct sess_journal_config *cfg)
+{
+    struct sess_stats ss;
+    sess_store_stats(st, &ss);
+    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
+    bool over_s = max_s && ss.sessions > max_s, over_b = max_b && ss.bytes > max_b;
+    if (!over_s && !over_b)
+        return;
+    char what[160];
+    if (over_s && over_b)
+        snprintf(what, sizeof what, "%zu sessions of at most %zu, %zu cache bytes of at "
+                 "most %zu", ss.sessions, max_s, ss.bytes, max_b);
+    else if (over_s)
+        snprintf(what, sizeof what, "%zu sessions of at most %zu", ss.sessions, max_s);
+    else
+        snprintf(what, sizeof what, "%zu cache bytes of at most %zu", ss.bytes, max_b);
+    sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: the restored sessions are "
+              "over the cache's limits (%s): every one is kept; %s", what,
+              st->cfg.policy == SESS_POLICY_LRU
+                  ? "the least recently used are evicted as new sessions and rows need room"
+                  : "new sessions and rows are refused until enough are deleted");
+}
+
 enum core_status sess_store_open_journal(struct sess_store *st,
                                          const struct sess_journal_config *cfg)
 {
@@ -899,10 +924,13 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     d->rewrite_min = cfg->rewrite_min_bytes;
     d->log = cfg->log;
     d->log_arg = cfg->log_arg;
+    sess_store_restoring(st, true);
     replay_dir(st, d);
     /* state files of a drain by an older attnd: taken in, then folded into
      * the snapshot below (and removed once it is on disk) */
     sess_store_load(st, cfg->dir, cfg->log, cfg->log_arg);
+    sess_store_restoring(st, false);
+    warn_over_limits(st, cfg);
     st->dur = d;
     if (sess_store_journal_maintain(st, true) == CORE_OK)
         sess_remove_state_files(cfg->dir);

@@ -249,6 +249,7 @@ static bool evict_one(struct sess_store *st, const struct sess *keep, bool own,
  * Make room for `add_sessions` more sessions and the global byte count
  * growing by `add_bytes`, evicting idle sessions (lru policy) if needed.
  * Nothing is evicted unless may_evict and eviction can make it fit.
+ * Everything fits while the store is restoring.
  */
 static enum core_status admit(struct sess_store *st, size_t add_sessions,
                               size_t add_bytes, const struct sess *keep,
@@ -256,6 +257,8 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
 {
     size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
     size_t used = used_bytes(st);
+    if (st->restoring)
+        return CORE_OK;
     bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
     bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
     if (fits_s && fits_b)
@@ -280,6 +283,13 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
 }
 
 /* ---- store ------------------------------------------------------------- */
+
+void sess_store_restoring(struct sess_store *st, bool on)
+{
+    pthread_mutex_lock(&st->mu);
+    st->restoring = on;
+    pthread_mutex_unlock(&st->mu);
+}
 
 struct sess_store *sess_store_new(const struct sess_config *cfg)
 {

@@ -47,7 +47,14 @@ struct sess_store {
     sess_clock_fn clock;
     void *clock_arg;
     struct sess_durable *dur;       /* the journal, or NULL (set before use) */
+    bool restoring;                 /* the journal's replay: no limits apply */
 };
+
+/* While on, sessions and rows are admitted whatever the limits say: what
+ * the state directory holds was accepted once, and restoring it under lower
+ * limits (or with a fork's shared pages now its own, as a snapshot holds
+ * them) must not drop any of it. Set by core/durable.c around a replay. */
+void sess_store_restoring(struct sess_store *st, bool on);
 
 /* Current time of the store's clock (seconds). */
 double sess_now(struct sess_store *st);

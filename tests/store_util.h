@@ -20,4 +20,16 @@ static inline size_t store_length_of(struct sess_store *st, const char *id)
     return n;
 }
 
+/* A fork of session id, its id into out[SESS_ID_MAX]. */
+static inline enum core_status store_fork_of(struct sess_store *st, const char *id, char *out)
+{
+    struct sess *s;
+    enum core_status rc = sess_acquire(st, id, &s);
+    if (rc == CORE_OK) {
+        rc = sess_fork(st, s, out);
+        sess_release(st, s);
+    }
+    return rc;
+}
+
 #endif

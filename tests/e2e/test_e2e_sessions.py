@@ -299,3 +299,33 @@ def test_forks_share_pages_and_survive_their_parent():
         for f in forks:
             assert d.request("DELETE", f"/v1/sessions/{f}").status == 204
         assert _metric(d, "attnd_kv_cache_bytes") == 0
+
+
+def test_forks_and_lowered_limits_lose_nothing_across_restarts(tmp_path):
+    """A parent and three forks fit --max-cache-bytes 1m because forks
+    share the parent's pages. The journal brings them back as forks; a
+    snapshot holds each whole, so from the next start on they no longer
+    fit: every one is still restored, with a warning (before, two of the
+    four were dropped without one, and the next snapshot made it final).
+    A restart with --max-sessions lowered keeps every session too."""
+    rng = random.Random(5)
+    sd = str(tmp_path / "state")
+    flags = ("--state-dir", sd, "--max-cache-bytes", "1m", "--fsync", "always")
+    rows = _mat(rng, 512, 64)                   # 512 rows x 128 float64: 512 KiB
+    with Attnd(*flags) as d:
+        sid = _create(d, {"d_k": 64, "d_v": 64})
+        assert d.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": rows}).status == 200
+        ids = [sid] + [d.post(f"/v1/sessions/{sid}/fork", {}).json()["id"] for _ in range(3)]
+        assert d.metric("attnd_kv_cache_bytes") == 524288
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+    for restart in range(3):
+        extra = ("--max-sessions", "2") if restart == 2 else ()
+        with Attnd(*flags, *extra) as d:
+            for i in ids:
+                r = d.get(f"/v1/sessions/{i}")
+                assert r.status == 200 and r.json()["length"] == 512, (restart, i, r)
+            if restart > 0:
+                assert "every one is kept" in d.logs()
+            d.signal(signal.SIGTERM)
+            assert d.wait(timeout=20) == 0

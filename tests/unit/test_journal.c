@@ -652,17 +652,6 @@ static uint64_t journal_bytes(struct sess_store *st)
     return ss.journal_bytes;
 }
 
-static enum core_status fork_of(struct sess_store *st, const char *id, char *out)
-{
-    struct sess *s;
-    enum core_status rc = sess_acquire(st, id, &s);
-    if (rc == CORE_OK) {
-        rc = sess_fork(st, s, out);
-        sess_release(st, s);
-    }
-    return rc;
-}
-
 TEST(a_fork_record_holds_no_rows)
 {
     clear_dir();
@@ -673,7 +662,7 @@ TEST(a_fork_record_holds_no_rows)
     for (unsigned i = 0; i < 20; i++)
         CHECK(append_to(st, a, 100, 500 + i) == CORE_OK);
     uint64_t before = journal_bytes(st);
-    CHECK(fork_of(st, a, f) == CORE_OK);
+    CHECK(store_fork_of(st, a, f) == CORE_OK);
     /* the record: a frame, the head, two ids and a length; not 2000 rows */
     uint64_t grew = journal_bytes(st) - before;
     CHECK(grew < 128);
@@ -687,9 +676,9 @@ TEST(a_fork_record_holds_no_rows)
     sess_release(st, s);
     CHECK(append_to(st, a, 3, 601) == CORE_OK);
     CHECK(append_to(st, f, 2, 602) == CORE_OK);
-    CHECK(fork_of(st, f, g) == CORE_OK);            /* a fork of a fork */
+    CHECK(store_fork_of(st, f, g) == CORE_OK);            /* a fork of a fork */
     CHECK(append_to(st, f, 1, 603) == CORE_OK);
-    CHECK(fork_of(st, a, h) == CORE_OK);
+    CHECK(store_fork_of(st, a, h) == CORE_OK);
     CHECK(sess_delete(st, a) == CORE_OK);           /* the parent goes first */
     struct sess_store *again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(again != NULL);
@@ -704,7 +693,7 @@ TEST(a_fork_record_holds_no_rows)
     /* after a snapshot: forks of sessions that came from it */
     CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
     char k[SESS_ID_MAX];
-    CHECK(fork_of(st, g, k) == CORE_OK);
+    CHECK(store_fork_of(st, g, k) == CORE_OK);
     CHECK(append_to(st, g, 4, 604) == CORE_OK);
     again = open_copy(JNL_FSYNC_NO, 1 << 30);
     CHECK(same_held(st, again, k));
@@ -735,7 +724,7 @@ static void *forker(void *p)
 {
     struct forker_arg *a = p;
     for (int i = 1; i < 40; i++) {
-        if (fork_of(a->st, a->ids[i - 1], a->ids[i]) != CORE_OK ||
+        if (store_fork_of(a->st, a->ids[i - 1], a->ids[i]) != CORE_OK ||
             append_to(a->st, a->ids[i - 1], 3, 700u + (unsigned)i) != CORE_OK ||
             append_to(a->st, a->ids[i], 70, 800u + (unsigned)i) != CORE_OK)
             break;
