@@ -318,6 +318,7 @@ static bool take_id(struct cur *c, char *id)
 /* What a replay has seen. */
 struct replay {
     uint64_t applied, skipped, failed, max_lsn;
+    struct kv_dedup *dedup;         /* while the snapshot is read: its pages */
 };
 
 /* A copy of n bytes at p with the alignment of any element type. */
@@ -345,11 +346,16 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
     }
     s->jlsn = lsn;
     s->jtouch = wall - idle;            /* wall clock until the replay ends */
+    struct kv_cache *kv = s->kv;
     if (sess_link(st, s, 0, NULL) != CORE_OK) {
         sess_destroy(s);
         rp->failed++;
         return;
     }
+    /* a fork's rows, whole in the snapshot, share its parent's pages again;
+     * s cannot go meanwhile: nothing is evicted or deleted in a replay,
+     * which runs before any request */
+    kv_dedup_add(rp->dedup, kv);
     rp->applied++;
 }
 
@@ -636,7 +642,10 @@ static void replay_dir(struct sess_store *st, struct sess_durable *d)
         name_of(path, sizeof path, d->dir, snap ? "snapshot." : "journal.",
                 gen, "");
         if (ok) {
+            rp.dedup = snap ? kv_dedup_new() : NULL;   /* out of memory: copies */
             ok = replay_file(st, d, &rp, path, snap, &dropped);
+            kv_dedup_free(rp.dedup);
+            rp.dedup = NULL;
             keep = !ok && (snap || dropped > 1 || i < g.n_journal);
         }
         if (!ok && keep) {

@@ -153,7 +153,7 @@ static struct kv_page *page_new(struct kv_cache *c, size_t cap, const struct kv_
 }
 
 /* Drop one reference; the last one frees the page. */
-static void page_unref(struct kv_cache *c, struct kv_page *pg)
+void kv_page_unref(struct kv_cache *c, struct kv_page *pg)
 {
     if (atomic_fetch_sub_explicit(&pg->refs, 1, memory_order_acq_rel) == 1) {
         acct_sub(c->acct, page_bytes(c, pg->cap));
@@ -187,7 +187,7 @@ void kv_free(struct kv_cache *c)
     if (!c)
         return;
     for (size_t p = 0; p < c->np; p++)
-        page_unref(c, c->pg[p]);
+        kv_page_unref(c, c->pg[p]);
     free(c->pg);
     free(c);
 }
@@ -342,7 +342,7 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
         if (!(fresh[p - first] = page_new(c, cap, page_before(c, p, first, fresh)))) {
             for (size_t u = 0; u < n; u++)
                 if (fresh[u])
-                    page_unref(c, fresh[u]);
+                    kv_page_unref(c, fresh[u]);
             free(fresh);
             return CORE_ENOMEM;
         }
@@ -354,7 +354,7 @@ enum core_status kv_reserve(struct kv_cache *c, size_t length, bool exact)
         if (p < c->np + c->gap) {
             size_t rows = c->len > p * P ? c->len - p * P : 0;
             page_copy(c, f, c->pg[slot(c, p)], rows < P ? rows : P);
-            page_unref(c, c->pg[slot(c, p)]);
+            kv_page_unref(c, c->pg[slot(c, p)]);
         }
         c->pg[slot(c, p)] = f;
     }
@@ -379,14 +379,14 @@ void kv_truncate(struct kv_cache *c, size_t length)
         return;
     if (c->gap && length <= c->sp * P) {     /* back into the kept pages */
         while (c->np > c->sp)
-            page_unref(c, c->pg[--c->np]);
+            kv_page_unref(c, c->pg[--c->np]);
         c->len = c->sp * P;
         c->sp = c->gap = 0;
     }
     c->len = length;
     size_t pages = (length + P - 1) / P;
     while (c->np + c->gap > pages)
-        page_unref(c, c->pg[--c->np]);
+        kv_page_unref(c, c->pg[--c->np]);
     if (pages == 0 || (c->gap && pages <= c->sp + c->gap))
         return;
     /* a private last page keeps its policy's room; a failed shrink keeps it */
@@ -399,7 +399,7 @@ void kv_truncate(struct kv_cache *c, size_t length)
     if (!s)
         return;
     page_copy(c, s, last, rows);
-    page_unref(c, last);
+    kv_page_unref(c, last);
     c->pg[c->np - 1] = s;
 }
 
@@ -422,7 +422,7 @@ size_t kv_held(const struct kv_cache *c)
 static void drop_slots(struct kv_cache *c, size_t a, size_t b)
 {
     for (size_t i = a; i < b; i++)
-        page_unref(c, c->pg[i]);
+        kv_page_unref(c, c->pg[i]);
     memmove(c->pg + a, c->pg + b, (c->np - b) * sizeof *c->pg);
     c->np -= b - a;
 }
@@ -493,14 +493,14 @@ void kv_mark(struct kv_cache *c, struct kv_mark *m)
 void kv_unmark(struct kv_cache *c, struct kv_mark *m)
 {
     if (m->page)
-        page_unref(c, m->page);
+        kv_page_unref(c, m->page);
     m->page = NULL;
 }
 
 void kv_rollback(struct kv_cache *c, struct kv_mark *m)
 {
     if (m->page && m->idx < c->np && c->pg[m->idx] != m->page) {
-        page_unref(c, c->pg[m->idx]);       /* the copy goes, the original comes back */
+        kv_page_unref(c, c->pg[m->idx]);       /* the copy goes, the original comes back */
         c->pg[m->idx] = m->page;
         m->page = NULL;
     }

@@ -262,6 +262,21 @@ void kv_unmark(struct kv_cache *c, struct kv_mark *m);
  * is); NULL on ENOMEM. */
 struct kv_cache *kv_fork(const struct kv_cache *c);
 
+/*
+ * Pages of the same bytes shared again (core/kv_dedup.c), for a restore
+ * from a snapshot, which holds every fork's rows whole: kv_dedup_add
+ * replaces each whole page of c (a cache that never rolled) whose bytes
+ * equal a page added before at the same page number, in a cache of the
+ * same dtype, storage and shape, by that page, shared as kv_fork shares
+ * it (c's count drops by the page's bytes), and remembers the others.
+ * Every cache added must outlive d unchanged. Returns the pages shared;
+ * d NULL: nothing (0). kv_dedup_new: NULL when out of memory.
+ */
+struct kv_dedup;
+struct kv_dedup *kv_dedup_new(void);
+size_t kv_dedup_add(struct kv_dedup *d, struct kv_cache *c);
+void kv_dedup_free(struct kv_dedup *d);
+
 /* Contiguous stored rows of head g from row `row` (< kv_length): the
  * pointers to that row's K [..][d_k], V [..][d_v] in the storage form
  * (uint16_t for float16/bfloat16, int8_t for int8) and for int8 its

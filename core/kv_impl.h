@@ -26,6 +26,10 @@ struct kv_page {
                                        rows follow this header (malloc'd) */
 };
 
+/* Drop one reference to pg, held by c; the last one frees the page (and
+ * takes its bytes off c's count). */
+void kv_page_unref(struct kv_cache *c, struct kv_page *pg);
+
 /* A malloc'd page's rows start this far in: on a cache line, so a 512-byte
  * row spans 8 lines, not 9. */
 #define PAGE_HEAD ((sizeof(struct kv_page) + 63) & ~(size_t)63)

@@ -303,11 +303,12 @@ def test_forks_share_pages_and_survive_their_parent():
 
 def test_forks_and_lowered_limits_lose_nothing_across_restarts(tmp_path):
     """A parent and three forks fit --max-cache-bytes 1m because forks
-    share the parent's pages. The journal brings them back as forks; a
-    snapshot holds each whole, so from the next start on they no longer
-    fit: every one is still restored, with a warning (before, two of the
-    four were dropped without one, and the next snapshot made it final).
-    A restart with --max-sessions lowered keeps every session too."""
+    share the parent's pages. After kill -9 the journal brings them back as
+    forks; the start then writes a snapshot, which holds each session
+    whole, and the next starts read that: the forks share their pages
+    again (before, two of the four were dropped without a word, and the
+    next snapshot made it final). A restart with --max-sessions lowered
+    keeps every session too, and says so."""
     rng = random.Random(5)
     sd = str(tmp_path / "state")
     flags = ("--state-dir", sd, "--max-cache-bytes", "1m", "--fsync", "always")
@@ -325,7 +326,7 @@ def test_forks_and_lowered_limits_lose_nothing_across_restarts(tmp_path):
             for i in ids:
                 r = d.get(f"/v1/sessions/{i}")
                 assert r.status == 200 and r.json()["length"] == 512, (restart, i, r)
-            if restart > 0:
-                assert "every one is kept" in d.logs()
+            assert d.metric("attnd_kv_cache_bytes") == 524288, restart
+            assert ("every one is kept" in d.logs()) == (restart == 2), restart
             d.signal(signal.SIGTERM)
             assert d.wait(timeout=20) == 0
