@@ -440,12 +440,15 @@ static void identify(struct req *r)
 }
 
 /* Per-client limits on everything but probes and /metrics (a scraper's
- * address is not a client to throttle) and static files; answers 429
- * rate_limited (and returns true) when over. */
+ * address is not a client to throttle), static files and OPTIONS (a
+ * browser's CORS preflight carries no key, and a 429 in its place reads as
+ * a CORS failure in the page); answers 429 rate_limited (and returns true)
+ * when over. */
 static bool over_limit(struct req *r, enum MHD_Result *ret)
 {
     struct srv_limits *l = r->h->guard.limits;
-    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url))
+    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) ||
+        strcmp(r->method, "OPTIONS") == 0)
         return false;
     unsigned retry = 1;
     enum srv_admit v = srv_limits_enter(l, r->client, uv_hrtime(), &retry);

@@ -146,6 +146,25 @@ def test_rate_limit_per_address_without_keys():
         assert metric(a, "attnd_rate_limited_total", "-", {}) == 1
 
 
+def test_cors_preflights_are_not_rate_limited():
+    """A browser sends a preflight (OPTIONS, no key) before each keyed
+    POST: preflights neither use up the page's address's tokens nor get a
+    429 without the CORS headers the browser needs."""
+    origin = "https://demo.example"
+    pre = {"Origin": origin, "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type"}
+    with Attnd("--api-key", ALICE, "--cors-origins", origin, "--rate-limit", "0.2",
+               "--rate-burst", "2") as a:
+        for _ in range(6):
+            r = a.request("OPTIONS", "/v1/attention", headers=pre)
+            assert r.status == 204, r
+            assert r.headers["access-control-allow-origin"] == origin
+            assert "POST" in r.headers["access-control-allow-methods"]
+        codes = [a.post("/v1/attention", VALID, headers={**auth(ALICE), "Origin": origin}).status
+                 for _ in range(3)]
+        assert codes == [200, 200, 429]
+
+
 def hold_alices_slot(a, timeout=10):
     """Opens a half-sent upload of alice's and returns it with the first 429
     another request of alice's gets while it is in flight. A probe request
