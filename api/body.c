@@ -250,8 +250,11 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
                      err.text, err.line, err.column);
             break;
         default:
+            /* jansson's text names its own flag: say what the client sent */
             api_fail(c, API_ERR_INVALID_JSON, "", "%s (line %d, column %d)",
-                     err.text, err.line, err.column);
+                     strstr(err.text, "JSON_ALLOW_NUL") ? "\\u0000 is not allowed in a string"
+                                                        : err.text,
+                     err.line, err.column);
             break;
         }
         return NULL;

@@ -526,10 +526,15 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "tensor too large");
         return false;
     }
-    if (!api_base64_decoded_len(json_string_value(jd), json_string_length(jd), &have) ||
-        have != sbytes) {
-        api_fail(c, API_ERR_INVALID_FIELD, pd,
-                 "data must be base64 of %zu bytes (shape and dtype)", sbytes);
+    if (!api_base64_decoded_len(json_string_value(jd), json_string_length(jd), &have)) {
+        api_fail(c, API_ERR_INVALID_FIELD, pd, "data must be padded base64, a multiple of 4 "
+                 "characters with no spaces or line breaks (it has %zu characters; %zu "
+                 "bytes take %zu)", json_string_length(jd), sbytes, (sbytes + 2) / 3 * 4);
+        return false;
+    }
+    if (have != sbytes) {
+        api_fail(c, API_ERR_INVALID_FIELD, pd, "data must be base64 of %zu bytes (shape "
+                 "and dtype), not %zu", sbytes, have);
         return false;
     }
     same = sbytes == dbytes;    /* same element type: decode in place */

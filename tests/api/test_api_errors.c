@@ -384,6 +384,21 @@ TEST(invalid_utf8_in_echoed_text)
     }
 }
 
+/* jansson refuses \u0000 naming its own flag; the answer says what was sent. */
+TEST(nul_escape_is_named_as_sent)
+{
+    struct api_response r;
+
+    t_call(&ctx, "POST", "/v1/attention", "{\"q\":[[1]],\"k\":[[1]],\"v\":[[1]],"
+           "\"tokens\":{\"q\":[\"a\\u0000\"],\"k\":[\"b\"]}}", &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(t_err_code(&r), "invalid_json");
+    const char *want = "\\\\u0000 is not allowed in a string";     /* as JSON text */
+    CHECK(r.body && memmem(r.body, r.body_len, want, strlen(want)));
+    CHECK(r.body && !memmem(r.body, r.body_len, "JSON_ALLOW_NUL", 14));
+    api_response_free(&r);
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -397,5 +412,6 @@ int main(void)
     RUN(read_size);
     RUN(big_integer_literal_is_a_number);
     RUN(invalid_utf8_in_echoed_text);
+    RUN(nul_escape_is_named_as_sent);
     TEST_MAIN_END();
 }

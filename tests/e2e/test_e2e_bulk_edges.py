@@ -56,7 +56,18 @@ GOOD = _t(RAW32, "float32")
 SMALL = _t(RAW32[:16 * D], "float32", (4, D))
 TEXT = base64.b64encode(RAW32).decode()
 NOT_B64 = ("invalid_field", "data is not valid base64")
-NEEDS = ("invalid_field", "data must be base64 of 524288 bytes (shape and dtype)")
+
+
+def needs(text, want=524288):
+    """The refusal of base64 text of the wrong length for `want` bytes."""
+    n = len(text.encode())
+    if n % 4:
+        return ("invalid_field", "data must be padded base64, a multiple of 4 characters with "
+                f"no spaces or line breaks (it has {n} characters; {want} bytes take "
+                f"{(want + 2) // 3 * 4})")
+    pad = 2 if text.endswith("==") else 1 if text.endswith("=") else 0
+    return ("invalid_field", f"data must be base64 of {want} bytes (shape and dtype), "
+            f"not {n // 4 * 3 - pad}")
 
 
 def _body(**kw):
@@ -110,9 +121,9 @@ def _cases():
             out.append((f"k-char-{ord(ch)}-{pos}", "/v1/attention",
                         _body(k=_t(None, "float32", text=TEXT[:c] + ch + TEXT[c + 1:])), None,
                         422, *NOT_B64, "/k/data"))
-        out.append((f"k-nonascii-{pos}", "/v1/attention",
-                    _body(k=_t(None, "float32", text=TEXT[:c] + "\u00e9" + TEXT[c + 1:])), None,
-                    422, *NEEDS, "/k/data"))
+        text = TEXT[:c] + "\u00e9" + TEXT[c + 1:]
+        out.append((f"k-nonascii-{pos}", "/v1/attention", _body(k=_t(None, "float32", text=text)),
+                    None, 422, *needs(text), "/k/data"))
     for c in (8188, 8190, 131070):
         out.append((f"v-padding-inside-{c}", "/v1/attention",
                     _body(v=_t(None, "float32", text=TEXT[:c] + "==" + TEXT[c + 2:])), None,
@@ -120,7 +131,7 @@ def _cases():
     for name, text in (("short", TEXT[:-4]), ("long", TEXT + "AAAA"), ("mod4", TEXT[:-1]),
                        ("empty", "")):
         out.append((f"k-length-{name}", "/v1/attention", _body(k=_t(None, "float32", text=text)),
-                    None, 422, *NEEDS, "/k/data"))
+                    None, 422, *needs(text), "/k/data"))
     one = base64.b64encode(struct.pack("<f", 1.0)).decode()           # "AACAPw=="
     for name, text in (("noncanonical", one[:5] + "x=="), ("three_pad", one[:5] + "==="),
                        ("eq_inside", one[:2] + "=" + one[3:])):
