@@ -383,13 +383,21 @@ static void sessions_create(struct api_call *c)
 
 static const char *const append_fields[] = {"k", "v", "expected_length", NULL};
 
-/* The wire error for a failed append (expected_length has a path). */
-static void fail_append(struct api_call *c, enum core_status rc)
+/* The wire error for a failed append of m rows to s (expected_length has
+ * a path; a full session says by how much). */
+static void fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m)
 {
-    if (rc == CORE_ELENGTH)
+    if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
-    else
+    } else if (rc == CORE_EFULL) {
+        struct sess_held h;
+        sess_held_rows(s, &h);
+        size_t held = h.from ? h.front + (h.length - h.from) : h.length;
+        api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
+                 "pass its max_tokens of %zu", held, m, sess_spec(s)->max_tokens);
+    } else {
         api_fail_core(c, rc, NULL);
+    }
 }
 
 static void kv_append_req(struct api_call *c, const char *id)
@@ -420,7 +428,7 @@ static void kv_append_req(struct api_call *c, const char *id)
             reply_session(c, s, 200);
             s = NULL;
         } else {
-            fail_append(c, rc);
+            fail_append(c, rc, s, m);
         }
     }
     if (s)
@@ -663,12 +671,13 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
     enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
                                         api_extras_compute(x) ? &xc : NULL,
                                         x ? &x->xo : NULL, &res, c->req->ws);
-    sess_release(st, s);
     if (rc != CORE_OK) {
         api_result_free(&res);
-        fail_append(c, rc);
+        fail_append(c, rc, s, a->m);
+        sess_release(st, s);
         return;
     }
+    sess_release(st, s);
     api_reply_attention(c, &(struct api_attention_view){
         .req = &a->r, .q_rank = a->q_rank, .x = x,
         .encoding = a->encoding, .digits = a->digits}, &res, cap);

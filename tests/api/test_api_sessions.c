@@ -205,6 +205,8 @@ TEST(append_get_kv_and_conflicts)
     api_response_free(&r);
     req("POST", P(sid, "/kv"), "{\"k\":[[1,0],[1,0],[1,0]],\"v\":[[1,0,0],[1,0,0],[1,0,0]]}", &r);
     CHECK_ERR(&r, 409, "session_full", "(null)");
+    const char *full = "the session holds 2 rows; 3 more would pass its max_tokens of 4";
+    CHECK(r.body && memmem(r.body, r.body_len, full, strlen(full)) != NULL);
     api_response_free(&r);
     req("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0,0]],\"x\":1}", &r);
     CHECK_ERR(&r, 422, "invalid_field", "/x");
