@@ -465,6 +465,20 @@ static bool over_limit(struct req *r, enum MHD_Result *ret)
     return true;
 }
 
+/* URIs and query arguments unescaped as libmicrohttpd does, but one that
+ * holds %00 is kept as it came: the access handler gets the URI as a C
+ * string, which a decoded NUL would cut short ("/v1/attention%00x" was
+ * served as /v1/attention). Left encoded, it names no route: 404. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    for (const char *p = s; (p = strchr(p, '%')) != NULL; p++)
+        if (p[1] == '0' && p[2] == '0')
+            return strlen(s);
+    return MHD_http_unescape(s);
+}
+
 /* ---- the access handler ------------------------------------------------ */
 
 /* A zeroed request without clearing its header and response slots (11 KiB
@@ -799,6 +813,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,                            \
         MHD_OPTION_NOTIFY_COMPLETED, completed, h,                                    \
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,                               \
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,                                 \
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,                 \
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,                  \
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,    \

@@ -167,10 +167,15 @@ def test_demo_page_and_openapi(attnd):
 
 
 def test_unknown_route_is_json_404(attnd):
-    for path in ("/nope", "/../etc/passwd", "/%2e%2e/etc/passwd", "/server/web/index.html"):
+    for path in ("/nope", "/../etc/passwd", "/%2e%2e/etc/passwd", "/server/web/index.html",
+                 "/healthz%00x", "/v1/info%00"):
         r = attnd.get(path)
         assert r.status == 404, (path, r)
         assert r.json()["error"]["code"] == "not_found"
+    # an escaped NUL no longer cuts the path short: this was served as /v1/attention
+    r = attnd.post("/v1/attention%00foo", {"q": [[1]], "k": [[1]], "v": [[1]]})
+    assert r.status == 404 and r.json()["error"]["code"] == "not_found", r
+    assert attnd.get("/v1/info?x=%00").status == 200      # a query argument may hold one
 
 
 def test_wrong_method_is_json_405_with_allow(attnd):
