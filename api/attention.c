@@ -173,7 +173,7 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
     }
     if (st != CORE_OK) {
         api_result_free(&res);
-        api_fail_core(c, st, NULL);
+        api_fail_compute(c, st, a->r.params.dtype);
         return;
     }
     api_reply_attention(c, &(struct api_attention_view){

@@ -84,6 +84,9 @@ void api_fail(struct api_call *c, enum api_err code, const char *path,
 /* Error reply for a core status, via the single core -> wire mapping; the
  * message is core_status_text(st). */
 void api_fail_core(struct api_call *c, enum core_status st, const char *path);
+/* A failed attention pass: as api_fail_core, but a non-finite result (the
+ * inputs being finite, an overflow in the pass) says so and what to do. */
+void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype dt);
 
 /* 405 method_not_allowed with "Allow: <allow>" (e.g. "GET, POST"). */
 void api_fail_method(struct api_call *c, const char *allow);

@@ -97,6 +97,19 @@ void api_fail_core(struct api_call *c, enum core_status st, const char *path)
     api_fail(c, api_core_error(st), path, "%s", core_status_text(st));
 }
 
+void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype dt)
+{
+    if (st != CORE_ENONFINITE) {
+        api_fail_core(c, st, NULL);
+        return;
+    }
+    /* the inputs were checked finite: the pass itself overflowed */
+    api_fail(c, API_ERR_NON_FINITE, NULL, "a score or an output is not finite in %s: q·k "
+             "with its scale and biases overflowed; scale the inputs down%s",
+             dt == ATTN_F64 ? "float64" : "float32",
+             dt == ATTN_F64 ? "" : " or compute in float64");
+}
+
 void api_fail_method(struct api_call *c, const char *allow)
 {
     api_fail(c, API_ERR_METHOD_NOT_ALLOWED, NULL, "method %s not allowed; allowed: %s",

@@ -766,7 +766,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         st = attn_forward_half(r, in, &e, &res, c->req->ws);   /* 2-byte ones widened by it */
     }
     if (st != CORE_OK)
-        api_fail_core(c, st, NULL);
+        api_fail_compute(c, st, r->params.dtype);
     else
         respond(c, x, r, &res, cap);
     api_result_free(&res);

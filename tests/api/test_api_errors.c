@@ -399,6 +399,24 @@ TEST(nul_escape_is_named_as_sent)
     api_response_free(&r);
 }
 
+/* Finite inputs whose scores overflow: the message says so, and how out. */
+TEST(overflow_in_the_pass_is_named)
+{
+    static const char *const overflow[][2] = {
+        {"{\"q\":[[1e200]],\"k\":[[1e200]],\"v\":[[1]]}", "not finite in float64"},
+        {"{\"q\":[[1e30]],\"k\":[[1e30]],\"v\":[[1]],\"dtype\":\"float32\"}",
+         "or compute in float64"}};
+    struct api_response r;
+
+    for (size_t i = 0; i < 2; i++) {
+        t_call(&ctx, "POST", "/v1/attention", overflow[i][0], &r);
+        CHECK_EQ_INT(r.status, 422);
+        CHECK_STR(t_err_code(&r), "non_finite");
+        CHECK(r.body && memmem(r.body, r.body_len, overflow[i][1], strlen(overflow[i][1])));
+        api_response_free(&r);
+    }
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -413,5 +431,6 @@ int main(void)
     RUN(big_integer_literal_is_a_number);
     RUN(invalid_utf8_in_echoed_text);
     RUN(nul_escape_is_named_as_sent);
+    RUN(overflow_in_the_pass_is_named);
     TEST_MAIN_END();
 }
