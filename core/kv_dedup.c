@@ -9,7 +9,8 @@
  * the same form) by that page, shared as kv_fork shares it; the rest are
  * remembered. Pages are found by a key made from a few rows of the page
  * and checked whole (memcmp of every head's parts) before they are shared,
- * so a key that two different pages give only costs a comparison.
+ * so a key that two different pages give only costs a comparison, and at
+ * most MAX_COMPARED of those per page.
  *
  * Only whole pages of caches that never rolled are looked at: a fork's
  * pages are whole up to where it forked, and its partly filled last page
@@ -66,14 +67,17 @@ static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
     return mix(h, w ^ n);
 }
 
-/* The key of page p of c: its form, its number, and head 0's first K row
- * and the last head's last V row. Never 0. */
+/* The key of page p of c: its form, its number, and five rows spread over
+ * the page of head 0's K and of the last head's V. Never 0. */
 static uint64_t page_key(const struct kv_cache *c, size_t p)
 {
+    static const size_t rows[] = {0, P / 4, P / 2, 3 * P / 4, P - 1};
     const struct kv_page *pg = c->pg[p];
     uint64_t h = mix(mix(mix(c->dtype, c->store), mix(c->h_kv, c->d_k)), mix(c->d_v, p));
-    h = mix_bytes(h, part_at(c, pg, 0, 0, 0), c->d_k * c->esz);
-    h = mix_bytes(h, part_at(c, pg, 1, c->h_kv - 1, P - 1), c->d_v * c->esz);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        h = mix_bytes(h, part_at(c, pg, 0, 0, rows[i]), c->d_k * c->esz);
+        h = mix_bytes(h, part_at(c, pg, 1, c->h_kv - 1, rows[i]), c->d_v * c->esz);
+    }
     return h ? h : 1;
 }
 
@@ -123,14 +127,25 @@ static bool grow(struct kv_dedup *d)
     return true;
 }
 
-/* Page p of c shared with a page seen before (true), or remembered. */
+/* Page p of c shared with a page seen before (true), or remembered. A page
+ * is compared whole with at most MAX_COMPARED pages of its key; past that
+ * it keeps its own copy and is not remembered, so that pages made to agree
+ * where the key looks cannot make a restore quadratic (a key then holds at
+ * most MAX_COMPARED + 1 entries). */
+#define MAX_COMPARED 8
+
 static bool share_or_remember(struct kv_dedup *d, struct kv_cache *c, size_t p)
 {
     uint64_t key = page_key(c, p);
     size_t j = key & (d->cap - 1);
+    int compared = 0;
     for (; d->tab[j].key; j = (j + 1) & (d->cap - 1)) {
         const struct seen *e = &d->tab[j];
-        if (e->key != key || e->p != p || !same_form(e->c, c) || !same_page(e->c, p, c, p))
+        if (e->key != key || e->p != p || !same_form(e->c, c))
+            continue;
+        if (compared++ == MAX_COMPARED)
+            return false;           /* many alike there: this one stays its own */
+        if (!same_page(e->c, p, c, p))
             continue;
         struct kv_page *keep = e->c->pg[p];
         if (keep == c->pg[p])

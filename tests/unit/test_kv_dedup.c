@@ -122,6 +122,17 @@ TEST(only_equal_whole_pages_of_one_form_are_shared)
     CHECK_EQ_INT(kv_dedup_add(d, i8a), 0);
     CHECK_EQ_INT(kv_dedup_add(d, i8b), 3);
     CHECK(same_rows(i8a, i8b));
+    struct kv_cache *i8x2 = kv_new_store(ATTN_F32, KV_STORE_I8, 2, 8, 8);
+    float *k2 = values(2, ROWS, 8, 1), *v2 = values(2, ROWS, 8, 2);
+    for (size_t i = 0; i < 2 * ROWS * 8; i++) {
+        k2[i] *= 2;
+        v2[i] *= 2;
+    }
+    kv_set_acct(i8x2, &acct);
+    CHECK(kv_append_prepared(i8x2, k2, v2, ROWS) == CORE_OK);
+    free(k2);
+    free(v2);
+    CHECK(kv_dedup_add(d, i8x2) == 0);      /* the same int8 rows, twice the scales */
     /* a rolled cache is left alone */
     struct kv_cache *rolled = cache_of(KV_STORE_SAME, 2, 8, 1, SIZE_MAX, &acct);
     kv_roll(rolled, 64, 128);
@@ -134,7 +145,48 @@ TEST(only_equal_whole_pages_of_one_form_are_shared)
         kv_free(others[i]);
     kv_free(i8a);
     kv_free(i8b);
+    kv_free(i8x2);
     kv_free(rolled);
+    CHECK_EQ_INT(acct.bytes, 0);
+}
+
+/* One whole page, every row the same but row 1 (which the key does not
+ * look at) made from n. */
+static struct kv_cache *page_alike(unsigned n, struct kv_acct *acct)
+{
+    struct kv_cache *c = kv_new_store(ATTN_F32, KV_STORE_SAME, 1, 4, 4);
+    float k[64 * 4], v[64 * 4];
+    for (size_t i = 0; i < 64 * 4; i++)
+        k[i] = v[i] = 1;
+    k[4] = (float)n;
+    kv_set_acct(c, acct);
+    CHECK(kv_append_prepared(c, k, v, 64) == CORE_OK);
+    return c;
+}
+
+TEST(pages_alike_where_the_key_looks_are_compared_a_bounded_number_of_times)
+{
+    enum { N = 2000 };
+    struct kv_acct acct = {0};
+    struct kv_dedup *d = kv_dedup_new();
+    struct kv_cache **c = calloc(N, sizeof *c);
+    size_t shared = 0;
+    for (unsigned i = 0; i < N; i++) {
+        c[i] = page_alike(i, &acct);
+        shared += kv_dedup_add(d, c[i]);
+    }
+    CHECK_EQ_INT(shared, 0);
+    /* the first ones of the key are remembered and shared with; past them
+     * a page keeps its own copy, and later equal pages do too */
+    struct kv_cache *early = page_alike(3, &acct), *late = page_alike(N - 1, &acct);
+    CHECK_EQ_INT(kv_dedup_add(d, early), 1);
+    CHECK_EQ_INT(kv_dedup_add(d, late), 0);
+    kv_dedup_free(d);
+    for (unsigned i = 0; i < N; i++)
+        kv_free(c[i]);
+    free(c);
+    kv_free(early);
+    kv_free(late);
     CHECK_EQ_INT(acct.bytes, 0);
 }
 
@@ -142,5 +194,6 @@ int main(void)
 {
     RUN(equal_pages_are_shared_and_written_apart);
     RUN(only_equal_whole_pages_of_one_form_are_shared);
+    RUN(pages_alike_where_the_key_looks_are_compared_a_bounded_number_of_times);
     TEST_MAIN_END();
 }
