@@ -439,16 +439,25 @@ static void identify(struct req *r)
     snprintf(r->client, sizeof r->client, "a:%s", host);
 }
 
+/* A CORS preflight: OPTIONS without a body (one with a body is read and
+ * held like any upload, so it stays under the limits). */
+static bool is_preflight(struct req *r)
+{
+    if (strcmp(r->method, "OPTIONS") != 0 ||
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding"))
+        return false;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+    return !cl || strcmp(cl, "0") == 0;
+}
+
 /* Per-client limits on everything but probes and /metrics (a scraper's
- * address is not a client to throttle), static files and OPTIONS (a
- * browser's CORS preflight carries no key, and a 429 in its place reads as
- * a CORS failure in the page); answers 429 rate_limited (and returns true)
- * when over. */
+ * address is not a client to throttle), static files and preflights (a
+ * browser's carries no key, and a 429 in its place reads as a CORS failure
+ * in the page); answers 429 rate_limited (and returns true) when over. */
 static bool over_limit(struct req *r, enum MHD_Result *ret)
 {
     struct srv_limits *l = r->h->guard.limits;
-    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) ||
-        strcmp(r->method, "OPTIONS") == 0)
+    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) || is_preflight(r))
         return false;
     unsigned retry = 1;
     enum srv_admit v = srv_limits_enter(l, r->client, uv_hrtime(), &retry);

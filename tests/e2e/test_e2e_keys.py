@@ -163,6 +163,12 @@ def test_cors_preflights_are_not_rate_limited():
         codes = [a.post("/v1/attention", VALID, headers={**auth(ALICE), "Origin": origin}).status
                  for _ in range(3)]
         assert codes == [200, 200, 429]
+    # an OPTIONS with a body is held like any upload: it stays under the limits
+    with Attnd("--rate-limit", "0.2", "--rate-burst", "2") as a:
+        codes = [a.request("OPTIONS", "/v1/attention", b"{}" * 1000,
+                           headers={"Content-Type": "application/json"}).status
+                 for _ in range(3)]
+        assert codes[2] == 429, codes
 
 
 def hold_alices_slot(a, timeout=10):
