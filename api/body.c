@@ -135,17 +135,20 @@ static void scan_text(const char *s, size_t n, struct text_scan *t)
     }
 }
 
-/* Upper bounds of what jansson 2.14 allocates for a text, in bytes with
- * glibc's malloc overhead and the 8-byte slot a parent keeps for each
- * value, measured and rounded up (test_api_json_cost checks that they bound
- * it): an object 232 (its struct and first hash buckets), an array 136, a
- * member about 90 beside its value and key, a number 40, a string 88 and
+/* What jansson 2.14 allocates for a text's tree, in bytes with glibc's
+ * malloc overhead and the slot a parent keeps for each value, measured and
+ * rounded up (test_api_json_cost checks that they bound it): an object 232
+ * (its struct and first hash buckets), an array 136, a member about 90
+ * beside its value and key, a number 40 (just over 56 while an array of
+ * them grows: its old and new slot tables are both held), a string 88 and
  * up to 3 times its text (the lexer's buffer grows by doubling, then the
- * value is copied). Every value but the first follows a comma. */
+ * value is copied). Every value but the first follows a comma. Not counted: the
+ * lexer's buffer for one very long number or key, at most about 2.5 times
+ * that token, inside the allowance's bytes per byte of text. */
 #define COST_OBJECT 256
 #define COST_ARRAY 160
 #define COST_MEMBER 128
-#define COST_VALUE 48
+#define COST_VALUE 64
 #define COST_STRING 96
 #define COST_STRING_BYTE 3
 
@@ -164,20 +167,32 @@ size_t api_json_read_cost(const char *s, size_t n)
     return scan_cost(&t);
 }
 
-/* What a text of n bytes may cost to read: API_JSON_COST_PER_ELEMENT bytes
- * per number --max-elements allows (a JSON array of that many numbers costs
- * 40 each), and API_JSON_COST_PER_BYTE per byte of text (base64 strings
- * read by jansson); never less than API_JSON_COST_FLOOR, so that a small
- * body over a low --max-elements meets the readers' own limit, which says
- * more. */
-static size_t read_cost_allowed(const struct api_call *c, size_t n)
+/* a + b, or SIZE_MAX past it. */
+static size_t add_sat(size_t a, size_t b)
 {
-    size_t elems = api_max_elements(c), a, b;
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
 
-    a = elems > SIZE_MAX / API_JSON_COST_PER_ELEMENT ? SIZE_MAX
-        : elems * API_JSON_COST_PER_ELEMENT;
-    b = n > SIZE_MAX / API_JSON_COST_PER_BYTE ? SIZE_MAX : n * API_JSON_COST_PER_BYTE;
-    a = a > SIZE_MAX - b ? SIZE_MAX : a + b;
+/* a * b, or SIZE_MAX past it. */
+static size_t mul_sat(size_t a, size_t b)
+{
+    return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
+/* What a text of n bytes holding `arrays` arrays may cost to read:
+ * API_JSON_COST_PER_ELEMENT bytes per number --max-elements allows (a JSON
+ * array of that many numbers costs 64 each), an array's cost for each of
+ * up to that many arrays (a matrix of that many numbers in rows of one has
+ * one per number), and API_JSON_COST_PER_BYTE per byte of text (base64
+ * strings read by jansson); never less than API_JSON_COST_FLOOR, so that a
+ * small body over a low --max-elements meets the readers' own limit, which
+ * says more. */
+static size_t read_cost_allowed(const struct api_call *c, size_t n, size_t arrays)
+{
+    size_t elems = api_max_elements(c);
+    size_t a = add_sat(mul_sat(elems, API_JSON_COST_PER_ELEMENT),
+                       mul_sat(arrays < elems ? arrays : elems, COST_ARRAY));
+    a = add_sat(a, mul_sat(n, API_JSON_COST_PER_BYTE));
     return a < API_JSON_COST_FLOOR ? API_JSON_COST_FLOOR : a;
 }
 
@@ -194,14 +209,15 @@ static bool text_fits(struct api_call *c, const char *s, size_t n)
         return false;
     }
     cost = scan_cost(&t);
-    allowed = read_cost_allowed(c, n);
+    allowed = read_cost_allowed(c, n, t.arrays);
     if (cost <= allowed)
         return true;
     api_fail(c, API_ERR_LIMIT_EXCEEDED, "", "the JSON would take about %zu MiB to read "
              "(%zu objects, %zu arrays, %zu values in all), more than the %zu MiB allowed "
-             "(%d bytes per --max-elements number, %d per byte of body, at least %zu "
-             "MiB): send large tensors base64-encoded", cost >> 20, t.objects, t.arrays,
-             t.commas + 1, allowed >> 20, API_JSON_COST_PER_ELEMENT, API_JSON_COST_PER_BYTE,
+             "(%d bytes per --max-elements number and %d per array up to as many, %d per "
+             "byte of body, at least %zu MiB): send large tensors base64-encoded",
+             cost >> 20, t.objects, t.arrays, t.commas + 1, allowed >> 20,
+             API_JSON_COST_PER_ELEMENT, COST_ARRAY, API_JSON_COST_PER_BYTE,
              API_JSON_COST_FLOOR >> 20);
     return false;
 }

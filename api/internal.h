@@ -126,6 +126,7 @@ void api_reply_text(struct api_call *c, int status, const char *content_type,
  *   400 json_too_deep           nesting beyond API_MAX_JSON_DEPTH
  *   422 limit_exceeded          its tree would cost more than
  *                               API_JSON_COST_PER_ELEMENT x --max-elements
+ *                               + an array's cost for up to as many arrays
  *                               + API_JSON_COST_PER_BYTE x its length, and
  *                               more than API_JSON_COST_FLOOR
  * Returns a new reference, or NULL after answering with the error.

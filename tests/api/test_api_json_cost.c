@@ -7,7 +7,8 @@
  * tree would cost more than its allowance is refused with 422
  * limit_exceeded before jansson reads it, on every route that reads JSON
  * (/v1/attention beside its fast arrays, sessions, /v2 infer); and a body
- * of --max-elements numbers in nested JSON arrays still fits.
+ * of --max-elements numbers in nested JSON arrays still fits, in rows of
+ * sixteen, two or one.
  */
 #include <malloc.h>
 #include <stdbool.h>
@@ -154,6 +155,12 @@ TEST(cost_bounds_what_jansson_holds)
     text = kv_body(4, 300, 16, &len);
     CHECK(read_peak(text, len) <= api_json_read_cost(text, len));
     free(text);
+    /* an array just past a power of two: its old and new tables both held */
+    for (size_t n = (1u << 16) + 1; n <= (1u << 18) + 1; n = (n - 1) * 2 + 1) {
+        text = repeated("0.5", n, &len);
+        CHECK(read_peak(text, len) <= api_json_read_cost(text, len));
+        free(text);
+    }
 }
 
 TEST(cost_of_numbers_is_not_loose)
@@ -214,29 +221,37 @@ TEST(costly_bodies_refused_before_jansson_reads_them)
     ctx.cfg.max_elements = 1 << 20;
 }
 
-TEST(max_elements_of_nested_numbers_fit)
+/* A session of `heads` heads of width d, and one append of 4096 rows: k and
+ * v hold 2^20 numbers, --max-elements of t_ctx_init, in nested arrays. */
+static void nested_append_fits(size_t heads, size_t d)
 {
-    /* a session of 8 heads, d = 16, and one append of 4096 rows: k and v
-     * hold 2^20 numbers, --max-elements of t_ctx_init, in nested arrays */
     struct api_response r;
-    t_call(&ctx, "POST", "/v1/sessions",
-           "{\"d_k\":16,\"d_v\":16,\"heads\":8,\"kv_heads\":8,\"max_tokens\":4096}", &r);
+    char spec[160], path[160];
+    snprintf(spec, sizeof spec, "{\"d_k\":%zu,\"d_v\":%zu,\"heads\":%zu,\"kv_heads\":%zu,"
+             "\"max_tokens\":4096}", d, d, heads, heads);
+    t_call(&ctx, "POST", "/v1/sessions", spec, &r);
     CHECK_EQ_INT(r.status, 201);
     json_t *j = t_json(&r);
-    char path[160];
     snprintf(path, sizeof path, "/v1/sessions/%s/kv",
              json_string_value(json_object_get(j, "id")));
     json_decref(j);
     api_response_free(&r);
     size_t len, held;
-    char *body = kv_body(8, 4096, 16, &len);
+    bool refused;
+    char *body = kv_body(heads, 4096, d, &len);
+    CHECK_EQ_INT(post(path, body, len, &held, &refused), 200);
+    CHECK(!refused);
+    free(body);
+}
+
+TEST(max_elements_of_nested_numbers_fit)
+{
     size_t old_body = ctx.cfg.max_body_bytes;
     ctx.cfg.max_body_bytes = (size_t)64 << 20;
-    CHECK(api_json_read_cost(body, len) <= (size_t)64 * ctx.cfg.max_elements + 4 * len);
-    bool refused;
-    CHECK_EQ_INT(post(path, body, len, &held, &refused), 200);
+    nested_append_fits(8, 16);
+    nested_append_fits(64, 2);      /* rows of two: an array per two numbers */
+    nested_append_fits(128, 1);     /* rows of one: an array per number */
     ctx.cfg.max_body_bytes = old_body;
-    free(body);
 }
 
 int main(void)

@@ -543,19 +543,20 @@ def _big_sessions(a, sessions, heads, d, rows):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_during_the_final_snapshot(tmp_path, sig):
-    """The drain's last step writes a snapshot (256 MiB here, a second or
+    """The drain's last step writes a snapshot (128 MiB here, half a second or
     more). A second SIGTERM then exits 1 at once; before, libuv had queued
     it, the snapshot went on and attnd exited 0. Nothing is lost: the
     journal holds every row, so the next start gives the same answers. A
     SIGHUP then (a log rotation's) neither ends attnd nor stops the
     snapshot: it exits 0 with its sessions saved."""
     heads, d, rows = 8, 128, 16384
+    # no snapshot while the rows go in: the one seen is the drain's
     flags = ("--state-dir", str(tmp_path), "--max-cache-bytes", "1g",
-             "--max-body-bytes", "256m", "--max-elements", "16m")
+             "--max-body-bytes", "256m", "--max-elements", "16m", "--snapshot-min-bytes", "100g")
     q = {"q": [[[((h * 31 + j) % 17) / 8.0 - 1 for j in range(d)]] for h in range(heads)],
          "encoding": "base64", "return": ["output"]}
     with Attnd(*flags) as a:
-        ids = _big_sessions(a, 2, heads, d, rows)
+        ids = _big_sessions(a, 1, heads, d, rows)
         before = [a.post(f"/v1/sessions/{sid}/attention", q).json()["output"] for sid in ids]
         a.signal(signal.SIGTERM)
         sent = None
@@ -576,6 +577,8 @@ def test_a_signal_during_the_final_snapshot(tmp_path, sig):
         for sid, out in zip(ids, before):
             assert a.get(f"/v1/sessions/{sid}").json()["length"] == rows
             assert a.post(f"/v1/sessions/{sid}/attention", q).json()["output"] == out
+        # the start's own snapshot is on disk: the cut one's temp file is gone
+        assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")], os.listdir(tmp_path)
 
 
 def _peak_rss_kib(pid):
