@@ -439,25 +439,30 @@ static void identify(struct req *r)
     snprintf(r->client, sizeof r->client, "a:%s", host);
 }
 
+/* What check_framing read of the body: its Content-Length (SIZE_MAX
+ * without one) and whether it comes chunked. */
+struct body_framing {
+    size_t announced;
+    bool chunked;
+};
+
 /* A CORS preflight: OPTIONS without a body (one with a body is read and
  * held like any upload, so it stays under the limits). */
-static bool is_preflight(struct req *r)
+static bool is_preflight(const struct req *r, const struct body_framing *b)
 {
-    if (strcmp(r->method, "OPTIONS") != 0 ||
-        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding"))
-        return false;
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-    return !cl || strcmp(cl, "0") == 0;
+    return strcmp(r->method, "OPTIONS") == 0 && !b->chunked &&
+           (b->announced == 0 || b->announced == SIZE_MAX);
 }
 
 /* Per-client limits on everything but probes and /metrics (a scraper's
  * address is not a client to throttle), static files and preflights (a
  * browser's carries no key, and a 429 in its place reads as a CORS failure
  * in the page); answers 429 rate_limited (and returns true) when over. */
-static bool over_limit(struct req *r, enum MHD_Result *ret)
+static bool over_limit(struct req *r, const struct body_framing *b, enum MHD_Result *ret)
 {
     struct srv_limits *l = r->h->guard.limits;
-    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) || is_preflight(r))
+    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) ||
+        is_preflight(r, b))
         return false;
     unsigned retry = 1;
     enum srv_admit v = srv_limits_enter(l, r->client, uv_hrtime(), &retry);
@@ -551,8 +556,8 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
 }
 
 /* Checks on the headers alone; answers (and returns true) on a fault.
- * *announced: the Content-Length, or SIZE_MAX without one. */
-static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced)
+ * *b: the Content-Length (SIZE_MAX without one) and whether it is chunked. */
+static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_framing *b)
 {
     struct framing f = {.r = r};
     r->n_hdr = 0;
@@ -580,8 +585,9 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, size_t *announced
             *ret = transport_error(r, API_ERR_BODY_TOO_LARGE, NULL);
             return true;
         }
-        *announced = (size_t)n;
+        b->announced = (size_t)n;
     }
+    b->chunked = f.te != NULL;
     return false;
 }
 
@@ -666,9 +672,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         srv_metrics_begin(h->metrics);
         identify(r);
         enum MHD_Result ret;
-        size_t announced = SIZE_MAX;
-        if (check_framing(r, &ret, &announced) || over_limit(r, &ret) ||
-            body_start(r, announced, &ret))
+        struct body_framing b = {.announced = SIZE_MAX};
+        if (check_framing(r, &ret, &b) || over_limit(r, &b, &ret) ||
+            body_start(r, b.announced, &ret))
             return ret;
         r->state = REQ_BODY;
         return MHD_YES;                 /* two-call pattern: keep-alive stays on */
