@@ -390,11 +390,9 @@ static void fail_append(struct api_call *c, enum core_status rc, const struct se
     if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
     } else if (rc == CORE_EFULL) {
-        struct sess_held h;
-        sess_held_rows(s, &h);
-        size_t held = h.from ? h.front + (h.length - h.from) : h.length;
         api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
-                 "pass its max_tokens of %zu", held, m, sess_spec(s)->max_tokens);
+                 "pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
+                 sess_spec(s)->max_tokens);
     } else {
         api_fail_core(c, rc, NULL);
     }

@@ -890,14 +890,12 @@ static void warn_over_limits(struct sess_store *st, const struct sess_journal_co
     bool over_s = max_s && ss.sessions > max_s, over_b = max_b && ss.bytes > max_b;
     if (!over_s && !over_b)
         return;
-    char what[160];
-    if (over_s && over_b)
-        snprintf(what, sizeof what, "%zu sessions of at most %zu, %zu cache bytes of at "
-                 "most %zu", ss.sessions, max_s, ss.bytes, max_b);
-    else if (over_s)
-        snprintf(what, sizeof what, "%zu sessions of at most %zu", ss.sessions, max_s);
-    else
-        snprintf(what, sizeof what, "%zu cache bytes of at most %zu", ss.bytes, max_b);
+    char what[160] = "";
+    int at = over_s ? snprintf(what, sizeof what, "%zu sessions of at most %zu",
+                               ss.sessions, max_s) : 0;
+    if (over_b)
+        snprintf(what + at, sizeof what - (size_t)at, "%s%zu cache bytes of at most %zu",
+                 at ? ", " : "", ss.bytes, max_b);
     sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: the restored sessions are "
               "over the cache's limits (%s): every one is kept; %s", what,
               st->cfg.policy == SESS_POLICY_LRU

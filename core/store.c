@@ -255,10 +255,10 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
                               size_t add_bytes, const struct sess *keep,
                               bool may_evict, struct sess **grave)
 {
-    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
-    size_t used = used_bytes(st);
     if (st->restoring)
         return CORE_OK;
+    size_t max_s = st->cfg.max_sessions, max_b = st->cfg.max_cache_bytes;
+    size_t used = used_bytes(st);
     bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
     bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
     if (fits_s && fits_b)

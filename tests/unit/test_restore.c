@@ -78,6 +78,15 @@ static enum core_status add_rows(struct sess_store *st, const char *id, size_t r
     return rc;
 }
 
+/* n sessions of `rows` rows each, their ids into ids. */
+static void sessions_of(struct sess_store *st, char (*ids)[SESS_ID_MAX], int n, size_t rows)
+{
+    for (int i = 0; i < n; i++) {
+        CHECK(new_session(st, ids[i]) == CORE_OK);
+        CHECK(add_rows(st, ids[i], rows) == CORE_OK);
+    }
+}
+
 static struct sess_stats stats_of(struct sess_store *st)
 {
     struct sess_stats ss;
@@ -90,10 +99,7 @@ TEST(lowered_limits_keep_every_session)
     empty_dir();
     char ids[6][SESS_ID_MAX], extra[SESS_ID_MAX];
     struct sess_store *st = reopen(100, 0, SESS_POLICY_REJECT);
-    for (int i = 0; i < 6; i++) {
-        CHECK(new_session(st, ids[i]) == CORE_OK);
-        CHECK(add_rows(st, ids[i], 100) == CORE_OK);
-    }
+    sessions_of(st, ids, 6, 100);
     CHECK(sess_store_journal_maintain(st, true) == CORE_OK);    /* a snapshot */
     CHECK(add_rows(st, ids[0], 5) == CORE_OK);                  /* and a journal */
     sess_store_free(st);
@@ -159,10 +165,7 @@ TEST(lru_evicts_for_new_sessions_after_a_restore_over_its_limits)
     empty_dir();
     char ids[6][SESS_ID_MAX], extra[SESS_ID_MAX];
     struct sess_store *st = reopen(0, 0, SESS_POLICY_LRU);
-    for (int i = 0; i < 6; i++) {
-        CHECK(new_session(st, ids[i]) == CORE_OK);
-        CHECK(add_rows(st, ids[i], 10) == CORE_OK);
-    }
+    sessions_of(st, ids, 6, 10);
     sess_store_free(st);
     st = reopen(3, 0, SESS_POLICY_LRU);
     CHECK_EQ_INT(stats_of(st).sessions, 6);
