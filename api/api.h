@@ -42,22 +42,16 @@ struct api_config {
 /* Renders Prometheus text for /metrics into a malloc'd buffer (server/). */
 typedef char *(*api_metrics_fn)(void *arg, size_t *len);
 
-struct api_v2_seqs;  /* api/v2_seq.c */
-
-/* Shared state of the service. Zero-initialise it, fill cfg, store and
- * metrics, and call api_ctx_close when the service stops. */
+/* Shared state of the service. Zero-initialise it and fill cfg, store and
+ * metrics; they stay the caller's. */
 struct api_ctx {
     struct api_config cfg;
     struct sess_store *store;       /* sessions; may be NULL before sessions exist */
     api_metrics_fn metrics;         /* NULL: /metrics answers 404 */
     void *metrics_arg;
     atomic_int draining;            /* set by server on SIGTERM: /readyz 503 */
-    struct api_v2_seqs *_Atomic v2_seqs; /* v2 sequence map, made at first use */
 };
 
-/* Free what the service made for itself in ctx (the v2 sequence map); cfg,
- * store and metrics stay the caller's. */
-void api_ctx_close(struct api_ctx *ctx);
 
 /* Looks up a request header by case-insensitive name; NULL if absent. */
 typedef const char *(*api_header_fn)(void *arg, const char *name);

@@ -79,6 +79,7 @@ enum api_err api_core_error(enum core_status st)
     case CORE_EIO:
     case CORE_ECORRUPT:
     case CORE_EBUSY:            /* only at start (a state directory in use) */
+    case CORE_EEXIST:           /* answered by the caller (a v2 sequence) */
     case CORE_OK:
         break;
     }

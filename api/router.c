@@ -368,8 +368,3 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
         api_v2_error_shape(&c);
     cors_headers(&c);
 }
-
-void api_ctx_close(struct api_ctx *ctx)
-{
-    api_v2_seq_free(ctx);
-}

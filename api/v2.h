@@ -37,7 +37,4 @@ void api_v2_error_shape(struct api_call *c);
  * static text. */
 const char *api_v2_datatype_name(enum attn_dtype dt, enum api_half half);
 
-/* Maximum open v2 sequences per process (sequence_id -> session map). */
-#define API_V2_MAX_SEQUENCES 4096
-
 #endif

@@ -99,7 +99,7 @@ struct v2_infer {
     /* sequence */
     bool seq, seq_start, seq_end;
     const json_t *seq_id;           /* borrowed */
-    char seq_key[80];
+    char seq_name[SESS_NAME_MAX];   /* its session's name (api_v2_seq_name) */
     char sid[SESS_ID_MAX];
     struct sess *sess;              /* held session, or NULL */
 };
@@ -154,22 +154,9 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
                                 const struct attn_request *r, int k);
 
-/*
- * The sequence map of ctx (api/v2_seq.c): a client's sequence id (as text,
- * "i:<uint64>" or "s:<string>") -> the id of the session holding it, at
- * most API_V2_MAX_SEQUENCES entries. Lock order: the map, then the store.
- */
-/* Copy the session id of key into sid; false when unknown. */
-bool api_v2_seq_find(struct api_ctx *ctx, const char *key, char *sid);
-/* Forget key, but only while it still maps to sid. */
-void api_v2_seq_forget(struct api_ctx *ctx, const char *key, const char *sid);
-/* Map key to sid; the session it replaced (if any) into old (else "").
- * false when the map is full (or cannot be made). */
-bool api_v2_seq_put(struct api_ctx *ctx, const char *key, const char *sid,
-                    char *old);
-/* Drop the entries whose session expired or was deleted. */
-void api_v2_seq_prune(struct api_ctx *ctx);
-/* Free the map (api_ctx_close). */
-void api_v2_seq_free(struct api_ctx *ctx);
+/* The name of the session holding sequence id (api/v2_seq.c; a positive
+ * integer or a string of 1 to 63 bytes) into name[SESS_NAME_MAX]; false
+ * for any other id. */
+bool api_v2_seq_name(const json_t *id, char *name);
 
 #endif

@@ -110,20 +110,21 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
     if (!param_bool(c, x->params, "sequence_start", &x->seq_start) ||
         !param_bool(c, x->params, "sequence_end", &x->seq_end))
         return false;
-    if (json_is_integer(id) && json_integer_value(id) > 0) {
-        snprintf(x->seq_key, sizeof x->seq_key, "i:%" JSON_INTEGER_FORMAT,
-                 json_integer_value(id));
-    } else if (json_is_string(id) && json_string_length(id) > 0 &&
-               json_string_length(id) < 64) {
-        snprintf(x->seq_key, sizeof x->seq_key, "s:%s", json_string_value(id));
-    } else if (id && !(json_is_integer(id) && json_integer_value(id) == 0)) {
+    if (json_is_string(id) && json_string_length(id) >= 64) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
+                 "sequence_id must be a positive integer or a string of "
+                 "1 to 63 bytes");
+        return false;
+    }
+    if (!api_v2_seq_name(id, x->seq_name) && id &&
+        !(json_is_integer(id) && json_integer_value(id) == 0)) {
         api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
                  "sequence_id must be a positive integer or a string of "
                  "1 to 63 bytes");
         return false;
     }
     x->seq_id = id;
-    x->seq = x->seq_key[0] != '\0';
+    x->seq = x->seq_name[0] != '\0';
     if (!x->seq && (x->seq_start || x->seq_end)) {
         api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
                  "sequence_start and sequence_end need a sequence_id");
@@ -136,28 +137,23 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
     return true;
 }
 
-/* Find and hold the session of a continuing sequence. */
+/* Find and hold the session of a continuing sequence: the one named
+ * after its id, or else the session a string id names directly. */
 static bool sequence_acquire(struct api_call *c, struct v2_infer *x)
 {
-    enum core_status st;
+    enum core_status st = CORE_ENOTFOUND;
 
-    if (!api_v2_seq_find(c->ctx, x->seq_key, x->sid)) {
-        if (!json_is_string(x->seq_id)) {
-            api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
-                     "no open sequence with this sequence_id; start it with "
-                     "sequence_start");
-            return false;
-        }
-        /* a string may name a session directly */
+    if (sess_named_id(c->ctx->store, x->seq_name, x->sid))
+        st = sess_acquire(c->ctx->store, x->sid, &x->sess);
+    if (st == CORE_ENOTFOUND && json_is_string(x->seq_id)) {
         snprintf(x->sid, sizeof x->sid, "%s", json_string_value(x->seq_id));
+        st = sess_acquire(c->ctx->store, x->sid, &x->sess);
     }
-    st = sess_acquire(c->ctx->store, x->sid, &x->sess);
     if (st != CORE_OK) {
         x->sess = NULL;
-        api_v2_seq_forget(c->ctx, x->seq_key, x->sid);
         api_fail(c, API_ERR_SESSION_NOT_FOUND, "/parameters/sequence_id",
                  "no open sequence with this sequence_id (ended, expired or "
-                 "never started)");
+                 "never started); start it with sequence_start");
         return false;
     }
     x->dt = sess_spec(x->sess)->params.dtype;
@@ -772,14 +768,33 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     api_result_free(&res);
 }
 
+/* The sequence's session made anew: an older one under its name is
+ * deleted first (ended by this start); a start racing this one for the
+ * name may take it in between, so that is tried a few times. */
+static enum core_status make_named(struct api_call *c, struct v2_infer *x,
+                                   const struct sess_spec *sp)
+{
+    enum core_status st = CORE_EEXIST;
+    int tries;
+
+    for (tries = 0; tries < 3 && st == CORE_EEXIST; tries++) {
+        if (!sess_named_id(c->ctx->store, x->seq_name, x->sid))
+            return CORE_EINVAL;
+        st = sess_delete(c->ctx->store, x->sid);
+        if (st != CORE_OK && st != CORE_ENOTFOUND)
+            return st;
+        st = sess_create_named(c->ctx->store, sp, x->seq_name, x->sid);
+    }
+    return st;
+}
+
 /* sequence_start: a new session from this request's shapes and options,
- * mapped from the sequence id (replacing and deleting an older one). */
+ * named after the sequence id (replacing an older one). */
 static bool sequence_create(struct api_call *c, struct v2_infer *x,
                             const struct attn_request *r,
                             const struct attn_inputs *in)
 {
     struct sess_spec sp;
-    char old[SESS_ID_MAX];
     enum core_status st;
 
     memset(&sp, 0, sizeof sp);
@@ -795,21 +810,16 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
     sp.half = x->half;
     sp.kv_store = x->half == API_HALF_F16 ? KV_STORE_F16
                   : x->half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
-    if ((st = sess_create(c->ctx->store, &sp, x->sid)) != CORE_OK) {
+    if ((st = make_named(c, x, &sp)) == CORE_EEXIST) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, "/parameters/sequence_id",
+                 "other requests are starting this sequence at the same "
+                 "time; try again");
+        return false;
+    }
+    if (st != CORE_OK) {
         api_fail_core(c, st, NULL);
         return false;
     }
-    if (!api_v2_seq_put(c->ctx, x->seq_key, x->sid, old)) {
-        api_v2_seq_prune(c->ctx);
-        if (!api_v2_seq_put(c->ctx, x->seq_key, x->sid, old)) {
-            sess_delete(c->ctx->store, x->sid);
-            api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "too many open sequences "
-                     "(%d)", API_V2_MAX_SEQUENCES);
-            return false;
-        }
-    }
-    if (old[0] && strcmp(old, x->sid) != 0)
-        sess_delete(c->ctx->store, old);
     if ((st = sess_acquire(c->ctx->store, x->sid, &x->sess)) != CORE_OK) {
         x->sess = NULL;
         api_fail_core(c, st, NULL);
@@ -924,10 +934,8 @@ out:
         sess_release(c->ctx->store, x.sess);
         /* sequence_end, or a start whose first request failed: no sequence
          * is left behind */
-        if (x.seq_end || (x.seq_start && c->resp->status >= 400)) {
+        if (x.seq_end || (x.seq_start && c->resp->status >= 400))
             sess_delete(c->ctx->store, x.sid);
-            api_v2_seq_forget(c->ctx, x.seq_key, x.sid);
-        }
     }
     infer_free(&x);
 }

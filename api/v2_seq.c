@@ -1,143 +1,86 @@
 /*
- * api/v2_seq.c — the Open Inference Protocol v2 sequence map: a client's
- * sequence id (as text, "i:<uint64>" or "s:<string>") -> the id of the
- * session holding that sequence (a client picks sequence ids, the store
- * picks session ids). The map belongs to the api context (ctx->v2_seqs),
- * so several services in one process (tests) stay apart; it is made at
- * first use, published with a compare-and-swap, and freed by
- * api_ctx_close. At most API_V2_MAX_SEQUENCES entries, found by a linear
- * scan under one mutex (4096 short keys: a few microseconds at worst,
- * next to a request that attends a whole cache).
+ * api/v2_seq.c — where an Open Inference Protocol v2 sequence lives: in the
+ * session named after its sequence_id (core/store.h's sess_create_named).
+ * A sequence is found again from its id alone, by any request and after a
+ * restart (the session comes back from --state-dir under the same id), with
+ * no map to keep. Names: an integer id n is "v2i<n>"; a string of at most
+ * 21 characters of [A-Za-z0-9_-] is "v2s<string>"; any other string is
+ * "v2h" and 21 base64url characters (124 bits) of a hash of its bytes.
  */
 #include "api/v2_impl.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-struct v2_seq {
-    char key[80];                   /* "i:<uint64>" or "s:<string>" */
-    char sid[SESS_ID_MAX];          /* the session holding the sequence */
-};
+#define PLAIN_MAX (SESS_NAME_MAX - 4)   /* a string kept as it is */
 
-struct api_v2_seqs {
-    pthread_mutex_t mu;             /* taken before the store's mutex */
-    size_t n;                       /* entries in use */
-    struct v2_seq e[API_V2_MAX_SEQUENCES];
-};
+static const char b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-/* ctx's map, made if it does not exist yet; NULL only without memory. */
-static struct api_v2_seqs *seqs_of(struct api_ctx *ctx)
+static uint64_t fmix64(uint64_t k)
 {
-    struct api_v2_seqs *m = atomic_load(&ctx->v2_seqs), *none = NULL;
-
-    if (m)
-        return m;
-    if (!(m = calloc(1, sizeof *m)))
-        return NULL;
-    pthread_mutex_init(&m->mu, NULL);
-    if (!atomic_compare_exchange_strong(&ctx->v2_seqs, &none, m)) {
-        pthread_mutex_destroy(&m->mu);
-        free(m);
-        m = none;                   /* another thread's is in */
-    }
-    return m;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdu;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53u;
+    k ^= k >> 33;
+    return k;
 }
 
-static struct v2_seq *seq_slot(struct api_v2_seqs *m, const char *key)
+/*
+ * 128 bits of p[n]: two multiplicative lanes (FNV-1a's and a golden-ratio
+ * one) crossed and finished by MurmurHash3's mixer. Written here because
+ * none of the four libraries has a hash; it need not be cryptographic: a
+ * sequence id is the client's own handle, and whoever knows one can use
+ * that sequence already.
+ */
+static void hash128(const unsigned char *p, size_t n, uint64_t out[2])
+{
+    uint64_t a = 0xcbf29ce484222325u, b = 0x6a09e667f3bcc909u ^ n;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        a = (a ^ p[i]) * 0x100000001b3u;
+        b = (b ^ p[i]) * 0x9e3779b97f4a7c15u;
+        b ^= b >> 29;
+    }
+    out[0] = fmix64(a ^ (b << 17 | b >> 47));
+    out[1] = fmix64(b ^ out[0]);
+}
+
+static bool plain(const char *s, size_t n)
 {
     size_t i;
 
-    for (i = 0; i < m->n; i++)
-        if (strcmp(m->e[i].key, key) == 0)
-            return &m->e[i];
-    return NULL;
-}
-
-bool api_v2_seq_find(struct api_ctx *ctx, const char *key, char *sid)
-{
-    struct api_v2_seqs *m = atomic_load(&ctx->v2_seqs);
-    struct v2_seq *e;
-
-    if (!m)
+    if (n == 0 || n > PLAIN_MAX)
         return false;
-    pthread_mutex_lock(&m->mu);
-    e = seq_slot(m, key);
-    if (e)
-        memcpy(sid, e->sid, SESS_ID_MAX);
-    pthread_mutex_unlock(&m->mu);
-    return e != NULL;
+    for (i = 0; i < n; i++)
+        if (!memchr(b64url, s[i], sizeof b64url - 1))
+            return false;
+    return true;
 }
 
-/* (A restart of the sequence may have replaced the entry meanwhile.) */
-void api_v2_seq_forget(struct api_ctx *ctx, const char *key, const char *sid)
+bool api_v2_seq_name(const json_t *id, char *name)
 {
-    struct api_v2_seqs *m = atomic_load(&ctx->v2_seqs);
-    struct v2_seq *e;
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&m->mu);
-    e = seq_slot(m, key);
-    if (e && strcmp(e->sid, sid) == 0)
-        *e = m->e[--m->n];
-    pthread_mutex_unlock(&m->mu);
-}
-
-bool api_v2_seq_put(struct api_ctx *ctx, const char *key, const char *sid,
-                    char *old)
-{
-    struct api_v2_seqs *m = seqs_of(ctx);
-    struct v2_seq *e;
-    bool ok = true;
-
-    old[0] = '\0';
-    if (!m)
+    if (json_is_integer(id) && json_integer_value(id) > 0) {
+        snprintf(name, SESS_NAME_MAX, "v2i%" JSON_INTEGER_FORMAT,
+                 json_integer_value(id));
+        return true;
+    }
+    if (!json_is_string(id))
         return false;
-    pthread_mutex_lock(&m->mu);
-    e = seq_slot(m, key);
-    if (e) {
-        memcpy(old, e->sid, SESS_ID_MAX);
-    } else if (m->n < API_V2_MAX_SEQUENCES) {
-        e = &m->e[m->n++];
-        snprintf(e->key, sizeof e->key, "%s", key);
-    } else {
-        ok = false;
+    const char *s = json_string_value(id);
+    size_t n = json_string_length(id), i, o = 3;
+    if (plain(s, n)) {
+        snprintf(name, SESS_NAME_MAX, "v2s%s", s);
+        return true;
     }
-    if (e)
-        snprintf(e->sid, sizeof e->sid, "%s", sid);
-    pthread_mutex_unlock(&m->mu);
-    return ok;
-}
-
-/* Asking the store with sess_exists neither waits for a busy session nor
- * counts as a use (acquiring would keep every mapped session from
- * expiring). */
-void api_v2_seq_prune(struct api_ctx *ctx)
-{
-    struct api_v2_seqs *m = atomic_load(&ctx->v2_seqs);
-    size_t i = 0;
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&m->mu);
-    while (i < m->n) {
-        if (!sess_exists(ctx->store, m->e[i].sid))
-            m->e[i] = m->e[--m->n];
-        else
-            i++;
-    }
-    pthread_mutex_unlock(&m->mu);
-}
-
-void api_v2_seq_free(struct api_ctx *ctx)
-{
-    struct api_v2_seqs *m = atomic_exchange(&ctx->v2_seqs, NULL);
-
-    if (!m)
-        return;
-    pthread_mutex_destroy(&m->mu);
-    free(m);
+    uint64_t h[2];
+    hash128((const unsigned char *)s, n, h);
+    memcpy(name, "v2h", 3);
+    for (i = 0; i < 21; i++)            /* 124 of the 128 bits */
+        name[o++] = b64url[(h[i % 2] >> (6 * (i / 2))) & 63];
+    name[o] = '\0';
+    return true;
 }

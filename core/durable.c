@@ -716,23 +716,11 @@ static enum core_status switch_journal(struct sess_durable *d, int *err)
 static bool snap_one(struct sess_store *st, struct sess *s, struct jnl *sj,
                      uint64_t *count, int *err)
 {
+    /* a delete journals under s->mu: it is done or not yet begun */
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        pthread_mutex_lock(&st->mu);
-        bool linked = s->linked, dying = s->dying;
-        pthread_mutex_unlock(&st->mu);
-        if (!dying || !linked) {
-            if (!linked) {
-                sess_unhold(st, s);
-                return true;
-            }
-            break;
-        }
-        /* its delete is being journaled: wait for the outcome */
-        pthread_mutex_unlock(&s->mu);
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
-        pthread_mutex_lock(&s->mu);
+    if (!sess_is_linked(st, s)) {
+        sess_unhold(st, s);
+        return true;
     }
     void *blob;
     size_t n;

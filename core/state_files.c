@@ -239,7 +239,7 @@ static const char *restore(struct sess_store *st, const char *path)
     enum core_status rc = sess_link(st, s, idle, NULL);
     if (rc != CORE_OK) {
         sess_destroy(s);
-        return rc == CORE_EINVAL ? "id already in use" : core_status_text(rc);
+        return rc == CORE_EEXIST ? "id already in use" : core_status_text(rc);
     }
     return NULL;
 }

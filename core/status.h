@@ -26,7 +26,8 @@
     X(CORE_ECORRUPT, -12, "stored data is corrupt")                         \
     X(CORE_ESTORAGE, -13, "storage unavailable")                             \
     X(CORE_ESTOPPED, -14, "stopped early: past its deadline, or cancelled") \
-    X(CORE_EBUSY, -15, "in use by another process")
+    X(CORE_EBUSY, -15, "in use by another process")                         \
+    X(CORE_EEXIST, -16, "already exists")
 
 enum core_status {
 #define CORE_STATUS_ENUM(name, value, text) name = value,

@@ -535,7 +535,7 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
             break;
     }
     if (rc == CORE_OK && !fresh && find(st, s->id))
-        rc = CORE_EINVAL;
+        rc = CORE_EEXIST;
     if (rc == CORE_OK)
         rc = admit(st, 1, add, NULL, true, &grave);
     if (rc == CORE_OK) {
@@ -610,6 +610,33 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
     struct sess *s = sess_new_from_spec(spec, &rc);
     if (!s)
         return rc;
+    return sess_link_journaled(st, s, id);
+}
+
+bool sess_named_id(struct sess_store *st, const char *name, char *id)
+{
+    size_t n = name ? strnlen(name, SESS_NAME_MAX) : 0;
+    if (n == 0 || n >= SESS_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(b64url, name[i]))
+            return false;
+    snprintf(id, SESS_ID_MAX, "%s%s", st->replica, name);
+    return true;
+}
+
+enum core_status sess_create_named(struct sess_store *st,
+                                   const struct sess_spec *spec,
+                                   const char *name, char *id)
+{
+    char want[SESS_ID_MAX];
+    if (!sess_named_id(st, name, want))
+        return CORE_EINVAL;
+    enum core_status rc;
+    struct sess *s = sess_new_from_spec(spec, &rc);
+    if (!s)
+        return rc;
+    memcpy(s->id, want, SESS_ID_MAX);
     return sess_link_journaled(st, s, id);
 }
 
@@ -689,12 +716,33 @@ void sess_unhold(struct sess_store *st, struct sess *s)
     unref(st, s, false);
 }
 
+/* Journal and unlink s, which the caller holds a reference on and has
+ * locked (so no request is between its operations); its outcome, with
+ * *mine set when this call unlinked it. */
+static enum core_status delete_locked(struct sess_store *st, struct sess *s,
+                                      struct sess **grave, bool *mine)
+{
+    enum core_status rc = CORE_OK;
+    *mine = false;
+    if (st->dur && sess_is_linked(st, s))
+        rc = sess_dur_delete(st, s->id, false);
+    pthread_mutex_lock(&st->mu);
+    s->refs--;
+    if (rc == CORE_OK && s->linked) {
+        unlink_sess(st, s, grave, false);
+        *mine = true;
+    } else if (rc == CORE_OK) {
+        rc = CORE_ENOTFOUND;        /* removed by someone else meanwhile */
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 enum core_status sess_delete(struct sess_store *st, const char *id)
 {
     struct sess *grave = NULL;
-    enum core_status rc = CORE_ENOTFOUND;
     if (!id || strnlen(id, SESS_ID_MAX) >= SESS_ID_MAX)
-        return rc;
+        return CORE_ENOTFOUND;
     pthread_mutex_lock(&st->mu);
     struct sess *s = find(st, id);
     if (s && expired(s, sess_now(st))) {
@@ -702,32 +750,25 @@ enum core_status sess_delete(struct sess_store *st, const char *id)
         st->expirations++;
         s = NULL;
     }
-    if (s && st->dur) {
-        /* journal first; held meanwhile so it stays, marked so a snapshot
-         * being written waits to see whether it goes */
-        s->refs++;
-        s->dying = true;
-        pthread_mutex_unlock(&st->mu);
-        enum core_status jrc = sess_dur_delete(st, id, false);
-        pthread_mutex_lock(&st->mu);
-        s->dying = false;
-        s->refs--;
-        if (jrc != CORE_OK) {
-            rc = jrc;
-        } else if (s->linked) {
-            unlink_sess(st, s, &grave, false);
-            rc = CORE_OK;
-        }
-        if (!s->linked && s->refs == 0 && rc != CORE_OK) {
-            s->hnext = grave;     /* removed by someone else meanwhile */
-            grave = s;
-        }
-    } else if (s) {
-        unlink_sess(st, s, &grave, false);
-        rc = CORE_OK;
-    }
+    if (s)
+        s->refs++;                  /* so it stays while we wait for it */
     pthread_mutex_unlock(&st->mu);
     bury(grave);
+    if (!s)
+        return CORE_ENOTFOUND;
+    /* after the request holding it: its records go before the delete's and
+     * none after (the id may be made again, by sess_create_named); a
+     * snapshot being written waits here too */
+    pthread_mutex_lock(&s->mu);
+    bool mine;
+    enum core_status rc = delete_locked(st, s, &grave, &mine);
+    pthread_mutex_lock(&st->mu);
+    bool orphan = !mine && !s->linked && s->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&s->mu);
+    bury(grave);
+    if (orphan)
+        sess_destroy(s);
     return rc;
 }
 

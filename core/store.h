@@ -132,6 +132,10 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force);
 /* Base64url characters of the random part of an id (128 bits). */
 #define SESS_ID_RANDOM_LEN 22
 
+/* Longest name of a named session (sess_create_named), with its NUL: it
+ * takes the random part's place in the id, after the replica prefix. */
+#define SESS_NAME_MAX 25
+
 /*
  * What a session fixes at creation. Arrays are borrowed by sess_create and
  * copied into the session.
@@ -215,6 +219,24 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
                              char *id);
 
 /*
+ * sess_create with an id worked out from name rather than drawn at random:
+ * this store's replica prefix followed by name (1 to SESS_NAME_MAX - 1 of
+ * [A-Za-z0-9_-]), so whoever knows the name finds the session again, also
+ * after a restart (sess_named_id). CORE_EEXIST when a session has that id
+ * (delete it first); CORE_EINVAL for a bad name; else errors as
+ * sess_create. Such an id is used again after a delete: sess_delete waits
+ * for the request holding the old session, so none of its journal records
+ * can follow the new one's.
+ */
+enum core_status sess_create_named(struct sess_store *st,
+                                   const struct sess_spec *spec,
+                                   const char *name, char *id);
+
+/* The id of the session named name (sess_create_named), into
+ * id[SESS_ID_MAX]; false for a bad name. */
+bool sess_named_id(struct sess_store *st, const char *name, char *id);
+
+/*
  * Look up id, take a reference, lock the session and refresh its TTL and
  * LRU position. CORE_ENOTFOUND for an unknown or expired id. On CORE_OK the
  * caller must call sess_release(st, *out) exactly once.
@@ -230,8 +252,9 @@ void sess_release(struct sess_store *st, struct sess *s);
  * session). */
 bool sess_exists(struct sess_store *st, const char *id);
 
-/* Remove id now (a holder finishes its request first; its later operations
- * answer CORE_ENOTFOUND). CORE_ENOTFOUND when unknown or expired. */
+/* Remove id once the request holding it (if any) is done; later requests
+ * answer CORE_ENOTFOUND. CORE_ENOTFOUND when unknown or expired. Never
+ * call it while holding that session (it would wait for itself). */
 enum core_status sess_delete(struct sess_store *st, const char *id);
 
 /* ---- operations on a held session (between acquire and release) -------- */

@@ -27,7 +27,6 @@ struct sess {
     /* Journal (core/durable.c): */
     uint64_t jlsn;                  /* lsn of the last journaled change (mu) */
     double jtouch;                  /* store clock of the last record (mu) */
-    bool dying;                     /* its delete is being journaled (store mu) */
 };
 
 struct sess_durable;
@@ -71,7 +70,7 @@ void sess_destroy(struct sess *s);
  * Link s (not yet linked; id already set, or generated when id[0] == 0)
  * into the store, admitting its bytes and one more session against the
  * limits (lru policy evicts idle sessions). idle_s: seconds it has already
- * been idle (0 for new). CORE_ECAPACITY when it does not fit; CORE_EINVAL
+ * been idle (0 for new). CORE_ECAPACITY when it does not fit; CORE_EEXIST
  * when the id is already taken. On success the id is copied to
  * id_out[SESS_ID_MAX] (may be NULL) before s becomes visible to others; s
  * itself must not be touched afterwards (it may already be evicted).

@@ -682,7 +682,6 @@ int srv_loop_run(struct srv_config *cfg)
     /* only now: the helpers read it (par_http) until they are joined */
     atomic_store(&par_http, NULL);
     srv_http_free(p->http);
-    api_ctx_close(&p->ctx);
     jnl_thread_stop();
     if (p->store)
         sess_store_free(p->store);

@@ -6,6 +6,7 @@
 #define ATTND_TESTS_STORE_UTIL_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "core/store.h"
 
@@ -29,6 +30,26 @@ static inline enum core_status store_fork_of(struct sess_store *st, const char *
         rc = sess_fork(st, s, out);
         sess_release(st, s);
     }
+    return rc;
+}
+
+/* rows rows appended to session id of one float32 kv head with
+ * d_k = d_v = d, K and V alike: value i is (i + offset) % 61 / 32 - 1. */
+static inline enum core_status store_add_rows(struct sess_store *st, const char *id,
+                                              size_t rows, size_t d, unsigned offset)
+{
+    float *kv = malloc(rows * d * sizeof *kv);
+    if (!kv)
+        return CORE_ENOMEM;
+    for (size_t i = 0; i < rows * d; i++)
+        kv[i] = (float)((i + offset) % 61) / 32.0f - 1;
+    struct sess *s;
+    enum core_status rc = sess_acquire(st, id, &s);
+    if (rc == CORE_OK) {
+        rc = sess_append(st, s, kv, kv, rows, -1);
+        sess_release(st, s);
+    }
+    free(kv);
     return rc;
 }
 

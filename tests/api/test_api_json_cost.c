@@ -264,7 +264,6 @@ int main(void)
     RUN(cost_of_numbers_is_not_loose);
     RUN(costly_bodies_refused_before_jansson_reads_them);
     RUN(max_elements_of_nested_numbers_fit);
-    api_ctx_close(&ctx);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

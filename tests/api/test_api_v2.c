@@ -10,11 +10,13 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
 #include "api/internal.h"
 #include "api/v2.h"
+#include "api/v2_impl.h"
 #include "core/store.h"
 
 static struct api_ctx ctx;
@@ -53,19 +55,24 @@ static void v2(const char *method, const char *rest, const char *const *hdrs,
     v2_on(&ctx, method, rest, hdrs, body, len, resp);
 }
 
-/* JSON request; the parsed answer (new reference) and its status. */
-static json_t *infer(const char *body, int *status)
+/* JSON request on pctx; the parsed answer (new reference) and its status. */
+static json_t *infer_on(struct api_ctx *pctx, const char *body, int *status)
 {
     struct api_response r;
     json_t *j;
 
-    v2("POST", "/models/attention/infer", NULL, body, strlen(body), &r);
+    v2_on(pctx, "POST", "/models/attention/infer", NULL, body, strlen(body), &r);
     *status = r.status;
     if (r.status != 200 && getenv("TEST_VERBOSE"))
         printf("  %d %.*s\n", r.status, (int)r.body_len, r.body ? r.body : "");
     j = t_json(&r);
     api_response_free(&r);
     return j;
+}
+
+static json_t *infer(const char *body, int *status)
+{
+    return infer_on(&ctx, body, status);
 }
 
 /* The output called name of a response. */
@@ -759,32 +766,6 @@ TEST(element_budget)
     ctx.cfg.max_elements = saved;
 }
 
-static double fake_now;
-static double fake_clock(void *arg)
-{
-    (void)arg;
-    return fake_now;
-}
-
-/* Start sequence "p<i>" on the store of pctx; the status. */
-static int start_seq(struct api_ctx *pctx, size_t i, bool end)
-{
-    char body[512];
-    struct api_response r;
-
-    snprintf(body, sizeof body,
-             "{\"parameters\":{\"sequence_id\":\"p%zu\",\"sequence_start\":true%s},"
-             "\"inputs\":["
-             "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
-             "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
-             "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}]}",
-             i, end ? ",\"sequence_end\":true" : "");
-    v2_on(pctx, "POST", "/models/attention/infer", NULL, body, strlen(body), &r);
-    int st = r.status;
-    api_response_free(&r);
-    return st;
-}
-
 /* The reply's datatype: the request's half type when q, k and v came in
  * one, else its computation's. */
 TEST(datatype_names)
@@ -795,34 +776,116 @@ TEST(datatype_names)
     CHECK_STR(api_v2_datatype_name(ATTN_F32, API_HALF_BF16), "BF16");
 }
 
-/* With the sequence map full, pruning it must not refresh the TTLs of the
- * idle sessions it looks at, or they never expire and the map stays full. */
-TEST(sequence_prune_keeps_ttls)
+/* One row of sequence seq (a JSON value) on pctx: started anew when start;
+ * the answer's sequence_length (-status on an error) and session_id. */
+static long seq_row(struct api_ctx *pctx, const char *seq, bool start, char *sid)
+{
+    char body[512];
+    int st;
+    json_t *j, *p;
+    long len;
+
+    snprintf(body, sizeof body,
+             "{\"parameters\":{\"sequence_id\":%s%s},\"inputs\":["
+             "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}]}",
+             seq, start ? ",\"sequence_start\":true" : "");
+    j = infer_on(pctx, body, &st);
+    p = json_object_get(j, "parameters");
+    len = st == 200 ? (long)json_integer_value(json_object_get(p, "sequence_length")) : -st;
+    if (sid)
+        snprintf(sid, SESS_ID_MAX, "%s", st == 200 ?
+                 json_string_value(json_object_get(p, "session_id")) : "");
+    json_decref(j);
+    return len;
+}
+
+static struct sess_store *store_in(const char *dir)
+{
+    struct sess_config sc = {.default_ttl_s = 600, .default_max_tokens = 64,
+                             .replica_id = "r1"};
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = (uint64_t)1 << 40};
+    struct sess_store *st = sess_store_new(&sc);
+
+    if (st && sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        st = NULL;
+    }
+    CHECK(st != NULL);
+    return st;
+}
+
+/* A sequence lives in the session named after its id: any number of them,
+ * each found again after a restart, and a start ends the one before. */
+TEST(sequences_are_named_sessions_that_outlive_a_restart)
 {
     struct api_ctx pctx;
-    struct sess_config sc;
+    char dir[64], cmd[160], sid[SESS_ID_MAX], name[SESS_NAME_MAX];
     size_t i, started = 0;
 
+    snprintf(dir, sizeof dir, "/tmp/attnd-test-v2seq-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CHECK(system(cmd) == 0);
     t_ctx_init(&pctx);
-    memset(&sc, 0, sizeof sc);
-    sc.default_ttl_s = 100;
-    sc.default_max_tokens = 16;
-    pctx.store = sess_store_new(&sc);
-    CHECK(pctx.store != NULL);
-    if (!pctx.store)
+    if (!(pctx.store = store_in(dir)))
         return;
-    sess_store_set_clock(pctx.store, fake_clock, NULL);
-    for (i = 0; i < API_V2_MAX_SEQUENCES; i++)
-        started += start_seq(&pctx, i, false) == 200;
-    CHECK_EQ_INT(started, API_V2_MAX_SEQUENCES);
-    fake_now += 60;     /* all idle 60 s of 100: the map is full, nothing goes */
-    CHECK_EQ_INT(start_seq(&pctx, i, false), 503);
-    fake_now += 60;     /* 120 s since their last use: all expired */
-    CHECK_EQ_INT(start_seq(&pctx, i, true), 200);
-    fake_now += 200;    /* leave the map empty for other tests */
-    CHECK_EQ_INT(start_seq(&pctx, i + 1, true), 200);
-    api_ctx_close(&pctx);
+    CHECK_EQ_INT(seq_row(&pctx, "7", true, sid), 1);
+    CHECK_STR(sid, "r1.v2i7");
+    CHECK_EQ_INT(seq_row(&pctx, "\"abc-_9\"", true, sid), 1);
+    CHECK_STR(sid, "r1.v2sabc-_9");
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", true, sid), 1);
+    CHECK(strncmp(sid, "r1.v2h", 6) == 0 && strlen(sid) == 27);
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", false, NULL), 2);
+    CHECK_EQ_INT(seq_row(&pctx, "\"a c\"", false, NULL), -404);
+    for (i = 0; i < 5000; i++) {         /* more than the old map's 4096 */
+        snprintf(name, sizeof name, "%zu", 100 + i);
+        started += seq_row(&pctx, name, true, NULL) == 1;
+    }
+    CHECK_EQ_INT(started, 5000);
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, NULL), 2);
     sess_store_free(pctx.store);
+
+    pctx.store = store_in(dir);          /* a restart */
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, sid), 3);
+    CHECK_STR(sid, "r1.v2i7");
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", false, NULL), 3);
+    CHECK_EQ_INT(seq_row(&pctx, "5099", false, NULL), 2);
+    CHECK_EQ_INT(seq_row(&pctx, "7", true, sid), 1);   /* started anew */
+    CHECK_STR(sid, "r1.v2i7");
+    sess_store_free(pctx.store);
+
+    pctx.store = store_in(dir);
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, NULL), 2);
+    sess_store_free(pctx.store);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Names: one per id, in the characters and length an id part may have. */
+TEST(sequence_names)
+{
+    static const char *const ids[] = {
+        "1", "9223372036854775807", "\"x\"", "\"abcdefghijklmnopqrstu\"",
+        "\"abcdefghijklmnopqrstuv\"", "\"a.b\"", "\"a b\"", "\"a c\"",
+        "\"\\u00e9t\\u00e9\"", "\"123456789012345678901234567890123456789012345678901234567890123\""};
+    char names[10][SESS_NAME_MAX];
+    size_t i, j;
+
+    for (i = 0; i < 10; i++) {
+        json_t *id = json_loads(ids[i], JSON_DECODE_ANY, NULL);
+        CHECK(api_v2_seq_name(id, names[i]));
+        CHECK(strlen(names[i]) >= 4 && strlen(names[i]) < SESS_NAME_MAX);
+        CHECK(strspn(names[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789-_") == strlen(names[i]));
+        for (j = 0; j < i; j++)
+            CHECK(strcmp(names[i], names[j]) != 0);
+        json_decref(id);
+    }
+    CHECK_STR(names[1], "v2i9223372036854775807");
+    CHECK_STR(names[3], "v2sabcdefghijklmnopqrstu");
+    CHECK(strncmp(names[4], "v2h", 3) == 0);
 }
 
 int main(void)
@@ -854,7 +917,8 @@ int main(void)
     RUN(sequence_rules);
     RUN(errors_in_v2_shape);
     RUN(element_budget);
-    RUN(sequence_prune_keeps_ttls);
+    RUN(sequences_are_named_sessions_that_outlive_a_restart);
+    RUN(sequence_names);
     RUN(datatype_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();

@@ -7,9 +7,12 @@ protocol's {"error": "..."} shape with Triton's status mapping.
 """
 import json
 import math
+import signal
 import struct
 
 import pytest
+
+from attnd_proc import Attnd
 
 HDR = "Inference-Header-Content-Length"
 INFER = "/v2/models/attention/infer"
@@ -357,6 +360,44 @@ def test_sequence_errors(attnd):
     assert "scale" in err
     v2_error(attnd.post(INFER, seq_body("e1", [[1.0, 2.0]])), 400)         # wrong d_k
     assert attnd.post(INFER, seq_body("e1", Q, sequence_end=True)).status == 200
+
+
+def test_sequences_outlive_restarts(tmp_path):
+    """A sequence lives in the session named after its id, which --state-dir
+    keeps: after SIGTERM and after kill -9 it goes on where it was (before,
+    the map from id to session was in memory and the sequence was lost)."""
+    sd = str(tmp_path / "state")
+    rows_k = K + [[0.25, 0.25, -1.0, 0.5]]
+    rows_v = V + [[2.0, 2.0]]
+    ids = [11, "chat 42", "x"]
+    with Attnd("--state-dir", sd, "--fsync", "always") as d:
+        for i in ids:
+            r = d.post(INFER, seq_body(i, Q[:1], K, V, sequence_start=True, causal=True))
+            assert r.status == 200, r
+        sids = {i: d.post(INFER, seq_body(i, Q[:1])).json()["parameters"]["session_id"]
+                for i in ids}
+    assert sids[11].endswith("v2i11") and sids["x"].endswith("v2sx")
+    with Attnd("--state-dir", sd, "--fsync", "always") as d:     # after SIGTERM
+        r = d.post(INFER, seq_body(11, Q[1:], rows_k[3:], rows_v[3:], causal=True))
+        assert r.status == 200, r
+        p = r.json()["parameters"]
+        assert p["sequence_length"] == 4 and p["session_id"] == sids[11]
+        full = d.post(INFER, {"parameters": {"causal": True},
+                              "inputs": [tensor("q", [1, 4], Q[1]), tensor("k", [4, 4], flat(rows_k)),
+                                         tensor("v", [4, 2], flat(rows_v))]})
+        assert outputs(r.json())["output"]["data"] == \
+            pytest.approx(outputs(full.json())["output"]["data"], abs=1e-14)
+        assert d.post(INFER, seq_body("x", Q[:1], sequence_end=True)).status == 200
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+    with Attnd("--state-dir", sd, "--fsync", "always") as d:     # after kill -9
+        r = d.post(INFER, seq_body("chat 42", Q[:1], rows_k[3:], rows_v[3:]))
+        assert r.status == 200 and r.json()["parameters"]["sequence_length"] == 4, r
+        assert d.post(INFER, seq_body(11, Q[:1])).json()["parameters"]["sequence_length"] == 4
+        v2_error(d.post(INFER, seq_body("x", Q[:1])), 404)            # ended before
+        r = d.post(INFER, seq_body(11, Q[:1], K[:1], V[:1], sequence_start=True))
+        assert r.status == 200 and r.json()["parameters"]["sequence_length"] == 1, r
+        assert r.json()["parameters"]["session_id"] == sids[11]
 
 
 # ---- errors ----------------------------------------------------------------------

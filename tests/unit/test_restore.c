@@ -62,20 +62,9 @@ static enum core_status new_session(struct sess_store *st, char *id)
     return sess_create(st, &sp, id);
 }
 
-/* rows rows of made-up values appended to id. */
 static enum core_status add_rows(struct sess_store *st, const char *id, size_t rows)
 {
-    float *kv = malloc(rows * 8 * sizeof *kv);
-    for (size_t i = 0; i < rows * 8; i++)
-        kv[i] = (float)(i % 61) / 32.0f - 1;
-    struct sess *s;
-    enum core_status rc = sess_acquire(st, id, &s);
-    if (rc == CORE_OK) {
-        rc = sess_append(st, s, kv, kv, rows, -1);
-        sess_release(st, s);
-    }
-    free(kv);
-    return rc;
+    return store_add_rows(st, id, rows, 8, 0);
 }
 
 /* n sessions of `rows` rows each, their ids into ids. */
