@@ -716,28 +716,6 @@ void sess_unhold(struct sess_store *st, struct sess *s)
     unref(st, s, false);
 }
 
-/* Journal and unlink s, which the caller holds a reference on and has
- * locked (so no request is between its operations); its outcome, with
- * *mine set when this call unlinked it. */
-static enum core_status delete_locked(struct sess_store *st, struct sess *s,
-                                      struct sess **grave, bool *mine)
-{
-    enum core_status rc = CORE_OK;
-    *mine = false;
-    if (st->dur && sess_is_linked(st, s))
-        rc = sess_dur_delete(st, s->id, false);
-    pthread_mutex_lock(&st->mu);
-    s->refs--;
-    if (rc == CORE_OK && s->linked) {
-        unlink_sess(st, s, grave, false);
-        *mine = true;
-    } else if (rc == CORE_OK) {
-        rc = CORE_ENOTFOUND;        /* removed by someone else meanwhile */
-    }
-    pthread_mutex_unlock(&st->mu);
-    return rc;
-}
-
 enum core_status sess_delete(struct sess_store *st, const char *id)
 {
     struct sess *grave = NULL;
@@ -760,15 +738,16 @@ enum core_status sess_delete(struct sess_store *st, const char *id)
      * none after (the id may be made again, by sess_create_named); a
      * snapshot being written waits here too */
     pthread_mutex_lock(&s->mu);
-    bool mine;
-    enum core_status rc = delete_locked(st, s, &grave, &mine);
+    enum core_status rc = CORE_OK;
+    if (st->dur && sess_is_linked(st, s))
+        rc = sess_dur_delete(st, s->id, false);
     pthread_mutex_lock(&st->mu);
-    bool orphan = !mine && !s->linked && s->refs == 0;
+    if (rc == CORE_OK && s->linked)
+        unlink_sess(st, s, &grave, false);  /* held by us: not buried yet */
+    else if (rc == CORE_OK)
+        rc = CORE_ENOTFOUND;                /* removed by someone else meanwhile */
     pthread_mutex_unlock(&st->mu);
-    pthread_mutex_unlock(&s->mu);
-    bury(grave);
-    if (orphan)
-        sess_destroy(s);
+    unref(st, s, false);                    /* frees it when ours was the last hold */
     return rc;
 }
 
