@@ -10,7 +10,8 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
   must say so;
 - API key: an attnd with --api-key answers the page 401 until the learner
   types the key.
-tests/browser/teach.mjs drives the looking-and-dragging views (teach.js).
+tests/browser/teach.mjs drives the looking-and-dragging views (teach.js,
+model.js).
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
