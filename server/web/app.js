@@ -105,18 +105,21 @@
     });
   }
 
-  function showError(e) {
-    var box = $('error');
-    clearInvalid();
+  /* Fills box with e: "Not sent: …" for a mistake found before sending,
+   * "No answer from attnd: …" when the request never got an answer,
+   * "attnd answered 422 invalid_field: … (at /k/2/1)" otherwise; e null
+   * empties and hides the box. */
+  function fillError(box, e) {
     if (!e) { box.hidden = true; box.textContent = ''; return; }
     box.hidden = false;
     box.textContent = '';
     var h = document.createElement('strong');
     /* status 0 with a local code: nothing was sent (a typing error) */
     h.textContent = e instanceof ApiError && e.local ? 'Not sent'
-      : e instanceof ApiError
-        ? 'attnd answered ' + (e.status ? e.status + ' ' : '') + (e.code || 'error')
-        : 'Error';
+      : e instanceof ApiError && e.code === 'network' ? 'No answer from attnd'
+        : e instanceof ApiError
+          ? 'attnd answered ' + (e.status ? e.status + ' ' : '') + (e.code || 'error')
+          : 'Error';
     box.appendChild(h);
     var p = document.createElement('span');
     p.textContent = ': ' + (e.message || String(e));
@@ -125,8 +128,14 @@
       var w = document.createElement('span');
       w.textContent = ' (at ' + e.path + ')';
       box.appendChild(w);
-      markInvalid(e.path);
     }
+  }
+
+  /* The Results section's error box; a path naming a grid cell marks it. */
+  function showError(e) {
+    clearInvalid();
+    fillError($('error'), e);
+    if (e && e.path) markInvalid(e.path);
   }
 
   /* A JSON pointer such as /k/2/1 or /bias/q/0 names a grid cell. */
@@ -894,8 +903,8 @@
     return tbody;
   }
 
-  window.attnd = { api: api, fmt: fmt, showError: showError, localError: localError,
-                   cellColour: cellColour, newTable: newTable };
+  window.attnd = { api: api, fmt: fmt, showError: showError, fillError: fillError,
+                   localError: localError, cellColour: cellColour, newTable: newTable };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

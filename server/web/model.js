@@ -43,17 +43,17 @@
   function drawModel() {
     var text = $('paste').value, req;
     try { req = JSON.parse(text); } catch (e) {
-      A.showError(A.localError('the pasted text is not JSON: ' + e.message));
+      failed(A.localError('the pasted text is not JSON: ' + e.message));
       return;
     }
     if (!req || typeof req !== 'object' || Array.isArray(req)) {
-      A.showError(A.localError('paste one JSON object, a /v1/attention request.'));
+      failed(A.localError('paste one JSON object, a /v1/attention request.'));
       return;
     }
     var rank = 0;
     for (var x = req.q; Array.isArray(x); x = x[0]) rank++;
     if (rank > 3) {
-      A.showError(A.localError('the page draws one sequence: paste q as [heads][n][d_k], ' +
+      failed(A.localError('the page draws one sequence: paste q as [heads][n][d_k], ' +
         'not a batch (rank ' + rank + ').'));
       return;
     }
@@ -61,7 +61,7 @@
     for (x = req.k; Array.isArray(x); x = x[0]) kr++;
     var L = kr === 3 ? req.k[0].length : kr === 2 ? req.k.length : 0;
     if (heads > 8 || L > 256) {
-      A.showError(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
+      failed(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
         heads + ' heads, ' + L + ' tokens).'));
       return;
     }
@@ -73,14 +73,30 @@
       model.res = res;
       model.req = req;
       model.head = Math.min(model.head, shownHeads(res) - 1);
-      A.showError(null);
+      A.fillError($('model-error'), null);
       renderModel();
       document.body.dataset.modelRounds = String(Number(document.body.dataset.modelRounds || 0) + 1);
-    }, function (e) { $('model-status').textContent = 'Not drawn.'; A.showError(e); });
+    }, failed);
   }
 
-  /* weights/scores of head h as [n][L] whatever the rank */
-  function perHead(m, h) { return shownHeads(model.res) > 1 || Array.isArray(m[0][0]) ? m[h] : m; }
+  /* A mistake in the pasted text or attnd's refusal: said beside the
+   * panel, and the previous request's picture taken down so it is not
+   * read as this one's. */
+  function failed(e) {
+    model.res = null;
+    A.fillError($('model-error'), e);
+    $('model-status').textContent = 'Not drawn.';
+    ['heat-grid', 'heat-legend', 'row-stats', 'model-head', 'head-view'].forEach(function (id) {
+      var el = $(id);
+      while (el.firstChild) el.removeChild(el.firstChild);
+    });
+  }
+
+  /* head h of m, one of the response's weights [h][n][L] or [n][L],
+   * scores (the same) or stats' entropy, mass, argmax ([h][n] or [n]).
+   * Whether m has a heads axis is read off the weights, whose rank is
+   * one more than the stats': a [1][n][d] request gives [1][n] stats. */
+  function perHead(m, h) { return Array.isArray(model.res.weights[0][0]) ? m[h] : m; }
   /* the heads a response carries (a `heads` selection returns only those)
    * and the name of the a-th */
   function shownHeads(res) { return res.meta.heads_returned ? res.meta.heads_returned.length : res.meta.heads; }
@@ -108,7 +124,7 @@
     sel.value = String(model.head);
     var masks = [];
     if (res.meta.causal) masks.push('causal');
-    if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + model.req.window.sinks + ' sinks' : ''));
+    if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + model.req.window.sinks + ' sink' + (model.req.window.sinks === 1 ? '' : 's') : ''));
     if (model.req.segments) masks.push('segments');
     if (model.req.mask) masks.push('mask');
     $('model-status').textContent = H + ' head' + (H > 1 ? 's' : '') + ', ' + n + ' queries × ' +
@@ -141,19 +157,39 @@
     var fs = Math.min(13, rowH * 0.8);
     qs.forEach(function (t, i) {
       var tx = svg('text', { x: 96, y: 5 + (i + 0.5) * rowH + fs / 3, 'text-anchor': 'end',
-        'font-size': fs, tabindex: 0, class: 'tok', 'data-i': i, role: 'button',
+        'font-size': fs, tabindex: 0, class: 'tok', 'data-i': i, role: 'button', 'aria-pressed': 'false',
         'aria-label': 'query token ' + i + ' "' + t + '": show only its lines' }, s);
-      tx.textContent = t;
+      fitText(tx, t, TOKEN_W);
       tx.addEventListener('mouseenter', function () { isolate(i); });
       tx.addEventListener('focus', function () { isolate(i); });
       tx.addEventListener('mouseleave', function () { isolate(-1); });
       tx.addEventListener('blur', function () { isolate(-1); });
-      tx.addEventListener('keydown', function (e) { if (e.key === 'Escape') isolate(-1); });
+      tx.addEventListener('keydown', function (e) {
+        if (e.key === 'Escape') isolate(-1);
+        if (e.key !== 'Enter' && e.key !== ' ') return;
+        e.preventDefault();             /* a button: Enter and Space toggle it */
+        isolate(model.hover === i ? -1 : i);
+      });
     });
     ks.forEach(function (t, j) {
       var tx = svg('text', { x: 224, y: 5 + (j + 0.5) * rowH + fs / 3, 'font-size': fs }, s);
-      tx.textContent = t;
+      fitText(tx, t, TOKEN_W);
     });
+  }
+  /* Token text t in tx, cut to at most w px with an ellipsis (the whole
+   * token in a title); the head view's columns are TOKEN_W px wide. */
+  var TOKEN_W = 92;
+  function fitText(tx, t, w) {
+    tx.textContent = t;
+    if (tx.getComputedTextLength() <= w) return;
+    var cps = Array.from(t), lo = 0, hi = cps.length;
+    while (lo < hi) {                   /* the most code points that fit */
+      var mid = Math.ceil((lo + hi) / 2);
+      tx.textContent = cps.slice(0, mid).join('') + '\u2026';
+      if (tx.getComputedTextLength() <= w) lo = mid; else hi = mid - 1;
+    }
+    tx.textContent = cps.slice(0, lo).join('') + '\u2026';
+    svg('title', {}, tx).textContent = t;
   }
   /* only query token i's lines (i < 0: every line), without a redraw */
   function isolate(i) {
@@ -163,7 +199,9 @@
       l.setAttribute('stroke-opacity', mine ? l.getAttribute('data-weight') : 0);
     });
     Array.prototype.forEach.call(document.querySelectorAll('#head-view text.tok'), function (t) {
-      t.setAttribute('font-weight', Number(t.getAttribute('data-i')) === i ? 'bold' : 'normal');
+      var on = Number(t.getAttribute('data-i')) === i;
+      t.setAttribute('font-weight', on ? 'bold' : 'normal');
+      t.setAttribute('aria-pressed', on ? 'true' : 'false');
     });
   }
 
@@ -294,7 +332,8 @@
       for (var i0 = 0; i0 < n; i0++) meanH += Number(perHead(st.entropy, h)[i0]) / n;
       cv.setAttribute('aria-label', headName(h) + ' weights, ' + n + ' query tokens (rows) by ' + L +
         ' key tokens (columns); mean row entropy ' + meanH.toFixed(3) + ' nats' +
-        (over.length ? '; outlined: ' + over.join(', ') : ''));
+        (over.length ? '; outlined: ' + over.join(', ') : '') +
+        '; focus it and use the arrow keys to read each cell');
       var g = cv.getContext('2d');
       g.scale(dpr, dpr);
       g.font = FONT + 'px sans-serif';
@@ -344,8 +383,13 @@
       cv.addEventListener('mousemove', labelCell(cv, h));
       var cap = document.createElement('figcaption');
       cap.textContent = headName(h);
+      var out = document.createElement('p');
+      out.className = 'cell-readout';
+      out.setAttribute('aria-live', 'polite');
+      readCells(cv, out, h, g.getImageData(0, 0, cv.width, cv.height));
       fig.appendChild(cv);
       fig.appendChild(cap);
+      fig.appendChild(out);
       box.appendChild(fig);
     }
     drawLegend(over, step);
@@ -390,6 +434,46 @@
       cv.title = labelsOf('q', res.meta.n)[i] + ' \u2192 ' + labelsOf('k', res.meta.L)[j] + ': ' +
         (perHead(res.scores, h)[i][j] === null ? 'masked' : f6(w));
     };
+  }
+
+  /* The keyboard's way into head h's map cv: a tab stop whose arrow keys
+   * (Home, End: the row's first and last key) move a cursor cell and
+   * write "query → key: weight" into out, a live region. base is the
+   * map's pixels without the cursor. */
+  function readCells(cv, out, h, base) {
+    var at = [0, 0];
+    cv.tabIndex = 0;
+    function show() {
+      var res = model.res, i = at[0], j = at[1], cell = Number(cv.dataset.cell);
+      var g = cv.getContext('2d'), dpr = cv.width / parseFloat(cv.style.width);
+      g.putImageData(base, 0, 0);
+      g.save();
+      g.setTransform(dpr, 0, 0, dpr, 0, 0);
+      g.strokeStyle = '#111827';
+      g.lineWidth = 2;
+      g.setLineDash([]);
+      g.strokeRect(Number(cv.dataset.ox) + j * cell + 1, Number(cv.dataset.oy) + i * cell + 1,
+        Math.max(1, cell - 2), Math.max(1, cell - 2));
+      g.restore();
+      out.textContent = labelsOf('q', res.meta.n)[i] + ' \u2192 ' + labelsOf('k', res.meta.L)[j] + ': ' +
+        (perHead(res.scores, h)[i][j] === null ? 'masked (score \u2212\u221E, weight 0)'
+          : f6(perHead(res.weights, h)[i][j]));
+    }
+    cv.addEventListener('focus', show);
+    cv.addEventListener('blur', function () { cv.getContext('2d').putImageData(base, 0, 0); });
+    cv.addEventListener('keydown', function (e) {
+      var n = model.res.meta.n, L = model.res.meta.L, i = at[0], j = at[1];
+      if (e.key === 'ArrowUp') i--;
+      else if (e.key === 'ArrowDown') i++;
+      else if (e.key === 'ArrowLeft') j--;
+      else if (e.key === 'ArrowRight') j++;
+      else if (e.key === 'Home') j = 0;
+      else if (e.key === 'End') j = L - 1;
+      else return;
+      e.preventDefault();
+      at = [Math.max(0, Math.min(n - 1, i)), Math.max(0, Math.min(L - 1, j))];
+      show();
+    });
   }
 
   function drawRowStats() {

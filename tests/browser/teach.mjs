@@ -412,7 +412,7 @@ await step('a pasted request with a heads selection and weights_top_k draws the 
   for (const bad of ['null', '[1, 2]', JSON.stringify({ ...req, q: [m(1)] })]) {
     await page.fill('#paste', bad);
     await page.click('#paste-draw');
-    const t = await page.textContent('#error');
+    const t = await page.textContent('#model-error');
     assert(/^Not sent/.test(t), `${bad.slice(0, 20)}: ${t}`);
   }
 });
@@ -420,7 +420,7 @@ await step('a pasted request with a heads selection and weights_top_k draws the 
 await step('typing mistakes are not blamed on attnd', async () => {
   await page.fill('#paste', '{"q": [[1,0]');
   await page.click('#paste-draw');
-  const t = await page.textContent('#error');
+  const t = await page.textContent('#model-error');
   assert(/^Not sent/.test(t) && !/attnd answered/.test(t), `error: ${t}`);
 });
 

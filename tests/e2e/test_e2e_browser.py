@@ -11,7 +11,8 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
 - API key: an attnd with --api-key answers the page 401 until the learner
   types the key.
 tests/browser/teach.mjs drives the looking-and-dragging views (teach.js,
-model.js).
+model.js); tests/browser/model.mjs the pasted-model panel's edge inputs,
+errors and keyboard reading (model.js).
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -87,6 +88,13 @@ def test_teaching_views_look_and_drag():
         out = run_node("teach.mjs", "--page", a.url + "/", "--api", a.url, "--shots", ARTIFACTS)
     assert os.path.getsize(os.path.join(ARTIFACTS, "teach-1400.png")) > 10000, out
     assert os.path.getsize(os.path.join(ARTIFACTS, "teach-390.png")) > 10000, out
+
+
+def test_pasted_model_panel():
+    """tests/browser/model.mjs: one head with a heads axis, errors beside the
+    panel, the maps read cell by cell from the keyboard, long tokens."""
+    with Attnd() as a:
+        run_node("model.mjs", "--page", a.url + "/", "--api", a.url)
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):
