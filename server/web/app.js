@@ -837,14 +837,24 @@
         changed(describe($(id)));
       });
     });
-    $('api-base').addEventListener('change', function () { fixLinks(); changed('API base URL changed'); });
-    $('api-key').addEventListener('change', function () { changed('API key entered'); });
+    $('api-base').addEventListener('change', function () {
+      fixLinks();
+      changed('API base URL changed');
+      serverChanged();
+    });
+    $('api-key').addEventListener('change', function () { changed('API key entered'); serverChanged(); });
     $('reset').addEventListener('click', function () { reset(); changed('back to the worked example'); });
     $('sess-start').addEventListener('click', startSession);
     $('sess-end').addEventListener('click', endSession);
     $('step').addEventListener('click', appendStep);
     $('controls').addEventListener('submit', function (e) { e.preventDefault(); });
   }
+
+  /* The other panels (teach.js, model.js) ask again when the learner
+   * points the page at another attnd or types the API key. */
+  var serverWatchers = [];
+  function onServerChange(fn) { serverWatchers.push(fn); }
+  function serverChanged() { serverWatchers.forEach(function (fn) { fn(); }); }
 
   /* Footer links follow the API base URL. */
   function fixLinks() {
@@ -904,7 +914,8 @@
   }
 
   window.attnd = { api: api, fmt: fmt, showError: showError, fillError: fillError,
-                   localError: localError, cellColour: cellColour, newTable: newTable };
+                   localError: localError, cellColour: cellColour, newTable: newTable,
+                   onServerChange: onServerChange };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

@@ -507,6 +507,7 @@
       drawRowStats();
       markChosen();
     });
+    A.onServerChange(drawModel);
     drawModel();
   }
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);

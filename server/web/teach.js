@@ -480,6 +480,7 @@
     });
     $('step-prev').addEventListener('click', function () { if (stage > 0) { stage--; drawSteps(); } });
     $('step-next').addEventListener('click', function () { if (stage < STAGES.length - 1) { stage++; drawSteps(); } });
+    A.onServerChange(requestGeo);
     drawPlane();
     requestGeo();
   }

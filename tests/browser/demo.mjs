@@ -117,6 +117,23 @@ try {
       sameMatrix(await heat(page, 'map-weights'), api.weights, 'weights');
       assert((await page.$$eval('#all-checks .check', (c) => c.length)) > 0, 'no checks with the key');
     });
+    await step('with the key, the other panels ask again: plane, stepper, quiet heads, pasted model', async () => {
+      await page.waitForFunction(() => document.querySelectorAll('#geo-bars .bar-num').length === 3 &&
+        document.querySelectorAll('#steps-rows .stage').length === 8 &&
+        /^\d/.test(document.getElementById('quiet-mass1').textContent) &&
+        document.querySelectorAll('#heat-grid canvas').length > 0, null, { timeout: 10000 })
+        .catch(() => {});
+      const got = await page.evaluate(() => ({
+        bars: document.querySelectorAll('#geo-bars .bar-num').length,
+        stages: document.querySelectorAll('#steps-rows .stage').length,
+        quiet: document.getElementById('quiet-mass1').textContent,
+        maps: document.querySelectorAll('#heat-grid canvas').length,
+        model: document.getElementById('model-status').textContent }));
+      assert(got.bars === 3 && got.stages === 8 && /^\d/.test(got.quiet) && got.maps > 0, JSON.stringify(got));
+      const w = (await apiPost('/v1/attention', { q: Q, k: K, v: V, scale: 1 / Math.SQRT2 })).weights[0];
+      const bars = await page.$$eval('#geo-bars .bar-num', (e) => e.map((x) => Number(x.dataset.weight)));
+      bars.forEach((x, j) => close(x, w[j], 1e-15, `plane weight ${j}`));
+    });
   }
 
   if (REFUSED || KEY) {
