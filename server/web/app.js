@@ -345,7 +345,16 @@
       var t = maxAbs > 0 ? Math.min(1, Math.abs(x) / maxAbs) : 0;
       rgb = mix(WHITE, x < 0 ? ORANGE : BLUE, t);
     }
-    return { bg: 'rgb(' + rgb.join(',') + ')', fg: luminance(rgb) > 0.18 ? '#111' : '#fff' };
+    return { bg: 'rgb(' + rgb.join(',') + ')', fg: textOn(rgb) };
+  }
+
+  /* The text colour for background rgb: black or white, whichever has the
+   * higher WCAG contrast ((L1 + 0.05) / (L2 + 0.05)). Black, not a dark
+   * grey: where the two are equal (L = 0.179) black/white give 4.58:1, so
+   * every background keeps 4.5:1; #111 would give 4.35. */
+  function textOn(rgb) {
+    var l = luminance(rgb);
+    return (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) ? '#000' : '#fff';
   }
 
   /* m [rows][cols] (numbers or null) -> a labelled table with the numbers
@@ -665,8 +674,11 @@
     var all = $('all-checks');
     all.textContent = '';
     checks.forEach(function (c) { all.appendChild(renderCheck(c)); });
-    $('all-checks-count').textContent = checks.filter(function (c) { return c.passed; }).length +
-      ' of ' + checks.length + ' hold';
+    /* a check that does not apply to these inputs neither holds nor fails */
+    var applicable = checks.filter(function (c) { return c.applicable !== false; });
+    var na = checks.length - applicable.length;
+    $('all-checks-count').textContent = applicable.filter(function (c) { return c.passed; }).length +
+      ' of ' + applicable.length + ' hold' + (na ? '; ' + na + ' not applicable' : '');
   }
 
   /* ---- one update round ----------------------------------------------- */
@@ -680,6 +692,8 @@
     if (badCells()) {
       showError(localError('a cell does not hold a number; fix the cell marked in red.'));
       $('status').textContent = 'Waiting for a valid number.';
+      setBusy(false);                 /* nothing is on its way: read the message out */
+      document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
       return;
     }
     var my = ++seq;
@@ -699,17 +713,27 @@
       } else {
         renderClaims(v);
       }
-      $('status').textContent = 'Updated (' + lastChange + ').' + summary + ' Weights: ' +
-        res.weights.map(function (r, i) {
-          return 'q' + (i + 1) + ': ' + r.map(fmt).join(', ');
-        }).join('; ') + '.';
+      $('status').textContent = 'Updated (' + lastChange + ').' + summary + weightsSaid(res.weights);
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     }, function (e) {
       if (my !== seq) return;
       showError(e);
-      $('status').textContent = 'attnd refused the inputs: ' + (e.message || e.code) + '.';
+      $('status').textContent = e.code === 'network' ? 'Not updated: attnd could not be reached.'
+        : 'attnd refused the inputs: ' + String(e.message || e.code).replace(/\.$/, '') + '.';
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     }).then(function () { if (my === seq) setBusy(false); });
+  }
+
+  /* The weights as the status line reads them out: every number while
+   * they are few (the worked example's three), else only their count, as
+   * the live region is read whole after each edit. */
+  var SAID_MAX = 8;
+  function weightsSaid(w) {
+    var count = w.length * w[0].length;
+    if (count > SAID_MAX) return ' ' + w.length + ' \u00D7 ' + w[0].length + ' weights in the map below.';
+    return ' Weights: ' + w.map(function (r, i) {
+      return 'q' + (i + 1) + ': ' + r.map(fmt).join(', ');
+    }).join('; ') + '.';
   }
 
   function changed(what) {

@@ -12,7 +12,8 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
   types the key.
 tests/browser/teach.mjs drives the looking-and-dragging views (teach.js,
 model.js); tests/browser/model.mjs the pasted-model panel's edge inputs,
-errors and keyboard reading (model.js).
+errors and keyboard reading (model.js); tests/browser/access.mjs contrast,
+focus ring, busy state, large inputs, 320 px, print.
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -95,6 +96,13 @@ def test_pasted_model_panel():
     panel, the maps read cell by cell from the keyboard, long tokens."""
     with Attnd() as a:
         run_node("model.mjs", "--page", a.url + "/", "--api", a.url)
+
+
+def test_page_access_and_layout():
+    """tests/browser/access.mjs: aria-busy on a bad cell, the colour ramps'
+    contrast, the focus ring, 10 x 60 inputs, 320 px, print colours."""
+    with Attnd() as a:
+        run_node("access.mjs", "--page", a.url + "/", "--api", a.url)
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):

@@ -1,0 +1,183 @@
+// tests/browser/access.mjs — the teaching page's accessibility and layout
+// beyond the default example, in real headless Chromium.
+//
+//   node access.mjs --page URL --api URL
+//
+// An invalid cell does not leave the results aria-busy; every heat-map
+// colour keeps its text at 4.5:1 (the whole ramp, and a weight of 0.80 on
+// the page); the focus ring is 3:1 against the panels and the page; with
+// 10 queries × 60 tokens the status stays short and the scrolling maps are
+// tab stops with names (axe scrollable-region-focusable); no sideways
+// scrolling at 320 px; printing keeps the heat-map colours; the count of
+// checks leaves out the ones that do not apply; an unreachable attnd is
+// not called an answer. Ends with "N passed, N failed".
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { arg, assert, finish, step } from './steps.mjs';
+
+const PAGE = arg('page');
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox'] });
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const errors = [];
+page.on('pageerror', (e) => errors.push(String(e)));
+
+/* WCAG 2 contrast of two colours given as CSS rgb() or #rrggbb / #rgb */
+function rgb(s) {
+  if (s[0] === '#') {
+    const h = s.length === 4 ? s.slice(1).split('').map((c) => c + c).join('') : s.slice(1);
+    return [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16));
+  }
+  return (s.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+}
+function lum(c) {
+  const l = c.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2];
+}
+function contrast(a, b) {
+  const [x, y] = [lum(rgb(a)), lum(rgb(b))].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+
+const updates = () => page.evaluate(() => Number(document.body.dataset.updates || 0));
+async function andWait(action) {
+  const before = await updates();
+  await action();
+  await page.waitForFunction((n) => Number(document.body.dataset.updates || 0) > n &&
+    document.body.dataset.busy === '0', before, { timeout: 20000 });
+}
+
+await page.goto(PAGE);
+await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+  document.body.dataset.busy === '0', null, { timeout: 15000 });
+
+await step('an invalid cell shows its message without leaving the results aria-busy', async () => {
+  const cell = '#grid-k input[data-r="1"][data-c="0"]';
+  for (const bad of ['abc', '']) {
+    await page.fill(cell, bad);
+    await page.waitForFunction(() => document.getElementById('status').textContent === 'Waiting for a valid number.');
+    await page.waitForTimeout(300);
+    const busy = await page.evaluate(() => [document.getElementById('results').getAttribute('aria-busy'),
+      document.body.dataset.busy]);
+    assert(busy.join() === 'false,0', `"${bad}": aria-busy ${busy[0]}, data-busy ${busy[1]}`);
+  }
+  await andWait(() => page.fill(cell, '0'));
+});
+
+await step('every heat-map colour keeps its text at 4.5:1 (weights 0..1, scores of both signs)', async () => {
+  const pairs = await page.evaluate(() => {
+    const out = [];
+    for (let a = 0; a <= 1000; a++) {
+      const t = a / 1000;
+      out.push(['weights', t, window.attnd.cellColour(t, 'weights', 1)]);
+      out.push(['scores', t, window.attnd.cellColour(t * 3, 'scores', 3)]);
+      out.push(['scores', -t, window.attnd.cellColour(-t * 3, 'scores', 3)]);
+    }
+    return out;
+  });
+  const bad = pairs.filter(([, , c]) => contrast(c.fg, c.bg) < 4.5);
+  assert(bad.length === 0, `${bad.length} colours under 4.5:1, e.g. ${bad.slice(0, 3).map(([k, t, c]) =>
+    `${k} ${t}: ${c.fg} on ${c.bg} ${contrast(c.fg, c.bg).toFixed(2)}`).join('; ')}`);
+});
+
+await step('a weight of 0.80 on the page: its cell text at 4.5:1', async () => {
+  await andWait(() => page.fill('#grid-k input[data-r="0"][data-c="0"]', '2.53'));
+  const c = await page.$eval('#map-weights td[data-row="0"][data-col="0"]', (td) => ({
+    v: Number(td.dataset.value), fg: getComputedStyle(td).color, bg: getComputedStyle(td).backgroundColor }));
+  assert(c.v > 0.79 && c.v < 0.81, `weight ${c.v}`);
+  assert(contrast(c.fg, c.bg) >= 4.5, `${c.fg} on ${c.bg}: ${contrast(c.fg, c.bg).toFixed(2)}`);
+  await andWait(() => page.click('#reset'));
+});
+
+await step('the focus ring is 3:1 against the panels and the page (buttons and the plane\'s handles)', async () => {
+  await page.focus('#reset');
+  await page.keyboard.press('Shift+Tab');
+  await page.keyboard.press('Tab');
+  const s = await page.evaluate(() => {
+    const el = document.activeElement;
+    const panel = getComputedStyle(el.closest('.panel')).backgroundColor;
+    return { id: el.id, ring: getComputedStyle(el).outlineColor, style: getComputedStyle(el).outlineStyle,
+      panel, page: getComputedStyle(document.body).backgroundColor };
+  });
+  assert(s.id === 'reset' && s.style !== 'none', `focus on ${s.id}, outline ${s.style}`);
+  assert(contrast(s.ring, s.panel) >= 3, `ring ${s.ring} on the panel ${s.panel}: ${contrast(s.ring, s.panel).toFixed(2)}`);
+  assert(contrast(s.ring, s.page) >= 3, `ring ${s.ring} on the page ${s.page}: ${contrast(s.ring, s.page).toFixed(2)}`);
+  await page.focus('[data-handle="k1"]');
+  const h = await page.$eval('[data-handle="k1"]', (c) => getComputedStyle(c).stroke);
+  assert(contrast(h, 'rgb(255, 255, 255)') >= 3, `handle ring ${h}: ${contrast(h, '#fff').toFixed(2)}`);
+});
+
+await step('an attnd that cannot be reached is not called an answer', async () => {
+  await andWait(async () => { await page.fill('#api-base', 'http://127.0.0.1:1'); await page.press('#api-base', 'Tab'); });
+  const err = await page.textContent('#error');
+  const status = await page.textContent('#status');
+  assert(/^No answer from attnd: Could not reach attnd/.test(err) && !/answered network/.test(err), `error: ${err}`);
+  assert(!/\.\./.test(status) && !/refused/.test(status), `status: ${status}`);
+  await andWait(async () => { await page.fill('#api-base', ''); await page.press('#api-base', 'Tab'); });
+});
+
+await step('the count of checks that hold leaves out the ones that do not apply', async () => {
+  const c = await page.evaluate(() => ({ text: document.getElementById('all-checks-count').textContent,
+    all: document.querySelectorAll('#all-checks .check').length,
+    na: document.querySelectorAll('#all-checks .check.na').length,
+    pass: document.querySelectorAll('#all-checks .check.pass').length }));
+  assert(c.na > 0, `no check is marked not applicable on the worked example: ${JSON.stringify(c)}`);
+  const want = `${c.pass} of ${c.all - c.na} hold; ${c.na} not applicable`;
+  assert(c.text === want, `"${c.text}", want "${want}"`);
+});
+
+await step('printing keeps the heat-map and bar colours (print-color-adjust: exact)', async () => {
+  await page.emulateMedia({ media: 'print' });
+  const adj = await page.evaluate(() => ['#map-weights td[data-value]', '#geo-bars .bar', '#quiet-bar1',
+    '.heat-grid canvas'].map((s) => {
+    const e = document.querySelector(s);
+    return [s, e ? getComputedStyle(e).printColorAdjust : 'missing'];
+  }));
+  await page.emulateMedia({ media: 'screen' });
+  const bad = adj.filter(([, v]) => v !== 'exact');
+  assert(bad.length === 0, bad.map(([s, v]) => `${s}: ${v}`).join('; '));
+});
+
+await step('no sideways scrolling at 320 px', async () => {
+  await page.setViewportSize({ width: 320, height: 800 });
+  await page.waitForTimeout(200);
+  const w = await page.evaluate(() => document.documentElement.scrollWidth);
+  const wide = await page.evaluate(() => Array.from(document.querySelectorAll('.panel *'))
+    .filter((e) => e.getBoundingClientRect().right > 320.5 && !e.closest('.heat, .cases-box, .grid-holder, .row-stats-box'))
+    .slice(0, 4).map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className} ${e.getBoundingClientRect().right}`));
+  assert(w <= 320 && wide.length === 0, `page ${w} px wide; past the edge: ${wide.join(', ')}`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {
+  for (let i = 0; i < 9; i++) await page.click('#q-add');
+  for (let i = 0; i < 57; i++) await page.click('#kv-add');
+  await andWait(() => page.click('#dk-add'));
+  const dims = await page.evaluate(() => document.querySelectorAll('#map-weights tbody td').length);
+  assert(dims === 600, `${dims} weights in the map`);
+  const status = await page.textContent('#status');
+  assert(status.length < 200 && /Updated/.test(status), `status of ${status.length} characters: ${status.slice(0, 120)}`);
+  await page.addScriptTag({ path: join(HERE, 'node_modules', 'axe-core', 'axe.min.js') });
+  const r = await page.evaluate(async () => window.axe.run(document,
+    { runOnly: ['scrollable-region-focusable', 'aria-allowed-role', 'landmark-unique', 'region'] }));
+  assert(r.violations.length === 0, r.violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target).join(' ')}`).join('; '));
+  const regions = await page.evaluate(() => ['map-scores', 'map-weights', 'map-output', 'cases'].map((id) => {
+    const e = document.getElementById(id);
+    const by = e.getAttribute('aria-labelledby');
+    return [id, e.scrollWidth > e.clientWidth, e.tabIndex, by ? document.getElementById(by).textContent : e.getAttribute('aria-label')];
+  }));
+  for (const [id, scrolls, tab, name] of regions) {
+    assert(scrolls || id === 'map-output', `${id} does not scroll at 600 weights`);
+    assert(tab === 0 && name && name.trim(), `${id}: tabindex ${tab}, name "${name}"`);
+  }
+});
+
+await step('no uncaught script errors', async () => {
+  assert(errors.length === 0, errors.join(' | '));
+});
+
+await browser.close();
+finish();
