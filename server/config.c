@@ -88,6 +88,11 @@ static const struct opt opts[] = {
     {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
      "seconds to let in-flight requests finish on SIGTERM"},
     {"conn-timeout", OPT_UINT, N(conn_timeout_s), 1, 86400, "30", "idle connection timeout, seconds"},
+    {"read-timeout", OPT_SECONDS, N(read_timeout_s), 0, 86400, "30",
+     "seconds a request's headers may take past --conn-timeout of idleness, and before its "
+     "body must average --min-body-rate (slow clients are closed); 0: no such deadline"},
+    {"min-body-rate", OPT_SIZE, N(min_body_rate), 0, 1e12, "1k",
+     "bytes a second a request body must average once --read-timeout has passed; 0: any"},
     {"max-connections", OPT_UINT, N(max_connections), 1, 100000, "1000", "open connections at most"},
     {"max-connections-per-ip", OPT_UINT, N(max_connections_per_ip), 1, 100000, "256",
      "open connections per client address"},

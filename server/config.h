@@ -48,6 +48,8 @@ struct srv_config {
     char log_file[1024];            /* append logs here (SIGHUP reopens), "" = stdout */
     double drain_timeout_s;         /* SIGTERM: longest wait for in-flight requests */
     unsigned conn_timeout_s;        /* idle connection timeout */
+    double read_timeout_s;          /* headers past idleness; body grace, 0 = none */
+    size_t min_body_rate;           /* body bytes a second on average, 0 = any */
     unsigned max_connections;       /* open connections at most */
     bool max_connections_given;     /* by flag or environment, not the default */
     unsigned max_connections_per_ip;/* open connections per client address */

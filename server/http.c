@@ -649,6 +649,8 @@ static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
     return MHD_YES;
 }
 
+static struct srv_rg_conn *connection_guard(struct MHD_Connection *conn);
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version,
                                const char *upload_data, size_t *upload_data_size,
@@ -663,6 +665,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             return MHD_NO;
         r->h = h;
         r->conn = conn;
+        r->rg = connection_guard(conn);
+        srv_readguard_headers(h->rg, r->rg, srv_readguard_now());
         r->method = method;
         r->url = url;
         r->t0 = uv_hrtime();
@@ -681,8 +685,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     switch (r->state) {
     case REQ_BODY:
-        if (*upload_data_size)
+        if (*upload_data_size) {
+            srv_readguard_body(h->rg, r->rg, *upload_data_size);
             return on_upload(r, upload_data, upload_data_size);
+        }
+        srv_readguard_read(h->rg, r->rg);
         if (r->refuse != API_ERR_NONE)
             return transport_error(r, r->refuse,
                                    r->refuse == API_ERR_BODY_TOO_LARGE ? NULL
@@ -710,6 +717,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     *con_cls = NULL;
+    srv_readguard_answered(h->rg, r->rg, srv_readguard_now());
     uint64_t ns = uv_hrtime() - r->t0;
     /* under mu: a pool thread may be moving r->state to REQ_READY */
     pthread_mutex_lock(&h->mu);
@@ -746,18 +754,41 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)socket_context;
     struct srv_http *h = cls;
     bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
     srv_metrics_connection(h->metrics, started ? 1 : -1);
-    if (started) {
-        const union MHD_ConnectionInfo *fd =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *peer =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (fd && peer)
-            srv_tcp_tune(&h->tcp, fd->connect_fd, peer->client_addr);
+    if (!started) {                 /* MHD closes the socket after this */
+        srv_readguard_close(h->rg, *socket_context);
+        *socket_context = NULL;
+        return;
     }
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *peer =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (fd && peer)
+        srv_tcp_tune(&h->tcp, fd->connect_fd, peer->client_addr);
+    *socket_context = fd ? srv_readguard_open(h->rg, fd->connect_fd, srv_readguard_now())
+                         : NULL;
+}
+
+/* The read deadlines of conn (on_connection made them), or NULL. */
+static struct srv_rg_conn *connection_guard(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+size_t srv_http_sweep_reads(struct srv_http *h)
+{
+    size_t n = h ? srv_readguard_sweep(h->rg, srv_readguard_now()) : 0;
+    if (n)
+        srv_log_msgf("warn", "closed %zu slow connection(s): headers not in %u+%g s after "
+                     "opening or the last answer, or a body under %zu bytes/s "
+                     "(--conn-timeout, --read-timeout, --min-body-rate)", n,
+                     h->cfg->conn_timeout_s, h->cfg->read_timeout_s, h->cfg->min_body_rate);
+    return n;
 }
 
 __attribute__((format(printf, 2, 0)))
@@ -877,6 +908,8 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
     srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
+    h->rg = srv_readguard_new(cfg->conn_timeout_s, cfg->read_timeout_s,
+                              (double)cfg->min_body_rate);
     h->body_budget = srv_http_body_budget(cfg->max_body_bytes);
     uv_async_init(loop, &h->async, http_async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
@@ -941,6 +974,7 @@ void srv_http_free(struct srv_http *h)
     if (!h)
         return;
     srv_sched_free(h->sched);
+    srv_readguard_free(h->rg);
     http_req_destroy(atomic_load(&h->spare));
     pthread_mutex_destroy(&h->mu);
     free(h);

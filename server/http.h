@@ -73,4 +73,9 @@ size_t srv_http_seal(struct srv_http *h);
 void srv_http_stop(struct srv_http *h);
 void srv_http_free(struct srv_http *h);
 
+/* Loop thread, once a second: shut the connections past their read
+ * deadlines (server/readguard.c: --read-timeout, --min-body-rate); how
+ * many. */
+size_t srv_http_sweep_reads(struct srv_http *h);
+
 #endif

@@ -23,6 +23,7 @@
 #include "server/keys.h"
 #include "server/limits.h"
 #include "server/sched.h"
+#include "server/readguard.h"
 #include "server/tcp.h"
 
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
@@ -53,6 +54,7 @@ struct srv_http {
     _Atomic(struct req *) spare;    /* one freed request kept for the next */
     size_t body_budget;             /* cap on body_bytes */
     struct srv_tcp tcp;             /* what each connection's socket is asked */
+    struct srv_readguard *rg;       /* read deadlines (slow clients), or NULL */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };
@@ -66,6 +68,7 @@ struct req_header {
 struct req {
     struct srv_http *h;
     struct MHD_Connection *conn;
+    struct srv_rg_conn *rg;         /* its connection's read deadlines, or NULL */
     enum req_state state;
     const char *method;             /* MHD's string */
     const char *url;                /* MHD's string, percent-decoded path */

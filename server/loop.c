@@ -242,6 +242,7 @@ static void housekeeping_cb(uv_timer_t *t)
     struct proc *p = t->data;
     if (p->limits)
         srv_limits_sweep(p->limits, uv_hrtime());
+    srv_http_sweep_reads(p->http);
     if (!p->store || p->sweeping || p->draining)
         return;
     p->sweep.data = p;
