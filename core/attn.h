@@ -76,6 +76,9 @@ struct attn_rope_scaling {
     double original_max_position;   /* llama3, yarn; > 0 */
     double beta_fast, beta_slow;    /* yarn (the caller fills the defaults 32, 1) */
     double attention_factor;        /* yarn; 0 = 0.1 ln(factor) + 1 */
+    bool no_truncate;               /* yarn: the correction range is not rounded
+                                       (HF "truncate": false, gpt-oss); false =
+                                       floor(low), ceil(high) as HF's default */
 };
 
 /* attn_params.rope_dims of a rotary embedding that rotates no dims. */

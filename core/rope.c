@@ -7,7 +7,9 @@
  * of Hugging Face's _compute_*_parameters, written here from the design):
  * linear divides by the factor, ntk raises the base, llama3 divides the
  * long wavelengths and blends the middle band, yarn blends interpolated and
- * extrapolated frequencies along a ramp between two correction dims. Each
+ * extrapolated frequencies along a ramp between two correction dims
+ * (rounded outwards to whole dims unless no_truncate, HF's "truncate":
+ * false that gpt-oss uses). Each
  * frequency is computed on its own in double (no table), so a caller asks
  * for f_i once per pair and rotates all its rows with it. The rotation of
  * rows is in core/attn_impl.h (one copy per element type).
@@ -36,6 +38,8 @@ enum core_status attn_rope_check(const struct attn_params *p, size_t d_k)
     if (r % 2 || r > d_k)
         return CORE_ESHAPE;
     const struct attn_rope_scaling *sc = &p->rope_scaling;
+    if (sc->no_truncate && sc->type != ATTN_ROPE_SCALING_YARN)
+        return CORE_EINVAL;             /* a yarn setting only */
     switch (sc->type) {
     case ATTN_ROPE_SCALING_NONE:
         return CORE_OK;
@@ -96,8 +100,12 @@ double attn_rope_inv_freq(const struct attn_params *p, size_t r, size_t i)
     }
     case ATTN_ROPE_SCALING_YARN: {
         double M = sc->original_max_position, rd = (double)r;
-        double lo = floor(yarn_corr(sc->beta_fast, rd, M, base));
-        double hi = ceil(yarn_corr(sc->beta_slow, rd, M, base));
+        double lo = yarn_corr(sc->beta_fast, rd, M, base);
+        double hi = yarn_corr(sc->beta_slow, rd, M, base);
+        if (!sc->no_truncate) {
+            lo = floor(lo);
+            hi = ceil(hi);
+        }
         lo = lo < 0 ? 0 : (lo > rd - 1 ? rd - 1 : lo);    /* both ends in [0, r-1] */
         hi = hi < 0 ? 0 : (hi > rd - 1 ? rd - 1 : hi);
         if (lo == hi)

@@ -14,7 +14,8 @@ size_t attn_rope_dims(const struct attn_params *p, size_t d_k);
 
 /* p->rope's options for keys of width d_k: CORE_ESHAPE when r is odd or
  * above d_k, CORE_EINVAL for a bad scaling type or parameter (ntk needs
- * r > 2, llama3 high > low, yarn base > 1). CORE_OK when RoPE is off. */
+ * r > 2, llama3 high > low, yarn base > 1, no_truncate only with yarn).
+ * CORE_OK when RoPE is off. */
 enum core_status attn_rope_check(const struct attn_params *p, size_t d_k);
 
 /* Inverse frequency of pair i < r/2 of r rotated dims, scaling applied. */

@@ -10,7 +10,7 @@
  * counted within segments by plain counting, the RoPE frequencies from the
  * design's table. Random cases mix every option; named cases pin the edges
  * (empty segments, windows that empty a row, positions near 2^31, yarn with
- * lo == hi, broadcasting), and the bit-for-bit promises: a batch equals its
+ * lo == hi, yarn with and without truncate, broadcasting), and the bit-for-bit promises: a batch equals its
  * elements run alone, the output does not depend on `return`, the worker
  * count or the session path.
  */
@@ -22,6 +22,7 @@
 #include "core/attn_extras.h"
 #include "core/attn_fused.h"
 #include "core/kv.h"
+#include "core/rope.h"
 #include "tests/harness.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -142,7 +143,10 @@ static long double ref_inv_freq(const struct mc *c, size_t r, size_t i)
         long double M = c->sc.original_max_position, pi = 3.14159265358979323846264L;
         long double clo = rr * logl(M / (2 * pi * c->sc.beta_fast)) / (2 * logl(base));
         long double chi = rr * logl(M / (2 * pi * c->sc.beta_slow)) / (2 * logl(base));
-        long double lo = floorl(clo), hi = ceill(chi);
+        /* HF's truncate (its default): the range rounded outwards to
+         * whole dims; "truncate": false (gpt-oss) keeps it as it is */
+        long double lo = c->sc.no_truncate ? clo : floorl(clo);
+        long double hi = c->sc.no_truncate ? chi : ceill(chi);
         lo = fminl(fmaxl(lo, 0), rr - 1);
         hi = fminl(fmaxl(hi, 0), rr - 1);
         if (lo == hi)
@@ -820,7 +824,7 @@ TEST(yarn_lo_equals_hi)
         struct mc c;
         mc_init(&c, ATTN_F64, 0, 1, 1, 3, 7, 8, 2);
         c.rope = 1;
-        c.sc = (struct attn_rope_scaling){ATTN_ROPE_SCALING_YARN, 4, 0, 0, Ms[t], 32, 32, 0};
+        c.sc = (struct attn_rope_scaling){ATTN_ROPE_SCALING_YARN, 4, 0, 0, Ms[t], 32, 32, 0, false};
         if (t == 1)
             c.sc.beta_slow = 32;    /* c(fast) = c(slow) = 4, an integer */
         check_case(&c, NULL);
@@ -838,12 +842,90 @@ TEST(rope_scalings)
         c.pairs = (enum attn_rope_pairs)(t / 2 % 2);
         c.dims = t % 3 == 0 ? 8 : 0;
         set_rope_scaling(&c, (enum attn_rope_scaling_type)(t % 5));
+        c.sc.no_truncate = c.sc.type == ATTN_ROPE_SCALING_YARN && t / 5 % 2;
         c.pqb = c.pkb = 1;
         c.pq = positions(1, 4, 500, true);
         c.pk = positions(1, 6, 10, true);
         check_case(&c, NULL);
         mc_free(&c);
     }
+}
+
+/* YaRN's frequencies, attn_rope_inv_freq against the long double
+ * reference for both truncate values over rotated dims, bases, original
+ * lengths, betas and factors: within 1e-14 relative, each between f/factor
+ * and f. gpt-oss's setting (base 150000, r 64, factor 32, M 4096, betas 32
+ * and 1) has its range at (8.09, 17.40) unrounded, [8, 18] rounded: the
+ * pairs 9..17 differ, the most by 76 %, as the numerics review measured. */
+TEST(yarn_truncate_freqs)
+{
+    static const size_t rs[] = {4, 8, 16, 32, 64, 128};
+    static const double bases[] = {10000, 150000, 500000};
+    static const double Ms[] = {256, 2048, 4096};
+    static const double betas[][2] = {{32, 1}, {16, 2}, {64, 0.5}, {8, 8}};
+    static const double factors[] = {1, 4, 32, 40};
+    double worst = 0;
+    int differ = 0;
+    for (size_t a = 0; a < 6; a++)
+    for (size_t b = 0; b < 3; b++)
+    for (size_t m = 0; m < 3; m++)
+    for (size_t e = 0; e < 4; e++)
+    for (size_t g = 0; g < 4; g++)
+    for (int nt = 0; nt < 2; nt++) {
+        struct mc c = {0};
+        struct attn_params p = {0};
+        c.base = p.rope_base = bases[b];
+        c.sc = (struct attn_rope_scaling){.type = ATTN_ROPE_SCALING_YARN,
+            .factor = factors[g], .original_max_position = Ms[m],
+            .beta_fast = betas[e][0], .beta_slow = betas[e][1], .no_truncate = nt};
+        p.rope = true;
+        p.rope_scaling = c.sc;
+        CHECK_EQ_INT(attn_rope_check(&p, rs[a]), CORE_OK);
+        for (size_t i = 0; i < rs[a] / 2; i++) {
+            long double want = ref_inv_freq(&c, rs[a], i);
+            double got = attn_rope_inv_freq(&p, rs[a], i);
+            double err = (double)fabsl(((long double)got - want) / want);
+            worst = err > worst ? err : worst;
+            double f = pow(bases[b], -2.0 * (double)i / (double)rs[a]);
+            CHECK(got <= f * (1 + 1e-15) && got >= f / factors[g] * (1 - 1e-15));
+            p.rope_scaling.no_truncate = !nt;
+            differ += attn_rope_inv_freq(&p, rs[a], i) != got;
+            p.rope_scaling.no_truncate = nt;
+        }
+    }
+    CHECK(worst <= 1e-14);
+    CHECK(differ > 0);
+
+    /* gpt-oss */
+    struct attn_params p = {0};
+    p.rope = true;
+    p.rope_base = 150000;
+    p.rope_scaling = (struct attn_rope_scaling){.type = ATTN_ROPE_SCALING_YARN,
+        .factor = 32, .original_max_position = 4096, .beta_fast = 32, .beta_slow = 1};
+    double most = 0;
+    int first = -1, last = -1;
+    for (size_t i = 0; i < 32; i++) {
+        double t = attn_rope_inv_freq(&p, 64, i);
+        p.rope_scaling.no_truncate = true;
+        double u = attn_rope_inv_freq(&p, 64, i);
+        p.rope_scaling.no_truncate = false;
+        double rel = fabs(t - u) / u;
+        if (rel > 1e-12) {
+            first = first < 0 ? (int)i : first;
+            last = (int)i;
+        }
+        most = rel > most ? rel : most;
+    }
+    CHECK_EQ_INT(first, 9);
+    CHECK_EQ_INT(last, 17);
+    CHECK(most > 0.75 && most < 0.77);
+
+    /* truncate is a yarn setting: another scaling with it is refused */
+    p.rope_scaling = (struct attn_rope_scaling){.type = ATTN_ROPE_SCALING_LINEAR,
+        .factor = 2, .no_truncate = true};
+    CHECK_EQ_INT(attn_rope_check(&p, 64), CORE_EINVAL);
+    p.rope_scaling.no_truncate = false;
+    CHECK_EQ_INT(attn_rope_check(&p, 64), CORE_OK);
 }
 
 /* attn_bias / mask of 1, h and B·h heads; positions and segments of 1 or B
@@ -1172,7 +1254,7 @@ TEST(validation)
     CHECK_EQ_INT(attn_check(&r), CORE_OK);
     r.params.rope_scaling.type = ATTN_ROPE_SCALING_LLAMA3;
     CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);     /* missing parameters */
-    r.params.rope_scaling = (struct attn_rope_scaling){ATTN_ROPE_SCALING_YARN, 2, 0, 0, 64, 32, 1, 0};
+    r.params.rope_scaling = (struct attn_rope_scaling){ATTN_ROPE_SCALING_YARN, 2, 0, 0, 64, 32, 1, 0, false};
     CHECK_EQ_INT(attn_check(&r), CORE_OK);
     r.params.rope_base = 1;             /* yarn divides by ln base */
     CHECK_EQ_INT(attn_check(&r), CORE_EINVAL);
@@ -1222,6 +1304,7 @@ int main(void)
     RUN(huge_positions);
     RUN(yarn_lo_equals_hi);
     RUN(rope_scalings);
+    RUN(yarn_truncate_freqs);
     RUN(batch_broadcasting);
     RUN(batch_equals_elements);
     RUN(output_bits_reproducible);
