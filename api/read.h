@@ -270,15 +270,16 @@ bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
 /* RoPE into p (rope, rope_base, rope_pairs, rope_dims, rope_scaling):
  * absent or false -> off; true -> the defaults; {"base":10000,
  * "pairs":"interleaved"|"half","dims":r (even, <= d_k; 0 = no RoPE),
- * "scaling":{"type":"linear"|"ntk"|"llama3"|"yarn", parameters}}. */
+ * "scaling":{"type":"linear"|"ntk"|"llama3"|"yarn", parameters}}; yarn's
+ * parameters include "truncate" (boolean, default true). */
 bool api_read_rope_params(struct api_call *c, const json_t *v, const char *path,
                           size_t d_k, struct attn_params *p);
 
 /* The same from OIP v2's flat parameters (path "/parameters"): rope_base,
  * rope_pairs, rope_dims, rope_scaling (the type), rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position,
- * rope_beta_fast, rope_beta_slow, rope_attention_factor; any of the first
- * four turns RoPE on. */
+ * rope_beta_fast, rope_beta_slow, rope_attention_factor, rope_truncate
+ * (a boolean); any of the first four turns RoPE on. */
 bool api_read_rope_flat(struct api_call *c, const json_t *params,
                         const char *path, size_t d_k, struct attn_params *p);
 

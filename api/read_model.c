@@ -439,8 +439,8 @@ static const char *scaling_check(const struct attn_rope_scaling *sc,
  * How a request spells RoPE. /v1 nests it: {"base","pairs","dims",
  * "scaling":{"type",parameters…}} (unknown members refused here). OIP v2
  * parameters are flat scalars: rope_base, rope_pairs, rope_dims,
- * rope_scaling (the type), rope_factor, rope_beta_fast, … (unknown
- * members refused by the caller's list). Errors name the member as spelt.
+ * rope_scaling (the type), rope_factor, rope_beta_fast, …, rope_truncate
+ * (unknown members refused by the caller's list). Errors name the member as spelt.
  */
 struct rope_spelling {
     const json_t *obj;              /* holds base, pairs, dims */
@@ -471,16 +471,34 @@ static const json_t *spelt_member(const json_t *obj, const char *prefix,
     return member(obj, key);
 }
 
+/* yarn's "truncate" (a boolean, default true as in Hugging Face's
+ * _compute_yarn_parameters): false keeps the correction range unrounded,
+ * as gpt-oss's config asks. */
+static bool read_truncate(struct api_call *c, const struct rope_spelling *rs,
+                          struct attn_rope_scaling *sc)
+{
+    const json_t *e = spelt_member(rs->scaling, rs->prefix, "truncate");
+    char p[API_PATH_MAX];
+
+    if (e && !json_is_boolean(e)) {
+        api_fail(c, API_ERR_INVALID_FIELD, spelt(p, rs->scaling_path, rs->prefix,
+                 "truncate"), "expected true or false");
+        return false;
+    }
+    sc->no_truncate = e && json_is_false(e);
+    return true;
+}
+
 static bool read_scaling(struct api_call *c, const struct rope_spelling *rs,
                          struct attn_rope_scaling *sc)
 {
     static const char *const every[] = {"factor", "low_freq_factor",
         "high_freq_factor", "original_max_position", "beta_fast", "beta_slow",
-        "attention_factor", NULL};
+        "attention_factor", "truncate", NULL};
     const json_t *v = rs->scaling;
     const char *path = rs->scaling_path;
     char p[API_PATH_MAX];
-    const char *allowed[8], *type = json_string_value(member(v, rs->type_key));
+    const char *allowed[9], *type = json_string_value(member(v, rs->type_key));
     const struct scaling_type *st = NULL;
     const char *bad, *msg = "";
     size_t i, j, n = 0;
@@ -501,6 +519,8 @@ static bool read_scaling(struct api_call *c, const struct rope_spelling *rs,
     allowed[n++] = "type";
     for (i = 0; st->params[i].name; i++)
         allowed[n++] = st->params[i].name;
+    if (st->type == ATTN_ROPE_SCALING_YARN)
+        allowed[n++] = "truncate";
     allowed[n] = NULL;
     if (rs->nested && !api_check_fields(c, v, path, allowed))
         return false;
@@ -533,6 +553,8 @@ static bool read_scaling(struct api_call *c, const struct rope_spelling *rs,
             return false;
         }
     }
+    if (st->type == ATTN_ROPE_SCALING_YARN && !read_truncate(c, rs, sc))
+        return false;
     if ((bad = scaling_check(sc, &msg))) {
         api_fail(c, API_ERR_INVALID_FIELD, spelt(p, path, rs->prefix, bad), "%s", msg);
         return false;
@@ -634,7 +656,7 @@ bool api_read_rope_flat(struct api_call *c, const json_t *params,
     static const char *const on[] = {"base", "pairs", "dims", "scaling", NULL};
     static const char *const scaling_only[] = {"factor", "low_freq_factor",
         "high_freq_factor", "original_max_position", "beta_fast", "beta_slow",
-        "attention_factor", NULL};
+        "attention_factor", "truncate", NULL};
     struct rope_spelling rs = {params, path, NULL, path, "rope_", "rope_scaling", false};
     char pb[API_PATH_MAX];
     bool any = false;
@@ -685,6 +707,8 @@ json_t *api_rope_json(const struct attn_params *p, size_t d_k)
             x = 0.1 * log(sc->factor) + 1;  /* the default, as core resolves it */
         json_object_set_new(s, sp->name, json_real(x));
     }
+    if (sc->type == ATTN_ROPE_SCALING_YARN)
+        json_object_set_new(s, "truncate", json_boolean(!sc->no_truncate));
     json_object_set_new(j, "scaling", s);
     return j;
 }

@@ -324,7 +324,7 @@ static const char *const v2_params_allowed[] = {
     "softcap", "window_left", "window_right", "window_sinks", "rope_dims",
     "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-    "rope_attention_factor", NULL,
+    "rope_attention_factor", "rope_truncate", NULL,
 };
 
 /* Options fixed by a session may only come with its start. */

@@ -104,7 +104,7 @@ bool api_v2_refuse_fixed_model(struct api_call *c, const struct v2_infer *x)
     static const char *const fixed[] = {"softcap", "rope_dims", "rope_scaling",
         "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
         "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-        "rope_attention_factor"};
+        "rope_attention_factor", "rope_truncate"};
     char p[API_PATH_MAX];
     size_t i;
 

@@ -145,6 +145,18 @@ static const struct err_case attention_cases[] = {
      "/rope/scaling/beta_slow"},
     {"{" QKV ",\"rope\":{\"base\":1,\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
      "\"original_max_position\":4096}}}", 422, "invalid_field", "/rope/base"},
+    /* yarn's truncate: a boolean, and yarn's alone */
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096,\"truncate\":\"false\"}}}", 422, "invalid_field",
+     "/rope/scaling/truncate"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+     "\"original_max_position\":4096,\"truncate\":0}}}", 422, "invalid_field",
+     "/rope/scaling/truncate"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"linear\",\"factor\":2,"
+     "\"truncate\":false}}}", 422, "invalid_field", "/rope/scaling/truncate"},
+    {"{" QKV ",\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,"
+     "\"low_freq_factor\":1,\"high_freq_factor\":4,\"original_max_position\":8192,"
+     "\"truncate\":true}}}", 422, "invalid_field", "/rope/scaling/truncate"},
     /* ranks and batches */
     {"{" Q4 ",\"k\":[[[1,0],[0,1]]],\"v\":[[[1,2],[3,4]]]}", 422, "shape_mismatch", "/k"},
     {"{" Q4 ",\"k\":[[[[1,0],[0,1]]]],\"v\":[[[[1,2],[3,4]]]]}", 422,
@@ -241,6 +253,11 @@ static const struct err_case create_cases[] = {
     {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"dims\":3}}", 422, "invalid_field", "/rope/dims"},
     {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":2}}}",
      422, "invalid_field", "/rope/scaling/original_max_position"},
+    {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"scaling\":{\"type\":\"yarn\",\"factor\":2,"
+     "\"original_max_position\":16,\"truncate\":\"no\"}}}", 422, "invalid_field",
+     "/rope/scaling/truncate"},
+    {"{\"d_k\":2,\"d_v\":2,\"rope\":{\"scaling\":{\"type\":\"ntk\",\"factor\":2,"
+     "\"truncate\":false}}}", 422, "invalid_field", "/rope/scaling/truncate"},
     /* a rolling session's window: causal, so no right side; left required */
     {"{\"d_k\":2,\"d_v\":2,\"window\":{\"left\":2,\"right\":0}}", 422, "invalid_field",
      "/window/right"},
@@ -277,6 +294,14 @@ static const char *spath(const char *id, const char *suffix)
     "\"rope\":{\"base\":100,\"pairs\":\"half\",\"dims\":2,\"scaling\":"      \
     "{\"type\":\"yarn\",\"factor\":4,\"original_max_position\":16}}"
 
+/* yarn on d_k = 4 whose rounded range [0, 2] and unrounded one
+ * (0.105, 1.61) give pair 1 different frequencies (ramp 0.5 and 0.62) */
+#define YARN4(truncate)                                                      \
+    "\"rope\":{\"base\":100,\"pairs\":\"half\",\"scaling\":{\"type\":\"yarn\","  \
+    "\"factor\":4,\"original_max_position\":256" truncate "}}"
+#define GPTOSS_LIKE(truncate)                                                \
+    "\"softmax\":\"sink\",\"sink_logit\":[0.5,-1],\"softcap\":3," YARN4(truncate)
+
 TEST(session_settings_echoed)
 {
     char id[128];
@@ -303,6 +328,16 @@ TEST(session_settings_echoed)
     CHECK_NEAR(json_number_value(json_object_get(sc, "beta_slow")), 1, 0);
     CHECK_NEAR(json_number_value(json_object_get(sc, "attention_factor")),
                0.1 * log(4.0) + 1, 1e-15);
+    CHECK(json_is_true(json_object_get(sc, "truncate")));  /* the default */
+    json_decref(j);
+    /* truncate false is kept and shown */
+    CHECK(create("{\"d_k\":4,\"d_v\":2,\"heads\":2," GPTOSS_LIKE(",\"truncate\":false")
+                 "}", id));
+    t_call(&ctx, "GET", spath(id, ""), NULL, &r);
+    j = t_json(&r);
+    api_response_free(&r);
+    sc = json_object_get(json_object_get(j, "rope"), "scaling");
+    CHECK(json_is_false(json_object_get(sc, "truncate")));
     json_decref(j);
     /* a plain session shows the settings off */
     CHECK(create("{\"d_k\":2,\"d_v\":2}", id));
@@ -440,6 +475,67 @@ TEST(session_step_equals_stateless)
     free(b);
 }
 
+/* The same with yarn's "truncate": false (gpt-oss): the session keeps it
+ * (its step equals the stateless request with false, bit for bit, and
+ * differs from the one with the default, true: pair 1's frequency differs
+ * by 0.009, 0.018 rad at position 2). */
+TEST(session_step_yarn_truncate_false)
+{
+    char id[128], *a, *b, *t;
+    struct api_response r;
+
+    CHECK(create("{\"d_k\":4,\"d_v\":2,\"heads\":2,\"kv_heads\":1,"
+                 GPTOSS_LIKE(",\"truncate\":false") "}", id));
+    t_call(&ctx, "POST", spath(id, "/kv"), "{\"k\":[[1,0,2,0],[0,1,0,-1]],"
+           "\"v\":[[1,2],[3,4]]}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    api_response_free(&r);
+    a = post_text(spath(id, "/attention"), "{\"q\":[[[1,1,0,1]],[[0,2,1,0]]],"
+                  "\"causal\":true,\"k\":[[0.5,0.5,1,1]],\"v\":[[5,6]]}");
+    b = post_text("/v1/attention", "{\"q\":[[[1,1,0,1]],[[0,2,1,0]]],\"causal\":true,"
+                  "\"k\":[[[1,0,2,0],[0,1,0,-1],[0.5,0.5,1,1]]],"
+                  "\"v\":[[[1,2],[3,4],[5,6]]]," GPTOSS_LIKE(",\"truncate\":false") "}");
+    t = post_text("/v1/attention", "{\"q\":[[[1,1,0,1]],[[0,2,1,0]]],\"causal\":true,"
+                  "\"k\":[[[1,0,2,0],[0,1,0,-1],[0.5,0.5,1,1]]],"
+                  "\"v\":[[[1,2],[3,4],[5,6]]]," GPTOSS_LIKE("") "}");
+    CHECK(a && b && t);
+    if (a && b && t) {
+        size_t at = (size_t)(strstr(a, "\"meta\"") - a);
+        CHECK(strncmp(a, b, at) == 0);
+        CHECK(strncmp(a, t, at) != 0);
+    }
+    free(a);
+    free(b);
+    free(t);
+}
+
+/* /v1/attention: truncate absent or null (as every member) equals true
+ * bit for bit, false differs. */
+TEST(yarn_truncate_answers)
+{
+    static const char *const forms[4] = {"", ",\"truncate\":true", ",\"truncate\":null",
+                                         ",\"truncate\":false"};
+    char body[1024], *out[4];
+
+    for (int i = 0; i < 4; i++) {
+        snprintf(body, sizeof body, "{\"q\":[[1,0.5,-1,2]],\"k\":[[1,0,2,0],[0,1,0,-1]],"
+                 "\"v\":[[1,2],[3,4]],\"positions\":{\"q\":[700],\"k\":[3,650]},"
+                 "\"return\":[\"qk\",\"output\"],\"rope\":{\"base\":100,"
+                 "\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                 "\"original_max_position\":256%s}}}", forms[i]);
+        out[i] = post_text("/v1/attention", body);
+    }
+    CHECK(out[0] && out[1] && out[2] && out[3]);
+    if (out[0] && out[1] && out[2] && out[3]) {
+        size_t at = (size_t)(strstr(out[0], "\"meta\"") - out[0]);
+        CHECK(strncmp(out[0], out[1], at) == 0);
+        CHECK(strncmp(out[0], out[2], at) == 0);
+        CHECK(strncmp(out[0], out[3], at) != 0);
+    }
+    for (int i = 0; i < 4; i++)
+        free(out[i]);
+}
+
 /* ---- OIP v2 ----------------------------------------------------------------- */
 
 #define V2_INFER "/v2/models/attention/infer"
@@ -474,6 +570,16 @@ static const struct v2_case v2_cases[] = {
     {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"yarn\","
      "\"rope_factor\":2,\"rope_original_max_position\":8,\"rope_attention_factor\":-1}}",
      "/parameters/rope_attention_factor"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"yarn\","
+     "\"rope_factor\":2,\"rope_original_max_position\":8,\"rope_truncate\":\"false\"}}",
+     "/parameters/rope_truncate"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"yarn\","
+     "\"rope_factor\":2,\"rope_original_max_position\":8,\"rope_truncate\":0}}",
+     "/parameters/rope_truncate"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_truncate\":false}}",
+     "/parameters/rope_truncate"},
+    {"{\"inputs\":[" V2_QKV "],\"parameters\":{\"rope_scaling\":\"linear\","
+     "\"rope_factor\":2,\"rope_truncate\":false}}", "/parameters/rope_truncate"},
     {"{\"inputs\":[" V2_QKV "," T("positions_q", "[1]", "INT64", "[-1]") "]}",
      "/inputs/3/data"},
     {"{\"inputs\":[" V2_QKV "," T("positions_q", "[1]", "FP64", "[1]") "]}",
@@ -567,6 +673,44 @@ TEST(v2_equals_v1)
     json_decref(flat);
     json_decref(a);
     json_decref(b);
+}
+
+/* OIP v2's rope_truncate equals /v1's scaling.truncate (false and true),
+ * and the two values answer differently. */
+TEST(v2_yarn_truncate_equals_v1)
+{
+    static const char *const vals[2] = {"false", "true"};
+    json_t *out[2] = {NULL, NULL};
+    char body[2048];
+    int st;
+
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, "{\"inputs\":[" T("q", "[1,1,4]", "FP64", "[1,0.5,-1,2]")
+                 "," T("k", "[1,2,4]", "FP64", "[1,0,2,0,0,1,0,-1]") ","
+                 T("v", "[1,2,2]", "FP64", "[1,2,3,4]") ","
+                 T("positions_q", "[1]", "INT64", "[700]") ","
+                 T("positions_k", "[2]", "INT64", "[3,650]") "],"
+                 "\"parameters\":{\"rope_base\":100,\"rope_scaling\":\"yarn\","
+                 "\"rope_factor\":4,\"rope_original_max_position\":256,"
+                 "\"rope_truncate\":%s}}", vals[i]);
+        json_t *a = post(V2_INFER, body, &st);
+        CHECK_EQ_INT(st, 200);
+        snprintf(body, sizeof body, "{\"q\":[[1,0.5,-1,2]],\"k\":[[1,0,2,0],[0,1,0,-1]],"
+                 "\"v\":[[1,2],[3,4]],\"positions\":{\"q\":[700],\"k\":[3,650]},"
+                 "\"rope\":{\"base\":100,\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                 "\"original_max_position\":256,\"truncate\":%s}}}", vals[i]);
+        json_t *b = post("/v1/attention", body, &st);
+        CHECK_EQ_INT(st, 200);
+        json_t *o = v2_output(a, "output"), *flat = json_array();
+        flatten_into(flat, json_object_get(b, "output"));
+        CHECK(o && same(json_object_get(o, "data"), flat));
+        out[i] = flat;
+        json_decref(a);
+        json_decref(b);
+    }
+    CHECK(!same(out[0], out[1]));
+    json_decref(out[0]);
+    json_decref(out[1]);
 }
 
 /* A v2 input tensor {name, datatype, shape, data} from a flat list. */
@@ -697,8 +841,11 @@ int main(void)
     RUN(batch_mask_broadcasts);
     RUN(batch_positions_segments_per_element);
     RUN(session_step_equals_stateless);
+    RUN(session_step_yarn_truncate_false);
+    RUN(yarn_truncate_answers);
     RUN(v2_refusals);
     RUN(v2_equals_v1);
+    RUN(v2_yarn_truncate_equals_v1);
     RUN(v2_score_broadcasts);
     sess_store_free(ctx.store);
     TEST_MAIN_END();

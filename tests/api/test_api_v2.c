@@ -679,6 +679,58 @@ TEST(sequence_rules)
     json_decref(j);
 }
 
+/* A sequence started with yarn's rope_truncate false keeps it: its decode
+ * step equals the stateless request with rope_truncate false, bit for bit,
+ * and not the one with the default; a later rope_truncate is refused as
+ * fixed at the start. */
+TEST(sequence_yarn_truncate)
+{
+#define YARN_P "\"rope_base\":100,\"rope_scaling\":\"yarn\",\"rope_factor\":4," \
+    "\"rope_original_max_position\":256"
+#define KV3 "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,4],"             \
+    "\"data\":[1,0,2,0,0,1,0,-1,0.5,0.5,1,1]},{\"name\":\"v\",\"datatype\":\"FP64\"," \
+    "\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}"
+#define Q1 "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,4],\"data\":[1,1,0,1]}"
+    int st;
+    json_t *a, *b, *full, *dflt, *j;
+
+    a = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"sequence_start\":true,"
+              "\"causal\":true," YARN_P ",\"rope_truncate\":false},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,4],"
+              "\"data\":[1,0,2,0,0,1,0,-1]},{\"name\":\"k\",\"datatype\":\"FP64\","
+              "\"shape\":[2,4],\"data\":[1,0,2,0,0,1,0,-1]},{\"name\":\"v\","
+              "\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,2,3,4]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    j = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"rope_truncate\":true},"
+              "\"inputs\":[" Q1 "]}", &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "/parameters/rope_truncate"));
+    json_decref(j);
+    b = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"causal\":true,"
+              "\"sequence_end\":true},\"inputs\":[" Q1 ","
+              "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,4],"
+              "\"data\":[0.5,0.5,1,1]},{\"name\":\"v\",\"datatype\":\"FP64\","
+              "\"shape\":[1,2],\"data\":[5,6]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    full = infer("{\"parameters\":{\"causal\":true," YARN_P ",\"rope_truncate\":false},"
+                 "\"inputs\":[" Q1 "," KV3 "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    dflt = infer("{\"parameters\":{\"causal\":true," YARN_P "},\"inputs\":[" Q1 ","
+                 KV3 "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    for (size_t i = 0; i < 2; i++) {
+        CHECK(dat(output(b, "output"), i) == dat(output(full, "output"), i));
+        CHECK(dat(output(b, "output"), i) != dat(output(dflt, "output"), i));
+    }
+    json_decref(a);
+    json_decref(b);
+    json_decref(full);
+    json_decref(dflt);
+#undef YARN_P
+#undef KV3
+#undef Q1
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 /* Status and that the message mentions want. */
@@ -915,6 +967,7 @@ int main(void)
     RUN(binary_same_type_nonfinite);
     RUN(sequence_decode_equals_stateless);
     RUN(sequence_rules);
+    RUN(sequence_yarn_truncate);
     RUN(errors_in_v2_shape);
     RUN(element_budget);
     RUN(sequences_are_named_sessions_that_outlive_a_restart);

@@ -383,14 +383,17 @@ TEST(post_half)
 
 /* Every RoPE scaling on the caller's head answers a passing report (ntk
  * once answered 422 without a path: check 25's dims 0 kept ntk, which
- * needs more than 2 rotated dims). */
+ * needs more than 2 rotated dims), yarn also with gpt-oss's truncate
+ * false. */
 TEST(post_rope_scalings)
 {
     static const char *const scalings[] = {
         "{\"type\":\"linear\",\"factor\":2}", "{\"type\":\"ntk\",\"factor\":2}",
         "{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
         "\"original_max_position\":16}",
-        "{\"type\":\"yarn\",\"factor\":4,\"original_max_position\":32}"};
+        "{\"type\":\"yarn\",\"factor\":4,\"original_max_position\":32}",
+        "{\"type\":\"yarn\",\"factor\":32,\"original_max_position\":4096,"
+        "\"beta_fast\":32,\"beta_slow\":1,\"truncate\":false}"};
     char body[512];
     for (size_t i = 0; i < sizeof scalings / sizeof scalings[0]; i++) {
         int st;

@@ -452,6 +452,15 @@ for name, expect, change in [
     ("rope_yarn_base_1", err(422, "invalid_field", "/rope/base"),
      {"rope": {"base": 1, "scaling": {"type": "yarn", "factor": 4,
                                       "original_max_position": 4096}}}),
+    ("rope_yarn_truncate_string", err(422, "invalid_field", "/rope/scaling/truncate"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4, "original_max_position": 4096,
+                           "truncate": "false"}}}),
+    ("rope_yarn_truncate_number", err(422, "invalid_field", "/rope/scaling/truncate"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4, "original_max_position": 4096,
+                           "truncate": 0}}}),
+    ("rope_truncate_not_yarn", err(422, "invalid_field", "/rope/scaling/truncate",
+                                   note="truncate is a parameter of yarn alone"),
+     {"rope": {"scaling": {"type": "linear", "factor": 2, "truncate": False}}}),
 ]:
     case("model_" + name, expect, with_(VALID, **change))
 for name, expect, body in [
@@ -479,6 +488,11 @@ case("model_session_softcap_zero", err(422, "invalid_field", "/softcap"),
      with_(SESSION, softcap=0), path="/v1/sessions")
 case("model_session_rope_dims_odd", err(422, "invalid_field", "/rope/dims"),
      with_(SESSION, rope={"dims": 1}), path="/v1/sessions")
+case("model_session_rope_yarn_truncate_string",
+     err(422, "invalid_field", "/rope/scaling/truncate"),
+     with_(SESSION, rope={"scaling": {"type": "yarn", "factor": 4,
+                                      "original_max_position": 4096, "truncate": "no"}}),
+     path="/v1/sessions")
 case("model_session_window_negative",
      err(422, "invalid_field", "/window/left", setup={"session": SESSION}),
      {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 0]], "window": {"left": -3}},
@@ -518,6 +532,10 @@ for name, body in [
     ("rope_dims_odd", {"inputs": V2_QKV, "parameters": {"rope_dims": 3}}),
     ("rope_scaling_unknown", {"inputs": V2_QKV, "parameters": {"rope_scaling": "dynamic"}}),
     ("rope_factor_without_scaling", {"inputs": V2_QKV, "parameters": {"rope_factor": 2}}),
+    ("rope_truncate_string", {"inputs": V2_QKV, "parameters": {
+        "rope_scaling": "yarn", "rope_factor": 2, "rope_original_max_position": 8,
+        "rope_truncate": "false"}}),
+    ("rope_truncate_without_scaling", {"inputs": V2_QKV, "parameters": {"rope_truncate": False}}),
     ("positions_negative", {"inputs": V2_QKV + [
         {"name": "positions_q", "shape": [1], "datatype": "INT64", "data": [-1]}]}),
     ("positions_fp64", {"inputs": V2_QKV + [
@@ -569,6 +587,9 @@ for name, expect, change in [
     ("rope_dims_odd", err(422, "invalid_field", "/rope/dims"), {"rope": {"dims": 1}}),
     ("rope_scaling_unknown", err(422, "invalid_field", "/rope/scaling/type"),
      {"rope": {"scaling": {"type": "dynamic", "factor": 2}}}),
+    ("rope_yarn_truncate_string", err(422, "invalid_field", "/rope/scaling/truncate"),
+     {"rope": {"scaling": {"type": "yarn", "factor": 4, "original_max_position": 32,
+                           "truncate": "false"}}}),
     ("float16_input_overflow", err(422, "non_finite", "/v/2/0"),
      {"dtype": "float16", "v": [[1], [2], [70000]]}),
     ("float16_result_overflow", err(422, "non_finite", "/checks/0/data/scores_core/0/0"),
