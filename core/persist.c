@@ -12,10 +12,10 @@
  * reaches every one of those at once. Rows are read from the cache by
  * write_rows and written into it by the importer alone.
  *
- * Format, version 4 (all integers u32/u64/i64 and floats f64 in host byte
+ * Format, version 5 (all integers u32/u64/i64 and floats f64 in host byte
  * order; a byte-order mark makes a file from another byte order read as
  * corrupt):
- *   "ATTNDSES" u32 version=4 u32 bom=0x01020304
+ *   "ATTNDSES" u32 version=5 u32 bom=0x01020304
  *   u32 id_len, id bytes
  *   u32 dtype | half << 8 | kv_store << 16
  *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
@@ -27,6 +27,9 @@
  *   (version 4) u64 first_row u32 window_on u32 reserved=0
  *   i64 window_left window_right window_sinks: the rolling window
  *   (window_on 1: left >= 0, right -1, sinks >= 0; window_on 0: -1 -1 0).
+ *   (version 5) u32 yarn_truncate: 1 rounds yarn's correction range (HF's
+ *   default "truncate": true, and every scaling but yarn), 0 does not
+ *   (truncate false, gpt-oss); versions 1 to 4 read as 1.
  *   first_row 0: every row [0, length) is held and follows. Otherwise the
  *   session let rows go: the rows that follow are [0, front) and
  *   [first_row, length), front = sinks rounded up to a multiple of 64 (the
@@ -39,8 +42,8 @@
  *   [length][d_v] in the cache's storage form (kv_elem_bytes each): every
  *   array at its element's alignment when the bytes start at one
  *   u32 crc: CRC-32C (version 4; journal.c's) of every byte before it
- * Version 3 (rows before the int8 scales, no padding, no window, CRC-32
- * IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
+ * Version 4 (no yarn_truncate), version 3 (rows before the int8 scales,
+ * no padding, no window, CRC-32 IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
  * off) and version 1 (no half or kv_store, rows in the dtype) still read.
  * Reading is bounded by the bytes' size: no length read from them is
  * allocated before it is known to fit in what is left (or, when the size
@@ -220,6 +223,7 @@ static void write_head(struct wr *w, struct sess_store *st, struct sess *s)
     put_i64(w, win->on ? win->left : -1);
     put_i64(w, -1);
     put_i64(w, win->on ? win->sinks : 0);
+    put_u32(w, !sc->no_truncate);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);

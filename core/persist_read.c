@@ -253,6 +253,17 @@ static void read_window(struct rd *r, struct loaded *l)
     l->rows = front + (l->length - l->first);
 }
 
+/* The version 5 yarn_truncate: 1 (HF's default rounding) or 0, and 0
+ * only with yarn (versions 1 to 4 leave the default). */
+static void read_truncate(struct rd *r, struct loaded *l)
+{
+    struct attn_rope_scaling *sc = &l->spec.params.rope_scaling;
+    uint32_t t = get_u32(r);
+    if (!r->err && (t > 1 || (t == 0 && sc->type != ATTN_ROPE_SCALING_YARN)))
+        r->err = "bad header field";
+    sc->no_truncate = t == 0;
+}
+
 /* The id: 1..SESS_ID_MAX-1 characters of [A-Za-z0-9._-], not starting
  * with '.' (save writes "<id>.sess"; a dot file is skipped by a load). */
 static void read_id(struct rd *r, struct loaded *l)
@@ -329,6 +340,8 @@ static void read_header(struct rd *r, struct loaded *l)
     l->rows = l->length;
     if (r->version >= 4)
         read_window(r, l);
+    if (r->version >= 5)
+        read_truncate(r, l);
     if (!r->err && l->rows > l->spec.max_tokens)     /* rows held at most */
         r->err = "bad header field";
 }

@@ -114,7 +114,9 @@ static size_t after_clock(const unsigned char *p)
 
 /* Offset of the rolling-window fields of an export without ALiBi slopes
  * or per-head sinks: after the clock, scale softmax sink rope base pairs
- * alibi has_slopes, softcap has_sinks, rope_dims scaling type and 7 f64. */
+ * alibi has_slopes, softcap has_sinks, rope_dims scaling type and 7 f64.
+ * The window's 40 bytes are followed by version 5's u32 yarn_truncate,
+ * then the three u64 bias head counts. */
 static size_t window_at(const unsigned char *p)
 {
     return after_clock(p) + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 4 + 8 + 4 + 8 + 4 + 7 * 8;
@@ -178,6 +180,11 @@ static const struct {
      "\"rope\":{\"scaling\":{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
      "\"high_freq_factor\":4,\"original_max_position\":16}}}", 4, 3, 8},
     {"{\"d_k\":2,\"d_v\":2,\"dtype\":\"float32\"}", 2, 2, 0},
+    /* gpt-oss's yarn: truncate false */
+    {"{\"d_k\":8,\"d_v\":3,\"dtype\":\"float64\",\"softmax\":\"sink\",\"sink_logit\":0.3,"
+     "\"rope\":{\"base\":150000,\"pairs\":\"half\",\"scaling\":{\"type\":\"yarn\","
+     "\"factor\":32,\"original_max_position\":4096,\"beta_fast\":32,\"beta_slow\":1,"
+     "\"truncate\":false}}}", 8, 3, 70},
 };
 
 TEST(round_trip_every_dtype_bit_for_bit)
@@ -305,9 +312,17 @@ TEST(refusals_create_nothing)
     memcpy(b + off + 16, win, sizeof win);
     fix_crc(b, n);
     refused(b, n, 422, "invalid_export", "bad window field");
+    /* yarn_truncate other than 0 or 1, and 0 (no rounding) without yarn */
+    uint32_t truncs[2] = {2, 0};
+    for (int i = 0; i < 2; i++) {
+        memcpy(b, a, n);
+        memcpy(b + off + 40, &truncs[i], 4);
+        fix_crc(b, n);
+        refused(b, n, 422, "invalid_export", "bad header field");
+    }
     /* a non-finite int8 scale behind a right checksum */
     memcpy(b, a, n);
-    uint32_t pad_from = (uint32_t)(off + 8 + 4 + 4 + 24 + 24);
+    uint32_t pad_from = (uint32_t)(off + 8 + 4 + 4 + 24 + 4 + 24);
     size_t scales = pad_from + (8 - pad_from % 8) % 8;
     float inf = INFINITY;
     memcpy(b + scales, &inf, 4);
@@ -389,18 +404,18 @@ TEST(cache_limits_before_allocation)
     free(bigx);
 }
 
-/* The version 3 form of a version 4 export of an int8 session without
- * biases, slopes or per-head sinks (no window fields, no padding, the
- * scales after the rows, CRC-32 IEEE) into out; its size. */
+/* The version 3 form of a version 5 export of an int8 session without
+ * biases, slopes or per-head sinks (no window fields, no yarn_truncate, no
+ * padding, the scales after the rows, CRC-32 IEEE) into out; its size. */
 static size_t as_version3(const unsigned char *a, size_t n, size_t h_kv, size_t len,
                           unsigned char *out)
 {
     size_t w = window_at(a), m = 0, sb = 2 * h_kv * len * sizeof(float);
-    size_t rows_at = (w + 40 + 24 + 7) / 8 * 8;         /* window, bias heads, pad */
+    size_t rows_at = (w + 40 + 4 + 24 + 7) / 8 * 8;     /* window, truncate, bias heads, pad */
     memcpy(out, a, w);
     out[8] = 3;
     m = w;
-    memcpy(out + m, a + w + 40, 24);                    /* bias heads: 0 0 0 */
+    memcpy(out + m, a + w + 40 + 4, 24);                /* bias heads: 0 0 0 */
     m += 24;
     memcpy(out + m, a + rows_at + sb, n - 4 - rows_at - sb);   /* K, V */
     m += n - 4 - rows_at - sb;
@@ -442,6 +457,70 @@ TEST(version_3_imports_the_same)
     CHECK_STR(xa, xb);
     free(xa);
     free(xb);
+    free(a);
+    free(b);
+}
+
+/* The version 4 form of a version 5 export of a session without biases,
+ * slopes, per-head sinks or int8 rows (no yarn_truncate; the padding
+ * before the rows redone) into out; its size. */
+static size_t as_version4(const unsigned char *a, size_t n, unsigned char *out)
+{
+    size_t w = window_at(a), m = w + 40;
+    size_t rows_at = (w + 40 + 4 + 24 + 7) / 8 * 8;
+    memcpy(out, a, m);                                  /* up to the window's end */
+    out[8] = 4;
+    memcpy(out + m, a + w + 40 + 4, 24);                /* bias heads: 0 0 0 */
+    m += 24;
+    while (m % 8)
+        out[m++] = 0;
+    memcpy(out + m, a + rows_at, n - 4 - rows_at);      /* K, V */
+    m += n - 4 - rows_at;
+    uint32_t c = test_crc32_bitwise(0x82F63B78u, out, m);
+    memcpy(out + m, &c, 4);
+    return m + 4;
+}
+
+/* A version 4 export (written before yarn's truncate was kept, so by a
+ * session that rounded: its K rows are rotated so) reads as HF's default,
+ * truncate true: a yarn session's export turned into version 4 imports
+ * answering with the bits of the session (whose queries are rotated with
+ * the same frequencies as its stored K only if truncate is read as true),
+ * and echoes truncate true. */
+TEST(version_4_reads_yarn_truncate_true)
+{
+    char tid[128], nid[128];
+    size_t n;
+    make_session("{\"d_k\":8,\"d_v\":3,\"rope\":{\"base\":150000,\"pairs\":\"half\","
+                 "\"scaling\":{\"type\":\"yarn\",\"factor\":32,"
+                 "\"original_max_position\":4096}}}", 8, 3, 40, 5, tid);
+    unsigned char *a = export_bytes(tid, &n), *b = malloc(n);
+    if (!a || !b)
+        return;
+    uint32_t version, trunc;
+    memcpy(&version, a + 8, 4);
+    memcpy(&trunc, a + window_at(a) + 40, 4);
+    CHECK_EQ_INT(version, 5);
+    CHECK_EQ_INT(trunc, 1);
+    size_t n4 = as_version4(a, n, b);
+    CHECK_EQ_INT(n4, n - 8);                            /* 4 bytes and 4 of padding */
+    struct api_response r;
+    CHECK_EQ_INT(import(b, n4, nid, &r), 201);
+    if (r.status != 201)
+        printf("  %.*s\n", (int)r.body_len, r.body);
+    api_response_free(&r);
+    const char *q = "{\"q\":[[1,0,2,1,-1,0.5,0,1]],\"return\":[\"output\",\"weights\"]}";
+    char *xt = answer("POST", tid, "/attention", q), *xn = answer("POST", nid, "/attention", q);
+    CHECK(strcmp(xn, "(failed)") != 0);
+    CHECK_STR(xn, xt);
+    json_call("GET", P(nid, ""), NULL, &r);
+    json_t *j = t_json(&r);
+    api_response_free(&r);
+    CHECK(json_is_true(json_object_get(json_object_get(json_object_get(j, "rope"), "scaling"),
+                                       "truncate")));
+    json_decref(j);
+    free(xt);
+    free(xn);
     free(a);
     free(b);
 }
@@ -548,6 +627,7 @@ int main(void)
     RUN(cache_limits_before_allocation);
     RUN(old_state_file_imports);
     RUN(version_3_imports_the_same);
+    RUN(version_4_reads_yarn_truncate_true);
     RUN(export_in_pieces_to_a_transport_that_takes_them);
     RUN(routes_methods_and_auth);
     sess_store_free(ctx.store);
