@@ -56,8 +56,13 @@ def inv_freqs(r, base, scaling):
 
         def corr(x):
             return r * math.log(M / (2 * math.pi * x)) / (2 * math.log(base))
-        lo = max(math.floor(corr(bf)), 0)
-        hi = min(math.ceil(corr(bs)), r - 1)
+        # "truncate" (Hugging Face's, default true) rounds the range
+        # outwards to whole dims; gpt-oss's false keeps it
+        lo, hi = corr(bf), corr(bs)
+        if scaling.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo = max(lo, 0)
+        hi = min(hi, r - 1)
         if lo == hi:
             hi += 0.001
         out = []

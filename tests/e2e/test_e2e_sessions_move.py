@@ -3,9 +3,9 @@
 - A session exported by one daemon (--replica-id a1) and imported by a
   second (--replica-id b2, --state-dir) answers the same query with the
   same bits (base64 output), for float64, float32, float16/bfloat16/int8
-  caches, GQA, biases, RoPE with scaling, ALiBi, softcap and sinks; the new
-  id carries the second replica's prefix, and the import survives a restart
-  of the second daemon (it is journaled).
+  caches, GQA, biases, RoPE with scaling (yarn also with truncate false),
+  ALiBi, softcap and sinks; the new id carries the second replica's prefix,
+  and the import survives a restart of the second daemon (it is journaled).
 - A truncated, corrupt or foreign body, another version, or the wrong media
   type is refused (422 invalid_export, 415) and creates nothing; a session
   over the importer's --max-tokens or whole --max-cache-bytes is 422
@@ -41,6 +41,11 @@ SPECS = [
     {"d_k": 4, "d_v": 4, "dtype": "bfloat16", "softmax": "softmax1"},
     {"d_k": 2, "d_v": 2, "dtype": "float32", "kv_dtype": "bfloat16", "max_tokens": 64,
      "ttl_s": 300},
+    # gpt-oss: yarn with truncate false, per-head sinks
+    {"d_k": 16, "d_v": 4, "heads": 2, "kv_heads": 1, "softmax": "sink", "sink_logit": [0.3, -1],
+     "rope": {"base": 150000, "pairs": "half", "scaling": {
+         "type": "yarn", "factor": 32, "original_max_position": 4096, "beta_fast": 32,
+         "beta_slow": 1, "truncate": False}}},
 ]
 
 
