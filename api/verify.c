@@ -635,7 +635,7 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
     st = verify_run(in, &rep);
     if (st != CORE_OK) {
         verify_report_free(&rep);
-        api_fail_core(c, st, NULL);
+        api_fail_compute(c, st, in->dtype);
         return;
     }
     if (!report_bytes(&rep, in, &bytes)) {
@@ -796,7 +796,7 @@ static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
                (report_bytes(&job.reps[e], &in, &one) && core_add(bytes, one, &bytes));
     }
     if (st != CORE_OK) {
-        api_fail_core(c, st, NULL);
+        api_fail_compute(c, st, r->in.dtype);
     } else if (!fits) {
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
     } else {

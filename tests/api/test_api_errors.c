@@ -399,20 +399,26 @@ TEST(nul_escape_is_named_as_sent)
     api_response_free(&r);
 }
 
-/* Finite inputs whose scores overflow: the message says so, and how out. */
+/* Finite inputs whose scores overflow: the message says so, and how out,
+ * from /v1/attention and from /v1/verify (one head and several). */
 TEST(overflow_in_the_pass_is_named)
 {
-    static const char *const overflow[][2] = {
-        {"{\"q\":[[1e200]],\"k\":[[1e200]],\"v\":[[1]]}", "not finite in float64"},
-        {"{\"q\":[[1e30]],\"k\":[[1e30]],\"v\":[[1]],\"dtype\":\"float32\"}",
-         "or compute in float64"}};
+    static const char *const overflow[][3] = {
+        {"/v1/attention", "{\"q\":[[1e200]],\"k\":[[1e200]],\"v\":[[1]]}",
+         "not finite in float64"},
+        {"/v1/attention", "{\"q\":[[1e30]],\"k\":[[1e30]],\"v\":[[1]],"
+         "\"dtype\":\"float32\"}", "or compute in float64"},
+        {"/v1/verify", "{\"q\":[[1e200]],\"k\":[[1e200]],\"v\":[[1]]}",
+         "not finite in float64"},
+        {"/v1/verify", "{\"q\":[[[1e200]],[[1]]],\"k\":[[[1e200]],[[1]]],"
+         "\"v\":[[[1]],[[1]]]}", "q·k with its scale and biases overflowed"}};
     struct api_response r;
 
-    for (size_t i = 0; i < 2; i++) {
-        t_call(&ctx, "POST", "/v1/attention", overflow[i][0], &r);
+    for (size_t i = 0; i < 4; i++) {
+        t_call(&ctx, "POST", overflow[i][0], overflow[i][1], &r);
         CHECK_EQ_INT(r.status, 422);
         CHECK_STR(t_err_code(&r), "non_finite");
-        CHECK(r.body && memmem(r.body, r.body_len, overflow[i][1], strlen(overflow[i][1])));
+        CHECK(r.body && memmem(r.body, r.body_len, overflow[i][2], strlen(overflow[i][2])));
         api_response_free(&r);
     }
 }
