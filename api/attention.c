@@ -41,20 +41,28 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
 
 /* The JSON pointer of element at (row-major over [B·nh·n][cols]) of output
  * name in the response that was not sent: /name/[b/][h/]i/j as the rank of
- * q nests it, or /name/data when the outputs travel as base64. */
+ * q nests it (/name/[b/][h/]i for one number a row: cols 0), or /name/data
+ * when the outputs travel as base64. */
 static const char *out_pointer(const struct api_attention_view *v, const char *name,
                                size_t nh, size_t cols, size_t at, char *p, size_t size)
 {
-    size_t n = v->req->shape.n, row = at / cols, i = row % n, h = row / n % nh, b = row / n / nh;
+    size_t n = v->req->shape.n, row = cols ? at / cols : at, i = row % n, h = row / n % nh,
+           b = row / n / nh;
+    char col[24] = "";
+    int k = 0;
 
-    if (v->encoding == API_ENC_BASE64)
+    if (v->encoding == API_ENC_BASE64) {
         snprintf(p, size, "/%s/data", name);
-    else if (v->q_rank == 4)
-        snprintf(p, size, "/%s/%zu/%zu/%zu/%zu", name, b, h, i, at % cols);
+        return p;
+    }
+    if (cols)
+        snprintf(col, sizeof col, "/%zu", at % cols);
+    k = snprintf(p, size, "/%s", name);
+    if (v->q_rank == 4)
+        k += snprintf(p + k, size - (size_t)k, "/%zu/%zu", b, h);
     else if (v->q_rank == 3)
-        snprintf(p, size, "/%s/%zu/%zu/%zu", name, h, i, at % cols);
-    else
-        snprintf(p, size, "/%s/%zu/%zu", name, i, at % cols);
+        k += snprintf(p + k, size - (size_t)k, "/%zu", h);
+    snprintf(p + k, size - (size_t)k, "/%zu%s", i, col);
     return p;
 }
 
@@ -89,12 +97,14 @@ static bool round_half(struct api_call *c, const struct api_attention_view *v,
     const char *xn = v->x && api_extras_compute(v->x)
                          ? api_extras_round_half(v->req, v->x, v->half, &at) : NULL;
     if (xn) {
-        size_t k = 0;
-        p[k++] = '/';
-        for (const char *q = xn; *q && k + 1 < sizeof p; q++)
-            p[k++] = *q == '.' ? '/' : *q;
-        p[k] = '\0';
-        api_fail(c, API_ERR_NON_FINITE, p,
+        /* qk is [..][n][L], weights.values [..][n][k], lse and stats one a row */
+        char name[32];
+        size_t k = 0, cols = strcmp(xn, "qk") == 0 ? s->L
+                             : strcmp(xn, "weights.values") == 0 ? v->x->top_k : 0;
+        for (const char *q = xn; *q && k + 1 < sizeof name; q++)
+            name[k++] = *q == '.' ? '/' : *q;
+        name[k] = '\0';
+        api_fail(c, API_ERR_NON_FINITE, out_pointer(v, name, nh, cols, at, p, sizeof p),
                  "%s element %zu (row-major) is outside the %s range", xn, at,
                  api_half_name(v->half));
         return false;

@@ -148,8 +148,8 @@ def test_v2_half_overflow_has_a_pointer(attnd):
 
 def test_attention_half_overflow_has_a_pointer(attnd):
     """/v1/attention: the value's place in the response as q's rank nests
-    it (heads subset counted in the response), base64's data, an extra's
-    member."""
+    it (heads subset counted in the response), base64's data, and an
+    extra's element (qk's row and key, lse's row)."""
     big = {"k": [[300, 300], [0, 1]], "v": [[1], [2]], "dtype": "float16"}
     for body, where in [
         (dict(big, q=[[1, 0], [300, 300]]), "/scores/1/0"),
@@ -159,7 +159,10 @@ def test_attention_half_overflow_has_a_pointer(attnd):
         (dict(big, q=[[[1, 0]], [[300, 300]]], k=[big["k"]], v=[big["v"]], heads=[1]),
          "/scores/0/0/0"),
         (dict(big, q=[[300, 300]], encoding="base64"), "/scores/data"),
-        (dict(big, q=[[300, 300]], scale=0.0001, **{"return": ["output", "qk"]}), "/qk"),
+        (dict(big, q=[[300, 300]], scale=0.0001, **{"return": ["output", "qk"]}), "/qk/0/0"),
+        (dict(big, q=[[1, 0], [300, 300]], scale=1, **{"return": ["qk"]}), "/qk/1/0"),
+        (dict(big, q=[[[1, 0]], [[300, 300]]], k=[big["k"]], v=[big["v"]], scale=1,
+              **{"return": ["lse"]}), "/lse/1/0"),
     ]:
         r = attnd.post("/v1/attention", body)
         assert r.status == 422, (body, r)
