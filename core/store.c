@@ -62,21 +62,20 @@ static enum core_status random_id(char out[SESS_ID_RANDOM_LEN + 1])
     return CORE_OK;
 }
 
-/* Keep [A-Za-z0-9._-] of the replica id (at most 62 characters) and end it
- * with a separator, so ids stay URL- and file-name-safe. */
+/* Keep [A-Za-z0-9_-] of the replica id (at most 63 characters; attnd
+ * refuses others at start) and end it with '.', so ids stay URL- and
+ * file-name-safe and the prefix ends where a proxy's routing map expects
+ * ("r1." never begins "r1x." nor "r1-a."). */
 static void set_replica(struct sess_store *st, const char *r)
 {
     size_t o = 0;
     for (; r && *r && o < sizeof st->replica - 2; r++) {
         char ch = *r;
-        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-                  ch == '-';
-        if (ok && !(o == 0 && ch == '.'))   /* no hidden file names */
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+            (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')
             st->replica[o++] = ch;
     }
-    if (o > 0 && st->replica[o - 1] != '.' && st->replica[o - 1] != '-' &&
-        st->replica[o - 1] != '_')
+    if (o > 0)
         st->replica[o++] = '.';
     st->replica[o] = '\0';
 }

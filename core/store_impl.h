@@ -33,7 +33,7 @@ struct sess_durable;
 
 struct sess_store {
     struct sess_config cfg;         /* cfg.replica_id points at replica */
-    char replica[64];               /* sanitised id prefix, "" for none */
+    char replica[65];               /* sanitised id prefix and '.', "" for none */
     pthread_mutex_t mu;             /* guards everything below */
     struct sess **buckets;          /* hash table of linked sessions */
     size_t n_buckets;               /* power of two */

@@ -25,6 +25,9 @@
 
 enum opt_kind {
     OPT_STR,        /* char array at off, size len */
+    OPT_SECRET,     /* the same, never empty when given (a key, a key's or
+                       a certificate's file): unset means none */
+    OPT_ID,         /* the same, [A-Za-z0-9_-] only (--replica-id) */
     OPT_UINT,       /* unsigned at off, [min, max] */
     OPT_SIZE,       /* size_t at off, [min, max], k/m/g suffix (x1024) */
     OPT_SECONDS,    /* double at off, [min, max], finite */
@@ -69,14 +72,18 @@ static const struct opt opts[] = {
     {"session-ttl", OPT_SECONDS, N(session_ttl_s), 1, 31536000, "3600",
      "default session time to live, seconds"},
     {"max-tokens", OPT_SIZE, N(max_tokens), 1, 1e12, "32768", "default max_tokens of a session"},
-    {"api-key", OPT_STR, F(api_key), 0, 0, "",
+    {"api-key", OPT_SECRET, F(api_key), 0, 0, "",
      "require 'Authorization: Bearer KEY' (all but the open routes below)"},
-    {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "", "comma-separated allowed browser origins"},
+    {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "",
+     "comma-separated browser origins allowed to call the API, each scheme://host[:port] "
+     "exactly as the browser sends it in Origin (no path, no trailing slash), or '*' for any"},
     {"cache-policy", OPT_POLICY, N(cache_lru), 0, 0, "reject",
      "when the cache is full: reject (503) | lru (evict idle sessions)"},
     {"kernel", OPT_KERNEL, N(kernel), 0, 0, "auto",
      "fused float32 kernel: auto | avx512 | avx2 | none (narrower ones test a CPU's fallbacks)"},
-    {"replica-id", OPT_STR, F(replica_id), 0, 0, "", "prefix of session ids on this replica"},
+    {"replica-id", OPT_ID, F(replica_id), 0, 0, "",
+     "prefix of session ids on this replica (letters, digits, '-' and '_'; ids are "
+     "'PREFIX.' + random)"},
     {"state-dir", OPT_STR, F(state_dir), 0, 0, "",
      "journal every session change here; restore sessions on start"},
     {"fsync", OPT_FSYNC, N(fsync_mode), 0, 0, "everysec",
@@ -102,10 +109,10 @@ static const struct opt opts[] = {
     {"loopback-congestion", OPT_STR, F(loopback_congestion), 0, 0, "auto",
      "TCP congestion control for clients on 127.0.0.0/8 and ::1: auto (cubic, else reno; "
      "neither paces) | a name | '' (the system's)"},
-    {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "",
+    {"tls-cert", OPT_SECRET, F(tls_cert), 0, 0, "",
      "serve HTTPS with this PEM certificate chain (SIGHUP reloads)"},
-    {"tls-key", OPT_STR, F(tls_key), 0, 0, "", "PEM private key of --tls-cert (mode 600 or 640)"},
-    {"api-key-file", OPT_STR, F(api_key_file), 0, 0, "",
+    {"tls-key", OPT_SECRET, F(tls_key), 0, 0, "", "PEM private key of --tls-cert (mode 600 or 640)"},
+    {"api-key-file", OPT_SECRET, F(api_key_file), 0, 0, "",
      "accepted keys, one 'name:key' a line (SIGHUP reloads)"},
     {"rate-limit", OPT_NUMBER, N(rate_limit), 0, 1e6, "0",
      "requests per second per key (or address); 0: off"},
@@ -177,8 +184,65 @@ static bool set_str(char *dst, size_t cap, const char *v)
     return true;
 }
 
-/* Split "a, b,c" into cfg->cors_origins (pointers into cfg->cors_buf). */
-static bool set_cors(struct srv_config *cfg, const char *v)
+/* Whether o is an origin as a browser sends it in Origin (RFC 6454
+ * serialisation: lower-case scheme "://" host, ":" port only when not the
+ * scheme's default) or "*"; else false with the reason in why. An entry
+ * with a path or a trailing slash (copied from the address bar) would
+ * never equal an Origin header, and the page would fail with a CORS error
+ * while attnd ran quietly. */
+static bool origin_ok(const char *o, char *why, size_t cap)
+{
+    if (strcmp(o, "*") == 0)
+        return true;
+    const char *sep = strstr(o, "://");
+    const char *p = o;
+    while (p < (sep ? sep : o) && (islower((unsigned char)*p) || isdigit((unsigned char)*p) ||
+                                   *p == '+' || *p == '-' || *p == '.'))
+        p++;
+    if (!sep || sep == o || p != sep || !islower((unsigned char)o[0])) {
+        snprintf(why, cap, "'%s' is not an origin: expected scheme://host[:port] "
+                 "(lower case, e.g. https://app.example.com) or '*'", o);
+        return false;
+    }
+    const char *host = sep + 3, *h = host;
+    if (*h == '[') {                    /* an IPv6 literal */
+        while (*h && *h != ']' && (isxdigit((unsigned char)*h) || *h == ':' || *h == '.' ||
+                                   *h == '['))
+            h++;
+        if (*h == ']')
+            h++;
+    } else {
+        while (islower((unsigned char)*h) || isdigit((unsigned char)*h) || *h == '-' ||
+               *h == '.' || *h == '_')
+            h++;
+    }
+    const char *port = NULL;
+    if (*h == ':') {
+        port = h + 1;
+        h = port;
+        while (isdigit((unsigned char)*h))
+            h++;
+    }
+    bool port_bad = port && (h == port || *port == '0' || h - port > 5 ||
+                             strtoul(port, NULL, 10) > 65535);
+    if (h == host || *h != '\0' || port_bad) {
+        const char *slash = *h == '/' ? "no path or trailing slash: " : "";
+        snprintf(why, cap, "'%s' is not an origin: %sexpected scheme://host[:port] "
+                 "(lower case), exactly as the browser sends it in Origin", o, slash);
+        return false;
+    }
+    if (port && ((strncmp(o, "http://", 7) == 0 && strcmp(port, "80") == 0) ||
+                 (strncmp(o, "https://", 8) == 0 && strcmp(port, "443") == 0))) {
+        snprintf(why, cap, "'%s': browsers leave the scheme's default port out of Origin; "
+                 "write it without :%s", o, port);
+        return false;
+    }
+    return true;
+}
+
+/* Split "a, b,c" into cfg->cors_origins (pointers into cfg->cors_buf),
+ * each an origin or "*" (origin_ok). */
+static bool set_cors(struct srv_config *cfg, const char *v, char *why, size_t cap)
 {
     if (!set_str(cfg->cors_buf, sizeof cfg->cors_buf, v))
         return false;
@@ -195,14 +259,31 @@ static bool set_cors(struct srv_config *cfg, const char *v)
             continue;
         if (n == SRV_MAX_CORS_ORIGINS)
             return false;
+        if (!origin_ok(tok, why, cap))
+            return false;
         cfg->cors_origins[n++] = tok;
     }
     cfg->cors_origins[n] = NULL;
     return true;
 }
 
-/* Apply one value; false if it does not parse or is out of range. */
-static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
+/* A --replica-id: letters, digits, '-' and '_' ("" for none). The session
+ * store puts it and a '.' before each id, and a proxy routes on that
+ * prefix (docker/nginx.conf's map: "^/v1/sessions/ID\."): a '.', a space
+ * or a '/' in it would be dropped from the ids or make one replica's
+ * prefix begin another's. */
+static bool set_id(char *dst, size_t cap, const char *v)
+{
+    if (strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") !=
+        strlen(v))
+        return false;
+    return set_str(dst, cap, v);
+}
+
+/* Apply one value; false if it does not parse or is out of range (why:
+ * the reason, when the kind's hint does not say it all; else left ""). */
+static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v, char *why,
+                    size_t why_cap)
 {
     char *base = (char *)cfg;
     uint64_t u;
@@ -210,6 +291,10 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
     switch (o->kind) {
     case OPT_STR:
         return set_str(base + o->off, o->len, v);
+    case OPT_SECRET:
+        return v[0] != '\0' && set_str(base + o->off, o->len, v);
+    case OPT_ID:
+        return set_id(base + o->off, o->len, v);
     case OPT_UINT:
         if (!parse_u64(v, false, &u) || (double)u < o->min || (double)u > o->max)
             return false;
@@ -254,7 +339,7 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v)
             return false;
         return true;
     case OPT_CORS:
-        return set_cors(cfg, v);
+        return set_cors(cfg, v, why, why_cap);
     case OPT_KERNEL:
         return attn_kernel_parse(v, &cfg->kernel);
     case OPT_WARMUP:
@@ -290,14 +375,26 @@ static const char *kind_hint(const struct opt *o)
     case OPT_WARMUP:
         return "shapes NxLxD or HxNxLxD (each 1 to 1048576), each optionally :float64, :float16, "
                ":bfloat16 or :float32, comma-separated, at most 4";
+    case OPT_SECRET:
+        return "a non-empty value (leave the flag and its ATTND_* twin unset for none)";
+    case OPT_ID:
+        return "at most 63 letters, digits, '-' or '_'";
     case OPT_STR: break;
     }
     return "shorter text";
 }
 
-static void bad_value(FILE *err, const struct opt *o, const char *where, const char *v)
+/* One line on what was wrong (and a pointer to --help). A secret's value
+ * is never echoed; why, when set, says more than the kind's hint. */
+static void bad_value(FILE *err, const struct opt *o, const char *where, const char *v,
+                      const char *why)
 {
-    if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS ||
+    if (why && why[0])
+        fprintf(err, "attnd: invalid %s: %s\n", where, why);
+    else if (o->kind == OPT_SECRET)
+        fprintf(err, "attnd: invalid %s%s: expected %s\n", where, v[0] ? "" : " (empty)",
+                kind_hint(o));
+    else if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS ||
         o->kind == OPT_NUMBER)
         fprintf(err, "attnd: invalid %s '%s': expected %s in [%.15g, %.15g]\n",
                 where, v, kind_hint(o), o->min, o->max);
@@ -358,19 +455,22 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
     srv_resources_read(&cfg->res);
     cfg->workers = cfg->res.cpus;
     cfg->http_threads = cfg->workers < 64 ? cfg->workers : 64;  /* --http-threads' range */
-    char env[64];
+    char env[64], why[256];
     for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];
-        if (o->def && !set_opt(cfg, o, o->def)) {
+        why[0] = '\0';
+        /* a secret's default is none: the zeroed field */
+        bool none = o->kind == OPT_SECRET && o->def && !o->def[0];
+        if (o->def && !none && !set_opt(cfg, o, o->def, why, sizeof why)) {
             fprintf(err, "attnd: internal error: bad default for --%s\n", o->name);
             return false;
         }
         env_name(o, env, sizeof env);
         const char *v = getenv(env);
-        if (v && !set_opt(cfg, o, v)) {
+        if (v && !set_opt(cfg, o, v, why, sizeof why)) {
             char where[96];
             snprintf(where, sizeof where, "value of %s", env);
-            bad_value(err, o, where, v);
+            bad_value(err, o, where, v, why);
             return false;
         }
         if (v)
@@ -414,10 +514,11 @@ enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
             }
             v = argv[++i];
         }
-        if (!set_opt(cfg, o, v)) {
+        char why[256] = "";
+        if (!set_opt(cfg, o, v, why, sizeof why)) {
             char where[64];
             snprintf(where, sizeof where, "--%s", o->name);
-            bad_value(err, o, where, v);
+            bad_value(err, o, where, v, why);
             return SRV_CONFIG_EXIT_USAGE;
         }
         note_given(cfg, o);

@@ -916,21 +916,27 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     return h;
 }
 
-bool srv_http_listen(struct srv_http *h)
+int srv_http_listen(struct srv_http *h)
 {
     const struct srv_config *cfg = h->cfg;
     struct sockaddr_storage ss;
     bool v6;
     if (!resolve(cfg, &ss, &v6))
-        return false;
+        return 2;
     h->mhd = start_daemon(h, &ss, v6);
     if (!h->mhd) {
-        srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(errno));
-        return false;
+        int e = errno;
+        if (e == EADDRNOTAVAIL) {
+            srv_log_msgf("error", "cannot listen on --host '%s': %s (not an address of this "
+                         "machine; 0.0.0.0 or :: listen on all)", cfg->host, strerror(e));
+            return 2;
+        }
+        srv_log_msgf("error", "cannot listen on %s:%u: %s", cfg->host, cfg->port, strerror(e));
+        return 1;
     }
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     h->port = pi ? pi->port : cfg->port;
-    return true;
+    return 0;
 }
 
 unsigned srv_http_port(const struct srv_http *h)

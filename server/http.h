@@ -46,8 +46,10 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
                               struct api_ctx *ctx, struct srv_metrics *metrics,
                               const struct srv_http_guard *guard);
 
-/* Bind and start listening; false on failure (the reason is logged). */
-bool srv_http_listen(struct srv_http *h);
+/* Bind and start listening: 0, or on failure (the reason logged) the
+ * exit code: 2 for a --host that does not resolve or is no address of
+ * this machine (a bad value), 1 for anything else (the port taken, ...). */
+int srv_http_listen(struct srv_http *h);
 
 /* The TCP port actually bound (useful with --port 0). */
 unsigned srv_http_port(const struct srv_http *h);

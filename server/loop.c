@@ -605,8 +605,12 @@ static bool start(struct proc *p)
     uv_timer_start(&p->housekeeping, housekeeping_cb, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
     struct srv_http_guard guard = {p->keys, p->limits, p->tls != NULL};
     p->http = srv_http_new(&p->loop, p->cfg, &p->ctx, p->metrics, &guard);
-    if (!p->http || !srv_http_listen(p->http))
+    if (!p->http)
         return false;
+    if ((rc = srv_http_listen(p->http)) != 0) {
+        p->exit_code = rc;
+        return false;
+    }
     atomic_store(&par_http, p->http);
     unsigned port = srv_http_port(p->http);
     if (p->cfg->port_file[0]) {
@@ -667,7 +671,8 @@ int srv_loop_run(struct srv_config *cfg)
         code = p->exit_code;
     } else {
         /* 2: an open-file limit too low, unusable TLS or key file, failed
-         * --warm-up (a signal then too); 0: a signal in the warm-up */
+         * --warm-up (a signal then too), a --host that cannot be listened
+         * on; 0: a signal in the warm-up */
         code = p->exit_code == 2 ? 2 : atomic_load(&warm_stop) ? 0 : 1;
         if (p->n_made > 0) {                /* failed after handles were made */
             srv_http_stop(p->http);

@@ -101,11 +101,28 @@ TEST(ids_are_random_urlsafe_and_prefixed)
                  SESS_ID_RANDOM_LEN);
     sess_store_free(st);
 
-    /* unsafe characters and leading dots are dropped from the prefix */
-    struct sess_config odd = {.replica_id = "../a/b c"};
+    /* unsafe characters and dots are dropped from the prefix */
+    struct sess_config odd = {.replica_id = "../a/b c.d"};
     st = sess_store_new(&odd);
     CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
-    CHECK(strncmp(a, "abc.", 4) == 0);
+    CHECK(strncmp(a, "abcd.", 5) == 0);
+    sess_store_free(st);
+
+    /* the prefix always ends with '.', where a proxy's map looks for it,
+     * even after a '-' or '_'; 63 characters are kept whole */
+    struct sess_config dash = {.replica_id = "r1-"};
+    st = sess_store_new(&dash);
+    CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+    CHECK(strncmp(a, "r1-.", 4) == 0);
+    sess_store_free(st);
+    char long_id[64];
+    memset(long_id, 'x', 63);
+    long_id[63] = '\0';
+    struct sess_config longest = {.replica_id = long_id};
+    st = sess_store_new(&longest);
+    CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+    CHECK(strncmp(a, long_id, 63) == 0 && a[63] == '.');
+    CHECK_EQ_INT(strlen(a), 64 + SESS_ID_RANDOM_LEN);
     sess_store_free(st);
 
     struct sess_config none = {0};

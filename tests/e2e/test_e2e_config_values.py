@@ -1,0 +1,107 @@
+"""Values attnd refuses at start (README, Configuration: "a bad value prints
+what was expected and exits 2"), for the settings where a silent fallback
+would hurt: an empty API key, key file, certificate or key (set but empty,
+as a Kubernetes secret with an empty key or an unset Compose variable
+gives) would otherwise start without authentication or without TLS; a
+--replica-id that the session store would rewrite breaks the proxy's
+routing map; a --cors-origins entry that is no origin never matches; a
+--host that cannot be listened on."""
+import os
+import subprocess
+
+import pytest
+
+from attnd_proc import BIN, Attnd
+
+# The suite may run with every Attnd over TLS (ATTND_E2E_TLS=1); these runs
+# must see only the variables each case sets.
+CLEAN = {k: v for k, v in os.environ.items() if not k.startswith("ATTND_") or k in (
+    "ATTND_BIN", "ATTND_E2E_RECORD", "ATTND_E2E_TLS")}
+
+
+def run_bin(*args, env=None, timeout=30):
+    full = dict(CLEAN)
+    full.update(env or {})
+    p = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True,
+                       env=full, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--api-key", ""], {}, "--api-key (empty)"),
+    (["--api-key="], {}, "--api-key (empty)"),
+    ([], {"ATTND_API_KEY": ""}, "ATTND_API_KEY (empty)"),
+    ([], {"ATTND_API_KEY_FILE": ""}, "ATTND_API_KEY_FILE (empty)"),
+    (["--api-key-file", ""], {}, "--api-key-file (empty)"),
+    (["--tls-cert=", "--tls-key="], {}, "--tls-cert (empty)"),
+    ([], {"ATTND_TLS_CERT": "", "ATTND_TLS_KEY": ""}, "ATTND_TLS_CERT (empty)"),
+    ([], {"ATTND_TLS_KEY": ""}, "ATTND_TLS_KEY (empty)"),
+])
+def test_an_empty_secret_or_certificate_setting_exits_2(args, env, needle):
+    code, out = run_bin(*args, env=env)
+    assert code == 2, (args, env, code, out)
+    assert needle in out and "non-empty" in out, out
+    assert '"auth":"off"' not in out and "listening" not in out, out
+
+
+def test_an_api_key_is_never_echoed_in_the_message():
+    code, out = run_bin("--api-key", "k" * 600)      # too long for the field
+    assert code == 2 and "k" * 20 not in out, out
+
+
+@pytest.mark.parametrize("rid", ["a b", "r1.x", "r1.x/..?#", "pod 1", "ü", "x" * 64])
+def test_a_replica_id_outside_the_id_alphabet_exits_2(rid):
+    for args, env, where in ((["--replica-id", rid], {}, "--replica-id"),
+                             ([], {"ATTND_REPLICA_ID": rid}, "ATTND_REPLICA_ID")):
+        code, out = run_bin(*args, env=env)
+        assert code == 2, (rid, code, out)
+        assert where in out and "letters, digits, '-' or '_'" in out, out
+
+
+def test_a_replica_id_of_the_alphabet_prefixes_ids_with_a_dot():
+    with Attnd("--replica-id", "pod_1-a") as a:
+        r = a.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        assert r.status == 201, r
+        assert r.json()["id"].startswith("pod_1-a."), r.json()
+    with Attnd("--replica-id", "r1-") as a:     # a separator at the end: still '.'
+        assert a.post("/v1/sessions", {"d_k": 2, "d_v": 2}).json()["id"].startswith("r1-.")
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("http://127.0.0.1:21438/", "no path or trailing slash"),
+    ("https://app.example.com/page", "no path or trailing slash"),
+    ("app.example.com", "not an origin"),
+    ("https://App.example.com", "not an origin"),
+    ("HTTPS://app.example.com", "not an origin"),
+    ("https://", "not an origin"),
+    ("https://a.example:0", "not an origin"),
+    ("https://a.example:99999", "not an origin"),
+    ("https://a.example:", "not an origin"),
+    ("https://a.example:443", "default port"),
+    ("http://a.example:80", "default port"),
+    ("https://ok.example, null", "not an origin"),
+    ("https://ok.example,*/", "not an origin"),
+])
+def test_a_cors_entry_that_is_no_origin_exits_2(value, needle):
+    code, out = run_bin("--cors-origins", value)
+    assert code == 2, (value, code, out)
+    assert "--cors-origins" in out and needle in out, out
+    code, out = run_bin(env={"ATTND_CORS_ORIGINS": value})
+    assert code == 2 and "ATTND_CORS_ORIGINS" in out, out
+
+
+def test_origins_and_star_are_accepted():
+    good = "https://app.example.com, http://127.0.0.1:21438,http://[::1]:8000,*"
+    with Attnd("--cors-origins", good) as a:
+        r = a.request("OPTIONS", "/v1/attention",
+                      headers={"Origin": "http://127.0.0.1:21438",
+                               "Access-Control-Request-Method": "POST"})
+        assert r.status == 204
+        assert r.headers.get("access-control-allow-origin") == "http://127.0.0.1:21438"
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "example.invalid", "192.0.2.1"])
+def test_a_host_that_cannot_be_listened_on_exits_2(host):
+    code, out = run_bin("--host", host)
+    assert code == 2, (host, code, out)
+    assert host in out and "--host" in out, out
