@@ -30,7 +30,8 @@ struct api_config {
     double session_ttl_s;           /* default ttl_s of a session */
     const char *api_key;            /* Bearer token, or NULL/"" for none */
     /* Checks a Bearer token instead of api_key when set (server/keys.c:
-     * several named keys, reloaded on SIGHUP); thread-safe. */
+     * several named keys, reloaded on SIGHUP); thread-safe. token: what
+     * follows "Bearer " and its spaces; it ignores trailing ones. */
     bool (*auth)(void *arg, const char *token);
     void *auth_arg;
     const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */

@@ -226,11 +226,14 @@ static bool authorized(struct api_call *c)
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return false;
     h += 7;
-    while (*h == ' ')
+    while (*h == ' ' || *h == '\t')
         h++;
-    if (c->ctx->cfg.auth)
+    if (c->ctx->cfg.auth)       /* it ignores trailing whitespace too */
         return c->ctx->cfg.auth(c->ctx->cfg.auth_arg, h);
-    return secret_equal(h, strlen(h), key, strlen(key));
+    size_t n = strlen(h);
+    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;                    /* RFC 9110 5.5: whitespace around a field value is not part of it */
+    return secret_equal(h, n, key, strlen(key));
 }
 
 static void unauthorized(struct api_call *c)

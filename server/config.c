@@ -440,15 +440,6 @@ static const struct opt *find_opt(const char *name, size_t len)
     return NULL;
 }
 
-/* Records what a flag or its twin set where start-up must know it (the
- * default --max-connections is lowered quietly to fit the open-file limit;
- * one asked for, with a warning). */
-static void note_given(struct srv_config *cfg, const struct opt *o)
-{
-    if (o->off == offsetof(struct srv_config, max_connections))
-        cfg->max_connections_given = true;
-}
-
 static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -473,8 +464,6 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
             bad_value(err, o, where, v, why);
             return false;
         }
-        if (v)
-            note_given(cfg, o);
     }
     return true;
 }
@@ -521,7 +510,6 @@ enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
             bad_value(err, o, where, v, why);
             return SRV_CONFIG_EXIT_USAGE;
         }
-        note_given(cfg, o);
     }
     if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
         fprintf(err, "attnd: --tls-cert and --tls-key go together\nTry 'attnd --help'.\n");

@@ -51,7 +51,6 @@ struct srv_config {
     double read_timeout_s;          /* headers past idleness; body grace, 0 = none */
     size_t min_body_rate;           /* body bytes a second on average, 0 = any */
     unsigned max_connections;       /* open connections at most */
-    bool max_connections_given;     /* by flag or environment, not the default */
     unsigned max_connections_per_ip;/* open connections per client address */
     size_t socket_rcvbuf;           /* SO_RCVBUF per connection, 0 = the kernel's */
     char loopback_congestion[16];   /* TCP_CONGESTION for loopback peers, "" = the system's */

@@ -418,7 +418,7 @@ static void identify(struct req *r)
                          : NULL;
     if (a && strncasecmp(a, "Bearer ", 7) == 0) {
         a += 7;
-        while (*a == ' ')
+        while (*a == ' ' || *a == '\t')
             a++;
         r->keyed = srv_keys_check(keys, a, r->key_name);
     }

@@ -147,8 +147,9 @@ static int parse_file(struct key_set *ks, const char *file, char *why, size_t ca
     if (stat(file, &st) != 0)
         return srv_whyf(why, cap, "--api-key-file %s: %s", file, strerror(errno));
     if (st.st_mode & S_IRWXO)
-        return srv_whyf(why, cap, "--api-key-file %s: mode %04o lets every user read or change "
-                    "it; chmod 600 (or 640) it", file, (unsigned)(st.st_mode & 07777));
+        return srv_whyf(why, cap, "--api-key-file %s: mode %04o lets other users %s it; "
+                    "chmod 600 (or 640) it", file, (unsigned)(st.st_mode & 07777),
+                    srv_mode_others(st.st_mode));
     FILE *f = fopen(file, "re");
     if (!f)
         return srv_whyf(why, cap, "--api-key-file %s: %s", file, strerror(errno));
@@ -251,6 +252,8 @@ size_t srv_keys_count(struct srv_keys *k)
 bool srv_keys_check(struct srv_keys *k, const char *token, char name[SRV_KEY_NAME_MAX])
 {
     size_t tn = strlen(token);
+    while (tn > 0 && (token[tn - 1] == ' ' || token[tn - 1] == '\t'))
+        tn--;                           /* RFC 9110 5.5: not part of the value */
     size_t hit = SIZE_MAX;
     pthread_rwlock_rdlock(&k->lock);
     for (size_t i = 0; i < k->set.n; i++) {

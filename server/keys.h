@@ -24,8 +24,9 @@ int srv_keys_reload(struct srv_keys *k, char *why, size_t cap);
 /* Keys in force. */
 size_t srv_keys_count(struct srv_keys *k);
 
-/* Is token (NUL-terminated) one of the keys? Its name goes to name.
- * Thread-safe; the time taken depends on the number of keys and the
+/* Is token (NUL-terminated; trailing spaces and tabs, which RFC 9110
+ * leaves out of a field value, ignored) one of the keys? Its name goes to
+ * name. Thread-safe; the time taken depends on the number of keys and the
  * token's length only. */
 bool srv_keys_check(struct srv_keys *k, const char *token, char name[SRV_KEY_NAME_MAX]);
 

@@ -433,6 +433,15 @@ void srv_log_msgf(const char *level, const char *fmt, ...)
     srv_log_event(level, msg, NULL);
 }
 
+const char *srv_mode_others(unsigned mode)
+{
+    static const char *const what[8] = {
+        "use", "run", "change", "change and run", "read", "read and run", "read and change",
+        "read, change and run",
+    };
+    return what[mode & 07];
+}
+
 int srv_whyf(char *why, size_t cap, const char *fmt, ...)
 {
     va_list ap;

@@ -40,6 +40,10 @@ void srv_log_event(const char *level, const char *msg, const char *const *kv);
  * print); returns -1, so that `return srv_whyf(...)` reports a failure. */
 int srv_whyf(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* What a file's mode lets users outside its owner and group do, for such a
+ * message: "read", "change", "read and change", "run" ... (static text). */
+const char *srv_mode_others(unsigned mode);
+
 /* printf-style message as a plain event. */
 void srv_log_msgf(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

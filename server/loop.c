@@ -471,8 +471,9 @@ static int init_handles(struct proc *p)
 }
 
 /* --max-connections within the open-file limit (server/fdbudget.c): raises
- * the soft limit, or lowers the cap (quietly when it is the default, with
- * a warning when it was asked for); false if not even one connection fits. */
+ * the soft limit, or lowers the cap with a warning (the default's too: a
+ * replica that serves fewer connections than configured is worth an
+ * operator's look); false if not even one connection fits. */
 static bool budget_files(struct srv_config *c)
 {
     struct srv_fd_budget b;
@@ -491,7 +492,7 @@ static bool budget_files(struct srv_config *c)
         return false;
     }
     if (b.connections < c->max_connections) {
-        srv_log_msgf(c->max_connections_given ? "warn" : "info",
+        srv_log_msgf("warn",
                      "--max-connections %u lowered to %u: the open-file limit is %lu (hard "
                      "limit %lu) and attnd keeps %lu descriptors for its own files; raise the "
                      "hard limit (ulimit -Hn, LimitNOFILE=, --ulimit nofile=) to %lu to serve "

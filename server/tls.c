@@ -77,8 +77,9 @@ static int check_key_mode(const char *path, char *why, size_t cap)
     if (!S_ISREG(st.st_mode))
         return srv_whyf(why, cap, "--tls-key %s: not a regular file", path);
     if (st.st_mode & S_IRWXO)
-        return srv_whyf(why, cap, "--tls-key %s: mode %04o lets every user read or change it; "
-                    "chmod 600 (or 640) it", path, (unsigned)(st.st_mode & 07777));
+        return srv_whyf(why, cap, "--tls-key %s: mode %04o lets other users %s it; "
+                    "chmod 600 (or 640) it", path, (unsigned)(st.st_mode & 07777),
+                    srv_mode_others(st.st_mode));
     if (st.st_mode & S_IRWXG)
         srv_log_msgf("warn", "--tls-key %s: mode %04o: readable by its group", path,
                      (unsigned)(st.st_mode & 07777));

@@ -293,6 +293,24 @@ TEST(auth_on)
     t_call_h(&ctx, "GET", "/v1/info", good, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     api_response_free(&r);
+    /* whitespace around the token is not part of the field value (RFC
+     * 9110 5.5); inside it, it is */
+    {
+        static const char *const padded[] = {"Bearer s3cret   ", "Bearer s3cret\t",
+                                             "Bearer \t s3cret \t", "bearer  s3cret "};
+        static const char *const broken[] = {"Bearer s3 cret", "Bearer s3cret x",
+                                             "Bearer   ", "Bearer"};
+        for (size_t i = 0; i < 4; i++) {
+            const char *const hp[] = {"Authorization", padded[i], NULL};
+            t_call_h(&ctx, "GET", "/v1/info", hp, NULL, &r);
+            CHECK_EQ_INT(r.status, 200);
+            api_response_free(&r);
+            const char *const hb[] = {"Authorization", broken[i], NULL};
+            t_call_h(&ctx, "GET", "/v1/info", hb, NULL, &r);
+            CHECK_EQ_INT(r.status, 401);
+            api_response_free(&r);
+        }
+    }
     /* every route but the probes needs the token, unknown routes included */
     t_call_h(&ctx, "POST", "/v1/attention", NULL, "{}", &r);
     CHECK_EQ_INT(r.status, 401);

@@ -109,7 +109,9 @@ def test_api_key_flag_and_file_together():
 
 def test_bad_key_files_exit_2():
     cases = [
-        (key_file(f"alice:{ALICE}\n", 0o644), "lets every user read"),
+        (key_file(f"alice:{ALICE}\n", 0o644), "mode 0644 lets other users read it"),
+        (key_file(f"alice:{ALICE}\n", 0o602), "mode 0602 lets other users change it"),
+        (key_file(f"alice:{ALICE}\n", 0o606), "lets other users read and change it"),
         (key_file(f"alice:{ALICE}\nalice:{BOB}\n"), "used twice"),
         (key_file(f"alice:{ALICE}\nbob:{ALICE}\n"), "same key appears twice"),
         (key_file("al ice:x\n"), "a name is"),
@@ -122,6 +124,20 @@ def test_bad_key_files_exit_2():
                            capture_output=True, text=True, timeout=20)
         assert p.returncode == 2, (path, p.returncode, p.stdout, p.stderr)
         assert words in p.stdout + p.stderr, (words, p.stdout, p.stderr)
+
+
+def test_whitespace_after_the_token_is_ignored():
+    """RFC 9110 5.5: a field value excludes the whitespace around it (a
+    credentials file with a newline, a shell script's stray space)."""
+    path = key_file(f"alice:{ALICE}\n")
+    with Attnd("--api-key-file", path, "--rate-limit", "1000") as a:
+        for tail in ("   ", "\t", " \t "):
+            r = a.post("/v1/attention", VALID, headers={"Authorization": f"Bearer {ALICE}{tail}"})
+            assert r.status == 200, (repr(tail), r)
+        for bad in (f"{ALICE} x", f"{ALICE}x ", ALICE[:-1] + " "):
+            r = a.post("/v1/attention", VALID, headers={"Authorization": f"Bearer {bad}"})
+            assert r.status == 401, (bad, r)
+        wait_log(a, '"key":"alice"')
 
 
 def test_rate_limit_per_key_with_retry_after():

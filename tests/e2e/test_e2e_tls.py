@@ -185,7 +185,7 @@ def test_unusable_material_exits_2(pki):
         (["--tls-cert", junk, "--tls-key", key], "not a PEM certificate"),
         (["--tls-cert", cert, "--tls-key", junk], "not a PEM private key"),
         (["--tls-cert", cert, "--tls-key", pki["two"][1]], "--tls-cert/--tls-key"),
-        (["--tls-cert", cert, "--tls-key", open_key], "lets every user read"),
+        (["--tls-cert", cert, "--tls-key", open_key], "mode 0644 lets other users read it"),
         (["--tls-cert", cert], "go together"),
     ]
     for flags, words in cases:
