@@ -177,10 +177,20 @@ size_t api_pieces_read(struct api_pieces *b, void *buf, size_t n);
 void api_pieces_free(struct api_pieces *b);
 
 /*
+ * The route template of a path, as api_handle would label its reply
+ * ("/v1/sessions/{id}/kv"; "unmatched" when no route has it); static
+ * text. For what the transport counts and logs without the api's answer:
+ * its own refusals, a client gone before the answer.
+ */
+const char *api_route_of(const char *path);
+
+/*
  * Build the JSON error reply for a condition the transport detects itself
- * (body over the cap, bad transfer coding, ...): code is an error such as
- * API_ERR_BODY_TOO_LARGE (a value outside the table answers internal);
- * message may be NULL (the table's text). CORS headers are added as for any reply.
+ * (body over the cap, bad transfer coding, over a rate limit, ...): code is
+ * an error such as API_ERR_BODY_TOO_LARGE (a value outside the table
+ * answers internal); message may be NULL (the table's text). CORS headers
+ * are added as for any reply; resp->route is the path's template
+ * (api_route_of), so its metrics and log line name the route asked for.
  */
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
                          enum api_err code, const char *message,

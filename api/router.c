@@ -353,6 +353,15 @@ bool api_route_takes_early(const struct api_request *req)
     return rt && rt->early && req->method && (method_bit(req->method) & rt->methods);
 }
 
+const char *api_route_of(const char *path)
+{
+    const char *rest = NULL;
+    const struct api_route *rt = path ? route_find(path) : NULL;
+    const struct api_subtree *st = rt || !path ? NULL : subtree_find(path, &rest);
+
+    return rt ? rt->route : st ? st->route(rest) : "unmatched";
+}
+
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
                          enum api_err code, const char *message,
                          struct api_response *resp)
@@ -360,7 +369,7 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
     struct api_call c;
 
     call_init(&c, ctx, req, resp);
-    resp->route = "transport";
+    resp->route = api_route_of(req->path);
     if ((int)code < 0 || code >= API_ERR_COUNT)
         code = API_ERR_INTERNAL;
     if (message)

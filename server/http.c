@@ -727,6 +727,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)
         status = 499;
     const char *key = r->keyed ? r->key_name : NULL;
+    if (!r->route)                      /* gone before the answer: the route asked for */
+        r->route = api_route_of(r->url);
     srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000, key);
     srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9,
                     key);

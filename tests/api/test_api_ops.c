@@ -383,6 +383,7 @@ TEST(transport_error)
     ctx.cfg.cors_origins = origins;
     api_transport_error(&ctx, &req, API_ERR_BODY_TOO_LARGE, "body over 1 MiB", &r);
     CHECK_EQ_INT(r.status, 413);
+    CHECK_STR(r.route, "/v1/attention");    /* counted under the route asked for */
     CHECK_STR(t_err_code(&r), "body_too_large");
     CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
     api_response_free(&r);
@@ -393,6 +394,17 @@ TEST(transport_error)
     CHECK_EQ_INT(r.status, 500);
     CHECK_STR(t_err_code(&r), "internal");
     api_response_free(&r);
+    req.path = "/v1/sessions/r1.abc/kv";
+    api_transport_error(&ctx, &req, API_ERR_RATE_LIMITED, NULL, &r);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_STR(r.route, "/v1/sessions/{id}/kv");
+    api_response_free(&r);
+    req.path = "/no/such/route";
+    api_transport_error(&ctx, &req, API_ERR_RATE_LIMITED, NULL, &r);
+    CHECK_STR(r.route, "unmatched");
+    api_response_free(&r);
+    CHECK_STR(api_route_of("/v2/models/attention/infer"), "/v2/models/{model}/infer");
+    CHECK_STR(api_route_of(NULL), "unmatched");
     ctx.cfg.cors_origins = NULL;
 }
 

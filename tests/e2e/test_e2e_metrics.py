@@ -153,3 +153,54 @@ def test_session_gauges_and_route_templates(attnd):
     assert value(after, "attnd_sessions") == s0 + 1
     assert value(after, "attnd_kv_cache_bytes") < value(mid, "attnd_kv_cache_bytes")
     attnd.request("DELETE", f"/v1/sessions/{ids[1]}")
+
+
+# ---- refusals and hang-ups keep their route ---------------------------------
+
+def _request_lines(a, status):
+    from attnd_proc import events
+    return [e for e in events(a) if e.get("status") == status]
+
+
+def _wait(cond, timeout=10):
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_rate_limited_requests_are_counted_under_their_route():
+    from attnd_proc import Attnd
+    with Attnd("--rate-limit", "0.01", "--rate-burst", "1") as a:
+        assert a.get("/v1/info").status == 200
+        assert a.get("/v1/info").status == 429
+        assert a.post("/v1/attention", ATT).status == 429
+        _, fams = scrape(a)
+        assert value(fams, "attnd_requests", "attnd_requests_total",
+                     route="/v1/info", code="429") == 1
+        assert value(fams, "attnd_requests", "attnd_requests_total",
+                     route="/v1/attention", code="429") == 1
+        assert value(fams, "attnd_requests", "attnd_requests_total", route="transport") == 0
+        _wait(lambda: len(_request_lines(a, 429)) == 2)
+        assert sorted(e["route"] for e in _request_lines(a, 429)) == ["/v1/attention",
+                                                                     "/v1/info"]
+
+
+def test_a_client_gone_before_the_answer_is_counted_under_its_route():
+    from attnd_proc import Attnd, connect
+    with Attnd() as a:
+        s = connect(a.port)
+        s.sendall(b"POST /v1/sessions/r1.abc/kv HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"k\":[[1,")
+        time.sleep(0.3)
+        s.close()                                   # gone midway through the body
+
+        def counted():
+            _, fams = scrape(a)
+            return value(fams, "attnd_requests", "attnd_requests_total",
+                         route="/v1/sessions/{id}/kv", code="499") == 1
+        _wait(counted)
+        _, fams = scrape(a)
+        assert value(fams, "attnd_requests", "attnd_requests_total", route="other") == 0
+        _wait(lambda: len(_request_lines(a, 499)) == 1)
+        assert _request_lines(a, 499)[0]["route"] == "/v1/sessions/{id}/kv"
