@@ -1,6 +1,7 @@
 /*
  * server/http_impl.h — what the files of the libmicrohttpd transport share
- * (server/http.c: the access handler, answering, start and stop;
+ * (server/http.c: the access handler, answering;
+ * server/http_start.c: the daemon's options, start and stop;
  * server/http_body.c: request body buffers within the global budget;
  * server/http_work.c: the work pool's side of a request): the transport's
  * state, one request's state, and the functions that cross between them.
@@ -10,6 +11,7 @@
 #define ATTND_SERVER_HTTP_IMPL_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -127,6 +129,28 @@ void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn);
 /* api_header_fn over the copied header pointers: safe on a pool thread,
  * because MHD does not touch a suspended connection's headers. */
 const char *http_req_header(void *arg, const char *name);
+
+/* libmicrohttpd's access handler and request-completed callback (the
+ * life of a request: server/http.c's top comment). */
+enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                             const char *method, const char *version,
+                             const char *upload_data, size_t *upload_data_size,
+                             void **con_cls);
+void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                    enum MHD_RequestTerminationCode toe);
+
+/* server/http_start.c */
+/* MHD's unescape callback: URIs and query arguments as MHD unescapes them,
+ * but one that holds %00 is kept as it came. */
+size_t http_unescape(void *cls, struct MHD_Connection *c, char *s);
+/* A connection opened or closed (attnd_connections_open, socket tuning). */
+void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code);
+/* The read deadlines of conn's connection (http_on_connection made them),
+ * or NULL. */
+struct srv_rg_conn *http_connection_guard(struct MHD_Connection *conn);
+/* MHD's error log, as warn lines. */
+void http_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* server/http_body.c */
 /* Grow the buffer to cap bytes (within the budget); false if it cannot. */
