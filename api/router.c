@@ -75,11 +75,14 @@ static const struct api_subtree api_subtrees[] = {
 };
 
 /* Inference-Header-Content-Length: the v2 protocol's binary tensor data
- * extension, in both directions. */
+ * extension, in both directions. X-Request-Id and traceparent (W3C Trace
+ * Context): what tracing libraries add to every fetch; a preflight that
+ * does not allow them fails the whole call. Allow: the methods of a 405. */
 static const char cors_allow_headers[] =
-    "Authorization, Content-Type, Inference-Header-Content-Length";
+    "Authorization, Content-Type, Inference-Header-Content-Length, X-Request-Id, traceparent";
 static const char cors_expose_headers[] =
-    "Location, Retry-After, WWW-Authenticate, Inference-Header-Content-Length";
+    "Location, Retry-After, WWW-Authenticate, Allow, Inference-Header-Content-Length, "
+    "X-Request-Id";
 static const char cors_max_age[] = "600";
 
 static unsigned method_bit(const char *m)

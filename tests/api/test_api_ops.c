@@ -183,6 +183,13 @@ TEST(cors_allowed_origin)
     CHECK_EQ_INT(r.status, 404);
     CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
     api_response_free(&r);
+    /* a 405's Allow and the request id are readable by the page */
+    t_call_h(&ctx, "GET", "/v1/attention", h, NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK(t_hdr(&r, "Allow") != NULL);
+    CHECK(strstr(t_hdr(&r, "Access-Control-Expose-Headers"), "Allow,") != NULL);
+    CHECK(strstr(t_hdr(&r, "Access-Control-Expose-Headers"), "X-Request-Id") != NULL);
+    api_response_free(&r);
     ctx.cfg.cors_origins = NULL;
 }
 
@@ -225,6 +232,9 @@ TEST(cors_preflight)
           strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "Authorization") &&
           strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "Content-Type"));
     CHECK_STR(t_hdr(&r, "Access-Control-Max-Age"), "600");
+    /* what tracing libraries add to a fetch */
+    CHECK(strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "X-Request-Id") != NULL);
+    CHECK(strstr(t_hdr(&r, "Access-Control-Allow-Headers"), "traceparent") != NULL);
     api_response_free(&r);
 
     t_call_h(&ctx, "OPTIONS", "/v2/models/attention/infer", ok, NULL, &r);
