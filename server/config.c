@@ -102,7 +102,8 @@ static const struct opt opts[] = {
      "bytes a second a request body must average once --read-timeout has passed; 0: any"},
     {"max-connections", OPT_UINT, N(max_connections), 1, 100000, "1000", "open connections at most"},
     {"max-connections-per-ip", OPT_UINT, N(max_connections_per_ip), 1, 100000, "256",
-     "open connections per client address"},
+     "open connections per client address (behind a proxy all have its address: set it to "
+     "--max-connections there)"},
     {"socket-rcvbuf", OPT_SIZE, N(socket_rcvbuf), 0, 1073741824.0, "2m",
      "receive buffer asked for each connection (SO_RCVBUF; unused above net.core.rmem_max); "
      "0: the kernel's autotuning"},
@@ -115,7 +116,7 @@ static const struct opt opts[] = {
     {"api-key-file", OPT_SECRET, F(api_key_file), 0, 0, "",
      "accepted keys, one 'name:key' a line (SIGHUP reloads)"},
     {"rate-limit", OPT_NUMBER, N(rate_limit), 0, 1e6, "0",
-     "requests per second per key (or address); 0: off"},
+     "requests per second per key (or address: behind a proxy, one for all); 0: off"},
     {"rate-burst", OPT_UINT, N(rate_burst), 0, 1000000, "0",
      "requests at once past --rate-limit; 0: one second's worth"},
     {"max-inflight-per-key", OPT_UINT, N(max_inflight_per_key), 0, 1000000, "0",

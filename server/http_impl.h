@@ -24,6 +24,7 @@
 #include "server/http.h"
 #include "server/keys.h"
 #include "server/limits.h"
+#include "server/peers.h"
 #include "server/sched.h"
 #include "server/readguard.h"
 #include "server/tcp.h"
@@ -57,6 +58,9 @@ struct srv_http {
     size_t body_budget;             /* cap on body_bytes */
     struct srv_tcp tcp;             /* what each connection's socket is asked */
     struct srv_readguard *rg;       /* read deadlines (slow clients), or NULL */
+    struct srv_peers *peers;        /* connections open per address */
+    _Atomic uint64_t refused_logged_ns; /* uv_hrtime of the last refusal line */
+    atomic_uint_fast64_t refused_quiet; /* refusals since (not logged) */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };
@@ -149,7 +153,11 @@ void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_co
 /* The read deadlines of conn's connection (http_on_connection made them),
  * or NULL. */
 struct srv_rg_conn *http_connection_guard(struct MHD_Connection *conn);
-/* MHD's error log, as warn lines. */
+/* MHD's accept policy: --max-connections-per-ip (server/peers.c), with a
+ * warning that names it. */
+enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+/* MHD's error log, as warn lines (its connection-cap message says which
+ * cap). */
 void http_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* server/http_body.c */

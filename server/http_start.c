@@ -25,6 +25,7 @@
 #include <microhttpd.h>
 
 #include "server/log.h"
+#include "server/peers.h"
 #include "server/sched.h"
 #include "server/tcp.h"
 #include "server/tls.h"
@@ -62,11 +63,15 @@ size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
 
 /* MHD thread: a connection opened or closed (attnd_connections_open). */
 void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
+                        enum MHD_ConnectionNotificationCode code)
 {
     struct srv_http *h = cls;
     bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
     srv_metrics_connection(h->metrics, started ? 1 : -1);
+    const union MHD_ConnectionInfo *peer =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (peer)
+        srv_peers_count(h->peers, peer->client_addr, started ? 1 : -1);
     if (!started) {                 /* MHD closes the socket after this */
         srv_readguard_close(h->rg, *socket_context);
         *socket_context = NULL;
@@ -74,8 +79,6 @@ void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_co
     }
     const union MHD_ConnectionInfo *fd =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *peer =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (fd && peer)
         srv_tcp_tune(&h->tcp, fd->connect_fd, peer->client_addr);
     *socket_context = fd ? srv_readguard_open(h->rg, fd->connect_fd, srv_readguard_now())
@@ -100,12 +103,63 @@ size_t srv_http_sweep_reads(struct srv_http *h)
     return n;
 }
 
+/* Whether a refusal may be logged now: one line a second at most (a
+ * client or proxy past a cap retries at once, and a line per refusal
+ * would fill the log); *since: the refusals not logged before it. */
+static bool refusal_line_due(struct srv_http *h, uint64_t *since)
+{
+    uint64_t now = uv_hrtime(), last = atomic_load(&h->refused_logged_ns);
+    atomic_fetch_add(&h->refused_quiet, 1);
+    if (last != 0 && now - last < 1000000000u)
+        return false;
+    if (!atomic_compare_exchange_strong(&h->refused_logged_ns, &last, now))
+        return false;
+    *since = atomic_exchange(&h->refused_quiet, 0) - 1;
+    return true;
+}
+
+/* MHD's accept policy, before it makes the connection: the per-address
+ * cap (server/peers.c). */
+enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    struct srv_http *h = cls;
+    unsigned open;
+    if (srv_peers_admit(h->peers, addr, &open))
+        return MHD_YES;
+    uint64_t since;
+    if (refusal_line_due(h, &since)) {
+        char name[64];
+        srv_peers_name(addr, name, sizeof name);
+        srv_log_msgf("warn", "connection from %s refused: %u open from that address, "
+                     "--max-connections-per-ip %u (behind a proxy every connection comes from "
+                     "the proxy's address: raise it to --max-connections); %llu more refused "
+                     "since the last such line", name, open, h->cfg->max_connections_per_ip,
+                     (unsigned long long)since);
+    }
+    return MHD_NO;
+}
+
+/* MHD's message for a connection over its (total) connection cap. */
+#define MHD_CONN_LIMIT_MSG "Server reached connection limit"
+
 __attribute__((format(printf, 2, 0)))
 void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    struct srv_http *h = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (strncmp(msg, MHD_CONN_LIMIT_MSG, strlen(MHD_CONN_LIMIT_MSG)) == 0) {
+        /* the per-address cap is attnd's own (http_accept_policy): this
+         * is the total, which each transport thread holds a share of */
+        uint64_t since;
+        if (refusal_line_due(h, &since))
+            srv_log_msgf("warn", "connection refused: --max-connections %u reached (each of "
+                         "the %u transport threads takes its share); %llu more refused since "
+                         "the last such line", h->cfg->max_connections, h->cfg->http_threads,
+                         (unsigned long long)since);
+        return;
+    }
     srv_log_msgf("warn", "http: %s", msg);
 }
 
@@ -163,7 +217,7 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
     /* The same options with and without TLS (varargs cannot be made
      * conditional; MHD_OPTION_ARRAY would need a function pointer as void *). */
 #define START(fl, ...) MHD_start_daemon(                                              \
-        fl, (uint16_t)cfg->port, NULL, NULL, http_handler, h,                              \
+        fl, (uint16_t)cfg->port, http_accept_policy, h, http_handler, h,              \
         MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, h,         /* first: see MHD docs */     \
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss,                            \
         MHD_OPTION_NOTIFY_COMPLETED, http_completed, h,                                    \
@@ -171,7 +225,6 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
         MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,                                 \
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,                 \
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,                  \
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,    \
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONN_MEMORY,   /* headers + read buffer */    \
         MHD_OPTION_LISTEN_BACKLOG_SIZE, LISTEN_BACKLOG,                               \
         pool_opt, pool_val,                             /* the pool, or a no-op */    \
@@ -198,9 +251,16 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
                               const struct srv_http_guard *guard)
 {
     struct srv_http *h = calloc(1, sizeof *h);
-    if (h)
+    if (h) {
         h->sched = srv_sched_new(loop, cfg->workers);
-    if (!h || !h->sched) {
+        h->peers = srv_peers_new(cfg->max_connections_per_ip);
+    }
+    if (!h || !h->sched || !h->peers) {
+        if (h) {
+            srv_sched_free(h->sched);
+    srv_peers_free(h->peers);
+            srv_peers_free(h->peers);
+        }
         free(h);
         return NULL;
     }
@@ -216,6 +276,8 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->quiesced, false);
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
+    atomic_init(&h->refused_logged_ns, 0);
+    atomic_init(&h->refused_quiet, 0);
     srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
     h->rg = srv_readguard_new(cfg->conn_timeout_s, cfg->read_timeout_s,
                               (double)cfg->min_body_rate);
@@ -290,6 +352,7 @@ void srv_http_free(struct srv_http *h)
         return;
     srv_sched_free(h->sched);
     srv_readguard_free(h->rg);
+    srv_peers_free(h->peers);
     http_req_destroy(atomic_load(&h->spare));
     pthread_mutex_destroy(&h->mu);
     free(h);

@@ -316,6 +316,16 @@ def test_per_address_connection_limit():
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             refused = True
         assert refused, "a fifth connection from one address was served"
+        # the log names the cap that refused it (MHD says "Server reached
+        # connection limit" for either, and behind a proxy that decides
+        # what to change)
+        deadline = time.time() + 5
+        while "refused" not in a.logs() and time.time() < deadline:
+            time.sleep(0.05)
+        logs = a.logs()
+        assert "connection from 127.0.0.1 refused: 4 open from that address, " \
+               "--max-connections-per-ip 4" in logs, logs[-2000:]
+        assert "Server reached connection limit" not in logs
         for h in held:
             h.close()
         time.sleep(0.3)
