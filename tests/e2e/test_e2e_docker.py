@@ -351,3 +351,91 @@ def test_k8s_statefulset_probes_and_service():
     assert env["ATTND_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     assert pod["terminationGracePeriodSeconds"] > int(env["ATTND_DRAIN_TIMEOUT"]["value"])
+
+
+def _healthcheck_cmd(df):
+    hc = [a for w, a in df["runtime"]["instrs"] if w == "HEALTHCHECK"][0]
+    return hc.split(" CMD ", 1)[1]
+
+
+def test_healthcheck_follows_tls_set_in_the_environment(df):
+    """Review net 4: with ATTND_TLS_CERT/ATTND_TLS_KEY the port speaks only
+    TLS, and a probe of http:// left the container unhealthy for good."""
+    from attnd_proc import E2E_TLS, Attnd, make_ca, make_cert
+    cmd = _healthcheck_cmd(df)
+    d = tempfile.mkdtemp(prefix="attnd-hc-")
+    try:
+        cert, key = make_cert(d, "srv", make_ca(d, "ca"), "attnd.example")
+        os.chmod(key, 0o600)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ATTND_")}
+        with Attnd("--tls-cert", cert, "--tls-key", key) as a:
+            tls_env = dict(base, ATTND_PORT=str(a.port), ATTND_TLS_CERT=cert, ATTND_TLS_KEY=key)
+            r = subprocess.run(["sh", "-c", cmd], env=tls_env, capture_output=True, text=True)
+            assert r.returncode == 0, (cmd, r.stderr)
+            # the same port without the variables: plain http fails, as it must
+            plain_env = dict(base, ATTND_PORT=str(a.port))
+            assert subprocess.run(["sh", "-c", cmd], env=plain_env,
+                                  capture_output=True).returncode != 0
+        if not E2E_TLS:
+            with Attnd() as a:
+                plain_env = dict(base, ATTND_PORT=str(a.port))
+                assert subprocess.run(["sh", "-c", cmd], env=plain_env,
+                                      capture_output=True).returncode == 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- scale-out files: nothing per-address may cut the proxy off ------------
+
+def _replica_env_compose():
+    (doc,) = load_yaml("compose.yml")
+    return [s["environment"] for n, s in doc["services"].items() if n.startswith("attnd-")]
+
+
+def _replica_env_k8s():
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
+    (c,) = docs[("StatefulSet", "attnd")]["spec"]["template"]["spec"]["containers"]
+    return [{e["name"]: e.get("value") for e in c["env"]}]
+
+
+@pytest.mark.parametrize("envs", [_replica_env_compose, _replica_env_k8s])
+def test_replicas_let_the_proxy_use_every_connection(envs):
+    """Review net 1: every connection comes from nginx; attnd's default
+    per-address cap (256, below --max-connections 1000) refused nginx's
+    connections under a few hundred clients and nginx took all replicas
+    out of rotation."""
+    help_text = subprocess.run([BIN, "--help"], capture_output=True, text=True).stdout
+    default = {f: int(re.search(r"--%s .*\n.*default: (\d+)" % f, help_text).group(1))
+               for f in ("max-connections", "max-connections-per-ip")}
+    for env in envs():
+        total = int(env.get("ATTND_MAX_CONNECTIONS", default["max-connections"]))
+        per_ip = int(env.get("ATTND_MAX_CONNECTIONS_PER_IP", default["max-connections-per-ip"]))
+        assert per_ip >= total, env
+
+
+def test_nginx_pool_tolerates_a_reset_and_reuses_connections():
+    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
+        conf = f.read()
+    pool = re.search(r"upstream attnd_pool \{(.*?)\n\}", conf, re.S).group(1)
+    servers = re.findall(r"^\s*server (.*);", pool, re.M)
+    assert len(servers) == 3
+    for s in servers:
+        m = re.search(r"max_fails=(\d+)", s)
+        assert m and int(m.group(1)) >= 2, s       # one reset must not take it out
+        assert "max_conns" not in s, s             # one Service in k8s: waits, not 502s
+    assert re.search(r"^\s*keepalive \d+;", pool, re.M)
+    assert 'proxy_set_header Connection "";' in conf and "proxy_http_version 1.1;" in conf
+
+
+def test_replica_ids_fit_the_routing_map():
+    """Ids are PREFIX + '.' + random, and nginx routes on "^/v1/sessions/ID\\.":
+    every id the files set is of the alphabet attnd accepts."""
+    for env in _replica_env_compose():
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,63}", env["ATTND_REPLICA_ID"]), env
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
+    name = docs[("StatefulSet", "attnd")]["metadata"]["name"]
+    assert re.fullmatch(r"[a-z0-9-]{1,50}", name)  # pods name-0.. are the ids
+    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
+        conf = f.read()
+    for i in (1, 2, 3):
+        assert '"~^/v1/sessions/${ATTND_ID%d}\\."' % i in conf

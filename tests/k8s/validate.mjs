@@ -84,6 +84,11 @@ for (const s of sts) {
   check(mount && (s.spec.volumeClaimTemplates ?? []).some((v) => v.metadata.name === mount.name),
         "ATTND_STATE_DIR is a volume claimed per pod");
   check(["always", "everysec", "no"].includes(env.ATTND_FSYNC?.value), "ATTND_FSYNC is set");
+  // every connection comes from nginx: a per-address cap below the total
+  // takes the replica out of rotation under load (docker/nginx.conf, Limits)
+  check(Number(env.ATTND_MAX_CONNECTIONS_PER_IP?.value ?? 256) >=
+        Number(env.ATTND_MAX_CONNECTIONS?.value ?? 1000),
+        "ATTND_MAX_CONNECTIONS_PER_IP is at least ATTND_MAX_CONNECTIONS");
 }
 
 const conf = readFileSync(confPath, "utf8");
