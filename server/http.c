@@ -188,6 +188,8 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
         MHD_add_response_header(mr, resp->headers[i].name, resp->headers[i].value);
     if (atomic_load(&r->h->quiesced) || resp->drain_after)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+    MHD_add_response_header(mr, "X-Request-Id", r->id);
+    r->error = resp->error;
     r->status = resp->status;
     r->route = resp->route;
     r->bytes_out = len;
@@ -265,6 +267,7 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
     if (atomic_load(&r->h->quiesced))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+    MHD_add_response_header(mr, "X-Request-Id", r->id);
     r->status = 200;
     r->route = strcmp(r->url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
              : strcmp(a->path, "/index.html") == 0 ? "/" : "/{asset}";
@@ -423,6 +426,25 @@ static void identify(struct req *r)
     snprintf(r->client, sizeof r->client, "a:%s", host);
 }
 
+/* r->id: the client's X-Request-Id (a proxy's, such as nginx's
+ * $request_id) when it is 1 to HTTP_REQ_ID_MAX printable ASCII characters
+ * without spaces, else one made here: 16 hex digits, a random half per
+ * process and a counter. Echoed in the answer and logged with it, so a
+ * client's or proxy's log line meets attnd's. */
+static void take_request_id(struct req *r)
+{
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = 0;
+    while (v && n <= HTTP_REQ_ID_MAX && v[n] > ' ' && v[n] < 0x7f)
+        n++;
+    if (v && n > 0 && n <= HTTP_REQ_ID_MAX && v[n] == '\0') {
+        memcpy(r->id, v, n + 1);
+        return;
+    }
+    snprintf(r->id, sizeof r->id, "%08x%08llx", (unsigned)r->h->id_seed,
+             (unsigned long long)(atomic_fetch_add(&r->h->id_next, 1) & 0xffffffffu));
+}
+
 /* What check_framing read of the body: its Content-Length (SIZE_MAX
  * without one) and whether it comes chunked. */
 struct body_framing {
@@ -480,6 +502,7 @@ static struct req *req_new(struct srv_http *h)
     }
     memset(r, 0, offsetof(struct req, hdr));
     r->refuse = API_ERR_NONE;
+    r->error = API_ERR_NONE;
     r->resp.body = NULL;
     r->resp.pieces = NULL;
     r->resp.body_len = 0;
@@ -642,6 +665,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
         atomic_fetch_add(&h->in_flight, 1);
         r->late = atomic_load(&h->quiesced);    /* after counting: see quiesce */
         srv_metrics_begin(h->metrics);
+        take_request_id(r);
         identify(r);
         enum MHD_Result ret;
         struct body_framing b = {.announced = SIZE_MAX};
@@ -697,7 +721,9 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     const char *key = r->keyed ? r->key_name : NULL;
     if (!r->route)                      /* gone before the answer: the route asked for */
         r->route = api_route_of(r->url);
-    srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000, key);
+    const char *code = answered && r->error != API_ERR_NONE ? api_error_code(r->error) : NULL;
+    srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000, key,
+                    r->id, code);
     srv_metrics_end(h->metrics, r->route, status, r->bytes_in, r->bytes_out, (double)ns / 1e9,
                     key);
     if (r->admitted)

@@ -29,6 +29,9 @@
 #include "server/readguard.h"
 #include "server/tcp.h"
 
+/* Longest X-Request-Id taken from a client (printable ASCII, no spaces);
+ * another is replaced by one made here. */
+#define HTTP_REQ_ID_MAX 64
 #define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
 
 /* Bodies from this size on are large requests: they give way to small ones
@@ -59,6 +62,8 @@ struct srv_http {
     struct srv_tcp tcp;             /* what each connection's socket is asked */
     struct srv_readguard *rg;       /* read deadlines (slow clients), or NULL */
     struct srv_peers *peers;        /* connections open per address */
+    uint32_t id_seed;               /* random: the first half of the ids made here */
+    atomic_uint_fast64_t id_next;   /* their second half, one per request */
     _Atomic uint64_t refused_logged_ns; /* uv_hrtime of the last refusal line */
     atomic_uint_fast64_t refused_quiet; /* refusals since (not logged) */
     srv_http_idle_fn idle;          /* loop thread only */
@@ -110,6 +115,8 @@ struct req {
     bool keyed;                     /* key_name holds a valid key's name */
     char key_name[SRV_KEY_NAME_MAX];
     char client[SRV_CLIENT_ID_MAX]; /* "k:NAME" or "a:ADDRESS" */
+    char id[HTTP_REQ_ID_MAX + 1];   /* X-Request-Id: the client's, or made here */
+    enum api_err error;             /* the error answered, or API_ERR_NONE */
     /* Not zeroed at the 1st call (req_new): written before they are read. */
     struct req_header hdr[MAX_REQ_HEADERS];
     struct api_response resp;       /* filled by api_handle (9 KiB of header slots) */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/random.h>
 
 #include <microhttpd.h>
 
@@ -277,6 +278,9 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
     atomic_init(&h->refused_logged_ns, 0);
+    atomic_init(&h->id_next, 1);
+    if (getrandom(&h->id_seed, sizeof h->id_seed, GRND_NONBLOCK) != (ssize_t)sizeof h->id_seed)
+        h->id_seed = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16));
     atomic_init(&h->refused_quiet, 0);
     srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
     h->rg = srv_readguard_new(cfg->conn_timeout_s, cfg->read_timeout_s,

@@ -362,7 +362,8 @@ static void end(struct line *l)
 }
 
 void srv_log_request(const char *method, const char *route, int status,
-                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key)
+                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key,
+                     const char *id, const char *code)
 {
     struct line l;
     if (log_fmt == SRV_LOG_TEXT) {
@@ -385,6 +386,14 @@ void srv_log_request(const char *method, const char *route, int status,
             puts_(&l, " key=");
             put_esc(&l, key);
         }
+        if (code) {
+            puts_(&l, " code=");
+            put_esc(&l, code);
+        }
+        if (id) {
+            puts_(&l, " id=");
+            put_esc(&l, id);
+        }
         emit_batched(&l);
         return;
     }
@@ -405,6 +414,16 @@ void srv_log_request(const char *method, const char *route, int status,
     if (key) {
         puts_(&l, ",\"key\":\"");
         put_esc(&l, key);
+        puts_(&l, "\"");
+    }
+    if (code) {
+        puts_(&l, ",\"code\":\"");
+        put_esc(&l, code);
+        puts_(&l, "\"");
+    }
+    if (id) {
+        puts_(&l, ",\"id\":\"");
+        put_esc(&l, id);
         puts_(&l, "\"");
     }
     puts_(&l, "}");

@@ -28,9 +28,11 @@ int srv_log_reopen(void);
 void srv_log_close(void);
 
 /* One request: method as sent, route template (NULL: "-"), the name of the
- * API key it carried (NULL: none; never the key itself). */
+ * API key it carried (NULL: none; never the key itself), its request id
+ * (NULL: none) and the error code it was answered with (NULL: none). */
 void srv_log_request(const char *method, const char *route, int status,
-                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key);
+                     uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key,
+                     const char *id, const char *code);
 
 /* A process event; level is "info", "warn" or "error". kv holds extra
  * key/value pairs of text (NULL-terminated: k1, v1, k2, v2, ..., NULL). */
