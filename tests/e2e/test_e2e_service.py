@@ -338,7 +338,8 @@ def test_text_log_format():
         a.get("/healthz")
         a.stop()
         text = a.logs()
-    assert re.search(r"^\S+Z GET /healthz 200 in=0 out=\d+ \d+us$", text, re.M), text
+    assert re.search(r"^\S+Z GET /healthz 200 in=0 out=\d+ \d+us id=[0-9a-f]{16}$", text,
+                     re.M), text
     with pytest.raises(ValueError):
         json.loads(text.splitlines()[0])
 
