@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -198,8 +199,11 @@ static struct MHD_Daemon *start_daemon(struct srv_http *h, const struct sockaddr
 {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* "::" takes IPv4 clients too (as ::ffff:a.b.c.d), as dual-stack
+     * servers do; a given IPv6 address is that address alone */
     if (v6)
-        flags |= MHD_USE_IPv6;
+        flags |= IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr)
+                     ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     const struct srv_config *cfg = h->cfg;
     sigset_t block, old;
     sigemptyset(&block);

@@ -2,7 +2,7 @@
 restore of sessions print nothing above info; a restore that had to drop
 something warns. --warm-up runs its requests before attnd listens, so the
 first requests of its shape fault in fewer pages; one that cannot run
-stops the start."""
+stops the start. --host :: takes IPv4 clients as well as IPv6 ones."""
 import array
 import base64
 import glob
@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -203,3 +204,40 @@ def test_a_second_signal_in_the_warm_up_exits_at_once():
         assert len(warned) == 1 and warned[0].startswith("second SIG"), d.logs()
         assert warned[0].endswith(" during the warm-up: exiting now"), d.logs()
         assert not os.path.exists(d.port_file)
+
+
+def _healthz(host, port):
+    """The status line of GET /healthz over a plain connection to host."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect((host, port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return s.recv(64).split(b"\r\n")[0]
+
+
+def test_host_unspecified_ipv6_takes_ipv4_clients_too():
+    """--host :: listens on both families (as ::ffff:a.b.c.d for IPv4), as
+    a dual-stack server does; --host ::1 is that address alone."""
+    if os.environ.get("ATTND_E2E_TLS"):
+        return                          # plain sockets here
+    with Attnd("--host", "::") as d:
+        assert _healthz("127.0.0.1", d.port) == b"HTTP/1.1 200 OK"
+        assert _healthz("::1", d.port) == b"HTTP/1.1 200 OK"
+    with Attnd("--host", "::1", wait=False) as d:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with open(d.port_file) as f:
+                    d.port = int(f.read().strip())
+                assert _healthz("::1", d.port) == b"HTTP/1.1 200 OK"
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        else:
+            raise AssertionError("no answer on ::1")
+        try:
+            _healthz("127.0.0.1", d.port)
+            raise AssertionError("::1 took an IPv4 client")
+        except ConnectionRefusedError:
+            pass
