@@ -768,9 +768,10 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     api_result_free(&res);
 }
 
-/* The sequence's session made anew: an older one under its name is
- * deleted first (ended by this start); a start racing this one for the
- * name may take it in between, so that is tried a few times. */
+/* The sequence's session made anew and held into x->sess: an older one
+ * under its name is deleted first (ended by this start); a start racing
+ * this one for the name may take it in between, so that is tried a few
+ * times. */
 static enum core_status make_named(struct api_call *c, struct v2_infer *x,
                                    const struct sess_spec *sp)
 {
@@ -783,7 +784,7 @@ static enum core_status make_named(struct api_call *c, struct v2_infer *x,
         st = sess_delete(c->ctx->store, x->sid);
         if (st != CORE_OK && st != CORE_ENOTFOUND)
             return st;
-        st = sess_create_named(c->ctx->store, sp, x->seq_name, x->sid);
+        st = sess_create_named(c->ctx->store, sp, x->seq_name, x->sid, &x->sess);
     }
     return st;
 }
@@ -817,10 +818,6 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
         return false;
     }
     if (st != CORE_OK) {
-        api_fail_core(c, st, NULL);
-        return false;
-    }
-    if ((st = sess_acquire(c->ctx->store, x->sid, &x->sess)) != CORE_OK) {
         x->sess = NULL;
         api_fail_core(c, st, NULL);
         return false;
@@ -930,13 +927,13 @@ void api_v2_infer(struct api_call *c)
     }
     infer_compute(c, &x);
 out:
-    if (x.sess) {
+    /* sequence_end, or a start whose first request failed: no sequence is
+     * left behind (the session held, not its id: a start may make the id
+     * again as soon as it is let go) */
+    if (x.sess && (x.seq_end || (x.seq_start && c->resp->status >= 400)))
+        sess_delete_held(c->ctx->store, x.sess);
+    else if (x.sess)
         sess_release(c->ctx->store, x.sess);
-        /* sequence_end, or a start whose first request failed: no sequence
-         * is left behind */
-        if (x.seq_end || (x.seq_start && c->resp->status >= 400))
-            sess_delete(c->ctx->store, x.sid);
-    }
     infer_free(&x);
 }
 

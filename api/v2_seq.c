@@ -4,8 +4,8 @@
  * A sequence is found again from its id alone, by any request and after a
  * restart (the session comes back from --state-dir under the same id), with
  * no map to keep. Names: an integer id n is "v2i<n>"; a string of at most
- * 21 characters of [A-Za-z0-9_-] is "v2s<string>"; any other string is
- * "v2h" and 21 base64url characters (124 bits) of a hash of its bytes.
+ * 20 characters of [A-Za-z0-9_-] is "v2s<string>"; any other string is
+ * "v2h" and 20 base64url characters (120 bits) of a hash of its bytes.
  */
 #include "api/v2_impl.h"
 
@@ -13,7 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PLAIN_MAX (SESS_NAME_MAX - 4)   /* a string kept as it is */
+#define PLAIN_MAX (SESS_NAME_MAX - 4)   /* a string kept as it is: 20 */
+#define HASH_CHARS (SESS_NAME_MAX - 4)  /* 6 bits each: 120 of the 128 */
 
 static const char b64url[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -79,7 +80,7 @@ bool api_v2_seq_name(const json_t *id, char *name)
     uint64_t h[2];
     hash128((const unsigned char *)s, n, h);
     memcpy(name, "v2h", 3);
-    for (i = 0; i < 21; i++)            /* 124 of the 128 bits */
+    for (i = 0; i < HASH_CHARS; i++)
         name[o++] = b64url[(h[i % 2] >> (6 * (i / 2))) & 63];
     name[o] = '\0';
     return true;

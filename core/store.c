@@ -565,23 +565,27 @@ static void unref(struct sess_store *st, struct sess *s, bool touch);
 
 /*
  * Link a new session s and journal it (whole for a create or an import; a
- * fork of parent as durable.c's FORK record) before anyone learns its id;
- * destroys s on failure. It is linked holding a
- * reference, so it cannot be evicted or expire before its record is
- * written (a delete record ahead of its create would resurrect it); a
- * failed record unlinks it again.
+ * fork of parent as durable.c's FORK record); destroys s on failure. It is
+ * locked before it is linked and stays locked until its record is written,
+ * holding a reference, so nobody can change, delete, evict or expire it
+ * before then (a delete record ahead of its create would resurrect it; a
+ * named id is known before it is made). A failed record unlinks it again.
+ * held non-NULL: on success s is left held (as sess_acquire leaves it)
+ * into *held, so nobody can come between its making and its first use.
  */
 static enum core_status link_journaled(struct sess_store *st, struct sess *s,
-                                      struct sess *parent, char *id_out)
+                                      struct sess *parent, char *id_out,
+                                      struct sess **held)
 {
     s->refs = 1;
+    pthread_mutex_lock(&s->mu);
     enum core_status rc = sess_link(st, s, 0, id_out);
     if (rc != CORE_OK) {
         s->refs = 0;
+        pthread_mutex_unlock(&s->mu);
         sess_destroy(s);
         return rc;
     }
-    pthread_mutex_lock(&s->mu);
     rc = parent ? sess_dur_fork(st, parent, s) : sess_dur_sess(st, s);
     if (rc != CORE_OK) {
         struct sess *grave = NULL;
@@ -592,14 +596,17 @@ static enum core_status link_journaled(struct sess_store *st, struct sess *s,
         }
         pthread_mutex_unlock(&st->mu);
     }
-    unref(st, s, true);
+    if (rc == CORE_OK && held)
+        *held = s;
+    else
+        unref(st, s, true);
     return rc;
 }
 
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
                                      char *id_out)
 {
-    return link_journaled(st, s, NULL, id_out);
+    return link_journaled(st, s, NULL, id_out, NULL);
 }
 
 enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
@@ -612,6 +619,10 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
     return sess_link_journaled(st, s, id);
 }
 
+/* The longest prefix and name fit an id. */
+_Static_assert(sizeof ((struct sess_store *)0)->replica - 1 + SESS_NAME_MAX <= SESS_ID_MAX,
+               "a replica prefix and a name must fit SESS_ID_MAX");
+
 bool sess_named_id(struct sess_store *st, const char *name, char *id)
 {
     size_t n = name ? strnlen(name, SESS_NAME_MAX) : 0;
@@ -620,13 +631,13 @@ bool sess_named_id(struct sess_store *st, const char *name, char *id)
     for (size_t i = 0; i < n; i++)
         if (!strchr(b64url, name[i]))
             return false;
-    snprintf(id, SESS_ID_MAX, "%s%s", st->replica, name);
-    return true;
+    int w = snprintf(id, SESS_ID_MAX, "%s%s", st->replica, name);
+    return w > 0 && w < SESS_ID_MAX;
 }
 
 enum core_status sess_create_named(struct sess_store *st,
                                    const struct sess_spec *spec,
-                                   const char *name, char *id)
+                                   const char *name, char *id, struct sess **held)
 {
     char want[SESS_ID_MAX];
     if (!sess_named_id(st, name, want))
@@ -636,7 +647,7 @@ enum core_status sess_create_named(struct sess_store *st,
     if (!s)
         return rc;
     memcpy(s->id, want, SESS_ID_MAX);
-    return sess_link_journaled(st, s, id);
+    return link_journaled(st, s, NULL, id, held);
 }
 
 enum core_status sess_acquire(struct sess_store *st, const char *id,
@@ -692,7 +703,7 @@ static void unref(struct sess_store *st, struct sess *s, bool touch)
 {
     if (!s)
         return;
-    if (touch)
+    if (touch && sess_is_linked(st, s))     /* (a removed one's id may be made again) */
         sess_dur_touch(st, s);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&st->mu);
@@ -737,12 +748,18 @@ enum core_status sess_delete(struct sess_store *st, const char *id)
      * none after (the id may be made again, by sess_create_named); a
      * snapshot being written waits here too */
     pthread_mutex_lock(&s->mu);
+    return sess_delete_held(st, s);
+}
+
+enum core_status sess_delete_held(struct sess_store *st, struct sess *s)
+{
+    struct sess *grave = NULL;
     enum core_status rc = CORE_OK;
     if (st->dur && sess_is_linked(st, s))
         rc = sess_dur_delete(st, s->id, false);
     pthread_mutex_lock(&st->mu);
     if (rc == CORE_OK && s->linked)
-        unlink_sess(st, s, &grave, false);  /* held by us: not buried yet */
+        unlink_sess(st, s, &grave, false);  /* held: not buried yet */
     else if (rc == CORE_OK)
         rc = CORE_ENOTFOUND;                /* removed by someone else meanwhile */
     pthread_mutex_unlock(&st->mu);
@@ -849,5 +866,5 @@ enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
         sess_destroy(f);
         return CORE_ENOTFOUND;
     }
-    return link_journaled(st, f, s, id);
+    return link_journaled(st, f, s, id, NULL);
 }

@@ -133,8 +133,9 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force);
 #define SESS_ID_RANDOM_LEN 22
 
 /* Longest name of a named session (sess_create_named), with its NUL: it
- * takes the random part's place in the id, after the replica prefix. */
-#define SESS_NAME_MAX 25
+ * takes the random part's place in the id, after the replica prefix (at
+ * most 63 characters and its '.'). */
+#define SESS_NAME_MAX 24
 
 /*
  * What a session fixes at creation. Arrays are borrowed by sess_create and
@@ -222,15 +223,17 @@ enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec
  * sess_create with an id worked out from name rather than drawn at random:
  * this store's replica prefix followed by name (1 to SESS_NAME_MAX - 1 of
  * [A-Za-z0-9_-]), so whoever knows the name finds the session again, also
- * after a restart (sess_named_id). CORE_EEXIST when a session has that id
- * (delete it first); CORE_EINVAL for a bad name; else errors as
- * sess_create. Such an id is used again after a delete: sess_delete waits
- * for the request holding the old session, so none of its journal records
- * can follow the new one's.
+ * after a restart (sess_named_id). held non-NULL: the new session is left
+ * held into *held (sess_release or sess_delete_held it), so no request
+ * for the name can come between its making and its first use. CORE_EEXIST
+ * when a session has that id (delete it first); CORE_EINVAL for a bad
+ * name; else errors as sess_create. Such an id is used again after a
+ * delete: sess_delete waits for the request holding the old session, so
+ * none of its journal records can follow the new one's.
  */
 enum core_status sess_create_named(struct sess_store *st,
                                    const struct sess_spec *spec,
-                                   const char *name, char *id);
+                                   const char *name, char *id, struct sess **held);
 
 /* The id of the session named name (sess_create_named), into
  * id[SESS_ID_MAX]; false for a bad name. */
@@ -256,6 +259,11 @@ bool sess_exists(struct sess_store *st, const char *id);
  * answer CORE_ENOTFOUND. CORE_ENOTFOUND when unknown or expired. Never
  * call it while holding that session (it would wait for itself). */
 enum core_status sess_delete(struct sess_store *st, const char *id);
+
+/* sess_delete of a session the caller holds, which it lets go of (as
+ * sess_release): nobody can take the session between the request and the
+ * delete, nor a session made again under its id be deleted instead. */
+enum core_status sess_delete_held(struct sess_store *st, struct sess *s);
 
 /* ---- operations on a held session (between acquire and release) -------- */
 

@@ -263,7 +263,6 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     if (!h || !h->sched || !h->peers) {
         if (h) {
             srv_sched_free(h->sched);
-    srv_peers_free(h->peers);
             srv_peers_free(h->peers);
         }
         free(h);

@@ -888,7 +888,7 @@ TEST(sequences_are_named_sessions_that_outlive_a_restart)
     CHECK_EQ_INT(seq_row(&pctx, "\"abc-_9\"", true, sid), 1);
     CHECK_STR(sid, "r1.v2sabc-_9");
     CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", true, sid), 1);
-    CHECK(strncmp(sid, "r1.v2h", 6) == 0 && strlen(sid) == 27);
+    CHECK(strncmp(sid, "r1.v2h", 6) == 0 && strlen(sid) == 26);
     CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", false, NULL), 2);
     CHECK_EQ_INT(seq_row(&pctx, "\"a c\"", false, NULL), -404);
     for (i = 0; i < 5000; i++) {         /* more than the old map's 4096 */
@@ -919,8 +919,8 @@ TEST(sequences_are_named_sessions_that_outlive_a_restart)
 TEST(sequence_names)
 {
     static const char *const ids[] = {
-        "1", "9223372036854775807", "\"x\"", "\"abcdefghijklmnopqrstu\"",
-        "\"abcdefghijklmnopqrstuv\"", "\"a.b\"", "\"a b\"", "\"a c\"",
+        "1", "9223372036854775807", "\"x\"", "\"abcdefghijklmnopqrst\"",
+        "\"abcdefghijklmnopqrstu\"", "\"a.b\"", "\"a b\"", "\"a c\"",
         "\"\\u00e9t\\u00e9\"", "\"123456789012345678901234567890123456789012345678901234567890123\""};
     char names[10][SESS_NAME_MAX];
     size_t i, j;
@@ -936,7 +936,7 @@ TEST(sequence_names)
         json_decref(id);
     }
     CHECK_STR(names[1], "v2i9223372036854775807");
-    CHECK_STR(names[3], "v2sabcdefghijklmnopqrstu");
+    CHECK_STR(names[3], "v2sabcdefghijklmnopqrst");
     CHECK(strncmp(names[4], "v2h", 3) == 0);
 }
 

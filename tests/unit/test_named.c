@@ -63,23 +63,23 @@ TEST(a_name_gives_the_id_and_is_taken_once)
 
     CHECK(sess_named_id(st, "v2i42", want));
     CHECK_STR(want, "n0.v2i42");
-    CHECK(sess_create_named(st, &sp, "v2i42", id) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "v2i42", id, NULL) == CORE_OK);
     CHECK_STR(id, want);
-    CHECK(sess_create_named(st, &sp, "v2i42", other) == CORE_EEXIST);
-    CHECK(sess_create_named(st, &sp, "v2i43", other) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "v2i42", other, NULL) == CORE_EEXIST);
+    CHECK(sess_create_named(st, &sp, "v2i43", other, NULL) == CORE_OK);
     CHECK(sess_delete(st, id) == CORE_OK);
-    CHECK(sess_create_named(st, &sp, "v2i42", other) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "v2i42", other, NULL) == CORE_OK);
     CHECK_STR(other, want);
     /* names the id could not hold, or that would not come out the same */
     static const char *const bad[] = {"", "a.b", "a b", "a/b", "x%00",
-                                      "abcdefghijklmnopqrstuvwxy"};
+                                      "abcdefghijklmnopqrstuvwx"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(!sess_named_id(st, bad[i], want));
-        CHECK(sess_create_named(st, &sp, bad[i], other) == CORE_EINVAL);
+        CHECK(sess_create_named(st, &sp, bad[i], other, NULL) == CORE_EINVAL);
     }
-    CHECK(sess_named_id(st, "abcdefghijklmnopqrstuvwx", want));     /* 24 */
+    CHECK(sess_named_id(st, "abcdefghijklmnopqrstuvw", want));      /* 23 */
     sp.shape.h_kv = 3;                  /* a bad spec is still a bad spec */
-    CHECK(sess_create_named(st, &sp, "v2i44", other) == CORE_ESHAPE);
+    CHECK(sess_create_named(st, &sp, "v2i44", other, NULL) == CORE_ESHAPE);
     struct sess_stats ss;
     sess_store_stats(st, &ss);
     CHECK_EQ_INT(ss.sessions, 2);
@@ -116,7 +116,7 @@ TEST(a_delete_waits_for_the_request_holding_the_session)
     struct sess_store *st = open_in(dir);
     struct sess_spec sp = small_spec();
     char id[SESS_ID_MAX];
-    CHECK(sess_create_named(st, &sp, "held", id) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "held", id, NULL) == CORE_OK);
     struct holder h = {.st = st, .id = id};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, hold_a_while, &h) == 0);
@@ -138,11 +138,11 @@ TEST(an_id_made_again_replays_as_the_last_session)
     struct sess_store *st = open_in(dir);
     struct sess_spec sp = small_spec();
     char id[SESS_ID_MAX], again[SESS_ID_MAX];
-    CHECK(sess_create_named(st, &sp, "seq", id) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "seq", id, NULL) == CORE_OK);
     CHECK(store_add_rows(st, id, 5, 4, 100) == CORE_OK);
     CHECK(sess_store_journal_maintain(st, true) == CORE_OK);    /* a snapshot */
     CHECK(sess_delete(st, id) == CORE_OK);
-    CHECK(sess_create_named(st, &sp, "seq", again) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "seq", again, NULL) == CORE_OK);
     CHECK(store_add_rows(st, again, 3, 4, 200) == CORE_OK);
     float want = first_k(st, again, 0);
     CHECK(want != first_k(st, again, 1));
@@ -152,7 +152,7 @@ TEST(an_id_made_again_replays_as_the_last_session)
     CHECK_EQ_INT(store_length_of(st, id), 3);
     CHECK(first_k(st, id, 0) == want);
     CHECK(sess_delete(st, id) == CORE_OK);
-    CHECK(sess_create_named(st, &sp, "seq", again) == CORE_OK);
+    CHECK(sess_create_named(st, &sp, "seq", again, NULL) == CORE_OK);
     CHECK(store_add_rows(st, again, 2, 4, 300) == CORE_OK);
     sess_store_free(st);
 
@@ -163,11 +163,62 @@ TEST(an_id_made_again_replays_as_the_last_session)
     CHECK(system(cmd) == 0);
 }
 
+/* The longest replica prefix (63 characters and '.') and the longest name
+ * fit an id whole: two names differing in their last character are two
+ * sessions. */
+TEST(the_longest_prefix_and_name_fit)
+{
+    char replica[64], a[SESS_ID_MAX], b[SESS_ID_MAX];
+    memset(replica, 'r', 63);
+    replica[63] = '\0';
+    struct sess_config cfg = {.default_max_tokens = 16, .replica_id = replica};
+    struct sess_store *st = sess_store_new(&cfg);
+    struct sess_spec sp = small_spec();
+    char name[SESS_NAME_MAX];
+    memset(name, 'n', SESS_NAME_MAX - 1);               /* the longest name */
+    name[SESS_NAME_MAX - 1] = '\0';
+    CHECK(sess_create_named(st, &sp, name, a, NULL) == CORE_OK);
+    name[SESS_NAME_MAX - 2] = 'm';                      /* its last character other */
+    CHECK(sess_create_named(st, &sp, name, b, NULL) == CORE_OK);
+    CHECK_EQ_INT(strlen(a), 63 + 1 + SESS_NAME_MAX - 1);
+    CHECK(strcmp(a, b) != 0);
+    sess_store_free(st);
+}
+
+/* A session made held is nobody else's until let go: a request for its
+ * name waits, and finds it gone once sess_delete_held removed it. */
+TEST(made_held_and_deleted_held)
+{
+    struct sess_store *st = open_in(NULL);
+    struct sess_spec sp = small_spec();
+    char id[SESS_ID_MAX];
+    struct sess *s = NULL;
+    CHECK(sess_create_named(st, &sp, "h1", id, &s) == CORE_OK && s != NULL);
+    if (!s)
+        return;
+    struct holder h = {.st = st, .id = id};
+    pthread_t t;
+    /* another request for the name waits for the maker's first use */
+    CHECK(pthread_create(&t, NULL, hold_a_while, &h) == 0);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK_EQ_INT(atomic_load(&h.held), 0);
+    CHECK_EQ_INT(sess_length(s), 0);
+    CHECK(sess_delete_held(st, s) == CORE_OK);          /* and lets it go */
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(atomic_load(&h.held), -1);             /* found it gone */
+    CHECK(!sess_exists(st, id));
+    CHECK(sess_create_named(st, &sp, "h1", id, NULL) == CORE_OK);   /* made again */
+    sess_store_free(st);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-named-%ld", (long)getpid());
     RUN(a_name_gives_the_id_and_is_taken_once);
     RUN(a_delete_waits_for_the_request_holding_the_session);
     RUN(an_id_made_again_replays_as_the_last_session);
+    RUN(the_longest_prefix_and_name_fit);
+    RUN(made_held_and_deleted_held);
     TEST_MAIN_END();
 }
