@@ -64,8 +64,10 @@ struct srv_http {
     struct srv_peers *peers;        /* connections open per address */
     uint32_t id_seed;               /* random: the first half of the ids made here */
     atomic_uint_fast64_t id_next;   /* their second half, one per request */
-    _Atomic uint64_t refused_logged_ns; /* uv_hrtime of the last refusal line */
-    atomic_uint_fast64_t refused_quiet; /* refusals since (not logged) */
+    struct http_refusals {          /* refusal lines, one a second: */
+        _Atomic uint64_t logged_ns; /* uv_hrtime of the last line */
+        atomic_uint_fast64_t quiet; /* refusals since (not logged) */
+    } refused_peer, refused_total;  /* per address; the total cap */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
 };

@@ -105,18 +105,19 @@ size_t srv_http_sweep_reads(struct srv_http *h)
     return n;
 }
 
-/* Whether a refusal may be logged now: one line a second at most (a
- * client or proxy past a cap retries at once, and a line per refusal
- * would fill the log); *since: the refusals not logged before it. */
-static bool refusal_line_due(struct srv_http *h, uint64_t *since)
+/* Whether a refusal of kind r may be logged now: one line a second at
+ * most for each kind (a client or proxy past a cap retries at once, and
+ * a line per refusal would fill the log); *since: the refusals of that
+ * kind not logged before it. */
+static bool refusal_line_due(struct http_refusals *r, uint64_t *since)
 {
-    uint64_t now = uv_hrtime(), last = atomic_load(&h->refused_logged_ns);
-    atomic_fetch_add(&h->refused_quiet, 1);
+    uint64_t now = uv_hrtime(), last = atomic_load(&r->logged_ns);
+    atomic_fetch_add(&r->quiet, 1);
     if (last != 0 && now - last < 1000000000u)
         return false;
-    if (!atomic_compare_exchange_strong(&h->refused_logged_ns, &last, now))
+    if (!atomic_compare_exchange_strong(&r->logged_ns, &last, now))
         return false;
-    *since = atomic_exchange(&h->refused_quiet, 0) - 1;
+    *since = atomic_exchange(&r->quiet, 0) - 1;
     return true;
 }
 
@@ -130,7 +131,7 @@ enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, sockl
     if (srv_peers_admit(h->peers, addr, &open))
         return MHD_YES;
     uint64_t since;
-    if (refusal_line_due(h, &since)) {
+    if (refusal_line_due(&h->refused_peer, &since)) {
         char name[64];
         srv_peers_name(addr, name, sizeof name);
         srv_log_msgf("warn", "connection from %s refused: %u open from that address, "
@@ -155,7 +156,7 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap)
         /* the per-address cap is attnd's own (http_accept_policy): this
          * is the total, which each transport thread holds a share of */
         uint64_t since;
-        if (refusal_line_due(h, &since))
+        if (refusal_line_due(&h->refused_total, &since))
             srv_log_msgf("warn", "connection refused: --max-connections %u reached (each of "
                          "the %u transport threads takes its share); %llu more refused since "
                          "the last such line", h->cfg->max_connections, h->cfg->http_threads,
@@ -259,11 +260,14 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     if (h) {
         h->sched = srv_sched_new(loop, cfg->workers);
         h->peers = srv_peers_new(cfg->max_connections_per_ip);
+        h->rg = srv_readguard_new(cfg->conn_timeout_s, cfg->read_timeout_s,
+                                  (double)cfg->min_body_rate);
     }
-    if (!h || !h->sched || !h->peers) {
+    if (!h || !h->sched || !h->peers || !h->rg) {
         if (h) {
             srv_sched_free(h->sched);
             srv_peers_free(h->peers);
+            srv_readguard_free(h->rg);
         }
         free(h);
         return NULL;
@@ -280,14 +284,14 @@ struct srv_http *srv_http_new(uv_loop_t *loop, const struct srv_config *cfg,
     atomic_init(&h->quiesced, false);
     atomic_init(&h->body_bytes, 0);
     atomic_init(&h->spare, NULL);
-    atomic_init(&h->refused_logged_ns, 0);
+    atomic_init(&h->refused_peer.logged_ns, 0);
+    atomic_init(&h->refused_total.logged_ns, 0);
     atomic_init(&h->id_next, 1);
     if (getrandom(&h->id_seed, sizeof h->id_seed, GRND_NONBLOCK) != (ssize_t)sizeof h->id_seed)
         h->id_seed = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16));
-    atomic_init(&h->refused_quiet, 0);
+    atomic_init(&h->refused_peer.quiet, 0);
+    atomic_init(&h->refused_total.quiet, 0);
     srv_tcp_init(&h->tcp, cfg->socket_rcvbuf, cfg->loopback_congestion);
-    h->rg = srv_readguard_new(cfg->conn_timeout_s, cfg->read_timeout_s,
-                              (double)cfg->min_body_rate);
     h->body_budget = srv_http_body_budget(cfg->max_body_bytes);
     uv_async_init(loop, &h->async, http_async_cb);   /* before MHD can call dispatch */
     h->async.data = h;
