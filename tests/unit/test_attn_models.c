@@ -893,7 +893,9 @@ TEST(yarn_truncate_freqs)
             p.rope_scaling.no_truncate = nt;
         }
     }
-    CHECK(worst <= 1e-14);
+    /* 6.1e-15 here; 1.4e-14 under valgrind, whose long double has a
+     * double's 53 bits */
+    CHECK(worst <= 4e-14);
     CHECK(differ > 0);
 
     /* gpt-oss */
