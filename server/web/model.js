@@ -9,16 +9,8 @@
 (function () {
   'use strict';
   var A = null;                       /* window.attnd, set in init */
-  function $(id) { return document.getElementById(id); }
-  var SVGNS = 'http://www.w3.org/2000/svg';
-  function svg(tag, attrs, parent) {
-    var e = document.createElementNS(SVGNS, tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (parent) parent.appendChild(e);
-    return e;
-  }
+  var $ = window.attndDraw.$, svg = window.attndDraw.svg, f3 = window.attndDraw.f3;  /* teach.js */
   function f6(x) { return A.fmt(x); }
-  function f3(x) { return x === null || x === undefined ? 'masked' : Number(x).toFixed(3); }
 
   /* ---- pasted model requests ------------------------------------------ */
   var EXAMPLE_TOKENS = ['The', 'cat', 'sat', 'on', 'the', 'mat'];

@@ -21,6 +21,8 @@
   }
   function f6(x) { return A.fmt(x); }
   function f3(x) { return x === null || x === undefined ? 'masked' : Number(x).toFixed(3); }
+  /* the drawing helpers model.js shares (it loads after this file) */
+  window.attndDraw = { $: $, svg: svg, f3: f3 };
 
   /* ---- the plane ------------------------------------------------------ */
   var geo = {
