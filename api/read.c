@@ -105,6 +105,28 @@ bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
     return true;
 }
 
+bool api_read_round_half(struct api_call *c, const char *path, bool array,
+                         bool from_text, double *x, size_t n)
+{
+    char pi[API_PATH_MAX];
+
+    for (size_t i = 0; c->half && i < n; i++) {
+        const char *at = array ? api_pointer_index(pi, sizeof pi, path, i) : path;
+        const struct api_request *rq = c->req;
+        bool tie = false;
+        float f;
+        if (!api_half_round(c->half, x[i], &f, from_text ? &tie : NULL) ||
+            (tie && rq && api_half_fix_ties(rq->body, rq->body_len, rq->early, at,
+                                            c->half, &f, 1) != 1)) {
+            api_fail(c, API_ERR_NON_FINITE, at, "number is outside the %s range",
+                     api_half_name(c->half));
+            return false;
+        }
+        x[i] = f;
+    }
+    return true;
+}
+
 bool api_read_softmax(struct api_call *c, const json_t *obj,
                       const char *prefix, enum attn_softmax *softmax,
                       double *sink_logit)
@@ -137,6 +159,8 @@ bool api_read_softmax_ex(struct api_call *c, const json_t *obj,
                      : "softmax \"sink\" needs a finite sink_logit");
             return false;
         }
+        if (!json_is_array(s) && !api_read_round_half(c, p, false, true, sink_logit, 1))
+            return false;
     } else if (s) {
         api_fail(c, API_ERR_INVALID_FIELD, p,
                  "sink_logit is only allowed with softmax \"sink\"");

@@ -154,6 +154,15 @@ bool api_read_softmax_ex(struct api_call *c, const json_t *obj,
                          const char *prefix, bool sink_array,
                          enum attn_softmax *softmax, double *sink_logit);
 
+/* Numbers of a half request that are not tensors (sink logits): x [n]
+ * (finite) rounded in place to the call's half dtype, as its tensors are;
+ * nothing when the call has none. from_text: x was read from the body's
+ * decimal text at path (path/i for each element when array), which decides
+ * a number whose double is a midpoint. Answers 422 non_finite at the
+ * element that overflows. */
+bool api_read_round_half(struct api_call *c, const char *path, bool array,
+                         bool from_text, double *x, size_t n);
+
 /* false (default) | true | "bottom_right" | "top_left". */
 bool api_read_causal(struct api_call *c, const json_t *v, const char *path,
                      enum attn_causal *out);

@@ -352,6 +352,11 @@ bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
                      "expected a finite number");
             return false;
         }
+    if (!api_read_round_half(c, ps, true, true, *sinks, heads)) {
+        free(*sinks);
+        *sinks = NULL;
+        return false;
+    }
     p->sink_logit = (*sinks)[0];
     p->sink_logits = *sinks;
     return true;
