@@ -187,6 +187,7 @@ static void work_queue(struct req *r)
     r->job.run = work_run_resume;
     r->job.done = work_done;
     memcpy(r->job.client, r->client, sizeof r->job.client);
+    r->job.small = r->fg;
     srv_metrics_count(h->metrics, SRV_EV_POOL_IN, NULL);
     watch_start(r);
     srv_sched_push(h->sched, &r->job);

@@ -564,8 +564,9 @@ static void log_listening(const struct proc *p, unsigned port)
 
 static bool start(struct proc *p)
 {
-    /* Twice --workers: one client runs --workers requests at once, the
-     * spare threads start other clients' at once (server/sched.c). */
+    /* Twice --workers: one client runs --workers large requests at once
+     * (and as many small ones), the spare threads start other clients' at
+     * once (server/sched.c). */
     char n[16];
     unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
     snprintf(n, sizeof n, "%u", threads);

@@ -1,24 +1,32 @@
 /*
  * server/sched.c — fair scheduling of requests over libuv's pool.
  *
- * Every request pushed adds one job to its client's FIFO queue and one
- * ticket (a uv_work_t) to libuv's pool. A ticket's thread takes the next
- * job round robin over the clients with queued jobs, skipping clients that
- * already run per_client jobs, runs it, and goes on taking jobs until none
- * may run; a ticket that finds nothing returns at once. A job left queued
- * because its client was at its cap is taken by the thread that finishes
- * that client's running job, so every job runs. Finished jobs go on a done
- * list that the loop thread drains (uv_async): their done callbacks run
- * there in finishing order.
+ * Every request pushed adds one job to one of its client's two FIFO
+ * queues (lanes: small jobs and large ones) and one ticket (a uv_work_t)
+ * to libuv's pool. A ticket's thread takes the next job round robin over
+ * the clients with queued jobs, a client's small lane first, skipping a
+ * lane whose client already runs per_client jobs of it, runs the job, and
+ * goes on taking jobs until none may run; a ticket that finds nothing
+ * returns at once. A job left queued because its lane was at its cap is
+ * taken by the thread that finishes that lane's running job, so every job
+ * runs. Finished jobs go on a done list that the loop thread drains
+ * (uv_async): their done callbacks run there in finishing order.
  *
- * Why the pool has more threads than a client may use (server/loop.c sets
- * UV_THREADPOOL_SIZE to twice --workers): with one client holding every
- * thread, another client's small request would wait for one of those
- * requests to end (a 8192x8192 pass is ~0.2 s). With spare threads it
- * starts at once and the kernel shares the cores among the running
- * requests; one client alone still runs --workers requests at once, as
- * before. Hand-written rather than a library's pool: libuv's queue is one
- * FIFO, and the per-client queues are what make it fair.
+ * Why two lanes: with one queue, a client's small request waited behind
+ * its own large ones (seconds behind a few 8192-row passes), and behind a
+ * proxy every caller is one client. A small job is one whose body is
+ * small (server/http.c), the same measure that makes it foreground below.
+ *
+ * Why the pool has more threads than a client's large jobs may use
+ * (server/loop.c sets UV_THREADPOOL_SIZE to twice --workers): with one
+ * client holding every thread, another client's small request would wait
+ * for one of those requests to end (a 8192x8192 pass is ~0.2 s). With
+ * spare threads it starts at once and the kernel shares the cores among
+ * the running requests. A client running --workers small jobs beside its
+ * --workers large ones holds every thread too, but small jobs end soon,
+ * and the next thread free takes the other client's. Hand-written rather
+ * than a library's pool: libuv's queue is one FIFO, and the per-client
+ * queues are what make it fair.
  *
  * Large passes give way to other work in two ways (sched.h): they pause at
  * piece boundaries while a small request computes, and inside pieces they
@@ -38,12 +46,21 @@
 
 #include "core/stop.h"
 
-struct sched_client {
-    struct sched_client *next;      /* in srv_sched.clients (a ring order) */
+struct sched_lane {
     struct srv_job *head, *tail;    /* queued */
     unsigned running;
+};
+
+struct sched_client {
+    struct sched_client *next;      /* in srv_sched.clients (a ring order) */
+    struct sched_lane lane[2];      /* [0] small jobs, [1] large ones */
     char id[SRV_CLIENT_ID_MAX];
 };
+
+static struct sched_lane *lane_of(struct sched_client *c, const struct srv_job *j)
+{
+    return &c->lane[j->small ? 0 : 1];
+}
 
 struct srv_sched {
     uv_loop_t *loop;
@@ -72,12 +89,15 @@ static struct srv_job *take(struct srv_sched *s)
     if (!c)
         return NULL;
     do {
-        if (c->head && c->running < s->per_client) {
-            struct srv_job *j = c->head;
-            c->head = j->next;
-            if (!c->head)
-                c->tail = NULL;
-            c->running++;
+        for (int i = 0; i < 2; i++) {
+            struct sched_lane *l = &c->lane[i];
+            if (!l->head || l->running >= s->per_client)
+                continue;
+            struct srv_job *j = l->head;
+            l->head = j->next;
+            if (!l->head)
+                l->tail = NULL;
+            l->running++;
             s->cursor = c->next;    /* the next client goes first next time */
             return j;
         }
@@ -89,8 +109,9 @@ static struct srv_job *take(struct srv_sched *s)
 /* Under mu: drop a client with nothing queued or running. */
 static void forget(struct srv_sched *s, struct sched_client *c)
 {
-    if (c->head || c->running)
-        return;
+    for (int i = 0; i < 2; i++)
+        if (c->lane[i].head || c->lane[i].running)
+            return;
     for (struct sched_client **pc = &s->clients; *pc; pc = &(*pc)->next)
         if (*pc == c) {
             *pc = c->next;
@@ -112,7 +133,7 @@ static void ticket_work(uv_work_t *w)
         atomic_fetch_sub_explicit(&s->jobs, 1, memory_order_relaxed);
         pthread_mutex_lock(&s->mu);
         struct sched_client *c = j->cl;
-        c->running--;
+        lane_of(c, j)->running--;
         forget(s, c);
         j->cl = NULL;
         j->next = NULL;
@@ -190,13 +211,14 @@ void srv_sched_push(struct srv_sched *s, struct srv_job *j)
     pthread_mutex_lock(&s->mu);
     struct sched_client *c = t ? client_of(s, j->client) : NULL;
     if (c) {
+        struct sched_lane *l = lane_of(c, j);
         j->cl = c;
         j->next = NULL;
-        if (c->tail)
-            c->tail->next = j;
+        if (l->tail)
+            l->tail->next = j;
         else
-            c->head = j;
-        c->tail = j;
+            l->head = j;
+        l->tail = j;
     }
     pthread_mutex_unlock(&s->mu);
     if (!c) {                               /* out of memory: run it here */

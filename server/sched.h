@@ -1,13 +1,16 @@
 /*
- * server/sched.h — the compute pool's scheduler: one queue per client (API
- * key name or address), served round robin, each client running at most
- * `per_client` jobs at once on a pool of more threads than that, so that
- * one client's backlog never makes another's request wait for it. Jobs
+ * server/sched.h — the compute pool's scheduler: two queues per client
+ * (API key name or address), one of small jobs and one of large, served
+ * round robin over the clients, each client running at most `per_client`
+ * jobs of each size at once on a pool of more threads than that, so that
+ * one client's backlog never makes another's request wait for it, and a
+ * client's large backlog never makes its own small requests wait. Jobs
  * finish on the loop thread (done), whichever pool thread ran them.
  */
 #ifndef ATTND_SERVER_SCHED_H
 #define ATTND_SERVER_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -21,6 +24,7 @@ struct srv_job {
     void (*run)(struct srv_job *j);     /* on a pool thread */
     void (*done)(struct srv_job *j);    /* then on the loop thread */
     char client[SRV_CLIENT_ID_MAX];     /* whose queue */
+    bool small;                         /* which of its two queues */
     /* the scheduler's */
     struct srv_job *next;
     struct sched_client *cl;
@@ -29,7 +33,7 @@ struct srv_job {
 /* Pool threads are libuv's (UV_THREADPOOL_SIZE); per_client >= 1. */
 struct srv_sched *srv_sched_new(uv_loop_t *loop, unsigned per_client);
 
-/* Loop thread: queue j behind its client's earlier jobs. */
+/* Loop thread: queue j behind its client's earlier jobs of its size. */
 void srv_sched_push(struct srv_sched *s, struct srv_job *j);
 
 /*

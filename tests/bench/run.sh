@@ -15,7 +15,8 @@
 #          large request from the client vs its compute in-process
 #          (tests/bench/bench_http.sh; loopback only, servers stopped by PID)
 #   fair   a small client's p99 while another keeps 24 large requests in
-#          flight, against its p99 alone (tests/bench/bench_fair.py, ~1 min)
+#          flight, then while it keeps them itself, against its p99 alone
+#          (tests/bench/bench_fair.py, ~2 min)
 #   journal session appends with --state-dir (--fsync everysec, always) vs
 #          without (tests/bench/bench_journal.sh)
 #   move   session export and import of 128 MiB of rows: in-process vs a
@@ -68,10 +69,11 @@ bench_http() {
 }
 
 # Fairness of the compute pool: one small-request client beside 24 large
-# requests in flight from another key.
+# requests in flight from another key, then from its own key.
 bench_fair() {
     section "fairness: small requests beside 24 large in flight (bench_fair.py)"
-    "${PYTHON:-/usr/bin/python3}" "$here/bench_fair.py" "$build/attnd"
+    "${PYTHON:-/usr/bin/python3}" "$here/bench_fair.py" "$build/attnd" &&
+        "${PYTHON:-/usr/bin/python3}" "$here/bench_fair.py" "$build/attnd" one
 }
 
 # The journal of --state-dir: appends with and without it.

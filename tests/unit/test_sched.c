@@ -1,8 +1,9 @@
 /*
- * tests/unit/test_sched.c — the yield of server/sched.c's large passes:
- * its clock against the period of the scheduler's job count (short while
- * other jobs are queued or running, long when the pass is alone), and that
- * count as jobs run on a real libuv loop and pool.
+ * tests/unit/test_sched.c — server/sched.c: the yield of large passes
+ * (its clock against the period of the scheduler's job count: short while
+ * other jobs are queued or running, long when the pass is alone), that
+ * count as jobs run on a real libuv loop and pool, and a client's small
+ * jobs passing its large ones.
  *
  * server/ objects are not linked into unit tests (only core/ is), so the one
  * file under test is compiled in here; it needs nothing of server/ but its
@@ -144,9 +145,38 @@ TEST(yield_period_follows_the_other_jobs)
     sched_down(&loop, s);
 }
 
+/* A client's small job does not wait behind its large ones: with one job
+ * of each size at a time, a small job pushed behind two large ones runs
+ * while the first large one is held, and the second large one waits for
+ * the first. */
+TEST(small_jobs_pass_their_clients_large_ones)
+{
+    uv_loop_t loop;
+    struct srv_sched *s = sched_up(&loop);
+    if (!s)
+        return;
+    atomic_bool held = false, open = true;
+    struct probe p[3];                          /* large, large, small */
+    probe_init(&p[0], s, "c", &held);
+    probe_init(&p[1], s, "c", &open);
+    probe_init(&p[2], s, "c", &open);
+    p[2].job.small = true;
+    for (int i = 0; i < 3; i++)
+        srv_sched_push(s, &p[i].job);
+    run_until_done(&loop, &p[2], 1);
+    CHECK_EQ_INT(p[2].done, 1);
+    CHECK_EQ_INT(p[0].done + p[1].done, 0);    /* the second large one is queued */
+    atomic_store(&held, true);
+    run_until_done(&loop, p, 3);
+    CHECK_EQ_INT(p[0].done + p[1].done, 2);
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
+    sched_down(&loop, s);
+}
+
 int main(void)
 {
     RUN(yield_waits_out_the_period_of_the_job_count);
     RUN(yield_period_follows_the_other_jobs);
+    RUN(small_jobs_pass_their_clients_large_ones);
     TEST_MAIN_END();
 }
