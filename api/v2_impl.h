@@ -104,10 +104,12 @@ struct v2_infer {
     struct sess *sess;              /* held session, or NULL */
 };
 
-/* obj[key] when obj is an object, else NULL (borrowed). */
+/* obj[key] when obj is an object, else NULL (borrowed); a JSON null is
+ * absent, as everywhere in the api. */
 static inline const json_t *member(const json_t *obj, const char *key)
 {
-    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    return json_is_null(v) ? NULL : v;
 }
 
 /* POST /v2/models/attention/infer (api/v2_infer.c). */

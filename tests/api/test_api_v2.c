@@ -267,6 +267,27 @@ TEST(bias_and_parameters)
     json_decref(j);
 }
 
+/* A member whose value is null counts as absent, as on /v1: the answer
+ * equals the one without it. */
+TEST(null_members_are_absent)
+{
+    int st, st0;
+    json_t *j0 = infer("{\"inputs\":[" SEED_IN "]}", &st0);
+    json_t *j = infer("{\"id\":null,\"parameters\":{\"causal\":null,\"scale\":null,"
+                      "\"softmax\":null,\"sink_logit\":null,\"alibi\":null,\"softcap\":null,"
+                      "\"sequence_id\":null,\"sequence_start\":null,\"heads\":null,"
+                      "\"timeout_ms\":null},\"inputs\":[" SEED_IN "],\"outputs\":null}", &st);
+    CHECK_EQ_INT(st0, 200);
+    CHECK_EQ_INT(st, 200);
+    json_object_del(j0, "id");
+    CHECK(j && j0 && json_equal(j, j0));
+    json_decref(j);
+    json_decref(j0);
+    j = infer("{\"parameters\":null,\"inputs\":[" SEED_IN "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+}
+
 TEST(attn_bias_null_and_mask)
 {
     int st;
@@ -960,6 +981,7 @@ int main(void)
     RUN(infer_seed_example);
     RUN(nested_data_equals_flat_and_fp32);
     RUN(bias_and_parameters);
+    RUN(null_members_are_absent);
     RUN(attn_bias_null_and_mask);
     RUN(three_d_heads);
     RUN(binary_inputs_and_outputs);
