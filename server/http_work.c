@@ -106,8 +106,7 @@ static void work_run(struct srv_job *j)
     attn_ws_set_stop(q.ws, &r->stop);
     api_handle(r->h->ctx, &q, &r->resp);
     attn_ws_set_stop(q.ws, NULL);
-    r->timed_out = r->resp.status == 503 && !atomic_load(&r->gone) &&
-                   attn_stop_due(&r->stop);
+    r->timed_out = r->resp.error == API_ERR_DEADLINE_EXCEEDED && !atomic_load(&r->gone);
 }
 
 /*
