@@ -5,8 +5,6 @@
  */
 #include "api/internal.h"
 
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/attn.h"
@@ -33,26 +31,10 @@ static json_t *size_json(size_t v)
     return json_integer(v > (size_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
 
-/* OpenBLAS builds its configuration text in a static buffer on every call
- * (openblas_get_config appends to it), so concurrent callers garble it:
- * read it once. */
-static char blas_text[256];
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-static void blas_text_init(void)
-{
-    const char *t = attn_blas_config();
-
-    snprintf(blas_text, sizeof blas_text, "%s", t ? t : "");
-}
-
 void api_ops_info(struct api_call *c)
 {
     const struct api_config *cfg = &c->ctx->cfg;
-    const char *blas;
-
-    pthread_once(&blas_once, blas_text_init);
-    blas = blas_text;
+    const char *blas = attn_blas_config();
 
     api_reply_json(c, 200, json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:i}, s:{s:o, s:o, s:o, s:f}, s:b, s:b}",

@@ -26,7 +26,9 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,10 +150,22 @@ void attn_blas_init(int threads)
     openblas_set_num_threads(threads < 1 ? 1 : threads);
 }
 
-const char *attn_blas_config(void)
+/* OpenBLAS builds its configuration text in a static buffer on every call
+ * (openblas_get_config appends to it), so concurrent callers would garble
+ * it: it is read once. */
+static char blas_text[256];
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_text_init(void)
 {
     const char *c = openblas_get_config();
-    return c ? c : "unknown";
+    snprintf(blas_text, sizeof blas_text, "%s", c && *c ? c : "unknown");
+}
+
+const char *attn_blas_config(void)
+{
+    pthread_once(&blas_once, blas_text_init);
+    return blas_text;
 }
 
 #if defined(__AVX512F__) && defined(__x86_64__)

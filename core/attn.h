@@ -278,7 +278,8 @@ double attn_alibi_slope(size_t i, size_t h);
  * BLAS threading. The server
  * calls attn_blas_init(1) once before starting workers, so every worker runs
  * single-threaded BLAS; nothing else in core/ changes the thread count.
- * attn_blas_config() is openblas_get_config() (static text, for /v1/info).
+ * attn_blas_config() is openblas_get_config()'s text, read once (for
+ * /v1/info; any thread may call it).
  */
 void attn_blas_init(int threads);
 const char *attn_blas_config(void);
