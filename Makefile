@@ -116,9 +116,10 @@ deps-npm:
 # Layers: each layer's objects compile with only its own dependencies'
 # include paths, and a directory first on the path whose stand-ins for the
 # headers of the layers above stop the build: core/ cannot include jansson,
-# libmicrohttpd or libuv, api/ cannot include libmicrohttpd or libuv.
-LAYER_DENY_core := jansson.h microhttpd.h uv.h
-LAYER_DENY_api  := microhttpd.h uv.h
+# libmicrohttpd, libuv or GnuTLS, api/ cannot include libmicrohttpd, libuv,
+# GnuTLS or BLAS (core's).
+LAYER_DENY_core := jansson.h microhttpd.h uv.h gnutls/gnutls.h
+LAYER_DENY_api  := microhttpd.h uv.h gnutls/gnutls.h cblas.h
 OBJ_CFLAGS  = $(CFLAGS)
 $(BUILD)/obj/core/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/core $(BASE_CFLAGS) \
               $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
@@ -128,9 +129,11 @@ $(BUILD)/obj/api/%.o: OBJ_CFLAGS = -I$(BUILD)/layers/api $(BASE_CFLAGS) \
 $(BUILD)/layers/.stamp: Makefile
 	@rm -rf $(BUILD)/layers
 	@for l in core api; do mkdir -p $(BUILD)/layers/$$l; done
-	@for h in $(LAYER_DENY_core); do printf '#error "core/ may not include <%s>: core knows neither HTTP, JSON nor the loop"\n' $$h \
+	@for h in $(LAYER_DENY_core); do mkdir -p $$(dirname $(BUILD)/layers/core/$$h); \
+	  printf '#error "core/ may not include <%s>: core knows neither HTTP, JSON nor the loop"\n' $$h \
 	  > $(BUILD)/layers/core/$$h; done
-	@for h in $(LAYER_DENY_api); do printf '#error "api/ may not include <%s>: the transport and the loop are server/'"'"'s"\n' $$h \
+	@for h in $(LAYER_DENY_api); do mkdir -p $$(dirname $(BUILD)/layers/api/$$h); \
+	  printf '#error "api/ may not include <%s>: the transport, the loop and BLAS are server/'"'"'s or core/'"'"'s"\n' $$h \
 	  > $(BUILD)/layers/api/$$h; done
 	@touch $@
 
