@@ -37,7 +37,6 @@ struct api_config {
     const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */
     int workers;                    /* compute threads (for /v1/info) */
     const char *version;            /* "0.1.0" */
-    const char *replica_id;         /* prefix of session ids, or NULL */
 };
 
 /* Renders Prometheus text for /metrics into a malloc'd buffer (server/). */

@@ -430,7 +430,6 @@ static void init_ctx(struct proc *p)
     a->cors_origins = c->cors_origins[0] ? c->cors_origins : NULL;
     a->workers = (int)c->workers;
     a->version = ATTND_VERSION;
-    a->replica_id = c->replica_id[0] ? c->replica_id : NULL;
     p->ctx.store = p->store;
     p->ctx.metrics = srv_metrics_render;
     p->ctx.metrics_arg = p->metrics;
