@@ -10,7 +10,9 @@
  * bytes as \u00XX, bytes that are not well-formed UTF-8 as \ufffd); nothing
  * is sprintf'd without a bound. A string that does not fit is cut at a whole
  * character, keeping LINE_RESERVE bytes for the rest of the line, so even a
- * cut line is one valid JSON object.
+ * cut line is one valid JSON object. Hand-written rather than jansson's
+ * json_dumps: a line is built in a fixed buffer with no allocation, and
+ * jansson cannot cut a string to fit.
  */
 #include "server/log.h"
 

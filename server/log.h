@@ -4,8 +4,10 @@
  * JSON lines by default (one object per line: ts, level, msg and fields),
  * or a short human form with --log-format text. Request lines carry the
  * method, the route template (never the path: it can hold a session id),
- * status, bytes in and out, microseconds and the API key's name; never a
- * body, a header or a key.
+ * status, bytes in and out, microseconds, the API key's name, the request
+ * id (the client's X-Request-Id when it is well-formed, else one made
+ * here) and a failed request's error code; never a body, a key or any
+ * other header.
  * Lines go to stdout or to --log-file, which SIGHUP reopens (log rotation).
  * Thread-safe: a line is written whole under a lock. Request lines are
  * batched (written within 50 ms, before any event line, on reopen and at
