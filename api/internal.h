@@ -113,10 +113,6 @@ void api_reply_bytes(struct api_call *c, int status, const char *content_type,
 void api_reply_pieces(struct api_call *c, int status, const char *content_type,
                       struct api_pieces *pieces, size_t len);
 
-/* Reply with text of the given static content type; text is copied. */
-void api_reply_text(struct api_call *c, int status, const char *content_type,
-                    const char *text, size_t len);
-
 /*
  * Parse the request body as a JSON object. Refuses with:
  *   415 unsupported_media_type  Content-Type is not application/json

@@ -76,21 +76,6 @@ bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
     return true;
 }
 
-bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
-                    enum attn_dtype *out)
-{
-    static const char *const names[] = {"float64", "float32", NULL};
-    int i;
-
-    *out = ATTN_F64;
-    if (!v)
-        return true;
-    if ((i = read_enum(c, v, path, names, "\"float64\" or \"float32\"")) < 0)
-        return false;
-    *out = i == 1 ? ATTN_F32 : ATTN_F64;
-    return true;
-}
-
 bool api_read_scale(struct api_call *c, const json_t *v, const char *path,
                     double *out, bool *given)
 {
@@ -239,49 +224,6 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
     return true;
 }
 
-bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
-                   size_t d_k, bool *on, double *base,
-                   enum attn_rope_pairs *pairs)
-{
-    static const char *const fields[] = {"base", "pairs", NULL};
-    static const char *const names[] = {"interleaved", "half", NULL};
-    char p[API_PATH_MAX];
-    const json_t *jb, *jp;
-    int i;
-
-    *on = false;
-    *base = 10000;
-    *pairs = ATTN_ROPE_INTERLEAVED;
-    if (!v || json_is_false(v))
-        return true;
-    if (!json_is_true(v)) {
-        if (!json_is_object(v)) {
-            api_fail(c, API_ERR_INVALID_FIELD, path,
-                     "expected true, false or {\"base\":…,\"pairs\":…}");
-            return false;
-        }
-        if (!api_check_fields(c, v, path, fields))
-            return false;
-        if ((jb = member(v, "base")) && (!get_finite(jb, base) || !(*base > 0))) {
-            api_fail(c, API_ERR_INVALID_FIELD, sub(p, path, "base"),
-                     "expected a positive number");
-            return false;
-        }
-        if ((jp = member(v, "pairs"))) {
-            if ((i = read_enum(c, jp, sub(p, path, "pairs"), names,
-                               "\"interleaved\" or \"half\"")) < 0)
-                return false;
-            *pairs = i == 0 ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
-        }
-    }
-    if (d_k % 2 != 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, path, "RoPE needs an even d_k (got %zu)", d_k);
-        return false;
-    }
-    *on = true;
-    return true;
-}
-
 bool api_read_empty_rows(struct api_call *c, const json_t *v,
                          const char *path, enum attn_empty_rows *out)
 {
@@ -294,36 +236,6 @@ bool api_read_empty_rows(struct api_call *c, const json_t *v,
     if ((i = read_enum(c, v, path, names, "\"zero\" or \"error\"")) < 0)
         return false;
     *out = i == 0 ? ATTN_EMPTY_ZERO : ATTN_EMPTY_ERROR;
-    return true;
-}
-
-bool api_read_return(struct api_call *c, const json_t *v, const char *path,
-                     unsigned *outputs)
-{
-    static const char *const names[] = {"scores", "weights", "output", NULL};
-    static const unsigned bits[] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS,
-                                    ATTN_OUT_OUTPUT};
-    char pi[API_PATH_MAX];
-    size_t i;
-    int k;
-
-    *outputs = ATTN_OUT_ALL;
-    if (!v)
-        return true;
-    if (!json_is_array(v) || json_array_size(v) == 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, path, "expected a non-empty subset of "
-                 "[\"scores\",\"weights\",\"output\"]");
-        return false;
-    }
-    *outputs = 0;
-    for (i = 0; i < json_array_size(v); i++) {
-        k = read_enum(c, json_array_get(v, i),
-                      api_pointer_index(pi, sizeof pi, path, i), names,
-                      "\"scores\", \"weights\" or \"output\"");
-        if (k < 0)
-            return false;
-        *outputs |= bits[k];
-    }
     return true;
 }
 

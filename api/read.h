@@ -128,13 +128,11 @@ bool api_qkv_shape(struct api_call *c, const struct api_tensor *q, const struct 
 bool api_read_size(struct api_call *c, const json_t *v, const char *path,
                    size_t min, size_t max, size_t *out);
 
-/* "float64" (default) | "float32". */
-/* api_read_dtype that also takes "float16" and "bfloat16": *out is then
- * ATTN_F32 (the math runs in float32) and *half says which. */
+/* "float64" (default) | "float32" | "float16" | "bfloat16". For the two
+ * half formats *out is ATTN_F32 (the math runs in float32) and *half says
+ * which; otherwise *half is API_HALF_NONE. */
 bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
                          enum attn_dtype *out, enum api_half *half);
-bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
-                    enum attn_dtype *out);
 
 /* Positive finite number; absent -> *given = false (caller resolves the
  * default 1/sqrt(d_k)). */
@@ -172,20 +170,9 @@ bool api_read_causal(struct api_call *c, const json_t *v, const char *path,
 bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
                     size_t heads, bool *on, double **slopes);
 
-/* {"base":10000 (default), "pairs":"interleaved" (default)|"half"}; absent
- * or false -> off; true -> on with the defaults. d_k must be even (checked
- * with d_k here when d_k > 0). */
-bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
-                   size_t d_k, bool *on, double *base,
-                   enum attn_rope_pairs *pairs);
-
 /* "zero" (default) | "error". */
 bool api_read_empty_rows(struct api_call *c, const json_t *v,
                          const char *path, enum attn_empty_rows *out);
-
-/* Non-empty subset of ["scores","weights","output"]; default all. */
-bool api_read_return(struct api_call *c, const json_t *v, const char *path,
-                     unsigned *outputs);
 
 /* "json" (default) | "base64". */
 bool api_read_encoding(struct api_call *c, const json_t *v, const char *path,

@@ -198,20 +198,6 @@ void api_reply_bytes(struct api_call *c, int status, const char *content_type,
     c->resp->body_len = len;
 }
 
-void api_reply_text(struct api_call *c, int status, const char *content_type,
-                    const char *text, size_t len)
-{
-    char *copy = malloc(len + 1);
-
-    if (!copy) {
-        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
-        return;
-    }
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    api_reply_bytes(c, status, content_type, copy, len);
-}
-
 void api_response_header(struct api_response *resp, const char *name,
                          const char *value)
 {

@@ -470,19 +470,6 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
     }
 }
 
-void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
-                        const struct attn_inputs *in, size_t m, const int64_t *pos,
-                        void *const *k_out, void *const *v_out)
-{
-    if (p->dtype == ATTN_F32) {
-        prepare_k_f32(s, p, in, m, pos, 0, 0, k_out);
-        prepare_v_f32(s, in, m, v_out);
-    } else {
-        prepare_k_f64(s, p, in, m, pos, 0, 0, k_out);
-        prepare_v_f64(s, in, m, v_out);
-    }
-}
-
 /* x for r with its scratch malloc'd into *m (free it after x's use). */
 static enum core_status run_alloc(const struct attn_request *r, struct attn_run *x, void **m)
 {

@@ -323,11 +323,6 @@ void attn_prepare_kv(const struct attn_shape *s, const struct attn_params *p,
                      const struct attn_inputs *in, size_t m, int64_t pos0,
                      void *const *k_out, void *const *v_out);
 
-/* attn_prepare_kv with row r at position pos[r] (pos [m], each >= 0). */
-void attn_prepare_kv_at(const struct attn_shape *s, const struct attn_params *p,
-                        const struct attn_inputs *in, size_t m, const int64_t *pos,
-                        void *const *k_out, void *const *v_out);
-
 /* Global query rows [row0, row0+nb) (row = head·n + i) -> qb [nb][d_k] of
  * the dtype: + bias_q, RoPE at the query positions, as the pass prepares
  * them (core/attn_extras.c takes q·k from these). CORE_ENOMEM / CORE_ELIMIT

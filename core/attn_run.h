@@ -79,9 +79,6 @@ static inline size_t attn_run_head(const struct attn_run *x, size_t hh)
 int64_t attn_run_qpos(const struct attn_run *x, size_t hh, size_t i);
 int64_t attn_run_kpos(const struct attn_run *x, size_t b, size_t j);
 
-/* Positions of the keys of kv head g ([L], or NULL: key j at j). */
-const int64_t *attn_run_kpos_row(const struct attn_run *x, size_t g);
-
 /* The key intervals of query row i of head hh (see above). */
 void attn_run_keys(const struct attn_run *x, size_t hh, size_t i, struct attn_keys *k);
 

@@ -115,11 +115,6 @@ static void name_of(char *out, size_t size, const char *dir, const char *pre,
 
 /* ---- writing records ------------------------------------------------------ */
 
-struct rec_head {
-    uint32_t type;
-    double wall;
-};
-
 /* Write one record (parts[0] is filled with the head); *lsn_out (may be
  * NULL) gets its lsn. best: counted as lost, not as a refused change, and
  * never waits for the disk. quiet (may be NULL): write only when no

@@ -379,15 +379,6 @@ static enum core_status check_header(struct jnl_reader *r, const char *magic)
     return r->why ? CORE_ECORRUPT : CORE_OK;
 }
 
-enum core_status jnl_read_mem(struct jnl_reader *r, const void *p, size_t n,
-                              const char *magic)
-{
-    memset(r, 0, sizeof *r);
-    r->base = p;
-    r->size = n;
-    return check_header(r, magic);
-}
-
 enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic)
 {

@@ -20,10 +20,10 @@
  * every later append (its owner starts a new file). Not thread-safe: the
  * owner serialises calls (core/durable.c holds its mutex).
  *
- * Reading: jnl_read_open maps a file (or jnl_read_mem takes bytes) and
- * jnl_read_next walks it record by record, stopping at the first damaged
- * one and saying why; jnl_read_rest counts the frames after it (they are
- * never applied: nothing after a bad record is).
+ * Reading: jnl_read_open maps a file and jnl_read_next walks it record by
+ * record, stopping at the first damaged one and saying why; jnl_read_rest
+ * counts the frames after it (they are never applied: nothing after a bad
+ * record is).
  */
 #ifndef ATTND_CORE_JOURNAL_H
 #define ATTND_CORE_JOURNAL_H
@@ -83,7 +83,7 @@ bool jnl_broken(const struct jnl *j);
 /* ---- reading ------------------------------------------------------------ */
 
 struct jnl_reader {
-    const unsigned char *base;  /* the bytes (mapped or borrowed) */
+    const unsigned char *base;  /* the mapped file */
     size_t size, off;           /* off: next record */
     uint64_t gen;               /* from the header */
     uint64_t kept;              /* records returned */
@@ -96,10 +96,6 @@ struct jnl_reader {
  * bad header (r->why says which); on CORE_OK call jnl_read_close. */
 enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic);
-
-/* The same over bytes the caller keeps alive. */
-enum core_status jnl_read_mem(struct jnl_reader *r, const void *p, size_t n,
-                              const char *magic);
 
 void jnl_read_close(struct jnl_reader *r);
 

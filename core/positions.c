@@ -195,13 +195,6 @@ int64_t attn_run_kpos(const struct attn_run *x, size_t b, size_t j)
     return x->pk ? x->pk[(x->pk_b == 1 ? 0 : b) * x->r.shape.L + j] : (int64_t)j;
 }
 
-const int64_t *attn_run_kpos_row(const struct attn_run *x, size_t g)
-{
-    if (!x->pk)
-        return NULL;
-    return x->pk + (x->pk_b == 1 ? 0 : attn_run_kbatch(x, g)) * x->r.shape.L;
-}
-
 /* a + b saturated to the int64_t range (positions near 2^63 with a window) */
 static int64_t sat_add(int64_t a, int64_t b)
 {

@@ -1,11 +1,10 @@
 /*
- * core/tensor.h — element types, checked size arithmetic, borrowed tensors.
+ * core/tensor.h — element types, the highest rank, checked size arithmetic.
  *
- * The core works on plain row-major arrays of float or double. A tensor here
- * is only a description (dtype, rank, shape, pointer); whether the data is
- * owned is the caller's business. Every size computed from untrusted
- * dimensions goes through the checked helpers below before anything is
- * allocated.
+ * The core works on plain row-major arrays of float or double, described by
+ * the shapes of core/attn.h; this header holds what every layer needs to
+ * speak of them. Every size computed from untrusted dimensions goes through
+ * the checked helpers below before anything is allocated.
  */
 #ifndef ATTND_CORE_TENSOR_H
 #define ATTND_CORE_TENSOR_H
@@ -16,14 +15,8 @@
 
 enum attn_dtype { ATTN_F64 = 0, ATTN_F32 = 1 };
 
+/* The most dimensions a tensor of a request may have. */
 #define ATTN_MAX_RANK 4
-
-struct attn_tensor {
-    enum attn_dtype dtype;          /* element type of data */
-    int rank;                       /* 1..ATTN_MAX_RANK */
-    size_t shape[ATTN_MAX_RANK];    /* shape[0] is the outermost dimension */
-    void *data;                     /* row-major elements, borrowed */
-};
 
 static inline size_t attn_dtype_size(enum attn_dtype t)
 {
@@ -61,8 +54,5 @@ static inline bool core_add(size_t a, size_t b, size_t *out)
     *out = r;
     return true;
 }
-
-/* Number of elements of t; false on overflow. */
-bool attn_tensor_count(const struct attn_tensor *t, size_t *count);
 
 #endif
