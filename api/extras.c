@@ -20,8 +20,8 @@
 
 /* ---- reading ----------------------------------------------------------- */
 
-bool api_read_return_x(struct api_call *c, const json_t *v, const char *path,
-                       unsigned *outputs, unsigned *want)
+bool api_read_return(struct api_call *c, const json_t *v, const char *path,
+                     unsigned *outputs, unsigned *want)
 {
     static const char *const names[] = {"scores", "weights", "output", "qk", "lse", "stats"};
     static const unsigned bits[] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_OUTPUT,

@@ -48,8 +48,8 @@ static inline bool api_extras_compute(const struct api_extras *x)
  * *want (ATTN_X_*); absent: scores, weights and output. want NULL: the
  * extra names are refused (routes without them).
  */
-bool api_read_return_x(struct api_call *c, const json_t *v, const char *path,
-                       unsigned *outputs, unsigned *want);
+bool api_read_return(struct api_call *c, const json_t *v, const char *path,
+                     unsigned *outputs, unsigned *want);
 
 /*
  * `heads` (distinct integers >= 0), `weights_top_k` (an integer >= 1,

@@ -151,7 +151,7 @@ struct api_fast_keys {
  * api_parse_body() with the fast numeric reader: the top-level members
  * named in keys->names (e.g. {"q","k","v",NULL}) that are plain numeric
  * arrays are read straight into *pre (free with api_pre_free) and stand as
- * 0 in the returned tree; give pre to the readers (api_read_tensor_pre,
+ * 0 in the returned tree; give pre to the readers (api_read_tensor_keep,
  * api_read_attention_pre). Errors are exactly those of api_parse_body().
  * The tree is a new reference for json_decref; when the fast reader took
  * the whole body it is one of keys->trees, which must not be modified

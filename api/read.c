@@ -58,8 +58,8 @@ static int read_enum(struct api_call *c, const json_t *v, const char *path,
     return -1;
 }
 
-bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
-                         enum attn_dtype *out, enum api_half *half)
+bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
+                    enum attn_dtype *out, enum api_half *half)
 {
     static const char *const names[] = {"float64", "float32", "float16", "bfloat16", NULL};
     int i;
@@ -550,13 +550,13 @@ static bool read_options(struct api_call *c, const json_t *body,
         !api_read_causal(c, m[AF_CAUSAL], "/causal", &r->causal) ||
         !api_read_empty_rows(c, m[AF_EMPTY_ROWS], "/empty_rows",
                              &r->empty_rows) ||
-        !api_read_return_x(c, m[AF_RETURN], "/return", &r->outputs, &a->x.want) ||
+        !api_read_return(c, m[AF_RETURN], "/return", &r->outputs, &a->x.want) ||
         !api_read_extras(c, "", m[AF_HEADS], m[AF_TOP_K], m[AF_TOKENS], &r->outputs,
                          &a->x) ||
         !api_read_encoding(c, m[AF_ENCODING], "/encoding", &a->encoding) ||
         !api_read_digits(c, m[AF_DIGITS], "/digits", &a->digits) ||
         !api_read_timeout(c, m[AF_TIMEOUT_MS], "/timeout_ms") ||
-        !api_read_rope_params(c, m[AF_ROPE], "/rope", r->shape.d_k, p) ||
+        !api_read_rope(c, m[AF_ROPE], "/rope", r->shape.d_k, p) ||
         !api_read_alibi(c, m[AF_ALIBI], "/alibi", r->shape.h, &p->alibi,
                         &a->alibi_slopes))
         return false;
@@ -608,7 +608,7 @@ bool api_read_attention_pre(struct api_call *c, const json_t *body,
 
     memset(out, 0, sizeof *out);
     if (!body_members(c, body, m) ||
-        !api_read_dtype_half(c, m[AF_DTYPE], "/dtype", &out->r.params.dtype, &c->half) ||
+        !api_read_dtype(c, m[AF_DTYPE], "/dtype", &out->r.params.dtype, &c->half) ||
         !read_qkv(c, m, &budget, pre, out) ||
         !read_options(c, body, m, out) ||
         !read_arrays(c, m, &budget, out) ||

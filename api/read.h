@@ -74,15 +74,10 @@ bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
 size_t api_first_nonfinite(const void *src, bool f64, size_t n, bool allow_neg_inf);
 
 /* api_read_tensor(), taking the array from pre (by path) when the fast
- * reader of api_parse_body_pre() read it; pre may be NULL. */
-bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
-                         const struct api_tensor_spec *spec,
-                         const struct api_pre *pre, struct api_tensor *out);
-
-/* api_read_tensor_pre(), except that a base64 tensor of a float32 REAL spec
- * sent in the request's own half format (c->half) stays in its 2-byte form
- * (out->half set; checked finite, not widened): for a pass that widens it
- * itself (attn_forward_half). */
+ * reader of api_parse_body_pre() read it (pre may be NULL), except that a
+ * base64 tensor of a float32 REAL spec sent in the request's own half format
+ * (c->half) stays in its 2-byte form (out->half set; checked finite, not
+ * widened): for a pass that widens it itself (attn_forward_half). */
 bool api_read_tensor_keep(struct api_call *c, const json_t *v, const char *path,
                           const struct api_tensor_spec *spec, const struct api_pre *pre,
                           struct api_tensor *out);
@@ -131,8 +126,8 @@ bool api_read_size(struct api_call *c, const json_t *v, const char *path,
 /* "float64" (default) | "float32" | "float16" | "bfloat16". For the two
  * half formats *out is ATTN_F32 (the math runs in float32) and *half says
  * which; otherwise *half is API_HALF_NONE. */
-bool api_read_dtype_half(struct api_call *c, const json_t *v, const char *path,
-                         enum attn_dtype *out, enum api_half *half);
+bool api_read_dtype(struct api_call *c, const json_t *v, const char *path,
+                    enum attn_dtype *out, enum api_half *half);
 
 /* Positive finite number; absent -> *given = false (caller resolves the
  * default 1/sqrt(d_k)). */
@@ -268,8 +263,8 @@ bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
  * "pairs":"interleaved"|"half","dims":r (even, <= d_k; 0 = no RoPE),
  * "scaling":{"type":"linear"|"ntk"|"llama3"|"yarn", parameters}}; yarn's
  * parameters include "truncate" (boolean, default true). */
-bool api_read_rope_params(struct api_call *c, const json_t *v, const char *path,
-                          size_t d_k, struct attn_params *p);
+bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
+                   size_t d_k, struct attn_params *p);
 
 /* The same from OIP v2's flat parameters (path "/parameters"): rope_base,
  * rope_pairs, rope_dims, rope_scaling (the type), rope_factor,

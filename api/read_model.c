@@ -634,8 +634,8 @@ static void rope_off(struct attn_params *p)
     memset(&p->rope_scaling, 0, sizeof p->rope_scaling);
 }
 
-bool api_read_rope_params(struct api_call *c, const json_t *v, const char *path,
-                          size_t d_k, struct attn_params *p)
+bool api_read_rope(struct api_call *c, const json_t *v, const char *path,
+                   size_t d_k, struct attn_params *p)
 {
     static const char *const fields[] = {"base", "pairs", "dims", "scaling", NULL};
     char ps[API_PATH_MAX];

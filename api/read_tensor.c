@@ -701,14 +701,8 @@ static bool read_pre(struct api_call *c, struct api_numarray *a,
     return true;
 }
 
-bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
-                     const struct api_tensor_spec *spec,
-                     struct api_tensor *out)
-{
-    return api_read_tensor_pre(c, v, path, spec, NULL, out);
-}
-
-/* api_read_tensor_pre, with keep: api_read_tensor_keep. */
+/* The array from pre (by path) when the fast reader of api_parse_body_pre()
+ * read it (pre may be NULL), else from v; keep: api_read_tensor_keep. */
 static bool read_tensor(struct api_call *c, const json_t *v, const char *path,
                         const struct api_tensor_spec *spec, const struct api_pre *pre,
                         bool keep, struct api_tensor *out)
@@ -729,11 +723,11 @@ static bool read_tensor(struct api_call *c, const json_t *v, const char *path,
     return false;
 }
 
-bool api_read_tensor_pre(struct api_call *c, const json_t *v, const char *path,
-                         const struct api_tensor_spec *spec,
-                         const struct api_pre *pre, struct api_tensor *out)
+bool api_read_tensor(struct api_call *c, const json_t *v, const char *path,
+                     const struct api_tensor_spec *spec,
+                     struct api_tensor *out)
 {
-    return read_tensor(c, v, path, spec, pre, false, out);
+    return read_tensor(c, v, path, spec, NULL, false, out);
 }
 
 bool api_read_tensor_keep(struct api_call *c, const json_t *v, const char *path,

@@ -325,12 +325,12 @@ static bool read_create(struct api_call *c, const json_t *body,
     size_t tok_max = c->ctx->cfg.max_tokens ? c->ctx->cfg.max_tokens : SIZE_MAX;
     bool given;
     if (!api_check_fields(c, body, "", create_fields) ||
-        !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &p->dtype, &c->half) ||
+        !api_read_dtype(c, member(body, "dtype"), "/dtype", &p->dtype, &c->half) ||
         !read_dims(c, body, &sp->shape) ||
         !api_read_sinks(c, body, "", sp->shape.h, p, &cr->sinks) ||
         !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
         !api_read_softcap(c, member(body, "softcap"), "/softcap", &p->softcap) ||
-        !api_read_rope_params(c, member(body, "rope"), "/rope", sp->shape.d_k, p) ||
+        !api_read_rope(c, member(body, "rope"), "/rope", sp->shape.d_k, p) ||
         !api_read_alibi(c, member(body, "alibi"), "/alibi", sp->shape.h,
                         &p->alibi, &cr->slopes) ||
         !api_read_bias(c, member(body, "bias"), "/bias", p->dtype, &sp->shape,
@@ -577,8 +577,8 @@ static bool read_att_options(struct api_call *c, const json_t *body,
     return api_read_causal(c, member(body, "causal"), "/causal", &q->causal) &&
            api_read_empty_rows(c, member(body, "empty_rows"), "/empty_rows",
                                &q->empty_rows) &&
-           api_read_return_x(c, member(body, "return"), "/return", &q->outputs,
-                             &a->x.want) &&
+           api_read_return(c, member(body, "return"), "/return", &q->outputs,
+                           &a->x.want) &&
            api_read_extras(c, "", member(body, "heads"), member(body, "weights_top_k"),
                            member(body, "tokens"), &q->outputs, &a->x) &&
            api_read_encoding(c, member(body, "encoding"), "/encoding",

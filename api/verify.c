@@ -170,7 +170,7 @@ static bool read_model(struct api_call *c, const json_t *body, size_t *budget,
     struct verify_input *in = &r->in;
     struct attn_params p = {0};
 
-    if (!api_read_rope_params(c, member(body, "rope"), "/rope", in->d_k, &p) ||
+    if (!api_read_rope(c, member(body, "rope"), "/rope", in->d_k, &p) ||
         !api_read_seqs(c, member(body, "positions"), member(body, "segments"), "", &r->shape,
                        budget, &r->seqs) ||
         !api_read_window(c, member(body, "window"), "/window", &in->window) ||
@@ -235,7 +235,7 @@ static bool read_verify(struct api_call *c, const json_t *body,
 
     memset(r, 0, sizeof *r);
     if (!refuse_scores(c, body) || !api_check_fields(c, body, "", verify_fields) ||
-        !api_read_dtype_half(c, member(body, "dtype"), "/dtype", &r->in.dtype, &c->half) ||
+        !api_read_dtype(c, member(body, "dtype"), "/dtype", &r->in.dtype, &c->half) ||
         !read_qkv(c, body, &budget, r) || !read_options(c, body, &budget, r)) {
         verify_req_free(r);
         return false;

@@ -28,7 +28,7 @@
 #define WARM_PIECE ((size_t)64 << 10)
 
 /* Per enum api_warm_dtype: the request's computation and wire precision
- * as the api reads them (api_read_dtype_half). */
+ * as the api reads them (api_read_dtype). */
 static const struct {
     enum attn_dtype dt;
     enum api_half half;
