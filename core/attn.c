@@ -6,11 +6,18 @@
  * pieces of that serial pass (core/attn_pass.h is what the two share);
  * core/attn_check.c validates requests.
  *
- * attn_forward is literally attn_prepare_kv into scratch followed by
- * attn_forward_kv, so a session whose cache holds rows prepared by
- * attn_prepare_kv gets bit-identical results to the stateless pass. (When
- * preparing would be a plain copy, i.e. no bias and no RoPE, the input rows
- * are used in place: the same bits without the copy.)
+ * A session and a stateless request give bit-identical results because
+ * they share the pieces that make the bits: both prepare keys and values
+ * with the same prepare_k / prepare_v of core/attn_impl.h at the keys'
+ * positions (attn_prepare_kv for a session's cache, view_fill below for
+ * attn_forward), and both run the same attn_forward_kv_ws
+ * (core/attn_split.c) over the prepared rows. Where preparing would be a
+ * plain copy (no bias, no RoPE) the stateless pass reads the input rows in
+ * place: the same bits without the copy. 2-byte k or v (attn_forward_half)
+ * that need no preparing are read in place by the key-blocked output-only
+ * pass, which widens them a block at a time (exactly: every 2-byte value is
+ * a float32); otherwise they are widened whole first (widen_kv) and
+ * prepared as float32 rows.
  */
 #include "attn.h"
 #include "attn_fused.h"
@@ -839,9 +846,9 @@ static enum core_status widen_kv(const struct attn_run *x, const struct attn_inp
 
 /* Stateless pass on an existing workspace: prepare k, v into WS_KV (or use
  * the input rows where preparing is a plain copy) at the keys' positions,
- * then forward_kv. e: what q, k, v hold (attn_forward_half); 2-byte k or v
- * rows that need no preparing are read in place by the key-blocked
- * output-only pass, and widened whole first otherwise. */
+ * then attn_forward_kv_ws. e: what q, k, v hold (attn_forward_half);
+ * 2-byte k or v rows that need no preparing are read in place by the
+ * key-blocked output-only pass, and widened whole first otherwise. */
 static enum core_status forward_ws(const struct attn_request *r,
                                    const struct attn_inputs *in, const struct attn_elems *e,
                                    struct attn_result *out, struct attn_ws *ws)

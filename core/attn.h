@@ -12,8 +12,10 @@
  *   attn_prepare_kv   raw k, v rows -> stored rows (bias added, RoPE applied
  *                     at their positions)
  *   attn_forward_kv   raw q against prepared k, v (bias + RoPE on q here)
- *   attn_forward      the stateless request: prepare_kv into scratch, then
- *                     forward_kv
+ *   attn_forward      the stateless request: its k, v rows prepared into
+ *                     scratch by the code attn_prepare_kv runs (read in
+ *                     place where that would be a plain copy), then the
+ *                     pass attn_forward_kv runs (core/attn.c says how)
  *
  * Positions: keys sit at 0..L-1 and queries at
  * L-n..L-1 (bottom-right, also when causal is off) or 0..n-1 with
