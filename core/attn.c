@@ -302,9 +302,9 @@ bool attn_output_blocked(const struct attn_request *r)
     return r->shape.h_kv > 0 && attn_flash(&o, &w);
 }
 
-/* core/attn_fused.c takes the request's scores: float32, plain but for a
- * softcap (no attention bias, mask or ALiBi; key ranges are per row), and
- * the CPU runs the kernel. */
+/* The fused kernel (core/attn_kernel.c) takes the request's scores:
+ * float32, plain but for a softcap (no attention bias, mask or ALiBi; key
+ * ranges are per row), and the CPU runs the kernel. */
 static bool attn_fused_scores(const struct attn_request *r)
 {
 #ifdef ATTN_HAVE_FUSED
@@ -322,7 +322,7 @@ const char *attn_dtype_kernel(enum attn_dtype dt)
                                                     : "blas";
 }
 
-/* The pass goes through core/attn_fused.c: key-blocked, fused scores. */
+/* The pass goes through the fused kernel: key-blocked, fused scores. */
 static bool attn_fused_pass(const struct attn_request *r, const struct attn_win *w)
 {
     return attn_flash(r, w) && attn_fused_scores(r);
@@ -385,10 +385,10 @@ static void fused_span(void *ctx, size_t a, size_t e, const float **k, const flo
     *v = block_f32(f->v, a, e, f->buf + (e - a) * f->k->d);
 }
 
-/* flash_keys (attn_impl.h) by core/attn_fused.c when the scores are plain
- * but for a softcap and every row's allowed keys are one exact range
- * (attn_run.h: causal, window without sinks below it, contiguous
- * segments). Sets m, l and the unnormalised O as flash_keys would, and
+/* flash_keys (attn_impl.h) by the fused kernel (core/attn_kernel.c) when
+ * the scores are plain but for a softcap and every row's allowed keys are
+ * one exact range (attn_run.h: causal, window without sinks below it,
+ * contiguous segments). Sets m, l and the unnormalised O as flash_keys would, and
  * *st; false when the kernel does not apply, or met a score it cannot take
  * (flash_keys then runs and reports it, or finishes a score in
  * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of

@@ -32,7 +32,9 @@
  * When only the output is asked for (and a kv head has more than
  * ATTN_LOOP_ROWS query rows), flash_rows replaces qk..pv: keys in blocks
  * with an online softmax, scratch [B][ATTN_FLASH_KEYS] whatever L is
- * (for float32 with AVX-512 and plain scores: core/attn_fused.c).
+ * (for float32 scores that are plain but for a softcap, each row's keys one
+ * range: the fused kernel, AVX-512 or AVX2, that core/attn_kernel.c
+ * chooses; core/attn_fused.h).
  */
 
 #define FN(name) ATTN_CAT(name, SFX)
@@ -693,12 +695,12 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
     return CORE_OK;
 }
 
-/* flash_keys, or the fused kernel (ATTN_FLASH_FUSED, float32 with AVX-512)
- * when it applies, then the rows normalised: O [nb][d_v] gets the output
- * rows. The extra term of softmax1 / sink (the row's head's sink logit)
- * joins here with the shift max(m, 0) / max(m, sink), in double, so the
- * denominator is >= 1 and nothing overflows. C: the scratch of a block or
- * superblock of pages apart (NULL for rows in one block). */
+/* flash_keys, or the fused kernel (ATTN_FLASH_FUSED: float32, AVX-512 or
+ * AVX2) when it applies, then the rows normalised: O [nb][d_v] gets the
+ * output rows. The extra term of softmax1 / sink (the row's head's sink
+ * logit) joins here with the shift max(m, 0) / max(m, sink), in double, so
+ * the denominator is >= 1 and nothing overflows. C: the scratch of a block
+ * or superblock of pages apart (NULL for rows in one block). */
 static enum core_status FN(flash_rows)(const struct attn_run *x, size_t row0, size_t nb,
                                        const T *qb, const struct attn_rows *K,
                                        const struct attn_rows *V, T *S, struct attn_ws *ws,
