@@ -31,8 +31,8 @@
 #include "api/internal.h"
 #include "api/spare.h"
 
-/* Smaller bodies are decoded after they arrive, as before: too little to
- * gain. */
+/* Smaller bodies are decoded by their readers after they arrive: too
+ * little to gain. */
 #define EARLY_MIN_BODY ((size_t)1 << 20)
 /* A string this long (in characters) is worth a buffer of its own. */
 #define EARLY_MIN_CHARS ((size_t)32 << 10)

@@ -11,7 +11,7 @@
  * last characters of each string to the reader. What the reader gets is
  * what decoding the whole string would give: the same decoder over the
  * same bytes (a string that is not pure base64 is not decoded, and its
- * reader reports it as before).
+ * reader reports it as it would without this decoder).
  *
  * The characters decoded so are not copied into the body: its readers
  * step over those strings (api_early_quote) or have them written back

@@ -1,12 +1,12 @@
 /*
- * api/extras.h — the teaching and research returns of an attention request
- *:
- * "qk", "lse" and "stats" in `return`, `heads`, `weights_top_k` and
- * `tokens`, shared by /v1/attention, session attention and OIP v2.
+ * api/extras.h — the teaching and research returns of an attention
+ * request: "qk", "lse" and "stats" in `return`, `heads`, `weights_top_k`
+ * and `tokens`, shared by /v1/attention, session attention and OIP v2.
  *
- * A request that uses none of them is answered exactly as before (the
- * plain pass); one that does runs core/attn_extras.c and the response
- * writer (api/write.c) adds the extra members through the view's `x`.
+ * A request that uses none of them runs the plain pass, its answer
+ * untouched by this module; one that does runs core/attn_extras.c and the
+ * response writer (api/write.c) adds the extra members through the view's
+ * `x`.
  */
 #ifndef ATTND_API_EXTRAS_H
 #define ATTND_API_EXTRAS_H

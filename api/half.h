@@ -19,7 +19,7 @@
 #include "core/attn.h"
 
 enum api_half {
-    API_HALF_NONE = 0,              /* float32 / float64 as before */
+    API_HALF_NONE = 0,              /* float32 / float64: no half format */
     API_HALF_F16,                   /* IEEE 754 binary16 */
     API_HALF_BF16,                  /* bfloat16 */
 };

@@ -2,20 +2,22 @@
  * core/verify.h — numeric checks of what biases and softmax variants change.
  *
  * verify_run() takes one attention head (q [n][d_k], k [L][d_k], v [L][d_v],
- * optional bias vectors bQ, bK, bV) and runs the checks of the API's
- * "Verify" section: a common key bias is a per-row shift that standard
- * softmax cancels, a query bias is not, softmax1 keeps ratios but not
- * weights, equals attention with a zero key prepended, and so on: checks
- * 1-16 in the documented order, then three more the seed documents support
- * (17 sink = extra key, 18 the exception over the allowed keys, 19 softmax1's
- * positive derivative), then issue 16's six (core/verify_models.c: 20
+ * optional bias vectors bQ, bK, bV) and runs the checks of the API's "Verify"
+ * section: a common key bias is a per-row shift that standard softmax
+ * cancels, a query bias is not, softmax1 keeps ratios but not weights, equals
+ * attention with a zero key prepended, and so on: checks 1-16 in the
+ * documented order, then three more the seed documents support (17 sink =
+ * extra key, 18 the exception over the allowed keys, 19 softmax1's positive
+ * derivative), then six of current models' options (core/verify_models.c: 20
  * segments = per-segment requests, 21 window over every key = no window, 22
  * softcap bounded and monotone, 23 per-head sinks -inf / 0 = standard /
- * softmax1, 24 llama3 factor 1 = plain RoPE, 25 dims 0 = no RoPE). Every side
- * of every comparison that involves attention is computed by the core's real
- * code paths (attn_forward, and kv_append/kv_attend for the session check),
- * each side by its own call, so a regression in the core makes a check fail.
- * The other side is either another core call on changed inputs or plain
+ * softmax1, 24 llama3 factor 1 = plain RoPE, 25 dims 0 = no RoPE), then two
+ * of half precision (core/verify_half.c: 26 a half or int8 KV cache within a
+ * derived bound, 27 a float16 key bias's lost bits). Every side of every
+ * comparison that involves attention is computed by the core's real code
+ * paths (attn_forward, and kv_append/kv_attend for the session check), each
+ * side by its own call, so a regression in the core makes a check fail. The
+ * other side is either another core call on changed inputs or plain
  * arithmetic done here in double precision. Nothing expected is hard-coded.
  *
  * A check reports {id, name, claim, applicable, passed, max_abs_diff,
@@ -70,7 +72,7 @@ struct verify_input {
                                        encodes them (0 = d_k) */
     struct attn_rope_scaling rope_scaling;  /* with rope */
     double softcap;                 /* check 22's c, or 0: half the largest |score| */
-    /* issue 16's options of the request, each NULL / off when not given:
+    /* current models' options of the request, each NULL / off when not given:
      * positions [n] / [L] (either) drive RoPE, causal and the window in
      * checks 14, 20, 21, 24 and 25; segments [n] / [L] (both) are check
      * 20's packing (else the first and second halves); the window's right

@@ -1,6 +1,6 @@
 /*
- * core/verify_half.c — issue 21's checks of /v1/verify: what half precision
- * does to attention.
+ * core/verify_half.c — the half-precision checks of /v1/verify (ids 26 and
+ * 27): what half precision does to attention.
  *
  * kv_dtype_bound: the request's q, k, v through a float32 session cache and
  * through float16, bfloat16 and int8 caches (core/kv.c narrows the rows);

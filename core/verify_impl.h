@@ -28,7 +28,7 @@ struct vrun {
     double rope_base;
     enum attn_rope_pairs rope_pairs;
     size_t h;                       /* query heads (q [h][n][d_k]); 0 = 1 */
-    /* the options of issue 16's checks, set on the request last */
+    /* the option a check of core/verify_models.c sets, on the request last */
     void (*tweak)(struct attn_request *rq, const void *arg);
     const void *tweak_arg;
     bool positions;                 /* the request's positions (on the
@@ -173,7 +173,7 @@ enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_rope(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_session(struct vx *c, struct verify_check *ck);
 
-/* Issue 16's checks (core/verify_models.c). */
+/* Checks 20-25, current models' options (core/verify_models.c). */
 enum core_status verify_check_segments(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_window_all(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_softcap(struct vx *c, struct verify_check *ck);
@@ -181,7 +181,7 @@ enum core_status verify_check_head_sinks(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_llama3_one(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_dims_zero(struct vx *c, struct verify_check *ck);
 
-/* Issue 21's checks (core/verify_half.c). */
+/* Checks 26 and 27, half precision (core/verify_half.c). */
 enum core_status verify_check_kv_dtypes(struct vx *c, struct verify_check *ck);
 enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *ck);
 

@@ -1,8 +1,8 @@
 /*
- * core/verify_models.c — the checks of issue 16 behind /v1/verify (ids 20
- * to 25, after core/verify.c's nineteen): packed segments, a window that
- * spans every key, softcap, per-head sinks, llama3 with factor 1, partial
- * rotary with no dims.
+ * core/verify_models.c — the checks of current models' options behind
+ * /v1/verify (ids 20 to 25, after core/verify.c's nineteen): packed
+ * segments, a window that spans every key, softcap, per-head sinks, llama3
+ * with factor 1, partial rotary with no dims.
  *
  * Each check runs the core (verify_pass) on the request's head with one
  * option set through vrun.tweak, and compares it with what the option must
