@@ -9,7 +9,8 @@
  * been checked (with checked arithmetic) against the element budget.
  *
  * The readers are separately callable so the sessions and verify handlers
- * can reuse them; api_read_attention() combines them for /v1/attention.
+ * can reuse them; api_read_attention_pre() combines them for /v1/attention
+ * (api_read_attention() is the same without the fast reader's arrays).
  */
 #ifndef ATTND_API_READ_H
 #define ATTND_API_READ_H
