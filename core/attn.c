@@ -61,9 +61,9 @@ _Static_assert(ATTN_CHUNK == 16, "dot() reduces 16 partial sums");
 /* A half chunk after the whole ones: small heads (d = 8, 24, ...) take one
  * vector step there instead of a scalar loop. */
 #define ATTN_HALF (ATTN_CHUNK / 2)
-/* Those plain loops ask for the K/V row this many rows ahead (prefetcht0):
- * 2-core decode 0.84 -> 0.9 of the read limit; 8 and 24 measured the same,
- * the non-temporal hint halved the speed. */
+/* Those plain loops ask for the K/V row this many rows ahead (prefetcht0,
+ * not the non-temporal hint, which is slower): tuned: docs/benchmarks.md,
+ * section "What limits each row". */
 #ifndef ATTN_PF_ROWS
 #define ATTN_PF_ROWS 16
 #endif
@@ -179,8 +179,9 @@ const char *attn_blas_config(void)
 /* max of x [n] (-inf when n = 0); *ok = 0 when an entry is not finite
  * (+inf and NaN by compare masks, -inf by the minimum). The generic
  * max_finite in attn_impl.h does the same; this one is explicit 16-lane
- * code because the compiler kept the finiteness flag scalar there (~8% of
- * a 1024² d64 prefill). */
+ * code because the compiler kept the finiteness flag scalar there, a
+ * visible share of a prefill (measured: docs/benchmarks.md, section "What
+ * limits each row"). */
 static float vmax_finite_f32(const float *x, size_t n, int *ok)
 {
     __m512 mx = _mm512_set1_ps(-INFINITY), mn = _mm512_set1_ps(INFINITY);
@@ -276,10 +277,8 @@ static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
  * path: gemm packs K and V once per row tile, so the packing cost falls
  * with the tile height, while the [rows][keys] block (1 MiB of float32)
  * stays in L2; wider key blocks re-pack the query tile less often (each
- * gemm call packs its A). Measured on a 2048² d128 and a 1024² d64 prefill
- * (one worker, Ice Lake, OpenBLAS SKYLAKEX): 512 x 512 is 3-4% faster than
- * 512 x 256, 512 x 1024 and 256 x 1024 are slower again, 1024 x 256 and
- * 768 x 256 no better. Few rows per kv head (decode) keep the plain loops
+ * gemm call packs its A). Tuned: docs/benchmarks.md, section "What limits
+ * each row". Few rows per kv head (decode) keep the plain loops
  * (memory-bound). */
 #ifndef ATTN_FLASH_ROWS
 #define ATTN_FLASH_ROWS 512

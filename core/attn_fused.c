@@ -25,10 +25,12 @@
  *
  * One micro-kernel (rank1_tile) does both products: 8×3 = 24 accumulators
  * plus 3 operand registers and one broadcast; 8 keys × 48 queries for the
- * scores, 8 value columns × 48 queries for the output (80-88% of the FMA
- * peak with its operands in L1). A call covers the row tile's groups
- * superblock by superblock of keys, so K and V come from L2 for all but the
- * first group. Blocks of 64 keys measured best (32 and 128: 5% slower).
+ * scores, 8 value columns × 48 queries for the output, near the FMA peak
+ * with its operands in L1. A call covers the row tile's groups superblock
+ * by superblock of keys, so K and V come from L2 for all but the first
+ * group. Blocks are of 64 keys, which measured faster than 32 or 128
+ * (tuned: docs/benchmarks.md, section "The fused kernels at n=L=1024
+ * d=64").
  */
 #include "attn_fused_isa.h"
 

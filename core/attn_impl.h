@@ -284,10 +284,8 @@ static const T *FN(block)(const struct attn_rows *r, size_t a, size_t e, T *buf)
 /* A walk over rows j, j+1, ... of r: a pointer step within a run of pages
  * side by side in memory (so a cache whose pages took neighbouring slab
  * slots reads as one block, and the prefetch cursor runs ahead across page
- * ends), a page lookup only where a run ends. Measured (bench_core's paged
- * decode row, L=32768 d=128, 8 runs alternating with page-by-page walks):
- * 0.93-1.00 -> 1.03-1.12 of one block on 2 cores, 0.95-1.05 -> 1.13-1.32
- * on one worker. */
+ * ends), a page lookup only where a run ends (measured: docs/benchmarks.md,
+ * section "Paged views read in place"). */
 struct FN(cur) {
     const struct attn_rows *r;
     const T *p;

@@ -116,22 +116,15 @@ size_t attn_fused_group_rows(void)
 }
 
 /* Why the tile is chosen per pass: the pieces of a split pass are its
- * tiles, and a 2-core pass ends when the later core does. With tiles of
- * 192 rows a 1024-row head is five tiles and a 64-row tail, so one core
- * ran 576 rows and the other 448: the 2-core speed-up over one worker was
- * 1.75-1.77 at n=L=1024 d=64 and 1.84-1.88 at 2048 d=128 (Xeon with
- * AVX-512, 2 cores, chrt -f 1, medians of 5 alternating runs). AVX2, tiles
- * of 128: 2-core time -11% at 1024 (1.64 -> 1.46 ms), -3% at 2048, one
- * worker unchanged. AVX-512 cut at 16 rows lost 3-8% on one worker (a
- * group of 32 rows on two registers in each tile), so its tiles are whole
- * groups of 48: 96 rows at 1024 (2-core 0.89 -> 0.84 ms), 144 at 2048
- * (6.49 -> 6.34 ms). The largest tile within 1/64 of the soonest finish
- * is taken: larger tiles mean fewer tiles, each superblock of K and V read
- * by more groups from L2 (at n = 8192, 96-row AVX-512 tiles would save
- * 0.8% of the later core's rows and halve that reuse, 3.6 -> 1.9 groups
- * per superblock; the gains above are 4-11%). Beyond
- * 64 tiles of cap rows the tail is at most 1/32 of a thread's rows and
- * cap stays. */
+ * tiles, and a 2-core pass ends when the later core does, so a tile that
+ * leaves one core a short last piece wastes the other (with tiles of 192
+ * rows a 1024-row head is five tiles and a 64-row tail). Tiles are whole
+ * groups of the kernel (a partial group costs a register-tiled pass of
+ * its own). The largest tile within 1/64 of the soonest finish is taken:
+ * larger tiles mean fewer tiles, each superblock of K and V read by more
+ * groups from L2. Beyond 64 tiles of cap rows the tail is at most 1/32 of
+ * a thread's rows and cap stays. Tuned: docs/benchmarks.md, section "The
+ * fused kernels at n=L=1024 d=64". */
 size_t attn_fused_tile_rows(size_t R, size_t heads, size_t cap, size_t group)
 {
     if (R <= cap)

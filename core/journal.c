@@ -62,8 +62,9 @@ static uint32_t crc_soft(uint32_t c, const unsigned char *b, size_t n)
  * are checksummed side by side and joined (Mark Adler's crc32c.c): the CRC
  * of A then B is the CRC of A shifted over |B| zero bytes, xor the CRC of
  * B from 0, the shift a linear map of the 32-bit register, tabulated per
- * byte of it for the two block sizes. A 134 MB session import spent 10% of
- * its receiving thread in the one chain.
+ * byte of it for the two block sizes. One chain was a tenth of a large
+ * import's receiving thread (measured: docs/benchmarks.md, section
+ * "Moving a session").
  */
 #define CRC_LONG 8192
 #define CRC_SHORT 256

@@ -43,22 +43,18 @@
 
 /* Keys per block. The K and V lines of the rows LP_PF_BYTES ahead are
  * asked for a line or two at a time inside the score and value loops
- * (core/kv_lowp_impl.h): asked for a whole block at once, 16 keys had
- * measured 15-20% faster than 32 and 64 (one core, cold); 4 rows' lines
- * at a time between score groups 20-40% faster again; spread inside the
- * loops, int8 L=32768 d=128 over 16 caches, 1 core: 0.653-0.748 ->
- * 0.511-0.780 ms a step (4 alternating runs; 2 cores 0.600-0.850 ->
- * 0.494-0.508), from L3 0.390-0.395 -> 0.352-0.357 ms. With the spread
- * loops 32 keys were faster from L3 (0.36 -> 0.32 ms, less per-block
- * work) but slower cold (0.56-0.58 -> 0.61-0.66 ms, 1 core), so 16. */
+ * (core/kv_lowp_impl.h). 16 keys: larger blocks do less per-block work
+ * (faster from L3) but are slower cold, which is what a decode step is.
+ * Tuned: docs/benchmarks.md, section "Half precision" (decode over narrow
+ * caches). */
 #ifndef LP_KB
 #define LP_KB 16
 #endif
 /* Windows: at most LP_WIN of at least LP_WIN_BYTES stored bytes (the last
  * three smaller: lp_cut). A helper that joins late leaves up to one
- * window's time at the end with a core idle; 16 of 512 KiB halved that gap
- * from 8 of 1 MiB (55-69 to 33-36 us median on a 0.7 ms float16 step of
- * 32768 rows). */
+ * window's time at the end with a core idle, so windows are small enough
+ * to keep that gap short (tuned: docs/benchmarks.md, section "Half
+ * precision"). */
 #ifndef LP_WIN
 #define LP_WIN 16
 #endif
@@ -72,11 +68,9 @@
 #define LP_PF_BYTES 8192            /* K+V bytes ahead asked for */
 #endif
 /* Into L2, not L1 (__builtin_prefetch's locality 2 is prefetcht1; 3 is
- * prefetcht0). On an AVX-512 Zen 4, cold, six alternating runs each:
- * float16 1.58x -> 2.02x the float32 step and 0.71 -> 0.93 of the read
- * of its bytes, int8 3.09x -> 3.66x; the AVX2 loop there 1.77x -> 2.02x
- * and 2.88x -> 3.94x; from L3 too (float16 0.62 -> 0.56 ms). Earlier
- * machines had measured prefetcht1 no better nor worse than prefetcht0. */
+ * prefetcht0): faster on an AVX-512 Zen 4, no different elsewhere (tuned:
+ * docs/benchmarks.md, section "Half precision", prefetcht1 on an AVX-512
+ * Zen 4). */
 #ifndef LP_PF_LOCALITY
 #define LP_PF_LOCALITY 2
 #endif
@@ -471,9 +465,8 @@ struct lp_job {
  * last three 2, 1 and 1 part, on LP_KB boundaries: the two cores claim
  * windows in turn, and whichever finishes first waits for the other's last
  * window; equal windows left a core idle for half a window at the end of
- * an int8 step (median 21-31 us of 480-630 us: 96-97% of the cores' time
- * in windows, 16 of 2048 keys), a last window of a quarter cuts that to
- * an eighth. */
+ * a step, a last window of a quarter cuts that to an eighth (measured:
+ * docs/benchmarks.md, section "Half precision"). */
 static size_t lp_cut(size_t L, size_t nwin, size_t w)
 {
     if (w >= nwin)

@@ -17,9 +17,9 @@
  * a row's lines with that row's multiply-adds; int8's row scales of those
  * rows at the block's start. Asking for a block's K and V lines 4 rows at
  * a time between score groups (and none while the values ran) stalled on
- * the prefetches once the line fill buffers were full: in a cold int8
- * step 55% of the loop's samples sat on a prefetch (perf, cpu-clock),
- * and spreading them took 20% off the step (see kv_lowp.c). A range that
+ * the prefetches once the line fill buffers were full (measured:
+ * docs/benchmarks.md, section "Half precision", the prefetches stalled).
+ * A range that
  * starts a window (rg->cold: no range before it asked for anything) asks
  * for its rows up to LP_PF_BYTES at once first, so that its first blocks
  * do not wait on one demand miss after another.
@@ -241,7 +241,8 @@ LP_FN bool LP_(range)(enum kv_store st, const struct lp_query *q, const struct l
         }
         for (size_t t = 0; t < q->R; t++) {
             const float *qt = q->q + t * dk;
-            /* (t % n: a division per block and row, 2% of an int8 step from L2) */
+            /* (t % n: a division per block and row, a measurable share of
+             * an int8 step from L2: docs/benchmarks.md, "Half precision") */
             size_t lim = q->lim[q->n == 1 ? 0 : t % q->n], key = rg->key0 + b0;
             size_t na = lim <= key ? 0 : lim - key < nb ? lim - key : nb;
             float *srow = sb + t * LP_KB;

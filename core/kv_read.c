@@ -136,9 +136,9 @@ static bool page_table(const struct kv_cache *c, const void ***kv, const float *
     }
     for (size_t g = 0; g < c->h_kv; g++)
         for (size_t p = 0; p < pages; p++) {
-            /* the headers are cold in a long decode step (page_table was
-             * 2-3% of a 0.5 ms int8 step, on the caller alone, its loads
-             * of pg->hs one miss after another): ask 16 ahead */
+            /* the headers are cold in a long decode step (page_table's
+             * loads of pg->hs were one miss after another, on the caller
+             * alone: docs/benchmarks.md, "Half precision"): ask 16 ahead */
             if (g == 0 && p + 16 < pages)
                 __builtin_prefetch(c->pg[p + 16]);
             ptr[g * pages + p] = pk(c, c->pg[p], g);

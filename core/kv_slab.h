@@ -11,7 +11,7 @@
  * scales. Pages in consecutive slots of a slab are therefore one
  * contiguous run per head and part, which is what the decode loops stream
  * through: a jump between pages stalls the hardware prefetcher (measured:
- * a 4 KiB gap every 32 KiB cost 25% of one core's decode rate).
+ * docs/benchmarks.md, section "Paged cache pages from slabs").
  *
  * Slabs are at least 2 MiB, 2 MiB-aligned, and ask for transparent huge
  * pages (madvise MADV_HUGEPAGE where the system has it; without it the

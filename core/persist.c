@@ -245,7 +245,8 @@ static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
 /* A block of `bytes` (free with free()) for a whole encoding. A large one
  * is 2 MiB-aligned and asks for transparent huge pages: a fresh block is
  * faulted in page by page as it is written, and with 4 KiB pages that
- * costs more than the copy (0.8 vs 4 GB/s measured on the build VM). */
+ * costs more than the copy (measured: docs/benchmarks.md, section "Moving
+ * a session"). */
 static void *encoding_block(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;

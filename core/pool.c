@@ -25,19 +25,18 @@
 #endif
 
 /* How long a helper watches for the next job after leaving one, and the
- * calling thread for the helpers to leave, before sleeping (nanoseconds).
- * Waking a sleeping helper took 12-16 µs (median) on an idle 2-core VM, and
- * under load the scheduler often ran it after the job was over; a decode
- * step is 0.1-0.7 ms and the next one follows within tens of µs. Idle, a
- * helper costs at most this much CPU after each job (tests/bench/
- * bench_pool.c measures both). */
+ * calling thread for the helpers to leave, before sleeping (nanoseconds):
+ * waking a sleeping helper takes a sizeable part of a decode step, and the
+ * next step follows soon after. Idle, a helper costs at most this much CPU
+ * after each job (tests/bench/bench_pool.c measures both; tuned:
+ * docs/benchmarks.md, section "The helper pool's join"). */
 #ifndef POOL_SPIN_NS
 #define POOL_SPIN_NS 50000
 #endif
 /* A thread that was preempted (an involuntary context switch) within this
  * long does not watch: the cores are contended, the watch rarely finds the
- * other thread running, and its CPU time is taken from the pass (at load
- * 6-7 it halved the helper's CPU time outside pieces, 32 -> 15 µs a job). */
+ * other thread running, and its CPU time is taken from the pass (measured:
+ * docs/benchmarks.md, section "The helper pool's join"). */
 #ifndef POOL_CALM_NS
 #define POOL_CALM_NS 50000000
 #endif

@@ -5,8 +5,10 @@
  * tanh of its softcap.
  *
  * Why hand-written: inlined into the loops that use it, 16 lanes, no range
- * handling beyond what a softmax needs; the libmvec AVX2 call per 8 elements
- * plus the loop around it was ~14% of a 2048² prefill (perf).
+ * handling beyond what a softmax needs, where the libmvec AVX2 call per 8
+ * elements plus the loop around it was a visible share of a prefill
+ * (measured: docs/benchmarks.md, section "The fused kernels at n=L=1024
+ * d=64").
  */
 #ifndef ATTND_CORE_SIMD512_H
 #define ATTND_CORE_SIMD512_H
