@@ -354,9 +354,9 @@ static inline __m256i avx2_block(const struct avx2_dec *k, __m256i str, __m256i 
  * being 4-byte aligned relative to where the caller's elements begin) has
  * an exponent of all ones, checked in the register before it is stored.
  * Four blocks a round, each stored 32 bytes wide over the start of the
- * next (the last 24 exactly), with one test of the flags a round: 3-8%
- * faster than a block a round on the AVX2 EPYC of issue 22 (4 MiB in
- * 32 KiB pieces, the best of 300 passes). */
+ * next (the last 24 exactly), with one test of the flags a round, which
+ * measured faster than a block a round (docs/benchmarks.md, section "On
+ * the AVX2 EPYC"). */
 __attribute__((target("avx2")))
 static size_t decode_avx2(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {
@@ -443,9 +443,9 @@ static inline __m512i avx512_block(const struct avx512_dec *k, const char *p, __
  * value, or 0xFF; a byte is invalid when it or its value has the top bit
  * set. Four blocks a round, the first three stored 64 bytes wide over the
  * start of the next, the last with a masked store of its 48 bytes, and one
- * test of the flags a round: a masked store and a test for every block
- * took 10-18% longer on an AVX-512 Zen 4 (4 MiB of text in 32 KiB
- * pieces). */
+ * test of the flags a round, which measured faster than a masked store
+ * and a test for every block (docs/benchmarks.md, section "On an AVX-512
+ * Zen 4"). */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 static size_t decode_avx512(const char *s, size_t len, unsigned char *o, bool *nonfinite)
 {

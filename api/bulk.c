@@ -6,8 +6,8 @@
  * into blocks of BLOCK_OUT bytes: a block is decoded (or copied) and then
  * checked at once, so the check reads it from L1 instead of memory (a
  * decode of a whole 2048 x 128 float32 tensor and then a scan of it read
- * 1 MB twice; on the AMD EPYC of issue 22 the scan alone was 0.38 ms of a
- * 2048² base64 request, the decode 0.7 ms). Float32 text needs no scan
+ * 1 MB twice; measured: docs/benchmarks.md, section "On the AVX2 EPYC").
+ * Float32 text needs no scan
  * at all unless the decoder, which checks each block in its registers,
  * saw an infinity or NaN there. The pieces run on the calling
  * thread and on whichever of the pool's helpers join: 2 cores for the

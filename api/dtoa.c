@@ -4,17 +4,17 @@
  * Two algorithms that give the same decimal: among the decimals that read
  * back to x, one with the fewest digits and, among those, the closest to x.
  * Float64 with a symmetric rounding interval (all but the powers of two)
- * takes Dragonbox (J. Jeon, 2020: one 64 x 128-bit product; measured 12%
- * faster per number than Schubfach here, and equal on 400 million random
- * and edge-case inputs); the powers of two and float32 take Schubfach
- * (R. Giulietti, "The Schubfach way to render doubles", 2020; OpenJDK's
- * Double.toString since JDK 19: one 128-bit product per bound). Hand-
- * written because no C library on Debian provides shortest printing
- * (glibc's printf needs up to three tries plus strtod to find it, ~20x
- * slower; the packaged alternatives are C++). Their tables of powers of ten
- * (617 Schubfach, 617 Dragonbox entries) are computed exactly once, at
- * first use (~0.1 ms), with a small bignum (below) rather than pasted in as
- * generated tables.
+ * takes Dragonbox (J. Jeon, 2020: one 64 x 128-bit product; faster per
+ * number than Schubfach, and equal on random and edge-case inputs); the
+ * powers of two and float32 take Schubfach (R. Giulietti, "The Schubfach
+ * way to render doubles", 2020; OpenJDK's Double.toString since JDK 19:
+ * one 128-bit product per bound). Hand-written because no C library on
+ * Debian provides shortest printing (glibc's printf needs up to three
+ * tries plus strtod to find it; the packaged alternatives are C++).
+ * Their tables of powers of ten (617 Schubfach, 617 Dragonbox entries)
+ * are computed exactly once, at first use, with a small bignum (below)
+ * rather than pasted in as generated tables. Measured: docs/benchmarks.md,
+ * section "What limits each row" (the HTTP small row).
  *
  * The digits are made 8 at a time with word arithmetic (digit_bytes8) and
  * laid out with fixed-size copies. Text follows JavaScript's Number-to-

@@ -4,14 +4,15 @@
  * api_early_open, api_early_put, api_early_free), and taken by the tensor
  * readers once it has (api/numread.c).
  *
- * A large base64 request spent about 0.6 ms decoding its 4 MB of strings
- * after the last byte had arrived, on a worker just woken, and its
- * transport as long again copying them into the body. The transport's
- * thread decodes each piece from its own buffer instead, leaving only the
- * last characters of each string to the reader. What the reader gets is
- * what decoding the whole string would give: the same decoder over the
- * same bytes (a string that is not pure base64 is not decoded, and its
- * reader reports it as it would without this decoder).
+ * A large base64 request used to decode its megabytes of strings after
+ * the last byte had arrived, on a worker just woken, and its transport
+ * spent as long again copying them into the body (measured:
+ * docs/benchmarks.md, section "Decoding while the body arrives"). The
+ * transport's thread decodes each piece from its own buffer instead,
+ * leaving only the last characters of each string to the reader. What the
+ * reader gets is what decoding the whole string would give: the same
+ * decoder over the same bytes (a string that is not pure base64 is not
+ * decoded, and its reader reports it as it would without this decoder).
  *
  * The characters decoded so are not copied into the body: its readers
  * step over those strings (api_early_quote) or have them written back

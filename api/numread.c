@@ -534,10 +534,11 @@ static const char *plain_string(const struct api_early *early, const char *p,
 /* The data string at p ('"') of a tensor whose shape and dtype (esize
  * bytes an element) came before it: its length follows from them (4 base64
  * characters per 3 bytes, padded), so its closing quote is checked there
- * instead of searched for through megabytes (memchr took ~55 us of a 1.4 MB
- * string, a quarter of reading a 2048 x 128 float32 tensor; the decoder
- * checks every character before the quote). Its text in *t, *n; the byte
- * after it, or NULL when the quote is not there (plain_string decides). */
+ * instead of searched for through megabytes (a memchr there was a quarter
+ * of reading a large tensor: docs/benchmarks.md, section "On the AVX2
+ * EPYC"; the decoder checks every character before the quote). Its text
+ * in *t, *n; the byte after it, or NULL when the quote is not there
+ * (plain_string decides). */
 static const char *sized_string(const char *p, const char *end, int rank,
                                 const size_t *shape, size_t esize,
                                 const char **t, size_t *n)

@@ -1,7 +1,8 @@
 /*
  * api/numread.h — a dedicated reader for the big numeric arrays of a
- * request body (issue 9: jansson builds one heap object per number and
- * reads ~4 M numbers/s; this reads nested arrays straight into doubles).
+ * request body: jansson builds one heap object per number, this reads
+ * nested arrays straight into doubles (measured: docs/benchmarks.md,
+ * section "What limits each row", the HTTP small row).
  *
  * It never decides an error on its own: it either takes an array it fully
  * understands — a rectangular nested array (rank 1..3, no empty level) of
