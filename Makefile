@@ -215,10 +215,9 @@ deps-arm64:
 # The container image built and run with podman from a locally made base
 # (tests/container/test_container.py says what it checks); run by .ci/run,
 # not by make test. ARM64=1 also builds it for linux/arm64 through
-# qemu-user-static (binfmt), ARM64_TESTS=c|none its tests under emulation:
-# 2026-12-02, on 2 shared cores at load ~13, the arm64 base took 456 s
-# (mmdebstrap, emulated dpkg) and the image 2028 s (TESTS=none), so the
-# arm64 part is for occasional runs, not .ci/run.
+# qemu-user-static (binfmt), ARM64_TESTS=c|none its tests under emulation,
+# which is slow (docs/benchmarks.md, section "NEON (arm64)"), so the arm64
+# part is for occasional runs, not .ci/run.
 DEPS_CONTAINER := podman runc mmdebstrap arch-test qemu-user-static binfmt-support python3 curl
 
 deps-container:
