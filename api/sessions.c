@@ -338,7 +338,9 @@ static bool read_create(struct api_call *c, const json_t *body,
         !read_int(c, body, "max_tokens", false, 1, tok_max,
                   c->ctx->cfg.max_tokens, &sp->max_tokens) ||
         !read_ttl(c, body, &sp->ttl_s) ||
-        !api_roll_read_window(c, member(body, "window"), &sp->window))
+        !api_roll_read_window(c, member(body, "window"), &sp->window) ||
+        !api_roll_check_tokens(c, &sp->window, sp->max_tokens,
+                               member(body, "max_tokens") != NULL))
         return false;
     sp->half = c->half;
     if (!read_kv_dtype(c, member(body, "kv_dtype"), sp, &sp->kv_store))

@@ -35,6 +35,20 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
     return true;
 }
 
+bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
+                           size_t max_tokens, bool given)
+{
+    size_t held = w->on ? sess_roll_held_max(w) : 0;
+    if (!w->on || max_tokens == 0 || max_tokens > held)
+        return true;
+    api_fail(c, API_ERR_INVALID_FIELD, "/max_tokens", "a rolling session with window "
+             "left %lld and %lld sinks holds up to %zu rows between appends (rows go "
+             "64 at a time), so max_tokens must be at least %zu for it to take a row "
+             "each step; it is %zu%s", (long long)w->left, (long long)w->sinks, held,
+             held + 1, max_tokens, given ? "" : " (the default)");
+    return false;
+}
+
 /* What h holds, as text for messages. */
 static void held_text(char *out, size_t size, const struct sess_held *h)
 {

@@ -18,6 +18,13 @@
  * *w; false after a 422 at its path. */
 bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_window *w);
 
+/* A rolling session's max_tokens (given, or the default) must pass the
+ * rows it holds between appends (sess_roll_held_max), or it would stop at
+ * max_tokens for good: else 422 at /max_tokens. max_tokens 0 (the
+ * store's default, unknown here) and a window off pass. */
+bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
+                           size_t max_tokens, bool given);
+
 /* "window" and "held" added to a session object or a GET kv answer
  * (rolling sessions only; nothing otherwise). */
 void api_roll_describe(json_t *obj, const struct sess_spec *sp, const struct sess_held *h);

@@ -190,6 +190,11 @@ void sess_held_rows(const struct sess *s, struct sess_held *out);
  * (its window's start; 0 for a session that does not roll). */
 size_t sess_reach(const struct sess *s, size_t n, size_t m);
 
+/* The most rows a rolling session with window w holds between appends:
+ * ceil(sinks/64)*64 + left + 63 (saturating). Its max_tokens must pass
+ * this for an append of one row always to fit. */
+size_t sess_roll_held_max(const struct attn_window *w);
+
 /* The shortest length sess_truncate accepts (0 unless rows were let go). */
 size_t sess_min_length(const struct sess *s);
 

@@ -28,6 +28,15 @@ size_t sess_reach(const struct sess *s, size_t n, size_t m)
     return end - n - left;
 }
 
+size_t sess_roll_held_max(const struct attn_window *w)
+{
+    const size_t page = KV_PAGE_ROWS, big = SIZE_MAX / 4;
+    size_t sinks = (size_t)w->sinks, left = (size_t)w->left;
+    if (sinks > big || left > big)
+        return SIZE_MAX;
+    return (sinks + page - 1) / page * page + left + page - 1;
+}
+
 size_t sess_min_length(const struct sess *s)
 {
     size_t from = kv_held_from(s->kv);

@@ -10,6 +10,7 @@
   come back with the same length, window, held rows and answer bits.
 - Export -> import on a second daemon gives the same held rows and bits.
 - A fork keeps the window; a truncate below the held rows is 409.
+- A max_tokens that the rows held between appends would reach is refused.
 """
 import base64
 import random
@@ -137,6 +138,26 @@ def test_rolling_max_tokens_bounds_rows_held(attnd):
     big = {"k": [[_row(rng, 4) for _ in range(150)]], "v": [[_row(rng, 3) for _ in range(150)]]}
     r = attnd.post(f"/v1/sessions/{sid}/kv", big)
     assert r.status == 409 and r.json()["error"]["code"] == "session_full", r
+
+
+def test_rolling_max_tokens_below_rows_held_is_refused(attnd):
+    """A rolling session holds up to ceil(S/64)*64 + W + 63 rows between
+    appends: a max_tokens at or below that would stop it for good at
+    max_tokens, so creation refuses it; one above takes a row every step
+    for far longer than max_tokens."""
+    for window, held in (({"left": 10}, 73), ({"left": 100, "sinks": 4}, 227)):
+        r = attnd.post("/v1/sessions", dict(SPEC, window=window, max_tokens=held))
+        assert r.status == 422, r
+        err = r.json()["error"]
+        assert err["path"] == "/max_tokens" and f"at least {held + 1}" in err["message"], r
+    r = attnd.post("/v1/sessions", dict(SPEC, window={"left": 40000}))
+    assert r.status == 422 and "(the default)" in r.json()["error"]["message"], r
+    rng = random.Random(3)
+    sid = attnd.post("/v1/sessions", dict(SPEC, window={"left": 10},
+                                          max_tokens=74)).json()["id"]
+    for i in range(300):
+        r = attnd.post(f"/v1/sessions/{sid}/kv", {"k": [[_row(rng, 4)]], "v": [[_row(rng, 3)]]})
+        assert r.status == 200, (i, r)
 
 
 def _answer(d, sid):
