@@ -118,7 +118,9 @@ static void name_of(char *out, size_t size, const char *dir, const char *pre,
 /* Write one record (parts[0] is filled with the head); *lsn_out (may be
  * NULL) gets its lsn. best: counted as lost, not as a refused change, and
  * never waits for the disk. quiet (may be NULL): write only when no
- * snapshot is being written, else write nothing and set *quiet false. */
+ * snapshot is being written, else write nothing and set *quiet false.
+ * A change's record first claims the calling thread's bound sess_commit
+ * (store.h), and is refused unwritten when its request was withdrawn. */
 static enum core_status write_rec_q(struct sess_durable *d, enum rec_type type,
                                     struct iovec *parts, int n, bool best,
                                     uint64_t *lsn_out, bool *quiet)
@@ -129,6 +131,8 @@ static enum core_status write_rec_q(struct sess_durable *d, enum rec_type type,
     memcpy(head, &t, 4);
     memcpy(head + 4, &w, 8);
     parts[0] = (struct iovec){head, sizeof head};
+    if (!best && !sess_commit_claim())
+        return CORE_ESTORAGE;       /* its request was withdrawn: nothing written */
     int e = ENOENT;
     pthread_mutex_lock(&d->mu);
     if (quiet && (*quiet = !d->rewriting) == false) {

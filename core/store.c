@@ -309,6 +309,34 @@ struct sess_store *sess_store_new(const struct sess_config *cfg)
     return st;
 }
 
+/* ---- a request's say over its records (store.h's sess_commit) ----------- */
+
+enum { COMMIT_OPEN, COMMIT_CLAIMED, COMMIT_WITHDRAWN };
+
+static _Thread_local struct sess_commit *bound_commit;
+
+void sess_commit_bind(struct sess_commit *c)
+{
+    bound_commit = c;
+}
+
+/* Move c from open to `to`; true if it is `to` now (moved, or before). */
+static bool commit_take(struct sess_commit *c, int to)
+{
+    int open = COMMIT_OPEN;
+    return atomic_compare_exchange_strong(&c->state, &open, to) || open == to;
+}
+
+bool sess_commit_withdraw(struct sess_commit *c)
+{
+    return commit_take(c, COMMIT_WITHDRAWN);
+}
+
+bool sess_commit_claim(void)
+{
+    return !bound_commit || commit_take(bound_commit, COMMIT_CLAIMED);
+}
+
 /* Frees every session; no request may hold one any more. */
 void sess_store_free(struct sess_store *st)
 {

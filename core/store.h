@@ -25,6 +25,7 @@
 #ifndef ATTND_CORE_STORE_H
 #define ATTND_CORE_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,32 @@ enum core_status sess_store_journal_sync(struct sess_store *st);
  * last one (or when forced, or after a failed write); only one runs at a
  * time. Sessions are copied one at a time, each under its own lock. */
 enum core_status sess_store_journal_maintain(struct sess_store *st, bool force);
+
+/*
+ * A request's say over whether its changes may still be journaled, for a
+ * server that answers a request before its work is done (attnd, when
+ * --drain-timeout runs out: 503, "nothing of it was applied"). The thread
+ * running the request binds the request's sess_commit (sess_commit_bind);
+ * each journal record that thread writes for a change first claims it,
+ * and sess_commit_withdraw (any thread) takes it instead. Exactly one of
+ * the two wins: once withdrawn, every change of the request fails with
+ * CORE_ESTORAGE before its record is written and leaves the session as it
+ * was (as a record that cannot be written does; not counted as a journal
+ * failure); once claimed, the withdrawal fails and the request goes on.
+ * Best-effort records (uses, evictions, expiries) neither claim nor wait.
+ * Without a journal nothing is refused: nothing of the store outlives the
+ * process then.
+ */
+struct sess_commit {
+    atomic_int state;               /* 0 (zeroed): open; claimed; withdrawn */
+};
+
+/* Bind c to the calling thread's records from now on; NULL unbinds. */
+void sess_commit_bind(struct sess_commit *c);
+
+/* Withdraw c: true when no record of its request has been written and none
+ * will be (withdrawn now or before); false when one has been claimed. */
+bool sess_commit_withdraw(struct sess_commit *c);
 
 /* ---- sessions ----------------------------------------------------------- */
 

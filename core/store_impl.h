@@ -140,6 +140,10 @@ void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
                const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* store.c: whether the calling thread may journal a change (store.h's
+ * sess_commit): true, and its bound commit claimed, unless withdrawn. */
+bool sess_commit_claim(void);
+
 /*
  * durable.c: journal records of changes, each CORE_OK at once when the
  * store has no journal; CORE_ESTORAGE when the record could not be written

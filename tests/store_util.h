@@ -5,10 +5,25 @@
 #ifndef ATTND_TESTS_STORE_UTIL_H
 #define ATTND_TESTS_STORE_UTIL_H
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core/store.h"
+
+/* Remove every file in directory path (a store's state directory). */
+static inline void store_clear_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+}
 
 /* The length of session id, or (size_t)-1 when it cannot be acquired. */
 static inline size_t store_length_of(struct sess_store *st, const char *id)
@@ -28,6 +43,19 @@ static inline enum core_status store_fork_of(struct sess_store *st, const char *
     enum core_status rc = sess_acquire(st, id, &s);
     if (rc == CORE_OK) {
         rc = sess_fork(st, s, out);
+        sess_release(st, s);
+    }
+    return rc;
+}
+
+/* sess_truncate of session id to its first n rows. */
+static inline enum core_status store_truncate_of(struct sess_store *st, const char *id,
+                                                 size_t n)
+{
+    struct sess *s;
+    enum core_status rc = sess_acquire(st, id, &s);
+    if (rc == CORE_OK) {
+        rc = sess_truncate(st, s, n);
         sess_release(st, s);
     }
     return rc;

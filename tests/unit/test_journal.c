@@ -51,27 +51,16 @@ static void keep_log(void *arg, enum sess_log_level level, const char *msg)
     quiet(NULL, level, msg);
 }
 
-static void clear(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlinkat(dirfd(d), e->d_name, 0);
-    if (d)
-        closedir(d);
-}
-
 static void clear_dir(void)
 {
-    clear(dir);
+    store_clear_dir(dir);
 }
 
 /* copy_dir made a copy of dir's files as they are now (a store keeps its
  * directory to itself, so a second store reads a copy). */
 static void copy_state(void)
 {
-    clear(copy_dir);
+    store_clear_dir(copy_dir);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
@@ -949,7 +938,7 @@ int main(void)
     RUN(the_lock_survives_interruptions_errors_and_a_replaced_file);
     clear_dir();
     rmdir(dir);
-    clear(copy_dir);
+    store_clear_dir(copy_dir);
     rmdir(copy_dir);
     TEST_MAIN_END();
 }
