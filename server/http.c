@@ -37,7 +37,9 @@
  *               api_handle on the pool (uv_queue_work); while draining, a
  *               new request is refused (503 draining) instead.
  *   resumed     by the pool thread that computed it (server/http_work.c);
- *               queue the api_response; MHD sends it.
+ *               queue the api_response; MHD sends it. Or, when
+ *               --drain-timeout runs out while it computes, by the loop
+ *               (srv_http_cut): answer 503 draining without its response.
  *   completed   log line, metrics, free.
  */
 #include "server/http_impl.h"
@@ -218,6 +220,30 @@ static enum MHD_Result transport_error_retry(struct req *r, enum api_err code, c
 static enum MHD_Result transport_error(struct req *r, enum api_err code, const char *msg)
 {
     return transport_error_retry(r, code, msg, NULL);
+}
+
+/*
+ * A request srv_http_cut took back from the pool (REQ_CUT): 503 draining,
+ * nothing of it applied (its changes can no longer be journaled). Its pool
+ * thread may still be running and releasing its body, so the api sees only
+ * its method, path and headers (copied at the 1st call, read-only since).
+ * No Retry-After, as for the other draining refusals: this process is
+ * going away, and another replica (or this one restarted) takes the retry.
+ */
+static enum MHD_Result answer_cut(struct req *r)
+{
+    struct api_request q;
+    memset(&q, 0, sizeof q);
+    q.method = r->method;
+    q.path = r->url;
+    q.header = http_req_header;
+    q.header_arg = r;
+    struct api_response resp;
+    memset(&resp, 0, sizeof resp);
+    api_transport_error(r->h->ctx, &q, API_ERR_DRAINING,
+                        "the server stopped before this request finished "
+                        "(--drain-timeout); nothing of it was applied: retry it", &resp);
+    return queue(r, &resp);
 }
 
 static const char *content_type_of(const char *path)
@@ -687,8 +713,10 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                                    r->refuse == API_ERR_BODY_TOO_LARGE ? NULL
                                    : "too many request bodies in flight; retry");
         return dispatch(r);
-    case REQ_READY:                     /* resumed by after_work_cb */
+    case REQ_READY:                     /* resumed by work_resume */
         return queue(r, &r->resp);
+    case REQ_CUT:                       /* resumed by srv_http_cut */
+        return answer_cut(r);
     case REQ_NEW:
     case REQ_WORKING:
     case REQ_ANSWERED:
@@ -732,7 +760,10 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool working = r->state == REQ_WORKING || r->loop_owes;
     if (working)
         r->orphan = true;               /* work_done frees it */
+    bool awaited = r->awaited;
     pthread_mutex_unlock(&h->mu);
+    if (awaited)                        /* by srv_http_cut */
+        atomic_fetch_sub(&h->owed, 1);
     if (!working) {
         api_response_free(&r->resp);
         http_body_release(r);

@@ -68,6 +68,23 @@ size_t srv_http_working(const struct srv_http *h);
  * later time. */
 size_t srv_http_seal(struct srv_http *h);
 
+/*
+ * --drain-timeout has run out with requests still on the work pool: each
+ * whose changes can no longer land (none journaled yet: they are refused
+ * from now on, core/store.h's sess_commit) is answered 503 draining; one
+ * that has journaled a change already, or has its answer, is left to
+ * answer for itself (*left counts them). Every computation on the pool is
+ * cancelled. New work is refused as srv_http_seal does, and what is
+ * suspended after this is answered 503 as well. Returns how many were
+ * answered 503. The pool's threads may go on with the cut requests until
+ * the process exits; their connections are no longer theirs.
+ */
+size_t srv_http_cut(struct srv_http *h, size_t *left);
+
+/* Answers srv_http_cut is waiting for (503s, and requests left to answer)
+ * that have not been sent (or found their client gone) yet. */
+size_t srv_http_owed(const struct srv_http *h);
+
 /* Stop the transport: closes every connection (none may be on the pool)
  * and its libuv handles. The struct stays readable (srv_http_working
  * answers 0) until srv_http_free, which comes after the loop has run the

@@ -20,6 +20,7 @@
 #include <microhttpd.h>
 
 #include "core/stop.h"
+#include "core/store.h"
 
 #include "server/http.h"
 #include "server/keys.h"
@@ -49,7 +50,8 @@ struct srv_http {
     struct srv_http_guard guard;    /* keys, limits, TLS */
     struct srv_sched *sched;        /* the compute pool's fair queues */
     unsigned port;
-    pthread_mutex_t mu;             /* guards pending, req states, idle_due */
+    pthread_mutex_t mu;             /* guards pending, idle_due, each req's state,
+                                       orphan, loop_owes, cut, awaited */
     struct req *pending;            /* suspended, waiting for uv_queue_work */
     bool idle_due;                  /* in-flight reached 0 after quiesce */
     atomic_size_t in_flight;        /* requests between 1st call and completion */
@@ -70,9 +72,16 @@ struct srv_http {
     } refused_peer, refused_total;  /* per address; the total cap */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
+    struct req *on_pool;            /* loop thread: queued on the pool, until
+                                       work_done (pool_prev/pool_next) */
+    bool cutting;                   /* loop thread: srv_http_cut has run */
+    size_t n_cut;                   /* loop thread: answered 503 by the cut */
+    atomic_size_t owed;             /* answers awaited since srv_http_cut */
 };
 
-enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_ANSWERED };
+/* REQ_CUT: resumed by srv_http_cut to answer 503 draining, whatever its
+ * pool thread is still doing. */
+enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_CUT, REQ_ANSWERED };
 
 struct req_header {
     const char *name, *value;       /* MHD's strings, valid for the request */
@@ -107,8 +116,15 @@ struct req {
     struct req *next;               /* in srv_http.pending */
     bool orphan;                    /* MHD closed it while working: loop frees */
     bool fg;                        /* counted by srv_sched_fg_begin */
-    bool loop_owes;                 /* resumed by its pool thread; work_done (loop)
-                                       has yet to run and frees it if orphan */
+    bool loop_owes;                 /* resumed (by its pool thread, or cut) while
+                                       on the pool; work_done (loop) has yet
+                                       to run and frees it if orphan */
+    bool cut;                       /* srv_http_cut answers it: its pool thread
+                                       leaves the connection alone */
+    bool awaited;                   /* counted in srv_http.owed until completed */
+    struct sess_commit commit;      /* withdrawn by the cut: its changes are
+                                       refused from then on (core/store.h) */
+    struct req *pool_prev, *pool_next;  /* in srv_http.on_pool */
     bool late;                      /* began after the drain started */
     int status;                     /* what was queued */
     const char *route;

@@ -3,7 +3,9 @@
  * queues what the MHD threads suspended onto the compute pool
  * (server/sched.c), with its deadline and a watch on the client's socket;
  * a pool thread runs api_handle and resumes the connection itself when the
- * answer is ready; the loop thread then stops the watch (work_done).
+ * answer is ready; the loop thread then stops the watch (work_done). When
+ * --drain-timeout runs out, srv_http_cut answers what is still computing
+ * 503 draining instead (below).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -86,6 +88,98 @@ static void watch_stop(struct req *r)
     r->watch = NULL;
 }
 
+/* ---- the requests on the pool, and the drain timeout's cut --------------- */
+
+/* Loop thread: r joins (pool_link, work_queue) and leaves (pool_unlink,
+ * work_done) the list srv_http_cut walks. */
+static void pool_link(struct req *r)
+{
+    struct srv_http *h = r->h;
+    r->pool_prev = NULL;
+    r->pool_next = h->on_pool;
+    if (h->on_pool)
+        h->on_pool->pool_prev = r;
+    h->on_pool = r;
+}
+
+static void pool_unlink(struct req *r)
+{
+    struct srv_http *h = r->h;
+    if (r->pool_prev)
+        r->pool_prev->pool_next = r->pool_next;
+    else
+        h->on_pool = r->pool_next;
+    if (r->pool_next)
+        r->pool_next->pool_prev = r->pool_prev;
+    r->pool_prev = r->pool_next = NULL;
+}
+
+/* Loop thread, under h->mu: one more answer to wait for (http_completed
+ * counts it off). */
+static void await_answer(struct srv_http *h, struct req *r)
+{
+    r->awaited = true;
+    atomic_fetch_add(&h->owed, 1);
+}
+
+/* Loop thread: a request suspended after the cut, never queued: nothing
+ * of it ran, so it is answered 503 draining (the MHD thread's REQ_CUT) and
+ * the loop has no more to do with it. */
+static void cut_unqueued(struct req *r)
+{
+    struct srv_http *h = r->h;
+    if (r->fg)
+        srv_sched_fg_end(h->sched);
+    pthread_mutex_lock(&h->mu);
+    r->state = REQ_CUT;
+    await_answer(h, r);
+    pthread_mutex_unlock(&h->mu);
+    h->n_cut++;
+    atomic_fetch_sub(&h->working, 1);
+    MHD_resume_connection(r->conn);
+}
+
+/*
+ * Loop thread: a request on the pool when --drain-timeout runs out. Its
+ * commit is withdrawn first: from then on no change of it can be
+ * journaled (core/store.h's sess_commit; an append applied in memory is
+ * rolled back when its record is refused), so a 503 that says nothing of
+ * it was applied stays true however long its pool thread goes on. If a
+ * record of it was written already (a v2 sequence's start makes its
+ * session before it computes), its change may have landed: it is left to
+ * answer for itself, as one already resumed with its answer is, while the
+ * process waits for the answers owed. Else it is cut: the connection is
+ * resumed here to answer 503 (REQ_CUT); the pool thread then leaves the
+ * connection alone (work_resume reads r->cut) and work_done still frees r
+ * if MHD has closed it by then (loop_owes). Either way its computation is
+ * cancelled (r->gone, as when its client hangs up: it stops at its next
+ * piece), so that the pool lets go of the sessions it holds, which the
+ * final snapshot waits for. Returns whether it was left to answer.
+ */
+static bool cut_on_pool(struct req *r)
+{
+    struct srv_http *h = r->h;
+    bool withdrawn = sess_commit_withdraw(&r->commit);
+    pthread_mutex_lock(&h->mu);
+    /* loop_owes first: once resumed, its MHD thread writes r->state unlocked */
+    bool cut = withdrawn && !r->orphan && !r->loop_owes && r->state == REQ_WORKING;
+    if (cut) {
+        r->cut = true;
+        r->state = REQ_CUT;
+        r->loop_owes = true;
+    }
+    bool left = !cut && !r->orphan;
+    if (!r->orphan)
+        await_answer(h, r);
+    pthread_mutex_unlock(&h->mu);
+    atomic_store(&r->gone, true);
+    if (cut) {
+        h->n_cut++;
+        MHD_resume_connection(r->conn);
+    }
+    return left;
+}
+
 /* Pool thread. A request whose client is gone is not started. */
 static void work_run(struct srv_job *j)
 {
@@ -104,7 +198,9 @@ static void work_run(struct srv_job *j)
     r->stop.yield_arg = r->h->sched;
     q.ws = srv_worker_ws();
     attn_ws_set_stop(q.ws, &r->stop);
+    sess_commit_bind(&r->commit);       /* srv_http_cut may withdraw it */
     api_handle(r->h->ctx, &q, &r->resp);
+    sess_commit_bind(NULL);
     attn_ws_set_stop(q.ws, NULL);
     r->timed_out = r->resp.error == API_ERR_DEADLINE_EXCEEDED && !atomic_load(&r->gone);
 }
@@ -137,13 +233,13 @@ static void work_resume(struct req *r)
      * came back in the bench's alternating base64/v2 rounds. */
     http_body_release(r);
     pthread_mutex_lock(&h->mu);
-    bool orphan = r->orphan;
-    if (!orphan) {
+    bool resume = !r->orphan && !r->cut;    /* cut: answered 503 already */
+    if (resume) {
         r->state = REQ_READY;
         r->loop_owes = true;
     }
     pthread_mutex_unlock(&h->mu);
-    if (!orphan)
+    if (resume)
         MHD_resume_connection(r->conn); /* the MHD thread calls handler() again */
 }
 
@@ -162,6 +258,7 @@ static void work_done(struct srv_job *j)
     struct srv_http *h = r->h;
     bool small = r->fg;
     watch_stop(r);
+    pool_unlink(r);
     pthread_mutex_lock(&h->mu);
     bool orphan = r->orphan;
     r->loop_owes = false;
@@ -175,10 +272,16 @@ static void work_done(struct srv_job *j)
     atomic_fetch_sub(&h->working, 1);
 }
 
-/* Loop thread: onto the pool, with its deadline and hang-up watch. */
+/* Loop thread: onto the pool, with its deadline and hang-up watch (or,
+ * after srv_http_cut, answered 503 draining at once). */
 static void work_queue(struct req *r)
 {
     struct srv_http *h = r->h;
+    if (h->cutting) {
+        cut_unqueued(r);
+        return;
+    }
+    pool_link(r);
     double t = h->cfg->request_timeout_s;
     r->stop.cancel = &r->gone;
     r->stop.start_ns = attn_now_ns();
@@ -192,15 +295,12 @@ static void work_queue(struct req *r)
     srv_sched_push(h->sched, &r->job);
 }
 
-/* Loop thread: queue what the MHD thread suspended; report idleness. */
-void http_async_cb(uv_async_t *a)
+/* Loop thread: queue what the MHD threads suspended, in arrival order. */
+static void queue_pending(struct srv_http *h)
 {
-    struct srv_http *h = a->data;
     pthread_mutex_lock(&h->mu);
     struct req *list = h->pending;
     h->pending = NULL;
-    bool idle = h->idle_due;
-    h->idle_due = false;
     pthread_mutex_unlock(&h->mu);
     /* reverse into arrival order */
     struct req *fifo = NULL;
@@ -215,9 +315,36 @@ void http_async_cb(uv_async_t *a)
         fifo = r->next;
         work_queue(r);
     }
+}
+
+/* Loop thread: queue what the MHD threads suspended; report idleness. */
+void http_async_cb(uv_async_t *a)
+{
+    struct srv_http *h = a->data;
+    queue_pending(h);
+    pthread_mutex_lock(&h->mu);
+    bool idle = h->idle_due;
+    h->idle_due = false;
+    pthread_mutex_unlock(&h->mu);
     if (idle && h->idle && atomic_load(&h->in_flight) == 0) {
         srv_http_idle_fn fn = h->idle;
         h->idle = NULL;
         fn(h->idle_arg);
     }
+}
+
+size_t srv_http_cut(struct srv_http *h, size_t *left)
+{
+    atomic_store(&h->sealed, true);     /* a body complete from now on: 503 */
+    h->cutting = true;                  /* suspended meanwhile: cut_unqueued */
+    queue_pending(h);
+    *left = 0;
+    for (struct req *r = h->on_pool; r; r = r->pool_next)
+        *left += cut_on_pool(r);
+    return h->n_cut;
+}
+
+size_t srv_http_owed(const struct srv_http *h)
+{
+    return atomic_load(&((struct srv_http *)h)->owed);
 }

@@ -15,9 +15,11 @@
  * it into a snapshot when it has outgrown the last one.
  * Drain (SIGINT/SIGTERM): ctx.draining = 1 (/readyz 503), stop accepting,
  * let in-flight requests finish, write a snapshot, close everything, exit 0;
- * past --drain-timeout with requests still computing: exit 1 at once. A
- * second signal during a drain, the final snapshot or the warm-up exits 1
- * at once as well.
+ * past --drain-timeout, uploads and downloads are cut and, with requests
+ * still computing, those answer 503 draining (server/http_work.c's
+ * srv_http_cut), the snapshot is written once the answers are out (or
+ * CUT_GRACE_MS has passed) and attnd exits 1. A second signal during a
+ * drain, the final snapshot or the warm-up exits 1 at once as well.
  */
 #include "server/loop.h"
 
@@ -52,6 +54,12 @@
 #include "server/worker.h"
 
 #define HOUSEKEEPING_MS 1000
+/* Past --drain-timeout: how long the 503s of the requests still computing
+ * (and the answers of those left to answer) get to leave, looked at every
+ * CUT_POLL_MS. On a local network they leave in well under a millisecond;
+ * a client that reads slowly is cut at the end of it. */
+#define CUT_GRACE_MS 2000
+#define CUT_POLL_MS 10
 
 struct proc {
     uv_loop_t loop;
@@ -66,6 +74,7 @@ struct proc {
     uv_handle_t *made[6];           /* the handles made: 3 timers, 3 signals */
     unsigned n_made;
     int exit_code;
+    uint64_t cut_until;             /* uv_now: exit by then (drain timeout) */
     struct srv_config *cfg;
     struct api_ctx ctx;
     struct srv_metrics *metrics;
@@ -288,6 +297,28 @@ static void on_idle(void *arg)
     uv_timer_start(&p->finish_timer, finish_cb, 0, 0);
 }
 
+/* After the cut: the snapshot and exit 1 once the answers owed are out,
+ * or at cut_until. The pool threads may still be running the cut requests,
+ * whose changes can no longer be journaled (core/store.h's sess_commit),
+ * so the snapshot holds only what was journaled; one of them holding its
+ * session's lock (an append being rolled back) delays the snapshot until
+ * it lets go. If the requests end and the answers are out before, finish()
+ * may come first (on_idle): it exits 1 as well (p->exit_code). */
+static void cut_wait_cb(uv_timer_t *t)
+{
+    struct proc *p = t->data;
+    size_t owed = srv_http_owed(p->http);
+    if (owed > 0 && uv_now(&p->loop) < p->cut_until)
+        return;
+    if (owed > 0)
+        srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent in %d ms: cut", owed,
+                     CUT_GRACE_MS);
+    store_save(p);
+    srv_log_msgf("info", "stopped (exit 1)");
+    fflush(stdout);
+    _exit(1);
+}
+
 static void drain_timeout_cb(uv_timer_t *t)
 {
     struct proc *p = t->data;
@@ -298,10 +329,14 @@ static void drain_timeout_cb(uv_timer_t *t)
         finish(p);
         return;
     }
-    srv_log_msgf("error", "drain timeout: %zu request(s) still computing; exiting", busy);
-    store_save(p);
-    fflush(stdout);
-    _exit(1);
+    p->exit_code = 1;
+    size_t left = 0, cut = srv_http_cut(p->http, &left);
+    srv_log_msgf("error", "drain timeout: %zu request(s) still computing: %zu answered 503 "
+                 "draining (nothing of them applied), %zu left to answer for themselves "
+                 "(answering already, or a change of theirs journaled); exiting 1 once "
+                 "answered, in %d ms at most", busy, cut, left, CUT_GRACE_MS);
+    p->cut_until = uv_now(&p->loop) + CUT_GRACE_MS;
+    uv_timer_start(&p->drain_timer, cut_wait_cb, CUT_POLL_MS, CUT_POLL_MS);
 }
 
 static void start_drain(struct proc *p, const char *why)

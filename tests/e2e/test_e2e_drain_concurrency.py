@@ -1,0 +1,178 @@
+"""tests/e2e/test_e2e_drain_concurrency.py — requests still computing when
+--drain-timeout runs out: each is answered 503 draining (JSON, the
+service's error shape) instead of losing its connection, and attnd exits
+1 soon after. Nothing of a cut request is applied: a session attention
+whose k/v append was cut finds the session as it was after a restart from
+--state-dir (the append's journal record is refused once the 503 is
+decided, core/store.h's sess_commit), and the final snapshot does not wait
+for the computation to end.
+
+Each request below computes for seconds on 2 cores (HEADS x ROWS x ROWS
+scores); --drain-timeout is 1 s."""
+import array
+import base64
+import http.client
+import json
+import random
+import signal
+import shutil
+import tempfile
+import threading
+import time
+
+from attnd_proc import Attnd, http_connection
+
+D = 8               # d_k = d_v: small, so the body stays small for its work
+ROWS = 65536        # keys in the session; queries per request
+HEADS = 2
+
+
+def _b64(shape, seed):
+    n = 1
+    for s in shape:
+        n *= s
+    rng = random.Random(seed)
+    a = array.array("f", [0.0]) * n
+    for i in range(0, n, 101):
+        a[i] = rng.uniform(-1, 1)
+    return {"shape": list(shape), "dtype": "float32",
+            "data": base64.b64encode(a.tobytes()).decode()}
+
+
+def _post(port, path, doc, timeout=120):
+    """(status, headers, body) of one POST on its own connection; a dropped
+    connection raises (http.client.RemoteDisconnected, ...)."""
+    c = http_connection(port, timeout=timeout)
+    try:
+        c.request("POST", path, body=json.dumps(doc).encode(),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def _gauge(port, name):
+    c = http_connection(port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _session(a):
+    """A float32 session of ROWS keys (HEADS query heads, one kv head)."""
+    st, _, body = _post(a.port, "/v1/sessions", {"d_k": D, "d_v": D, "heads": HEADS,
+                                                 "kv_heads": 1, "dtype": "float32",
+                                                 "max_tokens": 2 * ROWS})
+    assert st == 201, body
+    sid = json.loads(body)["id"]
+    chunk = 16384
+    for i in range(ROWS // chunk):
+        st, _, body = _post(a.port, f"/v1/sessions/{sid}/kv",
+                            {"k": _b64((chunk, D), i), "v": _b64((chunk, D), 100 + i)})
+        assert st == 200, body
+    return sid
+
+
+def _run_until_cut(a, jobs):
+    """Send each of jobs {name: (path, doc)} on its own connection, SIGTERM
+    once all are on the pool; returns ({name: (status, headers, body)},
+    exit code, seconds from the signal to the exit, logs). A dropped
+    connection is a status "dropped: <exception>"."""
+    got = {}
+
+    def send(name):
+        path, doc = jobs[name]
+        try:
+            got[name] = _post(a.port, path, doc)
+        except (OSError, http.client.HTTPException) as e:
+            got[name] = ("dropped: " + type(e).__name__, {}, b"")
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in jobs]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while _gauge(a.port, "attnd_requests_on_pool") < len(jobs):
+        assert time.monotonic() < deadline, "the requests never reached the pool"
+        assert not got, got
+        time.sleep(0.05)
+    t_sig = time.monotonic()
+    a.signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    rc = a.wait(timeout=60)
+    return got, rc, time.monotonic() - t_sig, a.logs()
+
+
+def _assert_cut(got, logs):
+    for name, (status, headers, body) in got.items():
+        assert status == 503, (name, status, body[:300], logs[-3000:])
+        err = json.loads(body)["error"]
+        assert err["code"] == "draining", (name, err)
+        assert "nothing of it was applied" in err["message"], err
+        assert headers["content-type"].startswith("application/json")
+        assert headers.get("connection", "").lower() == "close"
+    assert "drain timeout" in logs and "answered 503" in logs, logs[-3000:]
+
+
+def _stateless(seed):
+    return ("/v1/attention",
+            {"q": _b64((HEADS, ROWS, D), seed), "k": _b64((HEADS, ROWS, D), seed + 1),
+             "v": _b64((HEADS, ROWS, D), seed + 2), "dtype": "float32",
+             "return": ["output"], "encoding": "base64"})
+
+
+FLAGS = ("--drain-timeout", "1", "--workers", "2", "--max-elements", "64m",
+         "--max-body-bytes", "64m", "--request-timeout", "600", "--max-tokens", str(2 * ROWS))
+
+
+def test_stateless_requests_computing_at_the_drain_timeout_get_503():
+    """(Before: their connections closed without an answer.)"""
+    with Attnd(*FLAGS) as a:
+        got, rc, took, logs = _run_until_cut(a, {"one": _stateless(1), "two": _stateless(5)})
+    _assert_cut(got, logs)
+    assert rc == 1, logs[-3000:]
+    assert took < 1 + 5, took             # the drain timeout, then the answers
+
+
+def _length(a, sid):
+    c = http_connection(a.port, timeout=10)
+    try:
+        c.request("GET", f"/v1/sessions/{sid}")
+        r = c.getresponse()
+        body = r.read()
+    finally:
+        c.close()
+    assert r.status == 200, body
+    return json.loads(body)["length"]
+
+
+def test_a_cut_session_request_gets_503_and_its_append_does_not_land():
+    """(Before: the final snapshot waited for the session's computation,
+    which then answered 200 long after the drain timeout, its append
+    journaled.)"""
+    sd = tempfile.mkdtemp(prefix="attnd-drain-cut-")
+    try:
+        with Attnd("--state-dir", sd, *FLAGS) as a:
+            sid = _session(a)
+            assert _length(a, sid) == ROWS
+            append = (f"/v1/sessions/{sid}/attention",
+                      {"q": _b64((HEADS, ROWS, D), 7), "k": _b64((1, D), 8),
+                       "v": _b64((1, D), 9), "return": ["output"], "encoding": "base64"})
+            got, rc, took, logs = _run_until_cut(a, {"append": append,
+                                                     "stateless": _stateless(1)})
+        _assert_cut(got, logs)
+        assert rc == 1, logs[-3000:]
+        assert took < 1 + 5, took
+        assert "sessions saved" in logs                  # the snapshot still written
+        with Attnd("--state-dir", sd, "--max-tokens", str(2 * ROWS)) as b:
+            assert _length(b, sid) == ROWS               # the append did not land
+            assert b.stop() == 0
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
