@@ -268,6 +268,7 @@ static void close_handle(uv_handle_t *h)
 }
 
 static void close_all(struct proc *p);
+static void exit_on_signal(void);
 static void finish_cb(uv_timer_t *t);
 
 static void finish(struct proc *p)
@@ -313,6 +314,7 @@ static void cut_wait_cb(uv_timer_t *t)
     if (owed > 0)
         srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent in %d ms: cut", owed,
                      CUT_GRACE_MS);
+    exit_on_signal();               /* the loop is not turning while it saves */
     store_save(p);
     srv_log_msgf("info", "stopped (exit 1)");
     fflush(stdout);
