@@ -81,8 +81,10 @@
 /* Free a request struct and the body buffer it keeps (NULL: no-op). */
 void http_req_destroy(struct req *r)
 {
-    if (r)
+    if (r) {
         free(r->keep);
+        free(r->text);
+    }
     free(r);
 }
 
@@ -101,8 +103,45 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
-/* api_header_fn over the copied header pointers: safe on a pool thread,
- * because MHD does not touch a suspended connection's headers. */
+/* Copy s to *p; the copy. */
+static const char *put_text(char **p, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *at = *p;
+    memcpy(at, s, n);
+    *p += n;
+    return at;
+}
+
+/* The method, path and headers copied out of MHD's connection memory into
+ * r->text, and pointed at there: a request cut at --drain-timeout is
+ * answered and its connection closed (MHD frees that memory) while its
+ * pool thread may still read them. false: out of memory. */
+static bool copy_texts(struct req *r)
+{
+    size_t need = strlen(r->method) + strlen(r->url) + 2;
+    for (size_t i = 0; i < r->n_hdr; i++)
+        need += strlen(r->hdr[i].name) + strlen(r->hdr[i].value) + 2;
+    if (need > r->text_cap) {
+        size_t cap = (need + 1023) & ~(size_t)1023;
+        char *t = malloc(cap);
+        if (!t)
+            return false;
+        free(r->text);
+        r->text = t;
+        r->text_cap = cap;
+    }
+    char *p = r->text;
+    r->method = put_text(&p, r->method);
+    r->url = put_text(&p, r->url);
+    for (size_t i = 0; i < r->n_hdr; i++) {
+        r->hdr[i].name = put_text(&p, r->hdr[i].name);
+        r->hdr[i].value = put_text(&p, r->hdr[i].value);
+    }
+    return true;
+}
+
+/* api_header_fn over the copied headers: safe on a pool thread. */
 const char *http_req_header(void *arg, const char *name)
 {
     struct req *r = arg;
@@ -525,6 +564,8 @@ static struct req *req_new(struct srv_http *h)
             return NULL;
         r->keep = NULL;
         r->keep_cap = 0;
+        r->text = NULL;
+        r->text_cap = 0;
     }
     memset(r, 0, offsetof(struct req, hdr));
     r->refuse = API_ERR_NONE;
@@ -581,6 +622,10 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_frami
     struct framing f = {.r = r};
     r->n_hdr = 0;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_framing, &f);
+    if (!copy_texts(r)) {
+        *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED, "out of memory");
+        return true;
+    }
     const char *msg = NULL;
     if (f.cl && f.te)
         msg = "Content-Length and Transfer-Encoding together";

@@ -84,7 +84,7 @@ struct srv_http {
 enum req_state { REQ_NEW = 0, REQ_BODY, REQ_WORKING, REQ_READY, REQ_CUT, REQ_ANSWERED };
 
 struct req_header {
-    const char *name, *value;       /* MHD's strings, valid for the request */
+    const char *name, *value;       /* copies in req.text (copy_texts) */
 };
 
 struct req {
@@ -92,8 +92,8 @@ struct req {
     struct MHD_Connection *conn;
     struct srv_rg_conn *rg;         /* its connection's read deadlines, or NULL */
     enum req_state state;
-    const char *method;             /* MHD's string */
-    const char *url;                /* MHD's string, percent-decoded path */
+    const char *method;             /* MHD's string, then its copy in text */
+    const char *url;                /* percent-decoded path: likewise */
     uint64_t t0;                    /* uv_hrtime at the 1st call */
     char *body;                     /* capped buffer */
     size_t len, cap;
@@ -142,6 +142,10 @@ struct req {
      * (outside the budget; at most KEEP_BODY_MAX bytes); set by req_new. */
     char *keep;
     size_t keep_cap;
+    /* method, url and headers copied out of MHD's connection memory
+     * (kept, grown as needed, by a reused struct); set by req_new. */
+    char *text;
+    size_t text_cap;
 };
 
 /* The bytes of r's body: buffered, or taken by its stream. */
