@@ -63,8 +63,6 @@
 #include <microhttpd.h>
 
 #include "api/spare.h"
-#include "core/attn.h"
-#include "core/stop.h"
 
 #include "server/assets.h"
 #include "server/keys.h"
