@@ -159,8 +159,8 @@ static inline uint64_t http_body_size(const struct req *r)
 void http_req_destroy(struct req *r);
 /* An api_request over r's method, path, body and headers (through fn). */
 void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn);
-/* api_header_fn over the copied header pointers: safe on a pool thread,
- * because MHD does not touch a suspended connection's headers. */
+/* api_header_fn over r's headers, copied out of MHD's memory at the 1st
+ * call: safe on a pool thread, even after MHD has closed the connection. */
 const char *http_req_header(void *arg, const char *name);
 
 /* libmicrohttpd's access handler and request-completed callback (the
@@ -173,21 +173,9 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                     enum MHD_RequestTerminationCode toe);
 
 /* server/http_start.c */
-/* MHD's unescape callback: URIs and query arguments as MHD unescapes them,
- * but one that holds %00 is kept as it came. */
-size_t http_unescape(void *cls, struct MHD_Connection *c, char *s);
-/* A connection opened or closed (attnd_connections_open, socket tuning). */
-void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code);
 /* The read deadlines of conn's connection (http_on_connection made them),
  * or NULL. */
 struct srv_rg_conn *http_connection_guard(struct MHD_Connection *conn);
-/* MHD's accept policy: --max-connections-per-ip (server/peers.c), with a
- * warning that names it. */
-enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen);
-/* MHD's error log, as warn lines (its connection-cap message says which
- * cap). */
-void http_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* server/http_body.c */
 /* Grow the buffer to cap bytes (within the budget); false if it cannot. */

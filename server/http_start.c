@@ -53,7 +53,7 @@
  * holds %00 is kept as it came: the access handler gets the URI as a C
  * string, which a decoded NUL would cut short ("/v1/attention%00x" was
  * served as /v1/attention). Left encoded, it names no route: 404. */
-size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
+static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
 {
     (void)cls;
     (void)c;
@@ -64,8 +64,8 @@ size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
 }
 
 /* MHD thread: a connection opened or closed (attnd_connections_open). */
-void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code)
+static void http_on_connection(void *cls, struct MHD_Connection *conn,
+                               void **socket_context, enum MHD_ConnectionNotificationCode code)
 {
     struct srv_http *h = cls;
     bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
@@ -123,7 +123,8 @@ static bool refusal_line_due(struct http_refusals *r, uint64_t *since)
 
 /* MHD's accept policy, before it makes the connection: the per-address
  * cap (server/peers.c). */
-enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr,
+                                          socklen_t addrlen)
 {
     (void)addrlen;
     struct srv_http *h = cls;
@@ -147,7 +148,7 @@ enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr, sockl
 #define MHD_CONN_LIMIT_MSG "Server reached connection limit"
 
 __attribute__((format(printf, 2, 0)))
-void http_mhd_log(void *cls, const char *fmt, va_list ap)
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct srv_http *h = cls;
     char msg[512];
