@@ -176,6 +176,17 @@ size_t api_pieces_read(struct api_pieces *b, void *buf, size_t n);
 void api_pieces_free(struct api_pieces *b);
 
 /*
+ * Where the transport may answer a request (method, path) without the
+ * compute pool: on its own thread, for a probe (GET or HEAD of /healthz,
+ * /readyz, /metrics and v2's health: they read flags and counters, and a
+ * liveness probe must not wait behind a busy pool), or for a POST
+ * /v1/attention whose body is tiny (stateless: its work is bounded by its
+ * body; the transport sets the bound). Anything else goes to the pool.
+ */
+enum api_place { API_PLACE_POOL, API_PLACE_PROBE, API_PLACE_INLINE };
+enum api_place api_route_place(const char *method, const char *path);
+
+/*
  * The route template of a path, as api_handle would label its reply
  * ("/v1/sessions/{id}/kv"; "unmatched" when no route has it); static
  * text. For what the transport counts and logs without the api's answer:

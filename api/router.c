@@ -33,19 +33,25 @@ struct api_route {
      * (api_early_open: api_parse_body_pre); jansson would only have them
      * written back first */
     bool early;
+    enum api_place place;           /* where the transport may answer it */
 };
 
+#define POOL API_PLACE_POOL
 static const struct api_route api_routes[] = {
-    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL, false},
-    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL, false},
-    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL, false},
-    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL, false},
-    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL, true},
+    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL, false, API_PLACE_PROBE},
+    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL, false, API_PLACE_PROBE},
+    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL, false, API_PLACE_PROBE},
+    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL, false, POOL},
+    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL, true, API_PLACE_INLINE},
     {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import,
-     api_sessions_import_open, false},
-    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL, false},
-    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL, false},
+     api_sessions_import_open, false, POOL},
+    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL, false, POOL},
+    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL, false, POOL},
 };
+#undef POOL
+
+/* OIP v2's probes (routed by its subtree, api/v2.c). */
+static const char *const v2_probes[] = {"/v2/health/live", "/v2/health/ready"};
 
 const char *const api_open_paths[] = {
     "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", NULL,
@@ -354,6 +360,22 @@ bool api_route_takes_early(const struct api_request *req)
     const struct api_route *rt = req->path ? route_find(req->path) : NULL;
 
     return rt && rt->early && req->method && (method_bit(req->method) & rt->methods);
+}
+
+enum api_place api_route_place(const char *method, const char *path)
+{
+    const struct api_route *rt = path ? route_find(path) : NULL;
+    bool get = method && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
+    bool post = method && strcmp(method, "POST") == 0;
+
+    if (rt && rt->place == API_PLACE_PROBE)
+        return get ? API_PLACE_PROBE : API_PLACE_POOL;
+    if (rt && rt->place == API_PLACE_INLINE)
+        return post ? API_PLACE_INLINE : API_PLACE_POOL;
+    for (size_t i = 0; path && get && i < sizeof v2_probes / sizeof *v2_probes; i++)
+        if (strcmp(path, v2_probes[i]) == 0)
+            return API_PLACE_PROBE;
+    return API_PLACE_POOL;
 }
 
 const char *api_route_of(const char *path)

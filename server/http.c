@@ -341,25 +341,17 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     return ret;
 }
 
-/* MHD thread: suspend and hand the request to the loop. */
 /*
- * Probes answered on the transport thread: they read a flag or two, and a
- * liveness probe must not queue behind long computations on a busy pool
- * (an orchestrator would restart a healthy, merely busy, replica). So is
- * /metrics (counters under one mutex, tens of microseconds): a scrape must
- * see a busy pool, not wait behind it in its client's queue.
+ * Probes answered on the transport thread (api_route_place): they read a
+ * flag or two, and a liveness probe must not queue behind long
+ * computations on a busy pool (an orchestrator would restart a healthy,
+ * merely busy, replica). So is /metrics (counters under one mutex, tens of
+ * microseconds): a scrape must see a busy pool, not wait behind it in its
+ * client's queue.
  */
 static bool is_probe(const struct req *r)
 {
-    static const char *const probes[] = {
-        "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics",
-    };
-    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
-        return false;
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
-        if (strcmp(r->url, probes[i]) == 0)
-            return true;
-    return false;
+    return api_route_place(r->method, r->url) == API_PLACE_PROBE;
 }
 
 /*
@@ -386,7 +378,7 @@ static bool is_probe(const struct req *r)
 static bool is_tiny_attention(const struct req *r)
 {
     return r->len <= INLINE_MAX_BODY && r->refuse == API_ERR_NONE &&
-           strcmp(r->method, "POST") == 0 && strcmp(r->url, "/v1/attention") == 0;
+           api_route_place(r->method, r->url) == API_PLACE_INLINE;
 }
 
 /* Whether the api refused for a size limit (the pool may answer it). */
@@ -412,6 +404,8 @@ static bool answer_inline(struct req *r)
     return false;
 }
 
+/* MHD thread, the body read: a static file, a probe or a tiny request is
+ * answered here; anything else is suspended and handed to the loop. */
 static enum MHD_Result dispatch(struct req *r)
 {
     const struct srv_asset *a = find_asset(r->method, r->url);

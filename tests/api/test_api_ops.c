@@ -418,6 +418,32 @@ TEST(transport_error)
     ctx.cfg.cors_origins = NULL;
 }
 
+/* Where the transport may answer: probes on its thread for GET and HEAD
+ * only, tiny stateless attention for POST only, the rest on the pool. */
+TEST(route_places)
+{
+    static const struct {
+        const char *method, *path;
+        enum api_place place;
+    } cases[] = {
+        {"GET", "/healthz", API_PLACE_PROBE},      {"HEAD", "/readyz", API_PLACE_PROBE},
+        {"GET", "/metrics", API_PLACE_PROBE},      {"GET", "/v2/health/live", API_PLACE_PROBE},
+        {"HEAD", "/v2/health/ready", API_PLACE_PROBE},
+        {"POST", "/healthz", API_PLACE_POOL},      {"GET", "/v2/health", API_PLACE_POOL},
+        {"POST", "/v1/attention", API_PLACE_INLINE}, {"GET", "/v1/attention", API_PLACE_POOL},
+        {"POST", "/v1/sessions", API_PLACE_POOL},  {"GET", "/v1/info", API_PLACE_POOL},
+        {"POST", "/v2/models/attention/infer", API_PLACE_POOL},
+        {"GET", "/nowhere", API_PLACE_POOL},       {NULL, NULL, API_PLACE_POOL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        enum api_place got = api_route_place(cases[i].method, cases[i].path);
+        CHECK_EQ_INT((int)got, (int)cases[i].place);
+        if (got != cases[i].place)
+            printf("  %s %s\n", cases[i].method ? cases[i].method : "(null)",
+                   cases[i].path ? cases[i].path : "(null)");
+    }
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -434,5 +460,6 @@ int main(void)
     RUN(auth_on);
     RUN(auth_off);
     RUN(transport_error);
+    RUN(route_places);
     TEST_MAIN_END();
 }
