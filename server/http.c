@@ -10,7 +10,9 @@
  * connections it accepted, and everything they share (spare request, body
  * budget, pending list, metrics, log) is atomic or under a mutex. Finished
  * request bodies go to the libuv loop (uv_async), which queues them on the
- * work pool and resumes the connection when the answer is ready; tiny
+ * work pool; the pool thread that computed the answer resumes the
+ * connection (server/http_work.c; the loop only when --drain-timeout cuts
+ * a request short); tiny
  * POST /v1/attention requests are answered on the MHD thread instead
  * (answer_inline, bounded by body and response size). Poll mode, not
  * epoll: MHD's epoll mode keeps a half-closed partial request until the

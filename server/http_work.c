@@ -29,8 +29,9 @@
  * for the peer's close (EPOLLRDHUP through uv_poll) from the moment it is
  * queued until its answer is ready, and sets r->gone, which the
  * computation reads at its next piece (core/stop.h). The watcher is freed
- * by its close callback; it forgets the request before the request can be
- * resumed (and freed), both on the loop thread.
+ * by its close callback. The loop stops it in work_done, after the pool
+ * thread has resumed the connection; the request stays allocated until
+ * then (loop_owes).
  */
 struct watch {
     uv_poll_t poll;
