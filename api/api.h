@@ -93,7 +93,6 @@ struct api_response {
                                        NULL), or NULL; api_response_free frees it */
     struct api_header headers[API_MAX_HEADERS];
     size_t n_headers;
-    bool drain_after;               /* unused by api; server may set */
 };
 
 /*

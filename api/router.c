@@ -263,7 +263,6 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     resp->body_len = 0;
     resp->content_type = NULL;
     resp->n_headers = 0;
-    resp->drain_after = false;
     resp->status = 500;
     resp->error = API_ERR_NONE;
     resp->route = "unmatched";

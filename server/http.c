@@ -227,7 +227,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (size_t i = 0; i < resp->n_headers && i < API_MAX_HEADERS; i++)
         MHD_add_response_header(mr, resp->headers[i].name, resp->headers[i].value);
-    if (atomic_load(&r->h->quiesced) || resp->drain_after)
+    if (atomic_load(&r->h->quiesced))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     MHD_add_response_header(mr, "X-Request-Id", r->id);
     r->error = resp->error;
