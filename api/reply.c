@@ -145,8 +145,13 @@ static void reply_json(struct api_call *c, int status, json_t *body,
         reply_internal_static(c);
         return;
     }
-    text = json_dumps(body, JSON_COMPACT);
+    struct api_buf b;
+    size_t len;
+    api_buf_init(&b, SIZE_MAX / 2);     /* bounded by the tree built */
+    api_write_json(&b, body);           /* reals shortest, unlike json_dumps */
     json_decref(body);
+    text = api_buf_ok(&b) ? api_buf_take(&b, &len) : NULL;
+    api_buf_free(&b);
     if (!text) {
         reply_internal_static(c);
         return;
@@ -156,7 +161,7 @@ static void reply_json(struct api_call *c, int status, json_t *body,
     c->resp->error = error;
     c->resp->content_type = "application/json";
     c->resp->body = text;
-    c->resp->body_len = strlen(text);
+    c->resp->body_len = len;
 }
 
 void api_reply_json(struct api_call *c, int status, json_t *body)

@@ -58,10 +58,15 @@ bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
 
 bool api_write_string(struct api_buf *b, const char *s)
 {
+    return api_write_string_n(b, s, strlen(s));
+}
+
+bool api_write_string_n(struct api_buf *b, const char *s, size_t n)
+{
     static const char hex[] = "0123456789abcdef";
 
     api_buf_putc(b, '"');
-    for (; *s; s++) {
+    for (const char *e = s + n; s < e; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\') {
             api_buf_putc(b, '\\');
@@ -401,4 +406,53 @@ bool api_write_attention(struct api_buf *b, const struct api_attention_view *v)
     write_meta(b, v);
     api_buf_putc(b, '}');
     return api_buf_ok(b);
+}
+
+/* ---- a jansson tree, its reals shortest ----------------------------------- */
+
+bool api_write_json(struct api_buf *b, const json_t *v)
+{
+    char num[API_NUM_MAX];
+    const char *key;
+    json_t *m;
+    size_t i, n = 0;
+
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        api_buf_putc(b, '{');
+        json_object_foreach((json_t *)(uintptr_t)v, key, m) {
+            if (n++)
+                api_buf_putc(b, ',');
+            api_write_string(b, key);
+            api_buf_putc(b, ':');
+            api_write_json(b, m);
+        }
+        return api_buf_putc(b, '}');
+    case JSON_ARRAY:
+        api_buf_putc(b, '[');
+        for (i = 0; i < json_array_size(v); i++) {
+            if (i)
+                api_buf_putc(b, ',');
+            api_write_json(b, json_array_get(v, i));
+        }
+        return api_buf_putc(b, ']');
+    case JSON_STRING:
+        return api_write_string_n(b, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+        return api_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    case JSON_REAL:
+        n = api_dtoa_f64(num, json_real_value(v));
+        /* a real stays a real to a reader that tells them apart, as
+         * jansson writes it: 600.0, not 600 */
+        if (strspn(num, "-0123456789") == n)
+            memcpy(num + n, ".0", 3), n += 2;
+        return api_buf_append(b, num, n);
+    case JSON_TRUE:
+        return api_buf_puts(b, "true");
+    case JSON_FALSE:
+        return api_buf_puts(b, "false");
+    case JSON_NULL:
+    default:
+        return api_buf_puts(b, "null");
+    }
 }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "api/buf.h"
 #include "api/half.h"
 #include "core/attn.h"
@@ -54,8 +56,16 @@ size_t api_dtoa_digits(char *out, bool neg, uint64_t f, int e);
 bool api_write_number(struct api_buf *b, enum attn_dtype dt, const void *p,
                       int digits);
 
-/* Append a JSON string literal (quoted, escaped) of NUL-terminated s. */
+/* Append a JSON string literal (quoted, escaped) of NUL-terminated s, or
+ * of the n bytes at s (NULs escaped). */
 bool api_write_string(struct api_buf *b, const char *s);
+bool api_write_string_n(struct api_buf *b, const char *s, size_t n);
+
+/* Append the JSON text of a jansson value as json_dumps(JSON_COMPACT)
+ * would, but each real as its shortest round-trip text (jansson prints 17
+ * significant digits: 0.1 as 0.10000000000000001), with ".0" after one
+ * that would read as an integer. Objects keep their members' order. */
+bool api_write_json(struct api_buf *b, const json_t *v);
 
 /*
  * Append a row-major matrix of dtype dt with the given rank (1..4) and shape
