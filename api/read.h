@@ -26,6 +26,7 @@
 #include "api/numread.h"
 #include "api/write.h"
 #include "core/attn.h"
+#include "core/kv.h"
 
 /* Longest JSON pointer a reader reports (longer ones are truncated). */
 #define API_PATH_MAX 128
@@ -252,6 +253,14 @@ bool api_read_window(struct api_call *c, const json_t *v, const char *path,
 /* A positive number; absent -> 0 (off). */
 bool api_read_softcap(struct api_call *c, const json_t *v, const char *path,
                       double *softcap);
+
+/* A session's kv_dtype, how its cache stores K and V: "float32",
+ * "float16", "bfloat16" or "int8" (float32 math), only "float64" for a
+ * float64 session; absent -> the session's own (float16 / bfloat16 rows
+ * for those wire dtypes, else its dtype). /v1/sessions and OIP v2's
+ * sequence_start read it. */
+bool api_read_kv_dtype(struct api_call *c, const json_t *v, const char *path,
+                       enum attn_dtype dtype, enum api_half half, enum kv_store *out);
 
 /* Members "softmax" and "sink_logit" of obj (at prefix) into p: sink_logit
  * a finite number or [heads] of them (*sinks malloc'd, p->sink_logits

@@ -5,8 +5,10 @@
  * frequency scaling. Each reader turns a jansson value into the fields of
  * struct attn_params / attn_request that core/attn.h defines and answers
  * every bad value with a 422 naming its JSON pointer, before anything is
- * computed. Integer arrays (positions, segments) are [n] / [L] or, with a
- * batch, [B][n] / [B][L]; a [n] array is shared by every batch element.
+ * computed; also a session's kv_dtype (/v1/sessions and OIP v2's
+ * sequence_start). Integer arrays (positions, segments) are [n] / [L] or,
+ * with a batch, [B][n] / [B][L]; a [n] array is shared by every batch
+ * element.
  *
  * Integers here are exact JSON integers (or integral reals, see get_int)
  * with |x| <= 2^53: positions and window sizes are added and subtracted in
@@ -359,6 +361,36 @@ bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
     }
     p->sink_logit = (*sinks)[0];
     p->sink_logits = *sinks;
+    return true;
+}
+
+bool api_read_kv_dtype(struct api_call *c, const json_t *v, const char *path,
+                       enum attn_dtype dtype, enum api_half half, enum kv_store *out)
+{
+    static const char *const names[] = {"float32", "float16", "bfloat16", "int8", NULL};
+    const char *s = json_string_value(v);
+    int i;
+
+    *out = half == API_HALF_F16 ? KV_STORE_F16
+           : half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
+    if (!v)
+        return true;
+    if (dtype == ATTN_F64) {
+        if (s && strcmp(s, "float64") == 0)
+            return true;
+        api_fail(c, API_ERR_INVALID_FIELD, path,
+                 "a float64 session keeps a float64 cache: expected \"float64\"");
+        return false;
+    }
+    for (i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            break;
+    if (!s || !names[i]) {
+        api_fail(c, API_ERR_INVALID_FIELD, path,
+                 "expected \"float32\", \"float16\", \"bfloat16\" or \"int8\"");
+        return false;
+    }
+    *out = (enum kv_store)i;    /* names[] follows enum kv_store for float32 caches */
     return true;
 }
 

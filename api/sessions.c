@@ -284,38 +284,6 @@ static bool read_ttl(struct api_call *c, const json_t *body, double *ttl)
     return true;
 }
 
-/* kv_dtype: how the cache stores rows; default the session's dtype. A
- * float64 session keeps float64 rows. */
-static bool read_kv_dtype(struct api_call *c, const json_t *v, const struct sess_spec *sp,
-                          enum kv_store *out)
-{
-    static const char *const names[] = {"float32", "float16", "bfloat16", "int8", NULL};
-    const char *s = json_string_value(v);
-    int i;
-
-    *out = sp->half == API_HALF_F16 ? KV_STORE_F16
-           : sp->half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
-    if (!v)
-        return true;
-    if (sp->params.dtype == ATTN_F64) {
-        if (s && strcmp(s, "float64") == 0)
-            return true;
-        api_fail(c, API_ERR_INVALID_FIELD, "/kv_dtype",
-                 "a float64 session keeps a float64 cache: expected \"float64\"");
-        return false;
-    }
-    for (i = 0; s && names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            break;
-    if (!s || !names[i]) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/kv_dtype",
-                 "expected \"float32\", \"float16\", \"bfloat16\" or \"int8\"");
-        return false;
-    }
-    *out = (enum kv_store)i;    /* names[] follows enum kv_store for float32 caches */
-    return true;
-}
-
 static bool read_create(struct api_call *c, const json_t *body,
                         struct create_req *cr)
 {
@@ -343,7 +311,8 @@ static bool read_create(struct api_call *c, const json_t *body,
                                member(body, "max_tokens") != NULL))
         return false;
     sp->half = c->half;
-    if (!read_kv_dtype(c, member(body, "kv_dtype"), sp, &sp->kv_store))
+    if (!api_read_kv_dtype(c, member(body, "kv_dtype"), "/kv_dtype", p->dtype, c->half,
+                           &sp->kv_store))
         return false;
     if (!given)
         p->scale = attn_default_scale(sp->shape.d_k);
