@@ -18,18 +18,26 @@
 
 bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_window *w)
 {
-    if (!api_read_window(c, v, "/window", w))
-        return false;
+    return api_read_window(c, v, "/window", w) && api_roll_check_window(c, w, "/window", "");
+}
+
+bool api_roll_check_window(struct api_call *c, const struct attn_window *w, const char *prefix,
+                           const char *spell)
+{
+    char path[API_PATH_MAX], name[32];
+
     if (!w->on)
         return true;
     if (w->right >= 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/window/right",
-                 "a rolling session is causal: \"right\" does not apply");
+        snprintf(name, sizeof name, "%sright", spell);
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, prefix, name),
+                 "a rolling session is causal: \"%s\" does not apply", name);
         return false;
     }
     if (w->left < 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/window/left",
-                 "a rolling session needs \"left\" (the rows before each query it sees)");
+        snprintf(name, sizeof name, "%sleft", spell);
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, prefix, name),
+                 "a rolling session needs \"%s\" (the rows before each query it sees)", name);
         return false;
     }
     return true;
@@ -99,21 +107,32 @@ bool api_roll_check_query(struct api_call *c, const struct sess *s, const json_t
                  (long long)sp->window.sinks);
         return false;
     }
-    if (causal && !json_is_null(causal) && q->causal != ATTN_CAUSAL_BOTTOM_RIGHT) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/causal",
+    return api_roll_check_pass(c, s, causal && !json_is_null(causal), q->causal, q->n, m,
+                               "/causal", "/q");
+}
+
+bool api_roll_check_pass(struct api_call *c, const struct sess *s, bool causal_given,
+                         enum attn_causal causal, size_t n, size_t m, const char *causal_path,
+                         const char *q_path)
+{
+    const struct sess_spec *sp = sess_spec(s);
+    if (!sp->window.on)
+        return true;
+    if (causal_given && causal != ATTN_CAUSAL_BOTTOM_RIGHT) {
+        api_fail(c, API_ERR_INVALID_FIELD, causal_path,
                  "a rolling session is causal (bottom-right): send true or leave it out");
         return false;
     }
     struct sess_held h;
     sess_held_rows(s, &h);
-    if (h.from <= sess_reach(s, q->n, m))
+    if (h.from <= sess_reach(s, n, m))
         return true;
     char held[128];
     size_t end = h.length + m, most = end - (size_t)sp->window.left - h.from;
     held_text(held, sizeof held, &h);
-    api_fail(c, API_ERR_LENGTH_CONFLICT, "/q",
+    api_fail(c, API_ERR_LENGTH_CONFLICT, q_path,
              "the session holds %s: %zu query rows after appending %zu would reach back "
-             "past row %zu (window left %lld); send at most %zu query rows", held, q->n, m,
+             "past row %zu (window left %lld); send at most %zu query rows", held, n, m,
              h.from, (long long)sp->window.left, most);
     return false;
 }

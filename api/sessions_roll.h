@@ -25,6 +25,14 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
 bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
                            size_t max_tokens, bool given);
 
+/* A window read for a rolling session (w->on; nothing to check when off):
+ * "left" required, no "right" (422 at prefix/<spell>left or
+ * prefix/<spell>right, the message naming it). /v1 spells them "left" and
+ * "right" under "/window" (spell ""), OIP v2's sequence_start
+ * "window_left" and "window_right" under "/parameters" (spell "window_"). */
+bool api_roll_check_window(struct api_call *c, const struct attn_window *w, const char *prefix,
+                           const char *spell);
+
 /* "window" and "held" added to a session object or a GET kv answer
  * (rolling sessions only; nothing otherwise). */
 void api_roll_describe(json_t *obj, const struct sess_spec *sp, const struct sess_held *h);
@@ -35,6 +43,15 @@ void api_roll_describe(json_t *obj, const struct sess_spec *sp, const struct ses
  * the session does not roll. */
 bool api_roll_check_query(struct api_call *c, const struct sess *s, const json_t *body,
                           const struct sess_query *q, size_t m);
+
+/* The part of api_roll_check_query that does not read the body: causal
+ * (causal_given: the request sent one) bottom-right, else 422 at
+ * causal_path; n query rows after appending m reach only held rows, else
+ * 409 length_conflict at q_path. OIP v2's sequences call it with their
+ * own paths. */
+bool api_roll_check_pass(struct api_call *c, const struct sess *s, bool causal_given,
+                         enum attn_causal causal, size_t n, size_t m, const char *causal_path,
+                         const char *q_path);
 
 /* 409 length_conflict at /length unless a truncate to length keeps the
  * rows the window needs. */
