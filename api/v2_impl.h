@@ -2,8 +2,10 @@
  * api/v2_impl.h — what the files of the Open Inference Protocol v2 share
  * (api/v2.c routes and describes the model, api/v2_tensor.c reads input
  * tensors, api/v2_infer.c runs one inference request, api/v2_seq.c maps
- * sequence ids onto sessions): the model's input slots, the state of one
- * inference request, and the functions that cross between those files.
+ * sequence ids onto sessions, api/v2_fixed.c compares what a later request
+ * of a sequence repeats with what its start fixed): the model's input
+ * slots, the state of one inference request, and the functions that cross
+ * between those files.
  */
 #ifndef ATTND_API_V2_IMPL_H
 #define ATTND_API_V2_IMPL_H
@@ -90,7 +92,8 @@ struct v2_infer {
     enum attn_empty_rows empty_rows;
     double *slopes;                 /* malloc'd ALiBi slopes or NULL */
     double *sinks;                  /* per-head sink logits (malloc'd) or NULL */
-    struct attn_window window;
+    struct attn_window window;      /* window_*: a sequence_start's rolls */
+    enum kv_store kv_store;         /* kv_dtype (sequence_start), or its default */
     struct api_seqs seqs;           /* positions and segments, owned */
     unsigned outputs, binary;       /* V2_BIT(output index) selected / binary */
     int order[V2_NOUT], n_order;    /* the selected output indexes, in the order asked */
@@ -116,17 +119,21 @@ static inline const json_t *member(const json_t *obj, const char *key)
 void api_v2_infer(struct api_call *c);
 
 /* The options of current models (api/v2_model.c): parameters softcap,
- * window_left, window_right, window_sinks and rope_* (api_read_rope_flat),
- * the input sink_logits; fixed_too: the session-fixed ones too. */
+ * window_left, window_right, window_sinks, rope_* (api_read_rope_flat) and
+ * kv_dtype (sequences only), the input sink_logits. */
 bool api_v2_read_model(struct api_call *c, struct v2_infer *x,
-                       const struct attn_shape *s, bool fixed_too);
+                       const struct attn_shape *s);
 /* Inputs positions_q/k and segments_q/k ([n] or [B,n]; [L] or [B,L]) into
  * x->seqs. */
 bool api_v2_read_seqs(struct api_call *c, struct v2_infer *x,
                       const struct attn_shape *s);
-/* Refuse (invalid_field) what only sequence_start may set: softcap, the
- * rope_dims / rope_scaling parameters, the input sink_logits. */
-bool api_v2_refuse_fixed_model(struct api_call *c, const struct v2_infer *x);
+/* A later request of the held sequence x->sess, its fixed settings read
+ * as a start reads them (x->p, x->window, x->kv_store; in: its bias
+ * inputs): each one it sends must mean what the start fixed (400
+ * invalid_field at the first that does not, naming the sequence's value).
+ * (api/v2_fixed.c) */
+bool api_v2_check_fixed(struct api_call *c, const struct v2_infer *x,
+                        const struct attn_inputs *in);
 /* Refuse positions and segments inputs in a sequence (start or not). */
 bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x);
 

@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "api/read.h"
+#include "api/sessions_roll.h"
 #include "api/spare.h"
 #include "api/write.h"
 
@@ -220,7 +221,9 @@ static bool shape_stateless(struct api_call *c, struct v2_infer *x,
     return true;
 }
 
-/* q [h,n,d_k], optional k, v [h_kv,m,d] against a held session -> s, m. */
+/* q [h,n,d_k], optional k, v [h_kv,m,d] against a held session -> s, m;
+ * s->L is the rows held after appending (a rolling session's, not its
+ * length). */
 static bool shape_session(struct api_call *c, struct v2_infer *x,
                           struct attn_shape *s, size_t *m)
 {
@@ -252,7 +255,7 @@ static bool shape_session(struct api_call *c, struct v2_infer *x,
         if (a != sp->shape.h_kv || n != *m || cc != sp->shape.d_v)
             return shape_fail(c, v, "v must match k's rows and the sequence's d_v");
     }
-    if (!core_add(sess_length(x->sess), *m, &s->L)) {
+    if (!core_add(kv_held(sess_cache(x->sess)), *m, &s->L)) {   /* as sess_request */
         api_fail(c, API_ERR_LIMIT_EXCEEDED, NULL, NULL);
         return false;
     }
@@ -324,39 +327,13 @@ static const char *const v2_params_allowed[] = {
     "softcap", "window_left", "window_right", "window_sinks", "rope_dims",
     "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-    "rope_attention_factor", "rope_truncate", NULL,
+    "rope_attention_factor", "rope_truncate", "kv_dtype", NULL,
 };
 
-/* Options fixed by a session may only come with its start. */
-static bool refuse_fixed(struct api_call *c, struct v2_infer *x)
-{
-    static const char *const fixed[] = {"softmax", "sink_logit", "scale",
-                                        "alibi", "rope_base", "rope_pairs"};
-    static const enum v2_slot biases[] = {V2_BQ, V2_BK, V2_BV};
-    char path[API_PATH_MAX];
-    size_t i;
-
-    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (member(x->params, fixed[i])) {
-            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
-                     "/parameters", fixed[i]), "%s is fixed at sequence_start",
-                     fixed[i]);
-            return false;
-        }
-    for (i = 0; i < 3; i++)
-        if (x->t[biases[i]].present) {
-            api_pointer_index(path, sizeof path, "/inputs", x->t[biases[i]].index);
-            api_fail(c, API_ERR_INVALID_FIELD, path, "%s is fixed at sequence_start",
-                     api_v2_slot_names[biases[i]]);
-            return false;
-        }
-    return api_v2_refuse_fixed_model(c, x);
-}
-
-/* Per-pass options (every request) and session-fixed ones (stateless and
- * sequence_start): softmax, scale, alibi, rope. */
+/* Per-pass options and the session-fixed softmax, scale and alibi (read
+ * on every request: a sequence's later ones are compared with its start). */
 static bool read_options(struct api_call *c, struct v2_infer *x,
-                         const struct attn_shape *s, bool fixed_too)
+                         const struct attn_shape *s)
 {
     json_t *empty = NULL;
     const json_t *params = x->params;
@@ -370,8 +347,6 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
                              "/parameters/empty_rows", &x->empty_rows) ||
         !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms"))
         return false;
-    if (!fixed_too)
-        return true;
     x->p.dtype = x->dt;
     /* the input sink_logits stands for the parameter (api/v2_model.c) */
     if (!params || sinks)
@@ -790,7 +765,8 @@ static enum core_status make_named(struct api_call *c, struct v2_infer *x,
 }
 
 /* sequence_start: a new session from this request's shapes and options,
- * named after the sequence id (replacing an older one). */
+ * named after the sequence id (replacing an older one); its window_* make
+ * it a rolling session (api_roll_check_window checked them). */
 static bool sequence_create(struct api_call *c, struct v2_infer *x,
                             const struct attn_request *r,
                             const struct attn_inputs *in)
@@ -809,8 +785,8 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
     sp.bias_k_heads = in->bias_k ? in->bias_k_heads : 0;
     sp.bias_v_heads = in->bias_v ? in->bias_v_heads : 0;
     sp.half = x->half;
-    sp.kv_store = x->half == API_HALF_F16 ? KV_STORE_F16
-                  : x->half == API_HALF_BF16 ? KV_STORE_BF16 : KV_STORE_SAME;
+    sp.kv_store = x->kv_store;
+    sp.window = x->window;          /* on: a rolling session, as /v1's "window" */
     if ((st = make_named(c, x, &sp)) == CORE_EEXIST) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, "/parameters/sequence_id",
                  "other requests are starting this sequence at the same "
@@ -825,7 +801,34 @@ static bool sequence_create(struct api_call *c, struct v2_infer *x,
     return true;
 }
 
-/* Shapes, options, the attn_request, then the pass. */
+/* A pass against the held session: a rolling one's causal and how far
+ * back the query reaches are checked as /v1 checks them, and r becomes
+ * the request the session makes of it (sess_request: a rolling session's
+ * causal and window replace the request's). */
+static bool session_pass(struct api_call *c, struct v2_infer *x, struct attn_request *r,
+                         size_t m)
+{
+    struct sess_query q = {
+        .n = r->shape.n, .causal = r->causal, .empty_rows = r->empty_rows,
+        .attn_bias = r->attn_bias, .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
+        .mask_heads = r->mask_heads, .outputs = r->outputs, .window = r->window,
+    };
+    char qp[API_PATH_MAX];
+
+    api_pointer_index(qp, sizeof qp, "/inputs", x->t[V2_Q].index);
+    if (!api_roll_check_pass(c, x->sess, member(x->params, "causal") != NULL, r->causal,
+                             r->shape.n, m, "/parameters/causal", qp))
+        return false;
+    if (sess_request(x->sess, &q, m, r) != CORE_OK) {
+        api_fail(c, API_ERR_LIMIT_EXCEEDED, "/inputs", "the cache would be too long");
+        return false;
+    }
+    return true;
+}
+
+/* Shapes, options, the attn_request, then the pass. A later request of a
+ * sequence reads the session-fixed options as a start does, to compare
+ * them with the start's (api_v2_check_fixed). */
 static void infer_compute(struct api_call *c, struct v2_infer *x)
 {
     struct attn_request r;
@@ -838,24 +841,30 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     if (stateless_shape ? !shape_stateless(c, x, &r.shape)
                         : !shape_session(c, x, &r.shape, &m))
         return;
-    if (stateless_shape) {
-        if (!bias_heads(c, &x->t[V2_BQ], r.shape.d_k, r.shape.h, &in.bias_q_heads) ||
-            !bias_heads(c, &x->t[V2_BK], r.shape.d_k, r.shape.h_kv, &in.bias_k_heads) ||
-            !bias_heads(c, &x->t[V2_BV], r.shape.d_v, r.shape.h_kv, &in.bias_v_heads))
-            return;
-        m = r.shape.L;
-    } else if (!refuse_fixed(c, x)) {
+    if (!bias_heads(c, &x->t[V2_BQ], r.shape.d_k, r.shape.h, &in.bias_q_heads) ||
+        !bias_heads(c, &x->t[V2_BK], r.shape.d_k, r.shape.h_kv, &in.bias_k_heads) ||
+        !bias_heads(c, &x->t[V2_BV], r.shape.d_v, r.shape.h_kv, &in.bias_v_heads))
         return;
-    }
+    if (stateless_shape)
+        m = r.shape.L;
     if (!score_heads(c, x, &x->t[V2_AB], &r.shape, &r.attn_bias_heads) ||
         !score_heads(c, x, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
-        !read_options(c, x, &r.shape, stateless_shape) ||
-        !api_v2_read_model(c, x, &r.shape, stateless_shape) ||
+        !read_options(c, x, &r.shape) ||
+        !api_v2_read_model(c, x, &r.shape) ||
         (x->seq ? !api_v2_refuse_seqs(c, x) : !api_v2_read_seqs(c, x, &r.shape)) ||
         !api_v2_read_extras_params(c, x) ||
         !read_outputs(c, x, member(x->hdr, "outputs")) ||
         !api_v2_extras_outputs(c, x, &r.outputs) ||
         !api_v2_extras_check(c, x, &r.shape))
+        return;
+    in.q = x->t[V2_Q].data;
+    in.k = x->t[V2_K].data;
+    in.v = x->t[V2_V].data;
+    in.bias_q = x->t[V2_BQ].data;
+    in.bias_k = x->t[V2_BK].data;
+    in.bias_v = x->t[V2_BV].data;
+    if ((x->seq_start && !api_roll_check_window(c, &x->window, "/parameters", "window_")) ||
+        (x->sess && !api_v2_check_fixed(c, x, &in)))
         return;
     r.window = x->window;
     api_seqs_request(&x->seqs, &r);
@@ -864,12 +873,6 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     r.empty_rows = x->empty_rows;
     r.attn_bias = x->t[V2_AB].data;
     r.mask = x->t[V2_MASK].data;
-    in.q = x->t[V2_Q].data;
-    in.k = x->t[V2_K].data;
-    in.v = x->t[V2_V].data;
-    in.bias_q = x->t[V2_BQ].data;
-    in.bias_k = x->t[V2_BK].data;
-    in.bias_v = x->t[V2_BV].data;
     if (x->seq_start) {
         enum core_status st = api_extras_check_request(&r);
         if (st != CORE_OK) {
@@ -878,8 +881,9 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
         }
         if (!sequence_create(c, x, &r, &in))
             return;
-        r.params = sess_spec(x->sess)->params;
     }
+    if (x->sess && !session_pass(c, x, &r, m))
+        return;
     run(c, x, &r, &in, m);
 }
 

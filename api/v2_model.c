@@ -5,8 +5,9 @@
  * window_right, window_sinks, rope_base, rope_pairs, rope_dims,
  * rope_scaling (the type) and rope_<parameter>; arrays travel as inputs:
  * sink_logits [h] (FP32/FP64), positions_q / segments_q [n] or [B,n] and
- * positions_k / segments_k [L] or [B,L] (INT32/INT64). Values are checked
- * as /v1 checks them, with errors at the parameter or input at fault.
+ * positions_k / segments_k [L] or [B,L] (INT32/INT64); and a sequence's
+ * kv_dtype. Values are checked as /v1 checks them, with errors at the
+ * parameter or input at fault.
  */
 #include "api/v2_impl.h"
 
@@ -86,41 +87,28 @@ static bool read_sinks(struct api_call *c, struct v2_infer *x, size_t h)
     return true;
 }
 
-bool api_v2_read_model(struct api_call *c, struct v2_infer *x,
-                       const struct attn_shape *s, bool fixed_too)
+/* kv_dtype: how a sequence's session stores K and V (/v1/sessions'
+ * reader); nothing else keeps a cache. */
+static bool read_kv_dtype(struct api_call *c, struct v2_infer *x)
 {
-    if (!read_window(c, x))
-        return false;
-    if (!fixed_too)
-        return true;
-    return api_read_softcap(c, member(x->params, "softcap"), "/parameters/softcap",
-                            &x->p.softcap) &&
-           api_read_rope_flat(c, x->params, "/parameters", s->d_k, &x->p) &&
-           read_sinks(c, x, s->h);
-}
+    const json_t *v = member(x->params, "kv_dtype");
 
-bool api_v2_refuse_fixed_model(struct api_call *c, const struct v2_infer *x)
-{
-    static const char *const fixed[] = {"softcap", "rope_dims", "rope_scaling",
-        "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
-        "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-        "rope_attention_factor", "rope_truncate"};
-    char p[API_PATH_MAX];
-    size_t i;
-
-    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (member(x->params, fixed[i])) {
-            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p,
-                     "/parameters", fixed[i]), "%s is fixed at sequence_start",
-                     fixed[i]);
-            return false;
-        }
-    if (x->t[V2_SINKS].present) {
-        api_fail(c, API_ERR_INVALID_FIELD, input_path(p, &x->t[V2_SINKS], ""),
-                 "sink_logits is fixed at sequence_start");
+    if (v && !x->seq) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/kv_dtype", "kv_dtype is how a "
+                 "sequence's session stores K and V: it needs a sequence_id");
         return false;
     }
-    return true;
+    return api_read_kv_dtype(c, v, "/parameters/kv_dtype", x->dt, x->half, &x->kv_store);
+}
+
+bool api_v2_read_model(struct api_call *c, struct v2_infer *x,
+                       const struct attn_shape *s)
+{
+    return read_window(c, x) &&
+           api_read_softcap(c, member(x->params, "softcap"), "/parameters/softcap",
+                            &x->p.softcap) &&
+           api_read_rope_flat(c, x->params, "/parameters", s->d_k, &x->p) &&
+           read_sinks(c, x, s->h) && read_kv_dtype(c, x);
 }
 
 bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x)

@@ -357,7 +357,9 @@ def test_sequence_errors(attnd):
     v2_error(attnd.post(INFER, body), 400)                                 # start without id
     assert attnd.post(INFER, seq_body("e1", Q, K, V, sequence_start=True)).status == 200
     err = v2_error(attnd.post(INFER, seq_body("e1", Q, scale=2.0)), 400)    # fixed at start
-    assert "scale" in err
+    assert "/parameters/scale" in err and "is 0.5" in err                  # the sequence's
+    r = attnd.post(INFER, seq_body("e1", Q, scale=0.5, softmax="standard"))  # the same again
+    assert r.status == 200, r
     v2_error(attnd.post(INFER, seq_body("e1", [[1.0, 2.0]])), 400)         # wrong d_k
     assert attnd.post(INFER, seq_body("e1", Q, sequence_end=True)).status == 200
 

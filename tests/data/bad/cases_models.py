@@ -161,6 +161,11 @@ V2_QKV = [{"name": "q", "shape": [1, 2], "datatype": "FP64", "data": [1, 0]},
 for name, body in [
     ("softcap_zero", {"inputs": V2_QKV, "parameters": {"softcap": 0}}),
     ("window_left_negative", {"inputs": V2_QKV, "parameters": {"window_left": -1}}),
+    ("kv_dtype_without_sequence", {"inputs": V2_QKV, "parameters": {"kv_dtype": "float16"}}),
+    ("kv_dtype_int4", {"inputs": V2_QKV, "parameters": {
+        "sequence_id": "bad-kv", "sequence_start": True, "kv_dtype": "int4"}}),
+    ("window_right_at_sequence_start", {"inputs": V2_QKV, "parameters": {
+        "sequence_id": "bad-roll", "sequence_start": True, "window_left": 1, "window_right": 0}}),
     ("rope_dims_odd", {"inputs": V2_QKV, "parameters": {"rope_dims": 3}}),
     ("rope_scaling_unknown", {"inputs": V2_QKV, "parameters": {"rope_scaling": "dynamic"}}),
     ("rope_factor_without_scaling", {"inputs": V2_QKV, "parameters": {"rope_factor": 2}}),
