@@ -308,7 +308,7 @@ static bool read_create(struct api_call *c, const json_t *body,
         !read_ttl(c, body, &sp->ttl_s) ||
         !api_roll_read_window(c, member(body, "window"), &sp->window) ||
         !api_roll_check_tokens(c, &sp->window, sp->max_tokens,
-                               member(body, "max_tokens") != NULL))
+                               member(body, "max_tokens") != NULL, "/max_tokens"))
         return false;
     sp->half = c->half;
     if (!api_read_kv_dtype(c, member(body, "kv_dtype"), "/kv_dtype", p->dtype, c->half,

@@ -44,16 +44,16 @@ bool api_roll_check_window(struct api_call *c, const struct attn_window *w, cons
 }
 
 bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
-                           size_t max_tokens, bool given)
+                           size_t max_tokens, bool given, const char *path)
 {
     size_t held = w->on ? sess_roll_held_max(w) : 0;
     if (!w->on || max_tokens == 0 || max_tokens > held)
         return true;
-    api_fail(c, API_ERR_INVALID_FIELD, "/max_tokens", "a rolling session with window "
+    api_fail(c, API_ERR_INVALID_FIELD, path, "a rolling session with window "
              "left %lld and %lld sinks holds up to %zu rows between appends (rows go "
              "64 at a time), so max_tokens must be at least %zu for it to take a row "
              "each step; it is %zu%s", (long long)w->left, (long long)w->sinks, held,
-             held + 1, max_tokens, given ? "" : " (the default)");
+             held + 1, max_tokens, given ? "" : " (the default, attnd's --max-tokens)");
     return false;
 }
 

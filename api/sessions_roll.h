@@ -20,10 +20,11 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
 
 /* A rolling session's max_tokens (given, or the default) must pass the
  * rows it holds between appends (sess_roll_held_max), or it would stop at
- * max_tokens for good: else 422 at /max_tokens. max_tokens 0 (the
- * store's default, unknown here) and a window off pass. */
+ * max_tokens for good: else 422 at path (/v1: /max_tokens; a v2 sequence,
+ * which takes the default, at its window). max_tokens 0 (the store's
+ * default, unknown here) and a window off pass. */
 bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
-                           size_t max_tokens, bool given);
+                           size_t max_tokens, bool given, const char *path);
 
 /* A window read for a rolling session (w->on; nothing to check when off):
  * "left" required, no "right" (422 at prefix/<spell>left or

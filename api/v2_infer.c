@@ -863,7 +863,9 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     in.bias_q = x->t[V2_BQ].data;
     in.bias_k = x->t[V2_BK].data;
     in.bias_v = x->t[V2_BV].data;
-    if ((x->seq_start && !api_roll_check_window(c, &x->window, "/parameters", "window_")) ||
+    if ((x->seq_start && (!api_roll_check_window(c, &x->window, "/parameters", "window_") ||
+                          !api_roll_check_tokens(c, &x->window, c->ctx->cfg.max_tokens, false,
+                                                 "/parameters/window_left"))) ||
         (x->sess && !api_v2_check_fixed(c, x, &in)))
         return;
     r.window = x->window;

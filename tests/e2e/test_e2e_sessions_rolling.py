@@ -151,7 +151,7 @@ def test_rolling_max_tokens_below_rows_held_is_refused(attnd):
         err = r.json()["error"]
         assert err["path"] == "/max_tokens" and f"at least {held + 1}" in err["message"], r
     r = attnd.post("/v1/sessions", dict(SPEC, window={"left": 40000}))
-    assert r.status == 422 and "(the default)" in r.json()["error"]["message"], r
+    assert r.status == 422 and "(the default, attnd's --max-tokens)" in r.json()["error"]["message"], r
     rng = random.Random(3)
     sid = attnd.post("/v1/sessions", dict(SPEC, window={"left": 10},
                                           max_tokens=74)).json()["id"]

@@ -360,6 +360,10 @@ def test_sequence_errors(attnd):
     assert "/parameters/scale" in err and "is 0.5" in err                  # the sequence's
     r = attnd.post(INFER, seq_body("e1", Q, scale=0.5, softmax="standard"))  # the same again
     assert r.status == 200, r
+    # a rolling sequence the default max_tokens (32768) could not keep rolling
+    err = v2_error(attnd.post(INFER, seq_body("e2", Q, K, V, sequence_start=True, causal=True,
+                                              window_left=40000)), 400)
+    assert "[invalid_field at /parameters/window_left]" in err and "40064" in err, err
     v2_error(attnd.post(INFER, seq_body("e1", [[1.0, 2.0]])), 400)         # wrong d_k
     assert attnd.post(INFER, seq_body("e1", Q, sequence_end=True)).status == 200
 
