@@ -58,8 +58,8 @@ static const struct opt opts[] = {
     {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "", "write the bound port to this file"},
     {"workers", OPT_UINT, N(workers), 1, 256, NULL,
-     "compute requests of each size (small, large) one client runs at once; the pool has "
-     "twice as many threads (default: the usable CPUs: online, in the affinity mask, within "
+     "compute requests one client runs at once, and one small one more; the pool has twice "
+     "as many threads and one (default: the usable CPUs: online, in the affinity mask, within "
      "the cgroup's CPU quota)"},
     {"http-threads", OPT_UINT, N(http_threads), 1, 64, NULL,
      "transport threads (default: the usable CPUs)"},

@@ -600,11 +600,11 @@ static void log_listening(const struct proc *p, unsigned port)
 
 static bool start(struct proc *p)
 {
-    /* Twice --workers: one client runs --workers large requests at once
-     * (and as many small ones), the spare threads start other clients' at
-     * once (server/sched.c). */
+    /* Twice --workers, plus one: one client runs --workers requests at
+     * once (one more when small), the spare threads start other clients'
+     * at once (server/sched.c). */
     char n[16];
-    unsigned threads = p->cfg->workers * 2 > 1024 ? 1024 : p->cfg->workers * 2;
+    unsigned threads = p->cfg->workers * 2 + 1 > 1024 ? 1024 : p->cfg->workers * 2 + 1;
     snprintf(n, sizeof n, "%u", threads);
     setenv("UV_THREADPOOL_SIZE", n, 1);     /* before the first uv_queue_work */
     log_cpus(&p->cfg->res);

@@ -5,28 +5,30 @@
  * queues (lanes: small jobs and large ones) and one ticket (a uv_work_t)
  * to libuv's pool. A ticket's thread takes the next job round robin over
  * the clients with queued jobs, a client's small lane first, skipping a
- * lane whose client already runs per_client jobs of it, runs the job, and
- * goes on taking jobs until none may run; a ticket that finds nothing
- * returns at once. A job left queued because its lane was at its cap is
- * taken by the thread that finishes that lane's running job, so every job
- * runs. Finished jobs go on a done list that the loop thread drains
- * (uv_async): their done callbacks run there in finishing order.
+ * client that already runs per_client jobs (per_client + 1 for a small
+ * one), runs the job, and goes on taking jobs until none may run; a
+ * ticket that finds nothing returns at once. A job left queued because
+ * its client was at its cap is taken by the thread that finishes one of
+ * that client's running jobs, so every job runs. Finished jobs go on a
+ * done list that the loop thread drains (uv_async): their done callbacks
+ * run there in finishing order.
  *
- * Why two lanes: with one queue, a client's small request waited behind
- * its own large ones (seconds behind a few 8192-row passes), and behind a
- * proxy every caller is one client. A small job is one whose body is
- * small (server/http.c), the same measure that makes it foreground below.
+ * Why two lanes and the one slot more: with one queue, a client's small
+ * request waited behind its own large ones (seconds behind a few
+ * 8192-row passes), and behind a proxy every caller is one client. A small
+ * job is one whose body is small (server/http.c), the same measure that
+ * makes it foreground below; it may run beside per_client large ones of
+ * its client, in one slot more, so a client holds at most per_client + 1
+ * threads.
  *
- * Why the pool has more threads than a client's large jobs may use
- * (server/loop.c sets UV_THREADPOOL_SIZE to twice --workers): with one
- * client holding every thread, another client's small request would wait
- * for one of those requests to end (a 8192x8192 pass is ~0.2 s). With
- * spare threads it starts at once and the kernel shares the cores among
- * the running requests. A client running --workers small jobs beside its
- * --workers large ones holds every thread too, but small jobs end soon,
- * and the next thread free takes the other client's. Hand-written rather
- * than a library's pool: libuv's queue is one FIFO, and the per-client
- * queues are what make it fair.
+ * Why the pool has more threads than a client may use (server/loop.c sets
+ * UV_THREADPOOL_SIZE to twice --workers, plus one): with one client
+ * holding every thread, another client's request would wait for one of
+ * those requests to end (a 8192x8192 pass is ~0.2 s; a small body can
+ * still compute for long, a step over a long session). With spare
+ * threads it starts at once and the kernel shares the cores among the
+ * running requests. Hand-written rather than a library's pool: libuv's
+ * queue is one FIFO, and the per-client queues are what make it fair.
  *
  * Large passes give way to other work in two ways (sched.h): they pause at
  * piece boundaries while a small request computes, and inside pieces they
@@ -48,7 +50,7 @@
 
 struct sched_lane {
     struct srv_job *head, *tail;    /* queued */
-    unsigned running;
+    unsigned running;               /* of this lane */
 };
 
 struct sched_client {
@@ -89,9 +91,12 @@ static struct srv_job *take(struct srv_sched *s)
     if (!c)
         return NULL;
     do {
+        unsigned running = c->lane[0].running + c->lane[1].running;
         for (int i = 0; i < 2; i++) {
             struct sched_lane *l = &c->lane[i];
-            if (!l->head || l->running >= s->per_client)
+            /* per_client jobs at once, one more when small (below) */
+            if (!l->head || running > s->per_client ||
+                (running == s->per_client && i == 1))
                 continue;
             struct srv_job *j = l->head;
             l->head = j->next;

@@ -2,10 +2,11 @@
  * server/sched.h — the compute pool's scheduler: two queues per client
  * (API key name or address), one of small jobs and one of large, served
  * round robin over the clients, each client running at most `per_client`
- * jobs of each size at once on a pool of more threads than that, so that
- * one client's backlog never makes another's request wait for it, and a
- * client's large backlog never makes its own small requests wait. Jobs
- * finish on the loop thread (done), whichever pool thread ran them.
+ * jobs at once (one more when it is small) on a pool of more threads than
+ * that, so that one client's backlog never makes another's request wait
+ * for it, and a client's large backlog never makes its own small requests
+ * wait. Jobs finish on the loop thread (done), whichever pool thread ran
+ * them.
  */
 #ifndef ATTND_SERVER_SCHED_H
 #define ATTND_SERVER_SCHED_H

@@ -121,10 +121,10 @@ def test_warm_up_readies_the_first_requests_of_its_shape():
     assert warm[0] < cold[0] / 2 and warm[1] < cold[1] / 2, (cold, warm)
     msgs = [e["msg"] for e in log]
     warmed = [e for e in log if e["msg"] == "warmed up"]
-    # both shapes, at info, each run on both pool threads of one worker
+    # both shapes, at info, each run on the three pool threads of one worker
     assert [(e["level"], e["shape"], e["threads"]) for e in warmed] == [
-        ("info", "%dx%dx%d" % WARM_SHAPE, "2"), ("info", "2x16x32x8", "2"),
-        ("info", "2x16x32x8:bfloat16", "2")], warmed
+        ("info", "%dx%dx%d" % WARM_SHAPE, "3"), ("info", "2x16x32x8", "3"),
+        ("info", "2x16x32x8:bfloat16", "3")], warmed
     assert msgs.index("warmed up") < msgs.index("listening"), msgs
 
 
@@ -176,7 +176,7 @@ def test_a_signal_in_the_warm_up_stops_the_start_cleanly():
             log = events(d)
             msgs = [e["msg"] for e in log]
             assert [(e["shapes"], e["threads"]) for e in log if e["msg"] == "warming up"] == [
-                (shapes, "2")], msgs
+                (shapes, "3")], msgs
             assert f"{name} during the warm-up: stopping before listening" in msgs, msgs
             assert any(m.startswith("warm-up stopped after ") for m in msgs), msgs
             assert "listening" not in msgs and msgs[-1] == "stopped (exit 0)", msgs

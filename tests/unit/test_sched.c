@@ -173,10 +173,41 @@ TEST(small_jobs_pass_their_clients_large_ones)
     sched_down(&loop, s);
 }
 
+/* A client holds at most per_client + 1 threads, the one more only for a
+ * small job: with one job at a time, client "d" runs two small jobs (both
+ * held) while its large one waits, and client "e"'s job starts at once on
+ * the pool's spare threads. */
+TEST(a_client_holds_at_most_one_thread_more)
+{
+    uv_loop_t loop;
+    struct srv_sched *s = sched_up(&loop);
+    if (!s)
+        return;
+    atomic_bool held = false, open = true;
+    struct probe d[3], e;
+    probe_init(&d[0], s, "d", &open);           /* large: over the cap */
+    probe_init(&d[1], s, "d", &held);           /* small */
+    probe_init(&d[2], s, "d", &held);           /* small, in the slot more */
+    d[1].job.small = d[2].job.small = true;
+    probe_init(&e, s, "e", &open);
+    for (int i = 0; i < 3; i++)
+        srv_sched_push(s, &d[i].job);
+    srv_sched_push(s, &e.job);
+    run_until_done(&loop, &e, 1);
+    CHECK_EQ_INT(e.done, 1);
+    CHECK_EQ_INT(d[0].done + d[1].done + d[2].done, 0);
+    atomic_store(&held, true);
+    run_until_done(&loop, d, 3);
+    CHECK_EQ_INT(d[0].done + d[1].done + d[2].done, 3);
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
+    sched_down(&loop, s);
+}
+
 int main(void)
 {
     RUN(yield_waits_out_the_period_of_the_job_count);
     RUN(yield_period_follows_the_other_jobs);
     RUN(small_jobs_pass_their_clients_large_ones);
+    RUN(a_client_holds_at_most_one_thread_more);
     TEST_MAIN_END();
 }
