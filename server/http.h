@@ -73,13 +73,18 @@ size_t srv_http_seal(struct srv_http *h);
  * whose changes can no longer land (none journaled yet: they are refused
  * from now on, core/store.h's sess_commit) is answered 503 draining; one
  * that has journaled a change already, or has its answer, is left to
- * answer for itself (*left counts them). Every computation on the pool is
- * cancelled. New work is refused as srv_http_seal does, and what is
+ * answer for itself (*left counts them) and goes on; the others'
+ * computations are cancelled. New work is refused as srv_http_seal does, and what is
  * suspended after this is answered 503 as well. Returns how many were
  * answered 503. The pool's threads may go on with the cut requests until
  * the process exits; their connections are no longer theirs.
  */
 size_t srv_http_cut(struct srv_http *h, size_t *left);
+
+/* Loop thread: cancel every computation still on the pool (those
+ * srv_http_cut left to answer, once their time is up): each stops at its
+ * next piece and lets go of its session. */
+void srv_http_cancel(struct srv_http *h);
 
 /* Answers srv_http_cut is waiting for (503s, and requests left to answer)
  * that have not been sent (or found their client gone) yet. */

@@ -152,10 +152,12 @@ static void cut_unqueued(struct req *r)
  * process waits for the answers owed. Else it is cut: the connection is
  * resumed here to answer 503 (REQ_CUT); the pool thread then leaves the
  * connection alone (work_resume reads r->cut) and work_done still frees r
- * if MHD has closed it by then (loop_owes). Either way its computation is
+ * if MHD has closed it by then (loop_owes), and its computation is
  * cancelled (r->gone, as when its client hangs up: it stops at its next
  * piece), so that the pool lets go of the sessions it holds, which the
- * final snapshot waits for. Returns whether it was left to answer.
+ * final snapshot waits for. One left to answer goes on, so that it can
+ * answer what it did, until srv_http_cancel (the grace is over). Returns
+ * whether it was left to answer.
  */
 static bool cut_on_pool(struct req *r)
 {
@@ -173,8 +175,8 @@ static bool cut_on_pool(struct req *r)
     if (!r->orphan)
         await_answer(h, r);
     pthread_mutex_unlock(&h->mu);
-    atomic_store(&r->gone, true);
     if (cut) {
+        atomic_store(&r->gone, true);
         h->n_cut++;
         MHD_resume_connection(r->conn);
     }
@@ -343,6 +345,12 @@ size_t srv_http_cut(struct srv_http *h, size_t *left)
     for (struct req *r = h->on_pool; r; r = r->pool_next)
         *left += cut_on_pool(r);
     return h->n_cut;
+}
+
+void srv_http_cancel(struct srv_http *h)
+{
+    for (struct req *r = h->on_pool; r; r = r->pool_next)
+        atomic_store(&r->gone, true);
 }
 
 size_t srv_http_owed(const struct srv_http *h)

@@ -311,9 +311,11 @@ static void cut_wait_cb(uv_timer_t *t)
     size_t owed = srv_http_owed(p->http);
     if (owed > 0 && uv_now(&p->loop) < p->cut_until)
         return;
-    if (owed > 0)
+    if (owed > 0) {
         srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent in %d ms: cut", owed,
                      CUT_GRACE_MS);
+        srv_http_cancel(p->http);       /* the snapshot waits for their sessions */
+    }
     exit_on_signal();               /* the loop is not turning while it saves */
     store_save(p);
     srv_log_msgf("info", "stopped (exit 1)");
