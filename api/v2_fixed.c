@@ -93,8 +93,9 @@ static bool check_softmax(struct api_call *c, const struct v2_infer *x,
     if (x->p.softmax != sp->softmax)
         return fixed_fail(c, NULL, "softmax", "this sequence's is \"%s\"",
                           api_softmax_name(sp->softmax));
-    if (sp->softmax != ATTN_SOFTMAX_SINK)
-        return true;
+    if (sp->softmax != ATTN_SOFTMAX_SINK ||
+        (!member(x->params, "sink_logit") && !x->t[V2_SINKS].present))
+        return true;                /* "sink" alone: the sequence's logits */
     for (i = 0; i < h; i++)
         if (sink_of(&x->p, i) != sink_of(sp, i))
             break;
@@ -228,11 +229,12 @@ static bool check_window(struct api_call *c, const struct v2_infer *x,
         return true;
     snprintf(t, sizeof t, "window_left %lld, window_sinks %lld", (long long)s->left,
              (long long)s->sinks);
+    /* each one sent must be the sequence's (its window is the pass's) */
     if (w->right >= 0)
         return fixed_fail(c, NULL, "window_right", "this sequence rolls with %s, causal", t);
-    if (w->left != s->left)
+    if (member(x->params, "window_left") && w->left != s->left)
         return fixed_fail(c, NULL, "window_left", "this sequence rolls with %s", t);
-    if (w->sinks != s->sinks)
+    if (member(x->params, "window_sinks") && w->sinks != s->sinks)
         return fixed_fail(c, NULL, "window_sinks", "this sequence rolls with %s", t);
     return true;
 }

@@ -338,8 +338,10 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
     json_t *empty = NULL;
     const json_t *params = x->params;
     const char *sm = json_string_value(member(params, "softmax"));
-    bool ok, sinks = x->t[V2_SINKS].present && !member(params, "sink_logit") &&
-                     sm && strcmp(sm, "sink") == 0;
+    bool sink = sm && strcmp(sm, "sink") == 0 && !member(params, "sink_logit");
+    /* a going sequence's "sink" repeated bare: its own sink logits stand
+     * (api/v2_fixed.c compares only those sent) */
+    bool ok, sinks = sink && (x->t[V2_SINKS].present || (x->sess && !x->seq_start));
 
     if (!api_read_causal(c, member(params, "causal"), "/parameters/causal",
                          &x->causal) ||

@@ -424,6 +424,46 @@ TEST(window_at_start_rolls_as_v1)
     json_decref(b);
 }
 
+/* A setting repeated in part stands for the sequence's: window_sinks
+ * alone on a rolling sequence, "sink" without its logits (the sequence's
+ * stand); each answers as leaving it out does. A part that differs is
+ * refused at itself. */
+TEST(bare_repeats_take_the_sequences)
+{
+    static const struct {
+        const char *start, *repeat, *other, *where;
+    } cases[] = {
+        {"\"causal\":true,\"window_left\":5,\"window_sinks\":2", "\"window_sinks\":2",
+         "\"window_sinks\":3", "/parameters/window_sinks"},
+        {"\"softmax\":\"sink\",\"sink_logit\":0.25", "\"softmax\":\"sink\"",
+         "\"softmax\":\"sink\",\"sink_logit\":0.5", "/parameters/sink_logit"},
+    };
+    char start[160], omit[16], bare[16];
+    int st, st2;
+
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(omit, sizeof omit, "omit-%zu", i);
+        snprintf(bare, sizeof bare, "bare-%zu", i);
+        snprintf(start, sizeof start, "\"sequence_start\":true,%s", cases[i].start);
+        json_t *a = v2_step(omit, start, 0, 3, 0, 3, "FP64", "", &st);
+        json_t *b = v2_step(bare, start, 0, 3, 0, 3, "FP64", "", &st2);
+        CHECK(st == 200 && st2 == 200);
+        json_decref(a);
+        json_decref(b);
+        a = v2_step(omit, "", 3, 4, 3, 4, "FP64", "", &st);
+        b = v2_step(bare, cases[i].repeat, 3, 4, 3, 4, "FP64", "", &st2);
+        CHECK_EQ_INT(st, 200);
+        CHECK_EQ_INT(st2, 200);
+        CHECK(same_numbers(v2_out(a, "weights"), v2_out(b, "weights")));
+        CHECK(same_numbers(v2_out(a, "output"), v2_out(b, "output")));
+        json_decref(a);
+        json_decref(b);
+        a = v2_step(bare, cases[i].other, 4, 5, 4, 5, "FP64", "", &st);
+        check_refused(a, st, (const char *const[]){cases[i].where, NULL});
+        json_decref(a);
+    }
+}
+
 /* kv_dtype at sequence_start stores the cache as /v1's kv_dtype does:
  * float16 rows give the /v1 float16 session's answers, bit for bit, and
  * GET shows it; a float64 sequence and a request without a sequence are
@@ -469,6 +509,7 @@ int main(void)
     RUN(repeat_same_value_is_accepted);
     RUN(repeat_other_value_is_refused);
     RUN(window_at_start_rolls_as_v1);
+    RUN(bare_repeats_take_the_sequences);
     RUN(kv_dtype_at_start_as_v1);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
