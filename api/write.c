@@ -415,15 +415,15 @@ bool api_write_json(struct api_buf *b, const json_t *v)
     char num[API_NUM_MAX];
     const char *key;
     json_t *m;
-    size_t i, n = 0;
+    size_t i, n = 0, key_len;
 
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         api_buf_putc(b, '{');
-        json_object_foreach((json_t *)(uintptr_t)v, key, m) {
+        json_object_keylen_foreach((json_t *)(uintptr_t)v, key, key_len, m) {
             if (n++)
                 api_buf_putc(b, ',');
-            api_write_string(b, key);
+            api_write_string_n(b, key, key_len);     /* a key may hold a NUL */
             api_buf_putc(b, ':');
             api_write_json(b, m);
         }

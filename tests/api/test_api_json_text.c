@@ -30,13 +30,14 @@ TEST(reals_shortest_the_rest_as_jansson)
                           0.7071067811865475, "list", (json_int_t)-42, -0.0, "q\"\\\n",
                           1, 0, "o");
     json_object_set_new(v, "nul", json_stringn("a\0b", 3));
+    json_object_setn_new(v, "k\0y", 3, json_true());
     json_object_set_new(v, "big", json_real(1e300));
     json_object_set_new(v, "tiny", json_real(DBL_TRUE_MIN));
     json_object_set_new(v, "whole", json_real(600));
     json_object_set_new(v, "wide", json_real(3.4e19));
     char *t = text_of(v);
     CHECK_STR(t, "{\"scale\":0.1,\"r\":0.7071067811865475,\"list\":[-42,-0.0,\"q\\\"\\\\\\u000a\","
-                 "true,false,null],\"o\":{},\"nul\":\"a\\u0000b\",\"big\":1e+300,"
+                 "true,false,null],\"o\":{},\"nul\":\"a\\u0000b\",\"k\\u0000y\":true,\"big\":1e+300,"
                  "\"tiny\":5e-324,\"whole\":600.0,\"wide\":34000000000000000000.0}");
     free(t);
 }
