@@ -26,6 +26,7 @@
 
 /* 400 at /parameters/<name> (or at path, when given): "<name> is fixed at
  * sequence_start: " and the rest. */
+__attribute__((format(printf, 4, 5)))
 static bool fixed_fail(struct api_call *c, const char *path, const char *name,
                        const char *fmt, ...)
 {
