@@ -174,31 +174,43 @@ TEST(small_jobs_pass_their_clients_large_ones)
 }
 
 /* A client holds at most per_client + 1 threads, the one more only for a
- * small job: with one job at a time, client "d" runs two small jobs (both
- * held) while its large one waits, and client "e"'s job starts at once on
- * the pool's spare threads. */
+ * small job: with two jobs at a time, client "d" keeps three large and
+ * two small jobs held, and client "e"'s job still starts at once on the
+ * pool's fourth thread (with per-size caps "d" would hold all four);
+ * meanwhile "d" runs three jobs at most, two of them large at most. */
 TEST(a_client_holds_at_most_one_thread_more)
 {
     uv_loop_t loop;
-    struct srv_sched *s = sched_up(&loop);
+    CHECK(uv_loop_init(&loop) == 0);
+    struct srv_sched *s = srv_sched_new(&loop, 2);   /* libuv's pool: 4 threads */
     if (!s)
         return;
     atomic_bool held = false, open = true;
-    struct probe d[3], e;
-    probe_init(&d[0], s, "d", &open);           /* large: over the cap */
-    probe_init(&d[1], s, "d", &held);           /* small */
-    probe_init(&d[2], s, "d", &held);           /* small, in the slot more */
-    d[1].job.small = d[2].job.small = true;
+    struct probe d[5], e;
+    for (int i = 0; i < 5; i++) {
+        probe_init(&d[i], s, "d", &held);
+        d[i].job.small = i >= 3;
+    }
     probe_init(&e, s, "e", &open);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         srv_sched_push(s, &d[i].job);
     srv_sched_push(s, &e.job);
     run_until_done(&loop, &e, 1);
     CHECK_EQ_INT(e.done, 1);
-    CHECK_EQ_INT(d[0].done + d[1].done + d[2].done, 0);
+    pthread_mutex_lock(&s->mu);
+    struct sched_client *c = s->clients;
+    while (c && strcmp(c->id, "d") != 0)
+        c = c->next;
+    CHECK(c != NULL);
+    if (c) {
+        CHECK(c->lane[0].running + c->lane[1].running <= 3);
+        CHECK(c->lane[1].running <= 2);
+    }
+    pthread_mutex_unlock(&s->mu);
     atomic_store(&held, true);
-    run_until_done(&loop, d, 3);
-    CHECK_EQ_INT(d[0].done + d[1].done + d[2].done, 3);
+    run_until_done(&loop, d, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(d[i].done, 1);
     CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
     sched_down(&loop, s);
 }
