@@ -103,25 +103,23 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
-/* Copy s to *p; the copy. */
-static const char *put_text(char **p, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *at = *p;
-    memcpy(at, s, n);
-    *p += n;
-    return at;
-}
-
 /* The method, path and headers copied out of MHD's connection memory into
  * r->text, and pointed at there: a request cut at --drain-timeout is
  * answered and its connection closed (MHD frees that memory) while its
- * pool thread may still read them. false: out of memory. */
+ * pool thread may still read them. Each string's length is taken once.
+ * false: out of memory. */
 static bool copy_texts(struct req *r)
 {
-    size_t need = strlen(r->method) + strlen(r->url) + 2;
-    for (size_t i = 0; i < r->n_hdr; i++)
-        need += strlen(r->hdr[i].name) + strlen(r->hdr[i].value) + 2;
+    const char **slot[2 + 2 * MAX_REQ_HEADERS];
+    size_t len[2 + 2 * MAX_REQ_HEADERS], n = 0, need = 0;
+    slot[n++] = &r->method;
+    slot[n++] = &r->url;
+    for (size_t i = 0; i < r->n_hdr; i++) {
+        slot[n++] = &r->hdr[i].name;
+        slot[n++] = &r->hdr[i].value;
+    }
+    for (size_t i = 0; i < n; i++)
+        need += (len[i] = strlen(*slot[i]) + 1);
     if (need > r->text_cap) {
         size_t cap = (need + 1023) & ~(size_t)1023;
         char *t = malloc(cap);
@@ -132,11 +130,10 @@ static bool copy_texts(struct req *r)
         r->text_cap = cap;
     }
     char *p = r->text;
-    r->method = put_text(&p, r->method);
-    r->url = put_text(&p, r->url);
-    for (size_t i = 0; i < r->n_hdr; i++) {
-        r->hdr[i].name = put_text(&p, r->hdr[i].name);
-        r->hdr[i].value = put_text(&p, r->hdr[i].value);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, *slot[i], len[i]);
+        *slot[i] = p;
+        p += len[i];
     }
     return true;
 }
