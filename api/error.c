@@ -74,7 +74,8 @@ enum api_err api_core_error(enum core_status st)
         return API_ERR_CAPACITY_EXHAUSTED;
     case CORE_ESTORAGE: return API_ERR_STORAGE_UNAVAILABLE;
     case CORE_ESTOPPED:         /* the request's deadline (a cancelled one
-                                   has nobody left to answer) */
+                                   has nobody left to answer, or is answered
+                                   draining: api_fail_core) */
         return API_ERR_DEADLINE_EXCEEDED;
     case CORE_EIO:
     case CORE_ECORRUPT:

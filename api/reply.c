@@ -8,6 +8,8 @@
 #include "api/internal.h"
 #include "api/spare.h"
 #include "api/utf8.h"
+#include "core/attn.h"
+#include "core/stop.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,8 +94,23 @@ void api_fail(struct api_call *c, enum api_err code, const char *path,
     reply_json(c, api_error_status(code), body, code);
 }
 
+/* A pass stopped early while the server drains, before its own deadline:
+ * the drain's grace ran out on a request left to answer for itself
+ * (server/http_work.c's srv_http_cancel), not a deadline of the client's. */
+static bool stopped_by_drain(const struct api_call *c)
+{
+    const struct attn_stop *s = c->req->ws ? attn_ws_stop(c->req->ws) : NULL;
+
+    return api_draining(c) && !(s && s->deadline_ns && attn_now_ns() >= s->deadline_ns);
+}
+
 void api_fail_core(struct api_call *c, enum core_status st, const char *path)
 {
+    if (st == CORE_ESTOPPED && stopped_by_drain(c)) {
+        api_fail(c, API_ERR_DRAINING, path, "attnd is shutting down and stopped this "
+                 "request before it finished (--drain-timeout)");
+        return;
+    }
     api_fail(c, api_core_error(st), path, "%s", core_status_text(st));
 }
 

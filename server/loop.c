@@ -223,10 +223,10 @@ static void store_save(struct proc *p)
     /* every change is in the journal already; a snapshot makes the next
      * start quick */
     struct sess_stats s;
-    sess_store_stats(p->store, &s);
-    if (sess_store_journal_maintain(p->store, true) == CORE_OK)
+    if (sess_store_journal_maintain(p->store, true) == CORE_OK) {
+        sess_store_stats(p->store, &s);     /* after: the snapshot waited for the pool */
         srv_log_msgf("info", "sessions saved to %s: %zu", p->cfg->state_dir, s.sessions);
-    else
+    } else
         srv_log_msgf("warn", "sessions: the final snapshot failed; the journal "
                      "in %s has every change", p->cfg->state_dir);
 }

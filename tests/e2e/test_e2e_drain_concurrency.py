@@ -176,3 +176,122 @@ def test_a_cut_session_request_gets_503_and_its_append_does_not_land():
             assert b.stop() == 0
     finally:
         shutil.rmtree(sd, ignore_errors=True)
+
+
+# ---- a request with a change journaled already: left to answer for itself ---
+
+SEQ_ROWS = 32768    # causal H x n x n over d 8: about half a second on 2 cores
+SEQ_LONG = 131072   # 16 times that: far past the 2 s grace
+
+
+def _sequence_start(seq_id, rows):
+    """A v2 sequence_start request (binary FP32 q, k, v of rows rows): its
+    session is made and journaled before it computes. (body, header length)"""
+    blobs = [base64.b64decode(_b64((HEADS, rows, D), s)["data"]) for s in (11, 12, 13)]
+    header = {"parameters": {"sequence_id": seq_id, "sequence_start": True, "causal": True},
+              "inputs": [{"name": n, "shape": [HEADS, rows, D], "datatype": "FP32",
+                          "parameters": {"binary_data_size": len(b)}}
+                         for n, b in zip("qkv", blobs)],
+              "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}
+    js = json.dumps(header).encode()
+    return js + b"".join(blobs), len(js)
+
+
+def _infer(port, body, n, got):
+    """POST one v2 binary request; appends (status, headers, body) to got,
+    or ("dropped: ...", {}, b"")."""
+    c = http_connection(port, timeout=120)
+    try:
+        c.request("POST", "/v2/models/attention/infer", body=body,
+                  headers={"Content-Type": "application/octet-stream",
+                           "Inference-Header-Content-Length": str(n)})
+        r = c.getresponse()
+        got.append((r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()))
+    except (OSError, http.client.HTTPException) as e:
+        got.append(("dropped: " + type(e).__name__, {}, b""))
+    finally:
+        c.close()
+
+
+def _start_sequence_until_cut(sd, seq_id, rows, sessions_before=0):
+    """A daemon on sd (drain timeout 50 ms) gets a sequence_start of rows
+    rows and SIGTERM as soon as its session is made (journaled), while it
+    computes. Returns ((status, headers, body), exit code, seconds from
+    the signal to the exit, logs)."""
+    with Attnd("--state-dir", sd, "--drain-timeout", "0.05", "--workers", "2",
+               "--max-elements", "64m", "--max-body-bytes", "64m",
+               "--request-timeout", "600", "--max-tokens", str(2 * rows)) as a:
+        assert _gauge(a.port, "attnd_sessions") == sessions_before
+        records = _gauge(a.port, "attnd_journal_records_total")
+        body, n = _sequence_start(seq_id, rows)
+        got = []
+        t = threading.Thread(target=_infer, args=(a.port, body, n, got))
+        t.start()
+        deadline = time.monotonic() + 60
+        # the start deletes an older sequence of its id, then makes its own:
+        # a record each
+        while _gauge(a.port, "attnd_journal_records_total") < records + 1 + sessions_before:
+            assert time.monotonic() < deadline, "the sequence never made its session"
+            assert not got, got[0][:2]
+            time.sleep(0.01)
+        assert _gauge(a.port, "attnd_requests_on_pool") == 1
+        t_sig = time.monotonic()
+        a.signal(signal.SIGTERM)
+        t.join(60)
+        rc = a.wait(timeout=60)
+        return got[0], rc, time.monotonic() - t_sig, a.logs()
+
+
+def test_a_request_with_its_change_journaled_answers_for_itself():
+    """A v2 sequence_start computing at the cut has made its session
+    already: it is not answered 503 (its session would outlive the 'nothing
+    applied' such an answer promises) but goes on, answers 200 within the
+    grace, and its session is in the snapshot. (Before 70847e7 its
+    computation was cancelled into a 503 deadline_exceeded.)"""
+    sd = tempfile.mkdtemp(prefix="attnd-drain-left-")
+    try:
+        (status, headers, raw), rc, took, logs = _start_sequence_until_cut(sd, "left-1", SEQ_ROWS)
+        assert "0 answered 503 draining" in logs and "1 left to answer" in logs, logs[-3000:]
+        assert status == 200, (status, raw[:300], logs[-3000:])
+        js = json.loads(raw[:int(headers["inference-header-content-length"])])
+        assert js["parameters"]["sequence_length"] == SEQ_ROWS
+        assert js["outputs"][0]["parameters"]["binary_data_size"] == HEADS * SEQ_ROWS * D * 4
+        assert rc == 1, logs[-3000:]
+        assert "not sent in" not in logs, logs[-3000:]      # answered within the grace
+        assert "sessions saved to %s: 1" % sd in logs, logs[-3000:]
+        with Attnd("--state-dir", sd, "--max-tokens", str(2 * SEQ_ROWS)) as b:
+            assert _length(b, js["parameters"]["session_id"]) == SEQ_ROWS
+            assert b.stop() == 0
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def test_a_request_left_to_answer_is_stopped_when_the_grace_is_over():
+    """One that would compute for seconds more is stopped 2 s after the
+    cut and answered 503 draining; the sequence it started is not kept,
+    nor the older one of its id it replaced, and the snapshot, written
+    after it let go of its session, says so. (Before: 503
+    deadline_exceeded, though it had no deadline, and the log counted the
+    session it was deleting as saved.)"""
+    sd = tempfile.mkdtemp(prefix="attnd-drain-stopped-")
+    try:
+        with Attnd("--state-dir", sd) as a:
+            got = []
+            _infer(a.port, *_sequence_start("left-2", 4), got)
+            assert got[0][0] == 200, got[0][2][:300]
+            assert a.stop() == 0
+        (status, headers, raw), rc, took, logs = _start_sequence_until_cut(
+            sd, "left-2", SEQ_LONG, sessions_before=1)
+        assert "1 left to answer" in logs and "1 answer(s) not sent in 2000 ms" in logs, \
+            logs[-3000:]
+        assert status == 503, (status, raw[:300], logs[-3000:])
+        err = json.loads(raw)["error"]
+        assert "shutting down" in err and err.endswith("[draining]"), err
+        assert rc == 1, logs[-3000:]
+        assert took < 0.05 + 2 + 5, took
+        assert "sessions saved to %s: 0" % sd in logs, logs[-3000:]
+        with Attnd("--state-dir", sd) as b:
+            assert _gauge(b.port, "attnd_sessions") == 0
+            assert b.stop() == 0
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
