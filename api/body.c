@@ -9,6 +9,7 @@
 #include "api/internal.h"
 #include "api/early.h"
 #include "api/numread.h"
+#include "api/read.h"
 #include "core/attn.h"
 
 #include <stdatomic.h>
@@ -236,10 +237,88 @@ static bool has_raw_nul(struct api_call *c, const char *s, size_t n)
     return true;
 }
 
+/*
+ * Where a parse error is: the JSON pointer of the member or element jansson
+ * was reading at byte pos of s (its error position: just past a duplicate
+ * key, or inside a number too large for a double). jansson says where, not
+ * in which member, so the valid text before pos is walked again, keeping
+ * the pointer of the value being read: the key after an object's key
+ * string, the index after an array's '[' or ','. Error paths only.
+ */
+struct ptr_walk {
+    char *out;
+    size_t size;
+    size_t base[API_MAX_JSON_DEPTH + 2];    /* out's length at each container */
+    size_t index[API_MAX_JSON_DEPTH + 2];   /* arrays: the element's */
+    bool object[API_MAX_JSON_DEPTH + 2];
+    int depth;
+};
+
+static void walk_set_index(struct ptr_walk *w)
+{
+    size_t b = w->base[w->depth - 1];
+
+    if (b < w->size)
+        snprintf(w->out + b, w->size - b, "/%zu", w->index[w->depth - 1]);
+}
+
+/* A key string s[0..n) with its quotes: decoded by jansson (escapes). */
+static void walk_set_key(struct ptr_walk *w, const char *s, size_t n)
+{
+    char tmp[API_PATH_MAX];
+    json_t *k = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    size_t b = w->base[w->depth - 1];
+
+    w->out[b < w->size ? b : w->size - 1] = '\0';
+    api_pointer_key(tmp, sizeof tmp, w->out, json_is_string(k) ? json_string_value(k) : "");
+    snprintf(w->out, w->size, "%s", tmp);
+    json_decref(k);
+}
+
+static void pointer_at(const char *s, size_t pos, char *out, size_t size)
+{
+    struct ptr_walk w = {.out = out, .size = size};
+    bool want_key = false;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < pos; i++) {
+        char ch = s[i];
+        if (ch == '"') {
+            size_t j = i + 1;
+            while (j < pos && s[j] != '"')
+                j += s[j] == '\\' ? 2 : 1;
+            if (j >= pos)
+                return;                 /* the error is inside this string */
+            if (want_key)
+                walk_set_key(&w, s + i, j - i + 1);
+            want_key = false;
+            i = j;
+        } else if ((ch == '{' || ch == '[') && w.depth < API_MAX_JSON_DEPTH + 2) {
+            w.base[w.depth] = strlen(out);
+            w.object[w.depth] = ch == '{';
+            w.index[w.depth++] = 0;
+            want_key = ch == '{';
+            if (ch == '[')
+                walk_set_index(&w);
+        } else if ((ch == '}' || ch == ']') && w.depth > 0) {
+            out[w.base[--w.depth]] = '\0';
+            want_key = false;
+        } else if (ch == ',' && w.depth > 0) {
+            want_key = w.object[w.depth - 1];
+            w.index[w.depth - 1]++;
+            if (want_key)
+                out[w.base[w.depth - 1]] = '\0';
+            else
+                walk_set_index(&w);
+        }
+    }
+}
+
 static json_t *parse_text(struct api_call *c, const char *s, size_t n)
 {
     json_error_t err;
     json_t *root;
+    char at[API_PATH_MAX];
 
     if (has_raw_nul(c, s, n))
         return NULL;
@@ -255,14 +334,16 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     if (!root) {
         switch (json_error_code(&err)) {
         case json_error_duplicate_key:
-            api_fail(c, API_ERR_DUPLICATE_KEY, "", "%s (line %d, column %d)",
+            pointer_at(s, (size_t)err.position, at, sizeof at);
+            api_fail(c, API_ERR_DUPLICATE_KEY, at, "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
         case json_error_stack_overflow:
             api_fail(c, API_ERR_JSON_TOO_DEEP, "", "%s", err.text);
             break;
         case json_error_numeric_overflow:
-            api_fail(c, API_ERR_NON_FINITE, "", "%s (line %d, column %d)",
+            pointer_at(s, (size_t)err.position, at, sizeof at);
+            api_fail(c, API_ERR_NON_FINITE, at, "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
         default:

@@ -28,8 +28,18 @@ static const struct err_case cases[] = {
     /* body-level */
     {"{", 400, "invalid_json", ""},
     {"[1,2]", 400, "invalid_json", ""},
-    {"{\"q\":1,\"q\":2}", 400, "duplicate_key", ""},
-    {"{\"q\":[[1e400]]}", 422, "non_finite", ""},
+    /* duplicate keys and numbers past a double: the member being read */
+    {"{\"q\":1,\"q\":2}", 400, "duplicate_key", "/q"},
+    {"{" QKV ",\"bias\":{\"k\":[1,0],\"k\":[0,0]}}", 400, "duplicate_key", "/bias/k"},
+    {"{" QKV ",\"tokens\":{\"q\":[\"a\\\"],[{\"],\"q\":1}}", 400, "duplicate_key",
+     "/tokens/q"},
+    {"{" QKV ",\"heads\":[0,{\"x\\u002fy\":[],\"x/y\":1}]}", 400, "duplicate_key",
+     "/heads/1/x~1y"},
+    {"{\"\":1,\"\":2}", 400, "duplicate_key", "/"},
+    {"{\"q\":[[1e400]]}", 422, "non_finite", "/q/0/0"},
+    {"{\"q\":[[1,0],[0, -1e400]]," KV "}", 422, "non_finite", "/q/1/1"},
+    {"{" QKV ",\"rope\":{\"base\":[],\"factor\":1e999}}", 422, "non_finite",
+     "/rope/factor"},
     /* required and unknown fields */
     {"{" KV "}", 422, "invalid_field", "/q"},
     {"{\"q\":[[1,0]],\"v\":[[1]]}", 422, "invalid_field", "/k"},
