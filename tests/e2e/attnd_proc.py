@@ -10,8 +10,10 @@ headers and body bytes.
 HTTPS: with --tls-cert among the flags, request() speaks TLS, checking the
 chain against ca= when given. With ATTND_E2E_TLS=1 in the environment every
 Attnd serves HTTPS with a certificate made once per run (make_ca,
-make_cert), and connect() wraps raw sockets in TLS, so the whole suite runs
-over TLS unchanged.
+make_cert), and connect() / suite_wrap() wrap raw sockets in TLS, so the
+suite runs over TLS (.ci/run does) but for the page's Chromium tests, the
+nginx topologies (plain HTTP to the replicas) and a half-close (TLS has
+none).
 """
 import base64
 import http.client

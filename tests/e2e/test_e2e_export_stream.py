@@ -16,7 +16,7 @@ import socket
 import struct
 import time
 
-from attnd_proc import Attnd, append_random_rows
+from attnd_proc import Attnd, append_random_rows, suite_wrap
 
 OCTET = {"Content-Type": "application/octet-stream"}
 HEADS, D = 2, 128
@@ -48,6 +48,7 @@ def _open_export(a, sid, rcvbuf=1 << 16):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.settimeout(30)
     s.connect(("127.0.0.1", a.port))
+    s = suite_wrap(s)
     s.sendall(f"GET /v1/sessions/{sid}/export HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:

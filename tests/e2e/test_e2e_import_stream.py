@@ -16,11 +16,10 @@ the body reaches the daemon in separate pieces:
 """
 import json
 import random
-import socket
 import threading
 import time
 
-from attnd_proc import Attnd, append_random_rows
+from attnd_proc import Attnd, append_random_rows, connect
 
 HEADS, D, ROWS, CHUNK = 2, 64, 4096, 1024      # 4 MiB of rows
 
@@ -63,7 +62,7 @@ def _pieces(body, size=65536 + 3):
 def _send(d, pieces, chunked=False, length=None, hang_up=False):
     """POST the pieces to /v1/sessions/import, one send each with a pause
     between; (status, body) of the answer, or None after hanging up."""
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=60)
+    s = connect(d.port, timeout=60)
     frame = "Transfer-Encoding: chunked" if chunked else \
         f"Content-Length: {length if length is not None else sum(map(len, pieces))}"
     s.sendall(("POST /v1/sessions/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"

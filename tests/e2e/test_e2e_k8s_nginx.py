@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from attnd_proc import Attnd
+from attnd_proc import E2E_TLS, Attnd
 from test_e2e_scaleout import NGINX, Nginx, free_port
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -85,6 +85,7 @@ def _answers(ng, sids):
     return out
 
 
+@pytest.mark.skipif(E2E_TLS, reason="nginx -> replicas is plain HTTP")
 def test_a_killed_replica_comes_back_with_its_sessions_through_nginx():
     if not os.path.exists(NGINX):
         pytest.fail("nginx is required (Debian package nginx, in the Makefile's DEPS_TEST)")

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, suite_wrap
 
 pytestmark = pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 
@@ -52,7 +52,8 @@ def server_side(port, peer_port):
 
 def settings(a, host="127.0.0.1"):
     """A connection to a (from host), answered once, and attnd's settings of it."""
-    s = socket.create_connection((host, a.port), timeout=10)
+    # (TLS: the certificate names 127.0.0.1, whichever address is used)
+    s = suite_wrap(socket.create_connection((host, a.port), timeout=10))
     try:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(4096).startswith(b"HTTP/1.1 200")

@@ -446,7 +446,6 @@ def test_large_bodies_come_back_before_the_answer():
     # load 4-6; an idle machine lets the loop win the race, so this passes
     # there either way.)
     import base64
-    import http.client
     import struct
     rows, d = 2048, 128
     raw = [struct.pack("<%df" % (rows * d), *([(i % 7) / 8.0 - 0.4] * (rows * d)))
@@ -460,7 +459,7 @@ def test_large_bodies_come_back_before_the_answer():
                       "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
     v2 = hdr + b"".join(raw)
     with Attnd() as a:
-        c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=60)
+        c = attnd_proc.http_connection(a.port, timeout=60)
 
         def pair():
             c.request("POST", "/v1/attention", body=b64,
