@@ -35,6 +35,12 @@ struct api_config {
     bool (*auth)(void *arg, const char *token);
     void *auth_arg;
     const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */
+    /* The route template of a static file the transport serves itself to
+     * GET and HEAD (the demo page, the OpenAPI document), or NULL for any
+     * other path; thread-safe. The api answers the other methods there
+     * as on its own routes: 405 with Allow, OPTIONS a preflight. NULL:
+     * no static files. */
+    const char *(*static_route)(const char *path);
     int workers;                    /* compute threads (for /v1/info) */
     const char *version;            /* "0.1.0" */
 };

@@ -88,8 +88,32 @@ void api_fail_core(struct api_call *c, enum core_status st, const char *path);
  * inputs being finite, an overflow in the pass) says so and what to do. */
 void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype dt);
 
-/* 405 method_not_allowed with "Allow: <allow>" (e.g. "GET, POST"). */
-void api_fail_method(struct api_call *c, const char *allow);
+/* A route's methods as bits. Each route's one set of them answers a wrong
+ * method (405 and its Allow) and a CORS preflight (its allowed methods). */
+enum {
+    API_M_GET = 1u << 0,            /* and HEAD */
+    API_M_POST = 1u << 1,
+    API_M_DELETE = 1u << 2,
+};
+
+/* The bit of "GET", "HEAD", "POST" or "DELETE"; 0 for any other. */
+unsigned api_method_bit(const char *method);
+
+/* A route template and its methods: a row of a subtree's table. */
+struct api_route_methods {
+    const char *route;              /* the template, compared by address */
+    unsigned methods;
+};
+
+/* The methods of route in table[0..n) (0: not there). */
+unsigned api_route_methods(const struct api_route_methods *table, size_t n,
+                           const char *route);
+
+/* "GET, POST" for an Allow or Access-Control-Allow-Methods header. */
+void api_methods_text(unsigned methods, char *out, size_t size);
+
+/* 405 method_not_allowed with Allow listing methods (API_M_* bits). */
+void api_fail_method(struct api_call *c, unsigned methods);
 
 /* Reply with a JSON tree; body is stolen (decref'd here). A NULL body or a
  * failing dump answers 500 internal. */
@@ -198,14 +222,16 @@ void api_ops_info(struct api_call *c);
 void api_ops_metrics(struct api_call *c);
 
 /* GET/POST /v1/verify and /verify (api/verify.c, the verify engineer's).
- * The handler checks the method itself (405 with "Allow: GET, POST"). */
+ * The router checks the method (its route table). */
 void api_verify(struct api_call *c);
 
 /* Everything under /v1/sessions (api/sessions.c, the sessions engineer's).
  * rest is the path after "/v1/sessions": "" or "/{id}" or "/{id}/kv" ...
  * The handler sets c->resp->route to a template ("/v1/sessions/{id}/kv"),
- * never the raw id, and checks the method itself (api_fail_method). */
+ * never the raw id, and checks the method against api_sessions_methods. */
 void api_sessions(struct api_call *c, const char *rest);
+/* The methods "/v1/sessions" + rest answers (API_M_* bits; 0: no route). */
+unsigned api_sessions_methods(const char *rest);
 
 /* Answer 201 with the session just created, forked or imported under id
  * (its object, and Location). (api/sessions.c) */

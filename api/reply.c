@@ -127,8 +127,47 @@ void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype d
              dt == ATTN_F64 ? "" : " or compute in float64");
 }
 
-void api_fail_method(struct api_call *c, const char *allow)
+unsigned api_method_bit(const char *m)
 {
+    if (!m)
+        return 0;
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
+        return API_M_GET;
+    if (strcmp(m, "POST") == 0)
+        return API_M_POST;
+    if (strcmp(m, "DELETE") == 0)
+        return API_M_DELETE;
+    return 0;
+}
+
+unsigned api_route_methods(const struct api_route_methods *table, size_t n,
+                           const char *route)
+{
+    for (size_t i = 0; i < n; i++)
+        if (table[i].route == route)
+            return table[i].methods;
+    return 0;
+}
+
+void api_methods_text(unsigned methods, char *out, size_t size)
+{
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {API_M_GET, "GET"}, {API_M_POST, "POST"}, {API_M_DELETE, "DELETE"}};
+    size_t n = 0;
+
+    if (size == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && n < size; i++)
+        if (methods & names[i].bit)
+            n += (size_t)snprintf(out + n, size - n, "%s%s", n ? ", " : "", names[i].name);
+}
+
+void api_fail_method(struct api_call *c, unsigned methods)
+{
+    char allow[32];
+
+    api_methods_text(methods, allow, sizeof allow);
     api_fail(c, API_ERR_METHOD_NOT_ALLOWED, NULL, "method %s not allowed; allowed: %s",
              c->req->method ? c->req->method : "(none)", allow);
     api_response_header(c->resp, "Allow", allow);

@@ -5,7 +5,9 @@
  * 405 with Allow, and the route template reported to logs and metrics.
  * Exact routes are checked here for their method; the subtrees /v1/sessions
  * (api/sessions.c) and /v2 (api/v2.c) route the rest of the path and check
- * methods themselves.
+ * methods themselves, from the same per-route sets they give the router for
+ * a preflight. The static files the transport serves to GET and HEAD
+ * (api_config.static_route) get the other methods' 405 and OPTIONS here.
  */
 #include "api/internal.h"
 #include "api/v2_impl.h"
@@ -14,13 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Methods as bits, for the route table and the Allow header. */
-enum {
-    M_GET = 1u << 0,
-    M_POST = 1u << 1,
-    M_DELETE = 1u << 2,
-};
 
 struct api_route {
     const char *path;               /* exact path */
@@ -38,15 +33,15 @@ struct api_route {
 
 #define POOL API_PLACE_POOL
 static const struct api_route api_routes[] = {
-    {"/healthz", "/healthz", M_GET, api_ops_healthz, NULL, false, API_PLACE_PROBE},
-    {"/readyz", "/readyz", M_GET, api_ops_readyz, NULL, false, API_PLACE_PROBE},
-    {"/metrics", "/metrics", M_GET, api_ops_metrics, NULL, false, API_PLACE_PROBE},
-    {"/v1/info", "/v1/info", M_GET, api_ops_info, NULL, false, POOL},
-    {"/v1/attention", "/v1/attention", M_POST, api_attention, NULL, true, API_PLACE_INLINE},
-    {"/v1/sessions/import", "/v1/sessions/import", M_POST, api_sessions_import,
+    {"/healthz", "/healthz", API_M_GET, api_ops_healthz, NULL, false, API_PLACE_PROBE},
+    {"/readyz", "/readyz", API_M_GET, api_ops_readyz, NULL, false, API_PLACE_PROBE},
+    {"/metrics", "/metrics", API_M_GET, api_ops_metrics, NULL, false, API_PLACE_PROBE},
+    {"/v1/info", "/v1/info", API_M_GET, api_ops_info, NULL, false, POOL},
+    {"/v1/attention", "/v1/attention", API_M_POST, api_attention, NULL, true, API_PLACE_INLINE},
+    {"/v1/sessions/import", "/v1/sessions/import", API_M_POST, api_sessions_import,
      api_sessions_import_open, false, POOL},
-    {"/v1/verify", "/v1/verify", M_GET | M_POST, api_verify, NULL, false, POOL},
-    {"/verify", "/verify", M_GET | M_POST, api_verify, NULL, false, POOL},
+    {"/v1/verify", "/v1/verify", API_M_GET | API_M_POST, api_verify, NULL, false, POOL},
+    {"/verify", "/verify", API_M_GET | API_M_POST, api_verify, NULL, false, POOL},
 };
 #undef POOL
 
@@ -70,14 +65,14 @@ static bool open_path(const char *path)
 /* Subtrees whose handler routes the rest of the path itself. */
 struct api_subtree {
     const char *prefix;             /* the subtree's root path */
-    unsigned methods;               /* every method used below it */
+    unsigned (*methods)(const char *rest);  /* those of a path below it (0: none) */
     void (*handler)(struct api_call *c, const char *rest);
     const char *(*route)(const char *rest);   /* template of a path below it */
 };
 
 static const struct api_subtree api_subtrees[] = {
-    {"/v1/sessions", M_GET | M_POST | M_DELETE, api_sessions, api_sessions_route},
-    {"/v2", M_GET | M_POST, api_v2, api_v2_route},
+    {"/v1/sessions", api_sessions_methods, api_sessions, api_sessions_route},
+    {"/v2", api_v2_methods, api_v2, api_v2_route},
 };
 
 /* Inference-Header-Content-Length: the v2 protocol's binary tensor data
@@ -90,33 +85,6 @@ static const char cors_expose_headers[] =
     "Location, Retry-After, WWW-Authenticate, Allow, Inference-Header-Content-Length, "
     "X-Request-Id";
 static const char cors_max_age[] = "600";
-
-static unsigned method_bit(const char *m)
-{
-    if (!m)
-        return 0;
-    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-        return M_GET;
-    if (strcmp(m, "POST") == 0)
-        return M_POST;
-    if (strcmp(m, "DELETE") == 0)
-        return M_DELETE;
-    return 0;
-}
-
-/* "GET, POST" for the Allow and Access-Control-Allow-Methods headers. */
-static void methods_text(unsigned methods, char *out, size_t size)
-{
-    size_t n = 0;
-
-    out[0] = '\0';
-    if (methods & M_GET)
-        n += (size_t)snprintf(out + n, size - n, "%sGET", n ? ", " : "");
-    if ((methods & M_POST) && n < size)
-        n += (size_t)snprintf(out + n, size - n, "%sPOST", n ? ", " : "");
-    if ((methods & M_DELETE) && n < size)
-        snprintf(out + n, size - n, "%sDELETE", n ? ", " : "");
-}
 
 /* The subtree holding path (its root itself or below it), or NULL; *rest
  * is the path after the root ("" or "/..."). */
@@ -203,7 +171,7 @@ static void preflight(struct api_call *c, unsigned methods)
     api_reply_empty(c, 204);
     if (!cors_allow_origin(c->ctx, api_header(c, "Origin")))
         return;
-    methods_text(methods, m, sizeof m);
+    api_methods_text(methods, m, sizeof m);
     api_response_header(c->resp, "Access-Control-Allow-Methods", m);
     api_response_header(c->resp, "Access-Control-Allow-Headers",
                         cors_allow_headers);
@@ -275,6 +243,14 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     c->half = API_HALF_NONE;
 }
 
+/* A static file reaching the api: only an in-process caller sends one
+ * (the transport serves them itself). */
+static void static_file(struct api_call *c)
+{
+    api_fail(c, API_ERR_NOT_FOUND, NULL, "%s is a static file, served by the transport",
+             c->req->path);
+}
+
 static void dispatch(struct api_call *c)
 {
     const char *path = c->req->path ? c->req->path : "";
@@ -282,22 +258,26 @@ static void dispatch(struct api_call *c)
     const struct api_route *rt = route_find(path);
     const char *rest = NULL;
     const struct api_subtree *st = rt ? NULL : subtree_find(path, &rest);
-    unsigned methods = rt ? rt->methods : st ? st->methods : 0;
-    char allow[64];
+    const char *file = rt || st || !c->ctx->cfg.static_route
+                           ? NULL : c->ctx->cfg.static_route(path);
+    unsigned methods = rt ? rt->methods : st ? st->methods(rest) : file ? API_M_GET : 0;
 
     if (rt)
         c->resp->route = rt->route;
     else if (st)
         c->resp->route = st->route(rest);   /* "unmatched" below it too */
-    if (!methods) {
+    else if (file)
+        c->resp->route = file;
+    if (!methods && !st) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for %s", path);
         return;
     }
-    if (strcmp(method, "OPTIONS") == 0) {
+    /* below a subtree, a path with no route is the subtree's 404 */
+    if (methods && strcmp(method, "OPTIONS") == 0) {
         preflight(c, methods);
         return;
     }
-    if (!open_path(path) && !authorized(c)) {
+    if (!file && !open_path(path) && !authorized(c)) {
         unauthorized(c);
         if (under_v2(path))
             api_v2_error_shape(c);
@@ -307,12 +287,14 @@ static void dispatch(struct api_call *c)
         st->handler(c, rest);
         return;
     }
-    if (!(method_bit(method) & methods)) {
-        methods_text(methods, allow, sizeof allow);
-        api_fail_method(c, allow);
+    if (!(api_method_bit(method) & methods)) {
+        api_fail_method(c, methods);
         return;
     }
-    rt->handler(c);
+    if (file)
+        static_file(c);
+    else
+        rt->handler(c);
 }
 
 void api_handle(struct api_ctx *ctx, const struct api_request *req,
@@ -346,7 +328,7 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
     struct api_response resp;       /* unused: nothing is answered here */
     const struct api_route *rt = req->path ? route_find(req->path) : NULL;
 
-    if (!rt || !rt->stream_open || !req->method || !(method_bit(req->method) & rt->methods))
+    if (!rt || !rt->stream_open || !req->method || !(api_method_bit(req->method) & rt->methods))
         return NULL;
     call_init(&c, ctx, req, &resp);
     if (!open_path(req->path) && !authorized(&c))
@@ -358,7 +340,7 @@ bool api_route_takes_early(const struct api_request *req)
 {
     const struct api_route *rt = req->path ? route_find(req->path) : NULL;
 
-    return rt && rt->early && req->method && (method_bit(req->method) & rt->methods);
+    return rt && rt->early && req->method && (api_method_bit(req->method) & rt->methods);
 }
 
 enum api_place api_route_place(const char *method, const char *path)

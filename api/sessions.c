@@ -761,6 +761,13 @@ static bool is_method(const struct api_call *c, const char *m)
     return strcmp(c->req->method, m) == 0;
 }
 
+/* The request's method as an API_M_* bit; HEAD is none here (the session
+ * routes answer GET, not HEAD). */
+static unsigned session_method_bit(const struct api_call *c)
+{
+    return is_method(c, "HEAD") ? 0 : api_method_bit(c->req->method);
+}
+
 /* Split "/{id}[/action]" into id and action ("" if none); an overlong id
  * becomes "" (unknown to the store: 404 session_not_found). false: no id. */
 static bool split_rest(const char *rest, char *id, const char **action)
@@ -806,45 +813,34 @@ const char *api_sessions_route(const char *rest)
     return "unmatched";
 }
 
-/* Dispatch "/{id}/action" by action and method. */
+/* The methods of each route below /v1/sessions: what api_sessions
+ * answers, its 405s' Allow and the router's CORS preflight. */
+static const struct api_route_methods session_methods[] = {
+    {route_root, API_M_POST}, {route_id, API_M_GET | API_M_DELETE},
+    {route_kv, API_M_GET | API_M_POST}, {api_route_export, API_M_GET},
+    {route_attention, API_M_POST}, {route_truncate, API_M_POST}, {route_fork, API_M_POST}};
+
+unsigned api_sessions_methods(const char *rest)
+{
+    return api_route_methods(session_methods, sizeof session_methods / sizeof session_methods[0],
+                             api_sessions_route(rest));
+}
+
+/* Dispatch "/{id}/action" by action and method (the method is one the
+ * route answers: api_sessions checked it). */
 static void on_session(struct api_call *c, const char *id, const char *action)
 {
-    bool get = is_method(c, "GET"), post = is_method(c, "POST");
+    bool get = is_method(c, "GET");
     if (action[0] == '\0') {
-        c->resp->route = route_id;
-        if (get)
-            get_req(c, id);
-        else if (is_method(c, "DELETE"))
-            delete_req(c, id);
-        else
-            api_fail_method(c, "GET, DELETE");
+        get ? get_req(c, id) : delete_req(c, id);
     } else if (strcmp(action, "kv") == 0) {
-        c->resp->route = route_kv;
-        if (get)
-            kv_get_req(c, id);
-        else if (post)
-            kv_append_req(c, id);
-        else
-            api_fail_method(c, "GET, POST");
+        get ? kv_get_req(c, id) : kv_append_req(c, id);
     } else if (strcmp(action, "export") == 0) {
-        c->resp->route = api_route_export;
-        if (get)
-            api_sessions_export(c, id);
-        else
-            api_fail_method(c, "GET");
+        api_sessions_export(c, id);
     } else {
-        for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++) {
-            if (strcmp(action, session_posts[i].name) != 0)
-                continue;
-            c->resp->route = session_posts[i].route;
-            if (post)
+        for (size_t i = 0; i < sizeof session_posts / sizeof session_posts[0]; i++)
+            if (strcmp(action, session_posts[i].name) == 0)
                 session_posts[i].fn(c, id);
-            else
-                api_fail_method(c, "POST");
-            return;
-        }
-        c->resp->route = "unmatched";
-        api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
     }
 }
 
@@ -852,21 +848,22 @@ void api_sessions(struct api_call *c, const char *rest)
 {
     char id[SESS_ID_MAX];
     const char *action = "";
+    unsigned methods = api_sessions_methods(rest);
     c->resp->route = api_sessions_route(rest);
     if (!c->ctx->store) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "sessions are not available");
         return;
     }
-    if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
-        if (is_method(c, "POST"))
-            sessions_create(c);
-        else
-            api_fail_method(c, "POST");
-        return;
-    }
-    if (!split_rest(rest, id, &action)) {
+    if (!methods) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
         return;
     }
-    on_session(c, id, action);
+    if (!(session_method_bit(c) & methods)) {
+        api_fail_method(c, methods);
+        return;
+    }
+    if (c->resp->route == route_root)
+        sessions_create(c);
+    else if (split_rest(rest, id, &action))
+        on_session(c, id, action);
 }

@@ -111,17 +111,6 @@ const char *api_v2_datatype_name(enum attn_dtype dt, enum api_half half)
 
 /* ---- metadata and health ----------------------------------------------- */
 
-static bool is_get(const struct api_call *c)
-{
-    const char *m = c->req->method ? c->req->method : "";
-    return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
-}
-
-static bool is_post(const struct api_call *c)
-{
-    return c->req->method && strcmp(c->req->method, "POST") == 0;
-}
-
 static void v2_server_meta(struct api_call *c)
 {
     const char *v = c->ctx->cfg.version ? c->ctx->cfg.version : "";
@@ -260,23 +249,38 @@ const char *api_v2_route(const char *rest)
     return "unmatched";
 }
 
+/* The methods of each route: what dispatch answers, its 405s' Allow and
+ * the router's CORS preflight. */
+static const struct api_route_methods v2_methods[] = {
+    {r_server, API_M_GET}, {r_live, API_M_GET}, {r_ready, API_M_GET},
+    {r_model, API_M_GET}, {r_model_ready, API_M_GET}, {r_infer, API_M_POST}};
+
+unsigned api_v2_methods(const char *rest)
+{
+    return api_route_methods(v2_methods, sizeof v2_methods / sizeof v2_methods[0],
+                             api_v2_route(rest));
+}
+
 static void dispatch(struct api_call *c, const char *rest)
 {
     const char *route = api_v2_route(rest), *what = NULL;
+    unsigned methods = api_v2_methods(rest);
 
     c->resp->route = route;
-    if (route == r_server) {
-        is_get(c) ? v2_server_meta(c) : api_fail_method(c, "GET");
+    if (methods && !(api_method_bit(c->req->method) & methods)) {
+        api_fail_method(c, methods);
+    } else if (route == r_server) {
+        v2_server_meta(c);
     } else if (route == r_live) {
-        is_get(c) ? v2_health(c, false) : api_fail_method(c, "GET");
+        v2_health(c, false);
     } else if (route == r_ready) {
-        is_get(c) ? v2_health(c, true) : api_fail_method(c, "GET");
+        v2_health(c, true);
     } else if (route == r_model) {
-        is_get(c) ? v2_model_meta(c) : api_fail_method(c, "GET");
+        v2_model_meta(c);
     } else if (route == r_model_ready) {
-        is_get(c) ? v2_model_ready(c) : api_fail_method(c, "GET");
+        v2_model_ready(c);
     } else if (route == r_infer) {
-        is_post(c) ? api_v2_infer(c) : api_fail_method(c, "POST");
+        api_v2_infer(c);
     } else if (model_tail(rest, &what) == NULL && what) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "unknown %s; this server serves model "
                  "\"" V2_MODEL "\" version " V2_VERSION, what);

@@ -18,13 +18,16 @@
 #include "api/internal.h"
 
 /* Handle a request whose path is "/v2" + rest ("" or "/..."). Sets
- * c->resp->route to a template and checks the method itself. */
+ * c->resp->route to a template and checks the method (api_v2_methods). */
 void api_v2(struct api_call *c, const char *rest);
 
 /* The route template of "/v2" + rest ("/v2/models/{model}/infer", ...), or
  * "unmatched"; static text. The router labels replies it answers itself
  * (401, OPTIONS) with it. */
 const char *api_v2_route(const char *rest);
+
+/* The methods "/v2" + rest answers (API_M_* bits; 0: no route there). */
+unsigned api_v2_methods(const char *rest);
 
 /* Rewrite an error reply already in c->resp (attnd's error object) into the
  * protocol's {"error":"..."} shape and status mapping; other replies are

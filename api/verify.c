@@ -826,7 +826,7 @@ void api_verify(struct api_call *c)
         return;
     }
     if (strcmp(m, "POST") != 0) {
-        api_fail_method(c, "GET, POST");
+        api_fail_method(c, API_M_GET | API_M_POST);
         return;
     }
     if (!(body = api_parse_body(c)))

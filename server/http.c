@@ -318,6 +318,19 @@ static const struct srv_asset *find_asset(const char *method, const char *url)
     return NULL;
 }
 
+/* The route template a file is logged and counted under. */
+static const char *asset_route(const char *url, const struct srv_asset *a)
+{
+    return strcmp(url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
+         : strcmp(a->path, "/index.html") == 0 ? "/" : "/{asset}";
+}
+
+const char *srv_http_asset_route(const char *path)
+{
+    const struct srv_asset *a = find_asset("GET", path);
+    return a ? asset_route(path, a) : NULL;
+}
+
 static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
 {
     struct MHD_Response *mr = MHD_create_response_from_buffer(
@@ -331,8 +344,7 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     MHD_add_response_header(mr, "X-Request-Id", r->id);
     r->status = 200;
-    r->route = strcmp(r->url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
-             : strcmp(a->path, "/index.html") == 0 ? "/" : "/{asset}";
+    r->route = asset_route(r->url, a);
     r->bytes_out = a->size;
     r->state = REQ_ANSWERED;
     enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, mr);

@@ -37,6 +37,10 @@ struct srv_http_guard {
     bool tls;                       /* HTTPS with server/tls.c's current pair */
 };
 
+/* The route template of an embedded static file's path ("/",
+ * "/v1/openapi.json", "/{asset}"), or NULL: api_config.static_route. */
+const char *srv_http_asset_route(const char *path);
+
 /* Request bodies buffered at once, at most, for --max-body-bytes. */
 size_t srv_http_body_budget(size_t max_body_bytes);
 

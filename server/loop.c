@@ -467,6 +467,7 @@ static void init_ctx(struct proc *p)
         a->auth_arg = p->keys;
     }
     a->cors_origins = c->cors_origins[0] ? c->cors_origins : NULL;
+    a->static_route = srv_http_asset_route;
     a->workers = (int)c->workers;
     a->version = ATTND_VERSION;
     p->ctx.store = p->store;

@@ -2,10 +2,12 @@
  * tests/api/test_api_ops.c — the operations endpoints and the router's
  * shared policies, in-process: /healthz, /readyz (draining), /v1/info,
  * /metrics, 404 / 405 with Allow, route templates, CORS (allowed, refused,
- * preflight), Bearer auth on and off, api_transport_error.
+ * preflight: each route's own methods, static files too), Bearer auth on
+ * and off, api_transport_error.
  */
 #include <stdlib.h>
 
+#include "core/store.h"
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
 
@@ -239,14 +241,15 @@ TEST(cors_preflight)
 
     t_call_h(&ctx, "OPTIONS", "/v2/models/attention/infer", ok, NULL, &r);
     CHECK_EQ_INT(r.status, 204);
-    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "POST");
     CHECK(strstr(t_hdr(&r, "Access-Control-Allow-Headers"),
                  "Inference-Header-Content-Length") != NULL);
     api_response_free(&r);
 
+    /* the methods of the path's route, not of its subtree */
     t_call_h(&ctx, "OPTIONS", "/v1/sessions/x/kv", ok, NULL, &r);
     CHECK_EQ_INT(r.status, 204);
-    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST, DELETE");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST");
     api_response_free(&r);
 
     t_call_h(&ctx, "OPTIONS", "/v1/attention", bad, NULL, &r);
@@ -260,6 +263,98 @@ TEST(cors_preflight)
     api_response_free(&r);
     ctx.cfg.cors_origins = NULL;
     ctx.cfg.api_key = NULL;
+}
+
+/* The test's static files, as server/http.c's srv_http_asset_route. */
+static const char *test_static_route(const char *path)
+{
+    if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0)
+        return "/";
+    if (strcmp(path, "/v1/openapi.json") == 0)
+        return "/v1/openapi.json";
+    return strcmp(path, "/app.js") == 0 ? "/{asset}" : NULL;
+}
+
+/* Every route's preflight offers exactly the methods it answers: those
+ * not offered are 405 with the same list in Allow, those offered are
+ * not. The static files answer GET (the transport serves it). */
+TEST(preflight_methods_are_the_routes)
+{
+    static const struct {
+        const char *path, *methods;
+    } routes[] = {
+        {"/healthz", "GET"}, {"/readyz", "GET"}, {"/metrics", "GET"}, {"/v1/info", "GET"},
+        {"/v1/attention", "POST"}, {"/v1/sessions/import", "POST"},
+        {"/v1/verify", "GET, POST"}, {"/verify", "GET, POST"},
+        {"/v1/sessions", "POST"}, {"/v1/sessions/x", "GET, DELETE"},
+        {"/v1/sessions/x/kv", "GET, POST"}, {"/v1/sessions/x/export", "GET"},
+        {"/v1/sessions/x/attention", "POST"}, {"/v1/sessions/x/truncate", "POST"},
+        {"/v1/sessions/x/fork", "POST"},
+        {"/v2", "GET"}, {"/v2/health/live", "GET"}, {"/v2/health/ready", "GET"},
+        {"/v2/models/attention", "GET"}, {"/v2/models/attention/versions/1", "GET"},
+        {"/v2/models/attention/ready", "GET"}, {"/v2/models/attention/infer", "POST"},
+        {"/v2/models/attention/versions/1/infer", "POST"},
+        {"/", "GET"}, {"/index.html", "GET"}, {"/v1/openapi.json", "GET"}, {"/app.js", "GET"},
+    };
+    static const char *const methods[] = {"GET", "POST", "DELETE", "PUT", "PATCH"};
+    const char *const ok[] = {"Origin", "http://localhost:3000", NULL};
+    struct sess_config scfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
+    struct api_response r;
+
+    ctx.cfg.cors_origins = origins;
+    ctx.cfg.static_route = test_static_route;
+    ctx.store = sess_store_new(&scfg);
+    CHECK(ctx.store != NULL);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const char *p = routes[i].path;
+
+        t_call_h(&ctx, "OPTIONS", p, ok, NULL, &r);
+        CHECK_EQ_INT(r.status, 204);
+        CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), routes[i].methods);
+        if (r.status != 204)
+            printf("  OPTIONS %s\n", p);
+        api_response_free(&r);
+        for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+            const char *allowed = strstr(routes[i].methods, methods[m]);
+
+            t_call(&ctx, methods[m], p, "{}", &r);
+            if (allowed) {
+                CHECK(r.status != 405);
+            } else {
+                CHECK_EQ_INT(r.status, 405);
+                if (strncmp(p, "/v2", 3) != 0)      /* v2: the protocol's shape */
+                    CHECK_STR(t_err_code(&r), "method_not_allowed");
+                CHECK_STR(t_hdr(&r, "Allow"), routes[i].methods);
+            }
+            if (allowed ? r.status == 405 : r.status != 405)
+                printf("  %s %s: %d\n", methods[m], p, r.status);
+            api_response_free(&r);
+        }
+    }
+    /* a path no route has, below a subtree or not, offers nothing */
+    t_call_h(&ctx, "OPTIONS", "/v1/sessions/x/nope", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Methods") == NULL);
+    api_response_free(&r);
+    t_call_h(&ctx, "OPTIONS", "/v2/models/other/infer", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(t_hdr(&r, "Access-Control-Allow-Methods") == NULL);
+    api_response_free(&r);
+    t_call_h(&ctx, "OPTIONS", "/style.cssx", ok, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    api_response_free(&r);
+    /* a static file's 405 needs no key: the files are open routes */
+    ctx.cfg.api_key = "s3cret";
+    t_call(&ctx, "POST", "/v1/openapi.json", "{}", &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(t_hdr(&r, "Allow"), "GET");
+    CHECK_STR(r.route, "/v1/openapi.json");
+    api_response_free(&r);
+    ctx.cfg.api_key = NULL;
+    sess_store_free(ctx.store);
+    ctx.store = NULL;
+    ctx.cfg.static_route = NULL;
+    ctx.cfg.cors_origins = NULL;
 }
 
 TEST(cors_wildcard_never_echoes_credentials)
@@ -456,6 +551,7 @@ int main(void)
     RUN(cors_allowed_origin);
     RUN(cors_refused_origin);
     RUN(cors_preflight);
+    RUN(preflight_methods_are_the_routes);
     RUN(cors_wildcard_never_echoes_credentials);
     RUN(auth_on);
     RUN(auth_off);

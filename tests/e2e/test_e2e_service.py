@@ -185,6 +185,25 @@ def test_wrong_method_is_json_405_with_allow(attnd):
     assert "POST" in r.headers["allow"]
 
 
+def test_static_files_answer_a_wrong_method_405_with_allow(attnd):
+    # the transport serves them to GET and HEAD; any other method is the
+    # api's 405, as on every other route (it was 404 "no route")
+    web = os.path.join(os.path.dirname(__file__), "..", "..", "server", "web")
+    paths = ["/", "/v1/openapi.json"] + ["/" + name for name in sorted(os.listdir(web))]
+    for path in paths:
+        for method in ("POST", "DELETE", "PUT"):
+            r = attnd.request(method, path, b"{}" if method != "DELETE" else None)
+            assert r.status == 405, (method, path, r)
+            assert r.json()["error"]["code"] == "method_not_allowed", (method, path)
+            assert r.headers["allow"] == "GET", (method, path)
+
+
+def test_static_files_need_no_key_for_their_405():
+    with Attnd("--api-key", "s3cret-key") as a:
+        r = a.post("/v1/openapi.json", {})
+        assert r.status == 405 and r.headers["allow"] == "GET", r
+
+
 # ---- CORS and auth ---------------------------------------------------------
 
 def test_cors_preflight_allowed_and_refused():
@@ -204,6 +223,24 @@ def test_cors_preflight_allowed_and_refused():
         assert r.status == 422 and r.headers["access-control-allow-origin"] == good
         r = a.post("/v1/attention", SEED, headers={"Origin": bad})
         assert r.status == 200 and "access-control-allow-origin" not in r.headers
+
+
+def test_cors_preflight_offers_the_routes_own_methods():
+    origin = "http://teach.example"
+    with Attnd("--cors-origins", "*") as a:
+        for path, methods in (("/v1/sessions/abc/kv", "GET, POST"),
+                              ("/v1/sessions/abc", "GET, DELETE"),
+                              ("/v1/sessions/abc/fork", "POST"),
+                              ("/v2/models/attention/infer", "POST"),
+                              ("/v2/health/live", "GET"),
+                              ("/", "GET"), ("/v1/openapi.json", "GET"), ("/app.js", "GET")):
+            r = a.request("OPTIONS", path, headers={"Origin": origin,
+                                                    "Access-Control-Request-Method": "GET"})
+            assert r.status == 204, (path, r)
+            assert r.headers["access-control-allow-methods"] == methods, path
+        # DELETE on a session's kv is 405, so its preflight does not offer it
+        r = a.request("DELETE", "/v1/sessions/abc/kv")
+        assert r.status == 405 and r.headers["allow"] == "GET, POST"
 
 
 def test_cors_on_transport_errors():
