@@ -629,7 +629,11 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
     enum core_status st;
 
     if (!verify_numbers_bound(in, &numbers) || numbers > api_max_elements(c)) {
-        too_large(c, builtin ? NULL : "/q", 1);
+        if (builtin)        /* a GET: nothing the client sent to make smaller */
+            api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, "the built-in checks' report "
+                     "holds more than %zu numbers (--max-elements)", api_max_elements(c));
+        else
+            too_large(c, "/q", 1);
         return;
     }
     st = verify_run(in, &rep);

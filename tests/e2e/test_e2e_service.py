@@ -204,6 +204,20 @@ def test_static_files_need_no_key_for_their_405():
         assert r.status == 405 and r.headers["allow"] == "GET", r
 
 
+def test_reads_over_max_elements_are_422_response_too_large():
+    # GETs that send nothing still answer more than --max-elements numbers
+    with Attnd("--max-elements", "40") as a:
+        sid = a.post("/v1/sessions", {"d_k": 2, "d_v": 2}).json()["id"]
+        for _ in range(5):                                    # 25 rows, 100 numbers
+            rows = [[1, 0], [0, 1], [1, 1], [0, 0], [2, 1]]
+            assert a.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": rows}).status == 200
+        for path in (f"/v1/sessions/{sid}/kv", "/v1/verify", "/verify"):
+            r = a.get(path)
+            assert r.status == 422, (path, r)
+            assert r.json()["error"]["code"] == "response_too_large", path
+        assert "send fewer" not in a.get("/v1/verify").json()["error"]["message"]
+
+
 # ---- CORS and auth ---------------------------------------------------------
 
 def test_cors_preflight_allowed_and_refused():
