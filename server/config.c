@@ -443,7 +443,28 @@ static const struct opt *find_opt(const char *name, size_t len)
     return NULL;
 }
 
-static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
+/* given[i]: opts[i] is on the command line, so its ATTND_* twin is not
+ * read at all (a flag wins over its twin, even one whose value is bad).
+ * Scans as srv_config_parse does; what it cannot read it leaves to it. */
+static void flags_given(int argc, char **argv, bool given[N_OPTS])
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0)
+            continue;
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        const struct opt *o = find_opt(a + 2, len);
+        if (!o)
+            continue;
+        given[o - opts] = true;
+        if (!eq)
+            i++;                            /* its value */
+    }
+}
+
+static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OPTS],
+                                   FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
     srv_resources_read(&cfg->res);
@@ -460,7 +481,7 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
             return false;
         }
         env_name(o, env, sizeof env);
-        const char *v = getenv(env);
+        const char *v = given[i] ? NULL : getenv(env);
         if (v && !set_opt(cfg, o, v, why, sizeof why)) {
             char where[96];
             snprintf(where, sizeof where, "value of %s", env);
@@ -474,7 +495,10 @@ static bool apply_defaults_and_env(struct srv_config *cfg, FILE *err)
 enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
                                         char **argv, FILE *out, FILE *err)
 {
-    if (!apply_defaults_and_env(cfg, err))
+    bool given[N_OPTS] = {false};
+
+    flags_given(argc, argv, given);
+    if (!apply_defaults_and_env(cfg, given, err))
         return SRV_CONFIG_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

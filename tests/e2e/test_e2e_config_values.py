@@ -5,7 +5,8 @@ as a Kubernetes secret with an empty key or an unset Compose variable
 gives) would otherwise start without authentication or without TLS; a
 --replica-id that the session store would rewrite breaks the proxy's
 routing map; a --cors-origins entry that is no origin never matches; a
---host that cannot be listened on."""
+--host that cannot be listened on. A flag given wins over its twin, which
+is then not read: a bad value there is no reason to exit."""
 import os
 import subprocess
 
@@ -105,3 +106,26 @@ def test_a_host_that_cannot_be_listened_on_exits_2(host):
     code, out = run_bin("--host", host)
     assert code == 2, (host, code, out)
     assert host in out and "--host" in out, out
+
+
+@pytest.mark.parametrize("env,args", [
+    ({"ATTND_PORT": "abc"}, []),                        # Attnd gives --port 0
+    ({"ATTND_LOG_FORMAT": "xml"}, ["--log-format", "json"]),
+    ({"ATTND_MAX_ELEMENTS": "lots"}, ["--max-elements=100"]),
+    ({"ATTND_API_KEY": ""}, ["--api-key", "a-key-of-the-flag"]),
+], ids=["port", "log_format", "max_elements", "empty_api_key"])
+def test_a_flag_wins_over_its_twin_even_a_bad_one(env, args):
+    # README: "a flag wins over its twin": the twin is not read at all
+    with Attnd(*args, env=env) as a:
+        assert a.get("/healthz").status == 200
+        if "--max-elements=100" in args:
+            assert a.get("/v1/info").json()["limits"]["max_elements"] == 100
+        if "--api-key" in args:
+            assert a.get("/v1/info").status == 401
+            ok = a.get("/v1/info", headers={"Authorization": "Bearer a-key-of-the-flag"})
+            assert ok.status == 200
+
+
+def test_a_bad_twin_without_its_flag_still_exits_2():
+    code, out = run_bin("--log-format", "json", env={"ATTND_MAX_ELEMENTS": "lots"})
+    assert code == 2 and "ATTND_MAX_ELEMENTS" in out, out
