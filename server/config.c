@@ -92,7 +92,7 @@ static const struct opt opts[] = {
     {"snapshot-min-bytes", OPT_SIZE, N(snapshot_min_bytes), 0, 1e15, "64m",
      "rewrite the journal into a snapshot once past this and the last snapshot"},
     {"log-format", OPT_LOGFMT, N(log_format), 0, 0, "json", "json | text"},
-    {"log-file", OPT_STR, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens); default stdout"},
+    {"log-file", OPT_STR, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens)"},
     {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
      "seconds to let in-flight requests finish on SIGTERM; then those still computing are "
      "answered 503 draining (nothing of them applied) and attnd exits 1"},
@@ -406,6 +406,17 @@ static void bad_value(FILE *err, const struct opt *o, const char *where, const c
     fprintf(err, "Try 'attnd --help'.\n");
 }
 
+/* --help's word for a default: the text, "usable CPUs" when computed,
+ * and for an empty one what it means ("none", or stdout for the log). */
+static const char *shown_default(const struct opt *o)
+{
+    if (!o->def)
+        return "usable CPUs";
+    if (o->def[0])
+        return o->def;
+    return strcmp(o->name, "log-file") == 0 ? "stdout" : "none";
+}
+
 static void print_help(FILE *out)
 {
     fprintf(out,
@@ -419,7 +430,7 @@ static void print_help(FILE *out)
         const struct opt *o = &opts[i];
         env_name(o, env, sizeof env);
         fprintf(out, "  --%-24s %s\n  %-26s [%s; default: %s]\n", o->name, o->help, "",
-                env, o->def ? (o->def[0] ? o->def : "none") : "usable CPUs");
+                env, shown_default(o));
     }
     fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "print this help and exit",
              "version", "print the version and exit");

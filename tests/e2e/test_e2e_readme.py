@@ -94,5 +94,4 @@ def test_configuration_table_matches_help():
         m = re.search(rf"^  --{flag} .*\n.*\[{env}; default: ([^\]]+)\]", help_text, re.M)
         assert m, flag
         d = default.strip().strip("`")
-        assert m.group(1) == d or (m.group(1) in ("none", "usable CPUs") and d in ("none", "usable CPUs", "stdout")), \
-            (flag, m.group(1), d)
+        assert m.group(1) == d, (flag, m.group(1), d)
