@@ -29,35 +29,37 @@ static const char *skip_ws(const char *s)
 
 /*
  * application/json, optionally followed by "; charset=utf-8" (the value
- * case-insensitive, optionally quoted). Any other type or parameter: false.
+ * case-insensitive, optionally quoted): NULL. Anything else: what the 415
+ * says is wrong with it.
  */
-static bool media_type_ok(const char *ct)
+static const char *media_type_fault(const char *ct)
 {
     static const char type[] = "application/json";
+    static const char wrong_type[] = "Content-Type must be application/json";
     const char *p;
 
     if (!ct)
-        return false;
+        return wrong_type;
     p = skip_ws(ct);
     if (strncasecmp(p, type, sizeof type - 1) != 0)
-        return false;
+        return wrong_type;
     p = skip_ws(p + sizeof type - 1);
     while (*p == ';') {
         p = skip_ws(p + 1);
         if (*p == '\0')
-            return true;
+            return NULL;
         if (strncasecmp(p, "charset=", 8) != 0)
-            return false;
+            return "application/json takes no parameter but charset=utf-8";
         p += 8;
         if (strncasecmp(p, "\"utf-8\"", 7) == 0)
             p += 7;
         else if (strncasecmp(p, "utf-8", 5) == 0)
             p += 5;
         else
-            return false;
+            return "the only charset accepted is utf-8 (JSON is UTF-8: RFC 8259)";
         p = skip_ws(p);
     }
-    return *p == '\0';
+    return *p == '\0' ? NULL : wrong_type;
 }
 
 /* End of the string whose opening quote is at s[i] (index after the closing
@@ -374,9 +376,9 @@ static json_t *parse_body(struct api_call *c, bool optional)
         api_fail(c, API_ERR_INVALID_JSON, "", "request body is empty");
         return NULL;
     }
-    if (!media_type_ok(api_header(c, "Content-Type"))) {
-        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
-                 "Content-Type must be application/json");
+    const char *fault = media_type_fault(api_header(c, "Content-Type"));
+    if (fault) {
+        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL, "%s", fault);
         return NULL;
     }
     /* the strings decoded as the body arrived, back in it (those a fast
@@ -464,7 +466,7 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     /* The rewrite follows the whole body and refuses nesting beyond the
      * limit, so a rewritten text needs no too_deep() scan. */
     if (r->body_len == 0 || !r->body ||
-        !media_type_ok(api_header(c, "Content-Type")))
+        media_type_fault(api_header(c, "Content-Type")))
         return parse_body(c, false);
     if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
                                  attn_ws_pool(r->ws), r->early, pre, &len))) {

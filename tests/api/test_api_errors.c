@@ -254,6 +254,21 @@ TEST(media_types)
     t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
     CHECK_EQ_INT(r.status, 415);
     api_response_free(&r);
+    /* the message says what is wrong: another charset is not another type */
+    h[0] = "Content-Type";
+    h[1] = "application/json; charset=latin1";
+    t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+    CHECK_EQ_INT(r.status, 415);
+    CHECK(r.body && strstr(r.body, "the only charset accepted is utf-8") != NULL);
+    api_response_free(&r);
+    h[1] = "text/plain; charset=utf-8";
+    t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+    CHECK(r.body && strstr(r.body, "Content-Type must be application/json") != NULL);
+    api_response_free(&r);
+    h[1] = "application/json; boundary=x";
+    t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+    CHECK(r.body && strstr(r.body, "no parameter but charset=utf-8") != NULL);
+    api_response_free(&r);
 }
 
 TEST(empty_body)
