@@ -7,6 +7,7 @@ Each test talks HTTP to the real build/attnd (attnd_proc.Attnd).
 """
 import base64
 import json
+import math
 import os
 import random
 import re
@@ -146,6 +147,28 @@ def test_seed_example_numbers(attnd):
     assert close(out["weights"][0], W_QBIAS)
     kb = dict(SEED, bias={"k": [3, -2]})      # a common K bias leaves the weights alone
     assert close(attnd.post("/v1/attention", kb).json()["weights"][0], W_PLAIN)
+
+
+@pytest.mark.parametrize("dtype,fmt", [("float64", "d"), ("float32", "f"), ("float16", "e")])
+def test_base64_carries_masked_scores_as_inf_and_undefined_lse_as_nan(attnd, dtype, fmt):
+    # README (encoding) and the OpenAPI OutTensor say so: JSON numbers give
+    # null there, raw bytes carry the IEEE values
+    def decoded(t):
+        raw = base64.b64decode(t["data"])
+        return struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw)
+    body = {"q": [[1, 0], [0, 1]], "k": [[1, 0], [0, 1]], "v": [[1], [2]],
+            "mask": [[True, False], [False, False]], "dtype": dtype,
+            "return": ["scores", "lse", "output"]}
+    r = attnd.post("/v1/attention", dict(body, encoding="base64"))
+    assert r.status == 200, r
+    out = r.json()
+    scores, lse = decoded(out["scores"]), decoded(out["lse"])
+    assert scores[0] == pytest.approx(2 ** -0.5, rel=1e-3)
+    assert scores[1] == scores[2] == scores[3] == -math.inf
+    assert not math.isnan(lse[0]) and math.isnan(lse[1])
+    js = attnd.post("/v1/attention", body).json()
+    assert js["scores"][0][1] is None and js["scores"][1] == [None, None]
+    assert js["lse"][1] is None
 
 
 # ---- static files, 404, 405 -----------------------------------------------

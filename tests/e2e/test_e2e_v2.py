@@ -277,6 +277,31 @@ def test_binary_mask_bool_bytes(attnd):
     assert w[1] == 0.0 and w[0] + w[2] == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("datatype,fmt", [("FP64", "d"), ("FP32", "f"), ("FP16", "e")])
+def test_binary_outputs_carry_masked_scores_as_inf_and_undefined_lse_as_nan(attnd, datatype, fmt):
+    # README and the OpenAPI infer answer say so; the JSON data has null
+    body = {"inputs": [tensor("q", [2, 2], [1, 0, 0, 1], datatype),
+                       tensor("k", [2, 2], [1, 0, 0, 1], datatype),
+                       tensor("v", [2, 1], [1, 2], datatype),
+                       tensor("mask", [2, 2], [True, False, False, False], "BOOL")],
+            "outputs": [{"name": "scores", "parameters": {"binary_data": True}},
+                        {"name": "lse", "parameters": {"binary_data": True}},
+                        {"name": "output"}]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    js, raw = split_binary_response(r)
+    size = struct.calcsize(fmt)
+    scores = struct.unpack("<4" + fmt, raw[:4 * size])
+    lse = struct.unpack("<2" + fmt, raw[4 * size:6 * size])
+    assert scores[0] == pytest.approx(2 ** -0.5, rel=1e-3)
+    assert scores[1] == scores[2] == scores[3] == -math.inf
+    assert not math.isnan(lse[0]) and math.isnan(lse[1])
+    for o in body["outputs"][:2]:
+        o["parameters"]["binary_data"] = False
+    outs = outputs(attnd.post(INFER, body).json())
+    assert outs["scores"]["data"][1:] == [None, None, None] and outs["lse"]["data"][1] is None
+
+
 def test_binary_errors(attnd):
     q = struct.pack("<8d", *flat(Q))
     header = {"inputs": [{"name": "q", "shape": [2, 4], "datatype": "FP64",
