@@ -20,6 +20,8 @@ import struct
 import tempfile
 import time
 
+import pytest
+
 from attnd_proc import Attnd
 
 OPTS = {"bias": {"q": [0.25, -0.5, 1.0, 0.0], "k": [[3, -2, 0.5, 1], [0, 1, -1, 2]],
@@ -330,3 +332,28 @@ def test_forks_and_lowered_limits_lose_nothing_across_restarts(tmp_path):
             assert ("every one is kept" in d.logs()) == (restart == 2), restart
             d.signal(signal.SIGTERM)
             assert d.wait(timeout=20) == 0
+
+
+# README, Quick start: the members of a session object that are not create options
+NOT_OPTIONS = ("id", "length", "bytes", "shared_bytes", "expires_in_s", "held")
+
+
+@pytest.mark.parametrize("spec", [
+    {"d_k": 2, "d_v": 2},
+    {"d_k": 4, "d_v": 2, "heads": 2, "kv_heads": 1, "dtype": "float16", "softmax": "sink",
+     "sink_logit": [0.1, 0.2], "rope": {"base": 10000, "pairs": "half"}, "kv_dtype": "int8",
+     "softcap": 30},
+    {"d_k": 2, "d_v": 2, "dtype": "float32", "window": {"left": 4, "sinks": 1}, "ttl_s": 60},
+], ids=["plain", "half_model", "rolling"])
+def test_a_session_object_without_its_state_creates_the_same_session(attnd, spec):
+    sid = _create(attnd, spec)
+    rows = [[1, 0]] * 3 if spec["d_k"] == 2 else [[[1, 0, 0, 0]] * 3]
+    vals = [[1, 0]] * 3 if spec["d_k"] == 2 else [[[1, 0]] * 3]
+    assert attnd.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": vals}).status == 200
+    obj = attnd.get(f"/v1/sessions/{sid}").json()
+    assert attnd.post("/v1/sessions", obj).status == 422          # id is no option
+    back = {k: v for k, v in obj.items() if k not in NOT_OPTIONS}
+    r = attnd.post("/v1/sessions", back)
+    assert r.status == 201, r
+    again = {k: v for k, v in r.json().items() if k not in NOT_OPTIONS}
+    assert again == back
