@@ -302,6 +302,17 @@ def test_binary_outputs_carry_masked_scores_as_inf_and_undefined_lse_as_nan(attn
     assert outs["scores"]["data"][1:] == [None, None, None] and outs["lse"]["data"][1] is None
 
 
+def test_infer_needs_no_content_type(attnd):
+    # README and the OpenAPI infer route: the body is read whatever its type
+    body = json.dumps({"inputs": [tensor("q", [1, 2], [1, 0]), tensor("k", [2, 2], [1, 0, 0, 1]),
+                                  tensor("v", [2, 1], [1, 2])]}).encode()
+    for headers in ({}, {"Content-Type": "text/plain"},
+                    {"Content-Type": "application/json; charset=latin1"}):
+        r = attnd.post(INFER, body, headers=headers)
+        assert r.status == 200, (headers, r)
+        assert outputs(r.json())["output"]["data"] == pytest.approx([1.330238450673343])
+
+
 def test_binary_errors(attnd):
     q = struct.pack("<8d", *flat(Q))
     header = {"inputs": [{"name": "q", "shape": [2, 4], "datatype": "FP64",
