@@ -288,6 +288,13 @@ bool api_read_rope_flat(struct api_call *c, const json_t *params,
 json_t *api_rope_json(const struct attn_params *p, size_t d_k);
 /* p's sink logit(s): a number, [heads] numbers, or null without "sink". */
 json_t *api_sinks_json(const struct attn_params *p, size_t heads);
+/* p's ALiBi as the request would spell it: true (the default slopes),
+ * {"slopes":[h numbers]}, or false when off. */
+json_t *api_alibi_json(const struct attn_params *p, size_t heads);
+/* heads x d numbers of dt at data as a bias member is spelled: [d] for one
+ * head, else [heads][d]; float32 ones in their shortest digits. NULL data:
+ * null. New reference. */
+json_t *api_vectors_json(const void *data, enum attn_dtype dt, size_t heads, size_t d);
 
 /* A whole POST /v1/attention body, owned. */
 struct api_attention_req {

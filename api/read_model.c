@@ -750,6 +750,57 @@ json_t *api_rope_json(const struct attn_params *p, size_t d_k)
     return j;
 }
 
+json_t *api_alibi_json(const struct attn_params *p, size_t heads)
+{
+    json_t *a;
+
+    if (!p->alibi)
+        return json_false();
+    if (!p->alibi_slopes)
+        return json_true();
+    if (!(a = json_array()))
+        return NULL;
+    for (size_t i = 0; i < heads; i++)
+        json_array_append_new(a, json_real(p->alibi_slopes[i]));
+    return json_pack("{s:o}", "slopes", a);
+}
+
+/* One float32 as the double of its shortest digits: 0.1f shows as 0.1, and
+ * reads back as the same float32. */
+static json_t *f32_json(float x)
+{
+    char text[32];
+
+    text[api_dtoa_f32(text, x)] = '\0';
+    return json_real(strtod(text, NULL));
+}
+
+static json_t *vector_json(const void *data, enum attn_dtype dt, size_t d)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; a && i < d; i++)
+        json_array_append_new(a, dt == ATTN_F64 ? json_real(((const double *)data)[i])
+                                                : f32_json(((const float *)data)[i]));
+    return a;
+}
+
+json_t *api_vectors_json(const void *data, enum attn_dtype dt, size_t heads, size_t d)
+{
+    size_t width = dt == ATTN_F64 ? sizeof(double) : sizeof(float);
+    json_t *a;
+
+    if (!data)
+        return json_null();
+    if (heads == 1)
+        return vector_json(data, dt, d);
+    if (!(a = json_array()))
+        return NULL;
+    for (size_t h = 0; h < heads; h++)
+        json_array_append_new(a, vector_json((const char *)data + h * d * width, dt, d));
+    return a;
+}
+
 json_t *api_sinks_json(const struct attn_params *p, size_t heads)
 {
     json_t *a;

@@ -69,6 +69,28 @@ static bool read_int(struct api_call *c, const json_t *obj, const char *key,
     return api_read_size(c, v, path, lo, hi, out);
 }
 
+/* The session's bias vectors as its create spelled them, or null. */
+static json_t *bias_json(const struct sess_spec *sp)
+{
+    enum attn_dtype dt = sp->params.dtype;
+    json_t *b;
+
+    if (!sp->bias_q && !sp->bias_k && !sp->bias_v)
+        return json_null();
+    if (!(b = json_object()))
+        return NULL;
+    if (sp->bias_q)
+        json_object_set_new(b, "q", api_vectors_json(sp->bias_q, dt, sp->bias_q_heads,
+                                                     sp->shape.d_k));
+    if (sp->bias_k)
+        json_object_set_new(b, "k", api_vectors_json(sp->bias_k, dt, sp->bias_k_heads,
+                                                     sp->shape.d_k));
+    if (sp->bias_v)
+        json_object_set_new(b, "v", api_vectors_json(sp->bias_v, dt, sp->bias_v_heads,
+                                                     sp->shape.d_v));
+    return b;
+}
+
 /* The session object of GET /v1/sessions/{id}; new reference. */
 static json_t *session_json(const struct sess_spec *sp,
                             const struct sess_info *info)
@@ -81,7 +103,7 @@ static json_t *session_json(const struct sess_spec *sp,
                          ? floor(info->expires_in_s * 1000 + 0.5) / 1000 : 0;
     const struct attn_params *p = &sp->params;
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I, "
-                     "s:f, s:f, s:f, s:o, s:o, s:o}",
+                     "s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o}",
                      "id", info->id, "length", (json_int_t)info->length,
                      "heads", (json_int_t)sp->shape.h,
                      "kv_heads", (json_int_t)sp->shape.h_kv,
@@ -97,7 +119,9 @@ static json_t *session_json(const struct sess_spec *sp,
                      "scale", p->scale,
                      "sink_logit", api_sinks_json(p, sp->shape.h),
                      "softcap", p->softcap > 0 ? json_real(p->softcap) : json_null(),
-                     "rope", api_rope_json(p, sp->shape.d_k));
+                     "rope", api_rope_json(p, sp->shape.d_k),
+                     "alibi", api_alibi_json(p, sp->shape.h),
+                     "bias", bias_json(sp));
     if (o)
         api_roll_describe(o, sp, &info->held);
     return o;

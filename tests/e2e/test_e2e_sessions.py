@@ -344,7 +344,12 @@ NOT_OPTIONS = ("id", "length", "bytes", "shared_bytes", "expires_in_s", "held")
      "sink_logit": [0.1, 0.2], "rope": {"base": 10000, "pairs": "half"}, "kv_dtype": "int8",
      "softcap": 30},
     {"d_k": 2, "d_v": 2, "dtype": "float32", "window": {"left": 4, "sinks": 1}, "ttl_s": 60},
-], ids=["plain", "half_model", "rolling"])
+    {"d_k": 2, "d_v": 2, "bias": {"q": [0.1, -0.2], "v": [3, 0.7]}, "alibi": True},
+    {"d_k": 4, "d_v": 2, "heads": 2, "kv_heads": 1, "dtype": "float32",
+     "bias": {"k": [0.1, 0.2, -1e-7, 3], "q": [[0.3, 1, 2, 3], [4, 5, 6, 7.5]]},
+     "alibi": {"slopes": [0.5, 0.125]}},
+    {"d_k": 2, "d_v": 2, "dtype": "bfloat16", "bias": {"k": [0.1, 3]}},
+], ids=["plain", "half_model", "rolling", "bias_alibi", "bias_f32_heads", "bias_bf16"])
 def test_a_session_object_without_its_state_creates_the_same_session(attnd, spec):
     sid = _create(attnd, spec)
     rows = [[1, 0]] * 3 if spec["d_k"] == 2 else [[[1, 0, 0, 0]] * 3]
@@ -357,3 +362,17 @@ def test_a_session_object_without_its_state_creates_the_same_session(attnd, spec
     assert r.status == 201, r
     again = {k: v for k, v in r.json().items() if k not in NOT_OPTIONS}
     assert again == back
+    # the object shows bias and alibi as created (float32 in its shortest digits)
+    if spec.get("dtype") in (None, "float64", "float32"):
+        assert obj["bias"] == spec.get("bias") and obj["alibi"] == spec.get("alibi", False)
+    # and the session sent back computes as the first
+    q = {"q": rows[:1] if spec["d_k"] == 2 else [[[1, 0, 0, 0]]] * spec["heads"],
+         "return": ["output"]}
+    for s in (sid, r.json()["id"]):
+        if s != sid:
+            assert attnd.post(f"/v1/sessions/{s}/kv", {"k": rows, "v": vals}).status == 200
+        out = attnd.post(f"/v1/sessions/{s}/attention", q)
+        assert out.status == 200, out
+        if s == sid:
+            first = out.json()["output"]
+    assert out.json()["output"] == first
