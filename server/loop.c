@@ -60,6 +60,9 @@
  * a client that reads slowly is cut at the end of it. */
 #define CUT_GRACE_MS 2000
 #define CUT_POLL_MS 10
+/* Past that grace, the requests still computing are cancelled: how long
+ * their 503s get to leave (a pass stops within one piece). */
+#define CANCEL_GRACE_MS 1000
 
 struct proc {
     uv_loop_t loop;
@@ -75,6 +78,7 @@ struct proc {
     unsigned n_made;
     int exit_code;
     uint64_t cut_until;             /* uv_now: exit by then (drain timeout) */
+    bool cancelled;                 /* past cut_until: the rest cancelled */
     struct srv_config *cfg;
     struct api_ctx ctx;
     struct srv_metrics *metrics;
@@ -299,7 +303,8 @@ static void on_idle(void *arg)
 }
 
 /* After the cut: the snapshot and exit 1 once the answers owed are out,
- * or at cut_until. The pool threads may still be running the cut requests,
+ * or at cut_until, when the computations of those left to answer are
+ * cancelled and get CANCEL_GRACE_MS more to send their 503s. The pool threads may still be running the cut requests,
  * whose changes can no longer be journaled (core/store.h's sess_commit),
  * so the snapshot holds only what was journaled; one of them holding its
  * session's lock (an append being rolled back) delays the snapshot until
@@ -311,11 +316,16 @@ static void cut_wait_cb(uv_timer_t *t)
     size_t owed = srv_http_owed(p->http);
     if (owed > 0 && uv_now(&p->loop) < p->cut_until)
         return;
-    if (owed > 0) {
-        srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent in %d ms: cut", owed,
-                     CUT_GRACE_MS);
-        srv_http_cancel(p->http);       /* the snapshot waits for their sessions */
+    if (owed > 0 && !p->cancelled) {
+        srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent in %d ms: their "
+                     "computations are stopped", owed, CUT_GRACE_MS);
+        srv_http_cancel(p->http);       /* each answers 503 draining */
+        p->cancelled = true;
+        p->cut_until = uv_now(&p->loop) + CANCEL_GRACE_MS;
+        return;
     }
+    if (owed > 0)
+        srv_log_msgf("warn", "drain timeout: %zu answer(s) not sent: cut", owed);
     exit_on_signal();               /* the loop is not turning while it saves */
     store_save(p);
     srv_log_msgf("info", "stopped (exit 1)");
