@@ -1,0 +1,44 @@
+/*
+ * core/replay.h — what the journal's writer (core/durable.c) and its reader
+ * (core/replay.c) share: the record types, the state files' names, and the
+ * replay of a state directory at start-up. Not for other modules: the
+ * store's journal is used through core/store.h.
+ */
+#ifndef ATTND_CORE_REPLAY_H
+#define ATTND_CORE_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* The type of a journal record (core/durable.c describes each). */
+enum sess_rec {
+    SESS_REC_SESS = 1, SESS_REC_APPEND, SESS_REC_TRUNC, SESS_REC_DELETE,
+    SESS_REC_TOUCH, SESS_REC_FORK
+};
+
+/* Uses without a change are journaled at most this often per session. */
+#define SESS_TOUCH_EVERY_S 1.0
+
+/* The wall clock in seconds (records carry it for the TTL). */
+double sess_wall_now(void);
+
+/* dir/<pre><gen as 16 hex digits><suf> into out[size]. */
+void sess_state_name(char *out, size_t size, const char *dir, const char *pre,
+                     uint64_t gen, const char *suf);
+
+/* Whether name is <pre><16 hex digits> of a generation > 0 (into *g). */
+bool sess_state_gen(const char *name, const char *pre, uint64_t *g);
+
+/*
+ * Restore the newest snapshot in dir and replay the journals after it into
+ * st (empty, restoring), logging what was kept and dropped; *next_lsn gets
+ * the lsn after the last one read and *newest the newest generation found
+ * (0: none). Both are left as they were when dir cannot be read.
+ */
+void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
+                     void *log_arg, uint64_t *next_lsn, uint64_t *newest);
+
+#endif
