@@ -10,9 +10,10 @@
  *                fsync'd, renamed, directory fsync'd
  *   journal.G    every change since generation G began
  * Start-up loads the newest snapshot S, then replays journal.M for every
- * M >= S in order, stopping for good at the first damaged record (the file
- * is kept as journal.M.damaged): core/replay.c. A new generation then
- * begins and older files go once its snapshot is on disk.
+ * M >= S in order (core/replay.c: a damaged snapshot record loses only its
+ * session; a journal's first damaged record stops the replay). A new
+ * generation then begins and older files go once its snapshot is on disk;
+ * a failed snapshot leaves journal.S, journal.S+1, ... for the next start.
  *
  * Records (payload of a jnl record; lsn: one counter for the store):
  *   u32 type, f64 wall-clock seconds of the change, then by type:

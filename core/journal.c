@@ -432,6 +432,18 @@ static uint64_t frame_at(const struct jnl_reader *r, size_t off, uint32_t *len)
     return 4 + (uint64_t)*len + 4;
 }
 
+/* Whether the frame at off fits and its checksum matches. */
+static bool frame_good(const struct jnl_reader *r, size_t off)
+{
+    uint32_t n;
+    if (frame_at(r, off, &n) == 0)
+        return false;
+    const unsigned char *p = r->base + off + 4;
+    uint32_t crc;
+    memcpy(&crc, p + n, 4);
+    return jnl_crc32c(0, p, n) == crc;
+}
+
 int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
                   size_t *len)
 {
@@ -446,9 +458,7 @@ int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
         return -1;
     }
     const unsigned char *p = r->base + r->off + 4;
-    uint32_t crc;
-    memcpy(&crc, p + n, 4);
-    if (jnl_crc32c(0, p, n) != crc) {
+    if (!frame_good(r, r->off)) {
         r->why = "checksum mismatch";
         return -1;
     }
@@ -474,4 +484,21 @@ uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes)
         off += total;
     }
     return frames;
+}
+
+int jnl_read_skip(struct jnl_reader *r, const void **payload, size_t *len, size_t *at)
+{
+    uint32_t n;
+    uint64_t total = r->why ? frame_at(r, r->off, &n) : 0;
+    if (total == 0 || frame_good(r, r->off))
+        return 0;                   /* cut short, or not a bad checksum */
+    size_t next = r->off + (size_t)total;
+    if (next != r->size && !frame_good(r, next))
+        return 0;
+    *payload = r->base + r->off + 12;
+    *len = n - 8;
+    *at = r->off;
+    r->off = next;
+    r->why = NULL;
+    return 1;
 }

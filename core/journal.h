@@ -22,8 +22,10 @@
  *
  * Reading: jnl_read_open maps a file and jnl_read_next walks it record by
  * record, stopping at the first damaged one and saying why; jnl_read_rest
- * counts the frames after it (they are never applied: nothing after a bad
- * record is).
+ * counts the frames after it (in a journal they are never applied: nothing
+ * after a bad record is). A snapshot's records are independent of each
+ * other, so its reader may step over a damaged record with jnl_read_skip
+ * when the framing around it still holds.
  */
 #ifndef ATTND_CORE_JOURNAL_H
 #define ATTND_CORE_JOURNAL_H
@@ -110,5 +112,14 @@ int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
 /* After -1: frames from r->off to the end whose lengths fit (at least 1,
  * the damaged one), and the bytes they span. */
 uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes);
+
+/*
+ * After -1 at a record whose checksum does not match: step over it when its
+ * length still leads to the exact end of the file or to a record whose own
+ * checksum matches (the framing holds, only this record is bad). 1 then,
+ * with *payload and *len its (untrusted) payload and *at its offset, r->off
+ * past it and r->why cleared; 0 when the framing is lost (r unchanged).
+ */
+int jnl_read_skip(struct jnl_reader *r, const void **payload, size_t *len, size_t *at);
 
 #endif

@@ -826,6 +826,19 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
     return rc;
 }
 
+bool sess_encoded_id(const void *p, size_t n, char *id)
+{
+    struct rd r = {.base = p, .p = p, .left = n};
+    struct loaded l = {0};
+    char magic[8] = {0};
+    get(&r, magic, 8);
+    get_u32(&r);                /* version and byte-order mark */
+    get_u32(&r);
+    read_id(&r, &l);
+    memcpy(id, l.id, SESS_ID_MAX);
+    return !r.err && memcmp(magic, PERSIST_MAGIC, 8) == 0;
+}
+
 const char *sess_decode(const void *p, size_t n, struct sess **out,
                         double *idle_s)
 {

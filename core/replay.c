@@ -6,20 +6,28 @@
  * The newest snapshot is loaded, then every journal of its generation and
  * later is replayed in order: each record is applied to the session it
  * names when its lsn is newer than the session's (core/durable.c says why
- * that is enough). A damaged file is logged with what was kept and
- * dropped, and set aside as NAME.damaged.
+ * that is enough). Damage is logged with what was kept and dropped (see
+ * sess_replay_dir for what goes on being read), and every damaged file is
+ * kept as NAME.damaged with a warn line saying so and why: a copy when
+ * the replay used some of it (a damaged journal is then cut back to the
+ * records before its damage, which later journals build on), the file
+ * itself when nothing of it was applied.
  */
 #include "store_impl.h"
 #include "replay.h"
 #include "kv.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Where a replay reads and logs. */
 struct rdir {
@@ -42,6 +50,7 @@ void sess_state_name(char *out, size_t size, const char *dir, const char *pre,
 }
 
 /* ---- reading records ------------------------------------------------------ */
+
 /* A cursor over one record's payload. */
 struct cur {
     const unsigned char *p;
@@ -73,11 +82,93 @@ static bool take_id(struct cur *c, char *id)
     return memchr(id, '\0', n) == NULL;
 }
 
+/* A session that records name but the replay does not hold, while the
+ * sessions the journals start from are not all there. */
+struct absent {
+    char id[SESS_ID_MAX];           /* "": a free slot */
+    uint64_t records;               /* its records not applied */
+    bool deleted;                   /* a later DELETE: nothing of it is lost */
+};
+
 /* What a replay has seen. */
 struct replay {
     uint64_t applied, skipped, failed, max_lsn;
+    bool base_whole;                /* every session of the snapshot restored */
+    struct absent *absent;          /* open addressing; n_slots a power of 2 */
+    size_t n_slots, n_absent;
+    uint64_t absent_untracked;      /* their records when memory ran out */
+    uint64_t file_absent;           /* their records in the file being read */
     struct kv_dedup *dedup;         /* while the snapshot is read: its pages */
 };
+
+static size_t id_hash(const char *id)
+{
+    size_t h = 14695981039346656037u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 1099511628211u;
+    return h;
+}
+
+/* The entry of id (added when add and missing); NULL when not there, or
+ * when memory runs out. */
+static struct absent *absent_at(struct replay *rp, const char *id, bool add)
+{
+    if (add && (rp->n_absent + 1) * 2 > rp->n_slots) {
+        size_t n = rp->n_slots ? rp->n_slots * 2 : 64;
+        struct absent *a = calloc(n, sizeof *a);
+        if (!a)
+            return NULL;
+        for (size_t i = 0; i < rp->n_slots; i++) {
+            if (!rp->absent[i].id[0])
+                continue;
+            size_t k = id_hash(rp->absent[i].id) & (n - 1);
+            while (a[k].id[0])
+                k = (k + 1) & (n - 1);
+            a[k] = rp->absent[i];
+        }
+        free(rp->absent);
+        rp->absent = a;
+        rp->n_slots = n;
+    }
+    if (!rp->n_slots)
+        return NULL;
+    size_t k = id_hash(id) & (rp->n_slots - 1);
+    for (; rp->absent[k].id[0]; k = (k + 1) & (rp->n_slots - 1))
+        if (strcmp(rp->absent[k].id, id) == 0)
+            return &rp->absent[k];
+    if (!add)
+        return NULL;
+    snprintf(rp->absent[k].id, SESS_ID_MAX, "%s", id);
+    rp->n_absent++;
+    return &rp->absent[k];
+}
+
+/* A record of session id, which the store does not hold. With every
+ * session of the snapshot restored it was deleted, evicted or expired
+ * (its record is already held); otherwise it may be one the snapshot lost,
+ * counted as such unless a later DELETE says it went anyway. */
+static void note_absent(struct replay *rp, const char *id)
+{
+    if (rp->base_whole) {
+        rp->skipped++;
+        return;
+    }
+    rp->file_absent++;
+    struct absent *a = absent_at(rp, id, true);
+    if (a)
+        a->records++;
+    else
+        rp->absent_untracked++;
+}
+
+/* A DELETE of session id, which the store does not hold. */
+static void note_deleted(struct replay *rp, const char *id)
+{
+    rp->skipped++;
+    struct absent *a = rp->base_whole ? NULL : absent_at(rp, id, false);
+    if (a)
+        a->deleted = true;
+}
 
 /* A copy of n bytes at p with the alignment of any element type. */
 static void *aligned_copy(const unsigned char *p, size_t n)
@@ -138,9 +229,11 @@ static void apply_fork(struct sess_store *st, struct replay *rp, uint64_t lsn, d
         return;
     }
     struct sess *p, *f = NULL;
+    bool as_then = false;               /* the parent as it was at the fork */
     enum core_status rc = sess_acquire(st, parent, &p);
     if (rc == CORE_OK) {
-        if (p->jlsn < lsn && kv_length(p->kv) == len)
+        as_then = p->jlsn < lsn && kv_length(p->kv) == len;
+        if (as_then)
             f = sess_fork_unlinked(p, &rc);
         sess_unhold(st, p);
     }
@@ -153,6 +246,11 @@ static void apply_fork(struct sess_store *st, struct replay *rp, uint64_t lsn, d
             return;
         }
         sess_destroy(f);
+    } else if (!as_then && !rp->base_whole) {
+        /* the parent, or the child forked before the snapshot was
+         * written, may be one the snapshot lost */
+        note_absent(rp, id);
+        return;
     }
     rp->failed++;
 }
@@ -180,12 +278,12 @@ static void apply_change(struct sess_store *st, struct replay *rp,
         if (sess_delete(st, id) == CORE_OK)
             rp->applied++;
         else
-            rp->skipped++;
+            note_deleted(rp, id);
         return;
     }
     struct sess *s;
     if (sess_acquire(st, id, &s) != CORE_OK) {
-        rp->skipped++;              /* deleted, evicted or never restored */
+        note_absent(rp, id);
         return;
     }
     if (type == SESS_REC_TOUCH) {
@@ -252,32 +350,98 @@ static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
     return !c.bad;
 }
 
-/*
- * Replay one file into the store. false when it was damaged (logged with
- * what was kept and dropped; the caller applies nothing after it).
- */
-static bool replay_file(struct sess_store *st, const struct rdir *d,
-                        struct replay *rp, const char *path, bool snapshot,
-                        uint64_t *dropped)
+/* How reading a file ended. */
+enum file_end {
+    FILE_WHOLE,         /* every record read (or no such file) */
+    FILE_TORN,          /* a journal's last record cut short: its write
+                           never finished (a crash, or a refused change whose
+                           file could not be cut back), so nothing was built
+                           on it */
+    FILE_DAMAGED,       /* any other bad record, or no header; of a
+                           snapshot: any record dropped */
+};
+
+/* Log a dropped snapshot record (at byte at, p[n] its untrusted payload). */
+static void log_lost_record(const struct rdir *d, const char *path, const char *why,
+                            size_t at, const unsigned char *p, size_t n)
 {
-    *dropped = 0;
+    char id[SESS_ID_MAX];
+    bool named = n > 12 && sess_encoded_id(p + 12, n - 12, id);
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: the "
+              "session %s%s%s dropped, the records after it read on", path, why, at,
+              named ? "\"" : "", named ? id : "(its id unreadable)", named ? "\"" : "");
+}
+
+/* Read a snapshot's records, each a whole session on its own: a damaged one
+ * is dropped and the rest read on while the framing holds. */
+static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
+                                   struct replay *rp, struct jnl_reader *r,
+                                   const char *path)
+{
+    uint64_t lsn, lost = 0;
+    const void *p;
+    size_t n, at;
+    int got;
+    for (;;) {
+        while ((got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
+            uint64_t failed = rp->failed;
+            if (apply(st, rp, lsn, p, n, true) && rp->failed == failed)
+                continue;
+            r->kept--;              /* whole but unusable: that session only */
+            lost++;
+            log_lost_record(d, path, "unreadable record", r->off - JNL_FRAME_BYTES - n,
+                            p, n);
+        }
+        if (got == 0 || !jnl_read_skip(r, &p, &n, &at))
+            break;
+        lost++;
+        log_lost_record(d, path, "checksum mismatch", at, p, n);
+    }
+    if (got == 0 && lost == 0) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records "
+                  "kept, 0 dropped", path, r->kept);
+        return FILE_WHOLE;
+    }
+    char tail[200] = "";
+    if (got < 0)
+        snprintf(tail, sizeof tail, ", and the %zu bytes from byte %zu on, where the "
+                 "framing is lost (%s)", r->size - r->off, r->off, r->why);
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %" PRIu64 " records kept, "
+              "%" PRIu64 " dropped%s; the sessions they held are lost, the journals are "
+              "replayed onto the others", path, r->kept, lost, tail);
+    return FILE_DAMAGED;
+}
+
+/*
+ * Replay one file into the store, logging what was kept and dropped (a
+ * journal stops at its first bad record: what follows it is not applied).
+ */
+static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
+                                 struct replay *rp, const char *path, bool snapshot,
+                                 size_t *good)
+{
     struct jnl_reader r;
+    *good = 0;
     enum core_status rc = jnl_read_open(&r, path, snapshot ? JNL_MAGIC_SNAPSHOT
                                                          : JNL_MAGIC_JOURNAL);
     if (rc == CORE_ENOTFOUND)
-        return true;
+        return FILE_WHOLE;
     if (rc != CORE_OK) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s unreadable (%s): 0 records "
-                  "kept, the file dropped", path, r.why);
-        *dropped = 2;
-        return false;
+                  "kept", path, r.why);
+        return FILE_DAMAGED;
+    }
+    if (snapshot) {
+        enum file_end e = read_snapshot(st, d, rp, &r, path);
+        jnl_read_close(&r);
+        return e;
     }
     uint64_t lsn;
     const void *p;
     size_t n;
     int got;
     while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1) {
-        if (!apply(st, rp, lsn, p, n, snapshot)) {
+        if (!apply(st, rp, lsn, p, n, false)) {
             r.kept--;
             r.off -= JNL_FRAME_BYTES + n;
             r.why = "malformed record";
@@ -285,20 +449,111 @@ static bool replay_file(struct sess_store *st, const struct rdir *d,
             break;
         }
     }
-    bool ok = got == 0;
-    if (ok) {
+    enum file_end e = FILE_WHOLE;
+    *good = r.off;
+    if (got == 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records kept, "
                   "0 dropped", path, r.kept);
     } else {
-        uint64_t bytes;
-        *dropped = jnl_read_rest(&r, &bytes);
+        uint64_t bytes, dropped = jnl_read_rest(&r, &bytes);
+        e = dropped == 1 && strcmp(r.why, "record cut short") == 0 ? FILE_TORN
+                                                                   : FILE_DAMAGED;
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: %" PRIu64
-                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); "
-                  "nothing after it is applied", path, r.why, r.off, r.kept,
-                  *dropped, bytes);
+                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes)%s", path, r.why,
+                  r.off, r.kept, dropped, bytes,
+                  e == FILE_TORN ? "; nothing after it is applied (the last record, "
+                                   "cut short: its write never finished)"
+                                 : "; nothing after it is applied");
     }
     jnl_read_close(&r);
-    return ok;
+    return e;
+}
+
+/* Rename path to path.damaged, never read again, saying so and why. */
+static void set_aside(const struct rdir *d, const char *path, const char *why)
+{
+    char kept[1200];
+    snprintf(kept, sizeof kept, "%s.damaged", path);
+    if (rename(path, kept) == 0)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s set aside as %s: %s",
+                  path, kept, why);
+    else
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be set aside "
+                  "as %s (%s): %s", path, kept, strerror(errno), why);
+}
+
+/* Copy the file from into to (made anew); 0 or an errno. */
+static int copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC), e = 0;
+    int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0)
+        e = errno;
+    char buf[1 << 16];
+    ssize_t n;
+    while (e == 0 && (n = read(in, buf, sizeof buf)) != 0) {
+        if (n < 0 && errno != EINTR)
+            e = errno;
+        for (ssize_t w = 0, k; e == 0 && n > 0 && w < n; w += k > 0 ? k : 0)
+            if ((k = write(out, buf + w, (size_t)(n - w))) < 0 && errno != EINTR)
+                e = errno;
+    }
+    if (e == 0 && fsync(out) != 0)
+        e = errno;
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    if (e != 0)
+        unlink(to);
+    return e;
+}
+
+/*
+ * Keep a copy of path, which stays where it is (the replay used it, and a
+ * later start must find it again: a new snapshot removes it), as
+ * path.damaged, saying so and why. Then, when cut_to > 0, cut path back to
+ * its first cut_to bytes: a damaged journal's records before the damage,
+ * which were applied and which the journals written from now on build on.
+ */
+static void keep_copy(const struct rdir *d, const char *path, const char *why,
+                      size_t cut_to)
+{
+    char kept[1200];
+    snprintf(kept, sizeof kept, "%s.damaged", path);
+    unlink(kept);
+    int e = cut_to == 0 && link(path, kept) == 0 ? 0 : copy_file(path, kept);
+    if (e != 0) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be kept "
+                  "as %s (%s), the file is left as it is: %s", path, kept, strerror(e), why);
+        return;
+    }
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: a copy is kept as %s: %s",
+              path, kept, why);
+    if (cut_to == 0)
+        return;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)cut_to) != 0 || fsync(fd) != 0)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be cut back to "
+                  "the %zu bytes before its damage (%s)", path, cut_to, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Whether every journal of generations [from, to) was set aside by an
+ * earlier start (which then wrote the later ones without them). */
+static bool set_aside_before(const struct rdir *d, uint64_t from, uint64_t to)
+{
+    char kept[1100];
+    struct stat sb;
+    if (to - from > 64)
+        return false;
+    for (uint64_t gen = from; gen < to; gen++) {
+        sess_state_name(kept, sizeof kept, d->dir, "journal.", gen, ".damaged");
+        if (stat(kept, &sb) != 0)
+            return false;
+    }
+    return true;
 }
 
 /* Generations of snapshot.G and journal.G files in dir. */
@@ -380,50 +635,123 @@ static void settle_clocks(struct sess_store *st)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* Journal records of sessions not restored: the entries a DELETE did not
+ * explain go into *records and *sessions, the rest count as held. */
+static void count_absent(struct replay *rp, uint64_t *records, uint64_t *sessions)
+{
+    *records = rp->absent_untracked;
+    *sessions = 0;
+    for (size_t i = 0; i < rp->n_slots; i++) {
+        const struct absent *a = &rp->absent[i];
+        if (!a->id[0])
+            continue;
+        if (a->deleted) {
+            rp->skipped += a->records;
+        } else {
+            *records += a->records;
+            (*sessions)++;
+        }
+    }
+}
+
+/*
+ * A snapshot holds whole sessions, each on its own, so a damaged or missing
+ * one loses its sessions but not the journals' changes to the others: they
+ * are replayed onto what it gave, and their records of sessions it lost are
+ * counted and dropped. Journals are one ordered history: replay stops at a
+ * journal's first damaged record, and later journals, which build on what
+ * was lost, are set aside; except after a last record cut short, which was
+ * never acknowledged (a crash, or a refused change whose file could not be
+ * cut back and was followed by a new generation).
+ */
 void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
                      void *log_arg, uint64_t *next_lsn, uint64_t *newest)
 {
     const struct rdir rd = {dir, log, log_arg}, *d = &rd;
     struct gens g;
-    char path[1100];
-    struct replay rp = {0};
+    char path[1100], why[200];
+    struct replay rp = {.base_whole = true};
     if (!scan_gens(d->dir, &g))
         return;
-    /* A crash leaves at most one torn record at the end of the last
-     * journal; any other damage keeps the file, and every file after it,
-     * as NAME.damaged (never read again) */
-    bool ok = true, keep = false;
-    for (size_t i = 0; i <= g.n_journal; i++) {
-        bool snap = i == 0;
-        uint64_t gen = snap ? g.snapshot : g.journal[i - 1], dropped = 0;
-        if (gen == 0 || gen < g.snapshot)
-            continue;
-        sess_state_name(path, sizeof path, d->dir, snap ? "snapshot." : "journal.",
-                        gen, "");
-        if (ok) {
-            rp.dedup = snap ? kv_dedup_new() : NULL;   /* out of memory: copies */
-            ok = replay_file(st, d, &rp, path, snap, &dropped);
-            kv_dedup_free(rp.dedup);
-            rp.dedup = NULL;
-            keep = !ok && (snap || dropped > 1 || i < g.n_journal);
-        }
-        if (!ok && keep) {
-            char kept[1200];
-            snprintf(kept, sizeof kept, "%s.damaged", path);
-            rename(path, kept);
+    size_t good;
+    if (g.snapshot) {
+        sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
+        rp.dedup = kv_dedup_new();      /* out of memory: copies */
+        enum file_end e = replay_file(st, d, &rp, path, true, &good);
+        kv_dedup_free(rp.dedup);
+        rp.dedup = NULL;
+        if (e != FILE_WHOLE) {
+            rp.base_whole = false;
+            keep_copy(d, path, "damaged; the sessions it still held are restored", 0);
         }
     }
+    /* the journals from the snapshot's generation on, one after the other
+     * (generation 1 began empty: it needs no snapshot) */
+    uint64_t want = g.snapshot ? g.snapshot : 1;
+    bool stop = false, *dropping = calloc(g.n_journal + 1, sizeof *dropping);
+    for (size_t i = 0; i < g.n_journal; i++) {
+        uint64_t gen = g.journal[i];
+        if (gen < g.snapshot)
+            continue;
+        sess_state_name(path, sizeof path, d->dir, "journal.", gen, "");
+        if (!stop && gen != want && !g.snapshot && want == 1) {
+            rp.base_whole = false;
+            sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot.%016" PRIx64
+                      " is missing (%s begins generation %" PRIu64 " with it): the sessions "
+                      "it held are lost, and the journal's records of them dropped",
+                      gen, path, gen);
+        } else if (!stop && gen != want && !set_aside_before(d, want, gen)) {
+            stop = true;
+            snprintf(why, sizeof why, "journal.%016" PRIx64 " before it is missing, so its "
+                     "changes cannot be applied in order", want);
+        }
+        if (stop) {
+            set_aside(d, path, why);
+            continue;
+        }
+        rp.file_absent = 0;
+        enum file_end e = replay_file(st, d, &rp, path, false, &good);
+        if (dropping)               /* out of memory: no copy kept */
+            dropping[i] = rp.file_absent > 0;
+        want = gen + 1;
+        if (e == FILE_DAMAGED) {
+            stop = true;
+            if (good == 0)              /* no header: nothing of it applied */
+                set_aside(d, path, "unreadable; nothing of it is applied");
+            else
+                keep_copy(d, path, "damaged; nothing after its bad record is applied", good);
+            snprintf(why, sizeof why, "it follows the damaged journal.%016" PRIx64
+                     ", so its changes cannot be applied in order", gen);
+        }
+    }
+    if (!stop && g.snapshot && want == g.snapshot)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: journal.%016" PRIx64 " is "
+                  "missing: the changes made since snapshot.%016" PRIx64 " are lost",
+                  g.snapshot, g.snapshot);
+    uint64_t lost, lost_sessions;
+    count_absent(&rp, &lost, &lost_sessions);
+    /* a journal holding the only record of changes to sessions the snapshot
+     * lost is kept for a look, as the snapshot is */
+    for (size_t i = 0; lost > 0 && dropping && i < g.n_journal; i++) {
+        if (!dropping[i])
+            continue;
+        sess_state_name(path, sizeof path, d->dir, "journal.", g.journal[i], "");
+        keep_copy(d, path, "it holds changes to sessions not restored", 0);
+    }
+    free(dropping);
+    free(rp.absent);
     free(g.journal);
     settle_clocks(st);
     size_t expired = sess_store_sweep(st);
     struct sess_stats ss;
     sess_store_stats(st, &ss);
     if (g.max > 0)
-        sess_logf(d->log, d->log_arg, rp.failed ? SESS_LOG_WARN : SESS_LOG_INFO,
+        sess_logf(d->log, d->log_arg, rp.failed || lost ? SESS_LOG_WARN : SESS_LOG_INFO,
                   "journal: replayed %" PRIu64 " changes "
-                  "(%" PRIu64 " already held, %" PRIu64 " failed); %zu "
-                  "sessions, %zu expired meanwhile", rp.applied, rp.skipped,
-                  rp.failed, ss.sessions, expired);
+                  "(%" PRIu64 " already held, %" PRIu64 " failed, %" PRIu64 " for %" PRIu64
+                  " sessions not restored); %zu sessions, %zu expired meanwhile",
+                  rp.applied, rp.skipped, rp.failed, lost, lost_sessions, ss.sessions,
+                  expired);
     *next_lsn = rp.max_lsn + 1;
     *newest = g.max;
 }

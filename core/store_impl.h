@@ -132,6 +132,10 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
  * NULL then). */
 const char *sess_decode(const void *p, size_t n, struct sess **out,
                         double *idle_s);
+/* persist_read.c: the id that the bytes of an encoded session name, into
+ * id[SESS_ID_MAX], read without checking the rest (to name a damaged
+ * one); false when it cannot be read. */
+bool sess_encoded_id(const void *p, size_t n, char *id);
 
 /* persist.c: remove every <id>.sess file in dir (folded into a snapshot). */
 void sess_remove_state_files(const char *dir);

@@ -1,0 +1,377 @@
+/*
+ * tests/unit/test_replay.c — start-up from a state directory whose files
+ * are damaged or missing (core/replay.c): a snapshot record that fails its
+ * checksum loses only its session, and the journal after it is still
+ * replayed onto the others, with its records of the lost one counted; a
+ * snapshot whose framing is lost keeps what came before; a missing
+ * snapshot is said, and its sessions' records are counted as not restored
+ * while records of sessions deleted later stay quiet; a journal's last
+ * record cut short does not stop the journal after it, while a damaged
+ * journal does (prefix rule), and every file set aside is named in a warn
+ * line.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/journal.h"
+#include "core/store.h"
+#include "tests/harness.h"
+#include "tests/store_util.h"
+
+static char dir[64];
+static char logged[16384];          /* every line of the last open */
+
+static void keep_log(void *arg, enum sess_log_level level, const char *msg)
+{
+    (void)arg;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s %s\n",
+             level == SESS_LOG_WARN ? "warn" : "info", msg);
+    if (getenv("TEST_VERBOSE"))
+        printf("    log %s: %s\n", level == SESS_LOG_WARN ? "warn" : "info", msg);
+}
+
+/* A clock that stands still: no use is journaled (TOUCH) and nothing expires. */
+static double still(void *arg)
+{
+    (void)arg;
+    return 1000.0;
+}
+
+static struct sess_store *open_dir(void)
+{
+    struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
+                              .default_ttl_s = 3600, .default_max_tokens = 100000,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
+    struct sess_store *st = sess_store_new(&cfg);
+    sess_store_set_clock(st, still, NULL);
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = (uint64_t)1 << 40, .log = keep_log};
+    logged[0] = '\0';
+    if (sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static enum core_status new_session(struct sess_store *st, char *id)
+{
+    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
+                           .params = {.dtype = ATTN_F32, .scale = 0.25}};
+    return sess_create(st, &sp, id);
+}
+
+static char *path_of(const char *name)
+{
+    static char p[200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+
+static bool exists(const char *name)
+{
+    struct stat sb;
+    return stat(path_of(name), &sb) == 0;
+}
+
+/*
+ * The state every case damages: six sessions s[0..5] of 40 rows and f, a
+ * fork of s[0], in snapshot.2 (in this order, each on its own); then in
+ * journal.2 only: 1 row appended to s[1], s[2] truncated to 10, s[3]
+ * deleted, 2 rows appended to s[4] and s[4] deleted, n created with 2
+ * rows, 3 rows appended to f. want[] holds the lengths (s[0..5], f, n;
+ * -1: gone).
+ */
+static char s[6][SESS_ID_MAX], f[SESS_ID_MAX], n[SESS_ID_MAX];
+static const long want[8] = {40, 41, 10, -1, -1, 40, 43, 2};
+
+static void build_state(void)
+{
+    store_clear_dir(dir);
+    struct sess_store *st = open_dir();
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    for (int i = 0; i < 6; i++) {
+        CHECK(new_session(st, s[i]) == CORE_OK);
+        CHECK(store_add_rows(st, s[i], 40, 8, (unsigned)i * 7) == CORE_OK);
+    }
+    CHECK(store_fork_of(st, s[0], f) == CORE_OK);
+    CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
+    CHECK(exists("snapshot.0000000000000002") && !exists("snapshot.0000000000000001"));
+    CHECK(store_add_rows(st, s[1], 1, 8, 99) == CORE_OK);
+    CHECK(store_truncate_of(st, s[2], 10) == CORE_OK);
+    CHECK(sess_delete(st, s[3]) == CORE_OK);
+    CHECK(store_add_rows(st, s[4], 2, 8, 98) == CORE_OK);
+    CHECK(sess_delete(st, s[4]) == CORE_OK);
+    CHECK(new_session(st, n) == CORE_OK);
+    CHECK(store_add_rows(st, n, 2, 8, 97) == CORE_OK);
+    CHECK(store_add_rows(st, f, 3, 8, 96) == CORE_OK);
+    sess_store_free(st);
+}
+
+/* The offset of snapshot record i (0 the first) and its bytes. */
+static long record_at(int i, long *bytes)
+{
+    int fd = open(path_of("snapshot.0000000000000002"), O_RDONLY);
+    long off = JNL_HEADER_BYTES;
+    uint32_t len = 0;
+    for (int k = 0; fd >= 0 && k <= i; k++) {
+        if (pread(fd, &len, 4, off) != 4)
+            break;
+        if (k < i)
+            off += 4 + (long)len + 4;
+    }
+    if (fd >= 0)
+        close(fd);
+    *bytes = 4 + (long)len + 4;
+    return off;
+}
+
+/* The id snapshot record i holds, into id. */
+static void record_id(int i, char *id)
+{
+    long bytes, off = record_at(i, &bytes);
+    int fd = open(path_of("snapshot.0000000000000002"), O_RDONLY);
+    uint32_t len = 0;
+    /* frame: len, lsn; payload: type, wall; session: magic, version, bom, id */
+    CHECK(pread(fd, &len, 4, off + 4 + 8 + 12 + 16) == 4);
+    CHECK(len > 0 && len < SESS_ID_MAX);
+    CHECK(pread(fd, id, len, off + 4 + 8 + 12 + 20) == (ssize_t)len);
+    id[len] = '\0';
+    close(fd);
+}
+
+static void flip(const char *name, long at)
+{
+    int fd = open(path_of(name), O_RDWR);
+    unsigned char b = 0;
+    CHECK(pread(fd, &b, 1, at) == 1);
+    b ^= 0x10;
+    CHECK(pwrite(fd, &b, 1, at) == 1);
+    close(fd);
+}
+
+/* Whether every session has its wanted length, but those in lost (ids)
+ * gone. */
+static bool as_wanted(struct sess_store *st, const char *const *lost, int n_lost)
+{
+    const char *ids[8] = {s[0], s[1], s[2], s[3], s[4], s[5], f, n};
+    bool ok = true;
+    for (int i = 0; i < 8; i++) {
+        long w = want[i];
+        for (int k = 0; k < n_lost; k++)
+            if (strcmp(lost[k], ids[i]) == 0)
+                w = -1;
+        size_t got = store_length_of(st, ids[i]);
+        if ((w < 0 && got != (size_t)-1) || (w >= 0 && got != (size_t)w)) {
+            printf("    session %d: length %ld, want %ld\n", i,
+                   got == (size_t)-1 ? -1L : (long)got, w);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static bool said(const char *text)
+{
+    if (strstr(logged, text))
+        return true;
+    printf("    not in the log: %s\n%s", text, logged);
+    return false;
+}
+
+TEST(an_intact_state_restores_everything_quietly)
+{
+    build_state();
+    struct sess_store *st = open_dir();
+    CHECK(st && as_wanted(st, NULL, 0));
+    CHECK(said("0 failed, 0 for 0 sessions not restored"));
+    CHECK(strstr(logged, "warn") == NULL);
+    sess_store_free(st);
+}
+
+TEST(a_damaged_snapshot_record_loses_only_its_session)
+{
+    /* s[1] (a change in the journal), s[5] (none) and f (the last record:
+     * its length leads to the end of the file) */
+    static const int which[] = {1, 5, 6};
+    for (size_t c = 0; c < sizeof which / sizeof which[0]; c++) {
+        build_state();
+        char id[SESS_ID_MAX], line[160];
+        record_id(which[c], id);
+        long bytes, off = record_at(which[c], &bytes);
+        flip("snapshot.0000000000000002", off + bytes - 20);   /* in its rows */
+        struct sess_store *st = open_dir();
+        const char *lost[1] = {id};
+        CHECK(st && as_wanted(st, lost, 1));
+        snprintf(line, sizeof line, "the session \"%s\" dropped", id);
+        CHECK(said(line));
+        CHECK(said("6 records kept, 1 dropped"));
+        CHECK(said("snapshot.0000000000000002: a copy is kept as"));
+        CHECK(exists("snapshot.0000000000000002.damaged"));
+        bool journaled = strcmp(id, s[1]) == 0 || strcmp(id, s[2]) == 0 ||
+                         strcmp(id, f) == 0;       /* changed in the journal */
+        CHECK(said(journaled ? "1 for 1 sessions not restored"
+                             : "0 for 0 sessions not restored"));
+        CHECK(exists("journal.0000000000000002.damaged") == journaled);
+        if (journaled)
+            CHECK(said("journal.0000000000000002: a copy is kept as"));
+        sess_store_free(st);
+        /* the next start reads the new generation: the same sessions */
+        st = open_dir();
+        CHECK(st && as_wanted(st, lost, 1));
+        CHECK(strstr(logged, "warn") == NULL);
+        sess_store_free(st);
+    }
+}
+
+TEST(a_snapshot_whose_framing_is_lost_keeps_what_came_before)
+{
+    build_state();
+    char ids[7][SESS_ID_MAX];
+    for (int i = 0; i < 7; i++)
+        record_id(i, ids[i]);
+    long bytes, off = record_at(3, &bytes);
+    flip("snapshot.0000000000000002", off + 2);        /* record 3's length */
+    struct sess_store *st = open_dir();
+    const char *lost[4] = {ids[3], ids[4], ids[5], ids[6]};
+    CHECK(st && as_wanted(st, lost, 4));
+    CHECK(said("3 records kept, 0 dropped, and the"));
+    CHECK(said("where the framing is lost (record cut short)"));
+    CHECK(said("snapshot.0000000000000002: a copy is kept as"));
+    /* s[3] and s[4] were deleted in the journal: not counted as lost */
+    uint64_t records = 0, sessions = 0;
+    for (int i = 3; i < 7; i++) {
+        bool changed = strcmp(ids[i], s[1]) == 0 || strcmp(ids[i], s[2]) == 0 ||
+                       strcmp(ids[i], f) == 0;
+        records += changed;
+        sessions += changed;
+    }
+    char line[120];
+    snprintf(line, sizeof line, "%llu for %llu sessions not restored",
+             (unsigned long long)records, (unsigned long long)sessions);
+    CHECK(said(line));
+    sess_store_free(st);
+}
+
+TEST(a_missing_snapshot_is_said_and_its_sessions_counted)
+{
+    build_state();
+    CHECK(unlink(path_of("snapshot.0000000000000002")) == 0);
+    struct sess_store *st = open_dir();
+    const char *lost[6] = {s[0], s[1], s[2], s[5], f};
+    CHECK(st && as_wanted(st, lost, 5));
+    CHECK(said("warn journal: snapshot.0000000000000002 is missing"));
+    /* s[1]'s append, s[2]'s truncate and f's append; s[3] and s[4] were
+     * deleted, so their records are already held */
+    CHECK(said("0 failed, 3 for 3 sessions not restored"));
+    CHECK(said("warn journal: replayed"));
+    CHECK(said("journal.0000000000000002: a copy is kept as"));
+    sess_store_free(st);
+}
+
+/* A fresh directory whose journal.1 holds session a (made here) and 4
+ * appends of 2 rows; snapshot.1 is empty. */
+static void journal_of_four(char *a)
+{
+    store_clear_dir(dir);
+    struct sess_store *st = open_dir();
+    CHECK(st && new_session(st, a) == CORE_OK);
+    for (unsigned i = 0; i < 4; i++)
+        CHECK(store_add_rows(st, a, 2, 8, i) == CORE_OK);
+    sess_store_free(st);
+}
+
+/* Snapshots 2 and 3 fail (their temporary names are taken), so a start
+ * leaves the journals as they are and begins the next one; on: undo. */
+static void fail_snapshots(bool on)
+{
+    for (int gen = 2; gen <= 3; gen++) {
+        char name[64];
+        snprintf(name, sizeof name, ".snapshot.%016x.tmp", gen);
+        CHECK((on ? mkdir(path_of(name), 0700) : rmdir(path_of(name))) == 0);
+    }
+}
+
+TEST(a_torn_journal_tail_does_not_stop_the_next_journal)
+{
+    char a[SESS_ID_MAX], b[SESS_ID_MAX];
+    journal_of_four(a);
+    /* the last append cut short, as a crash leaves it */
+    struct stat sb;
+    CHECK(stat(path_of("journal.0000000000000001"), &sb) == 0);
+    CHECK(truncate(path_of("journal.0000000000000001"), sb.st_size - 5) == 0);
+    fail_snapshots(true);
+    struct sess_store *st = open_dir();
+    CHECK(st && store_length_of(st, a) == 6);
+    CHECK(said("snapshot failed"));
+    CHECK(exists("journal.0000000000000001") && exists("journal.0000000000000002"));
+    CHECK(store_add_rows(st, a, 5, 8, 50) == CORE_OK);
+    CHECK(new_session(st, b) == CORE_OK);
+    sess_store_free(st);
+    fail_snapshots(false);
+    st = open_dir();
+    CHECK(st && store_length_of(st, a) == 11);
+    CHECK(st && store_length_of(st, b) == 0);
+    CHECK(said("cut short: its write never finished"));
+    CHECK(strstr(logged, "set aside") == NULL);
+    sess_store_free(st);
+}
+
+TEST(a_damaged_journal_stops_the_replay_and_names_what_it_sets_aside)
+{
+    char a[SESS_ID_MAX], b[SESS_ID_MAX];
+    journal_of_four(a);
+    fail_snapshots(true);
+    struct sess_store *st = open_dir();         /* one more row, in journal.2 */
+    CHECK(st && store_add_rows(st, a, 1, 8, 40) == CORE_OK);
+    sess_store_free(st);
+    /* a byte of journal.1's second append flipped */
+    long off = JNL_HEADER_BYTES;
+    int fd = open(path_of("journal.0000000000000001"), O_RDONLY);
+    uint32_t len = 0;
+    for (int k = 0; k < 2 && pread(fd, &len, 4, off) == 4; k++)
+        off += 4 + (long)len + 4;
+    CHECK(pread(fd, &len, 4, off) == 4);
+    close(fd);
+    flip("journal.0000000000000001", off + (long)len);
+    st = open_dir();
+    CHECK(st && store_length_of(st, a) == 2);
+    CHECK(said("3 dropped"));
+    CHECK(said("journal.0000000000000001: a copy is kept as"));
+    CHECK(said("journal.0000000000000002 set aside as"));
+    CHECK(said("it follows the damaged journal.0000000000000001"));
+    CHECK(exists("journal.0000000000000002.damaged") && !exists("journal.0000000000000002"));
+    CHECK(store_add_rows(st, a, 5, 8, 50) == CORE_OK);    /* into journal.3 */
+    CHECK(new_session(st, b) == CORE_OK);
+    sess_store_free(st);
+    fail_snapshots(false);
+    /* journal.1, cut back to what was applied, then journal.3, written on
+     * top of it: both replayed whole */
+    st = open_dir();
+    CHECK(st && store_length_of(st, a) == 7 && store_length_of(st, b) == 0);
+    CHECK(strstr(logged, "warn") == NULL);
+    sess_store_free(st);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/attnd-test-replay-%ld", (long)getpid());
+    mkdir(dir, 0700);
+    RUN(an_intact_state_restores_everything_quietly);
+    RUN(a_damaged_snapshot_record_loses_only_its_session);
+    RUN(a_snapshot_whose_framing_is_lost_keeps_what_came_before);
+    RUN(a_missing_snapshot_is_said_and_its_sessions_counted);
+    RUN(a_torn_journal_tail_does_not_stop_the_next_journal);
+    RUN(a_damaged_journal_stops_the_replay_and_names_what_it_sets_aside);
+    store_clear_dir(dir);
+    rmdir(dir);
+    TEST_MAIN_END();
+}
