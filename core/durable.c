@@ -93,7 +93,7 @@ struct sess_durable {
     bool rewriting;
     bool failing;                   /* the last write failed (log once) */
     double retry_at;                /* store clock: next rewrite after a failure */
-    uint64_t records, failures, lost, snapshots;
+    uint64_t records, failures, lost, snapshots, snapshot_failures;
     int lock_fd;                    /* LOCK, flocked for the store's life; -1:
                                        the file system has no locks */
 };
@@ -423,6 +423,7 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force)
         d->snapshot_bytes = bytes;
         d->snapshots++;
     } else {
+        d->snapshot_failures++;
         d->retry_at = now + REWRITE_RETRY_S;
     }
     pthread_mutex_unlock(&d->mu);
@@ -540,6 +541,7 @@ void sess_dur_stats(struct sess_durable *d, struct sess_stats *out)
     out->journal_failures = d->failures;
     out->journal_lost = d->lost;
     out->snapshots = d->snapshots;
+    out->snapshot_failures = d->snapshot_failures;
     pthread_mutex_unlock(&d->mu);
 }
 

@@ -64,6 +64,8 @@ struct sess_stats {
     uint64_t journal_lost;      /* best-effort records (evictions, expiry,
                                    touches) and fsyncs that failed */
     uint64_t snapshots;         /* snapshots written */
+    uint64_t snapshot_failures; /* snapshot attempts that failed (the journal
+                                   is kept and keeps growing) */
 };
 
 struct sess_store;

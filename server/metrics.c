@@ -336,10 +336,15 @@ static void render_sessions(struct out *o, struct sess_store *st)
             "attnd_journal_lost_total %llu\n"
             "# HELP attnd_snapshots_total Session snapshots written.\n"
             "# TYPE attnd_snapshots_total counter\n"
-            "attnd_snapshots_total %llu\n",
+            "attnd_snapshots_total %llu\n"
+            "# HELP attnd_snapshot_failures_total Session snapshots that failed (the "
+            "journal is kept and grows until one succeeds).\n"
+            "# TYPE attnd_snapshot_failures_total counter\n"
+            "attnd_snapshot_failures_total %llu\n",
          (unsigned long long)s.journal_bytes, (unsigned long long)s.snapshot_bytes,
          (unsigned long long)s.journal_records, (unsigned long long)s.journal_failures,
-         (unsigned long long)s.journal_lost, (unsigned long long)s.snapshots);
+         (unsigned long long)s.journal_lost, (unsigned long long)s.snapshots,
+         (unsigned long long)s.snapshot_failures);
 }
 
 char *srv_metrics_render(void *arg, size_t *len)

@@ -321,6 +321,31 @@ def _mount_tmpfs(path, size):
     return None
 
 
+def _small_disk(prefix):
+    """A new directory on a 2 MiB tmpfs (the test skipped when none can be
+    mounted: not root, or not permitted)."""
+    sd = tempfile.mkdtemp(prefix=prefix)
+    why = _mount_tmpfs(sd, "2m")
+    if why:
+        os.rmdir(sd)
+        pytest.skip(why)
+    return sd
+
+
+def _fill(sd, leave):
+    """A file in sd that fills its disk but for `leave` bytes; its path."""
+    filler = os.path.join(sd, "filler")
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    os.truncate(filler, max(0, os.path.getsize(filler) - leave))
+    return filler
+
+
 def _metric(d, name):
     for line in d.get("/metrics").body.decode().splitlines():
         if line.startswith(name + " "):
@@ -329,11 +354,7 @@ def _metric(d, name):
 
 
 def test_full_disk_refuses_with_503_and_recovers_when_space_returns():
-    sd = tempfile.mkdtemp(prefix="attnd-full-")
-    why = _mount_tmpfs(sd, "2m")
-    if why:
-        os.rmdir(sd)
-        pytest.skip(why)
+    sd = _small_disk("attnd-full-")
     try:
         d = _start(sd, "always")
         try:
@@ -343,15 +364,7 @@ def test_full_disk_refuses_with_503_and_recovers_when_space_returns():
             assert d.post(f"/v1/sessions/{sid}/kv", {"k": small, "v": small}).status == 200
             before = d.get(f"/v1/sessions/{sid}/kv").body
             # fill the disk, leaving less than one big append's record
-            filler = os.path.join(sd, "filler")
-            with open(filler, "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
-                except OSError:
-                    pass
-            os.truncate(filler, max(0, os.path.getsize(filler) - 16384))
+            filler = _fill(sd, 16384)
             big = [[0.25] * 64 for _ in range(256)]      # 128 KiB of rows
             r = d.post(f"/v1/sessions/{sid}/kv", {"k": big, "v": big})
             assert r.status == 503, r
@@ -376,6 +389,34 @@ def test_full_disk_refuses_with_503_and_recovers_when_space_returns():
         try:
             k, _ = _kv_rows(d, sid)
             assert k == small + big
+        finally:
+            d.stop()
+    finally:
+        subprocess.run(["umount", sd], capture_output=True)
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def test_a_failed_snapshot_is_counted_in_metrics():
+    """A snapshot that does not fit on the disk is counted in
+    attnd_snapshot_failures_total (the journal is kept and grows)."""
+    sd = _small_disk("attnd-snapfail-")
+    try:
+        # the disk full but for 320 KiB: the journal takes 200 KiB of rows,
+        # the snapshot of them does not fit in what is left
+        _fill(sd, 320 * 1024)
+        d = _start(sd, "always")
+        try:
+            assert _metric(d, "attnd_snapshot_failures_total") == 0
+            sid = d.post("/v1/sessions", {"d_k": 64, "d_v": 64}).json()["id"]
+            rows = [[0.25] * 64 for _ in range(200)]     # float64: 200 KiB of K and V
+            assert d.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": rows}).status == 200
+            deadline = time.time() + 10
+            while time.time() < deadline and \
+                    _metric(d, "attnd_snapshot_failures_total") < 1:
+                time.sleep(0.1)
+            assert _metric(d, "attnd_snapshot_failures_total") >= 1, d.logs()[-1500:]
+            assert "snapshot failed" in d.logs()
+            assert d.get(f"/v1/sessions/{sid}").json()["length"] == 200
         finally:
             d.stop()
     finally:

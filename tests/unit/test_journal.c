@@ -383,6 +383,29 @@ TEST(snapshots_written_during_appends_lose_nothing)
     sess_store_free(st);
 }
 
+TEST(a_failed_snapshot_is_counted)
+{
+    clear_dir();
+    struct sess_store *st = open_store(JNL_FSYNC_NO, 1 << 30, NULL);
+    struct sess_spec sp = spec_f32();
+    char a[SESS_ID_MAX], tmp[100];
+    CHECK(sess_create(st, &sp, a) == CORE_OK);
+    /* the next snapshot's temporary name is taken: it fails */
+    snprintf(tmp, sizeof tmp, ".snapshot.%016x.tmp", 2);
+    CHECK(mkdir(path_in(tmp), 0700) == 0);
+    struct sess_stats ss;
+    CHECK(sess_store_journal_maintain(st, true) == CORE_ESTORAGE);
+    sess_store_stats(st, &ss);
+    CHECK_EQ_INT(ss.snapshot_failures, 1);
+    CHECK_EQ_INT(ss.snapshots, 1);              /* the one written at open */
+    CHECK(rmdir(path_in(tmp)) == 0);
+    CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
+    sess_store_stats(st, &ss);
+    CHECK_EQ_INT(ss.snapshot_failures, 1);
+    CHECK_EQ_INT(ss.snapshots, 2);
+    sess_store_free(st);
+}
+
 TEST(torn_journal_keeps_what_came_before)
 {
     clear_dir();
@@ -925,6 +948,7 @@ int main(void)
     RUN(records_round_trip_and_damage_is_found);
     RUN(every_change_survives_a_reopen);
     RUN(snapshots_written_during_appends_lose_nothing);
+    RUN(a_failed_snapshot_is_counted);
     RUN(torn_journal_keeps_what_came_before);
     RUN(expired_sessions_stay_gone);
     RUN(a_refused_write_leaves_the_session_as_it_was);
