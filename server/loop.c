@@ -114,7 +114,8 @@ static void store_log(void *arg, enum sess_log_level level, const char *msg)
     srv_log_msgf(level == SESS_LOG_INFO ? "info" : "warn", "sessions: %s", msg);
 }
 
-/* mkdir -p dir (0700 for what it creates); 0 or -errno. */
+/* mkdir -p dir (0700 for what it creates); 0 or -errno (-ENOTDIR when dir,
+ * or a directory on its way, is another kind of file). */
 static int make_dirs(const char *dir)
 {
     char path[sizeof ((struct srv_config *)0)->state_dir];
@@ -133,6 +134,11 @@ static int make_dirs(const char *dir)
                 break;
         }
     }
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return -errno;
+    if (!S_ISDIR(sb.st_mode))
+        return -ENOTDIR;                /* access() would say EACCES */
     return access(dir, W_OK | X_OK) == 0 ? 0 : -errno;
 }
 
@@ -153,6 +159,12 @@ static struct sess_store *store_open(const struct srv_config *cfg)
     }
     if (cfg->state_dir[0]) {
         int e = make_dirs(cfg->state_dir);
+        if (e == -ENOTDIR) {
+            srv_log_msgf("error", "--state-dir %s is not a directory (it, or a "
+                         "component of its path, is another kind of file)", cfg->state_dir);
+            sess_store_free(st);
+            return NULL;
+        }
         if (e != 0) {
             srv_log_msgf("error", "--state-dir %s is not a writable directory: %s",
                          cfg->state_dir, strerror(-e));

@@ -558,6 +558,16 @@ def test_unwritable_state_dir_fails_at_start():
     assert "--state-dir" in r.stdout and "not a writable directory" in r.stdout
 
 
+def test_a_state_dir_that_is_a_file_is_said_to_be_no_directory(tmp_path):
+    f = tmp_path / "state"
+    f.write_bytes(b"")
+    for path in (f, f / "below"):
+        r = run_bin("--port", "0", "--state-dir", str(path))
+        assert r.returncode == 1
+        assert f"--state-dir {path} is not a directory" in r.stdout, r.stdout
+        assert "Permission denied" not in r.stdout
+
+
 def test_head_and_content_types_of_static_files(attnd):
     r = attnd.request("HEAD", "/")
     assert r.status == 200 and r.body == b"" and r.headers["content-type"].startswith("text/html")
