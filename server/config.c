@@ -27,6 +27,8 @@ enum opt_kind {
     OPT_STR,        /* char array at off, size len */
     OPT_SECRET,     /* the same, never empty when given (a key, a key's or
                        a certificate's file): unset means none */
+    OPT_DIR,        /* the same, never empty when given (--state-dir: an
+                       empty value would quietly keep nothing) */
     OPT_ID,         /* the same, [A-Za-z0-9_-] only (--replica-id) */
     OPT_UINT,       /* unsigned at off, [min, max] */
     OPT_SIZE,       /* size_t at off, [min, max], k/m/g suffix (x1024) */
@@ -85,7 +87,7 @@ static const struct opt opts[] = {
     {"replica-id", OPT_ID, F(replica_id), 0, 0, "",
      "prefix of session ids on this replica (letters, digits, '-' and '_'; ids are "
      "'PREFIX.' + random)"},
-    {"state-dir", OPT_STR, F(state_dir), 0, 0, "",
+    {"state-dir", OPT_DIR, F(state_dir), 0, 0, "",
      "journal every session change here; restore sessions on start"},
     {"fsync", OPT_FSYNC, N(fsync_mode), 0, 0, "everysec",
      "when the journal reaches the disk: always (before each answer) | everysec | no"},
@@ -295,6 +297,7 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v, 
     case OPT_STR:
         return set_str(base + o->off, o->len, v);
     case OPT_SECRET:
+    case OPT_DIR:
         return v[0] != '\0' && set_str(base + o->off, o->len, v);
     case OPT_ID:
         return set_id(base + o->off, o->len, v);
@@ -380,6 +383,8 @@ static const char *kind_hint(const struct opt *o)
                ":bfloat16 or :float32, comma-separated, at most 4";
     case OPT_SECRET:
         return "a non-empty value (leave the flag and its ATTND_* twin unset for none)";
+    case OPT_DIR:
+        return "a directory (leave the flag and its ATTND_* twin unset for none)";
     case OPT_ID:
         return "at most 63 letters, digits, '-' or '_'";
     case OPT_STR: break;
@@ -486,7 +491,7 @@ static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OP
         const struct opt *o = &opts[i];
         why[0] = '\0';
         /* a secret's default is none: the zeroed field */
-        bool none = o->kind == OPT_SECRET && o->def && !o->def[0];
+        bool none = (o->kind == OPT_SECRET || o->kind == OPT_DIR) && o->def && !o->def[0];
         if (o->def && !none && !set_opt(cfg, o, o->def, why, sizeof why)) {
             fprintf(err, "attnd: internal error: bad default for --%s\n", o->name);
             return false;

@@ -79,6 +79,7 @@ struct proc {
     int exit_code;
     uint64_t cut_until;             /* uv_now: exit by then (drain timeout) */
     bool cancelled;                 /* past cut_until: the rest cancelled */
+    bool restoring;                 /* start: store_open is reading the state */
     struct srv_config *cfg;
     struct api_ctx ctx;
     struct srv_metrics *metrics;
@@ -171,6 +172,7 @@ static struct sess_store *store_open(const struct srv_config *cfg)
             sess_store_free(st);
             return NULL;
         }
+        srv_log_msgf("info", "sessions: restoring from %s", cfg->state_dir);
         struct sess_journal_config jc = {
             .dir = cfg->state_dir, .fsync = (enum jnl_fsync)cfg->fsync_mode,
             .rewrite_min_bytes = cfg->snapshot_min_bytes, .log = store_log};
@@ -409,6 +411,12 @@ static void signal_cb(uv_signal_t *s, int signum)
         return;
     }
     const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (p->restoring) {             /* came while the state was read */
+        atomic_store(&warm_stop, true);
+        srv_log_msgf("info", "%s while the sessions were restored: stopping before "
+                     "listening", name);
+        return;
+    }
     if (p->draining || atomic_load(&warm_stop)) {
         srv_log_msgf("warn", "second %s during %s: exiting now", name,
                      p->draining ? "drain" : "the warm-up");
@@ -641,13 +649,8 @@ static bool start(struct proc *p)
     attn_blas_init(1);
     srv_worker_start(p->cfg->workers, p->cfg->res.cpus, par_may_help, NULL);
     p->metrics = srv_metrics_new();
-    p->store = store_open(p->cfg);
-    if (!p->metrics || !p->store)
+    if (!p->metrics)
         return false;
-    if (p->cfg->state_dir[0])
-        jnl_running = pthread_create(&jnl_thread, NULL, jnl_main, p) == 0;
-    srv_metrics_set_store(p->metrics, p->store);
-    init_ctx(p);
     int rc = uv_loop_init(&p->loop);
     if (rc != 0) {
         srv_log_msgf("error", "cannot start the event loop: %s", uv_strerror(rc));
@@ -659,6 +662,20 @@ static bool start(struct proc *p)
                      uv_strerror(rc));
         return false;
     }
+    /* Signals are caught from here on. One that comes while the state is
+     * read (seconds for a large one) is acted on once it is: as PID 1 in
+     * a container, an uncaught SIGTERM is dropped, and the daemon would
+     * go on to listen until it was killed. */
+    p->restoring = true;
+    p->store = store_open(p->cfg);
+    uv_run(&p->loop, UV_RUN_NOWAIT);
+    p->restoring = false;
+    if (!p->store || atomic_load(&warm_stop))
+        return false;
+    if (p->cfg->state_dir[0])
+        jnl_running = pthread_create(&jnl_thread, NULL, jnl_main, p) == 0;
+    srv_metrics_set_store(p->metrics, p->store);
+    init_ctx(p);
     if (!srv_warm_up(&p->loop, &p->ctx, p->cfg, threads, &par_warming, &warm_stop)) {
         p->exit_code = 2;
         return false;
@@ -735,7 +752,7 @@ int srv_loop_run(struct srv_config *cfg)
     } else {
         /* 2: an open-file limit too low, unusable TLS or key file, failed
          * --warm-up (a signal then too), a --host that cannot be listened
-         * on; 0: a signal in the warm-up */
+         * on; 0: a signal in the restore or the warm-up */
         code = p->exit_code == 2 ? 2 : atomic_load(&warm_stop) ? 0 : 1;
         if (p->n_made > 0) {                /* failed after handles were made */
             srv_http_stop(p->http);

@@ -2,7 +2,8 @@
 what was expected and exits 2"), for the settings where a silent fallback
 would hurt: an empty API key, key file, certificate or key (set but empty,
 as a Kubernetes secret with an empty key or an unset Compose variable
-gives) would otherwise start without authentication or without TLS; a
+gives) would otherwise start without authentication or without TLS, an
+empty --state-dir without keeping sessions; a
 --replica-id that the session store would rewrite breaks the proxy's
 routing map; a --cors-origins entry that is no origin never matches; a
 --host that cannot be listened on. A flag given wins over its twin, which
@@ -43,6 +44,20 @@ def test_an_empty_secret_or_certificate_setting_exits_2(args, env, needle):
     assert code == 2, (args, env, code, out)
     assert needle in out and "non-empty" in out, out
     assert '"auth":"off"' not in out and "listening" not in out, out
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--state-dir", ""], {}, "invalid --state-dir ''"),
+    ([], {"ATTND_STATE_DIR": ""}, "invalid value of ATTND_STATE_DIR ''"),
+])
+def test_an_empty_state_dir_exits_2(args, env, needle):
+    """An empty --state-dir (the image sets ATTND_STATE_DIR; an empty
+    override is a slip) would have kept no session across a restart and
+    said so only as "state_dir":"-" in the listening line."""
+    code, out = run_bin(*args, env=env)
+    assert code == 2, (args, env, code, out)
+    assert needle in out and "expected a directory" in out, out
+    assert "listening" not in out, out
 
 
 def test_an_api_key_is_never_echoed_in_the_message():

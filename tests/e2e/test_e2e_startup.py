@@ -241,3 +241,48 @@ def test_host_unspecified_ipv6_takes_ipv4_clients_too():
             raise AssertionError("::1 took an IPv4 client")
         except ConnectionRefusedError:
             pass
+
+
+def test_a_signal_while_the_sessions_are_restored_stops_the_start_cleanly():
+    """SIGTERM while --state-dir's sessions are read (a 256 MB session: a
+    second or so): attnd finishes reading, says so, and exits 0 without
+    listening, its state untouched. (Before, the signal came before its
+    handlers: outside a container it killed the process, and as a
+    container's PID 1 it was dropped and attnd went on to serve.)"""
+    sd = tempfile.mkdtemp(prefix="attnd-restore-signal-")
+    try:
+        heads, d, rows, chunk = 8, 128, 32768, 4096
+        with Attnd("--state-dir", sd, "--max-body-bytes", "64m", "--max-elements", "16m",
+                   "--max-tokens", str(rows), "--max-cache-bytes", "1g") as a:
+            r = a.post("/v1/sessions", {"d_k": d, "d_v": d, "heads": heads,
+                                        "dtype": "float32", "max_tokens": rows})
+            assert r.status == 201, r
+            sid = r.json()["id"]
+            block = base64.b64encode(array.array("f", [0.25] * (heads * chunk * d))
+                                     .tobytes()).decode()
+            t = {"shape": [heads, chunk, d], "dtype": "float32", "data": block}
+            for _ in range(rows // chunk):
+                r = a.post(f"/v1/sessions/{sid}/kv", {"k": t, "v": t})
+                assert r.status == 200, r
+            assert a.stop() == 0
+        b = Attnd("--state-dir", sd, "--max-tokens", str(rows), "--max-cache-bytes", "1g",
+                  wait=False)
+        with b:
+            deadline = time.time() + 30
+            while not any(e["msg"].startswith("sessions: restoring from") for e in events(b)):
+                assert b.proc.poll() is None and time.time() < deadline, b.logs()
+                time.sleep(0.005)
+            b.signal(signal.SIGTERM)
+            assert b.wait(timeout=60) == 0, b.logs()
+            msgs = [e["msg"] for e in events(b)]
+            assert "SIGTERM while the sessions were restored: stopping before listening" \
+                in msgs, msgs
+            assert msgs.index("SIGTERM while the sessions were restored: stopping before "
+                              "listening") > msgs.index("sessions restored from %s: 1" % sd)
+            assert "listening" not in msgs and msgs[-1] == "stopped (exit 0)", msgs
+            assert not os.path.exists(b.port_file)
+        with Attnd("--state-dir", sd, "--max-tokens", str(rows), "--max-cache-bytes", "1g") as c:
+            r = c.get(f"/v1/sessions/{sid}")
+            assert r.status == 200 and r.json()["length"] == rows, r
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
