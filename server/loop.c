@@ -167,8 +167,11 @@ static struct sess_store *store_open(const struct srv_config *cfg)
             return NULL;
         }
         if (e != 0) {
-            srv_log_msgf("error", "--state-dir %s is not a writable directory: %s",
-                         cfg->state_dir, strerror(-e));
+            /* the ids: a container's volume is often owned by another
+             * user than the image's (Kubernetes: securityContext.fsGroup) */
+            srv_log_msgf("error", "--state-dir %s is not a writable directory: %s "
+                         "(attnd runs as uid %ld, gid %ld)", cfg->state_dir, strerror(-e),
+                         (long)getuid(), (long)getgid());
             sess_store_free(st);
             return NULL;
         }

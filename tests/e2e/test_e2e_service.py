@@ -556,6 +556,8 @@ def test_unwritable_state_dir_fails_at_start():
     r = run_bin("--port", "0", "--state-dir", "/proc/attnd-no-such-dir")
     assert r.returncode == 1
     assert "--state-dir" in r.stdout and "not a writable directory" in r.stdout
+    # who it runs as: a container's volume is often another user's
+    assert "(attnd runs as uid %d, gid %d)" % (os.getuid(), os.getgid()) in r.stdout
 
 
 def test_a_state_dir_that_is_a_file_is_said_to_be_no_directory(tmp_path):
