@@ -286,7 +286,7 @@ $(BUILD)/bench/mhd_server: ../shared/bench/mhd_server.c
 
 docker:
 	@if docker info >/dev/null 2>&1; then \
-	  docker build -f docker/Dockerfile -t attnd:$(VERSION) . ; \
+	  docker build -f docker/Dockerfile --build-arg VERSION=$(VERSION) -t attnd:$(VERSION) . ; \
 	else echo "docker: no Docker engine on this machine; see docker/"; fi
 
 clean:

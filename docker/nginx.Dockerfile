@@ -9,10 +9,11 @@
 #   podman build -f docker/nginx.Dockerfile --build-arg BASE=... -t attnd-nginx .
 ARG BASE=debian:bookworm-20241111-slim@sha256:ca3372ce30b03a591ec573ea975ad8b0ecaf0eb17a354416741f8001bbcae33d
 FROM ${BASE}
-ENV DEBIAN_FRONTEND=noninteractive
+ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends nginx gettext-base curl \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* \
  && rm -f /etc/nginx/sites-enabled/default \
  && mkdir -p /etc/nginx/templates
 STOPSIGNAL SIGQUIT

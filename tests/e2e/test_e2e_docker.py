@@ -3,7 +3,8 @@
 These machines have no Docker engine, so the image is checked in two ways:
 statically (docker/Dockerfile is parsed: pinned bases, two stages, a runtime
 stage with no toolchain or -dev package, non-root USER, EXPOSE, HEALTHCHECK on
-/healthz, STOPSIGNAL SIGTERM, ATTND_* configuration) and natively: the build
+/healthz, STOPSIGNAL SIGTERM, ATTND_* configuration, apt caches cleaned in
+their layer, OCI labels with the Makefile's version) and natively: the build
 stage's build step runs on a clean clone of HEAD, the runtime stage's
 packages are shown to cover every library the binary needs, and the binary is
 started with the runtime stage's environment and probed with the very
@@ -164,6 +165,31 @@ def test_runtime_metadata(df):
     assert env.get("ATTND_HOST") == "0.0.0.0"
     assert env.get("ATTND_PORT") == "8080"
     assert env.get("ATTND_LOG_FORMAT") == "json"
+
+
+def test_runtime_layers_and_labels(df):
+    """apt leaves no cache or lists in its layer, DEBIAN_FRONTEND is a build
+    ARG (not in the running container's environment), and the OCI labels
+    carry the Makefile's version."""
+    for st in df["stages"]:
+        assert "DEBIAN_FRONTEND" not in env_of(st), "DEBIAN_FRONTEND as ENV leaks into the image"
+    for word, args in df["runtime"]["instrs"]:
+        if word == "RUN" and "apt-get install" in args:
+            assert "apt-get clean" in args and "/var/lib/apt/lists/*" in args \
+                and "/var/cache/apt/*" in args, args
+    stage_args = dict(a.partition("=")[::2] for w, a in df["runtime"]["instrs"] if w == "ARG")
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        version = re.search(r"^VERSION\s*:?=\s*(\S+)", f.read(), re.M).group(1)
+    assert stage_args.get("VERSION") == version, "ARG VERSION must default to the Makefile's"
+    labels = {}
+    for word, args in df["runtime"]["instrs"]:
+        if word == "LABEL":
+            for tok in shlex.split(args):
+                k, _, v = tok.partition("=")
+                labels[k] = v
+    assert labels.get("org.opencontainers.image.title") == "attnd"
+    assert labels.get("org.opencontainers.image.description")
+    assert labels.get("org.opencontainers.image.version") == "${VERSION}"
 
 
 def test_dockerignore_keeps_outputs_out():
