@@ -3,8 +3,9 @@
 - The manifests pass the Kubernetes API schemas (npm kubernetes-models,
   run by tests/k8s/validate.mjs) and the deployment's own rules (probes,
   a headless Service for the StatefulSet, a volume claim at the state dir,
-  disruption budgets, every nginx placeholder set); a broken manifest fails
-  the same validator.
+  disruption budgets, every nginx placeholder set, every pod within the
+  "restricted" Pod Security Standard, a NetworkPolicy admitting only nginx to
+  the attnd pods); a broken manifest fails the same validator.
 - The nginx ConfigMap is docker/nginx.conf byte for byte.
 - What the StatefulSet gives, natively: the same nginx configuration,
   rendered for loopback, under Debian's nginx in front of three attnd
@@ -57,6 +58,24 @@ def test_a_broken_manifest_fails_the_validator(tmp_path):
     assert r.returncode == 1, r.stdout
     assert "containerPort must be integer" in r.stdout, r.stdout
     assert "not a headless Service" in r.stdout, r.stdout
+
+
+def test_an_unhardened_or_open_manifest_fails_the_validator(tmp_path):
+    with open(os.path.join(ROOT, "docker", "k8s.yaml")) as f:
+        text = f.read()
+    bad = text.replace("readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false") \
+              .replace("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true") \
+              .replace("- podSelector:\n            matchLabels: { app.kubernetes.io/name: attnd-nginx }",
+                       "- podSelector:\n            matchLabels: { app.kubernetes.io/name: other }")
+    assert bad.count("readOnlyRootFilesystem: false") == 2 and "name: other" in bad
+    path = tmp_path / "open.yaml"
+    path.write_text(bad)
+    r = _validate(str(path))
+    assert r.returncode == 1, r.stdout
+    for who in ("attnd/attnd", "attnd-nginx/nginx"):
+        assert f"{who}: restricted profile: readOnlyRootFilesystem" in r.stdout, r.stdout
+        assert f"{who}: restricted profile: allowPrivilegeEscalation false" in r.stdout, r.stdout
+    assert "NetworkPolicy attnd: admits the nginx pods" in r.stdout, r.stdout
 
 
 def test_configmap_is_docker_nginx_conf():

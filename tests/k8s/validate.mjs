@@ -4,7 +4,9 @@
 // what attnd's deployment needs: probes on every container, the StatefulSet's
 // headless Service, a volume claim at ATTND_STATE_DIR, ATTND_REPLICA_ID from
 // the pod name, disruption budgets that select pods, the nginx ConfigMap
-// equal to docker/nginx.conf and every placeholder of it set.
+// equal to docker/nginx.conf and every placeholder of it set, every pod
+// within the "restricted" Pod Security Standard (its namespace enforcing
+// it), and a NetworkPolicy that lets only the nginx pods reach attnd's.
 // Prints one line per problem and "N passed, N failed".
 //
 //   node tests/k8s/validate.mjs [manifest.yaml] [nginx.conf]
@@ -16,6 +18,7 @@ import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
 import { Deployment } from "kubernetes-models/apps/v1/Deployment";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 
 const here = new URL("../../docker/", import.meta.url);
 const manifest = process.argv[2] ?? new URL("k8s.yaml", here);
@@ -24,6 +27,7 @@ const MODELS = {
   "v1/Namespace": Namespace, "v1/Service": Service, "v1/ConfigMap": ConfigMap,
   "apps/v1/StatefulSet": StatefulSet, "apps/v1/Deployment": Deployment,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
+  "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy,
 };
 
 let passed = 0, failed = 0;
@@ -66,6 +70,30 @@ for (const w of workloads) {
   check(byKind("PodDisruptionBudget").some((p) =>
           labelsMatch(p.spec.selector.matchLabels, pod.metadata.labels)),
         `${w.metadata.name}: no PodDisruptionBudget selects its pods`);
+  // the "restricted" Pod Security Standard (what a namespace labelled
+  // pod-security.kubernetes.io/enforce=restricted admits)
+  const psc = pod.spec.securityContext ?? {};
+  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+    const csc = c.securityContext ?? {};
+    const where = `${w.metadata.name}/${c.name}: restricted profile:`;
+    check((csc.runAsNonRoot ?? psc.runAsNonRoot) === true, `${where} runAsNonRoot`);
+    check((csc.runAsUser ?? psc.runAsUser ?? 1) !== 0, `${where} runAsUser is not 0`);
+    check(csc.allowPrivilegeEscalation === false, `${where} allowPrivilegeEscalation false`);
+    const drop = csc.capabilities?.drop ?? [];
+    check(drop.includes("ALL"), `${where} capabilities drop ALL`);
+    check((csc.capabilities?.add ?? []).every((a) => a === "NET_BIND_SERVICE"),
+          `${where} no capability added but NET_BIND_SERVICE`);
+    const sp = (csc.seccompProfile ?? psc.seccompProfile)?.type;
+    check(sp === "RuntimeDefault" || sp === "Localhost", `${where} seccompProfile RuntimeDefault`);
+    check(csc.privileged !== true, `${where} not privileged`);
+    check(csc.readOnlyRootFilesystem === true, `${where} readOnlyRootFilesystem`);
+  }
+  check(!pod.spec.hostNetwork && !pod.spec.hostPID && !pod.spec.hostIPC &&
+        (pod.spec.volumes ?? []).every((v) => !v.hostPath),
+        `${w.metadata.name}: restricted profile: no host namespaces or hostPath`);
+  const ns = byKind("Namespace").find((n) => n.metadata.name === w.metadata.namespace);
+  check(ns?.metadata.labels?.["pod-security.kubernetes.io/enforce"] === "restricted",
+        `${w.metadata.name}: its Namespace enforces the restricted Pod Security Standard`);
 }
 
 const sts = byKind("StatefulSet");
@@ -89,6 +117,28 @@ for (const s of sts) {
   check(Number(env.ATTND_MAX_CONNECTIONS_PER_IP?.value ?? 256) >=
         Number(env.ATTND_MAX_CONNECTIONS?.value ?? 1000),
         "ATTND_MAX_CONNECTIONS_PER_IP is at least ATTND_MAX_CONNECTIONS");
+}
+
+// attnd runs without API keys here: only nginx may reach its pods
+{
+  const pods = sts[0]?.spec.template.metadata.labels;
+  const ngPods = byKind("Deployment").find((d) => d.metadata.name === "attnd-nginx")
+    ?.spec.template.metadata.labels;
+  const pols = byKind("NetworkPolicy").filter((p) => labelsMatch(p.spec.podSelector.matchLabels, pods));
+  check(pols.length > 0, "a NetworkPolicy selects the attnd pods");
+  for (const p of pols) {
+    check((p.spec.policyTypes ?? ["Ingress"]).includes("Ingress"),
+          `NetworkPolicy ${p.metadata.name}: restricts ingress`);
+    for (const rule of p.spec.ingress ?? []) {
+      check((rule.from ?? []).length > 0 && rule.from.every((f) => !f.ipBlock &&
+              (f.podSelector ? Object.keys(f.podSelector.matchLabels ?? {}).length > 0 ||
+                               (f.podSelector.matchExpressions ?? []).length > 0 : f.namespaceSelector)),
+            `NetworkPolicy ${p.metadata.name}: every rule names the pods it admits`);
+    }
+    check((p.spec.ingress ?? []).some((r) => (r.from ?? []).some((f) =>
+            f.podSelector && labelsMatch(f.podSelector.matchLabels, ngPods))),
+          `NetworkPolicy ${p.metadata.name}: admits the nginx pods`);
+  }
 }
 
 const conf = readFileSync(confPath, "utf8");
