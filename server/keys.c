@@ -148,7 +148,7 @@ static int parse_file(struct key_set *ks, const char *file, char *why, size_t ca
         return srv_whyf(why, cap, "--api-key-file %s: %s", file, strerror(errno));
     if (st.st_mode & S_IRWXO)
         return srv_whyf(why, cap, "--api-key-file %s: mode %04o lets other users %s it; "
-                    "chmod 600 (or 640) it", file, (unsigned)(st.st_mode & 07777),
+                    SRV_SECRET_MODE_FIX, file, (unsigned)(st.st_mode & 07777),
                     srv_mode_others(st.st_mode));
     FILE *f = fopen(file, "re");
     if (!f)

@@ -48,6 +48,14 @@ int srv_whyf(char *why, size_t cap, const char *fmt, ...) __attribute__((format(
  * message: "read", "change", "read and change", "run" ... (static text). */
 const char *srv_mode_others(unsigned mode);
 
+/* What to do about a secret file that other users may use, after "...; ":
+ * chmod for a file of one's own, defaultMode for a Kubernetes Secret volume
+ * (mounted 0644 unless told; 0440 with the pod's fsGroup is read by its
+ * group, which the checks accept). */
+#define SRV_SECRET_MODE_FIX \
+    "chmod 600 (or 640) it; for a Kubernetes Secret volume, set defaultMode: 0440 " \
+    "(the pod's fsGroup reads it)"
+
 /* printf-style message as a plain event. */
 void srv_log_msgf(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

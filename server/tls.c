@@ -67,8 +67,10 @@ static void pair_free(struct tls_pair *p)
 }
 
 
-/* The key file must not be readable by "other"; group access is only
- * logged (a key shared with a group on purpose, e.g. ssl-cert). */
+/* The key file must not be readable by "other". Its group may read it (a
+ * key shared with a group on purpose: ssl-cert, or a Kubernetes Secret
+ * mounted 0440 for the pod's fsGroup); a group that may change it is
+ * logged. */
 static int check_key_mode(const char *path, char *why, size_t cap)
 {
     struct stat st;
@@ -78,10 +80,10 @@ static int check_key_mode(const char *path, char *why, size_t cap)
         return srv_whyf(why, cap, "--tls-key %s: not a regular file", path);
     if (st.st_mode & S_IRWXO)
         return srv_whyf(why, cap, "--tls-key %s: mode %04o lets other users %s it; "
-                    "chmod 600 (or 640) it", path, (unsigned)(st.st_mode & 07777),
+                    SRV_SECRET_MODE_FIX, path, (unsigned)(st.st_mode & 07777),
                     srv_mode_others(st.st_mode));
-    if (st.st_mode & S_IRWXG)
-        srv_log_msgf("warn", "--tls-key %s: mode %04o: readable by its group", path,
+    if (st.st_mode & (S_IWGRP | S_IXGRP))
+        srv_log_msgf("warn", "--tls-key %s: mode %04o lets its group change it", path,
                      (unsigned)(st.st_mode & 07777));
     return 0;
 }

@@ -126,6 +126,26 @@ def test_bad_key_files_exit_2():
         assert words in p.stdout + p.stderr, (words, p.stdout, p.stderr)
 
 
+def test_a_group_readable_key_file_is_accepted_silently():
+    """0640, and 0440 as a Kubernetes Secret mounted with defaultMode: 0440
+    for the pod's fsGroup, are group-readable by design: no warning."""
+    for mode in (0o640, 0o440):
+        path = key_file(f"alice:{ALICE}\n", mode)
+        with Attnd("--api-key-file", path) as a:
+            assert a.post("/v1/attention", VALID, headers=auth(ALICE)).status == 200
+            logs = a.logs()
+            assert '"level":"warn"' not in logs and "group" not in logs, (oct(mode), logs)
+
+
+def test_a_world_readable_key_file_names_chmod_and_defaultmode():
+    path = key_file(f"alice:{ALICE}\n", 0o644)        # a Secret's default mode
+    p = subprocess.run([BIN, "--port", "0", "--api-key-file", path],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    out = p.stdout + p.stderr
+    assert "chmod 600 (or 640) it" in out and "defaultMode: 0440" in out, out
+
+
 def test_whitespace_after_the_token_is_ignored():
     """RFC 9110 5.5: a field value excludes the whitespace around it (a
     credentials file with a newline, a shell script's stray space)."""

@@ -194,6 +194,25 @@ def test_unusable_material_exits_2(pki):
         assert words in out, (flags, out)
 
 
+def test_a_group_readable_key_is_silent_a_world_readable_one_names_defaultmode(pki):
+    """A Secret mounted with defaultMode: 0440 (the pod's fsGroup reads it)
+    starts without a warning; the 0644 Kubernetes gives by default is
+    refused with both fixes named."""
+    d = pki["dir"]
+    cert, key = pki["one"]
+    for mode in (0o440, 0o644):
+        path = os.path.join(d, "key-%o.pem" % mode)
+        with open(key, "rb") as f, open(path, "wb") as g:
+            g.write(f.read())
+        os.chmod(path, mode)
+    with Attnd("--tls-cert", cert, "--tls-key", os.path.join(d, "key-440.pem")) as a:
+        logs = a.logs()
+        assert "group" not in logs and '"level":"warn"' not in logs, logs
+    code, out = start_fails("--tls-cert", cert, "--tls-key", os.path.join(d, "key-644.pem"))
+    assert code == 2, out
+    assert "chmod 600 (or 640) it" in out and "defaultMode: 0440" in out, out
+
+
 def test_expired_certificate_is_logged(pki):
     with Attnd(*tls_flags(pki["expired"])) as a:
         assert "certificate expired on" in a.logs()
