@@ -518,7 +518,17 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     d->log = cfg->log;
     d->log_arg = cfg->log_arg;
     sess_store_restoring(st, true);
-    sess_replay_dir(st, d->dir, d->log, d->log_arg, &d->next_lsn, &d->gen);
+    if (sess_replay_dir(st, d->dir, d->log, d->log_arg, &d->next_lsn, &d->gen) != CORE_OK) {
+        /* a damaged journal not cut back: what this run would write after
+         * it would be set aside at the next start, so nothing is written */
+        sess_store_restoring(st, false);
+        pthread_cond_destroy(&d->idle);
+        pthread_mutex_destroy(&d->mu);
+        if (d->lock_fd >= 0)
+            close(d->lock_fd);
+        free(d);
+        return CORE_EIO;
+    }
     /* state files of a drain by an older attnd: taken in, then folded into
      * the snapshot below (and removed once it is on disk) */
     sess_store_load(st, cfg->dir, cfg->log, cfg->log_arg);

@@ -8,10 +8,11 @@
  * names when its lsn is newer than the session's (core/durable.c says why
  * that is enough). Damage is logged with what was kept and dropped (see
  * sess_replay_dir for what goes on being read), and every damaged file is
- * kept as NAME.damaged with a warn line saying so and why: a copy when
- * the replay used some of it (a damaged journal is then cut back to the
- * records before its damage, which later journals build on), the file
- * itself when nothing of it was applied.
+ * kept as the first free NAME.damaged[.N] (an earlier one is never
+ * replaced) with a warn line saying so and why: a copy when the replay
+ * used some of it, the file itself when nothing of it was applied. A
+ * damaged journal is cut back to the records before its damage, which the
+ * journals written from now on build on, copy or no copy.
  */
 #include "store_impl.h"
 #include "replay.h"
@@ -323,7 +324,14 @@ static void apply_change(struct sess_store *st, struct replay *rp,
     sess_unhold(st, s);
 }
 
-/* Apply one record; false when its payload is malformed (treated as damage). */
+/* Lsns count up from 1, one a change: a writer never gets near 2^63 (three
+ * centuries at 10^9 a second). A record at or past it is damaged or forged;
+ * applied, it would carry the next lsn round to 0, below every session's,
+ * and the next start would skip the changes made from then on. */
+#define LSN_LIMIT ((uint64_t)1 << 63)
+
+/* Apply one record; false when its payload is malformed or its lsn out of
+ * range (treated as damage). */
 static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
                   const void *p, size_t n, bool snapshot)
 {
@@ -332,7 +340,7 @@ static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
     double wall = 0;
     take(&c, &type, 4);
     take(&c, &wall, 8);
-    if (c.bad || isnan(wall))
+    if (c.bad || isnan(wall) || lsn >= LSN_LIMIT)
         return false;
     if (lsn > rp->max_lsn)
         rp->max_lsn = lsn;
@@ -353,12 +361,10 @@ static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
 /* How reading a file ended. */
 enum file_end {
     FILE_WHOLE,         /* every record read (or no such file) */
-    FILE_TORN,          /* a journal's last record cut short: its write
-                           never finished (a crash, or a refused change whose
-                           file could not be cut back), so nothing was built
-                           on it */
-    FILE_DAMAGED,       /* any other bad record, or no header; of a
-                           snapshot: any record dropped */
+    FILE_DAMAGED,       /* a bad record of any kind, or no header (a torn
+                           last record cannot be told from damage in the
+                           middle by its length); of a snapshot: any record
+                           dropped */
 };
 
 /* Log a dropped snapshot record (at byte at, p[n] its untrusted payload). */
@@ -372,13 +378,40 @@ static void log_lost_record(const struct rdir *d, const char *path, const char *
               named ? "\"" : "", named ? id : "(its id unreadable)", named ? "\"" : "");
 }
 
+/*
+ * More sessions that a span of a snapshot skipped over may have held
+ * (p[n] the damaged record's untrusted payload): its length is only as
+ * good as the rest of the record, and may reach over the records after it
+ * to a later one that passes its checksum. Each session encoding begins
+ * with the persist magic; one past the record's own is logged with the id
+ * after it. How many were found.
+ */
+static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
+                            const unsigned char *p, size_t n)
+{
+    static const char magic[] = "ATTNDSES";  /* core/persist_impl.h */
+    uint64_t found = 0;
+    for (size_t i = 13; n >= 8 && i <= n - 8; i++) {
+        if (memcmp(p + i, magic, 8) != 0)
+            continue;
+        char id[SESS_ID_MAX];
+        bool named = sess_encoded_id(p + i, n - i, id);
+        found++;
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: the record at byte %zu "
+                  "spans another session's header at byte %zu: the session %s%s%s is "
+                  "dropped with it", path, at, at + 12 + i, named ? "\"" : "",
+                  named ? id : "(its id unreadable)", named ? "\"" : "");
+    }
+    return found;
+}
+
 /* Read a snapshot's records, each a whole session on its own: a damaged one
  * is dropped and the rest read on while the framing holds. */
 static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
                                    struct replay *rp, struct jnl_reader *r,
                                    const char *path)
 {
-    uint64_t lsn, lost = 0;
+    uint64_t lsn, lost = 0, bytes = 0;
     const void *p;
     size_t n, at;
     int got;
@@ -389,26 +422,34 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
                 continue;
             r->kept--;              /* whole but unusable: that session only */
             lost++;
+            bytes += JNL_FRAME_BYTES + n;
             log_lost_record(d, path, "unreadable record", r->off - JNL_FRAME_BYTES - n,
                             p, n);
         }
         if (got == 0 || !jnl_read_skip(r, &p, &n, &at))
             break;
         lost++;
-        log_lost_record(d, path, "checksum mismatch", at, p, n);
+        bytes += JNL_FRAME_BYTES + n;
+        char why[80];
+        snprintf(why, sizeof why, "checksum mismatch (%zu bytes skipped)",
+                 (size_t)JNL_FRAME_BYTES + n);
+        log_lost_record(d, path, why, at, p, n);
+        lost += log_spanned(d, path, at, p, n);
     }
     if (got == 0 && lost == 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records "
                   "kept, 0 dropped", path, r->kept);
         return FILE_WHOLE;
     }
-    char tail[200] = "";
+    char tail[200] = "", dropped[40] = "";
+    if (bytes > 0)
+        snprintf(dropped, sizeof dropped, " (%" PRIu64 " bytes)", bytes);
     if (got < 0)
         snprintf(tail, sizeof tail, ", and the %zu bytes from byte %zu on, where the "
                  "framing is lost (%s)", r->size - r->off, r->off, r->why);
     sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %" PRIu64 " records kept, "
-              "%" PRIu64 " dropped%s; the sessions they held are lost, the journals are "
-              "replayed onto the others", path, r->kept, lost, tail);
+              "%" PRIu64 " dropped%s%s; the sessions they held are lost, the journals are "
+              "replayed onto the others", path, r->kept, lost, dropped, tail);
     return FILE_DAMAGED;
 }
 
@@ -456,37 +497,58 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
                   "0 dropped", path, r.kept);
     } else {
         uint64_t bytes, dropped = jnl_read_rest(&r, &bytes);
-        e = dropped == 1 && strcmp(r.why, "record cut short") == 0 ? FILE_TORN
-                                                                   : FILE_DAMAGED;
+        e = FILE_DAMAGED;
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: %" PRIu64
-                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes)%s", path, r.why,
-                  r.off, r.kept, dropped, bytes,
-                  e == FILE_TORN ? "; nothing after it is applied (the last record, "
-                                   "cut short: its write never finished)"
-                                 : "; nothing after it is applied");
+                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); nothing after "
+                  "it is applied", path, r.why, r.off, r.kept, dropped, bytes);
     }
     jnl_read_close(&r);
     return e;
 }
 
-/* Rename path to path.damaged, never read again, saying so and why. */
+/* The k-th name a copy of path may take: path.damaged, path.damaged.1, ... */
+static void damaged_name(char *out, size_t size, const char *path, unsigned k)
+{
+    if (k == 0)
+        snprintf(out, size, "%s.damaged", path);
+    else
+        snprintf(out, size, "%s.damaged.%u", path, k);
+}
+
+/* Tries of damaged_name before giving up: an earlier .damaged file is
+ * never removed or replaced, it may be the only copy of what was lost. */
+#define DAMAGED_NAMES 1000u
+
+/* Rename path to the first free path.damaged[.N], never read again, saying
+ * so and why. */
 static void set_aside(const struct rdir *d, const char *path, const char *why)
 {
     char kept[1200];
-    snprintf(kept, sizeof kept, "%s.damaged", path);
-    if (rename(path, kept) == 0)
+    int e = EEXIST;
+    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
+        damaged_name(kept, sizeof kept, path, k);
+        struct stat sb;
+        /* link fails on a name taken; where hard links are not supported,
+         * rename to a name that is free */
+        if (link(path, kept) == 0)
+            e = unlink(path) == 0 ? 0 : errno;
+        else if ((e = errno) != EEXIST)
+            e = lstat(kept, &sb) == 0 ? EEXIST : rename(path, kept) == 0 ? 0 : errno;
+    }
+    if (e == 0)
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s set aside as %s: %s",
                   path, kept, why);
     else
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be set aside "
-                  "as %s (%s): %s", path, kept, strerror(errno), why);
+                  "as %s (%s): %s", path, kept, strerror(e), why);
 }
 
-/* Copy the file from into to (made anew); 0 or an errno. */
+/* Copy the file from into to, which must not exist; 0 or an errno (EEXIST:
+ * to exists and is left as it is). */
 static int copy_file(const char *from, const char *to)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC), e = 0;
-    int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (out < 0)
         e = errno;
     char buf[1 << 16];
@@ -502,42 +564,70 @@ static int copy_file(const char *from, const char *to)
         e = errno;
     if (in >= 0)
         close(in);
-    if (out >= 0)
+    if (out >= 0) {
         close(out);
-    if (e != 0)
-        unlink(to);
+        if (e != 0)
+            unlink(to);             /* only a partial copy of our own */
+    }
     return e;
 }
 
 /*
  * Keep a copy of path, which stays where it is (the replay used it, and a
- * later start must find it again: a new snapshot removes it), as
- * path.damaged, saying so and why. Then, when cut_to > 0, cut path back to
- * its first cut_to bytes: a damaged journal's records before the damage,
- * which were applied and which the journals written from now on build on.
+ * later start must find it again: a new snapshot removes it), as the first
+ * free path.damaged[.N], saying so and why: a hard link when whole is true
+ * (the file is not changed after), a copy otherwise. Whether one was kept.
  */
-static void keep_copy(const struct rdir *d, const char *path, const char *why,
-                      size_t cut_to)
+static bool keep_copy(const struct rdir *d, const char *path, const char *why,
+                      bool whole)
 {
     char kept[1200];
-    snprintf(kept, sizeof kept, "%s.damaged", path);
-    unlink(kept);
-    int e = cut_to == 0 && link(path, kept) == 0 ? 0 : copy_file(path, kept);
+    int e = EEXIST;
+    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
+        damaged_name(kept, sizeof kept, path, k);
+        if (whole && link(path, kept) == 0)
+            e = 0;
+        else if (whole && errno == EEXIST)
+            e = EEXIST;
+        else
+            e = copy_file(path, kept);
+    }
     if (e != 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be kept "
-                  "as %s (%s), the file is left as it is: %s", path, kept, strerror(e), why);
-        return;
+                  "as %s (%s): %s", path, kept, strerror(e), why);
+        return false;
     }
     sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: a copy is kept as %s: %s",
               path, kept, why);
-    if (cut_to == 0)
-        return;
+    return true;
+}
+
+/*
+ * Cut a damaged journal back to its first good bytes, the records before
+ * its damage: they were applied, and the journals written from now on
+ * build on them, so the next start must not meet the damage again (it
+ * would set those journals aside). ftruncate needs no free space; copied
+ * says whether keep_copy kept the damaged tail. False when it failed.
+ */
+static bool cut_back(const struct rdir *d, const char *path, size_t good, bool copied)
+{
     int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)cut_to) != 0 || fsync(fd) != 0)
+    if (fd < 0 || ftruncate(fd, (off_t)good) != 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be cut back to "
-                  "the %zu bytes before its damage (%s)", path, cut_to, strerror(errno));
-    if (fd >= 0)
-        close(fd);
+                  "the %zu bytes before its damage (%s): not starting, the changes "
+                  "acknowledged from now on would follow the damage and be set aside at "
+                  "the next start", path, good, strerror(e));
+        return false;
+    }
+    close(fd);
+    if (!copied)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cut back to the %zu bytes "
+                  "before its damage: the damaged tail was dropped without a copy",
+                  path, good);
+    return true;
 }
 
 /* Whether every journal of generations [from, to) was set aside by an
@@ -659,21 +749,23 @@ static void count_absent(struct replay *rp, uint64_t *records, uint64_t *session
  * one loses its sessions but not the journals' changes to the others: they
  * are replayed onto what it gave, and their records of sessions it lost are
  * counted and dropped. Journals are one ordered history: replay stops at a
- * journal's first damaged record, and later journals, which build on what
- * was lost, are set aside; except after a last record cut short, which was
- * never acknowledged (a crash, or a refused change whose file could not be
- * cut back and was followed by a new generation).
+ * journal's first bad record of any kind (a last record cut short by a
+ * crash cannot be told from damage in the middle by its length), and later
+ * journals, which may build on what was lost, are set aside. The journal
+ * is then cut back to its records before the damage, before anything new
+ * is written, so the journals this run writes follow a clean one.
  */
-void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
-                     void *log_arg, uint64_t *next_lsn, uint64_t *newest)
+enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
+                                 void *log_arg, uint64_t *next_lsn, uint64_t *newest)
 {
     const struct rdir rd = {dir, log, log_arg}, *d = &rd;
     struct gens g;
     char path[1100], why[200];
     struct replay rp = {.base_whole = true};
     if (!scan_gens(d->dir, &g))
-        return;
+        return CORE_OK;
     size_t good;
+    bool uncut = false;             /* a damaged journal not cut back */
     if (g.snapshot) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
         rp.dedup = kv_dedup_new();      /* out of memory: copies */
@@ -682,7 +774,7 @@ void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
         rp.dedup = NULL;
         if (e != FILE_WHOLE) {
             rp.base_whole = false;
-            keep_copy(d, path, "damaged; the sessions it still held are restored", 0);
+            keep_copy(d, path, "damaged; the sessions it still held are restored", true);
         }
     }
     /* the journals from the snapshot's generation on, one after the other
@@ -718,8 +810,9 @@ void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
             stop = true;
             if (good == 0)              /* no header: nothing of it applied */
                 set_aside(d, path, "unreadable; nothing of it is applied");
-            else
-                keep_copy(d, path, "damaged; nothing after its bad record is applied", good);
+            else if (!cut_back(d, path, good, keep_copy(d, path, "damaged; nothing after "
+                                                        "its bad record is applied", false)))
+                uncut = true;
             snprintf(why, sizeof why, "it follows the damaged journal.%016" PRIx64
                      ", so its changes cannot be applied in order", gen);
         }
@@ -736,7 +829,7 @@ void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
         if (!dropping[i])
             continue;
         sess_state_name(path, sizeof path, d->dir, "journal.", g.journal[i], "");
-        keep_copy(d, path, "it holds changes to sessions not restored", 0);
+        keep_copy(d, path, "it holds changes to sessions not restored", true);
     }
     free(dropping);
     free(rp.absent);
@@ -754,4 +847,5 @@ void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
                   expired);
     *next_lsn = rp.max_lsn + 1;
     *newest = g.max;
+    return uncut ? CORE_EIO : CORE_OK;
 }

@@ -37,8 +37,10 @@ bool sess_state_gen(const char *name, const char *pre, uint64_t *g);
  * st (empty, restoring), logging what was kept and dropped; *next_lsn gets
  * the lsn after the last one read and *newest the newest generation found
  * (0: none). Both are left as they were when dir cannot be read.
+ * CORE_EIO when a damaged journal could not be cut back to its records
+ * before the damage (logged): the store must not write to dir then.
  */
-void sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
-                     void *log_arg, uint64_t *next_lsn, uint64_t *newest);
+enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
+                                 void *log_arg, uint64_t *next_lsn, uint64_t *newest);
 
 #endif

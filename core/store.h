@@ -112,7 +112,9 @@ struct sess_journal_config {
  * truncate, fork, delete, and (best effort) evictions, expiries and uses.
  * A change whose record cannot be written fails with CORE_ESTORAGE and
  * leaves the session as it was. Damaged records end the replay (logged
- * with how many were kept and dropped). CORE_EIO when dir cannot be used;
+ * with how many were kept and dropped). CORE_EIO when dir cannot be used,
+ * or when a damaged journal cannot be cut back to its records before the
+ * damage (later changes would follow it);
  * a failed first snapshot is logged and retried by maintain.
  * Call before the store is shared between threads.
  */

@@ -46,7 +46,7 @@ static char last_log[512];
 static void keep_log(void *arg, enum sess_log_level level, const char *msg)
 {
     (void)arg;
-    if (strstr(msg, "kept"))
+    if (strstr(msg, "records kept"))
         snprintf(last_log, sizeof last_log, "%s", msg);
     quiet(NULL, level, msg);
 }
