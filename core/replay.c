@@ -17,6 +17,7 @@
 #include "store_impl.h"
 #include "replay.h"
 #include "kv.h"
+#include "persist_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -389,7 +390,7 @@ static void log_lost_record(const struct rdir *d, const char *path, const char *
 static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
                             const unsigned char *p, size_t n)
 {
-    static const char magic[] = "ATTNDSES";  /* core/persist_impl.h */
+    static const char magic[] = PERSIST_MAGIC;
     uint64_t found = 0;
     for (size_t i = 13; n >= 8 && i <= n - 8; i++) {
         if (memcmp(p + i, magic, 8) != 0)
