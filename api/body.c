@@ -277,7 +277,7 @@ static void walk_set_key(struct ptr_walk *w, const char *s, size_t n)
     json_decref(k);
 }
 
-static void pointer_at(const char *s, size_t pos, char *out, size_t size)
+static void pointer_at(const char *s, size_t n, size_t pos, char *out, size_t size)
 {
     struct ptr_walk w = {.out = out, .size = size};
     bool want_key = false;
@@ -286,15 +286,13 @@ static void pointer_at(const char *s, size_t pos, char *out, size_t size)
     for (size_t i = 0; i < pos; i++) {
         char ch = s[i];
         if (ch == '"') {
-            size_t j = i + 1;
-            while (j < pos && s[j] != '"')
-                j += s[j] == '\\' ? 2 : 1;
-            if (j >= pos)
+            size_t end = string_end(s, n, i);
+            if (end > pos)
                 return;                 /* the error is inside this string */
             if (want_key)
-                walk_set_key(&w, s + i, j - i + 1);
+                walk_set_key(&w, s + i, end - i);
             want_key = false;
-            i = j;
+            i = end - 1;
         } else if ((ch == '{' || ch == '[') && w.depth < API_MAX_JSON_DEPTH + 2) {
             w.base[w.depth] = strlen(out);
             w.object[w.depth] = ch == '{';
@@ -336,7 +334,7 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     if (!root) {
         switch (json_error_code(&err)) {
         case json_error_duplicate_key:
-            pointer_at(s, (size_t)err.position, at, sizeof at);
+            pointer_at(s, n, (size_t)err.position, at, sizeof at);
             api_fail(c, API_ERR_DUPLICATE_KEY, at, "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
@@ -344,7 +342,7 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
             api_fail(c, API_ERR_JSON_TOO_DEEP, "", "%s", err.text);
             break;
         case json_error_numeric_overflow:
-            pointer_at(s, (size_t)err.position, at, sizeof at);
+            pointer_at(s, n, (size_t)err.position, at, sizeof at);
             api_fail(c, API_ERR_NON_FINITE, at, "%s (line %d, column %d)",
                      err.text, err.line, err.column);
             break;
