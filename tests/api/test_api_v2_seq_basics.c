@@ -1,0 +1,302 @@
+/*
+ * tests/api/test_api_v2_seq_basics.c — the Open Inference Protocol v2
+ * sequence extension in-process: start, continue and end on sessions
+ * (decoding equals the stateless pass), its rules, YaRN with truncation,
+ * sequences as named sessions that outlive a restart, and how their names
+ * are made.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+#include "tests/api/v2_testlib.h"
+#include "api/internal.h"
+#include "api/v2.h"
+#include "api/v2_impl.h"
+#include "core/store.h"
+
+/* ---- sequences ----------------------------------------------------------- */
+
+TEST(sequence_decode_equals_stateless)
+{
+    int st;
+    json_t *a, *b, *full, *gone;
+    char sid[SESS_ID_MAX] = "";
+    struct sess *s = NULL;
+
+    a = infer("{\"parameters\":{\"sequence_id\":42,\"sequence_start\":true,"
+              "\"causal\":true},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,0,0,1]},"
+              "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,0,0,1]},"
+              "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,2,3,4]},"
+              "{\"name\":\"bias_k\",\"datatype\":\"FP64\",\"shape\":[2],\"data\":[0.5,-1]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(a, "parameters"),
+                                                    "sequence_id")), 42);
+    if (json_string_value(json_object_get(json_object_get(a, "parameters"), "session_id")))
+        snprintf(sid, sizeof sid, "%s", json_string_value(json_object_get(
+                 json_object_get(a, "parameters"), "session_id")));
+    CHECK(sid[0] != '\0');
+    CHECK(sess_acquire(ctx.store, sid, &s) == CORE_OK);
+    if (sid[0] && s) {
+        CHECK_EQ_INT(sess_length(s), 2);
+        sess_release(ctx.store, s);
+    }
+    /* one more key/value row and one query; the session remembers bias_k */
+    b = infer("{\"parameters\":{\"sequence_id\":42,\"causal\":true,\"sequence_end\":true},"
+              "\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[0.3,0.7]},"
+              "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[2,1]},"
+              "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[5,6]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(b, "parameters"),
+                                                    "sequence_length")), 3);
+    full = infer("{\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[0.3,0.7]},"
+              "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,2,1]},"
+              "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,2,3,4,5,6]},"
+              "{\"name\":\"bias_k\",\"datatype\":\"FP64\",\"shape\":[2],\"data\":[0.5,-1]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_NEAR(dat(output(b, "output"), 0), dat(output(full, "output"), 0), 1e-14);
+    CHECK_NEAR(dat(output(b, "output"), 1), dat(output(full, "output"), 1), 1e-14);
+    CHECK_NEAR(dat(output(b, "weights"), 2), dat(output(full, "weights"), 2), 1e-14);
+    /* sequence_end deleted the session */
+    CHECK(sess_acquire(ctx.store, sid, &s) == CORE_ENOTFOUND);
+    gone = infer("{\"parameters\":{\"sequence_id\":42},\"inputs\":["
+                 "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 404);
+    CHECK(v2_err(gone) != NULL);
+    json_decref(a);
+    json_decref(b);
+    json_decref(full);
+    json_decref(gone);
+}
+
+TEST(sequence_rules)
+{
+    int st;
+    json_t *j;
+
+    /* continuing a sequence that never started */
+    j = infer("{\"parameters\":{\"sequence_id\":\"nope\"},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 404);
+    json_decref(j);
+    /* start without k and v */
+    j = infer("{\"parameters\":{\"sequence_id\":\"s1\",\"sequence_start\":true},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 400);
+    json_decref(j);
+    /* start, then an option fixed at start is refused later */
+    j = infer("{\"parameters\":{\"sequence_id\":\"s1\",\"sequence_start\":true},"
+              "\"inputs\":[" SEED_IN "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    j = infer("{\"parameters\":{\"sequence_id\":\"s1\",\"softmax\":\"softmax1\"},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "/parameters/softmax"));
+    json_decref(j);
+    /* a query alone attends the cache; FP32 data is converted to the
+     * session's FP64 */
+    j = infer("{\"parameters\":{\"sequence_id\":\"s1\",\"sequence_end\":true},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_NEAR(dat(output(j, "weights"), 0), 0.575975, 5e-7);
+    CHECK_STR(json_string_value(json_object_get(output(j, "weights"), "datatype")), "FP64");
+    json_decref(j);
+    /* a start whose first pass fails leaves no sequence behind */
+    j = infer("{\"parameters\":{\"sequence_id\":\"s2\",\"sequence_start\":true,"
+              "\"empty_rows\":\"error\"},\"inputs\":[" SEED_IN ",{\"name\":\"mask\","
+              "\"datatype\":\"BOOL\",\"shape\":[1,3],\"data\":[false,false,false]}]}", &st);
+    CHECK_EQ_INT(st, 400);
+    json_decref(j);
+    j = infer("{\"parameters\":{\"sequence_id\":\"s2\"},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    CHECK_EQ_INT(st, 404);
+    json_decref(j);
+    /* sequence_start without an id */
+    j = infer("{\"parameters\":{\"sequence_start\":true},\"inputs\":[" SEED_IN "]}", &st);
+    CHECK_EQ_INT(st, 400);
+    json_decref(j);
+}
+
+/* A sequence started with yarn's rope_truncate false keeps it: its decode
+ * step equals the stateless request with rope_truncate false, bit for bit,
+ * and not the one with the default; a later rope_truncate is refused as
+ * fixed at the start. */
+TEST(sequence_yarn_truncate)
+{
+#define YARN_P "\"rope_base\":100,\"rope_scaling\":\"yarn\",\"rope_factor\":4," \
+    "\"rope_original_max_position\":256"
+#define KV3 "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,4],"             \
+    "\"data\":[1,0,2,0,0,1,0,-1,0.5,0.5,1,1]},{\"name\":\"v\",\"datatype\":\"FP64\"," \
+    "\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}"
+#define Q1 "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,4],\"data\":[1,1,0,1]}"
+    int st;
+    json_t *a, *b, *full, *dflt, *j;
+
+    a = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"sequence_start\":true,"
+              "\"causal\":true," YARN_P ",\"rope_truncate\":false},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,4],"
+              "\"data\":[1,0,2,0,0,1,0,-1]},{\"name\":\"k\",\"datatype\":\"FP64\","
+              "\"shape\":[2,4],\"data\":[1,0,2,0,0,1,0,-1]},{\"name\":\"v\","
+              "\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,2,3,4]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    j = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"rope_truncate\":true},"
+              "\"inputs\":[" Q1 "]}", &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "/parameters/rope_truncate"));
+    json_decref(j);
+    b = infer("{\"parameters\":{\"sequence_id\":\"yt\",\"causal\":true,"
+              "\"sequence_end\":true},\"inputs\":[" Q1 ","
+              "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,4],"
+              "\"data\":[0.5,0.5,1,1]},{\"name\":\"v\",\"datatype\":\"FP64\","
+              "\"shape\":[1,2],\"data\":[5,6]}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    full = infer("{\"parameters\":{\"causal\":true," YARN_P ",\"rope_truncate\":false},"
+                 "\"inputs\":[" Q1 "," KV3 "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    dflt = infer("{\"parameters\":{\"causal\":true," YARN_P "},\"inputs\":[" Q1 ","
+                 KV3 "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    for (size_t i = 0; i < 2; i++) {
+        CHECK(dat(output(b, "output"), i) == dat(output(full, "output"), i));
+        CHECK(dat(output(b, "output"), i) != dat(output(dflt, "output"), i));
+    }
+    json_decref(a);
+    json_decref(b);
+    json_decref(full);
+    json_decref(dflt);
+#undef YARN_P
+#undef KV3
+#undef Q1
+}
+
+/* One row of sequence seq (a JSON value) on pctx: started anew when start;
+ * the answer's sequence_length (-status on an error) and session_id. */
+static long seq_row(struct api_ctx *pctx, const char *seq, bool start, char *sid)
+{
+    char body[512];
+    int st;
+    json_t *j, *p;
+    long len;
+
+    snprintf(body, sizeof body,
+             "{\"parameters\":{\"sequence_id\":%s%s},\"inputs\":["
+             "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+             "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}]}",
+             seq, start ? ",\"sequence_start\":true" : "");
+    j = infer_on(pctx, body, &st);
+    p = json_object_get(j, "parameters");
+    len = st == 200 ? (long)json_integer_value(json_object_get(p, "sequence_length")) : -st;
+    if (sid)
+        snprintf(sid, SESS_ID_MAX, "%s", st == 200 ?
+                 json_string_value(json_object_get(p, "session_id")) : "");
+    json_decref(j);
+    return len;
+}
+
+static struct sess_store *store_in(const char *dir)
+{
+    struct sess_config sc = {.default_ttl_s = 600, .default_max_tokens = 64,
+                             .replica_id = "r1"};
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = (uint64_t)1 << 40};
+    struct sess_store *st = sess_store_new(&sc);
+
+    if (st && sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        st = NULL;
+    }
+    CHECK(st != NULL);
+    return st;
+}
+
+/* A sequence lives in the session named after its id: any number of them,
+ * each found again after a restart, and a start ends the one before. */
+TEST(sequences_are_named_sessions_that_outlive_a_restart)
+{
+    struct api_ctx pctx;
+    char dir[64], cmd[160], sid[SESS_ID_MAX], name[SESS_NAME_MAX];
+    size_t i, started = 0;
+
+    snprintf(dir, sizeof dir, "/tmp/attnd-test-v2seq-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    CHECK(system(cmd) == 0);
+    t_ctx_init(&pctx);
+    if (!(pctx.store = store_in(dir)))
+        return;
+    CHECK_EQ_INT(seq_row(&pctx, "7", true, sid), 1);
+    CHECK_STR(sid, "r1.v2i7");
+    CHECK_EQ_INT(seq_row(&pctx, "\"abc-_9\"", true, sid), 1);
+    CHECK_STR(sid, "r1.v2sabc-_9");
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", true, sid), 1);
+    CHECK(strncmp(sid, "r1.v2h", 6) == 0 && strlen(sid) == 26);
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", false, NULL), 2);
+    CHECK_EQ_INT(seq_row(&pctx, "\"a c\"", false, NULL), -404);
+    for (i = 0; i < 5000; i++) {         /* more than the old map's 4096 */
+        snprintf(name, sizeof name, "%zu", 100 + i);
+        started += seq_row(&pctx, name, true, NULL) == 1;
+    }
+    CHECK_EQ_INT(started, 5000);
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, NULL), 2);
+    sess_store_free(pctx.store);
+
+    pctx.store = store_in(dir);          /* a restart */
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, sid), 3);
+    CHECK_STR(sid, "r1.v2i7");
+    CHECK_EQ_INT(seq_row(&pctx, "\"a b\"", false, NULL), 3);
+    CHECK_EQ_INT(seq_row(&pctx, "5099", false, NULL), 2);
+    CHECK_EQ_INT(seq_row(&pctx, "7", true, sid), 1);   /* started anew */
+    CHECK_STR(sid, "r1.v2i7");
+    sess_store_free(pctx.store);
+
+    pctx.store = store_in(dir);
+    CHECK_EQ_INT(seq_row(&pctx, "7", false, NULL), 2);
+    sess_store_free(pctx.store);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Names: one per id, in the characters and length an id part may have. */
+TEST(sequence_names)
+{
+    static const char *const ids[] = {
+        "1", "9223372036854775807", "\"x\"", "\"abcdefghijklmnopqrst\"",
+        "\"abcdefghijklmnopqrstu\"", "\"a.b\"", "\"a b\"", "\"a c\"",
+        "\"\\u00e9t\\u00e9\"", "\"123456789012345678901234567890123456789012345678901234567890123\""};
+    char names[10][SESS_NAME_MAX];
+    size_t i, j;
+
+    for (i = 0; i < 10; i++) {
+        json_t *id = json_loads(ids[i], JSON_DECODE_ANY, NULL);
+        CHECK(api_v2_seq_name(id, names[i]));
+        CHECK(strlen(names[i]) >= 4 && strlen(names[i]) < SESS_NAME_MAX);
+        CHECK(strspn(names[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789-_") == strlen(names[i]));
+        for (j = 0; j < i; j++)
+            CHECK(strcmp(names[i], names[j]) != 0);
+        json_decref(id);
+    }
+    CHECK_STR(names[1], "v2i9223372036854775807");
+    CHECK_STR(names[3], "v2sabcdefghijklmnopqrst");
+    CHECK(strncmp(names[4], "v2h", 3) == 0);
+}
+
+int main(void)
+{
+    if (!v2t_setup())
+        return 1;
+    RUN(sequence_decode_equals_stateless);
+    RUN(sequence_rules);
+    RUN(sequence_yarn_truncate);
+    RUN(sequences_are_named_sessions_that_outlive_a_restart);
+    RUN(sequence_names);
+    sess_store_free(ctx.store);
+    TEST_MAIN_END();
+}
