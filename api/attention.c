@@ -3,7 +3,7 @@
  * (api/read.c), refuse responses over --max-elements numbers before
  * computing, run the core forward pass into result buffers sized with
  * checked arithmetic, and stream the response into a capped buffer
- * (api/write.c).
+ * (api/codec/write.c).
  */
 #include "api/internal.h"
 
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "api/read.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 #include "api/extras.h"
 #include "core/attn.h"
 

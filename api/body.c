@@ -8,7 +8,7 @@
  */
 #include "api/internal.h"
 #include "api/early.h"
-#include "api/numread.h"
+#include "api/codec/numread.h"
 #include "api/read.h"
 #include "core/attn.h"
 

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/read.h"
 #include "core/half.h"
 #include "core/pool.h"

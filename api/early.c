@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/internal.h"
 #include "api/spare.h"
 

@@ -2,7 +2,7 @@
  * api/early.h — the long base64 strings of a request body decoded while
  * the body is still arriving (the transport's side is in api/api.h:
  * api_early_open, api_early_put, api_early_free), and taken by the tensor
- * readers once it has (api/numread.c).
+ * readers once it has (api/codec/numread.c).
  *
  * A large base64 request used to decode its megabytes of strings after
  * the last byte had arrived, on a worker just woken, and its transport

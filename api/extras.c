@@ -6,7 +6,7 @@
  * Reading validates every value with its JSON pointer before anything is
  * computed; sizing adds the extras to the response's number count (the
  * --max-elements check) and byte cap; writing appends the members straight
- * into the response buffer like api/write.c does for the v1 outputs. Rows
+ * into the response buffer like api/codec/write.c does for the v1 outputs. Rows
  * of every returned array follow the order of `heads`.
  */
 #include "api/extras.h"
@@ -16,7 +16,7 @@
 
 #include "api/internal.h"
 #include "api/read.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 
 /* ---- reading ----------------------------------------------------------- */
 

@@ -5,7 +5,7 @@
  *
  * A request that uses none of them runs the plain pass, its answer
  * untouched by this module; one that does runs core/attn_extras.c and the
- * response writer (api/write.c) adds the extra members through the view's
+ * response writer (api/codec/write.c) adds the extra members through the view's
  * `x`.
  */
 #ifndef ATTND_API_EXTRAS_H
@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/buf.h"
-#include "api/half.h"
+#include "api/codec/buf.h"
+#include "api/codec/half.h"
 #include "core/attn.h"
 #include "core/attn_extras.h"
 

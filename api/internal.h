@@ -20,10 +20,10 @@
 #include <stdint.h>
 
 #include "api/api.h"
-#include "api/buf.h"
+#include "api/codec/buf.h"
 #include "api/error.h"
-#include "api/half.h"
-#include "api/write.h"
+#include "api/codec/half.h"
+#include "api/codec/write.h"
 #include "core/status.h"
 
 /* Nesting depth at which a JSON body is refused with json_too_deep. */
@@ -44,7 +44,7 @@ struct api_call {
     bool trusted;                       /* made up by attnd (api_handle_trusted) */
     enum api_half half;                 /* the request's float16/bfloat16
                                            dtype, or none; tensor readers
-                                           round to it (api/half.h) */
+                                           round to it (api/codec/half.h) */
 };
 
 /* --max-elements, lowered by the request's own cap, or SIZE_MAX when
@@ -159,7 +159,7 @@ json_t *api_parse_body_optional(struct api_call *c);
  * (api/body.c's measured costs per object, array, member, value, string). */
 size_t api_json_read_cost(const char *s, size_t n);
 
-struct api_pre;     /* api/numread.h */
+struct api_pre;     /* api/codec/numread.h */
 
 /* The members api_parse_body_pre reads fast, and the trees it shares for
  * bodies made of nothing else (one per subset of the first

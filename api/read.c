@@ -5,7 +5,7 @@
  * /v1/attention body. Its tensors are read by api/read_tensor.c.
  */
 #include "api/read.h"
-#include "api/half.h"
+#include "api/codec/half.h"
 #include "api/read_impl.h"
 
 #include <math.h>

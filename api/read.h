@@ -20,11 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/half.h"
+#include "api/codec/half.h"
 #include "api/internal.h"
 #include "api/extras.h"
-#include "api/numread.h"
-#include "api/write.h"
+#include "api/codec/numread.h"
+#include "api/codec/write.h"
 #include "core/attn.h"
 #include "core/kv.h"
 

@@ -8,12 +8,12 @@
  * checked arithmetic, then every row's length is verified (ragged_matrix
  * with the path of the first bad row) — all before anything is allocated;
  * only then are the numbers converted and stored. Arrays that the fast
- * reader (api/numread.c) already read for api_parse_body_pre() go through
+ * reader (api/codec/numread.c) already read for api_parse_body_pre() go through
  * read_pre() / read_pre_b64(), which apply the same checks in the same
  * order with the same errors.
  */
 #include "api/read.h"
-#include "api/half.h"
+#include "api/codec/half.h"
 #include "api/read_impl.h"
 #include "core/half.h"
 
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/bulk.h"
 #include "api/spare.h"
 #include "core/attn.h"
@@ -79,7 +79,7 @@ static enum api_err to_f32(enum api_half half, double x, float *dst, bool *tie,
 }
 
 /* Half numbers that sat on a midpoint, re-rounded from the body's text
- * (api/half.c); answers non_finite when one then overflows. */
+ * (api/codec/half.c); answers non_finite when one then overflows. */
 static bool fix_ties(struct api_call *c, const char *path, float *data, int rank,
                      const size_t *shape, size_t count)
 {

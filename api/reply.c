@@ -7,7 +7,7 @@
  */
 #include "api/internal.h"
 #include "api/spare.h"
-#include "api/utf8.h"
+#include "api/codec/utf8.h"
 #include "core/attn.h"
 #include "core/stop.h"
 

@@ -31,7 +31,7 @@
 
 #include "api/read.h"
 #include "api/sessions_roll.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 #include "core/kv.h"
 #include "core/store.h"
 

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/write.h"
+#include "api/codec/write.h"
 #include "core/rope.h"
 
 /* 400 at /parameters/<name> (or at path, when given): "<name> is fixed at

@@ -19,7 +19,7 @@
 #include "api/read.h"
 #include "api/sessions_roll.h"
 #include "api/spare.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 
 static void infer_free(struct v2_infer *x)
 {

@@ -437,7 +437,7 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
                  "shape needs %zu", f.pos, t->count);
         return false;
     }
-    if (f.tie) {                    /* re-rounded from the text (api/half.c) */
+    if (f.tie) {             /* re-rounded from the text (api/codec/half.c) */
         /* in float32 (rare: a number exactly on a midpoint of the dtype) */
         if (!api_widen_2byte(&t->data, &t->half, t->count)) {
             api_fail(c, API_ERR_CAPACITY_EXHAUSTED, path, "out of memory");

@@ -43,7 +43,7 @@
 #include <string.h>
 
 #include "api/read.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 #include "core/pool.h"
 #include "core/verify.h"
 

@@ -14,8 +14,8 @@
 #include <strings.h>
 
 #include "api/api.h"
-#include "api/base64.h"
-#include "api/half.h"
+#include "api/codec/base64.h"
+#include "api/codec/half.h"
 #include "api/internal.h"
 #include "api/spare.h"
 #include "api/v2.h"

@@ -59,7 +59,7 @@ static inline bool half_bf16_is_finite(uint16_t h)
  * two adjacent finite values of the format, or between the largest finite
  * one and the next power of two (where ties go to infinity). The JSON
  * reader asks this to know when the decimal text, not its double, decides
- * the rounding (api/halfread.c). */
+ * the rounding (api/codec/halfread.c). */
 bool half_f16_is_midpoint(double x);
 bool half_bf16_is_midpoint(double x);
 

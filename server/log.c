@@ -16,7 +16,7 @@
  */
 #include "server/log.h"
 
-#include "api/utf8.h"
+#include "api/codec/utf8.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,7 +1,8 @@
 /*
  * tests/base64_ref.h — reference base64 (RFC 4648, standard alphabet, '='
  * padding) for the tests and the fuzz target, written apart from
- * api/base64.c: one bit group at a time, each character found by searching
+ * api/codec/base64.c: one bit group at a time, each character found by
+ * searching
  * the alphabet; it shares nothing with the codec's tables or vector loops.
  */
 #ifndef ATTND_TEST_BASE64_REF_H

@@ -1,6 +1,6 @@
 /*
  * tests/half_ref.h — reference float16 / bfloat16 rounding for the tests,
- * written apart from core/half.c and api/dtoa_half.c.
+ * written apart from core/half.c and api/codec/dtoa_half.c.
  *
  * ref_round knows nothing of bit tricks: it lists every finite
  * non-negative value of the format (exact doubles, built from the fields

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 
 #include "tests/harness.h"
-#include "api/base64.h"
-#include "api/buf.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
 #include "core/half.h"
 
 /* n values of [-2, 2) rounded to float16 (else bfloat16); malloc'd. */

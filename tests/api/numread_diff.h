@@ -1,6 +1,6 @@
 /*
  * tests/api/numread_diff.h — the differential check of the fast numeric
- * reader (api/numread.h) against jansson, header-only so both the
+ * reader (api/codec/numread.h) against jansson, header-only so both the
  * deterministic test (tests/api/test_api_numread.c) and a libFuzzer target
  * can use it: numread_agree(text, len) is 1 when the reader takes the text
  * exactly when jansson parses it to a rectangular numeric array of finite
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/numread.h"
+#include "api/codec/numread.h"
 
 /* ---- jansson's verdict ------------------------------------------------ */
 

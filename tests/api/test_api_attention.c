@@ -11,7 +11,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
+#include "api/codec/base64.h"
 
 static struct api_ctx ctx;
 

@@ -1,5 +1,5 @@
 /*
- * tests/api/test_api_base64.c — the base64 codec of api/base64.c on every
+ * tests/api/test_api_base64.c — the base64 codec of api/codec/base64.c on every
  * path this CPU runs (scalar tables, NEON, AVX2, AVX-512 VBMI; a path the
  * CPU lacks is named as skipped), each against the reference written here:
  * RFC 4648 vectors, every length 0..300 both ways, padding and its zero
@@ -17,8 +17,8 @@
 
 #include "tests/base64_ref.h"
 #include "tests/harness.h"
-#include "api/base64.h"
-#include "api/buf.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng(void)

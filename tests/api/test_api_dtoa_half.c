@@ -1,9 +1,10 @@
 /*
  * tests/api/test_api_dtoa_half.c — the float16 / bfloat16 printers
- * (api/dtoa_half.c) and the exact half reader of decimal text
- * (api/halfread.c), on every one of the 65,536 patterns of each format.
+ * (api/codec/dtoa_half.c) and the exact half reader of decimal text
+ * (api/codec/halfread.c), on every one of the 65,536 patterns of each format.
  *
- * Each printed text must be an RFC 8259 number in api/dtoa.c's layout that
+ * Each printed text must be an RFC 8259 number in api/codec/dtoa.c's layout
+ * that
  * the reference reader of tests/half_ref.h (exact, written apart) rounds
  * back to the same bits; no decimal with one digit fewer may do so (if one
  * did, the nearest such decimal to the value or its neighbour one unit
@@ -19,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/halfread.h"
-#include "api/write.h"
+#include "api/codec/halfread.h"
+#include "api/codec/write.h"
 #include "core/half.h"
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"

@@ -26,8 +26,8 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
-#include "api/buf.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
 #include "api/early.h"
 
 static uint64_t rng_state = 0xE4C1D0B3A2958677ull;

@@ -10,7 +10,7 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/write.h"
+#include "api/codec/write.h"
 
 static char *text_of(json_t *v)
 {

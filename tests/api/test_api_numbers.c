@@ -16,8 +16,8 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/buf.h"
-#include "api/write.h"
+#include "api/codec/buf.h"
+#include "api/codec/write.h"
 
 /* xorshift64*: deterministic test data */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -228,7 +228,7 @@ TEST(f64_special_values)
 }
 
 /* The float64 classes random bits rarely reach, each through both of
- * api/dtoa.c's algorithms and their boundaries: subnormals, the powers of
+ * api/codec/dtoa.c's algorithms and their boundaries: subnormals, the powers of
  * two and their neighbours (where the interval is narrower below), the
  * smallest and largest exponents. */
 TEST(f64_edge_classes)
@@ -256,7 +256,7 @@ TEST(f64_edge_classes)
 
 /* Every binary exponent of float64, each with the power of two (Schubfach),
  * its neighbours and random mantissas (Dragonbox), both signs: between them
- * they read every entry of api/dtoa.c's two tables of powers of ten. */
+ * they read every entry of api/codec/dtoa.c's two tables of powers of ten. */
 TEST(f64_every_binary_exponent)
 {
     int bad = 0, not_minimal = 0;

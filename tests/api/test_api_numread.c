@@ -20,9 +20,9 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/internal.h"
-#include "api/numread.h"
+#include "api/codec/numread.h"
 #include "api/read.h"
 #include "tests/api/numread_diff.h"
 

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 
 #include "tests/harness.h"
-#include "api/buf.h"
+#include "api/codec/buf.h"
 #include "api/spare.h"
 
 #if defined(__SANITIZE_ADDRESS__)

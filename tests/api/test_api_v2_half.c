@@ -15,7 +15,7 @@
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
 #include "tests/api/half_testlib.h"
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/internal.h"
 #include "api/spare.h"
 #include "api/v2_impl.h"

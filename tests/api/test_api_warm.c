@@ -21,8 +21,8 @@
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
-#include "api/base64.h"
-#include "api/buf.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
 #include "api/early.h"
 #include "api/spare.h"
 #include "api/warm.h"

@@ -44,10 +44,10 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "api/base64.h"
-#include "api/buf.h"
-#include "api/numread.h"
-#include "api/write.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
+#include "api/codec/numread.h"
+#include "api/codec/write.h"
 #include "core/attn.h"
 #include "core/half.h"
 #include "core/pool.h"
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
     run_encode(&cd);
     cd.text = api_buf_take(&cd.enc, &cd.text_len);
     api_buf_init(&cd.enc, (size_t)1 << 30);
-    /* on each path this CPU runs (api/base64.h), the one in use last */
+    /* on each path this CPU runs (api/codec/base64.h), the one in use last */
     for (int p = API_B64_SCALAR; p <= API_B64_AVX512; p++) {
         enum api_b64_path path = (enum api_b64_path)p;
         if (api_base64_use(path) != path)

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_base64.c — libFuzzer target: the base64 tensor codec
- * (api/base64.h) that every {"shape","dtype","data"} tensor goes through.
+ * (api/codec/base64.h) that every {"shape","dtype","data"} tensor goes through.
  *
  * Two directions per input:
  *   text  -> bytes: api_base64_decoded_len/api_base64_decode on the raw input
@@ -8,22 +8,22 @@
  *            overrun); it must agree (accept/reject and bytes) with the
  *            plain bit-by-bit reference decoder of tests/base64_ref.h,
  *            which shares nothing with the table or vector paths of
- *            api/base64.c; a decoded text
+ *            api/codec/base64.c; a decoded text
  *            re-encodes to the very same text (the encoding is canonical);
  *            api_base64_decode_f32's float32 flag agrees with the exponent
  *            bits of the reference's bytes;
  *   bytes -> text:  encoding the raw input (into a capped api_buf) and
  *            decoding it gives the input back, and the announced encoded
  *            length is the length written.
- * Both run on every path of api/base64.c that the CPU runs.
+ * Both run on every path of api/codec/base64.c that the CPU runs.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/base64.h"
-#include "api/buf.h"
+#include "api/codec/base64.h"
+#include "api/codec/buf.h"
 #include "tests/base64_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

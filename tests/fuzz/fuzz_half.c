@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_half.c — libFuzzer target: the float16 / bfloat16 text
- * codec (api/dtoa_half.c printers, api/halfread.c exact reader).
+ * codec (api/codec/dtoa_half.c printers, api/codec/halfread.c exact reader).
  *
  * Per input:
  *   bytes -> text: each 2-byte little-endian pattern printed as float16 and
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/halfread.h"
-#include "api/write.h"
+#include "api/codec/halfread.h"
+#include "api/codec/write.h"
 #include "core/half.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,7 +3,8 @@
  * against an independent reference.
  *
  * Byte 0 picks the check, the rest is its input:
- *   0  the fast numeric-array reader (api/numread.h) against jansson on the
+ *   0  the fast numeric-array reader (api/codec/numread.h) against jansson on
+ * the
  *      text (numread_agree of tests/api/numread_diff.h: same verdict, same
  *      shape, bit-identical values); texts with a NUL byte are skipped;
  *   1  the base64 tensor reader (api_b64tensor_parse) on the text: memory
@@ -19,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/numread.h"
-#include "api/write.h"
+#include "api/codec/numread.h"
+#include "api/codec/write.h"
 #include "tests/api/numread_diff.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,6 @@
 /*
- * tests/unit/test_dtoa_tables.c — api/dtoa.c's two tables of powers of ten
+ * tests/unit/test_dtoa_tables.c — api/codec/dtoa.c's two tables of powers of
+ * ten
  * (Schubfach's g and Dragonbox's c) against a reference built another way:
  * 10^|p| as an exact big integer, with floor(log2 10^p) read off its bit
  * length, shifted down for p >= 0, and for p < 0 the power of two divided
@@ -9,7 +10,7 @@
  * file under test is compiled in here (its tables are static); it needs
  * nothing but libc.
  */
-#include "api/dtoa.c"
+#include "api/codec/dtoa.c"
 
 #include "tests/harness.h"
 

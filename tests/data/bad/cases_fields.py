@@ -127,7 +127,8 @@ def b64t(shape, data, dtype="float64"):
 case("base64_bad_alphabet", err(422, "invalid_field", ["/q/data", "/q"]),
      with_(VALID, q=b64t([1, 2], "AAAA!!!!AAAAAAAAAAAAAAAA")))
 # 16 rows of float64: 256 bytes, 344 characters, so the vector loops of
-# api/base64.c (32- and 64-character blocks) meet the bad byte, not the tail.
+# api/codec/base64.c (32- and 64-character blocks) meet the bad byte, not the
+# tail.
 LONG_B64 = "QUJD" * 85 + "QQ=="
 case("base64_bad_alphabet_long", err(422, "invalid_field", ["/q/data", "/q"],
                                      note="'!' at character 100, in a vector block"),

@@ -1,5 +1,5 @@
 /*
- * api/buf.h — a capped, growable byte buffer for building responses.
+ * api/codec/buf.h — a capped, growable byte buffer for building responses.
  *
  * Modelled on curl's dynbuf: the buffer grows geometrically up to a hard cap
  * fixed at init; an append that would pass the cap (or fails to allocate)

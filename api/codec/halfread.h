@@ -1,8 +1,9 @@
 /*
- * api/halfread.h — JSON numbers rounded to float16 / bfloat16 exactly.
+ * api/codec/halfread.h — JSON numbers rounded to float16 / bfloat16 exactly.
  *
  * A number is read as the correctly rounded double v (strtod, jansson or
- * api/numread.c). Rounding v to the half format equals rounding the decimal
+ * api/codec/numread.c). Rounding v to the half format equals rounding the
+ * decimal
  * itself everywhere except where v lands exactly on a midpoint between two
  * half values while the decimal does not (a decimal of 17 or more digits
  * within half a float64 unit of the midpoint: "1.00048828125000001" reads

@@ -1,8 +1,9 @@
 /*
- * api/dtoa_half.c — shortest round-trip decimal text of float16 and
+ * api/codec/dtoa_half.c — shortest round-trip decimal text of float16 and
  * bfloat16 (write.h: api_dtoa_f16, api_dtoa_bf16).
  *
- * The same decimal as api/dtoa.c chooses for float32/64: among the decimals
+ * The same decimal as api/codec/dtoa.c chooses for float32/64: among the
+ * decimals
  * that round (to nearest, ties to even, from the exact decimal value) back
  * to the pattern, one with the fewest digits and, among those, the closest.
  * With 8 or 11 significant bits the search is direct: for p = 1, 2, ...
@@ -14,7 +15,7 @@
  * on the other side), integers below 2^128 over both formats' ranges
  * (bfloat16: |k| <= 46, D < 10^5, N < 2^12). At most 5 digits for float16
  * and 4 for bfloat16, so at most ~10 such comparisons a number; the text is
- * laid out by api/dtoa.c (JavaScript's layout). Checked on all 65,536
+ * laid out by api/codec/dtoa.c (JavaScript's layout). Checked on all 65,536
  * patterns of each format by tests/api/test_api_dtoa_half.c against an
  * exact reader written apart.
  */
@@ -24,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/write.h"
+#include "api/codec/write.h"
 
 __extension__ typedef unsigned __int128 u128;   /* gcc/clang, 64-bit targets */
 

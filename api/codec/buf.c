@@ -1,5 +1,5 @@
 /*
- * api/buf.c — the capped growable buffer of api/buf.h.
+ * api/codec/buf.c — the capped growable buffer of api/codec/buf.h.
  *
  * Growth doubles the capacity (starting at 256 bytes) but never asks for
  * more than max + 1 bytes; from API_SPARE_MIN bytes on it moves into a
@@ -7,7 +7,7 @@
  * times from 2 to 3 MiB: api/spare.h) instead of realloc. Every size is
  * computed with checked arithmetic.
  */
-#include "api/buf.h"
+#include "api/codec/buf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

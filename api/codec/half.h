@@ -1,5 +1,6 @@
 /*
- * api/half.h — float16 / bfloat16 requests on the wire ("Precisions"): numbers in, results out.
+ * api/codec/half.h — float16 / bfloat16 requests on the wire ("Precisions"):
+ * numbers in, results out.
  *
  * A half request computes in float32 (params.dtype = ATTN_F32) on inputs
  * that are rounded to the half format when read (api/read_tensor.c asks
@@ -15,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/buf.h"
+#include "api/codec/buf.h"
 #include "core/attn.h"
 
 enum api_half {

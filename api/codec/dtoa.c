@@ -1,5 +1,5 @@
 /*
- * api/dtoa.c — shortest round-trip decimal text of float64 and float32.
+ * api/codec/dtoa.c — shortest round-trip decimal text of float64 and float32.
  *
  * Two algorithms that give the same decimal: among the decimals that read
  * back to x, one with the fewest digits and, among those, the closest to x.
@@ -22,7 +22,7 @@
  * the numbers match what a browser prints for the same value; every output
  * is an RFC 8259 number.
  */
-#include "api/write.h"
+#include "api/codec/write.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * api/write.h — numbers, matrices and whole attention responses as JSON
+ * api/codec/write.h — numbers, matrices and whole attention responses as JSON
  * text, appended straight into a capped api_buf (never through a jansson
  * tree: a response can hold millions of numbers).
  *
@@ -19,8 +19,8 @@
 
 #include <jansson.h>
 
-#include "api/buf.h"
-#include "api/half.h"
+#include "api/codec/buf.h"
+#include "api/codec/half.h"
 #include "core/attn.h"
 
 enum api_encoding {
@@ -37,7 +37,7 @@ enum api_encoding {
 size_t api_fmt_f64(char *out, double x, int digits);
 size_t api_fmt_f32(char *out, float x, int digits);
 
-/* Shortest round-trip text alone (api/dtoa.c, Schubfach): what api_fmt_*
+/* Shortest round-trip text alone (api/codec/dtoa.c, Schubfach): what api_fmt_*
  * use when digits == 0. out holds API_NUM_MAX bytes. */
 size_t api_dtoa_f64(char *out, double x);
 size_t api_dtoa_f32(char *out, float x);

@@ -1,9 +1,9 @@
 /*
- * api/utf8.c — the one UTF-8 well-formedness check (see utf8.h). Written
+ * api/codec/utf8.c — the one UTF-8 well-formedness check (see utf8.h). Written
  * here because jansson only validates whole strings and glibc's mbrtowc
  * depends on the process locale.
  */
-#include "api/utf8.h"
+#include "api/codec/utf8.h"
 
 size_t api_utf8_seq(const unsigned char *s)
 {

@@ -1,5 +1,6 @@
 /*
- * api/numread.c — the dedicated numeric-array reader of api/numread.h and
+ * api/codec/numread.c — the dedicated numeric-array reader of
+ * api/codec/numread.h and
  * the body rewrite that hands the rest of the body to jansson.
  *
  * Numbers: the RFC 8259 grammar is checked byte by byte; the value comes
@@ -15,10 +16,10 @@
  * Assumes the "C" LC_NUMERIC locale for strtod (the daemon never calls
  * setlocale).
  */
-#include "api/numread.h"
+#include "api/codec/numread.h"
 
 #include <math.h>
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/bulk.h"
 #include "api/early.h"
 #include "api/spare.h"

@@ -1,10 +1,11 @@
 /*
- * api/write.c — JSON text out: numbers (shortest round-trip via api/dtoa.c,
+ * api/codec/write.c — JSON text out: numbers (shortest round-trip via
+ * api/codec/dtoa.c,
  * or fixed significant digits via printf), nested-array and base64
  * matrices, and the whole attention response, appended straight into a
  * capped api_buf.
  */
-#include "api/write.h"
+#include "api/codec/write.h"
 
 #include <float.h>
 #include <math.h>
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/extras.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

@@ -1,5 +1,5 @@
 /*
- * api/base64.c — RFC 4648 base64 (see api/base64.h for why it is
+ * api/codec/base64.c — RFC 4648 base64 (see api/codec/base64.h for why it is
  * hand-written). The encoder reserves its whole output once and fills it
  * three bytes -> four characters at a time; the decoder uses a 256-entry
  * table in which every byte outside the alphabet is invalid.
@@ -22,7 +22,7 @@
  * value at every position of a block, on every path the CPU runs;
  * tests/fuzz/fuzz_base64.c against a bit-by-bit reference on every path).
  */
-#include "api/base64.h"
+#include "api/codec/base64.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

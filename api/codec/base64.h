@@ -1,5 +1,5 @@
 /*
- * api/base64.h — RFC 4648 base64 (standard alphabet, '=' padding) for
+ * api/codec/base64.h — RFC 4648 base64 (standard alphabet, '=' padding) for
  * tensors that travel as {"shape":[…],"dtype":…,"data":"<base64>"}.
  *
  * Hand-written rather than taken from a library: the candidates on Debian
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/buf.h"
+#include "api/codec/buf.h"
 
 /* Encoded length of n bytes (with padding); false on overflow. */
 bool api_base64_encoded_len(size_t n, size_t *out);

@@ -1,5 +1,6 @@
 /*
- * api/utf8.h — well-formed UTF-8 (RFC 3629), for text echoed from a request
+ * api/codec/utf8.h — well-formed UTF-8 (RFC 3629), for text echoed from a
+ * request
  * into JSON: error messages (api/reply.c) and log lines (server/log.c).
  */
 #ifndef ATTND_API_UTF8_H

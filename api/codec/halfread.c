@@ -1,5 +1,5 @@
 /*
- * api/halfread.c — exact half-precision rounding of decimal text
+ * api/codec/halfread.c — exact half-precision rounding of decimal text
  * (halfread.h).
  *
  * Only a double that is exactly a midpoint of the half format needs the
@@ -10,7 +10,7 @@
  * digit strings. A hand-written bignum would do the same; printf is the
  * library that already has one, and this path runs only on ties.
  */
-#include "api/halfread.h"
+#include "api/codec/halfread.h"
 
 #include <math.h>
 #include <stdio.h>

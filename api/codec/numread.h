@@ -1,5 +1,5 @@
 /*
- * api/numread.h — a dedicated reader for the big numeric arrays of a
+ * api/codec/numread.h — a dedicated reader for the big numeric arrays of a
  * request body: jansson builds one heap object per number, this reads
  * nested arrays straight into doubles (measured: docs/benchmarks.md,
  * section "What limits each row", the HTTP small row).
@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/half.h"
+#include "api/codec/half.h"
 #include "core/tensor.h"
 
 struct api_early;   /* api/early.h */

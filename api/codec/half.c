@@ -1,27 +1,28 @@
 /*
- * api/half.c — float16 / bfloat16 numbers in and out (half.h).
+ * api/codec/half.c — float16 / bfloat16 numbers in and out (half.h).
  *
  * In: every number of a half request is rounded once from its double
  * (core/half.c); the rare double that is exactly a midpoint is re-rounded
- * from its decimal text (api/halfread.c) by api_half_fix_ties, which finds
+ * from its decimal text (api/codec/halfread.c) by api_half_fix_ties, which
+ * finds
  * the tensor's text in the body by its JSON pointer and walks its numbers
  * in order (row-major order is textual order). The walk trusts the body's
  * syntax: jansson has accepted it already.
  *
  * Out: results are rounded in place (overflow is the caller's 422) and
- * printed by api/dtoa_half.c, or sent as 2-byte little-endian base64.
+ * printed by api/codec/dtoa_half.c, or sent as 2-byte little-endian base64.
  */
-#include "api/half.h"
+#include "api/codec/half.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/base64.h"
+#include "api/codec/base64.h"
 #include "api/early.h"
-#include "api/halfread.h"
-#include "api/write.h"
+#include "api/codec/halfread.h"
+#include "api/codec/write.h"
 #include "core/half.h"
 
 const char *api_half_name(enum api_half h)
