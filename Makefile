@@ -36,7 +36,7 @@ DEPS_TEST  += chromium nodejs
 endif
 
 CORE_SRC   := $(wildcard core/*.c)
-API_SRC    := $(wildcard api/*.c api/codec/*.c)
+API_SRC    := $(wildcard api/*.c api/codec/*.c api/v2/*.c)
 SRV_SRC    := $(wildcard server/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 API_OBJ    := $(API_SRC:%.c=$(BUILD)/obj/%.o)

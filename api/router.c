@@ -4,13 +4,13 @@
  * OPTIONS preflight), Bearer authentication (constant-time compare), 404 /
  * 405 with Allow, and the route template reported to logs and metrics.
  * Exact routes are checked here for their method; the subtrees /v1/sessions
- * (api/sessions.c) and /v2 (api/v2.c) route the rest of the path and check
+ * (api/sessions.c) and /v2 (api/v2/v2.c) route the rest of the path and check
  * methods themselves, from the same per-route sets they give the router for
  * a preflight. The static files the transport serves to GET and HEAD
  * (api_config.static_route) get the other methods' 405 and OPTIONS here.
  */
 #include "api/internal.h"
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static const struct api_route api_routes[] = {
 };
 #undef POOL
 
-/* OIP v2's probes (routed by its subtree, api/v2.c). */
+/* OIP v2's probes (routed by its subtree, api/v2/v2.c). */
 static const char *const v2_probes[] = {"/v2/health/live", "/v2/health/ready"};
 
 const char *const api_open_paths[] = {

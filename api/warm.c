@@ -18,7 +18,7 @@
 #include "api/codec/half.h"
 #include "api/internal.h"
 #include "api/spare.h"
-#include "api/v2.h"
+#include "api/v2/v2.h"
 #include "core/half.h"
 #include "core/tensor.h"
 

@@ -18,7 +18,7 @@
 #include "api/codec/base64.h"
 #include "api/internal.h"
 #include "api/spare.h"
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 #include "core/half.h"
 
 static struct api_ctx ctx;

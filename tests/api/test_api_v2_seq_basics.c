@@ -14,8 +14,8 @@
 #include "tests/api/api_testlib.h"
 #include "tests/api/v2_testlib.h"
 #include "api/internal.h"
-#include "api/v2.h"
-#include "api/v2_impl.h"
+#include "api/v2/v2.h"
+#include "api/v2/v2_impl.h"
 #include "core/store.h"
 
 /* ---- sequences ----------------------------------------------------------- */

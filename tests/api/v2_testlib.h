@@ -16,7 +16,7 @@
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
 #include "api/internal.h"
-#include "api/v2.h"
+#include "api/v2/v2.h"
 #include "core/store.h"
 
 /* The context the tests share (each test program has its own). */

@@ -7,7 +7,8 @@ from catalogue import VALID, SESSION, case, err, with_
 
 # ---- Open Inference Protocol v2 (its own {"error":"..."} shape) ---------------
 case("v2_infer_empty_body", {"status": 400, "error_shape": "v2",
-                             "note": "found by fuzz_request: NULL body + 0 (UB) in api/v2.c"},
+                             "note": "found by fuzz_request: NULL body + 0 (UB) in "
+                                     "api/v2/v2.c"},
      b"", path="/v2/models/attention/infer", headers=["Content-Type: application/json"])
 case("v2_infer_not_json", {"status": 400, "error_shape": "v2"},
      b"{\"inputs\": [", path="/v2/models/attention/infer")

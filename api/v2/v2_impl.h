@@ -1,8 +1,8 @@
 /*
- * api/v2_impl.h — what the files of the Open Inference Protocol v2 share
- * (api/v2.c routes and describes the model, api/v2_tensor.c reads input
- * tensors, api/v2_infer.c runs one inference request, api/v2_seq.c maps
- * sequence ids onto sessions, api/v2_fixed.c compares what a later request
+ * api/v2/v2_impl.h — what the files of the Open Inference Protocol v2 share
+ * (api/v2/v2.c routes and describes the model, api/v2/v2_tensor.c reads input
+ * tensors, api/v2/v2_infer.c runs one inference request, api/v2/v2_seq.c maps
+ * sequence ids onto sessions, api/v2/v2_fixed.c compares what a later request
  * of a sequence repeats with what its start fixed): the model's input
  * slots, the state of one inference request, and the functions that cross
  * between those files.
@@ -12,7 +12,7 @@
 
 #include "api/extras.h"
 #include "api/read.h"
-#include "api/v2.h"
+#include "api/v2/v2.h"
 #include "core/attn.h"
 #include "core/store.h"
 
@@ -35,7 +35,7 @@ static inline bool v2_slot_int(int slot)
 }
 
 /* Outputs: scores, weights, output (the ATTN_OUT_* bit indices), then the
- * part-2 returns and the echoed labels (api/v2_extras.c). */
+ * part-2 returns and the echoed labels (api/v2/v2_extras.c). */
 enum v2_out_index {
     V2_QK = 3, V2_LSE, V2_ENT, V2_MAXW, V2_ARGMAX, V2_MASS, V2_TOPK_IDX, V2_TOPK_VAL,
     V2_TOK_Q, V2_TOK_K, V2_NOUT
@@ -43,8 +43,8 @@ enum v2_out_index {
 #define V2_BIT(k) (1u << (k))
 
 /*
- * What each input accepts: the one list that read_wire (api/v2_tensor.c)
- * checks a datatype against and that the model metadata (api/v2.c)
+ * What each input accepts: the one list that read_wire (api/v2/v2_tensor.c)
+ * checks a datatype against and that the model metadata (api/v2/v2.c)
  * publishes, with the ranks its shape may have. A new datatype or rank is
  * added here (and to read_wire's conversions, and the shape checks).
  */
@@ -54,7 +54,8 @@ struct v2_input_spec {
 };
 extern const struct v2_input_spec api_v2_inputs[V2_NSLOT];
 
-/* Input names by slot (api/v2.c), output names by index (api/v2_extras.c). */
+/* Input names by slot (api/v2/v2.c), output names by index
+ * (api/v2/v2_extras.c). */
 extern const char *const api_v2_slot_names[V2_NSLOT];
 extern const char *const api_v2_out_names[V2_NOUT];
 
@@ -115,10 +116,10 @@ static inline const json_t *member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
-/* POST /v2/models/attention/infer (api/v2_infer.c). */
+/* POST /v2/models/attention/infer (api/v2/v2_infer.c). */
 void api_v2_infer(struct api_call *c);
 
-/* The options of current models (api/v2_model.c): parameters softcap,
+/* The options of current models (api/v2/v2_model.c): parameters softcap,
  * window_left, window_right, window_sinks, rope_* (api_read_rope_flat) and
  * kv_dtype (sequences only), the input sink_logits. */
 bool api_v2_read_model(struct api_call *c, struct v2_infer *x,
@@ -131,21 +132,21 @@ bool api_v2_read_seqs(struct api_call *c, struct v2_infer *x,
  * as a start reads them (x->p, x->window, x->kv_store; in: its bias
  * inputs): each one it sends must mean what the start fixed (400
  * invalid_field at the first that does not, naming the sequence's value).
- * (api/v2_fixed.c) */
+ * (api/v2/v2_fixed.c) */
 bool api_v2_check_fixed(struct api_call *c, const struct v2_infer *x,
                         const struct attn_inputs *in);
 /* Refuse positions and segments inputs in a sequence (start or not). */
 bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x);
 
-/* The dtype of a stateless computation: that of q (api/v2_tensor.c). */
+/* The dtype of a stateless computation: that of q (api/v2/v2_tensor.c). */
 void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);
 
 /* Every element of "inputs" into x's slots, in order (binary data follows
- * that order); false after answering with the error. (api/v2_tensor.c) */
+ * that order); false after answering with the error. (api/v2/v2_tensor.c) */
 bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,
                         const json_t *inputs);
 
-/* Part-2 returns (api/v2_extras.c): the BYTES inputs tokens_q / tokens_k
+/* Part-2 returns (api/v2/v2_extras.c): the BYTES inputs tokens_q / tokens_k
  * (keys: tokens_k), the parameters heads and weights_top_k, the outputs
  * selected -> the pass's ATTN_OUT_* bits and x->ext.want, the response's
  * extra bytes, and the extra outputs (JSON, then their binary bytes). */
@@ -163,7 +164,7 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
                                 const struct attn_request *r, int k);
 
-/* The name of the session holding sequence id (api/v2_seq.c; a positive
+/* The name of the session holding sequence id (api/v2/v2_seq.c; a positive
  * integer or a string of 1 to 63 bytes) into name[SESS_NAME_MAX]; false
  * for any other id. */
 bool api_v2_seq_name(const json_t *id, char *name);

@@ -1,5 +1,5 @@
 /*
- * api/v2_seq.c — where an Open Inference Protocol v2 sequence lives: in the
+ * api/v2/v2_seq.c — where an Open Inference Protocol v2 sequence lives: in the
  * session named after its sequence_id (core/store.h's sess_create_named).
  * A sequence is found again from its id alone, by any request and after a
  * restart (the session comes back from --state-dir under the same id), with
@@ -7,7 +7,7 @@
  * 20 characters of [A-Za-z0-9_-] is "v2s<string>"; any other string is
  * "v2h" and 20 base64url characters (120 bits) of a hash of its bytes.
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,9 +1,10 @@
 /*
- * api/v2_fixed.c — what a later request of an Open Inference Protocol v2
+ * api/v2/v2_fixed.c — what a later request of an Open Inference Protocol v2
  * sequence may say about the settings its sequence_start fixed. Triton and
  * KServe clients send the same parameters with every request, so a later
  * request may repeat any of them: they are read as a start reads them
- * (api/v2_infer.c, api/v2_model.c) and compared with the session's spec by
+ * (api/v2/v2_infer.c, api/v2/v2_model.c) and compared with the session's spec
+ * by
  * what they mean (a scale equal to the default is the default; one
  * sink_logit equal to every head's is those heads'; a bias that is absent
  * is zero). One that differs is refused (400 invalid_field) at its
@@ -15,7 +16,7 @@
  * window_left: window_left, window_right, window_sinks). A sequence that
  * does not roll takes a window per request, as a /v1 session does.
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>

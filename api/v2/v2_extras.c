@@ -1,6 +1,6 @@
 /*
- * api/v2_extras.c — the part-2 returns over the Open Inference Protocol v2
- * (api/v2_impl.h): token labels as BYTES inputs "tokens_q" [n] and
+ * api/v2/v2_extras.c — the part-2 returns over the Open Inference Protocol v2
+ * (api/v2/v2_impl.h): token labels as BYTES inputs "tokens_q" [n] and
  * "tokens_k" [L] (JSON data, each at most 256 bytes of UTF-8), the request
  * parameters "heads" (an integer, or a string of comma-separated integers:
  * protocol parameters are scalars) and "weights_top_k", and the outputs
@@ -17,7 +17,7 @@
 #include "api/extras.h"
 #include "api/internal.h"
 #include "api/read.h"
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 const char *const api_v2_out_names[V2_NOUT] = {
     "scores", "weights", "output", "qk", "lse", "entropy", "max_weight", "argmax",

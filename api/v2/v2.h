@@ -1,5 +1,5 @@
 /*
- * api/v2.h — the Open Inference Protocol v2 (KServe / Triton REST) over the
+ * api/v2/v2.h — the Open Inference Protocol v2 (KServe / Triton REST) over the
  * attention core and the session store.
  *
  * Routes under /v2 (rest = the path after "/v2"):

@@ -1,5 +1,5 @@
 /*
- * api/v2.c — the Open Inference Protocol v2 (KServe / Triton REST), so that
+ * api/v2/v2.c — the Open Inference Protocol v2 (KServe / Triton REST), so that
  * pipeline clients written for those servers drive attnd unchanged.
  *
  * One model, "attention" (version "1"). Its inputs are the /v1/attention
@@ -33,14 +33,14 @@
  * Responses carry parameters.session_id, so the v1 routes can inspect it.
  *
  * This file routes /v2, answers the metadata and health routes and reshapes
- * errors; api/v2_infer.c runs an inference request, api/v2_tensor.c reads
- * its tensors and api/v2_seq.c keeps the sequence map.
+ * errors; api/v2/v2_infer.c runs an inference request, api/v2/v2_tensor.c reads
+ * its tensors and api/v2/v2_seq.c keeps the sequence map.
  *
  * Errors are built with the shared api_fail helpers (one error table) and
  * rewritten at the end into the protocol's {"error":"..."} shape with the
  * status mapping Triton uses.
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <stdio.h>
 #include <string.h>

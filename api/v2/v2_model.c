@@ -1,5 +1,5 @@
 /*
- * api/v2_model.c — the options of current models (DESIGN.md part 2) in an
+ * api/v2/v2_model.c — the options of current models (DESIGN.md part 2) in an
  * Open Inference Protocol v2 request. The protocol's parameters are
  * scalars, so /v1's objects are spelt flat: softcap, window_left,
  * window_right, window_sinks, rope_base, rope_pairs, rope_dims,
@@ -9,7 +9,7 @@
  * kv_dtype. Values are checked as /v1 checks them, with errors at the
  * parameter or input at fault.
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * api/v2_tensor.c — the input tensors of an Open Inference Protocol v2
+ * api/v2/v2_tensor.c — the input tensors of an Open Inference Protocol v2
  * inference request: each element of "inputs" (name, datatype FP32/FP64,
  * BOOL or INT32/INT64, shape, data) is checked and converted into its slot in the
  * computation's dtype, its data read from JSON (flat or nested, row-major)
@@ -8,7 +8,7 @@
  * q, k and v in the request's own FP16/BF16 datatype stay 2-byte (their
  * values rounded to it from JSON, checked finite from binary).
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <float.h>
 #include <math.h>

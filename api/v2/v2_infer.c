@@ -1,12 +1,12 @@
 /*
- * api/v2_infer.c — one Open Inference Protocol v2 inference request: split
+ * api/v2/v2_infer.c — one Open Inference Protocol v2 inference request: split
  * the body into its JSON header and binary part, read the sequence
  * parameters (and hold the sequence's session), the inputs
- * (api/v2_tensor.c), their shapes, the options from `parameters` and the
+ * (api/v2/v2_tensor.c), their shapes, the options from `parameters` and the
  * outputs asked for, then run the attention pass (stateless, or against a
  * session's cache) and write the response, JSON or binary.
  */
-#include "api/v2_impl.h"
+#include "api/v2/v2_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -340,7 +340,7 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
     const char *sm = json_string_value(member(params, "softmax"));
     bool sink = sm && strcmp(sm, "sink") == 0 && !member(params, "sink_logit");
     /* a going sequence's "sink" repeated bare: its own sink logits stand
-     * (api/v2_fixed.c compares only those sent) */
+     * (api/v2/v2_fixed.c compares only those sent) */
     bool ok, sinks = sink && (x->t[V2_SINKS].present || (x->sess && !x->seq_start));
 
     if (!api_read_causal(c, member(params, "causal"), "/parameters/causal",
@@ -350,7 +350,7 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
         !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms"))
         return false;
     x->p.dtype = x->dt;
-    /* the input sink_logits stands for the parameter (api/v2_model.c) */
+    /* the input sink_logits stands for the parameter (api/v2/v2_model.c) */
     if (!params || sinks)
         params = empty = params ? json_copy((json_t *)params) : json_object();
     if (sinks && empty)
