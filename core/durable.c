@@ -14,6 +14,15 @@
  * session; a journal's first damaged record stops the replay). A new
  * generation then begins and older files go once its snapshot is on disk;
  * a failed snapshot leaves journal.S, journal.S+1, ... for the next start.
+ * A start after which the store holds exactly what snapshot S holds (S
+ * read whole, journal.S the only journal after it and empty, nothing
+ * failed, dropped, set aside or expired, no session in an older encoding,
+ * no state file of an older attnd taken in: struct sess_replayed) writes
+ * no snapshot: journal.S, only its header, is reopened and takes the
+ * changes, so the next start reads snapshot S and journal.S, which is what
+ * a snapshot written now and its journal would give it; older files go as
+ * after a snapshot. No file is added, so starts without changes do not
+ * make the chain grow.
  *
  * Records (payload of a jnl record; lsn: one counter for the store):
  *   u32 type, f64 wall-clock seconds of the change, then by type:
@@ -466,6 +475,38 @@ enum core_status sess_store_journal_sync(struct sess_store *st)
 
 /* ---- opening and closing ---------------------------------------------------- */
 
+/*
+ * Go on from snapshot.G (G = rr->newest), which the replay found to hold
+ * every session as restored, with its empty journal.G taking the changes
+ * (st->dur is d, the store not shared yet). Older files go, as after a
+ * snapshot. False, with why[size] set, when journal.G cannot be reopened.
+ */
+static bool keep_snapshot(struct sess_store *st, struct sess_durable *d,
+                          const struct sess_replayed *rr, char *why, size_t size)
+{
+    char path[1100];
+    int err = 0;
+    sess_state_name(path, sizeof path, d->dir, "journal.", rr->newest, "");
+    struct jnl *j = jnl_reopen_empty(path, JNL_MAGIC_JOURNAL, rr->newest, d->mode, &err);
+    if (!j) {
+        snprintf(why, size, "journal.%016" PRIx64 " cannot be reopened (%s)", rr->newest,
+                 strerror(err));
+        return false;
+    }
+    d->j = j;
+    d->gen = rr->newest;
+    d->snapshot_bytes = rr->snapshot_bytes;
+    remove_old(d->dir, d->gen);
+    sess_remove_state_files(d->dir);        /* stray temporary files */
+    struct sess_stats ss;
+    sess_store_stats(st, &ss);
+    sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: snapshot %016" PRIx64 " kept: "
+              "%zu sessions, %" PRIu64 " bytes; nothing has changed since, so no new "
+              "snapshot is needed and journal.%016" PRIx64 " takes the changes",
+              d->gen, ss.sessions, d->snapshot_bytes, d->gen);
+    return true;
+}
+
 /* The restored sessions are kept whatever the limits: say so when they are
  * over them, since the cache then refuses (or, lru, evicts for) growth. */
 static void warn_over_limits(struct sess_store *st, const struct sess_journal_config *cfg)
@@ -518,7 +559,8 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     d->log = cfg->log;
     d->log_arg = cfg->log_arg;
     sess_store_restoring(st, true);
-    if (sess_replay_dir(st, d->dir, d->log, d->log_arg, &d->next_lsn, &d->gen) != CORE_OK) {
+    struct sess_replayed rr = {0};
+    if (sess_replay_dir(st, d->dir, d->log, d->log_arg, &rr) != CORE_OK) {
         /* a damaged journal not cut back: what this run would write after
          * it would be set aside at the next start, so nothing is written */
         sess_store_restoring(st, false);
@@ -529,12 +571,22 @@ enum core_status sess_store_open_journal(struct sess_store *st,
         free(d);
         return CORE_EIO;
     }
+    d->next_lsn = rr.next_lsn;
+    d->gen = rr.newest;
     /* state files of a drain by an older attnd: taken in, then folded into
      * the snapshot below (and removed once it is on disk) */
-    sess_store_load(st, cfg->dir, cfg->log, cfg->log_arg);
+    size_t found;
+    sess_load_state_files(st, cfg->dir, cfg->log, cfg->log_arg, &found);
+    if (found > 0 && !rr.rewrite[0])
+        snprintf(rr.rewrite, sizeof rr.rewrite, "session files of an older attnd were "
+                 "read");
     sess_store_restoring(st, false);
     warn_over_limits(st, cfg);
     st->dur = d;
+    if (!rr.rewrite[0] && keep_snapshot(st, d, &rr, rr.rewrite, sizeof rr.rewrite))
+        return CORE_OK;
+    sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: a new snapshot is written at "
+              "start: %s", rr.rewrite);
     if (sess_store_journal_maintain(st, true) == CORE_OK)
         sess_remove_state_files(cfg->dir);
     return CORE_OK;

@@ -244,6 +244,16 @@ static int pwrite_all(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
+/* The header of a file of this magic and generation. */
+static void make_header(unsigned char h[JNL_HEADER_BYTES], const char *magic, uint64_t gen)
+{
+    uint32_t ver = JNL_VERSION, bom = JNL_BOM;
+    memcpy(h, magic, 8);
+    memcpy(h + 8, &ver, 4);
+    memcpy(h + 12, &bom, 4);
+    memcpy(h + 16, &gen, 8);
+}
+
 struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
                        enum jnl_fsync mode, int *err_no)
 {
@@ -260,11 +270,7 @@ struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
         return NULL;
     }
     unsigned char h[JNL_HEADER_BYTES];
-    uint32_t ver = JNL_VERSION, bom = JNL_BOM;
-    memcpy(h, magic, 8);
-    memcpy(h + 8, &ver, 4);
-    memcpy(h + 12, &bom, 4);
-    memcpy(h + 16, &gen, 8);
+    make_header(h, magic, gen);
     struct iovec iov = {h, sizeof h};
     int e = pwrite_all(j->fd, &iov, 1, 0);
     if (e == 0 && fdatasync(j->fd) != 0)
@@ -279,6 +285,41 @@ struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
         return NULL;
     }
     j->end = JNL_HEADER_BYTES;
+    return j;
+}
+
+struct jnl *jnl_reopen_empty(const char *path, const char *magic, uint64_t gen,
+                             enum jnl_fsync mode, int *err_no)
+{
+    struct jnl *j = calloc(1, sizeof *j);
+    if (!j) {
+        *err_no = ENOMEM;
+        return NULL;
+    }
+    j->mode = mode;
+    j->end = JNL_HEADER_BYTES;
+    j->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    unsigned char want[JNL_HEADER_BYTES], got[JNL_HEADER_BYTES];
+    make_header(want, magic, gen);
+    struct stat sb;
+    int e = 0;
+    if (j->fd < 0 || fstat(j->fd, &sb) != 0)
+        e = errno;
+    else if (!S_ISREG(sb.st_mode) || sb.st_size != JNL_HEADER_BYTES ||
+             pread(j->fd, got, sizeof got, 0) != (ssize_t)sizeof got ||
+             memcmp(got, want, sizeof got) != 0)
+        e = EINVAL;                 /* not the empty file of this generation */
+    else if (fdatasync(j->fd) != 0)
+        e = errno;
+    else
+        e = fsync_parent(path);
+    if (e != 0) {
+        if (j->fd >= 0)
+            close(j->fd);
+        free(j);
+        *err_no = e;
+        return NULL;
+    }
     return j;
 }
 

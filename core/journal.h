@@ -62,6 +62,16 @@ struct jnl;
 struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
                        enum jnl_fsync mode, int *err_no);
 
+/*
+ * Open path, a file jnl_create made that holds nothing after its header, to
+ * append to it as if it had just been created: the header must be the one
+ * jnl_create writes for magic and gen. It and its directory are fsync'd, as
+ * jnl_create does. NULL on failure with *err_no set (EINVAL: another
+ * header, records after it, or not a regular file).
+ */
+struct jnl *jnl_reopen_empty(const char *path, const char *magic, uint64_t gen,
+                             enum jnl_fsync mode, int *err_no);
+
 /* Close (no fsync; call jnl_sync first when it matters). */
 void jnl_close(struct jnl *j);
 

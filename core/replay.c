@@ -12,7 +12,10 @@
  * replaced) with a warn line saying so and why: a copy when the replay
  * used some of it, the file itself when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
- * journals written from now on build on, copy or no copy.
+ * journals written from now on build on, copy or no copy. Last it says
+ * whether the store may go on from the newest snapshot as it is, without
+ * writing a new one (struct sess_replayed): only when nothing of this was
+ * needed and the journal after the snapshot is empty.
  */
 #include "store_impl.h"
 #include "replay.h"
@@ -101,6 +104,9 @@ struct replay {
     uint64_t absent_untracked;      /* their records when memory ran out */
     uint64_t file_absent;           /* their records in the file being read */
     struct kv_dedup *dedup;         /* while the snapshot is read: its pages */
+    uint64_t journal_records;       /* records read from the journals */
+    uint64_t old_format;            /* sessions read in an older encoding */
+    uint64_t snapshot_bytes;        /* the size of the snapshot read */
 };
 
 static size_t id_hash(const char *id)
@@ -208,6 +214,10 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
      * which runs before any request */
     kv_dedup_add(rp->dedup, kv);
     rp->applied++;
+    uint32_t version;                   /* after the magic (persist.c) */
+    memcpy(&version, c->p + 8, 4);      /* sess_decode read it */
+    if (version < PERSIST_VERSION)
+        rp->old_format++;
 }
 
 /* Replay a FORK record (the parent's id read): the child forked from the
@@ -474,6 +484,7 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
         return FILE_DAMAGED;
     }
     if (snapshot) {
+        rp->snapshot_bytes = r.size;
         enum file_end e = read_snapshot(st, d, rp, &r, path);
         jnl_read_close(&r);
         return e;
@@ -493,6 +504,7 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
     }
     enum file_end e = FILE_WHOLE;
     *good = r.off;
+    rp->journal_records += r.kept;
     if (got == 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records kept, "
                   "0 dropped", path, r.kept);
@@ -745,6 +757,35 @@ static void count_absent(struct replay *rp, uint64_t *records, uint64_t *session
     }
 }
 
+/* Why the journals written from now on cannot simply follow snapshot
+ * g->snapshot (struct sess_replayed says when they can), into why[size];
+ * "" when they can. damage: a file was damaged, missing or set aside. */
+static void rewrite_why(char *why, size_t size, const struct gens *g,
+                        const struct replay *rp, bool damage, size_t expired)
+{
+    uint64_t unused = rp->failed + rp->skipped;
+    why[0] = '\0';
+    if (!g->snapshot)
+        snprintf(why, size, "there is no snapshot yet");
+    else if (damage)
+        snprintf(why, size, "files were damaged or missing (logged above)");
+    else if (rp->journal_records > 0)
+        snprintf(why, size, "records in the journal since snapshot.%016" PRIx64 ": %"
+                 PRIu64, g->snapshot, rp->journal_records);
+    else if (g->max != g->snapshot)
+        snprintf(why, size, "journal.%016" PRIx64 " follows snapshot.%016" PRIx64 " (a "
+                 "snapshot was begun and not finished)", g->max, g->snapshot);
+    else if (unused > 0)
+        snprintf(why, size, "records of snapshot.%016" PRIx64 " not applied: %" PRIu64,
+                 g->snapshot, unused);
+    else if (rp->old_format > 0)
+        snprintf(why, size, "sessions of snapshot.%016" PRIx64 " in an encoding older "
+                 "than version %u: %" PRIu64, g->snapshot, PERSIST_VERSION, rp->old_format);
+    else if (expired > 0)
+        snprintf(why, size, "sessions expired since snapshot.%016" PRIx64 " was "
+                 "written: %zu", g->snapshot, expired);
+}
+
 /*
  * A snapshot holds whole sessions, each on its own, so a damaged or missing
  * one loses its sessions but not the journals' changes to the others: they
@@ -754,19 +795,23 @@ static void count_absent(struct replay *rp, uint64_t *records, uint64_t *session
  * crash cannot be told from damage in the middle by its length), and later
  * journals, which may build on what was lost, are set aside. The journal
  * is then cut back to its records before the damage, before anything new
- * is written, so the journals this run writes follow a clean one.
+ * is written, so the journals this run writes follow a clean one. Whether
+ * the newest snapshot can be kept is decided last (rewrite_why).
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
-                                 void *log_arg, uint64_t *next_lsn, uint64_t *newest)
+                                 void *log_arg, struct sess_replayed *out)
 {
     const struct rdir rd = {dir, log, log_arg}, *d = &rd;
     struct gens g;
     char path[1100], why[200];
     struct replay rp = {.base_whole = true};
+    snprintf(out->rewrite, sizeof out->rewrite, "the state directory cannot be read");
+    out->snapshot_bytes = 0;
     if (!scan_gens(d->dir, &g))
         return CORE_OK;
     size_t good;
     bool uncut = false;             /* a damaged journal not cut back */
+    bool damage = false;            /* a file damaged, missing or set aside */
     if (g.snapshot) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
         rp.dedup = kv_dedup_new();      /* out of memory: copies */
@@ -775,6 +820,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         rp.dedup = NULL;
         if (e != FILE_WHOLE) {
             rp.base_whole = false;
+            damage = true;
             keep_copy(d, path, "damaged; the sessions it still held are restored", true);
         }
     }
@@ -789,6 +835,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         sess_state_name(path, sizeof path, d->dir, "journal.", gen, "");
         if (!stop && gen != want && !g.snapshot && want == 1) {
             rp.base_whole = false;
+            damage = true;
             sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot.%016" PRIx64
                       " is missing (%s begins generation %" PRIu64 " with it): the sessions "
                       "it held are lost, and the journal's records of them dropped",
@@ -799,6 +846,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
                      "changes cannot be applied in order", want);
         }
         if (stop) {
+            damage = true;
             set_aside(d, path, why);
             continue;
         }
@@ -809,6 +857,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         want = gen + 1;
         if (e == FILE_DAMAGED) {
             stop = true;
+            damage = true;
             if (good == 0)              /* no header: nothing of it applied */
                 set_aside(d, path, "unreadable; nothing of it is applied");
             else if (!cut_back(d, path, good, keep_copy(d, path, "damaged; nothing after "
@@ -818,12 +867,15 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
                      ", so its changes cannot be applied in order", gen);
         }
     }
-    if (!stop && g.snapshot && want == g.snapshot)
+    if (!stop && g.snapshot && want == g.snapshot) {
+        damage = true;
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: journal.%016" PRIx64 " is "
                   "missing: the changes made since snapshot.%016" PRIx64 " are lost",
                   g.snapshot, g.snapshot);
+    }
     uint64_t lost, lost_sessions;
     count_absent(&rp, &lost, &lost_sessions);
+    damage = damage || lost > 0 || lost_sessions > 0;
     /* a journal holding the only record of changes to sessions the snapshot
      * lost is kept for a look, as the snapshot is */
     for (size_t i = 0; lost > 0 && dropping && i < g.n_journal; i++) {
@@ -846,7 +898,10 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
                   " sessions not restored); %zu sessions, %zu expired meanwhile",
                   rp.applied, rp.skipped, rp.failed, lost, lost_sessions, ss.sessions,
                   expired);
-    *next_lsn = rp.max_lsn + 1;
-    *newest = g.max;
+    rewrite_why(out->rewrite, sizeof out->rewrite, &g, &rp, damage, expired);
+    if (!out->rewrite[0])
+        out->snapshot_bytes = rp.snapshot_bytes;
+    out->next_lsn = rp.max_lsn + 1;
+    out->newest = g.max;
     return uncut ? CORE_EIO : CORE_OK;
 }

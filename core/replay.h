@@ -32,15 +32,30 @@ void sess_state_name(char *out, size_t size, const char *dir, const char *pre,
 /* Whether name is <pre><16 hex digits> of a generation > 0 (into *g). */
 bool sess_state_gen(const char *name, const char *pre, uint64_t *g);
 
+/* What sess_replay_dir found. */
+struct sess_replayed {
+    uint64_t next_lsn;          /* the lsn after the last one read */
+    uint64_t newest;            /* the newest generation found (0: none) */
+    uint64_t snapshot_bytes;    /* the size of snapshot.<newest> when kept */
+    /* Why a new snapshot must be written before anything is journaled
+     * (for the log), or "" when snapshot.<newest> can be kept: it was read
+     * whole, journal.<newest> is the only journal from its generation on
+     * and holds no record, nothing read failed, was dropped or was set
+     * aside, every session is in the current encoding and none expired
+     * meanwhile, so the store holds exactly what that snapshot holds, and
+     * that journal may take the changes. */
+    char rewrite[160];
+};
+
 /*
  * Restore the newest snapshot in dir and replay the journals after it into
- * st (empty, restoring), logging what was kept and dropped; *next_lsn gets
- * the lsn after the last one read and *newest the newest generation found
- * (0: none). Both are left as they were when dir cannot be read.
+ * st (empty, restoring), logging what was kept and dropped; *out says
+ * what was found (its next_lsn and newest are left as they were, and its
+ * rewrite set, when dir cannot be read).
  * CORE_EIO when a damaged journal could not be cut back to its records
  * before the damage (logged): the store must not write to dir then.
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
-                                 void *log_arg, uint64_t *next_lsn, uint64_t *newest);
+                                 void *log_arg, struct sess_replayed *out);
 
 #endif

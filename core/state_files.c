@@ -247,6 +247,14 @@ static const char *restore(struct sess_store *st, const char *path)
 enum core_status sess_store_load(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg)
 {
+    size_t found;
+    return sess_load_state_files(st, dir, log, log_arg, &found);
+}
+
+enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
+                                       sess_log_fn log, void *log_arg, size_t *found)
+{
+    *found = 0;
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT)
@@ -271,6 +279,7 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
         }
     }
     closedir(d);
+    *found = loaded_n + skipped;
     if (loaded_n + skipped > 0)
         sess_logf(log, log_arg, skipped ? SESS_LOG_WARN : SESS_LOG_INFO,
                   "session load: %zu restored, %zu skipped",

@@ -58,7 +58,8 @@ struct sess_stats {
     uint64_t expirations;       /* removed by TTL */
     /* the journal (all 0 without one) */
     uint64_t journal_bytes;     /* current journal file, header included */
-    uint64_t snapshot_bytes;    /* the last snapshot written */
+    uint64_t snapshot_bytes;    /* the last snapshot (written, or kept at
+                                   the start) */
     uint64_t journal_records;   /* records written */
     uint64_t journal_failures;  /* changes refused: their record failed */
     uint64_t journal_lost;      /* best-effort records (evictions, expiry,
@@ -108,7 +109,9 @@ struct sess_journal_config {
 
 /*
  * Restore dir's snapshot and journals into the (empty) store, write a new
- * snapshot, and from then on journal every change: create, append,
+ * snapshot (unless the store holds exactly what the newest one holds and
+ * its journal is empty: that journal is then reopened, core/durable.c),
+ * and from then on journal every change: create, append,
  * truncate, fork, delete, and (best effort) evictions, expiries and uses.
  * A change whose record cannot be written fails with CORE_ESTORAGE and
  * leaves the session as it was. Damaged records end the replay (logged

@@ -137,8 +137,14 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
  * one); false when it cannot be read. */
 bool sess_encoded_id(const void *p, size_t n, char *id);
 
-/* persist.c: remove every <id>.sess file in dir (folded into a snapshot). */
+/* state_files.c: remove every <id>.sess file in dir (folded into a
+ * snapshot) and every stray temporary file (.NAME.tmp). */
 void sess_remove_state_files(const char *dir);
+
+/* state_files.c: sess_store_load, with *found the <id>.sess files seen
+ * (restored or skipped). */
+enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
+                                       sess_log_fn log, void *log_arg, size_t *found);
 
 void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
                const char *fmt, ...)

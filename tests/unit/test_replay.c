@@ -28,43 +28,12 @@
 #include "core/journal.h"
 #include "core/store.h"
 #include "tests/harness.h"
+#include "tests/state_dir.h"
 #include "tests/store_util.h"
-
-static char dir[64];
-static char logged[65536];          /* every line of the last open */
-
-static void keep_log(void *arg, enum sess_log_level level, const char *msg)
-{
-    (void)arg;
-    size_t n = strlen(logged);
-    snprintf(logged + n, sizeof logged - n, "%s %s\n",
-             level == SESS_LOG_WARN ? "warn" : "info", msg);
-    if (getenv("TEST_VERBOSE"))
-        printf("    log %s: %s\n", level == SESS_LOG_WARN ? "warn" : "info", msg);
-}
-
-/* A clock that stands still: no use is journaled (TOUCH) and nothing expires. */
-static double still(void *arg)
-{
-    (void)arg;
-    return 1000.0;
-}
 
 static struct sess_store *open_dir(void)
 {
-    struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
-                              .default_ttl_s = 3600, .default_max_tokens = 100000,
-                              .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
-    struct sess_store *st = sess_store_new(&cfg);
-    sess_store_set_clock(st, still, NULL);
-    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
-                                     .rewrite_min_bytes = (uint64_t)1 << 40, .log = keep_log};
-    logged[0] = '\0';
-    if (sess_store_open_journal(st, &jc) != CORE_OK) {
-        sess_store_free(st);
-        return NULL;
-    }
-    return st;
+    return open_dir_ttl(3600);
 }
 
 static enum core_status new_session(struct sess_store *st, char *id)
@@ -72,19 +41,6 @@ static enum core_status new_session(struct sess_store *st, char *id)
     struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
                            .params = {.dtype = ATTN_F32, .scale = 0.25}};
     return sess_create(st, &sp, id);
-}
-
-static char *path_of(const char *name)
-{
-    static char p[200];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
-
-static bool exists(const char *name)
-{
-    struct stat sb;
-    return stat(path_of(name), &sb) == 0;
 }
 
 /*
@@ -165,16 +121,6 @@ static void record_id(int i, char *id)
     close(fd);
 }
 
-static void flip(const char *name, long at)
-{
-    int fd = open(path_of(name), O_RDWR);
-    unsigned char b = 0;
-    CHECK(pread(fd, &b, 1, at) == 1);
-    b ^= 0x10;
-    CHECK(pwrite(fd, &b, 1, at) == 1);
-    close(fd);
-}
-
 /* Whether every session has its wanted length, but those in lost (ids)
  * gone. */
 static bool as_wanted(struct sess_store *st, const char *const *lost, int n_lost)
@@ -194,14 +140,6 @@ static bool as_wanted(struct sess_store *st, const char *const *lost, int n_lost
         }
     }
     return ok;
-}
-
-static bool said(const char *text)
-{
-    if (strstr(logged, text))
-        return true;
-    printf("    not in the log: %s\n%s", text, logged);
-    return false;
 }
 
 TEST(an_intact_state_restores_everything_quietly)
