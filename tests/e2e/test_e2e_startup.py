@@ -1,6 +1,7 @@
 """What attnd says when it starts: a default start-up, --http-threads 1 and a
 restore of sessions print nothing above info; a restore that had to drop
-something warns. --warm-up runs its requests before attnd listens, so the
+something warns. A start with nothing changed since the drain's snapshot
+keeps it (no file written), a start after changes writes one and says why. --warm-up runs its requests before attnd listens, so the
 first requests of its shape fault in fewer pages; one that cannot run
 stops the start. --host :: takes IPv4 clients as well as IPv6 ones."""
 import array
@@ -53,6 +54,57 @@ def test_restoring_sessions_logs_at_info_unless_something_is_skipped():
             assert d.get(f"/v1/sessions/{sid}").status == 200
             warned = [m for lv, m in levels(d) if lv == "warn"]
             assert any("dropped" in m for m in warned), levels(d)
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def _state_files(sd):
+    """Each file of sd but LOCK: its inode, size and modification time."""
+    out = {}
+    for name in os.listdir(sd):
+        if name != "LOCK":
+            st = os.stat(os.path.join(sd, name))
+            out[name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_a_start_after_a_drain_keeps_its_snapshot():
+    """The drain writes a snapshot; the next start, with nothing changed
+    since, reads it and writes none (before, it wrote the same sessions
+    into a new snapshot before listening: seconds for a large state): the
+    state directory holds the same files, untouched, and the log says the
+    snapshot was kept. A start after a change (then kill -9) writes one and
+    says why."""
+    sd = tempfile.mkdtemp(prefix="attnd-keep-")
+    try:
+        with Attnd("--state-dir", sd) as a:
+            sid = a.post("/v1/sessions", {"d_k": 2, "d_v": 2}).json()["id"]
+            r = a.post(f"/v1/sessions/{sid}/kv", {"k": [[1, 2], [3, 4]], "v": [[5, 6], [7, 8]]})
+            assert r.status == 200, r
+            kv = a.get(f"/v1/sessions/{sid}/kv").body
+            assert a.stop() == 0
+        drained = _state_files(sd)
+        assert sorted(drained) == ["journal.0000000000000002", "snapshot.0000000000000002"], \
+            drained
+        with Attnd("--state-dir", sd) as b:
+            assert _state_files(sd) == drained          # listening, nothing written
+            msgs = [m for _, m in levels(b)]
+            kept = [m for m in msgs if " kept: " in m]
+            assert len(kept) == 1 and "snapshot 0000000000000002 kept: 1 sessions" in kept[0], \
+                msgs
+            assert not any(" written" in m for m in msgs), msgs
+            assert loud(b) == [], loud(b)
+            assert b.get(f"/v1/sessions/{sid}/kv").body == kv
+            r = b.post(f"/v1/sessions/{sid}/kv", {"k": [[0, 1]], "v": [[1, 0]]})
+            assert r.status == 200, r
+            b.proc.send_signal(signal.SIGKILL)
+            b.proc.wait(timeout=10)
+        with Attnd("--state-dir", sd) as c:
+            msgs = [m for _, m in levels(c)]
+            assert any("a new snapshot is written at start: records in the journal since "
+                       "snapshot.0000000000000002: " in m for m in msgs), msgs
+            assert any("snapshot 0000000000000003 written: 1 sessions" in m for m in msgs), msgs
+            assert c.get(f"/v1/sessions/{sid}").json()["length"] == 3
     finally:
         shutil.rmtree(sd, ignore_errors=True)
 
