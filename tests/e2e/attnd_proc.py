@@ -2,7 +2,8 @@
 
 Attnd(*flags, env=...) starts build/attnd (or $ATTND_BIN) with --port 0 and
 --port-file (nofile=(soft, hard): with that RLIMIT_NOFILE; preexec: a
-function run in the child before exec), waits until /healthz answers, and
+function run in the child before exec; host: the loopback address it listens
+on and is spoken to at, 127.0.0.1 unless given), waits until /healthz answers, and
 stops it on exit, removing its directory (logs() still answers). Its request()
 speaks plain http.client so tests see exactly what a client sees: status,
 headers and body bytes.
@@ -161,7 +162,9 @@ class Response:
 
 
 class Attnd:
-    def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None, preexec=None):
+    def __init__(self, *flags, env=None, wait=True, ca=None, nofile=None, preexec=None,
+                 host="127.0.0.1"):
+        self.host = host
         self.tmp = tempfile.mkdtemp(prefix="attnd-e2e-")    # removed by stop()
         self.final_logs = None
         self.tls = "--tls-cert" in flags
@@ -181,7 +184,7 @@ class Attnd:
             if preexec:
                 preexec()
         self.proc = subprocess.Popen(
-            [BIN, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file, *flags],
+            [BIN, "--host", host, "--port", "0", "--port-file", self.port_file, *flags],
             stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
             preexec_fn=child if nofile or preexec else None)
         self.port = None
@@ -211,13 +214,13 @@ class Attnd:
 
     @property
     def url(self):
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def connection(self, timeout=30):
         if self.tls:
-            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
                                                context=client_context(self.ca))
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         """body: dict/list (sent as JSON), str or bytes."""
