@@ -1,7 +1,9 @@
 # docker/nginx.Dockerfile — nginx for the compose topology, built on the
 # same Debian base as attnd's image (make test-container builds it from a
 # locally made base; docker/compose.yml can use the official nginx image
-# instead). It does what that image's entrypoint does with templates: each
+# instead). It does what that image's entrypoint does with templates: it
+# sources /docker-entrypoint.d/*.envsh (here docker/nginx-resolver.envsh,
+# which compose.yml mounts into the official image), then each
 # /etc/nginx/templates/NAME.template becomes /etc/nginx/conf.d/NAME with the
 # environment's defined variables substituted (envsubst, so nginx's own
 # $variables stay), then nginx runs in the foreground.
@@ -27,6 +29,7 @@ RUN apt-get update \
  && chown -R www-data:www-data /var/lib/nginx /etc/nginx/conf.d \
  && ln -sf /dev/stdout /var/log/nginx/access.log \
  && ln -sf /dev/stderr /var/log/nginx/error.log
+COPY docker/nginx-resolver.envsh /docker-entrypoint.d/15-attnd-resolver.envsh
 USER 33:33
 STOPSIGNAL SIGQUIT
-ENTRYPOINT ["/bin/sh", "-c", "set -e; vars=$(env | cut -d= -f1 | sed 's/^/$/' | tr '\\n' ' '); for t in /etc/nginx/templates/*.template; do [ -e \"$t\" ] || continue; envsubst \"$vars\" < \"$t\" > /etc/nginx/conf.d/$(basename \"$t\" .template); done; exec nginx -g 'daemon off;'"]
+ENTRYPOINT ["/bin/sh", "-c", "set -e; for f in /docker-entrypoint.d/*.envsh; do [ -e \"$f\" ] || continue; . \"$f\"; done; vars=$(env | cut -d= -f1 | sed 's/^/$/' | tr '\\n' ' '); for t in /etc/nginx/templates/*.template; do [ -e \"$t\" ] || continue; envsubst \"$vars\" < \"$t\" > /etc/nginx/conf.d/$(basename \"$t\" .template); done; exec nginx -g 'daemon off;'"]

@@ -345,27 +345,56 @@ def test_compose_three_replicas_behind_nginx():
     svcs = doc["services"]
     reps = {n: s for n, s in svcs.items() if n.startswith("attnd-")}
     assert len(reps) == 3
-    ids = {s["environment"]["ATTND_REPLICA_ID"] for s in reps.values()}
-    assert ids == {"r1", "r2", "r3"}
-    for s in reps.values():
+    ng = svcs["nginx"]
+    env = ng["environment"]
+    pool_name = env["ATTND_POOL"].rsplit(":", 1)[0]
+    for name, s in reps.items():
+        # its id is its service name, the first label of the host nginx
+        # makes from the id; every replica also answers to the pool's name
+        assert s["environment"]["ATTND_REPLICA_ID"] == name
+        assert re.fullmatch(env["ATTND_ID_RE"], name) and env["ATTND_HOST_SUFFIX"] == ":8080"
+        assert pool_name in s["networks"]["default"]["aliases"]
         assert s["environment"]["ATTND_HOST"] == "0.0.0.0"
         assert s["build"]["dockerfile"] == "docker/Dockerfile"
         assert "ports" not in s, "only nginx publishes a port"
-    ng = svcs["nginx"]
     assert re.fullmatch(r"nginx:\d+\.\d+\.\d+(-\w+)?", ng["image"]), ng["image"]
-    # every placeholder of nginx.conf is set, each replica address once
+    # every placeholder of nginx.conf is set; the resolver is found in the
+    # container by the script mounted where the image's entrypoint sources it
     with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
         names = set(re.findall(r"\$\{(\w+)\}", f.read()))
-    assert names <= set(ng["environment"])
-    assert {ng["environment"][f"ATTND_R{i}"] for i in (1, 2, 3)} == \
-        {f"attnd-r{i}:8080" for i in (1, 2, 3)}
+    assert names - {"NGINX_RESOLVER"} <= set(env) and "NGINX_RESOLVER" not in env
+    assert "./nginx-resolver.envsh:/docker-entrypoint.d/15-attnd-resolver.envsh:ro" in ng["volumes"]
     assert any("nginx.conf:/etc/nginx/templates/" in v for v in ng["volumes"])
+    # nginx starts whether or not every replica is up
+    assert all(d["condition"] == "service_started" for d in ng["depends_on"].values())
+
+
+def test_nginx_resolver_script_takes_the_first_nameserver(tmp_path):
+    """Under podman, a container's resolv.conf lists the network's DNS
+    server, then the host's, which do not know the replicas; an IPv6 server
+    needs brackets in `resolver`. A value given is kept."""
+    script = os.path.join(ROOT, "docker", "nginx-resolver.envsh")
+    assert os.access(script, os.X_OK), "the official image sources only executable .envsh files"
+    text = open(script).read().replace("/etc/resolv.conf", str(tmp_path / "resolv.conf"))
+    (tmp_path / "s.envsh").write_text(text)
+    for conf, given, want in [("search dns.podman\nnameserver 10.89.0.1\nnameserver 10.255.255.53\n",
+                               None, "10.89.0.1"),
+                              ("nameserver 127.0.0.11\noptions ndots:0\n", None, "127.0.0.11"),
+                              ("nameserver fd00::a\n", None, "[fd00::a]"),
+                              ("nameserver 10.96.0.10\n", "kube-dns.kube-system", "kube-dns.kube-system")]:
+        (tmp_path / "resolv.conf").write_text(conf)
+        env = {"PATH": os.environ["PATH"]}
+        if given:
+            env["NGINX_RESOLVER"] = given
+        r = subprocess.run(["sh", "-c", f'. "{tmp_path}/s.envsh"; printf %s "$NGINX_RESOLVER"'],
+                           env=env, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout == want, (conf, r)
 
 
 def test_k8s_statefulset_probes_and_service():
     # the schemas and the routing: tests/e2e/test_e2e_k8s_nginx.py
     docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
-    dep, svc = docs[("StatefulSet", "attnd")], docs[("Service", "attnd")]
+    dep, svc = docs[("StatefulSet", "attnd")], docs[("Service", "attnd-headless")]
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -439,29 +468,30 @@ def test_replicas_let_the_proxy_use_every_connection(envs):
         assert per_ip >= total, env
 
 
-def test_nginx_pool_tolerates_a_reset_and_reuses_connections():
+def test_nginx_looks_every_replica_up_per_request():
+    """Review 2.2: upstream blocks resolved the replicas' names when nginx
+    started: it did not start while one was down, and kept a recreated
+    replica's old address. Every proxy_pass names a variable, looked up
+    through `resolver`; the pool still moves a failed attempt on."""
     with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
         conf = f.read()
-    pool = re.search(r"upstream attnd_pool \{(.*?)\n\}", conf, re.S).group(1)
-    servers = re.findall(r"^\s*server (.*);", pool, re.M)
-    assert len(servers) == 3
-    for s in servers:
-        m = re.search(r"max_fails=(\d+)", s)
-        assert m and int(m.group(1)) >= 2, s       # one reset must not take it out
-        assert "max_conns" not in s, s             # one Service in k8s: waits, not 502s
-    assert re.search(r"^\s*keepalive \d+;", pool, re.M)
-    assert 'proxy_set_header Connection "";' in conf and "proxy_http_version 1.1;" in conf
+    assert not re.search(r"^\s*upstream\s", conf, re.M)
+    targets = re.findall(r"^\s*proxy_pass\s+(\S+);", conf, re.M)
+    assert targets and all(re.fullmatch(r"http://\$attnd_\w+", t) for t in targets), targets
+    assert re.search(r"^\s*resolver \$\{NGINX_RESOLVER\} valid=\d+s", conf, re.M)
+    assert re.search(r"^\s*proxy_next_upstream error timeout http_502 http_503 non_idempotent;", conf, re.M)
+    assert re.search(r"^\s*proxy_next_upstream_tries [2-9];", conf, re.M)
 
 
 def test_replica_ids_fit_the_routing_map():
-    """Ids are PREFIX + '.' + random, and nginx routes on "^/v1/sessions/ID\\.":
-    every id the files set is of the alphabet attnd accepts."""
+    """Ids are PREFIX + '.' + random, and nginx routes on
+    "^/v1/sessions/(ATTND_ID_RE)\\.": every id the files set is of the
+    alphabet attnd accepts and a DNS label."""
     for env in _replica_env_compose():
-        assert re.fullmatch(r"[A-Za-z0-9_-]{1,63}", env["ATTND_REPLICA_ID"]), env
+        assert re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", env["ATTND_REPLICA_ID"]), env
     docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
     name = docs[("StatefulSet", "attnd")]["metadata"]["name"]
     assert re.fullmatch(r"[a-z0-9-]{1,50}", name)  # pods name-0.. are the ids
     with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
         conf = f.read()
-    for i in (1, 2, 3):
-        assert '"~^/v1/sessions/${ATTND_ID%d}\\."' % i in conf
+    assert '"~^/v1/sessions/(${ATTND_ID_RE})\\."  $1${ATTND_HOST_SUFFIX};' in conf

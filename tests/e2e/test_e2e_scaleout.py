@@ -1,17 +1,25 @@
-"""tests/e2e/test_e2e_scaleout.py — docker/nginx.conf in front of three attnd.
+"""tests/e2e/test_e2e_scaleout.py — docker/nginx.conf in front of attnd
+replicas, as docker/compose.yml runs it.
 
 Runs the very file that docker/compose.yml mounts into the nginx container,
-with its documented placeholders (${NGINX_LISTEN}, ${ATTND_R1..3}, ...)
-replaced by loopback addresses, the ids r1..r3 and their upstreams, under Debian's nginx, in front of three attnd processes
-started with --replica-id r1/r2/r3. Checks: session ids carry the replica
-prefix and every request of a session reaches that replica; stateless load
-spreads over all three; stopping one replica leaves the other replicas'
-sessions working while its own answer a clean JSON 503, and stateless
-requests keep working.
+with the values compose.yml gives its placeholders (the pool alias
+attnd-pool, the id pattern, the suffix), under Debian's nginx, in front of
+attnd processes started with --replica-id attnd-r1.. . As in a compose
+network, each replica has an address of its own (127.x.y.n, all on one
+port) and a name in a DNS server (tests/e2e/dns_stub.py: attnd-rN, and
+attnd-pool for every replica that is up), which nginx asks per request.
+Checks: session ids carry the replica prefix and every request of a session
+reaches that replica; stateless load spreads over all replicas; an id that
+the pattern does not match reaches no host; stopping one replica leaves the
+other replicas' sessions working while its own answer a clean JSON 503, and
+stateless requests keep working; nginx starts while a replica is down and
+reaches it once it is up; a replica recreated at a new address is reached
+there.
 """
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -21,8 +29,10 @@ import tempfile
 import time
 
 import pytest
+import yaml
 
 from attnd_proc import E2E_TLS, Attnd, Response
+from dns_stub import DnsStub
 
 # nginx speaks plain HTTP to the replicas (TLS, if any, ends at nginx), so
 # this file has nothing to check in an ATTND_E2E_TLS run.
@@ -31,15 +41,18 @@ pytestmark = pytest.mark.skipif(E2E_TLS, reason="nginx -> replicas is plain HTTP
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONF = os.path.join(ROOT, "docker", "nginx.conf")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-PLACEHOLDERS = {"NGINX_LISTEN", "NGINX_RESOLVER"} | \
-    {f"ATTND_{k}{i}" for k in ("R", "ID", "S") for i in (1, 2, 3)}
+PLACEHOLDERS = {"NGINX_LISTEN", "NGINX_RESOLVER", "ATTND_POOL", "ATTND_ID_RE",
+                "ATTND_HOST_SUFFIX"}
+# The port compose.yml and k8s.yaml give the replicas; the tests put theirs
+# in its place.
+FILE_PORT = ":8080"
 
 ATT = {"q": [[1, 0], [0, 1]], "k": [[1, 0], [0, 1], [1, 1]], "v": [[1, 2], [3, 4], [5, 6]]}
 
 
-def free_port():
+def free_port(host="127.0.0.1"):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -52,14 +65,25 @@ def render(values):
     return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], text)
 
 
+def compose_values():
+    """The values docker/compose.yml gives the placeholders (NGINX_RESOLVER
+    is found in the container, docker/nginx-resolver.envsh)."""
+    with open(os.path.join(ROOT, "docker", "compose.yml")) as f:
+        env = yaml.safe_load(f)["services"]["nginx"]["environment"]
+    return {k: str(v) for k, v in env.items() if k in PLACEHOLDERS}
+
+
+def need_nginx():
+    if not os.path.exists(NGINX):
+        pytest.fail("nginx is required (Debian package nginx, in the Makefile's DEPS_TEST)")
+
+
 class Nginx:
-    def __init__(self, upstreams):
+    def __init__(self, values):
+        """values: every placeholder but NGINX_LISTEN, which it picks."""
         self.dir = tempfile.mkdtemp(prefix="attnd-nginx-")
         self.port = free_port()
-        values = {"NGINX_LISTEN": f"127.0.0.1:{self.port}", "NGINX_RESOLVER": "127.0.0.1"}
-        for i, u in enumerate(upstreams):
-            values.update({f"ATTND_R{i + 1}": u, f"ATTND_ID{i + 1}": f"r{i + 1}",
-                           f"ATTND_S{i + 1}": f"attnd_r{i + 1}"})
+        values = dict(values, NGINX_LISTEN=f"127.0.0.1:{self.port}")
         with open(os.path.join(self.dir, "attnd.conf"), "w") as f:
             f.write(render(values))
         d = self.dir
@@ -146,50 +170,125 @@ http {{
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Cluster:
+    """Replicas behind nginx as one deployment file (values) runs them:
+    each replica listens on an address of its own, all on one port, and is
+    named in a DnsStub as the file's placeholders name it (the id, then
+    ATTND_HOST_SUFFIX; the pool name with the address of every replica that
+    is up). start(id) starts a replica (at a new address each time, as a
+    recreated container or pod gets), stop(id) stops it and takes its name
+    out of the DNS, as Docker's DNS and a headless Service do."""
+
+    def __init__(self, values):
+        self.net = f"127.{random.randrange(16, 250)}.{random.randrange(256)}."
+        self.hosts = 0
+        self.port = free_port(self.net + "1")
+        self.dns = DnsStub()
+        self.values = {k: v.replace(FILE_PORT, f":{self.port}") for k, v in values.items()}
+        self.values["NGINX_RESOLVER"] = self.dns.address
+        self.pool_name = self.values["ATTND_POOL"].rsplit(":", 1)[0]
+        self.suffix = self.values["ATTND_HOST_SUFFIX"].rsplit(":", 1)[0]
+        self.reps = {}                      # id -> Attnd (up)
+        self.nginx = Nginx(self.values)
+
+    def name(self, rid):
+        """The host name nginx asks for rid's sessions."""
+        return rid + self.suffix
+
+    def addr(self, rid):
+        return f"{self.reps[rid].host}:{self.port}"
+
+    def start(self, rid, *flags):
+        self.hosts += 1
+        host = self.net + str(self.hosts)
+        self.reps[rid] = Attnd("--replica-id", rid, "--port", str(self.port), *flags, host=host)
+        self.dns.set(self.name(rid), host)
+        self._pool()
+        return self.reps[rid]
+
+    def stop(self, rid, sig=signal.SIGTERM):
+        rep = self.reps.pop(rid)
+        self.dns.set(self.name(rid))
+        self._pool()
+        rep.proc.send_signal(sig)
+        rep.proc.wait(timeout=15)
+        rep.stop()
+
+    def _pool(self):
+        self.dns.set(self.pool_name, *(r.host for r in self.reps.values()))
+
+    def close(self):
+        self.nginx.stop()
+        for r in self.reps.values():
+            r.stop()
+        self.dns.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def until(what, fn, secs=30):
+    """fn()'s first true answer within secs (nginx keeps a name's answer for
+    valid=5s, so a change in the DNS shows within that), else a failure."""
+    deadline = time.time() + secs
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.time() < deadline, f"not within {secs} s: {what}"
+        time.sleep(0.2)
+
+
 def test_template_placeholders_are_the_documented_ones():
-    values = {k: "127.0.0.1:1" for k in PLACEHOLDERS}
-    values.update({f"ATTND_ID{i}": f"r{i}" for i in (1, 2, 3)})
-    values.update({f"ATTND_S{i}": f"attnd_r{i}" for i in (1, 2, 3)})
-    text = render(values)
+    text = render(dict(compose_values(), NGINX_LISTEN="8080", NGINX_RESOLVER="127.0.0.11"))
     assert "${" not in text
-    # the map has one line per replica, each naming its own upstream
-    for i in (1, 2, 3):
-        assert re.search(rf'"~\^/v1/sessions/r{i}\\\."\s+attnd_r{i};', text)
+    # one map line makes every replica's host from its id
+    assert re.search(r'"~\^/v1/sessions/\(attnd-r\[0-9\]\{1,3\}\)\\\."\s+\$1:8080;', text), text
+    # no upstream block: nginx would resolve its names only when it starts
+    assert not re.search(r"^\s*upstream\s", text, re.M)
+    for target in re.findall(r"proxy_pass\s+(\S+);", text):
+        assert target.startswith("http://$"), target
 
 
 def test_unreachable_replicas_answer_json_in_the_protocol_shape():
-    if not os.path.exists(NGINX):
-        pytest.fail("nginx is required (Debian package nginx, in the Makefile's DEPS_TEST)")
-    dead = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    ng = Nginx(dead)
+    need_nginx()
+    dns = DnsStub()
+    dns.set("attnd-pool", "127.0.0.1")              # nothing listens there
+    port = free_port()
+    values = {k: v.replace(FILE_PORT, f":{port}") for k, v in compose_values().items()}
+    values["NGINX_RESOLVER"] = dns.address
+    ng = Nginx(values)
     try:
         ng.start()
         r = ng.request("POST", "/v1/attention", ATT)
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
-        r = ng.request("GET", "/v1/sessions/r1.AAAA")
+        # a replica whose name has no address (stopped), as one that refuses
+        r = ng.request("GET", "/v1/sessions/attnd-r1.AAAA")
+        assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
+        dns.set("attnd-r2", "127.0.0.1")
+        r = ng.request("GET", "/v1/sessions/attnd-r2.AAAA")
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
         r = ng.request("GET", "/v2/health/ready")
         assert r.status == 503 and r.headers["content-type"] == "application/json"
         assert isinstance(r.json()["error"], str)
     finally:
         ng.stop()
+        dns.close()
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    if not os.path.exists(NGINX):
-        pytest.fail("nginx is required (Debian package nginx, in the Makefile's DEPS_TEST)")
-    reps = [Attnd("--replica-id", f"r{i}") for i in (1, 2, 3)]
-    ng = Nginx([f"127.0.0.1:{r.port}" for r in reps])
-    try:
-        t = ng.check()
+    need_nginx()
+    with Cluster(compose_values()) as c:
+        for i in (1, 2, 3):
+            c.start(f"attnd-r{i}")
+        t = c.nginx.check()
         assert t.returncode == 0, t.stderr
-        ng.start()
-        yield ng, reps
-    finally:
-        ng.stop()
-        for r in reps:
-            r.stop()
+        c.nginx.start()
+        yield c
 
 
 def create_session(ng):
@@ -200,27 +299,28 @@ def create_session(ng):
 
 
 def test_stateless_load_spreads(cluster):
-    ng, reps = cluster
+    ng = cluster.nginx
     seen = {}
-    for _ in range(12):
+    # nginx starts each request at a random one of the pool's addresses: in
+    # 60 requests, each of three is missed with probability 3 * (2/3)^60
+    for _ in range(60):
         r = ng.request("POST", "/v1/attention", ATT)
         assert r.status == 200, r
         assert len(r.json()["output"]) == 2
         up = ng.upstream(r)
         seen[up] = seen.get(up, 0) + 1
-    assert set(seen) == {f"127.0.0.1:{r.port}" for r in reps}, seen
+    assert set(seen) == {cluster.addr(rid) for rid in cluster.reps}, seen
 
 
 def test_every_session_request_reaches_its_replica(cluster):
-    ng, reps = cluster
-    addr = {f"r{i + 1}": f"127.0.0.1:{r.port}" for i, r in enumerate(reps)}
+    ng = cluster.nginx
     ids = [create_session(ng) for _ in range(6)]
     prefixes = {sid.split(".")[0] for sid, _ in ids}
     assert len(prefixes) >= 2, f"creates were not balanced: {ids}"
     for sid, created_on in ids:
         rid = sid.split(".")[0]
-        assert rid in addr, sid
-        assert created_on == addr[rid], (sid, created_on)
+        assert rid in cluster.reps, sid
+        assert created_on == cluster.addr(rid), (sid, created_on)
         kv = {"k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
         steps = [("POST", f"/v1/sessions/{sid}/kv", kv),
                  ("POST", f"/v1/sessions/{sid}/attention", {"q": [[1, 0]], "k": [[1, 1]], "v": [[5, 6]]}),
@@ -229,25 +329,41 @@ def test_every_session_request_reaches_its_replica(cluster):
         for method, path, body in steps:
             r = ng.request(method, path, body)
             assert r.status == 200, (path, r)
-            assert ng.upstream(r) == addr[rid]
+            assert ng.upstream(r) == cluster.addr(rid)
         assert ng.request("GET", f"/v1/sessions/{sid}").json()["length"] == 3
         # the replica itself knows the session; the others do not
-        for other, rep in zip(("r1", "r2", "r3"), reps):
+        for other, rep in cluster.reps.items():
             got = rep.get(f"/v1/sessions/{sid}").status
             assert got == (200 if other == rid else 404), (sid, other, got)
 
 
-def test_unknown_prefix_is_a_clean_404(cluster):
-    ng, _ = cluster
-    for path in ("/v1/sessions/r9.AAAAAAAAAAAAAAAAAAAAAA", "/v1/sessions/noprefix/kv"):
+# Ids a client may send that ATTND_ID_RE must not turn into a host, or that
+# name a replica with something after it (still that replica, nothing else).
+HOSTILE = ["/v1/sessions/r9.AAAAAAAAAAAAAAAAAAAAAA", "/v1/sessions/noprefix/kv",
+           "/v1/sessions/evil.example.AAAA", "/v1/sessions/attnd-r1x.AAAA",
+           "/v1/sessions/attnd-r1:22.AAAA", "/v1/sessions/attnd-r1@evil.example.AAAA",
+           "/v1/sessions/attnd-r1%2Fevil.AAAA", "/v1/sessions/attnd-r12345.AAAA",
+           "/v1/sessions/127.0.0.1:22.AAAA", "/v1/sessions/ATTND-R1.AAAA",
+           "/v1/sessions/attnd-r1%20evil.AAAA", "/v1/sessions/.attnd-r1.AAAA"]
+NAMED = ["/v1/sessions/attnd-r1.evil.example/kv", "/v1/sessions/attnd-r1%2Eevil.example.AAAA"]
+
+
+def test_an_id_reaches_no_host_but_a_replica(cluster):
+    ng, dns = cluster.nginx, cluster.dns
+    for path in HOSTILE:
         r = ng.request("GET", path)
-        assert r.status == 404
+        assert r.status == 404, (path, r)
         assert r.headers["content-type"].startswith("application/json")
         assert r.json()["error"]["code"] == "session_not_found"
+    for path in NAMED:                      # attnd-r1's: it answers that it has no such session
+        r = ng.request("GET", path)
+        assert r.status == 404 and ng.upstream(r) == cluster.addr("attnd-r1"), (path, r)
+    allowed = {cluster.pool_name} | {cluster.name(f"attnd-r{i}") for i in (1, 2, 3)}
+    assert dns.names_asked() <= allowed, dns.names_asked() - allowed
 
 
 def test_stopping_a_replica_fails_only_its_sessions(cluster):
-    ng, reps = cluster
+    ng = cluster.nginx
     by_replica = {}
     for _ in range(30):
         sid, _ = create_session(ng)
@@ -255,15 +371,17 @@ def test_stopping_a_replica_fails_only_its_sessions(cluster):
         if len(by_replica) == 3:
             break
     assert len(by_replica) == 3, by_replica
-    victim = reps[1]                          # r2
-    victim.stop()
-    r = ng.request("GET", f"/v1/sessions/{by_replica['r2']}")
+    # a crash: the process is gone, its name and address still in the DNS
+    victim = cluster.reps["attnd-r2"]
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait(timeout=10)
+    r = ng.request("GET", f"/v1/sessions/{by_replica['attnd-r2']}")
     assert r.status == 503, r
     assert r.headers["content-type"].startswith("application/json")
     err = r.json()["error"]
     assert err["code"] == "replica_unavailable" and err["message"]
     assert "retry-after" in r.headers
-    for rid in ("r1", "r3"):
+    for rid in ("attnd-r1", "attnd-r3"):
         r = ng.request("POST", f"/v1/sessions/{by_replica[rid]}/kv", {"k": [[1, 0]], "v": [[1, 1]]})
         assert r.status == 200, (rid, r)
     # stateless traffic goes on over the two replicas left
@@ -272,8 +390,70 @@ def test_stopping_a_replica_fails_only_its_sessions(cluster):
         r = ng.request("POST", "/v1/attention", ATT)
         assert r.status == 200, r
         seen.add(ng.upstream(r).split(",")[-1].strip())
-    assert f"127.0.0.1:{victim.port}" not in seen
+    assert cluster.addr("attnd-r2") not in seen
     # and new sessions are created on live replicas only
     for _ in range(4):
         sid, _ = create_session(ng)
-        assert not sid.startswith("r2.")
+        assert not sid.startswith("attnd-r2.")
+
+
+def test_a_replica_down_when_nginx_starts_fails_only_its_sessions():
+    """Review 2.2: with upstream blocks, nginx resolved the replicas' names
+    when it started, and stopped ("host not found in upstream") if one was
+    down: every route was down."""
+    need_nginx()
+    with Cluster(compose_values()) as c:
+        c.start("attnd-r1")
+        c.start("attnd-r3")
+        t = c.nginx.check()
+        assert t.returncode == 0, t.stderr
+        c.nginx.start()
+        ng = c.nginx
+        for _ in range(6):
+            assert ng.request("POST", "/v1/attention", ATT).status == 200
+            sid, _ = create_session(ng)
+            assert sid.split(".")[0] in ("attnd-r1", "attnd-r3"), sid
+            assert ng.request("GET", f"/v1/sessions/{sid}").status == 200
+        r = ng.request("GET", "/v1/sessions/attnd-r2.AAAAAAAAAAAAAAAAAAAAAA")
+        assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable", r
+        # attnd-r2 comes up: its sessions are reached, and it joins the pool
+        rep = c.start("attnd-r2")
+        r = rep.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        until("attnd-r2's session through nginx",
+              lambda: ng.request("GET", f"/v1/sessions/{sid}").status == 200)
+        until("a stateless request on attnd-r2",
+              lambda: ng.upstream(ng.request("POST", "/v1/attention", ATT)) == c.addr("attnd-r2"))
+
+
+def test_a_recreated_replica_is_reached_at_its_new_address():
+    """Review 2.2: a replica's container recreated (docker compose up -d
+    after an image change) comes back at another address; nginx kept the
+    address it resolved at start, and the replica's sessions answered 503
+    until nginx was restarted."""
+    need_nginx()
+    state = tempfile.mkdtemp(prefix="attnd-scaleout-r2-")
+    try:
+        with Cluster(compose_values()) as c:
+            for i in (1, 2, 3):
+                c.start(f"attnd-r{i}", *(("--state-dir", state) if i == 2 else ()))
+            c.nginx.start()
+            ng = c.nginx
+            r = c.reps["attnd-r2"].post("/v1/sessions", {"d_k": 2, "d_v": 2})
+            sid = r.json()["id"]
+            assert ng.request("POST", f"/v1/sessions/{sid}/kv",
+                              {"k": [[1, 0]], "v": [[1, 2]]}).status == 200
+            old = c.addr("attnd-r2")
+            c.stop("attnd-r2")                              # drains, saves the session
+            c.start("attnd-r2", "--state-dir", state)       # the same volume, a new address
+            assert c.addr("attnd-r2") != old
+
+            def answered():
+                r = ng.request("GET", f"/v1/sessions/{sid}")
+                return r.status == 200 and r
+            r = until("the recreated replica's session through nginx", answered)
+            assert r.json()["length"] == 1
+            assert ng.upstream(r) == c.addr("attnd-r2")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)

@@ -4,7 +4,8 @@
 // what attnd's deployment needs: probes on every container, the StatefulSet's
 // headless Service, a volume claim at ATTND_STATE_DIR, ATTND_REPLICA_ID from
 // the pod name, disruption budgets that select pods, the nginx ConfigMap
-// equal to docker/nginx.conf and every placeholder of it set, every pod
+// equal to docker/nginx.conf and every placeholder of it set, nginx's routing
+// values naming the StatefulSet's pods and nothing else, every pod
 // within the "restricted" Pod Security Standard (its namespace enforcing
 // it), and a NetworkPolicy that lets only the nginx pods reach attnd's.
 // Prints one line per problem and "N passed, N failed".
@@ -154,6 +155,30 @@ if (ng) {
     check(env.has(name), `nginx Deployment sets the placeholder ${name}`);
   const mount = ng.spec.template.spec.containers[0].volumeMounts[0];
   check(mount.mountPath === "/etc/nginx/templates", "the template is where the image reads it");
+}
+
+// nginx makes a session's host from its id (docker/nginx.conf, Routing):
+// the pattern must match the StatefulSet's pod names, as many as it scales
+// to, and nothing else; the suffix and the pool are its headless Service
+if (ng && sts.length === 1) {
+  const s = sts[0];
+  const val = Object.fromEntries(ng.spec.template.spec.containers[0].env.map((e) => [e.name, e.value]));
+  const svc = byKind("Service").find((x) => x.metadata.name === s.spec.serviceName);
+  const where = `${s.spec.serviceName}.${s.metadata.namespace}.svc.cluster.local:${svc?.spec.ports[0].port}`;
+  check(val.ATTND_POOL === where, `ATTND_POOL is ${where} (the ready pods)`);
+  check(val.ATTND_HOST_SUFFIX === "." + where, `ATTND_HOST_SUFFIX is .${where}`);
+  let re = null;
+  try {
+    re = new RegExp(`^(?:${val.ATTND_ID_RE})$`);
+  } catch (e) {
+    check(false, `ATTND_ID_RE: ${e.message}`);
+  }
+  const pod = (n) => `${s.metadata.name}-${n}`;
+  check(re && [0, 1, s.spec.replicas - 1, s.spec.replicas, 99].every((n) => re.test(pod(n))),
+        "ATTND_ID_RE matches the StatefulSet's pod names, beyond its replicas too");
+  check(re && ["evil.example", `${pod(1)}.evil.example`, `${pod(1)}:80`, `${pod("x")}`,
+               `${pod("01")}`, `x${pod(1)}`, "127.0.0.1", ""].every((x) => !re.test(x)),
+        "ATTND_ID_RE matches nothing but pod names");
 }
 
 console.log(`${passed} passed, ${failed} failed`);
