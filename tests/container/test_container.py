@@ -6,8 +6,9 @@ real with podman (make test-container; not part of make test).
 No Docker engine runs on these machines; podman and runc do, with three
 settings this sandbox needs, all made here: a containers.conf
 (CONTAINERS_CONF, in BUILD/container/) with `default_ulimits = []` and the
-runc runtime, and host networking for builds and containers (each
-container listens on its own free loopback port). The base image is made
+runc runtime, and host networking for builds and the single containers
+(each listens on its own free loopback port); the compose topology runs on
+a podman network of its own, as compose puts it on one. The base image is made
 locally (mmdebstrap --variant=minbase bookworm, then podman import as
 localhost/debian:bookworm, kept for later runs); docker/Dockerfile keeps its
 pinned public base as the default BASE and gets this one by --build-arg.
@@ -28,11 +29,16 @@ Checks, each counted:
   memory     and, run with --memory 1g, warns that the default bounds
              (1 GiB of KV cache, request bodies, kept blocks) exceed it
              (both skipped, not counted, where podman cannot apply limits)
-  compose    the compose topology: nginx (a local image on the same base,
-             docker/nginx.Dockerfile) in front of three replicas started one
-             by one, docker/nginx.conf as its template; a session created
-             through nginx lands on the replica its id names, and later
-             requests through nginx reach it there
+  compose    the compose topology on a podman network: three replicas
+             named as docker/compose.yml names them (service name and the
+             pool alias), nginx (a local image on the same base,
+             docker/nginx.Dockerfile) with docker/nginx.conf as its
+             template and compose.yml's values, finding the network's DNS
+             itself; a session created through nginx lands on the replica
+             its id names, and later requests through nginx reach it there;
+             a replica recreated at a new address is reached there; with a
+             replica down, nginx (restarted) starts and only that replica's
+             sessions fail, until it is back
   arm64      with ARM64=1: podman build --platform linux/arm64 from an arm64
              base (mmdebstrap --arch arm64) through qemu-user-static binfmt
 Everything started here is removed by name on exit. Ends with the line
@@ -256,49 +262,129 @@ def test_limits():
     podman("stop", "--time", "30", c, check_rc=False)
 
 
+def compose_file():
+    """docker/compose.yml: its nginx placeholder values and its replicas
+    (service name -> ATTND_REPLICA_ID, and the pool alias they carry)."""
+    import yaml                         # python3-yaml, in DEPS_CONTAINER
+    with open("docker/compose.yml") as f:
+        doc = yaml.safe_load(f)
+    svcs = doc["services"]
+    env = {k: str(v) for k, v in svcs["nginx"]["environment"].items()}
+    reps = {n: s["environment"]["ATTND_REPLICA_ID"] for n, s in svcs.items() if n.startswith("attnd-")}
+    aliases = [a for n in reps for a in svcs[n]["networks"]["default"]["aliases"]]
+    return env, reps, aliases
+
+
+def until(secs, fn):
+    """fn()'s first true answer within secs, or the last answer."""
+    end = time.time() + secs
+    while True:
+        got = fn()
+        if got or time.time() > end:
+            return got
+        time.sleep(0.5)
+
+
 def test_compose():
+    """What docker/compose.yml runs, on a podman network: the replicas
+    reached by name (their service names and the pool alias) through the
+    network's DNS, nginx (docker/nginx.Dockerfile, Debian's nginx) given
+    compose.yml's values and finding that DNS server itself
+    (nginx-resolver.envsh). Then review 2.2: a replica recreated at a new
+    address is reached there; with a replica down, nginx starts and only
+    that replica's sessions fail until it is back."""
     build(NGINX_TAG, "docker/nginx.Dockerfile", "BASE=" + BASE)
-    ports = [free_port() for _ in range(4)]
-    reps = []
-    for i in range(3):
-        reps.append(run_attnd("%s-r%d" % (PREFIX, i + 1), ports[i + 1], replica="r%d" % (i + 1)))
-    for i in range(3):
-        wait_http(ports[i + 1])
-    name = PREFIX + "-nginx"
-    podman("run", "-d", "--name", name, "--network", "host",
-           "-e", "NGINX_LISTEN=127.0.0.1:%d" % ports[0], "-e", "NGINX_RESOLVER=127.0.0.1",
-           *[x for i in (1, 2, 3) for x in
-             ("-e", "ATTND_R%d=127.0.0.1:%d" % (i, ports[i]), "-e", "ATTND_ID%d=r%d" % (i, i),
-              "-e", "ATTND_S%d=attnd_r%d" % (i, i))],
+    env, reps, aliases = compose_file()
+    net = PREFIX + "-net"
+    podman("network", "create", net)
+    started.append(("network", net))
+
+    def replica(svc):
+        name, vol = "%s-%s" % (PREFIX, svc), "%s-%s-state" % (PREFIX, svc)
+        if podman("volume", "exists", vol, check_rc=False).returncode != 0:
+            podman("volume", "create", vol)
+            started.append(("volume", vol))
+        podman("run", "-d", "--name", name, "--network", net, "--network-alias", svc,
+               *[x for a in set(aliases) for x in ("--network-alias", a)],
+               "--read-only", "--tmpfs", "/tmp", "-v", "%s:/var/lib/attnd" % vol,
+               "-e", "ATTND_REPLICA_ID=" + reps[svc], TAG)
+        started.append(("container", name))
+        return name
+
+    def ip(name):
+        return inspect(name, "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
+
+    def direct(name, sid):
+        """The session as its replica itself answers (inside its container)."""
+        p = podman("exec", name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                   "http://127.0.0.1:8080/v1/sessions/" + sid, check_rc=False)
+        return p.stdout.strip()
+
+    names = {svc: replica(svc) for svc in reps}
+    port = free_port()
+    ng = PREFIX + "-nginx"
+    podman("run", "-d", "--name", ng, "--network", net, "-p", "127.0.0.1:%d:8080" % port,
+           *[x for k, v in env.items() for x in ("-e", "%s=%s" % (k, v))],
            "-v", "%s:/etc/nginx/templates/default.conf.template:ro" %
            os.path.abspath("docker/nginx.conf"), NGINX_TAG)
-    started.append(("container", name))
-    up = wait_http(ports[0])
+    started.append(("container", ng))
+    up = wait_http(port, secs=60)
     check("compose: nginx in front of three replicas answers", up,
-          podman("logs", name, check_rc=False).stderr[-2000:])
+          podman("logs", ng, check_rc=False).stderr[-2000:])
     if not up:
         return
-    owners = set()
-    for _ in range(6):
-        st, body = req(ports[0], "POST", "/v1/sessions", {"d_k": 2, "d_v": 2})
+    owners = {}
+    for _ in range(30):
+        st, body = req(port, "POST", "/v1/sessions", {"d_k": 2, "d_v": 2})
         if st != 201:
             check("compose: session created through nginx", False, (st, body[:300]))
             return
         sid = json.loads(body)["id"]
-        rep = sid.split(".", 1)[0]
-        owners.add(rep)
-        idx = int(rep[1:])
-        via = req(ports[0], "POST", "/v1/sessions/%s/kv" % sid,
-                   {"k": [[1, 0]], "v": [[1, 2]]})[0]
-        direct = req(ports[idx], "GET", "/v1/sessions/%s" % sid)
-        other = req(ports[idx % 3 + 1], "GET", "/v1/sessions/%s" % sid)[0]
-        ok = via == 200 and direct[0] == 200 and json.loads(direct[1])["length"] == 1 and other == 404
+        rid = sid.split(".", 1)[0]
+        if rid in owners:
+            continue
+        owners[rid] = sid
+        svc = next(n for n, r in reps.items() if r == rid)
+        via = req(port, "POST", "/v1/sessions/%s/kv" % sid, {"k": [[1, 0]], "v": [[1, 2]]})[0]
+        others = {direct(names[n], sid) for n in reps if n != svc}
+        ok = via == 200 and direct(names[svc], sid) == "200" and others == {"404"}
         if not check("compose: session %s routed through nginx to its replica" % sid, ok,
-                     (via, direct, other)):
+                     (via, others)):
             return
-    check("compose: sessions spread over more than one replica", len(owners) > 1, owners)
-    st = req(ports[0], "POST", "/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2]]})[0]
+        if len(owners) == len(reps):
+            break
+    check("compose: sessions spread over every replica", len(owners) == len(reps), owners)
+    st = req(port, "POST", "/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2]]})[0]
     check("compose: a stateless request through nginx", st == 200, st)
+    if len(owners) != len(reps):
+        return
+
+    # a replica's container recreated (compose up -d after an image change)
+    svc = sorted(reps)[1]
+    sid = owners[reps[svc]]
+    old = ip(names[svc])
+    podman("stop", "--time", "30", names[svc])
+    podman("rm", names[svc])
+    replica(svc)
+    new = ip(names[svc])
+    got = until(30, lambda: req(port, "GET", "/v1/sessions/" + sid)[0] == 200)
+    check("compose: a recreated replica (%s, then %s) is reached with its session" % (old, new),
+          got, req(port, "GET", "/v1/sessions/" + sid))
+
+    # that replica down when nginx starts
+    podman("stop", "--time", "30", names[svc])
+    podman("restart", "--time", "10", ng)
+    up = wait_http(port, secs=60)
+    live = [r for n, r in reps.items() if n != svc]
+    ok = up and req(port, "POST", "/v1/attention", {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 2]]})[0] == 200 \
+        and all(req(port, "GET", "/v1/sessions/" + owners[r])[0] == 200 for r in live)
+    down = req(port, "GET", "/v1/sessions/" + sid) if up else (0, b"")
+    check("compose: nginx starts with a replica down; only its sessions fail",
+          ok and down[0] == 503 and b"replica_unavailable" in down[1],
+          (up, down, podman("logs", ng, check_rc=False).stderr[-1500:]))
+    podman("start", names[svc])
+    got = until(30, lambda: req(port, "GET", "/v1/sessions/" + sid)[0] == 200)
+    check("compose: the replica back, its sessions answer through nginx", got)
 
 
 def test_arm64():
@@ -323,6 +409,8 @@ def cleanup():
     for kind, name in reversed(started):
         if kind == "container":
             podman("rm", "-f", "-t", "5", name, check_rc=False, quiet=True)
+        elif kind == "network":
+            podman("network", "rm", "-f", name, check_rc=False, quiet=True)
         else:
             podman("volume", "rm", "-f", name, check_rc=False, quiet=True)
 
