@@ -29,13 +29,18 @@ Checks, each counted:
   memory     and, run with --memory 1g, warns that the default bounds
              (1 GiB of KV cache, request bodies, kept blocks) exceed it
              (both skipped, not counted, where podman cannot apply limits)
+  template   nginx (a local image on the same base, docker/nginx.Dockerfile)
+             given docker/k8s.yaml's values renders docker/nginx.conf with
+             the empty ATTND_HOST_PREFIX as nothing, no placeholder left,
+             and starts on it
   compose    the compose topology on a podman network: three replicas
              named as docker/compose.yml names them (service name and the
-             pool alias), nginx (a local image on the same base,
-             docker/nginx.Dockerfile) with docker/nginx.conf as its
-             template and compose.yml's values, finding the network's DNS
-             itself; a session created through nginx lands on the replica
-             its id names, and later requests through nginx reach it there;
+             pool alias) and run with its ids (r1.., not the service
+             names), nginx (docker/nginx.Dockerfile) with docker/nginx.conf
+             as its template and compose.yml's values, finding the
+             network's DNS itself; a session created through nginx lands on
+             the replica its id names, and later requests through nginx
+             reach it there;
              a replica recreated at a new address is reached there; with a
              replica down, nginx (restarted) starts and only that replica's
              sessions fail, until it is back
@@ -275,6 +280,43 @@ def compose_file():
     return env, reps, aliases
 
 
+def k8s_nginx_env():
+    """docker/k8s.yaml's nginx Deployment: its environment."""
+    import yaml
+    with open("docker/k8s.yaml") as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    (dep,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "attnd-nginx"]
+    return {e["name"]: str(e.get("value", "")) for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_nginx_template():
+    """The image's entrypoint substitutes a variable that is set and empty
+    (k8s.yaml's ATTND_HOST_PREFIX) by nothing, as the official image's does:
+    the map line makes the pod's host from the id alone, no ${...} is left,
+    and nginx starts on the file."""
+    build(NGINX_TAG, "docker/nginx.Dockerfile", "BASE=" + BASE)
+    env = dict(k8s_nginx_env(), NGINX_RESOLVER="127.0.0.1")
+    if not check("template: k8s.yaml sets ATTND_HOST_PREFIX, empty",
+                 env.get("ATTND_HOST_PREFIX", None) == "", env):
+        return
+    ng = PREFIX + "-template"
+    podman("run", "-d", "--name", ng, "--network", "none",
+           *[x for k, v in env.items() for x in ("-e", "%s=%s" % (k, v))],
+           "-v", "%s:/etc/nginx/templates/default.conf.template:ro" %
+           os.path.abspath("docker/nginx.conf"), NGINX_TAG)
+    started.append(("container", ng))
+    # the pid file is written once nginx runs, so after the template
+    up = until(30, lambda: podman("exec", ng, "test", "-s", "/tmp/nginx.pid",
+                                  check_rc=False).returncode == 0)
+    text = podman("exec", ng, "cat", "/etc/nginx/conf.d/default.conf", check_rc=False).stdout
+    line = '"~^/v1/sessions/(%s)\\."  $1%s;' % (env["ATTND_ID_RE"], env["ATTND_HOST_SUFFIX"])
+    check("template: an empty ATTND_HOST_PREFIX becomes nothing, nginx starts",
+          up and line in text and "${" not in text,
+          (up, [x for x in text.splitlines() if "sessions/(" in x or "${" in x],
+           podman("logs", ng, check_rc=False).stderr[-1500:]))
+    podman("rm", "-f", "-t", "5", ng, check_rc=False)
+
+
 def until(secs, fn):
     """fn()'s first true answer within secs, or the last answer."""
     end = time.time() + secs
@@ -295,6 +337,10 @@ def test_compose():
     that replica's sessions fail until it is back."""
     build(NGINX_TAG, "docker/nginx.Dockerfile", "BASE=" + BASE)
     env, reps, aliases = compose_file()
+    # nginx makes a replica's host from its id: the service's name
+    hosts = {svc: env["ATTND_HOST_PREFIX"] + rid + env["ATTND_HOST_SUFFIX"] for svc, rid in reps.items()}
+    check("compose: each replica's id (%s) names its service" % ", ".join(sorted(reps.values())),
+          all(h == svc + ":8080" and reps[svc] != svc for svc, h in hosts.items()), hosts)
     net = PREFIX + "-net"
     podman("network", "create", net)
     started.append(("network", net))
@@ -429,6 +475,7 @@ def main():
             build(TAG, "docker/Dockerfile", "BASE=" + BASE, "TESTS=c")
         check("image: builds from the local base", True)
         test_single()
+        test_nginx_template()
         test_compose()
         if os.environ.get("ARM64") == "1":
             test_arm64()

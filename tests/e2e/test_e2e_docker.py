@@ -348,11 +348,15 @@ def test_compose_three_replicas_behind_nginx():
     ng = svcs["nginx"]
     env = ng["environment"]
     pool_name = env["ATTND_POOL"].rsplit(":", 1)[0]
+    # the ids compose.yml has always given its replicas: their volumes hold
+    # sessions under them, which another id would leave unreachable (404)
+    assert sorted(s["environment"]["ATTND_REPLICA_ID"] for s in reps.values()) == ["r1", "r2", "r3"]
     for name, s in reps.items():
-        # its id is its service name, the first label of the host nginx
-        # makes from the id; every replica also answers to the pool's name
-        assert s["environment"]["ATTND_REPLICA_ID"] == name
-        assert re.fullmatch(env["ATTND_ID_RE"], name) and env["ATTND_HOST_SUFFIX"] == ":8080"
+        # the host nginx makes from its id (prefix, id, suffix) is its
+        # service name; every replica also answers to the pool's name
+        rid = s["environment"]["ATTND_REPLICA_ID"]
+        assert re.fullmatch(env["ATTND_ID_RE"], rid) and not re.fullmatch(env["ATTND_ID_RE"], name)
+        assert env["ATTND_HOST_PREFIX"] + rid + env["ATTND_HOST_SUFFIX"] == name + ":8080", (name, rid)
         assert pool_name in s["networks"]["default"]["aliases"]
         assert s["environment"]["ATTND_HOST"] == "0.0.0.0"
         assert s["build"]["dockerfile"] == "docker/Dockerfile"
@@ -494,4 +498,4 @@ def test_replica_ids_fit_the_routing_map():
     assert re.fullmatch(r"[a-z0-9-]{1,50}", name)  # pods name-0.. are the ids
     with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
         conf = f.read()
-    assert '"~^/v1/sessions/(${ATTND_ID_RE})\\."  $1${ATTND_HOST_SUFFIX};' in conf
+    assert '"~^/v1/sessions/(${ATTND_ID_RE})\\."  ${ATTND_HOST_PREFIX}$1${ATTND_HOST_SUFFIX};' in conf

@@ -3,10 +3,11 @@
 - The manifests pass the Kubernetes API schemas (npm kubernetes-models,
   run by tests/k8s/validate.mjs) and the deployment's own rules (probes,
   a headless Service for the StatefulSet, a volume claim at the state dir,
-  disruption budgets, every nginx placeholder set, nginx's id pattern
-  matching the StatefulSet's pod names and nothing else, every pod within
-  the "restricted" Pod Security Standard, a NetworkPolicy admitting only
-  nginx to the attnd pods); a broken manifest fails the same validator.
+  disruption budgets, every nginx placeholder set (the host prefix empty),
+  nginx's id pattern matching the StatefulSet's pod names and nothing else,
+  every pod within the "restricted" Pod Security Standard, a NetworkPolicy
+  admitting only nginx to the attnd pods); a broken manifest fails the same
+  validator.
 - The nginx ConfigMap is docker/nginx.conf byte for byte.
 - What the StatefulSet gives, natively: the same nginx configuration with
   the Deployment's values (on loopback addresses, the pods' DNS names served
@@ -105,6 +106,19 @@ def test_an_id_pattern_wider_than_the_pod_names_fails_the_validator(tmp_path):
     assert "ATTND_HOST_SUFFIX is .attnd-headless.attnd.svc.cluster.local:8080" in r.stdout, r.stdout
 
 
+def test_a_host_prefix_unset_or_not_empty_fails_the_validator(tmp_path):
+    """The pod's name is the id and begins its host name: ATTND_HOST_PREFIX
+    is empty, and set, or the image's entrypoint leaves the placeholder in
+    nginx's file and nginx does not start."""
+    line = '            - { name: ATTND_HOST_PREFIX, value: "" }\n'
+    assert _manifest().count(line) == 1
+    r = _validate_text(tmp_path, _manifest().replace(line, ""))
+    assert "nginx Deployment sets the placeholder ATTND_HOST_PREFIX" in r.stdout, r.stdout
+    assert "ATTND_HOST_PREFIX is set and empty" in r.stdout, r.stdout
+    r = _validate_text(tmp_path, _manifest().replace(line, line.replace('""', '"attnd-"')))
+    assert "ATTND_HOST_PREFIX is set and empty" in r.stdout, r.stdout
+
+
 def test_configmap_is_docker_nginx_conf():
     r = subprocess.run(["python3", os.path.join(ROOT, "docker", "k8s_configmap.py"), "--check"],
                        capture_output=True, text=True)
@@ -129,6 +143,7 @@ def test_the_id_pattern_is_the_statefulset_pod_names():
     for bad in ("attnd-01", "attnd-10000", "attnd-", "attnd-x", "attnd-1.x", "other-1",
                 "attnd-1:80", "ATTND-1", "attnd--1"):
         assert not pat.fullmatch(bad), bad
+    assert values["ATTND_HOST_PREFIX"] == ""        # set: the pod's name begins its host
     assert values["ATTND_HOST_SUFFIX"] == ".attnd-headless.attnd.svc.cluster.local:8080"
     assert values["ATTND_POOL"] == "attnd-headless.attnd.svc.cluster.local:8080"
 

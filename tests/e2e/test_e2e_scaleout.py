@@ -3,18 +3,20 @@ replicas, as docker/compose.yml runs it.
 
 Runs the very file that docker/compose.yml mounts into the nginx container,
 with the values compose.yml gives its placeholders (the pool alias
-attnd-pool, the id pattern, the suffix), under Debian's nginx, in front of
-attnd processes started with --replica-id attnd-r1.. . As in a compose
-network, each replica has an address of its own (127.x.y.n, all on one
-port) and a name in a DNS server (tests/e2e/dns_stub.py: attnd-rN, and
-attnd-pool for every replica that is up), which nginx asks per request.
+attnd-pool, the id pattern, the host name's prefix and suffix), under
+Debian's nginx, in front of attnd processes started with --replica-id r1..
+(compose.yml's ids). As in a compose network, each replica has an address of
+its own (127.x.y.n, all on one port) and a name in a DNS server
+(tests/e2e/dns_stub.py: its service name attnd-rN, and attnd-pool for every
+replica that is up), which nginx asks per request.
 Checks: session ids carry the replica prefix and every request of a session
 reaches that replica; stateless load spreads over all replicas; an id that
 the pattern does not match reaches no host; stopping one replica leaves the
 other replicas' sessions working while its own answer a clean JSON 503, and
 stateless requests keep working; nginx starts while a replica is down and
 reaches it once it is up; a replica recreated at a new address is reached
-there.
+there; sessions saved in a replica's state dir under the ids compose has
+always given (r2.…) are reached after an upgrade.
 """
 import http.client
 import json
@@ -42,7 +44,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONF = os.path.join(ROOT, "docker", "nginx.conf")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 PLACEHOLDERS = {"NGINX_LISTEN", "NGINX_RESOLVER", "ATTND_POOL", "ATTND_ID_RE",
-                "ATTND_HOST_SUFFIX"}
+                "ATTND_HOST_PREFIX", "ATTND_HOST_SUFFIX"}
 # The port compose.yml and k8s.yaml give the replicas; the tests put theirs
 # in its place.
 FILE_PORT = ":8080"
@@ -71,6 +73,14 @@ def compose_values():
     with open(os.path.join(ROOT, "docker", "compose.yml")) as f:
         env = yaml.safe_load(f)["services"]["nginx"]["environment"]
     return {k: str(v) for k, v in env.items() if k in PLACEHOLDERS}
+
+
+def compose_replica_ids():
+    """docker/compose.yml's replicas: service name -> ATTND_REPLICA_ID."""
+    with open(os.path.join(ROOT, "docker", "compose.yml")) as f:
+        svcs = yaml.safe_load(f)["services"]
+    return {n: str(s["environment"]["ATTND_REPLICA_ID"]) for n, s in svcs.items()
+            if n.startswith("attnd-")}
 
 
 def need_nginx():
@@ -173,9 +183,9 @@ http {{
 class Cluster:
     """Replicas behind nginx as one deployment file (values) runs them:
     each replica listens on an address of its own, all on one port, and is
-    named in a DnsStub as the file's placeholders name it (the id, then
-    ATTND_HOST_SUFFIX; the pool name with the address of every replica that
-    is up). start(id) starts a replica (at a new address each time, as a
+    named in a DnsStub as the file's placeholders name it (ATTND_HOST_PREFIX,
+    the id, then ATTND_HOST_SUFFIX; the pool name with the address of every
+    replica that is up). start(id) starts a replica (at a new address each time, as a
     recreated container or pod gets), stop(id) stops it and takes its name
     out of the DNS, as Docker's DNS and a headless Service do."""
 
@@ -187,13 +197,14 @@ class Cluster:
         self.values = {k: v.replace(FILE_PORT, f":{self.port}") for k, v in values.items()}
         self.values["NGINX_RESOLVER"] = self.dns.address
         self.pool_name = self.values["ATTND_POOL"].rsplit(":", 1)[0]
+        self.prefix = self.values["ATTND_HOST_PREFIX"]
         self.suffix = self.values["ATTND_HOST_SUFFIX"].rsplit(":", 1)[0]
         self.reps = {}                      # id -> Attnd (up)
         self.nginx = Nginx(self.values)
 
     def name(self, rid):
         """The host name nginx asks for rid's sessions."""
-        return rid + self.suffix
+        return self.prefix + rid + self.suffix
 
     def addr(self, rid):
         return f"{self.reps[rid].host}:{self.port}"
@@ -245,8 +256,8 @@ def until(what, fn, secs=30):
 def test_template_placeholders_are_the_documented_ones():
     text = render(dict(compose_values(), NGINX_LISTEN="8080", NGINX_RESOLVER="127.0.0.11"))
     assert "${" not in text
-    # one map line makes every replica's host from its id
-    assert re.search(r'"~\^/v1/sessions/\(attnd-r\[0-9\]\{1,3\}\)\\\."\s+\$1:8080;', text), text
+    # one map line makes every replica's host from its id: r2 -> attnd-r2:8080
+    assert re.search(r'"~\^/v1/sessions/\(r\[0-9\]\{1,3\}\)\\\."\s+attnd-\$1:8080;', text), text
     # no upstream block: nginx would resolve its names only when it starts
     assert not re.search(r"^\s*upstream\s", text, re.M)
     for target in re.findall(r"proxy_pass\s+(\S+);", text):
@@ -266,10 +277,10 @@ def test_unreachable_replicas_answer_json_in_the_protocol_shape():
         r = ng.request("POST", "/v1/attention", ATT)
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
         # a replica whose name has no address (stopped), as one that refuses
-        r = ng.request("GET", "/v1/sessions/attnd-r1.AAAA")
+        r = ng.request("GET", "/v1/sessions/r1.AAAA")
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
         dns.set("attnd-r2", "127.0.0.1")
-        r = ng.request("GET", "/v1/sessions/attnd-r2.AAAA")
+        r = ng.request("GET", "/v1/sessions/r2.AAAA")
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable"
         r = ng.request("GET", "/v2/health/ready")
         assert r.status == 503 and r.headers["content-type"] == "application/json"
@@ -284,7 +295,7 @@ def cluster():
     need_nginx()
     with Cluster(compose_values()) as c:
         for i in (1, 2, 3):
-            c.start(f"attnd-r{i}")
+            c.start(f"r{i}")
         t = c.nginx.check()
         assert t.returncode == 0, t.stderr
         c.nginx.start()
@@ -339,13 +350,15 @@ def test_every_session_request_reaches_its_replica(cluster):
 
 # Ids a client may send that ATTND_ID_RE must not turn into a host, or that
 # name a replica with something after it (still that replica, nothing else).
-HOSTILE = ["/v1/sessions/r9.AAAAAAAAAAAAAAAAAAAAAA", "/v1/sessions/noprefix/kv",
-           "/v1/sessions/evil.example.AAAA", "/v1/sessions/attnd-r1x.AAAA",
-           "/v1/sessions/attnd-r1:22.AAAA", "/v1/sessions/attnd-r1@evil.example.AAAA",
-           "/v1/sessions/attnd-r1%2Fevil.AAAA", "/v1/sessions/attnd-r12345.AAAA",
-           "/v1/sessions/127.0.0.1:22.AAAA", "/v1/sessions/ATTND-R1.AAAA",
-           "/v1/sessions/attnd-r1%20evil.AAAA", "/v1/sessions/.attnd-r1.AAAA"]
-NAMED = ["/v1/sessions/attnd-r1.evil.example/kv", "/v1/sessions/attnd-r1%2Eevil.example.AAAA"]
+# A replica's host name is not its id: attnd-r1 reaches no host either.
+HOSTILE = ["/v1/sessions/attnd-r1.AAAAAAAAAAAAAAAAAAAAAA", "/v1/sessions/noprefix/kv",
+           "/v1/sessions/evil.example.AAAA", "/v1/sessions/r1x.AAAA",
+           "/v1/sessions/r1:22.AAAA", "/v1/sessions/r1@evil.example.AAAA",
+           "/v1/sessions/r1%2Fevil.AAAA", "/v1/sessions/r12345.AAAA",
+           "/v1/sessions/127.0.0.1:22.AAAA", "/v1/sessions/R1.AAAA",
+           "/v1/sessions/r1%20evil.AAAA", "/v1/sessions/.r1.AAAA",
+           "/v1/sessions/-r1.AAAA", "/v1/sessions/xr1.AAAA"]
+NAMED = ["/v1/sessions/r1.evil.example/kv", "/v1/sessions/r1%2Eevil.example.AAAA"]
 
 
 def test_an_id_reaches_no_host_but_a_replica(cluster):
@@ -357,8 +370,8 @@ def test_an_id_reaches_no_host_but_a_replica(cluster):
         assert r.json()["error"]["code"] == "session_not_found"
     for path in NAMED:                      # attnd-r1's: it answers that it has no such session
         r = ng.request("GET", path)
-        assert r.status == 404 and ng.upstream(r) == cluster.addr("attnd-r1"), (path, r)
-    allowed = {cluster.pool_name} | {cluster.name(f"attnd-r{i}") for i in (1, 2, 3)}
+        assert r.status == 404 and ng.upstream(r) == cluster.addr("r1"), (path, r)
+    allowed = {cluster.pool_name} | {cluster.name(f"r{i}") for i in (1, 2, 3)}
     assert dns.names_asked() <= allowed, dns.names_asked() - allowed
 
 
@@ -372,16 +385,16 @@ def test_stopping_a_replica_fails_only_its_sessions(cluster):
             break
     assert len(by_replica) == 3, by_replica
     # a crash: the process is gone, its name and address still in the DNS
-    victim = cluster.reps["attnd-r2"]
+    victim = cluster.reps["r2"]
     victim.proc.send_signal(signal.SIGKILL)
     victim.proc.wait(timeout=10)
-    r = ng.request("GET", f"/v1/sessions/{by_replica['attnd-r2']}")
+    r = ng.request("GET", f"/v1/sessions/{by_replica['r2']}")
     assert r.status == 503, r
     assert r.headers["content-type"].startswith("application/json")
     err = r.json()["error"]
     assert err["code"] == "replica_unavailable" and err["message"]
     assert "retry-after" in r.headers
-    for rid in ("attnd-r1", "attnd-r3"):
+    for rid in ("r1", "r3"):
         r = ng.request("POST", f"/v1/sessions/{by_replica[rid]}/kv", {"k": [[1, 0]], "v": [[1, 1]]})
         assert r.status == 200, (rid, r)
     # stateless traffic goes on over the two replicas left
@@ -390,11 +403,11 @@ def test_stopping_a_replica_fails_only_its_sessions(cluster):
         r = ng.request("POST", "/v1/attention", ATT)
         assert r.status == 200, r
         seen.add(ng.upstream(r).split(",")[-1].strip())
-    assert cluster.addr("attnd-r2") not in seen
+    assert cluster.addr("r2") not in seen
     # and new sessions are created on live replicas only
     for _ in range(4):
         sid, _ = create_session(ng)
-        assert not sid.startswith("attnd-r2.")
+        assert not sid.startswith("r2.")
 
 
 def test_a_replica_down_when_nginx_starts_fails_only_its_sessions():
@@ -403,8 +416,8 @@ def test_a_replica_down_when_nginx_starts_fails_only_its_sessions():
     down: every route was down."""
     need_nginx()
     with Cluster(compose_values()) as c:
-        c.start("attnd-r1")
-        c.start("attnd-r3")
+        c.start("r1")
+        c.start("r3")
         t = c.nginx.check()
         assert t.returncode == 0, t.stderr
         c.nginx.start()
@@ -412,19 +425,19 @@ def test_a_replica_down_when_nginx_starts_fails_only_its_sessions():
         for _ in range(6):
             assert ng.request("POST", "/v1/attention", ATT).status == 200
             sid, _ = create_session(ng)
-            assert sid.split(".")[0] in ("attnd-r1", "attnd-r3"), sid
+            assert sid.split(".")[0] in ("r1", "r3"), sid
             assert ng.request("GET", f"/v1/sessions/{sid}").status == 200
-        r = ng.request("GET", "/v1/sessions/attnd-r2.AAAAAAAAAAAAAAAAAAAAAA")
+        r = ng.request("GET", "/v1/sessions/r2.AAAAAAAAAAAAAAAAAAAAAA")
         assert r.status == 503 and r.json()["error"]["code"] == "replica_unavailable", r
         # attnd-r2 comes up: its sessions are reached, and it joins the pool
-        rep = c.start("attnd-r2")
+        rep = c.start("r2")
         r = rep.post("/v1/sessions", {"d_k": 2, "d_v": 2})
         assert r.status == 201, r
         sid = r.json()["id"]
-        until("attnd-r2's session through nginx",
+        until("r2's session through nginx",
               lambda: ng.request("GET", f"/v1/sessions/{sid}").status == 200)
         until("a stateless request on attnd-r2",
-              lambda: ng.upstream(ng.request("POST", "/v1/attention", ATT)) == c.addr("attnd-r2"))
+              lambda: ng.upstream(ng.request("POST", "/v1/attention", ATT)) == c.addr("r2"))
 
 
 def test_a_recreated_replica_is_reached_at_its_new_address():
@@ -437,23 +450,61 @@ def test_a_recreated_replica_is_reached_at_its_new_address():
     try:
         with Cluster(compose_values()) as c:
             for i in (1, 2, 3):
-                c.start(f"attnd-r{i}", *(("--state-dir", state) if i == 2 else ()))
+                c.start(f"r{i}", *(("--state-dir", state) if i == 2 else ()))
             c.nginx.start()
             ng = c.nginx
-            r = c.reps["attnd-r2"].post("/v1/sessions", {"d_k": 2, "d_v": 2})
+            r = c.reps["r2"].post("/v1/sessions", {"d_k": 2, "d_v": 2})
             sid = r.json()["id"]
             assert ng.request("POST", f"/v1/sessions/{sid}/kv",
                               {"k": [[1, 0]], "v": [[1, 2]]}).status == 200
-            old = c.addr("attnd-r2")
-            c.stop("attnd-r2")                              # drains, saves the session
-            c.start("attnd-r2", "--state-dir", state)       # the same volume, a new address
-            assert c.addr("attnd-r2") != old
+            old = c.addr("r2")
+            c.stop("r2")                            # drains, saves the session
+            c.start("r2", "--state-dir", state)     # the same volume, a new address
+            assert c.addr("r2") != old
 
             def answered():
                 r = ng.request("GET", f"/v1/sessions/{sid}")
                 return r.status == 200 and r
             r = until("the recreated replica's session through nginx", answered)
             assert r.json()["length"] == 1
-            assert ng.upstream(r) == c.addr("attnd-r2")
+            assert ng.upstream(r) == c.addr("r2")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_sessions_saved_under_the_compose_ids_are_reached_after_an_upgrade():
+    """compose.yml's replicas run with the ids r1, r2, r3, and their volumes
+    hold the sessions they made under them ("r2.…"). After an upgrade, the
+    service attnd-r2 starts on its volume with compose.yml's id and nginx
+    with compose.yml's values: the saved sessions must be reached through
+    nginx at attnd-r2. With the ids renamed to the service names (attnd-r2,
+    pattern attnd-r[0-9]{1,3}), nginx answered them 404."""
+    need_nginx()
+    state = tempfile.mkdtemp(prefix="attnd-scaleout-upgrade-")
+    try:
+        # what the service attnd-r2 of an earlier release left in its volume
+        with Attnd("--replica-id", "r2", "--state-dir", state) as before:
+            r = before.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+            assert r.status == 201, r
+            sid = r.json()["id"]
+            assert sid.startswith("r2."), sid
+            assert before.post(f"/v1/sessions/{sid}/kv",
+                               {"k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}).status == 200
+        rid = compose_replica_ids()["attnd-r2"]
+        with Cluster(compose_values()) as c:
+            rep = c.start(rid, "--state-dir", state)
+            c.nginx.start()
+            ng = c.nginx
+            r = ng.request("GET", f"/v1/sessions/{sid}")
+            assert r.status == 200, r
+            assert r.json()["length"] == 2
+            assert ng.upstream(r) == c.addr(rid)
+            # nginx found it by the service's name
+            assert "attnd-r2" in c.dns.names_asked(), c.dns.names_asked()
+            r = ng.request("POST", f"/v1/sessions/{sid}/kv", {"k": [[1, 1]], "v": [[5, 6]]})
+            assert r.status == 200 and r.json()["length"] == 3, r
+            # and the sessions it makes from now on carry the same prefix
+            r = rep.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+            assert r.status == 201 and r.json()["id"].startswith("r2."), r
     finally:
         shutil.rmtree(state, ignore_errors=True)

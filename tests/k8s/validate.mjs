@@ -166,6 +166,8 @@ if (ng && sts.length === 1) {
   const svc = byKind("Service").find((x) => x.metadata.name === s.spec.serviceName);
   const where = `${s.spec.serviceName}.${s.metadata.namespace}.svc.cluster.local:${svc?.spec.ports[0].port}`;
   check(val.ATTND_POOL === where, `ATTND_POOL is ${where} (the ready pods)`);
+  // the pod's name is the id and begins its host name: nothing before it
+  check(val.ATTND_HOST_PREFIX === "", "ATTND_HOST_PREFIX is set and empty");
   check(val.ATTND_HOST_SUFFIX === "." + where, `ATTND_HOST_SUFFIX is .${where}`);
   let re = null;
   try {
