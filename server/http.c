@@ -26,9 +26,12 @@
  * MHD_quiesce_daemon and MHD_stop_daemon (loop thread, by design).
  *
  * Request life (struct req, MHD's *con_cls):
- *   1st call    headers only: check Content-Length/Transfer-Encoding; answer
- *               400/413 at once (the body is never read), else return YES
- *               (answering from the first call turns keep-alive off).
+ *   1st call    headers only: check Content-Length/Transfer-Encoding,
+ *               answering 400 at once; refuse 413 (over --max-body-bytes),
+ *               429 (--rate-limit) or 503 (body budget) at once, or once a
+ *               body of at most DISCARD_LIMIT bytes has been read and
+ *               dropped (refuse_early); else return YES (answering from the
+ *               first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413. A
  *               body the api takes as it arrives (a session import: an
@@ -76,8 +79,11 @@
 #include "server/worker.h"
 
 /* Bytes past the cap that are read and dropped to answer 413 cleanly on a
- * chunked upload; a client that goes on beyond is disconnected. */
+ * chunked upload, and bytes of a body refused from its headers that are
+ * read and dropped before the refusal is answered (refuse_early); a client
+ * that goes on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
+#define BUDGET_MSG "too many request bodies in flight; retry"
 /* Free a request struct and the body buffer it keeps (NULL: no-op). */
 void http_req_destroy(struct req *r)
 {
@@ -528,6 +534,78 @@ static bool is_preflight(const struct req *r, const struct body_framing *b)
            (b->announced == 0 || b->announced == SIZE_MAX);
 }
 
+/* The request no longer holds a drain back (it completed, or it only
+ * drops its body): the last one out after quiesce reports idleness. */
+static void leave_in_flight(struct srv_http *h)
+{
+    if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
+        pthread_mutex_lock(&h->mu);
+        h->idle_due = true;
+        pthread_mutex_unlock(&h->mu);
+        uv_async_send(&h->async);
+    }
+}
+
+/*
+ * A refusal decided from the headers alone (413 over --max-body-bytes, 429,
+ * 503 for the body budget). Answered at once, it ends the connection:
+ * libmicrohttpd (0.9.75) sends it and closes without reading the rest of
+ * the body, and a socket closed with unread input is reset by the kernel.
+ * A client that writes its whole body before it reads (Python's
+ * http.client, most HTTP libraries) then gets ECONNRESET or EPIPE
+ * (SSLEOFError over TLS) instead of the answer whenever the body outgrows
+ * the socket buffers or is still on its way. MHD has no lingering close
+ * (nginx's remedy: read and drop for a while after answering) and takes no
+ * answer while a body arrives, so a body still to come of at most
+ * DISCARD_LIMIT bytes (announced, or chunked) is read and dropped first,
+ * and the refusal answered when it has ended, on a connection that stays
+ * open. Bounded: DISCARD_LIMIT bytes within --conn-timeout seconds of the
+ * headers, else the connection is closed (cut_off); a drain does not wait
+ * for it. Still answered at once, and the connection closed: a larger
+ * announced body (a 10 GB upload is not read for minutes), one sent with
+ * Expect: 100-continue (the client waits for this answer before it sends
+ * the body), a request without a body, or one begun while draining.
+ */
+static bool drops_body_first(const struct req *r, const struct body_framing *b)
+{
+    if (atomic_load(&r->h->quiesced) ||
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+        return false;
+    return b->chunked ||
+           (b->announced != SIZE_MAX && b->announced > 0 && b->announced <= DISCARD_LIMIT);
+}
+
+/* Answer the refusal code (message msg, Retry-After retry when not NULL)
+ * at once, or once the body has been read and dropped (drops_body_first). */
+static enum MHD_Result refuse_early(struct req *r, const struct body_framing *b,
+                                    enum api_err code, const char *msg, const char *retry)
+{
+    if (!drops_body_first(r, b))
+        return transport_error_retry(r, code, msg, retry);
+    r->refuse = code;
+    r->refuse_msg = msg;
+    if (retry)
+        snprintf(r->refuse_retry, sizeof r->refuse_retry, "%s", retry);
+    if (r->admitted) {                  /* refused: not in flight for its key */
+        srv_limits_leave(r->h->guard.limits, r->client);
+        r->admitted = false;
+    }
+    r->dropping = true;
+    r->state = REQ_BODY;
+    leave_in_flight(r->h);
+    return MHD_YES;
+}
+
+/* The refusal of a request whose body has ended (read, or read and
+ * dropped). */
+static enum MHD_Result answer_refusal(struct req *r)
+{
+    const char *msg = r->refuse_msg;
+    if (!msg && r->refuse == API_ERR_CAPACITY_EXHAUSTED)
+        msg = BUDGET_MSG;
+    return transport_error_retry(r, r->refuse, msg, r->refuse_retry[0] ? r->refuse_retry : NULL);
+}
+
 /* Per-client limits on everything but probes and /metrics (a scraper's
  * address is not a client to throttle), static files and preflights (a
  * browser's carries no key, and a 429 in its place reads as a CORS failure
@@ -547,9 +625,9 @@ static bool over_limit(struct req *r, const struct body_framing *b, enum MHD_Res
     srv_metrics_count(r->h->metrics, SRV_EV_RATE_LIMITED, r->keyed ? r->key_name : NULL);
     char secs[16];
     snprintf(secs, sizeof secs, "%u", retry);
-    *ret = transport_error_retry(r, API_ERR_RATE_LIMITED,
-                                 v == SRV_ADMIT_RATE ? "over --rate-limit; retry later"
-                                 : "over --max-inflight-per-key; retry later", secs);
+    *ret = refuse_early(r, b, API_ERR_RATE_LIMITED,
+                        v == SRV_ADMIT_RATE ? "over --rate-limit; retry later"
+                        : "over --max-inflight-per-key; retry later", secs);
     return true;
 }
 
@@ -640,6 +718,7 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_frami
         *ret = transport_error(r, API_ERR_BAD_REQUEST, msg);
         return true;
     }
+    b->chunked = f.te != NULL;
     if (f.cl) {
         char *end;
         errno = 0;
@@ -648,13 +727,12 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_frami
             *ret = transport_error(r, API_ERR_BAD_REQUEST, "invalid Content-Length");
             return true;
         }
+        b->announced = (size_t)n;
         if (n > r->h->cfg->max_body_bytes) {
-            *ret = transport_error(r, API_ERR_BODY_TOO_LARGE, NULL);
+            *ret = refuse_early(r, b, API_ERR_BODY_TOO_LARGE, NULL, NULL);
             return true;
         }
-        b->announced = (size_t)n;
     }
-    b->chunked = f.te != NULL;
     return false;
 }
 
@@ -685,8 +763,9 @@ static void early_start(struct req *r, const struct api_request *q, size_t annou
  * connections otherwise). Answers (and returns true) when the budget has
  * no room.
  */
-static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
+static bool body_start(struct req *r, const struct body_framing *b, enum MHD_Result *ret)
 {
+    size_t announced = b->announced;
     struct api_request q;
     http_api_req_init(r, &q, http_req_header);
     if ((r->stream = api_stream_open(r->h->ctx, &q, announced))) {
@@ -699,18 +778,29 @@ static bool body_start(struct req *r, size_t announced, enum MHD_Result *ret)
         early_start(r, &q, announced);
         return false;
     }
-    *ret = transport_error(r, API_ERR_CAPACITY_EXHAUSTED,
-                           "too many request bodies in flight; retry");
+    *ret = refuse_early(r, b, API_ERR_CAPACITY_EXHAUSTED, BUDGET_MSG, NULL);
     return true;
+}
+
+/* Whether a refused upload has gone on too long: past the cap by
+ * DISCARD_LIMIT bytes (an endless chunked upload), or dropped for a
+ * refusal past DISCARD_LIMIT bytes or --conn-timeout seconds. */
+static bool cut_off(const struct req *r)
+{
+    const struct srv_config *cfg = r->h->cfg;
+    if (!r->dropping)
+        return r->bytes_in > cfg->max_body_bytes + DISCARD_LIMIT;
+    return r->bytes_in > DISCARD_LIMIT ||
+           uv_hrtime() - r->t0 > (uint64_t)cfg->conn_timeout_s * 1000000000u;
 }
 
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
-    if (!http_body_take(r, data, *size)) {
+    if (r->dropping || !http_body_take(r, data, *size)) {
         http_body_release(r);
-        if (r->bytes_in > r->h->cfg->max_body_bytes + DISCARD_LIMIT)
-            return MHD_NO;              /* endless upload: disconnect */
+        if (cut_off(r))
+            return MHD_NO;              /* disconnect */
     }
     *size = 0;
     return MHD_YES;
@@ -744,7 +834,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
         enum MHD_Result ret;
         struct body_framing b = {.announced = SIZE_MAX};
         if (check_framing(r, &ret, &b) || over_limit(r, &b, &ret) ||
-            body_start(r, b.announced, &ret))
+            body_start(r, &b, &ret))
             return ret;
         r->state = REQ_BODY;
         return MHD_YES;                 /* two-call pattern: keep-alive stays on */
@@ -757,9 +847,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
         }
         srv_readguard_read(h->rg, r->rg);
         if (r->refuse != API_ERR_NONE)
-            return transport_error(r, r->refuse,
-                                   r->refuse == API_ERR_BODY_TOO_LARGE ? NULL
-                                   : "too many request bodies in flight; retry");
+            return answer_refusal(r);
         return dispatch(r);
     case REQ_READY:                     /* resumed by work_resume */
         return queue(r, &r->resp);
@@ -785,6 +873,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     *con_cls = NULL;
+    bool dropping = r->dropping;        /* left in_flight already */
     srv_readguard_answered(h->rg, r->rg, srv_readguard_now());
     uint64_t ns = uv_hrtime() - r->t0;
     /* under mu: a pool thread may be moving r->state to REQ_READY */
@@ -817,10 +906,6 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         http_body_release(r);
         req_free(h, r);
     }
-    if (atomic_fetch_sub(&h->in_flight, 1) == 1 && atomic_load(&h->quiesced)) {
-        pthread_mutex_lock(&h->mu);
-        h->idle_due = true;
-        pthread_mutex_unlock(&h->mu);
-        uv_async_send(&h->async);
-    }
+    if (!dropping)
+        leave_in_flight(h);
 }

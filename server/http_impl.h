@@ -106,6 +106,12 @@ struct req {
                                        body budget (http_body_charge) */
     uint64_t bytes_in;              /* everything received, kept or not */
     enum api_err refuse;            /* set once over a cap: the error to answer */
+    const char *refuse_msg;         /* its message (NULL: the code's own) */
+    char refuse_retry[16];          /* its Retry-After, or "" */
+    bool dropping;                  /* refused from its headers: its body is
+                                       read and dropped, then the refusal
+                                       answered (refuse_early); no longer
+                                       counted in srv_http.in_flight */
     size_t n_hdr;
     struct srv_job job;             /* on the pool (server/sched.c) */
     struct attn_stop stop;          /* deadline and cancel of its computation */

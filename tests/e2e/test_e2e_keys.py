@@ -8,7 +8,6 @@ so a half-sent upload holds its key's slot deterministically.
 """
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -211,22 +210,26 @@ def hold_alices_slot(a, timeout=10):
     """Opens a half-sent upload of alice's and returns it with the first 429
     another request of alice's gets while it is in flight. A probe request
     admitted before the server has read the upload's headers takes the slot
-    itself, and the upload is the one refused (429, closed): then the upload
-    is opened again."""
+    itself, and the upload is the one refused (counted at once; answered
+    429 once its body has been read and dropped): then the upload is
+    opened again."""
     head = (f"POST /v1/attention HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n"
             "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
     deadline = time.time() + timeout
+    refused = metric(a, "attnd_rate_limited_total", "alice", auth(BOB))
     s = r = None
     while time.time() < deadline:
-        if s is not None and select.select([s], [], [], 0)[0]:
-            s.close()           # the upload was answered (refused in a probe's place)
-            s = None
         if s is None:
             s = connect(a.port)
             s.sendall(head.encode())
         r = a.post("/v1/attention", VALID, headers=auth(ALICE))
-        if r.status == 429 and not select.select([s], [], [], 0)[0]:
-            return s, r         # the upload holds the slot and was not answered
+        if r.status == 429:
+            return s, r         # the upload holds the slot
+        now = metric(a, "attnd_rate_limited_total", "alice", auth(BOB))
+        if now != refused:      # the upload was refused in the probe's place
+            refused = now
+            s.close()
+            s = None
         time.sleep(0.05)
     return s, r
 

@@ -41,9 +41,10 @@ BIG = as_body(with_(VALID, pad=" " * 70000))
 case("body_over_cap_content_length", err(413, "body_too_large", flags=SMALL_CAP), BIG)
 case("body_over_cap_declared_only",
      err(413, "body_too_large", flags=SMALL_CAP,
-         note="Content-Length 10 MB, only 1 KB sent: answer from the header, do not wait"),
+         note="Content-Length 100 MB (past the 16 MiB read and dropped before a refusal), "
+              "only 1 KB sent: answer from the header, do not wait"),
      raw=(b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-          b"Content-Length: 10000000\r\nConnection: close\r\n\r\n" + b" " * 1024))
+          b"Content-Length: 100000000\r\nConnection: close\r\n\r\n" + b" " * 1024))
 case("body_over_cap_expect_100",
      err(413, "body_too_large", flags=SMALL_CAP,
          note="Expect: 100-continue with an oversized Content-Length: refuse before the body"),
