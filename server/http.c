@@ -29,8 +29,9 @@
  *   1st call    headers only: check Content-Length/Transfer-Encoding,
  *               answering 400 at once; refuse 413 (over --max-body-bytes),
  *               429 (--rate-limit) or 503 (body budget) at once, or once a
- *               body of at most DISCARD_LIMIT bytes has been read and
- *               dropped (refuse_early); else return YES (answering from the
+ *               body that ends within DISCARD_LIMIT bytes past the cap has
+ *               been read and dropped (refuse_early); else return YES
+ *               (answering from the
  *               first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413. A
@@ -78,10 +79,10 @@
 #include "server/tls.h"
 #include "server/worker.h"
 
-/* Bytes past the cap that are read and dropped to answer 413 cleanly on a
- * chunked upload, and bytes of a body refused from its headers that are
- * read and dropped before the refusal is answered (refuse_early); a client
- * that goes on beyond is disconnected. */
+/* Bytes past the cap that are read and dropped to answer 413 cleanly: of a
+ * chunked upload, or of a body refused from its headers, which is read and
+ * dropped before the refusal is answered (refuse_early); a client that goes
+ * on beyond is disconnected. */
 #define DISCARD_LIMIT ((uint64_t)16 << 20)
 #define BUDGET_MSG "too many request bodies in flight; retry"
 /* Free a request struct and the body buffer it keeps (NULL: no-op). */
@@ -556,23 +557,31 @@ static void leave_in_flight(struct srv_http *h)
  * (SSLEOFError over TLS) instead of the answer whenever the body outgrows
  * the socket buffers or is still on its way. MHD has no lingering close
  * (nginx's remedy: read and drop for a while after answering) and takes no
- * answer while a body arrives, so a body still to come of at most
- * DISCARD_LIMIT bytes (announced, or chunked) is read and dropped first,
- * and the refusal answered when it has ended, on a connection that stays
- * open. Bounded: DISCARD_LIMIT bytes within --conn-timeout seconds of the
- * headers, else the connection is closed (cut_off); a drain does not wait
- * for it. Still answered at once, and the connection closed: a larger
- * announced body (a 10 GB upload is not read for minutes), one sent with
+ * answer while a body arrives, so a body that ends within DISCARD_LIMIT
+ * bytes past --max-body-bytes (announced, or chunked) is read and dropped
+ * first, and the refusal answered when it has ended, on a connection that
+ * stays open: a body a little over the cap, the usual 413, is answered.
+ * Bounded: drop_limit bytes within --conn-timeout seconds of the headers,
+ * else the connection is closed (cut_off); a drain does not wait for it.
+ * Still answered at once, and the connection closed: a larger announced
+ * body (a 10 GB upload is not read for minutes), one sent with
  * Expect: 100-continue (the client waits for this answer before it sends
  * the body), a request without a body, or one begun while draining.
  */
+/* The most bytes of a body read before it is cut off (refused or not). */
+static uint64_t drop_limit(const struct srv_config *cfg)
+{
+    return (uint64_t)cfg->max_body_bytes + DISCARD_LIMIT;
+}
+
 static bool drops_body_first(const struct req *r, const struct body_framing *b)
 {
     if (atomic_load(&r->h->quiesced) ||
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
         return false;
     return b->chunked ||
-           (b->announced != SIZE_MAX && b->announced > 0 && b->announced <= DISCARD_LIMIT);
+           (b->announced != SIZE_MAX && b->announced > 0 &&
+            b->announced <= drop_limit(r->h->cfg));
 }
 
 /* Answer the refusal code (message msg, Retry-After retry when not NULL)
@@ -783,15 +792,13 @@ static bool body_start(struct req *r, const struct body_framing *b, enum MHD_Res
 }
 
 /* Whether a refused upload has gone on too long: past the cap by
- * DISCARD_LIMIT bytes (an endless chunked upload), or dropped for a
- * refusal past DISCARD_LIMIT bytes or --conn-timeout seconds. */
+ * DISCARD_LIMIT bytes (an endless chunked upload), or, dropped for a
+ * refusal from its headers, past --conn-timeout seconds. */
 static bool cut_off(const struct req *r)
 {
     const struct srv_config *cfg = r->h->cfg;
-    if (!r->dropping)
-        return r->bytes_in > cfg->max_body_bytes + DISCARD_LIMIT;
-    return r->bytes_in > DISCARD_LIMIT ||
-           uv_hrtime() - r->t0 > (uint64_t)cfg->conn_timeout_s * 1000000000u;
+    return r->bytes_in > drop_limit(cfg) ||
+           (r->dropping && uv_hrtime() - r->t0 > (uint64_t)cfg->conn_timeout_s * 1000000000u);
 }
 
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)

@@ -8,10 +8,10 @@ headers: a Content-Length over --max-body-bytes (413), a client over
 --rate-limit (429). Answered at once, libmicrohttpd closes the connection
 with the body still arriving, the kernel resets it, and such a client
 gets ECONNRESET, EPIPE or an SSLEOFError instead of the JSON error.
-attnd reads and drops a body of up to 16 MiB (announced or chunked)
-before it answers such a refusal, on a connection that then stays open;
-a larger one, or one sent with Expect: 100-continue, is still answered at
-once (tests/e2e/test_e2e_transport.py); a drain does not wait for a body
+attnd reads and drops a body that ends within 16 MiB past
+--max-body-bytes (announced or chunked) before it answers such a
+refusal, on a connection that then stays open; a larger one, or one sent
+with Expect: 100-continue, is still answered at once (tests/e2e/test_e2e_transport.py); a drain does not wait for a body
 that is only being dropped.
 
 The client's socket has a small send buffer and attnd a small receive
@@ -76,6 +76,17 @@ def test_413_reaches_a_client_that_writes_its_body_first(size):
         c = writer(a)
         refused(ask(c, b" " * size), 413, "body_too_large")
         # the body was read to its end: the connection serves the next request
+        got = ask(c, json.dumps(SEED).encode())
+        assert got[0] == 200 and len(got[2]["weights"][0]) == 3, got
+        c.close()
+
+
+def test_413_reaches_it_for_a_body_a_little_over_a_large_cap():
+    """The usual 413: a body somewhat over the cap, however large the cap
+    (here 20 MB against 8 MiB; more than 16 MiB, less than 16 MiB past it)."""
+    with Attnd("--max-body-bytes", "8m", *SMALL_BUFFERS) as a:
+        c = writer(a)
+        refused(ask(c, b" " * 20_000_000), 413, "body_too_large")
         got = ask(c, json.dumps(SEED).encode())
         assert got[0] == 200 and len(got[2]["weights"][0]) == 3, got
         c.close()
