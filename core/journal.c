@@ -305,6 +305,9 @@ struct jnl *jnl_reopen_empty(const char *path, const char *magic, uint64_t gen,
     int e = 0;
     if (j->fd < 0 || fstat(j->fd, &sb) != 0)
         e = errno;
+    else if (sb.st_nlink != 1)
+        e = EMLINK;                 /* another name (a hard-linked copy of the
+                                       directory) would see what is appended */
     else if (!S_ISREG(sb.st_mode) || sb.st_size != JNL_HEADER_BYTES ||
              pread(j->fd, got, sizeof got, 0) != (ssize_t)sizeof got ||
              memcmp(got, want, sizeof got) != 0)

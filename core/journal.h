@@ -67,7 +67,9 @@ struct jnl *jnl_create(const char *path, const char *magic, uint64_t gen,
  * append to it as if it had just been created: the header must be the one
  * jnl_create writes for magic and gen. It and its directory are fsync'd, as
  * jnl_create does. NULL on failure with *err_no set (EINVAL: another
- * header, records after it, or not a regular file).
+ * header, records after it, or not a regular file; EMLINK: the file has
+ * another name, as in a copy of the directory made with hard links, which
+ * would take in what is appended here).
  */
 struct jnl *jnl_reopen_empty(const char *path, const char *magic, uint64_t gen,
                              enum jnl_fsync mode, int *err_no);

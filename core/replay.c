@@ -724,18 +724,49 @@ static bool scan_gens(const char *dir, struct gens *g)
     return true;
 }
 
-/* The store's sessions take their idle time from the replayed wall clock. */
-static void settle_clocks(struct sess_store *st)
+/* A last use this far after the wall clock's present means the clock went
+ * back since it was written (more than a slewing NTP moves it). */
+#define FUTURE_USE_S 1.0
+
+/* A snapshot lists its sessions most recently used first, and the replay
+ * links each at the head of the LRU list: turned around, the list is in
+ * the snapshot's order, and eviction takes the least recently used first
+ * (sessions without a time to live record no idle time: this order is
+ * all there is to know of their use). The journals' creates are linked at
+ * the head after them, as they were made. */
+static void reverse_lru(struct sess_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    struct sess *s = st->lru_head;
+    st->lru_tail = s;
+    while (s) {
+        struct sess *next = s->lru_next;
+        s->lru_next = s->lru_prev;
+        s->lru_prev = next;
+        st->lru_head = s;
+        s = next;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The store's sessions take their idle time from the replayed wall clock;
+ * the count of sessions last used in the wall clock's future (the clock
+ * went back: their idle time counts from now, and the snapshot must be
+ * written again so that later starts do not count from theirs). */
+static size_t settle_clocks(struct sess_store *st)
 {
     double wall = sess_wall_now();
+    size_t future = 0;
     pthread_mutex_lock(&st->mu);
     double now = sess_now(st);
     for (struct sess *s = st->lru_head; s; s = s->lru_next) {
         double idle = wall - s->jtouch;
+        future += idle < -FUTURE_USE_S;
         s->last_used = now - (idle > 0 ? idle : 0);
         s->jtouch = now - SESS_TOUCH_EVERY_S;
     }
     pthread_mutex_unlock(&st->mu);
+    return future;
 }
 
 /* Journal records of sessions not restored: the entries a DELETE did not
@@ -761,7 +792,8 @@ static void count_absent(struct replay *rp, uint64_t *records, uint64_t *session
  * g->snapshot (struct sess_replayed says when they can), into why[size];
  * "" when they can. damage: a file was damaged, missing or set aside. */
 static void rewrite_why(char *why, size_t size, const struct gens *g,
-                        const struct replay *rp, bool damage, size_t expired)
+                        const struct replay *rp, bool damage, size_t expired,
+                        size_t future)
 {
     uint64_t unused = rp->failed + rp->skipped;
     why[0] = '\0';
@@ -784,6 +816,9 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
     else if (expired > 0)
         snprintf(why, size, "sessions expired since snapshot.%016" PRIx64 " was "
                  "written: %zu", g->snapshot, expired);
+    else if (future > 0)
+        snprintf(why, size, "sessions last used after the present by the wall clock "
+                 "(it went back): %zu", future);
 }
 
 /*
@@ -818,6 +853,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         enum file_end e = replay_file(st, d, &rp, path, true, &good);
         kv_dedup_free(rp.dedup);
         rp.dedup = NULL;
+        reverse_lru(st);
         if (e != FILE_WHOLE) {
             rp.base_whole = false;
             damage = true;
@@ -887,7 +923,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     free(dropping);
     free(rp.absent);
     free(g.journal);
-    settle_clocks(st);
+    size_t future = settle_clocks(st);
     size_t expired = sess_store_sweep(st);
     struct sess_stats ss;
     sess_store_stats(st, &ss);
@@ -898,7 +934,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
                   " sessions not restored); %zu sessions, %zu expired meanwhile",
                   rp.applied, rp.skipped, rp.failed, lost, lost_sessions, ss.sessions,
                   expired);
-    rewrite_why(out->rewrite, sizeof out->rewrite, &g, &rp, damage, expired);
+    rewrite_why(out->rewrite, sizeof out->rewrite, &g, &rp, damage, expired, future);
     if (!out->rewrite[0])
         out->snapshot_bytes = rp.snapshot_bytes;
     out->next_lsn = rp.max_lsn + 1;

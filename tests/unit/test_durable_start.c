@@ -8,9 +8,12 @@
  * writes one and says why: records in the journal, a damaged snapshot, a
  * damaged journal (cut back, even to nothing), an empty journal of an
  * unfinished snapshot after it, a session expired meanwhile, state files
- * of an older attnd, sessions in an older encoding. Start/stop cycles with and without changes leave one
- * snapshot and one journal. jnl_reopen_empty takes only the empty journal
- * of its generation.
+ * of an older attnd, sessions in an older encoding, sessions last used
+ * in the future of a wall clock that went back, a journal with another
+ * name (a hard-linked copy). Start/stop cycles with and without changes
+ * leave one snapshot and one journal. Restored sessions keep their order
+ * of use (lru eviction). jnl_reopen_empty takes only the empty journal of
+ * its generation, with no other name.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -531,6 +534,139 @@ TEST(a_snapshot_in_an_older_encoding_is_written_again)
         sess_store_free(st);
 }
 
+/* snapshot.2, of one session, as if written with the wall clock ahead by
+ * ahead_s seconds: its record's wall-clock time moved, its checksum made
+ * again (u32 len, then u64 lsn, u32 type, f64 wall, ...; u32 crc). */
+static void snapshot_from_the_future(double ahead_s)
+{
+    FILE *f = fopen(path_of(SNAP2), "r+b");
+    static unsigned char buf[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    uint32_t len = 0;
+    memcpy(&len, buf + JNL_HEADER_BYTES, 4);
+    bool one = n > JNL_HEADER_BYTES + 24 && n == JNL_HEADER_BYTES + 4 + (size_t)len + 4;
+    CHECK(f && one);
+    if (f && one) {
+        unsigned char *rec = buf + JNL_HEADER_BYTES + 4;
+        double wall;
+        memcpy(&wall, rec + 12, 8);
+        wall += ahead_s;
+        memcpy(rec + 12, &wall, 8);
+        uint32_t crc = jnl_crc32c(0, rec, len);
+        memcpy(rec + len, &crc, 4);
+        CHECK(fseek(f, 0, SEEK_SET) == 0 && fwrite(buf, 1, n, f) == n);
+    }
+    if (f)
+        fclose(f);
+}
+
+/* A session last used after the present, by a wall clock that went back
+ * since the snapshot was written: its idle time counts from this start,
+ * and the snapshot is written again, or every later start would count
+ * from this one again and the session outlive its time to live. */
+TEST(a_snapshot_written_by_a_clock_ahead_is_written_again)
+{
+    store_clear_dir(dir);
+    struct sess_store *st = open_dir();
+    CHECK(st && new_f32(st, ids[0]) == CORE_OK);
+    CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
+    if (st)
+        sess_store_free(st);
+    snapshot_from_the_future(10 * 86400.0);
+    st = open_dir();
+    CHECK(st && sess_exists(st, ids[0]));
+    check_written_over(2, "journal: a new snapshot is written at start: sessions last used "
+                          "after the present by the wall clock (it went back): 1");
+    if (st)
+        sess_store_free(st);
+    st = open_dir();
+    CHECK(said("journal: snapshot 0000000000000003 kept: 1 sessions"));
+    if (st)
+        sess_store_free(st);
+}
+
+/* A journal file with another name, as in a copy of the state directory
+ * made with hard links (cp -al), is not appended to: the other copy would
+ * replay what this one does. The start writes a snapshot instead. */
+TEST(a_journal_with_another_name_is_not_reopened)
+{
+    build_state();
+    char other[200];
+    snprintf(other, sizeof other, "%s-copy-of-journal", dir);
+    unlink(other);
+    CHECK(link(path_of(J2), other) == 0);
+    struct sess_store *st = open_dir();
+    CHECK(st && as_noted(st));
+    check_written_over(2, "journal: a new snapshot is written at start: "
+                          "journal.0000000000000002 cannot be reopened (Too many links)");
+    CHECK(st && store_add_rows(st, ids[0], 2, 8, 9) == CORE_OK);
+    if (st)
+        sess_store_free(st);
+    struct stat sb;
+    CHECK(stat(other, &sb) == 0 && sb.st_size == JNL_HEADER_BYTES);  /* untouched */
+    unlink(other);
+}
+
+/* ---- the order of eviction after a start ----------------------------------- */
+
+static double ticks = 2000.0;
+
+/* A clock that moves one second each time it is read. */
+static double ticking(void *arg)
+{
+    (void)arg;
+    return ticks += 1.0;
+}
+
+static struct sess_store *open_lru(size_t max_sessions)
+{
+    struct sess_config cfg = {.max_sessions = max_sessions, .max_cache_bytes = 1 << 26,
+                              .default_max_tokens = 100000, .policy = SESS_POLICY_LRU,
+                              .replica_id = "r0"};
+    struct sess_store *st = sess_store_new(&cfg);
+    if (!st)
+        return NULL;
+    sess_store_set_clock(st, ticking, NULL);
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = (uint64_t)1 << 40, .log = keep_log};
+    if (sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* Restored sessions keep their order of use: with --cache lru, the least
+ * recently used goes first after a start as before it (the snapshot lists
+ * them most recent first, and the replay had reversed them). */
+TEST(a_start_keeps_the_order_of_use)
+{
+    store_clear_dir(dir);
+    char a[SESS_ID_MAX], b[SESS_ID_MAX], c[SESS_ID_MAX], d[SESS_ID_MAX];
+    struct sess_store *st = open_lru(3);
+    CHECK(st && new_f32(st, a) == CORE_OK && new_f32(st, b) == CORE_OK &&
+          new_f32(st, c) == CORE_OK);
+    CHECK(st && store_add_rows(st, b, 1, 8, 1) == CORE_OK);    /* b, then c, then a */
+    CHECK(st && store_add_rows(st, c, 1, 8, 2) == CORE_OK);
+    CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
+    if (st)
+        sess_store_free(st);
+    /* a start that keeps the snapshot: a, the least recently used, goes */
+    st = open_lru(3);
+    CHECK(said("kept: 3 sessions"));
+    CHECK(st && new_f32(st, d) == CORE_OK);
+    CHECK(st && !sess_exists(st, a) && sess_exists(st, b) && sess_exists(st, c));
+    if (st)
+        sess_store_free(st);                    /* a crash: the journal has d */
+    /* one that writes it, after the journal's create of d: then b */
+    st = open_lru(3);
+    CHECK(said("a new snapshot is written at start: records in the journal"));
+    CHECK(st && new_f32(st, a) == CORE_OK);
+    CHECK(st && !sess_exists(st, b) && sess_exists(st, c) && sess_exists(st, d));
+    if (st)
+        sess_store_free(st);
+}
+
 /* ---- reopening an empty journal --------------------------------------------- */
 
 TEST(reopen_empty_takes_only_the_empty_journal_of_its_generation)
@@ -549,6 +685,14 @@ TEST(reopen_empty_takes_only_the_empty_journal_of_its_generation)
     CHECK_EQ_INT(err, EINVAL);
     CHECK(jnl_reopen_empty(path, JNL_MAGIC_SNAPSHOT, 7, JNL_FSYNC_NO, &err) == NULL);
     CHECK_EQ_INT(err, EINVAL);
+    /* one with another name */
+    char other[200];
+    snprintf(other, sizeof other, "%s-other-name", dir);
+    unlink(other);
+    CHECK(link(path, other) == 0);
+    CHECK(jnl_reopen_empty(path, JNL_MAGIC_JOURNAL, 7, JNL_FSYNC_NO, &err) == NULL);
+    CHECK_EQ_INT(err, EMLINK);
+    unlink(other);
     /* the right one: appends follow the header, and read back */
     j = jnl_reopen_empty(path, JNL_MAGIC_JOURNAL, 7, JNL_FSYNC_NO, &err);
     CHECK(j != NULL && jnl_size(j) == JNL_HEADER_BYTES);
@@ -583,6 +727,9 @@ int main(void)
     RUN(a_session_expired_since_the_snapshot_is_folded_in);
     RUN(state_files_of_an_older_attnd_are_folded_in);
     RUN(a_snapshot_in_an_older_encoding_is_written_again);
+    RUN(a_snapshot_written_by_a_clock_ahead_is_written_again);
+    RUN(a_journal_with_another_name_is_not_reopened);
+    RUN(a_start_keeps_the_order_of_use);
     RUN(reopen_empty_takes_only_the_empty_journal_of_its_generation);
     for (int i = 0; i < N_SESS; i++)
         free(want[i]);
