@@ -410,6 +410,29 @@ def test_stopping_a_replica_fails_only_its_sessions(cluster):
         assert not sid.startswith("r2.")
 
 
+@pytest.mark.parametrize("name", ["ATTND_ID_RE", "ATTND_HOST_PREFIX", "ATTND_HOST_SUFFIX"])
+def test_a_placeholder_left_unset_stops_nginx(name):
+    """The entrypoints leave an unset variable's ${NAME} in the file. Left in
+    the session map's regular expression, it would be taken as it is and
+    every session would answer 404; nginx must refuse the file instead."""
+    need_nginx()
+    values = dict(compose_values(), NGINX_RESOLVER="127.0.0.1:53")
+    values[name] = "${%s}" % name
+    ng = Nginx(values)
+    try:
+        t = ng.check()
+        assert t.returncode != 0, t.stderr
+        assert f'unknown "{name.lower()}" variable' in t.stderr, t.stderr
+        # with every placeholder set, the same file loads
+        ok = Nginx(dict(compose_values(), NGINX_RESOLVER="127.0.0.1:53"))
+        try:
+            assert ok.check().returncode == 0
+        finally:
+            ok.stop()
+    finally:
+        ng.stop()
+
+
 def test_a_replica_down_when_nginx_starts_fails_only_its_sessions():
     """Review 2.2: with upstream blocks, nginx resolved the replicas' names
     when it started, and stopped ("host not found in upstream") if one was
