@@ -8,18 +8,20 @@ recreated one answers with its new address, a pool name with every
 replica's. It records every name it is asked (asked), so a test can see
 which hosts nginx tried to reach.
 
-Hand-written on the standard library: the suite installs no PyPI packages,
-and nginx's resolver (ipv6=off) needs only one question per UDP query and A
-records in the answer, a few dozen lines. A query it cannot parse gets no
-answer (nginx then times out, as with a dead server).
+Messages are parsed and built with dnspython (Debian's python3-dnspython);
+a query it cannot parse gets no answer (nginx then times out, as with a
+dead server).
 """
 import socket
-import struct
 import threading
 
-TYPE_A = 1
-CLASS_IN = 1
-NXDOMAIN = 3
+import dns.exception
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
 
 
 class DnsStub:
@@ -67,34 +69,23 @@ class DnsStub:
             if reply:
                 self.sock.sendto(reply, peer)
 
-    def _answer(self, query):
+    def _answer(self, wire):
         """The reply to one query (bytes), or None to stay silent."""
-        if len(query) < 12:
+        try:
+            query = dns.message.from_wire(wire)
+        except dns.exception.DNSException:
             return None
-        qid, flags, qdcount = struct.unpack(">HHH", query[:6])
-        if flags & 0x8000 or qdcount != 1:          # a response, or not one question
-            return None
-        labels, i = [], 12
-        while i < len(query) and query[i]:
-            n = query[i]
-            if n > 63:                              # a compression pointer: not in questions
-                return None
-            labels.append(query[i + 1:i + 1 + n].decode("ascii", "replace"))
-            i += 1 + n
-        if i + 5 > len(query):
-            return None
-        qtype, qclass = struct.unpack(">HH", query[i + 1:i + 5])
-        name = ".".join(labels).lower()
+        if query.flags & dns.flags.QR or len(query.question) != 1:
+            return None                             # a response, or not one question
+        q = query.question[0]
+        name = q.name.to_text(omit_final_dot=True).lower()
         with self.lock:
             self.asked.append(name)
             addrs = self.records.get(name)
-        answers = addrs if addrs and qtype == TYPE_A and qclass == CLASS_IN else []
-        rcode = 0 if addrs else NXDOMAIN
-        # QR, AA, RD as asked, RA; one question, len(answers) answers
-        head = struct.pack(">HHHHHH", qid, 0x8480 | (flags & 0x0100) | rcode, 1,
-                           len(answers), 0, 0)
-        body = query[12:i + 5]
-        for a in answers:                           # name: a pointer to the question's
-            body += b"\xc0\x0c" + struct.pack(">HHIH", TYPE_A, CLASS_IN, 1, 4) + \
-                socket.inet_aton(a)
-        return head + body
+        reply = dns.message.make_response(query, recursion_available=True)
+        reply.flags |= dns.flags.AA
+        if not addrs:
+            reply.set_rcode(dns.rcode.NXDOMAIN)
+        elif q.rdtype == dns.rdatatype.A and q.rdclass == dns.rdataclass.IN:
+            reply.answer.append(dns.rrset.from_text_list(q.name, 1, "IN", "A", addrs))
+        return reply.to_wire()
