@@ -31,8 +31,7 @@
  *               429 (--rate-limit) or 503 (body budget) at once, or once a
  *               body that ends within DISCARD_LIMIT bytes past the cap has
  *               been read and dropped (refuse_early); else return YES
- *               (answering from the
- *               first call turns keep-alive off).
+ *               (answering from the first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413. A
  *               body the api takes as it arrives (a session import: an
@@ -535,6 +534,12 @@ static bool is_preflight(const struct req *r, const struct body_framing *b)
            (b->announced == 0 || b->announced == SIZE_MAX);
 }
 
+/* The most bytes of a body read before it is cut off (refused or not). */
+static uint64_t drop_limit(const struct srv_config *cfg)
+{
+    return (uint64_t)cfg->max_body_bytes + DISCARD_LIMIT;
+}
+
 /* The request no longer holds a drain back (it completed, or it only
  * drops its body): the last one out after quiesce reports idleness. */
 static void leave_in_flight(struct srv_http *h)
@@ -568,12 +573,6 @@ static void leave_in_flight(struct srv_http *h)
  * Expect: 100-continue (the client waits for this answer before it sends
  * the body), a request without a body, or one begun while draining.
  */
-/* The most bytes of a body read before it is cut off (refused or not). */
-static uint64_t drop_limit(const struct srv_config *cfg)
-{
-    return (uint64_t)cfg->max_body_bytes + DISCARD_LIMIT;
-}
-
 static bool drops_body_first(const struct req *r, const struct body_framing *b)
 {
     if (atomic_load(&r->h->quiesced) ||
