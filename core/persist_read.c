@@ -840,7 +840,7 @@ bool sess_encoded_id(const void *p, size_t n, char *id)
 }
 
 const char *sess_decode(const void *p, size_t n, struct sess **out,
-                        double *idle_s)
+                        double *idle_s, uint32_t *version)
 {
     struct sess_importer *im = sess_import_begin(NULL, NULL, n);
     *out = NULL;
@@ -854,6 +854,7 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
         im->s = NULL;
         memcpy((*out)->id, im->l.id, SESS_ID_MAX);
         *idle_s = im->l.idle_s;
+        *version = im->version;
     }
     sess_import_free(im);
     return why;

@@ -192,7 +192,8 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
 {
     struct sess *s;
     double idle = 0;
-    if (sess_decode(c->p, c->left, &s, &idle) != NULL) {
+    uint32_t version;
+    if (sess_decode(c->p, c->left, &s, &idle, &version) != NULL) {
         rp->failed++;
         return;
     }
@@ -214,8 +215,6 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
      * which runs before any request */
     kv_dedup_add(rp->dedup, kv);
     rp->applied++;
-    uint32_t version;                   /* after the magic (persist.c) */
-    memcpy(&version, c->p + 8, 4);      /* sess_decode read it */
     if (version < PERSIST_VERSION)
         rp->old_format++;
 }

@@ -232,7 +232,8 @@ static const char *restore(struct sess_store *st, const char *path)
         return why;
     struct sess *s;
     double idle = 0;
-    why = sess_decode(bytes, n, &s, &idle);
+    uint32_t version;                   /* not needed: the start writes a snapshot */
+    why = sess_decode(bytes, n, &s, &idle, &version);
     free(bytes);
     if (why)
         return why;

@@ -127,11 +127,11 @@ struct sess **sess_hold_all(struct sess_store *st, size_t *n);
 enum core_status sess_encode(struct sess_store *st, struct sess *s,
                              void **out, size_t *n);
 
-/* persist_read.c: p[n] as a new unlinked session with its id set and *idle_s
- * its idle seconds when encoded; NULL, or the reason they are bad (*out
- * NULL then). */
+/* persist_read.c: p[n] as a new unlinked session with its id set, *idle_s
+ * its idle seconds when encoded and *version the version of its encoding;
+ * NULL, or the reason they are bad (*out NULL then). */
 const char *sess_decode(const void *p, size_t n, struct sess **out,
-                        double *idle_s);
+                        double *idle_s, uint32_t *version);
 /* persist_read.c: the id that the bytes of an encoded session name, into
  * id[SESS_ID_MAX], read without checking the rest (to name a damaged
  * one); false when it cannot be read. */
