@@ -277,7 +277,8 @@ void sess_dur_touch(struct sess_store *st, struct sess *s)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
-/* Remove snapshot.G / journal.G files older than gen (and stray temps). */
+/* Remove snapshot.G / journal.G files older than gen (stray temporary
+ * files go through sess_remove_state_files). */
 static void remove_old(const char *dir, uint64_t gen)
 {
     DIR *dd = opendir(dir);
