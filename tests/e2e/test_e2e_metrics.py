@@ -96,7 +96,9 @@ def test_request_counter_by_route_and_code(attnd):
 
 def test_duration_histogram_in_seconds(attnd):
     attnd.post("/v1/attention", ATT)
-    _, fams = scrape(attnd)
+    fams = settled_scrape(attnd, lambda f: value(
+        f, "attnd_request_duration_seconds", "attnd_request_duration_seconds_count",
+        route="/v1/attention") >= 1)
     fam = fams["attnd_request_duration_seconds"]
     assert fam.type == "histogram"
     series = {}
@@ -175,7 +177,11 @@ def test_rate_limited_requests_are_counted_under_their_route():
         assert a.get("/v1/info").status == 200
         assert a.get("/v1/info").status == 429
         assert a.post("/v1/attention", ATT).status == 429
-        _, fams = scrape(a)
+        # the 429 to the POST is sent once its body is read and dropped, and
+        # counted after that: the scrape waits for both counts
+        fams = settled_scrape(a, lambda f: all(
+            value(f, "attnd_requests", "attnd_requests_total", route=r, code="429") >= 1
+            for r in ("/v1/info", "/v1/attention")))
         assert value(fams, "attnd_requests", "attnd_requests_total",
                      route="/v1/info", code="429") == 1
         assert value(fams, "attnd_requests", "attnd_requests_total",
