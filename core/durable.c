@@ -561,16 +561,18 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     d->log_arg = cfg->log_arg;
     sess_store_restoring(st, true);
     struct sess_replayed rr = {0};
-    if (sess_replay_dir(st, d->dir, d->log, d->log_arg, &rr) != CORE_OK) {
-        /* a damaged journal not cut back: what this run would write after
-         * it would be set aside at the next start, so nothing is written */
+    rc = sess_replay_dir(st, d->dir, d->log, d->log_arg, &rr);
+    if (rc != CORE_OK) {
+        /* a damaged journal not cut back (what this run would write after
+         * it would be set aside at the next start), or a file that could
+         * not be read now: nothing is written */
         sess_store_restoring(st, false);
         pthread_cond_destroy(&d->idle);
         pthread_mutex_destroy(&d->mu);
         if (d->lock_fd >= 0)
             close(d->lock_fd);
         free(d);
-        return CORE_EIO;
+        return rc;
     }
     d->next_lsn = rr.next_lsn;
     d->gen = rr.newest;

@@ -428,13 +428,17 @@ enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic)
 {
     memset(r, 0, sizeof *r);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
+    while ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
+        continue;
     if (fd < 0) {
+        r->err = errno;
         r->why = strerror(errno);
         return errno == ENOENT ? CORE_ENOTFOUND : CORE_EIO;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
+        r->err = errno;
         r->why = strerror(errno);
         close(fd);
         return CORE_EIO;
@@ -443,6 +447,7 @@ enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
     if (r->size >= JNL_HEADER_BYTES) {
         void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
+            r->err = errno;
             r->why = strerror(errno);
             close(fd);
             return CORE_EIO;

@@ -102,12 +102,14 @@ struct jnl_reader {
     uint64_t gen;               /* from the header */
     uint64_t kept;              /* records returned */
     const char *why;            /* why reading stopped early, or NULL */
+    int err;                    /* the errno when jnl_read_open failed */
     bool mapped;
 };
 
 /* Map path and check its header (magic as jnl_create). CORE_ENOTFOUND when
- * it does not exist, CORE_EIO when it cannot be read, CORE_ECORRUPT for a
- * bad header (r->why says which); on CORE_OK call jnl_read_close. */
+ * it does not exist, CORE_EIO when it cannot be opened or mapped (r->err
+ * the errno: an open interrupted by a signal is tried again), CORE_ECORRUPT
+ * for a bad header (r->why says which); on CORE_OK call jnl_read_close. */
 enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic);
 

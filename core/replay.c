@@ -375,7 +375,24 @@ enum file_end {
                            last record cannot be told from damage in the
                            middle by its length); of a snapshot: any record
                            dropped */
+    FILE_UNREAD,        /* not read, for a reason that says nothing of it
+                           (read_error_transient): the start fails */
 };
+
+/*
+ * Whether errno e, from opening or mapping a file, says nothing of what the
+ * file holds: too many files open, memory short (mmap under RLIMIT_AS),
+ * interrupted, or a permission (a mistake of whoever set the directory up).
+ * The start fails then without changing anything, and a later one reads the
+ * file whole. Any other errno is damage, EIO above all: the device could
+ * not read the file, and a start refused until someone repairs it would
+ * hold back every session the other files keep (the file itself is kept).
+ */
+static bool read_error_transient(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR ||
+           e == ENOBUFS || e == EACCES || e == EPERM;
+}
 
 /* Log a dropped snapshot record (at byte at, p[n] its untrusted payload). */
 static void log_lost_record(const struct rdir *d, const char *path, const char *why,
@@ -477,6 +494,11 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
                                                          : JNL_MAGIC_JOURNAL);
     if (rc == CORE_ENOTFOUND)
         return FILE_WHOLE;
+    if (rc == CORE_EIO && read_error_transient(r.err)) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cannot be read (%s): "
+                  "not starting; nothing in the state directory was changed", path, r.why);
+        return FILE_UNREAD;
+    }
     if (rc != CORE_OK) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s unreadable (%s): 0 records "
                   "kept", path, r.why);
@@ -689,15 +711,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static bool scan_gens(const char *dir, struct gens *g)
+/* The generations in dir into *g; 0 or an errno (g->journal freed). */
+static int scan_gens(const char *dir, struct gens *g)
 {
     memset(g, 0, sizeof *g);
     DIR *dd = opendir(dir);
     if (!dd)
-        return false;
+        return errno;
     size_t cap = 0;
     struct dirent *e;
-    while ((e = readdir(dd)) != NULL) {
+    int err = 0;
+    while (err == 0 && (errno = 0, e = readdir(dd)) != NULL) {
         uint64_t v;
         if (sess_state_gen(e->d_name, "snapshot.", &v)) {
             if (v > g->snapshot)
@@ -706,8 +730,10 @@ static bool scan_gens(const char *dir, struct gens *g)
             if (g->n_journal == cap) {
                 cap = cap ? cap * 2 : 8;
                 uint64_t *q = realloc(g->journal, cap * sizeof *q);
-                if (!q)
+                if (!q) {
+                    err = ENOMEM;
                     break;
+                }
                 g->journal = q;
             }
             g->journal[g->n_journal++] = v;
@@ -717,10 +743,17 @@ static bool scan_gens(const char *dir, struct gens *g)
         if (v > g->max)
             g->max = v;
     }
+    if (err == 0 && !e)
+        err = errno;                /* readdir's own error, or 0 at the end */
     closedir(dd);
+    if (err != 0) {
+        free(g->journal);
+        g->journal = NULL;
+        return err;
+    }
     if (g->n_journal > 1) /* qsort(NULL, 0, ...) is undefined */
         qsort(g->journal, g->n_journal, sizeof *g->journal, cmp_u64);
-    return true;
+    return 0;
 }
 
 /* A last use this far after the wall clock's present means the clock went
@@ -839,31 +872,32 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     struct gens g;
     char path[1100], why[200];
     struct replay rp = {.base_whole = true};
-    snprintf(out->rewrite, sizeof out->rewrite, "the state directory cannot be read");
     out->snapshot_bytes = 0;
-    if (!scan_gens(d->dir, &g))
-        return CORE_OK;
+    int err = scan_gens(d->dir, &g);
+    if (err != 0) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cannot be listed (%s): "
+                  "not starting", d->dir, strerror(err));
+        return CORE_ESTORAGE;
+    }
     size_t good;
     bool uncut = false;             /* a damaged journal not cut back */
     bool damage = false;            /* a file damaged, missing or set aside */
+    enum file_end base = FILE_WHOLE;
     if (g.snapshot) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
         rp.dedup = kv_dedup_new();      /* out of memory: copies */
-        enum file_end e = replay_file(st, d, &rp, path, true, &good);
+        base = replay_file(st, d, &rp, path, true, &good);
         kv_dedup_free(rp.dedup);
         rp.dedup = NULL;
         reverse_lru(st);
-        if (e != FILE_WHOLE) {
-            rp.base_whole = false;
-            damage = true;
-            keep_copy(d, path, "damaged; the sessions it still held are restored", true);
-        }
+        rp.base_whole = base == FILE_WHOLE;
+        damage = base != FILE_WHOLE;
     }
     /* the journals from the snapshot's generation on, one after the other
      * (generation 1 began empty: it needs no snapshot) */
     uint64_t want = g.snapshot ? g.snapshot : 1;
     bool stop = false, *dropping = calloc(g.n_journal + 1, sizeof *dropping);
-    for (size_t i = 0; i < g.n_journal; i++) {
+    for (size_t i = 0; base != FILE_UNREAD && i < g.n_journal; i++) {
         uint64_t gen = g.journal[i];
         if (gen < g.snapshot)
             continue;
@@ -887,6 +921,10 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         }
         rp.file_absent = 0;
         enum file_end e = replay_file(st, d, &rp, path, false, &good);
+        if (e == FILE_UNREAD) {
+            base = FILE_UNREAD;     /* nothing is changed: the start fails */
+            break;
+        }
         if (dropping)               /* out of memory: no copy kept */
             dropping[i] = rp.file_absent > 0;
         want = gen + 1;
@@ -901,6 +939,16 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
             snprintf(why, sizeof why, "it follows the damaged journal.%016" PRIx64
                      ", so its changes cannot be applied in order", gen);
         }
+    }
+    if (base == FILE_UNREAD) {
+        free(dropping);
+        free(rp.absent);
+        free(g.journal);
+        return CORE_ESTORAGE;
+    }
+    if (base == FILE_DAMAGED) {
+        sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
+        keep_copy(d, path, "damaged; the sessions it still held are restored", true);
     }
     if (!stop && g.snapshot && want == g.snapshot) {
         damage = true;

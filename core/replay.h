@@ -50,10 +50,12 @@ struct sess_replayed {
 /*
  * Restore the newest snapshot in dir and replay the journals after it into
  * st (empty, restoring), logging what was kept and dropped; *out says
- * what was found (its next_lsn and newest are left as they were, and its
- * rewrite set, when dir cannot be read).
- * CORE_EIO when a damaged journal could not be cut back to its records
- * before the damage (logged): the store must not write to dir then.
+ * what was found. CORE_EIO when a damaged journal could not be cut back to
+ * its records before the damage; CORE_ESTORAGE when dir cannot be listed
+ * or a file in it cannot be read for a reason that says nothing of what it
+ * holds (too many files open, memory short, a permission), and then no
+ * file in dir was changed. Both are logged; the store must not write to
+ * dir then.
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
                                  void *log_arg, struct sess_replayed *out);

@@ -117,7 +117,9 @@ struct sess_journal_config {
  * leaves the session as it was. Damaged records end the replay (logged
  * with how many were kept and dropped). CORE_EIO when dir cannot be used,
  * or when a damaged journal cannot be cut back to its records before the
- * damage (later changes would follow it);
+ * damage (later changes would follow it); CORE_ESTORAGE when a file in
+ * dir cannot be read for a reason that says nothing of it (too many files
+ * open, memory short, a permission: no file was changed);
  * a failed first snapshot is logged and retried by maintain.
  * Call before the store is shared between threads.
  */

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -17,7 +18,9 @@ import sys
 import tempfile
 import time
 
-from attnd_proc import Attnd, events
+import pytest
+
+from attnd_proc import BIN, Attnd, events
 
 
 def levels(d):
@@ -105,6 +108,54 @@ def test_a_start_after_a_drain_keeps_its_snapshot():
                        "snapshot.0000000000000002: " in m for m in msgs), msgs
             assert any("snapshot 0000000000000003 written: 1 sessions" in m for m in msgs), msgs
             assert c.get(f"/v1/sessions/{sid}").json()["length"] == 3
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def _asan(path):
+    with open(path, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def test_a_state_file_that_cannot_be_mapped_now_stops_the_start_untouched():
+    """A journal too large for the address space attnd may take (mmap fails
+    with ENOMEM under RLIMIT_AS, as in a container with a memory limit)
+    says nothing of what it holds: attnd exits 1 naming the file and the
+    error, and no file of the state directory is renamed, cut back, copied
+    or removed; without the limit the next start restores the session. (Before,
+    the journal was set aside as damaged and attnd served without its
+    changes.) The journal is made too large by a hole at its end."""
+    if _asan(BIN):
+        pytest.skip("AddressSanitizer reserves more address space than the limit")
+    sd = tempfile.mkdtemp(prefix="attnd-unmapped-")
+    try:
+        with Attnd("--state-dir", sd) as a:
+            sid = a.post("/v1/sessions", {"d_k": 2, "d_v": 2}).json()["id"]
+            r = a.post(f"/v1/sessions/{sid}/kv", {"k": [[1, 2], [3, 4]], "v": [[5, 6], [7, 8]]})
+            assert r.status == 200, r
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait(timeout=10)
+        journal = sorted(glob.glob(os.path.join(sd, "journal.*")))[-1]
+        size = os.path.getsize(journal)
+        os.truncate(journal, size + (1 << 40))
+        before = _state_files(sd)
+
+        def small_address_space():
+            resource.setrlimit(resource.RLIMIT_AS, (32 << 30, resource.RLIM_INFINITY))
+        b = Attnd("--state-dir", sd, wait=False, preexec=small_address_space)
+        with b:
+            assert b.wait(timeout=30) == 1, b.logs()
+            msgs = [(e["level"], e["msg"]) for e in events(b)]
+            name = os.path.basename(journal)
+            assert any(lv == "warn" and f"{name} cannot be read (Cannot allocate memory): "
+                       "not starting" in m for lv, m in msgs), msgs
+            assert any(lv == "error" and "cannot open the journal" in m
+                       for lv, m in msgs), msgs
+        assert _state_files(sd) == before
+        os.truncate(journal, size)
+        with Attnd("--state-dir", sd) as c:
+            assert c.get(f"/v1/sessions/{sid}").json()["length"] == 2
+            assert loud(c) == [], loud(c)
     finally:
         shutil.rmtree(sd, ignore_errors=True)
 

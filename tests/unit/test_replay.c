@@ -11,9 +11,11 @@
  * or without a copy of the rest (or the start is refused), so the next
  * start reads on; every file set aside is named in a warn line and an
  * earlier .damaged file is never replaced; a record at the largest lsns is
- * damage.
+ * damage; a file that cannot be read for a reason that says nothing of it
+ * (memory short) fails the start and changes nothing.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,6 +566,83 @@ TEST(an_earlier_damaged_copy_is_never_replaced)
     }
 }
 
+/* Every file of dir with its size, by name, into out[size]. */
+static void listing(char *out, size_t size)
+{
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort);
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k; i++) {
+        struct stat sb;
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        if (stat(p, &sb) == 0 && at < size)
+            at += (size_t)snprintf(out + at, size - at, "%s %lld\n", names[i]->d_name,
+                                   (long long)sb.st_size);
+        free(names[i]);
+    }
+    if (k >= 0)
+        free(names);
+}
+
+/* The address space this process uses now, in bytes. */
+static unsigned long long address_space(void)
+{
+    unsigned long long pages = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    CHECK(fp && fscanf(fp, "%llu", &pages) == 1);
+    if (fp)
+        fclose(fp);
+    return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * A file that cannot be mapped for want of address space (mmap fails with
+ * ENOMEM under RLIMIT_AS, as in a container with a memory limit) says
+ * nothing of what it holds: the start fails naming it and the error, and
+ * no file is renamed, copied, cut back or removed; with the limit gone,
+ * the next start restores everything. The file is made too large to map by
+ * a hole at its end (64 GiB on top of a limit of 4 GiB more than now).
+ */
+TEST(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing)
+{
+    static const char *const names[] = {SNAP, J2};
+    static char before[4096], after[4096];
+    for (int c = 0; c < 2; c++) {
+        build_state();
+        struct stat sb;
+        CHECK(stat(path_of(names[c]), &sb) == 0);
+        CHECK(truncate(path_of(names[c]), sb.st_size + (64LL << 30)) == 0);
+        listing(before, sizeof before);
+        struct rlimit was, small;
+        CHECK(getrlimit(RLIMIT_AS, &was) == 0);
+        small = was;
+        small.rlim_cur = address_space() + (4ULL << 30);
+        CHECK(setrlimit(RLIMIT_AS, &small) == 0);
+        struct sess_store *st = open_dir();
+        CHECK(setrlimit(RLIMIT_AS, &was) == 0);
+        CHECK(st == NULL);
+        if (st)
+            sess_store_free(st);
+        char line[200];
+        snprintf(line, sizeof line, "%s cannot be read (%s): not starting", names[c],
+                 strerror(ENOMEM));
+        CHECK(said(line));
+        CHECK(said("nothing in the state directory was changed"));
+        listing(after, sizeof after);
+        CHECK(strcmp(before, after) == 0);
+        if (strcmp(before, after) != 0)
+            printf("    before:\n%s    after:\n%s", before, after);
+        CHECK(truncate(path_of(names[c]), sb.st_size) == 0);
+        st = open_dir();
+        CHECK(st && as_wanted(st, NULL, 0));
+        CHECK(strstr(logged, "warn") == NULL);
+        if (st)
+            sess_store_free(st);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-replay-%ld", (long)getpid());
@@ -581,6 +660,7 @@ int main(void)
     RUN(a_length_over_a_later_record_names_every_session_it_drops);
     RUN(a_record_at_the_largest_lsn_is_damage);
     RUN(an_earlier_damaged_copy_is_never_replaced);
+    RUN(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing);
     store_clear_dir(dir);
     rmdir(dir);
     TEST_MAIN_END();
