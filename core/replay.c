@@ -12,46 +12,31 @@
  * replaced) with a warn line saying so and why: a copy when the replay
  * used some of it, the file itself when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
- * journals written from now on build on, copy or no copy. Last it says
+ * journals written from now on build on, copy or no copy (the files are
+ * handled in core/replay_files.c). Last it says
  * whether the store may go on from the newest snapshot as it is, without
  * writing a new one (struct sess_replayed): only when nothing of this was
  * needed and the journal after the snapshot is empty.
  */
 #include "store_impl.h"
 #include "replay.h"
+#include "replay_files.h"
 #include "kv.h"
 #include "persist_impl.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-
-/* Where a replay reads and logs. */
-struct rdir {
-    const char *dir;
-    sess_log_fn log;
-    void *log_arg;
-};
 
 double sess_wall_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void sess_state_name(char *out, size_t size, const char *dir, const char *pre,
-                     uint64_t gen, const char *suf)
-{
-    snprintf(out, size, "%s/%s%016" PRIx64 "%s", dir, pre, gen, suf);
 }
 
 /* ---- reading records ------------------------------------------------------ */
@@ -540,222 +525,6 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
     return e;
 }
 
-/* The k-th name a copy of path may take: path.damaged, path.damaged.1, ... */
-static void damaged_name(char *out, size_t size, const char *path, unsigned k)
-{
-    if (k == 0)
-        snprintf(out, size, "%s.damaged", path);
-    else
-        snprintf(out, size, "%s.damaged.%u", path, k);
-}
-
-/* Tries of damaged_name before giving up: an earlier .damaged file is
- * never removed or replaced, it may be the only copy of what was lost. */
-#define DAMAGED_NAMES 1000u
-
-/* Rename path to the first free path.damaged[.N], never read again, saying
- * so and why. */
-static void set_aside(const struct rdir *d, const char *path, const char *why)
-{
-    char kept[1200];
-    int e = EEXIST;
-    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
-        damaged_name(kept, sizeof kept, path, k);
-        struct stat sb;
-        /* link fails on a name taken; where hard links are not supported,
-         * rename to a name that is free */
-        if (link(path, kept) == 0)
-            e = unlink(path) == 0 ? 0 : errno;
-        else if ((e = errno) != EEXIST)
-            e = lstat(kept, &sb) == 0 ? EEXIST : rename(path, kept) == 0 ? 0 : errno;
-    }
-    if (e == 0)
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s set aside as %s: %s",
-                  path, kept, why);
-    else
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be set aside "
-                  "as %s (%s): %s", path, kept, strerror(e), why);
-}
-
-/* Copy the file from into to, which must not exist; 0 or an errno (EEXIST:
- * to exists and is left as it is). */
-static int copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC), e = 0;
-    int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0)
-        e = errno;
-    char buf[1 << 16];
-    ssize_t n;
-    while (e == 0 && (n = read(in, buf, sizeof buf)) != 0) {
-        if (n < 0 && errno != EINTR)
-            e = errno;
-        for (ssize_t w = 0, k; e == 0 && n > 0 && w < n; w += k > 0 ? k : 0)
-            if ((k = write(out, buf + w, (size_t)(n - w))) < 0 && errno != EINTR)
-                e = errno;
-    }
-    if (e == 0 && fsync(out) != 0)
-        e = errno;
-    if (in >= 0)
-        close(in);
-    if (out >= 0) {
-        close(out);
-        if (e != 0)
-            unlink(to);             /* only a partial copy of our own */
-    }
-    return e;
-}
-
-/*
- * Keep a copy of path, which stays where it is (the replay used it, and a
- * later start must find it again: a new snapshot removes it), as the first
- * free path.damaged[.N], saying so and why: a hard link when whole is true
- * (the file is not changed after), a copy otherwise. Whether one was kept.
- */
-static bool keep_copy(const struct rdir *d, const char *path, const char *why,
-                      bool whole)
-{
-    char kept[1200];
-    int e = EEXIST;
-    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
-        damaged_name(kept, sizeof kept, path, k);
-        if (whole && link(path, kept) == 0)
-            e = 0;
-        else if (whole && errno == EEXIST)
-            e = EEXIST;
-        else
-            e = copy_file(path, kept);
-    }
-    if (e != 0) {
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be kept "
-                  "as %s (%s): %s", path, kept, strerror(e), why);
-        return false;
-    }
-    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: a copy is kept as %s: %s",
-              path, kept, why);
-    return true;
-}
-
-/*
- * Cut a damaged journal back to its first good bytes, the records before
- * its damage: they were applied, and the journals written from now on
- * build on them, so the next start must not meet the damage again (it
- * would set those journals aside). ftruncate needs no free space; copied
- * says whether keep_copy kept the damaged tail. False when it failed.
- */
-static bool cut_back(const struct rdir *d, const char *path, size_t good, bool copied)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)good) != 0 || fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be cut back to "
-                  "the %zu bytes before its damage (%s): not starting, the changes "
-                  "acknowledged from now on would follow the damage and be set aside at "
-                  "the next start", path, good, strerror(e));
-        return false;
-    }
-    close(fd);
-    if (!copied)
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cut back to the %zu bytes "
-                  "before its damage: the damaged tail was dropped without a copy",
-                  path, good);
-    return true;
-}
-
-/* Whether every journal of generations [from, to) was set aside by an
- * earlier start (which then wrote the later ones without them). */
-static bool set_aside_before(const struct rdir *d, uint64_t from, uint64_t to)
-{
-    char kept[1100];
-    struct stat sb;
-    if (to - from > 64)
-        return false;
-    for (uint64_t gen = from; gen < to; gen++) {
-        sess_state_name(kept, sizeof kept, d->dir, "journal.", gen, ".damaged");
-        if (stat(kept, &sb) != 0)
-            return false;
-    }
-    return true;
-}
-
-/* Generations of snapshot.G and journal.G files in dir. */
-struct gens {
-    uint64_t *journal;
-    size_t n_journal;
-    uint64_t snapshot;              /* newest; 0 = none */
-    uint64_t max;
-};
-
-bool sess_state_gen(const char *name, const char *pre, uint64_t *g)
-{
-    size_t k = strlen(pre);
-    if (strncmp(name, pre, k) != 0 || strlen(name) != k + 16)
-        return false;
-    uint64_t v = 0;
-    for (const char *q = name + k; *q; q++) {
-        int x = *q >= '0' && *q <= '9' ? *q - '0'
-              : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
-        if (x < 0)
-            return false;
-        v = v << 4 | (uint64_t)x;
-    }
-    *g = v;
-    return v > 0;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The generations in dir into *g; 0 or an errno (g->journal freed). */
-static int scan_gens(const char *dir, struct gens *g)
-{
-    memset(g, 0, sizeof *g);
-    DIR *dd = opendir(dir);
-    if (!dd)
-        return errno;
-    size_t cap = 0;
-    struct dirent *e;
-    int err = 0;
-    while (err == 0 && (errno = 0, e = readdir(dd)) != NULL) {
-        uint64_t v;
-        if (sess_state_gen(e->d_name, "snapshot.", &v)) {
-            if (v > g->snapshot)
-                g->snapshot = v;
-        } else if (sess_state_gen(e->d_name, "journal.", &v)) {
-            if (g->n_journal == cap) {
-                cap = cap ? cap * 2 : 8;
-                uint64_t *q = realloc(g->journal, cap * sizeof *q);
-                if (!q) {
-                    err = ENOMEM;
-                    break;
-                }
-                g->journal = q;
-            }
-            g->journal[g->n_journal++] = v;
-        } else {
-            continue;
-        }
-        if (v > g->max)
-            g->max = v;
-    }
-    if (err == 0 && !e)
-        err = errno;                /* readdir's own error, or 0 at the end */
-    closedir(dd);
-    if (err != 0) {
-        free(g->journal);
-        g->journal = NULL;
-        return err;
-    }
-    if (g->n_journal > 1) /* qsort(NULL, 0, ...) is undefined */
-        qsort(g->journal, g->n_journal, sizeof *g->journal, cmp_u64);
-    return 0;
-}
-
 /* A last use this far after the wall clock's present means the clock went
  * back since it was written (more than a slewing NTP moves it). */
 #define FUTURE_USE_S 1.0
@@ -873,7 +642,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     char path[1100], why[200];
     struct replay rp = {.base_whole = true};
     out->snapshot_bytes = 0;
-    int err = scan_gens(d->dir, &g);
+    int err = sess_state_scan(d->dir, &g);
     if (err != 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cannot be listed (%s): "
                   "not starting", d->dir, strerror(err));
@@ -909,14 +678,14 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
                       " is missing (%s begins generation %" PRIu64 " with it): the sessions "
                       "it held are lost, and the journal's records of them dropped",
                       gen, path, gen);
-        } else if (!stop && gen != want && !set_aside_before(d, want, gen)) {
+        } else if (!stop && gen != want && !sess_state_set_aside_before(d, want, gen)) {
             stop = true;
             snprintf(why, sizeof why, "journal.%016" PRIx64 " before it is missing, so its "
                      "changes cannot be applied in order", want);
         }
         if (stop) {
             damage = true;
-            set_aside(d, path, why);
+            sess_state_set_aside(d, path, why);
             continue;
         }
         rp.file_absent = 0;
@@ -932,9 +701,11 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
             stop = true;
             damage = true;
             if (good == 0)              /* no header: nothing of it applied */
-                set_aside(d, path, "unreadable; nothing of it is applied");
-            else if (!cut_back(d, path, good, keep_copy(d, path, "damaged; nothing after "
-                                                        "its bad record is applied", false)))
+                sess_state_set_aside(d, path, "unreadable; nothing of it is applied");
+            else if (!sess_state_cut_back(d, path, good,
+                                          sess_state_keep_copy(d, path, "damaged; nothing "
+                                                               "after its bad record is "
+                                                               "applied", false)))
                 uncut = true;
             snprintf(why, sizeof why, "it follows the damaged journal.%016" PRIx64
                      ", so its changes cannot be applied in order", gen);
@@ -948,7 +719,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     }
     if (base == FILE_DAMAGED) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
-        keep_copy(d, path, "damaged; the sessions it still held are restored", true);
+        sess_state_keep_copy(d, path, "damaged; the sessions it still held are restored", true);
     }
     if (!stop && g.snapshot && want == g.snapshot) {
         damage = true;
@@ -965,7 +736,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         if (!dropping[i])
             continue;
         sess_state_name(path, sizeof path, d->dir, "journal.", g.journal[i], "");
-        keep_copy(d, path, "it holds changes to sessions not restored", true);
+        sess_state_keep_copy(d, path, "it holds changes to sessions not restored", true);
     }
     free(dropping);
     free(rp.absent);
