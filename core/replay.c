@@ -466,12 +466,15 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
 }
 
 /*
- * Replay one file into the store, logging what was kept and dropped (a
- * journal stops at its first bad record: what follows it is not applied).
+ * Replay one file, of generation gen by its name, into the store, logging
+ * what was kept and dropped (a journal stops at its first bad record: what
+ * follows it is not applied). A header of another generation is a bad
+ * header: the file was copied or renamed from elsewhere, and its lsns
+ * belong to another history.
  */
 static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
-                                 struct replay *rp, const char *path, bool snapshot,
-                                 size_t *good)
+                                 struct replay *rp, const char *path, uint64_t gen,
+                                 bool snapshot, size_t *good)
 {
     struct jnl_reader r;
     *good = 0;
@@ -487,6 +490,13 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
     if (rc != CORE_OK) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s unreadable (%s): 0 records "
                   "kept", path, r.why);
+        return FILE_DAMAGED;
+    }
+    if (r.gen != gen) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s unreadable (its header "
+                  "says generation %" PRIu64 ", its name %" PRIu64 ": copied or renamed "
+                  "from another file): 0 records kept", path, r.gen, gen);
+        jnl_read_close(&r);
         return FILE_DAMAGED;
     }
     if (snapshot) {
@@ -655,7 +665,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     if (g.snapshot) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
         rp.dedup = kv_dedup_new();      /* out of memory: copies */
-        base = replay_file(st, d, &rp, path, true, &good);
+        base = replay_file(st, d, &rp, path, g.snapshot, true, &good);
         kv_dedup_free(rp.dedup);
         rp.dedup = NULL;
         reverse_lru(st);
@@ -689,7 +699,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
             continue;
         }
         rp.file_absent = 0;
-        enum file_end e = replay_file(st, d, &rp, path, false, &good);
+        enum file_end e = replay_file(st, d, &rp, path, gen, false, &good);
         if (e == FILE_UNREAD) {
             base = FILE_UNREAD;     /* nothing is changed: the start fails */
             break;

@@ -12,7 +12,8 @@
  * start reads on; every file set aside is named in a warn line and an
  * earlier .damaged file is never replaced; a record at the largest lsns is
  * damage; a file that cannot be read for a reason that says nothing of it
- * (memory short) fails the start and changes nothing.
+ * (memory short) fails the start and changes nothing; a file whose header
+ * names another generation than its name is not replayed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -378,12 +379,9 @@ TEST(a_length_zeroed_mid_journal_sets_the_next_journal_aside)
     bad_length_mid_journal(true);
 }
 
-/*
- * journal.1 damaged in its second append, journal.2 after it (its
- * snapshot failed, as the next start's does): the start that finds it
- * keeps a=2 and sets journal.2 aside.
- */
-static void damage_j1(char *a)
+/* journal_of_four, then journal.2 after it with one more row (its
+ * snapshot failed, as the next start's does: fail_snapshots is on). */
+static void two_journals(char *a)
 {
     journal_of_four(a);
     fail_snapshots(true);
@@ -391,6 +389,15 @@ static void damage_j1(char *a)
     CHECK(st && store_add_rows(st, a, 1, 8, 40) == CORE_OK);
     if (st)
         sess_store_free(st);
+}
+
+/*
+ * journal.1 damaged in its second append, journal.2 after it: the start
+ * that finds it keeps a=2 and sets journal.2 aside.
+ */
+static void damage_j1(char *a)
+{
+    two_journals(a);
     long bytes, off = record_in(J1, 2, &bytes);  /* the 2nd append's rows */
     flip(J1, off + bytes - 10);
 }
@@ -643,6 +650,58 @@ TEST(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing)
     }
 }
 
+/* Copy the file from over the file to (both names in dir). */
+static void copy_over(const char *from, const char *to)
+{
+    static char buf[1 << 16];
+    char src[200];
+    snprintf(src, sizeof src, "%s", path_of(from));
+    int in = open(src, O_RDONLY), out = open(path_of(to), O_WRONLY | O_TRUNC);
+    ssize_t got;
+    CHECK(in >= 0 && out >= 0);
+    while (in >= 0 && out >= 0 && (got = read(in, buf, sizeof buf)) > 0)
+        CHECK(write(out, buf, (size_t)got) == got);
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+}
+
+/*
+ * A file whose header says another generation than its name (copied or
+ * renamed from another file) is not replayed: journal.2 made a copy of
+ * journal.1, whose records are all held already, would hide that
+ * journal.2's own changes are gone; a snapshot renamed to a later
+ * generation would be read as that generation's. Each is handled as a
+ * bad header, with both generations in its warn line.
+ */
+TEST(a_file_whose_header_names_another_generation_is_not_replayed)
+{
+    char a[SESS_ID_MAX];
+    two_journals(a);
+    copy_over(J1, J2);
+    struct sess_store *st = open_dir();
+    CHECK(st && store_length_of(st, a) == 8);
+    CHECK(said("journal.0000000000000002 unreadable (its header says generation 1, its "
+               "name 2"));
+    CHECK(said("journal.0000000000000002 set aside as"));
+    CHECK(!exists(J2));
+    if (st)
+        sess_store_free(st);
+    fail_snapshots(false);
+
+    build_state();
+    char from[200];
+    snprintf(from, sizeof from, "%s", path_of(SNAP));
+    CHECK(rename(from, path_of("snapshot.0000000000000003")) == 0);
+    st = open_dir();
+    CHECK(st && store_length_of(st, s[0]) == (size_t)-1);
+    CHECK(said("snapshot.0000000000000003 unreadable (its header says generation 2, its "
+               "name 3"));
+    if (st)
+        sess_store_free(st);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-replay-%ld", (long)getpid());
@@ -661,6 +720,7 @@ int main(void)
     RUN(a_record_at_the_largest_lsn_is_damage);
     RUN(an_earlier_damaged_copy_is_never_replaced);
     RUN(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing);
+    RUN(a_file_whose_header_names_another_generation_is_not_replayed);
     store_clear_dir(dir);
     rmdir(dir);
     TEST_MAIN_END();
