@@ -8,9 +8,9 @@
  * names when its lsn is newer than the session's (core/durable.c says why
  * that is enough). Damage is logged with what was kept and dropped (see
  * sess_replay_dir for what goes on being read), and every damaged file is
- * kept as the first free NAME.damaged[.N] (an earlier one is never
- * replaced) with a warn line saying so and why: a copy when the replay
- * used some of it, the file itself when nothing of it was applied. A
+ * kept (an earlier one is never replaced) with a warn line saying so and
+ * why: a copy, NAME.copy, when the replay used some of it, the file itself,
+ * NAME.setaside, when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
  * journals written from now on build on, copy or no copy (the files are
  * handled in core/replay_files.c). Last it says
@@ -751,6 +751,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     free(dropping);
     free(rp.absent);
     free(g.journal);
+    sess_state_log_kept(d);
     size_t future = settle_clocks(st);
     size_t expired = sess_store_sweep(st);
     struct sess_stats ss;

@@ -1,11 +1,20 @@
 /*
  * core/replay_files.c — the files of a state directory as a replay
  * (core/replay.c) meets them: their names and generations, and what is done
- * with a damaged one. A file nothing of which is applied is set aside
- * (renamed, never read again); a file the replay used stays where it is and
- * a copy is kept; a damaged journal is cut back to the records before its
- * damage. Every kept file takes the first free NAME.damaged[.N]: an earlier
- * one is never replaced.
+ * with a damaged one. A file nothing of which is applied is set aside:
+ * renamed to the first free NAME.setaside[.N], never read again. A file the
+ * replay used stays where it is, and a copy is kept as the first free
+ * NAME.copy[.N]; a damaged journal is cut back to the records before its
+ * damage. An earlier kept file is never replaced or removed, and a start
+ * says how many there are (sess_state_count_kept).
+ *
+ * The names tell a file set aside from a copy: a journal missing from the
+ * sequence is passed over only when it was set aside (an earlier start then
+ * wrote the journals after it without it), never when only a copy of it is
+ * there (it was applied, and later journals build on it). An attnd before
+ * these names kept both as NAME.damaged[.N]; such a journal.G.damaged is
+ * still taken as set aside, as that attnd took it (this attnd writes no
+ * .damaged file, so there is no copy of its own to mistake for one).
  */
 #include "replay_files.h"
 #include "replay.h"
@@ -27,27 +36,34 @@ void sess_state_name(char *out, size_t size, const char *dir, const char *pre,
     snprintf(out, size, "%s/%s%016" PRIx64 "%s", dir, pre, gen, suf);
 }
 
-/* The k-th name a copy of path may take: path.damaged, path.damaged.1, ... */
-static void damaged_name(char *out, size_t size, const char *path, unsigned k)
+/* The suffixes of kept files: set aside, a copy, and either by an attnd
+ * before these two. */
+#define SET_ASIDE "setaside"
+#define COPY "copy"
+#define OLD_KEPT "damaged"
+
+/* The k-th name a kept path may take: path.SUF, path.SUF.1, ... */
+static void kept_name(char *out, size_t size, const char *path, const char *suf,
+                      unsigned k)
 {
     if (k == 0)
-        snprintf(out, size, "%s.damaged", path);
+        snprintf(out, size, "%s.%s", path, suf);
     else
-        snprintf(out, size, "%s.damaged.%u", path, k);
+        snprintf(out, size, "%s.%s.%u", path, suf, k);
 }
 
-/* Tries of damaged_name before giving up: an earlier .damaged file is
- * never removed or replaced, it may be the only copy of what was lost. */
-#define DAMAGED_NAMES 1000u
+/* Tries of kept_name before giving up: an earlier kept file is never
+ * removed or replaced, it may be the only copy of what was lost. */
+#define KEPT_NAMES 1000u
 
-/* Rename path to the first free path.damaged[.N], never read again, saying
- * so and why. */
+/* Rename path to the first free path.setaside[.N], never read again,
+ * saying so and why. */
 void sess_state_set_aside(const struct rdir *d, const char *path, const char *why)
 {
     char kept[1200];
     int e = EEXIST;
-    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
-        damaged_name(kept, sizeof kept, path, k);
+    for (unsigned k = 0; e == EEXIST && k < KEPT_NAMES; k++) {
+        kept_name(kept, sizeof kept, path, SET_ASIDE, k);
         struct stat sb;
         /* link fails on a name taken; where hard links are not supported,
          * rename to a name that is free */
@@ -96,16 +112,16 @@ static int copy_file(const char *from, const char *to)
 /*
  * Keep a copy of path, which stays where it is (the replay used it, and a
  * later start must find it again: a new snapshot removes it), as the first
- * free path.damaged[.N], saying so and why: a hard link when whole is true
+ * free path.copy[.N], saying so and why: a hard link when whole is true
  * (the file is not changed after), a copy otherwise. Whether one was kept.
  */
 bool sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
-                      bool whole)
+                          bool whole)
 {
     char kept[1200];
     int e = EEXIST;
-    for (unsigned k = 0; e == EEXIST && k < DAMAGED_NAMES; k++) {
-        damaged_name(kept, sizeof kept, path, k);
+    for (unsigned k = 0; e == EEXIST && k < KEPT_NAMES; k++) {
+        kept_name(kept, sizeof kept, path, COPY, k);
         if (whole && link(path, kept) == 0)
             e = 0;
         else if (whole && errno == EEXIST)
@@ -152,19 +168,74 @@ bool sess_state_cut_back(const struct rdir *d, const char *path, size_t good, bo
 }
 
 /* Whether every journal of generations [from, to) was set aside by an
- * earlier start (which then wrote the later ones without them). */
+ * earlier start (which then wrote the later ones without them): a
+ * journal.G.setaside, or a journal.G.damaged of an older attnd (the top
+ * of this file says why); a journal.G.copy is not. */
 bool sess_state_set_aside_before(const struct rdir *d, uint64_t from, uint64_t to)
 {
-    char kept[1100];
+    char kept[1100], old[1100];
     struct stat sb;
     if (to - from > 64)
         return false;
     for (uint64_t gen = from; gen < to; gen++) {
-        sess_state_name(kept, sizeof kept, d->dir, "journal.", gen, ".damaged");
-        if (stat(kept, &sb) != 0)
+        sess_state_name(kept, sizeof kept, d->dir, "journal.", gen, "." SET_ASIDE);
+        sess_state_name(old, sizeof old, d->dir, "journal.", gen, "." OLD_KEPT);
+        if (stat(kept, &sb) != 0 && stat(old, &sb) != 0)
             return false;
     }
     return true;
+}
+
+/* Whether name is a kept file: <pre><gen>.<suffix>[.N] of a state file. */
+static bool is_kept(const char *name)
+{
+    static const char *const pres[] = {"snapshot.", "journal."};
+    static const char *const sufs[] = {SET_ASIDE, COPY, OLD_KEPT};
+    for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
+        char base[32];
+        size_t k = strlen(pres[i]) + 16;
+        uint64_t g;
+        if (strlen(name) <= k || name[k] != '.')
+            continue;
+        memcpy(base, name, k);
+        base[k] = '\0';
+        if (!sess_state_gen(base, pres[i], &g))
+            continue;
+        for (size_t j = 0; j < sizeof sufs / sizeof sufs[0]; j++) {
+            const char *rest = name + k + 1;
+            size_t n = strlen(sufs[j]);
+            if (strncmp(rest, sufs[j], n) != 0)
+                continue;
+            rest += n;
+            if (!*rest || (rest[0] == '.' && rest[1] &&
+                           strspn(rest + 1, "0123456789") == strlen(rest + 1)))
+                return true;
+        }
+    }
+    return false;
+}
+
+void sess_state_log_kept(const struct rdir *d)
+{
+    DIR *dd = opendir(d->dir);
+    if (!dd)
+        return;
+    uint64_t files = 0, bytes = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)) != NULL) {
+        struct stat sb;
+        if (is_kept(e->d_name) &&
+            fstatat(dirfd(dd), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+            files++;
+            bytes += (uint64_t)sb.st_size;
+        }
+    }
+    closedir(dd);
+    if (files > 0)
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: files kept for a look: %"
+                  PRIu64 " (%" PRIu64 " bytes), copies of damaged files and files set aside "
+                  "(NAME.copy, NAME.setaside, NAME.damaged), which attnd never reads or "
+                  "removes", files, bytes);
 }
 
 bool sess_state_gen(const char *name, const char *pre, uint64_t *g)

@@ -31,11 +31,11 @@ struct gens {
  * errno (g->journal freed). */
 int sess_state_scan(const char *dir, struct gens *g);
 
-/* Rename path to the first free path.damaged[.N], never read again. */
+/* Rename path to the first free path.setaside[.N], never read again. */
 void sess_state_set_aside(const struct rdir *d, const char *path, const char *why);
 
 /* Keep a copy of path, which stays where it is, as the first free
- * path.damaged[.N] (a hard link when whole); whether one was kept. */
+ * path.copy[.N] (a hard link when whole); whether one was kept. */
 bool sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
                           bool whole);
 
@@ -46,5 +46,9 @@ bool sess_state_cut_back(const struct rdir *d, const char *path, size_t good, bo
 /* Whether every journal of generations [from, to) was set aside by an
  * earlier start. */
 bool sess_state_set_aside_before(const struct rdir *d, uint64_t from, uint64_t to);
+
+/* Log (info) how many kept files (set aside or copies) the directory
+ * holds and their bytes, when there are any. */
+void sess_state_log_kept(const struct rdir *d);
 
 #endif

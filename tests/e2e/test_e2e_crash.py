@@ -307,7 +307,7 @@ def test_damaged_journal_keeps_every_record_before_the_damage(damage):
         got, _ = _restart_length(sd, sid)
         assert got == length + 1
         if damage == "flipped_byte":      # mid-file damage is kept for a look
-            assert any(n.endswith(".damaged") for n in os.listdir(sd)), os.listdir(sd)
+            assert any(n.endswith(".copy") for n in os.listdir(sd)), os.listdir(sd)
     finally:
         shutil.rmtree(sd, ignore_errors=True)
 

@@ -334,7 +334,7 @@ TEST(a_damaged_snapshot_is_rewritten)
     CHECK(st && stats_of(st).sessions == 4);
     check_written_over(2, "journal: a new snapshot is written at start: files were "
                           "damaged or missing");
-    CHECK(exists(SNAP2 ".damaged"));
+    CHECK(exists(SNAP2 ".copy"));
     if (st) {
         note_all(st);
         sess_store_free(st);
@@ -366,7 +366,7 @@ TEST(a_journal_cut_back_to_nothing_is_not_taken_for_an_empty_one)
     CHECK(said("journal.0000000000000002: a copy is kept as"));
     check_written_over(2, "journal: a new snapshot is written at start: files were "
                           "damaged or missing");
-    CHECK(exists(J2 ".damaged"));
+    CHECK(exists(J2 ".copy"));
     if (st)
         sess_store_free(st);
     st = open_dir();

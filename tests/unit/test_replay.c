@@ -10,10 +10,13 @@
  * it (prefix rule), and the journal is cut back to its good records, with
  * or without a copy of the rest (or the start is refused), so the next
  * start reads on; every file set aside is named in a warn line and an
- * earlier .damaged file is never replaced; a record at the largest lsns is
+ * earlier kept file is never replaced; a record at the largest lsns is
  * damage; a file that cannot be read for a reason that says nothing of it
  * (memory short) fails the start and changes nothing; a file whose header
- * names another generation than its name is not replayed.
+ * names another generation than its name is not replayed; a journal
+ * missing after only a copy of it was kept is a gap, one set aside (or
+ * kept as .damaged by an older attnd) is passed over, and a start says how
+ * many kept files there are.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -173,12 +176,12 @@ TEST(a_damaged_snapshot_record_loses_only_its_session)
         CHECK(said(line));
         CHECK(said("6 records kept, 1 dropped"));
         CHECK(said("snapshot.0000000000000002: a copy is kept as"));
-        CHECK(exists("snapshot.0000000000000002.damaged"));
+        CHECK(exists("snapshot.0000000000000002.copy"));
         bool journaled = strcmp(id, s[1]) == 0 || strcmp(id, s[2]) == 0 ||
                          strcmp(id, f) == 0;       /* changed in the journal */
         CHECK(said(journaled ? "1 for 1 sessions not restored"
                              : "0 for 0 sessions not restored"));
-        CHECK(exists("journal.0000000000000002.damaged") == journaled);
+        CHECK(exists("journal.0000000000000002.copy") == journaled);
         if (journaled)
             CHECK(said("journal.0000000000000002: a copy is kept as"));
         sess_store_free(st);
@@ -308,7 +311,7 @@ TEST(a_damaged_journal_stops_the_replay_and_names_what_it_sets_aside)
     CHECK(said("journal.0000000000000001: a copy is kept as"));
     CHECK(said("journal.0000000000000002 set aside as"));
     CHECK(said("it follows the damaged journal.0000000000000001"));
-    CHECK(exists("journal.0000000000000002.damaged") && !exists("journal.0000000000000002"));
+    CHECK(exists("journal.0000000000000002.setaside") && !exists("journal.0000000000000002"));
     CHECK(store_add_rows(st, a, 5, 8, 50) == CORE_OK);    /* into journal.3 */
     CHECK(new_session(st, b) == CORE_OK);
     sess_store_free(st);
@@ -423,7 +426,7 @@ TEST(a_journal_is_cut_back_when_no_copy_can_be_kept)
     CHECK(st && store_length_of(st, a) == 2);
     CHECK(said("journal.0000000000000001: no copy could be kept"));
     CHECK(said("the damaged tail was dropped without a copy"));
-    CHECK(!exists("journal.0000000000000001.damaged"));
+    CHECK(!exists("journal.0000000000000001.copy"));
     CHECK(st && store_add_rows(st, a, 5, 8, 50) == CORE_OK);   /* journal.3 */
     CHECK(st && new_session(st, b) == CORE_OK);
     if (st)
@@ -533,9 +536,9 @@ TEST(a_record_at_the_largest_lsn_is_damage)
 }
 
 /*
- * A copy kept as NAME.damaged is never replaced: journal.2's copy with
+ * A copy kept as NAME.copy is never replaced: journal.2's copy with
  * its damaged tail stays when a later start keeps journal.2 (cut back)
- * again, as NAME.damaged.1.
+ * again, as NAME.copy.1.
  */
 TEST(an_earlier_damaged_copy_is_never_replaced)
 {
@@ -561,9 +564,9 @@ TEST(an_earlier_damaged_copy_is_never_replaced)
     flip(SNAP, o1 + b1 - 20);
     st = open_dir();
     CHECK(said("journal.0000000000000002: a copy is kept as"));
-    CHECK(stat(path_of("journal.0000000000000002.damaged"), &sb) == 0 &&
+    CHECK(stat(path_of("journal.0000000000000002.copy"), &sb) == 0 &&
           sb.st_size == whole);
-    CHECK(exists("journal.0000000000000002.damaged.1"));
+    CHECK(exists("journal.0000000000000002.copy.1"));
     if (st)
         sess_store_free(st);
     for (int gen = 3; gen <= 4; gen++) {
@@ -702,6 +705,50 @@ TEST(a_file_whose_header_names_another_generation_is_not_replayed)
         sess_store_free(st);
 }
 
+/*
+ * A journal that was applied and kept in place, with a copy of its damaged
+ * tail, then went missing: the journals after it build on its records, so
+ * its absence is a gap and they are set aside, not replayed (before, the
+ * copy, named as files set aside were, made it pass for one). A journal
+ * an older attnd set aside as NAME.damaged is still passed over. The
+ * start logs how many kept files the directory holds.
+ */
+TEST(a_journal_missing_after_a_copy_of_it_was_kept_is_a_gap)
+{
+    char a[SESS_ID_MAX];
+    journal_of_four(a);
+    struct stat sb;                             /* the last append torn */
+    CHECK(stat(path_of(J1), &sb) == 0 && truncate(path_of(J1), sb.st_size - 5) == 0);
+    fail_snapshots(true);
+    struct sess_store *st = open_dir();         /* journal.1 cut back, copied */
+    CHECK(st && store_length_of(st, a) == 6);
+    CHECK(st && store_add_rows(st, a, 1, 8, 40) == CORE_OK);     /* journal.2 */
+    CHECK(said("journal.0000000000000001: a copy is kept as"));
+    if (st)
+        sess_store_free(st);
+    CHECK(unlink(path_of(J1)) == 0);
+    st = open_dir();
+    CHECK(said("journal.0000000000000001 before it is missing"));
+    CHECK(said("journal.0000000000000002 set aside as"));
+    CHECK(exists(J2 ".setaside") && !exists(J2));
+    CHECK(said("files kept for a look: 2 ("));
+    if (st)
+        sess_store_free(st);
+    fail_snapshots(false);
+
+    two_journals(a);                            /* journal.1 set aside, the */
+    char from[200];                             /* name an older attnd gave */
+    snprintf(from, sizeof from, "%s", path_of(J1));
+    CHECK(rename(from, path_of(J1 ".damaged")) == 0);
+    st = open_dir();
+    CHECK(st && strstr(logged, "before it is missing") == NULL);
+    CHECK(exists(J2) && !exists(J2 ".setaside"));
+    CHECK(said("files kept for a look: 1 ("));
+    if (st)
+        sess_store_free(st);
+    fail_snapshots(false);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-replay-%ld", (long)getpid());
@@ -721,6 +768,7 @@ int main(void)
     RUN(an_earlier_damaged_copy_is_never_replaced);
     RUN(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing);
     RUN(a_file_whose_header_names_another_generation_is_not_replayed);
+    RUN(a_journal_missing_after_a_copy_of_it_was_kept_is_a_gap);
     store_clear_dir(dir);
     rmdir(dir);
     TEST_MAIN_END();
