@@ -12,10 +12,10 @@
  * reaches every one of those at once. Rows are read from the cache by
  * write_rows and written into it by the importer alone.
  *
- * Format, version 5 (all integers u32/u64/i64 and floats f64 in host byte
+ * Format, version 6 (all integers u32/u64/i64 and floats f64 in host byte
  * order; a byte-order mark makes a file from another byte order read as
  * corrupt):
- *   "ATTNDSES" u32 version=5 u32 bom=0x01020304
+ *   "ATTNDSES" u32 version=6 u32 bom=0x01020304
  *   u32 id_len, id bytes
  *   u32 dtype | half << 8 | kv_store << 16
  *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
@@ -30,6 +30,10 @@
  *   (version 5) u32 yarn_truncate: 1 rounds yarn's correction range (HF's
  *   default "truncate": true, and every scaling but yarn), 0 does not
  *   (truncate false, gpt-oss); versions 1 to 4 read as 1.
+ *   (version 6) u32 has_key: 1 when the session was made with an
+ *   idempotency key (store.h's sess_idem), then u32 scope_len, scope,
+ *   u32 key_len, key, 16 digest bytes; an export writes 0 (the key stays
+ *   on its replica), and an import takes no key from its bytes.
  *   first_row 0: every row [0, length) is held and follows. Otherwise the
  *   session let rows go: the rows that follow are [0, front) and
  *   [first_row, length), front = sinks rounded up to a multiple of 64 (the
@@ -42,7 +46,7 @@
  *   [length][d_v] in the cache's storage form (kv_elem_bytes each): every
  *   array at its element's alignment when the bytes start at one
  *   u32 crc: CRC-32C (version 4; journal.c's) of every byte before it
- * Version 4 (no yarn_truncate), version 3 (rows before the int8 scales,
+ * Version 5 (no key), version 4 (no yarn_truncate), version 3 (rows before the int8 scales,
  * no padding, no window, CRC-32 IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
  * off) and version 1 (no half or kv_store, rows in the dtype) still read.
  * Reading is bounded by the bytes' size: no length read from them is
@@ -170,8 +174,24 @@ static void write_rows(struct wr *w, const struct kv_cache *kv)
         put(w, it.seg, it.seg_left);
 }
 
-/* A held session's bytes before its rows: magic to the padding. */
-static void write_head(struct wr *w, struct sess_store *st, struct sess *s)
+/* The version 6 idempotency key (none: has_key 0). */
+static void write_idem(struct wr *w, const struct sess_idem *k)
+{
+    put_u32(w, k != NULL);
+    if (!k)
+        return;
+    uint32_t n = (uint32_t)strlen(k->scope);
+    put_u32(w, n);
+    put(w, k->scope, n);
+    n = (uint32_t)strlen(k->key);
+    put_u32(w, n);
+    put(w, k->key, n);
+    put(w, k->digest, sizeof k->digest);
+}
+
+/* A held session's bytes before its rows: magic to the padding; its key
+ * with them unless this is an export. */
+static void write_head(struct wr *w, struct sess_store *st, struct sess *s, bool export)
 {
     const struct sess_spec *sp = &s->spec;
     const struct attn_shape *sh = &sp->shape;
@@ -224,6 +244,7 @@ static void write_head(struct wr *w, struct sess_store *st, struct sess *s)
     put_i64(w, -1);
     put_i64(w, win->on ? win->sinks : 0);
     put_u32(w, !sc->no_truncate);
+    write_idem(w, export ? NULL : s->idem);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);
@@ -234,9 +255,9 @@ static void write_head(struct wr *w, struct sess_store *st, struct sess *s)
 }
 
 /* Serialise a held session. */
-static void write_sess(struct wr *w, struct sess_store *st, struct sess *s)
+static void write_sess(struct wr *w, struct sess_store *st, struct sess *s, bool export)
 {
-    write_head(w, st, s);
+    write_head(w, st, s, export);
     write_rows(w, s->kv);
     uint32_t crc = w->crc;
     put_u32(w, crc);
@@ -261,8 +282,9 @@ static void *encoding_block(size_t bytes)
     return p;
 }
 
-enum core_status sess_encode(struct sess_store *st, struct sess *s,
-                             void **out, size_t *n)
+/* sess_encode, or an export's bytes (without the key). */
+static enum core_status encode(struct sess_store *st, struct sess *s, bool export,
+                               void **out, size_t *n)
 {
     struct wr w = {.ok = true};
     size_t rows = kv_held(s->kv) * kv_row_bytes(s->kv);
@@ -270,7 +292,7 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
         w.p = encoding_block(rows + 65536);
         w.cap = w.p ? rows + 65536 : 0;
     }
-    write_sess(&w, st, s);
+    write_sess(&w, st, s, export);
     if (!w.ok) {
         free(w.p);
         return CORE_ENOMEM;
@@ -280,10 +302,16 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
     return CORE_OK;
 }
 
+enum core_status sess_encode(struct sess_store *st, struct sess *s,
+                             void **out, size_t *n)
+{
+    return encode(st, s, false, out, n);
+}
+
 enum core_status sess_export(struct sess_store *st, struct sess *s,
                              void **out, size_t *n)
 {
-    return sess_encode(st, s, out, n);
+    return encode(st, s, true, out, n);
 }
 
 /* ---- export piece by piece ----------------------------------------------- */
@@ -306,7 +334,7 @@ struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
     *rc = CORE_ENOMEM;
     if (!ex)
         return NULL;
-    write_head(&w, st, s);
+    write_head(&w, st, s, true);
     ex->kv = w.ok ? kv_fork(s->kv) : NULL;
     if (!ex->kv) {
         free(w.p);

@@ -99,6 +99,10 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
  *   sess_import_end    the bytes ended: checks the end and the checksum and
  *                      links the session under a new id (into
  *                      id[SESS_ID_MAX]); sess_import's statuses.
+ *   sess_import_set_idem  the new session's idempotency key (store.h;
+ *                      NULL: none, as before the call), for end: the key
+ *                      taken already is CORE_EEXIST there; the bytes' own
+ *                      key, if any, is never taken
  *   sess_import_why    the reason of a refusal ("" before one)
  *   sess_import_free   frees it and whatever it built (a refused, ended or
  *                      abandoned import: the client went away); NULL: no-op.
@@ -110,6 +114,7 @@ struct sess_importer *sess_import_begin(struct sess_store *st,
                                         size_t total);
 enum core_status sess_import_feed(struct sess_importer *im, const void *p, size_t n);
 enum core_status sess_import_end(struct sess_importer *im, char *id);
+void sess_import_set_idem(struct sess_importer *im, const struct sess_idem *idem);
 const char *sess_import_why(const struct sess_importer *im);
 void sess_import_free(struct sess_importer *im);
 

@@ -168,6 +168,8 @@ struct loaded {
     double idle_s;
     double *slopes, *sinks;
     void *bq, *bk, *bv;
+    bool has_idem;                  /* (version 6) made with a key */
+    struct sess_idem idem;
 };
 
 /* Free l's arrays (a session made of it holds copies). */
@@ -264,6 +266,32 @@ static void read_truncate(struct rd *r, struct loaded *l)
     sc->no_truncate = t == 0;
 }
 
+/* The version 6 idempotency key: scope (no NUL) and key (1..255 bytes
+ * of 0x21..0x7e, as the api takes them) and the digest. */
+static void read_idem(struct rd *r, struct loaded *l)
+{
+    uint32_t has = get_u32(r), n;
+    if (!r->err && has > 1)
+        r->err = "bad header field";
+    if (r->err || !has)
+        return;
+    n = get_u32(r);
+    if (!r->err && n >= SESS_IDEM_SCOPE_MAX)
+        r->err = "bad idempotency key";
+    get(r, l->idem.scope, r->err ? 0 : n);
+    if (!r->err && memchr(l->idem.scope, '\0', n))
+        r->err = "bad idempotency key";
+    n = get_u32(r);
+    if (!r->err && (n == 0 || n >= SESS_IDEM_KEY_MAX))
+        r->err = "bad idempotency key";
+    get(r, l->idem.key, r->err ? 0 : n);
+    for (uint32_t i = 0; !r->err && i < n; i++)
+        if (l->idem.key[i] < 0x21 || l->idem.key[i] > 0x7e)
+            r->err = "bad idempotency key";
+    get(r, l->idem.digest, sizeof l->idem.digest);
+    l->has_idem = !r->err;
+}
+
 /* The id: 1..SESS_ID_MAX-1 characters of [A-Za-z0-9._-], not starting
  * with '.' (save writes "<id>.sess"; a dot file is skipped by a load). */
 static void read_id(struct rd *r, struct loaded *l)
@@ -342,6 +370,8 @@ static void read_header(struct rd *r, struct loaded *l)
         read_window(r, l);
     if (r->version >= 5)
         read_truncate(r, l);
+    if (r->version >= 6)
+        read_idem(r, l);
     if (!r->err && l->rows > l->spec.max_tokens)     /* rows held at most */
         r->err = "bad header field";
 }
@@ -456,6 +486,8 @@ struct sess_importer {
     uint32_t version;
     struct loaded l;                /* the header read (its arrays freed) */
     struct sess *s;                 /* the new session, unlinked, being filled */
+    bool has_idem;                  /* an import's own key (sess_import_set_idem) */
+    struct sess_idem idem;
     size_t claimed;                 /* bytes claimed in st while allocating */
     struct rows_part parts[4];
     int pi;                         /* the array of rows arriving */
@@ -591,6 +623,11 @@ static void head_done(struct sess_importer *im, size_t used)
         return;
     }
     loaded_free(l);                 /* the session holds copies */
+    /* a decode keeps the key; an import takes its request's instead */
+    if (!im->st && l->has_idem && !sess_set_idem(im->s, &l->idem)) {
+        refuse(im, CORE_ENOMEM, NULL, core_status_text(CORE_ENOMEM));
+        return;
+    }
     if (im->st && (rc = import_claim(im)) != CORE_OK) {
         refuse(im, rc, NULL, NULL);
         return;
@@ -791,12 +828,25 @@ enum core_status sess_import_end(struct sess_importer *im, char *id)
     struct sess *s = im->s;
     im->s = NULL;
     s->id[0] = '\0';               /* a new id of this replica */
+    if (!sess_set_idem(s, im->has_idem ? &im->idem : NULL)) {
+        sess_destroy(s);
+        im->rc = CORE_ENOMEM;
+        say(im->why, "%s", core_status_text(im->rc));
+        return im->rc;
+    }
     im->rc = sess_link_journaled(im->st, s, id);
     if (im->rc == CORE_ECAPACITY)
         say(im->why, "no room for one more session now");
     else if (im->rc != CORE_OK)
         say(im->why, "%s", core_status_text(im->rc));
     return im->rc;
+}
+
+void sess_import_set_idem(struct sess_importer *im, const struct sess_idem *idem)
+{
+    im->has_idem = idem != NULL;
+    if (idem)
+        im->idem = *idem;
 }
 
 const char *sess_import_why(const struct sess_importer *im)

@@ -106,9 +106,12 @@ static void maybe_grow(struct sess_store *st)
     if (st->count < 2 * st->n_buckets || st->n_buckets > SIZE_MAX / 4)
         return;
     size_t nb = st->n_buckets * 2;
-    struct sess **b = calloc(nb, sizeof *b);
-    if (!b)
+    struct sess **b = calloc(nb, sizeof *b), **ib = calloc(nb, sizeof *ib);
+    if (!b || !ib) {
+        free(b);
+        free(ib);
         return;
+    }
     for (size_t i = 0; i < st->n_buckets; i++) {
         struct sess *s = st->buckets[i];
         while (s) {
@@ -119,8 +122,11 @@ static void maybe_grow(struct sess_store *st)
             s = next;
         }
     }
+    sess_idem_rehash(st, ib, nb);
     free(st->buckets);
+    free(st->ibuckets);
     st->buckets = b;
+    st->ibuckets = ib;
     st->n_buckets = nb;
 }
 
@@ -162,6 +168,7 @@ static void unlink_sess(struct sess_store *st, struct sess *s,
     if (*pp)
         *pp = s->hnext;
     s->hnext = NULL;
+    sess_idem_unlink(st, s);        /* its key is free again */
     lru_unlink(st, s);
     st->count--;
     s->linked = false;
@@ -300,8 +307,10 @@ struct sess_store *sess_store_new(const struct sess_config *cfg)
     st->cfg.replica_id = st->replica;
     st->n_buckets = 64;
     st->buckets = calloc(st->n_buckets, sizeof *st->buckets);
-    if (!st->buckets || pthread_mutex_init(&st->mu, NULL) != 0) {
+    st->ibuckets = calloc(st->n_buckets, sizeof *st->ibuckets);
+    if (!st->buckets || !st->ibuckets || pthread_mutex_init(&st->mu, NULL) != 0) {
         free(st->buckets);
+        free(st->ibuckets);
         free(st);
         return NULL;
     }
@@ -349,6 +358,7 @@ void sess_store_free(struct sess_store *st)
     sess_dur_free(st->dur);
     pthread_mutex_destroy(&st->mu);
     free(st->buckets);
+    free(st->ibuckets);
     free(st);
 }
 
@@ -479,6 +489,7 @@ static void free_parts(struct sess *s)
     free(s->bias_v);
     free(s->slopes);
     free(s->sinks);
+    free(s->idem);
     free(s);
 }
 
@@ -541,6 +552,35 @@ static void resolve_defaults(struct sess_store *st, struct sess *s)
         s->spec.ttl_s = st->cfg.default_ttl_s > 0 ? st->cfg.default_ttl_s : 0;
 }
 
+/* The live session holding k's key, or NULL: an expired one is removed
+ * (onto *grave), as sess_acquire removes it. Store mutex held. */
+static struct sess *live_idem(struct sess_store *st, const struct sess_idem *k,
+                              struct sess **grave)
+{
+    struct sess *s = sess_idem_lookup(st, k);
+    if (s && expired(s, sess_now(st))) {
+        unlink_sess(st, s, grave, true);
+        st->expirations++;
+        s = NULL;
+    }
+    return s;
+}
+
+bool sess_idem_find(struct sess_store *st, const struct sess_idem *idem, char *id,
+                    bool *same)
+{
+    struct sess *grave = NULL;
+    pthread_mutex_lock(&st->mu);
+    struct sess *s = live_idem(st, idem, &grave);
+    if (s) {
+        memcpy(id, s->id, SESS_ID_MAX);
+        *same = memcmp(s->idem->digest, idem->digest, SESS_IDEM_DIGEST) == 0;
+    }
+    pthread_mutex_unlock(&st->mu);
+    bury(grave);
+    return s != NULL;
+}
+
 enum core_status sess_link(struct sess_store *st, struct sess *s,
                            double idle_s, char *id_out)
 {
@@ -563,12 +603,21 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     }
     if (rc == CORE_OK && !fresh && find(st, s->id))
         rc = CORE_EEXIST;
+    if (rc == CORE_OK && s->idem && live_idem(st, s->idem, &grave)) {
+        if (st->restoring) {            /* cannot be: keep the session, not its key */
+            free(s->idem);
+            s->idem = NULL;
+        } else {
+            rc = CORE_EEXIST;
+        }
+    }
     if (rc == CORE_OK)
         rc = admit(st, 1, add, NULL, true, &grave);
     if (rc == CORE_OK) {
         size_t j = hash_id(s->id) & (st->n_buckets - 1);
         s->hnext = st->buckets[j];
         st->buckets[j] = s;
+        sess_idem_link(st, s);
         lru_push_front(st, s);
         s->linked = true;
         s->last_used = sess_now(st) - (idle_s > 0 ? idle_s : 0);
@@ -614,7 +663,8 @@ static enum core_status link_journaled(struct sess_store *st, struct sess *s,
         sess_destroy(s);
         return rc;
     }
-    rc = parent ? sess_dur_fork(st, parent, s) : sess_dur_sess(st, s);
+    /* a FORK record has no room for a key: a keyed fork goes whole */
+    rc = parent && !s->idem ? sess_dur_fork(st, parent, s) : sess_dur_sess(st, s);
     if (rc != CORE_OK) {
         struct sess *grave = NULL;
         pthread_mutex_lock(&st->mu);
@@ -640,10 +690,20 @@ enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
 enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
                              char *id)
 {
+    return sess_create_idem(st, spec, NULL, id);
+}
+
+enum core_status sess_create_idem(struct sess_store *st, const struct sess_spec *spec,
+                                  const struct sess_idem *idem, char *id)
+{
     enum core_status rc;
     struct sess *s = sess_new_from_spec(spec, &rc);
     if (!s)
         return rc;
+    if (!sess_set_idem(s, idem)) {
+        sess_destroy(s);
+        return CORE_ENOMEM;
+    }
     return sess_link_journaled(st, s, id);
 }
 
@@ -886,13 +946,20 @@ struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err)
 
 enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
 {
+    return sess_fork_idem(st, s, NULL, id);
+}
+
+enum core_status sess_fork_idem(struct sess_store *st, struct sess *s,
+                                const struct sess_idem *idem, char *id)
+{
     enum core_status rc;
     struct sess *f = sess_fork_unlinked(s, &rc);
     if (!f)
         return rc;
-    if (!sess_is_linked(st, s)) {
+    if (!sess_is_linked(st, s) || !sess_set_idem(f, idem)) {
+        rc = sess_is_linked(st, s) ? CORE_ENOMEM : CORE_ENOTFOUND;
         sess_destroy(f);
-        return CORE_ENOTFOUND;
+        return rc;
     }
     return link_journaled(st, f, s, id, NULL);
 }

@@ -388,6 +388,39 @@ enum core_status sess_truncate(struct sess_store *st, struct sess *s,
  * its id into id[SESS_ID_MAX]. Errors as sess_create. */
 enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id);
 
+/*
+ * Idempotency keys (the api's Idempotency-Key header): a create, fork or
+ * import may carry a key, unique among the live sessions of its scope (the
+ * API key's name, or "" for none), with a digest of what was asked. The
+ * key is journaled and snapshotted with the session and is free again once
+ * the session is deleted, expires or is evicted. Looking a key up and
+ * linking a session with it happen under the store mutex, so of two
+ * creates with one key exactly one links; the other gets CORE_EEXIST.
+ */
+#define SESS_IDEM_SCOPE_MAX 64      /* scope bytes with the NUL */
+#define SESS_IDEM_KEY_MAX 256       /* key bytes with the NUL (1..255) */
+#define SESS_IDEM_DIGEST 16         /* digest bytes (opaque to the store) */
+
+struct sess_idem {
+    char scope[SESS_IDEM_SCOPE_MAX];
+    char key[SESS_IDEM_KEY_MAX];
+    unsigned char digest[SESS_IDEM_DIGEST];
+};
+
+/* The live session whose key is idem's (scope and key): its id into
+ * id[SESS_ID_MAX] and *same whether its digest is idem's; false when
+ * there is none (an expired one is removed here, as sess_acquire does). */
+bool sess_idem_find(struct sess_store *st, const struct sess_idem *idem, char *id,
+                    bool *same);
+
+/* sess_create and sess_fork with a key (NULL: none): CORE_EEXIST when a
+ * live session holds the key already (sess_idem_find names it); a keyed
+ * fork is journaled whole (its rows written once), as a create is. */
+enum core_status sess_create_idem(struct sess_store *st, const struct sess_spec *spec,
+                                  const struct sess_idem *idem, char *id);
+enum core_status sess_fork_idem(struct sess_store *st, struct sess *s,
+                                const struct sess_idem *idem, char *id);
+
 /* Export and import (moving a session between replicas): core/persist.h. */
 
 #endif

@@ -24,6 +24,8 @@ struct sess {
     double last_used;               /* clock at the last acquire/release */
     struct sess *lru_prev, *lru_next; /* most recently used at lru_head */
     struct sess *hnext;             /* hash chain; graveyard link once removed */
+    struct sess_idem *idem;         /* its idempotency key, or NULL */
+    struct sess *inext;             /* chain of the key index (store mutex) */
     /* Journal (core/durable.c): */
     uint64_t jlsn;                  /* lsn of the last journaled change (mu) */
     double jtouch;                  /* store clock of the last record (mu) */
@@ -36,6 +38,8 @@ struct sess_store {
     char replica[65];               /* sanitised id prefix and '.', "" for none */
     pthread_mutex_t mu;             /* guards everything below */
     struct sess **buckets;          /* hash table of linked sessions */
+    struct sess **ibuckets;         /* the same of those with a key, by key
+                                       (n_buckets chains too) */
     size_t n_buckets;               /* power of two */
     size_t count;                   /* linked sessions */
     struct sess *lru_head, *lru_tail;
@@ -62,6 +66,18 @@ double sess_now(struct sess_store *st);
  * error with *err set. The cache is empty. */
 struct sess *sess_new_from_spec(const struct sess_spec *spec,
                                 enum core_status *err);
+
+/* store_idem.c: give an unlinked session a copy of idem (NULL: none);
+ * false when memory is short. */
+bool sess_set_idem(struct sess *s, const struct sess_idem *idem);
+
+/* store_idem.c, store mutex held: the linked session holding k's key (or
+ * NULL); s into and out of the key index (nothing for a session without
+ * a key); the index's chains moved into to[n_to] (a grown table). */
+struct sess *sess_idem_lookup(struct sess_store *st, const struct sess_idem *k);
+void sess_idem_link(struct sess_store *st, struct sess *s);
+void sess_idem_unlink(struct sess_store *st, struct sess *s);
+void sess_idem_rehash(struct sess_store *st, struct sess **to, size_t n_to);
 
 /* Free an unlinked, unreferenced session. */
 void sess_destroy(struct sess *s);

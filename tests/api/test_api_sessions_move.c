@@ -426,11 +426,28 @@ static size_t as_version3(const unsigned char *a, size_t n, size_t h_kv, size_t 
     return m + 4;
 }
 
+/* b[n], an older form of session sid's export, imports (201) as a session
+ * answering query q as sid does. */
+static void imports_the_same(const char *sid, const unsigned char *b, size_t n, const char *q)
+{
+    char nid[128];
+    struct api_response r;
+    CHECK_EQ_INT(import(b, n, nid, &r), 201);
+    if (r.status != 201)
+        printf("  %.*s\n", (int)r.body_len, r.body);
+    api_response_free(&r);
+    char *xa = answer("POST", sid, "/attention", q), *xb = answer("POST", nid, "/attention", q);
+    CHECK(strcmp(xa, "(failed)") != 0);
+    CHECK_STR(xa, xb);
+    free(xa);
+    free(xb);
+}
+
 /* A version 3 export (int8: its scales after the rows) imports with the
  * same attention bits as the version 4 one. */
 TEST(version_3_imports_the_same)
 {
-    char sid[128], nid[128];
+    char sid[128];
     size_t n;
     make_session("{\"d_k\":4,\"d_v\":3,\"heads\":2,\"kv_heads\":2,\"dtype\":\"float32\","
                  "\"kv_dtype\":\"int8\",\"rope\":{\"base\":100}}", 4, 3, 0, 1, sid);
@@ -447,31 +464,17 @@ TEST(version_3_imports_the_same)
         return;
     size_t n3 = as_version3(a, n, 2, 6, b);
     CHECK(n3 < n);
-    CHECK_EQ_INT(import(b, n3, nid, &r), 201);
-    if (r.status != 201)
-        printf("  %.*s\n", (int)r.body_len, r.body);
-    api_response_free(&r);
-    const char *q = "{\"q\":[[[1,0,2,1]],[[0,1,1,3]]],\"return\":[\"output\",\"weights\"]}";
-    char *xa = answer("POST", sid, "/attention", q), *xb = answer("POST", nid, "/attention", q);
-    CHECK(strcmp(xa, "(failed)") != 0);
-    CHECK_STR(xa, xb);
-    free(xa);
-    free(xb);
+    imports_the_same(sid, b, n3,
+                     "{\"q\":[[[1,0,2,1]],[[0,1,1,3]]],\"return\":[\"output\",\"weights\"]}");
     free(a);
     free(b);
 }
 
-/* The version 4 form of a version 5 export of a session without biases,
- * slopes, per-head sinks or int8 rows (no yarn_truncate; the padding
- * before the rows redone) into out; its size. */
-static size_t as_version4(const unsigned char *a, size_t n, unsigned char *out)
+/* out[m] (an older form's bytes up to the bias heads) padded to 8, with
+ * a's rows from rows_at and the CRC-32C: its size. */
+static size_t finish_older(unsigned char *out, size_t m, const unsigned char *a, size_t n,
+                           size_t rows_at)
 {
-    size_t w = window_at(a), m = w + 40;
-    size_t rows_at = (w + 40 + 4 + 24 + 7) / 8 * 8;
-    memcpy(out, a, m);                                  /* up to the window's end */
-    out[8] = 4;
-    memcpy(out + m, a + w + 40 + 4, 24);                /* bias heads: 0 0 0 */
-    m += 24;
     while (m % 8)
         out[m++] = 0;
     memcpy(out + m, a + rows_at, n - 4 - rows_at);      /* K, V */
@@ -479,6 +482,53 @@ static size_t as_version4(const unsigned char *a, size_t n, unsigned char *out)
     uint32_t c = test_crc32_bitwise(0x82F63B78u, out, m);
     memcpy(out + m, &c, 4);
     return m + 4;
+}
+
+/* The version 4 form of a version 6 export of a session without biases,
+ * slopes, per-head sinks or int8 rows (no yarn_truncate, no has_key; the
+ * padding before the rows redone) into out; its size. */
+static size_t as_version4(const unsigned char *a, size_t n, unsigned char *out)
+{
+    size_t w = window_at(a), m = w + 40;
+    size_t rows_at = (w + 40 + 8 + 24 + 7) / 8 * 8;
+    memcpy(out, a, m);                                  /* up to the window's end */
+    out[8] = 4;
+    memcpy(out + m, a + w + 40 + 8, 24);                /* bias heads: 0 0 0 */
+    return finish_older(out, m + 24, a, n, rows_at);
+}
+
+/* The version 5 form of a version 6 export of a session without biases
+ * (no has_key after yarn_truncate; the padding before the rows redone)
+ * into out; its size. */
+static size_t as_version5(const unsigned char *a, size_t n, unsigned char *out)
+{
+    size_t w = window_at(a), m = w + 44;
+    size_t rows_at = (w + 44 + 4 + 24 + 7) / 8 * 8;
+    memcpy(out, a, m);                                  /* up to yarn_truncate */
+    out[8] = 5;
+    memcpy(out + m, a + w + 48, 24);                    /* bias heads: 0 0 0 */
+    return finish_older(out, m + 24, a, n, rows_at);
+}
+
+/* A version 5 export (before idempotency keys) imports as the session it
+ * was: its rows answer the same attention, with no key. */
+TEST(version_5_imports_the_same)
+{
+    char tid[128];
+    size_t n;
+    make_session("{\"d_k\":4,\"d_v\":3,\"rope\":{\"base\":10000}}", 4, 3, 20, 9, tid);
+    unsigned char *a = export_bytes(tid, &n), *b = malloc(n + 8);
+    if (!a || !b)
+        return;
+    uint32_t version = 0, has_key = 7;
+    memcpy(&version, a + 8, 4);
+    memcpy(&has_key, a + window_at(a) + 44, 4);
+    CHECK_EQ_INT(version, 6);
+    CHECK_EQ_INT(has_key, 0);                           /* an export carries no key */
+    imports_the_same(tid, b, as_version5(a, n, b),
+                     "{\"q\":[[1,0,2,1]],\"return\":[\"output\",\"weights\"]}");
+    free(a);
+    free(b);
 }
 
 /* A version 4 export (written before yarn's truncate was kept, so by a
@@ -500,10 +550,10 @@ TEST(version_4_reads_yarn_truncate_true)
     uint32_t version, trunc;
     memcpy(&version, a + 8, 4);
     memcpy(&trunc, a + window_at(a) + 40, 4);
-    CHECK_EQ_INT(version, 5);
+    CHECK_EQ_INT(version, 6);
     CHECK_EQ_INT(trunc, 1);
     size_t n4 = as_version4(a, n, b);
-    CHECK_EQ_INT(n4, n - 8);                            /* 4 bytes and 4 of padding */
+    CHECK_EQ_INT(n4, n - 8);                            /* 8 bytes, the padding the same */
     struct api_response r;
     CHECK_EQ_INT(import(b, n4, nid, &r), 201);
     if (r.status != 201)
@@ -628,6 +678,7 @@ int main(void)
     RUN(old_state_file_imports);
     RUN(version_3_imports_the_same);
     RUN(version_4_reads_yarn_truncate_true);
+    RUN(version_5_imports_the_same);
     RUN(export_in_pieces_to_a_transport_that_takes_them);
     RUN(routes_methods_and_auth);
     sess_store_free(ctx.store);

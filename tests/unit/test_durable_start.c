@@ -453,10 +453,11 @@ TEST(state_files_of_an_older_attnd_are_folded_in)
 /*
  * snapshot.2, of one float32 session without biases (id), rewritten with
  * that session in the version 4 encoding, as an attnd before version 5
- * wrote it: version 5 less its u32 yarn_truncate (after the window), the
- * zero padding before the rows moved with it, the CRC-32C redone. Layout:
- * core/persist.c; for this session the yarn field is at 252 + the id's
- * length, followed by the three u64 bias counts.
+ * wrote it: version 6 less its u32 yarn_truncate (after the window) and
+ * its u32 has_key (0), the zero padding before the rows moved with them,
+ * the CRC-32C redone. Layout: core/persist.c; for this session the yarn
+ * field is at 252 + the id's length, followed by has_key and the three
+ * u64 bias counts.
  */
 static void snapshot_in_version_4(const char *id)
 {
@@ -472,12 +473,12 @@ static void snapshot_in_version_4(const char *id)
     if (!(n > JNL_HEADER_BYTES + 48 && n == JNL_HEADER_BYTES + 4 + (size_t)len + 4))
         return;
     const unsigned char *enc = buf + JNL_HEADER_BYTES + 4 + 8 + 12;
-    size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 4 + 24;
-    size_t pad5 = (8 - counts_end % 8) % 8, pad4 = (8 - (counts_end - 4) % 8) % 8;
-    size_t rows = counts_end + pad5, rows_n = enc_n - 4 - rows, o = 0;
+    size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 8 + 24;
+    size_t pad6 = (8 - counts_end % 8) % 8, pad4 = (8 - (counts_end - 8) % 8) % 8;
+    size_t rows = counts_end + pad6, rows_n = enc_n - 4 - rows, o = 0;
     memcpy(out, enc, yarn);
     o = yarn;
-    memcpy(out + o, enc + yarn + 4, 24);
+    memcpy(out + o, enc + yarn + 8, 24);
     o += 24;
     memset(out + o, 0, pad4);
     o += pad4;
@@ -524,7 +525,7 @@ TEST(a_snapshot_in_an_older_encoding_is_written_again)
     st = open_dir();
     CHECK(st && as_noted(st));                  /* read as it was */
     check_written_over(2, "journal: a new snapshot is written at start: sessions of "
-                          "snapshot.0000000000000002 in an encoding older than version 5: 1");
+                          "snapshot.0000000000000002 in an encoding older than version 6: 1");
     if (st)
         sess_store_free(st);
     st = open_dir();
