@@ -22,17 +22,22 @@
 struct sess_store;   /* core/store.h */
 struct attn_ws;      /* core/attn.h */
 
+/* An API key's name, with its NUL, at most (server/keys.h's too). */
+#define API_KEY_NAME_MAX 64
+
 /* Limits and policies; server/ fills this from flags and ATTND_* env. */
 struct api_config {
     size_t max_body_bytes;          /* request body cap (server enforces, api reports) */
     size_t max_elements;            /* cap on numbers in one request's inputs, and in its response */
     size_t max_tokens;              /* default max_tokens of a session */
     double session_ttl_s;           /* default ttl_s of a session */
-    const char *api_key;            /* Bearer token, or NULL/"" for none */
+    const char *api_key;            /* Bearer token, or NULL/"" for none
+                                       (its name is "default") */
     /* Checks a Bearer token instead of api_key when set (server/keys.c:
      * several named keys, reloaded on SIGHUP); thread-safe. token: what
-     * follows "Bearer " and its spaces; it ignores trailing ones. */
-    bool (*auth)(void *arg, const char *token);
+     * follows "Bearer " and its spaces; it ignores trailing ones. The
+     * valid key's name goes to name (the scope of Idempotency-Key). */
+    bool (*auth)(void *arg, const char *token, char name[API_KEY_NAME_MAX]);
     void *auth_arg;
     const char *const *cors_origins;/* NULL-terminated allowlist, or NULL */
     /* The route template of a static file the transport serves itself to

@@ -51,6 +51,8 @@
     X(RESPONSE_TOO_LARGE, "response_too_large", 422,                          \
       "response would exceed the size limit")                                 \
     X(EMPTY_ROW, "empty_row", 422, "a query row has no key it may attend to") \
+    X(IDEMPOTENCY_KEY_REUSED, "idempotency_key_reused", 422,                  \
+      "the Idempotency-Key was used with another request")                    \
     X(INTERNAL, "internal", 500, "internal error")                            \
     X(CAPACITY_EXHAUSTED, "capacity_exhausted", 503,                          \
       "capacity exhausted, retry later")                                      \

@@ -25,6 +25,7 @@
 #include "api/codec/half.h"
 #include "api/codec/write.h"
 #include "core/status.h"
+#include "core/store.h"
 
 /* Nesting depth at which a JSON body is refused with json_too_deep. */
 #define API_MAX_JSON_DEPTH 32
@@ -42,6 +43,8 @@ struct api_call {
     uint64_t t0_us;                     /* api_now_us() when handling began */
     bool answered;                      /* a reply helper has run */
     bool trusted;                       /* made up by attnd (api_handle_trusted) */
+    char key_name[API_KEY_NAME_MAX];    /* the API key's name ("default" for
+                                           cfg.api_key), or "" without keys */
     enum api_half half;                 /* the request's float16/bfloat16
                                            dtype, or none; tensor readers
                                            round to it (api/codec/half.h) */
@@ -245,6 +248,36 @@ void api_sessions_import(struct api_call *c);
 /* api_stream_open's part for the import route, once routed and authorized
  * (api/sessions_move.c). */
 struct api_stream *api_sessions_import_open(struct api_call *c, size_t total);
+
+/*
+ * The Idempotency-Key header of a create, fork or import (api/idem.c).
+ * api_idem_read: the header as the key of this request in *k (scope: the
+ * API key's name), with the digest begun for route (and parent, the forked
+ * session's id, or NULL); *has false when absent. false: a malformed one,
+ * answered 400. api_idem_more adds the body's bytes to the digest;
+ * api_idem_end finishes it (once, after the last bytes).
+ * api_idem_replay: when a live session holds the key, answer for it (201
+ * as a create with Idempotent-Replayed: true when the digests match, else
+ * 422 idempotency_key_reused) and return true; false: there is none.
+ * api_idem_created: the answer to a create, fork or import that returned
+ * rc with the new session's id (CORE_EEXIST: another request with the
+ * key came first, and is answered for as a replay).
+ */
+enum api_idem_route { API_IDEM_CREATE = 1, API_IDEM_FORK, API_IDEM_IMPORT };
+struct api_idem {
+    struct sess_idem k;
+    uint32_t crc;                   /* of the route, parent and body so far */
+    uint64_t len;                   /* body bytes so far */
+};
+bool api_idem_read(struct api_call *c, enum api_idem_route route, const char *parent,
+                   struct api_idem *k, bool *has);
+/* Whether the header is absent or well-formed (nothing answered). */
+bool api_idem_valid(const struct api_call *c);
+void api_idem_more(struct api_idem *k, const void *p, size_t n);
+void api_idem_end(struct api_idem *k);
+bool api_idem_replay(struct api_call *c, const struct api_idem *k);
+void api_idem_created(struct api_call *c, enum core_status rc, const char *id,
+                      const struct api_idem *k);
 
 /* Whether req's route and method read base64 strings decoded as the body
  * arrived (api/early.c opens a decoder for them alone). */

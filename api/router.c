@@ -78,12 +78,15 @@ static const struct api_subtree api_subtrees[] = {
 /* Inference-Header-Content-Length: the v2 protocol's binary tensor data
  * extension, in both directions. X-Request-Id and traceparent (W3C Trace
  * Context): what tracing libraries add to every fetch; a preflight that
- * does not allow them fails the whole call. Allow: the methods of a 405. */
+ * does not allow them fails the whole call. Idempotency-Key and
+ * Idempotent-Replayed: a create's, fork's or import's key and its replay.
+ * Allow: the methods of a 405. */
 static const char cors_allow_headers[] =
-    "Authorization, Content-Type, Inference-Header-Content-Length, X-Request-Id, traceparent";
+    "Authorization, Content-Type, Inference-Header-Content-Length, X-Request-Id, traceparent, "
+    "Idempotency-Key";
 static const char cors_expose_headers[] =
     "Location, Retry-After, WWW-Authenticate, Allow, Inference-Header-Content-Length, "
-    "X-Request-Id";
+    "X-Request-Id, Idempotent-Replayed";
 static const char cors_max_age[] = "600";
 
 /* The subtree holding path (its root itself or below it), or NULL; *rest
@@ -197,6 +200,7 @@ static bool authorized(struct api_call *c)
     const char *key = c->ctx->cfg.api_key;
     const char *h;
 
+    c->key_name[0] = '\0';
     if (c->trusted || ((!key || !*key) && !c->ctx->cfg.auth))
         return true;
     h = api_header(c, "Authorization");
@@ -205,12 +209,20 @@ static bool authorized(struct api_call *c)
     h += 7;
     while (*h == ' ' || *h == '\t')
         h++;
-    if (c->ctx->cfg.auth)       /* it ignores trailing whitespace too */
-        return c->ctx->cfg.auth(c->ctx->cfg.auth_arg, h);
+    if (c->ctx->cfg.auth) {     /* it ignores trailing whitespace too */
+        char name[API_KEY_NAME_MAX] = "";
+        bool ok = c->ctx->cfg.auth(c->ctx->cfg.auth_arg, h, name);
+        if (ok)
+            snprintf(c->key_name, sizeof c->key_name, "%s", name);
+        return ok;
+    }
     size_t n = strlen(h);
     while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;                    /* RFC 9110 5.5: whitespace around a field value is not part of it */
-    return secret_equal(h, n, key, strlen(key));
+    bool ok = secret_equal(h, n, key, strlen(key));
+    if (ok)
+        snprintf(c->key_name, sizeof c->key_name, "default");
+    return ok;
 }
 
 static void unauthorized(struct api_call *c)
@@ -240,6 +252,7 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     c->t0_us = api_now_us();
     c->answered = false;
     c->trusted = false;
+    c->key_name[0] = '\0';
     c->half = API_HALF_NONE;
 }
 

@@ -20,7 +20,9 @@
  * (dtype, heads, widths: read with the session's dtype) until the cache has
  * been read or changed; the response is written after releasing it.
  * Everything that can be refused (shapes, expected_length, response size,
- * the attention options) is checked before the cache changes.
+ * the attention options) is checked before the cache changes. A create or
+ * fork with an Idempotency-Key whose session exists is answered for it
+ * before anything else (api/idem.c).
  */
 #include "api/internal.h"
 
@@ -352,22 +354,39 @@ static bool read_create(struct api_call *c, const json_t *body,
     return true;
 }
 
+/* The Idempotency-Key of a create or fork (api/idem.c) over the body as
+ * sent: *k set and *has, or false when answered (a malformed key, or a
+ * session that holds the key already: its replay or 422). */
+static bool read_idem(struct api_call *c, enum api_idem_route route, const char *parent,
+                      struct api_idem *k, bool *has)
+{
+    if (!api_idem_read(c, route, parent, k, has))
+        return false;
+    if (!*has)
+        return true;
+    api_idem_more(k, c->req->body, c->req->body_len);
+    api_idem_end(k);
+    return !api_idem_replay(c, k);
+}
+
 static void sessions_create(struct api_call *c)
 {
     struct create_req cr;
+    struct api_idem k;
+    bool keyed;
     char id[SESS_ID_MAX];
     memset(&cr, 0, sizeof cr);
+    if (!read_idem(c, API_IDEM_CREATE, NULL, &k, &keyed))
+        return;
     json_t *body = api_parse_body(c);
     if (!body)
         return;
     bool ok = read_create(c, body, &cr);
     json_decref(body);
     if (ok) {
-        enum core_status rc = sess_create(c->ctx->store, &cr.spec, id);
-        if (rc == CORE_OK)
-            api_sessions_reply_created(c, id);
-        else
-            api_fail_core(c, rc, NULL);
+        enum core_status rc = sess_create_idem(c->ctx->store, &cr.spec,
+                                               keyed ? &k.k : NULL, id);
+        api_idem_created(c, rc, id, keyed ? &k : NULL);
     }
     api_bias_free(&cr.bias);
     free(cr.slopes);
@@ -745,6 +764,10 @@ static void fork_req(struct api_call *c, const char *id)
 {
     static const char *const none[] = {NULL};
     char nid[SESS_ID_MAX];
+    struct api_idem k;
+    bool keyed;
+    if (!read_idem(c, API_IDEM_FORK, id, &k, &keyed))
+        return;
     json_t *body = api_parse_body_optional(c);
     if (!body)
         return;
@@ -755,12 +778,9 @@ static void fork_req(struct api_call *c, const char *id)
     struct sess *s = acquire(c, id);
     if (!s)
         return;
-    enum core_status rc = sess_fork(c->ctx->store, s, nid);
+    enum core_status rc = sess_fork_idem(c->ctx->store, s, keyed ? &k.k : NULL, nid);
     sess_release(c->ctx->store, s);
-    if (rc != CORE_OK)
-        api_fail_core(c, rc, NULL);
-    else
-        api_sessions_reply_created(c, nid);
+    api_idem_created(c, rc, nid, keyed ? &k : NULL);
 }
 
 static void get_req(struct api_call *c, const char *id)

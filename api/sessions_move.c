@@ -12,7 +12,10 @@
  * is 422 invalid_export, one over a limit 422 limit_exceeded, one that
  * would fit an emptier cache 503 capacity_exhausted, and none of them
  * creates anything. The new session gets an id of this replica and is
- * journaled as a create is.
+ * journaled as a create is. An Idempotency-Key (api/idem.c) is checked
+ * once the body is in: a session that holds it already is answered for
+ * (whatever the importer found meanwhile), and the bytes' digest is taken
+ * as they arrive.
  *
  * Over HTTP the body is not buffered: server/ opens an api_stream at the
  * headers (api_stream_open) and feeds it each piece as it is received, so
@@ -123,26 +126,33 @@ static enum api_err import_refusal(struct api_call *c, const char **msg)
     return API_ERR_NONE;
 }
 
-/* import_refusal answered; false when it refused. */
-static bool import_acceptable(struct api_call *c)
+/* import_refusal answered, and the Idempotency-Key read into *k (*has);
+ * false when refused. */
+static bool import_acceptable(struct api_call *c, struct api_idem *k, bool *has)
 {
     const char *msg = NULL;
     enum api_err e = import_refusal(c, &msg);
     if (e != API_ERR_NONE)
         api_fail(c, e, NULL, "%s", msg);
-    return e == API_ERR_NONE;
+    return e == API_ERR_NONE && api_idem_read(c, API_IDEM_IMPORT, NULL, k, has);
 }
 
-/* An upload taken as it arrives: its import, fed piece by piece. */
+/* An upload taken as it arrives: its import, fed piece by piece, and the
+ * digest of its bytes for its Idempotency-Key. */
 struct api_stream {
     struct sess_importer *im;
+    bool keyed;                     /* every byte is wanted for the digest */
+    struct api_idem k;
 };
 
 struct api_stream *api_sessions_import_open(struct api_call *c, size_t total)
 {
     /* a request the handler refuses before the body is buffered as usual */
     const char *msg;
-    if (import_refusal(c, &msg) != API_ERR_NONE)
+    struct api_idem k;
+    bool keyed;
+    if (import_refusal(c, &msg) != API_ERR_NONE || !api_idem_valid(c) ||
+        !api_idem_read(c, API_IDEM_IMPORT, NULL, &k, &keyed))
         return NULL;
     struct sess_import_limits lim = import_limits(c);
     struct api_stream *s = malloc(sizeof *s);
@@ -150,12 +160,19 @@ struct api_stream *api_sessions_import_open(struct api_call *c, size_t total)
         free(s);
         s = NULL;
     }
+    if (s) {
+        s->keyed = keyed;
+        s->k = k;
+    }
     return s;
 }
 
 bool api_stream_feed(struct api_stream *s, const void *p, size_t n)
 {
-    return sess_import_feed(s->im, p, n) == CORE_OK;
+    bool ok = sess_import_feed(s->im, p, n) == CORE_OK;
+    if (s->keyed)
+        api_idem_more(&s->k, p, n);
+    return ok || s->keyed;
 }
 
 void api_stream_close(struct api_stream *s)
@@ -169,19 +186,40 @@ void api_stream_close(struct api_stream *s)
 void api_sessions_import(struct api_call *c)
 {
     char id[SESS_ID_MAX], why[SESS_WHY_MAX] = "";
-    struct api_stream *stream = c->req->stream;
-    if (!import_acceptable(c))
+    struct api_stream *stream = c->req->stream, whole = {0};
+    struct api_idem k;
+    bool keyed;
+    if (!import_acceptable(c, &k, &keyed))
         return;
-    enum core_status rc;
-    if (stream) {
+    if (!stream) {                  /* in-process: the body whole, as one piece */
+        struct sess_import_limits lim = import_limits(c);
+        whole.im = sess_import_begin(c->ctx->store, &lim, c->req->body_len);
+        if (!whole.im) {
+            api_fail_core(c, CORE_ENOMEM, NULL);
+            return;
+        }
+        whole.keyed = keyed;
+        whole.k = k;
+        api_stream_feed(&whole, c->req->body, c->req->body_len);
+        stream = &whole;
+    }
+    enum core_status rc = CORE_OK;
+    if (stream->keyed) {
+        api_idem_end(&stream->k);
+        if (api_idem_replay(c, &stream->k))
+            rc = CORE_EEXIST;       /* answered */
+        else
+            sess_import_set_idem(stream->im, &stream->k.k);
+    }
+    if (rc == CORE_OK) {
         rc = sess_import_end(stream->im, id);
         snprintf(why, sizeof why, "%s", sess_import_why(stream->im));
-    } else {
-        struct sess_import_limits lim = import_limits(c);
-        rc = sess_import(c->ctx->store, c->req->body, c->req->body_len, &lim, id, why);
     }
-    if (rc == CORE_OK)
-        api_sessions_reply_created(c, id);
+    sess_import_free(whole.im);
+    if (c->answered)
+        return;
+    if (rc == CORE_OK || rc == CORE_EEXIST)
+        api_idem_created(c, rc, id, stream->keyed ? &stream->k : NULL);
     else if (rc == CORE_ECORRUPT)
         api_fail(c, API_ERR_INVALID_EXPORT, "", "not a whole session export: %s", why);
     else if (rc == CORE_ELIMIT)

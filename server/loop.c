@@ -455,9 +455,10 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
-static bool check_key(void *arg, const char *token)
+_Static_assert(SRV_KEY_NAME_MAX == API_KEY_NAME_MAX, "one length of a key's name");
+
+static bool check_key(void *arg, const char *token, char name[API_KEY_NAME_MAX])
 {
-    char name[SRV_KEY_NAME_MAX];
     return srv_keys_check(arg, token, name);
 }
 

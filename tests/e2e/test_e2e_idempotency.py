@@ -1,0 +1,90 @@
+"""tests/e2e/test_e2e_idempotency.py — Idempotency-Key on the routes that
+make a session, across kill -9.
+
+A create, fork or import whose answer never reached its client is retried
+with the same key after attnd was killed with SIGKILL (its journal record
+written, the answer lost with the process) and started again on the same
+--state-dir: the retry answers 201 for the session the first request made
+(same id, Location, Idempotent-Replayed: true) and makes no second one
+(attnd_sessions counts one each). The same key with another body is 422
+idempotency_key_reused, and a deleted session's key makes a new session.
+"""
+import signal
+
+from attnd_proc import Attnd
+
+D = 4
+ROWS = [[float(i + j) for j in range(D)] for i in range(3)]
+
+
+def _start(sd):
+    return Attnd("--state-dir", sd, "--fsync", "always")
+
+
+def _kill(d):
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait(timeout=10)
+    d.stop()
+
+
+def _replayed(r, sid):
+    assert r.status == 201, r
+    assert r.json()["id"] == sid
+    assert r.headers.get("location") == f"/v1/sessions/{sid}"
+    assert r.headers.get("idempotent-replayed") == "true"
+
+
+def test_create_retried_after_kill_answers_the_same_session(tmp_path):
+    sd = str(tmp_path / "state")
+    body = {"d_k": D, "d_v": D}
+    d = _start(sd)
+    r = d.post("/v1/sessions", body, headers={"Idempotency-Key": "create-1"})
+    assert r.status == 201 and "idempotent-replayed" not in r.headers
+    sid = r.json()["id"]
+    _kill(d)
+    d = _start(sd)
+    try:
+        _replayed(d.post("/v1/sessions", body, headers={"Idempotency-Key": "create-1"}), sid)
+        assert d.metric("attnd_sessions") == 1
+        r = d.post("/v1/sessions", {"d_k": D, "d_v": 2 * D},
+                   headers={"Idempotency-Key": "create-1"})
+        assert r.status == 422 and r.json()["error"]["code"] == "idempotency_key_reused"
+        assert d.metric("attnd_sessions") == 1
+        assert d.request("DELETE", f"/v1/sessions/{sid}").status == 204
+        r = d.post("/v1/sessions", body, headers={"Idempotency-Key": "create-1"})
+        assert r.status == 201 and r.json()["id"] != sid
+        assert "idempotent-replayed" not in r.headers
+    finally:
+        d.stop()
+
+
+def test_fork_and_import_retried_after_kill_answer_the_same_sessions(tmp_path):
+    sd = str(tmp_path / "state")
+    d = _start(sd)
+    parent = d.post("/v1/sessions", {"d_k": D, "d_v": D}).json()["id"]
+    assert d.post(f"/v1/sessions/{parent}/kv", {"k": ROWS, "v": ROWS}).status == 200
+    r = d.post(f"/v1/sessions/{parent}/fork", None, headers={"Idempotency-Key": "fork-1"})
+    assert r.status == 201
+    child = r.json()["id"]
+    exported = d.get(f"/v1/sessions/{parent}/export").body
+    imp_headers = {"Content-Type": "application/octet-stream", "Idempotency-Key": "import-1"}
+    r = d.post("/v1/sessions/import", exported, headers=imp_headers)
+    assert r.status == 201
+    imported = r.json()["id"]
+    _kill(d)
+    d = _start(sd)
+    try:
+        r = d.post(f"/v1/sessions/{parent}/fork", None, headers={"Idempotency-Key": "fork-1"})
+        _replayed(r, child)
+        assert r.json()["length"] == len(ROWS)
+        _replayed(d.post("/v1/sessions/import", exported, headers=imp_headers), imported)
+        assert d.metric("attnd_sessions") == 3
+        # the export carries no key: importing the imported session's
+        # export under another key makes a new session
+        again = d.get(f"/v1/sessions/{imported}/export").body
+        r = d.post("/v1/sessions/import", again,
+                   headers={**imp_headers, "Idempotency-Key": "import-2"})
+        assert r.status == 201 and r.json()["id"] not in (parent, child, imported)
+        assert d.metric("attnd_sessions") == 4
+    finally:
+        d.stop()
