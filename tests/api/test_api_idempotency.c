@@ -141,6 +141,8 @@ TEST(a_deleted_sessions_key_is_free_again)
     char id[128], id2[128], path[200];
     CHECK_EQ_INT(create("k-free", body1, &r), 201);
     take_id(&r, id);
+    create("k-free", body1, &r);        /* held while the session lives */
+    check_replayed(&r, id);
     snprintf(path, sizeof path, "/v1/sessions/%s", id);
     t_call(&ctx, "DELETE", path, NULL, &r);
     CHECK_EQ_INT(r.status, 204);
