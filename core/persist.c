@@ -12,10 +12,12 @@
  * reaches every one of those at once. Rows are read from the cache by
  * write_rows and written into it by the importer alone.
  *
- * Format, version 6 (all integers u32/u64/i64 and floats f64 in host byte
- * order; a byte-order mark makes a file from another byte order read as
- * corrupt):
- *   "ATTNDSES" u32 version=6 u32 bom=0x01020304
+ * Format, version 6 for a session with an idempotency key and version 5,
+ * which is version 6 without has_key, for every other one and for every
+ * export, so that an attnd before version 6 reads them (all integers
+ * u32/u64/i64 and floats f64 in host byte order; a byte-order mark makes a
+ * file from another byte order read as corrupt):
+ *   "ATTNDSES" u32 version=6|5 u32 bom=0x01020304
  *   u32 id_len, id bytes
  *   u32 dtype | half << 8 | kv_store << 16
  *   u64 h h_kv d_k d_v length max_tokens  f64 ttl_s idle_s
@@ -30,10 +32,11 @@
  *   (version 5) u32 yarn_truncate: 1 rounds yarn's correction range (HF's
  *   default "truncate": true, and every scaling but yarn), 0 does not
  *   (truncate false, gpt-oss); versions 1 to 4 read as 1.
- *   (version 6) u32 has_key: 1 when the session was made with an
- *   idempotency key (store.h's sess_idem), then u32 scope_len, scope,
- *   u32 key_len, key, 16 digest bytes; an export writes 0 (the key stays
- *   on its replica), and an import takes no key from its bytes.
+ *   (version 6) u32 has_key: 1, the session was made with an idempotency
+ *   key (store.h's sess_idem), then u32 scope_len, scope, u32 key_len,
+ *   key, 16 digest bytes (0, read as no key, is never written). An export
+ *   holds no key (it stays on its replica), and an import takes none from
+ *   its bytes.
  *   first_row 0: every row [0, length) is held and follows. Otherwise the
  *   session let rows go: the rows that follow are [0, front) and
  *   [first_row, length), front = sinks rounded up to a multiple of 64 (the
@@ -46,7 +49,7 @@
  *   [length][d_v] in the cache's storage form (kv_elem_bytes each): every
  *   array at its element's alignment when the bytes start at one
  *   u32 crc: CRC-32C (version 4; journal.c's) of every byte before it
- * Version 5 (no key), version 4 (no yarn_truncate), version 3 (rows before the int8 scales,
+ * Version 4 (no yarn_truncate), version 3 (rows before the int8 scales,
  * no padding, no window, CRC-32 IEEE), version 2 (no softcap, sinks, rope_dims or scaling: those settings
  * off) and version 1 (no half or kv_store, rows in the dtype) still read.
  * Reading is bounded by the bytes' size: no length read from them is
@@ -174,12 +177,13 @@ static void write_rows(struct wr *w, const struct kv_cache *kv)
         put(w, it.seg, it.seg_left);
 }
 
-/* The version 6 idempotency key (none: has_key 0). */
+/* The version 6 idempotency key (has_key 1 then the key; a session
+ * without one is written as version 5, which has no has_key). */
 static void write_idem(struct wr *w, const struct sess_idem *k)
 {
-    put_u32(w, k != NULL);
     if (!k)
         return;
+    put_u32(w, 1);
     uint32_t n = (uint32_t)strlen(k->scope);
     put_u32(w, n);
     put(w, k->scope, n);
@@ -198,8 +202,9 @@ static void write_head(struct wr *w, struct sess_store *st, struct sess *s, bool
     const struct attn_params *pa = &sp->params;
     size_t es = attn_dtype_size(pa->dtype), len = kv_length(s->kv);
     uint32_t id_len = (uint32_t)strlen(s->id);
+    const struct sess_idem *key = export ? NULL : s->idem;
     put(w, PERSIST_MAGIC, 8);
-    put_u32(w, PERSIST_VERSION);
+    put_u32(w, key ? PERSIST_VERSION : PERSIST_VERSION_NO_KEY);
     put_u32(w, PERSIST_BOM);
     put_u32(w, id_len);
     put(w, s->id, id_len);
@@ -244,7 +249,7 @@ static void write_head(struct wr *w, struct sess_store *st, struct sess *s, bool
     put_i64(w, -1);
     put_i64(w, win->on ? win->sinks : 0);
     put_u32(w, !sc->no_truncate);
-    write_idem(w, export ? NULL : s->idem);
+    write_idem(w, key);
     put_u64(w, sp->bias_q_heads);
     put_u64(w, sp->bias_k_heads);
     put_u64(w, sp->bias_v_heads);

@@ -200,7 +200,7 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
      * which runs before any request */
     kv_dedup_add(rp->dedup, kv);
     rp->applied++;
-    if (version < PERSIST_VERSION)
+    if (version < PERSIST_VERSION_NO_KEY)
         rp->old_format++;
 }
 
@@ -623,7 +623,8 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
                  g->snapshot, unused);
     else if (rp->old_format > 0)
         snprintf(why, size, "sessions of snapshot.%016" PRIx64 " in an encoding older "
-                 "than version %u: %" PRIu64, g->snapshot, PERSIST_VERSION, rp->old_format);
+                 "than version %u: %" PRIu64, g->snapshot, PERSIST_VERSION_NO_KEY,
+                 rp->old_format);
     else if (expired > 0)
         snprintf(why, size, "sessions expired since snapshot.%016" PRIx64 " was "
                  "written: %zu", g->snapshot, expired);

@@ -484,49 +484,64 @@ static size_t finish_older(unsigned char *out, size_t m, const unsigned char *a,
     return m + 4;
 }
 
-/* The version 4 form of a version 6 export of a session without biases,
- * slopes, per-head sinks or int8 rows (no yarn_truncate, no has_key; the
- * padding before the rows redone) into out; its size. */
+/* The version 4 form of a version 5 export of a session without biases,
+ * slopes, per-head sinks or int8 rows (no yarn_truncate; the padding
+ * before the rows redone) into out; its size. */
 static size_t as_version4(const unsigned char *a, size_t n, unsigned char *out)
 {
     size_t w = window_at(a), m = w + 40;
-    size_t rows_at = (w + 40 + 8 + 24 + 7) / 8 * 8;
+    size_t rows_at = (w + 40 + 4 + 24 + 7) / 8 * 8;
     memcpy(out, a, m);                                  /* up to the window's end */
     out[8] = 4;
-    memcpy(out + m, a + w + 40 + 8, 24);                /* bias heads: 0 0 0 */
+    memcpy(out + m, a + w + 40 + 4, 24);                /* bias heads: 0 0 0 */
     return finish_older(out, m + 24, a, n, rows_at);
 }
 
-/* The version 5 form of a version 6 export of a session without biases
- * (no has_key after yarn_truncate; the padding before the rows redone)
- * into out; its size. */
-static size_t as_version5(const unsigned char *a, size_t n, unsigned char *out)
+/* The version 6 form of a version 5 export of a session without biases,
+ * as a state file holds a session made with an idempotency key: has_key
+ * 1, scope "", key, 16 digest bytes after yarn_truncate, the padding
+ * before the rows redone, into out; its size. */
+static size_t as_version6(const unsigned char *a, size_t n, const char *key,
+                          unsigned char *out)
 {
     size_t w = window_at(a), m = w + 44;
-    size_t rows_at = (w + 44 + 4 + 24 + 7) / 8 * 8;
+    size_t rows_at = (w + 44 + 24 + 7) / 8 * 8;
+    uint32_t one = 1, zero = 0, key_len = (uint32_t)strlen(key);
     memcpy(out, a, m);                                  /* up to yarn_truncate */
-    out[8] = 5;
-    memcpy(out + m, a + w + 48, 24);                    /* bias heads: 0 0 0 */
+    out[8] = 6;
+    memcpy(out + m, &one, 4);
+    memcpy(out + m + 4, &zero, 4);                      /* scope "" */
+    memcpy(out + m + 8, &key_len, 4);
+    memcpy(out + m + 12, key, key_len);
+    m += 12 + key_len;
+    memset(out + m, 0xab, 16);                          /* the digest */
+    m += 16;
+    memcpy(out + m, a + w + 44, 24);                    /* bias heads: 0 0 0 */
     return finish_older(out, m + 24, a, n, rows_at);
 }
 
-/* A version 5 export (before idempotency keys) imports as the session it
- * was: its rows answer the same attention, with no key. */
-TEST(version_5_imports_the_same)
+/* An export is version 5, whatever key its session was made with, so an
+ * attnd before keys imports it; version 6 bytes (a state file's form of a
+ * keyed session) import the same, and the import takes no key from them:
+ * a create with that key afterwards makes a new session. */
+TEST(an_export_is_version_5_and_an_import_takes_no_key)
 {
-    char tid[128];
+    char tid[128], nid[128];
     size_t n;
     make_session("{\"d_k\":4,\"d_v\":3,\"rope\":{\"base\":10000}}", 4, 3, 20, 9, tid);
-    unsigned char *a = export_bytes(tid, &n), *b = malloc(n + 8);
+    unsigned char *a = export_bytes(tid, &n), *b = malloc(n + 300);
     if (!a || !b)
         return;
-    uint32_t version = 0, has_key = 7;
+    uint32_t version = 0;
     memcpy(&version, a + 8, 4);
-    memcpy(&has_key, a + window_at(a) + 44, 4);
-    CHECK_EQ_INT(version, 6);
-    CHECK_EQ_INT(has_key, 0);                           /* an export carries no key */
-    imports_the_same(tid, b, as_version5(a, n, b),
+    CHECK_EQ_INT(version, 5);
+    size_t n6 = as_version6(a, n, "retry-1", b);
+    CHECK(n6 > n);
+    imports_the_same(tid, b, n6,
                      "{\"q\":[[1,0,2,1]],\"return\":[\"output\",\"weights\"]}");
+    struct sess_idem idem = {.scope = "", .key = "retry-1"};
+    bool same = false;
+    CHECK(!sess_idem_find(ctx.store, &idem, nid, &same));
     free(a);
     free(b);
 }
@@ -550,10 +565,10 @@ TEST(version_4_reads_yarn_truncate_true)
     uint32_t version, trunc;
     memcpy(&version, a + 8, 4);
     memcpy(&trunc, a + window_at(a) + 40, 4);
-    CHECK_EQ_INT(version, 6);
+    CHECK_EQ_INT(version, 5);
     CHECK_EQ_INT(trunc, 1);
     size_t n4 = as_version4(a, n, b);
-    CHECK_EQ_INT(n4, n - 8);                            /* 8 bytes, the padding the same */
+    CHECK_EQ_INT(n4, n - 8);                            /* 4 bytes and 4 of padding */
     struct api_response r;
     CHECK_EQ_INT(import(b, n4, nid, &r), 201);
     if (r.status != 201)
@@ -678,7 +693,7 @@ int main(void)
     RUN(old_state_file_imports);
     RUN(version_3_imports_the_same);
     RUN(version_4_reads_yarn_truncate_true);
-    RUN(version_5_imports_the_same);
+    RUN(an_export_is_version_5_and_an_import_takes_no_key);
     RUN(export_in_pieces_to_a_transport_that_takes_them);
     RUN(routes_methods_and_auth);
     sess_store_free(ctx.store);

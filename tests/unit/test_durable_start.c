@@ -8,7 +8,8 @@
  * writes one and says why: records in the journal, a damaged snapshot, a
  * damaged journal (cut back, even to nothing), an empty journal of an
  * unfinished snapshot after it, a session expired meanwhile, state files
- * of an older attnd, sessions in an older encoding, sessions last used
+ * of an older attnd, sessions in an older encoding (not version 5, which
+ * sessions without an idempotency key are still written in), sessions last used
  * in the future of a wall clock that went back, a journal with another
  * name (a hard-linked copy). Start/stop cycles with and without changes
  * leave one snapshot and one journal. Restored sessions keep their order
@@ -453,11 +454,10 @@ TEST(state_files_of_an_older_attnd_are_folded_in)
 /*
  * snapshot.2, of one float32 session without biases (id), rewritten with
  * that session in the version 4 encoding, as an attnd before version 5
- * wrote it: version 6 less its u32 yarn_truncate (after the window) and
- * its u32 has_key (0), the zero padding before the rows moved with them,
- * the CRC-32C redone. Layout: core/persist.c; for this session the yarn
- * field is at 252 + the id's length, followed by has_key and the three
- * u64 bias counts.
+ * wrote it: version 5 less its u32 yarn_truncate (after the window), the
+ * zero padding before the rows moved with it, the CRC-32C redone. Layout:
+ * core/persist.c; for this session the yarn field is at 252 + the id's
+ * length, followed by the three u64 bias counts.
  */
 static void snapshot_in_version_4(const char *id)
 {
@@ -473,12 +473,12 @@ static void snapshot_in_version_4(const char *id)
     if (!(n > JNL_HEADER_BYTES + 48 && n == JNL_HEADER_BYTES + 4 + (size_t)len + 4))
         return;
     const unsigned char *enc = buf + JNL_HEADER_BYTES + 4 + 8 + 12;
-    size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 8 + 24;
-    size_t pad6 = (8 - counts_end % 8) % 8, pad4 = (8 - (counts_end - 8) % 8) % 8;
-    size_t rows = counts_end + pad6, rows_n = enc_n - 4 - rows, o = 0;
+    size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 4 + 24;
+    size_t pad5 = (8 - counts_end % 8) % 8, pad4 = (8 - (counts_end - 4) % 8) % 8;
+    size_t rows = counts_end + pad5, rows_n = enc_n - 4 - rows, o = 0;
     memcpy(out, enc, yarn);
     o = yarn;
-    memcpy(out + o, enc + yarn + 8, 24);
+    memcpy(out + o, enc + yarn + 4, 24);
     o += 24;
     memset(out + o, 0, pad4);
     o += pad4;
@@ -525,12 +525,39 @@ TEST(a_snapshot_in_an_older_encoding_is_written_again)
     st = open_dir();
     CHECK(st && as_noted(st));                  /* read as it was */
     check_written_over(2, "journal: a new snapshot is written at start: sessions of "
-                          "snapshot.0000000000000002 in an encoding older than version 6: 1");
+                          "snapshot.0000000000000002 in an encoding older than version 5: 1");
     if (st)
         sess_store_free(st);
     st = open_dir();
     CHECK(st && as_noted(st));
     CHECK(said("journal: snapshot 0000000000000003 kept: 1 sessions"));
+    if (st)
+        sess_store_free(st);
+}
+
+/* A snapshot holding a session with an idempotency key (version 6) and
+ * sessions without one (version 5, as before keys): neither is an older
+ * encoding, so the start after a drain keeps it, and the key is found
+ * again, held by the same session. */
+TEST(a_snapshot_with_keyed_and_unkeyed_sessions_is_kept)
+{
+    build_state();
+    struct sess_store *st = open_dir();
+    struct sess_idem idem = {.scope = "tenant", .key = "create-7"};
+    memset(idem.digest, 0x5a, sizeof idem.digest);
+    char keyed[SESS_ID_MAX], found[SESS_ID_MAX];
+    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
+                           .params = {.dtype = ATTN_F32, .scale = 0.25}};
+    CHECK(st && sess_create_idem(st, &sp, &idem, keyed) == CORE_OK);
+    CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
+    if (st)
+        sess_store_free(st);
+    st = open_dir();
+    CHECK(st && said("journal: snapshot 0000000000000003 kept: 6 sessions"));
+    bool same = false;
+    CHECK(st && sess_idem_find(st, &idem, found, &same) && same && strcmp(found, keyed) == 0);
+    idem.digest[0] ^= 1;
+    CHECK(st && sess_idem_find(st, &idem, found, &same) && !same);
     if (st)
         sess_store_free(st);
 }
@@ -728,6 +755,7 @@ int main(void)
     RUN(a_session_expired_since_the_snapshot_is_folded_in);
     RUN(state_files_of_an_older_attnd_are_folded_in);
     RUN(a_snapshot_in_an_older_encoding_is_written_again);
+    RUN(a_snapshot_with_keyed_and_unkeyed_sessions_is_kept);
     RUN(a_snapshot_written_by_a_clock_ahead_is_written_again);
     RUN(a_journal_with_another_name_is_not_reopened);
     RUN(a_start_keeps_the_order_of_use);
