@@ -29,7 +29,8 @@
  * pages shared, core/persist.h's sess_export_begin) read into the
  * transport's buffer as the socket takes it, never built whole; the
  * session's own requests go on meanwhile and the snapshot's pages are let
- * go when the body is done or the client gone. Others get the bytes whole.
+ * go once its rows are read out (before the last bytes are sent) or the
+ * client is gone. Others get the bytes whole.
  */
 #include "api/internal.h"
 

@@ -387,6 +387,14 @@ size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n)
         }
         put += m;
         ex->done += m;
+        if (ex->kv && ex->done >= rows_end) {
+            /* the rows are out: their pages are let go now, not when the
+             * transport frees the exporter after the last byte is sent, so
+             * a client that has the whole export finds the session's
+             * bytes its own again, not shared with this snapshot */
+            kv_free(ex->kv);
+            ex->kv = NULL;
+        }
     }
     return put;
 }

@@ -51,9 +51,11 @@ enum core_status sess_export(struct sess_store *st, struct sess *s,
  *   sess_export_read   the next up to n of them into buf: the rows copied
  *                      page run by page run from the shared pages, their
  *                      CRC-32C computed as they go, the checksum last;
- *                      fewer than n only at the end (0 past it)
- *   sess_export_free   lets go of the snapshot's pages (a page its session
- *                      let go meanwhile is freed now); NULL: no-op
+ *                      fewer than n only at the end (0 past it); once
+ *                      the rows are out it lets go of the snapshot's pages
+ *   sess_export_free   lets go of the snapshot's pages if that has not
+ *                      happened yet (a page its session let go meanwhile
+ *                      is freed now); NULL: no-op
  * The bytes are sess_export's at the moment of begin, byte for byte. The
  * snapshot's pages count in st's bytes until it is freed, so st must
  * outlive it. One thread at a time per exporter; the session's own

@@ -8,7 +8,8 @@
  * into its shared last page, and an empty session. The snapshot holds
  * while the session is appended to, truncated and deleted (the bytes stay
  * those of begin and import to the session of then), and a snapshot freed
- * midway gives back every page its deleted session left it.
+ * midway gives back every page its deleted session left it. Once the rows
+ * are read out, the snapshot lets the session's pages go.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,46 @@ TEST(snapshot_holds_while_the_session_changes)
     }
 }
 
+static struct sess_info info_of(const char *id)
+{
+    struct sess *s;
+    struct sess_info in;
+    memset(&in, 0, sizeof in);
+    CHECK_EQ_INT(sess_acquire(st, id, &s), CORE_OK);
+    sess_get_info(st, s, &in);
+    sess_release(st, s);
+    return in;
+}
+
+/* While an export is read, the session shares its pages with the
+ * snapshot; once the rows are read out (the checksum may still be to
+ * come), the snapshot lets them go, before the exporter is freed: a client
+ * that has the whole export finds the session's bytes its own again. */
+TEST(the_pages_are_let_go_once_the_rows_are_out)
+{
+    char id[SESS_ID_MAX];
+    make(id, ATTN_F32, 0, -1, 0);
+    append(id, ATTN_F32, 70, 5);
+    struct sess_info alone = info_of(id);
+    CHECK(alone.bytes > 0 && alone.shared_bytes == 0);
+    struct sess_exporter *ex = begin(id);
+    if (!ex)
+        return;
+    CHECK(info_of(id).bytes == 0 && info_of(id).shared_bytes == alone.bytes);
+    size_t total = sess_export_size(ex);
+    unsigned char *b = malloc(total);
+    CHECK(sess_export_read(ex, b, total - 4) == total - 4);    /* all but the CRC */
+    CHECK(info_of(id).bytes == alone.bytes && info_of(id).shared_bytes == 0);
+    CHECK(sess_export_read(ex, b + total - 4, 4) == 4);
+    size_t n;
+    unsigned char *w = whole(id, &n);
+    CHECK(w && n == total && memcmp(w, b, n) == 0);
+    sess_export_free(ex);
+    free(w);
+    free(b);
+    CHECK_EQ_INT(sess_delete(st, id), CORE_OK);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
@@ -262,6 +303,7 @@ int main(void)
     RUN(pieces_equal_the_whole_export);
     RUN(pieces_of_rolling_and_forked_sessions);
     RUN(snapshot_holds_while_the_session_changes);
+    RUN(the_pages_are_let_go_once_the_rows_are_out);
     sess_store_free(st);
     TEST_MAIN_END();
 }
