@@ -27,6 +27,7 @@
 #include <linux/fs.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -607,6 +608,26 @@ static unsigned long long address_space(void)
     return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
 
+/* Whether a mapping of path fails under the address-space limit now set,
+ * as attnd's would: not under qemu-user, which maps the guest's files in
+ * an address space it reserved before the limit. */
+static bool limit_stops_mapping(const char *path)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return true;
+    munmap(m, (size_t)sb.st_size);
+    return false;
+}
+
 /*
  * A file that cannot be mapped for want of address space (mmap fails with
  * ENOMEM under RLIMIT_AS, as in a container with a memory limit) says
@@ -630,6 +651,12 @@ TEST(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing)
         small = was;
         small.rlim_cur = address_space() + (4ULL << 30);
         CHECK(setrlimit(RLIMIT_AS, &small) == 0);
+        if (!limit_stops_mapping(path_of(names[c]))) {
+            CHECK(setrlimit(RLIMIT_AS, &was) == 0);
+            printf("    skipped: RLIMIT_AS does not stop a mapping here (qemu-user)\n");
+            CHECK(truncate(path_of(names[c]), sb.st_size) == 0);
+            return;
+        }
         struct sess_store *st = open_dir();
         CHECK(setrlimit(RLIMIT_AS, &was) == 0);
         CHECK(st == NULL);
