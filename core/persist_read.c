@@ -72,6 +72,7 @@ struct rd {
     size_t left;               /* bytes that may be read */
     uint32_t version;
     const char *err;           /* first problem, or NULL */
+    bool nomem;                /* err is memory short, not the bytes */
     size_t need;               /* err from a short read: the bytes from base it
                                   wanted (SIZE_MAX: more than any); else 0 */
 };
@@ -151,7 +152,8 @@ static void *get_array(struct rd *r, uint64_t a, uint64_t b, size_t es)
     size_t bytes = (size_t)a * (size_t)b * es;
     void *p = malloc(bytes);
     if (!p) {
-        r->err = "out of memory";
+        r->err = core_status_text(CORE_ENOMEM);
+        r->nomem = true;
         return NULL;
     }
     memcpy(p, at, bytes);
@@ -665,7 +667,7 @@ static size_t head_try(struct sess_importer *im)
         if (r.need > im->hn && r.need <= most)
             im->need = r.need;      /* more bytes to come */
         else
-            refuse(im, CORE_ECORRUPT, NULL, r.err);
+            refuse(im, r.nomem ? CORE_ENOMEM : CORE_ECORRUPT, NULL, r.err);
         return 0;
     }
     size_t used = (size_t)(r.p - r.base);
@@ -889,17 +891,22 @@ bool sess_encoded_id(const void *p, size_t n, char *id)
     return !r.err && memcmp(magic, PERSIST_MAGIC, 8) == 0;
 }
 
-const char *sess_decode(const void *p, size_t n, struct sess **out,
-                        double *idle_s, uint32_t *version)
+enum core_status sess_decode(const void *p, size_t n, struct sess **out,
+                             double *idle_s, uint32_t *version, const char **why)
 {
     struct sess_importer *im = sess_import_begin(NULL, NULL, n);
     *out = NULL;
+    *why = core_status_text(CORE_ENOMEM);
     if (!im)
-        return core_status_text(CORE_ENOMEM);
+        return CORE_ENOMEM;
     feed(im, p, n);
     finish(im);
-    const char *why = im->rc == CORE_OK ? NULL : im->bad;
-    if (!why) {
+    /* every length was bounded by the bytes there before anything was
+     * allocated for it: only memory short says nothing of them */
+    enum core_status rc = im->rc == CORE_OK || im->rc == CORE_ENOMEM ? im->rc
+                                                                     : CORE_ECORRUPT;
+    *why = rc == CORE_OK ? NULL : im->bad;
+    if (rc == CORE_OK) {
         *out = im->s;
         im->s = NULL;
         memcpy((*out)->id, im->l.id, SESS_ID_MAX);
@@ -907,5 +914,5 @@ const char *sess_decode(const void *p, size_t n, struct sess **out,
         *version = im->version;
     }
     sess_import_free(im);
-    return why;
+    return rc;
 }

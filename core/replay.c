@@ -13,7 +13,9 @@
  * NAME.setaside, when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
  * journals written from now on build on, copy or no copy (the files are
- * handled in core/replay_files.c). Last it says
+ * handled in core/replay_files.c). A file that cannot be read now, or
+ * memory running short while a session is rebuilt, says nothing of the
+ * files: the start fails then, and no file is changed. Last it says
  * whether the store may go on from the newest snapshot as it is, without
  * writing a new one (struct sess_replayed): only when nothing of this was
  * needed and the journal after the snapshot is empty.
@@ -92,6 +94,9 @@ struct replay {
     uint64_t journal_records;       /* records read from the journals */
     uint64_t old_format;            /* sessions read in an older encoding */
     uint64_t snapshot_bytes;        /* the size of the snapshot read */
+    bool nomem;                     /* memory ran short rebuilding a session:
+                                       the replay stops, the start fails */
+    char nomem_id[SESS_ID_MAX];     /* that session's id ("": unread) */
 };
 
 static size_t id_hash(const char *id)
@@ -163,6 +168,19 @@ static void note_deleted(struct replay *rp, const char *id)
         a->deleted = true;
 }
 
+/* Whether rc says memory ran short rebuilding session id (NULL: its id
+ * unread), noted in rp: that says nothing of the record, which a start
+ * with memory to spare applies, so the replay stops there (it is not
+ * counted as failed, and the session is not dropped as damaged). */
+static bool note_nomem(struct replay *rp, enum core_status rc, const char *id)
+{
+    if (rc != CORE_ENOMEM)
+        return false;
+    rp->nomem = true;
+    snprintf(rp->nomem_id, sizeof rp->nomem_id, "%s", id ? id : "");
+    return true;
+}
+
 /* A copy of n bytes at p with the alignment of any element type. */
 static void *aligned_copy(const unsigned char *p, size_t n)
 {
@@ -178,8 +196,13 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
     struct sess *s;
     double idle = 0;
     uint32_t version;
-    if (sess_decode(c->p, c->left, &s, &idle, &version) != NULL) {
-        rp->failed++;
+    const char *why;
+    enum core_status rc = sess_decode(c->p, c->left, &s, &idle, &version, &why);
+    if (rc != CORE_OK) {
+        char id[SESS_ID_MAX];
+        bool named = rc == CORE_ENOMEM && sess_encoded_id(c->p, c->left, id);
+        if (!note_nomem(rp, rc, named ? id : NULL))
+            rp->failed++;
         return;
     }
     if (sess_exists(st, s->id)) {       /* the snapshot already has it */
@@ -233,6 +256,8 @@ static void apply_fork(struct sess_store *st, struct replay *rp, uint64_t lsn, d
             f = sess_fork_unlinked(p, &rc);
         sess_unhold(st, p);
     }
+    if (!f && note_nomem(rp, rc, id))
+        return;
     if (f) {
         memcpy(f->id, id, SESS_ID_MAX);
         f->jlsn = lsn;
@@ -302,8 +327,8 @@ static void apply_change(struct sess_store *st, struct replay *rp,
                         kb == sizes[1] && vb == sizes[2];
             void *k = fits ? aligned_copy(c->p, kb) : NULL;
             void *v = fits ? aligned_copy(c->p + kb, vb) : NULL;
-            rc = k && v ? sess_append(st, s, k, v, (size_t)sizes[0], -1)
-                        : CORE_EINVAL;
+            rc = !fits ? CORE_EINVAL
+                 : k && v ? sess_append(st, s, k, v, (size_t)sizes[0], -1) : CORE_ENOMEM;
             free(k);
             free(v);
         }
@@ -311,7 +336,7 @@ static void apply_change(struct sess_store *st, struct replay *rp,
             s->jlsn = lsn;
             s->jtouch = wall;
             rp->applied++;
-        } else {
+        } else if (!note_nomem(rp, rc, id)) {
             rp->failed++;
         }
     }
@@ -361,7 +386,8 @@ enum file_end {
                            middle by its length); of a snapshot: any record
                            dropped */
     FILE_UNREAD,        /* not read, for a reason that says nothing of it
-                           (read_error_transient): the start fails */
+                           (read_error_transient), or memory ran short
+                           rebuilding a session of it: the start fails */
 };
 
 /*
@@ -377,6 +403,20 @@ static bool read_error_transient(int e)
 {
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR ||
            e == ENOBUFS || e == EACCES || e == EPERM;
+}
+
+/* Memory ran short rebuilding a session from the record at byte at of
+ * path (rp->nomem): the start fails as for a file that cannot be read now
+ * (read_error_transient), and one with memory to spare restores it. */
+static enum file_end short_of_memory(const struct rdir *d, const struct replay *rp,
+                                     const char *path, size_t at)
+{
+    const char *q = rp->nomem_id[0] ? "\"" : "";
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: out of memory rebuilding "
+              "the session %s%s%s from its record at byte %zu: not starting; nothing in "
+              "the state directory was changed", path, q,
+              rp->nomem_id[0] ? rp->nomem_id : "(its id unreadable)", q, at);
+    return FILE_UNREAD;
 }
 
 /* Log a dropped snapshot record (at byte at, p[n] its untrusted payload). */
@@ -430,7 +470,10 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
     for (;;) {
         while ((got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
             uint64_t failed = rp->failed;
-            if (apply(st, rp, lsn, p, n, true) && rp->failed == failed)
+            bool ok = apply(st, rp, lsn, p, n, true);
+            if (rp->nomem)
+                return short_of_memory(d, rp, path, r->off - JNL_FRAME_BYTES - n);
+            if (ok && rp->failed == failed)
                 continue;
             r->kept--;              /* whole but unusable: that session only */
             lost++;
@@ -510,7 +553,13 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
     size_t n;
     int got;
     while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1) {
-        if (!apply(st, rp, lsn, p, n, false)) {
+        bool ok = apply(st, rp, lsn, p, n, false);
+        if (rp->nomem) {
+            enum file_end e = short_of_memory(d, rp, path, r.off - JNL_FRAME_BYTES - n);
+            jnl_read_close(&r);
+            return e;
+        }
+        if (!ok) {
             r.kept--;
             r.off -= JNL_FRAME_BYTES + n;
             r.why = "malformed record";
@@ -677,6 +726,12 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
      * (generation 1 began empty: it needs no snapshot) */
     uint64_t want = g.snapshot ? g.snapshot : 1;
     bool stop = false, *dropping = calloc(g.n_journal + 1, sizeof *dropping);
+    if (!dropping && base != FILE_UNREAD) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: out of memory before the "
+                  "journals are replayed: not starting; nothing in the state directory "
+                  "was changed");
+        base = FILE_UNREAD;
+    }
     for (size_t i = 0; base != FILE_UNREAD && i < g.n_journal; i++) {
         uint64_t gen = g.journal[i];
         if (gen < g.snapshot)
@@ -705,8 +760,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
             base = FILE_UNREAD;     /* nothing is changed: the start fails */
             break;
         }
-        if (dropping)               /* out of memory: no copy kept */
-            dropping[i] = rp.file_absent > 0;
+        dropping[i] = rp.file_absent > 0;
         want = gen + 1;
         if (e == FILE_DAMAGED) {
             stop = true;
@@ -743,7 +797,7 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     damage = damage || lost > 0 || lost_sessions > 0;
     /* a journal holding the only record of changes to sessions the snapshot
      * lost is kept for a look, as the snapshot is */
-    for (size_t i = 0; lost > 0 && dropping && i < g.n_journal; i++) {
+    for (size_t i = 0; lost > 0 && i < g.n_journal; i++) {
         if (!dropping[i])
             continue;
         sess_state_name(path, sizeof path, d->dir, "journal.", g.journal[i], "");

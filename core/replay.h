@@ -53,8 +53,9 @@ struct sess_replayed {
  * what was found. CORE_EIO when a damaged journal could not be cut back to
  * its records before the damage; CORE_ESTORAGE when dir cannot be listed
  * or a file in it cannot be read for a reason that says nothing of what it
- * holds (too many files open, memory short, a permission), and then no
- * file in dir was changed. Both are logged; the store must not write to
+ * holds (too many files open, memory short, a permission), or memory runs
+ * short rebuilding a session (the record may be good), and then no file
+ * in dir was changed. Both are logged; the store must not write to
  * dir then.
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,

@@ -233,11 +233,11 @@ static const char *restore(struct sess_store *st, const char *path)
     struct sess *s;
     double idle = 0;
     uint32_t version;                   /* not needed: the start writes a snapshot */
-    why = sess_decode(bytes, n, &s, &idle, &version);
+    enum core_status rc = sess_decode(bytes, n, &s, &idle, &version, &why);
     free(bytes);
-    if (why)
+    if (rc != CORE_OK)
         return why;
-    enum core_status rc = sess_link(st, s, idle, NULL);
+    rc = sess_link(st, s, idle, NULL);
     if (rc != CORE_OK) {
         sess_destroy(s);
         return rc == CORE_EEXIST ? "id already in use" : core_status_text(rc);

@@ -144,10 +144,12 @@ enum core_status sess_encode(struct sess_store *st, struct sess *s,
                              void **out, size_t *n);
 
 /* persist_read.c: p[n] as a new unlinked session with its id set, *idle_s
- * its idle seconds when encoded and *version the version of its encoding;
- * NULL, or the reason they are bad (*out NULL then). */
-const char *sess_decode(const void *p, size_t n, struct sess **out,
-                        double *idle_s, uint32_t *version);
+ * its idle seconds when encoded and *version the version of its encoding.
+ * CORE_ENOMEM when memory is short (the bytes may be good), CORE_ECORRUPT
+ * when the bytes are bad (a length asking for more than they hold is bad
+ * bytes); *out NULL then and *why the reason (NULL on success). */
+enum core_status sess_decode(const void *p, size_t n, struct sess **out,
+                             double *idle_s, uint32_t *version, const char **why);
 /* persist_read.c: the id that the bytes of an encoded session name, into
  * id[SESS_ID_MAX], read without checking the rest (to name a damaged
  * one); false when it cannot be read. */

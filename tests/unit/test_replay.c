@@ -12,7 +12,8 @@
  * start reads on; every file set aside is named in a warn line and an
  * earlier kept file is never replaced; a record at the largest lsns is
  * damage; a file that cannot be read for a reason that says nothing of it
- * (memory short) fails the start and changes nothing; a file whose header
+ * (memory short) fails the start and changes nothing, and so does memory
+ * running short while a session is rebuilt; a file whose header
  * names another generation than its name is not replayed; a journal
  * missing after only a copy of it was kept is a gap, one set aside (or
  * kept as .damaged by an older attnd) is passed over, and a start says how
@@ -30,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/journal.h"
@@ -680,6 +682,133 @@ TEST(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing)
     }
 }
 
+/* Under AddressSanitizer a failed allocation returns NULL, as malloc does,
+ * instead of ending the program: a test below makes memory run short. */
+#if defined(__SANITIZE_ADDRESS__)
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+
+/* A session whose rows are too many for the memory left: one kv head of
+ * BIG_D float32, BIG_ROWS rows (32 MiB), against BIG_SPARE bytes of
+ * address space to spare besides the files read. */
+#define BIG_D 512
+#define BIG_ROWS 8192
+#define BIG_SPARE (8ULL << 20)
+static char big[SESS_ID_MAX];
+
+/* Run fn in a child process, its CHECKs failing this test, out[SESS_ID_MAX]
+ * (may be NULL) what it writes to the fd in to_parent. This process never
+ * holds the big session, so that no memory of it (empty slabs are kept,
+ * freed heap too) is there for a replay under a limit to use again. */
+static int to_parent = -1;
+
+static void in_child(void (*fn)(void), char *out)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        to_parent = fds[1];
+        th_cur_failed = 0;
+        fn();
+        fflush(stdout);
+        _exit(th_cur_failed ? 1 : 0);
+    }
+    close(fds[1]);
+    char got[SESS_ID_MAX] = "";
+    ssize_t got_n = read(fds[0], got, sizeof got - 1);
+    close(fds[0]);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (out)
+        snprintf(out, SESS_ID_MAX, "%s", got_n > 0 ? got : "");
+}
+
+/* The big session, its rows appended in one record, into the journal. */
+static void make_big(void)
+{
+    struct sess_store *st = open_dir();
+    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = BIG_D, .d_v = BIG_D},
+                           .params = {.dtype = ATTN_F32, .scale = 0.0625}};
+    char id[SESS_ID_MAX] = "";
+    CHECK(st && sess_create(st, &sp, id) == CORE_OK);
+    CHECK(st && store_add_rows(st, id, BIG_ROWS, BIG_D, 3) == CORE_OK);
+    CHECK(write(to_parent, id, strlen(id)) == (ssize_t)strlen(id));
+    if (st)
+        sess_store_free(st);
+}
+
+/* The file the big session is in now: read under the limit. */
+static const char *big_in;
+
+/* A start with address space for the files it reads and BIG_SPARE more:
+ * it fails, naming the big session, and says nothing was changed. */
+static void open_short_of_memory(void)
+{
+    struct stat sb;
+    CHECK(stat(path_of(big_in), &sb) == 0);
+    struct rlimit small;
+    CHECK(getrlimit(RLIMIT_AS, &small) == 0);
+    small.rlim_cur = address_space() + (unsigned long long)sb.st_size + BIG_SPARE;
+    CHECK(setrlimit(RLIMIT_AS, &small) == 0);
+    struct sess_store *st = open_dir();
+    CHECK(st == NULL);
+    if (st)
+        sess_store_free(st);
+    char line[400];
+    snprintf(line, sizeof line, "journal: %s: out of memory rebuilding the session \"%s\" "
+             "from its record at byte", path_of(big_in), big);
+    CHECK(said(line));
+    CHECK(said(": not starting; nothing in the state directory was changed"));
+}
+
+/* A start without the limit restores every session, the big one whole. */
+static void open_whole(void)
+{
+    struct sess_store *st = open_dir();
+    CHECK(st && as_wanted(st, NULL, 0));
+    CHECK(st && store_length_of(st, big) == BIG_ROWS);
+    CHECK(strstr(logged, "warn") == NULL);
+    if (st)
+        sess_store_free(st);
+}
+
+/*
+ * Memory running short while a session is rebuilt (its rows, from a
+ * snapshot's record or a journal's append) says nothing of the record: the
+ * start fails naming the session, and no file is renamed, copied, cut back,
+ * written or removed; a start with memory to spare restores everything.
+ * Before, the session was dropped as if its record were damaged (from a
+ * snapshot) or kept without its rows (from a journal), and the snapshot
+ * the start wrote lost it for good.
+ */
+TEST(memory_short_rebuilding_a_session_fails_the_start_and_changes_nothing)
+{
+    static char before[4096], after[4096];
+    build_state();
+    in_child(make_big, big);        /* snapshot.3; journal.3: big, its rows */
+    CHECK(big[0] != '\0');
+    static const char *const where[] = {"journal.0000000000000003",
+                                        "snapshot.0000000000000004"};
+    for (int c = 0; c < 2; c++) {
+        big_in = where[c];
+        listing(before, sizeof before);
+        in_child(open_short_of_memory, NULL);
+        listing(after, sizeof after);
+        CHECK(strcmp(before, after) == 0);
+        if (strcmp(before, after) != 0)
+            printf("    before:\n%s    after:\n%s", before, after);
+        in_child(open_whole, NULL); /* writes snapshot.4, big in it */
+    }
+}
+
 /* Copy the file from over the file to (both names in dir). */
 static void copy_over(const char *from, const char *to)
 {
@@ -794,6 +923,7 @@ int main(void)
     RUN(a_record_at_the_largest_lsn_is_damage);
     RUN(an_earlier_damaged_copy_is_never_replaced);
     RUN(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing);
+    RUN(memory_short_rebuilding_a_session_fails_the_start_and_changes_nothing);
     RUN(a_file_whose_header_names_another_generation_is_not_replayed);
     RUN(a_journal_missing_after_a_copy_of_it_was_kept_is_a_gap);
     store_clear_dir(dir);
