@@ -4,8 +4,8 @@
  * a malformed key is 400 and makes nothing; a repeat with the same key and
  * request answers 201 for the first one's session (same id, Location,
  * Idempotent-Replayed: true) and makes nothing, another request with the
- * key is 422 idempotency_key_reused; keys are per API key; a deleted
- * session's key is free again; an export carries no key; the key and its
+ * key is 422 idempotency_key_reused; keys are per API key; a deleted,
+ * expired or evicted session's key is free again; an export carries no key; the key and its
  * digest outlive the store (journal replay, and a snapshot with its
  * journal) over a state directory; racing creates with one key make one
  * session; the CORS preflight allows the header
@@ -151,6 +151,88 @@ TEST(a_deleted_sessions_key_is_free_again)
     CHECK(t_hdr(&r, "Idempotent-Replayed") == NULL);
     take_id(&r, id2);
     CHECK(strcmp(id, id2) != 0);
+}
+
+/* The clock of the stores below: seconds, moved by hand. */
+static double now_s = 1000.0;
+
+static double hand_clock(void *arg)
+{
+    (void)arg;
+    return now_s;
+}
+
+/* A create with key makes a new session (201 without Idempotent-Replayed),
+ * not the one of id, which is gone; r freed. */
+static void made_anew(const char *key, const char *id)
+{
+    struct api_response r;
+    char id2[128], path[200];
+    CHECK_EQ_INT(create(key, body1, &r), 201);
+    CHECK(t_hdr(&r, "Idempotent-Replayed") == NULL);
+    take_id(&r, id2);
+    CHECK(id2[0] && strcmp(id, id2) != 0);
+    snprintf(path, sizeof path, "/v1/sessions/%s", id);
+    t_call(&ctx, "GET", path, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    api_response_free(&r);
+    create(key, body1, &r);             /* the new session holds the key */
+    check_replayed(&r, id2);
+}
+
+/*
+ * A session that expired (its TTL ran out) lets its key go: found expired
+ * by the next create with the key, or removed by a sweep before it.
+ */
+TEST(an_expired_sessions_key_is_free_again)
+{
+    struct sess_store *mem = ctx.store;
+    struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096,
+                              .replica_id = "t9"};
+    ctx.store = sess_store_new(&cfg);
+    sess_store_set_clock(ctx.store, hand_clock, NULL);
+    static const char *const keys[] = {"k-ttl", "k-ttl-swept"};
+    for (int swept = 0; swept < 2; swept++) {
+        struct api_response r;
+        char id[128];
+        CHECK_EQ_INT(create(keys[swept], body1, &r), 201);
+        take_id(&r, id);
+        now_s += 599;                   /* within its TTL (600 s): held */
+        create(keys[swept], body1, &r);
+        check_replayed(&r, id);
+        now_s += 601;                   /* idle past its TTL */
+        if (swept)
+            CHECK_EQ_INT((int)sess_store_sweep(ctx.store), 2);
+        made_anew(keys[swept], id);
+    }
+    sess_store_free(ctx.store);
+    ctx.store = mem;
+}
+
+/* A session evicted for room (--cache-policy lru) lets its key go. */
+TEST(an_evicted_sessions_key_is_free_again)
+{
+    struct sess_store *mem = ctx.store;
+    struct sess_config cfg = {.max_sessions = 2, .default_ttl_s = 600,
+                              .default_max_tokens = 4096, .policy = SESS_POLICY_LRU,
+                              .replica_id = "t10"};
+    ctx.store = sess_store_new(&cfg);
+    sess_store_set_clock(ctx.store, hand_clock, NULL);
+    struct api_response r;
+    char id[128];
+    CHECK_EQ_INT(create("k-lru", body1, &r), 201);
+    take_id(&r, id);
+    for (int i = 0; i < 2; i++) {       /* the second one evicts it */
+        now_s += 1;
+        CHECK_EQ_INT(create(NULL, body1, &r), 201);
+        api_response_free(&r);
+    }
+    struct sess_stats st;
+    sess_store_stats(ctx.store, &st);
+    CHECK_EQ_INT((int)st.evictions, 1);
+    made_anew("k-lru", id);
+    sess_store_free(ctx.store);
+    ctx.store = mem;
 }
 
 TEST(fork_and_import_replay)
@@ -344,6 +426,8 @@ int main(void)
     RUN(malformed_keys_are_400_and_make_nothing);
     RUN(a_repeat_replays_and_another_request_is_422);
     RUN(a_deleted_sessions_key_is_free_again);
+    RUN(an_expired_sessions_key_is_free_again);
+    RUN(an_evicted_sessions_key_is_free_again);
     RUN(fork_and_import_replay);
     RUN(one_session_for_racing_creates);
     RUN(keys_are_per_api_key);
