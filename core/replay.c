@@ -12,10 +12,12 @@
  * why: a copy, NAME.copy, when the replay used some of it, the file itself,
  * NAME.setaside, when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
- * journals written from now on build on, copy or no copy (the files are
- * handled in core/replay_files.c). A file that cannot be read now, or
- * memory running short while a session is rebuilt, says nothing of the
- * files: the start fails then, and no file is changed. Last it says
+ * journals written from now on build on, copy or no copy for want of room
+ * (the files are handled in core/replay_files.c). A file that cannot be
+ * read now, memory running short while a session is rebuilt, or a copy
+ * that cannot be made for a reason that says nothing of the room for it,
+ * says nothing of the files: the start fails then rather than go on
+ * without them. Last it says
  * whether the store may go on from the newest snapshot as it is, without
  * writing a new one (struct sess_replayed): only when nothing of this was
  * needed and the journal after the snapshot is empty.
@@ -26,7 +28,6 @@
 #include "kv.h"
 #include "persist_impl.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -386,28 +387,13 @@ enum file_end {
                            middle by its length); of a snapshot: any record
                            dropped */
     FILE_UNREAD,        /* not read, for a reason that says nothing of it
-                           (read_error_transient), or memory ran short
+                           (sess_state_error_transient), or memory ran short
                            rebuilding a session of it: the start fails */
 };
 
-/*
- * Whether errno e, from opening or mapping a file, says nothing of what the
- * file holds: too many files open, memory short (mmap under RLIMIT_AS),
- * interrupted, or a permission (a mistake of whoever set the directory up).
- * The start fails then without changing anything, and a later one reads the
- * file whole. Any other errno is damage, EIO above all: the device could
- * not read the file, and a start refused until someone repairs it would
- * hold back every session the other files keep (the file itself is kept).
- */
-static bool read_error_transient(int e)
-{
-    return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR ||
-           e == ENOBUFS || e == EACCES || e == EPERM;
-}
-
 /* Memory ran short rebuilding a session from the record at byte at of
  * path (rp->nomem): the start fails as for a file that cannot be read now
- * (read_error_transient), and one with memory to spare restores it. */
+ * (sess_state_error_transient), and one with memory to spare restores it. */
 static enum file_end short_of_memory(const struct rdir *d, const struct replay *rp,
                                      const char *path, size_t at)
 {
@@ -525,7 +511,10 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
                                                          : JNL_MAGIC_JOURNAL);
     if (rc == CORE_ENOTFOUND)
         return FILE_WHOLE;
-    if (rc == CORE_EIO && read_error_transient(r.err)) {
+    /* any other error is damage, EIO above all: the device could not read
+     * the file, and a start refused until someone repairs it would hold
+     * back every session the other files keep (the file itself is kept) */
+    if (rc == CORE_EIO && sess_state_error_transient(r.err)) {
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cannot be read (%s): "
                   "not starting; nothing in the state directory was changed", path, r.why);
         return FILE_UNREAD;
@@ -648,6 +637,22 @@ static void count_absent(struct replay *rp, uint64_t *records, uint64_t *session
     }
 }
 
+/* Keep a copy of the file at path, which a new snapshot removes (why says
+ * why); 0, or when no copy could be kept for a reason that says nothing of
+ * the file or the room for it, that errno, logged: the start fails then,
+ * rather than remove the file without a copy, and one once the cause is
+ * fixed keeps it. */
+static int kept_or_not(const struct rdir *d, const char *path, const char *why)
+{
+    int e = sess_state_keep_copy(d, path, why, true);
+    if (e == 0 || !sess_state_error_transient(e))
+        return 0;
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be kept (%s): "
+              "not starting, so that it is not removed without one; a start once the "
+              "cause is fixed keeps it", path, strerror(e));
+    return e;
+}
+
 /* Why the journals written from now on cannot simply follow snapshot
  * g->snapshot (struct sess_replayed says when they can), into why[size];
  * "" when they can. damage: a file was damaged, missing or set aside. */
@@ -765,13 +770,17 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         if (e == FILE_DAMAGED) {
             stop = true;
             damage = true;
+            enum state_cut cut = STATE_CUT_DONE;
             if (good == 0)              /* no header: nothing of it applied */
                 sess_state_set_aside(d, path, "unreadable; nothing of it is applied");
-            else if (!sess_state_cut_back(d, path, good,
-                                          sess_state_keep_copy(d, path, "damaged; nothing "
-                                                               "after its bad record is "
-                                                               "applied", false)))
-                uncut = true;
+            else
+                cut = sess_state_cut_back(d, path, good, "damaged; nothing after its bad "
+                                          "record is applied");
+            if (cut == STATE_CUT_NOT_NOW) {
+                base = FILE_UNREAD;     /* nothing is changed: the start fails */
+                break;
+            }
+            uncut = cut == STATE_CUT_FAILED;
             snprintf(why, sizeof why, "it follows the damaged journal.%016" PRIx64
                      ", so its changes cannot be applied in order", gen);
         }
@@ -782,9 +791,11 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
         free(g.journal);
         return CORE_ESTORAGE;
     }
+    int nocopy = 0;                 /* a copy not kept, for a reason that says
+                                       nothing of the file (the start fails) */
     if (base == FILE_DAMAGED) {
         sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
-        sess_state_keep_copy(d, path, "damaged; the sessions it still held are restored", true);
+        nocopy = kept_or_not(d, path, "damaged; the sessions it still held are restored");
     }
     if (!stop && g.snapshot && want == g.snapshot) {
         damage = true;
@@ -797,15 +808,17 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     damage = damage || lost > 0 || lost_sessions > 0;
     /* a journal holding the only record of changes to sessions the snapshot
      * lost is kept for a look, as the snapshot is */
-    for (size_t i = 0; lost > 0 && i < g.n_journal; i++) {
+    for (size_t i = 0; lost > 0 && !nocopy && i < g.n_journal; i++) {
         if (!dropping[i])
             continue;
         sess_state_name(path, sizeof path, d->dir, "journal.", g.journal[i], "");
-        sess_state_keep_copy(d, path, "it holds changes to sessions not restored", true);
+        nocopy = kept_or_not(d, path, "it holds changes to sessions not restored");
     }
     free(dropping);
     free(rp.absent);
     free(g.journal);
+    if (nocopy)
+        return CORE_ESTORAGE;
     sess_state_log_kept(d);
     size_t future = settle_clocks(st);
     size_t expired = sess_store_sweep(st);

@@ -54,8 +54,11 @@ struct sess_replayed {
  * its records before the damage; CORE_ESTORAGE when dir cannot be listed
  * or a file in it cannot be read for a reason that says nothing of what it
  * holds (too many files open, memory short, a permission), or memory runs
- * short rebuilding a session (the record may be good), and then no file
- * in dir was changed. Both are logged; the store must not write to
+ * short rebuilding a session (the record may be good), or a damaged
+ * journal's copy cannot be made for such a reason, and then no file in dir
+ * was changed; CORE_ESTORAGE too when the copy of a damaged snapshot, or
+ * of a journal holding changes to sessions not restored, cannot be made
+ * for such a reason (a journal may have been cut back, with its copy). Both are logged; the store must not write to
  * dir then.
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,

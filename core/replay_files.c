@@ -109,14 +109,22 @@ static int copy_file(const char *from, const char *to)
     return e;
 }
 
+bool sess_state_error_transient(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR ||
+           e == ENOBUFS || e == EACCES || e == EPERM;
+}
+
 /*
  * Keep a copy of path, which stays where it is (the replay used it, and a
  * later start must find it again: a new snapshot removes it), as the first
  * free path.copy[.N], saying so and why: a hard link when whole is true
- * (the file is not changed after), a copy otherwise. Whether one was kept.
+ * (the file is not changed after), a copy otherwise. 0, or the errno of
+ * the failure: logged unless sess_state_error_transient (the caller says
+ * then why the start fails).
  */
-bool sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
-                          bool whole)
+int sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
+                         bool whole)
 {
     char kept[1200];
     int e = EEXIST;
@@ -130,41 +138,58 @@ bool sess_state_keep_copy(const struct rdir *d, const char *path, const char *wh
             e = copy_file(path, kept);
     }
     if (e != 0) {
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be kept "
-                  "as %s (%s): %s", path, kept, strerror(e), why);
-        return false;
+        if (!sess_state_error_transient(e))
+            sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: no copy could be "
+                      "kept as %s (%s): %s", path, kept, strerror(e), why);
+        return e;
     }
     sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: a copy is kept as %s: %s",
               path, kept, why);
-    return true;
+    return 0;
 }
 
 /*
  * Cut a damaged journal back to its first good bytes, the records before
  * its damage: they were applied, and the journals written from now on
  * build on them, so the next start must not meet the damage again (it
- * would set those journals aside). ftruncate needs no free space; copied
- * says whether keep_copy kept the damaged tail. False when it failed.
+ * would set those journals aside). A copy of the whole file is kept first
+ * (why says why), once the file is open for the cut, so that no copy is
+ * made of a file that cannot be cut. ftruncate needs no free space: with
+ * no room for a copy (ENOSPC and the like) the journal is cut back all the
+ * same, the damaged tail dropped without a copy; a copy that cannot be
+ * made for a reason that says nothing of the room (sess_state_error_transient)
+ * fails the start instead, nothing changed.
  */
-bool sess_state_cut_back(const struct rdir *d, const char *path, size_t good, bool copied)
+enum state_cut sess_state_cut_back(const struct rdir *d, const char *path, size_t good,
+                                   const char *why)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int e = fd < 0 ? errno : sess_state_keep_copy(d, path, why, false);
+    if (fd >= 0 && e != 0 && sess_state_error_transient(e)) {
+        close(fd);
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s is damaged, and no copy "
+                  "of it could be kept before it is cut back (%s): not starting; nothing "
+                  "in the state directory was changed", path, strerror(e));
+        return STATE_CUT_NOT_NOW;
+    }
+    bool copied = fd >= 0 && e == 0;
     if (fd < 0 || ftruncate(fd, (off_t)good) != 0 || fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0)
+        if (fd >= 0) {
+            e = errno;
             close(fd);
+        }
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s could not be cut back to "
                   "the %zu bytes before its damage (%s): not starting, the changes "
                   "acknowledged from now on would follow the damage and be set aside at "
                   "the next start", path, good, strerror(e));
-        return false;
+        return STATE_CUT_FAILED;
     }
     close(fd);
     if (!copied)
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cut back to the %zu bytes "
                   "before its damage: the damaged tail was dropped without a copy",
                   path, good);
-    return true;
+    return STATE_CUT_DONE;
 }
 
 /* Whether every journal of generations [from, to) was set aside by an

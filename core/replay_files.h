@@ -34,14 +34,35 @@ int sess_state_scan(const char *dir, struct gens *g);
 /* Rename path to the first free path.setaside[.N], never read again. */
 void sess_state_set_aside(const struct rdir *d, const char *path, const char *why);
 
-/* Keep a copy of path, which stays where it is, as the first free
- * path.copy[.N] (a hard link when whole); whether one was kept. */
-bool sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
-                          bool whole);
+/*
+ * Whether errno e, from opening, mapping or copying a state file, says
+ * nothing of the file or of the room on the device: too many files open,
+ * memory short (mmap under RLIMIT_AS), interrupted, or a permission (a
+ * mistake of whoever set the directory up). The start fails then without
+ * changing anything, and a later one goes on. Any other errno is taken as
+ * what it says: EIO as damage, ENOSPC as no room for a copy.
+ */
+bool sess_state_error_transient(int e);
 
-/* Cut a damaged journal back to its first good bytes; false when it
- * failed (logged). */
-bool sess_state_cut_back(const struct rdir *d, const char *path, size_t good, bool copied);
+/* Keep a copy of path, which stays where it is, as the first free
+ * path.copy[.N] (a hard link when whole); 0, or the errno of the failure
+ * (logged unless sess_state_error_transient). */
+int sess_state_keep_copy(const struct rdir *d, const char *path, const char *why,
+                         bool whole);
+
+/* How sess_state_cut_back ended. */
+enum state_cut {
+    STATE_CUT_DONE,         /* cut back, with a copy or without one (no room) */
+    STATE_CUT_FAILED,       /* not cut back (logged): the start fails */
+    STATE_CUT_NOT_NOW,      /* neither copied nor cut back, for a reason that
+                               says nothing of it (logged): the start fails,
+                               nothing changed */
+};
+
+/* Keep a copy of a damaged journal (why: why, for the log) and cut it
+ * back to its first good bytes. */
+enum state_cut sess_state_cut_back(const struct rdir *d, const char *path, size_t good,
+                                   const char *why);
 
 /* Whether every journal of generations [from, to) was set aside by an
  * earlier start. */

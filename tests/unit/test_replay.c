@@ -9,7 +9,8 @@
  * record of any kind, a last one cut short too, stops the journals after
  * it (prefix rule), and the journal is cut back to its good records, with
  * or without a copy of the rest (or the start is refused), so the next
- * start reads on; every file set aside is named in a warn line and an
+ * start reads on, but a copy that cannot be made for want of a file
+ * descriptor fails the start and cuts nothing; every file set aside is named in a warn line and an
  * earlier kept file is never replaced; a record at the largest lsns is
  * damage; a file that cannot be read for a reason that says nothing of it
  * (memory short) fails the start and changes nothing, and so does memory
@@ -809,6 +810,63 @@ TEST(memory_short_rebuilding_a_session_fails_the_start_and_changes_nothing)
     }
 }
 
+/* The lowest free file descriptor: the number the next open takes. */
+static int next_fd(void)
+{
+    int fd = dup(0);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/*
+ * The copy of a damaged journal cannot be made for want of a file
+ * descriptor (EMFILE; ENFILE and memory short alike): that says nothing of
+ * the room for it, so the start fails and the journal is neither copied nor
+ * cut back (on a full disk it is cut back without a copy, above). The
+ * limit is set at each number of descriptors past those open now: whatever
+ * else the start needs them for, the journal is never cut back without a
+ * copy, and at one of them the copy is what stops the start. Before, the
+ * journal was cut back there, its damaged tail dropped without a copy.
+ */
+TEST(a_copy_that_cannot_be_made_now_fails_the_start_and_cuts_nothing)
+{
+    static char before[4096], after[4096];
+    bool met = false;
+    for (int extra = 0; extra < 8; extra++) {
+        char a[SESS_ID_MAX];
+        damage_j1(a);
+        struct stat whole, sb;
+        CHECK(stat(path_of(J1), &whole) == 0);
+        listing(before, sizeof before);
+        struct rlimit was, small;
+        CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+        small = was;
+        small.rlim_cur = (rlim_t)(next_fd() + extra);
+        CHECK(setrlimit(RLIMIT_NOFILE, &small) == 0);
+        struct sess_store *st = open_dir();
+        CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+        bool cut = stat(path_of(J1), &sb) == 0 && sb.st_size < whole.st_size;
+        CHECK(!cut || exists(J1 ".copy"));
+        if (cut && !exists(J1 ".copy"))
+            printf("    cut back without a copy at %d descriptors more\n", extra);
+        char line[200];
+        snprintf(line, sizeof line, "no copy of it could be kept before it is cut back (%s): "
+                 "not starting; nothing in the state directory was changed",
+                 strerror(EMFILE));
+        if (strstr(logged, line)) {
+            met = true;
+            CHECK(st == NULL);
+            listing(after, sizeof after);
+            CHECK(strcmp(before, after) == 0);
+        }
+        if (st)
+            sess_store_free(st);
+        fail_snapshots(false);
+    }
+    CHECK(met);
+}
+
 /* Copy the file from over the file to (both names in dir). */
 static void copy_over(const char *from, const char *to)
 {
@@ -919,6 +977,7 @@ int main(void)
     RUN(a_length_zeroed_mid_journal_sets_the_next_journal_aside);
     RUN(a_journal_is_cut_back_when_no_copy_can_be_kept);
     RUN(a_journal_that_cannot_be_cut_back_refuses_the_start);
+    RUN(a_copy_that_cannot_be_made_now_fails_the_start_and_cuts_nothing);
     RUN(a_length_over_a_later_record_names_every_session_it_drops);
     RUN(a_record_at_the_largest_lsn_is_damage);
     RUN(an_earlier_damaged_copy_is_never_replaced);
