@@ -562,6 +562,14 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     sess_store_restoring(st, true);
     struct sess_replayed rr = {0};
     rc = sess_replay_dir(st, d->dir, d->log, d->log_arg, &rr);
+    /* state files of a drain by an older attnd: taken in, then folded into
+     * the snapshot below (and removed once it is on disk) */
+    size_t found = 0;
+    if (rc == CORE_OK &&
+        (rc = sess_load_state_files(st, cfg->dir, cfg->log, cfg->log_arg, &found)) != CORE_OK)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: the session files of an older "
+                  "attnd in %s could not all be read: not starting; they are kept for a "
+                  "start once the cause is fixed", d->dir);
     if (rc != CORE_OK) {
         /* a damaged journal not cut back (what this run would write after
          * it would be set aside at the next start), or a file that could
@@ -576,10 +584,6 @@ enum core_status sess_store_open_journal(struct sess_store *st,
     }
     d->next_lsn = rr.next_lsn;
     d->gen = rr.newest;
-    /* state files of a drain by an older attnd: taken in, then folded into
-     * the snapshot below (and removed once it is on disk) */
-    size_t found;
-    sess_load_state_files(st, cfg->dir, cfg->log, cfg->log_arg, &found);
     if (found > 0 && !rr.rewrite[0])
         snprintf(rr.rewrite, sizeof rr.rewrite, "session files of an older attnd were "
                  "read");

@@ -10,6 +10,7 @@
  * A bad file is logged and skipped by a load.
  */
 #include "store_impl.h"
+#include "replay_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -195,15 +196,18 @@ enum core_status sess_store_save(struct sess_store *st, const char *dir,
 
 /* ---- loading ------------------------------------------------------------ */
 
-/* The whole file at path, malloc'd; NULL with *why set. */
-static void *slurp(const char *path, size_t *n, const char **why)
+/* The whole file at path, malloc'd; NULL with *why set and *err the
+ * errno (ENOMEM: memory short). */
+static void *slurp(const char *path, size_t *n, const char **why, int *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     void *p = NULL;
     if (fd < 0 || fstat(fd, &sb) != 0) {
+        *err = errno;
         *why = strerror(errno);
     } else if (!(p = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1))) {
+        *err = ENOMEM;
         *why = "out of memory";
     } else {
         size_t done = 0;
@@ -222,21 +226,29 @@ static void *slurp(const char *path, size_t *n, const char **why)
     return p;
 }
 
-/* Restore the file at path as a linked session; NULL or the reason. */
-static const char *restore(struct sess_store *st, const char *path)
+/* Restore the file at path as a linked session; NULL or the reason, *now
+ * set when it says nothing of the file: it could not be read for such a
+ * reason (sess_state_error_transient), or memory ran short decoding it. */
+static const char *restore(struct sess_store *st, const char *path, bool *now)
 {
     size_t n = 0;
     const char *why = NULL;
-    void *bytes = slurp(path, &n, &why);
-    if (!bytes)
+    int err = 0;
+    *now = false;
+    void *bytes = slurp(path, &n, &why, &err);
+    if (!bytes) {
+        *now = sess_state_error_transient(err);
         return why;
+    }
     struct sess *s;
     double idle = 0;
     uint32_t version;                   /* not needed: the start writes a snapshot */
     enum core_status rc = sess_decode(bytes, n, &s, &idle, &version, &why);
     free(bytes);
-    if (rc != CORE_OK)
+    if (rc != CORE_OK) {
+        *now = rc == CORE_ENOMEM;
         return why;
+    }
     rc = sess_link(st, s, idle, NULL);
     if (rc != CORE_OK) {
         sess_destroy(s);
@@ -271,7 +283,15 @@ enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
             continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        const char *why = restore(st, path);
+        bool now;
+        const char *why = restore(st, path, &now);
+        if (why && now) {
+            sess_logf(log, log_arg, SESS_LOG_WARN, "session load: %s cannot be read now "
+                      "(%s): the files after it are not read either", path, why);
+            closedir(d);
+            *found = loaded_n + skipped + 1;
+            return CORE_ESTORAGE;
+        }
         if (why) {
             sess_logf(log, log_arg, SESS_LOG_WARN, "session load: skipping %s: %s", path, why);
             skipped++;

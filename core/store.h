@@ -93,7 +93,11 @@ typedef void (*sess_log_fn)(void *arg, enum sess_log_level level, const char *ms
 enum core_status sess_store_save(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg);
 
-/* Restore the sessions saved in dir; bad files are logged and skipped. */
+/* Restore the sessions saved in dir; bad files are logged and skipped.
+ * CORE_ESTORAGE when a file cannot be read now for a reason that says
+ * nothing of it (too many open files, memory short, a permission): logged,
+ * and the files after it are not read; CORE_EIO when dir cannot be
+ * opened. */
 enum core_status sess_store_load(struct sess_store *st, const char *dir,
                                  sess_log_fn log, void *log_arg);
 

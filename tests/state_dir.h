@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/journal.h"
@@ -90,6 +92,80 @@ static void flip(const char *name, long at)
     b ^= 0x10;
     CHECK(pwrite(fd, &b, 1, at) == 1);
     close(fd);
+}
+
+/* Under AddressSanitizer a failed allocation returns NULL, as malloc does,
+ * instead of ending the program: tests make memory run short (RLIMIT_AS). */
+#if defined(__SANITIZE_ADDRESS__)
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+
+/* The address space this process uses now, in bytes. */
+static inline unsigned long long address_space(void)
+{
+    unsigned long long pages = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    CHECK(fp && fscanf(fp, "%llu", &pages) == 1);
+    if (fp)
+        fclose(fp);
+    return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+/* The lowest free file descriptor: the number the next open takes. */
+static inline int next_fd(void)
+{
+    int fd = dup(0);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/* open_fn() with the soft limit of resource (RLIMIT_AS, RLIMIT_NOFILE...)
+ * at cur, restored after. */
+static inline struct sess_store *open_under(struct sess_store *(*open_fn)(void), int resource,
+                                            unsigned long long cur)
+{
+    struct rlimit was, small;
+    CHECK(getrlimit(resource, &was) == 0);
+    small = was;
+    small.rlim_cur = (rlim_t)cur;
+    CHECK(setrlimit(resource, &small) == 0);
+    struct sess_store *st = open_fn();
+    CHECK(setrlimit(resource, &was) == 0);
+    return st;
+}
+
+/* Run fn in a child process, its CHECKs failing the test that runs it,
+ * with to_parent a pipe to this process: what it writes there into
+ * out[SESS_ID_MAX] (may be NULL). What the child allocates is not left
+ * over here (empty slabs are kept, freed heap too), for a start under a
+ * memory limit to use again without asking for more. */
+static inline void in_child(void (*fn)(int to_parent), char *out)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        th_cur_failed = 0;
+        fn(fds[1]);
+        fflush(stdout);
+        _exit(th_cur_failed ? 1 : 0);
+    }
+    close(fds[1]);
+    char got[SESS_ID_MAX] = "";
+    ssize_t got_n = read(fds[0], got, sizeof got - 1);
+    close(fds[0]);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (out)
+        snprintf(out, SESS_ID_MAX, "%s", got_n > 0 ? got : "");
 }
 
 #endif

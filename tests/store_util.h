@@ -81,4 +81,19 @@ static inline enum core_status store_add_rows(struct sess_store *st, const char 
     return rc;
 }
 
+/* A session of one float32 kv head of d_k = d_v = STORE_BIG_D with
+ * STORE_BIG_ROWS rows (32 MiB of them: more than a start under a tight
+ * memory limit can rebuild); its id into id. */
+#define STORE_BIG_D 512
+#define STORE_BIG_ROWS 8192
+
+static inline enum core_status store_new_big(struct sess_store *st, char *id)
+{
+    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = STORE_BIG_D,
+                                     .d_v = STORE_BIG_D},
+                           .params = {.dtype = ATTN_F32, .scale = 0.0625}};
+    enum core_status rc = sess_create(st, &sp, id);
+    return rc == CORE_OK ? store_add_rows(st, id, STORE_BIG_ROWS, STORE_BIG_D, 3) : rc;
+}
+
 #endif

@@ -8,7 +8,8 @@
  * writes one and says why: records in the journal, a damaged snapshot, a
  * damaged journal (cut back, even to nothing), an empty journal of an
  * unfinished snapshot after it, a session expired meanwhile, state files
- * of an older attnd, sessions in an older encoding (not version 5, which
+ * of an older attnd (one that cannot be read now fails the start and is
+ * kept), sessions in an older encoding (not version 5, which
  * sessions without an idempotency key are still written in), sessions last used
  * in the future of a wall clock that went back, a journal with another
  * name (a hard-linked copy). Start/stop cycles with and without changes
@@ -451,6 +452,85 @@ TEST(state_files_of_an_older_attnd_are_folded_in)
         sess_store_free(st);
 }
 
+/* The big session (tests/store_util.h) saved as an <id>.sess file, as an
+ * older attnd's drain left it (made in a child: in_child says why). */
+static void save_big(int to_parent)
+{
+    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 26,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+    struct sess_store *old = sess_store_new(&cfg);
+    char id[SESS_ID_MAX] = "";
+    CHECK(old && store_new_big(old, id) == CORE_OK);
+    CHECK(old && sess_store_save(old, dir, NULL, NULL) == CORE_OK);
+    CHECK(write(to_parent, id, strlen(id)) == (ssize_t)strlen(id));
+    if (old)
+        sess_store_free(old);
+}
+
+/*
+ * An <id>.sess file of an older attnd that cannot be read now (too many
+ * open files, memory short; a permission alike) is not taken for a bad
+ * one: the start fails and the file stays. Before, it was skipped, and
+ * the snapshot the start wrote without its session let the file be
+ * removed. The descriptor limit is set at each number past those open
+ * now: whatever else the start needs them for, the file never goes unless
+ * its session was restored, and at one of them its read is what stops the
+ * start. Memory: the file of a session of 32 MiB, with 8 MiB of address
+ * space to spare.
+ */
+TEST(a_state_file_that_cannot_be_read_now_is_kept)
+{
+    bool met = false;
+    for (int more = 0; more < 10; more++) {
+        build_state();
+        struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
+                                  .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+        struct sess_store *old = sess_store_new(&cfg);
+        char extra[SESS_ID_MAX], name[SESS_ID_MAX + 8];
+        CHECK(old && new_f32(old, extra) == CORE_OK);
+        CHECK(old && store_add_rows(old, extra, 6, 8, 11) == CORE_OK);
+        CHECK(old && sess_store_save(old, dir, NULL, NULL) == CORE_OK);
+        if (old)
+            sess_store_free(old);
+        snprintf(name, sizeof name, "%s.sess", extra);
+        struct sess_store *st = open_under(open_dir, RLIMIT_NOFILE,
+                                           (unsigned long long)(next_fd() + more));
+        bool restored = st && store_length_of(st, extra) == 6;
+        CHECK(restored || exists(name));
+        if (!restored && !exists(name))
+            printf("    its file removed, its session not restored, at %d more\n", more);
+        char line[300];
+        snprintf(line, sizeof line, "session load: %s/%s cannot be read now (%s)", dir, name,
+                 strerror(EMFILE));
+        if (strstr(logged, line)) {
+            met = true;
+            CHECK(st == NULL && exists(name));
+            CHECK(said("could not all be read: not starting"));
+        }
+        if (st)
+            sess_store_free(st);
+    }
+    CHECK(met);
+
+    build_state();
+    char big[SESS_ID_MAX], name[SESS_ID_MAX + 8], line[300];
+    in_child(save_big, big);
+    snprintf(name, sizeof name, "%s.sess", big);
+    CHECK(big[0] && exists(name));
+    struct sess_store *st = open_under(open_dir, RLIMIT_AS, address_space() + (8ULL << 20));
+    CHECK(st == NULL && exists(name));
+    snprintf(line, sizeof line, "session load: %s/%s cannot be read now (out of memory)",
+             dir, name);
+    CHECK(said(line));
+    if (st)
+        sess_store_free(st);
+    st = open_dir();
+    CHECK(st && store_length_of(st, big) == STORE_BIG_ROWS);
+    CHECK(!exists(name));
+    if (st)
+        sess_store_free(st);
+}
+
 /*
  * snapshot.2, of one float32 session without biases (id), rewritten with
  * that session in the version 4 encoding, as an attnd before version 5
@@ -754,6 +834,7 @@ int main(void)
     RUN(an_empty_journal_of_an_unfinished_snapshot_is_folded_in);
     RUN(a_session_expired_since_the_snapshot_is_folded_in);
     RUN(state_files_of_an_older_attnd_are_folded_in);
+    RUN(a_state_file_that_cannot_be_read_now_is_kept);
     RUN(a_snapshot_in_an_older_encoding_is_written_again);
     RUN(a_snapshot_with_keyed_and_unkeyed_sessions_is_kept);
     RUN(a_snapshot_written_by_a_clock_ahead_is_written_again);

@@ -32,7 +32,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/journal.h"
@@ -600,17 +599,6 @@ static void listing(char *out, size_t size)
         free(names);
 }
 
-/* The address space this process uses now, in bytes. */
-static unsigned long long address_space(void)
-{
-    unsigned long long pages = 0;
-    FILE *fp = fopen("/proc/self/statm", "r");
-    CHECK(fp && fscanf(fp, "%llu", &pages) == 1);
-    if (fp)
-        fclose(fp);
-    return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
-}
-
 /* Whether a mapping of path fails under the address-space limit now set,
  * as attnd's would: not under qemu-user, which maps the guest's files in
  * an address space it reserved before the limit. */
@@ -683,64 +671,18 @@ TEST(a_file_that_cannot_be_mapped_now_fails_the_start_and_changes_nothing)
     }
 }
 
-/* Under AddressSanitizer a failed allocation returns NULL, as malloc does,
- * instead of ending the program: a test below makes memory run short. */
-#if defined(__SANITIZE_ADDRESS__)
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "allocator_may_return_null=1";
-}
-#endif
-
-/* A session whose rows are too many for the memory left: one kv head of
- * BIG_D float32, BIG_ROWS rows (32 MiB), against BIG_SPARE bytes of
+/* The big session (tests/store_util.h), against BIG_SPARE bytes of
  * address space to spare besides the files read. */
-#define BIG_D 512
-#define BIG_ROWS 8192
 #define BIG_SPARE (8ULL << 20)
 static char big[SESS_ID_MAX];
 
-/* Run fn in a child process, its CHECKs failing this test, out[SESS_ID_MAX]
- * (may be NULL) what it writes to the fd in to_parent. This process never
- * holds the big session, so that no memory of it (empty slabs are kept,
- * freed heap too) is there for a replay under a limit to use again. */
-static int to_parent = -1;
-
-static void in_child(void (*fn)(void), char *out)
-{
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        to_parent = fds[1];
-        th_cur_failed = 0;
-        fn();
-        fflush(stdout);
-        _exit(th_cur_failed ? 1 : 0);
-    }
-    close(fds[1]);
-    char got[SESS_ID_MAX] = "";
-    ssize_t got_n = read(fds[0], got, sizeof got - 1);
-    close(fds[0]);
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (out)
-        snprintf(out, SESS_ID_MAX, "%s", got_n > 0 ? got : "");
-}
-
-/* The big session, its rows appended in one record, into the journal. */
-static void make_big(void)
+/* The big session, its rows appended in one record, into the journal
+ * (made in a child: in_child says why). */
+static void make_big(int to_parent)
 {
     struct sess_store *st = open_dir();
-    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = BIG_D, .d_v = BIG_D},
-                           .params = {.dtype = ATTN_F32, .scale = 0.0625}};
     char id[SESS_ID_MAX] = "";
-    CHECK(st && sess_create(st, &sp, id) == CORE_OK);
-    CHECK(st && store_add_rows(st, id, BIG_ROWS, BIG_D, 3) == CORE_OK);
+    CHECK(st && store_new_big(st, id) == CORE_OK);
     CHECK(write(to_parent, id, strlen(id)) == (ssize_t)strlen(id));
     if (st)
         sess_store_free(st);
@@ -751,15 +693,13 @@ static const char *big_in;
 
 /* A start with address space for the files it reads and BIG_SPARE more:
  * it fails, naming the big session, and says nothing was changed. */
-static void open_short_of_memory(void)
+static void open_short_of_memory(int to_parent)
 {
+    (void)to_parent;
     struct stat sb;
     CHECK(stat(path_of(big_in), &sb) == 0);
-    struct rlimit small;
-    CHECK(getrlimit(RLIMIT_AS, &small) == 0);
-    small.rlim_cur = address_space() + (unsigned long long)sb.st_size + BIG_SPARE;
-    CHECK(setrlimit(RLIMIT_AS, &small) == 0);
-    struct sess_store *st = open_dir();
+    struct sess_store *st = open_under(open_dir, RLIMIT_AS, address_space() +
+                                       (unsigned long long)sb.st_size + BIG_SPARE);
     CHECK(st == NULL);
     if (st)
         sess_store_free(st);
@@ -771,11 +711,12 @@ static void open_short_of_memory(void)
 }
 
 /* A start without the limit restores every session, the big one whole. */
-static void open_whole(void)
+static void open_whole(int to_parent)
 {
+    (void)to_parent;
     struct sess_store *st = open_dir();
     CHECK(st && as_wanted(st, NULL, 0));
-    CHECK(st && store_length_of(st, big) == BIG_ROWS);
+    CHECK(st && store_length_of(st, big) == STORE_BIG_ROWS);
     CHECK(strstr(logged, "warn") == NULL);
     if (st)
         sess_store_free(st);
@@ -810,15 +751,6 @@ TEST(memory_short_rebuilding_a_session_fails_the_start_and_changes_nothing)
     }
 }
 
-/* The lowest free file descriptor: the number the next open takes. */
-static int next_fd(void)
-{
-    int fd = dup(0);
-    if (fd >= 0)
-        close(fd);
-    return fd;
-}
-
 /*
  * The copy of a damaged journal cannot be made for want of a file
  * descriptor (EMFILE; ENFILE and memory short alike): that says nothing of
@@ -839,13 +771,8 @@ TEST(a_copy_that_cannot_be_made_now_fails_the_start_and_cuts_nothing)
         struct stat whole, sb;
         CHECK(stat(path_of(J1), &whole) == 0);
         listing(before, sizeof before);
-        struct rlimit was, small;
-        CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
-        small = was;
-        small.rlim_cur = (rlim_t)(next_fd() + extra);
-        CHECK(setrlimit(RLIMIT_NOFILE, &small) == 0);
-        struct sess_store *st = open_dir();
-        CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+        struct sess_store *st = open_under(open_dir, RLIMIT_NOFILE,
+                                           (unsigned long long)(next_fd() + extra));
         bool cut = stat(path_of(J1), &sb) == 0 && sb.st_size < whole.st_size;
         CHECK(!cut || exists(J1 ".copy"));
         if (cut && !exists(J1 ".copy"))
