@@ -764,6 +764,14 @@ TEST(memory_short_rebuilding_a_session_fails_the_start_and_changes_nothing)
 TEST(a_copy_that_cannot_be_made_now_fails_the_start_and_cuts_nothing)
 {
     static char before[4096], after[4096];
+    /* valgrind opens the file and then refuses the descriptor over the
+     * limit: the copy's name is left created, where the kernel creates
+     * nothing (it takes the descriptor first) */
+    const char *vg = getenv("ATTND_VALGRIND");
+    if (vg && strcmp(vg, "1") == 0) {
+        printf("    skipped under valgrind: its file descriptors are emulated\n");
+        return;
+    }
     bool met = false;
     for (int extra = 0; extra < 8; extra++) {
         char a[SESS_ID_MAX];
