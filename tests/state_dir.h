@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -113,6 +114,28 @@ static inline unsigned long long address_space(void)
     if (fp)
         fclose(fp);
     return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+/* Whether RLIMIT_AS stops this process's allocations here: not under
+ * qemu-user, which takes no address-space limit for its guest (the tests
+ * that need one skip there, saying so). */
+static inline bool as_limit_holds(void)
+{
+    struct rlimit was, small;
+    if (getrlimit(RLIMIT_AS, &was) != 0)
+        return false;
+    small = was;
+    small.rlim_cur = (rlim_t)(address_space() + (64ULL << 20));
+    if (setrlimit(RLIMIT_AS, &small) != 0)
+        return false;
+    void *m = mmap(NULL, 1ULL << 30, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    CHECK(setrlimit(RLIMIT_AS, &was) == 0);
+    if (m == MAP_FAILED)
+        return true;
+    munmap(m, 1ULL << 30);
+    printf("    skipped: RLIMIT_AS does not stop an allocation here (qemu-user)\n");
+    return false;
 }
 
 /* The lowest free file descriptor: the number the next open takes. */
