@@ -102,10 +102,7 @@ struct replay {
 
 static size_t id_hash(const char *id)
 {
-    size_t h = 14695981039346656037u;
-    for (; *id; id++)
-        h = (h ^ (unsigned char)*id) * 1099511628211u;
-    return h;
+    return (size_t)sess_hash_text(SESS_HASH_SEED, id);
 }
 
 /* The entry of id (added when add and missing); NULL when not there, or

@@ -82,13 +82,9 @@ static void set_replica(struct sess_store *st, const char *r)
 
 /* ---- hash map and LRU (store mutex held) --------------------------------- */
 
-/* FNV-1a over the id text. */
 static size_t hash_id(const char *id)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *id; id++)
-        h = (h ^ (unsigned char)*id) * 1099511628211ull;
-    return (size_t)h;
+    return (size_t)sess_hash_text(SESS_HASH_SEED, id);
 }
 
 static struct sess *find(struct sess_store *st, const char *id)

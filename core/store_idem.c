@@ -11,18 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a over a key's scope, a NUL and the key. */
+/* The hash of a key's scope, a NUL and the key (the NUL keeps "ab"+"c"
+ * apart from "a"+"bc"). */
 static size_t hash_idem(const struct sess_idem *k)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = k->scope;; p++) {
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        if (!*p)
-            break;
-    }
-    for (const char *p = k->key; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return (size_t)h;
+    uint64_t h = sess_hash_text(SESS_HASH_SEED, k->scope) * 1099511628211ull;
+    return (size_t)sess_hash_text(h, k->key);
 }
 
 static bool same_key(const struct sess_idem *a, const struct sess_idem *b)

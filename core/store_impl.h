@@ -10,6 +10,17 @@
 
 #include "store.h"
 
+/* FNV-1a, 64-bit, of the text s carried on from h (SESS_HASH_SEED to
+ * begin): the hash of the store's tables (ids, idempotency keys) and of
+ * the replay's. */
+#define SESS_HASH_SEED 14695981039346656037ull
+static inline uint64_t sess_hash_text(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 struct sess {
     char id[SESS_ID_MAX];           /* NUL-terminated */
     struct sess_spec spec;          /* arrays point at the owned copies below */
