@@ -68,6 +68,14 @@ static void take_id(struct api_response *r, char *out)
     api_response_free(r);
 }
 
+/* A create (key NULL: none) that must make a session: its id into out[128]. */
+static void created(const char *key, const char *body, char *out)
+{
+    struct api_response r;
+    CHECK_EQ_INT(create(key, body, &r), 201);
+    take_id(&r, out);
+}
+
 /* r answers 201 for session id as a replay; r freed. */
 static void check_replayed(struct api_response *r, const char *id)
 {
@@ -139,8 +147,7 @@ TEST(a_deleted_sessions_key_is_free_again)
 {
     struct api_response r;
     char id[128], id2[128], path[200];
-    CHECK_EQ_INT(create("k-free", body1, &r), 201);
-    take_id(&r, id);
+    created("k-free", body1, id);
     create("k-free", body1, &r);        /* held while the session lives */
     check_replayed(&r, id);
     snprintf(path, sizeof path, "/v1/sessions/%s", id);
@@ -195,8 +202,7 @@ TEST(an_expired_sessions_key_is_free_again)
     for (int swept = 0; swept < 2; swept++) {
         struct api_response r;
         char id[128];
-        CHECK_EQ_INT(create(keys[swept], body1, &r), 201);
-        take_id(&r, id);
+        created(keys[swept], body1, id);
         now_s += 599;                   /* within its TTL (600 s): held */
         create(keys[swept], body1, &r);
         check_replayed(&r, id);
@@ -220,8 +226,7 @@ TEST(an_evicted_sessions_key_is_free_again)
     sess_store_set_clock(ctx.store, hand_clock, NULL);
     struct api_response r;
     char id[128];
-    CHECK_EQ_INT(create("k-lru", body1, &r), 201);
-    take_id(&r, id);
+    created("k-lru", body1, id);
     for (int i = 0; i < 2; i++) {       /* the second one evicts it */
         now_s += 1;
         CHECK_EQ_INT(create(NULL, body1, &r), 201);
@@ -239,10 +244,8 @@ TEST(fork_and_import_replay)
 {
     struct api_response r;
     char parent[128], other[128], child[128], imp[128], path[200];
-    CHECK_EQ_INT(create(NULL, body1, &r), 201);
-    take_id(&r, parent);
-    CHECK_EQ_INT(create(NULL, body1, &r), 201);
-    take_id(&r, other);
+    created(NULL, body1, parent);
+    created(NULL, body1, other);
     snprintf(path, sizeof path, "/v1/sessions/%s/fork", parent);
     CHECK_EQ_INT(keyed("POST", path, "k-fork", NULL, NULL, NULL, 0, &r), 201);
     take_id(&r, child);
@@ -397,10 +400,8 @@ TEST(keys_survive_journal_replay_and_snapshots)
     mkdir(dir, 0700);
     ctx.store = open_dir_ttl(600);
     CHECK(ctx.store != NULL);
-    CHECK_EQ_INT(create("k-durable", body1, &r), 201);
-    take_id(&r, id);
-    CHECK_EQ_INT(create(NULL, body1, &r), 201);
-    take_id(&r, parent);
+    created("k-durable", body1, id);
+    created(NULL, body1, parent);
     snprintf(path, sizeof path, "/v1/sessions/%s/fork", parent);
     CHECK_EQ_INT(keyed("POST", path, "k-durable-fork", NULL, NULL, NULL, 0, &r), 201);
     take_id(&r, child);
