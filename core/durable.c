@@ -72,6 +72,7 @@
 #include "store_impl.h"
 #include "dirlock.h"
 #include "replay.h"
+#include "replay_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -612,6 +613,13 @@ void sess_dur_stats(struct sess_durable *d, struct sess_stats *out)
     out->snapshots = d->snapshots;
     out->snapshot_failures = d->snapshot_failures;
     pthread_mutex_unlock(&d->mu);
+}
+
+void sess_dur_kept(struct sess_durable *d, uint64_t *files, uint64_t *bytes)
+{
+    *files = *bytes = 0;
+    if (d)                          /* d->dir is fixed from its making on */
+        sess_state_count_kept(d->dir, files, bytes);
 }
 
 void sess_dur_free(struct sess_durable *d)

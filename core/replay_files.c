@@ -240,23 +240,30 @@ static bool is_kept(const char *name)
     return false;
 }
 
-void sess_state_log_kept(const struct rdir *d)
+int sess_state_count_kept(const char *dir, uint64_t *files, uint64_t *bytes)
 {
-    DIR *dd = opendir(d->dir);
+    *files = *bytes = 0;
+    DIR *dd = opendir(dir);
     if (!dd)
-        return;
-    uint64_t files = 0, bytes = 0;
+        return errno;
     struct dirent *e;
-    while ((e = readdir(dd)) != NULL) {
+    while ((errno = 0, e = readdir(dd)) != NULL) {
         struct stat sb;
         if (is_kept(e->d_name) &&
             fstatat(dirfd(dd), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-            files++;
-            bytes += (uint64_t)sb.st_size;
+            ++*files;
+            *bytes += (uint64_t)sb.st_size;
         }
     }
+    int err = errno;                /* readdir's own error, or 0 at the end */
     closedir(dd);
-    if (files > 0)
+    return err;
+}
+
+void sess_state_log_kept(const struct rdir *d)
+{
+    uint64_t files, bytes;
+    if (sess_state_count_kept(d->dir, &files, &bytes) == 0 && files > 0)
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: files kept for a look: %"
                   PRIu64 " (%" PRIu64 " bytes), copies of damaged files and files set aside "
                   "(NAME.copy, NAME.setaside, NAME.damaged), which attnd never reads or "

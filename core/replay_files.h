@@ -68,6 +68,10 @@ enum state_cut sess_state_cut_back(const struct rdir *d, const char *path, size_
  * earlier start. */
 bool sess_state_set_aside_before(const struct rdir *d, uint64_t from, uint64_t to);
 
+/* How many kept files (set aside or copies) dir holds, and their bytes;
+ * 0 or the errno of a directory that could not be read (counts so far). */
+int sess_state_count_kept(const char *dir, uint64_t *files, uint64_t *bytes);
+
 /* Log (info) how many kept files (set aside or copies) the directory
  * holds and their bytes, when there are any. */
 void sess_state_log_kept(const struct rdir *d);

@@ -400,6 +400,11 @@ void sess_store_stats(struct sess_store *st, struct sess_stats *out)
     sess_dur_stats(st->dur, out);
 }
 
+void sess_store_kept_files(struct sess_store *st, uint64_t *files, uint64_t *bytes)
+{
+    sess_dur_kept(st->dur, files, bytes);
+}
+
 /* ---- sessions: creation and lifetime -------------------------------------- */
 
 /* A copy of count elements of size es (NULL for a NULL p); *ok = false

@@ -83,6 +83,11 @@ size_t sess_store_sweep(struct sess_store *st);
 
 void sess_store_stats(struct sess_store *st, struct sess_stats *out);
 
+/* Files kept for a look in the state directory (copies of damaged files
+ * and files set aside at a start, which attnd never reads or removes) and
+ * their bytes, counted now by listing it; 0 without one. */
+void sess_store_kept_files(struct sess_store *st, uint64_t *files, uint64_t *bytes);
+
 /* Log sink for saving, loading and the journal: news (sessions restored,
  * a snapshot written) at SESS_LOG_INFO, problems (a file skipped, records
  * dropped, a write failed) at SESS_LOG_WARN. */

@@ -206,6 +206,7 @@ enum core_status sess_dur_delete(struct sess_store *st, const char *id,
 void sess_dur_touch(struct sess_store *st, struct sess *s);
 /* The journal's numbers into out (nothing for NULL). */
 void sess_dur_stats(struct sess_durable *d, struct sess_stats *out);
+void sess_dur_kept(struct sess_durable *d, uint64_t *files, uint64_t *bytes);
 /* Free the journal state (sess_store_free). */
 void sess_dur_free(struct sess_durable *d);
 

@@ -345,6 +345,16 @@ static void render_sessions(struct out *o, struct sess_store *st)
          (unsigned long long)s.journal_records, (unsigned long long)s.journal_failures,
          (unsigned long long)s.journal_lost, (unsigned long long)s.snapshots,
          (unsigned long long)s.snapshot_failures);
+    uint64_t kept_files, kept_bytes;
+    sess_store_kept_files(st, &kept_files, &kept_bytes);
+    outf(o, "# HELP attnd_state_kept_files Files in the state directory kept for a look "
+            "(copies of damaged files, files set aside), which attnd never removes.\n"
+            "# TYPE attnd_state_kept_files gauge\n"
+            "attnd_state_kept_files %llu\n"
+            "# HELP attnd_state_kept_bytes Bytes of the files kept for a look.\n"
+            "# TYPE attnd_state_kept_bytes gauge\n"
+            "attnd_state_kept_bytes %llu\n",
+         (unsigned long long)kept_files, (unsigned long long)kept_bytes);
 }
 
 char *srv_metrics_render(void *arg, size_t *len)

@@ -312,6 +312,36 @@ def test_damaged_journal_keeps_every_record_before_the_damage(damage):
         shutil.rmtree(sd, ignore_errors=True)
 
 
+def test_files_kept_for_a_look_are_counted_in_metrics():
+    """attnd_state_kept_files and _bytes count the copies and set-aside
+    files in the state directory as it is at the scrape: they go back to 0
+    once the operator removes them."""
+    sd = tempfile.mkdtemp(prefix="attnd-kept-")
+    try:
+        _sid, path, recs, _size = _journal_with_appends(sd, 4)
+        off, n = recs[2]
+        with open(path, "r+b") as f:         # a byte of the 2nd append's rows
+            f.seek(off + n - 10)
+            b = f.read(1)
+            f.seek(off + n - 10)
+            f.write(bytes([b[0] ^ 0x10]))
+        d = _start(sd, "always")
+        try:
+            kept = [n for n in os.listdir(sd) if n.endswith((".copy", ".setaside"))]
+            assert kept, os.listdir(sd)
+            size = sum(os.path.getsize(os.path.join(sd, n)) for n in kept)
+            assert _metric(d, "attnd_state_kept_files") == len(kept)
+            assert _metric(d, "attnd_state_kept_bytes") == size
+            for n in kept:
+                os.unlink(os.path.join(sd, n))
+            assert _metric(d, "attnd_state_kept_files") == 0
+            assert _metric(d, "attnd_state_kept_bytes") == 0
+        finally:
+            d.stop()
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
 # ---- a full disk ------------------------------------------------------------------
 
 def _mount_tmpfs(path, size):
