@@ -59,15 +59,18 @@ def _pieces(body, size=65536 + 3):
     return [body[i:i + size] for i in range(0, len(body), size)]
 
 
-def _send(d, pieces, chunked=False, length=None, hang_up=False):
+def _send(d, pieces, chunked=False, length=None, hang_up=False, key=None, heads=None):
     """POST the pieces to /v1/sessions/import, one send each with a pause
-    between; (status, body) of the answer, or None after hanging up."""
+    between, with Idempotency-Key: key when given; (status, body) of the
+    answer, or None after hanging up. heads, a dict, gets the answer's
+    headers (names in lower case)."""
     s = connect(d.port, timeout=60)
     frame = "Transfer-Encoding: chunked" if chunked else \
         f"Content-Length: {length if length is not None else sum(map(len, pieces))}"
+    idem = b"" if key is None else b"Idempotency-Key: " + key + b"\r\n"
     s.sendall(("POST /v1/sessions/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-               f"Content-Type: application/octet-stream\r\n{frame}\r\n"
-               "Connection: close\r\n\r\n").encode())
+               f"Content-Type: application/octet-stream\r\n{frame}\r\n").encode() +
+              idem + b"Connection: close\r\n\r\n")
     for p in pieces:
         s.sendall(b"%x\r\n%s\r\n" % (len(p), p) if chunked else p)
         time.sleep(0.001)
@@ -84,6 +87,10 @@ def _send(d, pieces, chunked=False, length=None, hang_up=False):
         data += got
     s.close()
     head, _, answer = data.partition(b"\r\n\r\n")
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if heads is not None:
+            heads[name.strip().lower()] = value.strip()
     return int(head.split()[1]), answer
 
 
@@ -121,6 +128,41 @@ def test_refusals_at_piece_edges_create_nothing():
         assert _send(d, _pieces(body[:len(body) // 2]), length=len(body), hang_up=True) is None
         _settle(d, before)
         assert d.get("/healthz").status == 200
+        assert d.stop() == 0
+
+
+def test_idempotency_key_on_pieces():
+    """A streamed import reads its Idempotency-Key as a whole body's: a
+    malformed key is 400 once the body is in and makes nothing; a good one
+    makes one session, which a repeat of the same pieces is answered with
+    (201, Idempotent-Replayed); other bytes under that key are 422."""
+    with Attnd("--max-body-bytes", "64m") as d:
+        body = _exported(d)
+        before = _state(d)
+        for key in (b"has space", b"k" * 256, b"tab\there", b"\x7f"):
+            for chunked in (False, True):
+                status, answer = _send(d, _pieces(body), chunked=chunked, key=key)
+                assert status == 400 and b"Idempotency-Key" in answer, (key, answer)
+                _settle(d, before)
+        heads = {}
+        status, answer = _send(d, _pieces(body), key=b"import-1", heads=heads)
+        assert status == 201 and "idempotent-replayed" not in heads, answer
+        nid = json.loads(answer)["id"]
+        made = _state(d)
+        for chunked in (False, True):
+            heads = {}
+            status, answer = _send(d, _pieces(body), chunked=chunked, key=b"import-1",
+                                   heads=heads)
+            assert status == 201 and json.loads(answer)["id"] == nid, answer
+            assert heads.get("idempotent-replayed") == "true"
+            assert heads.get("location") == f"/v1/sessions/{nid}"
+        other = bytearray(body)
+        other[-40] ^= 0x01
+        status, answer = _send(d, _pieces(bytes(other)), key=b"import-1")
+        assert status == 422 and b"idempotency_key_reused" in answer, answer
+        assert _state(d) == made
+        assert d.request("DELETE", f"/v1/sessions/{nid}").status in (200, 204)
+        _settle(d, before)
         assert d.stop() == 0
 
 
