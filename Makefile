@@ -162,6 +162,10 @@ $(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 
+# Tests that step in between the layers, wrapped at link time.
+$(BUILD)/tests/test_api_idem_concurrency: LDFLAGS += -Wl,--wrap=jnl_append \
+                                                   -Wl,--wrap=sess_idem_find
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---- run and test -------------------------------------------------------

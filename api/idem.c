@@ -86,17 +86,30 @@ bool api_idem_replay(struct api_call *c, const struct api_idem *k)
                  "session %s", id);
         return true;
     }
-    api_sessions_reply_created(c, id);
+    /* found while its first request waits for its record: this waits too,
+     * and finds it gone when that record failed (the key is free then) */
+    if (!api_sessions_reply_created(c, id))
+        return false;
     if (c->resp->status == 201)
         api_response_header(c->resp, "Idempotent-Replayed", "true");
     return true;
 }
 
-void api_idem_created(struct api_call *c, enum core_status rc, const char *id,
-                      const struct api_idem *k)
+bool api_idem_created(struct api_call *c, enum core_status rc, const char *id,
+                      const struct api_idem *k, bool again)
 {
-    if (rc == CORE_OK)
-        api_sessions_reply_created(c, id);
-    else if (rc != CORE_EEXIST || !k || !api_idem_replay(c, k))
-        api_fail_core(c, rc == CORE_EEXIST ? CORE_ECAPACITY : rc, NULL);
+    if (rc == CORE_OK) {
+        if (!api_sessions_reply_created(c, id))
+            api_fail_core(c, CORE_ENOTFOUND, NULL);     /* evicted in between (lru) */
+    } else if (rc != CORE_EEXIST) {
+        api_fail_core(c, rc, NULL);
+    } else if (!k) {
+        api_fail_core(c, CORE_ECAPACITY, NULL);
+    } else if (!api_idem_replay(c, k)) {
+        if (again)
+            return false;
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "the request that first used this "
+                 "Idempotency-Key failed before its session was kept; retry");
+    }
+    return true;
 }

@@ -237,8 +237,9 @@ void api_sessions(struct api_call *c, const char *rest);
 unsigned api_sessions_methods(const char *rest);
 
 /* Answer 201 with the session just created, forked or imported under id
- * (its object, and Location). (api/sessions.c) */
-void api_sessions_reply_created(struct api_call *c, const char *id);
+ * (its object, and Location); false, answering nothing, when it is gone
+ * already (evicted, deleted, or its record failed). (api/sessions.c) */
+bool api_sessions_reply_created(struct api_call *c, const char *id);
 
 /* GET /v1/sessions/{id}/export and POST /v1/sessions/import
  * (api/sessions_move.c); api_route_export is the first's template. */
@@ -258,11 +259,17 @@ struct api_stream *api_sessions_import_open(struct api_call *c, size_t total);
  * api_idem_end finishes it (once, after the last bytes).
  * api_idem_replay: when a live session holds the key, answer for it (201
  * as a create with Idempotent-Replayed: true when the digests match, else
- * 422 idempotency_key_reused) and return true; false: there is none.
+ * 422 idempotency_key_reused) and return true; false: there is none (or
+ * it went while this request waited for its record to be written).
  * api_idem_created: the answer to a create, fork or import that returned
  * rc with the new session's id (CORE_EEXIST: another request with the
- * key came first, and is answered for as a replay).
+ * key came first, and is answered for as a replay). It returns false,
+ * answering nothing, only when again is true and that first session went
+ * before it could be answered for (its journal record failed, or it was
+ * deleted): the key is free, and the caller makes its session again
+ * (at most API_IDEM_TRIES times in all).
  */
+#define API_IDEM_TRIES 3
 enum api_idem_route { API_IDEM_CREATE = 1, API_IDEM_FORK, API_IDEM_IMPORT };
 struct api_idem {
     struct sess_idem k;
@@ -276,8 +283,8 @@ bool api_idem_valid(const struct api_call *c);
 void api_idem_more(struct api_idem *k, const void *p, size_t n);
 void api_idem_end(struct api_idem *k);
 bool api_idem_replay(struct api_call *c, const struct api_idem *k);
-void api_idem_created(struct api_call *c, enum core_status rc, const char *id,
-                      const struct api_idem *k);
+bool api_idem_created(struct api_call *c, enum core_status rc, const char *id,
+                      const struct api_idem *k, bool again);
 
 /* Whether req's route and method read base64 strings decoded as the body
  * arrived (api/early.c opens a decoder for them alone). */

@@ -140,19 +140,17 @@ static void reply_session(struct api_call *c, struct sess *s, int status)
     api_reply_json(c, status, j);
 }
 
-void api_sessions_reply_created(struct api_call *c, const char *id)
+bool api_sessions_reply_created(struct api_call *c, const char *id)
 {
     char loc[sizeof route_root + SESS_ID_MAX + 1];
     struct sess *s;
     snprintf(loc, sizeof loc, "%s/%s", route_root, id);
-    enum core_status rc = sess_acquire(c->ctx->store, id, &s);
-    if (rc != CORE_OK) {        /* evicted in between (lru): say so */
-        api_fail_core(c, rc, NULL);
-        return;
-    }
+    if (sess_acquire(c->ctx->store, id, &s) != CORE_OK)
+        return false;
     reply_session(c, s, 201);
     if (c->resp->status == 201)
         api_response_header(c->resp, "Location", loc);
+    return true;
 }
 
 /* Look up id; answers 404 session_not_found and returns NULL if absent. */
@@ -384,9 +382,12 @@ static void sessions_create(struct api_call *c)
     bool ok = read_create(c, body, &cr);
     json_decref(body);
     if (ok) {
-        enum core_status rc = sess_create_idem(c->ctx->store, &cr.spec,
-                                               keyed ? &k.k : NULL, id);
-        api_idem_created(c, rc, id, keyed ? &k : NULL);
+        enum core_status rc;
+        for (int tries = 1;; tries++) {
+            rc = sess_create_idem(c->ctx->store, &cr.spec, keyed ? &k.k : NULL, id);
+            if (api_idem_created(c, rc, id, keyed ? &k : NULL, tries < API_IDEM_TRIES))
+                break;
+        }
     }
     api_bias_free(&cr.bias);
     free(cr.slopes);
@@ -780,7 +781,10 @@ static void fork_req(struct api_call *c, const char *id)
         return;
     enum core_status rc = sess_fork_idem(c->ctx->store, s, keyed ? &k.k : NULL, nid);
     sess_release(c->ctx->store, s);
-    api_idem_created(c, rc, nid, keyed ? &k : NULL);
+    /* not tried again: this fork waited for the parent, which the one
+     * before it with the key held until its record was written or failed,
+     * so it met that one's session linked only if it was kept */
+    api_idem_created(c, rc, nid, keyed ? &k : NULL, false);
 }
 
 static void get_req(struct api_call *c, const char *id)

@@ -220,7 +220,7 @@ void api_sessions_import(struct api_call *c)
     if (c->answered)
         return;
     if (rc == CORE_OK || rc == CORE_EEXIST)
-        api_idem_created(c, rc, id, stream->keyed ? &stream->k : NULL);
+        api_idem_created(c, rc, id, stream->keyed ? &stream->k : NULL, false);
     else if (rc == CORE_ECORRUPT)
         api_fail(c, API_ERR_INVALID_EXPORT, "", "not a whole session export: %s", why);
     else if (rc == CORE_ELIMIT)

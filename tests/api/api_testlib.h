@@ -143,6 +143,22 @@ static inline json_t *t_json(const struct api_response *r)
     return json_loadb(r->body, r->body_len, 0, NULL);
 }
 
+/* GET /v1/sessions/{id}/export, which must answer 200: its bytes (malloc'd,
+ * *len of them). */
+static inline char *t_export(struct api_ctx *ctx, const char *id, size_t *len)
+{
+    char path[200];
+    struct api_response r;
+    snprintf(path, sizeof path, "/v1/sessions/%s/export", id);
+    t_call(ctx, "GET", path, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    *len = r.body_len;
+    char *bytes = (char *)malloc(*len ? *len : 1);
+    memcpy(bytes, r.body, *len);
+    api_response_free(&r);
+    return bytes;
+}
+
 /* Value of a response header, or NULL. */
 static inline const char *t_hdr(const struct api_response *r, const char *name)
 {

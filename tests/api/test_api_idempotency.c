@@ -257,13 +257,8 @@ TEST(fork_and_import_replay)
     CHECK_STR(t_err_code(&r), "idempotency_key_reused");
     api_response_free(&r);
 
-    snprintf(path, sizeof path, "/v1/sessions/%s/export", child);
-    t_call(&ctx, "GET", path, NULL, &r);
-    CHECK_EQ_INT(r.status, 200);
-    size_t len = r.body_len;
-    char *bytes = malloc(len);
-    memcpy(bytes, r.body, len);
-    api_response_free(&r);
+    size_t len;
+    char *bytes = t_export(&ctx, child, &len);
     CHECK_EQ_INT(keyed("POST", "/v1/sessions/import", "k-import", NULL,
                        "application/octet-stream", bytes, len, &r), 201);
     take_id(&r, imp);
