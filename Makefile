@@ -149,10 +149,11 @@ $(BUILD)/obj/server/web_assets.c: $(WEB_FILES) server/embed.sh
 $(BUILD)/obj/server/web_assets.o: $(BUILD)/obj/server/web_assets.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# attnd exports its gnutls_record_recv so libmicrohttpd binds to it
-# (server/tls_renego.c says why).
+# attnd exports its gnutls_record_recv and gnutls_handshake so that
+# libmicrohttpd binds to them (server/tls_alerts.c says why).
 $(BUILD)/attnd: $(SRV_OBJ) $(API_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) -Wl,--export-dynamic-symbol=gnutls_record_recv $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) -Wl,--export-dynamic-symbol=gnutls_record_recv \
+	  -Wl,--export-dynamic-symbol=gnutls_handshake $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)

@@ -121,6 +121,16 @@ def connect(port, timeout=10, host="127.0.0.1"):
     return suite_wrap(socket.create_connection((host, port), timeout=timeout), host)
 
 
+def read_to_close(s, size=65536):
+    """Every byte s receives until the peer closes."""
+    data = b""
+    while True:
+        got = s.recv(size)
+        if not got:
+            return data
+        data += got
+
+
 def events(d):
     """attnd's log lines (d an Attnd) as JSON objects; a line that is not
     one, as a "raw" level with the line as its message."""

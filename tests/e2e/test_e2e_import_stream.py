@@ -19,7 +19,7 @@ import random
 import threading
 import time
 
-from attnd_proc import Attnd, append_random_rows, connect
+from attnd_proc import Attnd, append_random_rows, connect, read_to_close
 
 HEADS, D, ROWS, CHUNK = 2, 64, 4096, 1024      # 4 MiB of rows
 
@@ -79,12 +79,7 @@ def _send(d, pieces, chunked=False, length=None, hang_up=False, key=None, heads=
         return None
     if chunked:
         s.sendall(b"0\r\n\r\n")
-    data = b""
-    while True:
-        got = s.recv(65536)
-        if not got:
-            break
-        data += got
+    data = read_to_close(s)
     s.close()
     head, _, answer = data.partition(b"\r\n\r\n")
     for line in head.decode("latin-1").split("\r\n")[1:]:

@@ -12,13 +12,14 @@ import os
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
 import time
 
 import pytest
 
-from attnd_proc import Attnd, BIN, make_ca, make_cert
+from attnd_proc import Attnd, BIN, make_ca, make_cert, read_to_close
 
 VALID = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
 
@@ -86,13 +87,44 @@ def test_only_tls_12_and_13(pki):
                                        ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
                 cipher = s.cipher()[0]
                 assert "GCM" in cipher or "CHACHA20" in cipher, cipher
+        # refused with the alert that says why (server/tls_alerts.c)
         old = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
-                              "-tls1_1"], input="", capture_output=True, text=True, timeout=20)
-        assert "Cipher is (NONE)" in old.stdout or old.returncode != 0, old.stdout[-500:]
+                              "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"],
+                             input="", capture_output=True, text=True, timeout=20)
+        assert old.returncode != 0 and "alert protocol version" in old.stderr, \
+            old.stderr[-500:]
         cbc = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{a.port}",
                               "-tls1_2", "-cipher", "ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA"],
                              input="", capture_output=True, text=True, timeout=20)
-        assert "Cipher is (NONE)" in cbc.stdout or cbc.returncode != 0, cbc.stdout[-500:]
+        assert cbc.returncode != 0 and "alert handshake failure" in cbc.stderr, \
+            cbc.stderr[-500:]
+        assert a.get("/healthz").status == 200
+
+
+def _client_hello(version):
+    """A ClientHello record of the given protocol version (0x0301: TLS 1.0,
+    0x0302: TLS 1.1) offering ECDHE and RSA suites, no extensions: what an
+    old client sends, whatever this machine's OpenSSL would still send."""
+    suites = (0xc02f, 0xc013, 0xc014, 0x002f, 0x0035)
+    body = struct.pack(">H", version) + os.urandom(32) + b"\x00"
+    body += struct.pack(">H", 2 * len(suites)) + b"".join(struct.pack(">H", x) for x in suites)
+    body += b"\x01\x00"                          # compression: null only
+    hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16" + struct.pack(">HH", 0x0301, len(hs)) + hs
+
+
+def test_tls_10_and_11_hellos_get_the_protocol_version_alert(pki):
+    """The answer to a TLS 1.0 or 1.1 ClientHello is one fatal alert record,
+    protocol_version (70), then the close: not a bare close."""
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        for version in (0x0301, 0x0302):
+            s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+            s.sendall(_client_hello(version))
+            data = read_to_close(s)
+            s.close()
+            assert len(data) == 7, data.hex()
+            kind, _, length, level, what = struct.unpack(">BHHBB", data)
+            assert (kind, length, level, what) == (0x15, 2, 2, 70), data.hex()
         assert a.get("/healthz").status == 200
 
 
