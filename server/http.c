@@ -674,13 +674,35 @@ static void req_free(struct srv_http *h, struct req *r)
         http_req_destroy(r);
 }
 
+/* Headers a request may carry once (RFC 9110 5.3: not lists, so two lines
+ * cannot be joined into one value): a second line with another value is
+ * 400, where taking the first would leave the client and any proxy on the
+ * way free to read another one. The same value twice is that value. */
+static const char *const single_headers[] = {"Authorization", "Idempotency-Key"};
+#define N_SINGLE (sizeof single_headers / sizeof single_headers[0])
+
 /* Framing headers as sent, duplicates included. */
 struct framing {
     struct req *r;
     const char *cl, *te;            /* first value of each */
     bool cl_conflict;               /* Content-Length twice with different values */
     unsigned n_te;                  /* Transfer-Encoding header lines */
+    const char *single[N_SINGLE];   /* first value of each single_headers */
+    const char *conflict;           /* one of them with two values, or NULL */
 };
+
+/* A line of one of single_headers: its first value kept, another noted. */
+static void scan_single(struct framing *f, const char *key, const char *value)
+{
+    for (size_t i = 0; i < N_SINGLE; i++) {
+        if (strcasecmp(key, single_headers[i]) != 0)
+            continue;
+        if (!f->single[i])
+            f->single[i] = value;
+        else if (strcmp(f->single[i], value) != 0 && !f->conflict)
+            f->conflict = single_headers[i];
+    }
+}
 
 /* One pass over the headers: framing checks, and the copy the api reads
  * (collect_header; MHD's strings stay valid for the request). */
@@ -700,6 +722,8 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
         if (!f->te)
             f->te = value;
         f->n_te++;
+    } else {
+        scan_single(f, key, value);
     }
     return MHD_YES;
 }
@@ -716,7 +740,11 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_frami
         return true;
     }
     const char *msg = NULL;
-    if (f.cl && f.te)
+    char conflict[64];
+    if (f.conflict) {
+        snprintf(conflict, sizeof conflict, "conflicting %s headers", f.conflict);
+        msg = conflict;
+    } else if (f.cl && f.te)
         msg = "Content-Length and Transfer-Encoding together";
     else if (f.cl_conflict)
         msg = "conflicting Content-Length headers";

@@ -205,6 +205,32 @@ def test_bad_framing_is_json_400(small, extra):
     still_serving(small)
 
 
+@pytest.mark.parametrize("name", [b"Idempotency-Key", b"Authorization"])
+def test_a_single_header_with_two_values_is_400(small, name):
+    """Idempotency-Key and Authorization are single values: two lines that
+    differ are 400 and make nothing (the first is not taken silently);
+    the same value twice is that value."""
+    before = small.metric("attnd_sessions")
+    body = b'{"d_k":2,"d_v":2}'
+    lower = name.lower()
+    for extra, want in ((b"%s: a1\r\n%s: b1\r\n" % (name, name), 400),
+                        (b"%s: a1\r\n%s: b1\r\n" % (name, lower), 400),
+                        (b"%s: t1\r\n%s: t1\r\n" % (name, name), 201)):
+        s = connect(small)
+        s.sendall(post_head("/v1/sessions", extra + b"Content-Length: %d\r\n\r\n" % len(body))
+                  + body)
+        status, hdrs, answer = read_response(s)
+        s.close()
+        if want == 400:
+            json_error(status, hdrs, answer, 400, "bad_request")
+            assert name.decode() in json.loads(answer)["error"]["message"]
+        else:
+            assert status == 201, answer[:200]
+            before += 1
+    assert small.metric("attnd_sessions") == before
+    still_serving(small)
+
+
 def test_bad_framing_is_400_on_every_documented_operation(small):
     # the transport refuses it before any route, static files and probes
     # included; each answer is recorded, so the suite's last test holds it
