@@ -112,14 +112,39 @@ static bool round_half(struct api_call *c, const struct api_attention_view *v,
     return true;
 }
 
+/* 422 non_finite at the first qk value that overflowed (the scores and
+ * the output fail in the pass itself; qk, asked for alone, does not);
+ * false when there is none. A half request's were checked by round_half. */
+static bool qk_overflow(struct api_call *c, const struct api_attention_view *v)
+{
+    size_t at;
+    if (v->half || !v->x || !api_extras_compute(v->x) ||
+        !api_extras_qk_overflow(v->req, v->x, &at))
+        return false;
+    const struct attn_shape *s = &v->req->shape;
+    char p[API_PATH_MAX];
+    api_fail(c, API_ERR_NON_FINITE, out_pointer(v, "qk", v->x->nh, s->L, at, p, sizeof p),
+             "qk element %zu (row-major) is not finite: q·k overflowed %s; scale the inputs "
+             "down%s", at, v->req->params.dtype == ATTN_F64 ? "float64" : "float32",
+             v->req->params.dtype == ATTN_F64 ? "" : " or compute in float64");
+    return true;
+}
+
+bool api_attention_accept(struct api_call *c, struct api_attention_view *v,
+                          struct attn_result *res)
+{
+    v->half = c->half;
+    v->checked = true;
+    return !(v->half && !round_half(c, v, res)) && !qk_overflow(c, v);
+}
+
 void api_reply_attention(struct api_call *c, struct api_attention_view *v,
                          struct attn_result *res, size_t cap)
 {
     struct api_buf buf;
     size_t numbers = 0;
 
-    v->half = c->half;
-    if (v->half && !round_half(c, v, res)) {
+    if (!v->checked && !api_attention_accept(c, v, res)) {
         api_result_free(res);
         return;
     }

@@ -12,6 +12,7 @@
 #include "api/extras.h"
 
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "api/internal.h"
@@ -348,6 +349,20 @@ const char *api_extras_round_half(const struct attn_request *r, const struct api
             return m[i].name;
     }
     return NULL;
+}
+
+bool api_extras_qk_overflow(const struct attn_request *r, const struct api_extras *x,
+                            size_t *at)
+{
+    const void *qk = x->xo.qk;
+    size_t rows = 0;
+    (void)x_rows(r, x, &rows);          /* allocated already */
+    size_t n = qk ? rows * r->shape.L : 0;
+    bool f64 = r->params.dtype == ATTN_F64;
+    for (*at = 0; *at < n; ++*at)
+        if (!isfinite(f64 ? ((const double *)qk)[*at] : (double)((const float *)qk)[*at]))
+            return true;
+    return false;
 }
 
 struct attn_extras api_extras_core(const struct api_extras *x)

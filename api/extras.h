@@ -91,6 +91,12 @@ void api_extras_free(struct api_extras *x);
 const char *api_extras_round_half(const struct attn_request *r, const struct api_extras *x,
                                   enum api_half h, size_t *at);
 
+/* Whether qk (q·k before the scale, no mask: finite for finite inputs
+ * unless a product overflowed) holds a value that is not finite, the
+ * first one's row-major index in *at; false without qk. */
+bool api_extras_qk_overflow(const struct attn_request *r, const struct api_extras *x,
+                            size_t *at);
+
 /* The core's view of x. */
 struct attn_extras api_extras_core(const struct api_extras *x);
 

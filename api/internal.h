@@ -314,4 +314,15 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
 void api_reply_attention(struct api_call *c, struct api_attention_view *v,
                          struct attn_result *res, size_t cap);
 
+/*
+ * Whether the results can be answered: a half request's are rounded in
+ * place to its dtype, and a value past that range, or a qk that
+ * overflowed, answers 422 non_finite (false). api_reply_attention runs it
+ * unless v->checked; a session's attention runs it before its append is
+ * kept (sess_query.accept), so a refused request appends nothing.
+ * (api/attention.c)
+ */
+bool api_attention_accept(struct api_call *c, struct api_attention_view *v,
+                          struct attn_result *res);
+
 #endif

@@ -662,6 +662,19 @@ static bool check_att(struct api_call *c, const struct sess *s,
     return api_attention_fits(c, &a->r, att_extras(a), a->encoding, cap);
 }
 
+/* sess_query.accept of a session's attention: api_attention_accept. */
+struct att_accept {
+    struct api_call *c;
+    struct api_attention_view *view;
+};
+
+static bool att_accept(void *arg, struct attn_result *out, struct attn_extras_out *xo)
+{
+    (void)xo;                           /* the view's extras hold it */
+    struct att_accept *a = arg;
+    return api_attention_accept(a->c, a->view, out);
+}
+
 /* Append and attend on the held session; the session is released here. */
 static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
 {
@@ -681,19 +694,23 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         return;
     }
     struct attn_extras xc = x ? api_extras_core(x) : (struct attn_extras){0};
+    struct api_attention_view view = {.req = &a->r, .q_rank = a->q_rank, .x = x,
+                                      .encoding = a->encoding, .digits = a->digits};
+    struct att_accept acc = {c, &view};
+    a->query.accept = att_accept;
+    a->query.accept_arg = &acc;
     enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
                                         api_extras_compute(x) ? &xc : NULL,
                                         x ? &x->xo : NULL, &res, c->req->ws);
     if (rc != CORE_OK) {
         api_result_free(&res);
-        fail_append(c, rc, s, a->m);
+        if (!c->answered)               /* else refused by att_accept, answered */
+            fail_append(c, rc, s, a->m);
         sess_release(st, s);
         return;
     }
     sess_release(st, s);
-    api_reply_attention(c, &(struct api_attention_view){
-        .req = &a->r, .q_rank = a->q_rank, .x = x,
-        .encoding = a->encoding, .digits = a->digits}, &res, cap);
+    api_reply_attention(c, &view, &res, cap);
 }
 
 static void attention_req(struct api_call *c, const char *id)

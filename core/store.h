@@ -354,6 +354,12 @@ struct sess_query {
     size_t mask_heads;              /* 1 or h */
     unsigned outputs;               /* ATTN_OUT_* bits */
     struct attn_window window;      /* sliding window over the cache's positions */
+    /* sess_attend_x: called on the results once the pass has succeeded and
+     * before its append is kept (NULL: none); false refuses them (a value
+     * the caller cannot represent), and the append is rolled back as for a
+     * pass that failed (CORE_ENONFINITE). */
+    bool (*accept)(void *arg, struct attn_result *out, struct attn_extras_out *xo);
+    void *accept_arg;
 };
 
 /*
@@ -370,9 +376,11 @@ enum core_status sess_request(const struct sess *s, const struct sess_query *q,
 /*
  * Append m rows (k, v as sess_append; m == 0 appends nothing), then attend q
  * against the whole cache: results [h][n][L] with L the new length (queries
- * at L-n..L-1). If the attention fails after an append, the append is rolled
- * back: the request is all or nothing. Errors as sess_append, plus
- * attn_forward_kv's (CORE_ESHAPE, CORE_EEMPTYROW, ...).
+ * at L-n..L-1). If the attention fails after an append, or q->accept
+ * refuses its results, the append is rolled back: the request is all or
+ * nothing. Errors as sess_append, plus attn_forward_kv's (CORE_ESHAPE,
+ * CORE_EEMPTYROW, CORE_ENONFINITE, ...; the last also when q->accept said
+ * no).
  */
 enum core_status sess_attend(struct sess_store *st, struct sess *s,
                              const void *k, const void *v, size_t m,

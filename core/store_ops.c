@@ -195,6 +195,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
                              .bias_q_heads = s->spec.bias_q_heads};
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
+    if (rc == CORE_OK && q->accept && !q->accept(q->accept_arg, out, xo))
+        rc = CORE_ENONFINITE;
     if (rc != CORE_OK && m > 0)
         kv_rollback(s->kv, &mark);
     if (rc == CORE_OK && m > 0 && (rc = journal_append(st, s, k, v, m, &mark)) == CORE_OK)

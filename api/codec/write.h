@@ -100,6 +100,7 @@ struct api_attention_view {
     enum api_half half;                 /* float16/bfloat16 request: the
                                            outputs are rounded to it (and
                                            printed as it), meta.dtype names it */
+    bool checked;                       /* api_attention_accept has run */
 };
 
 /* Query heads over the whole batch: B*h (B = 0 counts as 1); false on

@@ -552,19 +552,18 @@ static void write_params(struct api_buf *b, const struct v2_infer *x,
     api_buf_putc(b, '}');
 }
 
-static void respond(struct api_call *c, const struct v2_infer *x,
-                    const struct attn_request *r, const struct attn_result *res,
-                    size_t cap)
+/* Whether the results can be answered: a half request's rounded in place
+ * to FP16/BF16, and a value past that range, or a qk that overflowed,
+ * answered 422 non_finite (false). Run before a session's append is kept
+ * (sess_query.accept), so that a refused request appends nothing. */
+static bool results_ok(struct api_call *c, const struct v2_infer *x,
+                       const struct attn_request *r, const struct attn_result *res)
 {
-    const char *id = json_string_value(member(x->hdr, "id"));
     const char *dtn = api_v2_datatype_name(x->dt, x->half);
-    size_t es = api_dtype_size(x->dt, x->half);
     struct v2_out o[3];
-    struct api_buf b;
-    size_t hlen, i;
-    bool first = true;
-    int j, k, d;
-    char num[32], ptr[64];
+    size_t i;
+    int k;
+    char ptr[64];
 
     out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
     for (k = 0; x->half && k < 3; k++) {           /* results rounded to FP16/BF16 */
@@ -575,7 +574,7 @@ static void respond(struct api_call *c, const struct v2_infer *x,
             api_fail(c, API_ERR_NON_FINITE, out_pointer(x, k, i, ptr, sizeof ptr),
                      "output %s element %zu is out of range of %s", api_v2_out_names[k], i,
                      dtn);
-            return;
+            return false;
         }
     }
     const char *xn = x->half && api_extras_compute(&x->ext)
@@ -583,8 +582,34 @@ static void respond(struct api_call *c, const struct v2_infer *x,
     if (xn) {
         api_fail(c, API_ERR_NON_FINITE, out_pointer(x, extra_output(xn), i, ptr, sizeof ptr),
                  "output %s element %zu is out of range of %s", xn, i, dtn);
-        return;
+        return false;
     }
+    if (!x->half && api_extras_compute(&x->ext) && api_extras_qk_overflow(r, &x->ext, &i)) {
+        api_fail(c, API_ERR_NON_FINITE, out_pointer(x, V2_QK, i, ptr, sizeof ptr),
+                 "output qk element %zu is not finite: q·k overflowed %s", i, dtn);
+        return false;
+    }
+    return true;
+}
+
+/* The answer (its results checked by results_ok already when checked). */
+static void respond(struct api_call *c, const struct v2_infer *x,
+                    const struct attn_request *r, const struct attn_result *res,
+                    size_t cap, bool checked)
+{
+    const char *id = json_string_value(member(x->hdr, "id"));
+    const char *dtn = api_v2_datatype_name(x->dt, x->half);
+    size_t es = api_dtype_size(x->dt, x->half);
+    struct v2_out o[3];
+    struct api_buf b;
+    size_t hlen, i;
+    bool first = true;
+    int j, k, d;
+    char num[32];
+
+    if (!checked && !results_ok(c, x, r, res))
+        return;
+    out_views(r, res, x->t[V2_Q].rank, x->ext.nh, o);
     api_buf_init(&b, cap);
     api_buf_puts(&b, "{\"model_name\":\"" V2_MODEL "\",\"model_version\":\""
                  V2_VERSION "\",");
@@ -694,6 +719,20 @@ static bool inputs_for_pass(struct v2_infer *x, const struct attn_request *r,
     return true;
 }
 
+/* sess_query.accept of a sequence's pass: results_ok. */
+struct v2_accept {
+    struct api_call *c;
+    const struct v2_infer *x;
+    const struct attn_request *r;
+};
+
+static bool v2_accept(void *arg, struct attn_result *out, struct attn_extras_out *xo)
+{
+    (void)xo;                           /* x->ext holds it */
+    struct v2_accept *a = arg;
+    return results_ok(a->c, a->x, a->r, out);
+}
+
 /* Numbers limit, result buffers, the pass (stateless or session), reply. */
 static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
                 struct attn_inputs *in, size_t m)
@@ -721,13 +760,14 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
         return;
     }
+    struct v2_accept acc = {c, x, r};
     if (x->sess) {
         struct sess_query q = {
             .q = in->q, .n = r->shape.n, .causal = r->causal,
             .empty_rows = r->empty_rows, .attn_bias = r->attn_bias,
             .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
-            .window = r->window,
+            .window = r->window, .accept = v2_accept, .accept_arg = &acc,
         };
         struct attn_extras xc = api_extras_core(&x->ext);
         st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,
@@ -738,10 +778,10 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     } else {
         st = attn_forward_half(r, in, &e, &res, c->req->ws);   /* 2-byte ones widened by it */
     }
-    if (st != CORE_OK)
+    if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
-    else
-        respond(c, x, r, &res, cap);
+    else if (st == CORE_OK)
+        respond(c, x, r, &res, cap, x->sess != NULL);
     api_result_free(&res);
 }
 

@@ -1,0 +1,172 @@
+/*
+ * tests/api/test_api_refused_results.c — results a request cannot be
+ * answered with, in-process: a qk that overflowed (finite inputs whose q·k
+ * is past float64's or float32's range) and a float16 session's scores past
+ * 65504 are 422 non_finite at the value's JSON pointer on /v1/attention,
+ * session attention and OIP v2, never null; and a session's attention
+ * refused that way appends nothing (its length, its rows and its next
+ * answer are as if the request had not come), on /v1 and on a v2 sequence.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tests/harness.h"
+#include "tests/api/api_testlib.h"
+#include "core/store.h"
+
+static struct api_ctx ctx;
+
+/* POST body to path: its status, and the error's code and path (or "")
+ * into code[64] and ptr[128] when it is an error. */
+static int post(const char *path, const char *body, char *code, char *ptr)
+{
+    struct api_response r;
+    t_call(&ctx, "POST", path, body, &r);
+    int st = r.status;
+    snprintf(code, 64, "%s", st >= 400 ? t_err_code(&r) : "");
+    snprintf(ptr, 128, "%.127s", st >= 400 ? t_err_path(&r) : "");
+    if (st >= 400 && getenv("TEST_VERBOSE"))
+        printf("  %d %.*s\n", st, (int)r.body_len, r.body);
+    api_response_free(&r);
+    return st;
+}
+
+/* A new session of body's settings: its id into id[128]. */
+static void new_session(const char *body, char *id)
+{
+    struct api_response r;
+    t_call(&ctx, "POST", "/v1/sessions", body, &r);
+    CHECK_EQ_INT(r.status, 201);
+    json_t *j = t_json(&r);
+    snprintf(id, 128, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    api_response_free(&r);
+}
+
+static long long session_length(const char *id)
+{
+    char path[200];
+    struct api_response r;
+    snprintf(path, sizeof path, "/v1/sessions/%s", id);
+    t_call(&ctx, "GET", path, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *j = t_json(&r);
+    long long n = json_integer_value(json_object_get(j, "length"));
+    json_decref(j);
+    api_response_free(&r);
+    return n;
+}
+
+#define BIG "1e308"
+
+TEST(overflowed_qk_is_422_at_its_pointer)
+{
+    char code[64], ptr[128];
+    /* the second key's product overflows; the first's does not */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":[[1e200,1e200]],\"k\":[[1,1],[1e200,1e200]],"
+                      "\"v\":[[1],[2]],\"return\":[\"qk\"]}", code, ptr), 422);
+    CHECK_STR(code, "non_finite");
+    CHECK_STR(ptr, "/qk/0/1");
+    /* float32: 3e38² */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":[[3e38]],\"k\":[[3e38]],\"v\":[[1]],"
+                      "\"dtype\":\"float32\",\"return\":[\"qk\"]}", code, ptr), 422);
+    CHECK_STR(ptr, "/qk/0/0");
+    /* 3-D q: head 1's row 0 */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":[[[1]],[[" BIG "]]],\"k\":[[[" BIG "]]],"
+                      "\"v\":[[[1]]],\"return\":[\"qk\"]}", code, ptr), 422);
+    CHECK_STR(ptr, "/qk/1/0/0");
+    /* base64 answers have no element pointer */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":[[" BIG "]],\"k\":[[" BIG "]],\"v\":[[1]],"
+                      "\"encoding\":\"base64\",\"return\":[\"qk\"]}", code, ptr), 422);
+    CHECK_STR(code, "non_finite");
+    /* finite products still come back */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":[[1e150]],\"k\":[[1e150]],\"v\":[[1]],"
+                      "\"return\":[\"qk\"]}", code, ptr), 200);
+    /* OIP v2: its errors are 400, the code in the message */
+    CHECK_EQ_INT(post("/v2/models/attention/infer", "{\"inputs\":["
+                      "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[" BIG "]},"
+                      "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[" BIG "]},"
+                      "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}],"
+                      "\"outputs\":[{\"name\":\"qk\"}]}", code, ptr), 400);
+}
+
+/* A session's attention refused for its results: 422, and the append is
+ * rolled back (length, then the next answer as without it). */
+static void refused_appends_nothing(const char *create, const char *bad, const char *want_ptr)
+{
+    char id[128], path[200], code[64], ptr[128];
+    new_session(create, id);
+    snprintf(path, sizeof path, "/v1/sessions/%s/attention", id);
+    CHECK_EQ_INT(post(path, "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1,2]]}", code, ptr), 200);
+    CHECK_EQ_INT(post(path, bad, code, ptr), 422);
+    CHECK_STR(code, "non_finite");
+    CHECK_STR(ptr, want_ptr);
+    CHECK_EQ_INT((int)session_length(id), 1);
+    /* the next append is row 1, and sees only row 0 before it */
+    struct api_response r;
+    t_call(&ctx, "POST", path, "{\"q\":[[0,1]],\"k\":[[0,1]],\"v\":[[3,4]],"
+                               "\"return\":[\"weights\"]}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *j = t_json(&r);
+    CHECK_EQ_INT((int)json_array_size(json_array_get(json_object_get(j, "weights"), 0)), 2);
+    json_decref(j);
+    api_response_free(&r);
+    CHECK_EQ_INT((int)session_length(id), 2);
+}
+
+TEST(a_refused_session_attention_appends_nothing)
+{
+    refused_appends_nothing("{\"d_k\":2,\"d_v\":2}",
+                            "{\"q\":[[" BIG "," BIG "]],\"k\":[[" BIG "," BIG "]],"
+                            "\"v\":[[1,1]],\"return\":[\"qk\"]}", "/qk/0/1");
+    /* 300·300·2 = 180000 past float16's 65504 */
+    refused_appends_nothing("{\"d_k\":2,\"d_v\":2,\"dtype\":\"float16\",\"scale\":1}",
+                            "{\"q\":[[300,300]],\"k\":[[300,300]],\"v\":[[1,1]],"
+                            "\"return\":[\"scores\"]}", "/scores/0/1");
+}
+
+/* A step of a float16 v2 sequence with one row each of q, k and v (each
+ * "a,b"), asking for scores; params: the parameters' members. */
+static const char *v2_step(const char *params, const char *q, const char *k, const char *v)
+{
+    static char body[512];
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"refused\"%s},"
+             "\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[%s]},"
+             "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[%s]},"
+             "{\"name\":\"v\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[%s]}],"
+             "\"outputs\":[{\"name\":\"scores\"}]}", params, q, k, v);
+    return body;
+}
+
+TEST(a_refused_sequence_step_appends_nothing)
+{
+    char code[64], ptr[128];
+    const char *infer = "/v2/models/attention/infer";
+    CHECK_EQ_INT(post(infer, v2_step(",\"sequence_start\":true,\"scale\":1", "1,0", "1,0",
+                                     "1,2"), code, ptr), 200);
+    /* v2's errors are 400, the code in the message */
+    CHECK_EQ_INT(post(infer, v2_step("", "300,300", "300,300", "1,1"), code, ptr), 400);
+    struct api_response r;
+    t_call(&ctx, "POST", infer, v2_step("", "0,1", "0,1", "3,4"), &r);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *j = t_json(&r);
+    json_t *p = json_object_get(j, "parameters");
+    CHECK_EQ_INT((int)json_integer_value(json_object_get(p, "sequence_length")), 2);
+    json_decref(j);
+    api_response_free(&r);
+}
+
+int main(void)
+{
+    struct sess_config cfg = {.max_sessions = 16, .max_cache_bytes = 1 << 20,
+                              .default_ttl_s = 600, .default_max_tokens = 4096};
+    t_ctx_init(&ctx);
+    attn_blas_init(1);
+    ctx.store = sess_store_new(&cfg);
+    RUN(overflowed_qk_is_422_at_its_pointer);
+    RUN(a_refused_session_attention_appends_nothing);
+    RUN(a_refused_sequence_step_appends_nothing);
+    sess_store_free(ctx.store);
+    TEST_MAIN_END();
+}
