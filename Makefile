@@ -166,6 +166,7 @@ $(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
 # Tests that step in between the layers, wrapped at link time.
 $(BUILD)/tests/test_api_idem_concurrency: LDFLAGS += -Wl,--wrap=jnl_append \
                                                    -Wl,--wrap=sess_idem_find
+$(BUILD)/tests/test_idem_restore: LDFLAGS += -Wl,--wrap=jnl_append
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -604,13 +604,15 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     }
     if (rc == CORE_OK && !fresh && find(st, s->id))
         rc = CORE_EEXIST;
-    if (rc == CORE_OK && s->idem && live_idem(st, s->idem, &grave)) {
-        if (st->restoring) {            /* cannot be: keep the session, not its key */
-            free(s->idem);
-            s->idem = NULL;
-        } else {
-            rc = CORE_EEXIST;
-        }
+    struct sess *holder = rc == CORE_OK && s->idem ? live_idem(st, s->idem, &grave) : NULL;
+    if (holder && st->restoring) {
+        /* the holder's delete was lost (eviction and expiry journal it best
+         * effort): the store gave the key to s after it, so s keeps it */
+        sess_idem_unlink(st, holder);
+        free(holder->idem);
+        holder->idem = NULL;
+    } else if (holder) {
+        rc = CORE_EEXIST;
     }
     if (rc == CORE_OK)
         rc = admit(st, 1, add, NULL, true, &grave);

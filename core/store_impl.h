@@ -98,7 +98,8 @@ void sess_destroy(struct sess *s);
  * into the store, admitting its bytes and one more session against the
  * limits (lru policy evicts idle sessions). idle_s: seconds it has already
  * been idle (0 for new). CORE_ECAPACITY when it does not fit; CORE_EEXIST
- * when the id is already taken. On success the id is copied to
+ * when the id is already taken, or s's idempotency key (while restoring,
+ * the key passes to s instead: it was made later). On success the id is copied to
  * id_out[SESS_ID_MAX] (may be NULL) before s becomes visible to others; s
  * itself must not be touched afterwards (it may already be evicted).
  */

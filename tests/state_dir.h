@@ -43,14 +43,11 @@ static double still(void *arg)
     return 1000.0;
 }
 
-/* The store over dir (NULL when it refuses to open), its sessions' TTL
- * default_ttl_s unless they say (0: none, so a use journals nothing). */
-static struct sess_store *open_dir_ttl(double default_ttl_s)
+/* The store of cfg over dir, on the still clock (NULL when it refuses to
+ * open). */
+static struct sess_store *open_dir_cfg(const struct sess_config *cfg)
 {
-    struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
-                              .default_ttl_s = default_ttl_s, .default_max_tokens = 100000,
-                              .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
-    struct sess_store *st = sess_store_new(&cfg);
+    struct sess_store *st = sess_store_new(cfg);
     sess_store_set_clock(st, still, NULL);
     struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
                                      .rewrite_min_bytes = (uint64_t)1 << 40, .log = keep_log};
@@ -60,6 +57,16 @@ static struct sess_store *open_dir_ttl(double default_ttl_s)
         return NULL;
     }
     return st;
+}
+
+/* The store over dir (NULL when it refuses to open), its sessions' TTL
+ * default_ttl_s unless they say (0: none, so a use journals nothing). */
+static struct sess_store *open_dir_ttl(double default_ttl_s)
+{
+    struct sess_config cfg = {.max_sessions = 100, .max_cache_bytes = 1 << 26,
+                              .default_ttl_s = default_ttl_s, .default_max_tokens = 100000,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
+    return open_dir_cfg(&cfg);
 }
 
 static char *path_of(const char *name)
