@@ -101,6 +101,8 @@ bool api_idem_created(struct api_call *c, enum core_status rc, const char *id,
     if (rc == CORE_OK) {
         if (!api_sessions_reply_created(c, id))
             api_fail_core(c, CORE_ENOTFOUND, NULL);     /* evicted in between (lru) */
+    } else if (rc == CORE_ECAPACITY) {
+        api_sessions_fail_full(c);
     } else if (rc != CORE_EEXIST) {
         api_fail_core(c, rc, NULL);
     } else if (!k) {

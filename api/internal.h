@@ -241,6 +241,10 @@ unsigned api_sessions_methods(const char *rest);
  * already (evicted, deleted, or its record failed). (api/sessions.c) */
 bool api_sessions_reply_created(struct api_call *c, const char *id);
 
+/* 503 capacity_exhausted for a session or rows the store has no room for,
+ * saying what it holds against which limit. (api/sessions.c) */
+void api_sessions_fail_full(struct api_call *c);
+
 /* GET /v1/sessions/{id}/export and POST /v1/sessions/import
  * (api/sessions_move.c); api_route_export is the first's template. */
 extern const char api_route_export[];

@@ -400,9 +400,23 @@ static const char *const append_fields[] = {"k", "v", "expected_length", NULL};
 
 /* The wire error for a failed append of m rows to s (expected_length has
  * a path; a full session says by how much). */
+void api_sessions_fail_full(struct api_call *c)
+{
+    const struct sess_config *cfg = sess_store_config(c->ctx->store);
+    struct sess_stats s;
+    sess_store_stats(c->ctx->store, &s);
+    api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "no room in the session store: it holds %zu "
+             "sessions (--max-sessions %zu) and %zu cache bytes (--max-cache-bytes %zu)%s; "
+             "delete sessions, or retry later", s.sessions, cfg->max_sessions, s.bytes,
+             cfg->max_cache_bytes, cfg->policy == SESS_POLICY_LRU
+                 ? ", and the sessions that would have to go are in use" : "");
+}
+
 static void fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m)
 {
-    if (rc == CORE_ELENGTH) {
+    if (rc == CORE_ECAPACITY) {
+        api_sessions_fail_full(c);
+    } else if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
     } else if (rc == CORE_EFULL) {
         api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "

@@ -400,6 +400,11 @@ void sess_store_stats(struct sess_store *st, struct sess_stats *out)
     sess_dur_stats(st->dur, out);
 }
 
+const struct sess_config *sess_store_config(const struct sess_store *st)
+{
+    return &st->cfg;
+}
+
 void sess_store_kept_files(struct sess_store *st, uint64_t *files, uint64_t *bytes)
 {
     sess_dur_kept(st->dur, files, bytes);

@@ -83,6 +83,9 @@ size_t sess_store_sweep(struct sess_store *st);
 
 void sess_store_stats(struct sess_store *st, struct sess_stats *out);
 
+/* The configuration the store was made with (fixed for its life). */
+const struct sess_config *sess_store_config(const struct sess_store *st);
+
 /* Files kept for a look in the state directory (copies of damaged files
  * and files set aside at a start, which attnd never reads or removes) and
  * their bytes, counted now by listing it; 0 without one. */

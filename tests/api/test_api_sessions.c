@@ -403,6 +403,11 @@ TEST(unknown_ids_and_routes)
     api_response_free(&r);
 }
 
+static bool body_has(const struct api_response *r, const char *text)
+{
+    return r->body && memmem(r->body, r->body_len, text, strlen(text)) != NULL;
+}
+
 TEST(capacity_503_with_retry_after)
 {
     struct sess_store *old = ctx.store;
@@ -414,6 +419,9 @@ TEST(capacity_503_with_retry_after)
     req("POST", "/v1/sessions", "{\"d_k\":1,\"d_v\":1}", &r);
     CHECK_ERR(&r, 503, "capacity_exhausted", "(null)");
     CHECK_STR(t_hdr(&r, "Retry-After"), "1");
+    /* the message says what is held against which limit */
+    CHECK(body_has(&r, "holds 1 sessions (--max-sessions 1) and 0 cache bytes "
+                       "(--max-cache-bytes 80)"));
     api_response_free(&r);
     /* 8 bytes a row: 10 rows fit, 11 do not */
     CHECK_EQ_INT(st_of("POST", P(sid, "/kv"),
@@ -422,6 +430,8 @@ TEST(capacity_503_with_retry_after)
     req("POST", P(sid, "/attention"), "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]]}", &r);
     CHECK_ERR(&r, 503, "capacity_exhausted", "(null)");
     CHECK_STR(t_hdr(&r, "Retry-After"), "1");
+    CHECK(body_has(&r, "holds 1 sessions (--max-sessions 1) and 72 cache bytes "
+                       "(--max-cache-bytes 80)"));
     api_response_free(&r);
     /* reads keep working */
     CHECK_EQ_INT(st_of("POST", P(sid, "/attention"), "{\"q\":[[1]]}"), 200);
