@@ -1,14 +1,16 @@
 /*
  * tests/state_dir.h — a journaled session store over one test program's
  * state directory, with every line its start logs kept for the checks
- * (tests/unit/test_replay.c, tests/unit/test_durable_start.c). The program
- * sets dir before the first use.
+ * (tests/unit/test_replay.c, tests/unit/test_durable_start.c), and what
+ * they look at in it. The program sets dir before the first use.
  */
 #ifndef ATTND_TESTS_STATE_DIR_H
 #define ATTND_TESTS_STATE_DIR_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,14 @@ static struct sess_store *open_dir_ttl(double default_ttl_s)
                               .default_ttl_s = default_ttl_s, .default_max_tokens = 100000,
                               .policy = SESS_POLICY_REJECT, .replica_id = "r0"};
     return open_dir_cfg(&cfg);
+}
+
+/* A new session of one float32 head, d_k = d_v = 8, its id into id. */
+static inline enum core_status new_session(struct sess_store *st, char *id)
+{
+    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
+                           .params = {.dtype = ATTN_F32, .scale = 0.25}};
+    return sess_create(st, &sp, id);
 }
 
 static char *path_of(const char *name)
@@ -196,6 +206,56 @@ static inline void in_child(void (*fn)(int to_parent), char *out)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (out)
         snprintf(out, SESS_ID_MAX, "%s", got_n > 0 ? got : "");
+}
+
+/* The offset of record i (0 the first) of the state file name and its
+ * bytes (frame included). */
+static inline long record_in(const char *name, int i, long *bytes)
+{
+    int fd = open(path_of(name), O_RDONLY);
+    long off = JNL_HEADER_BYTES;
+    uint32_t len = 0;
+    for (int k = 0; fd >= 0 && k <= i; k++) {
+        if (pread(fd, &len, 4, off) != 4)
+            break;
+        if (k < i)
+            off += 4 + (long)len + 4;
+    }
+    if (fd >= 0)
+        close(fd);
+    *bytes = 4 + (long)len + 4;
+    return off;
+}
+
+/* Snapshots 2 and 3 fail (their temporary names are taken), so a start
+ * leaves the journals as they are and begins the next one; on: undo. */
+static inline void fail_snapshots(bool on)
+{
+    for (int gen = 2; gen <= 3; gen++) {
+        char name[64];
+        snprintf(name, sizeof name, ".snapshot.%016x.tmp", gen);
+        CHECK((on ? mkdir(path_of(name), 0700) : rmdir(path_of(name))) == 0);
+    }
+}
+
+/* Every file of dir with its size, by name, into out[size]. */
+static inline void listing(char *out, size_t size)
+{
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort);
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k; i++) {
+        struct stat sb;
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        if (stat(p, &sb) == 0 && at < size)
+            at += (size_t)snprintf(out + at, size - at, "%s %lld\n", names[i]->d_name,
+                                   (long long)sb.st_size);
+        free(names[i]);
+    }
+    if (k >= 0)
+        free(names);
 }
 
 #endif

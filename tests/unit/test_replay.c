@@ -45,13 +45,6 @@ static struct sess_store *open_dir(void)
     return open_dir_ttl(3600);
 }
 
-static enum core_status new_session(struct sess_store *st, char *id)
-{
-    struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
-                           .params = {.dtype = ATTN_F32, .scale = 0.25}};
-    return sess_create(st, &sp, id);
-}
-
 /*
  * The state every case damages: six sessions s[0..5] of 40 rows and f, a
  * fork of s[0], in snapshot.2 (in this order, each on its own); then in
@@ -91,24 +84,6 @@ static void build_state(void)
 #define SNAP "snapshot.0000000000000002"
 #define J1 "journal.0000000000000001"
 #define J2 "journal.0000000000000002"
-
-/* The offset of record i (0 the first) of the file name and its bytes. */
-static long record_in(const char *name, int i, long *bytes)
-{
-    int fd = open(path_of(name), O_RDONLY);
-    long off = JNL_HEADER_BYTES;
-    uint32_t len = 0;
-    for (int k = 0; fd >= 0 && k <= i; k++) {
-        if (pread(fd, &len, 4, off) != 4)
-            break;
-        if (k < i)
-            off += 4 + (long)len + 4;
-    }
-    if (fd >= 0)
-        close(fd);
-    *bytes = 4 + (long)len + 4;
-    return off;
-}
 
 /* The offset of snapshot record i (0 the first) and its bytes. */
 static long record_at(int i, long *bytes)
@@ -251,17 +226,6 @@ static void journal_of_four(char *a)
     for (unsigned i = 0; i < 4; i++)
         CHECK(store_add_rows(st, a, 2, 8, i) == CORE_OK);
     sess_store_free(st);
-}
-
-/* Snapshots 2 and 3 fail (their temporary names are taken), so a start
- * leaves the journals as they are and begins the next one; on: undo. */
-static void fail_snapshots(bool on)
-{
-    for (int gen = 2; gen <= 3; gen++) {
-        char name[64];
-        snprintf(name, sizeof name, ".snapshot.%016x.tmp", gen);
-        CHECK((on ? mkdir(path_of(name), 0700) : rmdir(path_of(name))) == 0);
-    }
 }
 
 TEST(a_torn_journal_tail_is_cut_back_and_the_next_journal_follows_it)
@@ -577,26 +541,6 @@ TEST(an_earlier_damaged_copy_is_never_replaced)
         snprintf(name, sizeof name, ".snapshot.%016x.tmp", gen);
         CHECK(rmdir(path_of(name)) == 0);
     }
-}
-
-/* Every file of dir with its size, by name, into out[size]. */
-static void listing(char *out, size_t size)
-{
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort);
-    size_t at = 0;
-    out[0] = '\0';
-    for (int i = 0; i < k; i++) {
-        struct stat sb;
-        char p[400];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
-        if (stat(p, &sb) == 0 && at < size)
-            at += (size_t)snprintf(out + at, size - at, "%s %lld\n", names[i]->d_name,
-                                   (long long)sb.st_size);
-        free(names[i]);
-    }
-    if (k >= 0)
-        free(names);
 }
 
 /* Whether a mapping of path fails under the address-space limit now set
