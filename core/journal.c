@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -404,6 +403,107 @@ enum core_status jnl_sync(struct jnl *j, int *err_no)
 
 /* ---- reading ------------------------------------------------------------ */
 
+/*
+ * The reader reads with pread into a buffer of its own (the window) rather
+ * than mapping the file: a disk that cannot read a mapped page raises
+ * SIGBUS, not EIO, and so does a page past the end of a file that shrank
+ * under the mapping, so a damaged disk would stop attnd at start instead
+ * of being told apart as damage (EIO) from a failure that says nothing of
+ * the file (ENOMEM, EINTR...; sess_state_error_transient). A read error is
+ * a value here (r->err, r->why). The window holds the record being read
+ * and reads ahead READ_AHEAD bytes for small ones, so a journal of small
+ * records costs a read per READ_AHEAD, not one per record; it grows to the
+ * largest record read, never to the file (a snapshot holds every session).
+ */
+#define READ_AHEAD ((size_t)256 << 10)
+/* frame_at: the length could not be read (r->err set) */
+#define FRAME_UNREAD UINT64_MAX
+
+/*
+ * Read bytes [at, at + want) of fd into p, at least need of them: a read
+ * interrupted (EINTR) or short is taken up again, and one that fails or
+ * meets the end past need ends it short (what is missing is read again
+ * when it is needed). 0 with *got set, the errno of a failed read, or -1
+ * when the file ends before need (it shrank since it was opened).
+ */
+static int read_full(int fd, void *p, size_t at, size_t need, size_t want, size_t *got)
+{
+    size_t n = 0;
+    while (n < want) {
+        ssize_t k = pread(fd, (unsigned char *)p + n, want - n, (off_t)(at + n));
+        if (k > 0) {
+            n += (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (n >= need)
+            break;
+        *got = n;
+        return k < 0 ? errno : -1;
+    }
+    *got = n;
+    return 0;
+}
+
+/* A read at byte at failed with e (read_full's value, or ENOMEM for the
+ * window): r->err, r->err_at and r->why say so. */
+static void read_failed(struct jnl_reader *r, size_t at, int e)
+{
+    r->err_at = at;
+    if (e > 0) {
+        r->err = e;
+        r->why = strerror(e);
+    } else {
+        /* another process cut the file: a read to try again (the next
+         * start reads it as it is then), not damage of what it held */
+        r->err = EAGAIN;
+        r->why = "the file got shorter while it was read";
+    }
+}
+
+/*
+ * Bytes [at, at + need) of the file, need <= r->size - at, in the window
+ * (read when they are not there); NULL when a read fails or memory for
+ * the window runs short (r->err set). Valid until the next fetch.
+ */
+static const unsigned char *fetch(struct jnl_reader *r, size_t at, size_t need)
+{
+    size_t rel = at - r->win_off;
+    bool inside = at >= r->win_off && rel <= r->win_len;
+    if (inside && need <= r->win_len - rel)
+        return r->win + rel;
+    /* a large record alone, with the next one's length */
+    size_t want = need > READ_AHEAD ? need + 4 : READ_AHEAD;
+    if (want > r->size - at)
+        want = r->size - at;
+    size_t keep = inside ? r->win_len - rel : 0;   /* < need */
+    if (want > r->win_cap) {
+        unsigned char *w = malloc(want);
+        if (!w) {
+            read_failed(r, at, ENOMEM);
+            return NULL;
+        }
+        if (keep)
+            memcpy(w, r->win + rel, keep);
+        free(r->win);
+        r->win = w;
+        r->win_cap = want;
+    } else if (keep) {
+        memmove(r->win, r->win + rel, keep);
+    }
+    r->win_off = at;
+    r->win_len = keep;
+    size_t got;
+    int e = read_full(r->fd, r->win + keep, at + keep, need - keep, want - keep, &got);
+    if (e != 0) {
+        read_failed(r, at + keep + got, e);
+        return NULL;
+    }
+    r->win_len += got;
+    return r->win;
+}
+
 static enum core_status check_header(struct jnl_reader *r, const char *magic)
 {
     uint32_t ver, bom;
@@ -411,10 +511,13 @@ static enum core_status check_header(struct jnl_reader *r, const char *magic)
         r->why = "shorter than its header";
         return CORE_ECORRUPT;
     }
-    memcpy(&ver, r->base + 8, 4);
-    memcpy(&bom, r->base + 12, 4);
-    memcpy(&r->gen, r->base + 16, 8);
-    if (memcmp(r->base, magic, 8) != 0)
+    const unsigned char *h = fetch(r, 0, JNL_HEADER_BYTES);
+    if (!h)
+        return CORE_EIO;
+    memcpy(&ver, h + 8, 4);
+    memcpy(&bom, h + 12, 4);
+    memcpy(&r->gen, h + 16, 8);
+    if (memcmp(h, magic, 8) != 0)
         r->why = "not a file of this kind";
     else if (ver != JNL_VERSION)
         r->why = "unsupported version";
@@ -428,34 +531,21 @@ enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic)
 {
     memset(r, 0, sizeof *r);
-    int fd;
-    while ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
+    while ((r->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
         continue;
-    if (fd < 0) {
+    if (r->fd < 0) {
         r->err = errno;
         r->why = strerror(errno);
         return errno == ENOENT ? CORE_ENOTFOUND : CORE_EIO;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
+    if (fstat(r->fd, &sb) != 0) {
         r->err = errno;
         r->why = strerror(errno);
-        close(fd);
+        jnl_read_close(r);
         return CORE_EIO;
     }
     r->size = (size_t)sb.st_size;
-    if (r->size >= JNL_HEADER_BYTES) {
-        void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            r->err = errno;
-            r->why = strerror(errno);
-            close(fd);
-            return CORE_EIO;
-        }
-        r->base = m;
-        r->mapped = true;
-    }
-    close(fd);
     enum core_status rc = check_header(r, magic);
     if (rc != CORE_OK)
         jnl_read_close(r);
@@ -464,33 +554,78 @@ enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
 
 void jnl_read_close(struct jnl_reader *r)
 {
-    if (r->mapped)
-        munmap((void *)r->base, r->size);
-    r->mapped = false;
-    r->base = NULL;
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    free(r->win);
+    r->win = NULL;
+    r->win_cap = r->win_off = r->win_len = 0;
 }
 
-/* The frame at off: its total bytes, or 0 when its length does not fit. */
-static uint64_t frame_at(const struct jnl_reader *r, size_t off, uint32_t *len)
+/* The frame of length len at off: its total bytes, or 0 when it does not
+ * fit the file (size - off >= 4). */
+static uint64_t frame_fits(size_t size, size_t off, uint32_t len)
+{
+    if (len < 8 || len > size - off - 4 || size - off - 4 - len < 4)
+        return 0;
+    return 4 + (uint64_t)len + 4;
+}
+
+/* The frame at off: its total bytes, 0 when its length does not fit, or
+ * FRAME_UNREAD when it cannot be read (r->err set). */
+static uint64_t frame_at(struct jnl_reader *r, size_t off, uint32_t *len)
 {
     if (r->size - off < 4)
         return 0;
-    memcpy(len, r->base + off, 4);
-    if (*len < 8 || *len > r->size - off - 4 || r->size - off - 4 - *len < 4)
-        return 0;
-    return 4 + (uint64_t)*len + 4;
+    const unsigned char *p = fetch(r, off, 4);
+    if (!p)
+        return FRAME_UNREAD;
+    memcpy(len, p, 4);
+    return frame_fits(r->size, off, *len);
 }
 
-/* Whether the frame at off fits and its checksum matches. */
-static bool frame_good(const struct jnl_reader *r, size_t off)
+/* Whether the checksum of the frame at p (n its length) matches. */
+static bool crc_holds(const unsigned char *p, uint32_t n)
 {
-    uint32_t n;
-    if (frame_at(r, off, &n) == 0)
-        return false;
-    const unsigned char *p = r->base + off + 4;
     uint32_t crc;
-    memcpy(&crc, p + n, 4);
-    return jnl_crc32c(0, p, n) == crc;
+    memcpy(&crc, p + 4 + n, 4);
+    return jnl_crc32c(0, p + 4, n) == crc;
+}
+
+/*
+ * Whether the frame at off fits and its checksum matches, read in pieces
+ * outside the window (which holds the record jnl_read_skip returns):
+ * 1, 0, or -1 when a read fails (r->err set).
+ */
+static int frame_good_apart(struct jnl_reader *r, size_t off)
+{
+    enum { PIECE = 64 << 10 };
+    uint32_t n = 0, crc = 0, want = 0;
+    size_t got = 0, at = off;
+    if (r->size - off < 4)
+        return 0;
+    int e = read_full(r->fd, &n, at, 4, 4, &got);
+    if (e == 0 && frame_fits(r->size, off, n) == 0)
+        return 0;
+    unsigned char *piece = e == 0 ? malloc(PIECE) : NULL;
+    if (e == 0 && !piece)
+        e = ENOMEM;
+    size_t end = off + 4 + (size_t)n;
+    for (at = off + 4; e == 0 && at < end; at += got) {
+        size_t k = end - at < PIECE ? end - at : PIECE;
+        e = read_full(r->fd, piece, at, k, k, &got);
+        if (e != 0)
+            break;
+        crc = jnl_crc32c(crc, piece, got);
+    }
+    free(piece);
+    if (e == 0)
+        e = read_full(r->fd, &want, end, 4, 4, &got);
+    if (e != 0) {
+        read_failed(r, at + got, e);
+        return -1;
+    }
+    return crc == want;
 }
 
 int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
@@ -502,17 +637,19 @@ int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
         return 0;
     uint32_t n;
     uint64_t total = frame_at(r, r->off, &n);
-    if (total == 0) {
+    if (total == 0)
         r->why = "record cut short";
+    if (total == 0 || total == FRAME_UNREAD)
         return -1;
-    }
-    const unsigned char *p = r->base + r->off + 4;
-    if (!frame_good(r, r->off)) {
+    const unsigned char *p = fetch(r, r->off, (size_t)total);
+    if (!p)
+        return -1;
+    if (!crc_holds(p, n)) {
         r->why = "checksum mismatch";
         return -1;
     }
-    memcpy(lsn, p, 8);
-    *payload = p + 8;
+    memcpy(lsn, p + 4, 8);
+    *payload = p + 12;
     *len = n - 8;
     r->off += total;
     r->kept++;
@@ -522,12 +659,14 @@ int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
 uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes)
 {
     uint64_t frames = 0;
-    size_t off = r->off;
+    size_t off = r->off, got;
     *bytes = r->size - r->off;
     while (off < r->size) {
         uint32_t n;
-        uint64_t total = frame_at(r, off, &n);
         frames++;
+        if (r->size - off < 4 || read_full(r->fd, &n, off, 4, 4, &got) != 0)
+            break;
+        uint64_t total = frame_fits(r->size, off, n);
         if (total == 0)
             break;
         off += total;
@@ -538,13 +677,17 @@ uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes)
 int jnl_read_skip(struct jnl_reader *r, const void **payload, size_t *len, size_t *at)
 {
     uint32_t n;
-    uint64_t total = r->why ? frame_at(r, r->off, &n) : 0;
-    if (total == 0 || frame_good(r, r->off))
-        return 0;                   /* cut short, or not a bad checksum */
+    if (!r->why || r->err)
+        return 0;                   /* not stopped, or by a read error */
+    uint64_t total = frame_at(r, r->off, &n);
+    const unsigned char *p = total == 0 || total == FRAME_UNREAD ? NULL
+                             : fetch(r, r->off, (size_t)total);
+    if (!p || crc_holds(p, n))
+        return 0;                   /* cut short, unread, or not a bad checksum */
     size_t next = r->off + (size_t)total;
-    if (next != r->size && !frame_good(r, next))
+    if (next != r->size && frame_good_apart(r, next) != 1)
         return 0;
-    *payload = r->base + r->off + 12;
+    *payload = p + 12;
     *len = n - 8;
     *at = r->off;
     r->off = next;

@@ -20,12 +20,14 @@
  * every later append (its owner starts a new file). Not thread-safe: the
  * owner serialises calls (core/durable.c holds its mutex).
  *
- * Reading: jnl_read_open maps a file and jnl_read_next walks it record by
- * record, stopping at the first damaged one and saying why; jnl_read_rest
- * counts the frames after it (in a journal they are never applied: nothing
- * after a bad record is). A snapshot's records are independent of each
- * other, so its reader may step over a damaged record with jnl_read_skip
- * when the framing around it still holds.
+ * Reading: jnl_read_open opens a file and jnl_read_next reads it record
+ * by record (with pread, into a buffer of the reader's that grows to the
+ * largest record, never to the file), stopping at the first damaged one
+ * or at a read that fails, and saying why; jnl_read_rest counts the frames
+ * after it (in a journal they are never applied: nothing after a bad
+ * record is). A snapshot's records are independent of each other, so its
+ * reader may step over a damaged record with jnl_read_skip when the
+ * framing around it still holds.
  */
 #ifndef ATTND_CORE_JOURNAL_H
 #define ATTND_CORE_JOURNAL_H
@@ -97,42 +99,53 @@ bool jnl_broken(const struct jnl *j);
 /* ---- reading ------------------------------------------------------------ */
 
 struct jnl_reader {
-    const unsigned char *base;  /* the mapped file */
-    size_t size, off;           /* off: next record */
+    int fd;                     /* the file (-1 once closed) */
+    size_t size, off;           /* size when opened; off: next record */
     uint64_t gen;               /* from the header */
     uint64_t kept;              /* records returned */
     const char *why;            /* why reading stopped early, or NULL */
-    int err;                    /* the errno when jnl_read_open failed */
-    bool mapped;
+    int err;                    /* the errno when jnl_read_open or a read
+                                   failed (r->why its text), else 0 */
+    size_t err_at;              /* the byte where that read failed */
+    unsigned char *win;         /* bytes [win_off, win_off + win_len) of the
+                                   file, in win_cap bytes */
+    size_t win_cap, win_off, win_len;
 };
 
-/* Map path and check its header (magic as jnl_create). CORE_ENOTFOUND when
- * it does not exist, CORE_EIO when it cannot be opened or mapped (r->err
- * the errno: an open interrupted by a signal is tried again), CORE_ECORRUPT
- * for a bad header (r->why says which); on CORE_OK call jnl_read_close. */
+/* Open path and check its header (magic as jnl_create). CORE_ENOTFOUND
+ * when it does not exist, CORE_EIO when it cannot be opened or its header
+ * read (r->err the errno: an open or read interrupted by a signal is tried
+ * again), CORE_ECORRUPT for a bad header (r->why says which); on CORE_OK
+ * call jnl_read_close. */
 enum core_status jnl_read_open(struct jnl_reader *r, const char *path,
                                const char *magic);
 
 void jnl_read_close(struct jnl_reader *r);
 
 /*
- * The next record: 1 with *lsn, *payload, *len set (payload points into the
- * reader's bytes, unaligned); 0 at a clean end; -1 at a damaged record
- * (r->why set, r->off at its start).
+ * The next record: 1 with *lsn, *payload, *len set (payload points into
+ * the reader's buffer, unaligned, until the next call on r); 0 at a clean
+ * end; -1 at a damaged record (r->why set, r->off at its start) or when a
+ * read fails (r->err and r->err_at set as well: EIO from the device, or
+ * ENOMEM for the buffer, EAGAIN when the file got shorter since it was
+ * opened, ...).
  */
 int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
                   size_t *len);
 
 /* After -1: frames from r->off to the end whose lengths fit (at least 1,
- * the damaged one), and the bytes they span. */
+ * the damaged one; a length that cannot be read ends the count as one that
+ * does not fit), and the bytes they span. */
 uint64_t jnl_read_rest(const struct jnl_reader *r, uint64_t *bytes);
 
 /*
  * After -1 at a record whose checksum does not match: step over it when its
  * length still leads to the exact end of the file or to a record whose own
  * checksum matches (the framing holds, only this record is bad). 1 then,
- * with *payload and *len its (untrusted) payload and *at its offset, r->off
- * past it and r->why cleared; 0 when the framing is lost (r unchanged).
+ * with *payload and *len its (untrusted) payload, valid as jnl_read_next's,
+ * and *at its offset, r->off past it and r->why cleared; 0 when the framing
+ * is lost (r unchanged), after a read error, or when a read fails here
+ * (r->err set, r->off unchanged).
  */
 int jnl_read_skip(struct jnl_reader *r, const void **payload, size_t *len, size_t *at);
 

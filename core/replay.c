@@ -13,11 +13,12 @@
  * NAME.setaside, when nothing of it was applied. A
  * damaged journal is cut back to the records before its damage, which the
  * journals written from now on build on, copy or no copy for want of room
- * (the files are handled in core/replay_files.c). A file that cannot be
- * read now, memory running short while a session is rebuilt, or a copy
- * that cannot be made for a reason that says nothing of the room for it,
- * says nothing of the files: the start fails then rather than go on
- * without them. Last it says
+ * (the files are handled in core/replay_files.c). A read that fails with
+ * an I/O error (EIO) is damage at that byte. A file that cannot be read
+ * now (opened or read, sess_state_error_transient), memory running short
+ * while a session is rebuilt, or a copy that cannot be made for a reason
+ * that says nothing of the room for it, says nothing of the files: the
+ * start fails then rather than go on without them. Last it says
  * whether the store may go on from the newest snapshot as it is, without
  * writing a new one (struct sess_replayed): only when nothing of this was
  * needed and the journal after the snapshot is empty.
@@ -402,6 +403,18 @@ static enum file_end short_of_memory(const struct rdir *d, const struct replay *
     return FILE_UNREAD;
 }
 
+/* A read of path failed for a reason that says nothing of it
+ * (sess_state_error_transient: r->err): the start fails, as for a file
+ * that cannot be opened now. */
+static enum file_end unreadable_now(const struct rdir *d, const struct jnl_reader *r,
+                                    const char *path)
+{
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s cannot be read at byte %zu "
+              "(%s): not starting; nothing in the state directory was changed", path,
+              r->err_at, r->why);
+    return FILE_UNREAD;
+}
+
 /* Log a dropped snapshot record (at byte at, p[n] its untrusted payload). */
 static void log_lost_record(const struct rdir *d, const char *path, const char *why,
                             size_t at, const unsigned char *p, size_t n)
@@ -440,8 +453,15 @@ static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
     return found;
 }
 
-/* Read a snapshot's records, each a whole session on its own: a damaged one
- * is dropped and the rest read on while the framing holds. */
+/*
+ * Read a snapshot's records, each a whole session on its own: a damaged one
+ * is dropped and the rest read on while the framing holds. A read that
+ * fails with an error that says something of the file (EIO: the device
+ * cannot read it) ends the snapshot there, as lost framing does: the
+ * records after the unreadable bytes could be found again only by
+ * searching for a length whose record's checksum holds, which is not
+ * done, so the sessions from there on are lost (and the log says so).
+ */
 static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
                                    struct replay *rp, struct jnl_reader *r,
                                    const char *path)
@@ -474,20 +494,74 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
         log_lost_record(d, path, why, at, p, n);
         lost += log_spanned(d, path, at, p, n);
     }
+    if (got < 0 && r->err && sess_state_error_transient(r->err))
+        return unreadable_now(d, r, path);
     if (got == 0 && lost == 0) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records "
                   "kept, 0 dropped", path, r->kept);
         return FILE_WHOLE;
     }
-    char tail[200] = "", dropped[40] = "";
+    char tail[300] = "", dropped[40] = "";
     if (bytes > 0)
         snprintf(dropped, sizeof dropped, " (%" PRIu64 " bytes)", bytes);
-    if (got < 0)
+    if (got < 0 && r->err)
+        snprintf(tail, sizeof tail, ", and the %zu bytes from byte %zu on, where a read "
+                 "failed (%s at byte %zu): the records after it cannot be found without "
+                 "reading it", r->size - r->off, r->off, r->why, r->err_at);
+    else if (got < 0)
         snprintf(tail, sizeof tail, ", and the %zu bytes from byte %zu on, where the "
                  "framing is lost (%s)", r->size - r->off, r->off, r->why);
     sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %" PRIu64 " records kept, "
               "%" PRIu64 " dropped%s%s; the sessions they held are lost, the journals are "
               "replayed onto the others", path, r->kept, lost, dropped, tail);
+    return FILE_DAMAGED;
+}
+
+/*
+ * Replay a journal's records in order, up to its first bad one: a record
+ * cut short, failing its checksum or malformed, or one a read fails in
+ * with an error that says something of the file (EIO), is damage there,
+ * and nothing after it is applied; *good: the bytes before it.
+ */
+static enum file_end read_journal(struct sess_store *st, const struct rdir *d,
+                                  struct replay *rp, struct jnl_reader *r,
+                                  const char *path, size_t *good)
+{
+    uint64_t lsn;
+    const void *p;
+    size_t n;
+    int got;
+    while ((got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
+        bool ok = apply(st, rp, lsn, p, n, false);
+        if (rp->nomem)
+            return short_of_memory(d, rp, path, r->off - JNL_FRAME_BYTES - n);
+        if (!ok) {
+            r->kept--;
+            r->off -= JNL_FRAME_BYTES + n;
+            r->why = "malformed record";
+            got = -1;
+            break;
+        }
+    }
+    if (got < 0 && r->err && sess_state_error_transient(r->err))
+        return unreadable_now(d, r, path);
+    *good = r->off;
+    rp->journal_records += r->kept;
+    if (got == 0) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records kept, "
+                  "0 dropped", path, r->kept);
+        return FILE_WHOLE;
+    }
+    char why[160];
+    if (r->err)
+        snprintf(why, sizeof why, "a read failed (%s at byte %zu) in the record", r->why,
+                 r->err_at);
+    else
+        snprintf(why, sizeof why, "%s", r->why);
+    uint64_t bytes, dropped = jnl_read_rest(r, &bytes);
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: %" PRIu64
+              " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); nothing after "
+              "it is applied", path, why, r->off, r->kept, dropped, bytes);
     return FILE_DAMAGED;
 }
 
@@ -528,44 +602,10 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
         jnl_read_close(&r);
         return FILE_DAMAGED;
     }
-    if (snapshot) {
+    if (snapshot)
         rp->snapshot_bytes = r.size;
-        enum file_end e = read_snapshot(st, d, rp, &r, path);
-        jnl_read_close(&r);
-        return e;
-    }
-    uint64_t lsn;
-    const void *p;
-    size_t n;
-    int got;
-    while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1) {
-        bool ok = apply(st, rp, lsn, p, n, false);
-        if (rp->nomem) {
-            enum file_end e = short_of_memory(d, rp, path, r.off - JNL_FRAME_BYTES - n);
-            jnl_read_close(&r);
-            return e;
-        }
-        if (!ok) {
-            r.kept--;
-            r.off -= JNL_FRAME_BYTES + n;
-            r.why = "malformed record";
-            got = -1;
-            break;
-        }
-    }
-    enum file_end e = FILE_WHOLE;
-    *good = r.off;
-    rp->journal_records += r.kept;
-    if (got == 0) {
-        sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records kept, "
-                  "0 dropped", path, r.kept);
-    } else {
-        uint64_t bytes, dropped = jnl_read_rest(&r, &bytes);
-        e = FILE_DAMAGED;
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %s at byte %zu: %" PRIu64
-                  " records kept, %" PRIu64 " dropped (%" PRIu64 " bytes); nothing after "
-                  "it is applied", path, r.why, r.off, r.kept, dropped, bytes);
-    }
+    enum file_end e = snapshot ? read_snapshot(st, d, rp, &r, path)
+                               : read_journal(st, d, rp, &r, path, good);
     jnl_read_close(&r);
     return e;
 }

@@ -35,12 +35,14 @@ int sess_state_scan(const char *dir, struct gens *g);
 void sess_state_set_aside(const struct rdir *d, const char *path, const char *why);
 
 /*
- * Whether errno e, from opening, mapping or copying a state file, says
+ * Whether errno e, from opening, reading or copying a state file, says
  * nothing of the file or of the room on the device: too many files open,
- * memory short (mmap under RLIMIT_AS), interrupted, or a permission (a
- * mistake of whoever set the directory up). The start fails then without
- * changing anything, and a later one goes on. Any other errno is taken as
- * what it says: EIO as damage, ENOSPC as no room for a copy.
+ * memory short (for the reader's buffer too), interrupted, to be tried
+ * again (EAGAIN: the journal reader's, when the file got shorter while it
+ * was read), or a permission (a mistake of whoever set the directory up).
+ * The start fails then without changing anything, and a later one goes
+ * on. Any other errno is taken as what it says: EIO as damage, ENOSPC as
+ * no room for a copy.
  */
 bool sess_state_error_transient(int e);
 

@@ -1,8 +1,9 @@
 /*
  * tests/state_dir.h — a journaled session store over one test program's
  * state directory, with every line its start logs kept for the checks
- * (tests/unit/test_replay.c, tests/unit/test_durable_start.c), and what
- * they look at in it. The program sets dir before the first use.
+ * (tests/unit/test_replay.c, tests/unit/test_replay_reads.c,
+ * tests/unit/test_durable_start.c), and what they look at in it. The
+ * program sets dir before the first use.
  */
 #ifndef ATTND_TESTS_STATE_DIR_H
 #define ATTND_TESTS_STATE_DIR_H
@@ -238,7 +239,23 @@ static inline void fail_snapshots(bool on)
     }
 }
 
-/* Every file of dir with its size, by name, into out[size]. */
+/* The CRC-32C of the contents of path (0 when it cannot be read). */
+static inline uint32_t file_crc(const char *path)
+{
+    static unsigned char buf[1 << 16];
+    int fd = open(path, O_RDONLY);
+    uint32_t crc = 0;
+    ssize_t got;
+    while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
+        crc = jnl_crc32c(crc, buf, (size_t)got);
+    if (fd >= 0)
+        close(fd);
+    return crc;
+}
+
+/* Every file of dir by name, with its size and the CRC-32C of its
+ * contents, into out[size]: what a start must leave as it is. LOCK is
+ * named only: each store writes its holder there. */
 static inline void listing(char *out, size_t size)
 {
     struct dirent **names;
@@ -249,9 +266,13 @@ static inline void listing(char *out, size_t size)
         struct stat sb;
         char p[400];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
-        if (stat(p, &sb) == 0 && at < size)
-            at += (size_t)snprintf(out + at, size - at, "%s %lld\n", names[i]->d_name,
-                                   (long long)sb.st_size);
+        bool file = stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+        if (strcmp(names[i]->d_name, "LOCK") == 0)
+            file = false;
+        if (at < size)
+            at += (size_t)snprintf(out + at, size - at, "%s %lld %08x\n", names[i]->d_name,
+                                   file ? (long long)sb.st_size : 0LL,
+                                   file ? (unsigned)file_crc(p) : 0u);
         free(names[i]);
     }
     if (k >= 0)
