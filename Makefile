@@ -159,18 +159,17 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 
-# tests/unit/test_replay_reads.c fails chosen reads of the state files:
-# the pread and read calls of the store go to its wrappers.
-$(BUILD)/tests/test_replay_reads: LDFLAGS += -Wl,--wrap=pread -Wl,--wrap=read
-
 $(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(API_OBJ) $(CORE_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
 
-# Tests that step in between the layers, wrapped at link time.
+# Tests that step in between the layers, wrapped at link time: the calls
+# the core and api objects make to these functions go to the test's
+# __wrap_ ones (test_replay_reads fails chosen reads of the state files).
 $(BUILD)/tests/test_api_idem_concurrency: LDFLAGS += -Wl,--wrap=jnl_append \
                                                    -Wl,--wrap=sess_idem_find
 $(BUILD)/tests/test_idem_restore: LDFLAGS += -Wl,--wrap=jnl_append
+$(BUILD)/tests/test_replay_reads: LDFLAGS += -Wl,--wrap=pread -Wl,--wrap=read
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

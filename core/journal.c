@@ -641,6 +641,14 @@ int jnl_read_next(struct jnl_reader *r, uint64_t *lsn, const void **payload,
         r->why = "record cut short";
     if (total == 0 || total == FRAME_UNREAD)
         return -1;
+    /* a record the window would grow for is checked in pieces first: a
+     * damaged length may claim most of a large file, and the window is
+     * then not grown to it (nor filled, at the cost of that memory) */
+    int good = total > r->win_cap && total > READ_AHEAD ? frame_good_apart(r, r->off) : 1;
+    if (good == 0)
+        r->why = "checksum mismatch";
+    if (good != 1)
+        return -1;
     const unsigned char *p = fetch(r, r->off, (size_t)total);
     if (!p)
         return -1;
@@ -680,13 +688,16 @@ int jnl_read_skip(struct jnl_reader *r, const void **payload, size_t *len, size_
     if (!r->why || r->err)
         return 0;                   /* not stopped, or by a read error */
     uint64_t total = frame_at(r, r->off, &n);
-    const unsigned char *p = total == 0 || total == FRAME_UNREAD ? NULL
-                             : fetch(r, r->off, (size_t)total);
-    if (!p || crc_holds(p, n))
-        return 0;                   /* cut short, unread, or not a bad checksum */
+    if (total == 0 || total == FRAME_UNREAD)
+        return 0;                   /* cut short, or unread */
+    /* the framing first: a length that leads nowhere is not trusted with
+     * a window of its size */
     size_t next = r->off + (size_t)total;
     if (next != r->size && frame_good_apart(r, next) != 1)
         return 0;
+    const unsigned char *p = fetch(r, r->off, (size_t)total);
+    if (!p || crc_holds(p, n))
+        return 0;                   /* unread, or not a bad checksum */
     *payload = p + 12;
     *len = n - 8;
     *at = r->off;

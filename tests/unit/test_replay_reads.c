@@ -42,6 +42,7 @@ static struct {
     int err, times;
     size_t chunk;
     unsigned long changed;          /* reads the wrappers changed */
+    size_t largest;                 /* the most bytes one pread asked for */
 } fault;
 
 ssize_t __real_pread(int fd, void *buf, size_t n, off_t off);
@@ -91,6 +92,8 @@ ssize_t __wrap_pread(int fd, void *buf, size_t n, off_t off)
 {
     if (!faulty(fd))
         return __real_pread(fd, buf, n, off);
+    if (n > fault.largest)
+        fault.largest = n;
     ssize_t k = allowed(n, (long)off);
     return k <= 0 ? k : __real_pread(fd, buf, (size_t)k, off);
 }
@@ -116,6 +119,7 @@ static void fault_on(const char *name, long at, int err, int times, size_t chunk
     fault.times = times;
     fault.chunk = chunk;
     fault.changed = 0;
+    fault.largest = 0;
 }
 
 static void fault_off(void)
@@ -273,6 +277,42 @@ TEST(an_io_error_mid_snapshot_keeps_the_sessions_before_it)
         sess_store_free(st);
 }
 
+/*
+ * The length of the snapshot's last record damaged to claim most of a
+ * large file (64 MiB of hole after the records, which the length stops
+ * 100 bytes short of, so the framing does not hold after it either): the
+ * record's checksum is taken in pieces before the reader's buffer would
+ * grow to that length, so no read (and no buffer) of its size is made,
+ * and the sessions of the records before it come back. Before, the
+ * buffer was grown to the claimed size and filled: memory a damaged bit
+ * could ask for up to the file's size (a read of 64 MiB here).
+ */
+TEST(a_damaged_length_is_not_trusted_with_a_buffer_of_its_size)
+{
+    snapshot_of_five();
+    long bytes, off = record_in(SNAP, 4, &bytes);
+    long size = off + bytes + (64L << 20);
+    uint32_t claim = (uint32_t)(size - off - 4 - 4 - 100);
+    int fd = open(path_of(SNAP), O_WRONLY);
+    CHECK(fd >= 0 && ftruncate(fd, size) == 0);
+    CHECK(fd >= 0 && pwrite(fd, &claim, 4, off) == 4);
+    if (fd >= 0)
+        close(fd);
+    fault_on(SNAP, LONG_MAX, 0, 0, 0);          /* only watched */
+    struct sess_store *st = open_dir();
+    size_t largest = fault.largest;
+    fault_off();
+    CHECK(st != NULL);
+    CHECK(largest > 0 && largest <= (size_t)1 << 20);
+    for (int k = 0; k < 5 && st; k++) {
+        size_t want = k < 4 ? (size_t)length_of(rec[k]) : (size_t)-1;
+        CHECK(store_length_of(st, s[rec[k]]) == want);
+    }
+    CHECK(said("checksum mismatch"));
+    if (st)
+        sess_store_free(st);
+}
+
 /* ---- errors that say nothing of the file -------------------------------------- */
 
 /*
@@ -413,6 +453,7 @@ int main(void)
     mkdir(dir, 0700);
     RUN(an_io_error_mid_journal_keeps_the_records_before_it);
     RUN(an_io_error_mid_snapshot_keeps_the_sessions_before_it);
+    RUN(a_damaged_length_is_not_trusted_with_a_buffer_of_its_size);
     RUN(a_read_that_fails_for_want_of_memory_fails_the_start_and_changes_nothing);
     RUN(a_read_failing_for_want_of_memory_after_damage_changes_nothing);
     RUN(interrupted_and_short_reads_are_taken_up_again);
