@@ -975,10 +975,12 @@ void api_v2_infer(struct api_call *c)
     }
     infer_compute(c, &x);
 out:
-    /* sequence_end, or a start whose first request failed: no sequence is
-     * left behind (the session held, not its id: a start may make the id
-     * again as soon as it is let go) */
-    if (x.sess && (x.seq_end || (x.seq_start && c->resp->status >= 400)))
+    /* a sequence_end answered, or a start whose first request failed: no
+     * sequence is left behind (the session held, not its id: a start may
+     * make the id again as soon as it is let go); an end that was refused
+     * changed nothing, so the sequence goes on */
+    bool failed = c->resp->status >= 400;
+    if (x.sess && ((x.seq_end && !failed) || (x.seq_start && failed)))
         sess_delete_held(c->ctx->store, x.sess);
     else if (x.sess)
         sess_release(c->ctx->store, x.sess);

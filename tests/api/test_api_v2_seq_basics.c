@@ -124,6 +124,62 @@ TEST(sequence_rules)
     json_decref(j);
 }
 
+/* A sequence_end that is refused, before its pass or for its results,
+ * ends nothing: the sequence keeps its rows and takes the next request. */
+TEST(a_refused_end_keeps_the_sequence)
+{
+    static const char *const ends[] = {
+        /* a setting fixed at the start, another value */
+        "{\"parameters\":{\"sequence_id\":\"e1\",\"sequence_end\":true,"
+        "\"softmax\":\"softmax1\"},\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[1,0]},"
+        "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[1,1]},"
+        "{\"name\":\"v\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[5,6]}]}",
+        /* q of another width */
+        "{\"parameters\":{\"sequence_id\":\"e1\",\"sequence_end\":true},\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,3],\"data\":[1,0,0]}]}",
+        /* a score past FP16's range: refused for its results */
+        "{\"parameters\":{\"sequence_id\":\"e1\",\"sequence_end\":true},\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[300,300]},"
+        "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[300,300]},"
+        "{\"name\":\"v\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[5,6]}],"
+        "\"outputs\":[{\"name\":\"scores\"}]}"};
+    int st;
+    json_t *j;
+    struct sess *s = NULL;
+
+    j = infer("{\"parameters\":{\"sequence_id\":\"e1\",\"sequence_start\":true},"
+              "\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[1,0]},"
+              "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[2,2],\"data\":[1,0,0,1]},"
+              "{\"name\":\"v\",\"datatype\":\"FP16\",\"shape\":[2,2],\"data\":[1,2,3,4]}]}",
+              &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        j = infer(ends[i], &st);
+        CHECK_EQ_INT(st, 400);
+        CHECK(v2_err(j) != NULL);
+        json_decref(j);
+        CHECK(sess_acquire(ctx.store, "v2se1", &s) == CORE_OK);
+        if (s) {
+            CHECK_EQ_INT(sess_length(s), 2);
+            sess_release(ctx.store, s);
+            s = NULL;
+        }
+    }
+    j = infer("{\"parameters\":{\"sequence_id\":\"e1\",\"sequence_end\":true},\"inputs\":["
+              "{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[1,0]},"
+              "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[1,1]},"
+              "{\"name\":\"v\",\"datatype\":\"FP16\",\"shape\":[1,2],\"data\":[5,6]}]}",
+              &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "parameters"),
+                                                    "sequence_length")), 3);
+    json_decref(j);
+    CHECK(sess_acquire(ctx.store, "v2se1", &s) == CORE_ENOTFOUND);
+}
+
 /* A sequence started with yarn's rope_truncate false keeps it: its decode
  * step equals the stateless request with rope_truncate false, bit for bit,
  * and not the one with the default; a later rope_truncate is refused as
@@ -294,6 +350,7 @@ int main(void)
         return 1;
     RUN(sequence_decode_equals_stateless);
     RUN(sequence_rules);
+    RUN(a_refused_end_keeps_the_sequence);
     RUN(sequence_yarn_truncate);
     RUN(sequences_are_named_sessions_that_outlive_a_restart);
     RUN(sequence_names);
