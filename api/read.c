@@ -558,7 +558,8 @@ static bool read_options(struct api_call *c, const json_t *body,
         !api_read_timeout(c, m[AF_TIMEOUT_MS], "/timeout_ms") ||
         !api_read_rope(c, m[AF_ROPE], "/rope", r->shape.d_k, p) ||
         !api_read_alibi(c, m[AF_ALIBI], "/alibi", r->shape.h, &p->alibi,
-                        &a->alibi_slopes))
+                        &a->alibi_slopes) ||
+        !api_check_float32_params(c, p, r->shape.h, ""))
         return false;
     if (!given)
         p->scale = attn_default_scale(r->shape.d_k);

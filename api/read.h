@@ -254,6 +254,13 @@ bool api_read_window(struct api_call *c, const json_t *v, const char *path,
 bool api_read_softcap(struct api_call *c, const json_t *v, const char *path,
                       double *softcap);
 
+/* Float32 math (dtype float32, float16 or bfloat16) holds scale, softcap
+ * and the sink logits as floats: one past float32's range is refused at
+ * prefix/scale, /softcap (invalid_field) or /sink_logit[/i] (non_finite),
+ * where attn_check would refuse it without a field. */
+bool api_check_float32_params(struct api_call *c, const struct attn_params *p,
+                              size_t heads, const char *prefix);
+
 /* A session's kv_dtype, how its cache stores K and V: "float32",
  * "float16", "bfloat16" or "int8" (float32 math), only "float64" for a
  * float64 session; absent -> the session's own (float16 / bfloat16 rows

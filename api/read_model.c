@@ -16,6 +16,7 @@
  */
 #include "api/read.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +362,32 @@ bool api_read_sinks(struct api_call *c, const json_t *obj, const char *prefix,
     }
     p->sink_logit = (*sinks)[0];
     p->sink_logits = *sinks;
+    return true;
+}
+
+bool api_check_float32_params(struct api_call *c, const struct attn_params *p,
+                              size_t heads, const char *prefix)
+{
+    char ps[API_PATH_MAX], pi[API_PATH_MAX];
+    const char *name = p->scale > FLT_MAX ? "scale" : p->softcap > FLT_MAX ? "softcap" : NULL;
+
+    if (p->dtype != ATTN_F32)
+        return true;
+    if (name) {
+        api_fail(c, API_ERR_INVALID_FIELD, sub(ps, prefix, name), "expected a positive "
+                 "number up to %.9g (the math runs in float32)", (double)FLT_MAX);
+        return false;
+    }
+    if (p->softmax != ATTN_SOFTMAX_SINK)
+        return true;
+    sub(ps, prefix, "sink_logit");
+    for (size_t i = 0; i < (p->sink_logits ? heads : 1); i++)
+        if (fabs(p->sink_logits ? p->sink_logits[i] : p->sink_logit) > FLT_MAX) {
+            api_fail(c, API_ERR_NON_FINITE, p->sink_logits
+                     ? api_pointer_index(pi, sizeof pi, ps, i) : ps,
+                     "number is outside the float32 range");
+            return false;
+        }
     return true;
 }
 

@@ -322,6 +322,7 @@ static bool read_create(struct api_call *c, const json_t *body,
         !api_read_sinks(c, body, "", sp->shape.h, p, &cr->sinks) ||
         !api_read_scale(c, member(body, "scale"), "/scale", &p->scale, &given) ||
         !api_read_softcap(c, member(body, "softcap"), "/softcap", &p->softcap) ||
+        !api_check_float32_params(c, p, sp->shape.h, "") ||
         !api_read_rope(c, member(body, "rope"), "/rope", sp->shape.d_k, p) ||
         !api_read_alibi(c, member(body, "alibi"), "/alibi", sp->shape.h,
                         &p->alibi, &cr->slopes) ||

@@ -893,6 +893,7 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
         !score_heads(c, x, &x->t[V2_MASK], &r.shape, &r.mask_heads) ||
         !read_options(c, x, &r.shape) ||
         !api_v2_read_model(c, x, &r.shape) ||
+        !api_check_float32_params(c, &x->p, r.shape.h, "/parameters") ||
         (x->seq ? !api_v2_refuse_seqs(c, x) : !api_v2_read_seqs(c, x, &r.shape)) ||
         !api_v2_read_extras_params(c, x) ||
         !read_outputs(c, x, member(x->hdr, "outputs")) ||

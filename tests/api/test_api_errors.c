@@ -59,6 +59,13 @@ static const struct err_case cases[] = {
     {"{" QKV ",\"softmax\":\"hard\"}", 422, "invalid_field", "/softmax"},
     {"{" QKV ",\"softmax\":\"sink\"}", 422, "invalid_field", "/sink_logit"},
     {"{" QKV ",\"sink_logit\":1}", 422, "invalid_field", "/sink_logit"},
+    /* float32 math holds scale, softcap and sink logits as floats */
+    {"{" QKV ",\"dtype\":\"float32\",\"scale\":1e39}", 422, "invalid_field", "/scale"},
+    {"{" QKV ",\"dtype\":\"bfloat16\",\"softcap\":3.5e38}", 422, "invalid_field", "/softcap"},
+    {"{" QKV ",\"dtype\":\"float32\",\"softmax\":\"sink\",\"sink_logit\":1e39}", 422,
+     "non_finite", "/sink_logit"},
+    {"{" QKV ",\"dtype\":\"float32\",\"softmax\":\"sink\",\"sink_logit\":[1e39]}", 422,
+     "non_finite", "/sink_logit/0"},
     {"{" QKV ",\"causal\":\"sideways\"}", 422, "invalid_field", "/causal"},
     {"{" QKV ",\"causal\":1}", 422, "invalid_field", "/causal"},
     {"{" QKV ",\"alibi\":\"yes\"}", 422, "invalid_field", "/alibi"},

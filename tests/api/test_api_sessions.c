@@ -142,6 +142,14 @@ TEST(create_errors_name_the_field)
         {"{\"d_k\":2,\"d_v\":3,\"dtype\":\"int8\"}", "invalid_field", "/dtype"},
         {"{\"d_k\":2,\"d_v\":3,\"softmax\":\"sink\"}", "invalid_field", "/sink_logit"},
         {"{\"d_k\":2000000,\"d_v\":3}", "invalid_field", "/d_k"},
+        /* float32 math (float32, float16, bfloat16) holds these as floats */
+        {"{\"d_k\":2,\"d_v\":3,\"dtype\":\"float32\",\"scale\":1e39}", "invalid_field", "/scale"},
+        {"{\"d_k\":2,\"d_v\":3,\"dtype\":\"float16\",\"softcap\":1e39}", "invalid_field",
+         "/softcap"},
+        {"{\"d_k\":2,\"d_v\":3,\"dtype\":\"float32\",\"softmax\":\"sink\",\"sink_logit\":-1e39}",
+         "non_finite", "/sink_logit"},
+        {"{\"d_k\":2,\"d_v\":3,\"heads\":2,\"dtype\":\"float32\",\"softmax\":\"sink\","
+         "\"sink_logit\":[1,1e39]}", "non_finite", "/sink_logit/1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         req("POST", "/v1/sessions", cases[i].body, &r);

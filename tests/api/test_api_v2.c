@@ -256,6 +256,11 @@ static void check_bad(const char *body, int status, const char *want)
     json_decref(j);
 }
 
+#define FP32_IN                                                               \
+    "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"   \
+    "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"   \
+    "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]}"
+
 TEST(errors_in_v2_shape)
 {
     struct api_response r;
@@ -287,6 +292,13 @@ TEST(errors_in_v2_shape)
               "\"shape\":[3,2],\"data\":[1,0,0,1,0,0]}]}", 400, "/inputs/1/shape");
     check_bad("{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1],"
               "\"data\":[1e39]}]}", 400, "/inputs/0/data/0");
+    /* FP32 math holds scale, softcap and sink_logit as floats */
+    check_bad("{\"inputs\":[" FP32_IN "],\"parameters\":{\"scale\":1e39}}", 400,
+              "/parameters/scale");
+    check_bad("{\"inputs\":[" FP32_IN "],\"parameters\":{\"softcap\":1e39}}", 400,
+              "/parameters/softcap");
+    check_bad("{\"inputs\":[" FP32_IN "],\"parameters\":{\"softmax\":\"sink\","
+              "\"sink_logit\":1e39}}", 400, "/parameters/sink_logit");
     check_bad("{\"inputs\":[" SEED_IN ",", 400, NULL);       /* invalid JSON */
     check_bad("{\"inputs\":[]}", 400, "/inputs");
 
