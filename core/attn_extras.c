@@ -11,9 +11,11 @@
  *               to the lower index
  *   lse         s_a − ln p_a at that key a (p_a = exp(s_a)/D, so this is
  *               ln D exactly, and needs no second pass of exponentials); a
- *               row whose weights all underflowed sums its exponentials
- *   mass        1 − exp(x − lse) for the extra logit x (0 softmax1, the sink),
- *               1 for standard
+ *               row whose best weight is subnormal or 0 sums its
+ *               exponentials, and a quiet row (mass ≤ 1/2) takes
+ *               x − ln(1 − mass) (row_lse_mass)
+ *   mass        Σ p for the extra logit x (0 softmax1, the sink) while it is
+ *               at most 1/2, else 1 − exp(x − lse); 1 for standard
  *   entropy     Σ p (lse − s) over allowed keys
  *   top-k       a min-heap of k (value, index) pairs, each key compared once
  *               with the heap's smallest: O(L) for most rows
@@ -34,6 +36,7 @@
 #include "attn_extras.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -114,6 +117,54 @@ static void heap_down(size_t *hp, size_t m, size_t t, const void *w, enum attn_d
     }
 }
 
+/* ln D and Σ p of a row with at least one allowed key, a its best key
+ * (score sa, weight best). A key's share: lse = sa − ln p_a, which costs no
+ * exponential, is exact to rounding when p_a is a normal number; a weight
+ * short of full precision (subnormal, or underflowed to 0) takes the sum of
+ * the row's exponentials instead. The mass under an extra logit x is Σ p
+ * summed (in double) while it is at most 1/2, and lse = x − ln(1 − mass):
+ * 1 − exp(x − lse) would lose a small mass to the rounding of lse (at
+ * s = −30 under softmax1, 1.3% in float64; below about −37, all of it and
+ * its sign). Above 1/2 that expression is the accurate one. */
+static void row_lse_mass(const void *s, const void *w, enum attn_dtype dt, size_t L,
+                         double sa, double best, bool has_extra, double xl,
+                         double *lse, double *mass)
+{
+    double tiny = dt == ATTN_F32 ? FLT_MIN : DBL_MIN;
+    if (best < tiny) {
+        double sh = has_extra && xl > sa ? xl : sa, sum = 0;
+        for (size_t j = 0; j < L; j++) {
+            double sj = get(s, dt, j);
+            if (sj != -INFINITY)
+                sum += exp(sj - sh);
+        }
+        if (has_extra && sh == xl) {    /* the extra term is the 1 */
+            *lse = xl + log1p(sum);
+            *mass = sum / (1 + sum);
+        } else {
+            *lse = sh + log(sum + (has_extra ? exp(xl - sh) : 0));
+            *mass = has_extra ? -expm1(xl - *lse) : 1.0;
+        }
+        return;
+    }
+    if (!has_extra) {
+        *lse = sa - log(best);
+        *mass = 1.0;
+        return;
+    }
+    double sum = 0;
+    for (size_t j = 0; j < L; j++)
+        if (get(s, dt, j) != -INFINITY)
+            sum += get(w, dt, j);
+    if (sum <= 0.5) {
+        *lse = xl - log1p(-sum);
+        *mass = sum;
+    } else {
+        *lse = sa - log(best);
+        *mass = -expm1(xl - *lse);
+    }
+}
+
 /* Row of final scores s [L] (masked = -inf) and weights w [L] -> slot row
  * `row` of the extras; hp: scratch of min(k, L) indices. */
 static void row_extras(const struct attn_request *r, const struct attn_extras *x,
@@ -152,18 +203,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
     double lse = NAN, mass = 0, ent = 0;
     if (am != SIZE_MAX) {
         double sa = get(s, dt, am);
-        if (best > 0) {
-            lse = sa - log(best);
-        } else {                        /* every weight underflowed: sum them */
-            double sh = has_extra && xl > sa ? xl : sa, sum = 0;
-            for (size_t j = 0; j < L; j++) {
-                double sj = get(s, dt, j);
-                if (sj != -INFINITY)
-                    sum += exp(sj - sh);
-            }
-            lse = sh + log(sum + (has_extra ? exp(xl - sh) : 0));
-        }
-        mass = has_extra ? -expm1(xl - lse) : 1.0;
+        row_lse_mass(s, w, dt, L, sa, best, has_extra, xl, &lse, &mass);
         for (size_t j = 0; (x->want & ATTN_X_STATS) && j < L; j++) {
             double sj = get(s, dt, j);
             if (sj != -INFINITY)
@@ -475,8 +515,10 @@ static void xs_done(void *ctx, size_t gr, double l, bool base2)
     bool has_extra = extra_logit(&r->params, gr / r->shape.n % r->shape.h, &xl);
     if (m > 0) {
         double M = get(h.v, h.dt, 0);
-        double hi = has_extra && xl > M ? xl : M;
-        lse = hi + log(l * exp(M - hi) + (has_extra ? exp(xl - hi) : 0));
+        if (has_extra && xl > M)        /* ln(1 + u), u small: log1p keeps it */
+            lse = xl + log1p(l * exp(M - xl));
+        else
+            lse = M + log(l + (has_extra ? exp(xl - M) : 0));
     } else if (has_extra) {
         lse = xl;
     }

@@ -10,6 +10,7 @@
  * any order, k beyond the allowed keys, exact ties, the session path (keys
  * prepared by attn_prepare_kv) and rows split into several blocks.
  */
+#include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -923,6 +924,74 @@ TEST(test_streamed_top_k)
     }
 }
 
+/* Quiet rows: under softmax1, or a sink that outweighs every key, Σ p and
+ * ln D = ln(e^x + Σ e^s) are small when the scores are far below the extra
+ * logit x, and keep their relative precision: each against long double from
+ * the pass's own scores, on the rows path (statistics) and on the path
+ * where lse rides the output-only pass (top-k without statistics). Shifts
+ * down to where every weight is subnormal, or 0, in each dtype. */
+static size_t quiet_case(enum attn_dtype dt, enum attn_softmax sm, int stream)
+{
+    static const double shift[] = {3,    0,    -5,   -20,  -30,  -37,  -40,  -80,
+                                   -95,  -100, -103, -120, -700, -740, -745, -800};
+    enum { N = sizeof shift / sizeof shift[0], L = 3 };
+    double q[N], k[L] = {1, 1.25, 1.5}, v[L] = {1, -1, 2}, xl = sm == ATTN_SOFTMAX_SINK ? 2 : 0;
+    for (size_t i = 0; i < N; i++)
+        q[i] = shift[i];
+    struct cfg a = {.dt = dt};
+    void *qt = as_dt(&a, q, N), *kt = as_dt(&a, k, L), *vt = as_dt(&a, v, L);
+    size_t esz = attn_dtype_size(dt), bad = 0;
+    struct attn_request r = {.shape = {1, 1, N, L, 1, 1},
+                             .params = {.dtype = dt, .scale = 1, .softmax = sm, .sink_logit = xl},
+                             .outputs = ATTN_OUT_SCORES};
+    struct attn_inputs in = {qt, kt, vt, NULL, NULL, NULL, 1, 1, 1};
+    void *sc = malloc(N * L * esz), *lse = malloc(N * esz), *ent = malloc(N * esz);
+    void *mw = malloc(N * esz), *mass = malloc(N * esz), *tv = malloc(N * esz);
+    void *out = malloc(N * esz);
+    int64_t am[N], ti[N];
+    struct attn_result full = {.scores = sc};
+    CHECK(attn_forward(&r, &in, &full, NULL) == CORE_OK);
+    r.outputs = stream ? ATTN_OUT_OUTPUT : 0;
+    CHECK(!stream || attn_output_blocked(&r));
+    struct attn_result res = {.output = stream ? out : NULL};
+    struct attn_extras x = {ATTN_X_LSE | (stream ? ATTN_X_TOPK : ATTN_X_STATS), NULL, 0, 1};
+    struct attn_extras_out xo = {NULL, lse, ent, mw, mass, am, ti, tv};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    double rt = dt == ATTN_F32 ? 1e-5 : 1e-12;
+    double tiny = dt == ATTN_F32 ? 4 * (double)FLT_TRUE_MIN : 4 * DBL_TRUE_MIN;
+    for (size_t i = 0; i < N; i++) {
+        long double u = 0;              /* Σ e^(s − x): D = e^x (1 + u) */
+        for (size_t j = 0; j < L; j++)
+            u += expl((long double)at(&a, sc, i * L + j) - xl);
+        long double lse_ref = xl + log1pl(u), mass_ref = u / (1 + u);
+        double got = at(&a, lse, i);
+        if (!(fabsl(got - lse_ref) <= rt * fabsl(lse_ref) + tiny)) {
+            printf("  dt=%d sm=%d stream=%d shift %g: lse %.17g, expected %.17Lg\n", (int)dt,
+                   (int)sm, stream, shift[i], got, lse_ref);
+            bad++;
+        }
+        got = stream ? (double)mass_ref : at(&a, mass, i);
+        if (!(fabsl(got - mass_ref) <= rt * mass_ref + tiny)) {
+            printf("  dt=%d sm=%d shift %g: mass %.17g, expected %.17Lg\n", (int)dt, (int)sm,
+                   shift[i], got, mass_ref);
+            bad++;
+        }
+    }
+    free(qt); free(kt); free(vt); free(sc); free(lse); free(ent); free(mw); free(mass);
+    free(tv); free(out);
+    return bad;
+}
+
+TEST(test_quiet_rows)
+{
+    static const enum attn_dtype dts[] = {ATTN_F64, ATTN_F32};
+    static const enum attn_softmax sms[] = {ATTN_SOFTMAX_ONE, ATTN_SOFTMAX_SINK};
+    for (size_t a = 0; a < 2; a++)
+        for (size_t b = 0; b < 2; b++)
+            for (int stream = 0; stream < 2; stream++)
+                CHECK_EQ_INT(quiet_case(dts[a], sms[b], stream), 0);
+}
+
 int main(void)
 {
     RUN(test_seed_example);
@@ -935,5 +1004,6 @@ int main(void)
     RUN(test_streamed_top_k);
     RUN(test_streamed_exact_ties);
     RUN(test_streamed_batch);
+    RUN(test_quiet_rows);
     TEST_MAIN_END();
 }
