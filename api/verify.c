@@ -228,6 +228,17 @@ static bool refuse_scores(struct api_call *c, const json_t *body)
     return true;
 }
 
+/* scale, softcap and the sink logits within the float32 math's range
+ * when it runs in float32 (api_check_float32_params). */
+static bool check_float32(struct api_call *c, const struct verify_req *r)
+{
+    const struct verify_input *in = &r->in;
+    struct attn_params p = {.dtype = in->dtype, .scale = in->scale, .softcap = in->softcap,
+                            .softmax = in->softmax, .sink_logit = in->sink_logit,
+                            .sink_logits = in->sinks};
+    return api_check_float32_params(c, &p, in->n_sinks ? in->n_sinks : 1, "");
+}
+
 static bool read_verify(struct api_call *c, const json_t *body,
                         struct verify_req *r)
 {
@@ -236,7 +247,8 @@ static bool read_verify(struct api_call *c, const json_t *body,
     memset(r, 0, sizeof *r);
     if (!refuse_scores(c, body) || !api_check_fields(c, body, "", verify_fields) ||
         !api_read_dtype(c, member(body, "dtype"), "/dtype", &r->in.dtype, &c->half) ||
-        !read_qkv(c, body, &budget, r) || !read_options(c, body, &budget, r)) {
+        !read_qkv(c, body, &budget, r) || !read_options(c, body, &budget, r) ||
+        !check_float32(c, r)) {
         verify_req_free(r);
         return false;
     }

@@ -267,6 +267,7 @@ TEST(post_validation_errors)
         {"{\"q\":[],\"k\":[[1,0]],\"v\":[[1]]}", "empty_matrix", "/q"},
         {"{\"q\":[[1e39,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\"}", "non_finite", "/q/0/0"},
         {"[1]", "invalid_json", ""},
+#define F32 "{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[1]],\"dtype\":\"float32\","
 #define V1 "{\"q\":[[1,0],[0,1]],\"k\":[[1,0],[0,1],[1,1]],\"v\":[[1],[2],[3]],"
         {V1 "\"positions\":{\"q\":[0,-1]}}", "invalid_field", "/positions/q/1"},
         {V1 "\"positions\":{\"k\":[0,1]}}", "shape_mismatch", "/positions/k"},
@@ -285,7 +286,14 @@ TEST(post_validation_errors)
          "/rope/scaling/type"},
         {"{\"q\":[[1,0]],\"k\":[[1,0]],\"v\":[[70000]],\"dtype\":\"float16\"}",
          "non_finite", "/v/0/0"},
+        /* past float32's range where the math runs in float32 */
+        {F32 "\"scale\":1e39}", "invalid_field", "/scale"},
+        {F32 "\"softcap\":1e39}", "invalid_field", "/softcap"},
+        {F32 "\"softmax\":\"sink\",\"sink_logit\":-1e39}", "non_finite", "/sink_logit"},
+        {F32 "\"softmax\":\"sink\",\"sink_logit\":[0,1e39]}", "non_finite",
+         "/sink_logit/1"},
 #undef V1
+#undef F32
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct api_response r;
