@@ -980,8 +980,8 @@ out:
      * sequence is left behind (the session held, not its id: a start may
      * make the id again as soon as it is let go); an end that was refused
      * changed nothing, so the sequence goes on */
-    bool failed = c->resp->status >= 400;
-    if (x.sess && ((x.seq_end && !failed) || (x.seq_start && failed)))
+    if (x.sess && ((x.seq_end && c->resp->status < 400) ||
+                   (x.seq_start && c->resp->status >= 400)))
         sess_delete_held(c->ctx->store, x.sess);
     else if (x.sess)
         sess_release(c->ctx->store, x.sess);
