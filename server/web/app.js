@@ -283,6 +283,27 @@
 
   function numberOf(id) { return parseCell($(id).value); }
 
+  /* The option fields that are on but hold no number (an <input
+   * type=number> reads "" for "1e", "-" or "1e999"): sent, their null
+   * would be taken as "not given" and attnd would use its default scale
+   * or RoPE base while the field shows something else. Each is marked
+   * aria-invalid; returns the first one's label, or null. */
+  var NUMBER_OPTIONS = [
+    { id: 'scale', what: 'the custom scale', on: function () { return $('use-scale').checked; } },
+    { id: 'sink-logit', what: 'the sink logit', on: function () { return softmaxChoice() === 'sink'; } },
+    { id: 'rope-base', what: 'the RoPE base', on: function () { return $('use-rope').checked; } }
+  ];
+  function badOption() {
+    var first = null;
+    NUMBER_OPTIONS.forEach(function (o) {
+      var bad = o.on() && isNaN(numberOf(o.id));
+      if (bad) $(o.id).setAttribute('aria-invalid', 'true');
+      else $(o.id).removeAttribute('aria-invalid');
+      if (bad && !first) first = o.what;
+    });
+    return first;
+  }
+
   function badCells() {
     var all = [state.q, state.k, state.v, [state.bq], [state.bk], [state.bv]];
     return all.some(function (m) {
@@ -689,8 +710,10 @@
 
   function update() {
     timer = 0;
-    if (badCells()) {
-      showError(localError('a cell does not hold a number; fix the cell marked in red.'));
+    var opt = badOption();
+    if (badCells() || opt) {
+      showError(localError(opt ? opt + ' is not a number; fix the field marked in red.'
+        : 'a cell does not hold a number; fix the cell marked in red.'));
       $('status').textContent = 'Waiting for a valid number.';
       setBusy(false);                 /* nothing is on its way: read the message out */
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
@@ -784,6 +807,8 @@
   }
 
   function startSession() {
+    var opt = badOption();
+    if (opt) { showError(localError(opt + ' is not a number; fix the field marked in red.')); return; }
     var body = commonOptions({ d_k: state.q[0].length, d_v: state.v[0].length });
     setBusy(true);
     api('POST', '/v1/sessions', body).then(function (s) {

@@ -32,3 +32,19 @@ export function finish() {
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);
 }
+
+/* POST body as JSON to base + path; the parsed answer. */
+export async function postJson(base, path, body) {
+  const r = await fetch(base + path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) });
+  return r.json();
+}
+
+/* Run action on the teaching page, then wait for its next update round
+ * (app.js counts them in body[data-updates]) to finish. */
+export async function andWait(page, action) {
+  const before = await page.evaluate(() => Number(document.body.dataset.updates || 0));
+  await action();
+  await page.waitForFunction((n) => Number(document.body.dataset.updates || 0) > n &&
+    document.body.dataset.busy === '0', before, { timeout: 20000 });
+}

@@ -13,7 +13,8 @@ Runs tests/browser/demo.mjs (playwright-core driving Debian's
 tests/browser/teach.mjs drives the looking-and-dragging views (teach.js,
 model.js); tests/browser/model.mjs the pasted-model panel's edge inputs,
 errors and keyboard reading (model.js); tests/browser/access.mjs contrast,
-focus ring, busy state, large inputs, 320 px, print.
+focus ring, busy state, large inputs, 320 px, print; tests/browser/stale.mjs
+numbers that must not outlive their inputs.
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -103,6 +104,13 @@ def test_page_access_and_layout():
     contrast, the focus ring, 10 x 60 inputs, 320 px, print colours."""
     with Attnd() as a:
         run_node("access.mjs", "--page", a.url + "/", "--api", a.url)
+
+
+def test_no_numbers_of_inputs_gone_by():
+    """tests/browser/stale.mjs: an option that is no number is not sent
+    (attnd would use its default)."""
+    with Attnd() as a:
+        run_node("stale.mjs", "--page", a.url + "/", "--api", a.url)
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):

@@ -1,0 +1,92 @@
+// tests/browser/stale.mjs — numbers on the teaching page that must not
+// outlive the inputs they were computed for, in real headless Chromium.
+//
+//   node stale.mjs --page URL --api URL
+//
+// An option field that is on but holds no number (custom scale, RoPE base:
+// a number input reads "" for "1e") is not sent as null, which attnd takes
+// as "use the default", neither for the maps nor for a session.
+// Ends with "N passed, N failed".
+import { chromium } from 'playwright-core';
+import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
+
+const PAGE = arg('page');
+const API = arg('api');
+
+const apiPost = (path, body) => postJson(API, path, body);
+/* the plane's request for its vectors (teach.js geoBody), as the API gets it */
+function planeBody(k, extra) {
+  return { q: [[1, 0]], k, v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], scale: 1 / Math.SQRT2,
+    softmax: 'standard', ...extra };
+}
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox'] });
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const errors = [];
+page.on('pageerror', (e) => errors.push(String(e)));
+
+const andWait = (action) => waitRound(page, action);
+const geoRounds = () => page.evaluate(() => Number(document.body.dataset.geoRounds || 0));
+async function geoSettled(after) {
+  await page.waitForFunction((n) => Number(document.body.dataset.geoRounds || 0) > n &&
+    document.body.dataset.geoBusy === '0', after, { timeout: 20000 });
+}
+const quietRounds = () => page.evaluate(() => Number(document.body.dataset.quietRounds || 0));
+async function quietPast(n) {
+  await page.waitForFunction((m) => Number(document.body.dataset.quietRounds || 0) >= m, n, { timeout: 20000 });
+}
+/* types text into a number input the way a learner does, key by key */
+async function typeInto(sel, text) {
+  await page.fill(sel, '');
+  await page.type(sel, text);
+}
+const shown = (sel) => page.$eval(sel, (e) => (e.hidden ? '' : e.textContent));
+
+await page.goto(PAGE);
+await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+  document.body.dataset.busy === '0' && document.body.dataset.geoBusy === '0' &&
+  Number(document.body.dataset.quietRounds || 0) > 0, null, { timeout: 15000 });
+
+/* option field sel, switched on by check, typed "1e": not sent, named as
+ * what and marked; returns once the error is read */
+async function notSent(check, sel, what) {
+  await andWait(() => page.check(check));
+  await andWait(() => typeInto(sel, '1e'));
+  const err = await shown('#error');
+  assert(err.startsWith(`Not sent: ${what} is not a number`), `error box: ${err}`);
+  assert((await page.getAttribute(sel, 'aria-invalid')) === 'true', `${sel} is not marked`);
+  const status = await page.textContent('#status');
+  assert(!/^Updated/.test(status), `status: ${status}`);
+}
+
+await step('a custom scale that is not a number is not sent (attnd would use its default)', async () => {
+  await notSent('#use-scale', '#scale', 'the custom scale');
+  await andWait(() => typeInto('#scale', '2'));
+  assert((await shown('#error')) === '', 'error still shown with scale 2');
+  assert((await page.getAttribute('#scale', 'aria-invalid')) === null, 'the scale field is still marked');
+  const want = (await apiPost('/v1/attention', { q: [[1, 0]], k: [[1, 0], [0, 1], [-1, 0]],
+    v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], scale: 2 })).weights[0];
+  const got = await page.$$eval('#map-weights td[data-value]', (t) => t.map((x) => Number(x.dataset.value)));
+  want.forEach((w, j) => close(got[j], w, 1e-15, `weight ${j} at scale 2`));
+  await andWait(() => page.uncheck('#use-scale'));
+});
+
+await step('a RoPE base that is not a number is not sent, nor used to start a session', async () => {
+  await notSent('#use-rope', '#rope-base', 'the RoPE base');
+  await page.click('#sess-start');
+  await page.waitForFunction(() => document.body.dataset.busy === '0');
+  assert(await page.$eval('#sess-end', (b) => b.disabled), 'a session was started with the default base');
+  const err = await shown('#error');
+  assert(err.startsWith('Not sent: the RoPE base is not a number'), `error box after start: ${err}`);
+  await andWait(() => typeInto('#rope-base', '10000'));
+  await andWait(() => page.uncheck('#use-rope'));
+  assert((await shown('#error')) === '', 'error still shown');
+});
+
+await step('no uncaught script errors', async () => {
+  assert(errors.length === 0, errors.join(' | '));
+});
+
+await browser.close();
+finish();
