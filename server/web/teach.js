@@ -266,16 +266,28 @@
         geo.res = both[0];
         geo.ver = both[1];
         geo.sent = body;
+        A.fillError($('geo-error'), null);
         drawWeights();
         drawSteps();
         drawQuiet();
-      }, A.showError)
+      }, geoFailed)
       .then(function () {
         geo.busy = false;
         if (geo.again) { geo.again = false; requestGeo(); return; }
         document.body.dataset.geoBusy = '0';
         document.body.dataset.geoRounds = String(Number(document.body.dataset.geoRounds || 0) + 1);
       });
+  }
+
+  /* The plane's request failed: its error beside the weights, and the
+   * weights, bars and stages of the vectors before taken down, so they
+   * are not read as those of the vectors drawn now. */
+  function geoFailed(e) {
+    geo.res = null;
+    A.fillError($('geo-error'), e);
+    ['geo-bars', 'geo-stats', 'geo-why'].forEach(function (id) { $(id).textContent = ''; });
+    showKeyBars();
+    drawSteps();
   }
 
   function check(name) {
@@ -414,6 +426,12 @@
   function drawSteps() {
     var box = $('steps-rows');
     box.textContent = '';
+    if (!geo.res) {                   /* the last request failed: nothing to step through */
+      $('steps-now').textContent = '';
+      $('step-prev').disabled = true;
+      $('step-next').disabled = true;
+      return;
+    }
     stageRows().forEach(function (st, i) {
       var row = document.createElement('div');
       row.className = 'stage' + (i === stage ? ' current' : '') + (i > stage ? ' later' : '');

@@ -5,8 +5,9 @@
 //
 // An option field that is on but holds no number (custom scale, RoPE base:
 // a number input reads "" for "1e") is not sent as null, which attnd takes
-// as "use the default", neither for the maps nor for a session.
-// Ends with "N passed, N failed".
+// as "use the default", neither for the maps nor for a session; the
+// plane's weights, bars and stages are taken down when its request fails,
+// with the error beside them. Ends with "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
 
@@ -82,6 +83,48 @@ await step('a RoPE base that is not a number is not sent, nor used to start a se
   await andWait(() => typeInto('#rope-base', '10000'));
   await andWait(() => page.uncheck('#use-rope'));
   assert((await shown('#error')) === '', 'error still shown');
+});
+
+/* the page pointed at api ('' = the attnd that served it) */
+async function pointAt(api) {
+  const n = await geoRounds();
+  await andWait(async () => { await page.fill('#api-base', api); await page.press('#api-base', 'Tab'); });
+  await geoSettled(n);
+}
+
+/* with attnd out of reach, k2 moved by the keyboard: what the plane shows */
+async function failedPlane() {
+  await pointAt('http://127.0.0.1:1');
+  const n = await geoRounds();
+  await page.focus('[data-handle="k1"]');
+  await page.keyboard.press('ArrowUp');             /* k2 (0, 1) -> (0, 1.1) */
+  await geoSettled(n);
+  const label = await page.textContent('[data-label="k1"]');
+  assert(/\(0, 1\.1\)/.test(label), `k2 drawn at ${label}`);
+  const err = await shown('#geo-error');
+  assert(/^No answer from attnd/.test(err), `plane error box: ${err}`);
+  const left = await page.evaluate(() => ({
+    bars: [...document.querySelectorAll('#geo-bars .bar-num')].map((e) => e.textContent),
+    keyBars: [...document.querySelectorAll('#geo-svg .key-bar-num')].map((e) => e.textContent),
+    stages: document.querySelectorAll('#steps-rows .stage').length }));
+  assert(left.bars.length === 0 && left.stages === 0 && left.keyBars.every((t) => t === '\u2026'),
+    `weights of the old vectors still drawn: ${JSON.stringify(left)}`);
+  assert(await page.$eval('#step-next', (b) => b.disabled) && await page.$eval('#step-prev', (b) => b.disabled),
+    'the stepper offers stages of no answer');
+}
+
+await step('a plane request that fails takes its weights down and says why beside them', async () => {
+  try {
+    await failedPlane();
+  } finally {
+    if (await page.inputValue('#api-base')) await pointAt('');
+  }
+  assert((await shown('#geo-error')) === '', 'plane error still shown');
+  const want = (await apiPost('/v1/attention', planeBody([[1, 0], [0, 1.1], [-1, 0]]))).weights[0];
+  const got = await page.$$eval('#geo-bars .bar-num', (e) => e.map((x) => Number(x.dataset.weight)));
+  assert(got.length === 3, `${got.length} bars`);
+  want.forEach((w, j) => close(got[j], w, 1e-15, `plane weight ${j}`));
+  assert((await page.$$eval('#steps-rows .stage', (s) => s.length)) === 8, 'stages not drawn again');
 });
 
 await step('no uncaught script errors', async () => {
