@@ -464,11 +464,16 @@
   }
 
   /* ---- quiet heads ---------------------------------------------------- */
+  /* Not waited for by requestGeo, so the answers of two rounds may come
+   * back in either order: only the latest round's are drawn. */
+  var quietSeq = 0;
   function drawQuiet() {
+    var my = ++quietSeq;
     var body = geoBody({ return: ['stats'], softmax: 'softmax1' });
     var body0 = geoBody({ return: ['stats'], softmax: 'standard' });
     Promise.all([A.api('POST', '/v1/attention', body), A.api('POST', '/v1/attention', body0)])
       .then(function (both) {
+        if (my !== quietSeq) return;
         var m1 = both[0].stats.mass[0], m0 = both[1].stats.mass[0];
         $('quiet-mass1').textContent = f6(m1);
         $('quiet-mass1').dataset.mass = String(m1);
@@ -476,8 +481,15 @@
         $('quiet-mass0').dataset.mass = String(m0);
         $('quiet-bar1').style.width = (100 * m1).toFixed(1) + '%';
         $('quiet-bar0').style.width = (100 * m0).toFixed(1) + '%';
+      }, function (e) {
+        if (my !== quietSeq) return;
+        ['quiet-mass1', 'quiet-mass0'].forEach(function (id) { $(id).textContent = '…'; delete $(id).dataset.mass; });
+        $('quiet-bar1').style.width = '0';
+        $('quiet-bar0').style.width = '0';
+        A.fillError($('geo-error'), e);
+      }).then(function () {             /* rounds answered, drawn or not */
         document.body.dataset.quietRounds = String(Number(document.body.dataset.quietRounds || 0) + 1);
-      }, A.showError);
+      });
   }
 
 

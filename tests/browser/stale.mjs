@@ -7,7 +7,9 @@
 // a number input reads "" for "1e") is not sent as null, which attnd takes
 // as "use the default", neither for the maps nor for a session; the
 // plane's weights, bars and stages are taken down when its request fails,
-// with the error beside them. Ends with "N passed, N failed".
+// with the error beside them; an older quiet-heads round answered after a
+// newer one (held back here by the test, as a slow network would) does not
+// overwrite the newer masses. Ends with "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
 
@@ -125,6 +127,40 @@ await step('a plane request that fails takes its weights down and says why besid
   assert(got.length === 3, `${got.length} bars`);
   want.forEach((w, j) => close(got[j], w, 1e-15, `plane weight ${j}`));
   assert((await page.$$eval('#steps-rows .stage', (s) => s.length)) === 8, 'stages not drawn again');
+});
+
+await step('quiet heads: an older round answered last does not overwrite the newer masses', async () => {
+  const held = [];
+  let heldBoth;
+  const bothHeld = new Promise((res) => { heldBoth = res; });
+  await page.route('**/v1/attention', (route) => {
+    const b = JSON.parse(route.request().postData() || '{}');
+    if (JSON.stringify(b.return) === '["stats"]' && b.attn_bias && b.attn_bias[0][0] === -10) {
+      held.push(route);
+      if (held.length === 2) heldBoth();
+      return;
+    }
+    route.continue();
+  });
+  const q0 = await quietRounds();
+  let n = await geoRounds();
+  await page.$eval('#quiet', (e) => { e.value = '-10'; e.dispatchEvent(new Event('input', { bubbles: true })); });
+  await Promise.race([bothHeld, page.waitForTimeout(20000).then(() => {
+    throw new Error('the quiet-heads requests of shift -10 never came');
+  })]);                                              /* round 1's masses, held back */
+  await geoSettled(n);
+  n = await geoRounds();
+  await page.$eval('#quiet', (e) => { e.value = '0'; e.dispatchEvent(new Event('input', { bubbles: true })); });
+  await geoSettled(n);
+  await quietPast(q0 + 1);                           /* round 2's masses answered */
+  for (const r of held) await r.continue();
+  await quietPast(q0 + 2);                           /* and now round 1's */
+  await page.unroute('**/v1/attention');
+  const k = [[1, 0], [0, 1.1], [-1, 0]];
+  const m1 = (await apiPost('/v1/attention', planeBody(k, { softmax: 'softmax1', return: ['stats'] }))).stats.mass[0];
+  const got = await page.$eval('#quiet-mass1', (e) => Number(e.dataset.mass));
+  close(got, m1, 1e-15, 'softmax1 mass drawn at shift 0');
+  assert((await page.textContent('#quiet-out')) === '0.0', 'slider not at 0');
 });
 
 await step('no uncaught script errors', async () => {

@@ -109,7 +109,7 @@ def test_page_access_and_layout():
 def test_no_numbers_of_inputs_gone_by():
     """tests/browser/stale.mjs: an option that is no number is not sent
     (attnd would use its default), a failed plane request takes its weights
-    down."""
+    down, an older quiet-heads answer arriving last is not drawn."""
     with Attnd() as a:
         run_node("stale.mjs", "--page", a.url + "/", "--api", a.url)
 
