@@ -435,15 +435,16 @@ static enum MHD_Result dispatch(struct req *r)
         api_handle(h->ctx, &q, &r->resp);
         return queue(r, &r->resp);
     }
-    if (is_tiny_attention(r) && answer_inline(r))
-        return queue(r, &r->resp);
     /* Draining: a request that began after the drain started (on a
      * kept-alive connection) is refused rather than suspended, so that no
      * connection is suspended once the in-flight requests are done
      * (MHD_stop_daemon aborts the process if one is; the race was seen in
-     * the e2e drain tests). Requests begun before it still finish. */
+     * the e2e drain tests); a tiny one too, as its route's larger ones
+     * are. Requests begun before it still finish. */
     if (r->late)
         return transport_error(r, API_ERR_DRAINING, NULL);
+    if (is_tiny_attention(r) && answer_inline(r))
+        return queue(r, &r->resp);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->fd = ci ? (int)ci->connect_fd : -1;

@@ -493,6 +493,44 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0():
         assert "draining" in logs and "stopped (exit 0)" in logs
 
 
+def test_requests_begun_while_draining_are_503_whatever_their_size():
+    # A tiny POST /v1/attention is answered on the transport thread; begun
+    # on an open connection after SIGTERM it is refused as a larger one is.
+    tiny = json.dumps(SEED).encode()
+    rng = random.Random(3)
+    larger = json.dumps({"q": _mat(rng, 4, 32), "k": _mat(rng, 8, 32),
+                         "v": _mat(rng, 8, 32)}).encode()
+    assert len(tiny) < 2048 < len(larger)
+    with Attnd("--drain-timeout", "20") as a:
+        conns = []
+        for _ in range(2):
+            c = http_connection(a.port, timeout=10)
+            c.request("GET", "/healthz")                   # kept alive
+            assert c.getresponse().read()
+            conns.append(c)
+        s = connect(a.port, timeout=30)                   # holds the drain open
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  b"\r\nContent-Length: %d\r\n\r\n" % len(tiny) + tiny[:-5])
+        while a.metric("attnd_requests_in_flight") < 1:
+            time.sleep(0.02)
+        a.signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        while "draining (SIGTERM)" not in a.logs():
+            assert time.time() < deadline, a.logs()
+            time.sleep(0.02)
+        for c, body in zip(conns, (tiny, larger)):
+            c.request("POST", "/v1/attention", body=body,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            out = json.loads(r.read())
+            assert r.status == 503 and out["error"]["code"] == "draining", (len(body), out)
+            assert r.getheader("Connection", "").lower() == "close"
+        s.sendall(tiny[-5:])                              # the one in flight finishes
+        status, _, out = _read_response(s)
+        assert status == 200, out[:300]
+        assert a.wait(timeout=20) == 0
+
+
 def test_sigint_idle_exits_0_quickly():
     with Attnd() as a:
         t0 = time.time()
