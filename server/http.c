@@ -642,6 +642,23 @@ static bool over_limit(struct req *r, const struct body_framing *b, enum MHD_Res
 
 /* ---- the access handler ------------------------------------------------ */
 
+/* The path of a request target in absolute form ("http://host/path"), which
+ * a server must accept (RFC 9112 3.2.2) though clients send it mostly to
+ * proxies: the scheme and authority dropped ("/" when no path follows),
+ * the Host header ignored as attnd ignores it anyway. libmicrohttpd passes
+ * the target as it came, and the router knows only paths. Any other
+ * target is the path itself. */
+static const char *origin_path(const char *url)
+{
+    size_t n = strncasecmp(url, "http://", 7) == 0    ? 7
+             : strncasecmp(url, "https://", 8) == 0 ? 8
+                                                     : 0;
+    if (n == 0)
+        return url;
+    const char *p = strchr(url + n, '/');
+    return p ? p : "/";
+}
+
 /* A zeroed request without clearing its header and response slots (11 KiB
  * that api_handle and collect_header write before anything reads them):
  * clearing them was the largest user-space cost of a small request. */
@@ -858,7 +875,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
         r->rg = http_connection_guard(conn);
         srv_readguard_headers(h->rg, r->rg, srv_readguard_now());
         r->method = method;
-        r->url = url;
+        r->url = origin_path(url);
         r->t0 = uv_hrtime();
         *con_cls = r;
         atomic_fetch_add(&h->in_flight, 1);

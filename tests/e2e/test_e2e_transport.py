@@ -4,8 +4,8 @@ Raw sockets, so the tests see what a hostile or sloppy client sees: body caps
 with Content-Length (answered before the body is sent when it is over 16 MiB,
 else once it has been read and dropped: tests/e2e/test_e2e_refused_bodies.py)
 and chunked, bodies exactly at the cap, Content-Length with Transfer-Encoding, unknown transfer
-codings, conflicting Content-Length, Expect: 100-continue, keep-alive kept
-over several requests (and closed after an early refusal), idle timeouts,
+codings, conflicting Content-Length, Expect: 100-continue, absolute-form
+targets, keep-alive kept over several requests (and closed after an early refusal), idle timeouts,
 per-address connection limits, and a server that keeps serving after all of it.
 """
 import json
@@ -301,6 +301,30 @@ def test_pipelined_requests_answered_in_order(small):
     s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
               b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert [read_response(s)[0] for _ in range(3)] == [200, 404, 200]
+
+
+def test_absolute_form_targets_are_served_as_their_path(small):
+    # RFC 9112 3.2.2: a server MUST accept the absolute-form of a request
+    # target (what clients send to a proxy, and some to a server).
+    s = connect(small)
+    body = json.dumps(SEED).encode()
+    host = b"127.0.0.1:%d" % small.port
+    s.sendall(b"GET http://" + host + b"/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, _, out = read_response(s)
+    assert status == 200 and json.loads(out) == {"status": "ok"}, out
+    s.sendall(post_head("HTTPS://" + host.decode() + "/v1/attention",
+                        b"Content-Length: %d\r\n\r\n" % len(body)) + body)
+    status, _, out = read_response(s)
+    assert status == 200, out[:200]
+    assert all(abs(x - y) < 1e-6 for x, y in zip(json.loads(out)["weights"][0], W_PLAIN))
+    s.sendall(b"GET http://" + host + b" HTTP/1.1\r\nHost: x\r\n\r\n")   # no path: "/"
+    status, hdrs, _ = read_response(s)
+    assert status == 200 and hdrs["content-type"].startswith("text/html")
+    s.sendall(b"GET http://" + host + b"/nope HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, hdrs, out = read_response(s)
+    json_error(status, hdrs, out, 404, "not_found")
+    assert "/nope" in json.loads(out)["error"]["message"]
+    assert "http:" not in json.loads(out)["error"]["message"]
 
 
 def test_idle_connection_times_out():
