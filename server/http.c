@@ -707,6 +707,7 @@ struct framing {
     unsigned n_te;                  /* Transfer-Encoding header lines */
     const char *single[N_SINGLE];   /* first value of each single_headers */
     const char *conflict;           /* one of them with two values, or NULL */
+    size_t n_lines;                 /* header lines, past MAX_REQ_HEADERS too */
 };
 
 /* A line of one of single_headers: its first value kept, another noted. */
@@ -729,6 +730,7 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind,
 {
     struct framing *f = cls;
     collect_header(f->r, kind, key, value);
+    f->n_lines++;
     if (!value)
         value = "";
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
@@ -758,10 +760,16 @@ static bool check_framing(struct req *r, enum MHD_Result *ret, struct body_frami
         return true;
     }
     const char *msg = NULL;
-    char conflict[64];
-    if (f.conflict) {
-        snprintf(conflict, sizeof conflict, "conflicting %s headers", f.conflict);
-        msg = conflict;
+    char text[64];
+    /* The api sees the first MAX_REQ_HEADERS lines only: one past them
+     * (its Content-Type, Authorization, Idempotency-Key) would be read as
+     * missing, so such a request is refused, not half understood. */
+    if (f.n_lines > MAX_REQ_HEADERS) {
+        snprintf(text, sizeof text, "more than %d header lines", MAX_REQ_HEADERS);
+        msg = text;
+    } else if (f.conflict) {
+        snprintf(text, sizeof text, "conflicting %s headers", f.conflict);
+        msg = text;
     } else if (f.cl && f.te)
         msg = "Content-Length and Transfer-Encoding together";
     else if (f.cl_conflict)

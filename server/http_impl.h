@@ -33,7 +33,7 @@
 /* Longest X-Request-Id taken from a client (printable ASCII, no spaces);
  * another is replaced by one made here. */
 #define HTTP_REQ_ID_MAX 64
-#define MAX_REQ_HEADERS 128           /* header lines passed to the api; MHD's pool (CONN_MEMORY) bounds them anyway */
+#define MAX_REQ_HEADERS 128           /* header lines passed to the api; more: 400 */
 
 /* Bodies from this size on are large requests: they give way to small ones
  * at their piece boundaries (srv_sched_bg_pause). n=L=64 d=64 in JSON is

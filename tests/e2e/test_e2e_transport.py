@@ -407,6 +407,24 @@ def test_per_address_connection_limit():
         assert a.get("/healthz").status == 200
 
 
+@pytest.mark.parametrize("lines, status", [(128, 200), (129, 400)])
+def test_header_lines_at_and_past_their_cap(small, lines, status):
+    # Host, Content-Length and Content-Type (last, where a cap that kept
+    # the first lines only would lose it) and fillers up to `lines` lines
+    body = json.dumps(SEED).encode()
+    filler = b"".join(b"X-Filler-%d: v\r\n" % i for i in range(lines - 3))
+    s = connect(small)
+    s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(body) +
+              filler + b"Content-Type: application/json\r\n\r\n" + body)
+    got, hdrs, out = read_response(s)
+    if status == 200:
+        assert got == 200, out[:200]
+    else:
+        json_error(got, hdrs, out, 400, "bad_request")
+        assert "128 header lines" in json.loads(out)["error"]["message"]
+    still_serving(small)
+
+
 def test_client_vanishing_mid_upload_is_freed(small):
     for _ in range(5):
         s = connect(small)
