@@ -28,10 +28,11 @@
  * connection is not polled by libmicrohttpd, so the loop watches its socket
  * for the peer's close (EPOLLRDHUP through uv_poll) from the moment it is
  * queued until its answer is ready, and sets r->gone, which the
- * computation reads at its next piece (core/stop.h). The watcher is freed
- * by its close callback. The loop stops it in work_done, after the pool
- * thread has resumed the connection; the request stays allocated until
- * then (loop_owes).
+ * computation reads at its next piece (core/stop.h); a request still
+ * queued is taken off the queue and answered at once (srv_sched_cancel).
+ * The watcher is freed by its close callback. The loop stops it in
+ * work_done, after the pool thread has resumed the connection; the
+ * request stays allocated until then (loop_owes).
  */
 struct watch {
     uv_poll_t poll;
@@ -44,9 +45,16 @@ static void watch_cb(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;                   /* UV_DISCONNECT, or an error: gone either way */
     struct watch *w = p->data;
-    if (w->r)
-        atomic_store(&w->r->gone, true);
+    struct req *r = w->r;
     uv_poll_stop(p);
+    if (!r)
+        return;
+    atomic_store(&r->gone, true);
+    /* Still queued: answered and let go now (work_run does not compute
+     * for a client gone; work_done closes this watch), so that its body
+     * and its --max-inflight-per-key slot are not held until a thread
+     * comes free behind other clients' long requests. */
+    srv_sched_cancel(r->h->sched, &r->job);
 }
 
 /* The watch polls a duplicate of the socket, not MHD's descriptor: the

@@ -241,6 +241,45 @@ void srv_sched_push(struct srv_sched *s, struct srv_job *j)
     }
 }
 
+/* Under mu: unlink j from its lane if it is queued there; whether it was. */
+static bool unqueue(struct srv_sched *s, struct srv_job *j)
+{
+    struct sched_client *c = j->cl;
+    if (!c)
+        return false;
+    struct sched_lane *l = lane_of(c, j);
+    struct srv_job *prev = NULL;
+    for (struct srv_job *q = l->head; q; prev = q, q = q->next) {
+        if (q != j)
+            continue;
+        if (prev)
+            prev->next = j->next;
+        else
+            l->head = j->next;
+        if (l->tail == j)
+            l->tail = prev;
+        j->next = NULL;
+        j->cl = NULL;
+        forget(s, c);
+        return true;
+    }
+    return false;                       /* running: taken by a thread */
+}
+
+/* Its ticket stays in libuv's queue and, run, finds another job or none. */
+bool srv_sched_cancel(struct srv_sched *s, struct srv_job *j)
+{
+    pthread_mutex_lock(&s->mu);
+    bool queued = unqueue(s, j);
+    pthread_mutex_unlock(&s->mu);
+    if (!queued)
+        return false;
+    j->run(j);
+    atomic_fetch_sub_explicit(&s->jobs, 1, memory_order_relaxed);
+    j->done(j);
+    return true;
+}
+
 void srv_sched_fg_begin(struct srv_sched *s)
 {
     atomic_fetch_add(&s->fg, 1);

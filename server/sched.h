@@ -37,6 +37,13 @@ struct srv_sched *srv_sched_new(uv_loop_t *loop, unsigned per_client);
 /* Loop thread: queue j behind its client's earlier jobs of its size. */
 void srv_sched_push(struct srv_sched *s, struct srv_job *j);
 
+/* Loop thread: if j is still queued (no thread has taken it), take it out
+ * and run it and its done callback here, at once; whether it did. For a
+ * job whose client has gone: its run must then be quick (it answers
+ * without computing), and what it holds is let go now, not once a
+ * thread comes free behind others' long jobs. */
+bool srv_sched_cancel(struct srv_sched *s, struct srv_job *j);
+
 /*
  * Small work first, within one piece: while a small request computes
  * (between fg_begin and fg_end), a large one pauses at its next piece

@@ -11,12 +11,13 @@ import base64
 import json
 import random
 import re
+import socket
 import struct
 import time
 
 import pytest
 
-from attnd_proc import Attnd, connect
+from attnd_proc import Attnd, connect, read_to_close, suite_wrap
 
 N = 8192        # n = L, d = 64: ~0.2-0.9 s of compute on one worker
 
@@ -116,3 +117,54 @@ def test_hang_up_cancels_and_frees_the_worker(big):
             assert time.monotonic() < deadline, "the hang-up was not counted"
             time.sleep(0.02)
         assert counter(a, "attnd_deadline_exceeded_total") == 0
+
+
+def _post_from(port, src, body):
+    """A socket from address src (another client: each address has its own
+    queues) that has sent POST /v1/attention with body."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(src, 0))
+    s = suite_wrap(s)
+    s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    return s
+
+
+def test_hang_up_while_queued_frees_the_request_at_once():
+    # --workers 1: a pool of 3 threads, one long request of each of three
+    # clients on them (seconds each); a fourth client's request waits in
+    # its queue. Its hang-up is answered there and then: counted, and its
+    # slot of --max-inflight-per-key given back, not once a thread is free.
+    row = struct.pack("<64f", *(random.Random(4).uniform(-1, 1) for _ in range(64)))
+    t = {"shape": [4, N, 64], "dtype": "float32",
+         "data": base64.b64encode(row * (4 * N)).decode()}
+    heavy = json.dumps({"q": t, "k": t, "v": t, "dtype": "float32",
+                        "return": ["output"]}).encode()
+    queued = json.dumps(dict(SMALL, q=[[0.5, 1]] * 200)).encode()
+    assert len(queued) > 2048            # not one answered on the transport thread
+    with Attnd("--workers", "1", "--max-inflight-per-key", "1",
+               "--max-elements", "100000000") as a:
+        running = [_post_from(a.port, "127.0.0.%d" % i, heavy) for i in (2, 3, 4)]
+        deadline = time.monotonic() + 60
+        while counter(a, "attnd_requests_on_pool") < 3:
+            assert time.monotonic() < deadline, "the long requests never reached the pool"
+            time.sleep(0.01)
+        s = _post_from(a.port, "127.0.0.5", queued)
+        while counter(a, "attnd_requests_on_pool") < 4:
+            assert time.monotonic() < deadline, "the queued request never reached the pool"
+            time.sleep(0.005)
+        s.close()
+        while counter(a, "attnd_cancelled_total") < 1:
+            assert time.monotonic() < deadline, "the hang-up was not counted"
+            time.sleep(0.005)
+        # counted while the three still compute: none has answered
+        for r in running:
+            r.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                r.recv(1)
+            r.setblocking(True)
+        assert counter(a, "attnd_requests_on_pool") == 3
+        # the client's in-flight slot is free: its next request is served
+        r = _post_from(a.port, "127.0.0.5", json.dumps(SMALL).encode())
+        assert read_to_close(r).startswith(b"HTTP/1.1 200 "), "the slot was still held"
+        for r in running:
+            r.close()

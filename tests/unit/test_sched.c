@@ -2,8 +2,8 @@
  * tests/unit/test_sched.c — server/sched.c: the yield of large passes
  * (its clock against the period of the scheduler's job count: short while
  * other jobs are queued or running, long when the pass is alone), that
- * count as jobs run on a real libuv loop and pool, and a client's small
- * jobs passing its large ones.
+ * count as jobs run on a real libuv loop and pool, a client's small
+ * jobs passing its large ones, and a queued job cancelled at once.
  *
  * server/ objects are not linked into unit tests (only core/ is), so the one
  * file under test is compiled in here; it needs nothing of server/ but its
@@ -215,11 +215,54 @@ TEST(a_client_holds_at_most_one_thread_more)
     sched_down(&loop, s);
 }
 
+/* A job still queued is taken out and run with its done callback at once
+ * by srv_sched_cancel; one a thread has taken is not. With one job of
+ * client "f" held on a thread and three queued behind it, the middle one
+ * and then the last (the queue's tail) are cancelled; a job pushed after
+ * them queues behind the one left and runs once the held one ends. */
+TEST(a_queued_job_is_cancelled_at_once)
+{
+    uv_loop_t loop;
+    struct srv_sched *s = sched_up(&loop);
+    if (!s)
+        return;
+    atomic_bool held = false, open = true;
+    struct probe f[5];
+    for (int i = 0; i < 5; i++)
+        probe_init(&f[i], s, "f", i == 0 ? &held : &open);
+    for (int i = 0; i < 4; i++)
+        srv_sched_push(s, &f[i].job);
+    for (;;) {                                  /* until a thread has taken f[0] */
+        pthread_mutex_lock(&s->mu);
+        bool taken = s->clients && s->clients->lane[1].running == 1;
+        pthread_mutex_unlock(&s->mu);
+        if (taken)
+            break;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    CHECK(!srv_sched_cancel(s, &f[0].job));     /* running */
+    CHECK(srv_sched_cancel(s, &f[2].job));
+    CHECK_EQ_INT(f[2].done, 1);
+    CHECK(srv_sched_cancel(s, &f[3].job));
+    CHECK_EQ_INT(f[3].done, 1);
+    CHECK(!srv_sched_cancel(s, &f[3].job));     /* not queued twice */
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 2);
+    srv_sched_push(s, &f[4].job);
+    atomic_store(&held, true);
+    run_until_done(&loop, f, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(f[i].done, 1);
+    CHECK_EQ_INT((int)atomic_load(&s->jobs), 0);
+    sched_down(&loop, s);
+}
+
 int main(void)
 {
     RUN(yield_waits_out_the_period_of_the_job_count);
     RUN(yield_period_follows_the_other_jobs);
     RUN(small_jobs_pass_their_clients_large_ones);
     RUN(a_client_holds_at_most_one_thread_more);
+    RUN(a_queued_job_is_cancelled_at_once);
     TEST_MAIN_END();
 }
