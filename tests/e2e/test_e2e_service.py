@@ -511,7 +511,7 @@ def test_requests_begun_while_draining_are_503_whatever_their_size():
         s = connect(a.port, timeout=30)                   # holds the drain open
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                   b"\r\nContent-Length: %d\r\n\r\n" % len(tiny) + tiny[:-5])
-        while a.metric("attnd_requests_in_flight") < 1:
+        while a.metric("attnd_requests_in_flight") < 2:     # the upload and this scrape
             time.sleep(0.02)
         a.signal(signal.SIGTERM)
         deadline = time.time() + 10
