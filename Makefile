@@ -165,11 +165,13 @@ $(BUILD)/tests/test_%: tests/api/test_%.c $(API_OBJ) $(CORE_OBJ) tests/harness.h
 
 # Tests that step in between the layers, wrapped at link time: the calls
 # the core and api objects make to these functions go to the test's
-# __wrap_ ones (test_replay_reads fails chosen reads of the state files).
+# __wrap_ ones (test_replay_reads fails chosen reads of the state files,
+# test_replay_holes SEEK_DATA).
 $(BUILD)/tests/test_api_idem_concurrency: LDFLAGS += -Wl,--wrap=jnl_append \
                                                    -Wl,--wrap=sess_idem_find
 $(BUILD)/tests/test_idem_restore: LDFLAGS += -Wl,--wrap=jnl_append
 $(BUILD)/tests/test_replay_reads: LDFLAGS += -Wl,--wrap=pread -Wl,--wrap=read
+$(BUILD)/tests/test_replay_holes: LDFLAGS += -Wl,--wrap=lseek
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

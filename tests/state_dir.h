@@ -103,7 +103,7 @@ static bool said(const char *text)
 }
 
 /* Flip a bit of the byte at offset at of the file name. */
-static void flip(const char *name, long at)
+static inline void flip(const char *name, long at)
 {
     int fd = open(path_of(name), O_RDWR);
     unsigned char b = 0;
