@@ -255,6 +255,10 @@ bool api_attention_max_bytes(const struct attn_request *r,
      * and a fixed allowance for keys and meta. */
     if (!core_mul(rows, 3 * 4 + 48, &extra) || !core_add(body, extra, &body))
         return false;
+    /* meta.sink_logit: one number a query head when given per head */
+    if (r->params.sink_logits &&
+        (!core_mul(s->h, API_NUM_MAX + 1, &extra) || !core_add(body, extra, &body)))
+        return false;
     return core_add(body, 4096, bytes);
 }
 
@@ -336,6 +340,20 @@ static void write_empty_rows(struct api_buf *b, const struct api_attention_view 
     api_buf_putc(b, ']');
 }
 
+/* [h] per-head sink logits, shortest. */
+static void write_sinks(struct api_buf *b, const double *sinks, size_t h)
+{
+    char num[API_NUM_MAX];
+
+    api_buf_putc(b, '[');
+    for (size_t i = 0; i < h; i++) {
+        if (i)
+            api_buf_putc(b, ',');
+        api_buf_append(b, num, api_fmt_f64(num, sinks[i], 0));
+    }
+    api_buf_putc(b, ']');
+}
+
 static void write_meta(struct api_buf *b, const struct api_attention_view *v)
 {
     const struct attn_shape *s = &v->req->shape;
@@ -365,7 +383,13 @@ static void write_meta(struct api_buf *b, const struct api_attention_view *v)
     PUT_LIT(o, "\",");
     if (p->softmax == ATTN_SOFTMAX_SINK) {
         PUT_LIT(o, "\"sink_logit\":");
-        o += api_fmt_f64(o, p->sink_logit, 0);
+        if (p->sink_logits) {       /* one per query head: as the request gave them */
+            api_buf_append(b, t, (size_t)(o - t));
+            write_sinks(b, p->sink_logits, s->h);
+            o = t;
+        } else {
+            o += api_fmt_f64(o, p->sink_logit, 0);
+        }
         *o++ = ',';
     }
     PUT_LIT(o, "\"dtype\":\"");

@@ -448,6 +448,37 @@ TEST(batch_positions_segments_per_element)
     json_decref(e1);
 }
 
+/* meta.sink_logit says the sink logits the request ran with: one number,
+ * or one per query head (not the first head's alone), in a stateless
+ * request and a session's step. */
+TEST(meta_sink_logits_per_head)
+{
+    char id[128];
+    int st;
+    json_t *j, *m;
+
+    j = post("/v1/attention", "{\"q\":[[[1,0]],[[0,1]]],\"k\":[[[1,0],[0,1]]],"
+             "\"v\":[[[1,2],[3,4]]],\"softmax\":\"sink\",\"sink_logit\":[0.5,-1]}", &st);
+    CHECK_EQ_INT(st, 200);
+    m = json_object_get(json_object_get(j, "meta"), "sink_logit");
+    CHECK(json_is_array(m) && json_array_size(m) == 2);
+    CHECK(json_number_value(json_array_get(m, 0)) == 0.5);
+    CHECK(json_number_value(json_array_get(m, 1)) == -1);
+    json_decref(j);
+    j = post("/v1/attention", "{" QKV ",\"softmax\":\"sink\",\"sink_logit\":0.25}", &st);
+    CHECK(json_number_value(json_object_get(json_object_get(j, "meta"), "sink_logit")) == 0.25);
+    json_decref(j);
+    CHECK(create("{\"d_k\":4,\"d_v\":2,\"heads\":2,\"kv_heads\":1," MODEL_SETTINGS "}",
+                 id));
+    j = post(spath(id, "/attention"), "{\"q\":[[[1,0,0,1]],[[0,1,1,0]]],"
+             "\"k\":[[[1,0,0,0]]],\"v\":[[[1,2]]]}", &st);
+    CHECK_EQ_INT(st, 200);
+    m = json_object_get(json_object_get(j, "meta"), "sink_logit");
+    CHECK(json_is_array(m) && json_array_size(m) == 2);
+    CHECK(json_number_value(json_array_get(m, 1)) == -1);
+    json_decref(j);
+}
+
 /* A session decode step equals the stateless request over all of its rows
  * with the same settings, bit for bit in float64. */
 TEST(session_step_equals_stateless)
@@ -840,6 +871,7 @@ int main(void)
     RUN(batch_equals_its_elements);
     RUN(batch_mask_broadcasts);
     RUN(batch_positions_segments_per_element);
+    RUN(meta_sink_logits_per_head);
     RUN(session_step_equals_stateless);
     RUN(session_step_yarn_truncate_false);
     RUN(yarn_truncate_answers);
