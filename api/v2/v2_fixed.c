@@ -212,8 +212,11 @@ static bool check_rope(struct api_call *c, const struct v2_infer *x,
             given = rope_params[i];
     if (!given)
         return true;
+    /* rope_dims 0 rotates nothing: RoPE off, as a sequence without it */
     if (!sp->rope)
-        return fixed_fail(c, NULL, given, "this sequence has no RoPE");
+        return !x->p.rope || fixed_fail(c, NULL, given, "this sequence has no RoPE");
+    if (!x->p.rope)
+        return fixed_fail(c, NULL, "rope_dims", "this sequence's is %zu", dims_of(sp, d_k));
     if (!(name = rope_diff(&x->p, sp, d_k, t, sizeof t)))
         return true;
     return fixed_fail(c, NULL, name, "this sequence's is %s", t);

@@ -263,6 +263,14 @@ TEST(repeat_same_value_is_accepted)
     CHECK_EQ_INT(st, 200);
     json_decref(c);
     json_decref(d);
+    /* rope_dims 0 at the start is no RoPE; repeating it is the same */
+    c = v2_step("rep-nope", "\"sequence_start\":true,\"rope_dims\":0", 0, 3, 0, 3, "FP64", "",
+                &st);
+    CHECK_EQ_INT(st, 200);
+    d = v2_step("rep-nope", "\"rope_dims\":0,\"sequence_end\":true", 3, 4, 3, 4, "FP64", "", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(c);
+    json_decref(d);
 }
 
 /* Another value is refused at the parameter, naming the sequence's value,
@@ -281,6 +289,10 @@ TEST(repeat_other_value_is_refused)
          "\"rope_factor\":4,\"rope_original_max_position\":64",
          {"/parameters/rope_truncate", "false", NULL}},
         {"\"kv_dtype\":\"float16\"", {"/parameters/kv_dtype", "\"float32\"", NULL}},
+        /* dims 0 rotates nothing: not this sequence's 4 dims */
+        {"\"rope_base\":100,\"rope_pairs\":\"half\",\"rope_scaling\":\"yarn\","
+         "\"rope_factor\":4,\"rope_original_max_position\":64,\"rope_truncate\":false,"
+         "\"rope_dims\":0", {"/parameters/rope_dims", "is 4", NULL}},
     };
     int st;
     json_t *j;
