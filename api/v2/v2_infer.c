@@ -543,10 +543,13 @@ static void write_params(struct api_buf *b, const struct v2_infer *x,
             api_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(x->seq_id));
         else
             api_write_string(b, json_string_value(x->seq_id));
+        /* the rows ever appended, as GET's length: a rolling sequence's
+         * pass ran over fewer (r->shape.L, the rows held) */
         api_buf_printf(b, ",\"sequence_start\":%s,\"sequence_end\":%s,"
                        "\"sequence_length\":%zu,\"session_id\":",
                        x->seq_start ? "true" : "false",
-                       x->seq_end ? "true" : "false", r->shape.L);
+                       x->seq_end ? "true" : "false",
+                       x->sess ? sess_length(x->sess) : r->shape.L);
         api_write_string(b, x->sid);
     }
     api_buf_putc(b, '}');

@@ -400,6 +400,16 @@ TEST(window_at_start_rolls_as_v1)
     CHECK(json_array_size(json_object_get(g2, "held")) == 2);   /* rows were let go */
     json_decref(g1);
     json_decref(g2);
+    /* its sequence_length counts every row appended, as GET's length does,
+     * not the rows held */
+    a = v2_step("roll", "", T - 1, T, T - 1, T, "FP64", "", &st);
+    CHECK_EQ_INT(st, 200);
+    g2 = get_session(v2sid);
+    CHECK_EQ_INT(json_integer_value(json_object_get(g2, "length")), T + 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(a, "parameters"),
+                                                    "sequence_length")), T + 1);
+    json_decref(g2);
+    json_decref(a);
     /* another window, causal false, or a query reaching past the held rows */
     a = v2_step("roll", "\"window_left\":6", 0, 1, 0, 0, "FP64", "", &st);
     check_refused(a, st, (const char *const[]){"/parameters/window_left", "window_left 5", NULL});
