@@ -156,6 +156,14 @@ bool api_v2_extras_outputs(struct api_call *c, struct v2_infer *x, unsigned *out
         api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "output tokens_k echoes input tokens_k");
         return false;
     }
+    if (!(o & ~(V2_BIT(V2_TOK_Q) | V2_BIT(V2_TOK_K)))) {
+        /* the labels alone: no pass would run (/v1's "return" is never empty) */
+        api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "outputs must name a computed "
+                 "output too (scores, weights, output, qk, lse, entropy, max_weight, "
+                 "argmax, mass, top_k_indices, top_k_values): tokens_q and tokens_k "
+                 "only echo their inputs");
+        return false;
+    }
     *outputs = o & ATTN_OUT_ALL;
     x->ext.want = 0;
     if (o & V2_BIT(V2_QK))

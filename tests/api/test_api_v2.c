@@ -278,6 +278,17 @@ TEST(errors_in_v2_shape)
               "\"data\":[]}]}", 400, "/inputs/0/shape/1");
     check_bad("{\"inputs\":[" SEED_IN "],\"outputs\":[{\"name\":\"attention\"}]}",
               400, "/outputs/0/name");
+    /* labels alone compute nothing: refused with a message, as /v1's empty
+     * "return" is (a sequence's append too, which would else be refused as
+     * a bare "invalid argument") */
+    check_bad("{\"inputs\":[" SEED_IN ",{\"name\":\"tokens_q\",\"datatype\":\"BYTES\","
+              "\"shape\":[1],\"data\":[\"a\"]}],\"outputs\":[{\"name\":\"tokens_q\"}]}",
+              400, "tokens_q and tokens_k only echo their inputs [invalid_field at /outputs]");
+    check_bad("{\"parameters\":{\"sequence_id\":\"labels\",\"sequence_start\":true},"
+              "\"inputs\":[" SEED_IN ",{\"name\":\"tokens_k\",\"datatype\":\"BYTES\","
+              "\"shape\":[3],\"data\":[\"a\",\"b\",\"c\"]}],"
+              "\"outputs\":[{\"name\":\"tokens_k\"}]}",
+              400, "[invalid_field at /outputs]");
     check_bad("{\"inputs\":[" SEED_IN "],\"parameters\":{\"softmax\":\"max\"}}",
               400, "/parameters/softmax");
     check_bad("{\"inputs\":[" SEED_IN "],\"parameters\":{\"bogus\":1}}",
