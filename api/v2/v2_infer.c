@@ -35,7 +35,9 @@ static void infer_free(struct v2_infer *x)
     json_decref(x->hdr);
 }
 
-static bool param_bool(struct api_call *c, const json_t *params,
+/* params[key] into *out (false when absent); false after a 400 at
+ * prefix/key when it is not a boolean. */
+static bool param_bool(struct api_call *c, const json_t *params, const char *prefix,
                        const char *key, bool *out)
 {
     const json_t *v = member(params, key);
@@ -46,7 +48,7 @@ static bool param_bool(struct api_call *c, const json_t *params,
         return true;
     if (!json_is_boolean(v)) {
         api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path,
-                 "/parameters", key), "%s must be true or false", key);
+                 prefix, key), "%s must be true or false", key);
         return false;
     }
     *out = json_is_true(v);
@@ -108,8 +110,8 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
 {
     const json_t *id = member(x->params, "sequence_id");
 
-    if (!param_bool(c, x->params, "sequence_start", &x->seq_start) ||
-        !param_bool(c, x->params, "sequence_end", &x->seq_end))
+    if (!param_bool(c, x->params, "/parameters", "sequence_start", &x->seq_start) ||
+        !param_bool(c, x->params, "/parameters", "sequence_end", &x->seq_end))
         return false;
     if (json_is_string(id) && json_string_length(id) >= 64) {
         api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
@@ -378,7 +380,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
     size_t i;
     int k;
 
-    if (!param_bool(c, x->params, "binary_data_output", &all_binary))
+    if (!param_bool(c, x->params, "/parameters", "binary_data_output", &all_binary))
         return false;
     if (!outs) {                    /* with weights_top_k, top-k replaces the weights */
         x->outputs = x->ext.top_k ? ATTN_OUT_SCORES | ATTN_OUT_OUTPUT | V2_BIT(V2_TOPK_IDX) |
@@ -425,7 +427,7 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
         }
         if (p && !api_check_fields(c, p, pp, pallowed))
             return false;
-        if (member(p, "binary_data") && !param_bool(c, p, "binary_data", &bin))
+        if (member(p, "binary_data") && !param_bool(c, p, pp, "binary_data", &bin))
             return false;
         x->outputs |= 1u << k;
         x->order[x->n_order++] = k;

@@ -289,6 +289,9 @@ TEST(errors_in_v2_shape)
               "\"shape\":[3],\"data\":[\"a\",\"b\",\"c\"]}],"
               "\"outputs\":[{\"name\":\"tokens_k\"}]}",
               400, "[invalid_field at /outputs]");
+    check_bad("{\"inputs\":[" SEED_IN "],\"outputs\":[{\"name\":\"scores\"},"
+              "{\"name\":\"output\",\"parameters\":{\"binary_data\":1}}]}", 400,
+              "[invalid_field at /outputs/1/parameters/binary_data]");
     check_bad("{\"inputs\":[" SEED_IN "],\"parameters\":{\"softmax\":\"max\"}}",
               400, "/parameters/softmax");
     check_bad("{\"inputs\":[" SEED_IN "],\"parameters\":{\"bogus\":1}}",
