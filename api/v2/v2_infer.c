@@ -187,7 +187,10 @@ static void hrc(const struct v2_tensor *t, size_t *h, size_t *r, size_t *cols)
     *cols = t->shape[t->rank - 1];
 }
 
-/* q [h,n,d_k] and k, v [h_kv,L,d] -> s (stateless). */
+/* The shapes a sequence's q may have, at its start and after. */
+#define SEQ_Q_SHAPE "a sequence's q must be [n,d_k] or [h,n,d_k]"
+
+/* q [h,n,d_k] and k, v [h_kv,L,d] -> s (stateless, or a sequence's start). */
 static bool shape_stateless(struct api_call *c, struct v2_infer *x,
                             struct attn_shape *s)
 {
@@ -201,6 +204,8 @@ static bool shape_stateless(struct api_call *c, struct v2_infer *x,
     }
     if (q->rank < 2)
         return shape_fail(c, q, "q must be [n,d_k], [h,n,d_k] or [B,h,n,d_k]");
+    if (x->seq && q->rank > 3)          /* a session holds one batch element */
+        return shape_fail(c, q, SEQ_Q_SHAPE);
     if (k->rank != q->rank)
         return shape_fail(c, k, "k must have the rank of q");
     if (v->rank != q->rank)
@@ -236,7 +241,7 @@ static bool shape_session(struct api_call *c, struct v2_infer *x,
     *s = sp->shape;
     *m = 0;
     if (q->rank < 2 || q->rank > 3)
-        return shape_fail(c, q, "a sequence's q must be [n,d_k] or [h,n,d_k]");
+        return shape_fail(c, q, SEQ_Q_SHAPE);
     hrc(q, &h, &n, &d);
     if (h != sp->shape.h || d != sp->shape.d_k)
         return shape_fail(c, q, "q must match the sequence's heads and d_k");

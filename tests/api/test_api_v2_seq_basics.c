@@ -122,6 +122,28 @@ TEST(sequence_rules)
     j = infer("{\"parameters\":{\"sequence_start\":true},\"inputs\":[" SEED_IN "]}", &st);
     CHECK_EQ_INT(st, 400);
     json_decref(j);
+    /* a batched (rank-4) q at the start: refused as a later request's is,
+     * whatever its B, and nothing is started */
+    for (int b = 1; b <= 2; b++) {
+        char body[640];
+        snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"s4\","
+                 "\"sequence_start\":true},\"inputs\":["
+                 "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[%d,1,1,2],\"data\":[%s]},"
+                 "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[%d,1,1,2],\"data\":[%s]},"
+                 "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[%d,1,1,2],\"data\":[%s]}]}",
+                 b, b == 1 ? "1,0" : "1,0,0,1", b, b == 1 ? "1,0" : "1,0,0,1", b,
+                 b == 1 ? "1,2" : "1,2,3,4");
+        j = infer(body, &st);
+        CHECK_EQ_INT(st, 400);
+        CHECK(v2_err(j) && strstr(v2_err(j), "a sequence's q must be [n,d_k] or [h,n,d_k] "
+                                             "[shape_mismatch at /inputs/0/shape]"));
+        json_decref(j);
+        j = infer("{\"parameters\":{\"sequence_id\":\"s4\"},\"inputs\":["
+                  "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]}]}",
+                  &st);
+        CHECK_EQ_INT(st, 404);
+        json_decref(j);
+    }
 }
 
 /* A sequence_end that is refused, before its pass or for its results,
