@@ -100,6 +100,12 @@ def test_model_metadata(attnd):
     assert [o["name"] for o in m["outputs"]] == [
         "scores", "weights", "output", "qk", "lse", "entropy", "max_weight", "argmax", "mass",
         "top_k_indices", "top_k_values", "tokens_q", "tokens_k"]
+    # every datatype published is one the OpenAPI document's tensors allow
+    doc = attnd.get("/v1/openapi.json").json()
+    allowed = set(doc["components"]["schemas"]["V2Tensor"]["properties"]["datatype"]["enum"])
+    published = {dt for t in m["inputs"] for dt in t["parameters"]["datatypes"]}
+    published |= {t["datatype"] for t in m["inputs"] + m["outputs"]}
+    assert published <= allowed, published - allowed
 
 
 def test_unknown_model_and_route(attnd):
