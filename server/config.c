@@ -459,13 +459,24 @@ static const struct opt *find_opt(const char *name, size_t len)
     return NULL;
 }
 
+static bool is_help(const char *a)
+{
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
 /* given[i]: opts[i] is on the command line, so its ATTND_* twin is not
  * read at all (a flag wins over its twin, even one whose value is bad).
- * Scans as srv_config_parse does; what it cannot read it leaves to it. */
-static void flags_given(int argc, char **argv, bool given[N_OPTS])
+ * Scans as srv_config_parse does; what it cannot read it leaves to it.
+ * True when --help, -h or --version is there, not as a flag's value: the
+ * twins are not read then either, so that a bad one does not hide the
+ * help its message points to. */
+static bool flags_given(int argc, char **argv, bool given[N_OPTS])
 {
+    bool asks = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (is_help(a) || strcmp(a, "--version") == 0)
+            asks = true;
         if (strncmp(a, "--", 2) != 0)
             continue;
         const char *eq = strchr(a + 2, '=');
@@ -477,10 +488,13 @@ static void flags_given(int argc, char **argv, bool given[N_OPTS])
         if (!eq)
             i++;                            /* its value */
     }
+    return asks;
 }
 
+/* Defaults, then the twins of the flags not given (none when read_env is
+ * false). */
 static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OPTS],
-                                   FILE *err)
+                                   bool read_env, FILE *err)
 {
     memset(cfg, 0, sizeof *cfg);
     srv_resources_read(&cfg->res);
@@ -497,7 +511,7 @@ static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OP
             return false;
         }
         env_name(o, env, sizeof env);
-        const char *v = given[i] ? NULL : getenv(env);
+        const char *v = given[i] || !read_env ? NULL : getenv(env);
         if (v && !set_opt(cfg, o, v, why, sizeof why)) {
             char where[96];
             snprintf(where, sizeof where, "value of %s", env);
@@ -513,12 +527,12 @@ enum srv_config_result srv_config_parse(struct srv_config *cfg, int argc,
 {
     bool given[N_OPTS] = {false};
 
-    flags_given(argc, argv, given);
-    if (!apply_defaults_and_env(cfg, given, err))
+    bool asks = flags_given(argc, argv, given);
+    if (!apply_defaults_and_env(cfg, given, !asks, err))
         return SRV_CONFIG_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        if (is_help(a)) {
             print_help(out);
             return SRV_CONFIG_EXIT_OK;
         }

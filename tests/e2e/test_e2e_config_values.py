@@ -144,3 +144,17 @@ def test_a_flag_wins_over_its_twin_even_a_bad_one(env, args):
 def test_a_bad_twin_without_its_flag_still_exits_2():
     code, out = run_bin("--log-format", "json", env={"ATTND_MAX_ELEMENTS": "lots"})
     assert code == 2 and "ATTND_MAX_ELEMENTS" in out, out
+
+
+@pytest.mark.parametrize("flag,needle", [("--help", "ATTND_MAX_BODY_BYTES"), ("-h", "usage:"),
+                                         ("--version", "attnd ")])
+def test_help_and_version_answer_despite_a_bad_twin(flag, needle):
+    """The message of a bad twin ends "Try 'attnd --help'": that must
+    then print the help, not the same message again."""
+    env = dict(CLEAN, ATTND_PORT="abc", ATTND_API_KEY="")
+    p = subprocess.run([BIN, flag], capture_output=True, text=True, env=env, timeout=30)
+    assert p.returncode == 0 and needle in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert "ATTND_PORT" not in p.stderr, p.stderr
+    # as a flag's value it is no request for help: the twins are read
+    code, out = run_bin("--port-file", "--help", env={"ATTND_MAX_ELEMENTS": "lots"})
+    assert code == 2 and "ATTND_MAX_ELEMENTS" in out, out
