@@ -25,11 +25,14 @@
 
 enum opt_kind {
     OPT_STR,        /* char array at off, size len */
-    OPT_SECRET,     /* the same, never empty when given (a key, a key's or
-                       a certificate's file): unset means none */
+    OPT_SECRET,     /* the same, never empty when given (a key's or a
+                       certificate's file): unset means none */
     OPT_DIR,        /* the same, never empty when given (--state-dir: an
                        empty value would quietly keep nothing) */
     OPT_ID,         /* the same, [A-Za-z0-9_-] only (--replica-id) */
+    OPT_KEY,        /* an OPT_SECRET that is an API key: printable ASCII
+                       without spaces (no token in a header could match
+                       another) */
     OPT_UINT,       /* unsigned at off, [min, max] */
     OPT_SIZE,       /* size_t at off, [min, max], k/m/g suffix (x1024) */
     OPT_SECONDS,    /* double at off, [min, max], finite */
@@ -75,7 +78,7 @@ static const struct opt opts[] = {
     {"session-ttl", OPT_SECONDS, N(session_ttl_s), 1, 31536000, "3600",
      "default session time to live, seconds"},
     {"max-tokens", OPT_SIZE, N(max_tokens), 1, 1e12, "32768", "default max_tokens of a session"},
-    {"api-key", OPT_SECRET, F(api_key), 0, 0, "",
+    {"api-key", OPT_KEY, F(api_key), 0, 0, "",
      "require 'Authorization: Bearer KEY' (all but the open routes below)"},
     {"cors-origins", OPT_CORS, N(cors_buf), 0, 0, "",
      "comma-separated browser origins allowed to call the API, each scheme://host[:port] "
@@ -189,6 +192,33 @@ static bool set_str(char *dst, size_t cap, const char *v)
     return true;
 }
 
+/* A text setting into its array of cap bytes; one too long says so in
+ * why (without the value: it may be a secret). */
+static bool set_text(char *dst, size_t cap, const char *v, char *why, size_t why_cap)
+{
+    if (set_str(dst, cap, v))
+        return true;
+    snprintf(why, why_cap, "%zu characters, at most %zu", strlen(v), cap - 1);
+    return false;
+}
+
+/* An API key as --api-key-file takes one (server/keys.c): the token of
+ * 'Authorization: Bearer KEY' is printable ASCII without spaces, and the
+ * whitespace around it is not part of it, so a key with a space or a line
+ * break in it (a Secret made from a file that ends in a newline) would
+ * start attnd with every request refused 401. */
+static bool set_key(char *dst, size_t cap, const char *v, char *why, size_t why_cap)
+{
+    for (const char *p = v; *p; p++)
+        if (!isgraph((unsigned char)*p)) {
+            snprintf(why, why_cap, "a key is printable ASCII without spaces; this one holds "
+                     "%s at character %zu", isspace((unsigned char)*p) ? "whitespace (a space, "
+                     "tab or line break)" : "another byte", (size_t)(p - v) + 1);
+            return false;
+        }
+    return set_text(dst, cap, v, why, why_cap);
+}
+
 /* Whether o is an origin as a browser sends it in Origin (RFC 6454
  * serialisation: lower-case scheme "://" host, ":" port only when not the
  * scheme's default) or "*"; else false with the reason in why. An entry
@@ -295,10 +325,12 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v, 
     double d;
     switch (o->kind) {
     case OPT_STR:
-        return set_str(base + o->off, o->len, v);
+        return set_text(base + o->off, o->len, v, why, why_cap);
     case OPT_SECRET:
     case OPT_DIR:
-        return v[0] != '\0' && set_str(base + o->off, o->len, v);
+        return v[0] != '\0' && set_text(base + o->off, o->len, v, why, why_cap);
+    case OPT_KEY:
+        return v[0] != '\0' && set_key(base + o->off, o->len, v, why, why_cap);
     case OPT_ID:
         return set_id(base + o->off, o->len, v);
     case OPT_UINT:
@@ -382,6 +414,7 @@ static const char *kind_hint(const struct opt *o)
         return "shapes NxLxD or HxNxLxD (each 1 to 1048576), each optionally :float64, :float16, "
                ":bfloat16 or :float32, comma-separated, at most 4";
     case OPT_SECRET:
+    case OPT_KEY:
         return "a non-empty value (leave the flag and its ATTND_* twin unset for none)";
     case OPT_DIR:
         return "a directory (leave the flag and its ATTND_* twin unset for none)";
@@ -399,7 +432,7 @@ static void bad_value(FILE *err, const struct opt *o, const char *where, const c
 {
     if (why && why[0])
         fprintf(err, "attnd: invalid %s: %s\n", where, why);
-    else if (o->kind == OPT_SECRET)
+    else if (o->kind == OPT_SECRET || o->kind == OPT_KEY)
         fprintf(err, "attnd: invalid %s%s: expected %s\n", where, v[0] ? "" : " (empty)",
                 kind_hint(o));
     else if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS ||
@@ -505,7 +538,8 @@ static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OP
         const struct opt *o = &opts[i];
         why[0] = '\0';
         /* a secret's default is none: the zeroed field */
-        bool none = (o->kind == OPT_SECRET || o->kind == OPT_DIR) && o->def && !o->def[0];
+        bool none = (o->kind == OPT_SECRET || o->kind == OPT_KEY || o->kind == OPT_DIR) &&
+                    o->def && !o->def[0];
         if (o->def && !none && !set_opt(cfg, o, o->def, why, sizeof why)) {
             fprintf(err, "attnd: internal error: bad default for --%s\n", o->name);
             return false;

@@ -158,3 +158,29 @@ def test_help_and_version_answer_despite_a_bad_twin(flag, needle):
     # as a flag's value it is no request for help: the twins are read
     code, out = run_bin("--port-file", "--help", env={"ATTND_MAX_ELEMENTS": "lots"})
     assert code == 2 and "ATTND_MAX_ELEMENTS" in out, out
+
+
+@pytest.mark.parametrize("key,needle", [
+    ("s3cret\n", "whitespace (a space, tab or line break) at character 7"),
+    ("s3 cret", "whitespace (a space, tab or line break) at character 3"),
+    (" s3cret", "whitespace (a space, tab or line break) at character 1"),
+    ("s3cr\u00e9t", "another byte at character 5"),
+    ("k" * 600, "600 characters, at most 511"),
+], ids=["newline", "space", "leading_space", "non_ascii", "too_long"])
+def test_an_api_key_no_bearer_token_can_match_exits_2(key, needle):
+    """A token is printable ASCII without spaces and the whitespace around
+    it is not part of it: such a key (a Kubernetes Secret made from a file
+    that ends in a newline) started attnd with every request 401. The
+    message says what is wrong without echoing the key."""
+    for args, env, where in ((["--api-key", key], {}, "invalid --api-key:"),
+                             ([], {"ATTND_API_KEY": key}, "invalid value of ATTND_API_KEY:")):
+        code, out = run_bin(*args, env=env)
+        assert code == 2, (key, code, out)
+        assert where in out and needle in out, out
+        assert "s3" not in out and "k" * 20 not in out and "listening" not in out, out
+
+
+def test_a_long_file_setting_says_how_long_it_may_be():
+    code, out = run_bin("--tls-cert", "/" + "c" * 1100, "--tls-key", "/k")
+    assert code == 2 and "invalid --tls-cert: 1101 characters, at most 1023" in out, out
+    assert "non-empty" not in out, out
