@@ -170,9 +170,12 @@ static bool parse_u64(const char *s, bool suffix, uint64_t *out)
     return true;
 }
 
+/* A whole-string decimal number (strtod would also take hexadecimal:
+ * "--drain-timeout 0x10" was 16 seconds). */
 static bool parse_double(const char *s, double *out)
 {
-    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
+    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.') ||
+        s[strspn(s, "0123456789.eE+-")] != '\0')
         return false;
     errno = 0;
     char *end;

@@ -184,3 +184,17 @@ def test_a_long_file_setting_says_how_long_it_may_be():
     code, out = run_bin("--tls-cert", "/" + "c" * 1100, "--tls-key", "/k")
     assert code == 2 and "invalid --tls-cert: 1101 characters, at most 1023" in out, out
     assert "non-empty" not in out, out
+
+
+@pytest.mark.parametrize("value", ["0x10", "0x1p4", "0X1E", "1.5x", "10s", "1e400", "nan"])
+def test_a_number_of_seconds_is_decimal(value):
+    """strtod reads hexadecimal too: --drain-timeout 0x10 ran with 16 s."""
+    for flag in ("--drain-timeout", "--request-timeout", "--rate-limit"):
+        code, out = run_bin(flag, value, "--version")
+        assert code == 2 and f"invalid {flag} '{value}'" in out, (flag, value, code, out)
+
+
+@pytest.mark.parametrize("value", ["1.5", ".5", "2e1", "1E+1", "0"])
+def test_decimal_numbers_of_seconds_are_taken(value):
+    code, out = run_bin("--drain-timeout", value, "--version")
+    assert code == 0 and out.startswith("attnd "), (value, code, out)
