@@ -114,6 +114,10 @@ def test_bad_key_files_exit_2():
         (key_file(f"alice:{ALICE}\nalice:{BOB}\n"), "used twice"),
         (key_file(f"alice:{ALICE}\nbob:{ALICE}\n"), "same key appears twice"),
         (key_file("al ice:x\n"), "a name is"),
+        # "-" is the metrics' label of the clients without a key: a key of
+        # that name had no attnd_key_requests_total series and its 429s
+        # were counted as theirs
+        (key_file(f"-:{ALICE}\n"), "the name '-' is taken"),
         (key_file("alice:\n"), "a key is"),
         (key_file("# nothing\n\n"), "no keys"),
         ("/nonexistent/keys", "No such file"),
