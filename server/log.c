@@ -363,16 +363,40 @@ static void end(struct line *l)
     emit(l);
 }
 
+/* The method as logged: the client's token, which libmicrohttpd takes at
+ * any length, cut to METHOD_MAX bytes at a whole character. Uncut, a
+ * method of a few kilobytes filled the line and left its route, code and
+ * request id out. The other strings of a request line are bounded already
+ * (a route template, an id of at most 64 characters, a key's name). */
+#define METHOD_MAX 64
+
+static const char *method_shown(const char *method, char buf[METHOD_MAX + 1])
+{
+    if (!method)
+        return "-";
+    size_t n = strnlen(method, METHOD_MAX + 1);
+    if (n <= METHOD_MAX)
+        return method;
+    n = METHOD_MAX;
+    while (n > 0 && ((unsigned char)method[n] & 0xc0) == 0x80)
+        n--;                            /* not inside a UTF-8 sequence */
+    memcpy(buf, method, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 void srv_log_request(const char *method, const char *route, int status,
                      uint64_t bytes_in, uint64_t bytes_out, uint64_t us, const char *key,
                      const char *id, const char *code)
 {
     struct line l;
+    char method_buf[METHOD_MAX + 1];
+    method = method_shown(method, method_buf);
     if (log_fmt == SRV_LOG_TEXT) {
         l.len = 0;
         put_ts(&l);
         puts_(&l, " ");
-        put_esc(&l, method ? method : "-");
+        put_esc(&l, method);
         puts_(&l, " ");
         put_esc(&l, route ? route : "-");
         puts_(&l, " ");
@@ -405,7 +429,7 @@ void srv_log_request(const char *method, const char *route, int status,
     puts_(&l, "{\"ts\":\"");
     put_ts(&l);
     puts_(&l, "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"");
-    put_esc(&l, method ? method : "-");
+    put_esc(&l, method);
     puts_(&l, "\",\"route\":\"");
     put_esc(&l, route ? route : "-");
     puts_(&l, "\"");

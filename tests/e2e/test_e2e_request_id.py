@@ -6,7 +6,7 @@ failed request, so a 503 deadline_exceeded is told from a 503 draining."""
 import re
 import time
 
-from attnd_proc import Attnd, events
+from attnd_proc import Attnd, connect, events, read_to_close
 
 ATT = {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
 
@@ -70,6 +70,33 @@ def test_transport_refusals_carry_the_id_and_their_code():
         lines = lines_with_ids(a, {"first", "second"})
         assert lines["second"]["code"] == "rate_limited"
         assert lines["second"]["route"] == "/v1/info"
+
+
+def test_a_long_method_leaves_the_route_code_and_id_in_the_line():
+    """libmicrohttpd takes a method token of any length; a few kilobytes of
+    it filled the log line, whose route, code and id came out empty. The
+    method is logged cut to 64 bytes (at a whole character)."""
+    for fmt in ("json", "text"):
+        with Attnd("--log-format", fmt) as a:
+            for i, method in enumerate((b"M" * 3000, "\u00e9".encode() * 1000)):
+                s = connect(a.port)
+                s.sendall(method + b" /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: long-%d\r\n"
+                          b"Connection: close\r\n\r\n" % i)
+                assert read_to_close(s).startswith(b"HTTP/1.1 405"), fmt
+                s.close()
+            deadline = time.time() + 10
+            while "long-1" not in a.logs() and time.time() < deadline:
+                time.sleep(0.05)
+            if fmt == "json":
+                lines = lines_with_ids(a, {"long-0", "long-1"})
+                assert lines["long-0"]["method"] == "M" * 64, lines["long-0"]
+                assert lines["long-1"]["method"] == "\u00e9" * 32, lines["long-1"]
+                for e in (lines["long-0"], lines["long-1"]):
+                    assert e["route"] == "/healthz" and e["code"] == "method_not_allowed", e
+            else:
+                line = [l for l in a.logs().splitlines() if "id=long-0" in l]
+                assert line and " " + "M" * 64 + " /healthz 405 " in line[0], a.logs()[-600:]
+                assert "code=method_not_allowed" in line[0], line
 
 
 def test_text_log_format_holds_code_and_id():
