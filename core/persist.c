@@ -75,18 +75,23 @@
 /* ---- encoding ----------------------------------------------------------- */
 
 /* A growing byte buffer with the CRC-32C of what it holds; ok turns false
- * when memory runs out. */
+ * when memory runs out. A counting one only adds up the bytes. */
 struct wr {
     unsigned char *p;
     size_t n, cap;
     uint32_t crc;
     bool ok;
+    bool count;                     /* count the bytes, keep none (p stays NULL) */
 };
 
 static void put(struct wr *w, const void *p, size_t n)
 {
     if (!w->ok || n == 0)
         return;
+    if (w->count) {
+        w->n += n;
+        return;
+    }
     if (n > w->cap - w->n) {
         size_t cap = w->cap ? w->cap : 4096;
         while (cap - w->n < n && cap < SIZE_MAX / 2)
@@ -358,6 +363,13 @@ struct sess_exporter *sess_export_begin(struct sess_store *st, struct sess *s,
 size_t sess_export_size(const struct sess_exporter *ex)
 {
     return ex->total;
+}
+
+size_t sess_export_bytes(struct sess_store *st, struct sess *s)
+{
+    struct wr w = {.ok = true, .count = true};
+    write_head(&w, st, s, true);
+    return w.n + kv_held(s->kv) * kv_row_bytes(s->kv) + sizeof(uint32_t);
 }
 
 size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n)

@@ -69,6 +69,13 @@ size_t sess_export_read(struct sess_exporter *ex, void *buf, size_t n);
 void sess_export_free(struct sess_exporter *ex);
 
 /*
+ * The bytes sess_export would give for held session s now (what
+ * sess_export_size of a snapshot begun now says), counted without writing
+ * them or taking a snapshot: a HEAD of an export.
+ */
+size_t sess_export_bytes(struct sess_store *st, struct sess *s);
+
+/*
  * A new session from sess_export's bytes p[n], under a new id of this store
  * (into id[SESS_ID_MAX]), journaled as a create is. lim may be NULL. Errors,
  * with why[SESS_WHY_MAX] (may be NULL) saying what was wrong:

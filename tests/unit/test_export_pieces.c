@@ -9,7 +9,9 @@
  * while the session is appended to, truncated and deleted (the bytes stay
  * those of begin and import to the session of then), and a snapshot freed
  * midway gives back every page its deleted session left it. Once the rows
- * are read out, the snapshot lets the session's pages go.
+ * are read out, the snapshot lets the session's pages go. sess_export_bytes
+ * counts the bytes of the export of then without writing them, for each of
+ * these sessions and one with biases, ALiBi slopes, sink logits and a key.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,11 +125,25 @@ static unsigned char *read_all(struct sess_exporter *ex, size_t piece, size_t *n
     return b;
 }
 
-/* Every piece size gives session id's whole export. */
+/* What sess_export_bytes counts for session id now. */
+static size_t counted(const char *id)
+{
+    struct sess *s;
+    CHECK_EQ_INT(sess_acquire(st, id, &s), CORE_OK);
+    size_t n = sess_export_bytes(st, s);
+    sess_release(st, s);
+    return n;
+}
+
+/* Every piece size gives session id's whole export, whose bytes
+ * sess_export_bytes counts. */
 static void same_in_every_piece(const char *id, const char *what)
 {
     size_t n;
     unsigned char *a = whole(id, &n);
+    CHECK(counted(id) == n);
+    if (counted(id) != n)
+        printf("  %s: %zu bytes counted, %zu exported\n", what, counted(id), n);
     static const size_t big[] = {127, 128, 129, 4093, 4096, 65536, 1 << 20};
     size_t sizes[96 + sizeof big / sizeof big[0] + 2], ns = 0;
     for (size_t p = 1; p <= 96; p++)
@@ -294,6 +310,35 @@ TEST(the_pages_are_let_go_once_the_rows_are_out)
     CHECK_EQ_INT(sess_delete(st, id), CORE_OK);
 }
 
+/* The parts of the header that only some sessions have: biases of each
+ * width, ALiBi slopes and sink logits per head, an idempotency key (which
+ * an export leaves out). */
+TEST(export_bytes_count_every_part)
+{
+    double slopes[2 * H_KV], sinks[2 * H_KV], bq[D], bk[H_KV * D], bv[D];
+    for (size_t i = 0; i < 2 * H_KV; i++) {
+        slopes[i] = 1.0 / (double)(i + 2);
+        sinks[i] = 0.25 * (double)i;
+    }
+    for (size_t i = 0; i < H_KV * D; i++)
+        bk[i] = 0.5 * (double)i;
+    for (size_t i = 0; i < D; i++)
+        bq[i] = bv[i] = -0.125 * (double)i;
+    struct sess_spec sp = {
+        .shape = {.h = 2 * H_KV, .h_kv = H_KV, .d_k = D, .d_v = D},
+        .params = {.dtype = ATTN_F64, .scale = 0.25, .softmax = ATTN_SOFTMAX_SINK,
+                   .alibi = true, .alibi_slopes = slopes, .sink_logits = sinks},
+        .bias_q = bq, .bias_q_heads = 1, .bias_k = bk, .bias_k_heads = H_KV,
+        .bias_v = bv, .bias_v_heads = 1, .max_tokens = 1000};
+    struct sess_idem key = {.scope = "default", .key = "a-key-of-some-length"};
+    char id[SESS_ID_MAX];
+    CHECK_EQ_INT(sess_create_idem(st, &sp, &key, id), CORE_OK);
+    same_in_every_piece(id, "everything on, empty");
+    append(id, ATTN_F64, 70, 5);
+    same_in_every_piece(id, "everything on");
+    CHECK_EQ_INT(sess_delete(st, id), CORE_OK);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
@@ -304,6 +349,7 @@ int main(void)
     RUN(pieces_of_rolling_and_forked_sessions);
     RUN(snapshot_holds_while_the_session_changes);
     RUN(the_pages_are_let_go_once_the_rows_are_out);
+    RUN(export_bytes_count_every_part);
     sess_store_free(st);
     TEST_MAIN_END();
 }
