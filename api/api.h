@@ -100,6 +100,9 @@ struct api_response {
     const char *content_type;       /* static string, e.g. "application/json" */
     char *body;                     /* malloc'd (api_response_free frees it), may be NULL */
     size_t body_len;                /* of body, or of pieces */
+    bool head;                      /* a HEAD answer that holds no body:
+                                       body_len is the length of the one GET
+                                       would send (body and pieces NULL) */
     struct api_pieces *pieces;      /* the body to read piece by piece (body
                                        NULL), or NULL; api_response_free frees it */
     struct api_header headers[API_MAX_HEADERS];
@@ -174,6 +177,8 @@ void api_early_free(struct api_early *e);
  * export is read from a snapshot of the session's pages as the transport
  * sends it (api/sessions_move.c), so its bytes never sit in a buffer of
  * their own. Given only when req->pieces_ok; resp->body_len is its size.
+ * A HEAD of an export gets none: its answer says the length (resp->head)
+ * without a snapshot taken.
  *   api_pieces_read  the next up to n bytes into buf; fewer than n only at
  *                    the end (0 past it)
  *   api_pieces_free  lets go of it (a body sent, or a client gone midway);

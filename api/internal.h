@@ -94,7 +94,7 @@ void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype d
 /* A route's methods as bits. Each route's one set of them answers a wrong
  * method (405 and its Allow) and a CORS preflight (its allowed methods). */
 enum {
-    API_M_GET = 1u << 0,            /* and HEAD */
+    API_M_GET = 1u << 0,            /* and HEAD (RFC 9110 9.3.2: GET without the body) */
     API_M_POST = 1u << 1,
     API_M_DELETE = 1u << 2,
 };
@@ -112,7 +112,8 @@ struct api_route_methods {
 unsigned api_route_methods(const struct api_route_methods *table, size_t n,
                            const char *route);
 
-/* "GET, POST" for an Allow or Access-Control-Allow-Methods header. */
+/* "GET, HEAD, POST" for an Allow or Access-Control-Allow-Methods header
+ * (API_M_GET is both GET and HEAD). */
 void api_methods_text(unsigned methods, char *out, size_t size);
 
 /* 405 method_not_allowed with Allow listing methods (API_M_* bits). */
@@ -134,6 +135,10 @@ void api_reply_empty(struct api_call *c, int status);
  * taken and freed with the response. */
 void api_reply_bytes(struct api_call *c, int status, const char *content_type,
                      void *bytes, size_t len);
+
+/* A HEAD answer without building the body: the headers GET would send,
+ * its Content-Length len (api.h's resp->head). */
+void api_reply_head(struct api_call *c, int status, const char *content_type, size_t len);
 
 /* Reply with a body read piece by piece (api.h's api_pieces, taken and
  * freed with the response), len bytes in all, of a static content type. */
@@ -245,7 +250,7 @@ bool api_sessions_reply_created(struct api_call *c, const char *id);
  * saying what it holds against which limit. (api/sessions.c) */
 void api_sessions_fail_full(struct api_call *c);
 
-/* GET /v1/sessions/{id}/export and POST /v1/sessions/import
+/* GET (and HEAD) /v1/sessions/{id}/export and POST /v1/sessions/import
  * (api/sessions_move.c); api_route_export is the first's template. */
 extern const char api_route_export[];
 void api_sessions_export(struct api_call *c, const char *id);

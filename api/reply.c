@@ -40,6 +40,7 @@ static void reply_reset(struct api_call *c)
     c->resp->body = NULL;
     c->resp->pieces = NULL;
     c->resp->body_len = 0;
+    c->resp->head = false;
     c->resp->content_type = NULL;
     c->answered = true;
 }
@@ -152,7 +153,7 @@ unsigned api_route_methods(const struct api_route_methods *table, size_t n,
 void api_methods_text(unsigned methods, char *out, size_t size)
 {
     static const struct { unsigned bit; const char *name; } names[] = {
-        {API_M_GET, "GET"}, {API_M_POST, "POST"}, {API_M_DELETE, "DELETE"}};
+        {API_M_GET, "GET, HEAD"}, {API_M_POST, "POST"}, {API_M_DELETE, "DELETE"}};
     size_t n = 0;
 
     if (size == 0)
@@ -271,6 +272,12 @@ void api_response_header(struct api_response *resp, const char *name,
     snprintf(h->value, sizeof h->value, "%s", value);
 }
 
+void api_reply_head(struct api_call *c, int status, const char *content_type, size_t len)
+{
+    api_reply_bytes(c, status, content_type, NULL, len);
+    c->resp->head = true;
+}
+
 void api_reply_pieces(struct api_call *c, int status, const char *content_type,
                       struct api_pieces *pieces, size_t len)
 {
@@ -285,4 +292,5 @@ void api_response_free(struct api_response *resp)
     resp->pieces = NULL;
     resp->body = NULL;
     resp->body_len = 0;
+    resp->head = false;
 }

@@ -241,6 +241,7 @@ static void call_init(struct api_call *c, struct api_ctx *ctx,
     resp->body = NULL;
     resp->pieces = NULL;
     resp->body_len = 0;
+    resp->head = false;
     resp->content_type = NULL;
     resp->n_headers = 0;
     resp->status = 500;

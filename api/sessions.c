@@ -15,6 +15,9 @@
  *   POST   /v1/sessions/import          the import: an exact route of
  *                                       api/router.c)
  *
+ * HEAD is answered wherever GET is, as GET (the transport sends no body);
+ * an export's HEAD counts its bytes without taking a snapshot.
+ *
  * A request on a session holds it (sess_acquire .. sess_release) from the
  * moment its body is validated against the session's fixed parameters
  * (dtype, heads, widths: read with the session's dtype) until the cache has
@@ -841,13 +844,6 @@ static bool is_method(const struct api_call *c, const char *m)
     return strcmp(c->req->method, m) == 0;
 }
 
-/* The request's method as an API_M_* bit; HEAD is none here (the session
- * routes answer GET, not HEAD). */
-static unsigned session_method_bit(const struct api_call *c)
-{
-    return is_method(c, "HEAD") ? 0 : api_method_bit(c->req->method);
-}
-
 /* Split "/{id}[/action]" into id and action ("" if none); an overlong id
  * becomes "" (unknown to the store: 404 session_not_found). false: no id. */
 static bool split_rest(const char *rest, char *id, const char **action)
@@ -907,10 +903,10 @@ unsigned api_sessions_methods(const char *rest)
 }
 
 /* Dispatch "/{id}/action" by action and method (the method is one the
- * route answers: api_sessions checked it). */
+ * route answers: api_sessions checked it; HEAD is GET's). */
 static void on_session(struct api_call *c, const char *id, const char *action)
 {
-    bool get = is_method(c, "GET");
+    bool get = is_method(c, "GET") || is_method(c, "HEAD");
     if (action[0] == '\0') {
         get ? get_req(c, id) : delete_req(c, id);
     } else if (strcmp(action, "kv") == 0) {
@@ -938,7 +934,7 @@ void api_sessions(struct api_call *c, const char *rest)
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no such route under /v1/sessions");
         return;
     }
-    if (!(session_method_bit(c) & methods)) {
+    if (!(api_method_bit(c->req->method) & methods)) {
         api_fail_method(c, methods);
         return;
     }

@@ -2,6 +2,7 @@
  * api/sessions_move.c — moving a session between replicas:
  *
  *   GET  /v1/sessions/{id}/export   the session as bytes      200
+ *   HEAD /v1/sessions/{id}/export   GET's headers, nothing built
  *   POST /v1/sessions/import        a new session from them   201 + Location
  *
  * The bytes are core/persist.h's export format (application/octet-stream;
@@ -30,7 +31,9 @@
  * transport's buffer as the socket takes it, never built whole; the
  * session's own requests go on meanwhile and the snapshot's pages are let
  * go once its rows are read out (before the last bytes are sent) or the
- * client is gone. Others get the bytes whole.
+ * client is gone. Others get the bytes whole. A HEAD takes no snapshot:
+ * the session is held only while its export's bytes are counted (its
+ * header's, and the rows' from their number), for GET's Content-Length.
  */
 #include "api/internal.h"
 
@@ -72,6 +75,12 @@ void api_sessions_export(struct api_call *c, const char *id)
     struct api_pieces *pieces = NULL;
     if (sess_acquire(st, id, &s) != CORE_OK) {
         api_fail(c, API_ERR_SESSION_NOT_FOUND, NULL, NULL);
+        return;
+    }
+    if (strcmp(c->req->method, "HEAD") == 0) {
+        n = sess_export_bytes(st, s);
+        sess_release(st, s);
+        api_reply_head(c, 200, octet_stream, n);
         return;
     }
     enum core_status rc = CORE_ENOMEM;

@@ -193,6 +193,19 @@ static void pieces_free(void *cls)
     api_pieces_free(cls);
 }
 
+/* A HEAD answer that holds no body (api.h's resp->head): MHD sends only
+ * the headers to HEAD (microhttpd.h: "The library does understand HEAD
+ * and will only send the headers of the response"), so this is never
+ * called; its response's size gives the Content-Length GET's would. */
+static ssize_t head_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls;
+    (void)pos;
+    (void)buf;
+    (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 /* The buffer MHD reads a piece-by-piece body into, one per response: a
  * 128 MiB export ran at the same speed with 256 KiB, 1 MiB and 4 MiB
  * (alternating runs, medians within noise), so the smallest. */
@@ -203,7 +216,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
 {
     char *body = resp->body;
     struct api_pieces *pieces = resp->pieces;
-    size_t len = body || pieces ? resp->body_len : 0;
+    size_t len = body || pieces || resp->head ? resp->body_len : 0;
     resp->body = NULL;
     resp->pieces = NULL;
     if (len == 0) {                     /* MHD keeps no pointer to an empty buffer */
@@ -219,6 +232,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
                      len, len < PIECES_BLOCK ? len : PIECES_BLOCK, pieces_read, pieces,
                      pieces_free)
         : body ? MHD_create_response_from_buffer_with_free_callback(len, body, api_spare_free)
+        : len  ? MHD_create_response_from_callback(len, 1, head_read, NULL, NULL)
                : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!mr) {
         api_spare_free(body);
@@ -680,6 +694,7 @@ static struct req *req_new(struct srv_http *h)
     r->resp.body = NULL;
     r->resp.pieces = NULL;
     r->resp.body_len = 0;
+    r->resp.head = false;
     return r;
 }
 

@@ -113,12 +113,12 @@ TEST(not_found_and_method)
 
     t_call(&ctx, "DELETE", "/v1/verify", NULL, &r);
     CHECK_EQ_INT(r.status, 405);
-    CHECK_STR(t_hdr(&r, "Allow"), "GET, POST");
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, HEAD, POST");
     api_response_free(&r);
 
     t_call(&ctx, "POST", "/healthz", "{}", &r);
     CHECK_EQ_INT(r.status, 405);
-    CHECK_STR(t_hdr(&r, "Allow"), "GET");
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, HEAD");
     api_response_free(&r);
 
     /* a prefix of a route is not the route */
@@ -249,7 +249,7 @@ TEST(cors_preflight)
     /* the methods of the path's route, not of its subtree */
     t_call_h(&ctx, "OPTIONS", "/v1/sessions/x/kv", ok, NULL, &r);
     CHECK_EQ_INT(r.status, 204);
-    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, POST");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Methods"), "GET, HEAD, POST");
     api_response_free(&r);
 
     t_call_h(&ctx, "OPTIONS", "/v1/attention", bad, NULL, &r);
@@ -277,26 +277,30 @@ static const char *test_static_route(const char *path)
 
 /* Every route's preflight offers exactly the methods it answers: those
  * not offered are 405 with the same list in Allow, those offered are
- * not. The static files answer GET (the transport serves it). */
+ * not (HEAD is GET's). The static files answer GET and HEAD (the
+ * transport serves them). */
 TEST(preflight_methods_are_the_routes)
 {
     static const struct {
         const char *path, *methods;
     } routes[] = {
-        {"/healthz", "GET"}, {"/readyz", "GET"}, {"/metrics", "GET"}, {"/v1/info", "GET"},
+        {"/healthz", "GET, HEAD"}, {"/readyz", "GET, HEAD"}, {"/metrics", "GET, HEAD"},
+        {"/v1/info", "GET, HEAD"},
         {"/v1/attention", "POST"}, {"/v1/sessions/import", "POST"},
-        {"/v1/verify", "GET, POST"}, {"/verify", "GET, POST"},
-        {"/v1/sessions", "POST"}, {"/v1/sessions/x", "GET, DELETE"},
-        {"/v1/sessions/x/kv", "GET, POST"}, {"/v1/sessions/x/export", "GET"},
+        {"/v1/verify", "GET, HEAD, POST"}, {"/verify", "GET, HEAD, POST"},
+        {"/v1/sessions", "POST"}, {"/v1/sessions/x", "GET, HEAD, DELETE"},
+        {"/v1/sessions/x/kv", "GET, HEAD, POST"}, {"/v1/sessions/x/export", "GET, HEAD"},
         {"/v1/sessions/x/attention", "POST"}, {"/v1/sessions/x/truncate", "POST"},
         {"/v1/sessions/x/fork", "POST"},
-        {"/v2", "GET"}, {"/v2/health/live", "GET"}, {"/v2/health/ready", "GET"},
-        {"/v2/models/attention", "GET"}, {"/v2/models/attention/versions/1", "GET"},
-        {"/v2/models/attention/ready", "GET"}, {"/v2/models/attention/infer", "POST"},
+        {"/v2", "GET, HEAD"}, {"/v2/health/live", "GET, HEAD"},
+        {"/v2/health/ready", "GET, HEAD"}, {"/v2/models/attention", "GET, HEAD"},
+        {"/v2/models/attention/versions/1", "GET, HEAD"},
+        {"/v2/models/attention/ready", "GET, HEAD"}, {"/v2/models/attention/infer", "POST"},
         {"/v2/models/attention/versions/1/infer", "POST"},
-        {"/", "GET"}, {"/index.html", "GET"}, {"/v1/openapi.json", "GET"}, {"/app.js", "GET"},
+        {"/", "GET, HEAD"}, {"/index.html", "GET, HEAD"}, {"/v1/openapi.json", "GET, HEAD"},
+        {"/app.js", "GET, HEAD"},
     };
-    static const char *const methods[] = {"GET", "POST", "DELETE", "PUT", "PATCH"};
+    static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE", "PUT", "PATCH"};
     const char *const ok[] = {"Origin", "http://localhost:3000", NULL};
     struct sess_config scfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
     struct api_response r;
@@ -347,7 +351,7 @@ TEST(preflight_methods_are_the_routes)
     ctx.cfg.api_key = "s3cret";
     t_call(&ctx, "POST", "/v1/openapi.json", "{}", &r);
     CHECK_EQ_INT(r.status, 405);
-    CHECK_STR(t_hdr(&r, "Allow"), "GET");
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, HEAD");
     CHECK_STR(r.route, "/v1/openapi.json");
     api_response_free(&r);
     ctx.cfg.api_key = NULL;

@@ -383,7 +383,7 @@ TEST(truncate_fork_delete)
     CHECK_EQ_INT(info_int(fid, "length"), 4);   /* the fork lives on */
     req("PUT", P(fid, ""), "{}", &r);
     CHECK_EQ_INT(r.status, 405);
-    CHECK_STR(t_hdr(&r, "Allow"), "GET, DELETE");
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, HEAD, DELETE");
     api_response_free(&r);
 }
 

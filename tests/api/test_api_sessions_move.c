@@ -648,6 +648,41 @@ TEST(export_in_pieces_to_a_transport_that_takes_them)
     free(b);
 }
 
+/* HEAD of an export answers GET's status, type and length with no body,
+ * and takes no snapshot (no pieces), for either transport; an unknown
+ * session is GET's 404, and without the key GET's 401. */
+TEST(head_of_an_export_builds_nothing)
+{
+    char sid[128];
+    make_session("{\"d_k\":4,\"d_v\":3,\"heads\":2,\"kv_heads\":1,\"dtype\":\"float32\"}",
+                 4, 3, 70, 5, sid);
+    size_t n;
+    unsigned char *a = export_bytes(sid, &n);
+    free(a);
+    for (int pieces_ok = 0; pieces_ok <= 1; pieces_ok++) {
+        struct api_request q = {.method = "HEAD", .path = P(sid, "/export"),
+                                .pieces_ok = pieces_ok};
+        struct api_response r;
+        api_handle(&ctx, &q, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_STR(r.content_type, "application/octet-stream");
+        CHECK(r.head && r.body == NULL && r.pieces == NULL && r.body_len == n);
+        CHECK_STR(r.route, "/v1/sessions/{id}/export");
+        api_response_free(&r);
+    }
+    struct api_response r;
+    CHECK_EQ_INT(call("HEAD", P("t9.nosuchsession", "/export"), NULL, NULL, 0, &r), 404);
+    CHECK_STR(t_err_code(&r), "session_not_found");
+    CHECK(!r.head);
+    api_response_free(&r);
+    ctx.cfg.api_key = "sekret";
+    CHECK_EQ_INT(call("HEAD", P(sid, "/export"), NULL, NULL, 0, &r), 401);
+    api_response_free(&r);
+    ctx.cfg.api_key = NULL;
+    CHECK_EQ_INT(call("DELETE", P(sid, ""), NULL, NULL, 0, &r), 204);
+    api_response_free(&r);
+}
+
 TEST(routes_methods_and_auth)
 {
     struct api_response r;
@@ -658,7 +693,7 @@ TEST(routes_methods_and_auth)
     CHECK_STR(r.route, "/v1/sessions/{id}/export");
     api_response_free(&r);
     CHECK_EQ_INT(call("POST", P(sid, "/export"), NULL, NULL, 0, &r), 405);
-    CHECK_STR(t_hdr(&r, "Allow"), "GET");
+    CHECK_STR(t_hdr(&r, "Allow"), "GET, HEAD");
     api_response_free(&r);
     CHECK_EQ_INT(call("GET", "/v1/sessions/import", NULL, NULL, 0, &r), 405);
     CHECK_STR(t_hdr(&r, "Allow"), "POST");
@@ -695,6 +730,7 @@ int main(void)
     RUN(version_4_reads_yarn_truncate_true);
     RUN(an_export_is_version_5_and_an_import_takes_no_key);
     RUN(export_in_pieces_to_a_transport_that_takes_them);
+    RUN(head_of_an_export_builds_nothing);
     RUN(routes_methods_and_auth);
     sess_store_free(ctx.store);
     TEST_MAIN_END();

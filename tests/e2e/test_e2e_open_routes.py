@@ -35,18 +35,21 @@ def test_help_lists_every_static_file_and_the_probes():
 
 
 def test_server_answers_exactly_the_open_routes_without_a_key():
+    # HEAD is GET's: open where GET is, 401 (with no body) where it is not
     routes = open_routes()
     doc = openapi()
     with Attnd("--api-key", KEY) as d:
         for p in routes:
             r = d.get(p)
             assert r.status in (200, 503), f"GET {p} without a key: {r}"
+            h = d.request("HEAD", p)
+            assert h.status == r.status and h.body == b"", f"HEAD {p} without a key: {h}"
         for path, item in doc["paths"].items():
             if path in routes:
                 continue
             concrete = path.replace("{id}", "0123456789abcdef").replace("{version}", "1")
             for method in item:
-                if method not in ("get", "post", "delete"):
+                if method not in ("get", "head", "post", "delete"):
                     continue
                 r = d.request(method.upper(), concrete, body={} if method == "post" else None)
                 assert r.status == 401, f"{method.upper()} {path} without a key: {r}"

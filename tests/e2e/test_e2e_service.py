@@ -218,13 +218,13 @@ def test_static_files_answer_a_wrong_method_405_with_allow(attnd):
             r = attnd.request(method, path, b"{}" if method != "DELETE" else None)
             assert r.status == 405, (method, path, r)
             assert r.json()["error"]["code"] == "method_not_allowed", (method, path)
-            assert r.headers["allow"] == "GET", (method, path)
+            assert r.headers["allow"] == "GET, HEAD", (method, path)
 
 
 def test_static_files_need_no_key_for_their_405():
     with Attnd("--api-key", "s3cret-key") as a:
         r = a.post("/v1/openapi.json", {})
-        assert r.status == 405 and r.headers["allow"] == "GET", r
+        assert r.status == 405 and r.headers["allow"] == "GET, HEAD", r
 
 
 def test_reads_over_max_elements_are_422_response_too_large():
@@ -265,19 +265,20 @@ def test_cors_preflight_allowed_and_refused():
 def test_cors_preflight_offers_the_routes_own_methods():
     origin = "http://teach.example"
     with Attnd("--cors-origins", "*") as a:
-        for path, methods in (("/v1/sessions/abc/kv", "GET, POST"),
-                              ("/v1/sessions/abc", "GET, DELETE"),
+        for path, methods in (("/v1/sessions/abc/kv", "GET, HEAD, POST"),
+                              ("/v1/sessions/abc", "GET, HEAD, DELETE"),
                               ("/v1/sessions/abc/fork", "POST"),
                               ("/v2/models/attention/infer", "POST"),
-                              ("/v2/health/live", "GET"),
-                              ("/", "GET"), ("/v1/openapi.json", "GET"), ("/app.js", "GET")):
+                              ("/v2/health/live", "GET, HEAD"),
+                              ("/", "GET, HEAD"), ("/v1/openapi.json", "GET, HEAD"),
+                              ("/app.js", "GET, HEAD")):
             r = a.request("OPTIONS", path, headers={"Origin": origin,
                                                     "Access-Control-Request-Method": "GET"})
             assert r.status == 204, (path, r)
             assert r.headers["access-control-allow-methods"] == methods, path
         # DELETE on a session's kv is 405, so its preflight does not offer it
         r = a.request("DELETE", "/v1/sessions/abc/kv")
-        assert r.status == 405 and r.headers["allow"] == "GET, POST"
+        assert r.status == 405 and r.headers["allow"] == "GET, HEAD, POST"
 
 
 def test_cors_on_transport_errors():

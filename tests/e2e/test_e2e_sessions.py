@@ -10,6 +10,10 @@
   working) and lru (the least recently used idle session goes).
 - TTL: an idle session expires (404), one in use does not.
 - Restart with --state-dir: the same requests give the same bytes.
+- HEAD on a session, its rows and its export is GET's answer without the
+  body: the same status, Content-Type and Content-Length (an export's
+  counted, not built), 404 for an unknown session, 401 without the key;
+  a 405's Allow lists HEAD beside GET.
 """
 import base64
 import os
@@ -376,3 +380,53 @@ def test_a_session_object_without_its_state_creates_the_same_session(attnd, spec
         if s == sid:
             first = out.json()["output"]
     assert out.json()["output"] == first
+
+
+def test_head_on_session_routes_is_get_without_the_body():
+    key = {"Authorization": "Bearer head-test-key"}
+    with Attnd("--api-key", "head-test-key") as a:
+        r = a.post("/v1/sessions", {"d_k": 4, "d_v": 3, "heads": 2, "kv_heads": 1,
+                                    "dtype": "float32", "kv_dtype": "int8",
+                                    "bias": {"k": [0.5, 0, -1, 2]}}, headers=key)
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        rng = random.Random(7)
+        rows = [_mat(rng, 70, 4)]
+        vals = [_mat(rng, 70, 3)]
+        assert a.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": vals}, headers=key).status == 200
+        for suffix in ("", "/kv", "/export"):
+            path = f"/v1/sessions/{sid}{suffix}"
+            g = a.get(path, headers=key)
+            h = a.request("HEAD", path, headers=key)
+            assert g.status == h.status == 200, (path, h)
+            assert h.body == b"", path
+            assert h.headers["content-type"] == g.headers["content-type"], (path, h.headers)
+            if suffix:                  # the object's expires_in_s moves
+                assert int(h.headers["content-length"]) == len(g.body), (path, h.headers)
+            else:
+                assert abs(int(h.headers["content-length"]) - len(g.body)) <= 4, h.headers
+            # without the key: GET's 401, its challenge and no body
+            g = a.get(path)
+            h = a.request("HEAD", path)
+            assert g.status == h.status == 401, (path, h)
+            assert h.headers["www-authenticate"] == g.headers["www-authenticate"]
+            assert h.body == b"" and int(h.headers["content-length"]) == len(g.body)
+            # an unknown session: GET's 404 with its headers, no body
+            gone = f"/v1/sessions/AAAAAAAAAAAAAAAAAAAAAA{suffix}"
+            g = a.get(gone, headers=key)
+            h = a.request("HEAD", gone, headers=key)
+            assert g.status == h.status == 404, (gone, h)
+            assert g.json()["error"]["code"] == "session_not_found"
+            assert h.headers["content-type"] == g.headers["content-type"] == "application/json"
+            assert h.body == b"" and int(h.headers["content-length"]) == len(g.body)
+        # the export HEAD described is the one GET sends, and imports
+        exp = a.get(f"/v1/sessions/{sid}/export", headers=key).body
+        assert exp[:8] == b"ATTNDSES"
+        r = a.post("/v1/sessions/import", exp,
+                   headers={**key, "Content-Type": "application/octet-stream"})
+        assert r.status == 201, r
+        for suffix, allow in (("", "GET, HEAD, DELETE"), ("/kv", "GET, HEAD, POST"),
+                              ("/export", "GET, HEAD")):
+            r = a.request("PUT", f"/v1/sessions/{sid}{suffix}", b"{}", headers=key)
+            assert r.status == 405 and r.headers["allow"] == allow, (suffix, r)
+

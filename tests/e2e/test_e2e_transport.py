@@ -7,6 +7,7 @@ and chunked, bodies exactly at the cap, Content-Length with Transfer-Encoding, u
 codings, conflicting Content-Length, Expect: 100-continue, absolute-form
 targets, keep-alive kept over several requests (and closed after an early refusal), idle timeouts,
 per-address connection limits, and a server that keeps serving after all of it.
+HEAD on every GET route is GET's answer without a byte of body.
 """
 import json
 import os
@@ -35,9 +36,11 @@ def connect(a, timeout=10):
     return attnd_proc.connect(a.port, timeout=timeout)
 
 
-def read_response(sock):
-    """(status, headers, body) of one response framed by Content-Length.
-    Reads the head byte by byte so a pipelined next response stays unread."""
+def read_response(sock, to_head=False):
+    """(status, headers, body) of one response framed by Content-Length
+    (to_head: the answer to a HEAD, which has no body whatever its
+    Content-Length says). Reads the head byte by byte so a pipelined next
+    response stays unread."""
     head = b""
     while not head.endswith(b"\r\n\r\n"):
         c = sock.recv(1)
@@ -50,7 +53,7 @@ def read_response(sock):
     for x in lines[1:]:
         k, v = x.split(":", 1)
         hdrs[k.strip().lower()] = v.strip()
-    n = int(hdrs.get("content-length", "0"))
+    n = 0 if to_head else int(hdrs.get("content-length", "0"))
     body = b""
     while len(body) < n:
         chunk = sock.recv(n - len(body))
@@ -325,6 +328,46 @@ def test_absolute_form_targets_are_served_as_their_path(small):
     json_error(status, hdrs, out, 404, "not_found")
     assert "/nope" in json.loads(out)["error"]["message"]
     assert "http:" not in json.loads(out)["error"]["message"]
+
+
+# ---- HEAD ----------------------------------------------------------------------
+
+def test_head_is_get_without_the_body_on_every_get_route(small):
+    # RFC 9110 9.3.2: HEAD answers what GET would, the same status and
+    # header fields, and no body. A GET /healthz pipelined after each HEAD
+    # is read right after the HEAD's headers: not a byte of body came
+    # between. Routes: the document's GET operations (a session with rows
+    # for {id}) and every static file.
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "server", "web", "openapi.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    r = small.post("/v1/sessions", {"d_k": 2, "d_v": 2, "heads": 2})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    rows = [[[1, 0], [0.5, -2]], [[0, 1], [3, 0.25]]]
+    assert small.post(f"/v1/sessions/{sid}/kv", {"k": rows, "v": rows}).status == 200
+    paths = [t.replace("{id}", sid).replace("{version}", "1")
+             for t, item in doc["paths"].items() if "get" in item]
+    paths += ["/" + name for name in sorted(os.listdir(os.path.join(root, "server", "web")))]
+    # counters, timings and a session's expires_in_s: their lengths move
+    varying = {"/metrics", "/v1/verify", "/verify", f"/v1/sessions/{sid}"}
+    s = connect(small)
+    for path in paths:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+        g_status, g_hdrs, g_body = read_response(s)
+        s.sendall(b"HEAD %s HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                  % path.encode())
+        status, hdrs, _ = read_response(s, to_head=True)
+        attnd_proc.record("HEAD", path, status, hdrs, None)
+        assert status == g_status == 200, (path, status, g_status)
+        assert hdrs.get("content-type") == g_hdrs.get("content-type"), (path, hdrs)
+        assert "content-length" in hdrs and "content-length" in g_hdrs, (path, hdrs)
+        if path not in varying:
+            assert int(hdrs["content-length"]) == len(g_body), (path, hdrs)
+        status, _, body = read_response(s)
+        assert status == 200 and json.loads(body) == {"status": "ok"}, (path, body[:200])
+    s.close()
+    assert small.request("DELETE", f"/v1/sessions/{sid}").status == 204
 
 
 def test_idle_connection_times_out():
