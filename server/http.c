@@ -206,6 +206,14 @@ static ssize_t head_read(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* The body bytes an answer of len sends, as the log's bytes_out and
+ * attnd_response_bytes_total count them: none to HEAD, whose answer MHD
+ * sends without its body. */
+static size_t body_sent(const struct req *r, size_t len)
+{
+    return strcmp(r->method, "HEAD") == 0 ? 0 : len;
+}
+
 /* The buffer MHD reads a piece-by-piece body into, one per response: a
  * 128 MiB export ran at the same speed with 256 KiB, 1 MiB and 4 MiB
  * (alternating runs, medians within noise), so the smallest. */
@@ -250,7 +258,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
     r->error = resp->error;
     r->status = resp->status;
     r->route = resp->route;
-    r->bytes_out = len;
+    r->bytes_out = body_sent(r, len);
     r->state = REQ_ANSWERED;
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)resp->status, mr);
     MHD_destroy_response(mr);
@@ -365,7 +373,7 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     MHD_add_response_header(mr, "X-Request-Id", r->id);
     r->status = 200;
     r->route = asset_route(r->url, a);
-    r->bytes_out = a->size;
+    r->bytes_out = body_sent(r, a->size);
     r->state = REQ_ANSWERED;
     enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, mr);
     MHD_destroy_response(mr);

@@ -6,7 +6,7 @@ text. The checks follow the Prometheus naming conventions: one attnd_ prefix,
 base units in the name (_seconds, _bytes), counters ending in _total,
 histograms with cumulative buckets ending at +Inf; request counts labelled by
 route template (never a raw session id) and status code; and the numbers move
-as the requests made here say they must.
+as the requests made here say they must (a HEAD sends no body bytes).
 """
 import math
 import re
@@ -210,3 +210,41 @@ def test_a_client_gone_before_the_answer_is_counted_under_its_route():
         assert value(fams, "attnd_requests", "attnd_requests_total", route="other") == 0
         _wait(lambda: len(_request_lines(a, 499)) == 1)
         assert _request_lines(a, 499)[0]["route"] == "/v1/sessions/{id}/kv"
+
+
+def test_head_answers_count_no_body_bytes():
+    # HEAD is answered with GET's headers and no body: the body bytes sent
+    # (attnd_response_bytes_total, the log's bytes_out) count none of it.
+    # The total is at most the bodies this client received (and the start's
+    # /healthz probes, 15 bytes each); the HEADs' Content-Lengths add 150 KB.
+    from attnd_proc import Attnd
+    with Attnd() as a:
+        received = 0
+        r = a.post("/v1/sessions", {"d_k": 2, "d_v": 2})
+        sid = r.json()["id"]
+        received += len(r.body)
+        r = a.post(f"/v1/sessions/{sid}/kv", {"k": [[1, 0]] * 300, "v": [[0, 1]] * 300})
+        assert r.status == 200
+        received += len(r.body)
+        sizes = {}
+        for path in ("/app.js", f"/v1/sessions/{sid}/export", f"/v1/sessions/{sid}/kv"):
+            for _ in range(3):
+                r = a.request("HEAD", path)
+                assert r.status == 200 and r.body == b"", (path, r)
+                sizes[path] = int(r.headers["content-length"])
+        assert 3 * sum(sizes.values()) > 100000, sizes
+
+        def heads_counted():
+            nonlocal received
+            text, f = scrape(a)
+            received += len(text.encode())
+            return sum(value(f, "attnd_requests", "attnd_requests_total", route=t, code="200")
+                       for t in ("/{asset}", "/v1/sessions/{id}/export",
+                                 "/v1/sessions/{id}/kv")) >= 9 + 1     # and the append
+        _wait(heads_counted)
+        _, fams = scrape(a)
+        sent = value(fams, "attnd_response_bytes", "attnd_response_bytes_total")
+        assert sent <= received + 3000, (sent, received, sizes)
+        a.stop()
+        heads = [e for e in _request_lines(a, 200) if e.get("method") == "HEAD"]
+    assert len(heads) == 9 and all(e["bytes_out"] == 0 for e in heads), heads
