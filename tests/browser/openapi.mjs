@@ -8,6 +8,8 @@
 // 2. Every JSON request and response example is validated with Ajv
 //    (JSON Schema 2020-12, the dialect of OpenAPI 3.1) against the schema
 //    it is documented under, so schemas and examples cannot drift apart.
+//    Every path documents OPTIONS (the CORS preflight), every GET path HEAD,
+//    and every operation the shared 500 (Internal, or V2Internal under /v2).
 // 3. With a server URL, every response example is sent to the running attnd
 //    (the request example of the same name is the body; x-attnd-before sets
 //    up sessions) and the answer must have the documented status, satisfy
@@ -54,7 +56,7 @@ function schemaAt(ptr) {
 }
 
 // Every operation: {path, method, op, ptr}.
-const METHODS = ['get', 'post', 'put', 'delete', 'patch'];
+const METHODS = ['get', 'head', 'post', 'put', 'delete', 'patch', 'options'];
 const operations = [];
 for (const [path, item] of Object.entries(doc.paths)) {
   for (const method of METHODS) {
@@ -118,6 +120,24 @@ const have = new Set(operations.map((o) => `${o.method} ${o.path}`));
 const missing = ROUTES.filter((r) => !have.has(r));
 if (missing.length === 0) ok(`all ${ROUTES.length} documented routes are documented`);
 else fail('all documented routes are documented', missing.join(', '));
+
+// HEAD beside every GET, OPTIONS on every path, the shared 500 everywhere
+{
+  const lack = [];
+  for (const [path, item] of Object.entries(doc.paths)) {
+    if (item.get && !item.head) lack.push(`head ${path}`);
+    if (!item.options) lack.push(`options ${path}`);
+    else if (!(item.options.responses['204'] || {}).$ref) lack.push(`options ${path}: 204`);
+  }
+  if (lack.length === 0) ok('every path documents OPTIONS, and HEAD beside GET');
+  else fail('every path documents OPTIONS, and HEAD beside GET', lack.join(', '));
+  const no500 = operations.filter((o) => {
+    const want = `#/components/responses/${o.path.startsWith('/v2') ? 'V2Internal' : 'Internal'}`;
+    return (o.op.responses['500'] || {}).$ref !== want;
+  }).map((o) => `${o.method} ${o.path}`);
+  if (no500.length === 0) ok(`every operation (${operations.length}) documents the shared 500`);
+  else fail('every operation documents the shared 500', no500.join(', '));
+}
 
 // the server's codes are its error table's (api/error.h, one X(...) a code)
 const codes = getPtr(doc, '/components/schemas/ErrorCode/enum') || [];
