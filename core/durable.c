@@ -27,7 +27,10 @@
  * Records (payload of a jnl record; lsn: one counter for the store):
  *   u32 type, f64 wall-clock seconds of the change, then by type:
  *   SESS    a whole session (persist.c's encoding): create, import,
- *           snapshot, and a fork while a snapshot is being written
+ *           snapshot, a fork while a snapshot is being written, and a
+ *           session put in place under an id in use (core/store_put.c:
+ *           in a journal it replaces a session of its id whose last
+ *           change is older)
  *   APPEND  u32 id_len, id, u64 m, u64 k_bytes, u64 v_bytes, raw k, raw v
  *           (as given to sess_append: replay prepares them the same way)
  *   TRUNC   u32 id_len, id, u64 length

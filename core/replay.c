@@ -189,8 +189,29 @@ static void *aligned_copy(const unsigned char *p, size_t n)
     return q;
 }
 
+/* Whether the session s->id is held already with a change as new as lsn
+ * (the snapshot holds it, and this record with it): false, with the one
+ * held deleted, when a journal's whole-session record is newer than it
+ * (a v2 sequence_start that replaced it, core/store_put.c; or a session
+ * made again under its name after an eviction whose record was lost). */
+static bool held_already(struct sess_store *st, const struct sess *s, uint64_t lsn,
+                         bool snapshot)
+{
+    struct sess *old;
+    if (snapshot)                       /* one record a session: the first stands */
+        return sess_exists(st, s->id);
+    if (sess_acquire(st, s->id, &old) != CORE_OK)
+        return false;
+    if (old->jlsn >= lsn) {
+        sess_unhold(st, old);
+        return true;
+    }
+    sess_delete_held(st, old);          /* no journal yet: nothing written */
+    return false;
+}
+
 static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
-                       double wall, struct cur *c)
+                       double wall, struct cur *c, bool snapshot)
 {
     struct sess *s;
     double idle = 0;
@@ -204,7 +225,7 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
             rp->failed++;
         return;
     }
-    if (sess_exists(st, s->id)) {       /* the snapshot already has it */
+    if (held_already(st, s, lsn, snapshot)) {
         sess_destroy(s);
         rp->skipped++;
         return;
@@ -364,7 +385,7 @@ static bool apply(struct sess_store *st, struct replay *rp, uint64_t lsn,
     if (lsn > rp->max_lsn)
         rp->max_lsn = lsn;
     if (type == SESS_REC_SESS) {
-        apply_sess(st, rp, lsn, wall, &c);
+        apply_sess(st, rp, lsn, wall, &c, snapshot);
         return true;
     }
     char id[SESS_ID_MAX];

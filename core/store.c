@@ -548,8 +548,7 @@ void sess_destroy(struct sess *s)
     free_parts(s);
 }
 
-/* Fill in max_tokens and ttl defaults from the store's config. */
-static void resolve_defaults(struct sess_store *st, struct sess *s)
+void sess_resolve_defaults(struct sess_store *st, struct sess *s)
 {
     if (s->spec.max_tokens == 0)
         s->spec.max_tokens = st->cfg.default_max_tokens
@@ -594,7 +593,7 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
     bool fresh = s->id[0] == '\0';
     enum core_status rc = CORE_OK;
     struct sess *grave = NULL;
-    resolve_defaults(st, s);
+    sess_resolve_defaults(st, s);
     /* a fork's pages are counted already (it shares its parent's count) */
     bool counted = kv_get_acct(s->kv) == &st->acct;
     size_t add = counted ? 0 : kv_bytes(s->kv);
@@ -658,9 +657,9 @@ static void unref(struct sess_store *st, struct sess *s, bool touch);
  * held non-NULL: on success s is left held (as sess_acquire leaves it)
  * into *held, so nobody can come between its making and its first use.
  */
-static enum core_status link_journaled(struct sess_store *st, struct sess *s,
-                                      struct sess *parent, char *id_out,
-                                      struct sess **held)
+static enum core_status link_journaled_keep(struct sess_store *st, struct sess *s,
+                                           struct sess *parent, char *id_out,
+                                           struct sess **held, bool keep)
 {
     s->refs = 1;
     pthread_mutex_lock(&s->mu);
@@ -668,7 +667,8 @@ static enum core_status link_journaled(struct sess_store *st, struct sess *s,
     if (rc != CORE_OK) {
         s->refs = 0;
         pthread_mutex_unlock(&s->mu);
-        sess_destroy(s);
+        if (!keep || rc != CORE_EEXIST)
+            sess_destroy(s);
         return rc;
     }
     /* a FORK record has no room for a key: a keyed fork goes whole */
@@ -687,6 +687,20 @@ static enum core_status link_journaled(struct sess_store *st, struct sess *s,
     else
         unref(st, s, true);
     return rc;
+}
+
+/* link_journaled_keep, destroying s when it cannot be linked. */
+static enum core_status link_journaled(struct sess_store *st, struct sess *s,
+                                      struct sess *parent, char *id_out,
+                                      struct sess **held)
+{
+    return link_journaled_keep(st, s, parent, id_out, held, false);
+}
+
+enum core_status sess_link_named_held(struct sess_store *st, struct sess *s,
+                                      struct sess **held)
+{
+    return link_journaled_keep(st, s, NULL, NULL, held, true);
 }
 
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
@@ -899,7 +913,7 @@ enum core_status sess_claim_rows(struct sess_store *st, struct sess *s, size_t n
     bool tight = false;
     size_t bytes = geom;
     pthread_mutex_lock(&st->mu);
-    if (!s->linked) {
+    if (!s->linked && !s->detached) {
         rc = CORE_ENOTFOUND;
     } else if (admit(st, 0, geom, s, false, &grave) != CORE_OK) {
         tight = true;

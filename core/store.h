@@ -293,6 +293,39 @@ enum core_status sess_create_named(struct sess_store *st,
 bool sess_named_id(struct sess_store *st, const char *name, char *id);
 
 /*
+ * A new session for a name that may be in use (a v2 sequence_start), made
+ * detached (core/store_put.c): it has the name's id (into id[SESS_ID_MAX]
+ * when id is non-NULL) but is in no map, so no request finds it, and
+ * nothing of it is journaled; its maker runs passes on it as on a held
+ * session (sess_attend_x: its rows count against max_cache_bytes as they
+ * are made, and it against max_sessions only once put in place). Then it
+ * is either dropped (sess_drop_detached: the store is as it was, the
+ * session under its id too) or put in place (sess_put_detached). Errors
+ * as sess_create_named.
+ */
+enum core_status sess_create_detached(struct sess_store *st, const struct sess_spec *spec,
+                                      const char *name, char *id, struct sess **out);
+void sess_drop_detached(struct sess_store *st, struct sess *s);
+
+/*
+ * Put detached s in place under its id with one journal record (the whole
+ * session, as a create's), so a restart finds what was there before or s,
+ * never neither. old: the session under that id, held by the caller since
+ * before s's pass (so nothing else changed it meanwhile), which keeps its
+ * place, lock and holders but takes s's settings and rows, its own going
+ * (and its idempotency key); NULL when there was none: s is linked (one
+ * session more against the limits), or, when another was made under the
+ * id meanwhile, that one is acquired and replaced as old would be. On
+ * CORE_OK *held is the session now under the id, held (sess_release it).
+ * s is consumed whatever the outcome; on an error old is as it was, and
+ * still held. CORE_EEXIST when others kept making and deleting the id
+ * meanwhile; else errors as sess_create_named (CORE_ESTORAGE: the record
+ * could not be written, or the caller's request was withdrawn).
+ */
+enum core_status sess_put_detached(struct sess_store *st, struct sess *s, struct sess *old,
+                                   struct sess **held);
+
+/*
  * Look up id, take a reference, lock the session and refresh its TTL and
  * LRU position. CORE_ENOTFOUND for an unknown or expired id. On CORE_OK the
  * caller must call sess_release(st, *out) exactly once.

@@ -40,6 +40,9 @@ struct sess {
     /* Journal (core/durable.c): */
     uint64_t jlsn;                  /* lsn of the last journaled change (mu) */
     double jtouch;                  /* store clock of the last record (mu) */
+    bool detached;                  /* made by sess_create_detached, not yet put
+                                       in place: its changes are not journaled
+                                       (core/store_put.c) */
 };
 
 struct sess_durable;
@@ -77,6 +80,15 @@ double sess_now(struct sess_store *st);
  * error with *err set. The cache is empty. */
 struct sess *sess_new_from_spec(const struct sess_spec *spec,
                                 enum core_status *err);
+
+/* Fill in a session's max_tokens and ttl defaults from the store's config. */
+void sess_resolve_defaults(struct sess_store *st, struct sess *s);
+
+/* link_journaled of a new named session s (id set), left held into *held
+ * (as sess_create_named leaves it); CORE_EEXIST (the id is taken): s is
+ * left as it was, unlinked, for the caller; any other error destroys it. */
+enum core_status sess_link_named_held(struct sess_store *st, struct sess *s,
+                                      struct sess **held);
 
 /* store_idem.c: give an unlinked session a copy of idem (NULL: none);
  * false when memory is short. */

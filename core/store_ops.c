@@ -72,7 +72,7 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
                                     long long expected_length)
 {
     size_t len = kv_length(s->kv), need;
-    if (!sess_is_linked(st, s))
+    if (!s->detached && !sess_is_linked(st, s))
         return CORE_ENOTFOUND;
     if (expected_length >= 0 && (unsigned long long)expected_length != len)
         return CORE_ELENGTH;
@@ -101,12 +101,15 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
 
 /* Journal an append that has been applied (from the mark taken before
  * it); rolled back to the mark when the record cannot be written (the
- * answer is then CORE_ESTORAGE), else the mark is let go. */
+ * answer is then CORE_ESTORAGE), else the mark is let go. A detached
+ * session's rows are journaled whole once it is put in place
+ * (core/store_put.c): an APPEND under its id now would land on the
+ * session that id names. */
 static enum core_status journal_append(struct sess_store *st, struct sess *s,
                                        const void *k, const void *v, size_t m,
                                        struct kv_mark *mark)
 {
-    enum core_status rc = sess_dur_append(st, s, k, v, m);
+    enum core_status rc = s->detached ? CORE_OK : sess_dur_append(st, s, k, v, m);
     if (rc != CORE_OK)
         kv_rollback(s->kv, mark);
     else

@@ -154,8 +154,8 @@ static void cut_unqueued(struct req *r)
  * journaled (core/store.h's sess_commit; an append applied in memory is
  * rolled back when its record is refused), so a 503 that says nothing of
  * it was applied stays true however long its pool thread goes on. If a
- * record of it was written already (a v2 sequence's start makes its
- * session before it computes), its change may have landed: it is left to
+ * record of it was written already (its computation done, its answer
+ * being written), its change may have landed: it is left to
  * answer for itself, as one already resumed with its answer is, while the
  * process waits for the answers owed. Else it is cut: the connection is
  * resumed here to answer 503 (REQ_CUT); the pool thread then leaves the

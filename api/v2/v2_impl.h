@@ -105,7 +105,12 @@ struct v2_infer {
     const json_t *seq_id;           /* borrowed */
     char seq_name[SESS_NAME_MAX];   /* its session's name (api_v2_seq_name) */
     char sid[SESS_ID_MAX];
-    struct sess *sess;              /* held session, or NULL */
+    struct sess *sess;              /* held session, or NULL; a start's detached
+                                       one (fresh) until it is put in place */
+    bool fresh;                     /* sess is detached (core/store.h's
+                                       sess_create_detached) */
+    struct sess *old;               /* a start's earlier session of the id, held
+                                       until the start is answered, or NULL */
 };
 
 /* obj[key] when obj is an object, else NULL (borrowed); a JSON null is
@@ -163,6 +168,24 @@ void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first);
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
                                 const struct attn_request *r, int k);
+
+/* sequence_start (api/v2/v2_seq.c): api_v2_seq_create makes the
+ * sequence's new session from the start's request r and inputs in,
+ * detached (x->sess, x->fresh), and holds the earlier sequence of the id
+ * if any (x->old: its requests wait); api_v2_seq_commit, once the start
+ * is answered 200, puts the new session in place over the earlier one (in
+ * one journal record) and holds it as x->sess, or turns the answer into
+ * the error; false / the error answered. */
+bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn_request *r,
+                       const struct attn_inputs *in);
+void api_v2_seq_commit(struct api_call *c, struct v2_infer *x);
+
+/* The end of a sequence request: a start not put in place is dropped and
+ * the earlier sequence goes on as it was; a sequence_end answered deletes
+ * the session held (not its id: a start may make the id again as soon as
+ * it is let go); one refused changed nothing, and the sequence goes on;
+ * anything else held is released. */
+void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x);
 
 /* The name of the session holding sequence id (api/v2/v2_seq.c; a positive
  * integer or a string of 1 to 63 bytes) into name[SESS_NAME_MAX]; false

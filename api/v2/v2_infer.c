@@ -795,64 +795,6 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     api_result_free(&res);
 }
 
-/* The sequence's session made anew and held into x->sess: an older one
- * under its name is deleted first (ended by this start); a start racing
- * this one for the name may take it in between, so that is tried a few
- * times. */
-static enum core_status make_named(struct api_call *c, struct v2_infer *x,
-                                   const struct sess_spec *sp)
-{
-    enum core_status st = CORE_EEXIST;
-    int tries;
-
-    for (tries = 0; tries < 3 && st == CORE_EEXIST; tries++) {
-        if (!sess_named_id(c->ctx->store, x->seq_name, x->sid))
-            return CORE_EINVAL;
-        st = sess_delete(c->ctx->store, x->sid);
-        if (st != CORE_OK && st != CORE_ENOTFOUND)
-            return st;
-        st = sess_create_named(c->ctx->store, sp, x->seq_name, x->sid, &x->sess);
-    }
-    return st;
-}
-
-/* sequence_start: a new session from this request's shapes and options,
- * named after the sequence id (replacing an older one); its window_* make
- * it a rolling session (api_roll_check_window checked them). */
-static bool sequence_create(struct api_call *c, struct v2_infer *x,
-                            const struct attn_request *r,
-                            const struct attn_inputs *in)
-{
-    struct sess_spec sp;
-    enum core_status st;
-
-    memset(&sp, 0, sizeof sp);
-    sp.shape = r->shape;
-    sp.shape.n = sp.shape.L = 0;
-    sp.params = r->params;
-    sp.bias_q = in->bias_q;
-    sp.bias_k = in->bias_k;
-    sp.bias_v = in->bias_v;
-    sp.bias_q_heads = in->bias_q ? in->bias_q_heads : 0;
-    sp.bias_k_heads = in->bias_k ? in->bias_k_heads : 0;
-    sp.bias_v_heads = in->bias_v ? in->bias_v_heads : 0;
-    sp.half = x->half;
-    sp.kv_store = x->kv_store;
-    sp.window = x->window;          /* on: a rolling session, as /v1's "window" */
-    if ((st = make_named(c, x, &sp)) == CORE_EEXIST) {
-        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, "/parameters/sequence_id",
-                 "other requests are starting this sequence at the same "
-                 "time; try again");
-        return false;
-    }
-    if (st != CORE_OK) {
-        x->sess = NULL;
-        api_fail_core(c, st, NULL);
-        return false;
-    }
-    return true;
-}
-
 /* A pass against the held session: a rolling one's causal and how far
  * back the query reaches are checked as /v1 checks them, and r becomes
  * the request the session makes of it (sess_request: a rolling session's
@@ -934,7 +876,7 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
             api_fail_core(c, st, NULL);
             return;
         }
-        if (!sequence_create(c, x, &r, &in))
+        if (!api_v2_seq_create(c, x, &r, &in))
             return;
     }
     if (x->sess && !session_pass(c, x, &r, m))
@@ -985,16 +927,10 @@ void api_v2_infer(struct api_call *c)
         goto out;
     }
     infer_compute(c, &x);
+    if (x.fresh && c->answered && c->resp->status == 200)
+        api_v2_seq_commit(c, &x);
 out:
-    /* a sequence_end answered, or a start whose first request failed: no
-     * sequence is left behind (the session held, not its id: a start may
-     * make the id again as soon as it is let go); an end that was refused
-     * changed nothing, so the sequence goes on */
-    if (x.sess && ((x.seq_end && c->resp->status < 400) ||
-                   (x.seq_start && c->resp->status >= 400)))
-        sess_delete_held(c->ctx->store, x.sess);
-    else if (x.sess)
-        sess_release(c->ctx->store, x.sess);
+    api_v2_seq_let_go(c, &x);
     infer_free(&x);
 }
 

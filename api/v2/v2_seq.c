@@ -1,6 +1,8 @@
 /*
  * api/v2/v2_seq.c — where an Open Inference Protocol v2 sequence lives: in the
- * session named after its sequence_id (core/store.h's sess_create_named).
+ * session named after its sequence_id (core/store.h's sess_named_id), made
+ * anew by a sequence_start detached from the store and put in place, over
+ * the earlier sequence of the id, only once the start is answered.
  * A sequence is found again from its id alone, by any request and after a
  * restart (the session comes back from --state-dir under the same id), with
  * no map to keep. Names: an integer id n is "v2i<n>"; a string of at most
@@ -84,4 +86,82 @@ bool api_v2_seq_name(const json_t *id, char *name)
         name[o++] = b64url[(h[i % 2] >> (6 * (i / 2))) & 63];
     name[o] = '\0';
     return true;
+}
+
+/* sequence_start: a new session from this request's shapes and options,
+ * named after the sequence id, made detached (its first pass runs on it
+ * away from the store); the earlier sequence of the id, if any, is held
+ * meanwhile (x->old: requests on it wait) and is replaced only once the
+ * start is answered (api_v2_seq_commit), so a start refused for any reason
+ * leaves it as it was. Its window_* make it a rolling session
+ * (api_roll_check_window checked them). */
+bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn_request *r,
+                       const struct attn_inputs *in)
+{
+    struct sess_spec sp;
+    enum core_status st;
+
+    memset(&sp, 0, sizeof sp);
+    sp.shape = r->shape;
+    sp.shape.n = sp.shape.L = 0;
+    sp.params = r->params;
+    sp.bias_q = in->bias_q;
+    sp.bias_k = in->bias_k;
+    sp.bias_v = in->bias_v;
+    sp.bias_q_heads = in->bias_q ? in->bias_q_heads : 0;
+    sp.bias_k_heads = in->bias_k ? in->bias_k_heads : 0;
+    sp.bias_v_heads = in->bias_v ? in->bias_v_heads : 0;
+    sp.half = x->half;
+    sp.kv_store = x->kv_store;
+    sp.window = x->window;          /* on: a rolling session, as /v1's "window" */
+    if (!sess_named_id(c->ctx->store, x->seq_name, x->sid)) {
+        api_fail_core(c, CORE_EINVAL, NULL);
+        return false;
+    }
+    if (sess_acquire(c->ctx->store, x->sid, &x->old) != CORE_OK)
+        x->old = NULL;
+    st = sess_create_detached(c->ctx->store, &sp, x->seq_name, x->sid, &x->sess);
+    if (st != CORE_OK) {
+        api_fail_core(c, st, NULL);
+        return false;
+    }
+    x->fresh = true;
+    return true;
+}
+
+/* An answered (200) sequence_start: its session put in place under the
+ * id, replacing the earlier sequence's in one journal record, and held as
+ * a going sequence's is; if that fails, the answer becomes the error and
+ * the earlier sequence goes on as it was. */
+void api_v2_seq_commit(struct api_call *c, struct v2_infer *x)
+{
+    struct sess *held;
+    enum core_status st = sess_put_detached(c->ctx->store, x->sess, x->old, &held);
+
+    x->sess = NULL;
+    x->fresh = false;
+    if (st == CORE_OK) {
+        x->sess = held;
+        x->old = NULL;                  /* it is held now, with the new rows */
+        return;
+    }
+    if (st == CORE_EEXIST)
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, "/parameters/sequence_id",
+                 "other requests are starting this sequence at the same time; try again");
+    else
+        api_fail_core(c, st, NULL);
+}
+
+void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x)
+{
+    if (x->fresh)
+        sess_drop_detached(c->ctx->store, x->sess);
+    else if (x->sess && x->seq_end && c->resp->status < 400)
+        sess_delete_held(c->ctx->store, x->sess);
+    else if (x->sess)
+        sess_release(c->ctx->store, x->sess);
+    if (x->old)
+        sess_release(c->ctx->store, x->old);
+    x->sess = x->old = NULL;
+    x->fresh = false;
 }

@@ -281,18 +281,10 @@ static long seq_row(struct api_ctx *pctx, const char *seq, bool start, char *sid
 
 static struct sess_store *store_in(const char *dir)
 {
-    struct sess_config sc = {.default_ttl_s = 600, .default_max_tokens = 64,
-                             .replica_id = "r1"};
-    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
-                                     .rewrite_min_bytes = (uint64_t)1 << 40};
-    struct sess_store *st = sess_store_new(&sc);
+    static const struct sess_config sc = {.default_ttl_s = 600, .default_max_tokens = 64,
+                                          .replica_id = "r1"};
 
-    if (st && sess_store_open_journal(st, &jc) != CORE_OK) {
-        sess_store_free(st);
-        st = NULL;
-    }
-    CHECK(st != NULL);
-    return st;
+    return v2t_store_in(dir, &sc);
 }
 
 /* A sequence lives in the session named after its id: any number of them,

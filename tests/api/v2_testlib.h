@@ -106,6 +106,23 @@ static inline const char *v2_err(json_t *j)
     "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,-1,0]}," \
     "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,0,0]}"
 
+/* A store with cfg journaled in dir (made if missing; restored from it when
+ * it holds a journal, as at a restart); NULL, a failed check, when it
+ * cannot be opened. */
+static inline struct sess_store *v2t_store_in(const char *dir, const struct sess_config *cfg)
+{
+    struct sess_journal_config jc = {.dir = dir, .fsync = JNL_FSYNC_NO,
+                                     .rewrite_min_bytes = (uint64_t)1 << 40};
+    struct sess_store *st = sess_store_new(cfg);
+
+    if (st && sess_store_open_journal(st, &jc) != CORE_OK) {
+        sess_store_free(st);
+        st = NULL;
+    }
+    CHECK(st != NULL);
+    return st;
+}
+
 /* The shared context with a small session store; false when it cannot be
  * made (the caller reports and exits). */
 static inline bool v2t_setup(void)
