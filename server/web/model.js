@@ -31,6 +31,15 @@
     return { q: q, k: k, v: v, causal: true, tokens: { q: EXAMPLE_TOKENS, k: EXAMPLE_TOKENS } };
   }
 
+  /* The sizes of a pasted tensor, outermost first: a base64 tensor's
+   * "shape", or a nested array's lengths along its first elements. */
+  function shapeOf(t) {
+    if (t && typeof t === 'object' && !Array.isArray(t)) return Array.isArray(t.shape) ? t.shape : [];
+    var s = [];
+    for (var x = t; Array.isArray(x); x = x[0]) s.push(x.length);
+    return s;
+  }
+
   var model = { res: null, head: 0, hover: -1 };
   function drawModel() {
     var text = $('paste').value, req;
@@ -42,16 +51,14 @@
       failed(A.localError('paste one JSON object, a /v1/attention request.'));
       return;
     }
-    var rank = 0;
-    for (var x = req.q; Array.isArray(x); x = x[0]) rank++;
+    var qs = shapeOf(req.q), ks = shapeOf(req.k), rank = qs.length;
     if (rank > 3) {
       failed(A.localError('the page draws one sequence: paste q as [heads][n][d_k], ' +
         'not a batch (rank ' + rank + ').'));
       return;
     }
-    var heads = rank === 3 ? req.q.length : 1, kr = 0;
-    for (x = req.k; Array.isArray(x); x = x[0]) kr++;
-    var L = kr === 3 ? req.k[0].length : kr === 2 ? req.k.length : 0;
+    var heads = rank === 3 ? qs[0] : 1;
+    var L = ks.length === 3 ? ks[1] : ks.length === 2 ? ks[0] : 0;
     if (heads > 8 || L > 256) {
       failed(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
         heads + ' heads, ' + L + ' tokens).'));

@@ -10,7 +10,9 @@
 // paste panel and the old picture is cleared; each map is focusable and
 // the arrow keys read its cells ("q → k: weight", attnd's weight);
 // head-view tokens answer Enter and Space; long token labels stay inside
-// the head view and the row table; "1 sink" is singular. Ends with
+// the head view and the row table; "1 sink" is singular; base64 tensors
+// ({"shape","dtype","data"}) in q or k are held to the panel's 8 heads,
+// 256 tokens and one sequence before anything is sent. Ends with
 // "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { arg, assert, close, finish, step } from './steps.mjs';
@@ -182,6 +184,36 @@ await step('one sink is "1 sink"', async () => {
   await draw({ q: m(1), k: m(2), v: m(3), causal: true, window: { left: 2, sinks: 1 } });
   const s = await page.textContent('#model-status');
   assert(/window with 1 sink\b/.test(s) && !/1 sinks/.test(s), s);
+});
+
+await step('pasted base64 tensors obey the 8-head / 256-token limit, nothing sent', async () => {
+  /* {"shape","dtype","data"}: zeros of that shape as little-endian float32 */
+  const b64 = (...shape) => ({ shape, dtype: 'float32',
+    data: Buffer.from(new Float32Array(shape.reduce((a, b) => a * b, 1)).buffer).toString('base64') });
+  const posts = [];
+  const seen = (r) => { if (r.method() === 'POST' && r.url().endsWith('/v1/attention')) posts.push(r.url()); };
+  page.on('request', seen);
+  const limit = (h, L) => `Not sent: the page draws up to 8 heads and 256 tokens (this has ${h} heads, ${L} tokens).`;
+  const batch = /^Not sent: the page draws one sequence: paste q as \[heads\]\[n\]\[d_k\], not a batch \(rank 4\)/;
+  for (const [what, req, want] of [
+    ['9 heads, all base64', { q: b64(9, 2, 2), k: b64(9, 2, 2), v: b64(9, 2, 1) }, limit(9, 2)],
+    ['9 query heads base64, k and v nested', { q: b64(9, 2, 2), k: [[1, 0], [0, 1]], v: [[1], [2]] }, limit(9, 2)],
+    ['300 keys as a base64 [L][d] k', { q: [[1, 0]], k: b64(300, 2), v: b64(300, 1) }, limit(1, 300)],
+    ['300 keys as a base64 [h][L][d] k', { q: [[[1, 0]], [[0, 1]]], k: b64(2, 300, 2), v: b64(2, 300, 1) }, limit(2, 300)],
+    ['a base64 [B][h][n][d] q', { q: b64(1, 2, 2, 2), k: b64(1, 2, 2, 2), v: b64(1, 2, 2, 1) }, batch]]) {
+    await draw({ q: [[1, 0], [0, 1]], k: [[1, 0], [0, 1]], v: [[1], [2]] });
+    posts.length = 0;
+    await draw(req, false);
+    const box = await page.$eval('#model-error', (e) => (e.hidden ? '' : e.textContent));
+    assert(typeof want === 'string' ? box === want : want.test(box), `${what}: error box "${box}"`);
+    await page.waitForTimeout(300);     /* a request sent anyway would show by now */
+    assert(posts.length === 0, `${what}: ${posts.length} request(s) sent`);
+    assert(await page.$$eval('#heat-grid canvas', (c) => c.length) === 0, `${what}: maps drawn`);
+  }
+  page.off('request', seen);
+  await draw({ q: b64(2, 3, 2), k: b64(2, 256, 2), v: b64(2, 256, 1) });
+  assert(await page.$$eval('#heat-grid canvas', (c) => c.length) === 2, '2 heads, 256 keys in base64 not drawn');
+  assert(await page.$eval('#model-error', (e) => e.hidden), 'an error stays after a base64 request within the limit');
 });
 
 await step('no uncaught script errors', async () => {
