@@ -10,7 +10,8 @@
 // tab stops with names (axe scrollable-region-focusable); no sideways
 // scrolling at 320 px; printing keeps the heat-map colours; the count of
 // checks leaves out the ones that do not apply; an unreachable attnd is
-// not called an answer. Ends with "N passed, N failed".
+// not called an answer; at 375 px an error naming a long URL wraps in its
+// box. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -150,6 +151,23 @@ await step('no sideways scrolling at 320 px', async () => {
     .slice(0, 4).map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className} ${e.getBoundingClientRect().right}`));
   assert(w <= 320 && wide.length === 0, `page ${w} px wide; past the edge: ${wide.join(', ')}`);
   await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+await step('at 375 px an error naming a long API base URL wraps inside its box', async () => {
+  await page.setViewportSize({ width: 375, height: 800 });
+  const url = 'http://127.0.0.1:1' + '/attnd.proxy.internal'.repeat(5);
+  await andWait(async () => { await page.fill('#api-base', url); await page.press('#api-base', 'Tab'); });
+  await page.waitForFunction(() => ['error', 'geo-error', 'model-error'].every((id) =>
+    !document.getElementById(id).hidden), null, { timeout: 10000 });
+  const boxes = await page.evaluate(() => ['error', 'geo-error', 'model-error'].map((id) => {
+    const e = document.getElementById(id);
+    return [id, e.scrollWidth, e.clientWidth, Math.round(e.getBoundingClientRect().right)];
+  }));
+  const w = await page.evaluate(() => document.documentElement.scrollWidth);
+  await andWait(async () => { await page.fill('#api-base', ''); await page.press('#api-base', 'Tab'); });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  for (const [id, sw, cw, right] of boxes) assert(sw <= cw && right <= 375, `#${id}: ${sw} px of text in ${cw}, right edge ${right}`);
+  assert(w <= 375, `page ${w} px wide`);
 });
 
 await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {
