@@ -40,9 +40,11 @@
     return s;
   }
 
-  var model = { res: null, head: 0, hover: -1 };
+  /* seq numbers the Draws: only the latest one's answer is drawn, so an
+   * older request answered last (or after a typing mistake) is dropped */
+  var model = { res: null, head: 0, hover: -1, seq: 0 };
   function drawModel() {
-    var text = $('paste').value, req;
+    var text = $('paste').value, req, my = ++model.seq;
     try { req = JSON.parse(text); } catch (e) {
       failed(A.localError('the pasted text is not JSON: ' + e.message));
       return;
@@ -69,13 +71,14 @@
     delete req.encoding;
     $('model-status').textContent = 'Computing…';
     A.api('POST', '/v1/attention', req).then(function (res) {
+      if (my !== model.seq) return;
       model.res = res;
       model.req = req;
       model.head = Math.min(model.head, shownHeads(res) - 1);
       A.fillError($('model-error'), null);
       renderModel();
       document.body.dataset.modelRounds = String(Number(document.body.dataset.modelRounds || 0) + 1);
-    }, failed);
+    }, function (e) { if (my === model.seq) failed(e); });
   }
 
   /* A mistake in the pasted text or attnd's refusal: said beside the

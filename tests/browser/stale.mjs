@@ -9,7 +9,9 @@
 // plane's weights, bars and stages are taken down when its request fails,
 // with the error beside them; an older quiet-heads round answered after a
 // newer one (held back here by the test, as a slow network would) does not
-// overwrite the newer masses. Ends with "N passed, N failed".
+// overwrite the newer masses; nor does an older pasted-model Draw (an
+// answer or a refusal) replace the newer one's picture or message. Ends
+// with "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
 
@@ -161,6 +163,53 @@ await step('quiet heads: an older round answered last does not overwrite the new
   const got = await page.$eval('#quiet-mass1', (e) => Number(e.dataset.mass));
   close(got, m1, 1e-15, 'softmax1 mass drawn at shift 0');
   assert((await page.textContent('#quiet-out')) === '0.0', 'slider not at 0');
+});
+
+await step('pasted model: an older Draw answered last is not drawn over the newer one', async () => {
+  const toks = (a) => [a, `${a}2`];
+  const req = (a, good = true) => ({ q: [[1, 0], [0, 1]], k: [[1, 0], [0, 1]],
+    v: good ? [[1], [2]] : [[1], [2], [3]], tokens: { q: toks(a), k: toks(a) } });
+  const rows = () => page.$$eval('#row-stats th', (t) => t.map((x) => x.textContent));
+  for (const [older, what] of [[req('older'), 'an older answer'], [req('refused', false), 'an older refusal'],
+    ['{"q": [[1, 0]', 'a newer typing mistake']]) {
+    let held = null;
+    let gotHeld;
+    const isHeld = new Promise((res) => { gotHeld = res; });
+    const mark = typeof older === 'string' ? 'newest' : older.tokens.q[0];
+    await page.route('**/v1/attention', (route) => {
+      const b = route.request().postData() || '';
+      if (b.includes(`"${mark}"`) && !held) { held = route; gotHeld(); return; }
+      route.continue();
+    });
+    const r0 = await page.evaluate(() => Number(document.body.dataset.modelRounds || 0));
+    if (typeof older === 'string') {             /* a good request held, then a mistake typed */
+      await page.fill('#paste', JSON.stringify(req('newest')));
+      await page.click('#paste-draw');
+      await isHeld;
+      await page.fill('#paste', older);
+      await page.click('#paste-draw');
+    } else {
+      await page.fill('#paste', JSON.stringify(older));
+      await page.click('#paste-draw');
+      await isHeld;
+      await page.fill('#paste', JSON.stringify(req('newer')));
+      await page.click('#paste-draw');
+      await page.waitForFunction((n) => Number(document.body.dataset.modelRounds || 0) > n, r0, { timeout: 15000 });
+    }
+    const done = page.waitForEvent('requestfinished', (r) => (r.postData() || '').includes(`"${mark}"`));
+    await held.continue();
+    await done;
+    await page.waitForTimeout(300);
+    await page.unroute('**/v1/attention');
+    if (typeof older === 'string') {
+      const status = await page.textContent('#model-status');
+      assert(/^Not drawn/.test(status) && (await rows()).length === 0, `${what}: status "${status}", rows ${await rows()}`);
+      assert(/^Not sent: the pasted text is not JSON/.test(await shown('#model-error')), `${what}: error box "${await shown('#model-error')}"`);
+    } else {
+      assert((await rows()).join() === toks('newer').join(), `${what}: the row table reads ${await rows()}`);
+      assert((await shown('#model-error')) === '', `${what}: error box "${await shown('#model-error')}"`);
+    }
+  }
 });
 
 await step('no uncaught script errors', async () => {
