@@ -708,10 +708,21 @@
     $('results').setAttribute('aria-busy', on ? 'true' : 'false');
   }
 
+  /* The numbers of an earlier answer, taken down when the inputs now
+   * shown are refused or hold no number, so they are not read as theirs:
+   * the maps and their summary (maps true) and the checks of /v1/verify. */
+  function takeDown(maps) {
+    var ids = ['cases', 'claim-checks', 'decode-check', 'all-checks'];
+    if (maps) ids = ids.concat(['map-scores', 'map-weights', 'map-output', 'meta', 'changes']);
+    ids.forEach(function (id) { $(id).textContent = ''; });
+    $('all-checks-count').textContent = '\u2026';
+  }
+
   function update() {
     timer = 0;
     var opt = badOption();
     if (badCells() || opt) {
+      takeDown(true);
       showError(localError(opt ? opt + ' is not a number; fix the field marked in red.'
         : 'a cell does not hold a number; fix the cell marked in red.'));
       $('status').textContent = 'Waiting for a valid number.';
@@ -730,6 +741,7 @@
       renderAttention(res);
       var summary = renderChanges(res);
       if (v && v.failed) {
+        takeDown(false);
         $('claim-lead').textContent = leadText(optionsNow());
         $('claim-checks').textContent = 'The checks could not run: ' +
           (v.failed.code || '') + ' ' + (v.failed.message || '');
@@ -740,6 +752,7 @@
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     }, function (e) {
       if (my !== seq) return;
+      takeDown(true);
       showError(e);
       $('status').textContent = e.code === 'network' ? 'Not updated: attnd could not be reached.'
         : 'attnd refused the inputs: ' + String(e.message || e.code).replace(/\.$/, '') + '.';

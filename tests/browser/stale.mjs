@@ -9,9 +9,11 @@
 // plane's weights, bars and stages are taken down when its request fails,
 // with the error beside them; an older quiet-heads round answered after a
 // newer one (held back here by the test, as a slow network would) does not
-// overwrite the newer masses; nor does an older pasted-model Draw (an
-// answer or a refusal) replace the newer one's picture or message. Ends
-// with "N passed, N failed".
+// overwrite the newer masses; the Results maps and the claims are taken
+// down when attnd refuses the inputs (or /v1/verify fails) or a cell holds
+// no number; nor does an older pasted-model Draw (an answer or a
+// refusal) replace the newer one's picture or message. Ends with
+// "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
 
@@ -163,6 +165,43 @@ await step('quiet heads: an older round answered last does not overwrite the new
   const got = await page.$eval('#quiet-mass1', (e) => Number(e.dataset.mass));
   close(got, m1, 1e-15, 'softmax1 mass drawn at shift 0');
   assert((await page.textContent('#quiet-out')) === '0.0', 'slider not at 0');
+});
+
+await step('the results and claims are taken down when the inputs are refused or no number', async () => {
+  /* what the Results and claims panels hold of the last answer */
+  const held = () => page.evaluate(() => ({
+    cells: document.querySelectorAll('#map-scores td[data-value], #map-weights td[data-value], #map-output td[data-value]').length,
+    meta: document.getElementById('meta').textContent,
+    changes: document.getElementById('changes').textContent,
+    claims: document.querySelectorAll('#claim-checks .check, #decode-check .check, #all-checks .check').length,
+    cases: document.querySelectorAll('#cases tr[data-condition]').length }));
+  const empty = async (what) => {
+    const h = await held();
+    assert(h.cells === 0 && !h.meta && !h.changes && h.claims === 0 && h.cases === 0, `${what}: ${JSON.stringify(h)}`);
+  };
+  const cell = '#grid-k input[data-r="1"][data-c="0"]';
+  await andWait(() => page.fill(cell, '0.5'));
+  assert((await held()).cells === 9, `the maps are not drawn: ${JSON.stringify(await held())}`);
+  await andWait(async () => { await page.check('#use-scale'); await typeInto('#scale', '0'); });
+  assert(/^attnd answered 422/.test(await shown('#error')), `error box: ${await shown('#error')}`);
+  await empty('scale 0, refused by attnd');
+  await andWait(() => page.uncheck('#use-scale'));
+  assert((await held()).cells === 9, 'the maps are not back after the fix');
+  await andWait(() => page.fill(cell, 'abc'));
+  await empty('a K cell holding "abc"');
+  await andWait(() => page.fill(cell, '0'));
+  await page.route('**/v1/verify', (route) => route.fulfill({ status: 503, contentType: 'application/json',
+    body: '{"error":{"code":"overloaded","message":"held back by the test","path":null}}' }));
+  try {
+    await andWait(() => page.check('#use-bv'));
+  } finally {
+    await page.unroute('**/v1/verify');
+  }
+  const h = await held();
+  assert(h.cells === 9 && h.claims === 0 && h.cases === 0, `verify refused: ${JSON.stringify(h)}`);
+  assert(/could not run/.test(await page.textContent('#claim-checks')), 'the claims do not say why they are missing');
+  await andWait(() => page.uncheck('#use-bv'));
+  assert((await held()).claims > 0, 'the checks are not back');
 });
 
 await step('pasted model: an older Draw answered last is not drawn over the newer one', async () => {
