@@ -798,6 +798,9 @@
   }
 
   function sessionInfo(text) { $('sess-info').textContent = text; }
+  /* The decode buttons' mistakes and attnd's answers to them, said in the
+   * decode section (not in the Results, whose box the next edit empties). */
+  function sessError(e) { fillError($('sess-error'), e); }
 
   /* Zero-based labels: ("pos ", 2) -> "pos 0", "pos 1"; ("k[", 2) -> "k[0]", "k[1]". */
   function indexLabels(prefix, n) {
@@ -834,14 +837,14 @@
       sessionInfo('Session ' + s.id + ' started: empty cache, d_k = ' + body.d_k +
         ', d_v = ' + body.d_v + ', softmax = ' + body.softmax + '.');
       renderStepInputs();
-      showError(null);
-    }, showError).then(function () { setBusy(false); });
+      sessError(null);
+    }, sessError).then(function () { setBusy(false); });
   }
 
   function appendStep() {
     if (!session) return;
     var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
-    if (bad) { showError(localError('a cell of the next token is not a number.')); return; }
+    if (bad) { sessError(localError('a cell of the next token is not a number.')); return; }
     var id = encodeURIComponent(session.id);
     setBusy(true);
     api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
@@ -857,23 +860,24 @@
           $('sess-status').textContent = 'Decode step done: cache length ' + session.length +
             '; weights of the new query: ' + res.weights[0].map(fmt).join(', ') + '.';
           renderStepInputs();
-          showError(null);
+          sessError(null);
           document.body.dataset.steps = String(session.length);
         });
-      }).then(null, showError).then(function () { setBusy(false); });
+      }).then(null, sessError).then(function () { setBusy(false); });
   }
 
   function endSession() {
     if (!session) return;
     var id = session.id;
     session = null;
+    sessError(null);
     $('sess-start').disabled = false;
     $('sess-end').disabled = true;
     $('step-box').disabled = true;
     $('sess-status').textContent = 'Session ended.';
     api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
       sessionInfo('Session ' + id + ' deleted.');
-    }, showError);
+    }, sessError);
     renderStepInputs();
   }
 

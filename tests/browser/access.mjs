@@ -11,7 +11,8 @@
 // scrolling at 320 px; printing keeps the heat-map colours; the count of
 // checks leaves out the ones that do not apply; an unreachable attnd is
 // not called an answer; at 375 px an error naming a long URL wraps in its
-// box. Ends with "N passed, N failed".
+// box; a decode step attnd refuses is said in the decode section. Ends
+// with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -168,6 +169,29 @@ await step('at 375 px an error naming a long API base URL wraps inside its box',
   await page.setViewportSize({ width: 1280, height: 900 });
   for (const [id, sw, cw, right] of boxes) assert(sw <= cw && right <= 375, `#${id}: ${sw} px of text in ${cw}, right edge ${right}`);
   assert(w <= 375, `page ${w} px wide`);
+});
+
+await step('a decode step attnd refuses says so in the decode section, and it stays', async () => {
+  await page.click('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+  const id = /^Session (\S+) started/.exec(await page.textContent('#sess-info'))[1];
+  const api = new URL(page.url()).origin;
+  await fetch(`${api}/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' });   /* gone, as on expiry */
+  await page.click('#step');
+  await page.waitForFunction(() => document.body.dataset.busy === '0');
+  const seen = () => page.evaluate(() => {
+    const box = document.querySelector('#decode .error:not([hidden])');
+    return { decode: box ? box.textContent : '', role: box && box.getAttribute('role'),
+      results: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent };
+  });
+  let s = await seen();
+  assert(/^attnd answered 404 /.test(s.decode) && s.role === 'alert', `decode section: ${JSON.stringify(s)}`);
+  assert(s.results === '', `the decode error went to the Results: ${s.results}`);
+  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));   /* an edit and its update */
+  s = await seen();
+  assert(/^attnd answered 404 /.test(s.decode), `an update wiped the decode error: ${JSON.stringify(s)}`);
+  await page.click('#sess-end');
+  await page.waitForFunction(() => /ended/.test(document.getElementById('sess-status').textContent));
 });
 
 await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {

@@ -341,8 +341,8 @@ try {
   await step('decode: three tokens grow the cache; the last query\'s weights equal the stateless ones', async () => {
     await page.click('#sess-start');
     await page.waitForFunction(() => !document.getElementById('step-box').disabled ||
-      !document.getElementById('error').hidden, null, { timeout: 10000 });
-    const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+      !document.getElementById('sess-error').hidden, null, { timeout: 10000 });
+    const err = await page.$eval('#sess-error', (e) => (e.hidden ? '' : e.textContent));
     assert(err === '', `starting a session: ${err}`);
     for (let t = 1; t <= 3; t++) {
       await page.click('#step');
