@@ -826,6 +826,7 @@
     var opt = badOption();
     if (opt) { showError(localError(opt + ' is not a number; fix the field marked in red.')); return; }
     var body = commonOptions({ d_k: state.q[0].length, d_v: state.v[0].length });
+    $('sess-start').disabled = true;    /* one session: a second click would start another */
     setBusy(true);
     api('POST', '/v1/sessions', body).then(function (s) {
       session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0 };
@@ -838,7 +839,10 @@
         ', d_v = ' + body.d_v + ', softmax = ' + body.softmax + '.');
       renderStepInputs();
       sessError(null);
-    }, sessError).then(function () { setBusy(false); });
+    }, function (e) {
+      $('sess-start').disabled = false;
+      sessError(e);
+    }).then(function () { setBusy(false); });
   }
 
   function appendStep() {

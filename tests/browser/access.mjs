@@ -11,8 +11,8 @@
 // scrolling at 320 px; printing keeps the heat-map colours; the count of
 // checks leaves out the ones that do not apply; an unreachable attnd is
 // not called an answer; at 375 px an error naming a long URL wraps in its
-// box; a decode step attnd refuses is said in the decode section. Ends
-// with "N passed, N failed".
+// box; a decode step attnd refuses is said in the decode section; a
+// double click starts one session. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -192,6 +192,28 @@ await step('a decode step attnd refuses says so in the decode section, and it st
   assert(/^attnd answered 404 /.test(s.decode), `an update wiped the decode error: ${JSON.stringify(s)}`);
   await page.click('#sess-end');
   await page.waitForFunction(() => /ended/.test(document.getElementById('sess-status').textContent));
+});
+
+await step('a double click on "Start a session" starts one session, not two', async () => {
+  const posts = [];
+  const seen = (r) => { if (r.method() === 'POST' && /\/v1\/sessions$/.test(r.url())) posts.push(r.url()); };
+  page.on('request', seen);
+  await page.dblclick('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+  await page.waitForTimeout(300);
+  page.off('request', seen);
+  await page.click('#sess-end');
+  await page.waitForFunction(() => /deleted/.test(document.getElementById('sess-info').textContent));
+  assert(posts.length === 1, `${posts.length} sessions created (one is never deleted)`);
+  await page.route('**/v1/sessions', (route) => route.fulfill({ status: 503, contentType: 'application/json',
+    body: '{"error":{"code":"capacity_exhausted","message":"held back by the test","path":null}}' }));
+  try {
+    await page.click('#sess-start');
+    await page.waitForFunction(() => !document.getElementById('sess-error').hidden, null, { timeout: 10000 });
+  } finally {
+    await page.unroute('**/v1/sessions');
+  }
+  assert(!(await page.$eval('#sess-start', (b) => b.disabled)), 'a refused start leaves the button disabled');
 });
 
 await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {
