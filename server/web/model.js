@@ -59,11 +59,12 @@
         'not a batch (rank ' + rank + ').'));
       return;
     }
-    var heads = rank === 3 ? qs[0] : 1;
+    var heads = rank === 3 ? qs[0] : 1, n = rank >= 2 ? qs[rank - 2] : 0;
     var L = ks.length === 3 ? ks[1] : ks.length === 2 ? ks[0] : 0;
-    if (heads > 8 || L > 256) {
+    var tokens = Math.max(Number(n) || 0, Number(L) || 0);   /* the queries are tokens too */
+    if (heads > 8 || tokens > 256) {
       failed(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
-        heads + ' heads, ' + L + ' tokens).'));
+        heads + ' heads, ' + tokens + ' tokens).'));
       return;
     }
     req.return = ['scores', 'weights', 'stats'];

@@ -12,8 +12,8 @@
 // head-view tokens answer Enter and Space; long token labels stay inside
 // the head view and the row table; "1 sink" is singular; base64 tensors
 // ({"shape","dtype","data"}) in q or k are held to the panel's 8 heads,
-// 256 tokens and one sequence before anything is sent. Ends with
-// "N passed, N failed".
+// 256 tokens and one sequence before anything is sent, and the 256 count
+// queries as well as keys. Ends with "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { arg, assert, close, finish, step } from './steps.mjs';
 
@@ -214,6 +214,22 @@ await step('pasted base64 tensors obey the 8-head / 256-token limit, nothing sen
   await draw({ q: b64(2, 3, 2), k: b64(2, 256, 2), v: b64(2, 256, 1) });
   assert(await page.$$eval('#heat-grid canvas', (c) => c.length) === 2, '2 heads, 256 keys in base64 not drawn');
   assert(await page.$eval('#model-error', (e) => e.hidden), 'an error stays after a base64 request within the limit');
+});
+
+await step('300 query tokens over 2 keys are over the 256-token limit too, nothing sent', async () => {
+  const posts = [];
+  const seen = (r) => { if (r.method() === 'POST' && r.url().endsWith('/v1/attention')) posts.push(r.url()); };
+  await draw({ q: [[1, 0], [0, 1]], k: [[1, 0], [0, 1]], v: [[1], [2]] });
+  page.on('request', seen);
+  const q = Array.from({ length: 300 }, (_, i) => [Math.sin(i), Math.cos(i)]);
+  try {
+    await draw({ q, k: [[1, 0], [0, 1]], v: [[1], [2]] }, false);
+  } finally {
+    page.off('request', seen);
+  }
+  const box = await page.$eval('#model-error', (e) => (e.hidden ? '' : e.textContent));
+  assert(box === 'Not sent: the page draws up to 8 heads and 256 tokens (this has 1 heads, 300 tokens).', `error box "${box}"`);
+  assert(posts.length === 0, `${posts.length} request(s) sent`);
 });
 
 await step('no uncaught script errors', async () => {
