@@ -72,6 +72,19 @@
     return e;
   }
 
+  /* A body that is no JSON error, as one short line: an HTML page (a
+   * proxy's 502 in front of attnd) by its title, or its text without the
+   * markup; at most 200 characters. */
+  function plainText(text) {
+    var t = String(text || '');
+    if (/^\s*</.test(t)) {
+      var m = /<title[^>]*>([^<]*)</i.exec(t);
+      t = m ? m[1] : t.replace(/<!--[\s\S]*?-->|<[^>]*>/g, ' ');
+    }
+    t = t.replace(/\s+/g, ' ').trim();
+    return t.length > 200 ? t.slice(0, 200) + '\u2026' : t;
+  }
+
   /* One request; resolves to the parsed JSON body (null for 204), rejects
    * with ApiError. */
   function api(method, path, body) {
@@ -95,7 +108,7 @@
           throw new ApiError(r.status, err.code, err.message, err.path);
         }
         throw new ApiError(r.status, 'http_' + r.status,
-          typeof err === 'string' ? err : (text || r.statusText), null);
+          typeof err === 'string' ? err : plainText(text) || r.statusText, null);
       });
     }, function () {
       throw new ApiError(0, 'network',

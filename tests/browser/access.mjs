@@ -12,7 +12,8 @@
 // checks leaves out the ones that do not apply; an unreachable attnd is
 // not called an answer; at 375 px an error naming a long URL wraps in its
 // box; a decode step attnd refuses is said in the decode section; a
-// double click starts one session. Ends with "N passed, N failed".
+// double click starts one session; a proxy's HTML error page is said by
+// its title. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -214,6 +215,22 @@ await step('a double click on "Start a session" starts one session, not two', as
     await page.unroute('**/v1/sessions');
   }
   assert(!(await page.$eval('#sess-start', (b) => b.disabled)), 'a refused start leaves the button disabled');
+});
+
+await step('an HTML error page from a proxy in front of attnd is said in a line, not as markup', async () => {
+  const html = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n' +
+    `<hr><center>nginx</center>\r\n${'<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n'.repeat(6)}</body>\r\n</html>\r\n`;
+  await page.route('**/v1/attention', (route) => route.fulfill({ status: 502, contentType: 'text/html', body: html }));
+  try {
+    await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0.25'));
+  } finally {
+    await page.unroute('**/v1/attention');
+  }
+  const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+  const status = await page.textContent('#status');
+  assert(err === 'attnd answered 502 http_502: 502 Bad Gateway', `error box: ${JSON.stringify(err.slice(0, 160))}`);
+  assert(!/</.test(status) && status.length < 120, `status: ${JSON.stringify(status.slice(0, 160))}`);
+  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
 });
 
 await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {
