@@ -731,6 +731,10 @@
     $('all-checks-count').textContent = '\u2026';
   }
 
+  /* the statuses that say the body is at fault; a 401 (the API key), a
+   * 503 (overload, a deadline) and the like are not about the inputs */
+  var REFUSALS = [400, 413, 415, 422];
+
   function update() {
     timer = 0;
     var opt = badOption();
@@ -767,8 +771,10 @@
       if (my !== seq) return;
       takeDown(true);
       showError(e);
+      var why = String(e.message || e.code).replace(/\.$/, '') + '.';
       $('status').textContent = e.code === 'network' ? 'Not updated: attnd could not be reached.'
-        : 'attnd refused the inputs: ' + String(e.message || e.code).replace(/\.$/, '') + '.';
+        : REFUSALS.indexOf(e.status) >= 0 ? 'attnd refused the inputs: ' + why
+          : 'Not updated: attnd answered ' + e.status + ' ' + e.code + ': ' + why;
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     }).then(function () { if (my === seq) setBusy(false); });
   }

@@ -13,7 +13,8 @@
 // not called an answer; at 375 px an error naming a long URL wraps in its
 // box; a decode step attnd refuses is said in the decode section; a
 // double click starts one session; a proxy's HTML error page is said by
-// its title. Ends with "N passed, N failed".
+// its title; the status calls only a 4xx about the body a refusal of the
+// inputs. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -230,6 +231,25 @@ await step('an HTML error page from a proxy in front of attnd is said in a line,
   const status = await page.textContent('#status');
   assert(err === 'attnd answered 502 http_502: 502 Bad Gateway', `error box: ${JSON.stringify(err.slice(0, 160))}`);
   assert(!/</.test(status) && status.length < 120, `status: ${JSON.stringify(status.slice(0, 160))}`);
+  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
+});
+
+await step('a 401 or a 503 is not called a refusal of the inputs', async () => {
+  for (const [status, code] of [[401, 'unauthorized'], [503, 'deadline_exceeded']]) {
+    await page.route('**/v1/attention', (route) => route.fulfill({ status, contentType: 'application/json',
+      body: JSON.stringify({ error: { code, message: `held back by the test as ${code}`, path: null } }) }));
+    try {
+      await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', String(status)));
+    } finally {
+      await page.unroute('**/v1/attention');
+    }
+    const line = await page.textContent('#status');
+    assert(!/refused the inputs/.test(line) && new RegExp(`^Not updated: attnd answered ${status} ${code}: held back`).test(line),
+      `${status}: status "${line}"`);
+  }
+  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
+  assert(/^attnd refused the inputs/.test(await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '1e999'))
+    .then(() => page.textContent('#status'))), 'a 422 is no longer called a refusal of the inputs');
   await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
 });
 
