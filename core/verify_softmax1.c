@@ -359,8 +359,20 @@ enum core_status verify_check_max_sub(struct vx *c, struct verify_check *ck)
         ab[x] = 1000.0;
     const struct vpass *ref = &c->p[0][C_BOTH];
     struct vpass p[2];
-    double m = 0.0;
+    double m = 0.0, *sum1, *w1, *o1;
     bool finite = true;
+    /* softmax1 of s + 1000 is the standard weights times the row sum
+     * S/(e^-(max+1000) + S): 1 unless the row's scores lie near -1000 */
+    NEED(sum1 = verify_dbl(c, n, 1));
+    NEED(w1 = verify_dbl(c, n, L));
+    NEED(o1 = verify_dbl(c, n, dv));
+    for (size_t i = 0; i < n; i++) {
+        sum1[i] = softmax1_sum(ref->s + i * L, L, -1000.0);
+        for (size_t j = 0; j < L; j++)
+            w1[i * L + j] = sum1[i] * ref->w[i * L + j];
+        for (size_t d = 0; d < dv; d++)
+            o1[i * dv + d] = sum1[i] * ref->o[i * dv + d];
+    }
     for (int v = 0; v < 2; v++) {
         struct vrun r = verify_base_run(c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD,
                                C_BOTH);
@@ -368,22 +380,24 @@ enum core_status verify_check_max_sub(struct vx *c, struct verify_check *ck)
         TRY(verify_pass(c, &r, &p[v]));
         finite = finite && all_finite(p[v].s, n * L) &&
                  all_finite(p[v].w, n * L) && all_finite(p[v].o, n * dv);
-        m = verify_max2(m, verify_maxdiff(p[v].w, ref->w, n * L));
-        m = verify_max2(m, verify_maxdiff(p[v].o, ref->o, n * dv));
+        m = verify_max2(m, verify_maxdiff(p[v].w, v ? w1 : ref->w, n * L));
+        m = verify_max2(m, verify_maxdiff(p[v].o, v ? o1 : ref->o, n * dv));
     }
     ck->max_abs_diff = m;
     if (!finite) {
         ck->passed = false;
         verify_ck_note(ck, "A score, weight or output was not finite.");
     } else {
-        verify_ck_note(ck, "1000 is added through attn_bias; under softmax1 the 1 in "
-                "the denominator is then negligible, so its weights equal the "
-                "unshifted standard weights.");
+        verify_ck_note(ck, "1000 is added through attn_bias; the standard weights equal "
+                "the unshifted ones, and the softmax1 weights equal them times the "
+                "softmax1 row sum of the shifted scores (1 to rounding unless the "
+                "scores lie near -1000, where the 1 in the denominator counts).");
     }
     TRY(verify_ck_num(ck, "score_shift", 1000.0));
     TRY(verify_ck_mat(ck, "weights_unshifted_standard", n, L, ref->w));
     TRY(verify_ck_mat(ck, "weights_shifted_standard", n, L, p[0].w));
-    return verify_ck_mat(ck, "weights_shifted_softmax1", n, L, p[1].w);
+    TRY(verify_ck_mat(ck, "weights_shifted_softmax1", n, L, p[1].w));
+    return verify_ck_vec(ck, "row_sums_shifted_softmax1", n, sum1);
 }
 
 /* ---- check 17: sink ----------------------------------------------------- */

@@ -440,17 +440,24 @@ TEST(premises_that_fail)
     verify_report_free(&r);
 }
 
+/* Run one query row against two keys of two dims, one value column. */
+static enum core_status two_keys(struct verify_report *r, const double *q,
+                                 const double *k, const double *v)
+{
+    struct verify_input in;
+    memset(&in, 0, sizeof in);
+    in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
+    in.q = q; in.k = k; in.v = v;
+    return run(&in, r);
+}
+
 /* Scores 7000 apart: the weights are exactly 1 and 0, so no counterexample
  * can show a change; the checks say so instead of passing. */
 TEST(saturated_weights_fail_counterexamples)
 {
     double q[2] = {100, 0}, k[4] = {100, 0, 0, 1}, v[2] = {1, 2};
-    struct verify_input in;
     struct verify_report r;
-    memset(&in, 0, sizeof in);
-    in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
-    in.q = q; in.k = k; in.v = v;
-    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK_EQ_INT(two_keys(&r, q, k, v), CORE_OK);
     const struct verify_check *c8 = find(&r, "per_key_shift_counterexample");
     CHECK(c8 && c8->applicable && !c8->passed);
     CHECK(c8 && strstr(c8->note, "saturate") != NULL);
@@ -458,6 +465,23 @@ TEST(saturated_weights_fail_counterexamples)
     /* the invariance checks still hold */
     CHECK(find(&r, "base_scores")->passed);
     CHECK(find(&r, "max_subtraction")->passed);
+    verify_report_free(&r);
+}
+
+/* Scores near -1400: +1000 leaves them near -400, where softmax1's 1
+ * dominates the denominator, so its shifted weights are the standard
+ * ones times a tiny row sum, not the standard ones; the check predicts
+ * that instead of failing on a true property. */
+TEST(max_subtraction_negative_scores)
+{
+    double q[2] = {-2000, 0}, k[4] = {1, 0, 0.99, 0}, v[2] = {1, 2};
+    struct verify_report r;
+    CHECK_EQ_INT(two_keys(&r, q, k, v), CORE_OK);
+    const struct verify_check *c15 = find(&r, "max_subtraction");
+    CHECK(c15 && c15->applicable && c15->passed);
+    CHECK(c15 && c15->max_abs_diff <= 1e-12);
+    const struct verify_array *w1 = arr(c15, "weights_shifted_softmax1");
+    CHECK(w1 && w1->data[0] < 1e-100 && w1->data[1] < 1e-100);
     verify_report_free(&r);
 }
 
@@ -773,6 +797,7 @@ int main(void)
     RUN(exception_uses_given_bq_when_it_already_qualifies);
     RUN(premises_that_fail);
     RUN(saturated_weights_fail_counterexamples);
+    RUN(max_subtraction_negative_scores);
     RUN(bad_input);
     RUN(model_checks_pass_and_catch_faults);
     RUN(model_checks_on_request_options);
