@@ -441,7 +441,10 @@ enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck)
         for (size_t j = 0; j < L; j++) {
             size_t x = i * L + j;
             pred[x] = (j == jb ? exp(1.0) * a->w[x] : a->w[x]) / den;
-            if (j == jb && pj > 0.0 && !(b.w[x] > a->w[x]))
+            /* a weight saturated at 1 (or too small to move) cannot
+             * show its rise: it must then at least not fall */
+            if (j == jb && (pred[x] - a->w[x] > c->tol ? !(b.w[x] > a->w[x])
+                                                       : !(b.w[x] >= a->w[x])))
                 signs = false;
             if (j != jb && !(b.w[x] <= a->w[x]))
                 signs = false;
@@ -454,7 +457,8 @@ enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck)
                 "weight rose.");
     } else {
         verify_ck_note(ck, "Row i raises the score of key i mod L (bumped_key, "
-                "counted from 0) by 1 through attn_bias.");
+                "counted from 0) by 1 through attn_bias; its weight must rise where "
+                "the predicted rise exceeds the tolerance, and not fall elsewhere.");
     }
     TRY(verify_ck_vec(ck, "bumped_key", n, key));
     TRY(verify_ck_mat(ck, "weights_before", n, L, a->w));

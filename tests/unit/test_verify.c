@@ -485,6 +485,21 @@ TEST(max_subtraction_negative_scores)
     verify_report_free(&r);
 }
 
+/* Scores 42 apart: softmax1's largest weight is 1 - 4e-19, which is 1.0
+ * in double, so raising its score by 1 cannot raise it further; the
+ * derivative check must not call that a failure. */
+TEST(own_score_saturated_weight)
+{
+    double q[2] = {60, 0}, k[4] = {1, 0, 0, 1}, v[2] = {1, 2};
+    struct verify_report r;
+    CHECK_EQ_INT(two_keys(&r, q, k, v), CORE_OK);
+    const struct verify_check *c19 = find(&r, "softmax1_own_score");
+    const struct verify_array *w = arr(c19, "weights_before");
+    CHECK(w && w->data[0] == 1.0);
+    CHECK(c19 && c19->applicable && c19->passed);
+    verify_report_free(&r);
+}
+
 TEST(bad_input)
 {
     struct verify_input in;
@@ -798,6 +813,7 @@ int main(void)
     RUN(premises_that_fail);
     RUN(saturated_weights_fail_counterexamples);
     RUN(max_subtraction_negative_scores);
+    RUN(own_score_saturated_weight);
     RUN(bad_input);
     RUN(model_checks_pass_and_catch_faults);
     RUN(model_checks_on_request_options);
