@@ -10,6 +10,7 @@
  */
 #include "verify_impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -60,19 +61,34 @@ enum core_status verify_check_softmax1_ratios(struct vx *c,
     return verify_ck_vec(ck, "reference_key", n, ref);
 }
 
-/* Ratios w_ij / w_ir against r = the largest score of row i of s; rows whose
- * w_ir underflowed get 0 and are counted in *skipped. */
+/* Ratios w_ij / w_ir against r = the largest score of row i of s. A row
+ * whose w_ir is below the dtype's smallest normal number has underflowed:
+ * its ratios cannot be measured, print as 0, and ok[i] is 0. */
 static void ratios_against(const struct vx *c, const double *s,
-                           const double *w, double *ratio, size_t *skipped)
+                           const double *w, double *ratio, uint8_t *ok)
 {
+    double tiny = c->dt == ATTN_F32 ? FLT_MIN : DBL_MIN;
     for (size_t i = 0; i < c->n; i++) {
         size_t r = verify_argmax(s + i * c->L, c->L);
         double wr = w[i * c->L + r];
-        if (!(wr > 0.0))
-            (*skipped)++;
+        ok[i] = wr >= tiny;
         for (size_t j = 0; j < c->L; j++)
-            ratio[i * c->L + j] = wr > 0.0 ? w[i * c->L + j] / wr : 0.0;
+            ratio[i * c->L + j] = ok[i] ? w[i * c->L + j] / wr : 0.0;
     }
+}
+
+/* max |ra - rb| over the rows measurable in both; *skipped counts the rest. */
+static double ratio_diff(const struct vx *c, const double *ra, const double *rb,
+                         const uint8_t *oka, const uint8_t *okb, size_t *skipped)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (oka[i] && okb[i])
+            m = verify_max2(m, verify_maxdiff(ra + i * c->L, rb + i * c->L, c->L));
+        else
+            (*skipped)++;
+    }
+    return m;
 }
 
 enum core_status verify_check_softmax1_shift(struct vx *c,
@@ -83,6 +99,7 @@ enum core_status verify_check_softmax1_shift(struct vx *c,
     size_t n = c->n, L = c->L, dk = c->dk, skipped = 0;
     const struct vpass *a = &c->p[1][C_Q], *b = &c->p[1][C_BOTH];
     double *cst, *ra, *rb, *sa, *sb, cmax = 0.0;
+    uint8_t *oka, *okb;
     NEED(cst = verify_dbl(c, n, 1));
     NEED(ra = verify_dbl(c, n, L));
     NEED(rb = verify_dbl(c, n, L));
@@ -96,23 +113,28 @@ enum core_status verify_check_softmax1_shift(struct vx *c,
     if (cmax == 0.0)
         return verify_ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
                      "nothing to any score.");
-    ratios_against(c, a->s, a->w, ra, &skipped);
-    ratios_against(c, a->s, b->w, rb, &skipped);
+    NEED(oka = verify_bytes(c, n, 1));
+    NEED(okb = verify_bytes(c, n, 1));
+    ratios_against(c, a->s, a->w, ra, oka);
+    ratios_against(c, a->s, b->w, rb, okb);
+    ck->max_abs_diff = ratio_diff(c, ra, rb, oka, okb, &skipped);
+    if (skipped == n)
+        return verify_ck_na(ck, "Every row's largest softmax1 weight underflows with or "
+                            "without bias.k, so no weight ratio can be measured.");
     NEED(sa = verify_rowsums(c, a->w, n, L));
     NEED(sb = verify_rowsums(c, b->w, n, L));
     double change = verify_maxdiff(a->w, b->w, n * L);
-    ck->max_abs_diff = verify_maxdiff(ra, rb, n * L);
-    if (!(change > c->tol)) {
+    if (!(change > c->tol))
         ck->passed = false;
-        verify_ck_note(ck, "The weight change %.3g is not above the tolerance.",
-                change);
-    } else {
-        verify_ck_note(ck, "Passes when the ratios agree within the tolerance and "
-                "the weights change by more than it (weight_change).");
-    }
+    const char *verdict = change > c->tol
+                              ? "Passes when the ratios agree within the tolerance and the "
+                                "weights change by more than it (weight_change)."
+                              : "The weight change is not above the tolerance.";
     if (skipped)
-        verify_ck_note(ck, "%zu rows had an underflowing largest weight; their "
-                "ratios print as 0.", skipped);
+        verify_ck_note(ck, "%s %zu rows had an underflowing largest weight; their ratios "
+                       "print as 0 and are not compared.", verdict, skipped);
+    else
+        verify_ck_note(ck, "%s", verdict);
     TRY(verify_ck_vec(ck, "row_constant", n, cst));
     TRY(verify_ck_mat(ck, "weights_without_k_bias", n, L, a->w));
     TRY(verify_ck_mat(ck, "weights_with_k_bias", n, L, b->w));

@@ -440,14 +440,21 @@ TEST(premises_that_fail)
     verify_report_free(&r);
 }
 
+/* One head of n queries and L keys of d_k = 2 dims, one value column. */
+static void two_dims(struct verify_input *in, size_t n, size_t L, const double *q,
+                     const double *k, const double *v)
+{
+    memset(in, 0, sizeof *in);
+    in->n = n; in->L = L; in->d_k = 2; in->d_v = 1;
+    in->q = q; in->k = k; in->v = v;
+}
+
 /* Run one query row against two keys of two dims, one value column. */
 static enum core_status two_keys(struct verify_report *r, const double *q,
                                  const double *k, const double *v)
 {
     struct verify_input in;
-    memset(&in, 0, sizeof in);
-    in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
-    in.q = q; in.k = k; in.v = v;
+    two_dims(&in, 1, 2, q, k, v);
     return run(&in, r);
 }
 
@@ -497,6 +504,32 @@ TEST(own_score_saturated_weight)
     const struct verify_array *w = arr(c19, "weights_before");
     CHECK(w && w->data[0] == 1.0);
     CHECK(c19 && c19->applicable && c19->passed);
+    verify_report_free(&r);
+}
+
+/* bK = (1100, 0) shifts row 0's scores by -778 (q_0 = (-1, 0)): its
+ * softmax1 weights underflow to 0, so their ratios cannot be measured;
+ * row 1 (q_1 = (0, 1)) sees no shift and keeps them. The check compares
+ * the measurable row and does not fail on the other; with row 0 alone
+ * nothing can be measured. */
+TEST(softmax1_shift_underflowing_row)
+{
+    double q[4] = {-1, 0, 0, 1}, k[4] = {1, 0, 0.5, 1}, v[2] = {1, 2}, bk[2] = {1100, 0};
+    struct verify_input in;
+    struct verify_report r;
+    two_dims(&in, 2, 2, q, k, v);
+    in.bias_k = bk;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c10 = find(&r, "softmax1_not_shift_invariant");
+    CHECK(c10 && c10->applicable && c10->passed && c10->max_abs_diff <= 1e-12);
+    CHECK(c10 && c10->note && strstr(c10->note, "1 rows had an underflowing"));
+    CHECK(r.passed);
+    verify_report_free(&r);
+    in.n = 1;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    c10 = find(&r, "softmax1_not_shift_invariant");
+    CHECK(c10 && !c10->applicable && c10->passed);
+    CHECK(r.passed);
     verify_report_free(&r);
 }
 
@@ -814,6 +847,7 @@ int main(void)
     RUN(saturated_weights_fail_counterexamples);
     RUN(max_subtraction_negative_scores);
     RUN(own_score_saturated_weight);
+    RUN(softmax1_shift_underflowing_row);
     RUN(bad_input);
     RUN(model_checks_pass_and_catch_faults);
     RUN(model_checks_on_request_options);
