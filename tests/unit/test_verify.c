@@ -533,6 +533,29 @@ TEST(softmax1_shift_underflowing_row)
     verify_report_free(&r);
 }
 
+/* float32 scores 21 apart: softmax1's row sum is 1 - 6e-10, which the
+ * float32 weights sum to 1; scores near -120 after check 12's shift of
+ * 100 give a row sum of 1e-52, which float32 weights underflow to 0.
+ * Neither is a failure of "row sums lie in (0, 1)". */
+TEST(row_sums_float32_ends)
+{
+    static const float qs[2][2] = {{30, 0}, {-30, 0}}, ks[2][4] = {{1, 0, 0, 1},
+                                                                  {1, 0, 0.9f, 0}};
+    float v[2] = {1, 2};
+    for (int t = 0; t < 2; t++) {
+        struct verify_input in;
+        struct verify_report r;
+        memset(&in, 0, sizeof in);
+        in.dtype = ATTN_F32;
+        in.n = 1; in.L = 2; in.d_k = 2; in.d_v = 1;
+        in.q = qs[t]; in.k = ks[t]; in.v = v;
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        const struct verify_check *c12 = find(&r, "softmax1_row_sums");
+        CHECK(c12 && c12->applicable && c12->passed);
+        verify_report_free(&r);
+    }
+}
+
 TEST(bad_input)
 {
     struct verify_input in;
@@ -848,6 +871,7 @@ int main(void)
     RUN(max_subtraction_negative_scores);
     RUN(own_score_saturated_weight);
     RUN(softmax1_shift_underflowing_row);
+    RUN(row_sums_float32_ends);
     RUN(bad_input);
     RUN(model_checks_pass_and_catch_faults);
     RUN(model_checks_on_request_options);
