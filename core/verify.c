@@ -358,97 +358,118 @@ enum core_status verify_ck_na(struct verify_check *ck, const char *why)
 
 typedef enum core_status (*check_fn)(struct vx *c, struct verify_check *ck);
 
+/* mag: what the check's rounding scales with (verify_tol, flags of
+ * verify_impl.h): the biases its scores include, scores or outputs; none
+ * for checks 26-27, whose bounds are their own. Check 15's +1000 is not
+ * counted: the default tolerances already allow for it. */
+#define M_S VERIFY_MAG_SCORES
+#define M_O VERIFY_MAG_OUTPUTS
+#define M_Q VERIFY_MAG_BQ
+#define M_K VERIFY_MAG_BK
+#define M_QK (VERIFY_MAG_BQ | VERIFY_MAG_BK)
+#define M_KR VERIFY_MAG_KEY_ROWS
+
 static const struct {
     const char *name;
     const char *claim;
     check_fn fn;
+    int mag;
 } CHECKS[] = {
     {"base_scores",
      "The base scores equal scale*q_i.k_j, computed apart from the attention "
-     "core.", verify_check_base_scores},
+     "core.", verify_check_base_scores, M_S},
     {"k_bias_row_constant",
      "A key bias common to all keys adds one constant per query row, "
-     "c_i = scale*q_i.bK, to every score of that row.", verify_check_k_row_constant},
+     "c_i = scale*q_i.bK, to every score of that row.",
+     verify_check_k_row_constant, M_S | M_K},
     {"k_bias_weights_unchanged",
      "A common key bias leaves the standard-softmax weights and outputs "
-     "unchanged.", verify_check_k_weights},
+     "unchanged.", verify_check_k_weights, M_O | M_K},
     {"q_bias_relative_scores",
      "A query bias changes the score difference between keys j and j' by "
-     "scale*bQ.(k_j - k_j'), so it can change the weights.", verify_check_q_relative},
+     "scale*bQ.(k_j - k_j'), so it can change the weights.",
+     verify_check_q_relative, M_S | M_Q},
     {"four_term_decomposition",
      "With both biases the score is scale*(q_i.k_j + bQ.k_j + q_i.bK + "
-     "bQ.bK), and only the bQ.k_j term varies across keys.", verify_check_four_terms},
+     "bQ.bK), and only the bQ.k_j term varies across keys.",
+     verify_check_four_terms, M_S | M_QK},
     {"every_query_row",
      "Checks 2 to 5 hold for every query row, each row with its own "
-     "constant c_i.", verify_check_every_row},
+     "constant c_i.", verify_check_every_row, M_S | M_QK | M_KR},
     {"q_bias_exception",
      "A query bias with equal dot products with all keys adds one constant "
-     "per row and leaves the weights unchanged.", verify_check_q_exception},
+     "per row and leaves the weights unchanged.",
+     verify_check_q_exception, M_O | M_Q},
     {"per_key_shift_counterexample",
      "A shift that differs from key to key changes the weights (this check "
-     "passes when the change is detected).", verify_check_per_key_shift},
+     "passes when the change is detected).",
+     verify_check_per_key_shift, M_S},
     {"softmax1_ratios",
      "softmax1 keeps the weight ratios p_ij/p_ik = exp(s_ij - s_ik) of "
-     "standard softmax.", verify_check_softmax1_ratios},
+     "standard softmax.", verify_check_softmax1_ratios, M_S | M_QK},
     {"softmax1_not_shift_invariant",
      "Under softmax1 the common key bias changes the weights while their "
-     "ratios stay the same.", verify_check_softmax1_shift},
+     "ratios stay the same.", verify_check_softmax1_shift, M_S | M_QK},
     {"softmax1_zero_key",
      "softmax1 attention equals standard attention with a zero key and a "
-     "zero value prepended.", verify_check_zero_key},
+     "zero value prepended.", verify_check_zero_key, M_O | M_QK},
     {"softmax1_row_sums",
      "softmax1 row sums lie strictly between 0 and 1 and go to 0 as all "
      "scores go to minus infinity, while standard rows always sum to 1.",
-     verify_check_row_sums},
+     verify_check_row_sums, M_S | M_QK},
     {"v_bias_output_shift",
      "A value bias shifts the output by bV under standard softmax and by "
-     "(sum_j p_ij)*bV under softmax1.", verify_check_v_bias},
+     "(sum_j p_ij)*bV under softmax1.", verify_check_v_bias, M_O | M_QK},
     {"rope_breaks_k_bias",
      "With RoPE applied after the bias, the common key bias becomes a "
-     "different shift per position, so the weights change.", verify_check_rope},
+     "different shift per position, so the weights change.",
+     verify_check_rope, M_S | M_QK},
     {"max_subtraction",
      "Adding 1000 to every score leaves the weights finite and equal, "
      "because the softmax subtracts the row maximum before exp.",
-     verify_check_max_sub},
+     verify_check_max_sub, M_O | M_QK},
     {"session_decode",
      "Decoding one token at a time through a session's KV cache gives the "
-     "same weights and outputs as recomputing from scratch.", verify_check_session},
+     "same weights and outputs as recomputing from scratch.",
+     verify_check_session, M_O | M_QK},
     {"sink_extra_key",
      "The sink softmax equals standard attention with one extra zero-value "
-     "key whose score is sink_logit.", verify_check_sink},
+     "key whose score is sink_logit.", verify_check_sink, M_O | M_QK},
     {"q_bias_exception_allowed_keys",
      "Among the allowed keys that share one dot product with bQ, the query "
-     "bias leaves the weights unchanged.", verify_check_q_allowed},
+     "bias leaves the weights unchanged.", verify_check_q_allowed, M_O | M_Q},
     {"softmax1_own_score",
      "Under softmax1, raising one score by 1 raises its weight to "
      "e*p/(1+(e-1)*p) and scales every other weight by 1/(1+(e-1)*p), so the "
-     "derivative is positive.", verify_check_own_score},
+     "derivative is positive.", verify_check_own_score, M_S | M_QK},
     {"segments_per_segment",
      "A request with packed segments equals one request per segment, its rows "
-     "in the original order.", verify_check_segments},
+     "in the original order.", verify_check_segments, M_O | M_QK},
     {"window_over_every_key",
      "A window whose left side reaches every key (left = L with default positions) "
      "equals the same attention without that side: causal alone, or the request's "
      "right side and sinks alone.",
-     verify_check_window_all},
+     verify_check_window_all, M_O | M_QK},
     {"softcap_monotone_bounded",
      "Softcap c*tanh(s/c) keeps every score within [-c, c] and keeps the order "
-     "of the scores.", verify_check_softcap},
+     "of the scores.", verify_check_softcap, M_S},
     {"head_sink_limits",
      "A per-head sink logit of -infinity gives standard softmax, and of 0 gives "
-     "softmax1.", verify_check_head_sinks},
+     "softmax1.", verify_check_head_sinks, M_O},
     {"llama3_factor_one",
-     "RoPE scaled by llama3 with factor 1 equals plain RoPE.", verify_check_llama3_one},
+     "RoPE scaled by llama3 with factor 1 equals plain RoPE.",
+     verify_check_llama3_one, M_O | M_QK},
     {"rope_dims_zero",
      "Partial rotary with dims = 0 rotates nothing: it equals attention without "
-     "RoPE.", verify_check_dims_zero},
+     "RoPE.", verify_check_dims_zero, M_O | M_QK},
     {"kv_dtype_bound",
      "Float16, bfloat16 and int8 session caches give outputs within a stated bound "
-     "of the float32 cache's.", verify_check_kv_dtypes},
+     "of the float32 cache's.", verify_check_kv_dtypes, 0},
     {"beit_key_bias_float16",
      "In float16 a large common key bias is no longer invisible: k0 + bK rounded to "
      "float16 loses k0's bits, so the weights drift from float64's (which do not "
-     "move) as bK grows, until the scores overflow.", verify_check_beit_key_bias},
+     "move) as bK grows, until the scores overflow.",
+     verify_check_beit_key_bias, 0},
 };
 
 #define N_CHECKS (sizeof CHECKS / sizeof CHECKS[0])
@@ -466,19 +487,19 @@ static enum core_status run_checks(struct vx *c, struct verify_report *rep)
         ck->claim = CHECKS[i].claim;
         ck->applicable = true;
         ck->passed = true;
-        ck->tolerance = c->tol;
+        ck->tolerance = verify_tol(c, CHECKS[i].mag);
         TRY(CHECKS[i].fn(c, ck));
         if (!ck->applicable) {
             ck->passed = true;
             ck->max_abs_diff = 0.0;
         } else if (ck->expect_change) {
-            ck->passed = ck->passed && ck->max_abs_diff > c->tol;
-            if (!(ck->max_abs_diff > c->tol))
+            ck->passed = ck->passed && ck->max_abs_diff > ck->tolerance;
+            if (!(ck->max_abs_diff > ck->tolerance))
                 verify_ck_note(ck, "No weight changed by more than the tolerance; "
                         "large gaps between scores saturate the weights at 0 "
                         "and 1.");
         } else {
-            ck->passed = ck->passed && ck->max_abs_diff <= c->tol;
+            ck->passed = ck->passed && ck->max_abs_diff <= ck->tolerance;
         }
         rep->passed = rep->passed && ck->passed;
     }
@@ -527,6 +548,59 @@ static enum core_status vx_setup(struct vx *c, const struct verify_input *in,
     rep->d_v = c->dv;
     rep->scale = c->scale;
     return CORE_OK;
+}
+
+/* Largest Euclidean norm of the rows x [rows][d]. */
+static double max_row_norm(const double *x, size_t rows, size_t d)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < rows; i++)
+        m = fmax(m, sqrt(verify_dot(x + i * d, x + i * d, d)));
+    return m;
+}
+
+/* Largest |x_i| of x [count], 0 for NULL. */
+static double max_abs(const double *x, size_t count)
+{
+    double m = 0.0;
+    for (size_t i = 0; x && i < count; i++)
+        m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* The norms and magnitudes verify_tol scales by (verify.h). */
+static void vx_magnitudes(struct vx *c)
+{
+    const struct verify_input *in = c->in;
+    c->nq = max_row_norm(c->q, c->n, c->dk);
+    c->nk = c->nkq = max_row_norm(c->k, c->L, c->dk);
+    c->nbq = c->bq ? max_row_norm(c->bq, 1, c->dk) : 0.0;
+    c->nbk = c->bk ? max_row_norm(c->bk, 1, c->dk) : 0.0;
+    c->msink = 0.0;
+    if (in->softmax == ATTN_SOFTMAX_SINK)
+        c->msink = fabs(in->sink_logit);
+    if (in->sinks)
+        c->msink = fmax(c->msink, max_abs(in->sinks, in->n_sinks));
+    c->mv = fmax(1.0, max_abs(c->v, c->L * c->dv) + max_abs(c->bv, c->dv));
+}
+
+/* M of verify.h: scale * (||x|| + ||bQ||) * (||k|| + ||bK||) bounds
+ * scale * sum_d |x_d k_d| of every score (and RoPE keeps norms); bQ counts
+ * as at least 1 because check 7 may use a unit query bias of its own. */
+double verify_tol(const struct vx *c, int mag)
+{
+    if (!(mag & (VERIFY_MAG_SCORES | VERIFY_MAG_OUTPUTS)))
+        return c->tol;
+    double nq = (mag & VERIFY_MAG_KEY_ROWS) ? fmax(c->nq, c->nkq) : c->nq;
+    if (mag & VERIFY_MAG_BQ)
+        nq += fmax(c->nbq, 1.0);
+    double m = c->scale * nq * (c->nk + ((mag & VERIFY_MAG_BK) ? c->nbk : 0.0));
+    m = fmax(m, c->msink);
+    if (mag & VERIFY_MAG_OUTPUTS)
+        m *= c->mv;
+    double u = c->dt == ATTN_F32 ? 0x1p-24 : 0x1p-53;
+    double b = VERIFY_ROUND_ULPS * ((double)c->dk + 2.0) * u * m;
+    return isfinite(b) && b > c->tol ? b : c->tol;
 }
 
 static void resolve_tolerance(struct vx *c, struct verify_report *rep)
@@ -588,6 +662,7 @@ enum core_status verify_run(const struct verify_input *in,
     enum core_status st = vx_setup(&c, in, out);
     if (st == CORE_OK) {
         resolve_tolerance(&c, out);
+        vx_magnitudes(&c);
         st = shared_passes(&c, out);
     }
     if (st == CORE_OK)

@@ -43,6 +43,19 @@
 #define VERIFY_TOL_F64 1e-12
 #define VERIFY_TOL_F32 1e-4
 
+/* A check's effective tolerance is the larger of the base tolerance (the
+ * request's, or the default) and the rounding bound of what it compares:
+ * VERIFY_ROUND_ULPS * (d_k + 2) * u * M, with u the dtype's unit roundoff
+ * and M = scale * (max ||q_i|| + max(||bQ||, 1)) * (max ||k_j|| + ||bK||)
+ * (each bias only for a check whose scores include it, the rows of k among
+ * the q_i for check 6; each |sink logit| too), times
+ * max(1, max |v| + max |bV|) for a check that compares outputs. M bounds
+ * the sum of |terms| of every score the checks build (RoPE keeps norms),
+ * and a score's rounding error, and so a weight's and a row sum's, is a few
+ * u times that sum per key dimension. Scores up to a few units keep the base
+ * tolerance; large ones no longer fail true properties by rounding alone. */
+#define VERIFY_ROUND_ULPS 8.0
+
 #define VERIFY_MAX_CHECKS 28
 #define VERIFY_MAX_SINKS 16
 #define VERIFY_MAX_DATA 12
@@ -83,7 +96,8 @@ struct verify_input {
     struct attn_window window;
     const double *sinks;            /* at most VERIFY_MAX_SINKS */
     size_t n_sinks;
-    double tolerance;               /* > 0, or 0 for the dtype's default */
+    double tolerance;               /* > 0, or 0 for the dtype's default (the
+                                       base of each check's tolerance) */
     verify_forward_fn forward;      /* NULL: attn_forward */
     struct attn_ws *ws;             /* scratch, or NULL */
 };
@@ -103,7 +117,9 @@ struct verify_check {
     bool applicable;                /* false: the premise cannot be built here */
     bool passed;                    /* true when not applicable (vacuous) */
     double max_abs_diff;            /* the number compared with tolerance */
-    double tolerance;
+    double tolerance;               /* effective: the report's tolerance, or
+                                       the rounding bound of the magnitudes
+                                       compared when larger */
     bool expect_change;             /* a counterexample: passes when
                                        max_abs_diff > tolerance */
     bool precision_study;           /* data measure precisions themselves
@@ -128,7 +144,7 @@ struct verify_report {
     enum attn_dtype dtype;
     size_t n, L, d_k, d_v;
     double scale;                   /* resolved */
-    double tolerance;               /* resolved */
+    double tolerance;               /* resolved base tolerance */
     const char *tolerance_note;     /* static sentence on how it was chosen */
     bool passed;                    /* every check passed */
     struct verify_check checks[VERIFY_MAX_CHECKS];

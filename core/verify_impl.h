@@ -45,7 +45,11 @@ struct vx {
     const struct verify_input *in;
     size_t n, L, dk, dv;
     enum attn_dtype dt;
-    double scale, tol;
+    double scale, tol;              /* tol: the base (request's or default) */
+    double nq, nkq, nk, nbq, nbk;   /* largest norms: rows of q, of k (as
+                                       queries, nkq = nk), bias.q, bias.k */
+    double msink, mv;               /* largest |sink logit|; max(1, max |v|
+                                       + max |bV|) */
     double *q, *k, *v;              /* inputs as double */
     double *bq, *bk, *bv;           /* NULL when absent */
     double *zk;                     /* zeros [d_k] */
@@ -92,6 +96,23 @@ void verify_unload(const struct vx *c, const void *src, double *dst, size_t coun
 /* Attention of r through the core (or the injected forward pass); out gets
  * new double arrays: s, w [h·n][L], o [h·n][d_v]. */
 enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *out);
+
+/* What a check's rounding scales with (verify_tol), as flags: SCORES for
+ * scores, weights and row sums, OUTPUTS when outputs are compared too; BQ
+ * and BK when its scores include bias.q / bias.k; KEY_ROWS when keys are
+ * used as queries too. 0: the base tolerance alone. */
+enum {
+    VERIFY_MAG_BQ = 1,              /* = C_Q */
+    VERIFY_MAG_BK = 2,              /* = C_K */
+    VERIFY_MAG_SCORES = 4,
+    VERIFY_MAG_OUTPUTS = 8,
+    VERIFY_MAG_KEY_ROWS = 16,
+};
+
+/* The effective tolerance of a check of magnitude flags mag: the base
+ * tolerance, or the rounding bound of the compared magnitudes when that is
+ * larger (verify.h, VERIFY_ROUND_ULPS). */
+double verify_tol(const struct vx *c, int mag);
 
 /* max |a - b| over count numbers (NaN propagates as a failure). */
 double verify_maxdiff(const double *a, const double *b, size_t count);

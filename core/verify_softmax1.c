@@ -124,9 +124,9 @@ enum core_status verify_check_softmax1_shift(struct vx *c,
     NEED(sa = verify_rowsums(c, a->w, n, L));
     NEED(sb = verify_rowsums(c, b->w, n, L));
     double change = verify_maxdiff(a->w, b->w, n * L);
-    if (!(change > c->tol))
+    if (!(change > ck->tolerance))
         ck->passed = false;
-    const char *verdict = change > c->tol
+    const char *verdict = change > ck->tolerance
                               ? "Passes when the ratios agree within the tolerance and the "
                                 "weights change by more than it (weight_change)."
                               : "The weight change is not above the tolerance.";
@@ -251,21 +251,22 @@ static enum core_status sums_at(struct vx *c, double t, double *sum1,
 }
 
 /* Extra conditions of check 12 on row sums [N_SHIFTS][n]; false if broken. */
-static bool sums_ok(const struct vx *c, const double *s1, const double *ex)
+static bool sums_ok(const struct vx *c, const double *s1, const double *ex,
+                    double tol)
 {
     for (size_t t = 0; t < N_SHIFTS; t++)
         for (size_t i = 0; i < c->n; i++) {
             double x = s1[t * c->n + i], e = ex[t * c->n + i];
-            if (!(x >= 0.0 && x <= 1.0 + c->tol))
+            if (!(x >= 0.0 && x <= 1.0 + tol))
                 return false;
             /* strictly inside where the exact sum is more than the
              * tolerance from both ends; nearer, a float32 (or float64)
              * sum may round to 1 or underflow to 0 */
-            if (e > c->tol && e < 1.0 - c->tol && !(x > 0.0 && x < 1.0))
+            if (e > tol && e < 1.0 - tol && !(x > 0.0 && x < 1.0))
                 return false;
-            if (t > 0 && !(x <= s1[(t - 1) * c->n + i] + c->tol))
+            if (t > 0 && !(x <= s1[(t - 1) * c->n + i] + tol))
                 return false;
-            if (t == N_SHIFTS - 1 && !(x <= c->tol))
+            if (t == N_SHIFTS - 1 && !(x <= tol))
                 return false;
         }
     return true;
@@ -293,7 +294,7 @@ enum core_status verify_check_row_sums(struct vx *c, struct verify_check *ck)
         }
     }
     ck->max_abs_diff = m;
-    if (!sums_ok(c, s1, ex)) {
+    if (!sums_ok(c, s1, ex, ck->tolerance)) {
         ck->passed = false;
         verify_ck_note(ck, "A softmax1 row sum left (0,1), rose as the scores fell, "
                 "or did not reach 0.");
@@ -468,8 +469,9 @@ enum core_status verify_check_own_score(struct vx *c, struct verify_check *ck)
             pred[x] = (j == jb ? exp(1.0) * a->w[x] : a->w[x]) / den;
             /* a weight saturated at 1 (or too small to move) cannot
              * show its rise: it must then at least not fall */
-            if (j == jb && (pred[x] - a->w[x] > c->tol ? !(b.w[x] > a->w[x])
-                                                       : !(b.w[x] >= a->w[x])))
+            if (j == jb && (pred[x] - a->w[x] > ck->tolerance
+                                ? !(b.w[x] > a->w[x])
+                                : !(b.w[x] >= a->w[x])))
                 signs = false;
             if (j != jb && !(b.w[x] <= a->w[x]))
                 signs = false;

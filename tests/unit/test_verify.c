@@ -853,6 +853,65 @@ TEST(segments_many_interleaved)
     verify_report_free(&r);
 }
 
+/* ---- large magnitudes: rounding alone fails nothing ---------------------- */
+
+/* One query row, three keys of d_k 2, one value column, given biases. */
+static enum core_status big_case(struct verify_report *r, const double *q,
+                                 const double *k, const double *bq,
+                                 const double *bk, verify_forward_fn fwd)
+{
+    static const double v[3] = {1, 2, 3};
+    struct verify_input in;
+    two_dims(&in, 1, 3, q, k, v);
+    in.bias_q = bq;
+    in.bias_k = bk;
+    in.forward = fwd;
+    return run(&in, r);
+}
+
+static const double BIG_K[6] = {1, 0.5, 0.3, 1, -1, 0.2};
+static const double BIG_K100[6] = {100, 0.5, 0.3, 100, -100, 0.2};
+
+TEST(large_magnitudes_pass_true_properties)
+{
+    static const double q1[2] = {1000, 3}, bk1[2] = {1000, -2000};
+    static const double q2[2] = {0.1, 0.3}, bq2[2] = {0.5, 0.25}, bk2[2] = {1e6, -2e6};
+    static const double bq3[2] = {1e6, -2e6};
+    struct verify_report r;
+    /* scores near 7e5: rounding of 1e-10 used to fail checks 2, 5 and 6;
+     * the weights saturate, so only the counterexamples (and check 10's
+     * weight change) cannot show a change */
+    CHECK_EQ_INT(big_case(&r, q1, BIG_K, NULL, bk1, NULL), CORE_OK);
+    for (size_t i = 0; i < r.n_checks; i++)
+        if (!r.checks[i].expect_change && r.checks[i].id != 10)
+            CHECK(r.checks[i].passed);
+    CHECK(r.checks[1].tolerance > 1e-12 && r.checks[1].tolerance < 1e-8);
+    CHECK_NEAR(r.tolerance, 1e-12, 0);
+    verify_report_free(&r);
+    CHECK_EQ_INT(big_case(&r, q2, BIG_K, bq2, bk2, NULL), CORE_OK);
+    CHECK(r.passed);
+    verify_report_free(&r);
+    CHECK_EQ_INT(big_case(&r, q2, BIG_K100, bq3, NULL, NULL), CORE_OK);
+    CHECK(r.passed);
+    /* check 1 has no bias: its scores are small and keep the base */
+    CHECK_NEAR(r.checks[0].tolerance, 1e-12, 0);
+    CHECK(r.checks[3].tolerance > 1e-12);
+    verify_report_free(&r);
+}
+
+/* A core that drops the key bias at scores near 1e6 is still caught. */
+TEST(large_magnitudes_catch_faults)
+{
+    static const double q2[2] = {0.1, 0.3}, bq2[2] = {0.5, 0.25}, bk2[2] = {1e6, -2e6};
+    struct verify_report r;
+    CHECK_EQ_INT(big_case(&r, q2, BIG_K, bq2, bk2, fwd_no_k_bias), CORE_OK);
+    CHECK(!r.passed);
+    CHECK(!find(&r, "k_bias_row_constant")->passed);
+    CHECK(!find(&r, "four_term_decomposition")->passed);
+    CHECK(!find(&r, "every_query_row")->passed);
+    verify_report_free(&r);
+}
+
 int main(void)
 {
     RUN(builtin_matches_published_table);
@@ -877,5 +936,7 @@ int main(void)
     RUN(model_checks_on_request_options);
     RUN(tolerance_and_elements);
     RUN(core_faults_fail_checks);
+    RUN(large_magnitudes_pass_true_properties);
+    RUN(large_magnitudes_catch_faults);
     TEST_MAIN_END();
 }
