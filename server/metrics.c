@@ -17,7 +17,8 @@
 #include "core/store.h"
 
 #define MAX_ROUTES 64
-#define MAX_CODES 16
+#define MAX_CODES 16                    /* status codes a route; the rest: "other" */
+#define CODE_OTHER 0
 #define N_BUCKETS 14
 #define MAX_KEYS 64                     /* key-name series; the rest fold into "other" */
 
@@ -111,16 +112,20 @@ static struct route_stats *route_slot(struct srv_metrics *m, const char *route)
     return r;
 }
 
+/* The status's counter; once the table is full the last slot is
+ * code="other" (status 0), so a status past it is never counted under
+ * another status's label. */
 static void count_code(struct route_stats *r, int status)
 {
-    for (size_t i = 0; i < r->n_codes; i++)
-        if (r->codes[i] == status) {
-            r->code_count[i]++;
-            return;
-        }
-    if (r->n_codes == MAX_CODES) {      /* fold rare codes into the last */
-        r->code_count[MAX_CODES - 1]++;
-        return;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < r->n_codes; i++)
+            if (r->codes[i] == status) {
+                r->code_count[i]++;
+                return;
+            }
+        if (r->n_codes < MAX_CODES - 1)
+            break;
+        status = CODE_OTHER;
     }
     r->codes[r->n_codes] = status;
     r->code_count[r->n_codes++] = 1;
@@ -231,9 +236,15 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
             "# TYPE attnd_requests_total counter\n");
     for (size_t i = 0; i < m->n_routes; i++) {
         const struct route_stats *r = &m->routes[i];
-        for (size_t c = 0; c < r->n_codes; c++)
-            outf(o, "attnd_requests_total{route=\"%s\",code=\"%d\"} %llu\n", r->name,
-                 r->codes[c], (unsigned long long)r->code_count[c]);
+        for (size_t c = 0; c < r->n_codes; c++) {
+            char code[16];
+            if (r->codes[c] == CODE_OTHER)
+                snprintf(code, sizeof code, "other");
+            else
+                snprintf(code, sizeof code, "%d", r->codes[c]);
+            outf(o, "attnd_requests_total{route=\"%s\",code=\"%s\"} %llu\n", r->name, code,
+                 (unsigned long long)r->code_count[c]);
+        }
     }
     outf(o, "# HELP attnd_request_duration_seconds Time from request headers to response sent.\n"
             "# TYPE attnd_request_duration_seconds histogram\n");

@@ -43,8 +43,42 @@ TEST(routes_beyond_the_table_fold_into_other)
     srv_metrics_free(m);
 }
 
+/* More status codes on one route than its table holds: the rest are
+ * counted as code="other", never under another status (the 17th status
+ * was once added to the 16th's counter). */
+TEST(codes_beyond_the_table_fold_into_other)
+{
+    struct srv_metrics *m = srv_metrics_new();
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    for (int i = 0; i < MAX_CODES + 4; i++) {
+        srv_metrics_begin(m);
+        srv_metrics_end(m, "/v1/attention", 400 + i, 1, 2, 0.001, NULL);
+    }
+    srv_metrics_begin(m);
+    srv_metrics_end(m, "/v1/attention", 400, 1, 2, 0.001, NULL);
+    size_t len = 0;
+    char *text = srv_metrics_render(m, &len);
+    CHECK(text != NULL);
+    if (!text) {
+        srv_metrics_free(m);
+        return;
+    }
+    CHECK_EQ_INT(count_lines(text, "attnd_requests_total{"), MAX_CODES);
+    CHECK(strstr(text, "attnd_requests_total{route=\"/v1/attention\",code=\"400\"} 2\n"));
+    char line[128];
+    snprintf(line, sizeof line, "attnd_requests_total{route=\"/v1/attention\",code=\"%d\"} 1\n",
+             400 + MAX_CODES - 2);
+    CHECK(strstr(text, line) != NULL);      /* the last status with a slot of its own */
+    CHECK(strstr(text, "attnd_requests_total{route=\"/v1/attention\",code=\"other\"} 5\n"));
+    free(text);
+    srv_metrics_free(m);
+}
+
 int main(void)
 {
     RUN(routes_beyond_the_table_fold_into_other);
+    RUN(codes_beyond_the_table_fold_into_other);
     TEST_MAIN_END();
 }
