@@ -5,8 +5,9 @@
  * File format: one key per line, `name:key` (split at the first colon) or a
  * bare `key` (named key-LINE); blank lines and lines starting with '#' are
  * skipped, spaces around name and key trimmed. Names are 1-63 characters of
- * [A-Za-z0-9_.-] but not "-", which the metrics give the clients without
- * a key (they become log fields and metric labels); keys are 1-511
+ * [A-Za-z0-9_.-] but not "-" or "other", which the metrics give the
+ * clients without a key and the names past their table (names become log
+ * fields and metric labels); keys are 1-511
  * printable characters without spaces. A duplicate name or key, a bad line,
  * an empty file, a file over 1 MiB or one that others may read refuses the
  * whole file (at start: exit 2; on reload: the keys in use stay). The set
@@ -136,6 +137,9 @@ static int parse_line(struct key_set *ks, const char *s, size_t n, size_t lineno
         if (nn == 1 && name[0] == '-')
             return srv_whyf(why, cap, "%s: the name '-' is taken: it labels the clients "
                             "without a key in /metrics", where);
+        if (nn == 5 && memcmp(name, "other", 5) == 0)
+            return srv_whyf(why, cap, "%s: the name 'other' is taken: it labels the keys "
+                            "past the 63rd name in /metrics", where);
     } else {
         nn = (size_t)snprintf(auto_name, sizeof auto_name, "key-%zu", lineno);
     }

@@ -118,6 +118,7 @@ def test_bad_key_files_exit_2():
         # that name had no attnd_key_requests_total series and its 429s
         # were counted as theirs
         (key_file(f"-:{ALICE}\n"), "the name '-' is taken"),
+        (key_file(f"other:{ALICE}\n"), "the name 'other' is taken"),
         (key_file("alice:\n"), "a key is"),
         (key_file("# nothing\n\n"), "no keys"),
         ("/nonexistent/keys", "No such file"),
