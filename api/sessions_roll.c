@@ -125,15 +125,28 @@ bool api_roll_check_pass(struct api_call *c, const struct sess *s, bool causal_g
     }
     struct sess_held h;
     sess_held_rows(s, &h);
-    if (h.from <= sess_reach(s, n, m))
+    size_t reach = sess_reach(s, n, m);
+    if (h.from <= reach)
         return true;
     char held[128];
-    size_t end = h.length + m, most = end - (size_t)sp->window.left - h.from;
+    /* n <= m always passes (rolls keep length - left), so most >= m here */
+    size_t most = h.length + m - (size_t)sp->window.left - h.from;
     held_text(held, sizeof held, &h);
-    api_fail(c, API_ERR_LENGTH_CONFLICT, q_path,
-             "the session holds %s: %zu query rows after appending %zu would reach back "
-             "past row %zu (window left %lld); send at most %zu query rows", held, n, m,
-             h.from, (long long)sp->window.left, most);
+    if (most == 0)
+        api_fail(c, API_ERR_LENGTH_CONFLICT, q_path,
+                 "the session holds %s: a query without appended rows would reach "
+                 "back to row %zu (window left %lld), and the last append let the rows "
+                 "before %zu go; send the next token's key and value rows with the "
+                 "query (a query may ask as many rows as it appends), or fork the "
+                 "session before such an append to ask again without one",
+                 held, reach, (long long)sp->window.left, h.from);
+    else
+        api_fail(c, API_ERR_LENGTH_CONFLICT, q_path,
+                 "the session holds %s: %zu query rows after appending %zu would reach "
+                 "back to row %zu (window left %lld), before row %zu, the first held; "
+                 "send at most %zu query rows with %zu appended (at most %zu more than "
+                 "the rows appended)", held, n, m, reach, (long long)sp->window.left,
+                 h.from, most, m, most - m);
     return false;
 }
 

@@ -4,7 +4,8 @@
  * (expected_length 409, session_full 409, shapes 422, all or nothing), the
  * cached K/V after bias, attention through the session equal to the
  * stateless /v1/attention text for text, truncate, fork isolation, delete,
- * 404 for unknown ids, 405 with Allow, capacity 503 with Retry-After.
+ * 404 for unknown ids, 405 with Allow, capacity 503 with Retry-After, a
+ * rolling session's query refused where the rows it reaches were let go.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,6 +451,51 @@ TEST(capacity_503_with_retry_after)
     ctx.store = old;
 }
 
+/* {"k":[[1],[2],...],"v":[same]} of n rows of d = 1, into out. */
+static const char *rows_body(char *out, size_t size, size_t n)
+{
+    size_t at = 0;
+    for (int part = 0; part < 2; part++) {
+        at += (size_t)snprintf(out + at, size - at, "%s\"%s\":[", part ? "," : "{",
+                               part ? "v" : "k");
+        for (size_t i = 0; i < n; i++)
+            at += (size_t)snprintf(out + at, size - at, "%s[%zu]", i ? "," : "", i % 7);
+        at += (size_t)snprintf(out + at, size - at, "]");
+    }
+    snprintf(out + at, size - at, "}");
+    return out;
+}
+
+/* A rolling session (left 5, 1 sink) after 197 rows holds 0..63 and
+ * 192..196: the append let go of row 191, which a query of the last row
+ * without an append reaches. The 409 says to append with the query (not
+ * "at most 0 rows"), and a query with one appended row goes. */
+TEST(rolling_query_alone_after_a_page_goes)
+{
+    static char body[4096];
+    char id[128];
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":1,\"d_v\":1,\"window\":{\"left\":5,\"sinks\":1}}", id),
+                 201);
+    CHECK_EQ_INT(st_of("POST", P(id, "/kv"), rows_body(body, sizeof body, 197)), 200);
+    req("POST", P(id, "/attention"), "{\"q\":[[1]]}", &r);
+    CHECK_ERR(&r, 409, "length_conflict", "/q");
+    CHECK(!body_has(&r, "at most 0"));
+    CHECK(body_has(&r, "reach back to row 191 (window left 5), and the last append let the "
+                       "rows before 192 go; send the next token's key and value rows with "
+                       "the query"));
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("POST", P(id, "/attention"), "{\"q\":[[1]],\"k\":[[1]],\"v\":[[1]]}"),
+                 200);
+    CHECK_EQ_INT(st_of("POST", P(id, "/attention"), "{\"q\":[[1]]}"), 200);
+    req("POST", P(id, "/attention"), "{\"q\":[[1],[2]]}", &r);
+    CHECK_ERR(&r, 409, "length_conflict", "/q");
+    CHECK(body_has(&r, "2 query rows after appending 0 would reach back to row 191 (window "
+                       "left 5), before row 192, the first held; send at most 1 query rows"));
+    api_response_free(&r);
+    CHECK_EQ_INT(st_of("DELETE", P(id, ""), NULL), 204);
+}
+
 TEST(response_size_limit)
 {
     struct api_response r;
@@ -482,6 +528,7 @@ int main(void)
     RUN(unknown_ids_and_routes);
     RUN(capacity_503_with_retry_after);
     RUN(response_size_limit);
+    RUN(rolling_query_alone_after_a_page_goes);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
