@@ -340,7 +340,8 @@ static bool read_create(struct api_call *c, const json_t *body,
         return false;
     sp->half = c->half;
     if (!api_read_kv_dtype(c, member(body, "kv_dtype"), "/kv_dtype", p->dtype, c->half,
-                           &sp->kv_store))
+                           &sp->kv_store) ||
+        !api_roll_check_bytes(c, sp, "/window"))
         return false;
     if (!given)
         p->scale = attn_default_scale(sp->shape.d_k);

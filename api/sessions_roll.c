@@ -57,6 +57,26 @@ bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
     return false;
 }
 
+bool api_roll_check_bytes(struct api_call *c, const struct sess_spec *sp, const char *path)
+{
+    const struct attn_window *w = &sp->window;
+    size_t max = c->ctx->store ? sess_store_config(c->ctx->store)->max_cache_bytes : 0;
+    size_t need = sess_roll_bytes_need(sp), rows = sess_roll_held_max(w);
+    char bytes[48];
+    if (!w->on || max == 0 || need <= max)
+        return true;
+    if (need == SIZE_MAX)
+        snprintf(bytes, sizeof bytes, "more cache bytes than fit in memory");
+    else
+        snprintf(bytes, sizeof bytes, "%zu cache bytes", need);
+    api_fail(c, API_ERR_LIMIT_EXCEEDED, path, "a rolling session with window left %lld "
+             "and %lld sinks holds up to %zu rows between appends (rows go 64 at a "
+             "time) and one more while it appends: %s, over the whole cache "
+             "(--max-cache-bytes %zu); a smaller window, fewer sinks or a narrower "
+             "kv_dtype fits", (long long)w->left, (long long)w->sinks, rows, bytes, max);
+    return false;
+}
+
 /* What h holds, as text for messages. */
 static void held_text(char *out, size_t size, const struct sess_held *h)
 {

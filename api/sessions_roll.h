@@ -26,6 +26,13 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
 bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
                            size_t max_tokens, bool given, const char *path);
 
+/* A rolling session of spec sp must fit --max-cache-bytes at its most
+ * (sess_roll_bytes_need), or it would be refused an append for good once
+ * it held that many rows: else 422 limit_exceeded at path (/v1: /window;
+ * a v2 sequence at its window_left), naming the bytes and the cap. A
+ * window off, or no cap, passes. */
+bool api_roll_check_bytes(struct api_call *c, const struct sess_spec *sp, const char *path);
+
 /* A window read for a rolling session (w->on; nothing to check when off):
  * "left" required, no "right" (422 at prefix/<spell>left or
  * prefix/<spell>right, the message naming it). /v1 spells them "left" and

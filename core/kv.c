@@ -42,6 +42,12 @@ const char *kv_store_name(enum kv_store st, enum attn_dtype dtype)
     }
 }
 
+/* Bytes of one element as store keeps a dtype's values. */
+static size_t elem_bytes(enum attn_dtype dtype, enum kv_store store)
+{
+    return store == KV_STORE_SAME ? attn_dtype_size(dtype) : store == KV_STORE_I8 ? 1 : 2;
+}
+
 struct kv_cache *kv_new_store(enum attn_dtype dtype, enum kv_store store, size_t h_kv,
                               size_t d_k, size_t d_v)
 {
@@ -56,7 +62,7 @@ struct kv_cache *kv_new_store(enum attn_dtype dtype, enum kv_store store, size_t
         return NULL;
     c->dtype = dtype;
     c->store = store;
-    c->esz = store == KV_STORE_SAME ? attn_dtype_size(dtype) : store == KV_STORE_I8 ? 1 : 2;
+    c->esz = elem_bytes(dtype, store);
     c->h_kv = h_kv;
     c->d_k = d_k;
     c->d_v = d_v;
@@ -77,14 +83,28 @@ size_t kv_d_v(const struct kv_cache *c) { return c->d_v; }
 size_t kv_length(const struct kv_cache *c) { return c->len; }
 size_t kv_elem_bytes(const struct kv_cache *c) { return c->esz; }
 
+/* Bytes of `rows` rows over h_kv heads, esz bytes an element stored as
+ * store; false on overflow. */
+static bool rows_bytes_as(size_t esz, enum kv_store store, size_t h_kv, size_t d_k,
+                          size_t d_v, size_t rows, size_t *out)
+{
+    size_t w, b;
+    if (!core_add(d_k, d_v, &w) || !core_mul(w, esz, &b) ||
+        (store == KV_STORE_I8 && !core_add(b, 2 * sizeof(float), &b)))
+        return false;
+    return core_mul3(rows, b, h_kv, out);
+}
+
 /* Bytes of `rows` rows over all heads; false on overflow. */
 static bool rows_bytes(const struct kv_cache *c, size_t rows, size_t *out)
 {
-    size_t w, b;
-    if (!core_add(c->d_k, c->d_v, &w) || !core_mul(w, c->esz, &b) ||
-        (c->store == KV_STORE_I8 && !core_add(b, 2 * sizeof(float), &b)))
-        return false;
-    return core_mul3(rows, b, c->h_kv, out);
+    return rows_bytes_as(c->esz, c->store, c->h_kv, c->d_k, c->d_v, rows, out);
+}
+
+bool kv_rows_bytes_for(enum attn_dtype dtype, enum kv_store store, size_t h_kv, size_t d_k,
+                       size_t d_v, size_t rows, size_t *out)
+{
+    return rows_bytes_as(elem_bytes(dtype, store), store, h_kv, d_k, d_v, rows, out);
 }
 
 size_t kv_row_bytes(const struct kv_cache *c)

@@ -116,6 +116,12 @@ size_t kv_capacity(const struct kv_cache *c);   /* rows writable without allocat
  * bytes, plus h_kv * 2 * 4 scale bytes for int8. */
 size_t kv_row_bytes(const struct kv_cache *c);
 
+/* The bytes `rows` rows would take in a cache kv_new_store(dtype, store,
+ * h_kv, d_k, d_v) makes, into *out (rows times its kv_row_bytes); false
+ * on overflow. */
+bool kv_rows_bytes_for(enum attn_dtype dtype, enum kv_store store, size_t h_kv, size_t d_k,
+                       size_t d_v, size_t rows, size_t *out);
+
 /* Storage bytes of every page the cache holds (shared ones included):
  * the sum of page capacities times kv_row_bytes. */
 size_t kv_bytes(const struct kv_cache *c);

@@ -243,6 +243,16 @@ size_t sess_reach(const struct sess *s, size_t n, size_t m);
  * this for an append of one row always to fit. */
 size_t sess_roll_held_max(const struct attn_window *w);
 
+/* The cache bytes a rolling session of spec sp takes to go on appending a
+ * row at a time on an otherwise empty cache: sess_roll_held_max + 1 rows
+ * (those held, and the append before the roll lets a page go) at its row
+ * bytes as stored. The held pages are full but the last, which an append
+ * sizes to its rows when the cache is tight, so this is the least room
+ * that always fits; a --max-cache-bytes below it leaves the session
+ * refused (capacity) once it holds that many. SIZE_MAX on overflow, 0
+ * when sp does not roll. */
+size_t sess_roll_bytes_need(const struct sess_spec *sp);
+
 /* The shortest length sess_truncate accepts (0 unless rows were let go). */
 size_t sess_min_length(const struct sess *s);
 

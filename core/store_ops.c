@@ -37,6 +37,19 @@ size_t sess_roll_held_max(const struct attn_window *w)
     return (sinks + page - 1) / page * page + left + page - 1;
 }
 
+size_t sess_roll_bytes_need(const struct sess_spec *sp)
+{
+    const struct attn_shape *sh = &sp->shape;
+    size_t rows = sess_roll_held_max(&sp->window), b;
+    if (!sp->window.on)
+        return 0;
+    if (rows == SIZE_MAX ||
+        !kv_rows_bytes_for(sp->params.dtype, sp->kv_store, sh->h_kv, sh->d_k, sh->d_v,
+                           rows + 1, &b))
+        return SIZE_MAX;
+    return b;
+}
+
 size_t sess_min_length(const struct sess *s)
 {
     size_t from = kv_held_from(s->kv);

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/sessions_roll.h"
+
 #define PLAIN_MAX (SESS_NAME_MAX - 4)   /* a string kept as it is: 20 */
 #define HASH_CHARS (SESS_NAME_MAX - 4)  /* 6 bits each: 120 of the 128 */
 
@@ -114,6 +116,8 @@ bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn
     sp.half = x->half;
     sp.kv_store = x->kv_store;
     sp.window = x->window;          /* on: a rolling session, as /v1's "window" */
+    if (!api_roll_check_bytes(c, &sp, "/parameters/window_left"))
+        return false;
     if (!sess_named_id(c->ctx->store, x->seq_name, x->sid)) {
         api_fail_core(c, CORE_EINVAL, NULL);
         return false;

@@ -5,7 +5,8 @@
  * cached K/V after bias, attention through the session equal to the
  * stateless /v1/attention text for text, truncate, fork isolation, delete,
  * 404 for unknown ids, 405 with Allow, capacity 503 with Retry-After, a
- * rolling session's query refused where the rows it reaches were let go.
+ * rolling session's query refused where the rows it reaches were let go,
+ * and its create where its window cannot fit --max-cache-bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,6 +497,50 @@ TEST(rolling_query_alone_after_a_page_goes)
     CHECK_EQ_INT(st_of("DELETE", P(id, ""), NULL), 204);
 }
 
+/* A rolling session whose window cannot fit --max-cache-bytes is refused
+ * at create: left 5 and 1 sink hold up to 64 + 5 + 63 = 132 rows between
+ * appends and 133 during one, 16 bytes a row of d 1 in float64 (10 in
+ * int8: 2 bytes and two float scales). One byte less than that is 422 at
+ * /window; exactly that takes a row at a time for good. A session that
+ * does not roll is not held to it (its max_tokens is a ceiling). */
+TEST(rolling_window_over_the_cache_is_refused)
+{
+    struct sess_store *old = ctx.store;
+    const char *roll = "{\"d_k\":1,\"d_v\":1,\"window\":{\"left\":5,\"sinks\":1}}";
+    const char *roll8 = "{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\",\"kv_dtype\":\"int8\","
+                        "\"window\":{\"left\":5,\"sinks\":1}}";
+    struct sess_config cfg = {.max_cache_bytes = 133 * 16 - 1, .default_ttl_s = 600,
+                              .default_max_tokens = 4096};
+    struct api_response r;
+    char id[128];
+    ctx.store = sess_store_new(&cfg);
+    req("POST", "/v1/sessions", roll, &r);
+    CHECK_ERR(&r, 422, "limit_exceeded", "/window");
+    CHECK(body_has(&r, "holds up to 132 rows between appends"));
+    CHECK(body_has(&r, "2128 cache bytes, over the whole cache (--max-cache-bytes 2127)"));
+    api_response_free(&r);
+    CHECK_EQ_INT(create(roll8, id), 201);
+    CHECK_EQ_INT(create("{\"d_k\":1,\"d_v\":1,\"max_tokens\":4096}", id), 201);
+    sess_store_free(ctx.store);
+    cfg.max_cache_bytes = 133 * 10 - 1;
+    ctx.store = sess_store_new(&cfg);
+    req("POST", "/v1/sessions", roll8, &r);
+    CHECK_ERR(&r, 422, "limit_exceeded", "/window");
+    CHECK(body_has(&r, "1330 cache bytes"));
+    api_response_free(&r);
+    sess_store_free(ctx.store);
+    cfg.max_cache_bytes = 133 * 16;
+    ctx.store = sess_store_new(&cfg);
+    CHECK_EQ_INT(create(roll, id), 201);
+    int refused = 0;
+    for (int i = 0; i < 400; i++)
+        refused += st_of("POST", P(id, "/kv"), "{\"k\":[[1]],\"v\":[[1]]}") != 200;
+    CHECK_EQ_INT(refused, 0);
+    CHECK_EQ_INT(info_int(id, "length"), 400);
+    sess_store_free(ctx.store);
+    ctx.store = old;
+}
+
 TEST(response_size_limit)
 {
     struct api_response r;
@@ -529,6 +574,7 @@ int main(void)
     RUN(capacity_503_with_retry_after);
     RUN(response_size_limit);
     RUN(rolling_query_alone_after_a_page_goes);
+    RUN(rolling_window_over_the_cache_is_refused);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

@@ -110,7 +110,8 @@ TEST(a_refused_start_keeps_the_earlier_sequence)
 }
 
 /* A start whose rows do not fit the cache beside the earlier sequence's is
- * refused (503) and leaves that one as it was. */
+ * refused (503), one whose window could never fit it (400), and each
+ * leaves that one as it was. */
 TEST(a_start_the_cache_cannot_hold_keeps_the_earlier_sequence)
 {
     struct api_ctx pctx;
@@ -139,6 +140,16 @@ TEST(a_start_the_cache_cannot_hold_keeps_the_earlier_sequence)
     CHECK_EQ_INT(st, 503);
     json_decref(j);
     free(b.p);
+    answers_as(&pctx, NEXT("full"), want);
+    /* a rolling start whose window alone passes the whole cache: 2063 rows
+     * held and one appended, at least 8 bytes a row */
+    j = infer_on(&pctx, "{\"parameters\":{\"sequence_id\":\"full\",\"sequence_start\":true,"
+                 "\"window_left\":2000},\"inputs\":[" IN16("q", 1, "1,0") ","
+                 IN16("k", 1, "1,0") "," IN16("v", 1, "1,2") "]}", &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "(--max-cache-bytes 16384)") &&
+          strstr(v2_err(j), "[limit_exceeded at /parameters/window_left]"));
+    json_decref(j);
     answers_as(&pctx, NEXT("full"), want);
     json_decref(want);
     sess_store_free(pctx.store);
