@@ -817,6 +817,15 @@
   }
 
   function sessionInfo(text) { $('sess-info').textContent = text; }
+  /* What attnd says session s keeps (its answer to POST /v1/sessions): the
+   * options above reach the next session, not this one. */
+  function keptOptions(s) {
+    var b = Object.keys(s.bias || {}).map(function (x) { return 'b_' + x.toUpperCase(); });
+    return 'It keeps the options it started with: softmax ' + s.softmax +
+      (s.softmax === 'sink' ? ' (sink logit ' + s.sink_logit + ')' : '') + ', scale ' + fmt(s.scale) +
+      ', ' + (b.length ? 'bias ' + b.join(', ') : 'no bias') + ', ' + (s.rope ? 'RoPE base ' +
+      s.rope.base + ' (' + s.rope.pairs + ')' : 'no RoPE') + '; changes above apply to the next session.';
+  }
   /* The decode buttons' mistakes and attnd's answers to them, said in the
    * decode section (not in the Results, whose box the next edit empties). */
   function sessError(e) { fillError($('sess-error'), e); }
@@ -848,14 +857,14 @@
     $('sess-start').disabled = true;    /* one session: a second click would start another */
     setBusy(true);
     api('POST', '/v1/sessions', body).then(function (s) {
-      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0 };
+      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0, kept: keptOptions(s) };
       $('sess-start').disabled = true;
       $('sess-end').disabled = false;
       $('step-box').disabled = false;
       $('kv-table').textContent = '';
       $('map-step-weights').textContent = '';
       sessionInfo('Session ' + s.id + ' started: empty cache, d_k = ' + body.d_k +
-        ', d_v = ' + body.d_v + ', softmax = ' + body.softmax + '.');
+        ', d_v = ' + body.d_v + '. ' + session.kept);
       renderStepInputs();
       sessError(null);
     }, function (e) {
@@ -879,7 +888,7 @@
           renderKv(kv);
           session.length = Number($('kv-table').dataset.length);
           sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
-            (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them.');
+            (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them. ' + session.kept);
           $('sess-status').textContent = 'Decode step done: cache length ' + session.length +
             '; weights of the new query: ' + res.weights[0].map(fmt).join(', ') + '.';
           renderStepInputs();

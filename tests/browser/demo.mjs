@@ -9,7 +9,8 @@
 // Steps: heat map cells equal the API's numbers; the K bias moves the
 // scores and not the weights (standard); softmax1 changes the weights and
 // the K bias then changes them too; /v1/verify's claims are shown; API
-// errors are readable; a decode session grows the cached K/V table; the
+// errors are readable; a decode session grows the cached K/V table and
+// says the options it started with, which later changes do not reach; the
 // page is keyboard operable, labelled, readable at 375 px. Screenshots go
 // to DIR/<name>.png and DIR/<name>-375.png. Ends with "N passed, N failed".
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
@@ -344,6 +345,8 @@ try {
       !document.getElementById('sess-error').hidden, null, { timeout: 10000 });
     const err = await page.$eval('#sess-error', (e) => (e.hidden ? '' : e.textContent));
     assert(err === '', `starting a session: ${err}`);
+    /* the session keeps the options it started with, and says so */
+    await andWait(page, () => page.check('#sm-softmax1'));
     for (let t = 1; t <= 3; t++) {
       await page.click('#step');
       await page.waitForFunction((n) => Number(document.body.dataset.steps || 0) === n &&
@@ -355,6 +358,10 @@ try {
     sameMatrix(kv, K.map((k, i) => k.concat(V[i])), 'cached K|V');
     const w = await heat(page, 'map-step-weights');
     sameMatrix(w, base.weights, 'decode weights', 1e-12);
+    const info = await page.textContent('#sess-info');
+    assert(/softmax standard, scale 0\.707107, no bias, no RoPE; changes above apply to the next session/
+      .test(info), `session info after softmax1 was chosen: ${info}`);
+    await andWait(page, () => page.check('#sm-standard'));
     await page.click('#sess-end');
     await page.waitForFunction(() => /deleted/.test(document.getElementById('sess-info').textContent));
   });
