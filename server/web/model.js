@@ -11,6 +11,8 @@
   var A = null;                       /* window.attnd, set in init */
   var $ = window.attndDraw.$, svg = window.attndDraw.svg, f3 = window.attndDraw.f3;  /* teach.js */
   function f6(x) { return A.fmt(x); }
+  /* "1 head", "2 heads"; many: the plural when not one + s ("queries") */
+  function count(n, one, many) { return n + ' ' + (n === 1 ? one : many || one + 's'); }
 
   /* ---- pasted model requests ------------------------------------------ */
   var EXAMPLE_TOKENS = ['The', 'cat', 'sat', 'on', 'the', 'mat'];
@@ -64,7 +66,7 @@
     var tokens = Math.max(Number(n) || 0, Number(L) || 0);   /* the queries are tokens too */
     if (heads > 8 || tokens > 256) {
       failed(A.localError('the page draws up to 8 heads and 256 tokens (this has ' +
-        heads + ' heads, ' + tokens + ' tokens).'));
+        count(heads, 'head') + ', ' + count(tokens, 'token') + ').'));
       return;
     }
     req.return = ['scores', 'weights', 'stats'];
@@ -127,11 +129,11 @@
     sel.value = String(model.head);
     var masks = [];
     if (res.meta.causal) masks.push('causal');
-    if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + model.req.window.sinks + ' sink' + (model.req.window.sinks === 1 ? '' : 's') : ''));
+    if (model.req.window) masks.push('window' + (model.req.window.sinks ? ' with ' + count(model.req.window.sinks, 'sink') : ''));
     if (model.req.segments) masks.push('segments');
     if (model.req.mask) masks.push('mask');
-    $('model-status').textContent = H + ' head' + (H > 1 ? 's' : '') + ', ' + n + ' queries × ' +
-      L + ' keys' + (masks.length ? '; masks: ' + masks.join(', ') + ' (see the key below the maps)' : '') + '.';
+    $('model-status').textContent = count(H, 'head') + ', ' + count(n, 'query', 'queries') + ' × ' +
+      count(L, 'key') + (masks.length ? '; masks: ' + masks.join(', ') + ' (see the key below the maps)' : '') + '.';
     drawHeadView();
     drawHeatGrid();
     drawRowStats();

@@ -10,7 +10,8 @@
 // paste panel and the old picture is cleared; each map is focusable and
 // the arrow keys read its cells ("q → k: weight", attnd's weight);
 // head-view tokens answer Enter and Space; long token labels stay inside
-// the head view and the row table; "1 sink" is singular; base64 tensors
+// the head view and the row table; "1 sink", "1 head", "1 query", "1 key"
+// and "1 token" are singular, in the status and the limit; base64 tensors
 // ({"shape","dtype","data"}) in q or k are held to the panel's 8 heads,
 // 256 tokens and one sequence before anything is sent, and the 256 count
 // queries as well as keys. Ends with "N passed, N failed".
@@ -179,11 +180,14 @@ await step('long token labels stay inside the head view and the row table', asyn
   assert(over === 0, `${over} token labels leave the row table`);
 });
 
-await step('one sink is "1 sink"', async () => {
+await step('one sink is "1 sink"; one head, query and key are singular too', async () => {
   const m = (s) => Array.from({ length: 6 }, (_, i) => [Math.sin(i * s), Math.cos(i + s)]);
   await draw({ q: m(1), k: m(2), v: m(3), causal: true, window: { left: 2, sinks: 1 } });
   const s = await page.textContent('#model-status');
   assert(/window with 1 sink\b/.test(s) && !/1 sinks/.test(s), s);
+  await draw({ q: [[1, 0]], k: [[0, 1]], v: [[1]] });
+  const one = await page.textContent('#model-status');
+  assert(one === '1 head, 1 query \u00D7 1 key.', one);
 });
 
 await step('pasted base64 tensors obey the 8-head / 256-token limit, nothing sent', async () => {
@@ -193,10 +197,11 @@ await step('pasted base64 tensors obey the 8-head / 256-token limit, nothing sen
   const posts = [];
   const seen = (r) => { if (r.method() === 'POST' && r.url().endsWith('/v1/attention')) posts.push(r.url()); };
   page.on('request', seen);
-  const limit = (h, L) => `Not sent: the page draws up to 8 heads and 256 tokens (this has ${h} heads, ${L} tokens).`;
+  const limit = (h, L) => `Not sent: the page draws up to 8 heads and 256 tokens (this has ${h} head${h === 1 ? '' : 's'}, ${L} token${L === 1 ? '' : 's'}).`;
   const batch = /^Not sent: the page draws one sequence: paste q as \[heads\]\[n\]\[d_k\], not a batch \(rank 4\)/;
   for (const [what, req, want] of [
     ['9 heads, all base64', { q: b64(9, 2, 2), k: b64(9, 2, 2), v: b64(9, 2, 1) }, limit(9, 2)],
+    ['9 heads of one token each', { q: b64(9, 1, 2), k: b64(9, 1, 2), v: b64(9, 1, 1) }, limit(9, 1)],
     ['9 query heads base64, k and v nested', { q: b64(9, 2, 2), k: [[1, 0], [0, 1]], v: [[1], [2]] }, limit(9, 2)],
     ['300 keys as a base64 [L][d] k', { q: [[1, 0]], k: b64(300, 2), v: b64(300, 1) }, limit(1, 300)],
     ['300 keys as a base64 [h][L][d] k', { q: [[[1, 0]], [[0, 1]]], k: b64(2, 300, 2), v: b64(2, 300, 1) }, limit(2, 300)],
@@ -228,7 +233,7 @@ await step('300 query tokens over 2 keys are over the 256-token limit too, nothi
     page.off('request', seen);
   }
   const box = await page.$eval('#model-error', (e) => (e.hidden ? '' : e.textContent));
-  assert(box === 'Not sent: the page draws up to 8 heads and 256 tokens (this has 1 heads, 300 tokens).', `error box "${box}"`);
+  assert(box === 'Not sent: the page draws up to 8 heads and 256 tokens (this has 1 head, 300 tokens).', `error box "${box}"`);
   assert(posts.length === 0, `${posts.length} request(s) sent`);
 });
 
