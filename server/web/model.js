@@ -489,7 +489,8 @@
     tb.textContent = '';
     for (var i = 0; i < n; i++) {
       var tr = document.createElement('tr');
-      [qs[i], f3(ent[i]), f3(mass[i]), am[i] === null ? '—' : ks[am[i]]].forEach(function (t, c) {
+      /* attnd's entropy and mass of a row with no allowed key are 0, its argmax null */
+      [qs[i], f3(ent[i]), f3(mass[i]), am[i] === null ? 'no allowed key' : ks[am[i]]].forEach(function (t, c) {
         var td = document.createElement(c ? 'td' : 'th');
         if (!c) td.scope = 'row';
         td.textContent = t;

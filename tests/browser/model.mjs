@@ -6,8 +6,9 @@
 //
 // One head written with its heads axis ([1][n][d]) and a heads selection
 // of one head: the row table and the maps' labels hold attnd's stats
-// (no NaN, no false "masked"); mistakes and refusals are shown beside the
-// paste panel and the old picture is cleared; each map is focusable and
+// (no NaN, no false "masked"), and a row with no allowed key says so;
+// mistakes and refusals are shown beside the paste panel and the old
+// picture is cleared; each map is focusable and
 // the arrow keys read its cells ("q → k: weight", attnd's weight);
 // head-view tokens answer Enter and Space; long token labels stay inside
 // the head view and the row table; "1 sink", "1 head", "1 query", "1 key"
@@ -86,6 +87,18 @@ await step('a heads selection of one head of three: the table is that head\'s st
   assert(rows.every((r) => !/NaN|masked/.test(r.join(' '))), `table: ${JSON.stringify(rows)}`);
   const label = await page.$eval('#heat-grid canvas', (c) => c.getAttribute('aria-label'));
   assert(/^head 2 /.test(label) && !/NaN/.test(label), `map label: ${label}`);
+});
+
+await step('a row with no allowed key shows attnd\'s stats and says it has none, not "masked"', async () => {
+  const req = { q: [[1, 0], [0, 1]], k: [[1, 0], [0, 1]], v: [[1], [2]], mask: [[true, true], [false, false]],
+    tokens: { q: ['a', 'b'], k: ['a', 'b'] } };
+  await draw(req);
+  const res = await apiPost('/v1/attention', { ...req, return: ['stats'] });
+  assert(res.meta.empty_rows.join() === '1' && res.stats.argmax[1] === null, `attnd: ${JSON.stringify(res)}`);
+  const rows = await table();
+  close(Number(rows[1][1]), res.stats.entropy[1], 6e-4, `entropy of the empty row (${rows[1][1]})`);
+  close(Number(rows[1][2]), res.stats.mass[1], 6e-4, `mass of the empty row (${rows[1][2]})`);
+  assert(rows[1][3] === 'no allowed key' && !/masked|NaN/.test(rows[1].join(' ')), `row: ${rows[1]}`);
 });
 
 await step('mistakes are shown beside the paste panel, the old picture is cleared', async () => {
