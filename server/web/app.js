@@ -1011,7 +1011,7 @@
     return tbody;
   }
 
-  window.attnd = { api: api, fmt: fmt, showError: showError, fillError: fillError,
+  window.attnd = { api: api, fmt: fmt, fmtDiff: fmtDiff, showError: showError, fillError: fillError,
                    localError: localError, cellColour: cellColour, newTable: newTable,
                    onServerChange: onServerChange };
 

@@ -389,7 +389,7 @@
       if (geo.softmax === 'standard')
         return 'b_K adds the same ' + f6(shift) + ' (scale·q·b_K) to every score of the row, ' +
           'and softmax cancels a common shift: the weights stay put (/v1/verify check ' +
-          (c3 ? c3.id : 3) + ': max |Δp| = ' + (c3 ? c3.max_abs_diff : '?') + ', row constant ' +
+          (c3 ? c3.id : 3) + ': max |Δp| = ' + (c3 ? A.fmtDiff(c3.max_abs_diff) : '?') + ', row constant ' +
           (c2 && c2.data.row_constant ? f6([].concat(c2.data.row_constant)[0]) : f6(shift)) + ').';
       return 'b_K still adds one constant ' + f6(shift) + ' per row, but softmax1\'s extra 1 ' +
         'does not shift with it, so the weights change (check 10 softmax1_not_shift_invariant).';

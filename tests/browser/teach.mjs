@@ -6,7 +6,8 @@
 // Drags a key and b_K with real mouse events and checks the drawn weights
 // equal attnd's numbers for the dragged vectors (and that b_K leaves them
 // where they were), as a list and as bars beside each key in the plane
-// (length = weight within a pixel); drags b_Q and checks they change; moves a handle with
+// (length = weight within a pixel), the sentence printing verify's
+// max |Δp| as the checks do (2.78e-17); drags b_Q and checks they change; moves a handle with
 // the arrow keys; steps through the stages and compares each row with the
 // API's qk, scores, lse, weights and output; checks the head view's line
 // opacities equal the weights; drives softmax1's mass below 0.01 with the
@@ -195,6 +196,24 @@ await step('dragging b_K moves every key by the same vector and the weights stay
   bars1.forEach((b, j) => close(b.len, bars0[j].len, 1e-6, `bar ${j} length moved`));
   const why = await page.textContent('#geo-why');
   assert(/stay put/.test(why) && /check 3/.test(why), `sentence: ${why}`);
+});
+
+await step('the b_K sentence prints verify\'s max |Δp| as the checks do (1.23e-17, not 17 digits)', async () => {
+  await page.focus('[data-handle="bk"]');
+  let seen = null;
+  for (let i = 0; i < 12 && !seen; i++) {
+    const r0 = await rounds();
+    await page.keyboard.press('ArrowRight');
+    await settled(r0);
+    const ver = await apiPost('/v1/verify', { q: [await vec('q')], k: [await vec('k0'), await vec('k1'), await vec('k2')],
+      v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], scale: 1 / Math.sqrt(2), softmax: 'standard',
+      bias: { q: await vec('bq'), k: await vec('bk') } });
+    const c3 = ver.checks.find((c) => c.name === 'k_bias_weights_unchanged');
+    if (c3.max_abs_diff !== 0) seen = { d: c3.max_abs_diff, why: await page.textContent('#geo-why') };
+  }
+  assert(seen, 'b_K never gave a max |Δp| other than 0');
+  const want = `max |Δp| = ${seen.d.toExponential(2)},`;
+  assert(seen.why.includes(want), `sentence "${seen.why}" lacks "${want}"`);
 });
 
 await step('dragging b_Q changes the weights (and the sentence says why)', async () => {
