@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "api/codec/base64.h"
 #include "api/early.h"
 #include "api/codec/halfread.h"
@@ -125,6 +127,27 @@ static const char *skip_value(const struct api_early *early, const char *p, cons
     return p;
 }
 
+/* Whether the key string [ks, ke) (its quotes included) is the pointer
+ * token tok[0..tl) (the api's own names: no ~ escapes) as jansson reads
+ * it: a key with escapes ("\\u0071" is "q") is decoded first. */
+static bool key_is(const char *ks, const char *ke, const char *tok, size_t tl)
+{
+    size_t n = (size_t)(ke - ks) - 2;
+    json_t *k;
+    bool is;
+
+    if (n < tl || n > 6 * tl)
+        return false;   /* a byte of a key takes 1 to 6 characters (\\u00XX):
+                           a long string (holes, early) is never read */
+    if (!memchr(ks + 1, '\\', n))
+        return n == tl && memcmp(ks + 1, tok, tl) == 0;
+    k = json_loadb(ks, (size_t)(ke - ks), JSON_DECODE_ANY, NULL);
+    is = json_is_string(k) && json_string_length(k) == tl &&
+         memcmp(json_string_value(k), tok, tl) == 0;
+    json_decref(k);
+    return is;
+}
+
 /* The value at pointer ptr below the value at p -> [*vs, *ve); false when
  * absent. Pointer tokens are plain (the api's own names and indices). */
 static bool locate(const struct api_early *early, const char *p, const char *e,
@@ -142,9 +165,9 @@ static bool locate(const struct api_early *early, const char *p, const char *e,
         if (*p == '{') {
             bool found = false;
             for (p = skip_ws(p + 1, e); p < e && *p == '"';) {
-                const char *ks = p + 1, *kend = skip_string(early, p, e) - 1;
-                bool match = (size_t)(kend - ks) == tl && memcmp(ks, tok, tl) == 0;
-                p = skip_ws(kend + 1, e);
+                const char *ks = p, *kend = skip_string(early, p, e);
+                bool match = kend - ks >= 2 && key_is(ks, kend, tok, tl);
+                p = skip_ws(kend, e);
                 p = skip_ws(p + 1, e);          /* ':' */
                 if (match) {
                     found = true;

@@ -212,6 +212,33 @@ static void check_refused(const char *path, const char *body, const char *where)
     api_response_free(&r);
 }
 
+/* The text decides under a key spelt with escapes too ("\u0071" is "q"):
+ * the body is found by the key as jansson reads it. */
+TEST(midpoints_round_by_the_text_under_escaped_keys)
+{
+    const char *above = "50.1250000000000000001";
+    char b[1024];
+    int sa, sb;
+#define ESC(sink) "{\"dtype\":\"bfloat16\",\"softmax\":\"sink\",\"\\u0073ink_logit\":" sink \
+                  ",\"q\":" Q ",\"k\":" K ",\"v\":" V ",\"return\":[\"weights\"]}"
+    snprintf(b, sizeof b, ESC("%s"), above);
+    json_t *ja = answer("/v1/attention", b, &sa);
+    json_t *jb = answer("/v1/attention", ESC("50.25"), &sb);
+    CHECK_EQ_INT(sa, 200);
+    CHECK_EQ_INT(sb, 200);
+    CHECK(ja && jb && json_equal(ja, jb));
+    json_decref(ja);
+    json_decref(jb);
+#undef ESC
+    /* 65520 is float16's midpoint past 65504: it ties to even, which overflows */
+    check_refused("/v1/attention", "{\"dtype\":\"float16\",\"\\u0071\":[[1,65520]],"
+                  "\"k\":[[1,0]],\"v\":[[1]]}", "/q/0/1");
+    check_refused("/v1/attention", "{\"dtype\":\"float16\",\"q\":[[1,0]],\"k\":[[1,0]],"
+                  "\"v\":[[1]],\"\\u0062i\\u0061s\":{\"\\u006B\":[65520,0]}}", "/bias/k/0");
+    check_refused("/v1/verify", "{\"dtype\":\"float16\",\"\\u0071\":[[1,65520]],"
+                  "\"k\":[[1,0]],\"v\":[[1]]}", "/q/0/1");
+}
+
 /* OIP v2 errors are {"error": text}, the code and pointer in brackets. */
 static void check_refused_v2(const char *body, const char *where)
 {
@@ -261,6 +288,7 @@ int main(void)
     RUN(float32_keeps_the_sink_as_typed);
     RUN(midpoints_round_by_the_text);
     RUN(an_overflowing_sink_is_refused_at_its_place);
+    RUN(midpoints_round_by_the_text_under_escaped_keys);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
