@@ -314,6 +314,106 @@ static void pointer_at(const char *s, size_t n, size_t pos, char *out, size_t si
     }
 }
 
+/* Whether s[i] may start a number token: not inside a word or another
+ * number (the text is judged by jansson, not here). */
+static bool number_starts(const char *s, size_t i)
+{
+    char b = i ? s[i - 1] : ' ';
+
+    return (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) &&
+           !(b == '-' || b == '+' || b == '.' || (b >= '0' && b <= '9') ||
+             (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'));
+}
+
+/* The end of the number token at s[i]; *big: it is an integer literal
+ * (no fraction, no exponent) beyond long long, which jansson refuses as
+ * an integer (JSON has no leading zeros: its digits say its size). */
+static size_t number_end(const char *s, size_t n, size_t i, bool *big)
+{
+    static const char max[] = "9223372036854775807", neg_max[] = "9223372036854775808";
+    bool neg = s[i] == '-';
+    size_t d = i + neg, j = d;
+
+    while (j < n && s[j] >= '0' && s[j] <= '9')
+        j++;
+    *big = false;
+    if (j < n && (s[j] == '.' || s[j] == 'e' || s[j] == 'E')) {
+        while (j < n && (s[j] == '.' || s[j] == 'e' || s[j] == 'E' || s[j] == '+' ||
+                         s[j] == '-' || (s[j] >= '0' && s[j] <= '9')))
+            j++;
+        return j;
+    }
+    if (j - d != sizeof max - 1)
+        *big = j - d > sizeof max - 1;
+    else
+        *big = memcmp(s + d, neg ? neg_max : max, sizeof max - 1) > 0;
+    return j;
+}
+
+/* Copy s[0, n) to out (NULL: only count), ".0" after every integer
+ * literal beyond long long; returns the bytes written (or that would be). */
+static size_t copy_big_as_reals(const char *s, size_t n, char *out)
+{
+    size_t i = 0, k = 0;
+
+    while (i < n) {
+        size_t from = i;
+        bool big = false;
+        if (s[i] == '"')
+            i = string_end(s, n, i);
+        else if (number_starts(s, i))
+            i = number_end(s, n, i, &big);
+        else
+            i++;
+        if (out)
+            memcpy(out + k, s + from, i - from);
+        k += i - from;
+        if (big) {
+            if (out)
+                memcpy(out + k, ".0", 2);
+            k += 2;
+        }
+    }
+    return k;
+}
+
+/* The text with ".0" after every integer literal beyond long long (a real
+ * of the same value), malloc'd (*out_n its length); NULL when there is
+ * none or no memory. jansson then reads just those as reals: its
+ * JSON_DECODE_INT_AS_REAL would make every integer of the body a real,
+ * which readers that take integers only refuse (OIP v2's shapes). */
+static char *big_integers_as_reals(const char *s, size_t n, size_t *out_n)
+{
+    size_t k = copy_big_as_reals(s, n, NULL);
+    char *out;
+
+    if (k == n || !(out = malloc(k)))
+        return NULL;
+    *out_n = copy_big_as_reals(s, n, out);
+    return out;
+}
+
+/* jansson's tree of the text; an integer literal beyond long long is
+ * still a JSON number, read as a real. On an error, *err is the one of
+ * the text as sent. */
+static json_t *load_text(const char *s, size_t n, json_error_t *err)
+{
+    json_t *root = json_loadb(s, n, JSON_REJECT_DUPLICATES, err);
+    size_t n2;
+    char *s2;
+
+    if (root || json_error_code(err) != json_error_numeric_overflow)
+        return root;
+    if ((s2 = big_integers_as_reals(s, n, &n2))) {
+        root = json_loadb(s2, n2, JSON_REJECT_DUPLICATES, err);
+        free(s2);
+        if (root)
+            return root;
+    }
+    /* the error as found in the text sent (its positions) */
+    return json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, err);
+}
+
 static json_t *parse_text(struct api_call *c, const char *s, size_t n)
 {
     json_error_t err;
@@ -324,13 +424,7 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
         return NULL;
     if (!text_fits(c, s, n))
         return NULL;
-    root = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err);
-    if (!root && json_error_code(&err) == json_error_numeric_overflow) {
-        /* An integer literal beyond long long is still a JSON number:
-         * read every integer as a real instead. */
-        root = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
-                          &err);
-    }
+    root = load_text(s, n, &err);
     if (!root) {
         switch (json_error_code(&err)) {
         case json_error_duplicate_key:

@@ -131,6 +131,40 @@ TEST(infer_seed_example)
     json_decref(j);
 }
 
+/* An integer literal beyond 64 bits is a JSON number like any other: it is
+ * read as the real of its value, and the body's other integers (the
+ * shapes, which take integers only) stay integers. */
+TEST(integer_literals_beyond_64_bits)
+{
+    static const char *const texts[][2] = {
+        {"100000000000000000000", "1e20"},
+        {"9223372036854775808", "9223372036854775808.0"},
+        {"-9223372036854775809", "-9223372036854775809.0"},
+        {"-9223372036854775808", "-9223372036854775808.0"},    /* fits: an integer */
+        {"123456789012345678901234567890", "1.2345678901234567890123456789e29"},
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        json_t *j[2];
+        int st[2];
+        for (int t = 0; t < 2; t++) {
+            char b[512];
+            snprintf(b, sizeof b, "{\"inputs\":["
+                     "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[%s,1]},"
+                     "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1e-19,0,0,1]},"
+                     "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[2,1],\"data\":[1,2]}],"
+                     "\"outputs\":[{\"name\":\"output\"}]}", texts[i][t]);
+            j[t] = infer(b, &st[t]);
+        }
+        CHECK_EQ_INT(st[0], 200);
+        CHECK_EQ_INT(st[1], 200);
+        CHECK(j[0] && j[1] && json_equal(output(j[0], "output"), output(j[1], "output")));
+        if (st[0] != 200)
+            printf("  %s: %s\n", texts[i][0], json_string_value(json_object_get(j[0], "error")));
+        json_decref(j[0]);
+        json_decref(j[1]);
+    }
+}
+
 TEST(nested_data_equals_flat_and_fp32)
 {
     int st;
@@ -368,6 +402,7 @@ int main(void)
     RUN(server_metadata_and_health);
     RUN(model_metadata);
     RUN(infer_seed_example);
+    RUN(integer_literals_beyond_64_bits);
     RUN(nested_data_equals_flat_and_fp32);
     RUN(bias_and_parameters);
     RUN(null_members_are_absent);
