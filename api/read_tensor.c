@@ -226,8 +226,10 @@ static bool budget_take(struct api_call *c, const char *path, int rank,
 
     for (i = 0; i < rank; i++)
         if (!core_mul(n, shape[i], &n)) {
-            n = SIZE_MAX;
-            break;
+            api_fail(c, API_ERR_LIMIT_EXCEEDED, path,
+                     "the shape's product of sizes overflows 64 bits, past the "
+                     "request's remaining limit of %zu numbers (--max-elements)", *budget);
+            return false;
         }
     if (n > *budget) {
         api_fail(c, API_ERR_LIMIT_EXCEEDED, path,

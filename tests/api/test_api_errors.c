@@ -229,6 +229,15 @@ TEST(limit_exceeded_path)
     CHECK_STR(t_err_path(&r), "/v");
     api_response_free(&r);
     ctx.cfg.max_elements = 1 << 20;
+    /* a shape whose product overflows is not said to hold SIZE_MAX numbers */
+    t_call(&ctx, "POST", "/v1/attention", "{\"q\":{\"shape\":[4294967296,4294967296,2],"
+           "\"dtype\":\"float64\",\"data\":\"\"},\"k\":[[1]],\"v\":[[1]]}", &r);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(t_err_code(&r), "limit_exceeded");
+    CHECK_STR(t_err_path(&r), "/q");
+    CHECK(r.body && !memmem(r.body, r.body_len, "18446744073709551615", 20) &&
+          memmem(r.body, r.body_len, "overflows", 9));
+    api_response_free(&r);
 }
 
 TEST(media_types)
