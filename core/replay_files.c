@@ -138,6 +138,10 @@ static int copy_extents(int in, int out, off_t size)
         off_t hole = lseek(in, data, SEEK_HOLE);
         if (hole < 0)
             return errno;
+        if (hole <= data) {         /* the file changed under the seeks: the rest whole */
+            int e = copy_range(in, out, data, size);
+            return e != 0 ? e : ftruncate(out, size) == 0 ? 0 : errno;
+        }
         int e = copy_range(in, out, data, hole < size ? hole : size);
         if (e != 0)
             return e;
