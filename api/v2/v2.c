@@ -162,6 +162,15 @@ static json_t *input_meta(const char *name, const struct v2_input_spec *sp)
     return t;
 }
 
+/* The largest rank infer gives output i: it keeps q's rank (at most 4), a
+ * row statistic one less, the labels 1. */
+static int out_rank(size_t i)
+{
+    if (i >= V2_TOK_Q)
+        return 1;
+    return i >= V2_LSE && i <= V2_MASS ? 3 : 4;
+}
+
 static void v2_model_meta(struct api_call *c)
 {
     static const struct v2_input_spec tokens = {{"BYTES", NULL}, 1, 1};
@@ -176,8 +185,7 @@ static void v2_model_meta(struct api_call *c)
         json_array_append_new(out, tensor_meta(api_v2_out_names[i],
                                                i == V2_ARGMAX || i == V2_TOPK_IDX ? "INT64"
                                                : i >= V2_TOK_Q ? "BYTES" : "FP64",
-                                               i >= V2_TOK_Q ? 1 : i == V2_QK ||
-                                               i >= V2_TOPK_IDX ? 3 : i < V2_QK ? 4 : 2));
+                                               out_rank(i)));
     api_reply_json(c, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name",
                                      V2_MODEL, "versions", V2_VERSION,
                                      "platform", "attnd", "inputs", in,

@@ -529,6 +529,22 @@ def test_model_metadata_lists_what_infer_accepts(attnd):
     assert "FP32" in v2_error(attnd.post(INFER, body), 400)
 
 
+def test_model_metadata_output_ranks_are_the_largest_infer_answers(attnd):
+    """Each output's metadata shape has as many -1 as the largest rank infer
+    gives it (as for the inputs): outputs keep the rank of q, so a rank-4
+    request's qk and top-k are rank 4 and its lse and stats rank 3."""
+    meta = {t["name"]: len(t["shape"]) for t in attnd.get("/v2/models/attention").json()["outputs"]}
+    body = {"inputs": [tensor("q", [1, 1, 2, 4], flat(Q)), tensor("k", [1, 1, 3, 4], flat(K)),
+                       tensor("v", [1, 1, 3, 2], flat(V)),
+                       tensor("tokens_q", [2], ["a", "b"], "BYTES"),
+                       tensor("tokens_k", [3], ["x", "y", "z"], "BYTES")],
+            "outputs": [{"name": n} for n in meta], "parameters": {"weights_top_k": 2}}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    got = {o["name"]: len(o["shape"]) for o in r.json()["outputs"]}
+    assert got == meta
+
+
 @pytest.mark.parametrize("shape", [[2, 3], [3, 2, 3], [1, 3, 2, 3], [2, 3, 2, 3],
                                    [2, 1, 2, 3], [1, 1, 2, 3]])
 def test_mask_and_bias_broadcast_like_v1(attnd, shape):
