@@ -393,6 +393,21 @@ static enum core_status room_for(struct kv_cache *c, size_t m)
     return kv_reserve(c, need, false);
 }
 
+/* The private last page, holding `rows` rows, down to room for cap rows
+ * when it has more (a failed shrink keeps it as it is). */
+static void shrink_last(struct kv_cache *c, size_t rows, size_t cap)
+{
+    struct kv_page *last = c->pg[c->np - 1];
+    if (last->cap <= cap || page_shared(last))
+        return;
+    struct kv_page *s = page_new(c, cap, NULL);
+    if (!s)
+        return;
+    page_copy(c, s, last, rows);
+    kv_page_unref(c, last);
+    c->pg[c->np - 1] = s;
+}
+
 void kv_truncate(struct kv_cache *c, size_t length)
 {
     if (length >= c->len || (c->gap && length > c->sp * P && length < kv_held_from(c)))
@@ -409,18 +424,9 @@ void kv_truncate(struct kv_cache *c, size_t length)
         kv_page_unref(c, c->pg[--c->np]);
     if (pages == 0 || (c->gap && pages <= c->sp + c->gap))
         return;
-    /* a private last page keeps its policy's room; a failed shrink keeps it */
-    struct kv_page *last = c->pg[c->np - 1];
+    /* a private last page keeps its policy's room */
     size_t rows = length - (pages - 1) * P;
-    size_t t = page_target(pages - 1, true, rows, false);
-    if (last->cap <= t || page_shared(last))
-        return;
-    struct kv_page *s = page_new(c, t, NULL);
-    if (!s)
-        return;
-    page_copy(c, s, last, rows);
-    kv_page_unref(c, last);
-    c->pg[c->np - 1] = s;
+    shrink_last(c, rows, page_target(pages - 1, true, rows, false));
 }
 
 size_t kv_held_from(const struct kv_cache *c)
@@ -503,6 +509,7 @@ void kv_mark(struct kv_cache *c, struct kv_mark *m)
     m->len = c->len;
     m->idx = slot(c, c->len / P);
     m->page = NULL;
+    m->cap = m->idx < c->np ? c->pg[m->idx]->cap : 0;
     /* only a shared, partly filled last page is copied by an append */
     if (c->len % P && m->idx < c->np && page_shared(c->pg[m->idx])) {
         m->page = c->pg[m->idx];
@@ -526,6 +533,10 @@ void kv_rollback(struct kv_cache *c, struct kv_mark *m)
     }
     kv_unmark(c, m);
     kv_truncate(c, m->len);
+    /* a private last page the append grew goes back to its room (a tight
+     * one, or one read back exactly, has less than the policy's) */
+    if (m->len % P && m->idx + 1 == c->np)
+        shrink_last(c, m->len % P, m->cap);
 }
 
 struct kv_cache *kv_fork(const struct kv_cache *c)

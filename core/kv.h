@@ -258,6 +258,7 @@ enum core_status kv_skip(struct kv_cache *c, size_t first);
  */
 struct kv_mark {
     size_t len, idx;
+    size_t cap;             /* room of the page holding row len (0: none) */
     struct kv_page *page;   /* the shared partly filled last page, or NULL */
 };
 void kv_mark(struct kv_cache *c, struct kv_mark *m);

@@ -238,6 +238,41 @@ TEST(failed_append_keeps_bytes_and_shared_pages)
     CHECK_EQ_INT(atomic_load(&acct.bytes), 0);
 }
 
+/* A rollback gives back the room an append grew a private last page by:
+ * a page of exactly its rows (a tight append's, or one read back from a
+ * snapshot) is no bigger after a refused attention than before, on the
+ * first page (grown by a tenth) and on a later one (doubled). */
+TEST(rollback_gives_back_a_grown_last_page)
+{
+    static const size_t before[] = {20, 64 + 20, 64 + 5};
+    struct kv_acct acct = {0};
+    double k[2 * 100], v[2 * 100];
+    for (size_t i = 0; i < 2 * 100; i++)
+        k[i] = v[i] = (double)i;
+    struct attn_params p = plain_params();
+    struct attn_inputs in = {.k = k, .v = v};
+    for (size_t t = 0; t < sizeof before / sizeof before[0]; t++) {
+        struct kv_cache *c = kv_new(ATTN_F64, 1, 2, 2);
+        kv_set_acct(c, &acct);
+        CHECK_EQ_INT(kv_append_ex(c, &p, &in, before[t], true), CORE_OK);
+        size_t b0 = atomic_load(&acct.bytes), cap0 = kv_capacity(c);
+        CHECK_EQ_INT(cap0, before[t]);
+        struct kv_mark m;
+        kv_mark(c, &m);
+        CHECK_EQ_INT(kv_append(c, &p, &in, 3), CORE_OK);
+        CHECK(kv_capacity(c) > cap0);
+        kv_rollback(c, &m);
+        CHECK_EQ_INT(kv_length(c), before[t]);
+        CHECK_EQ_INT(kv_capacity(c), cap0);
+        CHECK_EQ_INT(atomic_load(&acct.bytes), b0);
+        CHECK_EQ_INT(kv_bytes(c), b0);
+        for (size_t i = 0; i < 2 * before[t]; i++)
+            CHECK(at(c, 0, true, i) == k[i] && at(c, 0, false, i) == v[i]);
+        kv_free(c);
+        CHECK_EQ_INT(atomic_load(&acct.bytes), 0);
+    }
+}
+
 /* Row counts whose element count passes SIZE_MAX / 8 are refused before
  * anything is sized from them (the V count alone over the bound too). */
 TEST(huge_appends_are_refused)
@@ -502,6 +537,7 @@ int main(void)
     RUN(append_is_all_or_nothing);
     RUN(every_non_finite_place_is_refused);
     RUN(failed_append_keeps_bytes_and_shared_pages);
+    RUN(rollback_gives_back_a_grown_last_page);
     RUN(huge_appends_are_refused);
     RUN(truncate_and_fork_are_isolated);
     RUN(decode_equals_stateless_f64);
