@@ -322,6 +322,37 @@ TEST(attention_errors_leave_cache_unchanged)
     CHECK_EQ_INT(info_int(sid, "length"), 2);
 }
 
+/* A POST to path answered 422 non_finite whose message has want. */
+static void check_non_finite(const char *path, const char *body, const char *want)
+{
+    struct api_response r;
+    req("POST", path, body, &r);
+    CHECK_ERR(&r, 422, "non_finite", "(null)");
+    CHECK(r.body && strstr(r.body, want));
+    api_response_free(&r);
+}
+
+/* Rows that are finite as sent but overflow once stored (a float32
+ * session's K bias, a float16 cache) are refused with a message saying
+ * so, not "value is not finite"; a query alone that overflows says the
+ * pass did, as /v1/attention says it. */
+TEST(rows_past_the_cache_range_say_so)
+{
+    const char *f16 = "outside the float16 range its cache stores rows in";
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":2,\"dtype\":\"float32\",\"kv_dtype\":\"float16\"}",
+                        sid), 201);
+    check_non_finite(P(sid, "/kv"), "{\"k\":[[1e6,0]],\"v\":[[1,0]]}", f16);
+    check_non_finite(P(sid, "/attention"), "{\"q\":[[1,0]],\"k\":[[1e6,0]],\"v\":[[1,0]]}", f16);
+    CHECK_EQ_INT(info_int(sid, "length"), 0);
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":2,\"dtype\":\"float32\",\"bias\":{\"k\":[3e38,0]}}",
+                        sid), 201);
+    check_non_finite(P(sid, "/kv"), "{\"k\":[[3e38,0]],\"v\":[[1,0]]}",
+                     "outside the float32 range its cache stores rows in");
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1e20,1e20]],\"v\":[[1,0]]}"), 200);
+    check_non_finite(P(sid, "/attention"), "{\"q\":[[1e20,1e20]]}",
+                     "a score or an output is not finite in float32: q");
+}
+
 TEST(truncate_fork_delete)
 {
     struct api_response r;
@@ -569,6 +600,7 @@ int main(void)
     RUN(multi_head_shapes);
     RUN(attention_equals_stateless_text);
     RUN(attention_errors_leave_cache_unchanged);
+    RUN(rows_past_the_cache_range_say_so);
     RUN(truncate_fork_delete);
     RUN(unknown_ids_and_routes);
     RUN(capacity_503_with_retry_after);
