@@ -250,6 +250,12 @@ bool api_sessions_reply_created(struct api_call *c, const char *id);
  * saying what it holds against which limit. (api/sessions.c) */
 void api_sessions_fail_full(struct api_call *c);
 
+/* 422 non_finite for a pass on held session s that appended m rows:
+ * pass false, the rows (finite as read) overflowed as stored, after the
+ * bias and RoPE; pass true, those rows or the pass itself (the pass alone
+ * when m is 0). (api/sessions.c) */
+void api_sessions_fail_nonfinite(struct api_call *c, const struct sess *s, size_t m, bool pass);
+
 /* GET (and HEAD) /v1/sessions/{id}/export and POST /v1/sessions/import
  * (api/sessions_move.c); api_route_export is the first's template. */
 extern const char api_route_export[];

@@ -417,31 +417,39 @@ void api_sessions_fail_full(struct api_call *c)
                  ? ", and the sessions that would have to go are in use" : "");
 }
 
-static void fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m,
-                        bool pass)
+void api_sessions_fail_nonfinite(struct api_call *c, const struct sess *s, size_t m, bool pass)
 {
     const struct sess_spec *sp = sess_spec(s);
     const char *store = kv_store_name(sp->kv_store, sp->params.dtype);
-    if (rc == CORE_ENONFINITE && pass && m == 0) {
-        api_fail_compute(c, rc, sp->params.dtype);      /* no rows: the pass's */
-    } else if (rc == CORE_ENONFINITE && !pass) {
+    if (pass && m == 0) {
+        api_fail_compute(c, CORE_ENONFINITE, sp->params.dtype);     /* no rows: the pass's */
+    } else if (!pass) {
         /* the rows were read finite: bias, RoPE or the storage form overflowed */
         api_fail(c, API_ERR_NON_FINITE, NULL, "a key or value row, after the session's bias "
                  "and RoPE, is outside the %s range its cache stores rows in (kv_dtype); "
                  "scale the rows down", store);
-    } else if (rc == CORE_ENONFINITE) {
+    } else {
         api_fail(c, API_ERR_NON_FINITE, NULL, "a key or value row, after the session's bias "
                  "and RoPE, is outside the %s range its cache stores rows in (kv_dtype), or "
                  "a score or an output is not finite in %s: q·k with its scale and biases "
                  "overflowed; scale the inputs down", store,
                  sp->params.dtype == ATTN_F64 ? "float64" : "float32");
+    }
+}
+
+static void fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m,
+                        bool pass)
+{
+    if (rc == CORE_ENONFINITE) {
+        api_sessions_fail_nonfinite(c, s, m, pass);
     } else if (rc == CORE_ECAPACITY) {
         api_sessions_fail_full(c);
     } else if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
     } else if (rc == CORE_EFULL) {
         api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
-                 "pass its max_tokens of %zu", kv_held(sess_cache(s)), m, sp->max_tokens);
+                 "pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
+                 sess_spec(s)->max_tokens);
     } else {
         api_fail_core(c, rc, NULL);
     }

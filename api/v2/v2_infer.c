@@ -788,7 +788,9 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     } else {
         st = attn_forward_half(r, in, &e, &res, c->req->ws);   /* 2-byte ones widened by it */
     }
-    if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
+    if (st == CORE_ENONFINITE && !c->answered && x->sess)
+        api_sessions_fail_nonfinite(c, x->sess, m, true);   /* its rows, or the pass */
+    else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
     else if (st == CORE_OK)
         respond(c, x, r, &res, cap, x->sess != NULL);

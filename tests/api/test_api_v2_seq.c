@@ -489,7 +489,7 @@ TEST(bare_repeats_take_the_sequences)
 /* kv_dtype at sequence_start stores the cache as /v1's kv_dtype does:
  * float16 rows give the /v1 float16 session's answers, bit for bit, and
  * GET shows it; a float64 sequence and a request without a sequence are
- * refused. */
+ * refused; a k past the float16 range is refused saying so. */
 TEST(kv_dtype_at_start_as_v1)
 {
     int st;
@@ -513,6 +513,15 @@ TEST(kv_dtype_at_start_as_v1)
              "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"
              "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
     check_refused(a, st, (const char *const[]){"/parameters/kv_dtype", "sequence", NULL});
+    json_decref(a);
+    /* a k past float16's range is the rows' fault, not only q·k's */
+    a = post("POST", INFER, "{\"parameters\":{\"sequence_id\":\"kv16big\",\"sequence_start\":"
+             "true,\"kv_dtype\":\"float16\"},\"inputs\":["
+             "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"
+             "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1e6,0]},"
+             "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]}]}", &st);
+    check_refused(a, st, (const char *const[]){"outside the float16 range its cache stores",
+                                               "[non_finite]", NULL});
     json_decref(a);
 }
 
