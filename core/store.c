@@ -247,11 +247,30 @@ static bool evict_one(struct sess_store *st, const struct sess *keep, bool own,
     return true;
 }
 
+/* Remove the sessions whose TTL ran out (onto *grave, each journaled and
+ * counted as an expiry); how many. */
+static size_t drop_expired(struct sess_store *st, struct sess **grave)
+{
+    double now = sess_now(st);
+    size_t n = 0;
+    for (struct sess *s = st->lru_tail, *prev; s; s = prev) {
+        prev = s->lru_prev;
+        if (expired(s, now)) {
+            unlink_sess(st, s, grave, true);
+            st->expirations++;
+            n++;
+        }
+    }
+    return n;
+}
+
 /*
  * Make room for `add_sessions` more sessions and the global byte count
- * growing by `add_bytes`, evicting idle sessions (lru policy) if needed.
- * Nothing is evicted unless may_evict and eviction can make it fit.
- * Everything fits while the store is restoring.
+ * growing by `add_bytes`, first taking out the sessions whose TTL ran out
+ * and the sweep has not removed yet (they answer 404 already), then
+ * evicting idle sessions (lru policy) if needed. Nothing is evicted
+ * unless may_evict and eviction can make it fit. Everything fits while
+ * the store is restoring.
  */
 static enum core_status admit(struct sess_store *st, size_t add_sessions,
                               size_t add_bytes, const struct sess *keep,
@@ -263,6 +282,11 @@ static enum core_status admit(struct sess_store *st, size_t add_sessions,
     size_t used = used_bytes(st);
     bool fits_s = max_s == 0 || st->count + add_sessions <= max_s;
     bool fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
+    if (!(fits_s && fits_b) && drop_expired(st, grave) > 0) {
+        used = used_bytes(st);
+        fits_s = max_s == 0 || st->count + add_sessions <= max_s;
+        fits_b = max_b == 0 || (used <= max_b && add_bytes <= max_b - used);
+    }
     if (fits_s && fits_b)
         return CORE_OK;
     if (st->cfg.policy != SESS_POLICY_LRU || !may_evict)
@@ -369,19 +393,8 @@ void sess_store_set_clock(struct sess_store *st, sess_clock_fn fn, void *arg)
 size_t sess_store_sweep(struct sess_store *st)
 {
     struct sess *grave = NULL;
-    size_t n = 0;
     pthread_mutex_lock(&st->mu);
-    double now = sess_now(st);
-    struct sess *s = st->lru_tail;
-    while (s) {
-        struct sess *prev = s->lru_prev;
-        if (expired(s, now)) {
-            unlink_sess(st, s, &grave, true);
-            st->expirations++;
-            n++;
-        }
-        s = prev;
-    }
+    size_t n = drop_expired(st, &grave);
     pthread_mutex_unlock(&st->mu);
     bury(grave);
     return n;

@@ -275,6 +275,45 @@ TEST(reject_policy_limits)
     sess_store_free(st);
 }
 
+/* A session whose TTL ran out answers not found at once, and holds no
+ * room either: a create or an append that needs its room gets it before
+ * the sweep, counted as an expiry (not refused, nor an eviction). */
+TEST(expired_sessions_make_room_before_the_sweep)
+{
+    for (int pol = 0; pol < 2; pol++) {
+        struct sess_spec sp = small_spec();
+        struct sess_store *st = new_store(1, 32 * 20, pol ? SESS_POLICY_LRU : SESS_POLICY_REJECT);
+        char a[SESS_ID_MAX], b[SESS_ID_MAX];
+        struct sess_stats stats;
+        sp.ttl_s = 10;
+        CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+        CHECK_EQ_INT(append_rows(st, a, 20, 0, -1), CORE_OK);
+        fake_now += 11;
+        CHECK_EQ_INT(sess_create(st, &sp, b), CORE_OK);
+        CHECK_EQ_INT(store_length_of(st, a), (size_t)-1);
+        CHECK_EQ_INT(append_rows(st, b, 20, 0, -1), CORE_OK);
+        sess_store_stats(st, &stats);
+        CHECK_EQ_INT(stats.expirations, 1);
+        CHECK_EQ_INT(stats.evictions, 0);
+        CHECK_EQ_INT(stats.sessions, 1);
+        CHECK_EQ_INT(stats.bytes, 32 * 20);
+        sess_store_free(st);
+    }
+    /* the bytes alone: an expired session's rows give way to an append */
+    struct sess_spec sp = small_spec();
+    struct sess_store *st = new_store(0, 32 * 20, SESS_POLICY_REJECT);
+    char a[SESS_ID_MAX], b[SESS_ID_MAX];
+    CHECK_EQ_INT(sess_create(st, &sp, b), CORE_OK);
+    sp.ttl_s = 10;
+    CHECK_EQ_INT(sess_create(st, &sp, a), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, a, 20, 0, -1), CORE_OK);
+    CHECK_EQ_INT(append_rows(st, b, 1, 0, -1), CORE_ECAPACITY);
+    fake_now += 11;
+    CHECK_EQ_INT(append_rows(st, b, 20, 0, -1), CORE_OK);
+    CHECK_EQ_INT(sess_store_sweep(st), 0);
+    sess_store_free(st);
+}
+
 TEST(lru_policy_evicts_idle_least_recent)
 {
     struct sess_spec sp = small_spec();
@@ -850,6 +889,7 @@ int main(void)
     RUN(exists_does_not_refresh);
     RUN(held_session_is_not_expired);
     RUN(reject_policy_limits);
+    RUN(expired_sessions_make_room_before_the_sweep);
     RUN(lru_policy_evicts_idle_least_recent);
     RUN(tokens_length_and_accounting);
     RUN(forks_share_pages_and_lru_counts_own);
