@@ -29,6 +29,9 @@ enum opt_kind {
                        certificate's file): unset means none */
     OPT_DIR,        /* the same, never empty when given (--state-dir: an
                        empty value would quietly keep nothing) */
+    OPT_FILE,       /* the same, never empty when given (--port-file,
+                       --log-file: an unset shell variable would write no
+                       port file, and a script would wait for it) */
     OPT_ID,         /* the same, [A-Za-z0-9_-] only (--replica-id) */
     OPT_KEY,        /* an OPT_SECRET that is an API key: printable ASCII
                        without spaces (no token in a header could match
@@ -61,7 +64,7 @@ struct opt {
 static const struct opt opts[] = {
     {"host", OPT_STR, F(host), 0, 0, "127.0.0.1", "address to listen on (0.0.0.0 for all)"},
     {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
-    {"port-file", OPT_STR, F(port_file), 0, 0, "", "write the bound port to this file"},
+    {"port-file", OPT_FILE, F(port_file), 0, 0, "", "write the bound port to this file"},
     {"workers", OPT_UINT, N(workers), 1, 256, NULL,
      "compute requests one client runs at once, and one small one more; the pool has twice "
      "as many threads and one (default: the usable CPUs: online, in the affinity mask, within "
@@ -97,7 +100,7 @@ static const struct opt opts[] = {
     {"snapshot-min-bytes", OPT_SIZE, N(snapshot_min_bytes), 0, 1e15, "64m",
      "rewrite the journal into a snapshot once past this and the last snapshot"},
     {"log-format", OPT_LOGFMT, N(log_format), 0, 0, "json", "json | text"},
-    {"log-file", OPT_STR, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens)"},
+    {"log-file", OPT_FILE, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens)"},
     {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
      "seconds to let in-flight requests finish on SIGTERM; then those still computing are "
      "answered 503 draining (nothing of them applied) and attnd exits 1"},
@@ -331,6 +334,7 @@ static bool set_opt(struct srv_config *cfg, const struct opt *o, const char *v, 
         return set_text(base + o->off, o->len, v, why, why_cap);
     case OPT_SECRET:
     case OPT_DIR:
+    case OPT_FILE:
         return v[0] != '\0' && set_text(base + o->off, o->len, v, why, why_cap);
     case OPT_KEY:
         return v[0] != '\0' && set_key(base + o->off, o->len, v, why, why_cap);
@@ -421,6 +425,8 @@ static const char *kind_hint(const struct opt *o)
         return "a non-empty value (leave the flag and its ATTND_* twin unset for none)";
     case OPT_DIR:
         return "a directory (leave the flag and its ATTND_* twin unset for none)";
+    case OPT_FILE:
+        return "a file name (leave the flag and its ATTND_* twin unset for the default)";
     case OPT_ID:
         return "at most 63 letters, digits, '-' or '_'";
     case OPT_STR: break;
@@ -541,7 +547,8 @@ static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OP
         const struct opt *o = &opts[i];
         why[0] = '\0';
         /* a secret's default is none: the zeroed field */
-        bool none = (o->kind == OPT_SECRET || o->kind == OPT_KEY || o->kind == OPT_DIR) &&
+        bool none = (o->kind == OPT_SECRET || o->kind == OPT_KEY || o->kind == OPT_DIR ||
+                     o->kind == OPT_FILE) &&
                     o->def && !o->def[0];
         if (o->def && !none && !set_opt(cfg, o, o->def, why, sizeof why)) {
             fprintf(err, "attnd: internal error: bad default for --%s\n", o->name);

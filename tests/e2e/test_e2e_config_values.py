@@ -60,6 +60,22 @@ def test_an_empty_state_dir_exits_2(args, env, needle):
     assert "listening" not in out, out
 
 
+@pytest.mark.parametrize("args,env,needle", [
+    (["--port-file", ""], {}, "invalid --port-file ''"),
+    (["--log-file="], {}, "invalid --log-file ''"),
+    ([], {"ATTND_PORT_FILE": ""}, "invalid value of ATTND_PORT_FILE ''"),
+    ([], {"ATTND_LOG_FILE": ""}, "invalid value of ATTND_LOG_FILE ''"),
+])
+def test_an_empty_port_or_log_file_exits_2(args, env, needle):
+    """An empty --port-file (an unset shell variable) started attnd and
+    wrote no port file, so a script waiting for it waited forever; an empty
+    --log-file logged to stdout."""
+    code, out = run_bin(*args, env=env)
+    assert code == 2, (args, env, code, out)
+    assert needle in out and "expected a file name" in out, out
+    assert "listening" not in out, out
+
+
 def test_an_api_key_is_never_echoed_in_the_message():
     code, out = run_bin("--api-key", "k" * 600)      # too long for the field
     assert code == 2 and "k" * 20 not in out, out
