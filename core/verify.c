@@ -476,10 +476,20 @@ static const struct {
 
 _Static_assert(N_CHECKS <= VERIFY_MAX_CHECKS, "VERIFY_MAX_CHECKS too small");
 
+/* Every pass and check is a piece of the request (core/stop.h): a pass too
+ * small to be split checks no deadline itself, and the reference loops are
+ * verify's own, so without this a request of many small passes ran to its
+ * end however far past its deadline. */
+static enum core_status piece_boundary(const struct vx *c)
+{
+    return attn_ws_boundary(c->ws) ? CORE_ESTOPPED : CORE_OK;
+}
+
 static enum core_status run_checks(struct vx *c, struct verify_report *rep)
 {
     rep->passed = true;
     for (size_t i = 0; i < N_CHECKS; i++) {
+        TRY(piece_boundary(c));
         struct verify_check *ck = &rep->checks[i];
         rep->n_checks = i + 1;
         ck->id = (int)i + 1;
@@ -638,6 +648,7 @@ static enum core_status shared_passes(struct vx *c, struct verify_report *rep)
         return CORE_ELIMIT;
     for (int v = 0; v < 2; v++)
         for (int cond = 0; cond < 4; cond++) {
+            TRY(piece_boundary(c));
             struct vrun r = verify_base_run(
                 c, v ? ATTN_SOFTMAX_ONE : ATTN_SOFTMAX_STANDARD, cond);
             TRY(verify_pass(c, &r, &c->p[v][cond]));

@@ -86,6 +86,19 @@ def test_v2_deadline_in_its_own_shape(big):
         assert r.status == 400 or r.status == 422, r
 
 
+def test_request_timeout_stops_a_verify_of_small_passes():
+    # n = L = 128: each of verify's passes is one piece, too small to be
+    # split (the splits check the deadline), and its reference loops are
+    # its own; ~0.2 s of them in all ran to 200 past a 1 ms deadline.
+    rnd = random.Random(5)
+    m = [[[rnd.uniform(-1, 1) for _ in range(16)] for _ in range(128)] for _ in "qkv"]
+    body = {"q": m[0], "k": m[1], "v": m[2]}
+    with Attnd("--workers", "1", "--request-timeout", "0.001") as a:
+        r = a.post("/v1/verify", body, timeout=60)
+        assert r.status == 503 and r.json()["error"]["code"] == "deadline_exceeded", r
+        assert counter(a, "attnd_deadline_exceeded_total") == 1
+
+
 @pytest.mark.parametrize("bad", [0, -5, 1.5, "10", True, 86400001])
 def test_bad_timeout_ms(bad):
     with Attnd() as a:
