@@ -229,7 +229,10 @@ deps-arm64:
 # qemu-user-static (binfmt), ARM64_TESTS=c|none its tests under emulation,
 # which is slow (docs/benchmarks.md, section "NEON (arm64)"), so the arm64
 # part is for occasional runs, not .ci/run.
-DEPS_CONTAINER := podman runc mmdebstrap arch-test qemu-user-static binfmt-support python3 python3-yaml curl
+# The dnsname CNI plugin gives podman's networks (CNI backend on Debian 12)
+# their DNS: the compose test reaches the replicas by service name and alias.
+DEPS_CONTAINER := podman runc golang-github-containernetworking-plugin-dnsname mmdebstrap \
+  arch-test qemu-user-static binfmt-support python3 python3-yaml curl
 
 deps-container:
 	$(call install_missing,$(DEPS_CONTAINER))
