@@ -133,13 +133,15 @@ def test_hang_up_cancels_and_frees_the_worker(big):
         assert counter(a, "attnd_deadline_exceeded_total") == 0
 
 
-def _post_from(port, src, body):
+def _post_from(port, src, body, held=0):
     """A socket from address src (another client: each address has its own
-    queues) that has sent POST /v1/attention with body."""
+    queues) that has sent POST /v1/attention with body, all but its last
+    `held` bytes."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(src, 0))
     s = suite_wrap(s)
     s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-              b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+              b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+              + body[:len(body) - held])
     return s
 
 
@@ -157,7 +159,12 @@ def test_hang_up_while_queued_frees_the_request_at_once():
     assert len(queued) > 2048            # not one answered on the transport thread
     with Attnd("--workers", "1", "--max-inflight-per-key", "1",
                "--max-elements", "100000000") as a:
-        running = [_post_from(a.port, "127.0.0.%d" % i, heavy) for i in (2, 3, 4)]
+        # each body's last byte is held back and the three sent together, so
+        # none starts computing while another is still uploading (over TLS
+        # the uploads take about as long as one computation)
+        running = [_post_from(a.port, "127.0.0.%d" % i, heavy, held=1) for i in (2, 3, 4)]
+        for r in running:
+            r.sendall(heavy[-1:])
         deadline = time.monotonic() + 60
         while counter(a, "attnd_requests_on_pool") < 3:
             assert time.monotonic() < deadline, "the long requests never reached the pool"
