@@ -6,8 +6,9 @@
  * renders them as small editable grids, and after every change asks attnd:
  *   POST /v1/attention  scores, weights, output for the heat maps
  *   POST /v1/verify     the checks whose claim the learner is looking at
- * The decode section drives a session: POST /v1/sessions, then per token
- * POST /v1/sessions/{id}/attention and GET /v1/sessions/{id}/kv.
+ * decode.js drives the decode section's session, teach.js the
+ * looking-and-dragging views, model.js pasted model requests; they call
+ * attnd and share the helpers here through window.attnd.
  * All arithmetic shown comes from attnd; the page only compares two answers
  * of attnd (what changed since the last edit) and colours the cells.
  * API errors ({"error":{"code","message","path"}}) are shown as text, and a
@@ -31,7 +32,6 @@
   var lastChange = 'the worked example';
   var seq = 0;              /* ids of update rounds; stale answers are dropped */
   var timer = 0;
-  var session = null;       /* {id, d_k, d_v, length} of the decode mode */
 
   function $(id) { return document.getElementById(id); }
 
@@ -243,7 +243,7 @@
     $('dk-del').disabled = dk <= 1;
     $('dv-del').disabled = dv <= 1;
     $('scale-help').textContent = 'Default: 1/\u221Ad_k = ' + fmt(1 / Math.sqrt(dk)) + '.';
-    renderStepInputs();
+    inputWatchers.forEach(function (fn) { fn(); });
   }
 
   function zeros(n) { var a = []; for (var i = 0; i < n; i++) a.push(0); return a; }
@@ -799,120 +799,6 @@
     timer = setTimeout(update, 150);
   }
 
-  /* ---- decode mode ----------------------------------------------------- */
-  var step = { q: [0], k: [0], v: [0] };
-
-  function renderStepInputs() {
-    var dk = session ? session.d_k : state.q[0].length;
-    var dv = session ? session.d_v : state.v[0].length;
-    var t = session ? session.length : 0;
-    var L = state.k.length;
-    function fit(row, d) { var r = row.slice(0, d); while (r.length < d) r.push(0); return r; }
-    step.q = fit(state.q[0], dk);
-    step.k = fit(state.k[t % L], dk);
-    step.v = fit(state.v[t % L], dv);
-    renderGrid($('grid-step-q'), step.q, 'Next token query', '', function () {});
-    renderGrid($('grid-step-k'), step.k, 'Next token key', '', function () {});
-    renderGrid($('grid-step-v'), step.v, 'Next token value', '', function () {});
-  }
-
-  function sessionInfo(text) { $('sess-info').textContent = text; }
-  /* What attnd says session s keeps (its answer to POST /v1/sessions): the
-   * options above reach the next session, not this one. */
-  function keptOptions(s) {
-    var b = Object.keys(s.bias || {}).map(function (x) { return 'b_' + x.toUpperCase(); });
-    return 'It keeps the options it started with: softmax ' + s.softmax +
-      (s.softmax === 'sink' ? ' (sink logit ' + s.sink_logit + ')' : '') + ', scale ' + fmt(s.scale) +
-      ', ' + (b.length ? 'bias ' + b.join(', ') : 'no bias') + ', ' + (s.rope ? 'RoPE base ' +
-      s.rope.base + ' (' + s.rope.pairs + ')' : 'no RoPE') + '; changes above apply to the next session.';
-  }
-  /* The decode buttons' mistakes and attnd's answers to them, said in the
-   * decode section (not in the Results, whose box the next edit empties). */
-  function sessError(e) { fillError($('sess-error'), e); }
-
-  /* Zero-based labels: ("pos ", 2) -> "pos 0", "pos 1"; ("k[", 2) -> "k[0]", "k[1]". */
-  function indexLabels(prefix, n) {
-    var close = prefix.slice(-1) === '[' ? ']' : '';
-    var a = [];
-    for (var i = 0; i < n; i++) a.push(prefix + i + close);
-    return a;
-  }
-
-  function renderKv(kv) {
-    var k = kv.k, v = kv.v;
-    /* one head: [L][d]; several: [h][L][d] (show head 1) */
-    if (k.length && Array.isArray(k[0]) && Array.isArray(k[0][0])) { k = k[0]; v = v[0]; }
-    var rows = k.map(function (kr, i) { return kr.concat(v[i]); });
-    var cols = indexLabels('k[', k.length ? k[0].length : 0)
-      .concat(indexLabels('v[', v.length ? v[0].length : 0));
-    renderHeat($('kv-table'), rows, indexLabels('pos ', rows.length), cols, 'cache',
-      'Cached keys and values by position');
-    $('kv-table').dataset.length = String(rows.length);
-  }
-
-  function startSession() {
-    var opt = badOption();
-    if (opt) { showError(localError(opt + ' is not a number; fix the field marked in red.')); return; }
-    var body = commonOptions({ d_k: state.q[0].length, d_v: state.v[0].length });
-    $('sess-start').disabled = true;    /* one session: a second click would start another */
-    setBusy(true);
-    api('POST', '/v1/sessions', body).then(function (s) {
-      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0, kept: keptOptions(s) };
-      $('sess-start').disabled = true;
-      $('sess-end').disabled = false;
-      $('step-box').disabled = false;
-      $('kv-table').textContent = '';
-      $('map-step-weights').textContent = '';
-      sessionInfo('Session ' + s.id + ' started: empty cache, d_k = ' + body.d_k +
-        ', d_v = ' + body.d_v + '. ' + session.kept);
-      renderStepInputs();
-      sessError(null);
-    }, function (e) {
-      $('sess-start').disabled = false;
-      sessError(e);
-    }).then(function () { setBusy(false); });
-  }
-
-  function appendStep() {
-    if (!session) return;
-    var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
-    if (bad) { sessError(localError('a cell of the next token is not a number.')); return; }
-    var id = encodeURIComponent(session.id);
-    setBusy(true);
-    api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
-      .then(function (res) {
-        var L = res.weights[0].length;
-        renderHeat($('map-step-weights'), res.weights, ['new q'], indexLabels('pos ', L),
-          'weights', 'Weights of the newest query over cached positions');
-        return api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
-          renderKv(kv);
-          session.length = Number($('kv-table').dataset.length);
-          sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
-            (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them. ' + session.kept);
-          $('sess-status').textContent = 'Decode step done: cache length ' + session.length +
-            '; weights of the new query: ' + res.weights[0].map(fmt).join(', ') + '.';
-          renderStepInputs();
-          sessError(null);
-          document.body.dataset.steps = String(session.length);
-        });
-      }).then(null, sessError).then(function () { setBusy(false); });
-  }
-
-  function endSession() {
-    if (!session) return;
-    var id = session.id;
-    session = null;
-    sessError(null);
-    $('sess-start').disabled = false;
-    $('sess-end').disabled = true;
-    $('step-box').disabled = true;
-    $('sess-status').textContent = 'Session ended.';
-    api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
-      sessionInfo('Session ' + id + ' deleted.');
-    }, sessError);
-    renderStepInputs();
-  }
-
   /* ---- wiring ---------------------------------------------------------- */
   function describe(el) {
     var lab = document.querySelector('label[for="' + el.id + '"]');
@@ -942,15 +828,15 @@
     });
     $('api-key').addEventListener('change', function () { changed('API key entered'); serverChanged(); });
     $('reset').addEventListener('click', function () { reset(); changed('back to the worked example'); });
-    $('sess-start').addEventListener('click', startSession);
-    $('sess-end').addEventListener('click', endSession);
-    $('step').addEventListener('click', appendStep);
     $('controls').addEventListener('submit', function (e) { e.preventDefault(); });
   }
 
-  /* The other panels (teach.js, model.js) ask again when the learner
-   * points the page at another attnd or types the API key. */
+  /* The other panels (teach.js, model.js, decode.js) ask again when the
+   * learner points the page at another attnd or types the API key; the
+   * decode section redraws its next token when the inputs change shape. */
   var serverWatchers = [];
+  var inputWatchers = [];
+  function onInputsChange(fn) { inputWatchers.push(fn); }
   function onServerChange(fn) { serverWatchers.push(fn); }
   function serverChanged() { serverWatchers.forEach(function (fn) { fn(); }); }
 
@@ -1013,7 +899,10 @@
 
   window.attnd = { api: api, fmt: fmt, fmtDiff: fmtDiff, showError: showError, fillError: fillError,
                    localError: localError, cellColour: cellColour, newTable: newTable,
-                   onServerChange: onServerChange };
+                   onServerChange: onServerChange, onInputsChange: onInputsChange,
+                   inputs: function () { return state; }, renderGrid: renderGrid,
+                   renderHeat: renderHeat, badOption: badOption, commonOptions: commonOptions,
+                   setBusy: setBusy };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

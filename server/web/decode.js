@@ -1,0 +1,140 @@
+/*
+ * server/web/decode.js — the decode section of the teaching page: one
+ * session of attnd's KV cache, token by token. Start creates it with the
+ * options above (POST /v1/sessions); each step appends the next token's
+ * q, k and v and attends (POST /v1/sessions/{id}/attention), then draws
+ * the cache attnd keeps (GET /v1/sessions/{id}/kv); End deletes it. The
+ * next token's rows default to the inputs' first query and the key and
+ * value rows in turn. Calls go through app.js (window.attnd).
+ */
+(function () {
+  'use strict';
+  var A = null;                       /* window.attnd, set in init */
+  function $(id) { return document.getElementById(id); }
+  var session = null;                 /* {id, d_k, d_v, length, kept} of the open session */
+  var step = { q: [0], k: [0], v: [0] };
+
+  function renderStepInputs() {
+    var inp = A.inputs();
+    var dk = session ? session.d_k : inp.q[0].length;
+    var dv = session ? session.d_v : inp.v[0].length;
+    var t = session ? session.length : 0;
+    var L = inp.k.length;
+    function fit(row, d) { var r = row.slice(0, d); while (r.length < d) r.push(0); return r; }
+    step.q = fit(inp.q[0], dk);
+    step.k = fit(inp.k[t % L], dk);
+    step.v = fit(inp.v[t % L], dv);
+    A.renderGrid($('grid-step-q'), step.q, 'Next token query', '', function () {});
+    A.renderGrid($('grid-step-k'), step.k, 'Next token key', '', function () {});
+    A.renderGrid($('grid-step-v'), step.v, 'Next token value', '', function () {});
+  }
+
+  function sessionInfo(text) { $('sess-info').textContent = text; }
+  /* What attnd says session s keeps (its answer to POST /v1/sessions): the
+   * options above reach the next session, not this one. */
+  function keptOptions(s) {
+    var b = Object.keys(s.bias || {}).map(function (x) { return 'b_' + x.toUpperCase(); });
+    return 'It keeps the options it started with: softmax ' + s.softmax +
+      (s.softmax === 'sink' ? ' (sink logit ' + s.sink_logit + ')' : '') + ', scale ' + A.fmt(s.scale) +
+      ', ' + (b.length ? 'bias ' + b.join(', ') : 'no bias') + ', ' + (s.rope ? 'RoPE base ' +
+      s.rope.base + ' (' + s.rope.pairs + ')' : 'no RoPE') + '; changes above apply to the next session.';
+  }
+  /* The decode buttons' mistakes and attnd's answers to them, said in the
+   * decode section (not in the Results, whose box the next edit empties). */
+  function sessError(e) { A.fillError($('sess-error'), e); }
+
+  /* Zero-based labels: ("pos ", 2) -> "pos 0", "pos 1"; ("k[", 2) -> "k[0]", "k[1]". */
+  function indexLabels(prefix, n) {
+    var close = prefix.slice(-1) === '[' ? ']' : '';
+    var a = [];
+    for (var i = 0; i < n; i++) a.push(prefix + i + close);
+    return a;
+  }
+
+  function renderKv(kv) {
+    var k = kv.k, v = kv.v;
+    /* one head: [L][d]; several: [h][L][d] (show head 1) */
+    if (k.length && Array.isArray(k[0]) && Array.isArray(k[0][0])) { k = k[0]; v = v[0]; }
+    var rows = k.map(function (kr, i) { return kr.concat(v[i]); });
+    var cols = indexLabels('k[', k.length ? k[0].length : 0)
+      .concat(indexLabels('v[', v.length ? v[0].length : 0));
+    A.renderHeat($('kv-table'), rows, indexLabels('pos ', rows.length), cols, 'cache',
+      'Cached keys and values by position');
+    $('kv-table').dataset.length = String(rows.length);
+  }
+
+  function startSession() {
+    var opt = A.badOption();
+    if (opt) { A.showError(A.localError(opt + ' is not a number; fix the field marked in red.')); return; }
+    var body = A.commonOptions({ d_k: A.inputs().q[0].length, d_v: A.inputs().v[0].length });
+    $('sess-start').disabled = true;    /* one session: a second click would start another */
+    A.setBusy(true);
+    A.api('POST', '/v1/sessions', body).then(function (s) {
+      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0, kept: keptOptions(s) };
+      $('sess-start').disabled = true;
+      $('sess-end').disabled = false;
+      $('step-box').disabled = false;
+      $('kv-table').textContent = '';
+      $('map-step-weights').textContent = '';
+      sessionInfo('Session ' + s.id + ' started: empty cache, d_k = ' + body.d_k +
+        ', d_v = ' + body.d_v + '. ' + session.kept);
+      renderStepInputs();
+      sessError(null);
+    }, function (e) {
+      $('sess-start').disabled = false;
+      sessError(e);
+    }).then(function () { A.setBusy(false); });
+  }
+
+  function appendStep() {
+    if (!session) return;
+    var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
+    if (bad) { sessError(A.localError('a cell of the next token is not a number.')); return; }
+    var id = encodeURIComponent(session.id);
+    A.setBusy(true);
+    A.api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
+      .then(function (res) {
+        var L = res.weights[0].length;
+        A.renderHeat($('map-step-weights'), res.weights, ['new q'], indexLabels('pos ', L),
+          'weights', 'Weights of the newest query over cached positions');
+        return A.api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
+          renderKv(kv);
+          session.length = Number($('kv-table').dataset.length);
+          sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
+            (session.length === 1 ? '' : 's') + ' cached. The new query attends to all of them. ' + session.kept);
+          $('sess-status').textContent = 'Decode step done: cache length ' + session.length +
+            '; weights of the new query: ' + res.weights[0].map(A.fmt).join(', ') + '.';
+          renderStepInputs();
+          sessError(null);
+          document.body.dataset.steps = String(session.length);
+        });
+      }).then(null, sessError).then(function () { A.setBusy(false); });
+  }
+
+  function endSession() {
+    if (!session) return;
+    var id = session.id;
+    session = null;
+    sessError(null);
+    $('sess-start').disabled = false;
+    $('sess-end').disabled = true;
+    $('step-box').disabled = true;
+    $('sess-status').textContent = 'Session ended.';
+    A.api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
+      sessionInfo('Session ' + id + ' deleted.');
+    }, sessError);
+    renderStepInputs();
+  }
+
+  function init() {
+    A = window.attnd;
+    $('sess-start').addEventListener('click', startSession);
+    $('sess-end').addEventListener('click', endSession);
+    $('step').addEventListener('click', appendStep);
+    A.onInputsChange(renderStepInputs);
+    renderStepInputs();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+})();
