@@ -91,6 +91,22 @@ void api_fail_core(struct api_call *c, enum core_status st, const char *path);
  * inputs being finite, an overflow in the pass) says so and what to do. */
 void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype dt);
 
+/* Where a pass's q, k, v and attn_bias sit in the request: their JSON
+ * pointers and ranks as sent (rank 0: held flat, base64 data or an OIP v2
+ * input, whose rows the message names instead). */
+struct api_blame_at {
+    const char *ptr[4];             /* q, k, v, attn_bias */
+    int rank[4];
+};
+struct attn_inputs;
+/* A float32/float64 pass of r on in (q, k, v not 2-byte) that answered
+ * CORE_ENONFINITE: 422 non_finite at the row of the input that overflowed
+ * (core/attn_blame.h; heads [nh] the query heads computed, NULL: all), or
+ * api_fail_compute's answer when none is found (api/overflow.c). */
+void api_fail_overflow(struct api_call *c, const struct attn_request *r,
+                       const struct attn_inputs *in, const size_t *heads, size_t nh,
+                       const struct api_blame_at *at);
+
 /* A route's methods as bits. Each route's one set of them answers a wrong
  * method (405 and its Allow) and a CORS preflight (its allowed methods). */
 enum {

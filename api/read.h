@@ -48,6 +48,7 @@ struct api_tensor {
     void *data;                     /* malloc'd, or NULL when absent */
     enum api_half half;             /* NONE, or data holds the 2-byte values
                                        (api_read_tensor_keep) */
+    bool packed;                    /* sent in the base64 form (no row pointers) */
 };
 
 struct api_tensor_spec {

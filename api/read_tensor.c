@@ -567,6 +567,7 @@ static bool read_b64(struct api_call *c, const json_t *v, const char *path,
         out->count = count;
         out->data = dst;
         out->half = keep;
+    out->packed = true;
         return true;
     }
     free(dst);
@@ -643,6 +644,7 @@ static bool read_pre_b64(struct api_call *c, struct api_numarray *a,
     out->count = count;
     out->data = dst;
     out->half = keep;
+    out->packed = true;
     return true;
 }
 

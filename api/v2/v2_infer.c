@@ -743,6 +743,19 @@ static bool v2_accept(void *arg, struct attn_result *out, struct attn_extras_out
     return results_ok(a->c, a->x, a->r, out);
 }
 
+/* 422 non_finite at the input (/inputs/<i>) a float32/float64 stateless
+ * pass overflowed on; the message names its row. */
+static void fail_overflow(struct api_call *c, const struct v2_infer *x,
+                          const struct attn_request *r, const struct attn_inputs *in)
+{
+    static const enum v2_slot slot[4] = {V2_Q, V2_K, V2_V, V2_AB};
+    char p[4][API_PATH_MAX];
+    struct api_blame_at at = {{p[0], p[1], p[2], p[3]}, {0}};
+    for (int i = 0; i < 4; i++)
+        api_pointer_index(p[i], sizeof p[i], "/inputs", x->t[slot[i]].index);
+    api_fail_overflow(c, r, in, x->ext.heads, x->ext.nh, &at);
+}
+
 /* Numbers limit, result buffers, the pass (stateless or session), reply. */
 static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
                 struct attn_inputs *in, size_t m)
@@ -790,6 +803,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     }
     if (st == CORE_ENONFINITE && !c->answered && x->sess)
         api_sessions_fail_nonfinite(c, x->sess, m, true);   /* its rows, or the pass */
+    else if (st == CORE_ENONFINITE && !c->answered && !c->half)
+        fail_overflow(c, x, r, in);
     else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
     else if (st == CORE_OK)

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
@@ -91,6 +92,60 @@ TEST(overflowed_qk_is_422_at_its_pointer)
                       "\"outputs\":[{\"name\":\"qk\"}]}", code, ptr), 400);
 }
 
+/* A float32 or float64 pass that overflows (finite inputs) is 422
+ * non_finite at the input to blame, not path null: the query row whose
+ * score overflows, a row a bias pushes past the range, the attn_bias entry
+ * that does, the v row that makes an output overflow; OIP v2 names the
+ * input. */
+TEST(overflowing_pass_names_its_input)
+{
+    static const char *const cases[][2] = {
+        /* query row 1 of a 2-D q (row 0's score is finite) */
+        {"{\"q\":[[1],[1e200]],\"k\":[[1e200]],\"v\":[[1]]}", "/q/1"},
+        {"{\"q\":[[1],[1e30]],\"k\":[[1e30]],\"v\":[[1]],\"dtype\":\"float32\"}", "/q/1"},
+        /* head 1 of a 3-D q, grouped onto one kv head; the output alone */
+        {"{\"q\":[[[1]],[[1e30]]],\"k\":[[[1e30]]],\"v\":[[[1]]],\"dtype\":\"float32\","
+         "\"return\":[\"output\"]}", "/q/1/0"},
+        /* batch element 1 */
+        {"{\"q\":[[[[1]]],[[[1e30]]]],\"k\":[[[[1]]],[[[1e30]]]],\"v\":[[[[1]]],[[[1]]]],"
+         "\"dtype\":\"float32\"}", "/q/1/0/0"},
+        /* a masked key's product does not count: the allowed one does */
+        {"{\"q\":[[1e30],[1e30]],\"k\":[[1e30],[1]],\"v\":[[1],[1]],\"dtype\":\"float32\","
+         "\"mask\":[[false,true],[true,true]]}", "/q/1"},
+        /* k row 1 past the range once its bias is added */
+        {"{\"q\":[[1]],\"k\":[[1],[3e38]],\"v\":[[1],[1]],\"bias\":{\"k\":[3e38]},"
+         "\"dtype\":\"float32\"}", "/k/1"},
+        /* a finite score (3e38) plus its attn_bias entry */
+        {"{\"q\":[[3e19]],\"k\":[[1e19],[1e19]],\"v\":[[1],[1]],\"scale\":1,"
+         "\"attn_bias\":[[0,3e38]],\"dtype\":\"float32\"}", "/attn_bias/0/1"},
+        /* every score finite: the output of v rows near the range */
+        {"{\"q\":[[0]],\"k\":[[0],[0],[0],[0]],\"v\":[[1],[3.4e38],[3.4e38],[3.4e38]],"
+         "\"dtype\":\"float32\"}", "/v/1"}};
+    char code[64], ptr[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(post("/v1/attention", cases[i][0], code, ptr), 422);
+        CHECK_STR(code, "non_finite");
+        CHECK_STR(ptr, cases[i][1]);
+    }
+    /* base64 q: no row pointer, the array's; q = {1e200} (little-endian float64 bits 0x6974e718d7d7625a) */
+    CHECK_EQ_INT(post("/v1/attention", "{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\","
+                      "\"data\":\"WmLX1xjndGk=\"},\"k\":[[1e200]],\"v\":[[1]]}", code, ptr), 422);
+    CHECK_STR(ptr, "/q/data");
+    /* OIP v2: the input (k is inputs/1, q inputs/0 is finite against it) */
+    struct api_response r;
+    t_call(&ctx, "POST", "/v2/models/attention/infer", "{\"inputs\":["
+           "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+           "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[2,1],\"data\":[1,3e38]},"
+           "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[2,1],\"data\":[1,1]},"
+           "{\"name\":\"bias_k\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[3e38]}]}", &r);
+    CHECK_EQ_INT(r.status, 400);
+    const char *want = "non_finite at /inputs/1]";
+    CHECK(r.body && memmem(r.body, r.body_len, want, strlen(want)));
+    if (r.body && !memmem(r.body, r.body_len, want, strlen(want)))
+        printf("  %.*s\n", (int)r.body_len, r.body);
+    api_response_free(&r);
+}
+
 /* A session's attention refused for its results: 422, and the append is
  * rolled back (length, then the next answer as without it). */
 static void refused_appends_nothing(const char *create, const char *bad, const char *want_ptr)
@@ -165,6 +220,7 @@ int main(void)
     attn_blas_init(1);
     ctx.store = sess_store_new(&cfg);
     RUN(overflowed_qk_is_422_at_its_pointer);
+    RUN(overflowing_pass_names_its_input);
     RUN(a_refused_session_attention_appends_nothing);
     RUN(a_refused_sequence_step_appends_nothing);
     sess_store_free(ctx.store);

@@ -1,0 +1,99 @@
+/*
+ * api/overflow.c — the 422 non_finite of a float32 or float64 pass that
+ * overflowed, at the input to blame: the pass stops without saying where
+ * (its loops stay fast), so on this error path alone core/attn_blame.c
+ * scans the prepared inputs for the culprit, and the answer's path points
+ * at its row (/q/3, /k/1/0, /attn_bias/2/5) or, where the request holds
+ * it flat (base64, an OIP v2 input), at the array with the row in the
+ * message. When the scan finds nothing the path is null, as before.
+ */
+#include "api/internal.h"
+
+#include <stdio.h>
+
+#include "api/read.h"
+#include "core/attn_blame.h"
+
+static const char *blame_name(enum attn_blame_input in)
+{
+    return in == ATTN_BLAME_Q   ? "q"
+           : in == ATTN_BLAME_K ? "k"
+           : in == ATTN_BLAME_V ? "v"
+                                : "attn_bias";
+}
+
+/* The array's pointer and rank (0: flat) that holds input in. */
+static void where(const struct api_blame_at *at, enum attn_blame_input in, const char **ptr,
+                  int *rank)
+{
+    int i = in == ATTN_BLAME_Q ? 0 : in == ATTN_BLAME_K ? 1 : in == ATTN_BLAME_V ? 2 : 3;
+    *ptr = at->ptr[i];
+    *rank = at->rank[i];
+}
+
+/* The pointer of b's row (and key, for attn_bias) in an array of rank:
+ * the leading [B][h] indices it has, then the row. Flat: the array's own. */
+static const char *row_pointer(const struct attn_blame *b, const char *ptr, int rank,
+                               char *p, size_t size)
+{
+    bool bias = b->input == ATTN_BLAME_ATTN_BIAS;
+    int lead = rank - 2;                    /* [B][h] before [row][col] */
+    int k = snprintf(p, size, "%s", ptr);
+    if (rank == 0)
+        return p;
+    if (lead >= 2)
+        k += snprintf(p + k, size - (size_t)k, "/%zu", b->b);
+    if (lead >= 1)
+        k += snprintf(p + k, size - (size_t)k, "/%zu", b->head);
+    k += snprintf(p + k, size - (size_t)k, "/%zu", b->row);
+    if (bias)
+        snprintf(p + k, size - (size_t)k, "/%zu", b->key);
+    return p;
+}
+
+/* "row 3 of head 1 of batch element 0" (the parts the shape has) */
+static void row_text(const struct attn_blame *b, const struct attn_shape *s, bool kv, char *t,
+                     size_t size)
+{
+    int k = snprintf(t, size, "row %zu", b->row);
+    if ((kv ? s->h_kv : s->h) > 1)
+        k += snprintf(t + k, size - (size_t)k, " of %shead %zu", kv ? "kv " : "", b->head);
+    if (s->B > 1)
+        snprintf(t + k, size - (size_t)k, " of batch element %zu", b->b);
+}
+
+void api_fail_overflow(struct api_call *c, const struct attn_request *r,
+                       const struct attn_inputs *in, const size_t *heads, size_t nh,
+                       const struct api_blame_at *at)
+{
+    struct attn_blame b;
+    const char *dt = r->params.dtype == ATTN_F64 ? "float64" : "float32";
+    const char *tip = r->params.dtype == ATTN_F64 ? "" : " or compute in float64";
+    if (attn_blame(r, in, heads, nh, &b) != CORE_OK || b.input == ATTN_BLAME_NONE) {
+        api_fail_compute(c, CORE_ENONFINITE, r->params.dtype);
+        return;
+    }
+    const char *ptr;
+    int rank;
+    char p[API_PATH_MAX], row[96];
+    where(at, b.input, &ptr, &rank);
+    row_pointer(&b, ptr, rank, p, sizeof p);
+    bool kv = b.input == ATTN_BLAME_K || b.input == ATTN_BLAME_V;
+    row_text(&b, &r->shape, kv, row, sizeof row);
+    const char *name = blame_name(b.input);
+    if (b.stage == ATTN_BLAME_PREPARED)
+        api_fail(c, API_ERR_NON_FINITE, p, "%s %s is not finite in %s after its bias and "
+                 "RoPE; scale the inputs down%s", name, row, dt, tip);
+    else if (b.stage == ATTN_BLAME_OUTPUT)
+        api_fail(c, API_ERR_NON_FINITE, p, "an output is not finite in %s: v %s holds "
+                 "%.9Lg, too near the range for a weighted sum of %zu rows; scale v down%s",
+                 dt, row, b.value, r->shape.L, tip);
+    else if (b.input == ATTN_BLAME_ATTN_BIAS)
+        api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not finite "
+                 "in %s once attn_bias is added (%.6Lg); scale attn_bias down%s", row, b.key,
+                 dt, b.value, tip);
+    else
+        api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not "
+                 "finite in %s: scale·q·k with its biases is %.6Lg; scale the inputs "
+                 "down%s", row, b.key, dt, b.value, tip);
+}

@@ -1,0 +1,280 @@
+/*
+ * core/attn_blame.c — the input a stateless float32/float64 pass that
+ * stopped on a value that is not finite overflowed on (see attn_blame.h).
+ * Error path only: it prepares q, k and v again as the pass did
+ * (attn_prepare_q, attn_prepare_view), then looks at the prepared rows,
+ * the scores of the allowed keys (in long double, so a product that
+ * overflows the dtype is seen as such) and the v rows, in that order.
+ */
+#include "attn_blame.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "attn_run.h"
+
+/* What one scan reads: the flattened pass and its prepared rows. */
+struct blame_scan {
+    const struct attn_request *r;
+    struct attn_run x;
+    const void *qb;                 /* [B·h][n][d_k] prepared */
+    void **kp, **vp;                /* [B·h_kv] prepared rows */
+    bool f32;
+    double lim;                     /* a magnitude taken as past the dtype's range */
+    size_t macs;                    /* multiply-adds left */
+    const bool *want;               /* [h] query heads to scan */
+};
+
+static double elem(const void *p, bool f32, size_t i)
+{
+    return f32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+/* max |x| of row [d] (+inf when one is not finite) */
+static double row_max(const void *p, bool f32, size_t at, size_t d)
+{
+    double m = 0;
+    for (size_t c = 0; c < d; c++) {
+        double a = fabs(elem(p, f32, at + c));
+        if (!(a <= DBL_MAX))
+            return INFINITY;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+static void set(struct attn_blame *o, enum attn_blame_input in, enum attn_blame_stage st,
+                size_t b, size_t head, size_t row)
+{
+    o->input = in;
+    o->stage = st;
+    o->b = b;
+    o->head = head;
+    o->row = row;
+}
+
+/* A prepared q, k or v row that is not finite (bias or RoPE overflowed). */
+static bool blame_prepared(const struct blame_scan *s, struct attn_blame *o)
+{
+    const struct attn_shape *sh = &s->r->shape;
+    size_t h = s->x.h, hk = s->x.h_kv, B = s->x.B ? s->x.B : 1;
+    for (size_t hh = 0; hh < B * h; hh++)
+        for (size_t i = 0; s->want[hh % h] && i < sh->n; i++)
+            if (row_max(s->qb, s->f32, (hh * sh->n + i) * sh->d_k, sh->d_k) == INFINITY) {
+                set(o, ATTN_BLAME_Q, ATTN_BLAME_PREPARED, hh / h, hh % h, i);
+                return true;
+            }
+    for (int kv = 0; kv < 2; kv++) {
+        size_t d = kv ? sh->d_v : sh->d_k;
+        for (size_t g = 0; g < B * hk; g++)
+            for (size_t j = 0; j < sh->L; j++)
+                if (row_max(kv ? s->vp[g] : s->kp[g], s->f32, j * d, d) == INFINITY) {
+                    set(o, kv ? ATTN_BLAME_V : ATTN_BLAME_K, ATTN_BLAME_PREPARED, g / hk,
+                        g % hk, j);
+                    return true;
+                }
+    }
+    return false;
+}
+
+/* Key j of query row i of flattened head hh is allowed (causal, window,
+ * segments, mask, a bias that is not -inf). */
+static bool allowed(const struct blame_scan *s, size_t hh, size_t i, size_t j)
+{
+    const struct attn_request *r = s->r;
+    size_t n = r->shape.n, L = r->shape.L, h = s->x.h;
+    if (r->mask) {
+        size_t mh = r->mask_heads == 1 ? 0 : r->mask_heads == h ? hh % h : hh;
+        if (!r->mask[(mh * n + i) * L + j])
+            return false;
+    }
+    if (r->attn_bias) {
+        size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == h ? hh % h : hh;
+        if (elem(r->attn_bias, s->f32, (bh * n + i) * L + j) == -INFINITY)
+            return false;
+    }
+    return attn_run_allowed(&s->x, hh, i, j);
+}
+
+/* The attn_bias entry of (hh, i, j), 0 without one. */
+static double bias_at(const struct blame_scan *s, size_t hh, size_t i, size_t j)
+{
+    const struct attn_request *r = s->r;
+    size_t n = r->shape.n, h = s->x.h;
+    if (!r->attn_bias)
+        return 0;
+    size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == h ? hh % h : hh;
+    return elem(r->attn_bias, s->f32, (bh * n + i) * r->shape.L + j);
+}
+
+/* max |finite attn_bias entry| (0 without one) */
+static double bias_max(const struct blame_scan *s)
+{
+    const struct attn_request *r = s->r;
+    size_t cnt = r->attn_bias ? r->attn_bias_heads * r->shape.n * r->shape.L : 0;
+    double m = 0;
+    for (size_t t = 0; t < cnt; t++) {
+        double a = fabs(elem(r->attn_bias, s->f32, t));
+        m = a <= DBL_MAX && a > m ? a : m;
+    }
+    return m;
+}
+
+/* Score of (hh, i) with key j of kv head g (flattened) -> 1 when it is past
+ * the range (*o set), 0 when not, -1 when the budget ran out. */
+static int blame_score(struct blame_scan *s, size_t hh, size_t i, size_t g, size_t j,
+                       struct attn_blame *o)
+{
+    const struct attn_request *r = s->r;
+    size_t dk = r->shape.d_k, h = s->x.h;
+    if (s->macs < dk)
+        return -1;
+    s->macs -= dk;
+    long double dot = 0;
+    for (size_t c = 0; c < dk; c++)
+        dot += (long double)elem(s->qb, s->f32, (hh * r->shape.n + i) * dk + c) *
+               (long double)elem(s->kp[g], s->f32, j * dk + c);
+    long double sc = (long double)r->params.scale * dot;
+    o->key = j;
+    o->value = sc;
+    if (!(fabsl(sc) < (long double)s->lim)) {
+        set(o, ATTN_BLAME_Q, ATTN_BLAME_SCORE, hh / h, hh % h, i);
+        return 1;
+    }
+    double cap = r->params.softcap, bias = bias_at(s, hh, i, j);
+    long double v = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
+    v += bias;
+    if (r->params.alibi) {
+        double slope = r->params.alibi_slopes ? r->params.alibi_slopes[hh % h]
+                                              : attn_alibi_slope(hh % h, h);
+        int64_t pq = attn_run_qpos(&s->x, hh, i), pk = attn_run_kpos(&s->x, hh / h, j);
+        v -= (long double)slope * fabsl((long double)pq - (long double)pk);
+    }
+    if (fabsl(v) < (long double)s->lim)
+        return 0;
+    o->value = v;
+    /* the bias is to blame when it is at least half the score it is added to */
+    long double capped = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
+    set(o, (long double)fabs(bias) >= fabsl(capped) / 2 ? ATTN_BLAME_ATTN_BIAS : ATTN_BLAME_Q,
+        ATTN_BLAME_SCORE, hh / h, hh % h, i);
+    return 1;
+}
+
+/* The first allowed score past the range; rows and keys whose bound
+ * scale·d_k·max|q_i|·max|k_j| + max|attn_bias| stays below it are skipped.
+ * -1 when the budget ran out. */
+static int blame_scores(struct blame_scan *s, struct attn_blame *o)
+{
+    const struct attn_shape *sh = &s->r->shape;
+    size_t h = s->x.h, hk = s->x.h_kv, B = s->x.B ? s->x.B : 1, L = sh->L;
+    double f = s->r->params.scale * (double)sh->d_k, bm = bias_max(s);
+    double *km = malloc(L * sizeof *km);
+    if (!km)
+        return -1;
+    int found = 0;
+    for (size_t hh = 0; hh < B * h && !found; hh++) {
+        if (!s->want[hh % h])
+            continue;
+        size_t g = hh / h * hk + hh % h * hk / h, dk = sh->d_k;
+        double kmax = 0;
+        for (size_t j = 0; j < L; j++) {
+            km[j] = row_max(s->kp[g], s->f32, j * dk, dk);
+            kmax = km[j] > kmax ? km[j] : kmax;
+        }
+        for (size_t i = 0; i < sh->n && !found; i++) {
+            double qm = row_max(s->qb, s->f32, (hh * sh->n + i) * dk, dk);
+            if (!s->r->params.alibi && f * qm * kmax + bm < s->lim)
+                continue;
+            for (size_t j = 0; j < L && !found; j++)
+                if ((s->r->params.alibi || f * qm * km[j] + bm >= s->lim) &&
+                    allowed(s, hh, i, j))
+                    found = blame_score(s, hh, i, g, j, o);
+        }
+    }
+    free(km);
+    return found;
+}
+
+/* The v row with the largest |value| of the kv heads the scanned query
+ * heads read, when L times it can reach the range. */
+static bool blame_output(const struct blame_scan *s, struct attn_blame *o)
+{
+    const struct attn_shape *sh = &s->r->shape;
+    size_t h = s->x.h, hk = s->x.h_kv, B = s->x.B ? s->x.B : 1;
+    double best = -1;
+    for (size_t hh = 0; hh < B * h; hh++) {
+        size_t g = hh / h * hk + hh % h * hk / h;
+        for (size_t j = 0; s->want[hh % h] && j < sh->L; j++) {
+            double m = row_max(s->vp[g], s->f32, j * sh->d_v, sh->d_v);
+            if (m > best) {
+                best = m;
+                set(o, ATTN_BLAME_V, ATTN_BLAME_OUTPUT, g / hk, g % hk, j);
+            }
+        }
+    }
+    o->value = best;
+    if (best * (double)sh->L >= s->lim)
+        return true;
+    o->input = ATTN_BLAME_NONE;
+    return false;
+}
+
+/* Prepared rows, then scores past the range itself, then (as the pass's
+ * sums in another order, or its base-2 exponent, may overflow where the
+ * exact value does not) past a quarter of it, then the v rows. */
+static void scan(struct blame_scan *s, struct attn_blame *o)
+{
+    if (blame_prepared(s, o))
+        return;
+    int st = blame_scores(s, o);
+    s->lim /= 4;
+    if (st == 0)
+        st = blame_scores(s, o);
+    if (st == 0)
+        blame_output(s, o);
+    else if (st < 0)
+        o->input = ATTN_BLAME_NONE;
+}
+
+enum core_status attn_blame(const struct attn_request *r, const struct attn_inputs *in,
+                            const size_t *heads, size_t nh, struct attn_blame *out)
+{
+    const struct attn_shape *sh = &r->shape;
+    size_t B = sh->B > 1 ? sh->B : 1, qn, bytes;
+    *out = (struct attn_blame){.input = ATTN_BLAME_NONE};
+    struct blame_scan s = {.r = r, .f32 = r->params.dtype == ATTN_F32,
+                           .macs = ATTN_BLAME_MACS};
+    s.lim = s.f32 ? FLT_MAX : DBL_MAX;
+    if (!core_mul3(B * sh->h, sh->n, sh->d_k, &qn) ||
+        !core_mul(qn, attn_dtype_size(r->params.dtype), &qn) || !attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    void *qb = malloc(qn ? qn : 1);
+    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
+    bool *want = calloc(sh->h, sizeof *want);
+    s.kp = calloc(B * sh->h_kv, sizeof *s.kp);
+    s.vp = calloc(B * sh->h_kv, sizeof *s.vp);
+    void *store = NULL;
+    enum core_status st = !qb || (bytes && !m) || !want || !s.kp || !s.vp ? CORE_ENOMEM : CORE_OK;
+    if (st == CORE_OK)
+        st = attn_prepare_q(r, in, 0, B * sh->h * sh->n, qb);
+    if (st == CORE_OK)
+        st = attn_prepare_view(r, in, s.kp, s.vp, &store);
+    if (st == CORE_OK) {
+        for (size_t a = 0; a < (heads ? nh : sh->h); a++)
+            if (!heads || heads[a] < sh->h)
+                want[heads ? heads[a] : a] = true;
+        attn_run_init(&s.x, r, m);
+        s.qb = qb;
+        s.want = want;
+        scan(&s, out);
+    }
+    free(store);
+    free(s.vp);
+    free(s.kp);
+    free(want);
+    free(m);
+    free(qb);
+    return st;
+}
