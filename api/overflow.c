@@ -32,19 +32,26 @@ static void where(const struct api_blame_at *at, enum attn_blame_input in, const
 }
 
 /* The pointer of b's row (and key, for attn_bias) in an array of rank:
- * the leading [B][h] indices it has, then the row. Flat: the array's own. */
-static const char *row_pointer(const struct attn_blame *b, const char *ptr, int rank,
-                               char *p, size_t size)
+ * the leading [B][h] indices it has, then the row. Flat: the array's own.
+ * An attn_bias given once for every head (or every batch element) is
+ * pointed at where it was given, not at the query head it was added to. */
+static const char *row_pointer(const struct attn_blame *b, const struct attn_request *r,
+                               const char *ptr, int rank, char *p, size_t size)
 {
     bool bias = b->input == ATTN_BLAME_ATTN_BIAS;
+    size_t bb = b->b, head = b->head;
+    if (bias && r->attn_bias_heads == 1)
+        bb = head = 0;
+    else if (bias && r->attn_bias_heads == r->shape.h)
+        bb = 0;
     int lead = rank - 2;                    /* [B][h] before [row][col] */
     int k = snprintf(p, size, "%s", ptr);
     if (rank == 0)
         return p;
     if (lead >= 2)
-        k += snprintf(p + k, size - (size_t)k, "/%zu", b->b);
+        k += snprintf(p + k, size - (size_t)k, "/%zu", bb);
     if (lead >= 1)
-        k += snprintf(p + k, size - (size_t)k, "/%zu", b->head);
+        k += snprintf(p + k, size - (size_t)k, "/%zu", head);
     k += snprintf(p + k, size - (size_t)k, "/%zu", b->row);
     if (bias)
         snprintf(p + k, size - (size_t)k, "/%zu", b->key);
@@ -77,7 +84,7 @@ void api_fail_overflow(struct api_call *c, const struct attn_request *r,
     int rank;
     char p[API_PATH_MAX], row[96];
     where(at, b.input, &ptr, &rank);
-    row_pointer(&b, ptr, rank, p, sizeof p);
+    row_pointer(&b, r, ptr, rank, p, sizeof p);
     bool kv = b.input == ATTN_BLAME_K || b.input == ATTN_BLAME_V;
     row_text(&b, &r->shape, kv, row, sizeof row);
     const char *name = blame_name(b.input);

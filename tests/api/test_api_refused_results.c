@@ -118,6 +118,10 @@ TEST(overflowing_pass_names_its_input)
         /* a finite score (3e38) plus its attn_bias entry */
         {"{\"q\":[[3e19]],\"k\":[[1e19],[1e19]],\"v\":[[1],[1]],\"scale\":1,"
          "\"attn_bias\":[[0,3e38]],\"dtype\":\"float32\"}", "/attn_bias/0/1"},
+        /* one attn_bias for both heads: head 1's score overflows with it, the
+         * pointer is where the entry was given */
+        {"{\"q\":[[[1]],[[3e19]]],\"k\":[[[1e19],[1e19]]],\"v\":[[[1],[1]]],\"scale\":1,"
+         "\"attn_bias\":[[[0,3e38]]],\"dtype\":\"float32\"}", "/attn_bias/0/0/1"},
         /* every score finite: the output of v rows near the range */
         {"{\"q\":[[0]],\"k\":[[0],[0],[0],[0]],\"v\":[[1],[3.4e38],[3.4e38],[3.4e38]],"
          "\"dtype\":\"float32\"}", "/v/1"}};
