@@ -246,6 +246,10 @@ bool api_read_seqs(struct api_call *c, const json_t *positions,
 void api_seqs_request(const struct api_seqs *q, struct attn_request *r);
 void api_seqs_free(struct api_seqs *q);
 
+/* A position or window side in [0, 2^53]: a JSON integer or an integral
+ * real (2.0), as /v1's window takes it (OIP v2's window_* too). */
+bool api_window_side(const json_t *v, int64_t *out);
+
 /* {"left":W_l,"right":W_r,"sinks":S}, each optional, integers 0..2^53; a
  * missing side is unbounded (-1). Absent: w->on = false. */
 bool api_read_window(struct api_call *c, const json_t *v, const char *path,

@@ -299,7 +299,7 @@ bool api_read_window(struct api_call *c, const json_t *v, const char *path,
     for (int i = 0; i < 3; i++) {
         const json_t *e = member(v, fields[i]);
         *dst[i] = i < 2 ? -1 : 0;       /* a missing side is unbounded */
-        if (e && !get_int(e, 0, API_INT_MAX, dst[i])) {
+        if (e && !api_window_side(e, dst[i])) {
             api_fail(c, API_ERR_INVALID_FIELD, sub(p, path, fields[i]),
                      "expected an integer >= 0 (at most 2^53)");
             return false;
@@ -307,6 +307,11 @@ bool api_read_window(struct api_call *c, const json_t *v, const char *path,
     }
     w->on = true;
     return true;
+}
+
+bool api_window_side(const json_t *v, int64_t *out)
+{
+    return get_int(v, 0, API_INT_MAX, out);
 }
 
 bool api_read_softcap(struct api_call *c, const json_t *v, const char *path,

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 2^53, as api/read_model.c: positions and window sides. */
+/* 2^53, as api/read_model.c: positions and segment ids. */
 #define V2_INT_MAX 9007199254740992LL
 
 /* Pointer "/inputs/<index>" of slot t, or of its member suffix. */
@@ -43,14 +43,12 @@ static bool read_window(struct api_call *c, struct v2_infer *x)
         const json_t *v = member(x->params, keys[i]);
         if (!v)
             continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > V2_INT_MAX) {
+        if (!api_window_side(v, dst[i])) {       /* /v1's window: 2.0 too */
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p,
                      "/parameters", keys[i]), "%s must be an integer >= 0 "
                      "(at most 2^53)", keys[i]);
             return false;
         }
-        *dst[i] = (int64_t)json_integer_value(v);
         x->window.on = true;
     }
     return true;

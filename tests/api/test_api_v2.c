@@ -371,6 +371,54 @@ TEST(errors_in_v2_shape)
     api_response_free(&r);
 }
 
+/* window_left, window_right and window_sinks take what /v1's window sides
+ * take: an integral real (1.0) is that integer, 1.5 is refused as /v1
+ * refuses it. */
+TEST(window_sides_take_integral_reals_as_v1)
+{
+    static const char *const sides[][2] = {
+        {"window_left", "left"}, {"window_right", "right"}, {"window_sinks", "sinks"}};
+
+    for (size_t i = 0; i < 3; i++) {
+        static const char *const vals[3] = {"1", "1.0", "1.5"};
+        json_t *j[3];
+        int st[3], v1[3];
+
+        for (int t = 0; t < 3; t++) {
+            char b[640], want[128];
+            struct api_response r;
+            snprintf(b, sizeof b, "{\"parameters\":{\"window_left\":0,\"%s\":%s},"
+                     "\"inputs\":[" SEED_IN "]}", sides[i][0], vals[t]);
+            if (i == 0)     /* window_left itself, alone */
+                snprintf(b, sizeof b, "{\"parameters\":{\"window_left\":%s},"
+                         "\"inputs\":[" SEED_IN "]}", vals[t]);
+            j[t] = infer(b, &st[t]);
+            snprintf(b, sizeof b, "{\"q\":[[1,0]],\"k\":[[1,0],[0,1],[-1,0]],"
+                     "\"v\":[[1,0],[0,1],[0,0]],\"window\":{%s\"%s\":%s}}",
+                     i == 0 ? "" : "\"left\":0,", sides[i][1], vals[t]);
+            t_call(&ctx, "POST", "/v1/attention", b, &r);
+            v1[t] = r.status;
+            api_response_free(&r);
+            if (t == 2) {
+                snprintf(want, sizeof want, "%s must be an integer >= 0 (at most 2^53) "
+                         "[invalid_field at /parameters/%s]", sides[i][0], sides[i][0]);
+                CHECK(v2_err(j[2]) && strstr(v2_err(j[2]), want));
+            }
+        }
+        CHECK_EQ_INT(v1[0], 200);
+        CHECK_EQ_INT(v1[1], 200);
+        CHECK_EQ_INT(v1[2], 422);
+        CHECK_EQ_INT(st[0], 200);
+        CHECK_EQ_INT(st[1], 200);
+        CHECK_EQ_INT(st[2], 400);
+        CHECK(j[0] && j[1] && json_equal(j[0], j[1]));
+        if (st[1] != 200)
+            printf("  %s 1.0: %s\n", sides[i][0], v2_err(j[1]) ? v2_err(j[1]) : "?");
+        for (int t = 0; t < 3; t++)
+            json_decref(j[t]);
+    }
+}
+
 TEST(element_budget)
 {
     int st;
@@ -409,6 +457,7 @@ int main(void)
     RUN(attn_bias_null_and_mask);
     RUN(three_d_heads);
     RUN(errors_in_v2_shape);
+    RUN(window_sides_take_integral_reals_as_v1);
     RUN(element_budget);
     RUN(datatype_names);
     sess_store_free(ctx.store);
