@@ -4,10 +4,10 @@
  * In: every number of a half request is rounded once from its double
  * (core/half.c); the rare double that is exactly a midpoint is re-rounded
  * from its decimal text (api/codec/halfread.c) by api_half_fix_ties, which
- * finds
- * the tensor's text in the body by its JSON pointer and walks its numbers
- * in order (row-major order is textual order). The walk trusts the body's
- * syntax: jansson has accepted it already.
+ * finds the tensor's text in the body by its JSON pointer
+ * (api/codec/textat.c) and walks its numbers in order (row-major order is
+ * textual order). The walk trusts the body's syntax: jansson has accepted
+ * it already.
  *
  * Out: results are rounded in place (overflow is the caller's 422) and
  * printed by api/codec/dtoa_half.c, or sent as 2-byte little-endian base64.
@@ -19,11 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "api/codec/base64.h"
-#include "api/early.h"
 #include "api/codec/halfread.h"
+#include "api/codec/textat.h"
 #include "api/codec/write.h"
 #include "core/half.h"
 
@@ -78,138 +76,13 @@ uint16_t api_half_bits(enum api_half h, float x)
     return h == API_HALF_F16 ? half_f16_from_f32(x) : half_bf16_from_f32(x);
 }
 
-/* ---- the tensor's text by JSON pointer ------------------------------------ */
-
-static const char *skip_ws(const char *p, const char *e)
-{
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* Past the string starting at p ('"'); one with holes (early,
- * api/early.h) is stepped over without being read. */
-static const char *skip_string(const struct api_early *early, const char *p, const char *e)
-{
-    const char *q = api_early_quote(early, p);
-
-    if (q)
-        return q + 1;
-    for (p++; p < e && *p != '"'; p++)
-        if (*p == '\\')
-            p++;
-    return p < e ? p + 1 : e;
-}
-
-/* Past the value starting at p. */
-static const char *skip_value(const struct api_early *early, const char *p, const char *e)
-{
-    int depth = 0;
-    do {
-        if (p >= e)
-            return e;
-        if (*p == '"') {
-            p = skip_string(early, p, e);
-            continue;
-        }
-        if (*p == '[' || *p == '{')
-            depth++;
-        else if (*p == ']' || *p == '}')
-            depth--;
-        else if (depth == 0) {              /* a number or a literal */
-            while (p < e && *p != ',' && *p != ']' && *p != '}' && *p != ' ' &&
-                   *p != '\n' && *p != '\t' && *p != '\r')
-                p++;
-            return p;
-        }
-        p++;
-    } while (depth > 0);
-    return p;
-}
-
-/* Whether the key string [ks, ke) (its quotes included) is the pointer
- * token tok[0..tl) (the api's own names: no ~ escapes) as jansson reads
- * it: a key with escapes ("\\u0071" is "q") is decoded first. */
-static bool key_is(const char *ks, const char *ke, const char *tok, size_t tl)
-{
-    size_t n = (size_t)(ke - ks) - 2;
-    json_t *k;
-    bool is;
-
-    if (n < tl || n > 6 * tl)
-        return false;   /* a byte of a key takes 1 to 6 characters (\\u00XX):
-                           a long string (holes, early) is never read */
-    if (!memchr(ks + 1, '\\', n))
-        return n == tl && memcmp(ks + 1, tok, tl) == 0;
-    k = json_loadb(ks, (size_t)(ke - ks), JSON_DECODE_ANY, NULL);
-    is = json_is_string(k) && json_string_length(k) == tl &&
-         memcmp(json_string_value(k), tok, tl) == 0;
-    json_decref(k);
-    return is;
-}
-
-/* The value at pointer ptr below the value at p -> [*vs, *ve); false when
- * absent. Pointer tokens are plain (the api's own names and indices). */
-static bool locate(const struct api_early *early, const char *p, const char *e,
-                   const char *ptr, const char **vs, const char **ve)
-{
-    p = skip_ws(p, e);
-    while (*ptr == '/') {
-        const char *tok = ++ptr;
-        size_t tl;
-        while (*ptr && *ptr != '/')
-            ptr++;
-        tl = (size_t)(ptr - tok);
-        if (p >= e)
-            return false;
-        if (*p == '{') {
-            bool found = false;
-            for (p = skip_ws(p + 1, e); p < e && *p == '"';) {
-                const char *ks = p, *kend = skip_string(early, p, e);
-                bool match = kend - ks >= 2 && key_is(ks, kend, tok, tl);
-                p = skip_ws(kend, e);
-                p = skip_ws(p + 1, e);          /* ':' */
-                if (match) {
-                    found = true;
-                    break;
-                }
-                p = skip_ws(skip_value(early, p, e), e);
-                if (p < e && *p == ',')
-                    p = skip_ws(p + 1, e);
-            }
-            if (!found)
-                return false;
-        } else if (*p == '[') {
-            size_t idx = 0, i;
-            for (i = 0; i < tl; i++) {
-                if (tok[i] < '0' || tok[i] > '9' || idx > SIZE_MAX / 10)
-                    return false;
-                idx = idx * 10 + (size_t)(tok[i] - '0');
-            }
-            p = skip_ws(p + 1, e);
-            for (i = 0; i < idx && p < e && *p != ']'; i++) {
-                p = skip_ws(skip_value(early, p, e), e);
-                if (p < e && *p == ',')
-                    p = skip_ws(p + 1, e);
-            }
-            if (p >= e || *p == ']')
-                return false;
-        } else {
-            return false;
-        }
-    }
-    *vs = p;
-    *ve = skip_value(early, p, e);
-    return true;
-}
-
 size_t api_half_fix_ties(const char *body, size_t len, const struct api_early *early,
                          const char *path, enum api_half h, float *data, size_t count)
 {
-    const char *p, *e, *end = body + len;
+    const char *p, *e;
     size_t i = 0;
 
-    if (!body || !locate(early, body, end, path, &p, &e))
+    if (!body || !api_text_at(body, len, early, path, &p, &e))
         return count;
     while (p < e && i < count) {
         char ch = *p;

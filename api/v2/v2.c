@@ -21,8 +21,9 @@
  * parameter binary_data_output) come back the same way: the response's
  * Inference-Header-Content-Length header says where its JSON ends.
  *
- * Sequence extension: parameters sequence_id (a positive integer or a
- * string), sequence_start and sequence_end map onto sessions (the KV cache).
+ * Sequence extension: parameters sequence_id (an integer 1..2^64-1, as
+ * Triton's uint64, or a string), sequence_start and sequence_end map onto
+ * sessions (the KV cache).
  * The start request creates a session from its q, k, v shapes and options,
  * appends k, v and attends q, exactly as a stateless request would; later
  * requests append their k, v (optional) and attend q against the whole cache;

@@ -103,6 +103,7 @@ struct v2_infer {
     /* sequence */
     bool seq, seq_start, seq_end;
     const json_t *seq_id;           /* borrowed */
+    uint64_t seq_num;               /* an integer sequence_id (1..2^64-1), else 0 */
     char seq_name[SESS_NAME_MAX];   /* its session's name (api_v2_seq_name) */
     char sid[SESS_ID_MAX];
     struct sess *sess;              /* held session, or NULL; a start's detached
@@ -191,5 +192,9 @@ void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x);
  * integer or a string of 1 to 63 bytes) into name[SESS_NAME_MAX]; false
  * for any other id. */
 bool api_v2_seq_name(const json_t *id, char *name);
+
+/* The same for the integer id num (1..2^64-1: Triton's ids are uint64,
+ * beyond what a jansson integer holds). */
+void api_v2_seq_name_num(uint64_t num, char *name);
 
 #endif

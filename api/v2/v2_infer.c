@@ -19,6 +19,7 @@
 #include "api/read.h"
 #include "api/sessions_roll.h"
 #include "api/spare.h"
+#include "api/codec/textat.h"
 #include "api/codec/write.h"
 
 static void infer_free(struct v2_infer *x)
@@ -104,8 +105,53 @@ static bool split_body(struct api_call *c, struct v2_infer *x)
     return true;
 }
 
-/* Sequence parameters: sequence_id (positive integer or non-empty string),
- * sequence_start, sequence_end. */
+/* What sequence_id may be (Triton's: a uint64 or a string). */
+#define SEQ_ID_RULE "sequence_id must be an integer 1..18446744073709551615 " \
+                    "(uint64; 0 is none) or a string of 1 to 63 bytes"
+
+/* The digits [s, e) as a uint64 -> *out; false unless they are all digits
+ * with a value of at most 2^64-1. */
+static bool u64_of_digits(const char *s, const char *e, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (s == e)
+        return false;
+    for (; s < e; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/* An integer sequence_id -> x->seq_num (0 for none or a string). jansson
+ * holds integers up to 2^63-1; a literal beyond is read as a real
+ * (api/body.c), so its digits are read again from the JSON header's text:
+ * every id up to 2^64-1 is exact, none is rounded. */
+static bool read_seq_num(struct api_call *c, struct v2_infer *x, const json_t *id)
+{
+    const char *vs, *ve;
+
+    x->seq_num = 0;
+    if (json_is_integer(id) && json_integer_value(id) >= 0) {
+        x->seq_num = (uint64_t)json_integer_value(id);
+        return true;
+    }
+    if (!json_is_real(id) ||
+        !api_text_at(c->req->body, c->req->body_len - x->bin_len, c->req->early,
+                     "/parameters/sequence_id", &vs, &ve) ||
+        !u64_of_digits(vs, ve, &x->seq_num)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id", SEQ_ID_RULE);
+        return false;
+    }
+    return true;
+}
+
+/* Sequence parameters: sequence_id (integer 1..2^64-1 or a string of 1 to
+ * 63 bytes), sequence_start, sequence_end. */
 static bool read_sequence(struct api_call *c, struct v2_infer *x)
 {
     const json_t *id = member(x->params, "sequence_id");
@@ -113,17 +159,14 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
     if (!param_bool(c, x->params, "/parameters", "sequence_start", &x->seq_start) ||
         !param_bool(c, x->params, "/parameters", "sequence_end", &x->seq_end))
         return false;
-    if (json_is_string(id) && json_string_length(id) >= 64) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
-                 "sequence_id must be a positive integer or a string of "
-                 "1 to 63 bytes");
+    if (json_is_number(id) && !read_seq_num(c, x, id))
         return false;
-    }
-    if (!api_v2_seq_name(id, x->seq_name) && id &&
-        !(json_is_integer(id) && json_integer_value(id) == 0)) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id",
-                 "sequence_id must be a positive integer or a string of "
-                 "1 to 63 bytes");
+    if (x->seq_num)
+        api_v2_seq_name_num(x->seq_num, x->seq_name);
+    else if (id && !json_is_number(id) &&
+             ((json_is_string(id) && json_string_length(id) >= 64) ||
+              !api_v2_seq_name(id, x->seq_name))) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id", SEQ_ID_RULE);
         return false;
     }
     x->seq_id = id;
@@ -546,8 +589,8 @@ static void write_params(struct api_buf *b, const struct v2_infer *x,
     api_buf_printf(b, "\"parameters\":{\"empty_rows\":%zu", n_empty);
     if (x->seq) {
         api_buf_puts(b, ",\"sequence_id\":");
-        if (json_is_integer(x->seq_id))
-            api_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(x->seq_id));
+        if (x->seq_num)
+            api_buf_printf(b, "%" PRIu64, x->seq_num);
         else
             api_write_string(b, json_string_value(x->seq_id));
         /* the rows ever appended, as GET's length: a rolling sequence's

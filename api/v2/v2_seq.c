@@ -5,9 +5,10 @@
  * the earlier sequence of the id, only once the start is answered.
  * A sequence is found again from its id alone, by any request and after a
  * restart (the session comes back from --state-dir under the same id), with
- * no map to keep. Names: an integer id n is "v2i<n>"; a string of at most
- * 20 characters of [A-Za-z0-9_-] is "v2s<string>"; any other string is
- * "v2h" and 20 base64url characters (120 bits) of a hash of its bytes.
+ * no map to keep. Names: an integer id n (1..2^64-1) is "v2i<n>"; a
+ * string of at most 20 characters of [A-Za-z0-9_-] is "v2s<string>"; any
+ * other string is "v2h" and 20 base64url characters (120 bits) of a hash
+ * of its bytes.
  */
 #include "api/v2/v2_impl.h"
 
@@ -66,11 +67,15 @@ static bool plain(const char *s, size_t n)
     return true;
 }
 
+void api_v2_seq_name_num(uint64_t num, char *name)
+{
+    snprintf(name, SESS_NAME_MAX, "v2i%" PRIu64, num);  /* 23 characters at most */
+}
+
 bool api_v2_seq_name(const json_t *id, char *name)
 {
     if (json_is_integer(id) && json_integer_value(id) > 0) {
-        snprintf(name, SESS_NAME_MAX, "v2i%" JSON_INTEGER_FORMAT,
-                 json_integer_value(id));
+        api_v2_seq_name_num((uint64_t)json_integer_value(id), name);
         return true;
     }
     if (!json_is_string(id))

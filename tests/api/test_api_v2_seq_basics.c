@@ -333,6 +333,77 @@ TEST(sequences_are_named_sessions_that_outlive_a_restart)
     CHECK(system(cmd) == 0);
 }
 
+/* SEED_IN's k and v. */
+#define SEED_KV                                                               \
+    "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,-1,0]}," \
+    "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,0,0]}"
+
+/* One request on sequence id (its JSON text) with q [1,2] = [1,0] (and the
+ * seed's k and v at a start), q in binary when bin: the answer's text. */
+static int seq_text(const char *id, bool start, bool bin, char *out, size_t size)
+{
+    char body[1024], lenbuf[32];
+    const char *h[] = {"Content-Type", "application/octet-stream",
+                       "Inference-Header-Content-Length", lenbuf, NULL};
+    struct api_response r;
+    size_t n;
+    int st;
+
+    n = (size_t)snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":%s%s},"
+                         "\"inputs\":[%s%s]}", id, start ? ",\"sequence_start\":true" : "",
+                         bin ? "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],"
+                               "\"parameters\":{\"binary_data_size\":16}}"
+                             : "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],"
+                               "\"data\":[1,0]}",
+                         start ? "," SEED_KV : "");
+    snprintf(lenbuf, sizeof lenbuf, "%zu", n);
+    if (bin) {
+        const double q[2] = {1, 0};
+        memcpy(body + n, q, sizeof q);  /* little-endian, as the tests' hosts */
+        n += sizeof q;
+    }
+    v2("POST", "/models/attention/infer", bin ? h : NULL, body, n, &r);
+    snprintf(out, size, "%.*s", (int)r.body_len, r.body ? r.body : "");
+    st = r.status;
+    api_response_free(&r);
+    return st;
+}
+
+/* Triton's sequence ids are uint64: every id up to 2^64-1 is its own
+ * sequence (two of them that are one double apart are not one), answered
+ * with its exact digits; beyond, or a real, is a 400 that says the range. */
+TEST(sequence_ids_are_uint64_exactly)
+{
+    static const char *const big[] = {"18446744073709551615", "9223372036854775808"};
+    char t[2048];
+
+    for (size_t i = 0; i < 2; i++) {
+        char want[96];
+        CHECK_EQ_INT(seq_text(big[i], true, false, t, sizeof t), 200);
+        snprintf(want, sizeof want, "\"sequence_id\":%s,", big[i]);
+        CHECK(strstr(t, want) != NULL);
+        snprintf(want, sizeof want, "\"session_id\":\"v2i%s\"", big[i]);
+        CHECK(strstr(t, want) != NULL);
+        if (!strstr(t, want))
+            printf("  %s: %s\n", big[i], t);
+    }
+    /* 2^64-2 and 2^64-1 are the same double: not the same sequence */
+    CHECK_EQ_INT(seq_text("18446744073709551614", false, false, t, sizeof t), 404);
+    CHECK_EQ_INT(seq_text("18446744073709551615", false, true, t, sizeof t), 200);
+    CHECK(strstr(t, "\"sequence_length\":3,") != NULL);
+    CHECK_EQ_INT(seq_text("9223372036854775809", false, false, t, sizeof t), 404);
+    CHECK_EQ_INT(seq_text("9223372036854775808", false, false, t, sizeof t), 200);
+    static const char *const bad[] = {"18446744073709551616", "100000000000000000000",
+                                      "1.8446744073709552e19", "-9223372036854775809",
+                                      "-1", "7.0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ_INT(seq_text(bad[i], true, false, t, sizeof t), 400);
+        CHECK(strstr(t, "sequence_id must be an integer 1..18446744073709551615 (uint64; "
+                        "0 is none) or a string of 1 to 63 bytes [invalid_field at "
+                        "/parameters/sequence_id]") != NULL);
+    }
+}
+
 /* Names: one per id, in the characters and length an id part may have. */
 TEST(sequence_names)
 {
@@ -354,6 +425,8 @@ TEST(sequence_names)
         json_decref(id);
     }
     CHECK_STR(names[1], "v2i9223372036854775807");
+    api_v2_seq_name_num(UINT64_MAX, names[0]);
+    CHECK_STR(names[0], "v2i18446744073709551615");
     CHECK_STR(names[3], "v2sabcdefghijklmnopqrst");
     CHECK(strncmp(names[4], "v2h", 3) == 0);
 }
@@ -367,6 +440,7 @@ int main(void)
     RUN(a_refused_end_keeps_the_sequence);
     RUN(sequence_yarn_truncate);
     RUN(sequences_are_named_sessions_that_outlive_a_restart);
+    RUN(sequence_ids_are_uint64_exactly);
     RUN(sequence_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
