@@ -4,7 +4,8 @@
  * scalars, so /v1's objects are spelt flat: softcap, window_left,
  * window_right, window_sinks, rope_base, rope_pairs, rope_dims,
  * rope_scaling (the type) and rope_<parameter>; arrays travel as inputs:
- * sink_logits [h] (FP32/FP64), positions_q / segments_q [n] or [B,n] and
+ * sink_logits [h] (FP64, FP32, FP16 or BF16, read as the biases are),
+ * positions_q / segments_q [n] or [B,n] and
  * positions_k / segments_k [L] or [B,L] (INT32/INT64); and a sequence's
  * kv_dtype. Values are checked as /v1 checks them, with errors at the
  * parameter or input at fault.

@@ -419,6 +419,113 @@ TEST(window_sides_take_integral_reals_as_v1)
     }
 }
 
+/* The answer to SEED_IN with softmax "sink" and the input sink_logits [1]
+ * of datatype dt: JSON data, or with bin, 2 (or 4) bytes of binary data;
+ * q, k and v in datatype qdt. Its status in *st. */
+static json_t *sink_infer(const char *qdt, const char *dt, const char *data,
+                          const unsigned char *bin, size_t bin_len, int *st)
+{
+    char body[1024], lenbuf[32], seed[600];
+    const char *h[] = {"Content-Type", "application/octet-stream",
+                       "Inference-Header-Content-Length", lenbuf, NULL};
+    struct api_response r;
+    const char *p;
+    size_t n, k = 0;
+    json_t *j;
+
+    for (p = SEED_IN; *p && k + 1 < sizeof seed; p++) {    /* FP64 -> qdt */
+        if (strncmp(p, "FP64", 4) == 0) {
+            k += (size_t)snprintf(seed + k, sizeof seed - k, "%s", qdt);
+            p += 3;
+        } else {
+            seed[k++] = *p;
+        }
+    }
+    seed[k] = '\0';
+    if (bin)
+        n = (size_t)snprintf(body, sizeof body, "{\"parameters\":{\"softmax\":\"sink\"},"
+                             "\"inputs\":[%s,{\"name\":\"sink_logits\",\"datatype\":\"%s\","
+                             "\"shape\":[1],\"parameters\":{\"binary_data_size\":%zu}}]}",
+                             seed, dt, bin_len);
+    else
+        n = (size_t)snprintf(body, sizeof body, "{\"parameters\":{\"softmax\":\"sink\"},"
+                             "\"inputs\":[%s,{\"name\":\"sink_logits\",\"datatype\":\"%s\","
+                             "\"shape\":[1],\"data\":%s}]}", seed, dt, data);
+    snprintf(lenbuf, sizeof lenbuf, "%zu", n);
+    if (bin) {
+        memcpy(body + n, bin, bin_len);
+        n += bin_len;
+    }
+    v2("POST", "/models/attention/infer", bin ? h : NULL, body, n, &r);
+    *st = r.status;
+    j = t_json(&r);
+    api_response_free(&r);
+    return j;
+}
+
+/* sink_logits takes FP16 and BF16 as the biases do (the metadata says
+ * so): 2-byte binary values widened exactly, JSON numbers as sent, and in
+ * an FP16/BF16 request everything rounded to its format as FP32 logits
+ * are; a value the request's format cannot hold is refused at the data. */
+TEST(sink_logits_take_fp16_and_bf16)
+{
+    static const unsigned char f16[2] = {0x80, 0x3D}, bf16[2] = {0xB0, 0x3F};  /* 1.375 */
+    static const unsigned char big[2] = {0xC3, 0x47};   /* BF16 99840: beyond float16 */
+    static const unsigned char inf[2] = {0x00, 0x7C};   /* FP16 inf */
+    struct api_response r;
+    json_t *want, *j, *types = NULL;
+    int st, st0;
+
+    v2("GET", "/models/attention", NULL, NULL, 0, &r);
+    j = t_json(&r);
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "inputs")); i++) {
+        json_t *t = json_array_get(json_object_get(j, "inputs"), i);
+        if (strcmp(json_string_value(json_object_get(t, "name")), "sink_logits") == 0)
+            types = json_object_get(json_object_get(t, "parameters"), "datatypes");
+    }
+    CHECK_EQ_INT(json_array_size(types), 4);
+    CHECK_STR(json_string_value(json_array_get(types, 2)), "FP16");
+    CHECK_STR(json_string_value(json_array_get(types, 3)), "BF16");
+    json_decref(j);
+    api_response_free(&r);
+
+    want = sink_infer("FP64", "FP64", "[1.375]", NULL, 0, &st0);
+    CHECK_EQ_INT(st0, 200);
+    const struct {
+        const char *dt, *data;
+        const unsigned char *bin;
+    } same[] = {{"FP16", NULL, f16}, {"BF16", NULL, bf16}, {"FP16", "[1.375]", NULL},
+                {"BF16", "[1.375]", NULL}};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        j = sink_infer("FP64", same[i].dt, same[i].data, same[i].bin, 2, &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(j && want && json_equal(j, want));
+        if (st != 200)
+            printf("  %s: %s\n", same[i].dt, v2_err(j) ? v2_err(j) : "?");
+        json_decref(j);
+    }
+    json_decref(want);
+
+    /* an FP16 request: 0.1 rounds to float16 whatever sink_logits' datatype */
+    want = sink_infer("FP16", "FP32", "[0.1]", NULL, 0, &st0);
+    CHECK_EQ_INT(st0, 200);
+    j = sink_infer("FP16", "FP16", "[0.1]", NULL, 0, &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK(j && want && json_equal(j, want));
+    json_decref(j);
+    json_decref(want);
+
+    j = sink_infer("FP16", "BF16", NULL, big, 2, &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "element 0 is not a finite number of float16 "
+                                         "[non_finite at /inputs/3/data]"));
+    json_decref(j);
+    j = sink_infer("FP64", "FP16", NULL, inf, 2, &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "[non_finite at /inputs/3/data]"));
+    json_decref(j);
+}
+
 TEST(element_budget)
 {
     int st;
@@ -458,6 +565,7 @@ int main(void)
     RUN(three_d_heads);
     RUN(errors_in_v2_shape);
     RUN(window_sides_take_integral_reals_as_v1);
+    RUN(sink_logits_take_fp16_and_bf16);
     RUN(element_budget);
     RUN(datatype_names);
     sess_store_free(ctx.store);
