@@ -107,7 +107,7 @@ static bool split_body(struct api_call *c, struct v2_infer *x)
 
 /* What sequence_id may be (Triton's: a uint64 or a string). */
 #define SEQ_ID_RULE "sequence_id must be an integer 1..18446744073709551615 " \
-                    "(uint64; 0 is none) or a string of 1 to 63 bytes"
+                    "(uint64; 0 is none) or a string of 1 to 63 bytes (an empty one is none)"
 
 /* The digits [s, e) as a uint64 -> *out; false unless they are all digits
  * with a value of at most 2^64-1. */
@@ -151,7 +151,7 @@ static bool read_seq_num(struct api_call *c, struct v2_infer *x, const json_t *i
 }
 
 /* Sequence parameters: sequence_id (integer 1..2^64-1 or a string of 1 to
- * 63 bytes), sequence_start, sequence_end. */
+ * 63 bytes; 0 and "" are none), sequence_start, sequence_end. */
 static bool read_sequence(struct api_call *c, struct v2_infer *x)
 {
     const json_t *id = member(x->params, "sequence_id");
@@ -163,6 +163,8 @@ static bool read_sequence(struct api_call *c, struct v2_infer *x)
         return false;
     if (x->seq_num)
         api_v2_seq_name_num(x->seq_num, x->seq_name);
+    else if (json_is_string(id) && json_string_length(id) == 0)
+        x->seq_name[0] = '\0';             /* "" is no sequence, as 0 is (Triton) */
     else if (id && !json_is_number(id) &&
              ((json_is_string(id) && json_string_length(id) >= 64) ||
               !api_v2_seq_name(id, x->seq_name))) {

@@ -372,6 +372,33 @@ static int seq_text(const char *id, bool start, bool bin, char *out, size_t size
 /* Triton's sequence ids are uint64: every id up to 2^64-1 is its own
  * sequence (two of them that are one double apart are not one), answered
  * with its exact digits; beyond, or a real, is a 400 that says the range. */
+/* Triton: a sequence_id of 0 or "" says the request is not part of a
+ * sequence. So a start with either needs an id, and a plain request with
+ * either is answered as one without a sequence (no session is made). */
+TEST(an_empty_sequence_id_is_no_sequence)
+{
+    static const char *const none[] = {"\"\"", "0"};
+    char t[2048], body[1024];
+    struct sess_stats before, after;
+    struct api_response r;
+
+    for (size_t i = 0; i < 2; i++) {
+        sess_store_stats(ctx.store, &before);
+        CHECK_EQ_INT(seq_text(none[i], true, false, t, sizeof t), 400);
+        CHECK(strstr(t, "sequence_start and sequence_end need a sequence_id") != NULL);
+        /* with k and v and no start: a plain stateless answer */
+        size_t n = (size_t)snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":%s},"
+                                    "\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\","
+                                    "\"shape\":[1,2],\"data\":[1,0]}," SEED_KV "]}", none[i]);
+        v2("POST", "/models/attention/infer", NULL, body, n, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK(r.body && !memmem(r.body, r.body_len, "session_id", 10));
+        api_response_free(&r);
+        sess_store_stats(ctx.store, &after);
+        CHECK_EQ_INT((int)after.created, (int)before.created);
+    }
+}
+
 TEST(sequence_ids_are_uint64_exactly)
 {
     static const char *const big[] = {"18446744073709551615", "9223372036854775808"};
@@ -399,7 +426,7 @@ TEST(sequence_ids_are_uint64_exactly)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_EQ_INT(seq_text(bad[i], true, false, t, sizeof t), 400);
         CHECK(strstr(t, "sequence_id must be an integer 1..18446744073709551615 (uint64; "
-                        "0 is none) or a string of 1 to 63 bytes [invalid_field at "
+                        "0 is none) or a string of 1 to 63 bytes (an empty one is none) [invalid_field at "
                         "/parameters/sequence_id]") != NULL);
     }
 }
@@ -441,6 +468,7 @@ int main(void)
     RUN(sequence_yarn_truncate);
     RUN(sequences_are_named_sessions_that_outlive_a_restart);
     RUN(sequence_ids_are_uint64_exactly);
+    RUN(an_empty_sequence_id_is_no_sequence);
     RUN(sequence_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
