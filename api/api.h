@@ -203,11 +203,12 @@ enum api_place api_route_place(const char *method, const char *path);
 
 /*
  * The route template of a path, as api_handle would label its reply
- * ("/v1/sessions/{id}/kv"; "unmatched" when no route has it); static
- * text. For what the transport counts and logs without the api's answer:
- * its own refusals, a client gone before the answer.
+ * ("/v1/sessions/{id}/kv"; a static file's, api_config.static_route, when
+ * ctx is not NULL; "unmatched" when nothing has it); static text. For
+ * what the transport counts and logs without the api's answer: its own
+ * refusals, a client gone before the answer.
  */
-const char *api_route_of(const char *path);
+const char *api_route_of(const struct api_ctx *ctx, const char *path);
 
 /*
  * Build the JSON error reply for a condition the transport detects itself

@@ -373,13 +373,15 @@ enum api_place api_route_place(const char *method, const char *path)
     return API_PLACE_POOL;
 }
 
-const char *api_route_of(const char *path)
+const char *api_route_of(const struct api_ctx *ctx, const char *path)
 {
     const char *rest = NULL;
     const struct api_route *rt = path ? route_find(path) : NULL;
     const struct api_subtree *st = rt || !path ? NULL : subtree_find(path, &rest);
+    const char *file = rt || st || !path || !ctx || !ctx->cfg.static_route
+                           ? NULL : ctx->cfg.static_route(path);
 
-    return rt ? rt->route : st ? st->route(rest) : "unmatched";
+    return rt ? rt->route : st ? st->route(rest) : file ? file : "unmatched";
 }
 
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
@@ -389,7 +391,7 @@ void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
     struct api_call c;
 
     call_init(&c, ctx, req, resp);
-    resp->route = api_route_of(req->path);
+    resp->route = api_route_of(ctx, req->path);
     if ((int)code < 0 || code >= API_ERR_COUNT)
         code = API_ERR_INTERNAL;
     if (message)

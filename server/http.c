@@ -968,7 +968,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         status = 499;
     const char *key = r->keyed ? r->key_name : NULL;
     if (!r->route)                      /* gone before the answer: the route asked for */
-        r->route = api_route_of(r->url);
+        r->route = api_route_of(h->ctx, r->url);
     const char *code = answered && r->error != API_ERR_NONE ? api_error_code(r->error) : NULL;
     srv_log_request(r->method, r->route, status, r->bytes_in, r->bytes_out, ns / 1000, key,
                     r->id, code);

@@ -512,8 +512,21 @@ TEST(transport_error)
     api_transport_error(&ctx, &req, API_ERR_RATE_LIMITED, NULL, &r);
     CHECK_STR(r.route, "unmatched");
     api_response_free(&r);
-    CHECK_STR(api_route_of("/v2/models/attention/infer"), "/v2/models/{model}/infer");
-    CHECK_STR(api_route_of(NULL), "unmatched");
+    CHECK_STR(api_route_of(NULL, "/v2/models/attention/infer"), "/v2/models/{model}/infer");
+    CHECK_STR(api_route_of(NULL, NULL), "unmatched");
+    /* a static file's refusal (a POST to the page over --rate-limit) is
+     * counted under the file's template, as its 405 is */
+    ctx.cfg.static_route = test_static_route;
+    req.path = "/app.js";
+    api_transport_error(&ctx, &req, API_ERR_RATE_LIMITED, NULL, &r);
+    CHECK_STR(r.route, "/{asset}");
+    api_response_free(&r);
+    CHECK_STR(api_route_of(&ctx, "/v1/openapi.json"), "/v1/openapi.json");
+    CHECK_STR(api_route_of(&ctx, "/"), "/");
+    CHECK_STR(api_route_of(&ctx, "/v1/attention"), "/v1/attention");
+    CHECK_STR(api_route_of(&ctx, "/nothing.js"), "unmatched");
+    ctx.cfg.static_route = NULL;
+    CHECK_STR(api_route_of(&ctx, "/"), "unmatched");
     ctx.cfg.cors_origins = NULL;
 }
 

@@ -192,6 +192,31 @@ def test_rate_limited_requests_are_counted_under_their_route():
                                                                      "/v1/info"]
 
 
+def test_refusals_of_the_static_files_are_counted_under_their_route():
+    """The transport's own refusals of a static file's path (429, 413, a
+    client gone) are counted and logged under the file's template, as the
+    api's 405 on the same path is, not as "unmatched"."""
+    from attnd_proc import Attnd, connect
+    with Attnd("--rate-limit", "0.01", "--rate-burst", "1", "--max-body-bytes", "1k") as a:
+        assert a.request("POST", "/", b"{}").status == 405
+        assert a.request("POST", "/app.js", b"{}").status == 429
+        assert a.request("DELETE", "/v1/openapi.json").status == 429
+        assert a.request("POST", "/", b"x" * 5000).status == 413
+        s = connect(a.port)
+        s.sendall(b"POST /app.js HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\nab")
+        time.sleep(0.3)
+        s.close()                                   # gone midway through the body
+        want = {("/", "405"): 1, ("/{asset}", "429"): 1, ("/v1/openapi.json", "429"): 1,
+                ("/", "413"): 1, ("/{asset}", "499"): 1}
+        fams = settled_scrape(a, lambda f: all(
+            value(f, "attnd_requests", "attnd_requests_total", route=r, code=c) == n
+            for (r, c), n in want.items()))
+        assert value(fams, "attnd_requests", "attnd_requests_total", route="unmatched") == 0
+        _wait(lambda: len(_request_lines(a, 429)) == 2)
+        assert sorted(e["route"] for e in _request_lines(a, 429)) == ["/v1/openapi.json",
+                                                                     "/{asset}"]
+
+
 def test_a_client_gone_before_the_answer_is_counted_under_its_route():
     from attnd_proc import Attnd, connect
     with Attnd() as a:
