@@ -211,6 +211,15 @@ enum api_place api_route_place(const char *method, const char *path);
 const char *api_route_of(const struct api_ctx *ctx, const char *path);
 
 /*
+ * Only the CORS headers api_handle would add to an answer to req (Vary:
+ * Origin, and to an allowed origin Access-Control-Allow-Origin and
+ * -Expose-Headers) into resp's header slots, nothing else of it set: for
+ * the static files the transport serves itself.
+ */
+void api_cors_headers(struct api_ctx *ctx, const struct api_request *req,
+                      struct api_response *resp);
+
+/*
  * Build the JSON error reply for a condition the transport detects itself
  * (body over the cap, bad transfer coding, over a rate limit, ...): code is
  * an error such as API_ERR_BODY_TOO_LARGE (a value outside the table

@@ -384,6 +384,15 @@ const char *api_route_of(const struct api_ctx *ctx, const char *path)
     return rt ? rt->route : st ? st->route(rest) : file ? file : "unmatched";
 }
 
+void api_cors_headers(struct api_ctx *ctx, const struct api_request *req,
+                      struct api_response *resp)
+{
+    struct api_call c;
+
+    call_init(&c, ctx, req, resp);
+    cors_headers(&c);
+}
+
 void api_transport_error(struct api_ctx *ctx, const struct api_request *req,
                          enum api_err code, const char *message,
                          struct api_response *resp)

@@ -368,6 +368,14 @@ static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type_of(a->path));
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    /* CORS as on every other answer: a page of an allowed origin may read
+     * the OpenAPI document its preflight was told it may GET */
+    struct api_request q;
+    http_api_req_init(r, &q, http_req_header);
+    api_cors_headers(r->h->ctx, &q, &r->resp);
+    for (size_t i = 0; i < r->resp.n_headers && i < API_MAX_HEADERS; i++)
+        MHD_add_response_header(mr, r->resp.headers[i].name, r->resp.headers[i].value);
+    r->resp.n_headers = 0;
     if (atomic_load(&r->h->quiesced))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     MHD_add_response_header(mr, "X-Request-Id", r->id);

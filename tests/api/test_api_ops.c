@@ -478,17 +478,25 @@ TEST(auth_off)
     api_response_free(&r);
 }
 
+/* A request of method to path with the headers h (name, value, ..., NULL),
+ * no body. */
+static void t_request(struct api_request *req, const char *method, const char *path,
+                      const char *const *h)
+{
+    memset(req, 0, sizeof *req);
+    req->method = method;
+    req->path = path;
+    req->header = t_header_fn;
+    req->header_arg = (void *)h;
+}
+
 TEST(transport_error)
 {
     struct api_request req;
     struct api_response r;
     const char *const h[] = {"Origin", "https://demo.example", NULL};
 
-    memset(&req, 0, sizeof req);
-    req.method = "POST";
-    req.path = "/v1/attention";
-    req.header = t_header_fn;
-    req.header_arg = (void *)h;
+    t_request(&req, "POST", "/v1/attention", h);
     ctx.cfg.cors_origins = origins;
     api_transport_error(&ctx, &req, API_ERR_BODY_TOO_LARGE, "body over 1 MiB", &r);
     CHECK_EQ_INT(r.status, 413);
@@ -528,6 +536,31 @@ TEST(transport_error)
     ctx.cfg.static_route = NULL;
     CHECK_STR(api_route_of(&ctx, "/"), "unmatched");
     ctx.cfg.cors_origins = NULL;
+}
+
+/* The CORS headers alone, for the static files the transport serves:
+ * those of any answer, and nothing else set. */
+TEST(cors_headers_alone)
+{
+    struct api_request req;
+    struct api_response r;
+    const char *const allowed[] = {"Origin", "https://demo.example", NULL};
+    const char *const other[] = {"Origin", "https://other.example", NULL};
+
+    t_request(&req, "GET", "/v1/openapi.json", allowed);
+    ctx.cfg.cors_origins = origins;
+    api_cors_headers(&ctx, &req, &r);
+    CHECK_STR(t_hdr(&r, "Vary"), "Origin");
+    CHECK_STR(t_hdr(&r, "Access-Control-Allow-Origin"), "https://demo.example");
+    CHECK(strstr(t_hdr(&r, "Access-Control-Expose-Headers"), "X-Request-Id") != NULL);
+    CHECK(r.body == NULL && r.pieces == NULL && r.n_headers == 3);
+    req.header_arg = (void *)other;
+    api_cors_headers(&ctx, &req, &r);
+    CHECK_STR(t_hdr(&r, "Vary"), "Origin");
+    CHECK(t_hdr(&r, "Access-Control-Allow-Origin") == NULL && r.n_headers == 1);
+    ctx.cfg.cors_origins = NULL;
+    api_cors_headers(&ctx, &req, &r);
+    CHECK(r.n_headers == 0);
 }
 
 /* Where the transport may answer: probes on its thread for GET and HEAD
@@ -573,6 +606,7 @@ int main(void)
     RUN(auth_on);
     RUN(auth_off);
     RUN(transport_error);
+    RUN(cors_headers_alone);
     RUN(route_places);
     TEST_MAIN_END();
 }

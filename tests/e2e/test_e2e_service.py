@@ -289,6 +289,28 @@ def test_cors_on_transport_errors():
         assert r.headers["access-control-allow-origin"] == good
 
 
+def test_cors_on_the_static_files():
+    """The preflight of /v1/openapi.json offers GET to an allowed origin, so
+    the GET's answer must let that page read it (a Swagger UI or Redoc on
+    another origin loads the document so): the static files carry the CORS
+    headers of every other answer, Vary: Origin included."""
+    good, bad = "http://teach.example", "http://evil.example"
+    with Attnd("--cors-origins", good) as a:
+        for path in ("/v1/openapi.json", "/", "/app.js"):
+            for method in ("GET", "HEAD"):
+                r = a.request(method, path, headers={"Origin": good})
+                assert r.status == 200, (method, path, r)
+                assert r.headers.get("access-control-allow-origin") == good, (method, path)
+                assert "X-Request-Id" in r.headers["access-control-expose-headers"]
+                assert r.headers.get("vary") == "Origin", (method, path)
+            r = a.get(path, headers={"Origin": bad})
+            assert "access-control-allow-origin" not in r.headers, path
+            assert r.headers.get("vary") == "Origin", path
+    with Attnd() as a:                      # without --cors-origins: none at all
+        r = a.get("/v1/openapi.json", headers={"Origin": good})
+        assert not [h for h in r.headers if h.startswith("access-control") or h == "vary"]
+
+
 def test_auth_on_and_off(attnd):
     assert attnd.post("/v1/attention", SEED).status == 200            # off: open
     with Attnd(env={"ATTND_API_KEY": "s3cret-key"}) as a:
