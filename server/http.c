@@ -1,9 +1,9 @@
 /*
- * server/http.c — libmicrohttpd glue: body caps, suspend/resume, static
- * files, transport errors in JSON. Body buffers are server/http_body.c's,
- * the work pool's side of a request server/http_work.c's, the daemon's
- * options, start and stop server/http_start.c's; what they share is in
- * server/http_impl.h.
+ * server/http.c — libmicrohttpd glue: body caps, suspend/resume, transport
+ * errors in JSON. Body buffers are server/http_body.c's, the built-in
+ * files server/http_assets.c's, the work pool's side of a request
+ * server/http_work.c's, the daemon's options, start and stop
+ * server/http_start.c's; what they share is in server/http_impl.h.
  *
  * Threads: MHD runs a pool of --http-threads internal poll() threads
  * (default: one per CPU; 1 gives a single thread, no pool); each owns the
@@ -69,7 +69,6 @@
 
 #include "api/spare.h"
 
-#include "server/assets.h"
 #include "server/keys.h"
 #include "server/limits.h"
 #include "server/log.h"
@@ -209,7 +208,7 @@ static ssize_t head_read(void *cls, uint64_t pos, char *buf, size_t max)
 /* The body bytes an answer of len sends, as the log's bytes_out and
  * attnd_response_bytes_total count them: none to HEAD, whose answer MHD
  * sends without its body. */
-static size_t body_sent(const struct req *r, size_t len)
+size_t http_body_sent(const struct req *r, size_t len)
 {
     return strcmp(r->method, "HEAD") == 0 ? 0 : len;
 }
@@ -258,7 +257,7 @@ static enum MHD_Result queue(struct req *r, struct api_response *resp)
     r->error = resp->error;
     r->status = resp->status;
     r->route = resp->route;
-    r->bytes_out = body_sent(r, len);
+    r->bytes_out = http_body_sent(r, len);
     r->state = REQ_ANSWERED;
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)resp->status, mr);
     MHD_destroy_response(mr);
@@ -308,84 +307,6 @@ static enum MHD_Result answer_cut(struct req *r)
                         "the server stopped before this request finished "
                         "(--drain-timeout); nothing of it was applied: retry it", &resp);
     return queue(r, &resp);
-}
-
-static const char *content_type_of(const char *path)
-{
-    static const struct { const char *ext, *type; } types[] = {
-        {".html", "text/html; charset=utf-8"},
-        {".js", "text/javascript; charset=utf-8"},
-        {".mjs", "text/javascript; charset=utf-8"},
-        {".css", "text/css; charset=utf-8"},
-        {".json", "application/json"},
-        {".svg", "image/svg+xml"},
-        {".png", "image/png"},
-        {".ico", "image/x-icon"},
-        {".txt", "text/plain; charset=utf-8"},
-        {".md", "text/markdown; charset=utf-8"},
-    };
-    const char *dot = strrchr(path, '.');
-    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(dot, types[i].ext) == 0)
-            return types[i].type;
-    return "application/octet-stream";
-}
-
-/* The embedded file for a GET/HEAD path, or NULL. */
-static const struct srv_asset *find_asset(const char *method, const char *url)
-{
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return NULL;
-    const char *name = url;
-    for (size_t i = 0; i < sizeof srv_asset_aliases / sizeof srv_asset_aliases[0]; i++)
-        if (strcmp(url, srv_asset_aliases[i].path) == 0)
-            name = srv_asset_aliases[i].file;
-    for (const struct srv_asset *a = srv_assets; a->path; a++)
-        if (strcmp(a->path, name) == 0)
-            return a;
-    return NULL;
-}
-
-/* The route template a file is logged and counted under. */
-static const char *asset_route(const char *url, const struct srv_asset *a)
-{
-    return strcmp(url, "/v1/openapi.json") == 0 ? "/v1/openapi.json"
-         : strcmp(a->path, "/index.html") == 0 ? "/" : "/{asset}";
-}
-
-const char *srv_http_asset_route(const char *path)
-{
-    const struct srv_asset *a = find_asset("GET", path);
-    return a ? asset_route(path, a) : NULL;
-}
-
-static enum MHD_Result serve_asset(struct req *r, const struct srv_asset *a)
-{
-    struct MHD_Response *mr = MHD_create_response_from_buffer(
-        a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-    if (!mr)
-        return MHD_NO;
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type_of(a->path));
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
-    /* CORS as on every other answer: a page of an allowed origin may read
-     * the OpenAPI document its preflight was told it may GET */
-    struct api_request q;
-    http_api_req_init(r, &q, http_req_header);
-    api_cors_headers(r->h->ctx, &q, &r->resp);
-    for (size_t i = 0; i < r->resp.n_headers && i < API_MAX_HEADERS; i++)
-        MHD_add_response_header(mr, r->resp.headers[i].name, r->resp.headers[i].value);
-    r->resp.n_headers = 0;
-    if (atomic_load(&r->h->quiesced))
-        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
-    MHD_add_response_header(mr, "X-Request-Id", r->id);
-    r->status = 200;
-    r->route = asset_route(r->url, a);
-    r->bytes_out = body_sent(r, a->size);
-    r->state = REQ_ANSWERED;
-    enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, mr);
-    MHD_destroy_response(mr);
-    return ret;
 }
 
 /*
@@ -455,9 +376,9 @@ static bool answer_inline(struct req *r)
  * answered here; anything else is suspended and handed to the loop. */
 static enum MHD_Result dispatch(struct req *r)
 {
-    const struct srv_asset *a = find_asset(r->method, r->url);
+    const struct srv_asset *a = http_find_asset(r->method, r->url);
     if (a)
-        return serve_asset(r, a);
+        return http_serve_asset(r, a);
     struct srv_http *h = r->h;
     if (is_probe(r)) {
         struct api_request q;
@@ -652,7 +573,7 @@ static enum MHD_Result answer_refusal(struct req *r)
 static bool over_limit(struct req *r, const struct body_framing *b, enum MHD_Result *ret)
 {
     struct srv_limits *l = r->h->guard.limits;
-    if (!srv_limits_on(l) || is_probe(r) || find_asset(r->method, r->url) ||
+    if (!srv_limits_on(l) || is_probe(r) || http_find_asset(r->method, r->url) ||
         is_preflight(r, b))
         return false;
     unsigned retry = 1;

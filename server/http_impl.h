@@ -3,6 +3,7 @@
  * (server/http.c: the access handler, answering;
  * server/http_start.c: the daemon's options, start and stop;
  * server/http_body.c: request body buffers within the global budget;
+ * server/http_assets.c: the built-in files;
  * server/http_work.c: the work pool's side of a request): the transport's
  * state, one request's state, and the functions that cross between them.
  * Threads and the life of a request: server/http.c's top comment.
@@ -168,6 +169,16 @@ void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn);
 /* api_header_fn over r's headers, copied out of MHD's memory at the 1st
  * call: safe on a pool thread, even after MHD has closed the connection. */
 const char *http_req_header(void *arg, const char *name);
+/* The body bytes an answer of len sends (none to HEAD), as the log's
+ * bytes_out and attnd_response_bytes_total count them. */
+size_t http_body_sent(const struct req *r, size_t len);
+
+/* server/http_assets.c */
+struct srv_asset;
+/* The built-in file a GET or HEAD of url serves, or NULL. */
+const struct srv_asset *http_find_asset(const char *method, const char *url);
+/* Answer r with file a (200, its type, CORS and the usual headers). */
+enum MHD_Result http_serve_asset(struct req *r, const struct srv_asset *a);
 
 /* libmicrohttpd's access handler and request-completed callback (the
  * life of a request: server/http.c's top comment). */
