@@ -146,6 +146,11 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
 
 /* MHD's message for a connection over its (total) connection cap. */
 #define MHD_CONN_LIMIT_MSG "Server reached connection limit"
+/* MHD's message for any failed TLS handshake (libmicrohttpd 0.9.75's
+ * MHD_run_tls_handshake_ says no more): a TCP health check that connects
+ * and closes, plain HTTP to the HTTPS port, a scanner, a client that
+ * offers nothing attnd takes. */
+#define MHD_TLS_FAILED_MSG "Error: received handshake message out of context"
 
 __attribute__((format(printf, 2, 0)))
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -161,6 +166,16 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
             srv_log_msgf("warn", "connection refused: --max-connections %u reached (each of "
                          "the %u transport threads takes its share); %llu more refused since "
                          "the last such line", h->cfg->max_connections, h->cfg->http_threads,
+                         (unsigned long long)since);
+        return;
+    }
+    if (strncmp(msg, MHD_TLS_FAILED_MSG, strlen(MHD_TLS_FAILED_MSG)) == 0) {
+        /* one per connection a client opens and leaves: a line a second */
+        uint64_t since;
+        if (refusal_line_due(&h->failed_tls, &since))
+            srv_log_msgf("warn", "a TLS handshake failed: the client closed before it "
+                         "ended, spoke plain HTTP, or offered no version or cipher suite "
+                         "attnd takes; %llu more failed since the last such line",
                          (unsigned long long)since);
         return;
     }

@@ -9,6 +9,7 @@ connections while a connection opened before it keeps working.
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -255,3 +256,35 @@ def test_expired_certificate_is_logged(pki):
 def test_info_and_log_say_tls(pki):
     with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
         assert '"tls":"on"' in a.logs()
+
+
+def test_failed_handshakes_are_logged_a_line_a_second(pki):
+    """A TCP health check that connects and closes, or plain HTTP to the
+    HTTPS port, fails its handshake: the log says so at most once a second
+    with the count since, as it does for the connection caps' refusals."""
+    with Attnd(*tls_flags(pki["one"]), ca=pki["ca"]) as a:
+        t0 = time.monotonic()
+        for i in range(30):
+            s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+            if i % 2:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.settimeout(10)
+                try:
+                    s.recv(100)
+                except OSError:
+                    pass
+            s.close()
+        spent = time.monotonic() - t0
+        assert a.get("/healthz").status == 200        # still serving, over TLS
+        time.sleep(1.1)
+        for _ in range(3):                            # the count of the quiet second
+            socket.create_connection(("127.0.0.1", a.port), timeout=10).close()
+        deadline = time.monotonic() + 10
+        while a.logs().count("a TLS handshake failed") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [l for l in a.logs().splitlines() if "handshake" in l]
+        assert all("a TLS handshake failed" in l for l in lines), lines
+        assert 2 <= len(lines) <= 2 + int(spent) + 1, lines
+        assert "more failed since the last such line" in lines[-1], lines
+        more = sum(int(re.search(r"; (\d+) more failed", l).group(1)) for l in lines)
+        assert more + len(lines) >= 30, lines        # every failure counted
