@@ -874,7 +874,7 @@ enum core_status sess_delete(struct sess_store *st, const char *id)
     return sess_delete_held(st, s);
 }
 
-enum core_status sess_delete_held(struct sess_store *st, struct sess *s)
+enum core_status sess_end_held(struct sess_store *st, struct sess *s)
 {
     struct sess *grave = NULL;
     enum core_status rc = CORE_OK;
@@ -886,6 +886,12 @@ enum core_status sess_delete_held(struct sess_store *st, struct sess *s)
     else if (rc == CORE_OK)
         rc = CORE_ENOTFOUND;                /* removed by someone else meanwhile */
     pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+enum core_status sess_delete_held(struct sess_store *st, struct sess *s)
+{
+    enum core_status rc = sess_end_held(st, s);
     unref(st, s, false);                    /* frees it when ours was the last hold */
     return rc;
 }

@@ -406,6 +406,15 @@ struct sess_query {
      * pass that failed (CORE_ENONFINITE). */
     bool (*accept)(void *arg, struct attn_result *out, struct attn_extras_out *xo);
     void *accept_arg;
+    /* sess_attend_x: the session ends with this pass (a v2 sequence_end):
+     * its one record is the session's DELETE, written once the pass has
+     * succeeded in place of the append's, and the session is then removed
+     * (still held by the caller, who lets go of it with sess_release). When
+     * that record cannot be written the append is rolled back and the
+     * session stays as it was (CORE_ESTORAGE), so a crash or a refusal
+     * never leaves the rows appended and the session not removed. Ignored
+     * for a detached session (nothing of it is journaled). */
+    bool end;
 };
 
 /*

@@ -151,6 +151,12 @@ enum core_status sess_claim_new(struct sess_store *st, size_t bytes);
  * cache (no id yet); NULL with *err set. s held. */
 struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err);
 
+/* sess_delete_held without letting go of s: its DELETE record written,
+ * then s unlinked (later requests answer CORE_ENOTFOUND) and still held.
+ * CORE_ESTORAGE when the record could not be written (s as it was),
+ * CORE_ENOTFOUND when it was removed meanwhile. */
+enum core_status sess_end_held(struct sess_store *st, struct sess *s);
+
 /* sess_release without counting as a use (save walks sessions this way). */
 void sess_unhold(struct sess_store *st, struct sess *s);
 

@@ -130,6 +130,21 @@ static enum core_status journal_append(struct sess_store *st, struct sess *s,
     return rc;
 }
 
+/* A pass that ends its session (sess_query's end): the DELETE record in
+ * place of the append's, then the session removed; the append (m rows
+ * from the mark) kept for the caller's answer, or rolled back when the
+ * record could not be written. */
+static enum core_status end_pass(struct sess_store *st, struct sess *s, size_t m,
+                                 struct kv_mark *mark)
+{
+    enum core_status rc = sess_end_held(st, s);
+    if (m > 0 && rc == CORE_OK)
+        kv_unmark(s->kv, mark);
+    else if (m > 0)
+        kv_rollback(s->kv, mark);
+    return rc;
+}
+
 enum core_status sess_append(struct sess_store *st, struct sess *s,
                              const void *k, const void *v, size_t m,
                              long long expected_length)
@@ -215,6 +230,8 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
         rc = CORE_ENONFINITE;
     if (rc != CORE_OK && m > 0)
         kv_rollback(s->kv, &mark);
+    if (rc == CORE_OK && q->end && !s->detached)
+        return end_pass(st, s, m, &mark);
     if (rc == CORE_OK && m > 0 && (rc = journal_append(st, s, k, v, m, &mark)) == CORE_OK)
         roll(s);
     return rc;

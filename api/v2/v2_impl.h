@@ -175,17 +175,18 @@ void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
  * detached (x->sess, x->fresh), and holds the earlier sequence of the id
  * if any (x->old: its requests wait); api_v2_seq_commit, once the start
  * is answered 200, puts the new session in place over the earlier one (in
- * one journal record) and holds it as x->sess, or turns the answer into
- * the error; false / the error answered. */
+ * one journal record) and holds it as x->sess, or, for a start that also
+ * ends the sequence, only deletes the earlier one, or turns the answer
+ * into the error; false / the error answered. */
 bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn_request *r,
                        const struct attn_inputs *in);
 void api_v2_seq_commit(struct api_call *c, struct v2_infer *x);
 
 /* The end of a sequence request: a start not put in place is dropped and
- * the earlier sequence goes on as it was; a sequence_end answered deletes
- * the session held (not its id: a start may make the id again as soon as
- * it is let go); one refused changed nothing, and the sequence goes on;
- * anything else held is released. */
+ * the earlier sequence goes on as it was; anything else held is released
+ * (a sequence_end answered removed its session with its pass, in the
+ * pass's one journal record: sess_query's end; one refused changed
+ * nothing, and the sequence goes on). */
 void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x);
 
 /* The name of the session holding sequence id (api/v2/v2_seq.c; a positive

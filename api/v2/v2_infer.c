@@ -836,6 +836,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
             .attn_bias_heads = r->attn_bias_heads, .mask = r->mask,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
             .window = r->window, .accept = v2_accept, .accept_arg = &acc,
+            .end = x->seq_end && !x->fresh,     /* a start that ends: api_v2_seq_commit */
         };
         struct attn_extras xc = api_extras_core(&x->ext);
         st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,

@@ -138,6 +138,25 @@ bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn
     return true;
 }
 
+/* An answered sequence_start that also ends its sequence: its own
+ * session is never put in place, and only an earlier sequence of the id
+ * (or one started meanwhile) goes, in its one DELETE record; when that
+ * record cannot be written the answer becomes the error and the earlier
+ * sequence goes on as it was. */
+static void end_at_start(struct api_call *c, struct v2_infer *x)
+{
+    struct sess *old = x->old;
+    enum core_status st = CORE_OK;
+
+    sess_drop_detached(c->ctx->store, x->sess);
+    x->sess = x->old = NULL;
+    x->fresh = false;
+    if (old || sess_acquire(c->ctx->store, x->sid, &old) == CORE_OK)
+        st = sess_delete_held(c->ctx->store, old);
+    if (st != CORE_OK && st != CORE_ENOTFOUND)
+        api_fail_core(c, st, NULL);
+}
+
 /* An answered (200) sequence_start: its session put in place under the
  * id, replacing the earlier sequence's in one journal record, and held as
  * a going sequence's is; if that fails, the answer becomes the error and
@@ -145,7 +164,13 @@ bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn
 void api_v2_seq_commit(struct api_call *c, struct v2_infer *x)
 {
     struct sess *held;
-    enum core_status st = sess_put_detached(c->ctx->store, x->sess, x->old, &held);
+    enum core_status st;
+
+    if (x->seq_end) {
+        end_at_start(c, x);
+        return;
+    }
+    st = sess_put_detached(c->ctx->store, x->sess, x->old, &held);
 
     x->sess = NULL;
     x->fresh = false;
@@ -163,10 +188,10 @@ void api_v2_seq_commit(struct api_call *c, struct v2_infer *x)
 
 void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x)
 {
+    /* an answered sequence_end removed its session with its pass
+     * (sess_query's end), in the one record of its change */
     if (x->fresh)
         sess_drop_detached(c->ctx->store, x->sess);
-    else if (x->sess && x->seq_end && c->resp->status < 400)
-        sess_delete_held(c->ctx->store, x->sess);
     else if (x->sess)
         sess_release(c->ctx->store, x->sess);
     if (x->old)

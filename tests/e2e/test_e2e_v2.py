@@ -7,6 +7,7 @@ protocol's {"error": "..."} shape with Triton's status mapping.
 """
 import json
 import math
+import resource
 import signal
 import struct
 
@@ -447,6 +448,75 @@ def test_sequences_outlive_restarts(tmp_path):
         assert r.status == 200 and r.json()["parameters"]["sequence_length"] == 1, r
         assert r.json()["parameters"]["session_id"] == sids[11]
 
+
+def _metric(d, name):
+    for line in d.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _ignore_sigxfsz():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past RLIMIT_FSIZE: EFBIG
+
+
+def test_sequence_end_is_one_journal_record(tmp_path):
+    """A sequence_end request that appends rows is journaled as the
+    session's DELETE alone, so it is applied whole or not at all. Before, it
+    wrote the APPEND and then the DELETE: a crash between them brought the
+    sequence back after a restart with the rows of a request that ended it,
+    and a DELETE that could not be written (the disk full after the APPEND)
+    still answered 200 with the sequence not ended."""
+    sd = str(tmp_path / "state")
+    rows_k = K + [[0.25, 0.25, -1.0, 0.5]]
+    rows_v = V + [[2.0, 2.0]]
+    flags = ("--state-dir", sd, "--fsync", "always", "--snapshot-min-bytes", "1g")
+
+    def room(d, extra):             # the journal may grow by `extra` bytes at most
+        size = _metric(d, "attnd_journal_bytes")
+        resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE, (size + extra, resource.RLIM_INFINITY))
+        return size
+
+    with Attnd(*flags, preexec=_ignore_sigxfsz) as d:
+        for name in ("a", "b"):
+            r = d.post(INFER, seq_body(name, Q[:1], K, V, sequence_start=True, causal=True))
+            assert r.status == 200, r
+        # the bytes of one row's APPEND record (ids of the same length)
+        size = _metric(d, "attnd_journal_bytes")
+        assert d.post(INFER, seq_body("b", Q[1:], rows_k[3:], rows_v[3:], causal=True)).status == 200
+        append = _metric(d, "attnd_journal_bytes") - size
+        # no room for any record: refused whole, the sequence as it was
+        size = room(d, 8)
+        err = v2_error(d.post(INFER, seq_body("a", Q[1:], rows_k[3:], rows_v[3:],
+                                              sequence_end=True, causal=True)), 503)
+        assert "storage_unavailable" in err, err
+        r = d.post(INFER, seq_body("a", Q[:1], causal=True))
+        assert r.status == 200 and r.json()["parameters"]["sequence_length"] == 3, r
+        assert _metric(d, "attnd_journal_bytes") == size
+        # room for the APPEND's record and little more: answered, and ended
+        room(d, append + 8)
+        records = _metric(d, "attnd_journal_records_total")
+        r = d.post(INFER, seq_body("a", Q[1:], rows_k[3:], rows_v[3:], sequence_end=True,
+                                   causal=True))
+        assert r.status == 200 and r.json()["parameters"]["sequence_length"] == 4, r
+        v2_error(d.post(INFER, seq_body("a", Q[:1])), 404)
+        assert _metric(d, "attnd_journal_records_total") == records + 1
+        room(d, 1 << 30)
+        # a start that ends at once only removes the earlier sequence
+        records = _metric(d, "attnd_journal_records_total")
+        r = d.post(INFER, seq_body("b", Q[:1], K, V, sequence_start=True, sequence_end=True,
+                                   causal=True))
+        assert r.status == 200, r
+        assert _metric(d, "attnd_journal_records_total") == records + 1
+        v2_error(d.post(INFER, seq_body("b", Q[:1])), 404)
+        r = d.post(INFER, seq_body("c", Q[:1], K, V, sequence_start=True, sequence_end=True))
+        assert r.status == 200, r
+        assert _metric(d, "attnd_journal_records_total") == records + 1   # nothing to end
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+    with Attnd(*flags) as d:
+        for name in ("a", "b", "c"):
+            v2_error(d.post(INFER, seq_body(name, Q[:1])), 404)
 
 # ---- errors ----------------------------------------------------------------------
 
