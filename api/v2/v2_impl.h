@@ -165,6 +165,18 @@ bool api_v2_extras_cap(const struct v2_infer *x, const struct attn_request *r, s
 /* float32 values already rounded to h -> their 2-byte little-endian bits. */
 void api_v2_put_half_le(struct api_buf *b, const void *data, enum api_half h, size_t n);
 
+/* The response (api/v2/v2_respond.c). api_v2_results_ok: whether the
+ * results can be answered (a half request's rounded in place; a value past
+ * the range, or a qk that overflowed, answered 422 at its output: false);
+ * run before a sequence's append is kept. api_v2_respond: the answer, JSON
+ * or binary (its results checked first unless checked). api_v2_response_cap:
+ * the bytes it may take; false on overflow. */
+bool api_v2_results_ok(struct api_call *c, const struct v2_infer *x,
+                       const struct attn_request *r, const struct attn_result *res);
+void api_v2_respond(struct api_call *c, const struct v2_infer *x, const struct attn_request *r,
+                    const struct attn_result *res, size_t cap, bool checked);
+bool api_v2_response_cap(const struct attn_request *r, const struct v2_infer *x, size_t *cap);
+
 void api_v2_extras_write(struct api_buf *b, const struct v2_infer *x,
                          const struct attn_request *r, int k, bool *first);
 void api_v2_extras_write_binary(struct api_buf *b, const struct v2_infer *x,
