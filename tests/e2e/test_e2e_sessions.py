@@ -265,7 +265,10 @@ def _metric(d, name):
 def test_ttl_sweep_timer_expires_without_a_lookup():
     with Attnd() as d:
         keep = _create(d, {"d_k": 1, "d_v": 1})
-        gone = _create(d, {"d_k": 1, "d_v": 1, "ttl_s": 0.2})
+        # ttl 1 s: the append must come within it of the create, and the two
+        # scrapes before the first sweep after it (0.2 s was about one
+        # request's time over TLS on a busy CPU)
+        gone = _create(d, {"d_k": 1, "d_v": 1, "ttl_s": 1})
         assert d.post(f"/v1/sessions/{gone}/kv", {"k": [[1]] * 4, "v": [[1]] * 4}).status == 200
         assert _metric(d, "attnd_sessions") == 2
         assert _metric(d, "attnd_kv_cache_bytes") > 0
