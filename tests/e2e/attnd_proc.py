@@ -16,6 +16,7 @@ suite runs over TLS (.ci/run does) but for the page's Chromium tests, the
 nginx topologies (plain HTTP to the replicas) and a half-close (TLS has
 none).
 """
+import atexit
 import base64
 import http.client
 import json
@@ -93,6 +94,7 @@ def suite_pki():
     global _suite_pki
     if _suite_pki is None:
         d = tempfile.mkdtemp(prefix="attnd-e2e-pki-")
+        atexit.register(shutil.rmtree, d, True)
         ca = make_ca(d, "ca")
         _suite_pki = (ca, *make_cert(d, "server", ca, "attnd e2e"))
     return _suite_pki

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -30,7 +31,7 @@ def pki():
     d = tempfile.mkdtemp(prefix="attnd-tls-")
     ca = make_ca(d, "ca")
     other = make_ca(d, "other-ca")
-    return {
+    yield {
         "dir": d,
         "ca": ca,
         "other_ca": other,
@@ -38,6 +39,7 @@ def pki():
         "two": make_cert(d, "two", other, "attnd two"),
         "expired": make_cert(d, "expired", ca, "attnd expired", days=-1),
     }
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def curl(url, *args):
@@ -160,7 +162,8 @@ def test_client_renegotiation_is_refused_with_an_alert(pki):
 
 
 def test_sighup_rotates_the_pair_and_keeps_connections(pki):
-    d = tempfile.mkdtemp(prefix="attnd-rot-")
+    d = os.path.join(pki["dir"], "rotated")
+    os.mkdir(d)
     cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
 
     def install(pair):
