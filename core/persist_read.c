@@ -546,9 +546,11 @@ static enum core_status bad_bytes(enum core_status rc)
     return rc == CORE_ELIMIT || rc == CORE_ENOMEM ? rc : CORE_ECORRUPT;
 }
 
-/* The importing replica's limits on the header read; why set when over. */
+/* The importing replica's limits on the header read (max_cache: its whole
+ * cache, 0 unbounded); why set when over. */
 static enum core_status import_limits(const struct loaded *l,
-                                      const struct sess_import_limits *lim, char *why)
+                                      const struct sess_import_limits *lim, size_t max_cache,
+                                      char *why)
 {
     const struct attn_shape *sh = &l->spec.shape;
     size_t max = lim->max_row_elements, q, kv;
@@ -561,6 +563,16 @@ static enum core_status import_limits(const struct loaded *l,
     if (lim->max_tokens && l->spec.max_tokens > lim->max_tokens) {
         say(why, "its max_tokens (%zu) is over this replica's limit (%zu)",
             l->spec.max_tokens, lim->max_tokens);
+        return CORE_ELIMIT;
+    }
+    /* as a create is refused (api_roll_check_bytes): else it would be
+     * refused an append for good once it held that many rows */
+    size_t need = sess_roll_bytes_need(&l->spec);
+    if (l->spec.window.on && max_cache && need > max_cache) {
+        say(why, "it rolls with window left %lld and %lld sinks, holding up to %zu rows and "
+            "one more while it appends: over this replica's whole cache (%zu bytes)",
+            (long long)l->spec.window.left, (long long)l->spec.window.sinks,
+            sess_roll_held_max(&l->spec.window), max_cache);
         return CORE_ELIMIT;
     }
     return CORE_OK;
@@ -616,7 +628,8 @@ static void head_done(struct sess_importer *im, size_t used)
         return;
     }
     enum core_status rc = CORE_OK;
-    if (im->st && (rc = import_limits(l, &im->lim, im->why)) != CORE_OK) {
+    if (im->st && (rc = import_limits(l, &im->lim, im->st->cfg.max_cache_bytes, im->why)) !=
+                      CORE_OK) {
         refuse(im, rc, NULL, NULL);
         return;
     }

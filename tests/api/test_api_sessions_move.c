@@ -404,6 +404,32 @@ TEST(cache_limits_before_allocation)
     free(bigx);
 }
 
+/* A rolling session whose window cannot fit this replica's whole cache
+ * is refused at import as its create would be (422, naming the window),
+ * even while it holds few rows: left 5 and 1 sink hold up to 132 rows
+ * between appends and 133 during one, 16 bytes a row of d 1 in float64. */
+TEST(rolling_window_over_the_cache_is_refused_at_import)
+{
+    struct sess_store *old = ctx.store;
+    char sid[128], nid[128];
+    size_t n;
+    make_session("{\"d_k\":1,\"d_v\":1,\"window\":{\"left\":5,\"sinks\":1}}", 1, 1, 3, 8,
+                 sid);
+    void *a = export_bytes(sid, &n);
+    struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096,
+                              .max_cache_bytes = 133 * 16 - 1, .replica_id = "t9"};
+    ctx.store = sess_store_new(&cfg);
+    refused(a, n, 422, "limit_exceeded", "window left 5 and 1 sinks");
+    CHECK_EQ_INT((int)stats().sessions, 0);
+    sess_store_free(ctx.store);
+    cfg.max_cache_bytes = 133 * 16;             /* exactly the bound: taken */
+    ctx.store = sess_store_new(&cfg);
+    CHECK_EQ_INT(import(a, n, nid, NULL), 201);
+    sess_store_free(ctx.store);
+    ctx.store = old;
+    free(a);
+}
+
 /* The version 3 form of a version 5 export of an int8 session without
  * biases, slopes or per-head sinks (no window fields, no yarn_truncate, no
  * padding, the scales after the rows, CRC-32 IEEE) into out; its size. */
@@ -725,6 +751,7 @@ int main(void)
     RUN(round_trip_every_dtype_bit_for_bit);
     RUN(refusals_create_nothing);
     RUN(cache_limits_before_allocation);
+    RUN(rolling_window_over_the_cache_is_refused_at_import);
     RUN(old_state_file_imports);
     RUN(version_3_imports_the_same);
     RUN(version_4_reads_yarn_truncate_true);
