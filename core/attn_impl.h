@@ -649,7 +649,8 @@ static enum core_status FN(flash_keys)(const struct attn_run *x, size_t row0, si
 {
     const struct attn_shape *s = &x->r.shape;
     size_t n = s->n, dk = s->d_k, dv = s->d_v, KB = ATTN_FLASH_KEYS;
-    size_t start = tk[0] < tk[1] ? tk[0] : tk[2], end = tk[3] > tk[1] ? tk[3] : tk[1];
+    size_t start, end;
+    attn_run_tile_span(tk, &start, &end);
     const struct attn_score_sink *sink = x->r.score_sink;
     for (size_t t = 0; t < nb; t++) {
         m[t] = -INFINITY;
@@ -761,9 +762,8 @@ static void FN(tile_cols)(const struct attn_run *x, const struct attn_win *w, si
 {
     size_t tk[4];
     attn_run_tile_keys(x, row0, nb, &tk[0], &tk[1], &tk[2], &tk[3]);
-    size_t a = tk[0] < tk[1] ? tk[0] : tk[2], e = tk[3] > tk[1] ? tk[3] : tk[1];
-    if (tk[2] == tk[3] && tk[0] == tk[1])
-        a = e = 0;
+    size_t a, e;
+    attn_run_tile_span(tk, &a, &e);
     a = a <= w->k0 ? 0 : a - w->k0;
     e = e <= w->k0 ? 0 : e - w->k0;
     *c0 = a < w->kw ? a : w->kw;

@@ -91,6 +91,17 @@ bool attn_run_allowed(const struct attn_run *x, size_t hh, size_t i, size_t j);
 void attn_run_tile_keys(const struct attn_run *x, size_t row0, size_t nb, size_t *s0,
                         size_t *s1, size_t *m0, size_t *m1);
 
+/* The smallest interval [*a, *e) holding both intervals of
+ * attn_run_tile_keys, tk = {s0, s1, m0, m1} ([0, 0) when both are empty).
+ * One row's sinks lie below its main keys, but another row's main keys
+ * (another segment's) may lie below them. */
+static inline void attn_run_tile_span(const size_t tk[4], size_t *a, size_t *e)
+{
+    bool s = tk[0] < tk[1], m = tk[2] < tk[3];
+    *a = s && m ? (tk[0] < tk[2] ? tk[0] : tk[2]) : s ? tk[0] : m ? tk[2] : 0;
+    *e = s && m ? (tk[1] > tk[3] ? tk[1] : tk[3]) : s ? tk[1] : m ? tk[3] : 0;
+}
+
 /* Sink logit of query head hh (per-head array or the one value). */
 double attn_run_sink(const struct attn_run *x, size_t hh);
 

@@ -245,6 +245,42 @@ TEST(window_empties_rows)
     mc_free(&c);
 }
 
+/* A tile whose rows lie in two segments: the first segment's row sees
+ * keys [0, 6) as one interval (its sinks touch its window), the second's
+ * rows see their sinks at key L0 apart from their window near the end.
+ * The tile's keys must start at 0, not at the later segment's sinks: the
+ * scores pass left the first row's scores unwritten (garbage or 422), the
+ * key-blocked pass (L0 = 600, past its 512-key blocks) skipped its keys
+ * and answered it as an empty row. */
+TEST(sinks_of_a_later_segment)
+{
+    static const size_t L0s[2] = {4, 600};
+    for (int t = 0; t < 4; t++) {
+        size_t L0 = L0s[t / 2], L1 = 100, n = 5;
+        struct mc c;
+        mc_init(&c, t % 2 ? ATTN_F32 : ATTN_F64, 0, 1, 1, n, L0 + L1, 4, 2);
+        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        c.win = (struct attn_window){true, 10, -1, 1};
+        c.outputs = t < 2 ? ATTN_OUT_ALL : ATTN_OUT_OUTPUT;
+        c.sgb = c.pqb = c.pkb = 1;
+        c.sq = ints(n);
+        c.sk = ints(L0 + L1);
+        c.pq = ints(n);
+        c.pk = ints(L0 + L1);
+        c.pq[0] = 3;
+        for (size_t i = 1; i < n; i++) {
+            c.sq[i] = 1;
+            c.pq[i] = (int64_t)L1 - 1;
+        }
+        for (size_t j = 0; j < L0 + L1; j++) {
+            c.sk[j] = j >= L0;
+            c.pk[j] = (int64_t)(j < L0 ? j : j - L0);
+        }
+        check_case(&c, NULL);
+        mc_free(&c);
+    }
+}
+
 /* Positions near 2^31 (and past it): RoPE, ALiBi and the window read them. */
 TEST(huge_positions)
 {
@@ -503,6 +539,7 @@ int main(void)
     RUN(large_cases);
     RUN(empty_segments);
     RUN(window_empties_rows);
+    RUN(sinks_of_a_later_segment);
     RUN(huge_positions);
     RUN(yarn_lo_equals_hi);
     RUN(rope_scalings);
