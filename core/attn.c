@@ -301,14 +301,25 @@ bool attn_output_blocked(const struct attn_request *r)
     return r->shape.h_kv > 0 && attn_flash(&o, &w);
 }
 
+/* The fused kernels hold the softcap c in base 2 as a float and divide by
+ * it: c·log2 e and its inverse must both be finite floats (c within about
+ * [2.1e-39, 2.35e38]; a softcap outside, which the API takes up to
+ * FLT_MAX, made every score NaN there). 0: no softcap. */
+static bool fused_softcap_ok(double c)
+{
+    float cap2 = (float)(c * M_LOG2E);
+    return c == 0 || (isfinite(cap2) && cap2 > 0 && isfinite(1.0f / cap2));
+}
+
 /* The fused kernel (core/attn_kernel.c) takes the request's scores:
- * float32, plain but for a softcap (no attention bias, mask or ALiBi; key
- * ranges are per row), and the CPU runs the kernel. */
+ * float32, plain but for a softcap it can hold (no attention bias, mask or
+ * ALiBi; key ranges are per row), and the CPU runs the kernel. */
 static bool attn_fused_scores(const struct attn_request *r)
 {
 #ifdef ATTN_HAVE_FUSED
     return r->params.dtype == ATTN_F32 && !r->attn_bias && !r->mask && !r->params.alibi &&
-           r->shape.L <= INT32_MAX && attn_fused_available();
+           r->shape.L <= INT32_MAX && fused_softcap_ok(r->params.softcap) &&
+           attn_fused_available();
 #else
     (void)r;
     return false;

@@ -386,6 +386,53 @@ TEST(every_kernel_through_attn_forward)
     attn_kernel_set(ATTN_KERNEL_AUTO);
 }
 
+/* A softcap the API takes (any positive float) but the fused kernels
+ * cannot hold in base 2 with its inverse (below about 2e-39, above about
+ * 2.35e38): the pass takes the exact path and answers as without a fused
+ * kernel, where every score was NaN and the pass 422 non_finite before
+ * (zero scores, 0·inf, below; an infinite c·log2 e above). */
+TEST(every_kernel_takes_any_softcap)
+{
+    static const double caps[] = {1e-40, 3e-39, 1e-30, 50, 1e38, 3e38, FLT_MAX};
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    size_t n = 20, L = 70, dk = 8, dv = 3;
+    rng_state = 0x5eedull;
+    float *q = rnd_floats(n * dk, -1, 1), *k = rnd_floats(L * dk, -1, 1);
+    float *v = rnd_floats(L * dv, -1, 1);
+    memset(q, 0, dk * sizeof(float));           /* row 0: every score 0 */
+    float *o = malloc(n * dv * sizeof(float)), *o0 = malloc(n * dv * sizeof(float));
+    for (size_t c = 0; c < sizeof caps / sizeof *caps; c++)
+        for (int i = nk - 1; i >= 0; i--) {     /* NONE first: the answer */
+            attn_kernel_set(ks[i]);
+            struct attn_request r = {0};
+            r.shape = (struct attn_shape){.h = 1, .h_kv = 1, .n = n, .L = L, .d_k = dk, .d_v = dv};
+            r.params.dtype = ATTN_F32;
+            r.params.scale = attn_default_scale(dk);
+            r.params.softcap = caps[c];
+            r.outputs = ATTN_OUT_OUTPUT;
+            struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+            struct attn_result out = {NULL, NULL, i == nk - 1 ? o0 : o, NULL, 0};
+            enum core_status st = attn_forward(&r, &in, &out, NULL);
+            if (st != CORE_OK)
+                printf("    %s softcap %g: status %d\n", attn_kernel_name(ks[i]), caps[c],
+                       (int)st);
+            CHECK_EQ_INT(st, CORE_OK);
+            double worst = 0;
+            for (size_t x = 0; i != nk - 1 && st == CORE_OK && x < n * dv; x++) {
+                double e = fabs((double)o[x] - (double)o0[x]);
+                worst = e > worst ? e : worst;
+            }
+            CHECK(worst <= 1e-6);
+        }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(o0);
+}
+
 TEST(kernel_names_round_trip)
 {
     for (int k = ATTN_KERNEL_NONE; k <= ATTN_KERNEL_AUTO; k++) {
@@ -681,6 +728,7 @@ int main(void)
     RUN(every_kernel_matches_reference);
     RUN(every_kernel_refuses_nonfinite_seen_scores);
     RUN(every_kernel_through_attn_forward);
+    RUN(every_kernel_takes_any_softcap);
     RUN(every_kernel_row_alone_same_bits);
     RUN(every_kernel_span_same_bits_as_one_block);
     RUN(fused_tiles_split_evenly_over_two_threads);
