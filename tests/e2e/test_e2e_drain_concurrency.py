@@ -5,22 +5,27 @@ service's error shape) instead of losing its connection, and attnd exits
 whose k/v append was cut finds the session as it was after a restart from
 --state-dir (the append's journal record is refused once the 503 is
 decided, core/store.h's sess_commit), and the final snapshot does not wait
-for the computation to end.
+for the computation to end. A session append with its record written
+already (its pass done, its answer being written) cannot be withdrawn:
+it answers for itself and its append lands, and attnd exits 1.
 
-Each request below computes for seconds on 2 cores (HEADS x ROWS x ROWS
-scores); --drain-timeout is 1 s."""
+Each request cut below computes for seconds on 2 cores (HEADS x ROWS x
+ROWS scores); --drain-timeout is 1 s (50 ms for a sequence_start and for
+the appends left to answer)."""
 import array
 import base64
 import http.client
 import json
 import random
+import re
 import signal
 import shutil
+import socket
 import tempfile
 import threading
 import time
 
-from attnd_proc import Attnd, http_connection
+from attnd_proc import Attnd, http_connection, read_to_close, suite_wrap
 
 D = 8               # d_k = d_v: small, so the body stays small for its work
 ROWS = 65536        # keys in the session; queries per request
@@ -52,17 +57,24 @@ def _post(port, path, doc, timeout=120):
         c.close()
 
 
-def _gauge(port, name):
+def _gauges(port, *names):
+    """The values of names, from one scrape of /metrics (0 when absent)."""
     c = http_connection(port, timeout=10)
     try:
         c.request("GET", "/metrics")
         text = c.getresponse().read().decode()
     finally:
         c.close()
+    got = dict.fromkeys(names, 0.0)
     for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
+        name, _, value = line.partition(" ")
+        if name in got:
+            got[name] = float(value)
+    return [got[n] for n in names]
+
+
+def _gauge(port, name):
+    return _gauges(port, name)[0]
 
 
 def _session(a):
@@ -288,5 +300,133 @@ def test_a_cut_sequence_start_keeps_the_earlier_sequence():
         with Attnd("--state-dir", sd) as b:
             assert _length(b, js["parameters"]["session_id"]) == 4
             assert b.stop() == 0
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+# ---- a request with a change journaled already: left to answer for itself ---
+
+LEFT_KEYS = 4096    # the session's rows before the append
+LEFT_QUERIES = 192  # scores and weights of 192 x 4097, 17 digits each: 20 MB
+LEFT_FLAGS = ("--drain-timeout", "0.05", "--workers", "2", "--max-elements", "64m",
+              "--max-body-bytes", "64m", "--request-timeout", "600")
+
+
+def _left_session(a):
+    """A session of LEFT_KEYS rows on a; returns (its id, the journal's
+    records, the append: a session attention of LEFT_QUERIES queries and
+    one row whose answer takes long to write)."""
+    st, _, body = _post(a.port, "/v1/sessions", {"d_k": D, "d_v": D, "dtype": "float32",
+                                                 "max_tokens": 2 * LEFT_KEYS})
+    assert st == 201, body
+    sid = json.loads(body)["id"]
+    st, _, body = _post(a.port, f"/v1/sessions/{sid}/kv",
+                        {"k": _b64((LEFT_KEYS, D), 1), "v": _b64((LEFT_KEYS, D), 2)})
+    assert st == 200, body
+    append = {"q": _b64((LEFT_QUERIES, D), 3), "k": _b64((1, D), 4), "v": _b64((1, D), 5),
+              "return": ["scores", "weights"], "digits": 17}
+    return sid, _gauge(a.port, "attnd_journal_records_total"), append
+
+
+def _sigterm_once_journaled(a, records, got):
+    """SIGTERM a as soon as its journal holds the append's record while
+    the append is still on the pool (writing its answer); got: the
+    client's answer, empty until it has one. Returns a's exit code."""
+    deadline = time.monotonic() + 60
+    while True:
+        journaled, on_pool = _gauges(a.port, "attnd_journal_records_total",
+                                     "attnd_requests_on_pool")
+        if journaled > records:
+            break
+        assert time.monotonic() < deadline, "the append was never journaled"
+        assert not got, got[0][:2]
+        time.sleep(0.002)
+    assert (journaled, on_pool) == (records + 1, 1), (journaled, on_pool)
+    a.signal(signal.SIGTERM)
+    return a.wait(timeout=60)
+
+
+def _assert_left(rc, logs, sd, sid):
+    """The append left to answer for itself, attnd exited 1 and a restart
+    on sd finds its row in the session."""
+    assert "0 answered 503 draining" in logs and "1 left to answer" in logs, logs[-3000:]
+    assert rc == 1, logs[-3000:]
+    assert "stopped (exit 1)" in logs, logs[-3000:]
+    assert "sessions saved to %s: 1" % sd in logs, logs[-3000:]
+    with Attnd("--state-dir", sd) as b:
+        assert _length(b, sid) == LEFT_KEYS + 1          # the append landed
+        assert b.stop() == 0
+
+
+def test_a_session_append_journaled_at_the_cut_answers_for_itself():
+    """A session attention that appends has written its APPEND record once
+    its pass is done, and then writes its answer on the pool, computing
+    still for the drain: 1.6 million numbers with "digits" 17 (printf's
+    %.17g: 0.3 s here, 0.6-1.2 s under ASan and TLS, against a drain
+    timeout of 50 ms and the 2 s its answer then gets). Cut then, its
+    append cannot be withdrawn: it is not answered 503 (a restart would
+    find the rows the 503 says were not applied) but left to answer for
+    itself: 200, whole, attnd exits 1, and the session has the row after
+    a restart."""
+    sd = tempfile.mkdtemp(prefix="attnd-drain-left-")
+    try:
+        with Attnd("--state-dir", sd, *LEFT_FLAGS) as a:
+            sid, records, append = _left_session(a)
+            got = []
+
+            def send():
+                try:
+                    got.append(_post(a.port, f"/v1/sessions/{sid}/attention", append))
+                except (OSError, http.client.HTTPException) as e:
+                    got.append(("dropped: " + type(e).__name__, {}, b""))
+
+            t = threading.Thread(target=send)
+            t.start()
+            rc = _sigterm_once_journaled(a, records, got)
+            t.join(60)
+            logs = a.logs()
+        status, _, raw = got[0]
+        assert status == 200, (status, raw[:300], logs[-3000:])
+        out = json.loads(raw)
+        for name in ("scores", "weights"):
+            assert len(out[name]) == LEFT_QUERIES, name
+            assert all(len(row) == LEFT_KEYS + 1 for row in out[name]), name
+        _assert_left(rc, logs, sd, sid)
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def test_an_answer_left_to_answer_not_read_is_cut_and_its_append_kept():
+    """The same append, its client reading nothing until attnd has gone:
+    its answer does not leave in the 2 s it gets, nor in the 1 s more,
+    and attnd exits 1 then, its connection closed mid-answer (a 200 cut
+    short, not a 503: its pass was done), the append in the snapshot."""
+    sd = tempfile.mkdtemp(prefix="attnd-drain-unread-")
+    try:
+        with Attnd("--state-dir", sd, *LEFT_FLAGS) as a:
+            sid, records, append = _left_session(a)
+            raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.settimeout(30)
+            raw.connect(("127.0.0.1", a.port))
+            s = suite_wrap(raw)
+            body = json.dumps(append).encode()
+            s.sendall(f"POST /v1/sessions/{sid}/attention HTTP/1.1\r\nHost: attnd\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {len(body)}"
+                      "\r\n\r\n".encode() + body)
+            t_sig = time.monotonic()
+            rc = _sigterm_once_journaled(a, records, [])
+            took = time.monotonic() - t_sig
+            got = read_to_close(s)
+            s.close()
+            logs = a.logs()
+        head, _, rest = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), got[:300]
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+        assert 0 < len(rest) < length, (len(rest), length)
+        assert "answer(s) not sent in 2000 ms" in logs, logs[-3000:]
+        assert "1 answer(s) not sent: cut" in logs, logs[-3000:]
+        assert took < 0.05 + 2 + 1 + 5, took
+        _assert_left(rc, logs, sd, sid)
     finally:
         shutil.rmtree(sd, ignore_errors=True)
