@@ -103,7 +103,8 @@ static const struct opt opts[] = {
     {"log-file", OPT_FILE, F(log_file), 0, 0, "", "append logs here (SIGHUP reopens)"},
     {"drain-timeout", OPT_SECONDS, N(drain_timeout_s), 0, 3600, "30",
      "seconds to let in-flight requests finish on SIGTERM; then those still computing are "
-     "answered 503 draining (nothing of them applied) and attnd exits 1"},
+     "answered 503 draining (nothing of them applied), one whose change is journaled "
+     "already answers for itself, and attnd exits 1"},
     {"conn-timeout", OPT_UINT, N(conn_timeout_s), 1, 86400, "30", "idle connection timeout, seconds"},
     {"read-timeout", OPT_SECONDS, N(read_timeout_s), 0, 86400, "30",
      "seconds a request's headers may take past --conn-timeout of idleness, and before its "
