@@ -28,7 +28,9 @@
  * (eight lanes at a time on the fused kernels' layout), and with every head
  * chosen the pass is attn_forward's own, so the output keeps its bits.
  * q·k: the piece's queries prepared as the pass prepares them
- * (attn_prepare_q) times the prepared keys, one gemm with factor 1.
+ * (attn_prepare_q) times the prepared keys, one gemm with factor 1. Asked
+ * alone, it still runs the scores pass (into blocks of its own), which
+ * alone knows the rows with no allowed key.
  * The compact arrays are handed to attn_forward_kv_rows, which indexes rows
  * globally (head·n + i), with their base shifted by the difference between
  * the slot's and the head's first row (rebase below).
@@ -254,8 +256,10 @@ struct xjob {
     size_t nh;
     size_t rb;                      /* rows per piece */
     size_t per_head;                /* pieces per head */
-    bool pass;                      /* run the forward pass (else q·k only) */
+    bool pass;                      /* run the forward pass here (else it runs whole) */
     bool need_sw;                   /* extras read scores and weights */
+    bool scratch;                   /* q·k alone: scores in blocks of its own, for the empty rows */
+    bool qk_done;                   /* q·k computed already */
     bool stream;                    /* top-k fed by the output-only pass */
     const size_t *slot_head;        /* [h] compact head of each chosen head */
     bool want_out;                  /* the caller asked for the output */
@@ -649,7 +653,7 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
     size_t lb = s->L * esz, vb = s->d_v * esz;
     enum core_status st = CORE_OK;
 
-    if (j->x->want & ATTN_X_QK)
+    if ((j->x->want & ATTN_X_QK) && !j->qk_done)
         st = piece_qk(j, hh, i0, slot0, nb);
     if (st != CORE_OK || !j->pass)
         return st;
@@ -657,7 +661,8 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
         return stream_piece(j, slot0, glob0, nb, ws, n_empty);
 
     /* scores / weights the caller does not keep: this block's own rows */
-    bool own_s = j->need_sw && !j->out->scores, own_w = j->need_sw && !j->out->weights;
+    bool own_s = (j->need_sw || j->scratch) && !j->out->scores;
+    bool own_w = j->need_sw && !j->out->weights;
     char *blk = NULL;
     size_t kk = j->x->top_k < s->L ? j->x->top_k : s->L;
     size_t hp_bytes = (j->x->want & ATTN_X_TOPK) ? kk * sizeof(size_t) : 0;
@@ -691,6 +696,36 @@ static void piece_fn(void *arg, size_t p, struct attn_ws *ws)
     struct xjob *j = arg;
     j->n_empty[p] = 0;
     j->st[p] = run_piece(j, p, ws, &j->n_empty[p]);
+}
+
+/* Every piece of j (none when there is nothing for them to do); the empty
+ * rows of its pass counted into *n_empty. */
+static enum core_status run_pieces(const struct xjob *j, size_t pieces, struct attn_ws *ws,
+                                   size_t *n_empty)
+{
+    bool qk = (j->x->want & ATTN_X_QK) && !j->qk_done;
+    *n_empty = 0;
+    if (!j->pass && !qk)
+        return CORE_OK;
+    if (!attn_pool_run(attn_ws_pool(ws), piece_fn, (void *)j, pieces, ws))
+        return CORE_ESTOPPED;
+    for (size_t p = 0; j->pass && p < pieces; p++)
+        *n_empty += j->n_empty[p];
+    for (size_t p = 0; p < pieces; p++)
+        if (j->st[p] != CORE_OK)
+            return j->st[p];
+    return CORE_OK;
+}
+
+/* Whether every q·k of the pass's compact rows is finite. */
+static bool qk_finite(const struct xjob *j)
+{
+    const struct attn_shape *s = &j->r->shape;
+    size_t B = s->B > 1 ? s->B : 1, m = B * j->nh * s->n * s->L;
+    for (size_t i = 0; i < m; i++)
+        if (!isfinite(get(j->xo->qk, j->r->params.dtype, i)))
+            return false;
+    return true;
 }
 
 /* ---- entry ------------------------------------------------------------ */
@@ -744,9 +779,12 @@ enum core_status attn_forward_extras(const struct attn_request *r,
     struct attn_request rr = *r;
     rr.outputs |= need_sw ? ATTN_OUT_SCORES | ATTN_OUT_WEIGHTS : 0;
     rr.outputs |= stream ? ATTN_OUT_OUTPUT : 0;
-    bool pass = rr.outputs != 0;
-    if (!pass)
-        rr.outputs = ATTN_OUT_SCORES;   /* q·k alone: validate as a pass */
+    /* q·k alone still runs a scores pass, into blocks of its own: which
+     * rows have no allowed key (meta.empty_rows, empty_rows "error") is
+     * known only from the pass */
+    bool scratch = rr.outputs == 0;
+    if (scratch)
+        rr.outputs = ATTN_OUT_SCORES;
     enum core_status st = attn_check(&rr);
     if (st == CORE_OK && !kv)
         st = attn_check_inputs(&rr, in);
@@ -773,7 +811,7 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         slot_head[heads[a]] = a;
     if (stream)
         rb = s->n < STREAM_ROWS ? s->n : STREAM_ROWS;
-    if (need_sw) {
+    if (need_sw || scratch) {
         size_t fit = ATTN_EXTRAS_BLOCK_BYTES / (s->L * esz);
         rb = fit < 1 ? 1 : fit < s->n ? fit : s->n;
     }
@@ -792,24 +830,21 @@ enum core_status attn_forward_extras(const struct attn_request *r,
         kv = &own_kv;
     }
     if (st == CORE_OK) {
-        if (!pass)
-            rr.outputs = 0;
         struct xjob j = {&rr,   in,     kv,
                          x,     out,    xo,
                          heads, nh,     rb,     per_head,
-                         pass && !whole, need_sw, stream, slot_head,
+                         !whole && !scratch, need_sw, scratch, false, stream, slot_head,
                          (r->outputs & ATTN_OUT_OUTPUT) != 0, pst, pne};
-        /* pieces: q·k, and the pass unless it runs whole below */
-        bool ran = (!j.pass && !(x->want & ATTN_X_QK)) ||
-                   attn_pool_run(attn_ws_pool(ws), piece_fn, &j, pieces, ws);
-        out->n_empty = 0;
-        if (!ran)
-            st = CORE_ESTOPPED;
-        for (size_t p = 0; ran && j.pass && p < pieces; p++)
-            out->n_empty += pne[p];
-        for (size_t p = 0; ran && (j.pass || (x->want & ATTN_X_QK)) && p < pieces; p++)
-            if (st == CORE_OK && pst[p] != CORE_OK)
-                st = pst[p];
+        /* pieces: q·k, and the pass unless it runs whole below; q·k alone
+         * first, and its pass only when every product is finite (one that
+         * overflowed is the caller's to report at its place, before the
+         * scores it makes) */
+        st = run_pieces(&j, pieces, ws, &out->n_empty);
+        if (st == CORE_OK && scratch && qk_finite(&j)) {
+            j.pass = true;
+            j.qk_done = true;
+            st = run_pieces(&j, pieces, ws, &out->n_empty);
+        }
         if (st == CORE_OK && whole)
             st = stream_whole(&j, ws, &out->n_empty);
     }

@@ -113,6 +113,46 @@ TEST(masked_and_empty_rows)
     json_decref(j);
 }
 
+/* "qk" alone still finds the rows with no allowed key: meta.empty_rows
+ * lists them (head 1's row 0 of a 3-D q with heads [1]; OIP v2's count)
+ * and empty_rows "error" refuses them, as with any other return. */
+TEST(qk_alone_reports_empty_rows)
+{
+    int st;
+    json_t *j = post("{\"q\":[[1,0],[0,1]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]],"
+                     "\"mask\":[[false,false],[true,true]],\"return\":[\"qk\"]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *e = json_object_get(json_object_get(j, "meta"), "empty_rows");
+    CHECK_EQ_INT((int)json_array_size(e), 1);
+    CHECK_EQ_INT((int)json_integer_value(json_array_get(e, 0)), 0);
+    CHECK_NEAR(num(json_array_get(json_array_get(json_object_get(j, "qk"), 1), 1)), 1, 0);
+    json_decref(j);
+    j = post("{\"q\":[[[1,0]],[[0,1]]],\"k\":[[[1,0],[0,1]]],\"v\":[[[1],[2]]],"
+             "\"mask\":[[[true,true]],[[false,false]]],\"heads\":[1],\"return\":[\"qk\"]}", &st);
+    CHECK_EQ_INT(st, 200);
+    e = json_object_get(json_object_get(j, "meta"), "empty_rows");
+    CHECK_EQ_INT((int)json_array_size(e), 1);
+    CHECK_EQ_INT((int)json_integer_value(json_array_get(json_array_get(e, 0), 0)), 1);
+    json_decref(j);
+    j = post("{\"q\":[[1,0],[0,1]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]],"
+             "\"mask\":[[false,false],[true,true]],\"return\":[\"qk\"],"
+             "\"empty_rows\":\"error\"}", &st);
+    CHECK_EQ_INT(st, 422);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+              "empty_row");
+    json_decref(j);
+    j = call("/v2/models/attention/infer", "{\"inputs\":["
+             "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,0,0,1]},"
+             "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[2,2],\"data\":[1,0,0,1]},"
+             "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[2,1],\"data\":[1,2]},"
+             "{\"name\":\"mask\",\"datatype\":\"BOOL\",\"shape\":[2,2],"
+             "\"data\":[false,false,true,true]}],\"outputs\":[{\"name\":\"qk\"}]}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT((int)json_integer_value(
+                     json_object_get(json_object_get(j, "parameters"), "empty_rows")), 1);
+    json_decref(j);
+}
+
 /* 3 heads, heads [2,0]: arrays hold those two heads in that order, equal
  * to the full request's; empty_rows and heads_returned name real heads. */
 TEST(heads_subset)
@@ -556,6 +596,7 @@ int main(void)
     RUN(seed_everything);
     RUN(v1_response_unchanged);
     RUN(masked_and_empty_rows);
+    RUN(qk_alone_reports_empty_rows);
     RUN(heads_subset);
     RUN(top_k_order_ties_padding);
     RUN(base64_encoding);
