@@ -207,67 +207,90 @@ static float vmax_finite_f32(const float *x, size_t n, int *ok)
 #define ATTN_MAX_FINITE_F32 vmax_finite_f32
 #endif
 
-/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y in double. */
+/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y in double.
+ * Every entry goes through the same exponential (the tail in a masked
+ * vector, never a scalar call), so equal scores of a row give equal
+ * weights wherever they sit: a tie stays a tie for argmax and top-k. */
 static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
 {
-    size_t j = 0;
-    double sum = 0;
 #if defined(__AVX512F__) && defined(__x86_64__)
     __m512 vs512 = _mm512_set1_ps(sh);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-    for (; j + 16 <= n; j += 16) {
-        __m512 e = simd_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vs512));
-        _mm512_storeu_ps(y + j, e);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = _mm512_maskz_mov_ps(
+            k, simd_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vs512)));
+        _mm512_mask_storeu_ps(y + j, k, e);
         s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
                                    _mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
-    sum += _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-#endif
-#ifdef ATTN_HAVE_MVEC
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+#elif defined(ATTN_HAVE_MVEC)
     __m256 vs = _mm256_set1_ps(sh);
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    size_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
         _mm256_storeu_ps(y + j, e);
         a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
+    if (j < n) {                        /* the tail: lanes past n masked off */
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
+                                 _ZGVdN8v_expf(_mm256_sub_ps(_mm256_maskload_ps(x + j, m), vs)));
+        _mm256_maskstore_ps(y + j, m, e);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
     double t[4];
     _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
-    sum += (t[0] + t[1]) + (t[2] + t[3]);
-#endif
-#ifdef ATTN_NEON
+    return (t[0] + t[1]) + (t[2] + t[3]);
+#elif defined(ATTN_NEON)
     return neon_exp_shift_f32(x, y, n, sh);
-#endif
-    for (; j < n; j++) {
+#else
+    double sum = 0;
+    for (size_t j = 0; j < n; j++) {
         y[j] = expf(x[j] - sh);
         sum += y[j];
     }
     return sum;
+#endif
 }
 
-/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y. */
+/* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y. One
+ * exponential for every entry, as vexp_shift_f32. */
 static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
 {
-    size_t j = 0;
     double sum = 0;
 #ifdef ATTN_HAVE_MVEC
     __m256d vs = _mm256_set1_pd(sh);
     __m256d a0 = _mm256_setzero_pd();
+    size_t j = 0;
     for (; j + 4 <= n; j += 4) {
         __m256d e = _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(x + j), vs));
         _mm256_storeu_pd(y + j, e);
         a0 = _mm256_add_pd(a0, e);
     }
+    if (j < n) {                        /* the tail, masked as vexp_shift_f32's */
+        __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(n - j)),
+                                       _mm256_setr_epi64x(0, 1, 2, 3));
+        __m256d e = _ZGVdN4v_exp(_mm256_sub_pd(_mm256_maskload_pd(x + j, m), vs));
+        e = _mm256_and_pd(_mm256_castsi256_pd(m), e);
+        _mm256_maskstore_pd(y + j, m, e);
+        a0 = _mm256_add_pd(a0, e);
+    }
     double t[4];
     _mm256_storeu_pd(t, a0);
-    sum += (t[0] + t[1]) + (t[2] + t[3]);
-#endif
-    for (; j < n; j++) {
+    sum = (t[0] + t[1]) + (t[2] + t[3]);
+#else
+    for (size_t j = 0; j < n; j++) {
         y[j] = exp(x[j] - sh);
         sum += y[j];
     }
+#endif
     return sum;
 }
 

@@ -851,6 +851,63 @@ TEST(test_streamed_exact_ties)
     }
 }
 
+/* Keys with equal scores get equal weights wherever they sit in the row
+ * (the vector body or the tail of the softmax's exponentials), so argmax
+ * and the top k take the lowest of them, on the road that keeps the
+ * weights (statistics asked for) and on the streamed one alike: one key
+ * above L − 1 equal ones, L across the vector widths, both dtypes. */
+TEST(test_equal_scores_tie_to_lower_index)
+{
+    enum { N = 5, K = 3, LMAX = 41 };
+    static const double pairs[][2] = {{2.946, 2.138}, {0.213, -2.351}, {1.807, -0.718},
+                                      {0.597, -1.483}, {1.405, -0.286}};
+    size_t bad = 0;
+    for (int d = 0; d < 2; d++)
+        for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++)
+            for (size_t L = 2; L <= LMAX; L++)
+                for (int stats = 0; stats < 2; stats++) {
+                    struct cfg a = {.dt = d ? ATTN_F32 : ATTN_F64};
+                    double qd[N], kd[LMAX], vd[LMAX], w[N * LMAX], tv[N * K], mw[N];
+                    double ent[N], mass[N];
+                    int64_t ti[N * K], am[N];
+                    for (size_t i = 0; i < N; i++)
+                        qd[i] = pairs[pi][0];
+                    for (size_t j = 0; j < L; j++) {
+                        kd[j] = j ? pairs[pi][1] : 2.5;
+                        vd[j] = 1;
+                    }
+                    void *q = as_dt(&a, qd, N), *k = as_dt(&a, kd, L), *v = as_dt(&a, vd, L);
+                    struct attn_request r = {.shape = {1, 1, N, L, 1, 1, 0},
+                                             .params = {.dtype = a.dt, .scale = 1},
+                                             .outputs = stats ? ATTN_OUT_WEIGHTS : 0};
+                    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+                    struct attn_result res = {.weights = stats ? w : NULL};
+                    struct attn_extras x = {ATTN_X_TOPK | (stats ? ATTN_X_STATS : 0u), NULL,
+                                            0, K};
+                    struct attn_extras_out xo = {.top_idx = ti, .top_val = tv};
+                    if (stats) {
+                        xo.entropy = ent;
+                        xo.max_weight = mw;
+                        xo.mass = mass;
+                        xo.argmax = am;
+                    }
+                    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+                    /* q > 0 and the others' key < 2.5: key 0 first,
+                     * then keys 1, 2, ... */
+                    for (size_t i = 0; i < N; i++) {
+                        for (size_t t = 0; t < K && t < L; t++)
+                            bad += ti[i * K + t] != (int64_t)t;
+                        for (size_t j = 2; stats && j < L; j++)
+                            bad += at(&a, w, i * L + j) != at(&a, w, i * L + 1);
+                        bad += stats && am[i] != 0;
+                    }
+                    free(q);
+                    free(k);
+                    free(v);
+                }
+    CHECK_EQ_INT(bad, 0);
+}
+
 /* Batches: the streamed top-k of B = 3 elements, every head and a subset
  * in another order, equals the materialising road's (statistics asked for
  * too), which the random cases hold to the reference. */
@@ -1003,6 +1060,7 @@ int main(void)
     RUN(test_refusals);
     RUN(test_streamed_top_k);
     RUN(test_streamed_exact_ties);
+    RUN(test_equal_scores_tie_to_lower_index);
     RUN(test_streamed_batch);
     RUN(test_quiet_rows);
     TEST_MAIN_END();
