@@ -324,6 +324,7 @@ bool attn_output_blocked(const struct attn_request *r)
     return r->shape.h_kv > 0 && attn_flash(&o, &w);
 }
 
+#ifdef ATTN_HAVE_FUSED
 /* The fused kernels hold the softcap c in base 2 as a float and divide by
  * it: c·log2 e and its inverse must both be finite floats (c within about
  * [2.1e-39, 2.35e38]; a softcap outside, which the API takes up to
@@ -333,6 +334,7 @@ static bool fused_softcap_ok(double c)
     float cap2 = (float)(c * M_LOG2E);
     return c == 0 || (isfinite(cap2) && cap2 > 0 && isfinite(1.0f / cap2));
 }
+#endif
 
 /* The fused kernel (core/attn_kernel.c) takes the request's scores:
  * float32, plain but for a softcap it can hold (no attention bias, mask or
