@@ -207,13 +207,39 @@ static float vmax_finite_f32(const float *x, size_t n, int *ok)
 #define ATTN_MAX_FINITE_F32 vmax_finite_f32
 #endif
 
+/* The scalar form of vexp_shift_f32 / _f64: a row shorter than one vector
+ * (a worked example's three keys) takes the correctly rounded libm
+ * exponential for every entry. */
+static inline double exp_shift_f32(const float *x, float *y, size_t n, float sh)
+{
+    double sum = 0;
+    for (size_t j = 0; j < n; j++) {
+        y[j] = expf(x[j] - sh);
+        sum += y[j];
+    }
+    return sum;
+}
+
+static inline double exp_shift_f64(const double *x, double *y, size_t n, double sh)
+{
+    double sum = 0;
+    for (size_t j = 0; j < n; j++) {
+        y[j] = exp(x[j] - sh);
+        sum += y[j];
+    }
+    return sum;
+}
+
 /* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y in double.
- * Every entry goes through the same exponential (the tail in a masked
- * vector, never a scalar call), so equal scores of a row give equal
- * weights wherever they sit: a tie stays a tie for argmax and top-k. */
+ * Every entry of a row goes through the same exponential: a row shorter
+ * than a vector the scalar one, a longer row the vector one (its tail in
+ * a masked vector), so equal scores of a row give equal weights wherever
+ * they sit: a tie stays a tie for argmax and top-k. */
 static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
 {
 #if defined(__AVX512F__) && defined(__x86_64__)
+    if (n < 16)
+        return exp_shift_f32(x, y, n, sh);
     __m512 vs512 = _mm512_set1_ps(sh);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     for (size_t j = 0; j < n; j += 16) {
@@ -227,6 +253,8 @@ static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 #elif defined(ATTN_HAVE_MVEC)
+    if (n < 8)
+        return exp_shift_f32(x, y, n, sh);
     __m256 vs = _mm256_set1_ps(sh);
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     size_t j = 0;
@@ -251,21 +279,18 @@ static double vexp_shift_f32(const float *x, float *y, size_t n, float sh)
 #elif defined(ATTN_NEON)
     return neon_exp_shift_f32(x, y, n, sh);
 #else
-    double sum = 0;
-    for (size_t j = 0; j < n; j++) {
-        y[j] = expf(x[j] - sh);
-        sum += y[j];
-    }
-    return sum;
+    return exp_shift_f32(x, y, n, sh);
 #endif
 }
 
 /* x [n] -> y [n] = exp(x - sh) (y may equal x); returns Σ y. One
- * exponential for every entry, as vexp_shift_f32. */
+ * exponential for every entry of a row, as vexp_shift_f32. */
 static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
 {
-    double sum = 0;
 #ifdef ATTN_HAVE_MVEC
+    if (n < 4)
+        return exp_shift_f64(x, y, n, sh);
+    double sum = 0;
     __m256d vs = _mm256_set1_pd(sh);
     __m256d a0 = _mm256_setzero_pd();
     size_t j = 0;
@@ -285,13 +310,10 @@ static double vexp_shift_f64(const double *x, double *y, size_t n, double sh)
     double t[4];
     _mm256_storeu_pd(t, a0);
     sum = (t[0] + t[1]) + (t[2] + t[3]);
-#else
-    for (size_t j = 0; j < n; j++) {
-        y[j] = exp(x[j] - sh);
-        sum += y[j];
-    }
-#endif
     return sum;
+#else
+    return exp_shift_f64(x, y, n, sh);
+#endif
 }
 
 /* Output-only passes over the whole key range take the key-blocked path
