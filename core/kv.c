@@ -24,6 +24,7 @@
  */
 #include "kv_impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -597,13 +598,24 @@ static bool all_finite(enum attn_dtype t, const void *p, size_t count)
 }
 
 /* int8 of x [d] with scale max|x|/127 (0 for a zero row): q = x/scale
- * rounded to nearest (ties to even), within -127..127. */
+ * rounded to nearest (ties to even), within -127..127. A row so small
+ * that max|x|/127 is subnormal (max|x| under about 1.5e-36) gets the
+ * least scale from there up that keeps max|x|/scale within 127: a
+ * subnormal quotient is coarse and may fall below max|x|/127, which
+ * clamped values at 127 (7% off at 9.6e-43), or underflow to 0 (under
+ * about 9e-44), which stored the row as zeros. */
 static float quantize_row(const float *x, size_t d, int8_t *q)
 {
     float amax = 0, scale;
     for (size_t i = 0; i < d; i++)
         amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
     scale = amax / 127.0f;
+    if (amax > 0 && scale < FLT_MIN) {
+        if (scale == 0)
+            scale = FLT_TRUE_MIN;
+        while (amax / scale > 127.0f)
+            scale = nextafterf(scale, INFINITY);
+    }
     for (size_t i = 0; i < d; i++) {
         float t = scale > 0 ? nearbyintf(x[i] / scale) : 0.0f;
         q[i] = (int8_t)(t > 127 ? 127 : t < -127 ? -127 : t);

@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,42 @@ TEST(storage_rounds_prepared_rows_once)
         kv_free(b);
     }
     CHECK(kv_new_store(ATTN_F64, KV_STORE_F16, 1, 2, 2) == NULL);
+}
+
+/* int8 rows whose largest value is tiny: a scale that is subnormal (or
+ * that max|x|/127 underflows to 0) still stores every value within half a
+ * step of the scale used, which is at most one subnormal above max|x|/127,
+ * and no value is clamped at 127 (a row at 9.6e-43 was 7% off, one under
+ * 9e-44 stored as zeros). */
+TEST(int8_tiny_rows_keep_their_values)
+{
+    static const float amax[] = {1.4e-45f, 2e-44f, 8.8e-44f, 9e-44f, 1.2e-43f, 9.6e-43f,
+                                 3.3e-41f, 1e-39f, 1.1e-38f, 1.5e-36f, 1e-30f};
+    struct attn_params p = {.dtype = ATTN_F32, .scale = 1};
+    for (size_t a = 0; a < sizeof amax / sizeof amax[0]; a++) {
+        struct kv_cache *c = kv_new_store(ATTN_F32, KV_STORE_I8, 1, DK, DV);
+        float k[DK], v[DV], wk[DK], wv[DV], ks, vs;
+        for (size_t i = 0; i < DK; i++)
+            k[i] = amax[a] * (float)(DK - i) / DK * (i % 2 ? -1.0f : 1.0f);
+        for (size_t i = 0; i < DV; i++)
+            v[i] = amax[a] * (float)(i + 1) / DV;
+        struct attn_inputs in = {.k = k, .v = v};
+        CHECK(c && kv_append(c, &p, &in, 1) == CORE_OK);
+        kv_read_rows(c, 0, 0, 1, wk, wv);
+        kv_read_stored(c, 0, 0, 1, NULL, NULL, &ks, &vs);
+        int bad = 0;
+        for (int kind = 0; kind < 2; kind++) {
+            const float *x = kind ? v : k, *w = kind ? wv : wk;
+            float sc = kind ? vs : ks, ideal = amax[a] / 127.0f;
+            bad += !(sc > 0) || sc > (ideal < FLT_MIN ? ideal + FLT_TRUE_MIN : ideal);
+            for (size_t i = 0; i < (kind ? DV : DK); i++)
+                bad += fabs((double)w[i] - x[i]) > 0.5 * sc * (1 + 1e-4) + FLT_TRUE_MIN;
+        }
+        CHECK_EQ_INT(bad, 0);
+        if (bad)
+            printf("  max |x| %g: scales %g %g\n", (double)amax[a], (double)ks, (double)vs);
+        kv_free(c);
+    }
 }
 
 TEST(overflow_refused_cache_unchanged)
@@ -575,6 +612,7 @@ TEST(decode_stops_when_due)
 int main(void)
 {
     RUN(storage_rounds_prepared_rows_once);
+    RUN(int8_tiny_rows_keep_their_values);
     RUN(overflow_refused_cache_unchanged);
     RUN(decode_against_reference);
     RUN(long_cache_windows_same_with_pool);
