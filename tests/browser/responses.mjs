@@ -51,6 +51,15 @@ function route(path) {            // a literal template wins over a pattern
   return hits.find((r) => r.literal) || hits[0];
 }
 
+// Statuses the transport answers before the request reaches a route.
+const TRANSPORT_REFUSALS = [413, 429, 503];
+function firstDocumenting(status) {  // [template, method] of the first op with status
+  for (const [t, ops] of Object.entries(doc.paths))
+    for (const [mm, op] of Object.entries(ops))
+      if (op && op.responses && op.responses[status]) return [t, mm];
+  return null;
+}
+
 const results = new Map();        // "METHOD template status" -> [count, failures[]]
 let unmatched = 0;
 function note(key, why) {
@@ -68,13 +77,20 @@ for (const rec of records) {
   if (method === 'head' && !doc.paths[rt.template].head) method = 'get';
   const key = `${rec.method} ${rt.template} ${rec.status}`;
   let m = method;
+  let tpl = rt.template;
   // 405 answers a method the route does not have: it is documented under
   // the route's own operations.
-  if (!doc.paths[rt.template][m] && rec.status === 405)
-    m = ['get', 'post', 'delete'].find((x) => doc.paths[rt.template][x]);
-  const op = doc.paths[rt.template][m];
+  if (!doc.paths[tpl][m] && rec.status === 405)
+    m = ['get', 'post', 'delete'].find((x) => doc.paths[tpl][x]);
+  // The transport's refusals come before a request is routed, whatever its
+  // method (a body over the cap, a rate limit, the body budget): one to a
+  // method the route does not have is checked against the first operation
+  // that documents that refusal.
+  if (!doc.paths[tpl][m] && TRANSPORT_REFUSALS.includes(rec.status))
+    [tpl, m] = firstDocumenting(String(rec.status)) || [tpl, m];
+  const op = doc.paths[tpl][m];
   if (!op) { note(key, `method not documented`); continue; }
-  const base = `#/paths/${esc(rt.template)}/${m}/responses`;
+  const base = `#/paths/${esc(tpl)}/${m}/responses`;
   let [resp, ptr] = refPtr(op.responses[String(rec.status)], `${base.slice(1)}/${rec.status}`);
   if (!resp) [resp, ptr] = refPtr(op.responses.default, `${base.slice(1)}/default`);
   if (!resp) { note(key, `status ${rec.status} not documented`); continue; }
