@@ -536,3 +536,25 @@ def test_sessions_saved_under_the_compose_ids_are_reached_after_an_upgrade():
             assert r.status == 201 and r.json()["id"].startswith("r2."), r
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_an_export_is_imported_through_nginx(cluster):
+    """POST /v1/sessions/import creates a session "on any replica" (README,
+    Sessions): it names no session, so nginx must balance it as it does a
+    create, not take "import" for an id that no replica's prefix matches
+    (404 session_not_found, the import never reaching a replica)."""
+    ng = cluster.nginx
+    sid, _ = create_session(ng)
+    kv = {"k": [[1, 0], [0, 1]], "v": [[1, 2], [3, 4]]}
+    assert ng.request("POST", f"/v1/sessions/{sid}/kv", kv).status == 200
+    exp = ng.request("GET", f"/v1/sessions/{sid}/export")
+    assert exp.status == 200, exp
+    r = ng.request("POST", "/v1/sessions/import", exp.body,
+                   {"Content-Type": "application/octet-stream"})
+    assert r.status == 201, r
+    new = r.json()["id"]
+    assert new != sid and new.split(".")[0] in cluster.reps, new
+    # the last address tried (a replica an earlier test killed may come first)
+    assert ng.upstream(r).split(",")[-1].strip() == cluster.addr(new.split(".")[0])
+    got = ng.request("GET", f"/v1/sessions/{new}")
+    assert got.status == 200 and got.json()["length"] == 2, got
