@@ -558,3 +558,38 @@ def test_an_export_is_imported_through_nginx(cluster):
     assert ng.upstream(r).split(",")[-1].strip() == cluster.addr(new.split(".")[0])
     got = ng.request("GET", f"/v1/sessions/{new}")
     assert got.status == 200 and got.json()["length"] == 2, got
+
+
+def _seconds(text, directive):
+    m = re.search(rf"^\s*{directive}\s+(\d+)s;", text, re.M)
+    assert m, f"{directive} not found in seconds"
+    return int(m.group(1))
+
+
+def test_nginx_waits_longer_than_a_replica_s_deadline():
+    """attnd answers a request past --request-timeout itself (503
+    deadline_exceeded, a session left as it was). nginx's read timeout must
+    run out later, with room for the pass to reach its next piece and the
+    answer to leave: with both at 60 s, nginx's timer (started as it sent
+    the request, before the replica had the body) ran out first, and the
+    client got 503 replica_unavailable, "sessions it holds are unavailable",
+    from a replica that was fine (seen with both at 1 s on 16384 x 16384
+    keys: replica_unavailable; nginx at 2 s: deadline_exceeded)."""
+    with open(CONF) as f:
+        read = _seconds(f.read(), "proxy_read_timeout")
+    out = subprocess.run([os.environ.get("ATTND_BIN", os.path.join(ROOT, "build", "attnd")),
+                          "--help"], capture_output=True, text=True).stdout
+    deadlines = [int(re.search(r"\[ATTND_REQUEST_TIMEOUT; default: (\d+)\]", out).group(1))]
+    with open(os.path.join(ROOT, "docker", "compose.yml")) as f:
+        for svc in yaml.safe_load(f)["services"].values():
+            v = (svc.get("environment") or {}).get("ATTND_REQUEST_TIMEOUT")
+            if v is not None:
+                deadlines.append(int(v))
+    with open(os.path.join(ROOT, "docker", "k8s.yaml")) as f:
+        for doc in yaml.safe_load_all(f):
+            if doc and doc.get("kind") == "StatefulSet":
+                for c in doc["spec"]["template"]["spec"]["containers"]:
+                    for e in c.get("env", []):
+                        if e["name"] == "ATTND_REQUEST_TIMEOUT":
+                            deadlines.append(int(e["value"]))
+    assert read >= max(deadlines) + 5, (read, deadlines)
