@@ -198,6 +198,47 @@ def test_dockerignore_keeps_outputs_out():
     assert "build/" in lines
 
 
+def dockerignore_regex(pattern):
+    """A .dockerignore line as Docker (moby/patternmatcher) reads it: anchored
+    at the context's root, '**' any number of directories, '*' and '?'
+    within one name."""
+    pat = pattern.strip().strip("/")
+    out, i = "", 0
+    while i < len(pat):
+        if pat.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pat.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pat[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pat[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pat[i]), i + 1
+    return re.compile(out + r"\Z")
+
+
+def test_dockerignore_keeps_every_node_modules_out():
+    """The Makefile's deps-test installs node_modules in tests/browser and
+    tests/k8s (26 MB); docker/Dockerfile says the context leaves them out.
+    A 'node_modules/' line matches the context's root only, so
+    tests/k8s/node_modules went into every image build."""
+    with open(os.path.join(ROOT, "docker", "Dockerfile.dockerignore")) as f:
+        pats = [dockerignore_regex(l) for l in f if l.strip() and not l.startswith("#")]
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        dirs = re.search(r"for d in ([^;]+); do", f.read()).group(1).split()
+    assert "tests/k8s" in dirs and "tests/browser" in dirs, dirs
+    for d in dirs + [""]:
+        path = (d + "/" if d else "") + "node_modules/x/package.json"
+        parts = path.split("/")
+        left_out = any(p.match("/".join(parts[:n]))
+                       for p in pats for n in range(1, len(parts) + 1))
+        assert left_out, f"{path} is in the build context"
+    # the reader reads Docker's rules: a name without '**' is the root's only
+    assert not dockerignore_regex("node_modules/").match("tests/k8s/node_modules")
+    assert dockerignore_regex("**/node_modules/").match("node_modules")
+
+
 # ---- native checks ---------------------------------------------------------
 
 def needed_libs(path):
