@@ -36,7 +36,9 @@
 #include "server/log.h"
 
 /* The SO_RCVBUF to set for want bytes: want when the kernel takes it
- * whole, else 0. */
+ * whole, else 0. The kernel keeps min(want, rmem_max) and reads back
+ * twice what it keeps, so only a read-back of 2·want is want taken whole
+ * (a want up to twice rmem_max reads back as at least want, capped). */
 static int usable_rcvbuf(size_t want)
 {
     int fd, v, got = 0;
@@ -50,7 +52,7 @@ static int usable_rcvbuf(size_t want)
     }
     v = (int)want;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) != 0 || got < v) {
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) != 0 || got / 2 < v) {
         /* info: Debian's own default rmem_max leads here */
         srv_log_msgf("info", "tcp: --socket-rcvbuf %zu is above net.core.rmem_max: the "
                      "kernel's autotuning sizes each connection's receive buffer", want);

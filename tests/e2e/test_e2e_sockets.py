@@ -90,8 +90,13 @@ def test_receive_buffer_zero_leaves_the_kernels():
         assert rb == RMEM_DEFAULT, rb
 
 
-def test_receive_buffer_above_rmem_max_is_not_set_and_said():
-    asked = 2 * RMEM_MAX + 4096
+@pytest.mark.parametrize("over", ["just", "half", "twice"])
+def test_receive_buffer_above_rmem_max_is_not_set_and_said(over):
+    """Between rmem_max and twice it too: the kernel reads back twice what
+    it kept, so a buffer capped there reads back as at least the value
+    asked, and must not be taken for one set whole."""
+    asked = {"just": RMEM_MAX + 4096, "half": RMEM_MAX + RMEM_MAX // 2,
+             "twice": 2 * RMEM_MAX + 4096}[over]
     with Attnd("--socket-rcvbuf", str(asked)) as a:
         rb, _ = settings(a)
         assert rb == RMEM_DEFAULT, rb
