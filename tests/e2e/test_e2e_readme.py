@@ -4,8 +4,9 @@ Every ```sh block of the "Quick start" section is run with bash against a
 fresh attnd (localhost:8080 replaced by its port); the ```json block right
 after it is the answer it must give: every key shown must be there with the
 same value (numbers to 1e-9 relative), keys left out of the README are not
-checked (meta, elapsed time, messages). The session commands of "A tour by
-task" and "Sessions" are run the same way and checked against what the
+checked (meta, elapsed time, messages); so is every command of "A tour by
+task" that a ```json answer follows (the OIP v2 request). The session
+commands of "A tour by task" and "Sessions" are run the same way and checked against what the
 README says of them. The configuration table must match `attnd --help`,
 the metric names the README gives what /metrics prints, and the error codes
 and statuses of "Errors" the server's table and its OpenAPI document.
@@ -33,8 +34,8 @@ def sh_blocks(title):
     return [b.strip() for b in re.findall(r"```sh\n(.*?)```", section(title), re.S)]
 
 
-def quick_start_blocks():
-    blocks = re.findall(r"```(sh|json)\n(.*?)```", section("Quick start"), re.S)
+def quick_start_blocks(title="Quick start"):
+    blocks = re.findall(r"```(sh|json)\n(.*?)```", section(title), re.S)
     pairs = []
     for i, (lang, body) in enumerate(blocks):
         if lang != "sh":
@@ -90,6 +91,23 @@ def test_quick_start_command(daemon, index):
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
+    matches(json.loads(expect), got)
+
+
+def tour_answered_blocks():
+    return [(cmd, want) for cmd, want in quick_start_blocks("A tour by task") if want]
+
+
+def test_tour_has_the_oip_v2_example():
+    assert any("/v2/models/attention/infer" in cmd for cmd, _ in tour_answered_blocks())
+
+
+@pytest.mark.skipif(E2E_TLS, reason="the tour's commands are plain http://")
+@pytest.mark.parametrize("index", range(len(tour_answered_blocks())))
+def test_tour_command_with_its_answer(daemon, index):
+    """A tour by task: each command followed by a ```json answer gives it."""
+    cmd, expect = tour_answered_blocks()[index]
+    (got,) = json_values(run_sh(daemon, cmd))
     matches(json.loads(expect), got)
 
 
