@@ -763,7 +763,7 @@ static void attention_req(struct api_call *c, const char *id)
     if (!body)
         return;
     if (!api_check_fields(c, body, "", attention_fields) ||
-        !api_read_timeout(c, json_object_get(body, "timeout_ms"), "/timeout_ms") ||
+        !api_read_timeout(c, member(body, "timeout_ms"), "/timeout_ms") ||
         !read_att_options(c, body, &a)) {
         json_decref(body);
         att_req_free(&a);               /* what the options read before the bad one */

@@ -285,6 +285,23 @@ TEST(attention_equals_stateless_text)
     CHECK_EQ_INT(info_int(sid, "length"), 4);
 }
 
+/* A member whose value is null counts as absent (README, Quick start), on
+ * a session's attention as on /v1/attention: timeout_ms too. */
+TEST(attention_null_members_are_absent)
+{
+    struct api_response r;
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":2}", sid), 201);
+    CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0]]}"), 200);
+    req("POST", P(sid, "/attention"),
+        "{\"q\":[[1,0]],\"k\":null,\"v\":null,\"timeout_ms\":null,\"return\":null,"
+        "\"digits\":null,\"causal\":null,\"mask\":null,\"attn_bias\":null,\"heads\":null,"
+        "\"weights_top_k\":null,\"tokens\":null,\"window\":null,\"expected_length\":null}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"output\":[[1,0]]"));
+    api_response_free(&r);
+    CHECK_EQ_INT(info_int(sid, "length"), 1);
+}
+
 TEST(attention_errors_leave_cache_unchanged)
 {
     struct api_response r;
@@ -599,6 +616,7 @@ int main(void)
     RUN(append_get_kv_and_conflicts);
     RUN(multi_head_shapes);
     RUN(attention_equals_stateless_text);
+    RUN(attention_null_members_are_absent);
     RUN(attention_errors_leave_cache_unchanged);
     RUN(rows_past_the_cache_range_say_so);
     RUN(truncate_fork_delete);
