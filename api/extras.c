@@ -139,6 +139,14 @@ static bool read_labels(struct api_call *c, const char *path, const json_t *v)
     return true;
 }
 
+/* tokens.q or tokens.k (side), NULL when absent or JSON null: a null side
+ * is absent, as every optional member's null is. */
+static const json_t *labels(const json_t *tokens, const char *side)
+{
+    const json_t *a = tokens ? json_object_get(tokens, side) : NULL;
+    return json_is_null(a) ? NULL : a;
+}
+
 static bool read_tokens(struct api_call *c, const char *path, const json_t *v,
                         struct api_extras *x)
 {
@@ -152,8 +160,8 @@ static bool read_tokens(struct api_call *c, const char *path, const json_t *v,
     }
     if (!api_check_fields(c, v, path, fields))
         return false;
-    q = json_object_get(v, "q");
-    k = json_object_get(v, "k");
+    q = labels(v, "q");
+    k = labels(v, "k");
     if (!q && !k) {
         api_fail(c, API_ERR_INVALID_FIELD, path, "give \"q\", \"k\" or both");
         return false;
@@ -209,7 +217,7 @@ bool api_extras_check(struct api_call *c, const char *prefix, struct api_extras 
         x->nh = s->h;
     }
     for (int t = 0; x->tokens && t < 2; t++) {
-        const json_t *a = json_object_get(x->tokens, side[t]);
+        const json_t *a = labels(x->tokens, side[t]);
         if (a && json_array_size(a) != want[t]) {
             api_pointer_key(pi, sizeof pi, prefix, "tokens");
             api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(p, sizeof p, pi, side[t]),
@@ -270,7 +278,7 @@ bool api_extras_bytes(const struct attn_request *r, const struct api_extras *x,
         return false;
     t += 64 * (x->heads ? x->nh : 1) + 256;
     for (int s = 0; x->tokens && s < 2; s++) {
-        size_t m = json_array_size(json_object_get(x->tokens, s ? "k" : "q"));
+        size_t m = json_array_size(labels(x->tokens, s ? "k" : "q"));
         /* each label escaped (\u00XX at worst), quoted, with its comma */
         if (!core_mul(m, 6 * API_TOKEN_MAX + 3, &rows) || !core_add(t, rows, &t))
             return false;
@@ -500,7 +508,7 @@ void api_write_extras_meta(struct api_buf *b, const struct api_attention_view *v
     api_buf_puts(b, ",\"tokens\":{");
     bool first = true;
     for (int s = 0; s < 2; s++) {
-        const json_t *a = json_object_get(x->tokens, s ? "k" : "q");
+        const json_t *a = labels(x->tokens, s ? "k" : "q");
         if (!a)
             continue;
         if (!first)

@@ -86,6 +86,31 @@ TEST(v1_response_unchanged)
     json_decref(j);
 }
 
+/* tokens.q or tokens.k null counts as absent (README: an optional
+ * member's null does): the other side is echoed alone, as when it is left
+ * out, and both null is as neither given. */
+TEST(tokens_null_side_is_absent)
+{
+    int st, st0;
+    json_t *j0 = post("{" SEED ",\"tokens\":{\"k\":[\"a\",\"b\",\"c\"]}}", &st0);
+    json_t *j = post("{" SEED ",\"tokens\":{\"q\":null,\"k\":[\"a\",\"b\",\"c\"]}}", &st);
+    CHECK_EQ_INT(st0, 200);
+    CHECK_EQ_INT(st, 200);
+    json_t *tok = json_object_get(json_object_get(j, "meta"), "tokens");
+    CHECK(json_object_size(tok) == 1 && json_array_size(json_object_get(tok, "k")) == 3);
+    CHECK(json_equal(tok, json_object_get(json_object_get(j0, "meta"), "tokens")));
+    json_decref(j);
+    json_decref(j0);
+    j = post("{" SEED ",\"tokens\":{\"q\":[\"x\"],\"k\":null}}", &st);
+    CHECK_EQ_INT(st, 200);
+    tok = json_object_get(json_object_get(j, "meta"), "tokens");
+    CHECK(json_object_size(tok) == 1 && json_array_size(json_object_get(tok, "q")) == 1);
+    json_decref(j);
+    j = post("{" SEED ",\"tokens\":{\"q\":null,\"k\":null}}", &st);
+    CHECK_EQ_INT(st, 422);
+    json_decref(j);
+}
+
 /* Masked keys: qk still holds every product, scores null; a fully masked
  * standard row has lse null, argmax null, mass 0; softmax1 gives lse 0. */
 TEST(masked_and_empty_rows)
@@ -595,6 +620,7 @@ int main(void)
     ctx.store = sess_store_new(&cfg);
     RUN(seed_everything);
     RUN(v1_response_unchanged);
+    RUN(tokens_null_side_is_absent);
     RUN(masked_and_empty_rows);
     RUN(qk_alone_reports_empty_rows);
     RUN(heads_subset);
