@@ -667,14 +667,17 @@ static enum core_status run_piece(const struct xjob *j, size_t p, struct attn_ws
     size_t kk = j->x->top_k < s->L ? j->x->top_k : s->L;
     size_t hp_bytes = (j->x->want & ATTN_X_TOPK) ? kk * sizeof(size_t) : 0;
     size_t own = (own_s + own_w) * nb * lb;
+    /* the heap after the rows, at a size_t boundary: float32 rows of an
+     * odd length end at 4 bytes past one */
+    size_t hp_at = (own + sizeof(size_t) - 1) / sizeof(size_t) * sizeof(size_t);
     if (own || hp_bytes) {
-        blk = malloc(own + hp_bytes);
+        blk = malloc(hp_at + hp_bytes);
         if (!blk)
             return CORE_ENOMEM;
     }
     char *sb = own_s ? blk : (char *)j->out->scores + slot0 * lb;
     char *wb = own_w ? blk + (own_s ? nb * lb : 0) : (char *)j->out->weights + slot0 * lb;
-    size_t *hp = hp_bytes ? (size_t *)(void *)(blk + own) : NULL;
+    size_t *hp = hp_bytes ? (size_t *)(void *)(blk + hp_at) : NULL;
 
     struct attn_result res = {
         .scores = (r->outputs & ATTN_OUT_SCORES) ? rebase(sb, 0, glob0, lb) : NULL,
