@@ -84,14 +84,14 @@ static bool blame_prepared(const struct blame_scan *s, struct attn_blame *o)
 static bool allowed(const struct blame_scan *s, size_t hh, size_t i, size_t j)
 {
     const struct attn_request *r = s->r;
-    size_t n = r->shape.n, L = r->shape.L, h = s->x.h;
+    size_t n = r->shape.n, L = r->shape.L;
     if (r->mask) {
-        size_t mh = r->mask_heads == 1 ? 0 : r->mask_heads == h ? hh % h : hh;
+        size_t mh = attn_run_bcast_head(&s->x, r->mask_heads, hh);
         if (!r->mask[(mh * n + i) * L + j])
             return false;
     }
     if (r->attn_bias) {
-        size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == h ? hh % h : hh;
+        size_t bh = attn_run_bcast_head(&s->x, r->attn_bias_heads, hh);
         if (elem(r->attn_bias, s->f32, (bh * n + i) * L + j) == -INFINITY)
             return false;
     }
@@ -102,10 +102,10 @@ static bool allowed(const struct blame_scan *s, size_t hh, size_t i, size_t j)
 static double bias_at(const struct blame_scan *s, size_t hh, size_t i, size_t j)
 {
     const struct attn_request *r = s->r;
-    size_t n = r->shape.n, h = s->x.h;
+    size_t n = r->shape.n;
     if (!r->attn_bias)
         return 0;
-    size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == h ? hh % h : hh;
+    size_t bh = attn_run_bcast_head(&s->x, r->attn_bias_heads, hh);
     return elem(r->attn_bias, s->f32, (bh * n + i) * r->shape.L + j);
 }
 

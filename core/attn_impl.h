@@ -453,11 +453,11 @@ static enum core_status FN(finish_scores)(const struct attn_run *x, size_t hh, s
             iv[a][b] = v < kw ? v : kw;
         }
     const T *b = r->attn_bias;
-    size_t bh = r->attn_bias_heads == 1 ? 0 : r->attn_bias_heads == x->h ? attn_run_head(x, hh) : hh;
+    size_t bh = attn_run_bcast_head(x, r->attn_bias_heads, hh);
     if (b)
         b += (bh * n + i) * L + k0;
     const uint8_t *mk = r->mask;
-    size_t mh = r->mask_heads == 1 ? 0 : r->mask_heads == x->h ? attn_run_head(x, hh) : hh;
+    size_t mh = attn_run_bcast_head(x, r->mask_heads, hh);
     if (mk)
         mk += (mh * n + i) * L + k0;
     bool alibi = r->params.alibi;

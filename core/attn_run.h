@@ -75,6 +75,14 @@ static inline size_t attn_run_head(const struct attn_run *x, size_t hh)
     return hh % x->h;
 }
 
+/* The index into an [heads][n][L] array (attn_bias, mask) given once for
+ * every head (heads 1), per query head (h) or per batch element and head
+ * (B·h) of flattened head hh. */
+static inline size_t attn_run_bcast_head(const struct attn_run *x, size_t heads, size_t hh)
+{
+    return heads == 1 ? 0 : heads == x->h ? attn_run_head(x, hh) : hh;
+}
+
 /* Position of query row i of head hh, of key j of batch element b. */
 int64_t attn_run_qpos(const struct attn_run *x, size_t hh, size_t i);
 int64_t attn_run_kpos(const struct attn_run *x, size_t b, size_t j);
