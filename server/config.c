@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -472,7 +473,8 @@ static void print_help(FILE *out)
             "usage: attnd [--flag VALUE | --flag=VALUE]...\n"
             "attnd %s: scaled dot-product attention over HTTP/JSON.\n\n"
             "Every flag has an environment twin (--max-body-bytes <-> ATTND_MAX_BODY_BYTES);\n"
-            "a flag wins over its twin.\n\n",
+            "a flag wins over its twin. An ATTND_* variable a typo away from a twin\n"
+            "is warned of at start; other ATTND_* variables are left alone.\n\n",
             ATTND_VERSION);
     char env[64];
     for (size_t i = 0; i < N_OPTS; i++) {
@@ -535,6 +537,76 @@ static bool flags_given(int argc, char **argv, bool given[N_OPTS])
     return asks;
 }
 
+/* The optimal-string-alignment distance of a and b (edits, adjacent
+ * swaps counting one), case folded, given up past limit. Hand-written:
+ * none of attnd's libraries offers one, and it is a dozen lines. */
+static size_t typo_distance(const char *a, const char *b, size_t limit)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63 || (na > nb ? na - nb : nb - na) > limit)
+        return limit + 1;
+    size_t d[64][64];
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            int ca = toupper((unsigned char)a[i - 1]), cb = toupper((unsigned char)b[j - 1]);
+            size_t best = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == toupper((unsigned char)b[j - 2]) &&
+                cb == toupper((unsigned char)a[i - 2]) && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+/* Each ATTND_* variable (any case) that is not a setting's twin but is
+ * one edit from one (two for names of 8 or more letters past ATTND_), or
+ * the same in another case, goes to cfg->env_typos. Others, such as the
+ * shipped nginx's ATTND_POOL or a test harness's, are left alone: they
+ * belong to other programs that share the environment. */
+static void find_env_typos(struct srv_config *cfg)
+{
+    extern char **environ;
+    char env[64];
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (len <= 6 || len > 63 || strncasecmp(*e, "ATTND_", 6) != 0)
+            continue;
+        char name[64];
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        size_t limit = len - 6 >= 8 ? 2 : 1, best = limit + 1;
+        const char *twin = NULL;
+        for (size_t i = 0; i < N_OPTS; i++) {
+            env_name(&opts[i], env, sizeof env);
+            if (strcmp(env, name) == 0) {
+                twin = NULL;
+                break;
+            }
+            size_t d = strcasecmp(env, name) == 0 ? 0 : typo_distance(env, name, limit);
+            if (d < best) {
+                best = d;
+                twin = opts[i].name;
+            }
+        }
+        if (!twin || cfg->n_env_typos == SRV_MAX_ENV_TYPOS)
+            continue;
+        struct srv_env_typo *t = &cfg->env_typos[cfg->n_env_typos++];
+        memcpy(t->name, name, len + 1);
+        for (size_t i = 0; i < N_OPTS; i++)
+            if (opts[i].name == twin)
+                env_name(&opts[i], t->twin, sizeof t->twin);
+    }
+}
+
 /* Defaults, then the twins of the flags not given (none when read_env is
  * false). */
 static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OPTS],
@@ -565,6 +637,8 @@ static bool apply_defaults_and_env(struct srv_config *cfg, const bool given[N_OP
             return false;
         }
     }
+    if (read_env)
+        find_env_typos(cfg);
     return true;
 }
 

@@ -22,6 +22,8 @@
 
 enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT };
 
+#define SRV_MAX_ENV_TYPOS 8
+
 struct srv_config {
     char host[256];                 /* bind address (numeric or name) */
     unsigned port;                  /* 0: pick a free port */
@@ -63,6 +65,14 @@ struct srv_config {
     double request_timeout_s;       /* deadline on the pool, 0 = none */
     struct api_warm_shape warm_up[API_WARM_MAX];  /* --warm-up: run before listening */
     size_t n_warm_up;
+    /* ATTND_* variables that are no setting's twin but within a typo of
+     * one (ATTND_MAX_BODY_BYTE, attnd_port): main warns of each, since an
+     * unknown variable is otherwise ignored without a word */
+    struct srv_env_typo {
+        char name[64];              /* as in the environment */
+        char twin[64];              /* the setting it is nearest to */
+    } env_typos[SRV_MAX_ENV_TYPOS];
+    size_t n_env_typos;
 };
 
 /* What srv_config_parse asks of the caller. */

@@ -68,6 +68,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "attnd: cannot open --log-file %s: %s\n", cfg.log_file, strerror(-rc));
         return 2;
     }
+    for (size_t i = 0; i < cfg.n_env_typos; i++)
+        srv_log_msgf("warn", "%s is not a setting of attnd and is ignored; did you mean %s?",
+                     cfg.env_typos[i].name, cfg.env_typos[i].twin);
     /* --kernel / ATTND_KERNEL: a kernel this CPU lacks falls back, said once */
     enum attn_kernel kern = attn_kernel_set(cfg.kernel);
     if (cfg.kernel != ATTN_KERNEL_AUTO && kern != cfg.kernel)

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from attnd_proc import BIN, Attnd
+from attnd_proc import BIN, Attnd, events
 
 # The suite may run with every Attnd over TLS (ATTND_E2E_TLS=1); these runs
 # must see only the variables each case sets.
@@ -214,3 +214,29 @@ def test_a_number_of_seconds_is_decimal(value):
 def test_decimal_numbers_of_seconds_are_taken(value):
     code, out = run_bin("--drain-timeout", value, "--version")
     assert code == 0 and out.startswith("attnd "), (value, code, out)
+
+
+def test_a_misspelt_twin_is_warned_of_and_others_are_left_alone():
+    """An ATTND_* variable that is no setting would be ignored without a
+    word: one within a typo of a twin (a letter off, two swapped, another
+    case) is warned of by name with the twin it is nearest to; one that is
+    not (the shipped nginx's ATTND_POOL, a harness's ATTND_BIN) is not."""
+    env = {"ATTND_MAX_BODY_BYTE": "1k", "attnd_workers": "1", "ATTND_KERENL": "none",
+           "ATTND_POOL": "attnd-pool:8080", "ATTND_HOST_PREFIX": "attnd-"}
+    with Attnd(env=env) as a:
+        warned = sorted(e["msg"] for e in events(a) if e["level"] == "warn")
+        info = a.get("/v1/info").json()
+    assert warned == [
+        "ATTND_KERENL is not a setting of attnd and is ignored; did you mean ATTND_KERNEL?",
+        "ATTND_MAX_BODY_BYTE is not a setting of attnd and is ignored; "
+        "did you mean ATTND_MAX_BODY_BYTES?",
+        "attnd_workers is not a setting of attnd and is ignored; did you mean ATTND_WORKERS?",
+    ], warned
+    assert info["limits"]["max_body_bytes"] == 64 << 20, info["limits"]   # still the default
+
+
+def test_the_twins_themselves_warn_of_nothing():
+    env = {"ATTND_MAX_ELEMENTS": "1000", "ATTND_WORKERS": "1", "ATTND_KERNEL": "none"}
+    with Attnd(env=env) as a:
+        assert a.get("/healthz").status == 200
+        assert [e for e in events(a) if e["level"] == "warn"] == []
