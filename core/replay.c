@@ -93,6 +93,8 @@ struct replay {
     uint64_t absent_untracked;      /* their records when memory ran out */
     uint64_t file_absent;           /* their records in the file being read */
     struct kv_dedup *dedup;         /* while the snapshot is read: its pages */
+    bool whole_pages;               /* a journal's whole-session record held
+                                       whole pages (a keyed fork, an import) */
     uint64_t journal_records;       /* records read from the journals */
     uint64_t old_format;            /* sessions read in an older encoding */
     uint64_t snapshot_bytes;        /* the size of the snapshot read */
@@ -242,6 +244,8 @@ static void apply_sess(struct sess_store *st, struct replay *rp, uint64_t lsn,
      * s cannot go meanwhile: nothing is evicted or deleted in a replay,
      * which runs before any request */
     kv_dedup_add(rp->dedup, kv);
+    if (!snapshot && kv_length(kv) >= KV_PAGE_ROWS)
+        rp->whole_pages = true;
     rp->applied++;
     if (version < PERSIST_VERSION_NO_KEY)
         rp->old_format++;
@@ -656,6 +660,27 @@ static void reverse_lru(struct sess_store *st)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* A journal's whole-session records (a keyed fork, a fork written while a
+ * snapshot was, an import) rebuilt their sessions with pages of their own:
+ * every session's whole pages are shared again where their bytes are equal,
+ * as the snapshot's are while it is read, so a fork counts its parent's
+ * pages once after a crash too. No request runs yet: no cache changes
+ * during the pass (kv_dedup_add's rule). */
+static void share_again(struct sess_store *st)
+{
+    size_t n;
+    struct sess **all = sess_hold_all(st, &n);
+    struct kv_dedup *d = all ? kv_dedup_new() : NULL;     /* out of memory: copies */
+    for (size_t i = 0; d && i < n; i++)
+        kv_dedup_add(d, all[i]->kv);
+    kv_dedup_free(d);
+    for (size_t i = 0; all && i < n; i++) {
+        pthread_mutex_lock(&all[i]->mu);
+        sess_unhold(st, all[i]);
+    }
+    free(all);
+}
+
 /* The store's sessions take their idle time from the replayed wall clock;
  * the count of sessions last used in the wall clock's future (the clock
  * went back: their idle time counts from now, and the snapshot must be
@@ -878,6 +903,8 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     if (nocopy)
         return CORE_ESTORAGE;
     sess_state_log_kept(d);
+    if (rp.whole_pages)
+        share_again(st);
     size_t future = settle_clocks(st);
     size_t expired = sess_store_sweep(st);
     struct sess_stats ss;

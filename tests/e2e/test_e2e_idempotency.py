@@ -88,3 +88,36 @@ def test_fork_and_import_retried_after_kill_answer_the_same_sessions(tmp_path):
         assert d.metric("attnd_sessions") == 4
     finally:
         d.stop()
+
+
+def test_a_keyed_fork_shares_its_parents_pages_after_kill(tmp_path):
+    """A keyed fork is journaled whole (its record has room for the key),
+    so the replay after a kill -9 rebuilt it with pages of its own: the
+    cache counted the parent's pages twice (over --max-cache-bytes for a
+    cache that fit) until the next start read them from a snapshot. It
+    shares them again, as an unkeyed fork and a snapshot's forks do."""
+    sd = str(tmp_path / "state")
+    d = _start(sd)
+    parent = d.post("/v1/sessions", {"d_k": D, "d_v": D}).json()["id"]
+    rows = [[float(i * D + j) for j in range(D)] for i in range(640)]
+    assert d.post(f"/v1/sessions/{parent}/kv", {"k": rows, "v": rows}).status == 200
+    held = d.metric("attnd_kv_cache_bytes")
+    r = d.post(f"/v1/sessions/{parent}/fork", None, headers={"Idempotency-Key": "fork-2"})
+    assert r.status == 201 and r.json()["bytes"] == 0, r
+    child = r.json()["id"]
+    assert d.metric("attnd_kv_cache_bytes") == held
+    _kill(d)
+    d = _start(sd)
+    try:
+        assert d.metric("attnd_kv_cache_bytes") == held
+        info = d.get(f"/v1/sessions/{child}").json()
+        assert info["length"] == 640 and info["bytes"] == 0, info
+        assert info["shared_bytes"] == held
+        _replayed(d.post(f"/v1/sessions/{parent}/fork", None,
+                         headers={"Idempotency-Key": "fork-2"}), child)
+        # still each its own once written: the child's append copies no
+        # page of the parent's rows it does not write
+        assert d.post(f"/v1/sessions/{child}/kv", {"k": ROWS, "v": ROWS}).status == 200
+        assert d.get(f"/v1/sessions/{parent}/kv").json()["k"] == rows
+    finally:
+        d.stop()
