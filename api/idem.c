@@ -96,11 +96,10 @@ bool api_idem_replay(struct api_call *c, const struct api_idem *k)
 }
 
 bool api_idem_created(struct api_call *c, enum core_status rc, const char *id,
-                      const struct api_idem *k, bool again)
+                      struct sess *held, const struct api_idem *k, bool again)
 {
     if (rc == CORE_OK) {
-        if (!api_sessions_reply_created(c, id))
-            api_fail_core(c, CORE_ENOTFOUND, NULL);     /* evicted in between (lru) */
+        api_sessions_reply_held(c, held, id);
     } else if (rc == CORE_ECAPACITY) {
         api_sessions_fail_full(c);
     } else if (rc != CORE_EEXIST) {

@@ -259,8 +259,11 @@ unsigned api_sessions_methods(const char *rest);
 
 /* Answer 201 with the session just created, forked or imported under id
  * (its object, and Location); false, answering nothing, when it is gone
- * already (evicted, deleted, or its record failed). (api/sessions.c) */
+ * already (evicted, deleted, expired, or its record failed). (api/sessions.c) */
 bool api_sessions_reply_created(struct api_call *c, const char *id);
+/* The same for s, the new session under id, held since it was made
+ * (released here): whatever its TTL, nothing took it in between. */
+void api_sessions_reply_held(struct api_call *c, struct sess *s, const char *id);
 
 /* 503 capacity_exhausted for a session or rows the store has no room for,
  * saying what it holds against which limit. (api/sessions.c) */
@@ -293,8 +296,9 @@ struct api_stream *api_sessions_import_open(struct api_call *c, size_t total);
  * 422 idempotency_key_reused) and return true; false: there is none (or
  * it went while this request waited for its record to be written).
  * api_idem_created: the answer to a create, fork or import that returned
- * rc with the new session's id (CORE_EEXIST: another request with the
- * key came first, and is answered for as a replay). It returns false,
+ * rc with the new session's id and the session, held (CORE_OK: it is
+ * released here; CORE_EEXIST: none, another request with the key came
+ * first, and is answered for as a replay). It returns false,
  * answering nothing, only when again is true and that first session went
  * before it could be answered for (its journal record failed, or it was
  * deleted): the key is free, and the caller makes its session again
@@ -315,7 +319,7 @@ void api_idem_more(struct api_idem *k, const void *p, size_t n);
 void api_idem_end(struct api_idem *k);
 bool api_idem_replay(struct api_call *c, const struct api_idem *k);
 bool api_idem_created(struct api_call *c, enum core_status rc, const char *id,
-                      const struct api_idem *k, bool again);
+                      struct sess *held, const struct api_idem *k, bool again);
 
 /* Whether req's route and method read base64 strings decoded as the body
  * arrived (api/early.c opens a decoder for them alone). */

@@ -143,16 +143,21 @@ static void reply_session(struct api_call *c, struct sess *s, int status)
     api_reply_json(c, status, j);
 }
 
-bool api_sessions_reply_created(struct api_call *c, const char *id)
+void api_sessions_reply_held(struct api_call *c, struct sess *s, const char *id)
 {
     char loc[sizeof route_root + SESS_ID_MAX + 1];
-    struct sess *s;
     snprintf(loc, sizeof loc, "%s/%s", route_root, id);
-    if (sess_acquire(c->ctx->store, id, &s) != CORE_OK)
-        return false;
     reply_session(c, s, 201);
     if (c->resp->status == 201)
         api_response_header(c->resp, "Location", loc);
+}
+
+bool api_sessions_reply_created(struct api_call *c, const char *id)
+{
+    struct sess *s;
+    if (sess_acquire(c->ctx->store, id, &s) != CORE_OK)
+        return false;
+    api_sessions_reply_held(c, s, id);
     return true;
 }
 
@@ -388,9 +393,10 @@ static void sessions_create(struct api_call *c)
     json_decref(body);
     if (ok) {
         enum core_status rc;
+        struct sess *made = NULL;
         for (int tries = 1;; tries++) {
-            rc = sess_create_idem(c->ctx->store, &cr.spec, keyed ? &k.k : NULL, id);
-            if (api_idem_created(c, rc, id, keyed ? &k : NULL, tries < API_IDEM_TRIES))
+            rc = sess_create_idem(c->ctx->store, &cr.spec, keyed ? &k.k : NULL, id, &made);
+            if (api_idem_created(c, rc, id, made, keyed ? &k : NULL, tries < API_IDEM_TRIES))
                 break;
         }
     }
@@ -838,12 +844,13 @@ static void fork_req(struct api_call *c, const char *id)
     struct sess *s = acquire(c, id);
     if (!s)
         return;
-    enum core_status rc = sess_fork_idem(c->ctx->store, s, keyed ? &k.k : NULL, nid);
+    struct sess *made = NULL;
+    enum core_status rc = sess_fork_idem(c->ctx->store, s, keyed ? &k.k : NULL, nid, &made);
     sess_release(c->ctx->store, s);
     /* not tried again: this fork waited for the parent, which the one
      * before it with the key held until its record was written or failed,
      * so it met that one's session linked only if it was kept */
-    api_idem_created(c, rc, nid, keyed ? &k : NULL, false);
+    api_idem_created(c, rc, nid, made, keyed ? &k : NULL, false);
 }
 
 static void get_req(struct api_call *c, const char *id)

@@ -214,6 +214,7 @@ void api_sessions_import(struct api_call *c)
         stream = &whole;
     }
     enum core_status rc = CORE_OK;
+    struct sess *made = NULL;
     if (stream->keyed) {
         api_idem_end(&stream->k);
         if (api_idem_replay(c, &stream->k))
@@ -222,14 +223,14 @@ void api_sessions_import(struct api_call *c)
             sess_import_set_idem(stream->im, &stream->k.k);
     }
     if (rc == CORE_OK) {
-        rc = sess_import_end(stream->im, id);
+        rc = sess_import_end(stream->im, id, &made);
         snprintf(why, sizeof why, "%s", sess_import_why(stream->im));
     }
     sess_import_free(whole.im);
     if (c->answered)
         return;
     if (rc == CORE_OK || rc == CORE_EEXIST)
-        api_idem_created(c, rc, id, stream->keyed ? &stream->k : NULL, false);
+        api_idem_created(c, rc, id, made, stream->keyed ? &stream->k : NULL, false);
     else if (rc == CORE_ECORRUPT)
         api_fail(c, API_ERR_INVALID_EXPORT, "", "not a whole session export: %s", why);
     else if (rc == CORE_ELIMIT)

@@ -107,7 +107,9 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
  *                      at a refusal.
  *   sess_import_end    the bytes ended: checks the end and the checksum and
  *                      links the session under a new id (into
- *                      id[SESS_ID_MAX]); sess_import's statuses.
+ *                      id[SESS_ID_MAX]); sess_import's statuses. held
+ *                      non-NULL: on CORE_OK the session is left held into
+ *                      *held (sess_release it), as sess_create_idem's.
  *   sess_import_set_idem  the new session's idempotency key (store.h;
  *                      NULL: none, as before the call), for end: the key
  *                      taken already is CORE_EEXIST there; the bytes' own
@@ -122,7 +124,7 @@ struct sess_importer *sess_import_begin(struct sess_store *st,
                                         const struct sess_import_limits *lim,
                                         size_t total);
 enum core_status sess_import_feed(struct sess_importer *im, const void *p, size_t n);
-enum core_status sess_import_end(struct sess_importer *im, char *id);
+enum core_status sess_import_end(struct sess_importer *im, char *id, struct sess **held);
 void sess_import_set_idem(struct sess_importer *im, const struct sess_idem *idem);
 const char *sess_import_why(const struct sess_importer *im);
 void sess_import_free(struct sess_importer *im);

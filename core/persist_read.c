@@ -835,7 +835,7 @@ static void finish(struct sess_importer *im)
     kv_fill_close(im->s->kv, (size_t)im->l.length);
 }
 
-enum core_status sess_import_end(struct sess_importer *im, char *id)
+enum core_status sess_import_end(struct sess_importer *im, char *id, struct sess **held)
 {
     finish(im);
     if (im->rc != CORE_OK)
@@ -849,7 +849,7 @@ enum core_status sess_import_end(struct sess_importer *im, char *id)
         say(im->why, "%s", core_status_text(im->rc));
         return im->rc;
     }
-    im->rc = sess_link_journaled(im->st, s, id);
+    im->rc = sess_link_journaled(im->st, s, id, held);
     if (im->rc == CORE_ECAPACITY)
         say(im->why, "no room for one more session now");
     else if (im->rc != CORE_OK)
@@ -885,7 +885,7 @@ enum core_status sess_import(struct sess_store *st, const void *p, size_t n,
     if (!im)
         return CORE_ENOMEM;
     sess_import_feed(im, p, n);
-    enum core_status rc = sess_import_end(im, id);
+    enum core_status rc = sess_import_end(im, id, NULL);
     say(why, "%s", im->why);
     sess_import_free(im);
     return rc;

@@ -572,19 +572,20 @@ enum core_status sess_link_named_held(struct sess_store *st, struct sess *s,
 }
 
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
-                                     char *id_out)
+                                     char *id_out, struct sess **held)
 {
-    return link_journaled(st, s, NULL, id_out, NULL);
+    return link_journaled(st, s, NULL, id_out, held);
 }
 
 enum core_status sess_create(struct sess_store *st, const struct sess_spec *spec,
                              char *id)
 {
-    return sess_create_idem(st, spec, NULL, id);
+    return sess_create_idem(st, spec, NULL, id, NULL);
 }
 
 enum core_status sess_create_idem(struct sess_store *st, const struct sess_spec *spec,
-                                  const struct sess_idem *idem, char *id)
+                                  const struct sess_idem *idem, char *id,
+                                  struct sess **held)
 {
     enum core_status rc;
     struct sess *s = sess_new_from_spec(spec, &rc);
@@ -594,7 +595,7 @@ enum core_status sess_create_idem(struct sess_store *st, const struct sess_spec 
         sess_destroy(s);
         return CORE_ENOMEM;
     }
-    return sess_link_journaled(st, s, id);
+    return sess_link_journaled(st, s, id, held);
 }
 
 /* The longest prefix and name fit an id. */
@@ -842,11 +843,12 @@ struct sess *sess_fork_unlinked(const struct sess *s, enum core_status *err)
 
 enum core_status sess_fork(struct sess_store *st, struct sess *s, char *id)
 {
-    return sess_fork_idem(st, s, NULL, id);
+    return sess_fork_idem(st, s, NULL, id, NULL);
 }
 
 enum core_status sess_fork_idem(struct sess_store *st, struct sess *s,
-                                const struct sess_idem *idem, char *id)
+                                const struct sess_idem *idem, char *id,
+                                struct sess **held)
 {
     enum core_status rc;
     struct sess *f = sess_fork_unlinked(s, &rc);
@@ -857,5 +859,5 @@ enum core_status sess_fork_idem(struct sess_store *st, struct sess *s,
         sess_destroy(f);
         return rc;
     }
-    return link_journaled(st, f, s, id, NULL);
+    return link_journaled(st, f, s, id, held);
 }

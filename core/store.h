@@ -487,11 +487,16 @@ bool sess_idem_find(struct sess_store *st, const struct sess_idem *idem, char *i
 
 /* sess_create and sess_fork with a key (NULL: none): CORE_EEXIST when a
  * live session holds the key already (sess_idem_find names it); a keyed
- * fork is journaled whole (its rows written once), as a create is. */
+ * fork is journaled whole (its rows written once), as a create is.
+ * held non-NULL: on CORE_OK the new session is left held into *held (as
+ * sess_acquire leaves it; sess_release it), so that neither its TTL nor an
+ * eviction can take it before its creator has answered for it. */
 enum core_status sess_create_idem(struct sess_store *st, const struct sess_spec *spec,
-                                  const struct sess_idem *idem, char *id);
+                                  const struct sess_idem *idem, char *id,
+                                  struct sess **held);
 enum core_status sess_fork_idem(struct sess_store *st, struct sess *s,
-                                const struct sess_idem *idem, char *id);
+                                const struct sess_idem *idem, char *id,
+                                struct sess **held);
 
 /* Export and import (moving a session between replicas): core/persist.h. */
 

@@ -121,10 +121,11 @@ enum core_status sess_link(struct sess_store *st, struct sess *s,
 /*
  * Link a new session s and journal it whole (create, fork, import) before
  * anyone learns its id; destroys s on failure. Errors as sess_link, and
- * CORE_ESTORAGE when its record could not be written.
+ * CORE_ESTORAGE when its record could not be written. held non-NULL: on
+ * CORE_OK s is left held into *held (sess_release it).
  */
 enum core_status sess_link_journaled(struct sess_store *st, struct sess *s,
-                                     char *id_out);
+                                     char *id_out, struct sess **held);
 
 /* Whether s is still in the map (store mutex taken). */
 bool sess_is_linked(struct sess_store *st, const struct sess *s);

@@ -606,6 +606,56 @@ TEST(response_size_limit)
     ctx.cfg.max_elements = old;
 }
 
+/* A clock that moves tick_s seconds at every read (0: stands still). */
+static double clock_s = 1000, tick_s;
+static double ticking(void *arg)
+{
+    (void)arg;
+    clock_s += tick_s;
+    return clock_s;
+}
+
+/* The new session of a 201: its id (size 128) and Location checked. */
+static void check_created(struct api_response *r, char *out)
+{
+    CHECK_EQ_INT(r->status, 201);
+    json_t *j = t_json(r);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    snprintf(out, 128, "%s", id ? id : "");
+    const char *loc = t_hdr(r, "Location");
+    CHECK(loc && strcmp(loc, P(out, "")) == 0);
+    json_decref(j);
+    api_response_free(r);
+}
+
+/*
+ * A create or an import (a fork too, by the same code) answers 201 with
+ * the session it made, however short its TTL: the session is held from
+ * its making to its answer, so the clock moving past its ttl_s in between
+ * (or an eviction) does not turn its 201 into a 404 session_not_found.
+ * Last: it leaves the store on this clock.
+ */
+TEST(a_short_ttl_session_is_answered_for_as_made)
+{
+    struct api_response r;
+    char a[128], b[128], x[128];
+    sess_store_set_clock(ctx.store, ticking, NULL);
+    tick_s = 1;                         /* every read: past a 0.5 s TTL */
+    req("POST", "/v1/sessions", "{\"d_k\":2,\"d_v\":2,\"ttl_s\":0.5}", &r);
+    check_created(&r, a);
+    CHECK_EQ_INT(st_of("GET", P(a, ""), NULL), 404);     /* and then it went */
+
+    tick_s = 0;
+    CHECK_EQ_INT(create("{\"d_k\":2,\"d_v\":2,\"ttl_s\":0.5}", b), 201);
+    size_t n;
+    char *bytes = t_export(&ctx, b, &n);
+    static const char *const octet[] = {"Content-Type", "application/octet-stream", NULL};
+    tick_s = 1;
+    t_call_n(&ctx, "POST", "/v1/sessions/import", octet, bytes, n, &r);
+    check_created(&r, x);
+    free(bytes);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
@@ -625,6 +675,7 @@ int main(void)
     RUN(response_size_limit);
     RUN(rolling_query_alone_after_a_page_goes);
     RUN(rolling_window_over_the_cache_is_refused);
+    RUN(a_short_ttl_session_is_answered_for_as_made);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

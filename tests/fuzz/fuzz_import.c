@@ -161,7 +161,7 @@ static enum core_status fi_import(struct sess_store *st, const unsigned char *bo
     size_t k = piece[(flags >> 5) & 3];
     for (size_t at = 0; at < n; at += k)
         sess_import_feed(im, body + at, k < n - at ? k : n - at);
-    enum core_status rc = sess_import_end(im, id);
+    enum core_status rc = sess_import_end(im, id, NULL);
     snprintf(why, SESS_WHY_MAX, "%s", sess_import_why(im));
     sess_import_free(im);
     return rc;

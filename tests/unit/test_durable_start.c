@@ -630,7 +630,7 @@ TEST(a_snapshot_with_keyed_and_unkeyed_sessions_is_kept)
     char keyed[SESS_ID_MAX], found[SESS_ID_MAX];
     struct sess_spec sp = {.shape = {.h = 1, .h_kv = 1, .d_k = 8, .d_v = 8},
                            .params = {.dtype = ATTN_F32, .scale = 0.25}};
-    CHECK(st && sess_create_idem(st, &sp, &idem, keyed) == CORE_OK);
+    CHECK(st && sess_create_idem(st, &sp, &idem, keyed, NULL) == CORE_OK);
     CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
     if (st)
         sess_store_free(st);

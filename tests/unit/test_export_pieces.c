@@ -332,7 +332,7 @@ TEST(export_bytes_count_every_part)
         .bias_v = bv, .bias_v_heads = 1, .max_tokens = 1000};
     struct sess_idem key = {.scope = "default", .key = "a-key-of-some-length"};
     char id[SESS_ID_MAX];
-    CHECK_EQ_INT(sess_create_idem(st, &sp, &key, id), CORE_OK);
+    CHECK_EQ_INT(sess_create_idem(st, &sp, &key, id, NULL), CORE_OK);
     same_in_every_piece(id, "everything on, empty");
     append(id, ATTN_F64, 70, 5);
     same_in_every_piece(id, "everything on");

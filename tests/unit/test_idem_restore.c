@@ -65,13 +65,13 @@ TEST(the_session_made_last_with_a_key_keeps_it_after_a_restart)
     CHECK(st != NULL);
     if (!st)
         return;
-    CHECK(sess_create_idem(st, &sp, &k, a) == CORE_OK);
+    CHECK(sess_create_idem(st, &sp, &k, a, NULL) == CORE_OK);
     lose_delete = true;
     CHECK(sess_create(st, &sp, x) == CORE_OK);      /* evicts A: its delete lost */
     CHECK(!lose_delete);
     CHECK(!sess_exists(st, a));
     CHECK(!sess_idem_find(st, &k, found, &same));
-    CHECK(sess_create_idem(st, &sp, &k, b) == CORE_OK);   /* evicts X */
+    CHECK(sess_create_idem(st, &sp, &k, b, NULL) == CORE_OK);   /* evicts X */
     CHECK(sess_idem_find(st, &k, found, &same) && same);
     CHECK_STR(found, b);
     sess_store_free(st);

@@ -82,7 +82,7 @@ static enum core_status import_cut(const unsigned char *p, size_t n, size_t tota
         sess_import_feed(im, p + at, k);
         at += k;
     }
-    enum core_status rc = sess_import_end(im, id);
+    enum core_status rc = sess_import_end(im, id, NULL);
     snprintf(why, SESS_WHY_MAX, "%s", sess_import_why(im));
     sess_import_free(im);
     return rc;
@@ -218,7 +218,7 @@ TEST(claimed_counted_and_given_back)
         char id[SESS_ID_MAX];
         x = sess_import_begin(st, NULL, SIZE_MAX);
         CHECK_EQ_INT(sess_import_feed(x, a, n), CORE_OK);
-        CHECK_EQ_INT(sess_import_end(x, id), CORE_OK);
+        CHECK_EQ_INT(sess_import_end(x, id, NULL), CORE_OK);
         CHECK(stats().sessions == 1);
     }
     sess_import_free(x);
