@@ -651,6 +651,21 @@ static bool read_att_options(struct api_call *c, const json_t *body,
            read_expected(c, body, &a->expected);
 }
 
+/* Checks of the held session s's length, before the score matrices that
+ * must have as many columns: expected_length, and an empty cache (L 0,
+ * nothing appended), which no attn_bias or mask could match. */
+static bool check_cache(struct api_call *c, const struct sess *s, const struct att_req *a)
+{
+    if (!check_expected(c, s, a->expected))
+        return false;
+    if (a->r.shape.L == 0) {
+        api_fail(c, API_ERR_EMPTY_MATRIX, "/k",
+                 "the session's cache is empty: send \"k\" and \"v\" first");
+        return false;
+    }
+    return true;
+}
+
 /* The arrays, read against the held session s. */
 static bool read_att_arrays(struct api_call *c, const json_t *body,
                             const struct sess *s, struct att_req *a)
@@ -670,6 +685,8 @@ static bool read_att_arrays(struct api_call *c, const json_t *body,
         api_fail(c, API_ERR_LIMIT_EXCEEDED, "/k", "the cache would be too long");
         return false;
     }
+    if (!check_cache(c, s, a))
+        return false;
     if (!api_read_score_matrix(c, member(body, "attn_bias"), "/attn_bias",
                                API_ELEM_NULLABLE, sp->params.dtype,
                                &a->r.shape, &budget, &a->attn_bias,
@@ -690,18 +707,10 @@ static struct api_extras *att_extras(struct att_req *a)
     return api_extras_compute(&a->x) || a->x.tokens ? &a->x : NULL;
 }
 
-/* Checks that need the held session's length: expected_length, an empty
- * cache, the pass's validity and the response's size. */
-static bool check_att(struct api_call *c, const struct sess *s,
-                      struct att_req *a, size_t *cap)
+/* Checks of the whole pass on the held session (check_cache came first):
+ * its validity and the response's size. */
+static bool check_att(struct api_call *c, struct att_req *a, size_t *cap)
 {
-    if (!check_expected(c, s, a->expected))
-        return false;
-    if (a->r.shape.L == 0) {
-        api_fail(c, API_ERR_EMPTY_MATRIX, "/k",
-                 "the session's cache is empty: send \"k\" and \"v\" first");
-        return false;
-    }
     enum core_status rc = api_extras_check_request(&a->r);
     if (rc != CORE_OK) {
         api_fail_core(c, rc, NULL);
@@ -729,7 +738,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
     struct sess_store *st = c->ctx->store;
     struct attn_result res;
     size_t cap;
-    if (!check_att(c, s, a, &cap)) {
+    if (!check_att(c, a, &cap)) {
         sess_release(st, s);
         return;
     }

@@ -309,6 +309,18 @@ TEST(attention_errors_leave_cache_unchanged)
     req("POST", P(sid, "/attention"), "{\"q\":[[1,0]]}", &r);
     CHECK_ERR(&r, 422, "empty_matrix", "/k");
     api_response_free(&r);
+    /* the empty cache is at fault, not the attn_bias or mask that no
+     * shape ([1][0]) could match */
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"attn_bias\":[[0]]}", &r);
+    CHECK_ERR(&r, 422, "empty_matrix", "/k");
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"mask\":[[true]]}", &r);
+    CHECK_ERR(&r, 422, "empty_matrix", "/k");
+    api_response_free(&r);
+    req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"mask\":[[true]],\"expected_length\":3}",
+        &r);
+    CHECK_ERR(&r, 409, "length_conflict", "/expected_length");
+    api_response_free(&r);
     CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1,0]],\"v\":[[1,0]]}"), 200);
     /* attn_bias must cover the cache after the append: [1][2], not [1][1] */
     req("POST", P(sid, "/attention"), "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"attn_bias\":[[0]]}", &r);
