@@ -193,10 +193,11 @@ void api_pieces_free(struct api_pieces *b);
 /*
  * Where the transport may answer a request (method, path) without the
  * compute pool: on its own thread, for a probe (GET or HEAD of /healthz,
- * /readyz, /metrics and v2's health: they read flags and counters, and a
- * liveness probe must not wait behind a busy pool), or for a POST
- * /v1/attention whose body is tiny (stateless: its work is bounded by its
- * body; the transport sets the bound). Anything else goes to the pool.
+ * /readyz, /metrics, v2's health and its model's readiness: they read flags
+ * and counters, and a liveness probe must not wait behind a busy pool), or
+ * for a POST /v1/attention whose body is tiny (stateless: its work is
+ * bounded by its body; the transport sets the bound). Anything else goes to
+ * the pool.
  */
 enum api_place { API_PLACE_POOL, API_PLACE_PROBE, API_PLACE_INLINE };
 enum api_place api_route_place(const char *method, const char *path);

@@ -45,8 +45,13 @@ static const struct api_route api_routes[] = {
 };
 #undef POOL
 
-/* OIP v2's probes (routed by its subtree, api/v2/v2.c). */
-static const char *const v2_probes[] = {"/v2/health/live", "/v2/health/ready"};
+/* OIP v2's probes (routed by its subtree, api/v2/v2.c): its health and
+ * the model's readiness, which read the drain flag alone. On the pool, a
+ * model readiness check begun while draining was refused 503 in the
+ * error shape instead of its {"name":"attention","ready":false}. */
+static const char *const v2_probes[] = {"/v2/health/live", "/v2/health/ready",
+                                        "/v2/models/attention/ready",
+                                        "/v2/models/attention/versions/1/ready"};
 
 const char *const api_open_paths[] = {
     "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", NULL,

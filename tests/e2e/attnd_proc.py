@@ -284,6 +284,21 @@ class Attnd:
     def wait(self, timeout=15):
         return self.proc.wait(timeout=timeout)
 
+    def drain_held_open(self, request):
+        """SIGTERM while `request` (raw bytes, its body unfinished) is in
+        flight on a connection of its own, which holds the drain open;
+        returns that connection's socket once attnd logs that it drains."""
+        s = connect(self.port, timeout=30)
+        s.sendall(request)
+        while self.metric("attnd_requests_in_flight") < 2:  # the upload and this scrape
+            time.sleep(0.02)
+        self.signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        while "draining (SIGTERM)" not in self.logs():
+            assert time.time() < deadline, self.logs()
+            time.sleep(0.02)
+        return s
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

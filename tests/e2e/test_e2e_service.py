@@ -531,16 +531,9 @@ def test_requests_begun_while_draining_are_503_whatever_their_size():
             c.request("GET", "/healthz")                   # kept alive
             assert c.getresponse().read()
             conns.append(c)
-        s = connect(a.port, timeout=30)                   # holds the drain open
-        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                  b"\r\nContent-Length: %d\r\n\r\n" % len(tiny) + tiny[:-5])
-        while a.metric("attnd_requests_in_flight") < 2:     # the upload and this scrape
-            time.sleep(0.02)
-        a.signal(signal.SIGTERM)
-        deadline = time.time() + 10
-        while "draining (SIGTERM)" not in a.logs():
-            assert time.time() < deadline, a.logs()
-            time.sleep(0.02)
+        s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                              % len(tiny) + tiny[:-5])
         for c, body in zip(conns, (tiny, larger)):
             c.request("POST", "/v1/attention", body=body,
                       headers={"Content-Type": "application/json"})

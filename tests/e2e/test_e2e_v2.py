@@ -84,6 +84,33 @@ def test_health(attnd):
     assert attnd.get("/v2/models/attention/versions/1/ready").status == 200
 
 
+def test_readiness_while_draining_answers_its_documented_body():
+    """While attnd drains, a readiness check on a connection opened before
+    answers 503 with the body the OpenAPI document gives it ({"ready":false},
+    {"name":"attention","ready":false}), as /v2/health/ready always did; the
+    model's was refused as a request begun while draining, in the error
+    shape ({"error":"the server is draining [draining]"})."""
+    from attnd_proc import http_connection
+    paths = {"/v2/health/ready": {"ready": False},
+             "/v2/models/attention/ready": {"name": "attention", "ready": False},
+             "/v2/models/attention/versions/1/ready": {"name": "attention", "ready": False}}
+    with Attnd("--drain-timeout", "20") as a:
+        conns = {}
+        for p in paths:
+            c = http_connection(a.port, timeout=10)
+            c.request("GET", "/v2/health/live")         # kept alive
+            assert c.getresponse().read()
+            conns[p] = c
+        s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Length: 100\r\n\r\n{\"q\":")
+        for p, want in paths.items():
+            conns[p].request("GET", p)
+            r = conns[p].getresponse()
+            assert (r.status, json.loads(r.read())) == (503, want), p
+        s.close()
+        assert a.wait(timeout=20) == 0
+
+
 def test_model_metadata(attnd):
     r = attnd.get("/v2/models/attention")
     assert r.status == 200
