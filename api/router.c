@@ -46,9 +46,9 @@ static const struct api_route api_routes[] = {
 #undef POOL
 
 /* OIP v2's probes (routed by its subtree, api/v2/v2.c): its health and
- * the model's readiness, which read the drain flag alone. On the pool, a
- * model readiness check begun while draining was refused 503 in the
- * error shape instead of its {"name":"attention","ready":false}. */
+ * the model's readiness, which read the drain flag alone, and so answer
+ * their own bodies while draining, where a request on the pool would be
+ * refused 503 in the error shape. */
 static const char *const v2_probes[] = {"/v2/health/live", "/v2/health/ready",
                                         "/v2/models/attention/ready",
                                         "/v2/models/attention/versions/1/ready"};

@@ -128,8 +128,8 @@ static void v2_health(struct api_call *c, bool ready)
         api_reply_json(c, 200, json_pack("{s:b}", "live", 1));
         return;
     }
-    api_reply_json(c, api_draining(c) ? 503 : 200,
-                   json_pack("{s:b}", "ready", !api_draining(c)));
+    bool draining = api_draining(c);        /* once: status and body agree */
+    api_reply_json(c, draining ? 503 : 200, json_pack("{s:b}", "ready", !draining));
 }
 
 /* {"name","datatype","shape":[-1 x rank]} */
@@ -195,9 +195,9 @@ static void v2_model_meta(struct api_call *c)
 
 static void v2_model_ready(struct api_call *c)
 {
-    api_reply_json(c, api_draining(c) ? 503 : 200,
-                   json_pack("{s:s, s:b}", "name", V2_MODEL, "ready",
-                             !api_draining(c)));
+    bool draining = api_draining(c);        /* once: status and body agree */
+    api_reply_json(c, draining ? 503 : 200,
+                   json_pack("{s:s, s:b}", "name", V2_MODEL, "ready", !draining));
 }
 
 /* ---- routing ------------------------------------------------------------- */
