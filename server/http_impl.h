@@ -117,7 +117,10 @@ struct req {
     size_t n_hdr;
     struct srv_job job;             /* on the pool (server/sched.c) */
     struct attn_stop stop;          /* deadline and cancel of its computation */
-    atomic_bool gone;               /* the client hung up while it was working */
+    atomic_bool gone;               /* the client hung up while it was working,
+                                       or the drain stopped it (by_drain) */
+    atomic_bool by_drain;           /* gone set by srv_http_cut or
+                                       srv_http_cancel, not by its client */
     bool timed_out;                 /* answered 503 deadline_exceeded */
     struct watch *watch;            /* notices the hang-up, or NULL */
     int fd;                         /* the connection's socket */

@@ -184,6 +184,7 @@ static bool cut_on_pool(struct req *r)
         await_answer(h, r);
     pthread_mutex_unlock(&h->mu);
     if (cut) {
+        atomic_store(&r->by_drain, true);
         atomic_store(&r->gone, true);
         h->n_cut++;
         MHD_resume_connection(r->conn);
@@ -234,8 +235,8 @@ static void work_resume(struct req *r)
     /* counted before the answer leaves, so a client that reads /metrics
      * after its answer finds it counted */
     srv_metrics_count(h->metrics, SRV_EV_POOL_OUT, NULL);
-    if (atomic_load(&r->gone))
-        srv_metrics_count(h->metrics, SRV_EV_CANCELLED, NULL);
+    if (atomic_load(&r->gone) && !atomic_load(&r->by_drain))
+        srv_metrics_count(h->metrics, SRV_EV_CANCELLED, NULL);  /* a hang-up */
     else if (r->timed_out)
         srv_metrics_count(h->metrics, SRV_EV_DEADLINE, NULL);
     /* Released before the answer leaves, so that the client's next request
@@ -357,8 +358,10 @@ size_t srv_http_cut(struct srv_http *h, size_t *left)
 
 void srv_http_cancel(struct srv_http *h)
 {
-    for (struct req *r = h->on_pool; r; r = r->pool_next)
+    for (struct req *r = h->on_pool; r; r = r->pool_next) {
+        atomic_store(&r->by_drain, true);
         atomic_store(&r->gone, true);
+    }
 }
 
 size_t srv_http_owed(const struct srv_http *h)
