@@ -886,15 +886,20 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     bool dropping = r->dropping;        /* left in_flight already */
+    bool overdue = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ||
+                   srv_readguard_was_shut(h->rg, r->rg);
     srv_readguard_answered(h->rg, r->rg, srv_readguard_now());
     uint64_t ns = uv_hrtime() - r->t0;
     /* under mu: a pool thread may be moving r->state to REQ_READY */
     pthread_mutex_lock(&h->mu);
     bool answered = r->state == REQ_ANSWERED;
     pthread_mutex_unlock(&h->mu);
-    int status = answered ? r->status : 499;  /* 499: client went away */
+    /* not answered, or its answer cut short: 408 when attnd closed it
+     * for a read deadline or idleness (as nginx logs a body timeout),
+     * else 499, the client went away */
+    int status = answered ? r->status : overdue ? 408 : 499;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)
-        status = 499;
+        status = overdue ? 408 : 499;
     const char *key = r->keyed ? r->key_name : NULL;
     if (!r->route)                      /* gone before the answer: the route asked for */
         r->route = api_route_of(h->ctx, r->url);

@@ -168,3 +168,13 @@ size_t srv_readguard_sweep(struct srv_readguard *g, double now)
     pthread_mutex_unlock(&g->mu);
     return shut;
 }
+
+bool srv_readguard_was_shut(struct srv_readguard *g, const struct srv_rg_conn *c)
+{
+    if (!g || !c)
+        return false;
+    pthread_mutex_lock(&g->mu);
+    bool shut = c->shut;
+    pthread_mutex_unlock(&g->mu);
+    return shut;
+}

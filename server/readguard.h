@@ -42,4 +42,7 @@ void srv_readguard_answered(struct srv_readguard *g, struct srv_rg_conn *c, doub
  * many were shut. */
 size_t srv_readguard_sweep(struct srv_readguard *g, double now);
 
+/* Whether a sweep shut c's socket (c may be NULL: false). */
+bool srv_readguard_was_shut(struct srv_readguard *g, const struct srv_rg_conn *c);
+
 #endif

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from attnd_proc import Attnd, connect, http_connection
+from attnd_proc import Attnd, connect, events, http_connection
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import load_driver  # noqa: E402
@@ -181,3 +181,11 @@ def test_slow_clients_are_closed_at_their_read_deadlines():
         assert slow_body[0] is not None and 0.5 < slow_body[0] < 6, slow_body
         assert "slow connection" in d.logs()
         assert d.get("/healthz").status == 200
+        # attnd closed the slow body, its client did not go: 408, not 499
+        posts = [(e.get("status"), e.get("route")) for e in events(d)
+                 if e.get("msg") == "request" and e.get("method") == "POST"]
+        # (the piecewise sender closes after its status line: over TLS that
+        # may be before the whole answer went, a 499 of its own)
+        assert posts.count((408, "/v1/attention")) == 1, posts
+        assert 'attnd_requests_total{route="/v1/attention",code="408"} 1' in \
+            d.get("/metrics").body.decode(), posts
