@@ -8,6 +8,7 @@
  */
 #include "api/v2/v2_impl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -80,9 +81,14 @@ static bool split_body(struct api_call *c, struct v2_infer *x)
         char *end;
         unsigned long long v;
 
+        while (*hl == ' ' || *hl == '\t')     /* the field's optional whitespace */
+            hl++;
         errno = 0;
         v = strtoull(hl, &end, 10);
-        if (errno || end == hl || *end != '\0' || hl[0] == '-' ||
+        while (*end == ' ' || *end == '\t')
+            end++;
+        /* then 1*DIGIT, as Content-Length: strtoull alone takes "+5" */
+        if (errno || !isdigit((unsigned char)hl[0]) || *end != '\0' ||
             v > r->body_len || v == 0) {
             api_fail(c, API_ERR_INVALID_FIELD, NULL, "%s must be a length between "
                      "1 and the body's %zu bytes", V2_HDR_LEN, r->body_len);

@@ -359,6 +359,8 @@ def test_binary_errors(attnd):
     v2_error(attnd.post(INFER, body + b"\0", headers=hdrs), 400)             # unclaimed byte
     v2_error(attnd.post(INFER, body, headers=dict(hdrs, **{HDR: str(len(body) + 1)})), 400)
     v2_error(attnd.post(INFER, body, headers=dict(hdrs, **{HDR: "12x"})), 400)
+    v2_error(attnd.post(INFER, body, headers=dict(hdrs, **{HDR: "+" + str(n)})), 400)  # 1*DIGIT
+    assert attnd.post(INFER, body, headers=dict(hdrs, **{HDR: " %d " % n})).status == 200  # OWS
     nan = struct.pack("<8d", float("nan"), *flat(Q)[1:])
     v2_error(attnd.post(INFER, binary_request(header, [nan])[0], headers=hdrs), 400)
     header["inputs"][0]["parameters"]["binary_data_size"] = 60            # not 8 * 8
