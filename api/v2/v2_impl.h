@@ -75,6 +75,9 @@ struct v2_tensor {
                                        binary input read in place): not freed,
                                        never written */
     enum api_half half;             /* NONE, or data holds 2-byte values */
+    bool wide;                      /* data holds doubles whatever the request's
+                                       dtype (sink_logits beside float32 q: an
+                                       option, as /v1's sink_logit) */
 };
 
 struct v2_infer {

@@ -4,7 +4,8 @@
  * scalars, so /v1's objects are spelt flat: softcap, window_left,
  * window_right, window_sinks, rope_base, rope_pairs, rope_dims,
  * rope_scaling (the type) and rope_<parameter>; arrays travel as inputs:
- * sink_logits [h] (FP64, FP32, FP16 or BF16, read as the biases are),
+ * sink_logits [h] (FP64, FP32, FP16 or BF16, kept as doubles as /v1's
+ * sink_logit is, rounded only to an FP16/BF16 request's format),
  * positions_q / segments_q [n] or [B,n] and
  * positions_k / segments_k [L] or [B,L] (INT32/INT64); and a sequence's
  * kv_dtype. Values are checked as /v1 checks them, with errors at the
@@ -79,8 +80,8 @@ static bool read_sinks(struct api_call *c, struct v2_infer *x, size_t h)
         return false;
     }
     for (i = 0; i < h; i++)
-        x->sinks[i] = x->dt == ATTN_F32 ? (double)((const float *)t->data)[i]
-                                        : ((const double *)t->data)[i];
+        x->sinks[i] = x->dt == ATTN_F32 && !t->wide ? (double)((const float *)t->data)[i]
+                                                    : ((const double *)t->data)[i];
     x->p.sink_logits = x->sinks;
     x->p.sink_logit = x->sinks[0];
     return true;

@@ -372,6 +372,13 @@ static bool borrow_binary(struct api_call *c, struct v2_tensor *t, enum v2_wire 
     return ok;
 }
 
+/* The dtype of t's elements (when not 2-byte): the request's, or float64
+ * for a wide input. */
+static enum attn_dtype elem_dtype(const struct v2_infer *x, const struct v2_tensor *t)
+{
+    return t->wide ? ATTN_F64 : x->dt;
+}
+
 /* The raw little-endian bytes of input t (binary_data_size bsize), taken
  * from the binary part after the earlier inputs' bytes: copied into
  * t->data, or read in place when borrow (can_borrow said so; t->data is
@@ -408,7 +415,7 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
     }
     api_pointer_key(path, sizeof path, prefix, "data");
     if (borrow ? !borrow_binary(c, t, w, x->dt, x->bin + x->bin_used, path)
-               : !fill_binary(c, t, w, x->dt, nullable, x->bin + x->bin_used, path))
+               : !fill_binary(c, t, w, elem_dtype(x, t), nullable, x->bin + x->bin_used, path))
         return false;
     x->bin_used += need;
     return true;
@@ -421,7 +428,7 @@ static bool read_json_data(struct api_call *c, struct v2_infer *x,
                            bool is_int)
 {
     char path[API_PATH_MAX];
-    struct v2_fill f = {c, t, x->dt, is_bool, nullable, is_int, 0, false};
+    struct v2_fill f = {c, t, elem_dtype(x, t), is_bool, nullable, is_int, 0, false};
     const json_t *data = member(in, "data");
 
     api_pointer_key(path, sizeof path, prefix, "data");
@@ -480,7 +487,11 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     if (slot <= V2_V && !x->seq && ((w == W_FP16 && c->half == API_HALF_F16) ||
                          (w == W_BF16 && c->half == API_HALF_BF16)))
         t->half = c->half;
-    esz = t->half ? 2 : is_bool ? 1 : is_int ? sizeof(int64_t) : attn_dtype_size(x->dt);
+    /* sink logits are options: kept as doubles but in a half request,
+     * which rounds them to its format (in a float, as other inputs) */
+    t->wide = slot == V2_SINKS && !c->half;
+    esz = t->half ? 2 : is_bool ? 1 : is_int ? sizeof(int64_t)
+                                    : attn_dtype_size(elem_dtype(x, t));
     if (bsize >= 0 && can_borrow(c, x, slot, t, w, x->bin ? x->bin + x->bin_used : NULL))
         return read_binary_data(c, x, in, prefix, t, w, bsize, nullable, true);
     if (!core_mul(t->count, esz, &bytes) || !(t->data = api_spare_alloc(bytes, NULL))) {

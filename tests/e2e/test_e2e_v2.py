@@ -233,6 +233,47 @@ def test_fp32(attnd):
     assert outs["output"]["data"] == pytest.approx(flat(O), rel=1e-5, abs=1e-6)
 
 
+def test_fp32_sink_logits_input_is_not_rounded_to_float32(attnd):
+    """sink_logits are options, kept as doubles beside FP32 q (only an
+    FP16/BF16 request rounds them): the input, the sink_logit parameter and
+    /v1's sink_logit give the same bits, in JSON and binary alike."""
+    q = [[0.5, -1.25, 0.75, 1.0], [1.5, 0.25, -0.5, 0.125]]
+    k = [[1.0, 0.5, -0.25, 0.0], [-0.75, 1.25, 0.5, 1.0], [0.25, -1.0, 1.5, -0.5]]
+    v = [[1.0, -0.5], [0.25, 0.75], [-1.25, 0.5]]
+    sink = 1.1                                  # its float32 gives other bits
+    sink32 = struct.unpack("<f", struct.pack("<f", sink))[0]
+    names = ["weights", "output", "lse"]
+
+    def v1(s):
+        r = attnd.post("/v1/attention", {"q": q, "k": k, "v": v, "dtype": "float32",
+                                         "softmax": "sink", "sink_logit": s, "return": names})
+        assert r.status == 200, r
+        return [flat(r.json()[n]) for n in names]
+
+    want = v1([sink])
+    assert want != v1([sink32])                 # the case tells the two apart
+    qkv = [tensor("q", [2, 4], flat(q), "FP32"), tensor("k", [3, 4], flat(k), "FP32"),
+           tensor("v", [3, 2], flat(v), "FP32")]
+    outs = [{"name": n} for n in names]
+
+    def v2(params, extra):
+        r = attnd.post(INFER, {"parameters": dict(params, softmax="sink"),
+                               "inputs": qkv + extra, "outputs": outs})
+        assert r.status == 200, r
+        return [outputs(r.json())[n]["data"] for n in names]
+
+    assert v2({"sink_logit": sink}, []) == want
+    assert v2({}, [tensor("sink_logits", [1], [sink])]) == want
+    blob = struct.pack("<d", sink)
+    header = {"parameters": {"softmax": "sink"}, "outputs": outs,
+              "inputs": qkv + [{"name": "sink_logits", "shape": [1], "datatype": "FP64",
+                                "parameters": {"binary_data_size": len(blob)}}]}
+    body, n = binary_request(header, [blob])
+    r = attnd.post(INFER, body, headers={HDR: str(n)})
+    assert r.status == 200, r
+    assert [outputs(r.json())[n]["data"] for n in names] == want
+
+
 # ---- binary tensor data ------------------------------------------------------
 
 def binary_request(header, blobs):
