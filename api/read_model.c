@@ -674,7 +674,8 @@ static bool read_rope(struct api_call *c, const struct rope_spelling *rs,
     }
     if (p->rope_scaling.type == ATTN_ROPE_SCALING_NTK && dims == 2) {
         api_fail(c, API_ERR_INVALID_FIELD, dims_given
-                 ? spelt(pb, rs->path, rs->prefix, "dims") : rs->scaling_path,
+                 ? spelt(pb, rs->path, rs->prefix, "dims")
+                 : rs->nested ? rs->scaling_path : sub(pb, rs->path, rs->type_key),
                  "\"ntk\" scaling needs more than 2 rotated dims "
                  "(base' = base * factor^(r/(r-2)))");
         return false;

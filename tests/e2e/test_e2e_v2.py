@@ -205,6 +205,20 @@ def test_parameters_equal_v1(attnd, params, v1opts):
     assert [x is None for x in outs["scores"]["data"]] == [x is None for x in flat(ref["scores"])]
 
 
+def test_ntk_on_two_rotated_dims_names_rope_scaling(attnd):
+    """"ntk" over 2 rotated dims (d_k 2, no rope_dims) is refused at the
+    parameter that asked for it, as /v1 names /rope/scaling."""
+    q, k, v = [[1.0, 0.5]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [2.0]]
+    r = attnd.post("/v1/attention", {"q": q, "k": k, "v": v, "rope": {
+        "base": 10000, "scaling": {"type": "ntk", "factor": 2}}})
+    assert r.status == 422 and r.json()["error"]["path"] == "/rope/scaling", r
+    err = v2_error(attnd.post(INFER, {
+        "parameters": {"rope_base": 10000, "rope_scaling": "ntk", "rope_factor": 2},
+        "inputs": [tensor("q", [1, 2], flat(q)), tensor("k", [2, 2], flat(k)),
+                   tensor("v", [2, 1], flat(v))]}), 400)
+    assert err.endswith("[invalid_field at /parameters/rope_scaling]"), err
+
+
 def test_attn_bias_mask_and_empty_rows(attnd):
     body = {"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
                        tensor("v", [3, 2], flat(V)),
