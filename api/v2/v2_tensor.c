@@ -24,6 +24,21 @@
 
 enum v2_wire { W_FP32, W_FP64, W_BOOL, W_FP16, W_BF16, W_INT32, W_INT64 };
 
+/* The wire form of each datatype name. */
+static const struct {
+    const char *name;
+    enum v2_wire w;
+} v2_wires[] = {{"FP32", W_FP32}, {"FP64", W_FP64}, {"FP16", W_FP16}, {"BF16", W_BF16},
+                {"BOOL", W_BOOL}, {"INT32", W_INT32}, {"INT64", W_INT64}};
+
+static const char *v2_wire_name(enum v2_wire w)
+{
+    for (size_t i = 0; i < sizeof v2_wires / sizeof v2_wires[0]; i++)
+        if (v2_wires[i].w == w)
+            return v2_wires[i].name;
+    return "?";
+}
+
 static size_t wire_size(enum v2_wire w)
 {
     return w == W_FP64 || w == W_INT64 ? 8 : w == W_FP32 || w == W_INT32 ? 4
@@ -70,7 +85,30 @@ struct v2_fill {
     bool is_bool, nullable, is_int;
     size_t pos;
     bool tie;                       /* a half number sat on a midpoint */
+    enum v2_wire wire;              /* the input's declared datatype */
 };
+
+/* x, a JSON number of an input declared w, as a number of w (as its
+ * binary bytes would be): INT32 within its range; FP32, FP16 or BF16
+ * rounded to it where the request keeps another type (q FP64 beside an
+ * FP32 k; the request's own half type is rounded as the text says, by
+ * store_real). False: x is outside w's range. */
+static bool json_as_wire(const struct v2_fill *f, double *x)
+{
+    enum v2_wire w = f->wire;
+    enum api_half own = w == W_FP16 ? API_HALF_F16 : w == W_BF16 ? API_HALF_BF16 : API_HALF_NONE;
+    if (w == W_FP32 && (f->dt == ATTN_F64 || f->c->half)) {
+        float r = (float)*x;
+        *x = r;
+        return isfinite(r);
+    }
+    if (own && own != f->c->half) {
+        uint16_t h = own == API_HALF_F16 ? half_f16_from_f64(*x) : half_bf16_from_f64(*x);
+        *x = own == API_HALF_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h);
+        return isfinite(*x);
+    }
+    return true;
+}
 
 /* Flatten nested `data` (row-major) into the tensor. */
 static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
@@ -110,7 +148,13 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
                      "integers");
             return false;
         }
-        ((int64_t *)f->t->data)[f->pos++] = (int64_t)json_integer_value(v);
+        json_int_t n = json_integer_value(v);
+        if (f->wire == W_INT32 && (n < INT32_MIN || n > INT32_MAX)) {
+            api_fail(f->c, API_ERR_INVALID_FIELD, path, "%" JSON_INTEGER_FORMAT " is out "
+                     "of INT32's range (use INT64)", n);
+            return false;
+        }
+        ((int64_t *)f->t->data)[f->pos++] = (int64_t)n;
         return true;
     }
     if (json_is_null(v) && f->nullable) {
@@ -122,8 +166,13 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
                  f->nullable ? " or null" : "");
         return false;
     }
-    if (!store_real(f->t, f->dt, f->pos, json_number_value(v), false, f->c->half,
-                    &f->tie)) {
+    double x = json_number_value(v);
+    if (!json_as_wire(f, &x)) {
+        api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
+                 v2_wire_name(f->wire));
+        return false;
+    }
+    if (!store_real(f->t, f->dt, f->pos, x, false, f->c->half, &f->tie)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
                  api_dtype_name(f->dt, f->c->half));
         return false;
@@ -285,12 +334,6 @@ const struct v2_input_spec api_v2_inputs[V2_NSLOT] = {
     [V2_SK] = {{"INT64", "INT32", NULL}, 1, 2},
 };
 
-/* The wire form of each datatype name. */
-static const struct {
-    const char *name;
-    enum v2_wire w;
-} v2_wires[] = {{"FP32", W_FP32}, {"FP64", W_FP64}, {"FP16", W_FP16}, {"BF16", W_BF16},
-                {"BOOL", W_BOOL}, {"INT32", W_INT32}, {"INT64", W_INT64}};
 
 /* The datatype of an input in slot: one of api_v2_inputs[slot]. */
 static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
@@ -425,10 +468,10 @@ static bool read_binary_data(struct api_call *c, struct v2_infer *x,
 static bool read_json_data(struct api_call *c, struct v2_infer *x,
                            const json_t *in, const char *prefix,
                            struct v2_tensor *t, bool is_bool, bool nullable,
-                           bool is_int)
+                           bool is_int, enum v2_wire w)
 {
     char path[API_PATH_MAX];
-    struct v2_fill f = {c, t, elem_dtype(x, t), is_bool, nullable, is_int, 0, false};
+    struct v2_fill f = {c, t, elem_dtype(x, t), is_bool, nullable, is_int, 0, false, w};
     const json_t *data = member(in, "data");
 
     api_pointer_key(path, sizeof path, prefix, "data");
@@ -500,7 +543,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     }
     if (bsize >= 0)
         return read_binary_data(c, x, in, prefix, t, w, bsize, nullable, false);
-    return read_json_data(c, x, in, prefix, t, is_bool, nullable, is_int);
+    return read_json_data(c, x, in, prefix, t, is_bool, nullable, is_int, w);
 }
 
 static int slot_of(const char *name)

@@ -729,3 +729,46 @@ def test_mask_and_bias_broadcast_like_v1(attnd, shape):
         r1 = attnd.post("/v1/attention", {"q": q, "k": k, "v": v, name: spelled(vals)})
         assert r1.status == 200, r1
         assert outputs(r2.json())["output"]["data"] == flat(r1.json()["output"]), (name, shape)
+
+
+
+def test_json_data_is_read_as_its_declared_datatype(attnd):
+    """JSON data holds numbers of the input's declared datatype, as its
+    binary bytes would: an FP32 or FP16 k beside FP64 q is that type's
+    number (the same answer as its bytes), a value past the type's range is
+    400, and so is an INT32 past 32 bits."""
+    q, kf, v = [0.3, -1.1], [1.1, 0.7, -0.3, 2.2], [1.0, 2.0]
+    outs = [{"name": "output"}]
+
+    def infer(k_dtype, k_data=kf, extra=(), params=None):
+        body = {"inputs": [tensor("q", [1, 2], q), tensor("k", [2, 2], k_data, k_dtype),
+                           tensor("v", [2, 1], v), *extra], "outputs": outs}
+        if params:
+            body["parameters"] = params
+        return attnd.post(INFER, body)
+
+    def out(r):
+        assert r.status == 200, r
+        return outputs(r.json())["output"]["data"]
+
+    for dt, fmt in (("FP32", "<4f"), ("FP16", "<4e")):
+        kb = struct.pack(fmt, *kf)
+        header = {"inputs": [tensor("q", [1, 2], q),
+                             {"name": "k", "shape": [2, 2], "datatype": dt,
+                              "parameters": {"binary_data_size": len(kb)}},
+                             tensor("v", [2, 1], v)], "outputs": outs}
+        body, n = binary_request(header, [kb])
+        binary = out(attnd.post(INFER, body, headers={
+            "Content-Type": "application/octet-stream", HDR: str(n)}))
+        as_type = list(struct.unpack(fmt, kb))          # kf as numbers of dt
+        assert as_type != kf
+        assert out(infer(dt)) == binary == out(infer("FP64", as_type)), dt
+    msg = v2_error(infer("FP32", [1e300, 0, 0, 0]), 400)
+    assert "FP32" in msg and "/inputs/1/data/0" in msg, msg
+    msg = v2_error(infer("FP16", [70000.0, 0, 0, 0]), 400)
+    assert "FP16" in msg and "/inputs/1/data/0" in msg, msg
+    pos = tensor("positions_k", [2], [0, 2 ** 31], "INT32")
+    msg = v2_error(infer("FP64", kf, [pos], {"rope_base": 10000.0}), 400)
+    assert "INT32" in msg and "/inputs/3/data/1" in msg, msg
+    pos = tensor("positions_k", [2], [0, 2 ** 31], "INT64")
+    assert infer("FP64", kf, [pos], {"rope_base": 10000.0}).status == 200
