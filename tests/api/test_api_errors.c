@@ -138,6 +138,13 @@ static const struct err_case cases[] = {
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape"},
     {"{\"q\":{\"shape\":[1,-1],\"dtype\":\"float64\",\"data\":\"\"},"
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape/1"},
+    /* a size, but past any request (2^63; and 1e30): too large, not "not a size" */
+    {"{\"q\":{\"shape\":[1,9223372036854775808],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "limit_exceeded", "/q/shape/1"},
+    {"{\"q\":{\"shape\":[1e30,1],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "limit_exceeded", "/q/shape/0"},
+    {"{\"q\":{\"shape\":[1,1.5],\"dtype\":\"float64\",\"data\":\"\"},"
+     "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/shape/1"},
     {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":5},"
      "\"k\":[[1]],\"v\":[[1]]}", 422, "invalid_field", "/q/data"},
     {"{\"q\":{\"shape\":[1,1],\"dtype\":\"float64\",\"data\":\"\",\"x\":1},"
