@@ -168,9 +168,12 @@
     });
   }
 
+  /* Unmarks the cells that hold a number: a mark of attnd's error path
+   * goes, also on a cell of the named row the learner never typed in; a
+   * cell that holds no number keeps its own mark. */
   function clearInvalid() {
     Array.prototype.forEach.call(document.querySelectorAll('.grid input[aria-invalid]'),
-      function (el) { if (!isNaN(Number(el.dataset.good))) el.removeAttribute('aria-invalid'); });
+      function (el) { if (!isNaN(parseCell(el.value))) el.removeAttribute('aria-invalid'); });
   }
 
   /* ---- editable grids ------------------------------------------------ */
@@ -212,7 +215,6 @@
           : name + ' row ' + (r + 1) + ' column ' + (c + 1));
         inp.addEventListener('input', function () {
           var val = parseCell(inp.value);
-          inp.dataset.good = String(val);
           if (isNaN(val)) inp.setAttribute('aria-invalid', 'true');
           else inp.removeAttribute('aria-invalid');
           if (isVec) data[c] = val; else data[r][c] = val;

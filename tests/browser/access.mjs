@@ -3,7 +3,9 @@
 //
 //   node access.mjs --page URL --api URL
 //
-// An invalid cell does not leave the results aria-busy; every heat-map
+// An invalid cell does not leave the results aria-busy; a row attnd's
+// error path marked is unmarked, every cell of it, once attnd takes the
+// inputs; every heat-map
 // colour keeps its text at 4.5:1 (the whole ramp, and a weight of 0.80 on
 // the page); the focus ring is 3:1 against the panels and the page; with
 // 10 queries × 60 tokens the status stays short and the scrolling maps are
@@ -69,6 +71,22 @@ await step('an invalid cell shows its message without leaving the results aria-b
     assert(busy.join() === 'false,0', `"${bad}": aria-busy ${busy[0]}, data-busy ${busy[1]}`);
   }
   await andWait(() => page.fill(cell, '0'));
+});
+
+await step('a row attnd names in an error is unmarked once attnd takes the inputs', async () => {
+  /* q = (1e308, 0) with b_K: the score overflows, attnd answers at /q/0, the
+   * whole row is marked, its second cell never typed in */
+  const invalid = () => page.$$eval('#controls [aria-invalid="true"]', (es) => es.map((e) => e.getAttribute('aria-label')));
+  const first = '#grid-q input[data-r="0"][data-c="0"]';
+  await andWait(() => page.check('#use-bk'));
+  await andWait(() => page.fill(first, '1e308'));
+  const marked = await invalid();
+  assert(marked.join() === 'Q row 1 column 1,Q row 1 column 2', `marked after the overflow: ${marked}`);
+  await andWait(() => page.fill(first, '1'));
+  assert(/^Updated/.test(await page.textContent('#status')), 'attnd did not take q = (1, 0)');
+  const left = await invalid();
+  assert(left.length === 0, `still marked after attnd took the inputs: ${left}`);
+  await andWait(() => page.uncheck('#use-bk'));
 });
 
 await step('every heat-map colour keeps its text at 4.5:1 (weights 0..1, scores of both signs)', async () => {
