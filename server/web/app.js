@@ -574,7 +574,8 @@
   function optionsNow() {
     return {
       bq: $('use-bq').checked, bk: $('use-bk').checked, bv: $('use-bv').checked,
-      sm: softmaxChoice(), rope: $('use-rope').checked, n: state.q.length
+      sm: softmaxChoice(), rope: $('use-rope').checked, n: state.q.length,
+      causal: $('causal').value !== 'none'
     };
   }
 
@@ -653,7 +654,10 @@
   }
 
   /* The seed's table: the four bias cases under the chosen softmax, with
-   * the case the toggles select marked. */
+   * the case the toggles select marked. /v1/verify takes no causal mask
+   * and the table leaves RoPE out: under either the maps above hold other
+   * weights, so the caption names what the table is without and the
+   * marked row is not called the one shown above. */
   var CASES = { no_bias: 'no bias', q_bias: 'Q bias only', k_bias: 'K bias only', both: 'Q and K bias' };
 
   function renderCases(v, o) {
@@ -665,8 +669,10 @@
       return;
     }
     var now = o.bq && o.bk ? 'both' : o.bq ? 'q_bias' : o.bk ? 'k_bias' : 'no_bias';
+    var without = (o.rope ? ', without RoPE' : '') + (o.causal ? ', without the causal mask' : '');
+    var mark = without ? ' (the biases chosen above)' : ' (shown above)';
     var tbody = newTable('cases', 'The four bias cases (' + o.sm + ' softmax, query row q1' +
-      (o.rope ? ', without RoPE' : '') + ')',
+      without + ')',
       ['case', 'scores (s\u2081, s\u2082, \u2026)', 'weights (p\u2081, p\u2082, \u2026)']);
     var table = tbody.parentNode;
     rows.forEach(function (r) {
@@ -678,7 +684,7 @@
       }
       var th = document.createElement('th');
       th.scope = 'row';
-      th.textContent = (CASES[r.condition] || r.condition) + (r.condition === now ? ' (shown above)' : '');
+      th.textContent = (CASES[r.condition] || r.condition) + (r.condition === now ? mark : '');
       tr.appendChild(th);
       [r.scores, r.weights].forEach(function (m) {
         var td = document.createElement('td');

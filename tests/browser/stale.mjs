@@ -12,7 +12,9 @@
 // overwrite the newer masses; the Results maps and the claims are taken
 // down when attnd refuses the inputs (or /v1/verify fails) or a cell holds
 // no number; nor does an older pasted-model Draw (an answer or a
-// refusal) replace the newer one's picture or message. Ends with
+// refusal) replace the newer one's picture or message; the four-case
+// table, computed without a causal mask or RoPE, does not call its row
+// the one shown above when the maps have either. Ends with
 // "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
@@ -248,6 +250,28 @@ await step('pasted model: an older Draw answered last is not drawn over the newe
       assert((await rows()).join() === toks('newer').join(), `${what}: the row table reads ${await rows()}`);
       assert((await shown('#model-error')) === '', `${what}: error box "${await shown('#model-error')}"`);
     }
+  }
+});
+
+await step('the four-case table calls its row "shown above" only when the maps are computed as it is', async () => {
+  /* /v1/verify takes no causal mask and its table leaves RoPE out: under
+   * either the maps above hold other weights than the table's row */
+  const row = () => page.evaluate(() => {
+    const tr = document.querySelector('#cases tr.current');
+    return { caption: document.querySelector('#cases caption').textContent,
+      head: tr.querySelector('th').textContent, weights: tr.querySelectorAll('td')[1].textContent,
+      map: '(' + [...document.querySelectorAll('#map-weights td[data-value]')].map((t) => t.textContent).join(', ') + ')' };
+  });
+  let r = await row();
+  assert(/\(shown above\)$/.test(r.head) && r.weights === r.map, `no mask, no RoPE: ${JSON.stringify(r)}`);
+  for (const [what, on, off] of [
+    ['the causal mask', () => page.selectOption('#causal', 'top_left'), () => page.selectOption('#causal', 'none')],
+    ['RoPE', () => page.check('#use-rope'), () => page.uncheck('#use-rope')]]) {
+    await andWait(on);
+    r = await row();
+    assert(r.weights !== r.map, `${what}: the map equals the table's row: ${JSON.stringify(r)}`);
+    assert(!/shown above/.test(r.head) && r.caption.includes(`without ${what}`), `${what}: ${JSON.stringify(r)}`);
+    await andWait(off);
   }
 });
 
