@@ -86,18 +86,24 @@
     }).then(function () { A.setBusy(false); });
   }
 
+  /* One step of the open session; an answer that comes back after the
+   * session was ended (or another started) is dropped, neither drawn nor
+   * said as an error: the learner has left that session. */
   function appendStep() {
     if (!session) return;
     var bad = [step.q, step.k, step.v].some(function (r) { return r.some(isNaN); });
     if (bad) { sessError(A.localError('a cell of the next token is not a number.')); return; }
-    var id = encodeURIComponent(session.id);
+    var mine = session, id = encodeURIComponent(session.id);
+    var gone = function () { return session !== mine; };
     A.setBusy(true);
     A.api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
       .then(function (res) {
+        if (gone()) return null;
         var L = res.weights[0].length;
         A.renderHeat($('map-step-weights'), res.weights, ['new q'], indexLabels('pos ', L),
           'weights', 'Weights of the newest query over cached positions');
         return A.api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
+          if (gone()) return;
           renderKv(kv);
           session.length = Number($('kv-table').dataset.length);
           sessionInfo('Session ' + session.id + ': ' + session.length + ' token' +
@@ -108,7 +114,8 @@
           sessError(null);
           document.body.dataset.steps = String(session.length);
         });
-      }).then(null, sessError).then(function () { A.setBusy(false); });
+      }).then(null, function (e) { if (!gone()) sessError(e); })
+      .then(function () { A.setBusy(false); });
   }
 
   function endSession() {

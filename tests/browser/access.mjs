@@ -13,7 +13,8 @@
 // scrolling at 320 px; printing keeps the heat-map colours; the count of
 // checks leaves out the ones that do not apply; an unreachable attnd is
 // not called an answer; at 375 px an error naming a long URL wraps in its
-// box; a decode step attnd refuses is said in the decode section; a
+// box; a decode step attnd refuses is said in the decode section, one
+// answered after its session was ended is not drawn nor an error; a
 // double click starts one session; a proxy's HTML error page is said by
 // its title; the status calls only a 4xx about the body a refusal of the
 // inputs. Ends with "N passed, N failed".
@@ -212,6 +213,40 @@ await step('a decode step attnd refuses says so in the decode section, and it st
   assert(/^attnd answered 404 /.test(s.decode), `an update wiped the decode error: ${JSON.stringify(s)}`);
   await page.click('#sess-end');
   await page.waitForFunction(() => /ended/.test(document.getElementById('sess-status').textContent));
+});
+
+await step('a decode step answered after its session was ended draws nothing and says no error', async () => {
+  await page.click('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('step-box').disabled, null, { timeout: 10000 });
+  let release;
+  const held = new Promise((r) => { release = r; });
+  let answered;
+  const done = new Promise((r) => { answered = r; });
+  /* the step reaches attnd and is answered; the page gets the answer late */
+  await page.route('**/v1/sessions/*/attention', async (route) => {
+    const r = await route.fetch();
+    await held;
+    await route.fulfill({ response: r });
+    answered();
+  });
+  try {
+    await page.click('#step');
+    await page.waitForTimeout(200);
+    await page.click('#sess-end');
+    await page.waitForFunction(() => /deleted/.test(document.getElementById('sess-info').textContent));
+    release();
+    await done;
+    await page.waitForTimeout(500);
+  } finally {
+    await page.unroute('**/v1/sessions/*/attention');
+  }
+  const s = await page.evaluate(() => ({
+    error: document.getElementById('sess-error').hidden ? '' : document.getElementById('sess-error').textContent,
+    weights: document.querySelectorAll('#map-step-weights td').length,
+    status: document.getElementById('sess-status').textContent,
+    info: document.getElementById('sess-info').textContent }));
+  assert(s.error === '' && s.weights === 0 && s.status === 'Session ended.' && /deleted/.test(s.info),
+    `after the late answer: ${JSON.stringify(s)}`);
 });
 
 await step('a double click on "Start a session" starts one session, not two', async () => {
