@@ -177,10 +177,13 @@
   }
 
   /* ---- editable grids ------------------------------------------------ */
+  /* A cell's text as a number, NaN for none; one past the largest double
+   * (1e400) too, as JSON.stringify would send its Infinity as null. */
   function parseCell(text) {
     var t = String(text).trim().replace(/\u2212/g, '-');
     if (t === '' || !/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return NaN;
-    return Number(t);
+    var x = Number(t);
+    return isFinite(x) ? x : NaN;
   }
 
   /* A matrix (array of rows) or vector as a table of text inputs. name is
@@ -749,7 +752,7 @@
     if (badCells() || opt) {
       takeDown(true);
       showError(localError(opt ? opt + ' is not a number; fix the field marked in red.'
-        : 'a cell does not hold a number; fix the cell marked in red.'));
+        : 'a cell does not hold a number, or one too large (past \u00B11.8e308); fix the cell marked in red.'));
       $('status').textContent = 'Waiting for a valid number.';
       setBusy(false);                 /* nothing is on its way: read the message out */
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);

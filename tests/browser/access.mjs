@@ -3,7 +3,8 @@
 //
 //   node access.mjs --page URL --api URL
 //
-// An invalid cell does not leave the results aria-busy; a row attnd's
+// An invalid cell does not leave the results aria-busy; a cell past the
+// largest double is said not sent, not sent as null; a row attnd's
 // error path marked is unmarked, every cell of it, once attnd takes the
 // inputs; every heat-map
 // colour keeps its text at 4.5:1 (the whole ramp, and a weight of 0.80 on
@@ -72,6 +73,19 @@ await step('an invalid cell shows its message without leaving the results aria-b
     assert(busy.join() === 'false,0', `"${bad}": aria-busy ${busy[0]}, data-busy ${busy[1]}`);
   }
   await andWait(() => page.fill(cell, '0'));
+});
+
+await step('a cell past the largest double (1e400) is not sent as null, which attnd calls no number', async () => {
+  const cell = '#grid-q input[data-r="0"][data-c="0"]';
+  for (const big of ['1e400', '-1e400']) {
+    await andWait(() => page.fill(cell, big));
+    const said = await page.evaluate(() => [document.getElementById('status').textContent,
+      document.getElementById('error').textContent]);
+    assert(said[0] === 'Waiting for a valid number.' && /^Not sent: .*too large/.test(said[1]),
+      `${big}: ${JSON.stringify(said)}`);
+    assert((await page.getAttribute(cell, 'aria-invalid')) === 'true', `${big}: the cell is not marked`);
+  }
+  await andWait(() => page.fill(cell, '1'));
 });
 
 await step('a row attnd names in an error is unmarked once attnd takes the inputs', async () => {
@@ -301,9 +315,11 @@ await step('a 401 or a 503 is not called a refusal of the inputs', async () => {
       `${status}: status "${line}"`);
   }
   await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
-  assert(/^attnd refused the inputs/.test(await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '1e999'))
-    .then(() => page.textContent('#status'))), 'a 422 is no longer called a refusal of the inputs');
-  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
+  await page.fill('#scale', '0');     /* off: no round until it is switched on */
+  assert(/^attnd refused the inputs/.test(await andWait(() => page.check('#use-scale'))
+    .then(() => page.textContent('#status'))), 'a 422 (scale 0) is no longer called a refusal of the inputs');
+  await andWait(() => page.uncheck('#use-scale'));
+  await page.fill('#scale', '1');
 });
 
 await step('10 queries × 60 tokens: a short status, scrolling maps are named tab stops', async () => {
