@@ -52,8 +52,16 @@
     if (id === 'bk') return geo.bk;
     return geo.k[Number(id.slice(1))];
   }
+  /* Every tip stays in the plane, where it can be seen and dragged: a
+   * bias's (drawn from q's or k1's tip) and so q's and k1's with the bias
+   * drawn from them, which stop where that bias's tip meets the edge. */
   function setVec(id, v) {
-    v = round2([Math.max(-R, Math.min(R, v[0])), Math.max(-R, Math.min(R, v[1]))]);
+    var base = baseOf(id), bias = id === 'q' ? geo.bq : id === 'k0' ? geo.bk : null;
+    v = round2(v.map(function (x, c) {
+      var lo = -R - base[c], hi = R - base[c];
+      if (bias) { lo = Math.max(lo, -R - bias[c]); hi = Math.min(hi, R - bias[c]); }
+      return Math.max(lo, Math.min(hi, x));
+    }));
     if (id === 'q') geo.q = v;
     else if (id === 'bq') geo.bq = v;
     else if (id === 'bk') geo.bk = v;

@@ -15,7 +15,8 @@
 // request (canvas maps with thinned token tick labels); draws a window with
 // sinks and segments apart from causal (pixels at the edges the API's
 // masks imply); shows check 27's float16 drift as /v1/verify's numbers;
-// runs axe-core (no serious or critical violation); no console errors;
+// pushes each handle to the edges with the keyboard (every tip, b_K's
+// drawn from k1's, stays in the plane); runs axe-core (no serious or critical violation); no console errors;
 // screenshots at 1400 px and 390 px into DIR of the worked example with
 // both biases on, whose plane labels, bars and handles must not overlap.
 // Ends with "N passed, N failed".
@@ -455,6 +456,27 @@ await step('a decode step and ending the session leave the results headline alon
   await page.waitForFunction(() => /ended/.test(document.getElementById('sess-status').textContent));
   const after = await page.textContent('#status');
   assert(!/Decode step/.test(after) && after === head, `headline after ending: ${after}`);
+});
+
+await step('every handle stays in the plane: a key pushed to the edge stops where b_K\'s tip meets it', async () => {
+  const r0 = await rounds();
+  if (!(await page.isChecked('#geo-use-bk'))) await page.check('#geo-use-bk');
+  const bk = await vec('bk');
+  for (const [id, keys] of [['k0', ['Shift+ArrowRight', 'Shift+ArrowDown']], ['q', ['Shift+ArrowLeft', 'Shift+ArrowUp']],
+    ['bk', ['Shift+ArrowLeft', 'Shift+ArrowUp']], ['bq', ['Shift+ArrowRight', 'Shift+ArrowDown']]]) {
+    await page.focus(`[data-handle="${id}"]`);
+    for (const key of keys) for (let i = 0; i < 20; i++) await page.keyboard.press(key);
+    const out = await page.$$eval('#geo-svg .handle', (cs) => cs.map((c) => [c.getAttribute('data-handle'),
+      Number(c.getAttribute('cx')), Number(c.getAttribute('cy'))]).filter(([, x, y]) => x < -0.5 || y < -0.5 || x > 360.5 || y > 360.5));
+    assert(out.length === 0, `after pushing ${id}: ${JSON.stringify(out)} off the 360 px plane`);
+    if (id === 'k0') {
+      const bk2 = await vec('bk');
+      assert(bk2[0] === bk[0] && bk2[1] === bk[1], `pushing k1 changed b_K: ${bk} -> ${bk2}`);
+    }
+  }
+  await settled(r0);
+  const w = await drawn(), want = await apiWeights(await page.isChecked('#geo-use-bq'), true);
+  want.forEach((x, j) => close(w[j], x, 1e-15, `weight ${j} vs API at the edges`));
 });
 
 await step('axe-core: no serious or critical violation', async () => {
