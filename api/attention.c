@@ -225,6 +225,12 @@ static void attention_run(struct api_call *c, struct api_attention_req *a)
         fail_overflow(c, a);
         return;
     }
+    if (st == CORE_EEMPTYROW) {
+        api_result_free(&res);
+        api_fail_empty_row(c, &a->r, a->x.heads, a->x.nh, a->q.packed ? "/q/data" : "/q",
+                           a->q.packed ? 0 : a->q.rank);
+        return;
+    }
     if (st != CORE_OK) {
         api_result_free(&res);
         api_fail_compute(c, st, a->r.params.dtype);

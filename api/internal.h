@@ -106,6 +106,20 @@ struct attn_inputs;
 void api_fail_overflow(struct api_call *c, const struct attn_request *r,
                        const struct attn_inputs *in, const size_t *heads, size_t nh,
                        const struct api_blame_at *at);
+struct attn_blame_empty;
+/* A pass of r that answered CORE_EEMPTYROW (empty_rows "error"): 422
+ * empty_row at the first query row with no key (heads [nh] the query heads
+ * computed, NULL: all), q at q_ptr of q_rank as in api_blame_at, the
+ * message saying why its keys were taken away; api_fail_core's answer
+ * when none is found (api/overflow.c). */
+void api_fail_empty_row(struct api_call *c, const struct attn_request *r, const size_t *heads,
+                        size_t nh, const char *q_ptr, int q_rank);
+/* The same for a row found already (e: core/attn_blame.h); keys_what
+ * names the pass's keys in the message ("" or e.g. " (cached rows and
+ * this request's)"). */
+void api_fail_empty_blame(struct api_call *c, const struct attn_request *r,
+                          const struct attn_blame_empty *e, const char *keys_what,
+                          const char *q_ptr, int q_rank);
 
 /* A route's methods as bits. Each route's one set of them answers a wrong
  * method (405 and its Allow) and a CORS preflight (its allowed methods). */

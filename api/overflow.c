@@ -6,6 +6,10 @@
  * at its row (/q/3, /k/1/0, /attn_bias/2/5) or, where the request holds
  * it flat (base64, an OIP v2 input), at the array with the row in the
  * message. When the scan finds nothing the path is null, as before.
+ *
+ * The 422 empty_row of a pass with empty_rows "error" points the same way
+ * at the first query row with no key it may attend to (the passes stop
+ * there without saying which), and says what took its keys away.
  */
 #include "api/internal.h"
 
@@ -103,4 +107,49 @@ void api_fail_overflow(struct api_call *c, const struct attn_request *r,
         api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not "
                  "finite in %s: scale·q·k with its biases is %.6Lg; scale the inputs "
                  "down%s", row, b.key, dt, b.value, tip);
+}
+
+/* ", 2 masked" when count is not 0 */
+static int why_part(char *t, size_t size, int k, size_t count, const char *what)
+{
+    if (!count || k < 0 || (size_t)k >= size)
+        return k;
+    return k + snprintf(t + k, size - (size_t)k, "%s%zu %s", k ? ", " : "", count, what);
+}
+
+void api_fail_empty_blame(struct api_call *c, const struct attn_request *r,
+                          const struct attn_blame_empty *e, const char *keys_what,
+                          const char *q_ptr, int q_rank)
+{
+    if (!e->found) {
+        api_fail_core(c, CORE_EEMPTYROW, NULL);
+        return;
+    }
+    struct attn_blame b = {.input = ATTN_BLAME_Q, .b = e->b, .head = e->head, .row = e->row};
+    char p[API_PATH_MAX], row[96], why[256];
+    row_pointer(&b, r, q_ptr, q_rank, p, sizeof p);
+    row_text(&b, &r->shape, false, row, sizeof row);
+    int k = 0;
+    why[0] = 0;
+    k = why_part(why, sizeof why, k, e->segment, "in another segment");
+    k = why_part(why, sizeof why, k, e->causal, "after it (causal)");
+    k = why_part(why, sizeof why, k, e->window, "outside its window");
+    k = why_part(why, sizeof why, k, e->mask, "masked");
+    why_part(why, sizeof why, k, e->bias, "with attn_bias -inf");
+    if (e->keys == 0)
+        api_fail(c, API_ERR_EMPTY_ROW, p, "query %s has no key to attend to%s; with "
+                 "empty_rows \"zero\" it would answer 0", row, keys_what);
+    else
+        api_fail(c, API_ERR_EMPTY_ROW, p, "query %s has no key it may attend to: of its %zu "
+                 "key%s%s, %s; with empty_rows \"zero\" it would answer 0", row, e->keys,
+                 e->keys == 1 ? "" : "s", keys_what, why);
+}
+
+void api_fail_empty_row(struct api_call *c, const struct attn_request *r, const size_t *heads,
+                        size_t nh, const char *q_ptr, int q_rank)
+{
+    struct attn_blame_empty e;
+    if (attn_blame_empty(r, heads, nh, &e) != CORE_OK)
+        e.found = false;
+    api_fail_empty_blame(c, r, &e, "", q_ptr, q_rank);
 }

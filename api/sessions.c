@@ -37,6 +37,7 @@
 #include "api/read.h"
 #include "api/sessions_roll.h"
 #include "api/codec/write.h"
+#include "core/attn_blame.h"
 #include "core/kv.h"
 #include "core/store.h"
 
@@ -754,14 +755,19 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
     struct api_attention_view view = {.req = &a->r, .q_rank = a->q_rank, .x = x,
                                       .encoding = a->encoding, .digits = a->digits};
     struct att_accept acc = {c, &view};
+    struct attn_blame_empty empty = {0};
     a->query.accept = att_accept;
     a->query.accept_arg = &acc;
+    a->query.empty = &empty;
     enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
                                         api_extras_compute(x) ? &xc : NULL,
                                         x ? &x->xo : NULL, &res, c->req->ws);
     if (rc != CORE_OK) {
         api_result_free(&res);
-        if (!c->answered)               /* else refused by att_accept, answered */
+        if (rc == CORE_EEMPTYROW)
+            api_fail_empty_blame(c, &a->r, &empty, " (the session's rows)",
+                                 a->q.packed ? "/q/data" : "/q", a->q.packed ? 0 : a->q_rank);
+        else if (!c->answered)          /* else refused by att_accept, answered */
             fail_append(c, rc, s, a->m, true);
         sess_release(st, s);
         return;

@@ -10,11 +10,14 @@
  * is in range, the v row holding the largest value (an output is a
  * weighted sum of v rows). The scan is bounded: rows that cannot overflow
  * (by |q|max·|k|max·d_k) are skipped, and after ATTN_BLAME_MACS
- * multiply-adds it gives up and says nothing.
+ * multiply-adds it gives up and says nothing. attn_blame_empty does the
+ * same for a pass that stopped on a query row with no allowed key
+ * (CORE_EEMPTYROW): which row, and what took its keys away.
  */
 #ifndef ATTND_CORE_ATTN_BLAME_H
 #define ATTND_CORE_ATTN_BLAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "attn.h"
@@ -58,5 +61,29 @@ struct attn_blame {
  */
 enum core_status attn_blame(const struct attn_request *r, const struct attn_inputs *in,
                             const size_t *heads, size_t nh, struct attn_blame *out);
+
+/* A query row with no key it may attend to, and why: of its `keys` keys,
+ * how many each rule took away (each key under the first that takes it,
+ * in the order the fields come). */
+struct attn_blame_empty {
+    bool found;
+    size_t b, head, row;        /* batch element, query head, query row */
+    size_t keys;                /* the pass's L */
+    size_t segment;             /* another segment's key */
+    size_t causal;              /* a later position (the causal mask) */
+    size_t window;              /* outside the sliding window and past its sinks */
+    size_t mask;                /* mask false */
+    size_t bias;                /* attn_bias -inf */
+};
+
+/*
+ * After a pass of r (checked) answered CORE_EEMPTYROW: the first query row
+ * (heads [nh] only, NULL: all) that has no allowed key -> *out (found
+ * false when there is none). Reads r's positions, segments, window, mask
+ * and attn_bias, no data; O(n·L) a head. CORE_ENOMEM / CORE_ELIMIT when
+ * the positions cannot be resolved.
+ */
+enum core_status attn_blame_empty(const struct attn_request *r, const size_t *heads,
+                                  size_t nh, struct attn_blame_empty *out);
 
 #endif

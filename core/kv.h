@@ -329,4 +329,12 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
                              struct attn_extras_out *xo, struct attn_result *out,
                              struct attn_ws *ws);
 
+/* After kv_attend_x of r (heads [nh] of x, NULL: all) answered
+ * CORE_EEMPTYROW: the first row with no allowed key and why
+ * (attn_blame_empty over the held rows, at the positions the pass gave
+ * them); the cache as it was for that pass. */
+struct attn_blame_empty;
+enum core_status kv_blame_empty(const struct kv_cache *c, const struct attn_request *r,
+                                const size_t *heads, size_t nh, struct attn_blame_empty *out);
+
 #endif

@@ -6,6 +6,7 @@
  */
 #include "kv_impl.h"
 #include "attn_extras.h"
+#include "attn_blame.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,20 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
             return CORE_ENOMEM;
     }
     enum core_status st = attend_held(c, &rr, in, x, xo, out, ws);
+    free(pos);
+    return st;
+}
+
+enum core_status kv_blame_empty(const struct kv_cache *c, const struct attn_request *r,
+                                const size_t *heads, size_t nh, struct attn_blame_empty *out)
+{
+    struct attn_request rr = *r;
+    rr.shape.L = kv_held(c);
+    int64_t *pos = NULL;
+    if (c->gap && !r->pos_q && !r->pos_k && !r->seg_q && r->shape.B <= 1 &&
+        !(pos = held_positions(c, r, &rr)))
+        return CORE_ENOMEM;
+    enum core_status st = attn_blame_empty(&rr, heads, nh, out);
     free(pos);
     return st;
 }

@@ -388,6 +388,8 @@ enum core_status sess_append(struct sess_store *st, struct sess *s,
                              const void *k, const void *v, size_t m,
                              long long expected_length);
 
+struct attn_blame_empty;
+
 /* One attention request against a session. */
 struct sess_query {
     const void *q;                  /* [h][n][d_k] raw queries, session dtype */
@@ -415,6 +417,10 @@ struct sess_query {
      * never leaves the rows appended and the session not removed. Ignored
      * for a detached session (nothing of it is journaled). */
     bool end;
+    /* sess_attend_x: when the pass stops on a query row with no allowed
+     * key (CORE_EEMPTYROW), that row and why (kv_blame_empty), found before
+     * the append is rolled back; NULL: not wanted. */
+    struct attn_blame_empty *empty;
 };
 
 /*

@@ -6,6 +6,8 @@
  * journaled through core/durable.c's hooks under the session's own lock.
  */
 #include "store_impl.h"
+#include "attn_blame.h"
+#include "attn_extras.h"
 
 #include <string.h>
 
@@ -226,6 +228,9 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     struct attn_inputs in = {.q = q->q, .bias_q = s->spec.bias_q,
                              .bias_q_heads = s->spec.bias_q_heads};
     rc = kv_attend_x(s->kv, &r, &in, x, xo, out, ws);
+    if (rc == CORE_EEMPTYROW && q->empty &&
+        kv_blame_empty(s->kv, &r, x ? x->heads : NULL, x ? x->nh : 0, q->empty) != CORE_OK)
+        q->empty->found = false;
     if (rc == CORE_OK && q->accept && !q->accept(q->accept_arg, out, xo))
         rc = CORE_ENONFINITE;
     if (rc != CORE_OK && m > 0)

@@ -21,6 +21,7 @@
 #include "api/spare.h"
 #include "api/codec/textat.h"
 #include "api/codec/write.h"
+#include "core/attn_blame.h"
 
 static void infer_free(struct v2_infer *x)
 {
@@ -544,6 +545,20 @@ static void fail_overflow(struct api_call *c, const struct v2_infer *x,
     api_fail_overflow(c, r, in, x->ext.heads, x->ext.nh, &at);
 }
 
+/* 422 empty_row at the query input (/inputs/<i>), the message naming the
+ * row with no key and why: e as found by a sequence's pass, or (NULL)
+ * looked for in the stateless request r. */
+static void fail_empty_row(struct api_call *c, const struct v2_infer *x,
+                           const struct attn_request *r, const struct attn_blame_empty *e)
+{
+    char qp[API_PATH_MAX];
+    api_pointer_index(qp, sizeof qp, "/inputs", x->t[V2_Q].index);
+    if (e)
+        api_fail_empty_blame(c, r, e, " (the sequence's rows)", qp, 0);
+    else
+        api_fail_empty_row(c, r, x->ext.heads, x->ext.nh, qp, 0);
+}
+
 /* Numbers limit, result buffers, the pass (stateless or session), reply. */
 static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
                 struct attn_inputs *in, size_t m)
@@ -572,6 +587,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         return;
     }
     struct v2_accept acc = {c, x, r};
+    struct attn_blame_empty empty = {0};
     if (x->sess) {
         struct sess_query q = {
             .q = in->q, .n = r->shape.n, .causal = r->causal,
@@ -580,6 +596,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
             .window = r->window, .accept = v2_accept, .accept_arg = &acc,
             .end = x->seq_end && !x->fresh,     /* a start that ends: api_v2_seq_commit */
+            .empty = &empty,
         };
         struct attn_extras xc = api_extras_core(&x->ext);
         st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,
@@ -594,6 +611,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         api_sessions_fail_nonfinite(c, x->sess, m, true);   /* its rows, or the pass */
     else if (st == CORE_ENONFINITE && !c->answered && !c->half)
         fail_overflow(c, x, r, in);
+    else if (st == CORE_EEMPTYROW)
+        fail_empty_row(c, x, r, x->sess ? &empty : NULL);
     else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
     else if (st == CORE_OK)

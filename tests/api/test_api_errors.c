@@ -154,7 +154,7 @@ static const struct err_case cases[] = {
      "\"k\":[[1]],\"v\":[[1]]}", 422, "limit_exceeded", "/q"},
     /* empty rows as an error */
     {"{" QKV ",\"mask\":[[false,false,false]],\"empty_rows\":\"error\"}", 422,
-     "empty_row", "(null)"},
+     "empty_row", "/q/0"},
 };
 
 TEST(error_table)

@@ -150,6 +150,108 @@ TEST(overflowing_pass_names_its_input)
     api_response_free(&r);
 }
 
+/* POST body to path: its status; the error's path and message into
+ * ptr[128] and msg[512] ("" when it is not an error). */
+static int post_msg(const char *path, const char *body, char *ptr, char *msg)
+{
+    struct api_response r;
+    t_call(&ctx, "POST", path, body, &r);
+    int st = r.status;
+    json_t *j = st >= 400 ? t_json(&r) : NULL;
+    json_t *e = json_object_get(j, "error");
+    const char *m = json_is_string(e) ? json_string_value(e)
+                                      : json_string_value(json_object_get(e, "message"));
+    snprintf(ptr, 128, "%.127s", st >= 400 && !json_is_string(e) ? t_err_path(&r) : "");
+    snprintf(msg, 512, "%.511s", m ? m : "");
+    if (st >= 400 && getenv("TEST_VERBOSE"))
+        printf("  %d %.*s\n", st, (int)r.body_len, r.body);
+    json_decref(j);
+    api_response_free(&r);
+    return st;
+}
+
+/* empty_rows "error": 422 empty_row at the first query row with no key,
+ * the message saying which row of which head and what took its keys away
+ * (masked, outside the window, another segment, causal), not path null;
+ * /q/data for base64, the input on OIP v2 and a session's q. */
+TEST(empty_row_names_its_query_row)
+{
+    static const char *const cases[][3] = {
+        /* row 1 of a 2-D q: every key masked */
+        {"{\"q\":[[1],[1]],\"k\":[[1],[1],[1]],\"v\":[[1],[1],[1]],"
+         "\"mask\":[[true,false,false],[false,false,false]]}", "/q/1", "3 masked"},
+        /* head 1 of a 3-D q, one key masked, the other -inf in attn_bias */
+        {"{\"q\":[[[1]],[[1]]],\"k\":[[[1],[1]]],\"v\":[[[1],[1]]],"
+         "\"mask\":[[[true,true]],[[false,true]]],\"attn_bias\":[[[0,0]],[[0,null]]]}",
+         "/q/1/0", "row 0 of head 1"},
+        /* batch element 1, head 0: its query sits in a segment without keys */
+        {"{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[1]]],[[[1]]]],\"v\":[[[[1]]],[[[1]]]],"
+         "\"segments\":{\"q\":[[0],[1]],\"k\":[[0],[0]]}}", "/q/1/0/0",
+         "1 in another segment"},
+        /* a window that holds no key of row 0 (query at position 3, keys 0, 1) */
+        {"{\"q\":[[1]],\"k\":[[1],[1]],\"v\":[[1],[1]],"
+         "\"positions\":{\"q\":[3],\"k\":[0,1]},\"window\":{\"left\":1}}", "/q/0",
+         "2 outside its window"},
+        /* top-left causal: query 0 at position 0, keys at 1 and 2 */
+        {"{\"q\":[[1]],\"k\":[[1],[1]],\"v\":[[1],[1]],\"causal\":\"top_left\","
+         "\"positions\":{\"q\":[0],\"k\":[1,2]}}", "/q/0", "2 after it (causal)"}};
+    char ptr[128], msg[512], body[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(body, sizeof body, "%.*s,\"empty_rows\":\"error\"}",
+                 (int)strlen(cases[i][0]) - 1, cases[i][0]);
+        CHECK_EQ_INT(post_msg("/v1/attention", body, ptr, msg), 422);
+        CHECK_STR(ptr, cases[i][1]);
+        CHECK(strstr(msg, cases[i][2]) != NULL);
+        if (!strstr(msg, cases[i][2]))
+            printf("  case %zu: %s\n", i, msg);
+    }
+    /* heads: head 0's row 0 is empty but not computed, head 1's row 1 is */
+    CHECK_EQ_INT(post_msg("/v1/attention", "{\"q\":[[[1],[1]],[[1],[1]]],\"k\":[[[1]]],"
+                          "\"v\":[[[1]]],\"mask\":[[[false],[true]],[[true],[false]]],"
+                          "\"heads\":[1],\"empty_rows\":\"error\"}", ptr, msg), 422);
+    CHECK_STR(ptr, "/q/1/1");
+    CHECK(strstr(msg, "of its 1 key, 1 masked") != NULL);
+    /* base64 q (one float64 1.0): the array, the row in the message */
+    CHECK_EQ_INT(post_msg("/v1/attention", "{\"q\":{\"shape\":[2,1],\"dtype\":\"float64\","
+                          "\"data\":\"AAAAAAAA8D8AAAAAAADwPw==\"},\"k\":[[1]],\"v\":[[1]],"
+                          "\"mask\":[[true],[false]],\"empty_rows\":\"error\"}", ptr, msg),
+                 422);
+    CHECK_STR(ptr, "/q/data");
+    CHECK(strstr(msg, "query row 1 ") != NULL);
+    /* OIP v2: the q input, the row in the message */
+    CHECK_EQ_INT(post_msg("/v2/models/attention/infer", "{\"parameters\":{\"empty_rows\":"
+                          "\"error\"},\"inputs\":["
+                          "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[2,1],\"data\":[1,1]},"
+                          "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"mask\",\"datatype\":\"BOOL\",\"shape\":[2,1],"
+                          "\"data\":[true,false]}]}", ptr, msg), 400);
+    CHECK(strstr(msg, "query row 1 ") && strstr(msg, "1 masked") &&
+          strstr(msg, "[empty_row at /inputs/1]"));
+    /* a v2 sequence's start: its pass over the sequence's rows */
+    CHECK_EQ_INT(post_msg("/v2/models/attention/infer", "{\"parameters\":{\"sequence_id\":"
+                          "\"empty\",\"sequence_start\":true,\"empty_rows\":\"error\"},"
+                          "\"inputs\":["
+                          "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[2,1],\"data\":[1,1]},"
+                          "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[2,1],\"data\":[1,1]},"
+                          "{\"name\":\"mask\",\"datatype\":\"BOOL\",\"shape\":[1,2],"
+                          "\"data\":[false,false]}]}", ptr, msg), 400);
+    CHECK(strstr(msg, "query row 0 ") && strstr(msg, "sequence") && strstr(msg, "2 masked") &&
+          strstr(msg, "[empty_row at /inputs/0]"));
+    /* a session: the request's q, the cached rows named as the keys */
+    char id[128], path[200];
+    new_session("{\"d_k\":1,\"d_v\":1,\"heads\":2}", id);
+    snprintf(path, sizeof path, "/v1/sessions/%s/attention", id);
+    CHECK_EQ_INT(post_msg(path, "{\"q\":[[[1]],[[1]]],\"k\":[[[1],[1]],[[1],[1]]],"
+                          "\"v\":[[[1],[1]],[[1],[1]]],\"mask\":[[[true,true]],[[false,false]]],"
+                          "\"empty_rows\":\"error\"}", ptr, msg), 422);
+    CHECK_STR(ptr, "/q/1/0");
+    CHECK(strstr(msg, "row 0 of head 1") && strstr(msg, "session") &&
+          strstr(msg, "2 masked"));
+    CHECK_EQ_INT(session_length(id), 0);
+}
+
 /* A session's attention refused for its results: 422, and the append is
  * rolled back (length, then the next answer as without it). */
 static void refused_appends_nothing(const char *create, const char *bad, const char *want_ptr)
@@ -225,6 +327,7 @@ int main(void)
     ctx.store = sess_store_new(&cfg);
     RUN(overflowed_qk_is_422_at_its_pointer);
     RUN(overflowing_pass_names_its_input);
+    RUN(empty_row_names_its_query_row);
     RUN(a_refused_session_attention_appends_nothing);
     RUN(a_refused_sequence_step_appends_nothing);
     sess_store_free(ctx.store);

@@ -338,7 +338,7 @@ TEST(attention_errors_leave_cache_unchanged)
     /* every key masked with empty_rows "error": 422 and the append undone */
     req("POST", P(sid, "/attention"),
         "{\"q\":[[1,0]],\"k\":[[0,1]],\"v\":[[0,1]],\"mask\":[[false,false]],\"empty_rows\":\"error\"}", &r);
-    CHECK_ERR(&r, 422, "empty_row", "(null)");
+    CHECK_ERR(&r, 422, "empty_row", "/q/0");
     api_response_free(&r);
     CHECK_EQ_INT(info_int(sid, "length"), 1);
     /* a good one with a mask, attn_bias (null = -inf) and return */

@@ -353,7 +353,8 @@ TEST(errors_in_v2_shape)
     /* empty_rows error: a fully masked row */
     check_bad("{\"parameters\":{\"empty_rows\":\"error\"},\"inputs\":[" SEED_IN
               ",{\"name\":\"mask\",\"datatype\":\"BOOL\",\"shape\":[1,3],"
-              "\"data\":[false,false,false]}]}", 400, NULL);
+              "\"data\":[false,false,false]}]}", 400, "3 masked; with empty_rows \"zero\" it "
+              "would answer 0 [empty_row at /inputs/0]");
 
     /* method and route errors keep their status, in the v2 shape */
     v2("GET", "/models/attention/infer", NULL, NULL, 0, &r);
