@@ -179,14 +179,8 @@ static bool widen_inputs(struct api_attention_req *a)
 /* 422 non_finite at the input a float32/float64 pass overflowed on. */
 static void fail_overflow(struct api_call *c, const struct api_attention_req *a)
 {
-    const struct api_tensor *t[4] = {&a->q, &a->k, &a->v, &a->attn_bias};
-    static const char *const rows[4] = {"/q", "/k", "/v", "/attn_bias"},
-                         *const flat[4] = {"/q/data", "/k/data", "/v/data", "/attn_bias/data"};
     struct api_blame_at at;
-    for (int i = 0; i < 4; i++) {
-        at.ptr[i] = t[i]->packed ? flat[i] : rows[i];
-        at.rank[i] = t[i]->packed ? 0 : t[i]->rank;
-    }
+    api_blame_at_tensors(&at, &a->q, &a->k, &a->v, &a->attn_bias);
     api_fail_overflow(c, &a->r, &a->in, a->x.heads, a->x.nh, &at);
 }
 

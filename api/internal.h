@@ -98,6 +98,12 @@ struct api_blame_at {
     const char *ptr[4];             /* q, k, v, attn_bias */
     int rank[4];
 };
+struct api_tensor;
+/* at for q, k, v, attn_bias as read from a /v1 body: "/q" and its rank,
+ * or "/q/data" (rank 0) for a base64 one. */
+void api_blame_at_tensors(struct api_blame_at *at, const struct api_tensor *q,
+                          const struct api_tensor *k, const struct api_tensor *v,
+                          const struct api_tensor *attn_bias);
 struct attn_inputs;
 /* A float32/float64 pass of r on in (q, k, v not 2-byte) that answered
  * CORE_ENONFINITE: 422 non_finite at the row of the input that overflowed
@@ -106,6 +112,21 @@ struct attn_inputs;
 void api_fail_overflow(struct api_call *c, const struct attn_request *r,
                        const struct attn_inputs *in, const size_t *heads, size_t nh,
                        const struct api_blame_at *at);
+struct attn_blame;
+/* A session pass's k / v rows: those below `cached` are the rows the
+ * session held already (row j at cache position j below front, j - front
+ * + from past the rows let go; from 0: none was), the rest the request's
+ * own. */
+struct api_blame_cache {
+    size_t cached, front, from;
+};
+/* 422 non_finite at the input b names (found already); cache NULL for a
+ * stateless pass. A row the session held already has path "" (the request
+ * as a whole: the session it addresses) and its cache position in the
+ * message. */
+void api_fail_blame(struct api_call *c, const struct attn_request *r,
+                    const struct attn_blame *b, const struct api_blame_at *at,
+                    const struct api_blame_cache *cache);
 struct attn_blame_empty;
 /* A pass of r that answered CORE_EEMPTYROW (empty_rows "error"): 422
  * empty_row at the first query row with no key (heads [nh] the query heads
@@ -288,6 +309,15 @@ void api_sessions_fail_full(struct api_call *c);
  * bias and RoPE; pass true, those rows or the pass itself (the pass alone
  * when m is 0). (api/sessions.c) */
 void api_sessions_fail_nonfinite(struct api_call *c, const struct sess *s, size_t m, bool pass);
+
+/* 422 non_finite for a pass of r on held session s (m rows appended, then
+ * rolled back) that overflowed: at the input b names, the store's finding
+ * (a k / v row j below r's L - m is one the session held already, the
+ * rest the request's, at at), or api_sessions_fail_nonfinite's answer
+ * when b names none. (api/session_blame.c) */
+void api_session_fail_overflow(struct api_call *c, const struct sess *s,
+                               const struct attn_request *r, size_t m,
+                               const struct attn_blame *b, const struct api_blame_at *at);
 
 /* GET (and HEAD) /v1/sessions/{id}/export and POST /v1/sessions/import
  * (api/sessions_move.c); api_route_export is the first's template. */

@@ -5,7 +5,10 @@
  * scans the prepared inputs for the culprit, and the answer's path points
  * at its row (/q/3, /k/1/0, /attn_bias/2/5) or, where the request holds
  * it flat (base64, an OIP v2 input), at the array with the row in the
- * message. When the scan finds nothing the path is null, as before.
+ * message. When the scan finds nothing the path is null, as before. A
+ * session's pass is scanned by its store (api/session_blame.c); its rows
+ * map onto the request here, a row the session held already onto path ""
+ * and its cache position (api_fail_blame).
  *
  * The 422 empty_row of a pass with empty_rows "error" points the same way
  * at the first query row with no key it may attend to (the passes stop
@@ -17,6 +20,19 @@
 
 #include "api/read.h"
 #include "core/attn_blame.h"
+
+void api_blame_at_tensors(struct api_blame_at *at, const struct api_tensor *q,
+                          const struct api_tensor *k, const struct api_tensor *v,
+                          const struct api_tensor *attn_bias)
+{
+    const struct api_tensor *t[4] = {q, k, v, attn_bias};
+    static const char *const rows[4] = {"/q", "/k", "/v", "/attn_bias"},
+                         *const flat[4] = {"/q/data", "/k/data", "/v/data", "/attn_bias/data"};
+    for (int i = 0; i < 4; i++) {
+        at->ptr[i] = t[i]->packed ? flat[i] : rows[i];
+        at->rank[i] = t[i]->packed ? 0 : t[i]->rank;
+    }
+}
 
 static const char *blame_name(enum attn_blame_input in)
 {
@@ -73,24 +89,37 @@ static void row_text(const struct attn_blame *b, const struct attn_shape *s, boo
         snprintf(t + k, size - (size_t)k, " of batch element %zu", b->b);
 }
 
-void api_fail_overflow(struct api_call *c, const struct attn_request *r,
-                       const struct attn_inputs *in, const size_t *heads, size_t nh,
-                       const struct api_blame_at *at)
+/* A session's k/v row j: its position in the cache (rows let go skipped). */
+static size_t cache_pos(const struct api_blame_cache *cache, size_t j)
 {
-    struct attn_blame b;
+    return !cache->from || j < cache->front ? j : j - cache->front + cache->from;
+}
+
+void api_fail_blame(struct api_call *c, const struct attn_request *r,
+                    const struct attn_blame *found, const struct api_blame_at *at,
+                    const struct api_blame_cache *cache)
+{
     const char *dt = r->params.dtype == ATTN_F64 ? "float64" : "float32";
     const char *tip = r->params.dtype == ATTN_F64 ? "" : " or compute in float64";
-    if (attn_blame(r, in, heads, nh, &b) != CORE_OK || b.input == ATTN_BLAME_NONE) {
-        api_fail_compute(c, CORE_ENONFINITE, r->params.dtype);
-        return;
-    }
+    struct attn_blame b = *found;
     const char *ptr;
     int rank;
     char p[API_PATH_MAX], row[96];
-    where(at, b.input, &ptr, &rank);
-    row_pointer(&b, r, ptr, rank, p, sizeof p);
     bool kv = b.input == ATTN_BLAME_K || b.input == ATTN_BLAME_V;
-    row_text(&b, &r->shape, kv, row, sizeof row);
+    size_t key = cache ? cache_pos(cache, b.key) : b.key;
+    if (cache && kv && b.row < cache->cached) {
+        /* a row the session held already: the request as a whole */
+        p[0] = 0;
+        int k = snprintf(row, sizeof row, "row at cache position %zu", cache_pos(cache, b.row));
+        if (r->shape.h_kv > 1)
+            snprintf(row + k, sizeof row - (size_t)k, " of kv head %zu", b.head);
+    } else {
+        if (cache && kv)
+            b.row -= cache->cached;     /* the request's own k / v row */
+        where(at, b.input, &ptr, &rank);
+        row_pointer(&b, r, ptr, rank, p, sizeof p);
+        row_text(&b, &r->shape, kv, row, sizeof row);
+    }
     const char *name = blame_name(b.input);
     if (b.stage == ATTN_BLAME_PREPARED)
         api_fail(c, API_ERR_NON_FINITE, p, "%s %s is not finite in %s after its bias and "
@@ -101,12 +130,23 @@ void api_fail_overflow(struct api_call *c, const struct attn_request *r,
                  dt, row, b.value, r->shape.L, tip);
     else if (b.input == ATTN_BLAME_ATTN_BIAS)
         api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not finite "
-                 "in %s once attn_bias is added (%.6Lg); scale attn_bias down%s", row, b.key,
+                 "in %s once attn_bias is added (%.6Lg); scale attn_bias down%s", row, key,
                  dt, b.value, tip);
     else
         api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not "
                  "finite in %s: scale·q·k with its biases is %.6Lg; scale the inputs "
-                 "down%s", row, b.key, dt, b.value, tip);
+                 "down%s", row, key, dt, b.value, tip);
+}
+
+void api_fail_overflow(struct api_call *c, const struct attn_request *r,
+                       const struct attn_inputs *in, const size_t *heads, size_t nh,
+                       const struct api_blame_at *at)
+{
+    struct attn_blame b;
+    if (attn_blame(r, in, heads, nh, &b) != CORE_OK || b.input == ATTN_BLAME_NONE)
+        api_fail_compute(c, CORE_ENONFINITE, r->params.dtype);
+    else
+        api_fail_blame(c, r, &b, at, NULL);
 }
 
 /* ", 2 masked" when count is not 0 */

@@ -756,17 +756,23 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
                                       .encoding = a->encoding, .digits = a->digits};
     struct att_accept acc = {c, &view};
     struct attn_blame_empty empty = {0};
+    struct attn_blame blame = {.input = ATTN_BLAME_NONE};
     a->query.accept = att_accept;
     a->query.accept_arg = &acc;
     a->query.empty = &empty;
+    a->query.blame = &blame;
     enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
                                         api_extras_compute(x) ? &xc : NULL,
                                         x ? &x->xo : NULL, &res, c->req->ws);
     if (rc != CORE_OK) {
         api_result_free(&res);
+        struct api_blame_at at;
+        api_blame_at_tensors(&at, &a->q, &a->k, &a->v, &a->attn_bias);
         if (rc == CORE_EEMPTYROW)
-            api_fail_empty_blame(c, &a->r, &empty, " (the session's rows)",
-                                 a->q.packed ? "/q/data" : "/q", a->q.packed ? 0 : a->q_rank);
+            api_fail_empty_blame(c, &a->r, &empty, " (the session's rows)", at.ptr[0],
+                                 at.rank[0]);
+        else if (rc == CORE_ENONFINITE && !c->answered)
+            api_session_fail_overflow(c, s, &a->r, a->m, &blame, &at);
         else if (!c->answered)          /* else refused by att_accept, answered */
             fail_append(c, rc, s, a->m, true);
         sess_release(st, s);

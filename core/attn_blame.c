@@ -238,43 +238,82 @@ static void scan(struct blame_scan *s, struct attn_blame *o)
         o->input = ATTN_BLAME_NONE;
 }
 
+/* The scan of r over prepared q (qb) and k, v rows (kp, vp [B·h_kv]). */
+static enum core_status blame_prepared_rows(const struct attn_request *r, const void *qb,
+                                            void **kp, void **vp, const size_t *heads,
+                                            size_t nh, struct attn_blame *out)
+{
+    const struct attn_shape *sh = &r->shape;
+    size_t bytes;
+    struct blame_scan s = {.r = r, .f32 = r->params.dtype == ATTN_F32,
+                           .macs = ATTN_BLAME_MACS, .qb = qb, .kp = kp, .vp = vp};
+    s.lim = s.f32 ? FLT_MAX : DBL_MAX;
+    if (!attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
+    bool *want = calloc(sh->h ? sh->h : 1, sizeof *want);
+    if ((bytes && !m) || !want) {
+        free(want);
+        free(m);
+        return CORE_ENOMEM;
+    }
+    for (size_t a = 0; a < (heads ? nh : sh->h); a++)
+        if (!heads || heads[a] < sh->h)
+            want[heads ? heads[a] : a] = true;
+    attn_run_init(&s.x, r, m);
+    s.want = want;
+    scan(&s, out);
+    free(want);
+    free(m);
+    return CORE_OK;
+}
+
+/* Prepared q of r [B·h][n][d_k] (malloc'd) -> *qb. */
+static enum core_status prepare_q(const struct attn_request *r, const struct attn_inputs *in,
+                                  void **qb)
+{
+    const struct attn_shape *sh = &r->shape;
+    size_t B = sh->B > 1 ? sh->B : 1, qn;
+    *qb = NULL;
+    if (!core_mul3(B * sh->h, sh->n, sh->d_k, &qn) ||
+        !core_mul(qn, attn_dtype_size(r->params.dtype), &qn))
+        return CORE_ELIMIT;
+    if (!(*qb = malloc(qn ? qn : 1)))
+        return CORE_ENOMEM;
+    return attn_prepare_q(r, in, 0, B * sh->h * sh->n, *qb);
+}
+
 enum core_status attn_blame(const struct attn_request *r, const struct attn_inputs *in,
                             const size_t *heads, size_t nh, struct attn_blame *out)
 {
     const struct attn_shape *sh = &r->shape;
-    size_t B = sh->B > 1 ? sh->B : 1, qn, bytes;
+    size_t B = sh->B > 1 ? sh->B : 1;
     *out = (struct attn_blame){.input = ATTN_BLAME_NONE};
-    struct blame_scan s = {.r = r, .f32 = r->params.dtype == ATTN_F32,
-                           .macs = ATTN_BLAME_MACS};
-    s.lim = s.f32 ? FLT_MAX : DBL_MAX;
-    if (!core_mul3(B * sh->h, sh->n, sh->d_k, &qn) ||
-        !core_mul(qn, attn_dtype_size(r->params.dtype), &qn) || !attn_run_bytes(r, &bytes))
-        return CORE_ELIMIT;
-    void *qb = malloc(qn ? qn : 1);
-    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
-    bool *want = calloc(sh->h, sizeof *want);
-    s.kp = calloc(B * sh->h_kv, sizeof *s.kp);
-    s.vp = calloc(B * sh->h_kv, sizeof *s.vp);
-    void *store = NULL;
-    enum core_status st = !qb || (bytes && !m) || !want || !s.kp || !s.vp ? CORE_ENOMEM : CORE_OK;
+    void *qb, *store = NULL;
+    void **kp = calloc(B * sh->h_kv, sizeof *kp), **vp = calloc(B * sh->h_kv, sizeof *vp);
+    enum core_status st = prepare_q(r, in, &qb);
+    if (st == CORE_OK && (!kp || !vp))
+        st = CORE_ENOMEM;
     if (st == CORE_OK)
-        st = attn_prepare_q(r, in, 0, B * sh->h * sh->n, qb);
+        st = attn_prepare_view(r, in, kp, vp, &store);
     if (st == CORE_OK)
-        st = attn_prepare_view(r, in, s.kp, s.vp, &store);
-    if (st == CORE_OK) {
-        for (size_t a = 0; a < (heads ? nh : sh->h); a++)
-            if (!heads || heads[a] < sh->h)
-                want[heads ? heads[a] : a] = true;
-        attn_run_init(&s.x, r, m);
-        s.qb = qb;
-        s.want = want;
-        scan(&s, out);
-    }
+        st = blame_prepared_rows(r, qb, kp, vp, heads, nh, out);
     free(store);
-    free(s.vp);
-    free(s.kp);
-    free(want);
-    free(m);
+    free(vp);
+    free(kp);
+    free(qb);
+    return st;
+}
+
+enum core_status attn_blame_kv(const struct attn_request *r, const struct attn_inputs *in,
+                               void **kp, void **vp, const size_t *heads, size_t nh,
+                               struct attn_blame *out)
+{
+    void *qb;
+    *out = (struct attn_blame){.input = ATTN_BLAME_NONE};
+    enum core_status st = prepare_q(r, in, &qb);
+    if (st == CORE_OK)
+        st = blame_prepared_rows(r, qb, kp, vp, heads, nh, out);
     free(qb);
     return st;
 }

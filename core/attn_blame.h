@@ -62,6 +62,13 @@ struct attn_blame {
 enum core_status attn_blame(const struct attn_request *r, const struct attn_inputs *in,
                             const size_t *heads, size_t nh, struct attn_blame *out);
 
+/* attn_blame of a pass whose keys and values are prepared already (a
+ * session's cache): kp, vp [B·h_kv] point at each kv head's L rows of
+ * r's dtype, after their bias and RoPE; in gives q (and bias_q). */
+enum core_status attn_blame_kv(const struct attn_request *r, const struct attn_inputs *in,
+                               void **kp, void **vp, const size_t *heads, size_t nh,
+                               struct attn_blame *out);
+
 /* A query row with no key it may attend to, and why: of its `keys` keys,
  * how many each rule took away (each key under the first that takes it,
  * in the order the fields come). */

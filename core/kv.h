@@ -329,6 +329,15 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
                              struct attn_extras_out *xo, struct attn_result *out,
                              struct attn_ws *ws);
 
+/* After kv_attend_x of r on in (heads [nh] of x, NULL: all) answered
+ * CORE_ENONFINITE: the input it overflowed on (attn_blame_kv over the
+ * held rows widened, row j the j-th held row); the cache as it was for
+ * that pass. CORE_ENOMEM when the rows cannot be widened. */
+struct attn_blame;
+enum core_status kv_blame(const struct kv_cache *c, const struct attn_request *r,
+                          const struct attn_inputs *in, const size_t *heads, size_t nh,
+                          struct attn_blame *out);
+
 /* After kv_attend_x of r (heads [nh] of x, NULL: all) answered
  * CORE_EEMPTYROW: the first row with no allowed key and why
  * (attn_blame_empty over the held rows, at the positions the pass gave

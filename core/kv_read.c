@@ -261,14 +261,45 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
     return st;
 }
 
+/* r over the held rows, as kv_attend_x passes it (the blame scans see
+ * what the pass saw) -> *rr: L the rows held and, when rows were let go,
+ * their positions (*pos, to free; NULL when none). False on ENOMEM. */
+static bool held_request(const struct kv_cache *c, const struct attn_request *r,
+                         struct attn_request *rr, int64_t **pos)
+{
+    *rr = *r;
+    rr->shape.L = kv_held(c);
+    *pos = NULL;
+    return !c->gap || r->pos_q || r->pos_k || r->seg_q || r->shape.B > 1 ||
+           (*pos = held_positions(c, r, rr)) != NULL;
+}
+
+enum core_status kv_blame(const struct kv_cache *c, const struct attn_request *r,
+                          const struct attn_inputs *in, const size_t *heads, size_t nh,
+                          struct attn_blame *out)
+{
+    struct attn_request rr;
+    int64_t *pos;
+    *out = (struct attn_blame){.input = ATTN_BLAME_NONE};
+    if (!held_request(c, r, &rr, &pos))
+        return CORE_ENOMEM;
+    const void **kp = calloc(2 * c->h_kv + 1, sizeof *kp);
+    void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
+    enum core_status st = buf ? CORE_OK : CORE_ENOMEM;
+    if (st == CORE_OK)      /* the scan only reads them */
+        st = attn_blame_kv(&rr, in, (void **)kp, (void **)(kp + c->h_kv), heads, nh, out);
+    free(buf);
+    free(kp);
+    free(pos);
+    return st;
+}
+
 enum core_status kv_blame_empty(const struct kv_cache *c, const struct attn_request *r,
                                 const size_t *heads, size_t nh, struct attn_blame_empty *out)
 {
-    struct attn_request rr = *r;
-    rr.shape.L = kv_held(c);
-    int64_t *pos = NULL;
-    if (c->gap && !r->pos_q && !r->pos_k && !r->seg_q && r->shape.B <= 1 &&
-        !(pos = held_positions(c, r, &rr)))
+    struct attn_request rr;
+    int64_t *pos;
+    if (!held_request(c, r, &rr, &pos))
         return CORE_ENOMEM;
     enum core_status st = attn_blame_empty(&rr, heads, nh, out);
     free(pos);

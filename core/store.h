@@ -388,6 +388,7 @@ enum core_status sess_append(struct sess_store *st, struct sess *s,
                              const void *k, const void *v, size_t m,
                              long long expected_length);
 
+struct attn_blame;
 struct attn_blame_empty;
 
 /* One attention request against a session. */
@@ -421,6 +422,11 @@ struct sess_query {
      * key (CORE_EEMPTYROW), that row and why (kv_blame_empty), found before
      * the append is rolled back; NULL: not wanted. */
     struct attn_blame_empty *empty;
+    /* sess_attend_x: when the pass itself overflows (CORE_ENONFINITE, not
+     * q->accept's refusal), the input to blame (kv_blame: a key or value
+     * row j is the j-th held row, the appended ones last), found before
+     * the append is rolled back; NULL: not wanted. */
+    struct attn_blame *blame;
 };
 
 /*

@@ -231,6 +231,9 @@ enum core_status sess_attend_x(struct sess_store *st, struct sess *s,
     if (rc == CORE_EEMPTYROW && q->empty &&
         kv_blame_empty(s->kv, &r, x ? x->heads : NULL, x ? x->nh : 0, q->empty) != CORE_OK)
         q->empty->found = false;
+    if (rc == CORE_ENONFINITE && q->blame &&
+        kv_blame(s->kv, &r, &in, x ? x->heads : NULL, x ? x->nh : 0, q->blame) != CORE_OK)
+        q->blame->input = ATTN_BLAME_NONE;
     if (rc == CORE_OK && q->accept && !q->accept(q->accept_arg, out, xo))
         rc = CORE_ENONFINITE;
     if (rc != CORE_OK && m > 0)

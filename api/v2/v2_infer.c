@@ -532,17 +532,22 @@ static bool v2_accept(void *arg, struct attn_result *out, struct attn_extras_out
     return api_v2_results_ok(a->c, a->x, a->r, out);
 }
 
-/* 422 non_finite at the input (/inputs/<i>) a float32/float64 stateless
- * pass overflowed on; the message names its row. */
+/* 422 non_finite at the input (/inputs/<i>) a float32/float64 pass
+ * overflowed on; the message names its row. A sequence's: b as its store
+ * found it (a row the sequence held already: path ""). */
 static void fail_overflow(struct api_call *c, const struct v2_infer *x,
-                          const struct attn_request *r, const struct attn_inputs *in)
+                          const struct attn_request *r, const struct attn_inputs *in,
+                          size_t m, const struct attn_blame *b)
 {
     static const enum v2_slot slot[4] = {V2_Q, V2_K, V2_V, V2_AB};
     char p[4][API_PATH_MAX];
     struct api_blame_at at = {{p[0], p[1], p[2], p[3]}, {0}};
     for (int i = 0; i < 4; i++)
         api_pointer_index(p[i], sizeof p[i], "/inputs", x->t[slot[i]].index);
-    api_fail_overflow(c, r, in, x->ext.heads, x->ext.nh, &at);
+    if (x->sess)
+        api_session_fail_overflow(c, x->sess, r, m, b, &at);
+    else
+        api_fail_overflow(c, r, in, x->ext.heads, x->ext.nh, &at);
 }
 
 /* 422 empty_row at the query input (/inputs/<i>), the message naming the
@@ -588,6 +593,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     }
     struct v2_accept acc = {c, x, r};
     struct attn_blame_empty empty = {0};
+    struct attn_blame blame = {.input = ATTN_BLAME_NONE};
     if (x->sess) {
         struct sess_query q = {
             .q = in->q, .n = r->shape.n, .causal = r->causal,
@@ -596,7 +602,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
             .mask_heads = r->mask_heads, .outputs = r->outputs,
             .window = r->window, .accept = v2_accept, .accept_arg = &acc,
             .end = x->seq_end && !x->fresh,     /* a start that ends: api_v2_seq_commit */
-            .empty = &empty,
+            .empty = &empty, .blame = &blame,
         };
         struct attn_extras xc = api_extras_core(&x->ext);
         st = sess_attend_x(c->ctx->store, x->sess, in->k, in->v, m, &q, extras ? &xc : NULL,
@@ -607,10 +613,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     } else {
         st = attn_forward_half(r, in, &e, &res, c->req->ws);   /* 2-byte ones widened by it */
     }
-    if (st == CORE_ENONFINITE && !c->answered && x->sess)
-        api_sessions_fail_nonfinite(c, x->sess, m, true);   /* its rows, or the pass */
-    else if (st == CORE_ENONFINITE && !c->answered && !c->half)
-        fail_overflow(c, x, r, in);
+    if (st == CORE_ENONFINITE && !c->answered && (x->sess || !c->half))
+        fail_overflow(c, x, r, in, m, &blame);  /* a sequence's rows, or the pass */
     else if (st == CORE_EEMPTYROW)
         fail_empty_row(c, x, r, x->sess ? &empty : NULL);
     else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */

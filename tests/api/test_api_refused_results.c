@@ -252,6 +252,84 @@ TEST(empty_row_names_its_query_row)
     CHECK_EQ_INT(session_length(id), 0);
 }
 
+/* A session's attention whose pass overflows names the input to blame:
+ * the request's query row, attn_bias entry or appended v row by pointer,
+ * a row the session held already by its cache position (path ""); the
+ * append is rolled back. A v2 sequence's step names its input. */
+TEST(overflowing_session_pass_names_its_input)
+{
+    static const struct {
+        const char *create, *rows, *att, *ptr, *msg;
+    } cases[] = {
+        /* query row 1's score with the cached key */
+        {"{\"d_k\":1,\"d_v\":1}", "{\"k\":[[1e200]],\"v\":[[1]]}",
+         "{\"q\":[[1],[1e200]]}", "/q/1", "query row 1 with key 0"},
+        /* 3-D q, head 1, against a key the request appends */
+        {"{\"d_k\":1,\"d_v\":1,\"heads\":2,\"kv_heads\":1}", "{\"k\":[[1]],\"v\":[[1]]}",
+         "{\"q\":[[[1]],[[1e200]]],\"k\":[[1e200]],\"v\":[[1]]}", "/q/1/0",
+         "query row 0 of head 1 with key 1"},
+        /* attn_bias takes a finite score past the range */
+        {"{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\",\"scale\":1}",
+         "{\"k\":[[1e19],[1e19]],\"v\":[[1],[1]]}",
+         "{\"q\":[[3e19]],\"attn_bias\":[[0,3e38]]}", "/attn_bias/0/1",
+         "once attn_bias is added"},
+        /* the appended v row holds the largest value */
+        {"{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\"}", "{\"k\":[[0],[0]],\"v\":[[1],[3e38]]}",
+         "{\"q\":[[0]],\"k\":[[0],[0]],\"v\":[[1],[3.4e38]]}", "/v/1", "v row 1 holds"},
+        /* a v row the session held already: its cache position */
+        {"{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\"}",
+         "{\"k\":[[0],[0]],\"v\":[[1],[3.4e38]]}",
+         "{\"q\":[[0]],\"k\":[[0],[0]],\"v\":[[1],[3e38]]}", "",
+         "v row at cache position 1 holds"}};
+    char id[128], path[200], ptr[128], msg[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        new_session(cases[i].create, id);
+        snprintf(path, sizeof path, "/v1/sessions/%s/kv", id);
+        CHECK_EQ_INT(post_msg(path, cases[i].rows, ptr, msg), 200);
+        long long len = session_length(id);
+        snprintf(path, sizeof path, "/v1/sessions/%s/attention", id);
+        CHECK_EQ_INT(post_msg(path, cases[i].att, ptr, msg), 422);
+        CHECK_STR(ptr, cases[i].ptr);
+        CHECK(strstr(msg, cases[i].msg) != NULL);
+        if (!strstr(msg, cases[i].msg))
+            printf("  case %zu: %s\n", i, msg);
+        CHECK_EQ_INT(session_length(id), len);
+    }
+    /* a rolling session that let its first rows go: the cache position
+     * counts every row appended (row 129, held as the second) */
+    static char rows[4096];
+    int k = snprintf(rows, sizeof rows, "{\"k\":[");
+    for (int r = 0; r < 130; r++)
+        k += snprintf(rows + k, sizeof rows - (size_t)k, "%s[0]", r ? "," : "");
+    k += snprintf(rows + k, sizeof rows - (size_t)k, "],\"v\":[");
+    for (int r = 0; r < 130; r++)
+        k += snprintf(rows + k, sizeof rows - (size_t)k, "%s[%s]", r ? "," : "",
+                      r == 129 ? "3.4e38" : "1");
+    snprintf(rows + k, sizeof rows - (size_t)k, "]}");
+    new_session("{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\",\"window\":{\"left\":2}}", id);
+    snprintf(path, sizeof path, "/v1/sessions/%s/kv", id);
+    CHECK_EQ_INT(post_msg(path, rows, ptr, msg), 200);
+    snprintf(path, sizeof path, "/v1/sessions/%s/attention", id);
+    CHECK_EQ_INT(post_msg(path, "{\"q\":[[0]],\"k\":[[0]],\"v\":[[3e38]]}", ptr, msg), 422);
+    CHECK_STR(ptr, "");
+    CHECK(strstr(msg, "v row at cache position 129 holds") != NULL);
+    CHECK_EQ_INT(session_length(id), 130);
+    /* a v2 sequence's step: its q input */
+    const char *infer = "/v2/models/attention/infer";
+    CHECK_EQ_INT(post_msg(infer, "{\"parameters\":{\"sequence_id\":\"big\","
+                          "\"sequence_start\":true},\"inputs\":["
+                          "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1e200]},"
+                          "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}]}",
+                          ptr, msg), 200);
+    CHECK_EQ_INT(post_msg(infer, "{\"parameters\":{\"sequence_id\":\"big\"},\"inputs\":["
+                          "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,1],"
+                          "\"data\":[1e200]}]}", ptr, msg), 400);
+    CHECK(strstr(msg, "query row 0 with key 0") && strstr(msg, "[non_finite at /inputs/0]"));
+    if (!strstr(msg, "[non_finite at /inputs/0]"))
+        printf("  v2: %s\n", msg);
+}
+
 /* A session's attention refused for its results: 422, and the append is
  * rolled back (length, then the next answer as without it). */
 static void refused_appends_nothing(const char *create, const char *bad, const char *want_ptr)
@@ -328,6 +406,7 @@ int main(void)
     RUN(overflowed_qk_is_422_at_its_pointer);
     RUN(overflowing_pass_names_its_input);
     RUN(empty_row_names_its_query_row);
+    RUN(overflowing_session_pass_names_its_input);
     RUN(a_refused_session_attention_appends_nothing);
     RUN(a_refused_sequence_step_appends_nothing);
     sess_store_free(ctx.store);

@@ -351,7 +351,20 @@ TEST(attention_errors_leave_cache_unchanged)
     CHECK_EQ_INT(info_int(sid, "length"), 2);
 }
 
-/* A POST to path answered 422 non_finite whose message has want. */
+/* A POST to path answered 422 non_finite at ptr whose message has want. */
+static void check_non_finite_at(const char *path, const char *body, const char *ptr,
+                                const char *want)
+{
+    struct api_response r;
+    req("POST", path, body, &r);
+    CHECK_ERR(&r, 422, "non_finite", ptr);
+    CHECK(r.body && strstr(r.body, want));
+    if (r.body && !strstr(r.body, want))
+        printf("  %.*s\n", (int)r.body_len, r.body);
+    api_response_free(&r);
+}
+
+/* The same with path null (rows that overflowed as stored). */
 static void check_non_finite(const char *path, const char *body, const char *want)
 {
     struct api_response r;
@@ -363,8 +376,8 @@ static void check_non_finite(const char *path, const char *body, const char *wan
 
 /* Rows that are finite as sent but overflow once stored (a float32
  * session's K bias, a float16 cache) are refused with a message saying
- * so, not "value is not finite"; a query alone that overflows says the
- * pass did, as /v1/attention says it. */
+ * so, not "value is not finite"; a query alone that overflows names its
+ * row, as /v1/attention does. */
 TEST(rows_past_the_cache_range_say_so)
 {
     const char *f16 = "outside the float16 range its cache stores rows in";
@@ -378,8 +391,8 @@ TEST(rows_past_the_cache_range_say_so)
     check_non_finite(P(sid, "/kv"), "{\"k\":[[3e38,0]],\"v\":[[1,0]]}",
                      "outside the float32 range its cache stores rows in");
     CHECK_EQ_INT(st_of("POST", P(sid, "/kv"), "{\"k\":[[1e20,1e20]],\"v\":[[1,0]]}"), 200);
-    check_non_finite(P(sid, "/attention"), "{\"q\":[[1e20,1e20]]}",
-                     "a score or an output is not finite in float32: q");
+    check_non_finite_at(P(sid, "/attention"), "{\"q\":[[1e20,1e20]]}", "/q/0",
+                        "the score of query row 0 with key 0 is not finite in float32");
 }
 
 TEST(truncate_fork_delete)
