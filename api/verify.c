@@ -9,7 +9,9 @@
  * it, the math runs in float32 and every number of the report's matrices is
  * rounded to it, a value past its range being 422 non_finite at its JSON
  * pointer in the report), read with the same readers (and so the same
- * errors and limits) as /v1/attention. The report is streamed into a
+ * errors and limits) as /v1/attention; a float32/float64 check pass that
+ * overflows is 422 non_finite at the row of q, k or v the core blames
+ * (verify_report.blame), as /v1/attention's. The report is streamed into a
  * capped buffer:
  *
  *   {"passed":…, "example":"builtin"|"request", "about":…,
@@ -632,9 +634,31 @@ static void too_large(struct api_call *c, const char *path, size_t heads)
              heads, heads == 1 ? "" : "s", heads == 1 ? "rows" : "heads or rows");
 }
 
-static void verify_answer(struct api_call *c, const struct verify_input *in,
-                          bool builtin)
+/* 422 non_finite for head e of r whose pass overflowed: at the row of q,
+ * k or v the core found (b, of e's one-head pass), or api_fail_compute's
+ * answer when it found none (r NULL: the built-in example). */
+static void fail_overflow(struct api_call *c, const struct verify_req *r, size_t e,
+                          const struct attn_blame *found, enum attn_dtype dt)
 {
+    if (!r || found->input == ATTN_BLAME_NONE) {
+        api_fail_compute(c, CORE_ENONFINITE, dt);
+        return;
+    }
+    const struct attn_shape *s = &r->shape;
+    struct attn_request rq = {.shape = *s, .params.dtype = dt};
+    struct attn_blame b = *found;
+    size_t hh = e % s->h;
+    b.b = e / s->h;
+    b.head = b.input == ATTN_BLAME_Q ? hh : hh / (s->h / s->h_kv);
+    struct api_blame_at at;
+    api_blame_at_tensors(&at, &r->q, &r->k, &r->v, &r->q);     /* no attn_bias here */
+    api_fail_blame(c, &rq, &b, &at, NULL);
+}
+
+static void verify_answer(struct api_call *c, const struct verify_input *in,
+                          const struct verify_req *r)
+{
+    bool builtin = !r;
     struct verify_report rep;
     struct api_buf buf;
     size_t numbers, bytes;
@@ -650,8 +674,11 @@ static void verify_answer(struct api_call *c, const struct verify_input *in,
     }
     st = verify_run(in, &rep);
     if (st != CORE_OK) {
+        if (st == CORE_ENONFINITE)
+            fail_overflow(c, r, 0, &rep.blame, in->dtype);
+        else
+            api_fail_compute(c, st, in->dtype);
         verify_report_free(&rep);
-        api_fail_compute(c, st, in->dtype);
         return;
     }
     if (!report_bytes(&rep, in, &bytes)) {
@@ -811,7 +838,9 @@ static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
         fits = st != CORE_OK ||
                (report_bytes(&job.reps[e], &in, &one) && core_add(bytes, one, &bytes));
     }
-    if (st != CORE_OK) {
+    if (st == CORE_ENONFINITE) {
+        fail_overflow(c, r, e - 1, &job.reps[e - 1].blame, r->in.dtype);
+    } else if (st != CORE_OK) {
         api_fail_compute(c, st, r->in.dtype);
     } else if (!fits) {
         api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
@@ -838,7 +867,7 @@ void api_verify(struct api_call *c)
     if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
         verify_builtin(&in);
         in.ws = c->req->ws;
-        verify_answer(c, &in, true);
+        verify_answer(c, &in, NULL);
         return;
     }
     if (strcmp(m, "POST") != 0) {
@@ -854,7 +883,7 @@ void api_verify(struct api_call *c)
     json_decref(body);
     r.in.ws = c->req->ws;
     if (r.rank == 2)
-        verify_answer(c, &r.in, false);
+        verify_answer(c, &r.in, &r);
     else
         verify_answer_batch(c, &r);
     verify_req_free(&r);

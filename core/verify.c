@@ -213,6 +213,26 @@ void verify_unload(const struct vx *c, const void *src, double *dst, size_t coun
         dst[i] = f[i];
 }
 
+/* A pass of r (rq on in) that overflowed: the request's row to blame into
+ * *c->blame, when the pass read that input as the request gave it (one
+ * head of the request's n queries and L keys; a score needs q and k both
+ * the request's). Error path only. */
+static void blame_pass(struct vx *c, const struct vrun *r, const struct attn_request *rq,
+                       const struct attn_inputs *in)
+{
+    struct attn_blame b;
+    if (!c->blame || c->blame->input != ATTN_BLAME_NONE || (r->h && r->h != 1) ||
+        r->n != c->n || r->L != c->L || attn_blame(rq, in, NULL, 0, &b) != CORE_OK)
+        return;
+    bool own = b.input == ATTN_BLAME_K   ? r->k == c->k
+               : b.input == ATTN_BLAME_V ? r->v == c->v
+               : b.input == ATTN_BLAME_Q ? r->q == c->q &&
+                                               (b.stage == ATTN_BLAME_PREPARED || r->k == c->k)
+                                         : false;       /* attn_bias: a check's own */
+    if (own)
+        *c->blame = b;
+}
+
 enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *out)
 {
     struct attn_request rq;
@@ -237,7 +257,10 @@ enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *o
         NEED(res.weights = verify_bytes(c, ns, es));
         NEED(res.output = verify_bytes(c, no, es));
     }
-    TRY(c->fwd(&rq, &in, &res, c->ws));
+    enum core_status st = c->fwd(&rq, &in, &res, c->ws);
+    if (st == CORE_ENONFINITE)
+        blame_pass(c, r, &rq, &in);
+    TRY(st);
     verify_unload(c, res.scores, out->s, ns);
     verify_unload(c, res.weights, out->w, ns);
     verify_unload(c, res.output, out->o, no);
@@ -670,6 +693,8 @@ enum core_status verify_run(const struct verify_input *in,
     struct vx c;
     memset(out, 0, sizeof *out);
     memset(&c, 0, sizeof c);
+    out->blame.input = ATTN_BLAME_NONE;
+    c.blame = &out->blame;
     enum core_status st = vx_setup(&c, in, out);
     if (st == CORE_OK) {
         resolve_tolerance(&c, out);

@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "attn.h"
+#include "attn_blame.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -150,6 +151,11 @@ struct verify_report {
     struct verify_check checks[VERIFY_MAX_CHECKS];
     size_t n_checks;
     struct verify_condition table[2][4];   /* [STANDARD|SOFTMAX1][condition] */
+    /* When verify_run answered CORE_ENONFINITE: the row of the request's
+     * q, k or v the failing pass overflowed on (core/attn_blame.h; b and
+     * head 0), found on that error path alone; input NONE when the scan
+     * found none or the culprit was a check's own variant of the inputs. */
+    struct attn_blame blame;
 };
 
 /*

@@ -59,6 +59,8 @@ struct vx {
     void **allocs;                  /* everything vx_bytes handed out */
     size_t n_allocs, cap_allocs;
     struct vpass p[2][4];           /* [standard|softmax1][C_*] */
+    struct attn_blame *blame;       /* the report's: set by the first pass that
+                                       overflows (verify_pass) */
 };
 
 #define NEED(p)                                                            \

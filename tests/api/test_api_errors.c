@@ -459,7 +459,7 @@ TEST(overflow_in_the_pass_is_named)
         {"/v1/verify", "{\"q\":[[1e200]],\"k\":[[1e200]],\"v\":[[1]]}",
          "not finite in float64"},
         {"/v1/verify", "{\"q\":[[[1e200]],[[1]]],\"k\":[[[1e200]],[[1]]],"
-         "\"v\":[[[1]],[[1]]]}", "q·k with its scale and biases overflowed"}};
+         "\"v\":[[[1]],[[1]]]}", "query row 0 of head 0 with key 0 is not finite in float64"}};
     struct api_response r;
 
     for (size_t i = 0; i < 4; i++) {

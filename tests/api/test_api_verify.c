@@ -307,6 +307,42 @@ TEST(post_validation_errors)
     }
 }
 
+/* A pass of the checks that overflows (finite inputs) is 422 non_finite
+ * at the request's row to blame, as on /v1/attention, not path null: the
+ * query row whose score overflows, a k row its bias pushes past the range,
+ * the v row that makes an output overflow; heads by their q / k index. */
+TEST(post_overflow_names_its_input)
+{
+    static const char *const cases[][3] = {
+        {"{\"q\":[[1],[1e200]],\"k\":[[1e200]],\"v\":[[1]]}", "/q/1",
+         "the score of query row 1 with key 0 is not finite in float64"},
+        {"{\"q\":[[1],[1e30]],\"k\":[[1e30]],\"v\":[[1]],\"dtype\":\"float32\"}", "/q/1",
+         "query row 1 with key 0"},
+        {"{\"q\":[[1]],\"k\":[[1],[3e38]],\"v\":[[1],[1]],\"bias\":{\"k\":[3e38]},"
+         "\"dtype\":\"float32\"}", "/k/1", "k row 1 is not finite in float32 after its bias"},
+        {"{\"q\":[[0]],\"k\":[[0],[0],[0],[0]],\"v\":[[1],[3.4e38],[3.4e38],[3.4e38]],"
+         "\"dtype\":\"float32\"}", "/v/1", "v row 1 holds"},
+        /* heads: head 1's query row, kv head 0's k row */
+        {"{\"q\":[[[1]],[[1e200]]],\"k\":[[[1e200]]],\"v\":[[[1]]]}", "/q/1/0",
+         "query row 0 of head 1 with key 0"},
+        {"{\"q\":[[[1]],[[1]]],\"k\":[[[1],[3e38]]],\"v\":[[[1],[1]]],"
+         "\"bias\":{\"k\":[3e38]},\"dtype\":\"float32\"}", "/k/0/1", "k row 1 is"},
+        /* a batch: element 1 */
+        {"{\"q\":[[[[1]]],[[[1e200]]]],\"k\":[[[[1]]],[[[1e200]]]],\"v\":[[[[1]]],[[[1]]]]}",
+         "/q/1/0/0", "query row 0 of batch element 1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct api_response r;
+        t_call(&ctx, "POST", "/v1/verify", cases[i][0], &r);
+        CHECK_EQ_INT(r.status, 422);
+        CHECK_STR(t_err_code(&r), "non_finite");
+        CHECK_STR(t_err_path(&r), cases[i][1]);
+        CHECK(r.body && strstr(r.body, cases[i][2]));
+        if (!r.body || !strstr(r.body, cases[i][2]))
+            printf("  case %zu: %.*s\n", i, (int)r.body_len, r.body);
+        api_response_free(&r);
+    }
+}
+
 /* Issue 16's inputs: the six checks run on the request's positions,
  * segments, window, per-head sinks, softcap and scaled partial RoPE, and
  * the inputs echo them. */
@@ -450,6 +486,7 @@ int main(void)
     RUN(post_caller_data);
     RUN(post_float32);
     RUN(post_validation_errors);
+    RUN(post_overflow_names_its_input);
     RUN(post_model_inputs);
     RUN(post_half);
     RUN(post_rope_scalings);
