@@ -583,12 +583,27 @@ static enum core_status vx_setup(struct vx *c, const struct verify_input *in,
     return CORE_OK;
 }
 
+/* ||x|| of x [d], its terms divided by the largest |x_i| first: the
+ * squares of numbers past 1e154 overflow (and those below 1e-162
+ * underflow) where the norm itself does not. */
+double verify_norm(const double *x, size_t d)
+{
+    double a = 0.0, s = 0.0;
+    for (size_t i = 0; i < d; i++)
+        a = fmax(a, fabs(x[i]));
+    if (!(a > 0.0))
+        return 0.0;
+    for (size_t i = 0; i < d; i++)
+        s += (x[i] / a) * (x[i] / a);
+    return a * sqrt(s);
+}
+
 /* Largest Euclidean norm of the rows x [rows][d]. */
 static double max_row_norm(const double *x, size_t rows, size_t d)
 {
     double m = 0.0;
     for (size_t i = 0; i < rows; i++)
-        m = fmax(m, sqrt(verify_dot(x + i * d, x + i * d, d)));
+        m = fmax(m, verify_norm(x + i * d, d));
     return m;
 }
 
@@ -627,12 +642,14 @@ double verify_tol(const struct vx *c, int mag)
     double nq = (mag & VERIFY_MAG_KEY_ROWS) ? fmax(c->nq, c->nkq) : c->nq;
     if (mag & VERIFY_MAG_BQ)
         nq += fmax(c->nbq, 1.0);
-    double m = c->scale * nq * (c->nk + ((mag & VERIFY_MAG_BK) ? c->nbk : 0.0));
-    m = fmax(m, c->msink);
-    if (mag & VERIFY_MAG_OUTPUTS)
-        m *= c->mv;
+    /* the units of rounding first: M times max(1, |v|+|bV|) may pass
+     * DBL_MAX where the bound, some 1e-14 of it, does not */
     double u = c->dt == ATTN_F32 ? 0x1p-24 : 0x1p-53;
-    double b = VERIFY_ROUND_ULPS * ((double)c->dk + 2.0) * u * m;
+    double f = VERIFY_ROUND_ULPS * ((double)c->dk + 2.0) * u;
+    double b = fmax(f * c->scale * nq * (c->nk + ((mag & VERIFY_MAG_BK) ? c->nbk : 0.0)),
+                    f * c->msink);
+    if (mag & VERIFY_MAG_OUTPUTS)
+        b *= c->mv;
     return isfinite(b) && b > c->tol ? b : c->tol;
 }
 

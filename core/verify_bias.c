@@ -232,11 +232,6 @@ static void project_out(double *x, const double *basis, size_t nb, size_t d)
         }
 }
 
-static double norm(const double *x, size_t d)
-{
-    return sqrt(verify_dot(x, x, d));
-}
-
 /*
  * Orthonormal basis of span{k_j - k_1} into basis [d_k][d_k]; returns its
  * size. Modified Gram-Schmidt, hand-written because the problem is a few
@@ -249,11 +244,11 @@ static size_t key_diff_basis(const struct vx *c, double *basis, double *tmp)
     for (size_t j = 1; j < c->L && nb < dk; j++) {
         for (size_t i = 0; i < dk; i++)
             tmp[i] = c->k[j * dk + i] - c->k[i];
-        double n0 = norm(tmp, dk);
+        double n0 = verify_norm(tmp, dk);
         if (n0 == 0.0)
             continue;
         project_out(tmp, basis, nb, dk);
-        double n1 = norm(tmp, dk);
+        double n1 = verify_norm(tmp, dk);
         if (n1 <= 1e-9 * n0)
             continue;
         for (size_t i = 0; i < dk; i++)
@@ -272,9 +267,9 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
     size_t dk = c->dk;
     if (c->bq) {
         memcpy(out, c->bq, dk * sizeof(double));
-        double n0 = norm(out, dk);
+        double n0 = verify_norm(out, dk);
         project_out(out, basis, nb, dk);
-        double n1 = norm(out, dk);
+        double n1 = verify_norm(out, dk);
         if (n0 > 0.0 && n1 >= n0 * (1.0 - 1e-12)) {
             memcpy(out, c->bq, dk * sizeof(double));
             verify_ck_note(ck, "bias.q already has equal dot products with every key.");
@@ -292,7 +287,7 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
         memset(out, 0, dk * sizeof(double));
         out[e] = 1.0;
         project_out(out, basis, nb, dk);
-        double n1 = norm(out, dk);
+        double n1 = verify_norm(out, dk);
         if (n1 > best) {
             best = n1;
             bi = e;
@@ -354,11 +349,11 @@ enum core_status verify_check_per_key_shift(struct vx *c,
     if (L < 2)
         return verify_ck_na(ck, "With one key every weight is 1, whatever the shift.");
     for (size_t i = 1; i < n; i++)
-        if (norm(c->q + i * dk, dk) > norm(c->q + best * dk, dk))
+        if (verify_norm(c->q + i * dk, dk) > verify_norm(c->q + best * dk, dk))
             best = i;
     const double *qr = c->q + best * dk;
-    double qq = verify_dot(qr, qr, dk);
-    if (qq == 0.0)
+    double qn = verify_norm(qr, dk);
+    if (qn == 0.0)
         return verify_ck_na(ck, "Every query row is zero, so no key shift can change "
                      "a score.");
     double *delta, *kx, *shift;
@@ -367,7 +362,8 @@ enum core_status verify_check_per_key_shift(struct vx *c,
     for (size_t j = 0; j < L; j++)
         for (size_t d = 0; d < dk; d++) {
             double t = (double)j / (double)(L - 1);
-            delta[j * dk + d] = t * qr[d] / (c->scale * qq);
+            /* q/(scale |q|^2) as (q/|q|)/(scale |q|): |q|^2 overflows past 1e154 */
+            delta[j * dk + d] = t * (qr[d] / qn) / (c->scale * qn);
         }
     verify_round(c, delta, L * dk);
     for (size_t x = 0; x < L * dk; x++)

@@ -116,6 +116,9 @@ enum {
  * larger (verify.h, VERIFY_ROUND_ULPS). */
 double verify_tol(const struct vx *c, int mag);
 
+/* ||x|| of x [d], without overflow or underflow of the squares. */
+double verify_norm(const double *x, size_t d);
+
 /* max |a - b| over count numbers (NaN propagates as a failure). */
 double verify_maxdiff(const double *a, const double *b, size_t count);
 

@@ -899,6 +899,67 @@ TEST(large_magnitudes_pass_true_properties)
     verify_report_free(&r);
 }
 
+/* q, bQ times 10^eq and k, bK times 10^ek: the same scores for every
+ * eq + ek, two query rows, three keys, v as given. */
+static enum core_status scaled_case(struct verify_report *r, double eq, double ek,
+                                    const double *v)
+{
+    static const double q0[4] = {3, 1, 1, -2}, k0[6] = {1.1, 3.3, 2.7, 1, -1, 0.5};
+    static const double bq0[2] = {1, 1}, bk0[2] = {2, -1};
+    static double q[4], k[6], bq[2], bk[2];
+    double up = pow(10.0, eq), down = pow(10.0, ek);
+    for (int i = 0; i < 4; i++)
+        q[i] = q0[i] * up;
+    for (int i = 0; i < 6; i++)
+        k[i] = k0[i] * down;
+    for (int i = 0; i < 2; i++) {
+        bq[i] = bq0[i] * up;
+        bk[i] = bk0[i] * down;
+    }
+    struct verify_input in;
+    two_dims(&in, 2, 3, q, k, v);
+    in.bias_q = bq;
+    in.bias_k = bk;
+    return run(&in, r);
+}
+
+/* The rounding bound is M = scale*|q|*|k| times units of rounding: |q|
+ * past 1e154 squares to infinity, and M*|v| past DBL_MAX, where the bound
+ * itself is finite. Either used to drop the bound for the base 1e-12, so
+ * the scores of a request failed true properties that the same scores of
+ * smaller q and larger k passed; and check 8 shifted no key at all. */
+TEST(large_norms_keep_the_rounding_bound)
+{
+    static const double v[3] = {1, 2, 3};
+    struct verify_report a, b;
+    /* scores near 1e10: q near 1e15 or 1e165 */
+    CHECK_EQ_INT(scaled_case(&a, 15, -5, v), CORE_OK);
+    CHECK_EQ_INT(scaled_case(&b, 165, -155, v), CORE_OK);
+    for (int id = 2; id <= 6; id++) {
+        const struct verify_check *x = &a.checks[id - 1], *y = &b.checks[id - 1];
+        CHECK(x->passed && y->passed);
+        CHECK(y->tolerance > 1e-8);
+        CHECK_NEAR(y->tolerance / x->tolerance, 1.0, 1e-9);
+    }
+    verify_report_free(&a);
+    verify_report_free(&b);
+    /* scores near 1: q near 1e160; check 8 shifts the keys as it must */
+    CHECK_EQ_INT(scaled_case(&b, 160, -160, v), CORE_OK);
+    for (size_t i = 0; i < b.n_checks; i++)
+        if (b.checks[i].id != 27)       /* float16 cannot hold q */
+            CHECK(b.checks[i].passed);
+    const struct verify_check *c8 = find(&b, "per_key_shift_counterexample");
+    CHECK(c8 && c8->applicable && c8->max_abs_diff > 0.01);
+    verify_report_free(&b);
+    /* outputs near 1e307: M*max|v| passes DBL_MAX, the bound does not */
+    static const double vbig[3] = {1e307, -1e307, 5e306};
+    CHECK_EQ_INT(scaled_case(&b, 1, 1, vbig), CORE_OK);
+    const struct verify_check *c3 = find(&b, "k_bias_weights_unchanged");
+    CHECK(c3 && c3->passed && c3->tolerance > 1e280 && isfinite(c3->tolerance));
+    CHECK(find(&b, "max_subtraction")->passed);
+    verify_report_free(&b);
+}
+
 /* A core that drops the key bias at scores near 1e6 is still caught. */
 TEST(large_magnitudes_catch_faults)
 {
@@ -938,5 +999,6 @@ int main(void)
     RUN(core_faults_fail_checks);
     RUN(large_magnitudes_pass_true_properties);
     RUN(large_magnitudes_catch_faults);
+    RUN(large_norms_keep_the_rounding_bound);
     TEST_MAIN_END();
 }
