@@ -10,8 +10,44 @@
 #include <string.h>
 
 #include "kv.h"
+#include "rope.h"
 
 /* ---- check 14: RoPE --------------------------------------------------- */
+
+/* True when x [d] is zero in its first r dims (the ones RoPE turns). */
+static bool unrotated(const double *x, size_t r)
+{
+    for (size_t i = 0; i < r; i++)
+        if (x[i] != 0.0)
+            return false;
+    return true;
+}
+
+/* Why RoPE leaves the common key bias one shift per query row here, or
+ * NULL. The shift of score (i, j) is (R(P_q(i)) (q_i + bQ)) . (R(P_k(j)) bK)
+ * plus the unrotated dims' product: one number per row when every key is at
+ * one position, or when bK, or every q_i + bQ, is zero in the rotated dims. */
+static const char *rope_keeps_shift(const struct vx *c)
+{
+    struct attn_params p = {.rope_dims = c->in->rope ? c->in->rope_dims : 0};
+    const int64_t *pk = c->in->pos_k;
+    size_t r = attn_rope_dims(&p, c->dk), dk = c->dk;
+    bool apart = !pk, q_turns = false;
+    for (size_t j = 1; pk && j < c->L; j++)
+        apart = apart || pk[j] != pk[0];
+    if (!apart)
+        return "Every key is at one position: RoPE turns every key alike, so the key "
+               "bias stays one shift per query row.";
+    if (unrotated(c->bk, r))
+        return "bias.k is zero in the dims RoPE turns (rope.dims), so it stays one shift "
+               "per query row.";
+    for (size_t i = 0; i < c->n && !q_turns; i++)
+        for (size_t d = 0; d < r && !q_turns; d++)
+            q_turns = c->q[i * dk + d] + (c->bq ? c->bq[d] : 0.0) != 0.0;
+    return q_turns ? NULL
+                   : "Every q_i + bQ is zero in the dims RoPE turns (rope.dims), so the "
+                     "key bias stays one shift per query row.";
+}
 
 enum core_status verify_check_rope(struct vx *c, struct verify_check *ck)
 {
@@ -21,6 +57,9 @@ enum core_status verify_check_rope(struct vx *c, struct verify_check *ck)
         return verify_ck_na(ck, "RoPE rotates pairs of dimensions, and d_k is odd.");
     if (c->L < 2)
         return verify_ck_na(ck, "With one key every weight is 1, whatever the shift.");
+    const char *same = rope_keeps_shift(c);
+    if (same)
+        return verify_ck_na(ck, same);
     size_t n = c->n, L = c->L;
     struct vrun r = verify_base_run(c, ATTN_SOFTMAX_STANDARD, C_Q);
     struct vpass a, b;

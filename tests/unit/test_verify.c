@@ -440,6 +440,54 @@ TEST(premises_that_fail)
     verify_report_free(&r);
 }
 
+/* RoPE turns a common key bias into a shift per key only when the keys sit
+ * at different positions and both bK and some q_i + bQ have rotated dims;
+ * otherwise check 14's premise fails: not applicable, where it used to
+ * fail the report and blame saturated weights. */
+TEST(rope_premise_needs_keys_apart_and_rotated_dims)
+{
+    static const double q[8] = {1, 0, 1, 0, 0.5, 0.5, 0.2, 0.1};
+    static const double k[12] = {1, 0, 0, 1, 0, 1, 1, 0, -1, 0, 0.5, 0.5};
+    static const double v[3] = {1, 2, 3}, bq[4] = {0, 1, 0, 0};
+    static const double bk_low[4] = {3, -2, 0, 0}, bk_high[4] = {0, 0, 3, -2};
+    static const double q_high[8] = {0, 0, 1, 0, 0, 0, 0.2, 0.1};
+    static const int64_t apart[3] = {0, 3, 8}, together[3] = {5, 5, 5};
+    static const struct {
+        const double *q, *bq, *bk;
+        const int64_t *pk;
+        const char *why;            /* NULL: applicable, and the weights move */
+    } cases[] = {
+        {q, bq, bk_low, apart, NULL},
+        {q, bq, bk_low, NULL, NULL},
+        {q, bq, bk_low, together, "one position"},
+        {q, bq, bk_high, apart, "bias.k is zero"},
+        {q_high, NULL, bk_low, apart, "q_i + bQ is zero"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct verify_input in;
+        struct verify_report r;
+        memset(&in, 0, sizeof in);
+        in.n = 2; in.L = 3; in.d_k = 4; in.d_v = 1;
+        in.q = cases[i].q; in.k = k; in.v = v;
+        in.bias_q = cases[i].bq;
+        in.bias_k = cases[i].bk;
+        in.rope = true;
+        in.rope_base = 100;
+        in.rope_dims = 2;
+        in.pos_k = cases[i].pk;
+        CHECK_EQ_INT(run(&in, &r), CORE_OK);
+        const struct verify_check *c14 = find(&r, "rope_breaks_k_bias");
+        CHECK(c14 && c14->passed);
+        if (cases[i].why) {
+            CHECK(c14 && !c14->applicable && strstr(c14->note, cases[i].why));
+            CHECK(r.passed);
+        } else {
+            CHECK(c14 && c14->applicable && c14->max_abs_diff > 1e-3);
+        }
+        verify_report_free(&r);
+    }
+}
+
 /* One head of n queries and L keys of d_k = 2 dims, one value column. */
 static void two_dims(struct verify_input *in, size_t n, size_t L, const double *q,
                      const double *k, const double *v)
@@ -987,6 +1035,7 @@ int main(void)
     RUN(exception_applicable_when_keys_lie_in_a_plane);
     RUN(exception_uses_given_bq_when_it_already_qualifies);
     RUN(premises_that_fail);
+    RUN(rope_premise_needs_keys_apart_and_rotated_dims);
     RUN(saturated_weights_fail_counterexamples);
     RUN(max_subtraction_negative_scores);
     RUN(own_score_saturated_weight);
