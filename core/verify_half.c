@@ -201,6 +201,7 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
     double *u, *s64, *s16, *p0, *p64, *p16, err16[BEIT_SIZES], chg64[BEIT_SIZES];
     double worst = 0, overflow = -1, un = 0;
     size_t L = c->L;
+    bool measured = false;          /* some size left every float16 score finite */
 
     double qmax = 0;
     for (size_t i = 0; i < c->n * c->dk; i++)
@@ -240,9 +241,15 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
                 chg64[z] = fmax(chg64[z], fabs(p64[j] - p0[j]));
             }
         }
-        if (isfinite(err16[z]))
+        if (isfinite(err16[z])) {
             worst = err16[z] > worst ? err16[z] : worst;
+            measured = true;
+        }
     }
+    if (!measured)
+        return verify_ck_na(ck, "A float16 score overflows (past 65504) at every size of "
+                            "bK, 0 included: q and k are too large for float16 to show "
+                            "the loss.");
     if (!(worst > c->tol) && beit_keys_alike(c, u, s64, s16))
         return verify_ck_na(ck, "q gives every key the same score in every row, and float16 "
                             "rounding moved no weight: these keys cannot show the loss.");
