@@ -527,10 +527,11 @@ static enum core_status run_checks(struct vx *c, struct verify_report *rep)
             ck->max_abs_diff = 0.0;
         } else if (ck->expect_change) {
             ck->passed = ck->passed && ck->max_abs_diff > ck->tolerance;
-            if (!(ck->max_abs_diff > ck->tolerance))
-                verify_ck_note(ck, "No weight changed by more than the tolerance; "
-                        "large gaps between scores saturate the weights at 0 "
-                        "and 1.");
+            if (!(ck->max_abs_diff > ck->tolerance))   /* after how it ran */
+                verify_ck_note(ck, "%s%sNo weight changed by more than the "
+                        "tolerance; large gaps between scores saturate the "
+                        "weights at 0 and 1.", ck->note ? ck->note : "",
+                        ck->note ? " " : "");
         } else {
             ck->passed = ck->passed && ck->max_abs_diff <= ck->tolerance;
         }

@@ -526,6 +526,11 @@ TEST(saturated_weights_fail_counterexamples)
     const struct verify_check *c8 = find(&r, "per_key_shift_counterexample");
     CHECK(c8 && c8->applicable && !c8->passed);
     CHECK(c8 && strstr(c8->note, "saturate") != NULL);
+    /* after, not instead of, how the check ran (and check 27 its data) */
+    CHECK(c8 && strstr(c8->note, "Key j is shifted by") == c8->note);
+    const struct verify_check *c27 = find(&r, "beit_key_bias_float16");
+    CHECK(c27 && !c27->passed && strstr(c27->note, "weight_error_float16:") &&
+          strstr(c27->note, "saturate"));
     CHECK(!r.passed);
     /* the invariance checks still hold */
     CHECK(find(&r, "base_scores")->passed);
