@@ -8,6 +8,7 @@
  *   POST   /v1/sessions/{id}/kv         append rows   (expected_length: 409)
  *   GET    /v1/sessions/{id}/kv         the cached K and V
  *   POST   /v1/sessions/{id}/attention  append k/v if given, then attend q
+ *                                       (api/sessions_attend.c)
  *   POST   /v1/sessions/{id}/truncate   keep the first `length` rows
  *   POST   /v1/sessions/{id}/fork       copy into a new session  201
  *   GET    /v1/sessions/{id}/export     the session as bytes (handled in
@@ -35,9 +36,9 @@
 #include <string.h>
 
 #include "api/read.h"
+#include "api/sessions_impl.h"
 #include "api/sessions_roll.h"
 #include "api/codec/write.h"
-#include "core/attn_blame.h"
 #include "core/kv.h"
 #include "core/store.h"
 
@@ -163,7 +164,7 @@ bool api_sessions_reply_created(struct api_call *c, const char *id)
 }
 
 /* Look up id; answers 404 session_not_found and returns NULL if absent. */
-static struct sess *acquire(struct api_call *c, const char *id)
+struct sess *api_sess_acquire(struct api_call *c, const char *id)
 {
     struct sess *s = NULL;
     if (sess_acquire(c->ctx->store, id, &s) != CORE_OK) {
@@ -180,7 +181,7 @@ static struct sess *acquire(struct api_call *c, const char *id)
  * A per-head tensor member: [rows][width] when heads == 1, or
  * [heads][rows][width]; read in the session's dtype. *rows is set.
  */
-static bool read_heads(struct api_call *c, const json_t *body, const char *key,
+bool api_sess_read_heads(struct api_call *c, const json_t *body, const char *key,
                        enum attn_dtype dt, size_t heads, size_t width,
                        size_t *budget, struct api_tensor *t, size_t *rows)
 {
@@ -208,7 +209,7 @@ static bool read_heads(struct api_call *c, const json_t *body, const char *key,
 
 /* Optional k and v (both or neither) of a held session; *m = rows (0 when
  * absent). */
-static bool read_kv(struct api_call *c, const json_t *body,
+bool api_sess_read_kv(struct api_call *c, const json_t *body,
                     const struct sess_spec *sp, bool required, size_t *budget,
                     struct api_tensor *k, struct api_tensor *v, size_t *m)
 {
@@ -223,9 +224,9 @@ static bool read_kv(struct api_call *c, const json_t *body,
                  "\"k\" and \"v\" are required together");
         return false;
     }
-    if (!read_heads(c, body, "k", sp->params.dtype, sh->h_kv, sh->d_k, budget,
+    if (!api_sess_read_heads(c, body, "k", sp->params.dtype, sh->h_kv, sh->d_k, budget,
                     k, m) ||
-        !read_heads(c, body, "v", sp->params.dtype, sh->h_kv, sh->d_v, budget,
+        !api_sess_read_heads(c, body, "v", sp->params.dtype, sh->h_kv, sh->d_v, budget,
                     v, &mv))
         return false;
     if (mv != *m) {
@@ -236,7 +237,7 @@ static bool read_kv(struct api_call *c, const json_t *body,
 }
 
 /* 409 length_conflict unless expected (>= 0) is the held session's length. */
-static bool check_expected(struct api_call *c, const struct sess *s,
+bool api_sess_check_expected(struct api_call *c, const struct sess *s,
                           long long expected)
 {
     if (expected < 0 || (size_t)expected == sess_length(s))
@@ -248,7 +249,7 @@ static bool check_expected(struct api_call *c, const struct sess *s,
 }
 
 /* Optional "expected_length": -1 when absent. */
-static bool read_expected(struct api_call *c, const json_t *body,
+bool api_sess_read_expected(struct api_call *c, const json_t *body,
                           long long *out)
 {
     size_t x;
@@ -444,7 +445,7 @@ void api_sessions_fail_nonfinite(struct api_call *c, const struct sess *s, size_
     }
 }
 
-static void fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m,
+void api_sess_fail_append(struct api_call *c, enum core_status rc, const struct sess *s, size_t m,
                         bool pass)
 {
     if (rc == CORE_ENONFINITE) {
@@ -471,17 +472,17 @@ static void kv_append_req(struct api_call *c, const char *id)
     if (!body)
         return;
     if (!api_check_fields(c, body, "", append_fields) ||
-        !read_expected(c, body, &expected)) {
+        !api_sess_read_expected(c, body, &expected)) {
         json_decref(body);
         return;
     }
-    struct sess *s = acquire(c, id);
+    struct sess *s = api_sess_acquire(c, id);
     if (!s) {
         json_decref(body);
         return;
     }
-    bool ok = check_expected(c, s, expected) &&
-              read_kv(c, body, sess_spec(s), true, &budget, &k, &v, &m);
+    bool ok = api_sess_check_expected(c, s, expected) &&
+              api_sess_read_kv(c, body, sess_spec(s), true, &budget, &k, &v, &m);
     json_decref(body);
     if (ok) {
         enum core_status rc = sess_append(c->ctx->store, s, k.data, v.data, m,
@@ -490,7 +491,7 @@ static void kv_append_req(struct api_call *c, const char *id)
             reply_session(c, s, 200);
             s = NULL;
         } else {
-            fail_append(c, rc, s, m, false);
+            api_sess_fail_append(c, rc, s, m, false);
         }
     }
     if (s)
@@ -567,7 +568,7 @@ static bool put_held(struct api_buf *b, const struct sess *s)
 
 static void kv_get_req(struct api_call *c, const char *id)
 {
-    struct sess *s = acquire(c, id);
+    struct sess *s = api_sess_acquire(c, id);
     if (!s)
         return;
     const struct kv_cache *kv = sess_cache(s);
@@ -604,212 +605,6 @@ static void kv_get_req(struct api_call *c, const char *id)
     api_reply_buf(c, 200, &b);
 }
 
-/* ---- POST /v1/sessions/{id}/attention --------------------------------------- */
-
-static const char *const attention_fields[] = {
-    "q", "k", "v", "causal", "attn_bias", "mask", "return", "expected_length",
-    "empty_rows", "encoding", "digits", "heads", "weights_top_k", "tokens", "timeout_ms",
-    "window", NULL};
-
-/* Everything an attention request owns. */
-struct att_req {
-    struct api_tensor q, k, v, attn_bias, mask;
-    size_t m;                       /* rows to append */
-    long long expected;
-    struct sess_query query;
-    struct attn_request r;          /* the pass (L = length + m) */
-    int q_rank;
-    enum api_encoding encoding;
-    int digits;
-    struct api_extras x;            /* heads, top-k, qk/lse/stats, tokens */
-};
-
-static void att_req_free(struct att_req *a)
-{
-    api_extras_free(&a->x);
-    api_tensor_free(&a->q);
-    api_tensor_free(&a->k);
-    api_tensor_free(&a->v);
-    api_tensor_free(&a->attn_bias);
-    api_tensor_free(&a->mask);
-}
-
-static bool read_att_options(struct api_call *c, const json_t *body,
-                             struct att_req *a)
-{
-    struct sess_query *q = &a->query;
-    return api_read_causal(c, member(body, "causal"), "/causal", &q->causal) &&
-           api_read_empty_rows(c, member(body, "empty_rows"), "/empty_rows",
-                               &q->empty_rows) &&
-           api_read_return(c, member(body, "return"), "/return", &q->outputs,
-                           &a->x.want) &&
-           api_read_extras(c, "", member(body, "heads"), member(body, "weights_top_k"),
-                           member(body, "tokens"), &q->outputs, &a->x) &&
-           api_read_encoding(c, member(body, "encoding"), "/encoding",
-                             &a->encoding) &&
-           api_read_digits(c, member(body, "digits"), "/digits", &a->digits) &&
-           api_read_window(c, member(body, "window"), "/window", &q->window) &&
-           read_expected(c, body, &a->expected);
-}
-
-/* Checks of the held session s's length, before the score matrices that
- * must have as many columns: expected_length, and an empty cache (L 0,
- * nothing appended), which no attn_bias or mask could match. */
-static bool check_cache(struct api_call *c, const struct sess *s, const struct att_req *a)
-{
-    if (!check_expected(c, s, a->expected))
-        return false;
-    if (a->r.shape.L == 0) {
-        api_fail(c, API_ERR_EMPTY_MATRIX, "/k",
-                 "the session's cache is empty: send \"k\" and \"v\" first");
-        return false;
-    }
-    return true;
-}
-
-/* The arrays, read against the held session s. */
-static bool read_att_arrays(struct api_call *c, const json_t *body,
-                            const struct sess *s, struct att_req *a)
-{
-    const struct sess_spec *sp = sess_spec(s);
-    size_t budget = api_max_elements(c), n;
-    if (!read_heads(c, body, "q", sp->params.dtype, sp->shape.h, sp->shape.d_k,
-                    &budget, &a->q, &n) ||
-        !read_kv(c, body, sp, false, &budget, &a->k, &a->v, &a->m))
-        return false;
-    a->q_rank = a->q.rank;
-    a->query.q = a->q.data;
-    a->query.n = n;
-    if (!api_roll_check_query(c, s, body, &a->query, a->m))
-        return false;
-    if (sess_request(s, &a->query, a->m, &a->r) != CORE_OK) {
-        api_fail(c, API_ERR_LIMIT_EXCEEDED, "/k", "the cache would be too long");
-        return false;
-    }
-    if (!check_cache(c, s, a))
-        return false;
-    if (!api_read_score_matrix(c, member(body, "attn_bias"), "/attn_bias",
-                               API_ELEM_NULLABLE, sp->params.dtype,
-                               &a->r.shape, &budget, &a->attn_bias,
-                               &a->query.attn_bias_heads) ||
-        !api_read_score_matrix(c, member(body, "mask"), "/mask", API_ELEM_BOOL,
-                               sp->params.dtype, &a->r.shape, &budget,
-                               &a->mask, &a->query.mask_heads))
-        return false;
-    a->query.attn_bias = a->attn_bias.data;
-    a->query.mask = a->mask.data;
-    return sess_request(s, &a->query, a->m, &a->r) == CORE_OK &&
-           api_extras_check(c, "", &a->x, &a->r.shape);
-}
-
-/* The extras of a, or NULL when the response is the v1 one. */
-static struct api_extras *att_extras(struct att_req *a)
-{
-    return api_extras_compute(&a->x) || a->x.tokens ? &a->x : NULL;
-}
-
-/* Checks of the whole pass on the held session (check_cache came first):
- * its validity and the response's size. */
-static bool check_att(struct api_call *c, struct att_req *a, size_t *cap)
-{
-    enum core_status rc = api_extras_check_request(&a->r);
-    if (rc != CORE_OK) {
-        api_fail_core(c, rc, NULL);
-        return false;
-    }
-    return api_attention_fits(c, &a->r, att_extras(a), a->encoding, cap);
-}
-
-/* sess_query.accept of a session's attention: api_attention_accept. */
-struct att_accept {
-    struct api_call *c;
-    struct api_attention_view *view;
-};
-
-static bool att_accept(void *arg, struct attn_result *out, struct attn_extras_out *xo)
-{
-    (void)xo;                           /* the view's extras hold it */
-    struct att_accept *a = arg;
-    return api_attention_accept(a->c, a->view, out);
-}
-
-/* Append and attend on the held session; the session is released here. */
-static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
-{
-    struct sess_store *st = c->ctx->store;
-    struct attn_result res;
-    size_t cap;
-    if (!check_att(c, a, &cap)) {
-        sess_release(st, s);
-        return;
-    }
-    struct api_extras *x = att_extras(a);
-    if (api_extras_compute(x) ? !api_extras_alloc(&a->r, x, &res)
-                              : !api_result_alloc(&a->r, &res)) {
-        sess_release(st, s);
-        api_result_free(&res);
-        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
-        return;
-    }
-    struct attn_extras xc = x ? api_extras_core(x) : (struct attn_extras){0};
-    struct api_attention_view view = {.req = &a->r, .q_rank = a->q_rank, .x = x,
-                                      .encoding = a->encoding, .digits = a->digits};
-    struct att_accept acc = {c, &view};
-    struct attn_blame_empty empty = {0};
-    struct attn_blame blame = {.input = ATTN_BLAME_NONE};
-    a->query.accept = att_accept;
-    a->query.accept_arg = &acc;
-    a->query.empty = &empty;
-    a->query.blame = &blame;
-    enum core_status rc = sess_attend_x(st, s, a->k.data, a->v.data, a->m, &a->query,
-                                        api_extras_compute(x) ? &xc : NULL,
-                                        x ? &x->xo : NULL, &res, c->req->ws);
-    if (rc != CORE_OK) {
-        api_result_free(&res);
-        struct api_blame_at at;
-        api_blame_at_tensors(&at, &a->q, &a->k, &a->v, &a->attn_bias);
-        if (rc == CORE_EEMPTYROW)
-            api_fail_empty_blame(c, &a->r, &empty, " (the session's rows)", at.ptr[0],
-                                 at.rank[0]);
-        else if (rc == CORE_ENONFINITE && !c->answered)
-            api_session_fail_overflow(c, s, &a->r, a->m, &blame, &at);
-        else if (!c->answered)          /* else refused by att_accept, answered */
-            fail_append(c, rc, s, a->m, true);
-        sess_release(st, s);
-        return;
-    }
-    sess_release(st, s);
-    api_reply_attention(c, &view, &res, cap);
-}
-
-static void attention_req(struct api_call *c, const char *id)
-{
-    struct att_req a;
-    memset(&a, 0, sizeof a);
-    json_t *body = api_parse_body(c);
-    if (!body)
-        return;
-    if (!api_check_fields(c, body, "", attention_fields) ||
-        !api_read_timeout(c, member(body, "timeout_ms"), "/timeout_ms") ||
-        !read_att_options(c, body, &a)) {
-        json_decref(body);
-        att_req_free(&a);               /* what the options read before the bad one */
-        return;
-    }
-    struct sess *s = acquire(c, id);
-    if (s) {
-        bool ok = read_att_arrays(c, body, s, &a);
-        json_decref(body);
-        body = NULL;
-        if (ok)
-            att_run(c, s, &a);
-        else
-            sess_release(c->ctx->store, s);
-    }
-    json_decref(body);
-    att_req_free(&a);
-}
-
 /* ---- truncate, fork, get, delete ----------------------------------------- */
 
 static void truncate_req(struct api_call *c, const char *id)
@@ -824,7 +619,7 @@ static void truncate_req(struct api_call *c, const char *id)
     json_decref(body);
     if (!ok)
         return;
-    struct sess *s = acquire(c, id);
+    struct sess *s = api_sess_acquire(c, id);
     if (!s)
         return;
     if (length > sess_length(s)) {
@@ -862,7 +657,7 @@ static void fork_req(struct api_call *c, const char *id)
     json_decref(body);
     if (!ok)
         return;
-    struct sess *s = acquire(c, id);
+    struct sess *s = api_sess_acquire(c, id);
     if (!s)
         return;
     struct sess *made = NULL;
@@ -876,7 +671,7 @@ static void fork_req(struct api_call *c, const char *id)
 
 static void get_req(struct api_call *c, const char *id)
 {
-    struct sess *s = acquire(c, id);
+    struct sess *s = api_sess_acquire(c, id);
     if (s)
         reply_session(c, s, 200);
 }
@@ -916,7 +711,7 @@ static bool split_rest(const char *rest, char *id, const char **action)
 static const struct {
     const char *name, *route;
     void (*fn)(struct api_call *, const char *);
-} session_posts[] = {{"attention", route_attention, attention_req},
+} session_posts[] = {{"attention", route_attention, api_sessions_attention},
                      {"truncate", route_truncate, truncate_req},
                      {"fork", route_fork, fork_req}};
 
