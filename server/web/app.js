@@ -53,9 +53,32 @@
   }
 
   /* ---- the API ------------------------------------------------------- */
-  function apiBase() {
-    var b = $('api-base').value.trim();
-    return b.replace(/\/+$/, '');
+  /* The API base URL field as {base} ('' = the attnd that served the
+   * page; a trailing /v1 dropped, as every path the page asks for starts
+   * with it) or {problem}: text without http:// or https:// would be
+   * taken as a path on the page's own server, and a query or fragment
+   * would swallow the path appended to it. */
+  function baseOf(text) {
+    var t = String(text).trim(), u = null;
+    if (!t) return { base: '' };
+    try { u = new URL(t); } catch (e) { u = null; }
+    if (!u || !/^https?:\/\//i.test(t) || u.search || u.hash || u.username || u.password) {
+      return { problem: 'the API base URL "' + t + '" is not an absolute http:// or https:// URL ' +
+        'such as http://127.0.0.1:8080 (no /v1, query or #); fix the field marked in red, ' +
+        'or empty it to call the attnd that served this page.' };
+    }
+    return { base: u.origin + u.pathname.replace(/\/+$/, '').replace(/\/v1$/i, '') };
+  }
+
+  /* the base every request goes to ('' also while the field is refused) */
+  function apiBase() { return baseOf($('api-base').value).base || ''; }
+
+  /* Marks the API base URL field when it is refused; its problem or null. */
+  function baseProblem() {
+    var p = baseOf($('api-base').value).problem || null;
+    if (p) $('api-base').setAttribute('aria-invalid', 'true');
+    else $('api-base').removeAttribute('aria-invalid');
+    return p;
   }
 
   function ApiError(status, code, message, path) {
@@ -95,6 +118,8 @@
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
+    var problem = baseProblem();
+    if (problem) return Promise.reject(localError(problem));
     var url = apiBase() + path;
     return fetch(url, init).then(function (r) {
       return r.text().then(function (text) {
@@ -748,12 +773,12 @@
 
   function update() {
     timer = 0;
-    var opt = badOption();
-    if (badCells() || opt) {
+    var opt = badOption(), where = baseProblem();
+    if (badCells() || opt || where) {
       takeDown(true);
       showError(localError(opt ? opt + ' is not a number; fix the field marked in red.'
-        : 'a cell does not hold a number, or one too large (past \u00B11.8e308); fix the cell marked in red.'));
-      $('status').textContent = 'Waiting for a valid number.';
+        : where || 'a cell does not hold a number, or one too large (past \u00B11.8e308); fix the cell marked in red.'));
+      $('status').textContent = opt || !where ? 'Waiting for a valid number.' : 'Waiting for a valid API base URL.';
       setBusy(false);                 /* nothing is on its way: read the message out */
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
       return;
@@ -851,8 +876,9 @@
   function onServerChange(fn) { serverWatchers.push(fn); }
   function serverChanged() { serverWatchers.forEach(function (fn) { fn(); }); }
 
-  /* Footer links follow the API base URL. */
+  /* Footer links follow the API base URL (a refused one leaves them be). */
   function fixLinks() {
+    if (baseProblem()) return;
     Array.prototype.forEach.call(document.querySelectorAll('footer a'), function (a) {
       if (!a.dataset.path) a.dataset.path = a.getAttribute('href');
       a.href = apiBase() + a.dataset.path;

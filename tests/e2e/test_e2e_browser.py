@@ -14,7 +14,8 @@ tests/browser/teach.mjs drives the looking-and-dragging views (teach.js,
 model.js); tests/browser/model.mjs the pasted-model panel's edge inputs,
 errors and keyboard reading (model.js); tests/browser/access.mjs contrast,
 focus ring, busy state, large inputs, 320 px, print; tests/browser/stale.mjs
-numbers that must not outlive their inputs.
+numbers that must not outlive their inputs; tests/browser/fields.mjs the
+page's own fields against what it sends.
 Screenshots land in <dir of ATTND_BIN>/artifacts/ (build/artifacts/ for the
 default build). `make test` installs chromium and runs `npm ci` first.
 """
@@ -112,6 +113,13 @@ def test_no_numbers_of_inputs_gone_by():
     down, an older quiet-heads answer arriving last is not drawn."""
     with Attnd() as a:
         run_node("stale.mjs", "--page", a.url + "/", "--api", a.url)
+
+
+def test_fields_against_what_is_sent():
+    """tests/browser/fields.mjs: an API base URL without a scheme is refused
+    before anything is sent, one ending in /v1 is taken without it."""
+    with Attnd() as a:
+        run_node("fields.mjs", "--page", a.url + "/", "--api", a.url)
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):
