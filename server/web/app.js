@@ -146,8 +146,9 @@
   /* Fills box with e: "Not sent: …" for a mistake found before sending,
    * "No answer from attnd: …" when the request never got an answer,
    * "attnd answered 422 invalid_field: … (at /k/2/1)" otherwise; e null
-   * empties and hides the box. */
-  function fillError(box, e) {
+   * empties and hides the box; field, when given, names the field the
+   * path points at ("(at /scale: the custom scale, marked in red)"). */
+  function fillError(box, e, field) {
     if (!e) { box.hidden = true; box.textContent = ''; return; }
     box.hidden = false;
     box.textContent = '';
@@ -164,23 +165,56 @@
     box.appendChild(p);
     if (e.path) {
       var w = document.createElement('span');
-      w.textContent = ' (at ' + e.path + ')';
+      w.textContent = ' (at ' + e.path + (field ? ': ' + field + ', marked in red' : '') + ')';
       box.appendChild(w);
     }
   }
 
-  /* The Results section's error box; a path naming a grid cell marks it. */
+  /* The Results section's error box; a path naming a grid cell or an
+   * option field marks it. */
   function showError(e) {
     clearInvalid();
-    fillError($('error'), e);
-    if (e && e.path) markInvalid(e.path);
+    fillError($('error'), e, e && e.path ? markInvalid(e.path) : null);
   }
 
-  /* A JSON pointer such as /k/2/1 or /bias/q/0 names a grid cell. */
+  /* The option fields behind the pointers of attnd's errors about what
+   * commonOptions and attentionBody send; the first match wins, so
+   * /rope/base is the base field and /rope (an odd d_k) the RoPE switch.
+   * The softmax radios are marked as their group. */
+  var OPTION_FIELDS = [
+    { ptr: '/scale', id: 'scale', what: 'the custom scale' },
+    { ptr: '/sink_logit', id: 'sink-logit', what: 'the sink logit' },
+    { ptr: '/softmax', id: 'softmax-box', what: 'the softmax' },
+    { ptr: '/causal', id: 'causal', what: 'the causal mask' },
+    { ptr: '/rope/base', id: 'rope-base', what: 'the RoPE base' },
+    { ptr: '/rope/pairs', id: 'rope-pairs', what: 'the RoPE pairs' },
+    { ptr: '/rope', id: 'use-rope', what: 'RoPE' }
+  ];
+
+  /* Marks the option field ptr points at; its name, or null. */
+  function markOption(ptr) {
+    for (var i = 0; i < OPTION_FIELDS.length; i++) {
+      var o = OPTION_FIELDS[i];
+      if (ptr === o.ptr || ptr.indexOf(o.ptr + '/') === 0) {
+        $(o.id).setAttribute('aria-invalid', 'true');
+        return o.what;
+      }
+    }
+    return null;
+  }
+
+  /* Unmarks the option fields but those on that hold no number. */
+  function clearOptions() {
+    OPTION_FIELDS.forEach(function (o) { $(o.id).removeAttribute('aria-invalid'); });
+    badOption();
+  }
+
+  /* A JSON pointer such as /k/2/1 or /bias/q/0 names a grid cell, and
+   * /scale or /rope/base an option field (whose name it returns). */
   function markInvalid(ptr) {
     var m = /^\/(q|k|v)\/(\d+)(?:\/(\d+))?/.exec(ptr) ||
             /^\/bias\/(q|k|v)(?:\/(\d+))?/.exec(ptr);
-    if (!m) return;
+    if (!m) return markOption(ptr);
     var sel;
     if (ptr.indexOf('/bias/') === 0) {
       sel = '#grid-b' + m[1] + ' input' + (m[2] !== undefined ? '[data-c="' + m[2] + '"]' : '');
@@ -191,6 +225,13 @@
     Array.prototype.forEach.call(document.querySelectorAll(sel), function (el) {
       el.setAttribute('aria-invalid', 'true');
     });
+    return null;
+  }
+
+  /* The decode section's refused start (POST /v1/sessions takes the same
+   * options and biases): its error in box, the field it names marked. */
+  function showStartError(box, e) {
+    fillError(box, e, e && e.path ? markInvalid(e.path) : null);
   }
 
   /* Unmarks the cells that hold a number: a mark of attnd's error path
@@ -199,6 +240,7 @@
   function clearInvalid() {
     Array.prototype.forEach.call(document.querySelectorAll('.grid input[aria-invalid]'),
       function (el) { if (!isNaN(parseCell(el.value))) el.removeAttribute('aria-invalid'); });
+    clearOptions();
   }
 
   /* ---- editable grids ------------------------------------------------ */
@@ -935,7 +977,8 @@
   }
 
   window.attnd = { api: api, fmt: fmt, fmtDiff: fmtDiff, showError: showError, fillError: fillError,
-                   localError: localError, cellColour: cellColour, newTable: newTable,
+                   localError: localError, showStartError: showStartError,
+                   clearOptions: clearOptions, cellColour: cellColour, newTable: newTable,
                    onServerChange: onServerChange, onInputsChange: onInputsChange,
                    inputs: function () { return state; }, renderGrid: renderGrid,
                    renderHeat: renderHeat, badOption: badOption, commonOptions: commonOptions,

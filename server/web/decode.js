@@ -80,9 +80,10 @@
         ', d_v = ' + body.d_v + '. ' + session.kept);
       renderStepInputs();
       sessError(null);
+      A.clearOptions();               /* attnd took the options */
     }, function (e) {
       $('sess-start').disabled = false;
-      sessError(e);
+      A.showStartError($('sess-error'), e);
     }).then(function () { A.setBusy(false); });
   }
 

@@ -5,10 +5,18 @@
 //
 // An API base URL without http:// or https:// is refused before anything
 // is sent (it would be a path on the page's own server), and one ending in
-// /v1 is taken without it. Ends with "N passed, N failed".
+// /v1 is taken without it. attnd's error about an option the page sent
+// (/scale, /rope/base, /sink_logit, ...) marks that option's field and
+// names it, in the Results and when it refuses a decode session's start;
+// the mark goes once attnd takes the request; axe-core finds no serious
+// or critical violation with a field so marked. Ends with
+// "N passed, N failed".
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, finish, step } from './steps.mjs';
 
+const HERE = dirname(fileURLToPath(import.meta.url));
 const PAGE = arg('page');
 const API = arg('api');
 
@@ -61,6 +69,85 @@ await step('an API base URL ending in /v1 is taken without it', async () => {
   } finally {
     await pointAt('');
   }
+});
+
+/* types text into a number input the way a learner does, key by key */
+async function typeInto(sel, text) {
+  await page.fill(sel, '');
+  await page.type(sel, text);
+}
+const marked = (sel) => page.getAttribute(sel, 'aria-invalid');
+/* box names field what at pointer ptr, and the field sel is marked */
+async function named(box, ptr, what, sel) {
+  const err = await shown(box);
+  assert(err.includes(`(at ${ptr}: ${what}, marked in red)`), `${ptr}: ${box} reads: ${err}`);
+  assert((await marked(sel)) === 'true', `${ptr}: ${sel} is not marked`);
+}
+async function noSeriousViolation(what) {
+  const r = await page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+  const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert(bad.length === 0, `${what}: ${bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target).join(' ')}`).join('; ')}`);
+}
+
+await step('attnd refusing an option marks its field, names it, and the mark goes once it takes it', async () => {
+  for (const [check, sel, bad, good, ptr, what] of [
+    ['#use-scale', '#scale', '0', '2', '/scale', 'the custom scale'],
+    ['#use-rope', '#rope-base', '0', '10000', '/rope/base', 'the RoPE base']]) {
+    await andWait(() => page.check(check));
+    await andWait(() => typeInto(sel, bad));
+    assert(/^attnd answered 422/.test(await shown('#error')), `${ptr}: ${await shown('#error')}`);
+    await named('#error', ptr, what, sel);
+    await andWait(() => typeInto(sel, good));
+    assert((await shown('#error')) === '', `${ptr}: error box after the fix: ${await shown('#error')}`);
+    assert((await marked(sel)) === null, `${ptr}: ${sel} still marked after attnd took ${good}`);
+    if (ptr === '/rope/base') {               /* RoPE over an odd d_k: /rope names the switch */
+      await andWait(() => page.click('#dk-add'));
+      await named('#error', '/rope', 'RoPE', '#use-rope');
+      await andWait(() => page.click('#dk-del'));
+      assert((await marked('#use-rope')) === null, 'the RoPE switch still marked at d_k 2');
+    }
+    await andWait(() => page.uncheck(check));
+  }
+});
+
+await step('every other option pointer marks its field too (answers made by the test)', async () => {
+  await page.addScriptTag({ path: join(HERE, 'node_modules', 'axe-core', 'axe.min.js') });
+  for (const [ptr, what, sel] of [['/sink_logit', 'the sink logit', '#sink-logit'],
+    ['/softmax', 'the softmax', '#softmax-box'], ['/causal', 'the causal mask', '#causal'],
+    ['/rope/pairs', 'the RoPE pairs', '#rope-pairs']]) {
+    /* the Results' request (only it sends a V bias) refused at ptr */
+    await page.route('**/v1/attention', (route) => {
+      const b = JSON.parse(route.request().postData() || '{}');
+      if (!(b.bias && b.bias.v)) return route.continue();
+      return route.fulfill({ status: 422, contentType: 'application/json',
+        body: JSON.stringify({ error: { code: 'invalid_field', message: 'made by the test', path: ptr } }) });
+    });
+    try {
+      await andWait(() => page.check('#use-bv'));
+    } finally {
+      await page.unroute('**/v1/attention');
+    }
+    await named('#error', ptr, what, sel);
+    await noSeriousViolation(`${sel} marked`);
+    await andWait(() => page.uncheck('#use-bv'));
+    assert((await marked(sel)) === null, `${ptr}: ${sel} still marked after attnd took the request`);
+  }
+});
+
+await step('a refused session start marks the option field in the decode section', async () => {
+  await page.route('**/v1/sessions', (route) => route.fulfill({ status: 422, contentType: 'application/json',
+    body: '{"error":{"code":"invalid_field","message":"made by the test","path":"/sink_logit"}}' }));
+  try {
+    await page.click('#sess-start');
+    await page.waitForFunction(() => !document.getElementById('sess-error').hidden, null, { timeout: 10000 });
+  } finally {
+    await page.unroute('**/v1/sessions');
+  }
+  await named('#sess-error', '/sink_logit', 'the sink logit', '#sink-logit');
+  await page.click('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('sess-end').disabled, null, { timeout: 10000 });
+  assert((await marked('#sink-logit')) === null, 'the sink logit still marked after attnd took the session');
+  await page.click('#sess-end');
 });
 
 await step('no uncaught script errors', async () => {

@@ -117,7 +117,8 @@ def test_no_numbers_of_inputs_gone_by():
 
 def test_fields_against_what_is_sent():
     """tests/browser/fields.mjs: an API base URL without a scheme is refused
-    before anything is sent, one ending in /v1 is taken without it."""
+    before anything is sent, one ending in /v1 is taken without it; attnd's
+    error about an option marks and names that option's field."""
     with Attnd() as a:
         run_node("fields.mjs", "--page", a.url + "/", "--api", a.url)
 
