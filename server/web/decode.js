@@ -65,7 +65,7 @@
 
   function startSession() {
     var opt = A.badOption();
-    if (opt) { A.showError(A.localError(opt + ' is not a number; fix the field marked in red.')); return; }
+    if (opt) { sessError(A.localError(opt + ' is not a number; fix the field marked in red.')); return; }
     var body = A.commonOptions({ d_k: A.inputs().q[0].length, d_v: A.inputs().v[0].length });
     $('sess-start').disabled = true;    /* one session: a second click would start another */
     A.setBusy(true);
