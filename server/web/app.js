@@ -108,20 +108,25 @@
     return t.length > 200 ? t.slice(0, 200) + '\u2026' : t;
   }
 
+  /* The attnd the fields point at now and the key they give it. */
+  function server() { return { base: apiBase(), key: $('api-key').value.trim() }; }
+
   /* One request; resolves to the parsed JSON body (null for 204), rejects
-   * with ApiError. */
-  function api(method, path, body) {
+   * with ApiError. to: the server() to ask (a decode session's own),
+   * else the one the fields point at. */
+  function api(method, path, body, to) {
     var init = { method: method, headers: {} };
-    var key = $('api-key').value.trim();
-    if (key) init.headers.Authorization = 'Bearer ' + key;
+    if (!to) {
+      var problem = baseProblem();
+      if (problem) return Promise.reject(localError(problem));
+      to = server();
+    }
+    if (to.key) init.headers.Authorization = 'Bearer ' + to.key;
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    var problem = baseProblem();
-    if (problem) return Promise.reject(localError(problem));
-    var url = apiBase() + path;
-    return fetch(url, init).then(function (r) {
+    return fetch(to.base + path, init).then(function (r) {
       return r.text().then(function (text) {
         var data = null;
         if (text) {
@@ -137,7 +142,7 @@
       });
     }, function () {
       throw new ApiError(0, 'network',
-        'Could not reach attnd at ' + (apiBase() || location.origin) +
+        'Could not reach attnd at ' + (to.base || location.origin) +
         ' (server down, wrong URL, or the origin is not in --cors-origins).',
         null);
     });
@@ -977,7 +982,7 @@
   }
 
   window.attnd = { api: api, fmt: fmt, fmtDiff: fmtDiff, showError: showError, fillError: fillError,
-                   localError: localError, showStartError: showStartError,
+                   localError: localError, server: server, showStartError: showStartError,
                    clearOptions: clearOptions, cellColour: cellColour, newTable: newTable,
                    onServerChange: onServerChange, onInputsChange: onInputsChange,
                    inputs: function () { return state; }, renderGrid: renderGrid,

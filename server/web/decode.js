@@ -5,13 +5,17 @@
  * q, k and v and attends (POST /v1/sessions/{id}/attention), then draws
  * the cache attnd keeps (GET /v1/sessions/{id}/kv); End deletes it. The
  * next token's rows default to the inputs' first query and the key and
- * value rows in turn. Calls go through app.js (window.attnd).
+ * value rows in turn. Calls go through app.js (window.attnd). A session
+ * lives on the attnd that started it: when the API base URL or key
+ * changes, the open session is ended there (or forgotten, if that attnd
+ * cannot delete it) and the learner is told.
  */
 (function () {
   'use strict';
   var A = null;                       /* window.attnd, set in init */
   function $(id) { return document.getElementById(id); }
-  var session = null;                 /* {id, d_k, d_v, length, kept} of the open session */
+  var session = null;                 /* {id, d_k, d_v, length, kept, to} of the open session */
+  var moves = 0;                      /* changes of the API base URL or key so far */
   var step = { q: [0], k: [0], v: [0] };
 
   function renderStepInputs() {
@@ -67,10 +71,12 @@
     var opt = A.badOption();
     if (opt) { sessError(A.localError(opt + ' is not a number; fix the field marked in red.')); return; }
     var body = A.commonOptions({ d_k: A.inputs().q[0].length, d_v: A.inputs().v[0].length });
+    var to = A.server(), movesThen = moves;
     $('sess-start').disabled = true;    /* one session: a second click would start another */
     A.setBusy(true);
     A.api('POST', '/v1/sessions', body).then(function (s) {
-      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0, kept: keptOptions(s) };
+      if (moves !== movesThen) { $('sess-start').disabled = false; leave({ id: s.id, to: to }); return; }
+      session = { id: s.id, d_k: body.d_k, d_v: body.d_v, length: s.length || 0, kept: keptOptions(s), to: to };
       $('sess-start').disabled = true;
       $('sess-end').disabled = false;
       $('step-box').disabled = false;
@@ -97,13 +103,13 @@
     var mine = session, id = encodeURIComponent(session.id);
     var gone = function () { return session !== mine; };
     A.setBusy(true);
-    A.api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] })
+    A.api('POST', '/v1/sessions/' + id + '/attention', { q: [step.q], k: [step.k], v: [step.v] }, mine.to)
       .then(function (res) {
         if (gone()) return null;
         var L = res.weights[0].length;
         A.renderHeat($('map-step-weights'), res.weights, ['new q'], indexLabels('pos ', L),
           'weights', 'Weights of the newest query over cached positions');
-        return A.api('GET', '/v1/sessions/' + id + '/kv').then(function (kv) {
+        return A.api('GET', '/v1/sessions/' + id + '/kv', undefined, mine.to).then(function (kv) {
           if (gone()) return;
           renderKv(kv);
           session.length = Number($('kv-table').dataset.length);
@@ -119,19 +125,44 @@
       .then(function () { A.setBusy(false); });
   }
 
-  function endSession() {
-    if (!session) return;
-    var id = session.id;
+  /* The open session closed on the page (the buttons as before a start). */
+  function closeSession(said) {
     session = null;
     sessError(null);
     $('sess-start').disabled = false;
     $('sess-end').disabled = true;
     $('step-box').disabled = true;
-    $('sess-status').textContent = 'Session ended.';
-    A.api('DELETE', '/v1/sessions/' + encodeURIComponent(id)).then(function () {
-      sessionInfo('Session ' + id + ' deleted.');
-    }, sessError);
+    $('sess-status').textContent = said;
     renderStepInputs();
+  }
+
+  function endSession() {
+    if (!session) return;
+    var old = session;
+    closeSession('Session ended.');
+    A.api('DELETE', '/v1/sessions/' + encodeURIComponent(old.id), undefined, old.to).then(function () {
+      sessionInfo('Session ' + old.id + ' deleted.');
+    }, sessError);
+  }
+
+  /* The API base URL or key changed: the session s (open, or started just
+   * before the change) is deleted on the attnd and with the key it was
+   * started with, or forgotten when that attnd cannot delete it; later
+   * steps would go to the new server, which does not hold it. */
+  function leave(s) {
+    var what = 'Session ' + s.id + ' ended: the API base URL or key changed, and a session stays on the attnd that started it.';
+    if (session === s) closeSession(what); else $('sess-status').textContent = what;
+    A.api('DELETE', '/v1/sessions/' + encodeURIComponent(s.id), undefined, s.to).then(function () {
+      sessionInfo('Session ' + s.id + ' deleted on the attnd it was started on; start a session to decode on this one.');
+    }, function (e) {
+      sessionInfo('Session ' + s.id + ' forgotten: the attnd it was started on did not delete it (' +
+        (e.message || e.code) + '); it expires there unused. Start a session to decode on this one.');
+    });
+  }
+
+  function serverMoved() {
+    moves++;
+    if (session) leave(session);
   }
 
   function init() {
@@ -140,6 +171,7 @@
     $('sess-end').addEventListener('click', endSession);
     $('step').addEventListener('click', appendStep);
     A.onInputsChange(renderStepInputs);
+    A.onServerChange(serverMoved);
     renderStepInputs();
   }
 

@@ -1,16 +1,19 @@
 // tests/browser/fields.mjs — the teaching page's own fields against what
 // it sends, in real headless Chromium.
 //
-//   node fields.mjs --page URL --api URL
+//   node fields.mjs --page URL --api URL --other URL
 //
+// --other: a second attnd that lets the page's origin call it (CORS).
 // An API base URL without http:// or https:// is refused before anything
 // is sent (it would be a path on the page's own server), and one ending in
 // /v1 is taken without it. attnd's error about an option the page sent
 // (/scale, /rope/base, /sink_logit, ...) marks that option's field and
 // names it, in the Results and when it refuses a decode session's start;
 // the mark goes once attnd takes the request; axe-core finds no serious
-// or critical violation with a field so marked. Ends with
-// "N passed, N failed".
+// or critical violation with a field so marked. Changing the API base URL
+// or key ends an open decode session on the attnd that started it (or
+// forgets it when that attnd cannot delete it) and says so; the next
+// session starts on the new one. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -19,6 +22,7 @@ import { andWait as waitRound, arg, assert, finish, step } from './steps.mjs';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PAGE = arg('page');
 const API = arg('api');
+const OTHER = arg('other');
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox'] });
@@ -148,6 +152,73 @@ await step('a refused session start marks the option field in the decode section
   await page.waitForFunction(() => !document.getElementById('sess-end').disabled, null, { timeout: 10000 });
   assert((await marked('#sink-logit')) === null, 'the sink logit still marked after attnd took the session');
   await page.click('#sess-end');
+});
+
+/* Starts a session on the attnd the page points at and appends one
+ * token; its id. */
+async function startWithOneToken() {
+  await page.click('#sess-start');
+  await page.waitForFunction(() => !document.getElementById('sess-end').disabled, null, { timeout: 10000 });
+  const id = (await page.textContent('#sess-info')).match(/^Session (\S+) started/)[1];
+  await page.click('#step');
+  await page.waitForFunction(() => document.body.dataset.steps === '1' ||
+    !document.getElementById('sess-error').hidden, null, { timeout: 10000 });
+  assert((await shown('#sess-error')) === '', `step: ${await shown('#sess-error')}`);
+  return id;
+}
+const kvStatus = async (base, id) => (await fetch(`${base}/v1/sessions/${id}/kv`)).status;
+const isOpen = async () => !(await page.$eval('#sess-end', (b) => b.disabled));
+/* the decode section once the server changed: session id ended and said
+ * so, its info line matching re */
+async function ended(id, re) {
+  await page.waitForFunction((r) => new RegExp(r).test(document.getElementById('sess-info').textContent),
+    re.source, { timeout: 5000 }).catch(() => {});
+  const info = await page.textContent('#sess-info');
+  const status = await page.textContent('#sess-status');
+  assert(!(await isOpen()) && await page.$eval('#step-box', (b) => b.disabled), `session ${id} still open: ${info}`);
+  assert(status.includes(`Session ${id} ended: the API base URL or key changed`), `status: ${status}`);
+  assert(re.test(info), `info: ${info}`);
+}
+
+await step('changing the API base URL ends the open decode session on the attnd that started it', async () => {
+  const id = await startWithOneToken();
+  try {
+    await pointAt(OTHER);
+    await ended(id, /deleted on the attnd it was started on/);
+    assert((await kvStatus(API, id)) === 404, `session ${id} still held by the first attnd`);
+    const id2 = await startWithOneToken();      /* the next session lives on the other attnd */
+    assert((await kvStatus(OTHER, id2)) === 200, `session ${id2} not on the other attnd`);
+    /* the other attnd cannot be reached for the DELETE: forgotten, and said */
+    await page.route('**/v1/sessions/*', (route) => (route.request().method() === 'DELETE'
+      ? route.abort() : route.continue()));
+    try {
+      await pointAt('');
+      await ended(id2, /forgotten: the attnd it was started on did not delete it/);
+    } finally {
+      await page.unroute('**/v1/sessions/*');
+    }
+    await fetch(`${OTHER}/v1/sessions/${id2}`, { method: 'DELETE' });
+  } finally {
+    if (await page.inputValue('#api-base')) await pointAt('');
+    if (await isOpen()) await page.click('#sess-end');
+  }
+});
+
+await step('changing the API key ends the open session, deleted with the key it started with', async () => {
+  const id = await startWithOneToken();
+  const deletes = [];
+  const seen = (r) => { if (r.method() === 'DELETE') deletes.push(r.headers().authorization || 'none'); };
+  page.on('request', seen);
+  try {
+    await andWait(async () => { await page.fill('#api-key', 'a-new-key'); await page.press('#api-key', 'Tab'); });
+    await ended(id, /deleted on the attnd it was started on/);
+    assert((await kvStatus(API, id)) === 404, `session ${id} still held`);
+    assert(deletes.join() === 'none', `DELETE sent with ${deletes.join()}`);
+  } finally {
+    page.off('request', seen);
+    await andWait(async () => { await page.fill('#api-key', ''); await page.press('#api-key', 'Tab'); });
+    if (await isOpen()) await page.click('#sess-end');
+  }
 });
 
 await step('no uncaught script errors', async () => {

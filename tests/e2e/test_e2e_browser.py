@@ -118,9 +118,10 @@ def test_no_numbers_of_inputs_gone_by():
 def test_fields_against_what_is_sent():
     """tests/browser/fields.mjs: an API base URL without a scheme is refused
     before anything is sent, one ending in /v1 is taken without it; attnd's
-    error about an option marks and names that option's field."""
-    with Attnd() as a:
-        run_node("fields.mjs", "--page", a.url + "/", "--api", a.url)
+    error about an option marks and names that option's field; a change of
+    the API base URL (to a second attnd) or key ends the open session."""
+    with Attnd() as a, Attnd("--cors-origins", a.url) as other:
+        run_node("fields.mjs", "--page", a.url + "/", "--api", a.url, "--other", other.url)
 
 
 def test_demo_page_from_another_origin_with_cors(static_origin):
