@@ -713,10 +713,31 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     run(c, x, &r, &in, m);
 }
 
+/* model_name and model_version in the body: KServe's client
+ * (InferRequest.to_rest) sends the model's name beside "inputs". The route
+ * names the model; a body that names it too must name the same one. */
+static bool read_model_names(struct api_call *c, const json_t *hdr)
+{
+    static const char *const keys[] = {"model_name", "model_version"};
+    static const char *const served[] = {V2_MODEL, V2_VERSION};
+
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = member(hdr, keys[i]);
+        char path[API_PATH_MAX];
+        if (v && (!json_is_string(v) || strcmp(json_string_value(v), served[i]) != 0)) {
+            api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, "",
+                     keys[i]), "%s must be the string \"%s\" (this route serves model "
+                     "\"" V2_MODEL "\" version " V2_VERSION ")", keys[i], served[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
 void api_v2_infer(struct api_call *c)
 {
-    static const char *const allowed[] = {"id", "parameters", "inputs",
-                                          "outputs", NULL};
+    static const char *const allowed[] = {"id", "parameters", "inputs", "outputs",
+                                          "model_name", "model_version", NULL};
     struct v2_infer x;
     const json_t *inputs, *id;
 
@@ -724,7 +745,7 @@ void api_v2_infer(struct api_call *c)
     x.budget = api_max_elements(c);
     if (!split_body(c, &x))
         goto out;
-    if (!api_check_fields(c, x.hdr, "", allowed))
+    if (!api_check_fields(c, x.hdr, "", allowed) || !read_model_names(c, x.hdr))
         goto out;
     id = member(x.hdr, "id");
     if (id && !json_is_string(id)) {

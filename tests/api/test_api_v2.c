@@ -295,6 +295,29 @@ static void check_bad(const char *body, int status, const char *want)
     "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"   \
     "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]}"
 
+/* KServe's client (InferRequest.to_rest) puts "model_name" beside "inputs";
+ * the body may name the route's model and version, and no other. */
+TEST(body_names_the_model_as_kserve_sends_it)
+{
+    int st;
+    json_t *j = infer("{\"id\":\"6f1c\",\"model_name\":\"attention\",\"inputs\":["
+                      SEED_IN "]}", &st);
+
+    CHECK_EQ_INT(st, 200);
+    CHECK_NEAR(dat(output(j, "weights"), 0), 0.575975, 5e-7);
+    json_decref(j);
+    j = infer("{\"model_name\":\"attention\",\"model_version\":\"1\",\"inputs\":["
+              SEED_IN "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    check_bad("{\"model_name\":\"resnet\",\"inputs\":[" SEED_IN "]}", 400,
+              "[invalid_field at /model_name]");
+    check_bad("{\"model_name\":7,\"inputs\":[" SEED_IN "]}", 400,
+              "[invalid_field at /model_name]");
+    check_bad("{\"model_version\":\"2\",\"inputs\":[" SEED_IN "]}", 400,
+              "[invalid_field at /model_version]");
+}
+
 TEST(errors_in_v2_shape)
 {
     struct api_response r;
@@ -565,6 +588,7 @@ int main(void)
     RUN(attn_bias_null_and_mask);
     RUN(three_d_heads);
     RUN(errors_in_v2_shape);
+    RUN(body_names_the_model_as_kserve_sends_it);
     RUN(window_sides_take_integral_reals_as_v1);
     RUN(sink_logits_take_fp16_and_bf16);
     RUN(element_budget);
