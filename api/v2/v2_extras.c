@@ -1,13 +1,16 @@
 /*
  * api/v2/v2_extras.c — the part-2 returns over the Open Inference Protocol v2
  * (api/v2/v2_impl.h): token labels as BYTES inputs "tokens_q" [n] and
- * "tokens_k" [L] (JSON data, each at most 256 bytes of UTF-8), the request
+ * "tokens_k" [L] (each at most 256 bytes of UTF-8), the request
  * parameters "heads" (an integer, or a string of comma-separated integers:
  * protocol parameters are scalars) and "weights_top_k", and the outputs
  * qk, lse, entropy, max_weight, argmax, mass, top_k_indices, top_k_values
  * (INT64 for argmax and the indices, -1 where /v1 prints null; the rest in
  * the computation's dtype; an undefined lse is null in JSON data and NaN
- * in binary data). The labels come back as BYTES outputs of the same names.
+ * in binary data). The labels come in JSON data or in the binary tensor
+ * data extension's BYTES form (each a 4-byte little-endian length, then
+ * its bytes: what tritonclient sends by default), and come back as JSON
+ * BYTES outputs of the same names.
  */
 #include <errno.h>
 #include <math.h>
@@ -26,35 +29,133 @@ const char *const api_v2_out_names[V2_NOUT] = {
 
 /* ---- inputs and parameters --------------------------------------------- */
 
+/* A fault in the binary form of a BYTES input: at its binary_data_size
+ * (where the bytes do not frame count elements) or at element i of its
+ * data (a label that is not UTF-8). False. */
+static bool binary_tokens_fail(struct api_call *c, const char *prefix, bool size, size_t i,
+                               const char *what)
+{
+    char pp[API_PATH_MAX], p[API_PATH_MAX], pi[API_PATH_MAX];
+
+    if (size)
+        api_fail(c, API_ERR_SHAPE_MISMATCH, api_pointer_key(p, sizeof p,
+                 api_pointer_key(pp, sizeof pp, prefix, "parameters"), "binary_data_size"),
+                 "%s", what);
+    else
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_index(pi, sizeof pi,
+                 api_pointer_key(p, sizeof p, prefix, "data"), i), "%s", what);
+    return false;
+}
+
+/* The binary form of a BYTES input (the binary tensor data extension:
+ * each element a 4-byte little-endian length, then its bytes): count
+ * labels in the bsize bytes after the earlier inputs' bytes -> *out, a new
+ * array of strings; false after the error. */
+static bool binary_tokens(struct api_call *c, struct v2_infer *x, const char *prefix,
+                          size_t count, size_t bsize, json_t **out)
+{
+    const unsigned char *b = x->bin ? x->bin + x->bin_used : NULL;
+    size_t at = 0;
+
+    if (bsize > x->bin_len - x->bin_used) {
+        api_fail(c, API_ERR_INVALID_FIELD, prefix, "the body holds %zu binary bytes after "
+                 "earlier inputs, %zu are needed", x->bin_len - x->bin_used, bsize);
+        return false;
+    }
+    if (!(*out = json_array())) {
+        api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < count; i++) {
+        size_t len;
+        json_t *s;
+        if (bsize - at < 4)
+            return binary_tokens_fail(c, prefix, true, i, "binary_data_size ends before "
+                                      "the count elements of the shape (each a 4-byte "
+                                      "length, then its bytes)");
+        len = (size_t)b[at] | (size_t)b[at + 1] << 8 | (size_t)b[at + 2] << 16 |
+              (size_t)b[at + 3] << 24;
+        at += 4;
+        if (len > bsize - at)
+            return binary_tokens_fail(c, prefix, true, i, "an element's length runs past "
+                                      "binary_data_size");
+        /* NULL: not UTF-8 (the length and NUL checks follow, as for JSON) */
+        if (!(s = json_stringn((const char *)b + at, len)) ||
+            json_array_append_new(*out, s) != 0)
+            return binary_tokens_fail(c, prefix, false, i, "a token must be UTF-8 text");
+        at += len;
+    }
+    if (at != bsize)
+        return binary_tokens_fail(c, prefix, true, 0, "binary_data_size holds more bytes "
+                                  "than the count elements of the shape");
+    x->bin_used += bsize;
+    return true;
+}
+
+/* The labels of a tokens input: its JSON data, or its binary form
+ * (parameters.binary_data_size) -> *data (a new reference); false after
+ * the error. */
+static bool tokens_data(struct api_call *c, struct v2_infer *x, const json_t *in,
+                        const char *prefix, json_t **data)
+{
+    const json_t *shape = member(in, "shape");
+    char p[API_PATH_MAX];
+    long long bsize;
+
+    *data = NULL;
+    if (!api_v2_read_binary_size(c, in, prefix, &bsize))
+        return false;
+    if (bsize < 0) {
+        *data = json_incref((json_t *)member(in, "data"));
+        return true;
+    }
+    if (member(in, "data")) {
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, prefix, "data"),
+                 "data and binary_data_size exclude each other");
+        return false;
+    }
+    if (!json_is_array(shape) || json_array_size(shape) != 1 ||
+        !json_is_integer(json_array_get(shape, 0)) ||
+        json_integer_value(json_array_get(shape, 0)) < 1)
+        return true;                    /* the shape's refusal follows */
+    return binary_tokens(c, x, prefix, (size_t)json_integer_value(json_array_get(shape, 0)),
+                         (size_t)bsize, data);
+}
+
 bool api_v2_read_tokens(struct api_call *c, struct v2_infer *x, const json_t *in,
                         size_t idx, bool keys)
 {
-    static const char *const allowed[] = {"name", "shape", "datatype", "data", NULL};
+    static const char *const allowed[] = {"name", "shape", "datatype", "parameters", "data",
+                                          NULL};
     char prefix[API_PATH_MAX], p[API_PATH_MAX], pi[API_PATH_MAX];
-    const json_t *shape = member(in, "shape"), *data = member(in, "data");
+    const json_t *shape = member(in, "shape");
     const char *dt = json_string_value(member(in, "datatype"));
     const char *side = keys ? "k" : "q";
+    json_t *data = NULL;
+    bool ok = false;
 
     api_pointer_index(prefix, sizeof prefix, "/inputs", idx);
     if (!api_check_fields(c, in, prefix, allowed))
         return false;
     if (!dt || strcmp(dt, "BYTES") != 0) {
         api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, prefix, "datatype"),
-                 "token labels are a BYTES tensor (JSON data)");
-        return false;
-    }
-    if (!json_is_array(shape) || json_array_size(shape) != 1 ||
-        !json_is_integer(json_array_get(shape, 0)) || !json_is_array(data) ||
-        (size_t)json_integer_value(json_array_get(shape, 0)) != json_array_size(data) ||
-        json_array_size(data) == 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, prefix, "shape"),
-                 "token labels are [count] strings, data holding exactly count of them");
+                 "token labels are a BYTES tensor");
         return false;
     }
     if (x->ext.tokens && json_object_get(x->ext.tokens, side)) {
         api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, prefix, "name"),
                  "input tokens_%s given twice", side);
         return false;
+    }
+    if (!tokens_data(c, x, in, prefix, &data))
+        goto out;
+    if (!json_is_array(shape) || json_array_size(shape) != 1 ||
+        !json_is_integer(json_array_get(shape, 0)) || !json_is_array(data) ||
+        (size_t)json_integer_value(json_array_get(shape, 0)) != json_array_size(data) ||
+        json_array_size(data) == 0) {
+        api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, prefix, "shape"),
+                 "token labels are [count] strings, data holding exactly count of them");
+        goto out;
     }
     api_pointer_key(p, sizeof p, prefix, "data");
     for (size_t i = 0; i < json_array_size(data); i++) {
@@ -64,16 +165,19 @@ bool api_v2_read_tokens(struct api_call *c, struct v2_infer *x, const json_t *in
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_index(pi, sizeof pi, p, i),
                      "a token is a string of at most %d bytes of UTF-8 without NUL",
                      API_TOKEN_MAX);
-            return false;
+            goto out;
         }
     }
     if (!x->ext.tokens && !(x->ext.tokens = json_object())) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
-        return false;
+        goto out;
     }
-    json_object_set(x->ext.tokens, side, (json_t *)data);
+    json_object_set(x->ext.tokens, side, data);
     x->tok_index[keys] = idx;
-    return true;
+    ok = true;
+out:
+    json_decref(data);
+    return ok;
 }
 
 /* "heads": an integer or "2,0,1". */

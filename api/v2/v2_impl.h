@@ -150,6 +150,12 @@ bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x);
 /* The dtype of a stateless computation: that of q (api/v2/v2_tensor.c). */
 void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);
 
+/* The binary_data_size of input in (prefix: its pointer) -> *size, -1
+ * when its data is in JSON; false after a 400 at its parameters.
+ * (api/v2/v2_tensor.c) */
+bool api_v2_read_binary_size(struct api_call *c, const json_t *in, const char *prefix,
+                             long long *size);
+
 /* Every element of "inputs" into x's slots, in order (binary data follows
  * that order); false after answering with the error. (api/v2/v2_tensor.c) */
 bool api_v2_read_inputs(struct api_call *c, struct v2_infer *x,

@@ -358,8 +358,7 @@ static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
     return false;
 }
 
-/* binary_data_size of an input: -1 when the data is in JSON. */
-static bool read_binary_size(struct api_call *c, const json_t *in,
+bool api_v2_read_binary_size(struct api_call *c, const json_t *in,
                              const char *prefix, long long *size)
 {
     static const char *const allowed[] = {"binary_data_size", NULL};
@@ -521,7 +520,7 @@ static bool read_input(struct api_call *c, struct v2_infer *x,
     if (!api_check_fields(c, in, prefix, allowed) ||
         !read_wire(c, member(in, "datatype"), prefix, slot, &w) ||
         !read_shape(c, x, member(in, "shape"), prefix, t) ||
-        !read_binary_size(c, in, prefix, &bsize))
+        !api_v2_read_binary_size(c, in, prefix, &bsize))
         return false;
     t->present = true;
     t->index = idx;

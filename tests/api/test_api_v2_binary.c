@@ -279,6 +279,82 @@ static void binary_nonfinite_at_pad(void)
     }
 }
 
+/* One request: a JSON header, then tokens_k's bytes (tok, tlen), then q's
+ * 16 bytes; the reply in r. */
+static void tokens_request(const char *tok, size_t tlen, size_t declared,
+                           struct api_response *r)
+{
+    static const double q[] = {1, 0};
+    char hdr[1024], lenbuf[32], body[2048];
+    const char *h[] = {"Inference-Header-Content-Length", lenbuf, NULL};
+    unsigned char *p;
+    size_t n;
+
+    n = (size_t)snprintf(hdr, sizeof hdr, "{\"inputs\":["
+        "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,-1,0]},"
+        "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[3,2],\"data\":[1,0,0,1,0,0]},"
+        "{\"name\":\"tokens_k\",\"datatype\":\"BYTES\",\"shape\":[3],"
+        "\"parameters\":{\"binary_data_size\":%zu}},"
+        "{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],"
+        "\"parameters\":{\"binary_data_size\":16}}],"
+        "\"outputs\":[{\"name\":\"argmax\"},{\"name\":\"tokens_k\","
+        "\"parameters\":{\"binary_data\":true}}]}", declared);
+    memcpy(body, hdr, n);
+    memcpy(body + n, tok, tlen);
+    p = (unsigned char *)body + n + tlen;
+    p += put_f64(p, q[0]);
+    p += put_f64(p, q[1]);
+    snprintf(lenbuf, sizeof lenbuf, "%zu", n);
+    v2("POST", "/models/attention/infer", h, body, (size_t)((char *)p - body), r);
+}
+
+/* tokens_request refused with 400 at where. */
+static void tokens_refused(const char *tok, size_t tlen, size_t declared, const char *where)
+{
+    struct api_response r;
+    json_t *j;
+
+    tokens_request(tok, tlen, declared, &r);
+    j = t_json(&r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), where));
+    json_decref(j);
+    api_response_free(&r);
+}
+
+/* A BYTES input in the binary tensor data extension's form (each element a
+ * 4-byte little-endian length, then its bytes), as tritonclient's
+ * set_data_from_numpy sends it by default, read in the order of the
+ * inputs; the labels come back as JSON BYTES data. */
+TEST(binary_bytes_tokens)
+{
+    static const char tok[] = "\x02\0\0\0k1\x00\0\0\0\x05\0\0\0\xc3\xa9t\xc3\xa9";
+    static const char bad[] = "\x02\0\0\0k1\x00\0\0\0\x05\0\0\0\xc3\x28t\xc3\xa9";
+    struct api_response r;
+    json_t *j, *t;
+
+    tokens_request(tok, sizeof tok - 1, sizeof tok - 1, &r);
+    CHECK_EQ_INT(r.status, 200);
+    j = t_json(&r);
+    t = json_object_get(output(j, "tokens_k"), "data");
+    CHECK_EQ_INT(json_array_size(t), 3);
+    CHECK_STR(json_string_value(json_array_get(t, 0)), "k1");
+    CHECK_STR(json_string_value(json_array_get(t, 1)), "");
+    CHECK_STR(json_string_value(json_array_get(t, 2)), "\xc3\xa9t\xc3\xa9");
+    CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(output(j, "argmax"),
+                                                                   "data"), 0)), 0);
+    json_decref(j);
+    api_response_free(&r);
+
+    /* an element that is not UTF-8; a size that cuts the last element, and
+     * one past the three elements */
+    tokens_refused(bad, sizeof bad - 1, sizeof bad - 1, "[invalid_field at /inputs/2/data/2]");
+    tokens_refused(tok, sizeof tok - 1, sizeof tok - 2,
+                   "at /inputs/2/parameters/binary_data_size]");
+    tokens_refused(tok, sizeof tok - 1, sizeof tok + 2,
+                   "at /inputs/2/parameters/binary_data_size]");
+}
+
 /* binary_nonfinite_at_pad at every alignment of the binary part. */
 TEST(binary_same_type_nonfinite)
 {
@@ -295,6 +371,7 @@ int main(void)
     RUN(binary_inputs_and_outputs);
     RUN(binary_output_for_all);
     RUN(binary_same_type_nonfinite);
+    RUN(binary_bytes_tokens);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
