@@ -458,17 +458,36 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     return root;
 }
 
+const char *api_body_encoding_fault(const struct api_call *c)
+{
+    const char *ce = api_header(c, "Content-Encoding");
+    const char *p = ce ? skip_ws(ce) : NULL;
+    size_t n = p ? strlen(p) : 0;
+
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (!p || n == 0 || (n == 8 && strncasecmp(p, "identity", 8) == 0))
+        return NULL;
+    return "Content-Encoding must be identity (or absent): attnd decodes no compressed "
+           "body; send it uncompressed";
+}
+
 static json_t *parse_body(struct api_call *c, bool optional)
 {
     const struct api_request *r = c->req;
+    const char *fault = api_body_encoding_fault(c);
 
+    if (fault) {
+        api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL, "%s", fault);
+        return NULL;
+    }
     if (r->body_len == 0 || !r->body) {
         if (optional)
             return json_object();
         api_fail(c, API_ERR_INVALID_JSON, "", "request body is empty");
         return NULL;
     }
-    const char *fault = media_type_fault(api_header(c, "Content-Type"));
+    fault = media_type_fault(api_header(c, "Content-Type"));
     if (fault) {
         api_fail(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL, "%s", fault);
         return NULL;
@@ -558,7 +577,7 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     /* The rewrite follows the whole body and refuses nesting beyond the
      * limit, so a rewritten text needs no too_deep() scan. */
     if (r->body_len == 0 || !r->body ||
-        media_type_fault(api_header(c, "Content-Type")))
+        media_type_fault(api_header(c, "Content-Type")) || api_header(c, "Content-Encoding"))
         return parse_body(c, false);
     if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
                                  attn_ws_pool(r->ws), r->early, pre, &len))) {

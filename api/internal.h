@@ -199,7 +199,8 @@ void api_reply_pieces(struct api_call *c, int status, const char *content_type,
 /*
  * Parse the request body as a JSON object. Refuses with:
  *   415 unsupported_media_type  Content-Type is not application/json
- *                               (a charset parameter is allowed)
+ *                               (a charset parameter is allowed), or a
+ *                               Content-Encoding other than identity
  *   400 invalid_json            empty body, syntax error, not an object
  *   400 duplicate_key           a key repeats within one object
  *   400 json_too_deep           nesting beyond API_MAX_JSON_DEPTH
@@ -214,6 +215,12 @@ json_t *api_parse_body(struct api_call *c);
 
 /* Same, but an empty body (no Content-Type needed) yields an empty object. */
 json_t *api_parse_body_optional(struct api_call *c);
+
+/* What a 415 says of the request's Content-Encoding, or NULL when it is
+ * absent or "identity": attnd decodes no other (gzip, deflate: what
+ * tritonclient's request_compression_algorithm sets), and a body read
+ * as if it were plain would fail as invalid JSON or data. */
+const char *api_body_encoding_fault(const struct api_call *c);
 /* An upper bound of the bytes jansson allocates to read the JSON text s[0..n)
  * (api/body.c's measured costs per object, array, member, value, string). */
 size_t api_json_read_cost(const char *s, size_t n);

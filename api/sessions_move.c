@@ -133,6 +133,8 @@ static enum api_err import_refusal(struct api_call *c, const char **msg)
         *msg = "Content-Type must be application/octet-stream";
         return API_ERR_UNSUPPORTED_MEDIA_TYPE;
     }
+    if ((*msg = api_body_encoding_fault(c)))
+        return API_ERR_UNSUPPORTED_MEDIA_TYPE;
     return API_ERR_NONE;
 }
 

@@ -294,6 +294,29 @@ TEST(media_types)
     api_response_free(&r);
 }
 
+/* A body sent compressed (Content-Encoding gzip or deflate, as
+ * tritonclient's request_compression_algorithm sends it) is 415, not read
+ * as if it were plain (a gzip body was 400 invalid_json "raw NUL byte", one
+ * labelled gzip but plain was computed); identity is plain. */
+TEST(content_encodings)
+{
+    static const struct { const char *value; int status; } encodings[] = {
+        {"gzip", 415}, {"deflate", 415}, {"br", 415}, {"gzip, identity", 415},
+        {"identity", 200}, {" Identity ", 200}, {"", 200}};
+    const char *h[] = {"Content-Type", "application/json", "Content-Encoding", NULL, NULL};
+    struct api_response r;
+
+    for (size_t i = 0; i < sizeof encodings / sizeof encodings[0]; i++) {
+        h[3] = encodings[i].value;
+        t_call_h(&ctx, "POST", "/v1/attention", h, "{" QKV "}", &r);
+        CHECK_EQ_INT(r.status, encodings[i].status);
+        CHECK(encodings[i].status == 200 ||
+              (r.body && strstr(r.body, "Content-Encoding must be identity") &&
+               strcmp(t_err_code(&r), "unsupported_media_type") == 0));
+        api_response_free(&r);
+    }
+}
+
 TEST(empty_body)
 {
     struct api_response r;
@@ -478,6 +501,7 @@ int main(void)
     RUN(whole_bodies_by_key_set);
     RUN(limit_exceeded_path);
     RUN(media_types);
+    RUN(content_encodings);
     RUN(empty_body);
     RUN(too_deep);
     RUN(too_deep_beside_fast_arrays);

@@ -318,6 +318,25 @@ TEST(body_names_the_model_as_kserve_sends_it)
               "[invalid_field at /model_version]");
 }
 
+/* tritonclient's request_compression_algorithm sends Content-Encoding
+ * gzip or deflate: attnd decodes neither, and says so (400 in this
+ * protocol) rather than reading the bytes as JSON. */
+TEST(compressed_body_is_refused_as_such)
+{
+    static const char body[] = "{\"inputs\":[" SEED_IN "]}";
+    const char *h[] = {"Content-Encoding", "gzip", NULL};
+    struct api_response r;
+    json_t *j;
+
+    v2("POST", "/models/attention/infer", h, body, sizeof body - 1, &r);
+    j = t_json(&r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "Content-Encoding must be identity") &&
+          strstr(v2_err(j), "[unsupported_media_type]"));
+    json_decref(j);
+    api_response_free(&r);
+}
+
 TEST(errors_in_v2_shape)
 {
     struct api_response r;
@@ -588,6 +607,7 @@ int main(void)
     RUN(attn_bias_null_and_mask);
     RUN(three_d_heads);
     RUN(errors_in_v2_shape);
+    RUN(compressed_body_is_refused_as_such);
     RUN(body_names_the_model_as_kserve_sends_it);
     RUN(window_sides_take_integral_reals_as_v1);
     RUN(sink_logits_take_fp16_and_bf16);
