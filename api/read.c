@@ -287,6 +287,23 @@ bool api_read_timeout(struct api_call *c, const json_t *v, const char *path)
     return true;
 }
 
+bool api_read_timeout_us(struct api_call *c, const json_t *v, const char *path)
+{
+    double x;
+    struct attn_stop *stop = attn_ws_stop(c->req->ws);
+
+    if (!v)
+        return true;
+    if (!get_finite(v, &x) || x != floor(x) || x < 0 || x > 86400000000.0) {
+        api_fail(c, API_ERR_INVALID_FIELD, path,
+                 "expected an integer number of microseconds 0..86400000000 (0: none)");
+        return false;
+    }
+    if (stop && x > 0)                      /* whole milliseconds, rounded up */
+        attn_stop_within_ms(stop, (uint64_t)ceil(x / 1000.0));
+    return true;
+}
+
 /* ---- biases and score-shaped matrices --------------------------------- */
 
 /* One bias vector: [d] shared, or [heads][d] (a leading 1 is shared too). */

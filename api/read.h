@@ -184,6 +184,10 @@ bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
  * caller attached to the request's workspace (the server always attaches
  * one; --request-timeout is its default). Absent: no change. */
 bool api_read_timeout(struct api_call *c, const json_t *v, const char *path);
+/* The same in microseconds, as Triton's "timeout" parameter: an integer
+ * 0..86400000000, 0 meaning none; the deadline is the whole milliseconds
+ * it rounds up to. */
+bool api_read_timeout_us(struct api_call *c, const json_t *v, const char *path);
 
 /* Bias vectors: each of q, k, v is [d] (shared by all heads) or per head
  * ([h][d_k] for q, [h_kv][d_k] for k, [h_kv][d_v] for v). */

@@ -385,8 +385,16 @@ static const char *const v2_params_allowed[] = {
     "softcap", "window_left", "window_right", "window_sinks", "rope_dims",
     "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-    "rope_attention_factor", "rope_truncate", "kv_dtype", NULL,
+    "rope_attention_factor", "rope_truncate", "kv_dtype", "timeout", "priority", NULL,
 };
+
+/* Triton's reserved "priority": a non-negative integer, taken and left
+ * unused (attnd has one level: small requests go first whatever it says). */
+static bool read_priority(struct api_call *c, const json_t *v)
+{
+    size_t level;
+    return !v || api_read_size(c, v, "/parameters/priority", 0, SIZE_MAX, &level);
+}
 
 /* Per-pass options and the session-fixed softmax, scale and alibi (read
  * on every request: a sequence's later ones are compared with its start). */
@@ -405,7 +413,9 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
                          &x->causal) ||
         !api_read_empty_rows(c, member(params, "empty_rows"),
                              "/parameters/empty_rows", &x->empty_rows) ||
-        !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms"))
+        !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms") ||
+        !api_read_timeout_us(c, member(params, "timeout"), "/parameters/timeout") ||
+        !read_priority(c, member(params, "priority")))
         return false;
     x->p.dtype = x->dt;
     /* the input sink_logits stands for the parameter (api/v2/v2_model.c) */

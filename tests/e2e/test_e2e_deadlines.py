@@ -84,6 +84,19 @@ def test_v2_deadline_in_its_own_shape(big):
         assert isinstance(r.json()["error"], str), r
         r = a.post("/v2/models/attention/infer", dict(body, parameters={"timeout_ms": 0}))
         assert r.status == 400 or r.status == 422, r
+        # Triton's own spelling: "timeout" in microseconds (0: none), and
+        # "priority", taken and unused
+        r = a.post("/v2/models/attention/infer",
+                   dict(body, parameters={"timeout": 1000, "priority": 2}), timeout=60)
+        assert r.status == 503 and "deadline" in r.json()["error"], r
+        small = {"inputs": [v2_input(x, tensor(4, 4, i)) for i, x in enumerate("qkv")],
+                 "outputs": [{"name": "output"}]}
+        for ok in ({"timeout": 0}, {"timeout": 60000000, "priority": 0}):
+            assert a.post("/v2/models/attention/infer", dict(small, parameters=ok)).status == 200
+        for bad, where in (({"timeout": -1}, "timeout"), ({"timeout": 1.5}, "timeout"),
+                           ({"priority": "high"}, "priority"), ({"priority": -1}, "priority")):
+            r = a.post("/v2/models/attention/infer", dict(small, parameters=bad))
+            assert r.status == 400 and "/parameters/" + where in r.json()["error"], (bad, r)
 
 
 def test_request_timeout_stops_a_verify_of_small_passes():
