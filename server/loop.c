@@ -6,7 +6,8 @@
  * lowered to what it leaves room for (server/fdbudget.c), before anything
  * opens; UV_THREADPOOL_SIZE from --workers (before the first uv_queue_work),
  * single-threaded BLAS per worker (attn_blas_init(1)), the core's helper
- * pool that lets one large request use idle cores, the session store
+ * pool that lets one large request use idle cores, the compute pool's
+ * threads (made now: libuv aborts when it cannot), the session store
  * (restored from --state-dir's snapshot and journal), the --warm-up
  * requests on the pool (SIGINT/SIGTERM meanwhile: stop after the request
  * in hand, exit 0 without listening), the transport, the port file.
@@ -79,7 +80,9 @@ struct proc {
     int exit_code;
     uint64_t cut_until;             /* uv_now: exit by then (drain timeout) */
     bool cancelled;                 /* past cut_until: the rest cancelled */
-    bool restoring;                 /* start: store_open is reading the state */
+    const char *starting;           /* start: what a signal comes while (the
+                                       pool's threads made, the state read),
+                                       or NULL */
     struct srv_config *cfg;
     struct api_ctx ctx;
     struct srv_metrics *metrics;
@@ -414,10 +417,9 @@ static void signal_cb(uv_signal_t *s, int signum)
         return;
     }
     const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
-    if (p->restoring) {             /* came while the state was read */
+    if (p->starting) {              /* acted on once that is done */
         atomic_store(&warm_stop, true);
-        srv_log_msgf("info", "%s while the sessions were restored: stopping before "
-                     "listening", name);
+        srv_log_msgf("info", "%s while %s: stopping before listening", name, p->starting);
         return;
     }
     if (p->draining || atomic_load(&warm_stop)) {
@@ -576,6 +578,44 @@ static bool budget_files(struct srv_config *c)
     return true;
 }
 
+static void pool_nothing(uv_work_t *w)
+{
+    (void)w;
+}
+
+static void pool_nothing_done(uv_work_t *w, int status)
+{
+    (void)status;
+    *(bool *)w->data = true;
+}
+
+/* libuv makes its pool's threads at the first uv_queue_work and aborts the
+ * process when one cannot be made: under an address-space limit (ulimit
+ * -v, systemd's LimitAS=) that was the first large request, killed with
+ * every other in flight by SIGABRT and no word in the log. So the threads
+ * are tried first (a clear error and exit 1), then made here, before the
+ * sessions are read and anything is accepted. The loop turns until the
+ * job is done: a signal meanwhile is served (p->starting). */
+static bool start_pool(struct proc *p, unsigned threads)
+{
+    unsigned made = 0;
+    int e = srv_worker_pool_fits(threads, &made);
+    if (e != 0) {
+        srv_log_msgf("error", "cannot start the compute pool: %u of its %u threads (twice "
+                     "--workers, and one; 8 MiB of stack each) could be made: %s; lower "
+                     "--workers or raise the address-space limit (ulimit -v, LimitAS=)",
+                     made, threads, strerror(e));
+        return false;
+    }
+    uv_work_t w;
+    bool done = false;
+    w.data = &done;
+    if (uv_queue_work(&p->loop, &w, pool_nothing, pool_nothing_done) == 0)
+        while (!done)
+            uv_run(&p->loop, UV_RUN_ONCE);
+    return true;
+}
+
 /* When the process may use fewer CPUs than are online (server/resources.c). */
 static void log_cpus(const struct srv_resources *r)
 {
@@ -666,14 +706,20 @@ static bool start(struct proc *p)
                      uv_strerror(rc));
         return false;
     }
-    /* Signals are caught from here on. One that comes while the state is
-     * read (seconds for a large one) is acted on once it is: as PID 1 in
-     * a container, an uncaught SIGTERM is dropped, and the daemon would
-     * go on to listen until it was killed. */
-    p->restoring = true;
+    /* Signals are caught from here on. One that comes while the pool's
+     * threads are made (a second with hundreds of them) or the state is
+     * read (seconds for a large one) is acted on once that is done: as
+     * PID 1 in a container, an uncaught SIGTERM is dropped, and the daemon
+     * would go on to listen until it was killed. */
+    p->starting = "the compute pool was started";
+    if (!start_pool(p, threads))
+        return false;
+    if (atomic_load(&warm_stop))
+        return false;
+    p->starting = "the sessions were restored";
     p->store = store_open(p->cfg);
     uv_run(&p->loop, UV_RUN_NOWAIT);
-    p->restoring = false;
+    p->starting = NULL;
     if (!p->store || atomic_load(&warm_stop))
         return false;
     if (p->cfg->state_dir[0])

@@ -11,9 +11,13 @@ may use, not to those the machine has:
 - an explicit --workers still wins.
 
 And a cgroup memory limit below what attnd may hold at once (KV cache,
-request bodies, kept blocks) is warned of at start, naming each part.
+request bodies, kept blocks) is warned of at start, naming each part; an
+address-space limit (ulimit -v) too small for the compute pool's threads
+stops the start with a clear line, where libuv, which makes them at the
+first request that needs one, used to abort the serving process.
 """
 import os
+import resource
 import shutil
 import time
 
@@ -141,3 +145,41 @@ def test_a_memory_limit_below_the_bounds_is_warned_of():
             assert [e for e in events(a) if e["level"] != "info"] == []
     finally:
         _remove(d)
+
+
+def _vm_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def _address_space(limit):
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_an_address_space_too_small_for_the_pool_stops_the_start():
+    small = {"q": [[0.5] * 16] * 64, "k": [[0.25] * 16] * 64, "v": [[1.0] * 16] * 64}
+    with Attnd("--workers", "1", "--http-threads", "2") as a:
+        assert a.post("/v1/attention", small).status == 200
+        limit = _vm_bytes(a.proc.pid) + (256 << 20)
+    # the same limit holds a pool of 3 threads and their requests ...
+    with Attnd("--workers", "1", "--http-threads", "2", preexec=_address_space(limit)) as a:
+        assert a.post("/v1/attention", small).status == 200
+        time.sleep(1.5)                         # the housekeeping's sweep ran on the pool
+        assert a.proc.poll() is None and a.get("/healthz").status == 200
+    # ... but not 129 (--workers 64), whose stacks take 1 GiB: the start
+    # stops, where a SIGABRT used to end the daemon once it served (at the
+    # first request on the pool, or the housekeeping's sweep a second in)
+    a = Attnd("--workers", "64", "--http-threads", "2", wait=False,
+              preexec=_address_space(limit))
+    try:
+        rc = a.wait(timeout=20)
+        assert rc == 1, f"exit {rc}: {a.logs()[-2000:]}"
+        err = [e["msg"] for e in events(a) if e["level"] == "error"]
+        assert len(err) == 1 and "cannot start the compute pool" in err[0] \
+            and "of its 129 threads" in err[0] and "ulimit -v" in err[0], err
+        assert not os.path.exists(a.port_file)  # it never listened
+    finally:
+        a.stop()
