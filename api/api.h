@@ -120,6 +120,12 @@ struct api_response {
  */
 extern const char *const api_open_paths[];
 
+/* Route jansson's allocations through the api's watch (api/body.c), which
+ * tells a body that memory could not be found to read (503
+ * capacity_exhausted) from one that is not JSON. Called once before any
+ * thread uses jansson (the first body read installs it otherwise). */
+void api_json_hook(void);
+
 /* Handle one request. resp is fully written (status always set). */
 void api_handle(struct api_ctx *ctx, const struct api_request *req,
                 struct api_response *resp);

@@ -12,6 +12,7 @@
 #include "api/read.h"
 #include "core/attn.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,6 +378,74 @@ static size_t copy_big_as_reals(const char *s, size_t n, char *out)
     return k;
 }
 
+/*
+ * Allocation failures inside jansson. jansson reports one met inside a
+ * string as a syntax error ("invalid token", json_error_invalid_syntax),
+ * so a valid body read under memory pressure (an address-space limit, a
+ * large request beside others) was answered 400 invalid_json, which a
+ * client does not retry. Its allocations go through this hook, which notes
+ * a failure for the thread reading a body; once one failed, the rest of
+ * that read fail at once: jansson would otherwise try again for each byte
+ * of a long string (37 s for a 2.8 MB base64 string under a limit), and a
+ * byte it could not append is dropped, not reported, so a string read on
+ * after one could come out short. The hook is installed once, keeping the
+ * allocator in place before it (server/main.c installs it before any
+ * thread starts).
+ */
+static void *(*json_next_malloc)(size_t);
+static pthread_once_t json_hook_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool json_reading, json_failed;
+
+static void *json_hook_malloc(size_t n)
+{
+    if (json_reading && json_failed)
+        return NULL;
+    void *p = json_next_malloc(n);
+    if (!p && json_reading)
+        json_failed = true;
+    return p;
+}
+
+static void json_hook_install(void)
+{
+    json_free_t next_free;
+
+    json_get_alloc_funcs(&json_next_malloc, &next_free);
+    json_set_alloc_funcs(json_hook_malloc, next_free);
+}
+
+void api_json_hook(void)
+{
+    pthread_once(&json_hook_once, json_hook_install);
+}
+
+/* json_loadb, with *failed set when an allocation failed in it (root is
+ * then NULL). */
+static json_t *loadb_watched(const char *s, size_t n, size_t flags, json_error_t *err,
+                             bool *failed)
+{
+    json_t *root;
+
+    api_json_hook();
+    json_reading = true;
+    json_failed = false;
+    root = json_loadb(s, n, flags, err);
+    json_reading = false;
+    *failed = json_failed;
+    if (*failed) {
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+/* 503 capacity_exhausted for a body that memory could not be found to read. */
+static void fail_no_memory(struct api_call *c, size_t n)
+{
+    api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL,
+             "out of memory while reading the %zu-byte JSON body; retry it", n);
+}
+
 /* The text with ".0" after every integer literal beyond long long (a real
  * of the same value), malloc'd (*out_n its length); NULL when there is
  * none or no memory. jansson then reads just those as reals: its
@@ -396,22 +465,22 @@ static char *big_integers_as_reals(const char *s, size_t n, size_t *out_n)
 /* jansson's tree of the text; an integer literal beyond long long is
  * still a JSON number, read as a real. On an error, *err is the one of
  * the text as sent. */
-static json_t *load_text(const char *s, size_t n, json_error_t *err)
+static json_t *load_text(const char *s, size_t n, json_error_t *err, bool *failed)
 {
-    json_t *root = json_loadb(s, n, JSON_REJECT_DUPLICATES, err);
+    json_t *root = loadb_watched(s, n, JSON_REJECT_DUPLICATES, err, failed);
     size_t n2;
     char *s2;
 
-    if (root || json_error_code(err) != json_error_numeric_overflow)
+    if (root || *failed || json_error_code(err) != json_error_numeric_overflow)
         return root;
     if ((s2 = big_integers_as_reals(s, n, &n2))) {
-        root = json_loadb(s2, n2, JSON_REJECT_DUPLICATES, err);
+        root = loadb_watched(s2, n2, JSON_REJECT_DUPLICATES, err, failed);
         free(s2);
-        if (root)
+        if (root || *failed)
             return root;
     }
     /* the error as found in the text sent (its positions) */
-    return json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, err);
+    return loadb_watched(s, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, err, failed);
 }
 
 static json_t *parse_text(struct api_call *c, const char *s, size_t n)
@@ -419,12 +488,17 @@ static json_t *parse_text(struct api_call *c, const char *s, size_t n)
     json_error_t err;
     json_t *root;
     char at[API_PATH_MAX];
+    bool failed;
 
     if (has_raw_nul(c, s, n))
         return NULL;
     if (!text_fits(c, s, n))
         return NULL;
-    root = load_text(s, n, &err);
+    root = load_text(s, n, &err, &failed);
+    if (failed) {
+        fail_no_memory(c, n);
+        return NULL;
+    }
     if (!root) {
         switch (json_error_code(&err)) {
         case json_error_duplicate_key:
@@ -597,9 +671,16 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     }
     /* A raw NUL in the arrays the rewrite took out fails their readers; one
      * in the rest is caught here, and parse_text reports it. */
+    bool failed = false;
     root = memchr(text, '\0', len) ? NULL
-         : json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+         : loadb_watched(text, len, JSON_REJECT_DUPLICATES, &err, &failed);
     free(text);
+    if (failed) {
+        api_early_restore(r->early, true);
+        api_pre_free(pre);
+        fail_no_memory(c, r->body_len);
+        return NULL;
+    }
     if (!root || !json_is_object(root)) {
         /* report the error as found in the original text */
         json_decref(root);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "core/attn_fused.h"
 #include "server/config.h"
 #include "server/log.h"
@@ -63,6 +64,7 @@ int main(int argc, char **argv)
         break;
     }
     signal(SIGPIPE, SIG_IGN);
+    api_json_hook();                /* before any thread uses jansson */
     int rc = srv_log_open(cfg.log_format, cfg.log_file);
     if (rc != 0) {
         fprintf(stderr, "attnd: cannot open --log-file %s: %s\n", cfg.log_file, strerror(-rc));
