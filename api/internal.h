@@ -171,7 +171,8 @@ void api_methods_text(unsigned methods, char *out, size_t size);
 void api_fail_method(struct api_call *c, unsigned methods);
 
 /* Reply with a JSON tree; body is stolen (decref'd here). A NULL body or a
- * failing dump answers 500 internal. */
+ * failing dump (memory not found for either) answers 503
+ * capacity_exhausted with Retry-After. */
 void api_reply_json(struct api_call *c, int status, json_t *body);
 
 /* Reply with prebuilt JSON text; buf's data is taken (buf is reset). A

@@ -174,16 +174,23 @@ void api_fail_method(struct api_call *c, unsigned methods)
     api_response_header(c->resp, "Allow", allow);
 }
 
-/* Last resort when even the error body cannot be built. */
-static void reply_internal_static(struct api_call *c)
+/* Last resort when a body cannot be built: jansson's tree of it or its
+ * text could not be allocated, which is all that fails there, so the
+ * answer is the one for memory not found, 503 capacity_exhausted with
+ * Retry-After (500 internal told the client not to retry), from a fixed
+ * text. Headers set for the answer that could not be built (Location)
+ * go. */
+static void reply_no_memory(struct api_call *c)
 {
     static const char text[] =
-        "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\","
+        "{\"error\":{\"code\":\"capacity_exhausted\",\"message\":\"out of memory\","
         "\"path\":null}}";
 
     reply_reset(c);
-    c->resp->status = 500;
-    c->resp->error = API_ERR_INTERNAL;
+    c->resp->n_headers = 0;
+    api_response_header(c->resp, "Retry-After", "1");
+    c->resp->status = api_error_status(API_ERR_CAPACITY_EXHAUSTED);
+    c->resp->error = API_ERR_CAPACITY_EXHAUSTED;
     c->resp->content_type = "application/json";
     c->resp->body = malloc(sizeof text);
     if (c->resp->body) {
@@ -199,7 +206,7 @@ static void reply_json(struct api_call *c, int status, json_t *body,
     char *text;
 
     if (!body) {
-        reply_internal_static(c);
+        reply_no_memory(c);
         return;
     }
     struct api_buf b;
@@ -210,7 +217,7 @@ static void reply_json(struct api_call *c, int status, json_t *body,
     text = api_buf_ok(&b) ? api_buf_take(&b, &len) : NULL;
     api_buf_free(&b);
     if (!text) {
-        reply_internal_static(c);
+        reply_no_memory(c);
         return;
     }
     reply_reset(c);

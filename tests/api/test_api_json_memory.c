@@ -9,7 +9,10 @@
  * (a session create) or what /v1/attention's fast reader leaves of it; the
  * read stops asking for memory at its first failure (jansson asked again
  * for every byte of the string); and with memory back the same bodies are
- * read, and refused for what they say (422 at their unknown member).
+ * read, and refused for what they say (422 at their unknown member). When
+ * no JSON can be built at all, not even the error's, the answer is still
+ * 503 capacity_exhausted with Retry-After (it was 500 internal, which
+ * tells a client not to retry).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -95,6 +98,31 @@ TEST(a_small_body_reads_while_large_blocks_fail)
     api_response_free(&r);
 }
 
+static void check_no_memory(const struct api_response *r)
+{
+    CHECK_EQ_INT(r->status, 503);
+    CHECK(strcmp(t_err_code(r), "capacity_exhausted") == 0);
+    CHECK(t_hdr(r, "Retry-After") && strcmp(t_hdr(r, "Retry-After"), "1") == 0);
+}
+
+TEST(no_json_at_all_is_still_503)
+{
+    struct api_response r;
+
+    fail_from = 1;                              /* every block jansson asks for */
+    t_call(&ctx, "POST", "/v1/attention",
+           "{\"q\":[[1,0]],\"k\":[[1,0],[0,1]],\"v\":[[1,2],[3,4]],\"digits\":3}", &r);
+    fail_from = 0;
+    check_no_memory(&r);
+    api_response_free(&r);
+
+    fail_from = 1;
+    t_call(&ctx, "GET", "/healthz", NULL, &r);
+    fail_from = 0;
+    check_no_memory(&r);
+    api_response_free(&r);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
@@ -105,6 +133,7 @@ int main(void)
     RUN(a_body_jansson_cannot_find_memory_for_is_503);
     RUN(what_the_fast_reader_leaves_is_503_too);
     RUN(a_small_body_reads_while_large_blocks_fail);
+    RUN(no_json_at_all_is_still_503);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
