@@ -71,7 +71,8 @@ struct srv_http {
         _Atomic uint64_t logged_ns; /* uv_hrtime of the last line */
         atomic_uint_fast64_t quiet; /* refusals since (not logged) */
     } refused_peer, refused_total,  /* per address; the total cap; */
-      failed_tls;                   /* TLS handshakes that failed */
+      failed_tls,                   /* TLS handshakes that failed; */
+      failed_accept;                /* accept() failures (EMFILE, ...) */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
     struct req *on_pool;            /* loop thread: queued on the pool, until

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 
 #include <microhttpd.h>
 
@@ -151,6 +152,13 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
  * and closes, plain HTTP to the HTTPS port, a scanner, a client that
  * offers nothing attnd takes. */
 #define MHD_TLS_FAILED_MSG "Error: received handshake message out of context"
+/* MHD's messages for an accept() that failed (0.9.75): one for each, with
+ * the error's text, and a second after it when the error is a limit
+ * (EMFILE, ENFILE, ENOMEM, ENOBUFS), which names an option of MHD's own.
+ * A limit lowered under a running attnd (prlimit) made the two for every
+ * client that tried to connect. */
+#define MHD_ACCEPT_FAILED_MSG "Error accepting connection: "
+#define MHD_ACCEPT_LIMIT_MSG "Hit process or system resource limit"
 
 __attribute__((format(printf, 2, 0)))
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -177,6 +185,22 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
                          "ended, spoke plain HTTP, or offered no version or cipher suite "
                          "attnd takes; %llu more failed since the last such line",
                          (unsigned long long)since);
+        return;
+    }
+    if (strncmp(msg, MHD_ACCEPT_LIMIT_MSG, strlen(MHD_ACCEPT_LIMIT_MSG)) == 0)
+        return;                         /* said with its accept() failure */
+    if (strncmp(msg, MHD_ACCEPT_FAILED_MSG, strlen(MHD_ACCEPT_FAILED_MSG)) == 0) {
+        uint64_t since;
+        if (refusal_line_due(&h->failed_accept, &since)) {
+            const char *why = msg + strlen(MHD_ACCEPT_FAILED_MSG);
+            struct rlimit rl = {0, 0};
+            getrlimit(RLIMIT_NOFILE, &rl);
+            srv_log_msgf("warn", "cannot accept a connection: %.*s (the open-file limit, "
+                         "ulimit -n, is %llu; the connection waits in the listen backlog); "
+                         "%llu more failed since the last such line",
+                         (int)strcspn(why, "\r\n"), why, (unsigned long long)rl.rlim_cur,
+                         (unsigned long long)since);
+        }
         return;
     }
     srv_log_msgf("warn", "http: %s", msg);

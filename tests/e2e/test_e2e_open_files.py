@@ -15,10 +15,17 @@ its own files (server/fdbudget.c):
   appends to a journalled session while snapshots are rewritten, and the
   rows survive a restart;
 - a limit too low for even one connection stops the start with a clear
-  error (it used to abort inside libuv, or exit 1 without a word).
+  error (it used to abort inside libuv, or exit 1 without a word);
+- a limit lowered under a running attnd (prlimit) makes accept() fail:
+  that is said a line a second at most, naming the open-file limit
+  (libmicrohttpd's two lines for every client that tried, one naming an
+  option of its own, filled the log), and attnd serves once files are
+  free again.
 """
 import json
+import os
 import re
+import resource
 import shutil
 import socket
 import ssl
@@ -191,3 +198,27 @@ def test_a_limit_too_low_for_one_connection_stops_the_start():
         assert len(err) == 1 and "the open-file limit (ulimit -n) is 16" in err[0], err
     finally:
         a.stop()
+
+
+def test_accept_failing_under_a_lowered_limit_is_said_once_a_second():
+    with Attnd("--http-threads", "2") as a:
+        pid = a.proc.pid
+        opened = len(os.listdir(f"/proc/{pid}/fd"))
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (opened, old[1]))  # none to spare
+        socks = []
+        try:
+            for _ in range(40):
+                socks.append(dial(a))
+            time.sleep(0.5)
+        finally:
+            for s in socks:
+                s.close()
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        assert accept_trouble(a) == []         # not libmicrohttpd's, per try
+        said = [e["msg"] for e in events(a) if e["msg"].startswith("cannot accept")]
+        assert 1 <= len(said) <= 2, said
+        assert "Too many open files" in said[0] and f"ulimit -n, is {opened};" in said[0], said
+        s = served(a, 5)                        # files free again: served
+        assert s is not None
+        s.close()
