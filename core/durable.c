@@ -151,8 +151,13 @@ static enum core_status write_rec_q(struct sess_durable *d, enum sess_rec type,
             d->failures++;
         d->failing = true;
     }
+    bool open = d->j != NULL;
     pthread_mutex_unlock(&d->mu);
-    if (rc != CORE_OK && !was_failing)
+    if (rc != CORE_OK && !was_failing && !open)
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: no journal is open (the "
+                  "snapshot that opens one failed); changes are refused until one succeeds "
+                  "(retried every %gs)", REWRITE_RETRY_S);
+    else if (rc != CORE_OK && !was_failing)
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: writing a record failed (%s); "
                   "changes are refused until it succeeds", strerror(e));
     else if (rc == CORE_OK && was_failing)
@@ -440,14 +445,16 @@ enum core_status sess_store_journal_maintain(struct sess_store *st, bool force)
         d->snapshot_failures++;
         d->retry_at = now + REWRITE_RETRY_S;
     }
+    bool open = d->j != NULL;
     pthread_mutex_unlock(&d->mu);
     if (rc == CORE_OK)
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: snapshot %016" PRIx64 " written: "
                   "%" PRIu64 " sessions, %" PRIu64 " bytes", gen, count, bytes);
     else
-        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot failed (%s); the "
-                  "journal is kept, retried in %gs", strerror(err),
-                  REWRITE_RETRY_S);
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot failed (%s); %s, "
+                  "retried in %gs", strerror(err),
+                  open ? "the journal is kept" : "no journal is open to take changes (they are "
+                  "refused) until one succeeds", REWRITE_RETRY_S);
     return rc;
 }
 

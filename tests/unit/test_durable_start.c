@@ -15,11 +15,13 @@
  * name (a hard-linked copy). Start/stop cycles with and without changes
  * leave one snapshot and one journal. Restored sessions keep their order
  * of use (lru eviction). jnl_reopen_empty takes only the empty journal of
- * its generation, with no other name.
+ * its generation, with no other name. A start whose journal cannot be made
+ * says that no journal is open, and so does the first change refused.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -825,6 +827,32 @@ TEST(reopen_empty_takes_only_the_empty_journal_of_its_generation)
     unlink(path);
 }
 
+/* A first start whose journal cannot be written (a file-size limit of 0
+ * here; a full disk in the field) goes on with no journal: it says so,
+ * and a change is refused for that, not for a "No such file or directory"
+ * there is none of; once a snapshot opens one, changes are taken. */
+TEST(a_start_with_no_journal_says_so)
+{
+    store_clear_dir(dir);
+    signal(SIGXFSZ, SIG_IGN);                   /* a write past the limit: EFBIG */
+    struct sess_store *st = open_under(open_dir, RLIMIT_FSIZE, 0);
+    CHECK(st != NULL);
+    CHECK(said("journal: snapshot failed (File too large); no journal is open to take "
+               "changes (they are refused) until one succeeds"));
+    if (st) {
+        char id[SESS_ID_MAX];
+        logged[0] = '\0';
+        CHECK(new_session(st, id) == CORE_ESTORAGE);
+        CHECK(said("journal: no journal is open (the snapshot that opens one failed); "
+                   "changes are refused until one succeeds"));
+        CHECK(strstr(logged, "No such file") == NULL);
+        CHECK(sess_store_journal_maintain(st, true) == CORE_OK);
+        CHECK(new_session(st, id) == CORE_OK);
+        sess_store_free(st);
+    }
+    store_clear_dir(dir);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/attnd-test-start-%ld", (long)getpid());
@@ -843,6 +871,7 @@ int main(void)
     RUN(a_journal_with_another_name_is_not_reopened);
     RUN(a_start_keeps_the_order_of_use);
     RUN(reopen_empty_takes_only_the_empty_journal_of_its_generation);
+    RUN(a_start_with_no_journal_says_so);
     for (int i = 0; i < N_SESS; i++)
         free(want[i]);
     store_clear_dir(dir);
