@@ -118,16 +118,33 @@ static void *huge_new(size_t need, size_t *cap)
     return p;
 }
 
+/* A new block for need (huge_new's from SPARE_HUGE on); NULL when out of
+ * memory. */
+static void *block_new(size_t need, size_t *got)
+{
+    void *p = need >= SPARE_HUGE ? huge_new(need, got) : NULL;
+
+    if (!p) {
+        p = malloc(need ? need : 1);
+        *got = p ? malloc_usable_size(p) : 0;
+    }
+    return p;
+}
+
 void *api_spare_alloc(size_t need, size_t *cap)
 {
     size_t got = 0;
     void *p = need >= API_SPARE_MIN ? spare_take(need, &got) : NULL;
 
-    if (!p && need >= SPARE_HUGE)
-        p = huge_new(need, &got);
-    if (!p) {
-        p = malloc(need ? need : 1);
-        got = p ? malloc_usable_size(p) : 0;
+    if (!p)
+        p = block_new(need, &got);
+    /* Out of memory (an address-space or memory limit) with blocks kept:
+     * they go first, as the next requests' speed is worth less than this
+     * one's answer; up to API_SPARE_BYTES of them sat idle while it was
+     * refused 503. */
+    if (!p && api_spare_kept(NULL) > 0) {
+        api_spare_drop();
+        p = block_new(need, &got);
     }
     if (cap)
         *cap = got;

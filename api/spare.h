@@ -25,8 +25,9 @@
  * or one as large as a new one for need may come out (glibc may add a
  * 2 MiB page), when there is one; else a new one (of 2 MiB pages from
  * 2 MiB on: 2 MiB-aligned, need rounded up to them, huge pages asked
- * for). *cap (may be NULL) gets its usable size. NULL when out of
- * memory. */
+ * for). *cap (may be NULL) gets its usable size. When no memory can be
+ * had, the kept blocks are freed and it is asked for again; NULL when
+ * even then there is none. */
 void *api_spare_alloc(size_t need, size_t *cap);
 
 /* Keep p (malloc'd, or NULL) for a later api_spare_alloc when it is large
@@ -42,7 +43,8 @@ size_t api_spare_kept(size_t *bytes);
  * another request's layout may use). */
 void api_spare_touch(void);
 
-/* Free every kept block (tests start from empty slots with it). */
+/* Free every kept block (tests start from empty slots with it; and
+ * api_spare_alloc, out of memory). */
 void api_spare_drop(void);
 
 #endif
