@@ -133,6 +133,7 @@ static inline void t_ctx_init(struct api_ctx *ctx)
     ctx->cfg.session_ttl_s = 600;
     ctx->cfg.workers = 2;
     ctx->cfg.version = "0.1.0-test";
+    api_json_hook();        /* as server/main.c: before the test's threads use jansson */
 }
 
 /* The body parsed as JSON (new reference) or NULL. */
