@@ -10,7 +10,6 @@
  */
 #include "api/v2/v2_impl.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +68,12 @@ static bool store_real(struct v2_tensor *t, enum attn_dtype dt, size_t i, double
         return true;
     }
     if (dt == ATTN_F32) {
-        if (isfinite(v) && fabs(v) > FLT_MAX)
+        /* rounded first, as /v1 does: 3.4028235e+38, FLT_MAX's shortest
+         * text, lies above FLT_MAX yet rounds to it */
+        float f = (float)v;
+        if (isfinite(v) && isinf(f))
             return false;
-        ((float *)data)[i] = (float)v;
+        ((float *)data)[i] = f;
     } else {
         ((double *)data)[i] = v;
     }

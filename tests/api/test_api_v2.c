@@ -7,6 +7,7 @@
  * (test_api_v2_binary.c), the sequence extension (test_api_v2_seq_basics.c)
  * and what a sequence's later requests may say (test_api_v2_seq.c).
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -583,6 +584,38 @@ TEST(element_budget)
     ctx.cfg.max_elements = saved;
 }
 
+/* FP32 data reads as /v1's float32 does: rounded first, refused only when
+ * it rounds past the range. 3.4028235e+38, the shortest text of FLT_MAX
+ * (what attnd prints for it, as the output here), lies above FLT_MAX
+ * and must be taken. */
+TEST(fp32_data_at_the_range_rounds_first)
+{
+    static const char *const fmt = "{\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[0]},"
+        "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[0]},"
+        "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":[%s,%s]}],"
+        "\"outputs\":[{\"name\":\"output\"}]}";
+    static const char *const wires[] = {"FP32", "FP64"};
+    char body[512];
+    int st;
+
+    for (int w = 0; w < 2; w++) {
+        snprintf(body, sizeof body, fmt, wires[w], "3.4028235e+38", "-3.4028235e38");
+        json_t *j = infer(body, &st);
+        json_t *o = output(j, "output");
+        CHECK_EQ_INT(st, 200);
+        CHECK((float)dat(o, 0) == FLT_MAX && (float)dat(o, 1) == -FLT_MAX);
+        json_decref(j);
+
+        /* just past the midpoint between FLT_MAX and 2^128: infinity */
+        snprintf(body, sizeof body, fmt, wires[w], "1", "3.4028235677973367e38");
+        j = infer(body, &st);
+        CHECK_EQ_INT(st, 400);
+        CHECK(v2_err(j) && strstr(v2_err(j), "[non_finite at /inputs/2/data/1]"));
+        json_decref(j);
+    }
+}
+
 /* The reply's datatype: the request's half type when q, k and v came in
  * one, else its computation's. */
 TEST(datatype_names)
@@ -612,6 +645,7 @@ int main(void)
     RUN(window_sides_take_integral_reals_as_v1);
     RUN(sink_logits_take_fp16_and_bf16);
     RUN(element_budget);
+    RUN(fp32_data_at_the_range_rounds_first);
     RUN(datatype_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
