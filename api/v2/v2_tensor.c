@@ -90,24 +90,36 @@ struct v2_fill {
     enum v2_wire wire;              /* the input's declared datatype */
 };
 
-/* x, a JSON number of an input declared w, as a number of w (as its
- * binary bytes would be): INT32 within its range; FP32, FP16 or BF16
- * rounded to it where the request keeps another type (q FP64 beside an
- * FP32 k; the request's own half type is rounded as the text says, by
- * store_real). False: x is outside w's range. */
-static bool json_as_wire(const struct v2_fill *f, double *x)
+/* The half format an input declared w carries (FP16, BF16), or none. */
+static enum api_half wire_half(enum v2_wire w)
+{
+    return w == W_FP16 ? API_HALF_F16 : w == W_BF16 ? API_HALF_BF16 : API_HALF_NONE;
+}
+
+/* x, a JSON number of an input declared w (text at path), as a number of
+ * w (as its binary bytes would be): INT32 within its range; FP32, FP16 or
+ * BF16 rounded to it where the request keeps another type (q FP64 beside
+ * an FP32 k), FP16 and BF16 from the decimal text where x is a midpoint of
+ * the format (api/codec/half.c); the request's own half type is rounded so
+ * by store_real. False: x is outside w's range. */
+static bool json_as_wire(const struct v2_fill *f, const char *path, double *x)
 {
     enum v2_wire w = f->wire;
-    enum api_half own = w == W_FP16 ? API_HALF_F16 : w == W_BF16 ? API_HALF_BF16 : API_HALF_NONE;
+    enum api_half own = wire_half(w);
+    const struct api_request *rq = f->c->req;
     if (w == W_FP32 && (f->dt == ATTN_F64 || f->c->half)) {
         float r = (float)*x;
         *x = r;
         return isfinite(r);
     }
     if (own && own != f->c->half) {
-        uint16_t h = own == API_HALF_F16 ? half_f16_from_f64(*x) : half_bf16_from_f64(*x);
-        *x = own == API_HALF_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h);
-        return isfinite(*x);
+        float r;
+        bool tie = false;
+        if (!api_half_round(own, *x, &r, &tie) ||
+            (tie && api_half_fix_ties(rq->body, rq->body_len, rq->early, path, own,
+                                      &r, 1) != 1))
+            return false;
+        *x = r;
     }
     return true;
 }
@@ -169,12 +181,15 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
         return false;
     }
     double x = json_number_value(v);
-    if (!json_as_wire(f, &x)) {
+    if (!json_as_wire(f, path, &x)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
                  v2_wire_name(f->wire));
         return false;
     }
-    if (!store_real(f->t, f->dt, f->pos, x, false, f->c->half, &f->tie)) {
+    /* only a number of the request's own half type is still the text's:
+     * an FP32 or FP64 one is a binary value by now, and rounds as one */
+    if (!store_real(f->t, f->dt, f->pos, x, false, f->c->half,
+                    wire_half(f->wire) == f->c->half ? &f->tie : NULL)) {
         api_fail(f->c, API_ERR_NON_FINITE, path, "number out of range of %s",
                  api_dtype_name(f->dt, f->c->half));
         return false;

@@ -331,6 +331,51 @@ TEST(reader_keeps_own_datatype_only)
     free_inputs(&x);
 }
 
+/* JSON data holds numbers of the input's own datatype: an FP16 or BF16
+ * input in a request of another dtype is rounded to its format from the
+ * decimal text (a double on a midpoint is no tie of the text), and an FP32
+ * or FP64 one in a half request is the binary value of that type, which
+ * then rounds to the request's format as its bytes would. */
+TEST(declared_datatype_decides_the_rounding)
+{
+    static const char *const halves =
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[1,2,3]},"
+        "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,3],"
+        "\"data\":[1.00048828125000001,65519.99999999999999999,1.00048828125]},"
+        "{\"name\":\"v\",\"datatype\":\"BF16\",\"shape\":[1,3],"
+        "\"data\":[1.00390625000000001,1.00390625,-1.00390625000000001]}]}";
+    struct v2_infer x;
+
+    CHECK(read_inputs(halves, NULL, 0, API_HALF_NONE, false, &x));
+    const float *k = x.t[V2_K].data, *v = x.t[V2_V].data;
+    CHECK(k && k[0] == 1.0009765625f && k[1] == 65504.0f && k[2] == 1.0f);
+    CHECK(v && v[0] == 1.0078125f && v[1] == 1.0f && v[2] == -1.0078125f);
+    free_inputs(&x);
+
+    /* past the midpoint after 65504 as text too: outside FP16's range */
+    static const char *const over =
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+        "{\"name\":\"k\",\"datatype\":\"FP16\",\"shape\":[1,1],\"data\":[65520]},"
+        "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]}]}";
+    CHECK(!read_inputs(over, NULL, 0, API_HALF_NONE, false, &x));
+    free_inputs(&x);
+
+    /* BF16 beside FP16 q: the bfloat16 of the text, then float16 */
+    static const char *const mixed =
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP16\",\"shape\":[1,1],\"data\":[1]},"
+        "{\"name\":\"k\",\"datatype\":\"BF16\",\"shape\":[1,1],\"data\":[1.00390625000000001]},"
+        "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,1],"
+        "\"data\":[1.00048828125000001]},"
+        "{\"name\":\"bias_v\",\"datatype\":\"FP64\",\"shape\":[1],"
+        "\"data\":[1.00048828125000001]}]}";
+    CHECK(read_inputs(mixed, NULL, 0, API_HALF_F16, false, &x));
+    CHECK(((const float *)x.t[V2_K].data)[0] == 1.0078125f);
+    /* FP32 and FP64 1 + 2^-11 exactly: float16's tie, to even */
+    CHECK(((const float *)x.t[V2_V].data)[0] == 1.0f);
+    CHECK(((const float *)x.t[V2_BV].data)[0] == 1.0f);
+    free_inputs(&x);
+}
+
 /* An FP16/BF16 binary request, q [1,8], k and v [L,8], k's element bad_at
  * (< 0: none) set to the bits bad; k's binary_data_size off by koff bytes
  * and the body cut by cut bytes. */
@@ -451,6 +496,7 @@ int main(void)
     ctx.cfg.max_elements = (size_t)1 << 22;
     RUN(half_responses_equal_the_widened_ones);
     RUN(reader_keeps_own_datatype_only);
+    RUN(declared_datatype_decides_the_rounding);
     RUN(bad_half_inputs_keep_their_errors);
     TEST_MAIN_END();
 }
