@@ -158,8 +158,11 @@ static bool fill_json(struct v2_fill *f, const json_t *v, int depth,
     }
     if (f->is_int) {
         if (!json_is_integer(v)) {
-            api_fail(f->c, API_ERR_INVALID_FIELD, path, "INT32/INT64 data must be "
-                     "integers");
+            /* an integer literal past 64 bits is read as a real (api/body.c) */
+            double r = json_is_real(v) ? json_real_value(v) : 0.5;
+            api_fail(f->c, API_ERR_INVALID_FIELD, path, "%s", r == floor(r) &&
+                     fabs(r) >= 0x1p63 ? "an integer past INT64's range (-2^63..2^63-1)"
+                                       : "INT32/INT64 data must be integers");
             return false;
         }
         json_int_t n = json_integer_value(v);

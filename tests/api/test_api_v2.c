@@ -616,6 +616,37 @@ TEST(fp32_data_at_the_range_rounds_first)
     }
 }
 
+/* An INT64 (or INT32) element past 64 bits is named as such, not as a
+ * non-integer: jansson reads such a literal as a real. */
+TEST(int_data_past_64_bits_says_so)
+{
+    static const char *const fmt = "{\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"
+        "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[1,0]},"
+        "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+        "{\"name\":\"positions_q\",\"datatype\":\"%s\",\"shape\":[1],\"data\":[%s]}],"
+        "\"parameters\":{\"rope_base\":10000}}";
+    static const char *const big[] = {"9223372036854775808", "-9223372036854775809",
+                                      "18446744073709551616"};
+    char body[512];
+    int st;
+
+    for (int w = 0; w < 2; w++)
+        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+            snprintf(body, sizeof body, fmt, w ? "INT32" : "INT64", big[i]);
+            json_t *j = infer(body, &st);
+            CHECK_EQ_INT(st, 400);
+            CHECK(v2_err(j) && strstr(v2_err(j), "past INT64's range") &&
+                  strstr(v2_err(j), "[invalid_field at /inputs/3/data/0]"));
+            json_decref(j);
+        }
+    snprintf(body, sizeof body, fmt, "INT64", "1.0");
+    json_t *j = infer(body, &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK(v2_err(j) && strstr(v2_err(j), "must be integers"));
+    json_decref(j);
+}
+
 /* The reply's datatype: the request's half type when q, k and v came in
  * one, else its computation's. */
 TEST(datatype_names)
@@ -646,6 +677,7 @@ int main(void)
     RUN(sink_logits_take_fp16_and_bf16);
     RUN(element_budget);
     RUN(fp32_data_at_the_range_rounds_first);
+    RUN(int_data_past_64_bits_says_so);
     RUN(datatype_names);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
