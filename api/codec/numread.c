@@ -256,7 +256,7 @@ static const char *num_parse(const char *p, const char *end, double *out)
         if (p == end || !is_digit(*p))
             return NULL;
         for (; p < end && is_digit(*p); p++)
-            if (ex < 100000)
+            if (ex < 100000)                /* saturates: strtod reads it then */
                 ex = ex * 10 + (*p - '0');
     }
     if (p == end || !byte_class[(unsigned char)*p])
@@ -264,7 +264,10 @@ static const char *num_parse(const char *p, const char *end, double *out)
     e10 += eneg ? -ex : ex;
     if (w == 0) {
         *out = neg && !is_int ? -0.0 : 0.0;     /* jansson: integer -0 is 0 */
-    } else if (!truncated && w <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
+    } else if (!truncated && ex < 100000 && w <= (1ull << 53) && e10 >= -22 &&
+               e10 <= 22) {
+        /* (a saturated exponent may land e10 here after ~1e5 leading zeros
+         * of a fraction: "0.000...01e1000000" overflows, it is not 1e9) */
         double d = (double)w;
         d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
         *out = neg ? -d : d;

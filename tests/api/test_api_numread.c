@@ -200,6 +200,27 @@ TEST(fixed_texts_agree)
         CHECK(numread_agree(texts[i], strlen(texts[i])));
 }
 
+/* An exponent of 7 or more digits saturates the reader's count; after
+ * 99990 leading zeros of a fraction the saturated count lands the value
+ * back in the exact range: "0.0...01e1000000" overflows (jansson refuses
+ * it); it must not read as 1e9. */
+TEST(saturated_exponent_after_leading_zeros)
+{
+    static const char *const exps[] = {"1000000", "1000022", "9999999", "100000"};
+    size_t zeros = 99990, cap = zeros + 64;
+    char *t = malloc(cap);
+
+    CHECK(t != NULL);
+    for (size_t i = 0; t && i < sizeof exps / sizeof exps[0]; i++) {
+        size_t n = 0;
+        memcpy(t, "[0.", 3), n = 3;
+        memset(t + n, '0', zeros), n += zeros;
+        n += (size_t)snprintf(t + n, cap - n, "1e%s]", exps[i]);
+        CHECK(numread_agree(t, n));
+    }
+    free(t);
+}
+
 TEST(generated_and_mutated_agree)
 {
     char buf[8192];
@@ -578,6 +599,7 @@ int main(void)
 {
     t_ctx_init(&ctx);
     RUN(fixed_texts_agree);
+    RUN(saturated_exponent_after_leading_zeros);
     RUN(generated_and_mutated_agree);
     RUN(count_limits);
     RUN(bodies_agree_fixed);
