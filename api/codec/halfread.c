@@ -58,8 +58,10 @@ static struct digits normalise(const char *s, size_t len)
         bool neg = false;
         if (j < len && (s[j] == '+' || s[j] == '-'))
             neg = s[j++] == '-';
+        /* saturates far past any midpoint and past any text's count of
+         * leading zeros, which the exponent may cancel (e < 2^63 / 10) */
         for (; j < len; j++)
-            if (e < 100000)                 /* saturates: far past any midpoint */
+            if (e < 100000000000000000L)
                 e = e * 10 + (s[j] - '0');
         e = neg ? -e : e;
     }

@@ -216,6 +216,38 @@ TEST(reader_at_midpoints)
     CHECK_EQ_INT(api_decimal_cmp("-0.0", 4, 0.0), 0);
 }
 
+/* An exponent of 7 digits that cancels as many leading zeros of a
+ * fraction (or trailing zeros of an integer): the text is still
+ * 1 + 2^-11 and a hair, above or below the tie, and decides it. */
+TEST(reader_exponent_cancels_zeros)
+{
+    static const struct {
+        const char *head, *tail;       /* 999999 zeros between them */
+        uint16_t want;
+    } cases[] = {
+        {"0.", "100048828125000001e1000000", 0x3C01},
+        {"0.", "100048828124999999e1000000", 0x3C00},
+        {"-0.", "100048828125000001e1000000", 0xBC01},
+        {"100048828125000001", "e-1000016", 0x3C01},
+        {"100048828124999999", "e-1000016", 0x3C00},
+    };
+    size_t zeros = 999999, cap = zeros + 64;
+    char *t = malloc(cap);
+
+    CHECK(t != NULL);
+    for (size_t i = 0; t && i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].head);
+        memcpy(t, cases[i].head, n);
+        memset(t + n, '0', zeros);
+        n += zeros;
+        n += (size_t)snprintf(t + n, cap - n, "%s", cases[i].tail);
+        double v = strtod(t, NULL);
+        CHECK(fabs(v) == 1.00048828125);
+        CHECK_EQ_INT(api_half_from_text(t, n, v, false), cases[i].want);
+    }
+    free(t);
+}
+
 int main(void)
 {
     ref_init(&R16);
@@ -224,5 +256,6 @@ int main(void)
     RUN(bf16_every_pattern_shortest);
     RUN(named_texts);
     RUN(reader_at_midpoints);
+    RUN(reader_exponent_cancels_zeros);
     TEST_MAIN_END();
 }
