@@ -775,7 +775,11 @@ json_t *api_rope_json(const struct attn_params *p, size_t d_k)
         double x = *param_slot((struct attn_rope_scaling *)sc, sp);
         if (sp->offset == offsetof(struct attn_rope_scaling, attention_factor) && x == 0)
             x = 0.1 * log(sc->factor) + 1;  /* the default, as core resolves it */
-        json_object_set_new(s, sp->name, json_real(x));
+        /* original_max_position is an integer (OpenAPI's too): 4096, not
+         * 4096.0, which a typed client's integer field refuses */
+        bool whole = sp->offset == offsetof(struct attn_rope_scaling, original_max_position) &&
+                     x == floor(x) && fabs(x) <= 9007199254740992.0;
+        json_object_set_new(s, sp->name, whole ? json_integer((json_int_t)x) : json_real(x));
     }
     if (sc->type == ATTN_ROPE_SCALING_YARN)
         json_object_set_new(s, "truncate", json_boolean(!sc->no_truncate));

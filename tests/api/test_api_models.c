@@ -324,6 +324,9 @@ TEST(session_settings_echoed)
     CHECK_STR(json_string_value(json_object_get(rope, "pairs")), "half");
     sc = json_object_get(rope, "scaling");
     CHECK_STR(json_string_value(json_object_get(sc, "type")), "yarn");
+    /* an integer, as OpenAPI types it (16, not 16.0) */
+    CHECK(json_is_integer(json_object_get(sc, "original_max_position")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(sc, "original_max_position")), 16);
     CHECK_NEAR(json_number_value(json_object_get(sc, "beta_fast")), 32, 0);
     CHECK_NEAR(json_number_value(json_object_get(sc, "beta_slow")), 1, 0);
     CHECK_NEAR(json_number_value(json_object_get(sc, "attention_factor")),
