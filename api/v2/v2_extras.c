@@ -180,15 +180,17 @@ out:
     return ok;
 }
 
-/* "heads": an integer or "2,0,1". */
+/* "heads": an integer (or an integral real such as 2.0, as /v1 takes
+ * it) or "2,0,1". */
 static bool read_heads_param(struct api_call *c, struct v2_infer *x, const json_t *v)
 {
     const char *path = "/parameters/heads";
     size_t m = 1;
+    int64_t one = 0;
     if (json_is_string(v))
         for (const char *s = json_string_value(v); *s; s++)
             m += *s == ',';
-    else if (!json_is_integer(v))
+    else if (!json_is_integer(v) && !api_window_side(v, &one))
         goto bad;
     if (!(x->ext.heads = malloc(m * sizeof *x->ext.heads))) {
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, NULL, "out of memory");
@@ -199,6 +201,10 @@ static bool read_heads_param(struct api_call *c, struct v2_infer *x, const json_
         if (json_integer_value(v) < 0)
             goto bad;
         x->ext.heads[0] = (size_t)json_integer_value(v);
+        return true;
+    }
+    if (!json_is_string(v)) {
+        x->ext.heads[0] = (size_t)one;
         return true;
     }
     const char *s = json_string_value(v);
@@ -232,13 +238,13 @@ bool api_v2_read_extras_params(struct api_call *c, struct v2_infer *x)
     if (h && !read_heads_param(c, x, h))
         return false;
     if (k) {
-        if (!json_is_integer(k) || json_integer_value(k) < 1 ||
-            json_integer_value(k) > INT32_MAX) {
+        int64_t top_k = 0;          /* an integral real such as 2.0 too, as /v1 */
+        if (!api_window_side(k, &top_k) || top_k < 1 || top_k > INT32_MAX) {
             api_fail(c, API_ERR_INVALID_FIELD, "/parameters/weights_top_k",
                      "weights_top_k is an integer in 1..%d", INT32_MAX);
             return false;
         }
-        x->ext.top_k = (size_t)json_integer_value(k);
+        x->ext.top_k = (size_t)top_k;
     }
     return true;
 }

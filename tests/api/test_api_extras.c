@@ -331,6 +331,39 @@ TEST(v2_outputs)
     json_decref(j);
 }
 
+/* OIP v2's heads and weights_top_k take an integral real such as 1.0, as
+ * /v1's heads and weights_top_k do (and v2's window_*): the same answer as
+ * the integers; 1.5 is still refused. */
+TEST(v2_integral_reals)
+{
+    static const char *const fmt = "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\","
+        "\"shape\":[2,1,2],\"data\":[1,0,0,1]},{\"name\":\"k\",\"datatype\":\"FP64\","
+        "\"shape\":[1,3,2],\"data\":[1,0,0,1,-1,0]},{\"name\":\"v\",\"datatype\":\"FP64\","
+        "\"shape\":[1,3,1],\"data\":[1,2,3]}],\"parameters\":{\"heads\":%s,"
+        "\"weights_top_k\":%s},\"outputs\":[{\"name\":\"top_k_indices\"},"
+        "{\"name\":\"top_k_values\"},{\"name\":\"output\"}]}";
+    char body[1024];
+    int st[2];
+    json_t *j[2];
+
+    snprintf(body, sizeof body, fmt, "1", "2");
+    j[0] = call("/v2/models/attention/infer", body, &st[0]);
+    snprintf(body, sizeof body, fmt, "1.0", "2.0");
+    j[1] = call("/v2/models/attention/infer", body, &st[1]);
+    CHECK_EQ_INT(st[0], 200);
+    CHECK_EQ_INT(st[1], 200);
+    CHECK(j[0] && j[1] && json_equal(json_object_get(j[0], "outputs"),
+                                     json_object_get(j[1], "outputs")));
+    json_decref(j[0]), json_decref(j[1]);
+    static const char *const bad[][2] = {{"1.5", "2"}, {"1", "2.5"}, {"-1.0", "2"},
+                                          {"1", "0.0"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, fmt, bad[i][0], bad[i][1]);
+        json_decref(call("/v2/models/attention/infer", body, &st[0]));
+        CHECK_EQ_INT(st[0], 400);
+    }
+}
+
 /* Random numbers as a JSON array of shape [a][b][c] (a 0: [b][c]). */
 static json_t *rand_arr(uint64_t *rng, size_t a, size_t b, size_t c)
 {
@@ -628,6 +661,7 @@ int main(void)
     RUN(base64_encoding);
     RUN(session_attention);
     RUN(v2_outputs);
+    RUN(v2_integral_reals);
     RUN(batch_extras_equal_elements);
     RUN(segments_default_positions);
     RUN(half_extras_rounded);
