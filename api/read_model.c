@@ -379,8 +379,9 @@ bool api_check_float32_params(struct api_call *c, const struct attn_params *p,
     if (p->dtype != ATTN_F32)
         return true;
     if (name) {
+        /* the bound exactly: %.9g's 3.40282347e+38 lies above FLT_MAX */
         api_fail(c, API_ERR_INVALID_FIELD, sub(ps, prefix, name), "expected a positive "
-                 "number up to %.9g (the math runs in float32)", (double)FLT_MAX);
+                 "number up to %.17g (the math runs in float32)", (double)FLT_MAX);
         return false;
     }
     if (p->softmax != ATTN_SOFTMAX_SINK)

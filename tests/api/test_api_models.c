@@ -265,6 +265,31 @@ static const struct err_case create_cases[] = {
     {"{\"d_k\":2,\"d_v\":2,\"window\":true}", 422, "invalid_field", "/window"},
 };
 
+/* A float32 request's scale or softcap past FLT_MAX names the bound in
+ * its message, and that bound, sent back, is taken. */
+TEST(float32_bound_in_message_is_taken)
+{
+    static const char *const fmt = "{\"q\":[[1]],\"k\":[[1]],\"v\":[[1]],"
+        "\"dtype\":\"float32\",\"%s\":%s,\"return\":[\"output\"]}";
+    static const char *const names[] = {"scale", "softcap"};
+    char body[256], bound[64] = "";
+    int st;
+
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, fmt, names[i], "1e39");
+        json_t *j = post("/v1/attention", body, &st);
+        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"),
+                                                            "message"));
+        const char *at = msg ? strstr(msg, "up to ") : NULL;
+        CHECK_EQ_INT(st, 422);
+        CHECK(at && sscanf(at + 6, "%63s", bound) == 1);
+        json_decref(j);
+        snprintf(body, sizeof body, fmt, names[i], bound);
+        json_decref(post("/v1/attention", body, &st));
+        CHECK_EQ_INT(st, 200);
+    }
+}
+
 TEST(session_create_refusals)
 {
     run_table("/v1/sessions", create_cases, sizeof create_cases / sizeof create_cases[0]);
@@ -868,6 +893,7 @@ int main(void)
     struct sess_config cfg = {.default_ttl_s = 600, .default_max_tokens = 4096};
     ctx.store = sess_store_new(&cfg);
     RUN(attention_refusals);
+    RUN(float32_bound_in_message_is_taken);
     RUN(session_create_refusals);
     RUN(session_settings_echoed);
     RUN(session_window_refusal);
