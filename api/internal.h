@@ -97,10 +97,12 @@ void api_fail_compute(struct api_call *c, enum core_status st, enum attn_dtype d
 struct api_blame_at {
     const char *ptr[4];             /* q, k, v, attn_bias */
     int rank[4];
+    const char *alibi;              /* the alibi setting ("/alibi": its slopes
+                                       are "/alibi/slopes/<h>" when given) */
 };
 struct api_tensor;
 /* at for q, k, v, attn_bias as read from a /v1 body: "/q" and its rank,
- * or "/q/data" (rank 0) for a base64 one. */
+ * or "/q/data" (rank 0) for a base64 one; alibi "/alibi". */
 void api_blame_at_tensors(struct api_blame_at *at, const struct api_tensor *q,
                           const struct api_tensor *k, const struct api_tensor *v,
                           const struct api_tensor *attn_bias);

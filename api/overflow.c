@@ -5,10 +5,12 @@
  * scans the prepared inputs for the culprit, and the answer's path points
  * at its row (/q/3, /k/1/0, /attn_bias/2/5) or, where the request holds
  * it flat (base64, an OIP v2 input), at the array with the row in the
- * message. When the scan finds nothing the path is null, as before. A
- * session's pass is scanned by its store (api/session_blame.c); its rows
- * map onto the request here, a row the session held already onto path ""
- * and its cache position (api_fail_blame).
+ * message; an ALiBi term that took a score past the range points at the
+ * head's slope (/alibi/slopes/1). When the scan finds nothing the path is
+ * null, as before. A session's pass is scanned by its store
+ * (api/session_blame.c); its rows map onto the request here, a row the
+ * session held already onto path "" and its cache position
+ * (api_fail_blame).
  *
  * The 422 empty_row of a pass with empty_rows "error" points the same way
  * at the first query row with no key it may attend to (the passes stop
@@ -32,6 +34,7 @@ void api_blame_at_tensors(struct api_blame_at *at, const struct api_tensor *q,
         at->ptr[i] = t[i]->packed ? flat[i] : rows[i];
         at->rank[i] = t[i]->packed ? 0 : t[i]->rank;
     }
+    at->alibi = "/alibi";
 }
 
 static const char *blame_name(enum attn_blame_input in)
@@ -95,6 +98,26 @@ static size_t cache_pos(const struct api_blame_cache *cache, size_t j)
     return !cache->from || j < cache->front ? j : j - cache->front + cache->from;
 }
 
+/* An ALiBi term took query row b->row's score with key `key` past the
+ * range: 422 at the head's slope (at the setting with the standard ones). */
+static void fail_alibi(struct api_call *c, const struct attn_request *r,
+                       const struct attn_blame *b, size_t key, const char *alibi,
+                       const char *dt, const char *tip)
+{
+    char p[API_PATH_MAX], row[96];
+    const struct attn_params *pa = &r->params;
+    double slope = pa->alibi_slopes ? pa->alibi_slopes[b->head]
+                                    : attn_alibi_slope(b->head, r->shape.h);
+    if (pa->alibi_slopes)
+        snprintf(p, sizeof p, "%s/slopes/%zu", alibi, b->head);
+    else
+        snprintf(p, sizeof p, "%s", alibi);
+    row_text(b, &r->shape, false, row, sizeof row);
+    api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not finite "
+             "in %s once ALiBi is added (-slope·|P_q - P_k| = %.6Lg with head %zu's slope "
+             "%.9g); use a smaller slope%s", row, key, dt, b->alibi, b->head, slope, tip);
+}
+
 void api_fail_blame(struct api_call *c, const struct attn_request *r,
                     const struct attn_blame *found, const struct api_blame_at *at,
                     const struct api_blame_cache *cache)
@@ -107,6 +130,10 @@ void api_fail_blame(struct api_call *c, const struct attn_request *r,
     char p[API_PATH_MAX], row[96];
     bool kv = b.input == ATTN_BLAME_K || b.input == ATTN_BLAME_V;
     size_t key = cache ? cache_pos(cache, b.key) : b.key;
+    if (b.input == ATTN_BLAME_ALIBI) {
+        fail_alibi(c, r, &b, key, at->alibi, dt, tip);
+        return;
+    }
     if (cache && kv && b.row < cache->cached) {
         /* a row the session held already: the request as a whole */
         p[0] = 0;

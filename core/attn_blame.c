@@ -144,21 +144,28 @@ static int blame_score(struct blame_scan *s, size_t hh, size_t i, size_t g, size
         return 1;
     }
     double cap = r->params.softcap, bias = bias_at(s, hh, i, j);
-    long double v = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
-    v += bias;
+    long double capped = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
+    long double ali = 0;
     if (r->params.alibi) {
         double slope = r->params.alibi_slopes ? r->params.alibi_slopes[hh % h]
                                               : attn_alibi_slope(hh % h, h);
         int64_t pq = attn_run_qpos(&s->x, hh, i), pk = attn_run_kpos(&s->x, hh / h, j);
-        v -= (long double)slope * fabsl((long double)pq - (long double)pk);
+        ali = -(long double)slope * fabsl((long double)pq - (long double)pk);
     }
+    long double v = capped + bias + ali;
     if (fabsl(v) < (long double)s->lim)
         return 0;
     o->value = v;
-    /* the bias is to blame when it is at least half the score it is added to */
-    long double capped = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
-    set(o, (long double)fabs(bias) >= fabsl(capped) / 2 ? ATTN_BLAME_ATTN_BIAS : ATTN_BLAME_Q,
-        ATTN_BLAME_SCORE, hh / h, hh % h, i);
+    o->alibi = ali;
+    /* an added term is to blame when it is at least half the score it is
+     * added to (the larger of the two when both are) */
+    enum attn_blame_input in = ATTN_BLAME_Q;
+    long double half = fabsl(capped) / 2;
+    if (fabsl(ali) >= half && fabsl(ali) >= (long double)fabs(bias))
+        in = ATTN_BLAME_ALIBI;
+    else if ((long double)fabs(bias) >= half)
+        in = ATTN_BLAME_ATTN_BIAS;
+    set(o, in, ATTN_BLAME_SCORE, hh / h, hh % h, i);
     return 1;
 }
 

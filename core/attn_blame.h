@@ -6,11 +6,11 @@
  * same prepared rows the pass read, and names the first culprit: a q, k or
  * v row that bias or RoPE pushed past the range, a query row whose score
  * with some key is past it (scale·q·k, softcap, + attn_bias, + ALiBi), an
- * attn_bias entry that took a finite score past it, or, when every score
- * is in range, the v row holding the largest value (an output is a
- * weighted sum of v rows). The scan is bounded: rows that cannot overflow
- * (by |q|max·|k|max·d_k) are skipped, and after ATTN_BLAME_MACS
- * multiply-adds it gives up and says nothing. attn_blame_empty does the
+ * attn_bias entry or a head's ALiBi term that took a finite score past
+ * it, or, when every score is in range, the v row holding the largest
+ * value (an output is a weighted sum of v rows). The scan is bounded:
+ * rows that cannot overflow (by |q|max·|k|max·d_k) are skipped, and after
+ * ATTN_BLAME_MACS multiply-adds it gives up and says nothing. attn_blame_empty does the
  * same for a pass that stopped on a query row with no allowed key
  * (CORE_EEMPTYROW): which row, and what took its keys away.
  */
@@ -33,6 +33,8 @@ enum attn_blame_input {
     ATTN_BLAME_ATTN_BIAS,       /* attn_bias entry (b, head, row, key) of the
                                    query head; the caller maps it onto the
                                    broadcast array */
+    ATTN_BLAME_ALIBI,           /* the ALiBi term of query head `head`'s
+                                   slope at (row, key) */
 };
 
 enum attn_blame_stage {
@@ -50,6 +52,8 @@ struct attn_blame {
     size_t key;                 /* SCORE: the key row the query row met */
     long double value;          /* SCORE: the score as computed exactly (past
                                    the dtype's range); OUTPUT: the largest |v| */
+    long double alibi;          /* SCORE: its ALiBi term -slope·|P_q - P_k|
+                                   (0 without ALiBi) */
 };
 
 /*

@@ -551,7 +551,7 @@ static void fail_overflow(struct api_call *c, const struct v2_infer *x,
 {
     static const enum v2_slot slot[4] = {V2_Q, V2_K, V2_V, V2_AB};
     char p[4][API_PATH_MAX];
-    struct api_blame_at at = {{p[0], p[1], p[2], p[3]}, {0}};
+    struct api_blame_at at = {{p[0], p[1], p[2], p[3]}, {0}, "/parameters/alibi"};
     for (int i = 0; i < 4; i++)
         api_pointer_index(p[i], sizeof p[i], "/inputs", x->t[slot[i]].index);
     if (x->sess)

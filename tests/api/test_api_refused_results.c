@@ -330,6 +330,40 @@ TEST(overflowing_session_pass_names_its_input)
         printf("  v2: %s\n", msg);
 }
 
+/* A score that ALiBi takes past the range (a large given slope times the
+ * distance) is 422 at that head's slope, and the message says so: not at
+ * the query row, whose scale·q·k is small. */
+TEST(an_alibi_overflow_names_its_slope)
+{
+    static const char *const cases[][3] = {
+        /* float32: -1e37·50 past FLT_MAX; query row 1 at position 50 */
+        {"{\"q\":[[1,0],[1,1]],\"k\":[[1,0],[0,1]],\"v\":[[1],[2]],\"dtype\":\"float32\","
+         "\"alibi\":{\"slopes\":[1e37]},\"positions\":{\"q\":[0,50],\"k\":[0,1]}}",
+         "/alibi/slopes/0", "query row 1 with key 0 is not finite in float32 once ALiBi"},
+        /* float64, head 1's slope of two */
+        {"{\"q\":[[[1,0]],[[1,1]]],\"k\":[[[1,0],[0,1]]],\"v\":[[[1],[2]]],"
+         "\"alibi\":{\"slopes\":[1,1e307]},\"positions\":{\"q\":[50],\"k\":[0,1]}}",
+         "/alibi/slopes/1", "= -5e+308 with head 1's slope 1e+307"}};
+    char ptr[128], msg[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(post_msg("/v1/attention", cases[i][0], ptr, msg), 422);
+        CHECK_STR(ptr, cases[i][1]);
+        CHECK(strstr(msg, cases[i][2]) != NULL);
+    }
+    /* OIP v2: the slope in its parameters, in the message's bracket */
+    CHECK_EQ_INT(post_msg("/v2/models/attention/infer", "{\"parameters\":{\"alibi\":"
+                          "{\"slopes\":[1e37]}},\"inputs\":["
+                          "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[1]},"
+                          "{\"name\":\"positions_q\",\"datatype\":\"INT64\",\"shape\":[1],"
+                          "\"data\":[50]}]}",
+                          ptr, msg), 400);
+    CHECK(strstr(msg, "ALiBi") && strstr(msg, "[non_finite at /parameters/alibi/slopes/0]"));
+    if (!strstr(msg, "[non_finite at /parameters/alibi/slopes/0]"))
+        printf("  v2: %s\n", msg);
+}
+
 /* A session's attention refused for its results: 422, and the append is
  * rolled back (length, then the next answer as without it). */
 static void refused_appends_nothing(const char *create, const char *bad, const char *want_ptr)
@@ -407,6 +441,7 @@ int main(void)
     RUN(overflowing_pass_names_its_input);
     RUN(empty_row_names_its_query_row);
     RUN(overflowing_session_pass_names_its_input);
+    RUN(an_alibi_overflow_names_its_slope);
     RUN(a_refused_session_attention_appends_nothing);
     RUN(a_refused_sequence_step_appends_nothing);
     sess_store_free(ctx.store);
