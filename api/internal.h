@@ -98,7 +98,9 @@ struct api_blame_at {
     const char *ptr[4];             /* q, k, v, attn_bias */
     int rank[4];
     const char *alibi;              /* the alibi setting ("/alibi": its slopes
-                                       are "/alibi/slopes/<h>" when given) */
+                                       are "/alibi/slopes/<h>" when given);
+                                       NULL: a session's, fixed at its create
+                                       and in no request (path "") */
 };
 struct api_tensor;
 /* at for q, k, v, attn_bias as read from a /v1 body: "/q" and its rank,

@@ -6,8 +6,9 @@
  * at its row (/q/3, /k/1/0, /attn_bias/2/5) or, where the request holds
  * it flat (base64, an OIP v2 input), at the array with the row in the
  * message; an ALiBi term that took a score past the range points at the
- * head's slope (/alibi/slopes/1). When the scan finds nothing the path is
- * null, as before. A session's pass is scanned by its store
+ * head's slope (/alibi/slopes/1), or, a session's being fixed at its
+ * create, at the request as a whole (""). When the scan finds nothing the
+ * path is null, as before. A session's pass is scanned by its store
  * (api/session_blame.c); its rows map onto the request here, a row the
  * session held already onto path "" and its cache position
  * (api_fail_blame).
@@ -99,7 +100,8 @@ static size_t cache_pos(const struct api_blame_cache *cache, size_t j)
 }
 
 /* An ALiBi term took query row b->row's score with key `key` past the
- * range: 422 at the head's slope (at the setting with the standard ones). */
+ * range: 422 at the head's slope (at the setting with the standard ones;
+ * alibi NULL: a session's, fixed at its create, the request as a whole). */
 static void fail_alibi(struct api_call *c, const struct attn_request *r,
                        const struct attn_blame *b, size_t key, const char *alibi,
                        const char *dt, const char *tip)
@@ -108,14 +110,18 @@ static void fail_alibi(struct api_call *c, const struct attn_request *r,
     const struct attn_params *pa = &r->params;
     double slope = pa->alibi_slopes ? pa->alibi_slopes[b->head]
                                     : attn_alibi_slope(b->head, r->shape.h);
-    if (pa->alibi_slopes)
+    if (!alibi)
+        p[0] = 0;
+    else if (pa->alibi_slopes)
         snprintf(p, sizeof p, "%s/slopes/%zu", alibi, b->head);
     else
         snprintf(p, sizeof p, "%s", alibi);
     row_text(b, &r->shape, false, row, sizeof row);
     api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not finite "
              "in %s once ALiBi is added (-slope·|P_q - P_k| = %.6Lg with head %zu's slope "
-             "%.9g); use a smaller slope%s", row, key, dt, b->alibi, b->head, slope, tip);
+             "%.9g%s); %s a smaller slope%s", row, key, dt, b->alibi, b->head, slope,
+             alibi ? "" : ", fixed when the session was created",
+             alibi ? "use" : "create the session with", tip);
 }
 
 void api_fail_blame(struct api_call *c, const struct attn_request *r,

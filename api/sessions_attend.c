@@ -188,6 +188,7 @@ static void att_run(struct api_call *c, struct sess *s, struct att_req *a)
         api_result_free(&res);
         struct api_blame_at at;
         api_blame_at_tensors(&at, &a->q, &a->k, &a->v, &a->attn_bias);
+        at.alibi = NULL;                /* the session's, fixed at its create */
         if (rc == CORE_EEMPTYROW)
             api_fail_empty_blame(c, &a->r, &empty, " (the session's rows)", at.ptr[0],
                                  at.rank[0]);

@@ -544,7 +544,8 @@ static bool v2_accept(void *arg, struct attn_result *out, struct attn_extras_out
 
 /* 422 non_finite at the input (/inputs/<i>) a float32/float64 pass
  * overflowed on; the message names its row. A sequence's: b as its store
- * found it (a row the sequence held already: path ""). */
+ * found it (a row the sequence held already: path ""; its ALiBi, fixed at
+ * its start, too, but on the start's request itself). */
 static void fail_overflow(struct api_call *c, const struct v2_infer *x,
                           const struct attn_request *r, const struct attn_inputs *in,
                           size_t m, const struct attn_blame *b)
@@ -554,6 +555,8 @@ static void fail_overflow(struct api_call *c, const struct v2_infer *x,
     struct api_blame_at at = {{p[0], p[1], p[2], p[3]}, {0}, "/parameters/alibi"};
     for (int i = 0; i < 4; i++)
         api_pointer_index(p[i], sizeof p[i], "/inputs", x->t[slot[i]].index);
+    if (x->sess && !x->seq_start)
+        at.alibi = NULL;
     if (x->sess)
         api_session_fail_overflow(c, x->sess, r, m, b, &at);
     else

@@ -280,7 +280,15 @@ TEST(overflowing_session_pass_names_its_input)
         {"{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\"}",
          "{\"k\":[[0],[0]],\"v\":[[1],[3.4e38]]}",
          "{\"q\":[[0]],\"k\":[[0],[0]],\"v\":[[1],[3e38]]}", "",
-         "v row at cache position 1 holds"}};
+         "v row at cache position 1 holds"},
+        /* head 1's ALiBi slope, fixed at the create: -2e38·2 past FLT_MAX
+         * for the query at position 2 and the key at 0 */
+        {"{\"d_k\":1,\"d_v\":1,\"dtype\":\"float32\",\"heads\":2,\"kv_heads\":1,"
+         "\"alibi\":{\"slopes\":[1,2e38]}}", "{\"k\":[[0],[0]],\"v\":[[1],[1]]}",
+         "{\"q\":[[[0]],[[0]]],\"k\":[[0]],\"v\":[[1]]}", "",
+         "query row 0 of head 1 with key 0 is not finite in float32 once ALiBi is added "
+         "(-slope·|P_q - P_k| = -4e+38 with head 1's slope 2e+38, fixed when the session "
+         "was created)"}};
     char id[128], path[200], ptr[128], msg[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         new_session(cases[i].create, id);
@@ -328,6 +336,33 @@ TEST(overflowing_session_pass_names_its_input)
     CHECK(strstr(msg, "query row 0 with key 0") && strstr(msg, "[non_finite at /inputs/0]"));
     if (!strstr(msg, "[non_finite at /inputs/0]"))
         printf("  v2: %s\n", msg);
+    /* a v2 sequence's ALiBi: at its start, the parameter the start sent;
+     * on a later step, fixed since, the request as a whole */
+    static const char *const start =
+        "{\"parameters\":{\"sequence_id\":\"alibi\",\"sequence_start\":true,\"alibi\":"
+        "{\"slopes\":[2e38]}},\"inputs\":["
+        "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[0]},"
+        "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[%d,1],\"data\":[%s]},"
+        "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[%d,1],\"data\":[%s]}]}";
+    char body[1024];
+    snprintf(body, sizeof body, start, 3, "0,0,0", 3, "1,1,1");
+    CHECK_EQ_INT(post_msg(infer, body, ptr, msg), 400);
+    CHECK(strstr(msg, "head 0's slope 2e+38)") &&
+          strstr(msg, "[non_finite at /parameters/alibi/slopes/0]"));
+    if (!strstr(msg, "[non_finite at /parameters/alibi/slopes/0]"))
+        printf("  v2 start: %s\n", msg);
+    snprintf(body, sizeof body, start, 1, "0", 1, "1");
+    CHECK_EQ_INT(post_msg(infer, body, ptr, msg), 200);
+    CHECK_EQ_INT(post_msg(infer, "{\"parameters\":{\"sequence_id\":\"alibi\"},\"inputs\":["
+                          "{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[1,1],\"data\":[0]},"
+                          "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[2,1],"
+                          "\"data\":[0,0]},"
+                          "{\"name\":\"v\",\"datatype\":\"FP32\",\"shape\":[2,1],"
+                          "\"data\":[1,1]}]}", ptr, msg), 400);
+    CHECK(strstr(msg, "fixed when the session was created") &&
+          strstr(msg, "[non_finite]"));
+    if (!strstr(msg, "[non_finite]"))
+        printf("  v2 step: %s\n", msg);
 }
 
 /* A score that ALiBi takes past the range (a large given slope times the
