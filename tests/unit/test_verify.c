@@ -439,7 +439,7 @@ TEST(premises_that_fail)
     CHECK(c27 && !c27->applicable && c27->passed && strstr(c27->note, "65504"));
     CHECK(r.passed);
     verify_report_free(&r);
-    in.d_k = 2;
+    in.d_k = 2; in.k = k4;                  /* k6 has one dim */
     in.bias_k = bk;
 
     /* more queries than keys: causal decoding has no premise */
