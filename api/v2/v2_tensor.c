@@ -317,6 +317,14 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
         char dp[API_PATH_MAX];
 
         api_pointer_index(dp, sizeof dp, path, i);
+        /* an integer literal past 64 bits is read as a real (api/body.c):
+         * a size too large to hold, as /v1's base64 shape says it is */
+        if (json_is_real(d) && json_real_value(d) >= 0x1p63 &&
+            json_real_value(d) == floor(json_real_value(d))) {
+            api_fail(c, API_ERR_LIMIT_EXCEEDED, dp, "a dimension past INT64's range is "
+                     "larger than any request can hold");
+            return false;
+        }
         if (!json_is_integer(d) || json_integer_value(d) < 0) {
             api_fail(c, API_ERR_INVALID_FIELD, dp, "a dimension must be a "
                      "non-negative integer");

@@ -353,6 +353,17 @@ TEST(errors_in_v2_shape)
               "\"data\":[1]},{\"name\":\"k\"}]}", 400, "/inputs/0/data");
     check_bad("{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,0],"
               "\"data\":[]}]}", 400, "/inputs/0/shape/1");
+    /* a dimension past 64 bits (read as a real) is too large, not "not an
+     * integer", as in /v1's base64 shape; 2.5 is no integer */
+    check_bad("{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\","
+              "\"shape\":[18446744073709551616,2],\"data\":[1,0]}]}", 400,
+              "[limit_exceeded at /inputs/0/shape/0]");
+    check_bad("{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\","
+              "\"shape\":[1e30,2],\"data\":[1,0]}]}", 400,
+              "[limit_exceeded at /inputs/0/shape/0]");
+    check_bad("{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\","
+              "\"shape\":[2.5,2],\"data\":[1,0]}]}", 400,
+              "[invalid_field at /inputs/0/shape/0]");
     check_bad("{\"inputs\":[" SEED_IN "],\"outputs\":[{\"name\":\"attention\"}]}",
               400, "/outputs/0/name");
     /* labels alone compute nothing: refused with a message, as /v1's empty
