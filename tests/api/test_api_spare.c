@@ -310,16 +310,21 @@ TEST(spare_kept_blocks_go_before_a_refusal)
     small = was;
     small.rlim_cur = (rlim_t)(mapped_now() + 150 * mib);
     CHECK(setrlimit(RLIMIT_AS, &small) == 0);
-    char *p = api_spare_alloc(200 * mib, NULL);
-    char *q = p ? NULL : malloc(200 * mib);     /* the limit holds (not qemu-user)? */
+    /* whether the limit holds, asked first: qemu-user (the arm64 tests)
+     * takes RLIMIT_AS and ignores it, so the 200 MiB come without a
+     * kept block freed */
+    char *probe = malloc(200 * mib);
+    char *p = probe ? NULL : api_spare_alloc(200 * mib, NULL);
     CHECK(setrlimit(RLIMIT_AS, &was) == 0);
-    if (q) {
+    if (probe) {
         printf("    skipped: RLIMIT_AS does not stop an allocation here\n");
-        free(q);
+        free(probe);
+        api_spare_drop();
+    } else {
+        CHECK(p != NULL);
+        CHECK_EQ_INT(api_spare_kept(NULL), 0);
+        free(p);
     }
-    CHECK(p != NULL || q != NULL);
-    CHECK_EQ_INT(api_spare_kept(NULL), 0);
-    free(p);
 #endif
 }
 
