@@ -381,16 +381,16 @@ static size_t copy_big_as_reals(const char *s, size_t n, char *out)
 /*
  * Allocation failures inside jansson. jansson reports one met inside a
  * string as a syntax error ("invalid token", json_error_invalid_syntax),
- * so a valid body read under memory pressure (an address-space limit, a
- * large request beside others) was answered 400 invalid_json, which a
- * client does not retry. Its allocations go through this hook, which notes
- * a failure for the thread reading a body; once one failed, the rest of
- * that read fail at once: jansson would otherwise try again for each byte
- * of a long string (37 s for a 2.8 MB base64 string under a limit), and a
- * byte it could not append is dropped, not reported, so a string read on
- * after one could come out short. The hook is installed once, keeping the
- * allocator in place before it (server/main.c installs it before any
- * thread starts).
+ * which would answer a valid body read under memory pressure (an
+ * address-space limit, a large request beside others) 400 invalid_json,
+ * which a client does not retry. Its allocations go through this hook,
+ * which notes a failure for the thread reading a body; once one failed,
+ * the rest of that read fail at once: jansson would otherwise try again
+ * for each byte of a long string (37 s for a 2.8 MB base64 string under a
+ * limit), and a byte it could not append is dropped, not reported, so a
+ * string read on after one could come out short. The hook is installed
+ * once, keeping the allocator in place before it (server/main.c installs
+ * it before any thread starts).
  */
 static void *(*json_next_malloc)(size_t);
 static pthread_once_t json_hook_once = PTHREAD_ONCE_INIT;

@@ -8,7 +8,7 @@
  * message; an ALiBi term that took a score past the range points at the
  * head's slope (/alibi/slopes/1), or, a session's being fixed at its
  * create, at the request as a whole (""). When the scan finds nothing the
- * path is null, as before. A session's pass is scanned by its store
+ * path is null. A session's pass is scanned by its store
  * (api/session_blame.c); its rows map onto the request here, a row the
  * session held already onto path "" and its cache position
  * (api_fail_blame).

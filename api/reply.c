@@ -177,9 +177,9 @@ void api_fail_method(struct api_call *c, unsigned methods)
 /* Last resort when a body cannot be built: jansson's tree of it or its
  * text could not be allocated, which is all that fails there, so the
  * answer is the one for memory not found, 503 capacity_exhausted with
- * Retry-After (500 internal told the client not to retry), from a fixed
- * text. Headers set for the answer that could not be built (Location)
- * go. */
+ * Retry-After (not 500 internal, which tells a client not to retry),
+ * from a fixed text. Headers set for the answer that could not be built
+ * (Location) go. */
 static void reply_no_memory(struct api_call *c)
 {
     static const char text[] =

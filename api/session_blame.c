@@ -7,7 +7,8 @@
  * q, an attn_bias entry, or a k / v row the request appended. A row the
  * session held already is in no request: the path is then "" (the request
  * as a whole, and the session it addresses) and the message names its
- * cache position. When nothing is found the answer is the one before.
+ * cache position. When nothing is found the answer is
+ * api_sessions_fail_nonfinite's, with path null.
  */
 #include "api/internal.h"
 

@@ -140,8 +140,8 @@ void *api_spare_alloc(size_t need, size_t *cap)
         p = block_new(need, &got);
     /* Out of memory (an address-space or memory limit) with blocks kept:
      * they go first, as the next requests' speed is worth less than this
-     * one's answer; up to API_SPARE_BYTES of them sat idle while it was
-     * refused 503. */
+     * one's answer, which up to API_SPARE_BYTES of idle blocks would
+     * otherwise turn into a 503. */
     if (!p && api_spare_kept(NULL) > 0) {
         api_spare_drop();
         p = block_new(need, &got);

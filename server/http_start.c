@@ -155,8 +155,8 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
 /* MHD's messages for an accept() that failed (0.9.75): one for each, with
  * the error's text, and a second after it when the error is a limit
  * (EMFILE, ENFILE, ENOMEM, ENOBUFS), which names an option of MHD's own.
- * A limit lowered under a running attnd (prlimit) made the two for every
- * client that tried to connect. */
+ * Under a limit lowered while attnd runs (prlimit) they come for every
+ * client that tries to connect: one line a second says them instead. */
 #define MHD_ACCEPT_FAILED_MSG "Error accepting connection: "
 #define MHD_ACCEPT_LIMIT_MSG "Hit process or system resource limit"
 

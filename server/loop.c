@@ -591,11 +591,12 @@ static void pool_nothing_done(uv_work_t *w, int status)
 
 /* libuv makes its pool's threads at the first uv_queue_work and aborts the
  * process when one cannot be made: under an address-space limit (ulimit
- * -v, systemd's LimitAS=) that was the first large request, killed with
- * every other in flight by SIGABRT and no word in the log. So the threads
- * are tried first (a clear error and exit 1), then made here, before the
- * sessions are read and anything is accepted. The loop turns until the
- * job is done: a signal meanwhile is served (p->starting). */
+ * -v, systemd's LimitAS=) that would be at the first large request,
+ * killed with every other in flight by SIGABRT and no word in the log.
+ * So the threads are tried first (a clear error and exit 1), then made
+ * here, before the sessions are read and anything is accepted. The loop
+ * turns until the job is done: a signal meanwhile is served
+ * (p->starting). */
 static bool start_pool(struct proc *p, unsigned threads)
 {
     unsigned made = 0;
