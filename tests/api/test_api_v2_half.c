@@ -376,6 +376,55 @@ TEST(declared_datatype_decides_the_rounding)
     free_inputs(&x);
 }
 
+/* JSON data of the other half datatype is that datatype's numbers, as its
+ * binary bytes are: rounded once to it, then to the request's, never
+ * re-rounded from the text. Here k's 2^-25 (BF16) is a float16 tie, and
+ * 1 + 3 * 2^-11 (a float16 tie too, to 1 + 2^-9 from its text) is 1 in
+ * BF16; the reverse in a BF16 request: 1 + 2^-8 (FP16) is a bfloat16 tie
+ * and 2^-20 + 3 * 2^-28, a bfloat16 tie from its text, is 2^-20 in FP16. */
+TEST(other_half_json_rounds_as_its_bytes)
+{
+    static const struct {
+        enum api_half h;
+        const char *dt, *json;
+        uint16_t bits[2];           /* the same numbers as k's datatype */
+    } oh[] = {
+        {API_HALF_F16, "BF16", "[1.00146484375,2.98023223876953125e-08]", {0x3F80, 0x3300}},
+        {API_HALF_BF16, "FP16", "[9.648501873016357421875e-07,1.00390625]",
+         {0x0010, 0x3C04}},
+    };
+    for (size_t i = 0; i < sizeof oh / sizeof oh[0]; i++) {
+        const char *q = oh[i].h == API_HALF_F16 ? "FP16" : "BF16";
+        char js[512], bh[512];
+        unsigned char bin[4];
+        struct v2_infer a, b;
+        for (int j = 0; j < 2; j++)
+            bin[2 * j] = (unsigned char)oh[i].bits[j],
+            bin[2 * j + 1] = (unsigned char)(oh[i].bits[j] >> 8);
+        snprintf(js, sizeof js,
+                 "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":[1,2]},"
+                 "{\"name\":\"k\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":%s},"
+                 "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":[1,2]}]}",
+                 q, oh[i].dt, oh[i].json, q);
+        snprintf(bh, sizeof bh,
+                 "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":[1,2]},"
+                 "{\"name\":\"k\",\"datatype\":\"%s\",\"shape\":[1,2],"
+                 "\"parameters\":{\"binary_data_size\":4}},"
+                 "{\"name\":\"v\",\"datatype\":\"%s\",\"shape\":[1,2],\"data\":[1,2]}]}",
+                 q, oh[i].dt, q);
+        CHECK(read_inputs(js, NULL, 0, oh[i].h, false, &a));
+        CHECK(read_inputs(bh, bin, sizeof bin, oh[i].h, false, &b));
+        const float *ka = a.t[V2_K].data, *kb = b.t[V2_K].data;
+        CHECK(a.t[V2_K].half == API_HALF_NONE && b.t[V2_K].half == API_HALF_NONE);
+        if (ka[0] != kb[0] || ka[1] != kb[1])
+            printf("  %s k in a %s request: JSON [%.17g, %.17g], binary [%.17g, %.17g]\n",
+                   oh[i].dt, q, ka[0], ka[1], kb[0], kb[1]);
+        CHECK(ka[0] == kb[0] && ka[1] == kb[1]);
+        free_inputs(&a);
+        free_inputs(&b);
+    }
+}
+
 /* An FP16/BF16 binary request, q [1,8], k and v [L,8], k's element bad_at
  * (< 0: none) set to the bits bad; k's binary_data_size off by koff bytes
  * and the body cut by cut bytes. */
@@ -497,6 +546,7 @@ int main(void)
     RUN(half_responses_equal_the_widened_ones);
     RUN(reader_keeps_own_datatype_only);
     RUN(declared_datatype_decides_the_rounding);
+    RUN(other_half_json_rounds_as_its_bytes);
     RUN(bad_half_inputs_keep_their_errors);
     TEST_MAIN_END();
 }
