@@ -6,7 +6,9 @@
  * Byte 0 picks the eviction policy and the global limits; then each op is a
  * byte (op kind + which session) followed by its arguments:
  *   create (rolling, with a window of left <= 7 and sinks 0 or 2 and
- *   max_tokens 64..304, when the first argument's top bit is set), append, attend (optionally
+ *   max_tokens 64..304, when the first argument's top bit is set; else a
+ *   float32 one may store its rows as float16, bfloat16 or int8), append,
+ *   attend (optionally
  *   appending), truncate, fork, delete, advance the clock (and sometimes
  *   sweep), acquire a garbage id.
  * K/V values come from the input too; two byte values stand for NaN and
@@ -138,6 +140,8 @@ static void fz_create(struct fz *f)
         spec.window = (struct attn_window){.on = true, .left = (b >> 4) & 7, .right = -1,
                                            .sinks = (b >> 7) * 2};
         spec.max_tokens = 64 + 16 * (c & 15);
+    } else if (spec.params.dtype == ATTN_F32) {  /* b's spare bits: a narrower cache */
+        spec.kv_store = (enum kv_store)((b >> 4) & 3);
     }
     spec.ttl_s = 1 + (c >> 4);
     char id[SESS_ID_MAX];
@@ -367,7 +371,8 @@ static void fz_check(struct fz *f, bool swept)
             (held > (m->sinks + 63) / 64 * 64 + m->left + 63 ||
              info.held.from + m->left > m->length))
             fz_fail("a rolling session holds more than its window", i);
-        if (info.bytes + info.shared_bytes < held * m->h_kv * (m->d_k + m->d_v) * attn_dtype_size(m->dtype))
+        if (info.bytes + info.shared_bytes <
+            held * m->h_kv * (m->d_k + m->d_v) * kv_elem_bytes(sess_cache(s)))
             fz_fail("accounted bytes below the cached rows", i);
         m->last_used = f->now;
         live++;
