@@ -31,11 +31,16 @@
 #include "api/internal.h"
 #include "api/spare.h"
 
+#ifndef ATTND_FUZZ_EARLY
 /* Smaller bodies are decoded by their readers after they arrive: too
  * little to gain. */
 #define EARLY_MIN_BODY ((size_t)1 << 20)
 /* A string this long (in characters) is worth a buffer of its own. */
 #define EARLY_MIN_CHARS ((size_t)32 << 10)
+#else   /* the fuzz build (tests/fuzz/fuzz.mk): small inputs reach it all */
+#define EARLY_MIN_BODY ((size_t)64)
+#define EARLY_MIN_CHARS ((size_t)64)
+#endif
 /* 32 characters: 24 bytes, a whole number of elements of every size. */
 #define EARLY_UNIT ((size_t)32)
 #define EARLY_STRINGS 8

@@ -11,7 +11,9 @@
 #                     (add $(FUZZ_REPLAY_BIN) to the test prerequisites)
 #
 # Targets: fuzz_request (every route from raw body bytes, in-process through
-# api_handle), fuzz_base64 (tensor codec), fuzz_sessions (store operation
+# api_handle; POST /v1/attention a second way too, through api/early.c's
+# decoder, which ATTND_FUZZ_EARLY lets 64-byte strings into), fuzz_base64
+# (tensor codec), fuzz_sessions (store operation
 # sequences with invariants), fuzz_persist (restoring --state-dir files),
 # fuzz_journal (start-up from a damaged snapshot and journal),
 # fuzz_numbers (number reader vs jansson, shortest printing round trips),
@@ -28,6 +30,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                  -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 -march=native $(WARN) $(FUZZ_SAN) \
                  -fsanitize=fuzzer-no-link -DATTND_VERSION='"$(VERSION)"' -I. \
+                 -DATTND_FUZZ_EARLY \
                  $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_OBJ      := $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(API_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_BIN      := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)

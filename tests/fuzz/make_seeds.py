@@ -87,6 +87,23 @@ def half_seeds(add, seeds):
                      one * 3)
 
 
+def early_seeds(add):
+    """POST /v1/attention with base64 strings of 64 characters and more, so
+    the fuzz build's early decoder (ATTND_FUZZ_EARLY) takes them; byte 1
+    picks how the body is cut into pieces (fuzz_request.c, fuzz_piece)."""
+    def t(shape, dtype, xs):
+        fmt = "<f" if dtype == "float32" else "<d"
+        raw = b"".join(struct.pack(fmt, x) for x in xs)
+        return {"shape": shape, "dtype": dtype, "data": base64.b64encode(raw).decode()}
+    xs = [((i * 37) % 17 - 8) / 4 for i in range(64)]
+    for dtype, way, causal in (("float32", 0x03, False), ("float64", 0x84, True),
+                               ("float32", 0x15, True), ("float64", 0x7f, False)):
+        n, d = (4, 4) if dtype == "float32" else (3, 6)
+        body = {"q": t([n, d], dtype, xs[:n * d]), "k": t([n + 2, d], dtype, xs[1:1 + (n + 2) * d]),
+                "v": t([n + 2, d], dtype, xs[2:2 + (n + 2) * d]), "causal": causal}
+        add("POST /v1/attention", way, j(body))
+
+
 def request_seeds():
     seeds = []
     add = lambda route, spec, body: seeds.append(bytes([ROUTES[route], spec]) + body)
@@ -219,6 +236,7 @@ def request_seeds():
             add("truncate", 0, body)
         else:
             add("path", 1 if method == "POST" else 0, path + b"\n" + body)
+    early_seeds(add)
     return seeds
 
 
