@@ -209,6 +209,15 @@ enum api_place { API_PLACE_POOL, API_PLACE_PROBE, API_PLACE_INLINE };
 enum api_place api_route_place(const char *method, const char *path);
 
 /*
+ * Whether api_handle would read req's body: a POST to a route that takes
+ * POST, with a valid key where one is needed. Anything else (another
+ * method, a preflight, a path nothing has, a static file, a request
+ * refused 401) is answered from the method, path and headers alone, so
+ * the transport drops such a body as it arrives instead of holding it.
+ */
+bool api_reads_body(struct api_ctx *ctx, const struct api_request *req);
+
+/*
  * The route template of a path, as api_handle would label its reply
  * ("/v1/sessions/{id}/kv"; a static file's, api_config.static_route, when
  * ctx is not NULL; "unmatched" when nothing has it); static text. For

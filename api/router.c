@@ -270,50 +270,77 @@ static void static_file(struct api_call *c)
              c->req->path);
 }
 
+/* What a path names: an exact route, a subtree (with the rest of the
+ * path below it), or a static file; and the methods it takes. */
+struct target {
+    const struct api_route *rt;
+    const struct api_subtree *st;
+    const char *rest;
+    const char *file;
+    unsigned methods;
+};
+
+static void target_find(const struct api_ctx *ctx, const char *path, struct target *t)
+{
+    t->rest = NULL;
+    t->rt = route_find(path);
+    t->st = t->rt ? NULL : subtree_find(path, &t->rest);
+    t->file = t->rt || t->st || !ctx->cfg.static_route ? NULL : ctx->cfg.static_route(path);
+    t->methods = t->rt ? t->rt->methods : t->st ? t->st->methods(t->rest)
+               : t->file ? API_M_GET : 0;
+}
+
+/* Whether dispatch asks t's request for a key: not for a path nothing
+ * has (404), a preflight, a static file or an open route. */
+static bool needs_key(const struct target *t, const char *method, const char *path)
+{
+    if (!t->methods && !t->st)
+        return false;
+    if (t->methods && strcmp(method, "OPTIONS") == 0)
+        return false;
+    return !t->file && !open_path(path);
+}
+
 static void dispatch(struct api_call *c)
 {
     const char *path = c->req->path ? c->req->path : "";
     const char *method = c->req->method ? c->req->method : "";
-    const struct api_route *rt = route_find(path);
-    const char *rest = NULL;
-    const struct api_subtree *st = rt ? NULL : subtree_find(path, &rest);
-    const char *file = rt || st || !c->ctx->cfg.static_route
-                           ? NULL : c->ctx->cfg.static_route(path);
-    unsigned methods = rt ? rt->methods : st ? st->methods(rest) : file ? API_M_GET : 0;
+    struct target t;
 
-    if (rt)
-        c->resp->route = rt->route;
-    else if (st)
-        c->resp->route = st->route(rest);   /* "unmatched" below it too */
-    else if (file)
-        c->resp->route = file;
-    if (!methods && !st) {
+    target_find(c->ctx, path, &t);
+    if (t.rt)
+        c->resp->route = t.rt->route;
+    else if (t.st)
+        c->resp->route = t.st->route(t.rest);   /* "unmatched" below it too */
+    else if (t.file)
+        c->resp->route = t.file;
+    if (!t.methods && !t.st) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for %s", path);
         return;
     }
     /* below a subtree, a path with no route is the subtree's 404 */
-    if (methods && strcmp(method, "OPTIONS") == 0) {
-        preflight(c, methods);
+    if (t.methods && strcmp(method, "OPTIONS") == 0) {
+        preflight(c, t.methods);
         return;
     }
-    if (!file && !open_path(path) && !authorized(c)) {
+    if (needs_key(&t, method, path) && !authorized(c)) {
         unauthorized(c);
         if (under_v2(path))
             api_v2_error_shape(c);
         return;
     }
-    if (st) {
-        st->handler(c, rest);
+    if (t.st) {
+        t.st->handler(c, t.rest);
         return;
     }
-    if (!(api_method_bit(method) & methods)) {
-        api_fail_method(c, methods);
+    if (!(api_method_bit(method) & t.methods)) {
+        api_fail_method(c, t.methods);
         return;
     }
-    if (file)
+    if (t.file)
         static_file(c);
     else
-        rt->handler(c);
+        t.rt->handler(c);
 }
 
 void api_handle(struct api_ctx *ctx, const struct api_request *req,
@@ -353,6 +380,26 @@ struct api_stream *api_stream_open(struct api_ctx *ctx, const struct api_request
     if (!open_path(req->path) && !authorized(&c))
         return NULL;
     return rt->stream_open(&c, total);
+}
+
+bool api_reads_body(struct api_ctx *ctx, const struct api_request *req)
+{
+    struct api_call c;
+    struct api_response resp;       /* unused: nothing is answered here */
+    struct target t;
+
+    if (!req->path || !req->method)
+        return false;
+    target_find(ctx, req->path, &t);
+    /* only the POST handlers read a body: GET, HEAD, DELETE, a preflight
+     * and the refusals (404, 405, 401) answer from the method, path and
+     * headers */
+    if (t.file || !(api_method_bit(req->method) & t.methods & API_M_POST))
+        return false;
+    if (!needs_key(&t, req->method, req->path))
+        return true;
+    call_init(&c, ctx, req, &resp);
+    return authorized(&c);
 }
 
 bool api_route_takes_early(const struct api_request *req)

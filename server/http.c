@@ -34,6 +34,8 @@
  *               (answering from the first call turns keep-alive off).
  *   body calls  append into a buffer capped at --max-body-bytes; past the
  *               cap, keep counting but discard (bounded), answer 413. A
+ *               body the api answers without (api_reads_body) is counted
+ *               and dropped the same way from its first byte. A
  *               body the api takes as it arrives (a session import: an
  *               api_stream opened at the 1st call) is fed piece by piece
  *               to its stream instead, never buffered (body_start).
@@ -478,8 +480,8 @@ struct body_framing {
     bool chunked;
 };
 
-/* A CORS preflight: OPTIONS without a body (one with a body is read and
- * held like any upload, so it stays under the limits). */
+/* A CORS preflight: OPTIONS without a body (one with a body is an upload,
+ * read, though dropped: it stays under the limits). */
 static bool is_preflight(const struct req *r, const struct body_framing *b)
 {
     return strcmp(r->method, "OPTIONS") == 0 && !b->chunked &&
@@ -766,7 +768,13 @@ static void early_start(struct req *r, const struct api_request *q, size_t annou
 }
 
 /*
- * Where the body goes: into a stream when the api takes it as it arrives
+ * Where the body goes: nowhere when the api answers without it
+ * (api_reads_body: a GET's, a preflight's, a 404's, 405's or 401's): it
+ * is counted against the cap and dropped as it arrives, never held. Held,
+ * it took its share of the body budget until it had arrived, and eight
+ * bodies of --max-body-bytes from clients without a key, trickled at
+ * --min-body-rate, refused every keyed upload 503 capacity_exhausted.
+ * Else into a stream when the api takes it as it arrives
  * (an import: the rows go from MHD's read buffer straight into the new
  * session's pages, each piece checksummed, copied and checked on this
  * thread, about what copying it into a body buffer cost, which it
@@ -782,6 +790,11 @@ static bool body_start(struct req *r, const struct body_framing *b, enum MHD_Res
     size_t announced = b->announced;
     struct api_request q;
     http_api_req_init(r, &q, http_req_header);
+    if ((b->chunked || (announced != SIZE_MAX && announced > 0)) &&
+        !api_reads_body(r->h->ctx, &q)) {
+        r->unread = true;
+        return false;
+    }
     if ((r->stream = api_stream_open(r->h->ctx, &q, announced))) {
         /* counted in the budget as a buffer of it would be (a chunked
          * one as it arrives, on_upload): the header is held until whole */
@@ -806,10 +819,19 @@ static bool cut_off(const struct req *r)
            (r->dropping && uv_hrtime() - r->t0 > (uint64_t)cfg->conn_timeout_s * 1000000000u);
 }
 
+/* A piece of a body the api does not read: within the cap (else 413, as
+ * for any body), then dropped. */
+static bool unread_take(struct req *r)
+{
+    if (r->refuse == API_ERR_NONE && r->bytes_in > r->h->cfg->max_body_bytes)
+        r->refuse = API_ERR_BODY_TOO_LARGE;
+    return r->refuse == API_ERR_NONE;
+}
+
 static enum MHD_Result on_upload(struct req *r, const char *data, size_t *size)
 {
     r->bytes_in += *size;
-    if (r->dropping || !http_body_take(r, data, *size)) {
+    if (r->dropping || !(r->unread ? unread_take(r) : http_body_take(r, data, *size))) {
         http_body_release(r);
         if (cut_off(r))
             return MHD_NO;              /* disconnect */

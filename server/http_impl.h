@@ -115,6 +115,9 @@ struct req {
                                        read and dropped, then the refusal
                                        answered (refuse_early); no longer
                                        counted in srv_http.in_flight */
+    bool unread;                    /* a body the api does not read
+                                       (api_reads_body): counted against the
+                                       cap and dropped as it arrives */
     size_t n_hdr;
     struct srv_job job;             /* on the pool (server/sched.c) */
     struct attn_stop stop;          /* deadline and cancel of its computation */

@@ -3,7 +3,7 @@
  * shared policies, in-process: /healthz, /readyz (draining), /v1/info,
  * /metrics, 404 / 405 with Allow, route templates, CORS (allowed, refused,
  * preflight: each route's own methods, static files too), Bearer auth on
- * and off, api_transport_error.
+ * and off, api_transport_error, api_reads_body.
  */
 #include <stdlib.h>
 
@@ -538,6 +538,68 @@ TEST(transport_error)
     ctx.cfg.cors_origins = NULL;
 }
 
+/* api_reads_body: true for the requests whose answer depends on their
+ * body; for the others api_handle answers alike with a body or without. */
+TEST(reads_body)
+{
+    static const char *const none[] = {NULL};
+    static const char *const good[] = {"Authorization", "Bearer s3cret", NULL};
+    static const char *const wrong[] = {"Authorization", "Bearer s3creT", NULL};
+    static const struct {
+        const char *method, *path;
+        int h;                          /* none, good, wrong */
+        bool reads;
+    } cases[] = {
+        {"POST", "/v1/attention", 1, true}, {"POST", "/v1/verify", 1, true},
+        {"POST", "/v2/models/attention/infer", 1, true}, {"POST", "/v1/sessions", 1, true},
+        {"POST", "/v1/sessions/abc/kv", 1, true}, {"POST", "/v1/sessions/import", 1, true},
+        {"POST", "/v1/attention", 0, false}, {"POST", "/v1/attention", 2, false},
+        {"POST", "/v2/models/attention/infer", 0, false}, {"POST", "/v1/sessions/abc", 1, false},
+        {"POST", "/v1/sessions/abc/nope", 1, false}, {"GET", "/v1/info", 1, false},
+        {"GET", "/v1/verify", 1, false}, {"DELETE", "/v1/sessions/abc", 1, false},
+        {"OPTIONS", "/v1/attention", 0, false}, {"PUT", "/v1/attention", 1, false},
+        {"POST", "/healthz", 0, false}, {"POST", "/v2/health/live", 0, false},
+        {"POST", "/nothing", 1, false}, {"POST", "/app.js", 1, false},
+        {"GET", "/", 0, false},
+    };
+    const char *const *const hs[] = {none, good, wrong};
+    struct api_request req;
+    struct api_response with, without;
+
+    ctx.cfg.static_route = test_static_route;
+    ctx.cfg.api_key = "s3cret";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        t_request(&req, cases[i].method, cases[i].path, hs[cases[i].h]);
+        bool got = api_reads_body(&ctx, &req);
+        if (got != cases[i].reads)
+            fprintf(stderr, "  %s %s (headers %d): %d\n", cases[i].method, cases[i].path,
+                    cases[i].h, got);
+        CHECK(got == cases[i].reads);
+        if (cases[i].reads)
+            continue;
+        api_handle(&ctx, &req, &without);
+        req.body = "{";
+        req.body_len = 1;
+        api_handle(&ctx, &req, &with);
+        CHECK_EQ_INT(with.status, without.status);
+        api_response_free(&with);
+        api_response_free(&without);
+    }
+    /* a body that is read: the same request is refused for it */
+    static const char *const json[] = {"Authorization", "Bearer s3cret", "Content-Type",
+                                       "application/json", NULL};
+    t_request(&req, "POST", "/v1/attention", json);
+    req.body = "{";
+    req.body_len = 1;
+    api_handle(&ctx, &req, &with);
+    CHECK_EQ_INT(with.status, 400);
+    api_response_free(&with);
+    ctx.cfg.api_key = NULL;
+    t_request(&req, "POST", "/v1/attention", none);
+    CHECK(api_reads_body(&ctx, &req));
+    ctx.cfg.static_route = NULL;
+}
+
 /* The CORS headers alone, for the static files the transport serves:
  * those of any answer, and nothing else set. */
 TEST(cors_headers_alone)
@@ -610,6 +672,7 @@ int main(void)
     RUN(auth_on);
     RUN(auth_off);
     RUN(transport_error);
+    RUN(reads_body);
     RUN(cors_headers_alone);
     RUN(route_places);
     TEST_MAIN_END();

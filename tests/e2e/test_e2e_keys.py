@@ -251,3 +251,67 @@ def test_max_inflight_per_key():
         while a.post("/v1/attention", VALID, headers=auth(ALICE)).status != 200:
             assert time.time() < deadline, "alice's slot was not given back"
             time.sleep(0.05)
+
+
+@pytest.mark.parametrize("line, key", [
+    ("POST /v1/attention", None),           # 401
+    ("OPTIONS /v1/attention", None),        # a preflight's 204
+    ("POST /healthz", None),                # 405 on an open route
+    ("POST /no/such/route", None),          # 404
+    ("GET /v1/info", ALICE),                # a GET's body: never read
+])
+def test_bodies_the_api_never_reads_hold_no_room_for_others(line, key):
+    """Bodies are held within a budget over all connections (8 bodies of
+    --max-body-bytes, at least 256 MiB), an announced one reserved at its
+    headers. A body the answer does not depend on (a client without a key,
+    a preflight, a 404 or 405, a GET) is dropped as it arrives, never held:
+    else eight such uploads, trickled, kept every keyed request with a body
+    refused 503 capacity_exhausted."""
+    path = key_file(f"alice:{ALICE}\n")
+    with Attnd("--api-key-file", path, "--max-body-bytes", "32m") as a:
+        head = (f"{line} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + (f"Authorization: Bearer {key}\r\n" if key else "")
+                + "Content-Length: 33554432\r\n\r\n{").encode()
+        held = []
+        try:
+            for _ in range(8):
+                held.append(connect(a.port))
+                held[-1].sendall(head)
+            deadline = time.time() + 10
+            while a.metric("attnd_requests_in_flight", headers=auth(ALICE)) < 9:
+                assert time.time() < deadline, "the uploads were not read"
+                time.sleep(0.02)
+            r = a.post("/v1/attention", VALID, headers=auth(ALICE))
+            assert r.status == 200, r
+        finally:
+            for s in held:
+                s.close()
+
+
+def test_a_body_without_a_key_is_answered_401_and_the_connection_stays():
+    """A request without a key whose body is dropped is answered 401 with
+    WWW-Authenticate once the body has arrived, and the connection serves
+    the next request; a chunked body likewise."""
+    path = key_file(f"alice:{ALICE}\n")
+    body = b'{"q":[[1,0]],"k":[[1,0]],"v":[[1,2]]}'
+    with Attnd("--api-key-file", path) as a:
+        for framing, sent in ((b"Content-Length: %d\r\n" % len(body), body),
+                              (b"Transfer-Encoding: chunked\r\n",
+                               b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))):
+            s = connect(a.port)
+            s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\n" + framing + b"\r\n" + sent +
+                      b"GET /v1/info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                      b"Authorization: Bearer " + ALICE.encode() + b"\r\n\r\n")
+            got = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+            s.close()
+            first, _, rest = got.partition(b"HTTP/1.1 200 OK\r\n")
+            assert first.startswith(b"HTTP/1.1 401 "), got
+            assert b'WWW-Authenticate: Bearer realm="attnd"' in first, got
+            assert b'"code":"unauthorized"' in first, got
+            assert b'"auth":true' in rest, got
