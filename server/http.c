@@ -770,10 +770,9 @@ static void early_start(struct req *r, const struct api_request *q, size_t annou
 /*
  * Where the body goes: nowhere when the api answers without it
  * (api_reads_body: a GET's, a preflight's, a 404's, 405's or 401's): it
- * is counted against the cap and dropped as it arrives, never held. Held,
- * it took its share of the body budget until it had arrived, and eight
- * bodies of --max-body-bytes from clients without a key, trickled at
- * --min-body-rate, refused every keyed upload 503 capacity_exhausted.
+ * is counted against the cap and dropped as it arrives, never held, so
+ * that bodies from clients without a key cannot take the body budget
+ * from those with one.
  * Else into a stream when the api takes it as it arrives
  * (an import: the rows go from MHD's read buffer straight into the new
  * session's pages, each piece checksummed, copied and checked on this

@@ -89,10 +89,10 @@ TEST(an_overlong_token_costs_no_more_than_a_long_key)
         CHECK(!srv_keys_check(k, tok, name));
     double t2 = cpu_s();
     double near = t1 - t0, over = t2 - t1;
-    if (over > 4 * near + 0.005)
+    if (over > 10 * near + 0.01)
         fprintf(stderr, "  %zu-byte token: %.4f s, %d-byte: %.4f s\n", big, over, KEY_MAX,
                 near);
-    CHECK(over <= 4 * near + 0.005);     /* unbounded: about 117 times */
+    CHECK(over <= 10 * near + 0.01);     /* thread CPU time; unbounded: about 117 times */
     free(tok);
     srv_keys_free(k);
 }
