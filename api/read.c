@@ -270,38 +270,34 @@ bool api_read_digits(struct api_call *c, const json_t *v, const char *path,
     return true;
 }
 
-bool api_read_timeout(struct api_call *c, const json_t *v, const char *path)
+/* A deadline of v whole units (us_per_unit microseconds each) in
+ * [lo, 24 h]: it lowers the stop's; 0, where lo allows it, is none. */
+static bool read_deadline(struct api_call *c, const json_t *v, const char *path,
+                          double lo, double us_per_unit, const char *unit)
 {
-    double x;
+    double x, hi = 86400e6 / us_per_unit;
     struct attn_stop *stop = attn_ws_stop(c->req->ws);
 
     if (!v)
         return true;
-    if (!get_finite(v, &x) || x != floor(x) || x < 1 || x > 86400000) {
-        api_fail(c, API_ERR_INVALID_FIELD, path,
-                 "expected an integer number of milliseconds 1..86400000");
+    if (!get_finite(v, &x) || x != floor(x) || x < lo || x > hi) {
+        api_fail(c, API_ERR_INVALID_FIELD, path, "expected an integer number of %s "
+                 "%.0f..%.0f%s", unit, lo, hi, lo == 0 ? " (0: none)" : "");
         return false;
     }
-    if (stop)
-        attn_stop_within_ms(stop, (uint64_t)x);
+    if (stop && x > 0)                      /* whole milliseconds, rounded up */
+        attn_stop_within_ms(stop, (uint64_t)ceil(x * us_per_unit / 1000.0));
     return true;
+}
+
+bool api_read_timeout(struct api_call *c, const json_t *v, const char *path)
+{
+    return read_deadline(c, v, path, 1, 1000, "milliseconds");
 }
 
 bool api_read_timeout_us(struct api_call *c, const json_t *v, const char *path)
 {
-    double x;
-    struct attn_stop *stop = attn_ws_stop(c->req->ws);
-
-    if (!v)
-        return true;
-    if (!get_finite(v, &x) || x != floor(x) || x < 0 || x > 86400000000.0) {
-        api_fail(c, API_ERR_INVALID_FIELD, path,
-                 "expected an integer number of microseconds 0..86400000000 (0: none)");
-        return false;
-    }
-    if (stop && x > 0)                      /* whole milliseconds, rounded up */
-        attn_stop_within_ms(stop, (uint64_t)ceil(x / 1000.0));
-    return true;
+    return read_deadline(c, v, path, 0, 1, "microseconds");
 }
 
 /* ---- biases and score-shaped matrices --------------------------------- */

@@ -237,16 +237,8 @@ bool api_v2_read_extras_params(struct api_call *c, struct v2_infer *x)
     const json_t *h = member(x->params, "heads"), *k = member(x->params, "weights_top_k");
     if (h && !read_heads_param(c, x, h))
         return false;
-    if (k) {
-        int64_t top_k = 0;          /* an integral real such as 2.0 too, as /v1 */
-        if (!api_window_side(k, &top_k) || top_k < 1 || top_k > INT32_MAX) {
-            api_fail(c, API_ERR_INVALID_FIELD, "/parameters/weights_top_k",
-                     "weights_top_k is an integer in 1..%d", INT32_MAX);
-            return false;
-        }
-        x->ext.top_k = (size_t)top_k;
-    }
-    return true;
+    /* an integral real such as 2.0 too, as /v1 reads it */
+    return !k || api_read_size(c, k, "/parameters/weights_top_k", 1, INT32_MAX, &x->ext.top_k);
 }
 
 /* The outputs asked for -> the pass's outputs and the extras wanted. */
