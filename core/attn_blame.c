@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "attn_run.h"
+#include "attn_blame_impl.h"
 
 /* What one scan reads: the flattened pass and its prepared rows. */
 struct blame_scan {
@@ -245,33 +245,50 @@ static void scan(struct blame_scan *s, struct attn_blame *o)
         o->input = ATTN_BLAME_NONE;
 }
 
+enum core_status attn_blame_run_open(struct attn_blame_run *b, const struct attn_request *r,
+                                     const size_t *heads, size_t nh)
+{
+    size_t bytes, h = r->shape.h;
+    b->scratch = NULL;
+    b->want = NULL;
+    if (!attn_run_bytes(r, &bytes))
+        return CORE_ELIMIT;
+    b->scratch = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
+    b->want = calloc(h ? h : 1, sizeof *b->want);
+    if ((bytes && !b->scratch) || !b->want) {
+        attn_blame_run_close(b);
+        return CORE_ENOMEM;
+    }
+    for (size_t a = 0; a < (heads ? nh : h); a++)
+        if (!heads || heads[a] < h)
+            b->want[heads ? heads[a] : a] = true;
+    attn_run_init(&b->x, r, b->scratch);
+    return CORE_OK;
+}
+
+void attn_blame_run_close(struct attn_blame_run *b)
+{
+    free(b->want);
+    free(b->scratch);
+    b->want = NULL;
+    b->scratch = NULL;
+}
+
 /* The scan of r over prepared q (qb) and k, v rows (kp, vp [B·h_kv]). */
 static enum core_status blame_prepared_rows(const struct attn_request *r, const void *qb,
                                             void **kp, void **vp, const size_t *heads,
                                             size_t nh, struct attn_blame *out)
 {
-    const struct attn_shape *sh = &r->shape;
-    size_t bytes;
-    struct blame_scan s = {.r = r, .f32 = r->params.dtype == ATTN_F32,
-                           .macs = ATTN_BLAME_MACS, .qb = qb, .kp = kp, .vp = vp};
+    struct attn_blame_run run;
+    enum core_status st = attn_blame_run_open(&run, r, heads, nh);
+    if (st != CORE_OK)
+        return st;
+    struct blame_scan s = {.r = r, .f32 = r->params.dtype == ATTN_F32, .x = run.x,
+                           .macs = ATTN_BLAME_MACS, .qb = qb, .kp = kp, .vp = vp,
+                           .want = run.want};
     s.lim = s.f32 ? FLT_MAX : DBL_MAX;
-    if (!attn_run_bytes(r, &bytes))
-        return CORE_ELIMIT;
-    void *m = bytes ? aligned_alloc(16, (bytes + 15) & ~(size_t)15) : NULL;
-    bool *want = calloc(sh->h ? sh->h : 1, sizeof *want);
-    if ((bytes && !m) || !want) {
-        free(want);
-        free(m);
-        return CORE_ENOMEM;
-    }
-    for (size_t a = 0; a < (heads ? nh : sh->h); a++)
-        if (!heads || heads[a] < sh->h)
-            want[heads ? heads[a] : a] = true;
-    attn_run_init(&s.x, r, m);
-    s.want = want;
     scan(&s, out);
-    free(want);
-    free(m);
+    attn_blame_run_close(&run);
     return CORE_OK;
 }
 
