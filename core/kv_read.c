@@ -237,6 +237,19 @@ static enum core_status attend_held(const struct kv_cache *c, const struct attn_
     return st;
 }
 
+/* r over the held rows (r checked against the cache: no positions,
+ * segments or batch where rows were let go) -> *rr: L the rows held and,
+ * when rows were let go, their positions (*pos, to free; NULL when none).
+ * The pass and the blame scans after it read the rows so. False on ENOMEM. */
+static bool held_request(const struct kv_cache *c, const struct attn_request *r,
+                         struct attn_request *rr, int64_t **pos)
+{
+    *rr = *r;
+    rr->shape.L = kv_held(c);
+    *pos = NULL;
+    return !c->gap || (*pos = held_positions(c, r, rr)) != NULL;
+}
+
 enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request *r,
                              const struct attn_inputs *in, const struct attn_extras *x,
                              struct attn_extras_out *xo, struct attn_result *out,
@@ -247,31 +260,15 @@ enum core_status kv_attend_x(const struct kv_cache *c, const struct attn_request
         return CORE_ESHAPE;
     if (c->len == 0)
         return CORE_ESHAPE;
-    struct attn_request rr = *r;
-    rr.shape.L = kv_held(c);
-    int64_t *pos = NULL;
-    if (c->gap) {
-        if (r->pos_q || r->pos_k || r->seg_q || r->shape.B > 1)
-            return CORE_EINVAL;
-        if (!(pos = held_positions(c, r, &rr)))
-            return CORE_ENOMEM;
-    }
+    if (c->gap && (r->pos_q || r->pos_k || r->seg_q || r->shape.B > 1))
+        return CORE_EINVAL;
+    struct attn_request rr;
+    int64_t *pos;
+    if (!held_request(c, r, &rr, &pos))
+        return CORE_ENOMEM;
     enum core_status st = attend_held(c, &rr, in, x, xo, out, ws);
     free(pos);
     return st;
-}
-
-/* r over the held rows, as kv_attend_x passes it (the blame scans see
- * what the pass saw) -> *rr: L the rows held and, when rows were let go,
- * their positions (*pos, to free; NULL when none). False on ENOMEM. */
-static bool held_request(const struct kv_cache *c, const struct attn_request *r,
-                         struct attn_request *rr, int64_t **pos)
-{
-    *rr = *r;
-    rr->shape.L = kv_held(c);
-    *pos = NULL;
-    return !c->gap || r->pos_q || r->pos_k || r->seg_q || r->shape.B > 1 ||
-           (*pos = held_positions(c, r, rr)) != NULL;
 }
 
 enum core_status kv_blame(const struct kv_cache *c, const struct attn_request *r,
