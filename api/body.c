@@ -651,7 +651,7 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
     /* The rewrite follows the whole body and refuses nesting beyond the
      * limit, so a rewritten text needs no too_deep() scan. */
     if (r->body_len == 0 || !r->body ||
-        media_type_fault(api_header(c, "Content-Type")) || api_header(c, "Content-Encoding"))
+        media_type_fault(api_header(c, "Content-Type")) || api_body_encoding_fault(c))
         return parse_body(c, false);
     if (!(text = api_pre_rewrite(r->body, r->body_len, keys->names, max, API_MAX_JSON_DEPTH,
                                  attn_ws_pool(r->ws), r->early, pre, &len))) {
