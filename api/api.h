@@ -84,6 +84,10 @@ struct api_request {
                                        it arrived (api_early_open), or NULL */
     bool pieces_ok;                 /* the transport sends a response body
                                        read piece by piece (api_pieces) */
+    const char *key_name;           /* the transport's check of the Bearer
+                                       token against cfg.auth's keys: "" none
+                                       valid, else the key's name; NULL when it
+                                       made none (the api checks it then) */
 };
 
 #define API_MAX_HEADERS 16

@@ -208,6 +208,10 @@ static bool authorized(struct api_call *c)
     c->key_name[0] = '\0';
     if (c->trusted || ((!key || !*key) && !c->ctx->cfg.auth))
         return true;
+    if (c->req->key_name && c->ctx->cfg.auth) {     /* checked once, by the transport */
+        snprintf(c->key_name, sizeof c->key_name, "%s", c->req->key_name);
+        return c->req->key_name[0] != '\0';
+    }
     h = api_header(c, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return false;

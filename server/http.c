@@ -174,6 +174,8 @@ void http_api_req_init(struct req *r, struct api_request *q, api_header_fn fn)
     q->stream = r->stream;
     q->early = r->early;
     q->pieces_ok = true;                /* queue() sends them from a callback */
+    /* identify() checked the token against the keys the api's auth uses */
+    q->key_name = r->h->guard.keys ? (r->keyed ? r->key_name : "") : NULL;
 }
 
 /* ---- answering --------------------------------------------------------- */
