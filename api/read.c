@@ -31,6 +31,12 @@ static bool get_finite(const json_t *v, double *out)
     return isfinite(*out);
 }
 
+bool api_size_too_large(const json_t *v)
+{
+    double x = json_is_real(v) ? json_real_value(v) : 0;
+    return x > 9007199254740992.0 && x == floor(x);
+}
+
 /* ---- options ---------------------------------------------------------- */
 
 bool api_read_size(struct api_call *c, const json_t *v, const char *path,

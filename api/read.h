@@ -123,6 +123,11 @@ bool api_qkv_shape(struct api_call *c, const struct api_tensor *q, const struct 
  * parsed with every integer as a real, see api/reply.c). v must be present;
  * invalid_field otherwise.
  */
+/* Whether v is a whole number past what a size reader takes (a literal
+ * beyond 2^53, or 2^64 and up, which the body parser reads as a real): a
+ * size, but too large for any request, limit_exceeded where it stands. */
+bool api_size_too_large(const json_t *v);
+
 bool api_read_size(struct api_call *c, const json_t *v, const char *path,
                    size_t min, size_t max, size_t *out);
 

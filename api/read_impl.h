@@ -40,12 +40,4 @@ static inline bool get_size(const json_t *v, size_t *out)
     return true;
 }
 
-/* Whether v is a whole number past what get_size takes (a literal beyond
- * 2^53, or 2^64 and up): a size, but too large to hold. */
-static inline bool size_too_large(const json_t *v)
-{
-    double x = json_is_real(v) ? json_real_value(v) : 0;
-    return x > 9007199254740992.0 && x == floor(x);
-}
-
 #endif

@@ -319,7 +319,7 @@ static bool b64_shape(struct api_call *c, const json_t *v, const char *path,
     for (i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         api_pointer_index(pi, sizeof pi, p, i);
-        if (size_too_large(e)) {
+        if (api_size_too_large(e)) {
             api_fail(c, API_ERR_LIMIT_EXCEEDED, pi, "a dimension beyond 2^53 is larger "
                      "than any request can hold");
             return false;

@@ -317,12 +317,9 @@ static bool read_shape(struct api_call *c, struct v2_infer *x,
         char dp[API_PATH_MAX];
 
         api_pointer_index(dp, sizeof dp, path, i);
-        /* an integer literal past 64 bits is read as a real (api/body.c):
-         * a size too large to hold, as /v1's base64 shape says it is */
-        if (json_is_real(d) && json_real_value(d) >= 0x1p63 &&
-            json_real_value(d) == floor(json_real_value(d))) {
-            api_fail(c, API_ERR_LIMIT_EXCEEDED, dp, "a dimension past INT64's range is "
-                     "larger than any request can hold");
+        if (api_size_too_large(d)) {        /* as /v1's base64 shape */
+            api_fail(c, API_ERR_LIMIT_EXCEEDED, dp, "a dimension beyond 2^53 is larger "
+                     "than any request can hold");
             return false;
         }
         if (!json_is_integer(d) || json_integer_value(d) < 0) {
