@@ -317,7 +317,7 @@ static void begin(struct line *l, const char *level, const char *msg)
         puts_(l, " ");
         puts_(l, level);
         puts_(l, " ");
-        puts_(l, msg);
+        put_esc(l, msg);    /* a control byte from the environment stays on its line */
     }
 }
 

@@ -235,6 +235,21 @@ def test_a_misspelt_twin_is_warned_of_and_others_are_left_alone():
     assert info["limits"]["max_body_bytes"] == 64 << 20, info["limits"]   # still the default
 
 
+def test_a_control_byte_in_a_name_stays_on_its_log_line():
+    """The text log wrote event messages unescaped: a newline in a misspelt
+    variable's name split its warning over two lines, the second of which
+    a reader would take for a line of its own."""
+    env = {"ATTND_WORKE\nS": "1"}      # one letter off ATTND_WORKERS
+    with Attnd("--log-format", "text", env=env) as a:
+        assert a.get("/healthz").status == 200
+        a.stop()
+        text = a.logs()
+    warned = [x for x in text.splitlines() if " warn " in x]
+    assert len(warned) == 1, text
+    assert "ATTND_WORKE\\u000aS is not a setting" in warned[0], warned
+    assert not any(x.startswith("S is not") for x in text.splitlines()), text
+
+
 def test_the_twins_themselves_warn_of_nothing():
     env = {"ATTND_MAX_ELEMENTS": "1000", "ATTND_WORKERS": "1", "ATTND_KERNEL": "none"}
     with Attnd(env=env) as a:
