@@ -3,7 +3,8 @@
 
 tests/fuzz/corpus/<target>/seed-* are generated here (re-run after editing);
 grown-* files are inputs libFuzzer found that add coverage (`-merge=1`);
-regress-* files there are crash reproducers and are never touched; the
+regress-* files there are crash reproducers and hand-* and named seed-*
+files (seed-avx2-* of corpus/base64) are written by hand: none is touched; the
 state-* files of corpus/persist are real --state-dir files attnd wrote
 (flag byte, then the file without its CRC, which the target appends), and
 the state-* files of corpus/journal are a snapshot and a journal attnd
@@ -16,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -358,7 +360,7 @@ def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(d):
-        if f.startswith("seed-"):
+        if re.fullmatch(r"seed-[0-9a-f]{16}", f):     # what this script wrote
             os.remove(os.path.join(d, f))
     for s in seeds:
         with open(os.path.join(d, "seed-" + hashlib.sha1(s).hexdigest()[:16]), "wb") as f:
