@@ -45,7 +45,13 @@
   }
   /* The decode buttons' mistakes and attnd's answers to them, said in the
    * decode section (not in the Results, whose box the next edit empties). */
-  function sessError(e) { A.fillError($('sess-error'), e); }
+  function sessError(e) { A.fillError($('sess-error'), e); startRefused = false; }
+
+  /* A refused start spoke of the inputs and options as they were; the
+   * learner's next edit of them makes it stale, so it goes then. */
+  var startRefused = false;
+  function startStale() { if (startRefused) sessError(null); }
+  function refuseStart(show) { show(); startRefused = true; }
 
   /* Zero-based labels: ("pos ", 2) -> "pos 0", "pos 1"; ("k[", 2) -> "k[0]", "k[1]". */
   function indexLabels(prefix, n) {
@@ -69,7 +75,10 @@
 
   function startSession() {
     var opt = A.badOption();
-    if (opt) { sessError(A.localError(opt + ' is not a number; fix the field marked in red.')); return; }
+    if (opt) {
+      refuseStart(function () { sessError(A.localError(opt + ' is not a number; fix the field marked in red.')); });
+      return;
+    }
     var body = A.commonOptions({ d_k: A.inputs().q[0].length, d_v: A.inputs().v[0].length });
     var to = A.server(), movesThen = moves;
     $('sess-start').disabled = true;    /* one session: a second click would start another */
@@ -89,7 +98,7 @@
       A.clearOptions();               /* attnd took the options */
     }, function (e) {
       $('sess-start').disabled = false;
-      A.showStartError($('sess-error'), e);
+      refuseStart(function () { A.showStartError($('sess-error'), e); });
     }).then(function () { A.setBusy(false); });
   }
 
@@ -168,6 +177,8 @@
   function init() {
     A = window.attnd;
     $('sess-start').addEventListener('click', startSession);
+    $('controls').addEventListener('input', startStale);
+    $('controls').addEventListener('change', startStale);
     $('sess-end').addEventListener('click', endSession);
     $('step').addEventListener('click', appendStep);
     A.onInputsChange(renderStepInputs);

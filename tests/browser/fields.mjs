@@ -148,6 +148,12 @@ await step('a refused session start marks the option field in the decode section
     await page.unroute('**/v1/sessions');
   }
   await named('#sess-error', '/sink_logit', 'the sink logit', '#sink-logit');
+  /* the learner edits the inputs: the refusal spoke of the old ones */
+  const cell = '#grid-q input[data-r="0"][data-c="0"]';
+  await page.fill(cell, await page.inputValue(cell));   /* an edit that keeps the example */
+  await page.waitForFunction(() => document.getElementById('sess-error').hidden, null, { timeout: 5000 })
+    .catch(() => {});
+  assert((await shown('#sess-error')) === '', `still shown after an edit: ${await shown('#sess-error')}`);
   await page.click('#sess-start');
   await page.waitForFunction(() => !document.getElementById('sess-end').disabled, null, { timeout: 10000 });
   assert((await marked('#sink-logit')) === null, 'the sink logit still marked after attnd took the session');
