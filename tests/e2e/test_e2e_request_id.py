@@ -1,5 +1,5 @@
 """Request ids (review net 6): attnd takes a client's or proxy's
-X-Request-Id (docker/nginx.conf sends $request_id) when it is 1 to 64
+X-Request-Id (docker/nginx.conf passes a client's on) when it is 1 to 64
 printable ASCII characters without spaces, else makes one; every answer
 carries it, and the request's log line holds it with the error code of a
 failed request, so a 503 deadline_exceeded is told from a 503 draining."""

@@ -107,7 +107,7 @@ events {{ worker_connections 256; }}
 http {{
     # which replica answered each request, by its X-Request-Id (nginx.conf,
     # Diagnostics: the answers do not say)
-    log_format attnd_up '$request_id $upstream_addr';
+    log_format attnd_up '$attnd_request_id $upstream_addr';
     access_log {d}/access.log attnd_up;
     client_body_temp_path {d}/body;
     proxy_temp_path {d}/proxy;
@@ -593,3 +593,30 @@ def test_nginx_waits_longer_than_a_replica_s_deadline():
                         if e["name"] == "ATTND_REQUEST_TIMEOUT":
                             deadlines.append(int(e["value"]))
     assert read >= max(deadlines) + 5, (read, deadlines)
+
+
+def test_a_client_s_request_id_reaches_the_replica_and_comes_back(cluster):
+    """attnd takes "a client's or proxy's X-Request-Id" and every answer
+    carries it (README, Operations). nginx set X-Request-Id to its own
+    $request_id whatever the client sent, so a caller that traces its
+    requests by the id it sends got another id back, and the replica's log
+    line held nginx's instead of the caller's. A usable client id (1 to 64
+    printable ASCII characters without spaces) now goes through; without
+    one, or with one attnd would not take, nginx's $request_id is sent."""
+    ng = cluster.nginx
+    for method, path, body in (("POST", "/v1/attention", ATT), ("GET", "/v1/info", None),
+                               ("POST", "/v1/sessions", {"d_k": 2, "d_v": 2})):
+        r = ng.request(method, path, body, {"X-Request-Id": "client-trace-42"})
+        assert r.status in (200, 201), r
+        assert r.headers.get("x-request-id") == "client-trace-42", (path, r.headers)
+        # the access log's id is the one the replica answered with
+        assert ng.upstream(r) in {cluster.addr(rid) for rid in cluster.reps}
+    sid = r.json()["id"]
+    r = ng.request("GET", f"/v1/sessions/{sid}", None, {"X-Request-Id": "s" * 64})
+    assert r.status == 200 and r.headers.get("x-request-id") == "s" * 64, r
+    # without one, or with one attnd would replace, nginx's own (32 hex digits)
+    for hdr in ({}, {"X-Request-Id": "has space"}, {"X-Request-Id": "x" * 65},
+                {"X-Request-Id": "caf\u00e9".encode().decode("latin-1")}):
+        r = ng.request("GET", "/v1/info", None, hdr)
+        assert r.status == 200 and re.fullmatch(r"[0-9a-f]{32}", r.headers["x-request-id"]), (hdr, r)
+        ng.upstream(r)
