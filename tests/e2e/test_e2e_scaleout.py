@@ -285,6 +285,9 @@ def test_unreachable_replicas_answer_json_in_the_protocol_shape():
         r = ng.request("GET", "/v2/health/ready")
         assert r.status == 503 and r.headers["content-type"] == "application/json"
         assert isinstance(r.json()["error"], str)
+        # the code ends the text, as in attnd's v2 errors
+        r = ng.request("POST", "/v2/models/attention/infer", {"inputs": []})
+        assert r.status == 503 and r.json()["error"].endswith(" [replica_unavailable]"), r
     finally:
         ng.stop()
         dns.close()
@@ -620,3 +623,21 @@ def test_a_client_s_request_id_reaches_the_replica_and_comes_back(cluster):
         r = ng.request("GET", "/v1/info", None, hdr)
         assert r.status == 200 and re.fullmatch(r"[0-9a-f]{32}", r.headers["x-request-id"]), (hdr, r)
         ng.upstream(r)
+
+
+def test_nginx_s_own_errors_take_the_v2_shape_under_v2(cluster):
+    """Under /v2 attnd answers errors in that protocol's shape,
+    {"error":"message [code]"} (README, Errors). nginx's own 413 for a body
+    past client_max_body_size answered /v2 in /v1's error object, which an
+    OIP v2 client does not read; and its 503 replica_unavailable under /v2
+    left the code out of the text."""
+    ng = cluster.nginx
+    m = re.search(r"^\s*client_max_body_size\s+(\d+)m;", open(CONF).read(), re.M)
+    big = b'{"inputs":[]' + b" " * (int(m.group(1)) * 1024 * 1024) + b"}"
+    r = ng.request("POST", "/v2/models/attention/infer", big, {"Content-Type": "application/json"})
+    assert r.status == 413 and r.headers["content-type"] == "application/json", r
+    err = r.json()["error"]
+    assert isinstance(err, str) and err.endswith(" [body_too_large]"), err
+    r = ng.request("POST", "/v1/attention", big, {"Content-Type": "application/json"})
+    assert r.status == 413 and r.json()["error"]["code"] == "body_too_large", r
+
