@@ -540,3 +540,28 @@ def test_replica_ids_fit_the_routing_map():
     with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
         conf = f.read()
     assert '"~^/v1/sessions/(${ATTND_ID_RE})\\."  ${ATTND_HOST_PREFIX}$1${ATTND_HOST_SUFFIX};' in conf
+
+
+def _seconds(text):
+    m = re.fullmatch(r"(\d+)(s|m)", text)
+    assert m, text
+    return int(m.group(1)) * (60 if m.group(2) == "m" else 1)
+
+
+def test_healthcheck_waits_for_the_journal_replay_as_the_startup_probe_does(df):
+    """attnd opens its port only once the state directory's sessions are
+    read back (seconds to minutes for a large state), so k8s.yaml's
+    startupProbe gives that 150 x 2 s. The image's HEALTHCHECK counted
+    failures after a 5 s start period: a replica replaying its volume for
+    more than about 35 s was marked unhealthy, which fails `docker compose
+    up --wait` and has Swarm replace the container mid-replay, again and
+    again. Failures inside the start period do not count and the first
+    success ends it, so a long one costs a quick start nothing."""
+    hc = [a for w, a in df["runtime"]["instrs"] if w == "HEALTHCHECK"][0]
+    opts = dict(re.findall(r"--([\w-]+)=(\S+)", hc.split(" CMD ", 1)[0]))
+    start = _seconds(opts.get("start-period", "0s"))
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
+    (c,) = docs[("StatefulSet", "attnd")]["spec"]["template"]["spec"]["containers"]
+    sp = c["startupProbe"]
+    assert sp["httpGet"]["path"] == "/healthz"
+    assert start >= sp["periodSeconds"] * sp["failureThreshold"], (start, sp)
