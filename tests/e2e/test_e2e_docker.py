@@ -565,3 +565,23 @@ def test_healthcheck_waits_for_the_journal_replay_as_the_startup_probe_does(df):
     sp = c["startupProbe"]
     assert sp["httpGet"]["path"] == "/healthz"
     assert start >= sp["periodSeconds"] * sp["failureThreshold"], (start, sp)
+
+
+def test_k8s_nginx_pods_finish_the_requests_they_hold_before_they_stop():
+    """A rolled or evicted nginx pod gets the image's STOPSIGNAL (SIGQUIT:
+    stop accepting, finish the requests in flight), and SIGKILL once
+    terminationGracePeriodSeconds has passed. Left at Kubernetes' default
+    30 s, a request a replica may compute for 60 s (--request-timeout; nginx
+    waits 75 s, proxy_read_timeout) was cut mid-flight by a rolling update of
+    nginx: the client got no answer for a session append the replica had
+    applied. And without a preStop pause nginx closed its port while the
+    Service still sent it new connections, which were refused; the attnd
+    pods have that pause for the same reason."""
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in load_yaml("k8s.yaml")}
+    pod = docs[("Deployment", "attnd-nginx")]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    pause = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+    assert pause and pause[0] == "sleep", c.get("lifecycle")
+    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
+        read = int(re.search(r"^\s*proxy_read_timeout\s+(\d+)s;", f.read(), re.M).group(1))
+    assert pod.get("terminationGracePeriodSeconds", 30) > int(pause[1]) + read, pod
