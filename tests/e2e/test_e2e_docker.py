@@ -567,6 +567,13 @@ def test_healthcheck_waits_for_the_journal_replay_as_the_startup_probe_does(df):
     assert start >= sp["periodSeconds"] * sp["failureThreshold"], (start, sp)
 
 
+def _nginx_read_timeout():
+    """docker/nginx.conf's proxy_read_timeout, seconds: how long a request
+    may be in flight through nginx."""
+    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
+        return int(re.search(r"^\s*proxy_read_timeout\s+(\d+)s;", f.read(), re.M).group(1))
+
+
 def test_k8s_nginx_pods_finish_the_requests_they_hold_before_they_stop():
     """A rolled or evicted nginx pod gets the image's STOPSIGNAL (SIGQUIT:
     stop accepting, finish the requests in flight), and SIGKILL once
@@ -582,6 +589,14 @@ def test_k8s_nginx_pods_finish_the_requests_they_hold_before_they_stop():
     (c,) = pod["containers"]
     pause = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
     assert pause and pause[0] == "sleep", c.get("lifecycle")
-    with open(os.path.join(ROOT, "docker", "nginx.conf")) as f:
-        read = int(re.search(r"^\s*proxy_read_timeout\s+(\d+)s;", f.read(), re.M).group(1))
-    assert pod.get("terminationGracePeriodSeconds", 30) > int(pause[1]) + read, pod
+    assert pod.get("terminationGracePeriodSeconds", 30) > int(pause[1]) + _nginx_read_timeout(), pod
+
+
+def test_compose_s_nginx_finishes_the_requests_it_holds_before_it_stops():
+    """The same for compose: `docker compose up -d` recreating nginx (a new
+    image or configuration) sends SIGQUIT and kills it after
+    stop_grace_period, 10 s unless set, cutting requests that a replica may
+    still compute for up to 60 s."""
+    (doc,) = load_yaml("compose.yml")
+    grace = _seconds(str(doc["services"]["nginx"].get("stop_grace_period", "10s")))
+    assert grace > _nginx_read_timeout(), grace
