@@ -236,15 +236,26 @@ bool api_sess_read_kv(struct api_call *c, const json_t *body,
     return true;
 }
 
-/* 409 length_conflict unless expected (>= 0) is the held session's length. */
+/* 409 length_conflict unless expected (>= 0) is the held session's length,
+ * the rows ever appended; a rolling session's message also says how many
+ * of them it holds, which is not what expected_length is compared with. */
 bool api_sess_check_expected(struct api_call *c, const struct sess *s,
                           long long expected)
 {
+    struct sess_held h;
+
     if (expected < 0 || (size_t)expected == sess_length(s))
         return true;
-    api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
-             "the cache has %zu rows, expected_length is %lld",
-             sess_length(s), expected);
+    sess_held_rows(s, &h);
+    if (h.from == 0)
+        api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
+                 "the session's length is %zu rows, expected_length is %lld",
+                 sess_length(s), expected);
+    else
+        api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
+                 "the session's length is %zu rows (every row appended; it holds "
+                 "%zu of them), expected_length is %lld",
+                 sess_length(s), h.front + (h.length - h.from), expected);
     return false;
 }
 

@@ -11,6 +11,7 @@
 - Export -> import on a second daemon gives the same held rows and bits.
 - A fork keeps the window; a truncate below the held rows is 409.
 - A max_tokens that the rows held between appends would reach is refused.
+- expected_length is the length, not the rows held, and its 409 says so.
 """
 import base64
 import random
@@ -158,6 +159,33 @@ def test_rolling_max_tokens_below_rows_held_is_refused(attnd):
     for i in range(300):
         r = attnd.post(f"/v1/sessions/{sid}/kv", {"k": [[_row(rng, 4)]], "v": [[_row(rng, 3)]]})
         assert r.status == 200, (i, r)
+
+
+def test_rolling_expected_length_is_the_length_not_the_rows_held(attnd):
+    """expected_length is compared with the session's length (every row
+    appended), not with the rows a rolling session holds; the 409 says
+    which is which, and names the rows held too."""
+    rng = random.Random(11)
+    sid = attnd.post("/v1/sessions", dict(SPEC, window={"left": 10})).json()["id"]
+    body = {"k": [[_row(rng, 4) for _ in range(200)]], "v": [[_row(rng, 3) for _ in range(200)]]}
+    assert attnd.post(f"/v1/sessions/{sid}/kv", body).status == 200
+    info = attnd.get(f"/v1/sessions/{sid}").json()
+    held = sum(b - a for a, b in info["held"])
+    assert info["length"] == 200 and held < 200, info
+    row = {"k": [[_row(rng, 4)]], "v": [[_row(rng, 3)]]}
+    for route, extra in (("kv", {}), ("attention", {"q": [[[1, 0, 0, 0]], [[0, 1, 0, 0]]]})):
+        r = attnd.post(f"/v1/sessions/{sid}/{route}", dict(row, expected_length=held, **extra))
+        assert r.status == 409, r
+        err = r.json()["error"]
+        assert err["path"] == "/expected_length", r
+        assert err["message"] == (f"the session's length is 200 rows (every row appended; "
+                                  f"it holds {held} of them), expected_length is {held}"), r
+    r = attnd.post(f"/v1/sessions/{sid}/kv", dict(row, expected_length=200))
+    assert r.status == 200 and r.json()["length"] == 201, r
+    plain = attnd.post("/v1/sessions", {"d_k": 1, "d_v": 1}).json()["id"]
+    r = attnd.post(f"/v1/sessions/{plain}/kv", {"k": [[1]], "v": [[1]], "expected_length": 3})
+    assert r.status == 409 and r.json()["error"]["message"] == (
+        "the session's length is 0 rows, expected_length is 3"), r
 
 
 def _answer(d, sid):
