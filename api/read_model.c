@@ -562,9 +562,10 @@ static bool read_truncate(struct api_call *c, const struct rope_spelling *rs,
 static bool read_scaling(struct api_call *c, const struct rope_spelling *rs,
                          struct attn_rope_scaling *sc)
 {
-    static const char *const every[] = {"factor", "low_freq_factor",
+    static const char *const known[] = {"type", "factor", "low_freq_factor",
         "high_freq_factor", "original_max_position", "beta_fast", "beta_slow",
         "attention_factor", "truncate", NULL};
+    const char *const *every = known + 1;
     const json_t *v = rs->scaling;
     const char *path = rs->scaling_path;
     char p[API_PATH_MAX];
@@ -592,7 +593,9 @@ static bool read_scaling(struct api_call *c, const struct rope_spelling *rs,
     if (st->type == ATTN_ROPE_SCALING_YARN)
         allowed[n++] = "truncate";
     allowed[n] = NULL;
-    if (rs->nested && !api_check_fields(c, v, path, allowed))
+    /* Every type's members are known here: another type's is refused below
+     * as such when it has a value, and one that is null counts as absent. */
+    if (rs->nested && !api_check_fields(c, v, path, known))
         return false;
     for (i = 0; every[i]; i++) {        /* another type's parameter */
         for (j = 1; j < n && strcmp(allowed[j], every[i]) != 0; j++)
