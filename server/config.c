@@ -412,7 +412,7 @@ static const char *kind_hint(const struct opt *o)
 {
     switch (o->kind) {
     case OPT_UINT: return "an integer";
-    case OPT_SIZE: return "a non-negative integer (k/m/g suffix allowed)";
+    case OPT_SIZE: return "an integer (k/m/g suffix allowed)";
     case OPT_SECONDS: return "a number of seconds";
     case OPT_NUMBER: return "a number";
     case OPT_LOGFMT: return "json or text";
@@ -449,7 +449,7 @@ static void bad_value(FILE *err, const struct opt *o, const char *where, const c
                 kind_hint(o));
     else if (o->kind == OPT_UINT || o->kind == OPT_SIZE || o->kind == OPT_SECONDS ||
         o->kind == OPT_NUMBER)
-        fprintf(err, "attnd: invalid %s '%s': expected %s in [%.15g, %.15g]\n",
+        fprintf(err, "attnd: invalid %s '%s': expected %s in [%.16g, %.16g]\n",
                 where, v, kind_hint(o), o->min, o->max);
     else
         fprintf(err, "attnd: invalid %s '%s': expected %s\n", where, v, kind_hint(o));

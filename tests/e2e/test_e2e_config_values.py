@@ -255,3 +255,17 @@ def test_the_twins_themselves_warn_of_nothing():
     with Attnd(env=env) as a:
         assert a.get("/healthz").status == 200
         assert [e for e in events(a) if e["level"] == "warn"] == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-elements", "0"], "expected an integer (k/m/g suffix allowed) in [1, 1000000000000000]"),
+    (["--max-tokens", "0"], "expected an integer (k/m/g suffix allowed) in [1, 1000000000000]"),
+    (["--max-sessions", "-1"], "expected an integer (k/m/g suffix allowed) in [0, 1000000000]"),
+    (["--max-body-bytes", "5g"], "expected an integer (k/m/g suffix allowed) in [1, 4294967296]"),
+])
+def test_a_size_out_of_range_names_its_bounds_as_integers(args, needle):
+    """A size's bounds were printed with %.15g: --max-elements 0 said
+    "expected a non-negative integer ... in [1, 1e+15]"."""
+    code, out = run_bin(*args, "--version")
+    assert code == 2 and needle in out, (args, code, out)
+    assert "e+" not in out and "non-negative" not in out, out
