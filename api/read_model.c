@@ -95,7 +95,7 @@ static bool int_row(struct api_call *c, const json_t *arr, const char *p,
     for (i = 0; i < ir->len; i++)
         if (!get_int(json_array_get(arr, i), ir->lo, ir->hi, &dst[i])) {
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_index(pi, sizeof pi, p, i),
-                     ir->lo < 0 ? "expected an integer" :
+                     ir->lo < 0 ? "expected an integer of magnitude at most 2^53" :
                      "expected an integer >= 0 (at most 2^53)");
             return false;
         }

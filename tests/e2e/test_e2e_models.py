@@ -419,3 +419,21 @@ def test_heads_subset_bits(dtype):
             assert list(struct.unpack(fmt, raw)) == want
     assert results[0]["output"] == results[1]["output"]
     assert results[0]["weights"] == results[1]["weights"]
+
+
+@pytest.mark.parametrize("seg,needle", [
+    (9007199254740993, "expected an integer of magnitude at most 2^53"),
+    (-9007199254740993, "expected an integer of magnitude at most 2^53"),
+    (1.5, "expected an integer of magnitude at most 2^53"),
+])
+def test_a_segment_id_out_of_range_says_its_range(attnd, seg, needle):
+    """A segment id past 2^53 was refused with "expected an integer", which
+    it is; the message now gives the range, as positions' does."""
+    r = attnd.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1], [2]],
+                                     "segments": {"q": [seg], "k": [0, 0]}})
+    assert r.status == 422, r
+    err = r.json()["error"]
+    assert err["path"] == "/segments/q/0" and err["message"] == needle, err
+    ok = attnd.post("/v1/attention", {"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1], [2]],
+                                      "segments": {"q": [-9007199254740992], "k": [0, 0]}})
+    assert ok.status == 200, ok
