@@ -637,7 +637,7 @@ static void truncate_req(struct api_call *c, const char *id)
         size_t len = sess_length(s);
         sess_release(c->ctx->store, s);
         api_fail(c, API_ERR_INVALID_FIELD, "/length",
-                 "length must be 0..%zu (the cache's length)", len);
+                 "length must be 0..%zu (the session's length)", len);
         return;
     }
     if (!api_roll_check_truncate(c, s, length)) {

@@ -182,6 +182,9 @@ def test_rolling_expected_length_is_the_length_not_the_rows_held(attnd):
                                   f"it holds {held} of them), expected_length is {held}"), r
     r = attnd.post(f"/v1/sessions/{sid}/kv", dict(row, expected_length=200))
     assert r.status == 200 and r.json()["length"] == 201, r
+    r = attnd.post(f"/v1/sessions/{sid}/truncate", {"length": 202})
+    assert r.status == 422 and r.json()["error"]["message"] == (
+        "length must be 0..201 (the session's length)"), r
     plain = attnd.post("/v1/sessions", {"d_k": 1, "d_v": 1}).json()["id"]
     r = attnd.post(f"/v1/sessions/{plain}/kv", {"k": [[1]], "v": [[1]], "expected_length": 3})
     assert r.status == 409 and r.json()["error"]["message"] == (
