@@ -111,6 +111,34 @@ def test_readiness_while_draining_answers_its_documented_body():
         assert a.wait(timeout=20) == 0
 
 
+def test_metadata_while_draining_is_a_documented_503():
+    """GET /v2, /v2/models/attention and its /versions/1 on a connection
+    opened before the drain answer 503 in the protocol's error shape; the
+    OpenAPI document listed no 503 for them (GET or HEAD)."""
+    from attnd_proc import http_connection
+    paths = {"/v2": "/v2", "/v2/models/attention": "/v2/models/attention",
+             "/v2/models/attention/versions/1": "/v2/models/attention/versions/{version}"}
+    with Attnd("--drain-timeout", "20") as a:
+        doc = a.get("/v1/openapi.json").json()
+        conns = {}
+        for p in paths:
+            c = http_connection(a.port, timeout=10)
+            c.request("GET", "/v2/health/live")         # kept alive
+            assert c.getresponse().read()
+            conns[p] = c
+        s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Length: 100\r\n\r\n{\"q\":")
+        for p, tmpl in paths.items():
+            conns[p].request("GET", p)
+            r = conns[p].getresponse()
+            assert (r.status, json.loads(r.read())) == (
+                503, {"error": "the server is draining [draining]"}), p
+            for method in ("get", "head"):
+                assert "503" in doc["paths"][tmpl][method]["responses"], (tmpl, method)
+        s.close()
+        assert a.wait(timeout=20) == 0
+
+
 def test_model_metadata(attnd):
     r = attnd.get("/v2/models/attention")
     assert r.status == 200
