@@ -448,7 +448,9 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
 
     if (!param_bool(c, x->params, "/parameters", "binary_data_output", &all_binary))
         return false;
-    if (!outs) {                    /* with weights_top_k, top-k replaces the weights */
+    /* none asked, or an empty list (as Triton and KServe read it): every
+     * output; with weights_top_k, top-k replaces the weights */
+    if (!outs || (json_is_array(outs) && json_array_size(outs) == 0)) {
         x->outputs = x->ext.top_k ? ATTN_OUT_SCORES | ATTN_OUT_OUTPUT | V2_BIT(V2_TOPK_IDX) |
                                         V2_BIT(V2_TOPK_VAL)
                                   : ATTN_OUT_ALL;
@@ -458,9 +460,8 @@ static bool read_outputs(struct api_call *c, struct v2_infer *x,
                 x->order[x->n_order++] = k;
         return true;
     }
-    if (!json_is_array(outs) || json_array_size(outs) == 0) {
-        api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "outputs must be a non-empty "
-                 "array");
+    if (!json_is_array(outs)) {
+        api_fail(c, API_ERR_INVALID_FIELD, "/outputs", "outputs must be an array");
         return false;
     }
     for (i = 0; i < json_array_size(outs); i++) {

@@ -686,6 +686,21 @@ def test_outputs_come_back_in_the_order_asked(attnd):
     assert [o["name"] for o in r.json()["outputs"]] == ["lse", "output", "qk"]
 
 
+def test_an_empty_outputs_list_asks_for_every_output(attnd):
+    """Triton and KServe read "outputs": [] as no output named, so every
+    output: it was 400 "outputs must be a non-empty array"."""
+    body = {"inputs": [tensor("q", [2, 4], flat(Q)), tensor("k", [3, 4], flat(K)),
+                       tensor("v", [3, 2], flat(V))]}
+    every = attnd.post(INFER, body)
+    assert every.status == 200, every
+    body["outputs"] = []
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    assert r.json()["outputs"] == every.json()["outputs"]
+    body["outputs"] = {}
+    assert "/outputs" in v2_error(attnd.post(INFER, body), 400)
+
+
 def test_model_metadata_lists_what_infer_accepts(attnd):
     """Every datatype and rank the metadata lists for q, k and v is
     accepted by infer, and a datatype it does not list is refused."""
