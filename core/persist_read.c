@@ -322,7 +322,8 @@ static void read_header(struct rd *r, struct loaded *l)
     r->version = get_u32(r);
     if (!r->err && (r->version < 1 || r->version > PERSIST_VERSION))
         r->err = "unknown version";
-    if (!r->err && get_u32(r) != PERSIST_BOM)
+    uint32_t bom = get_u32(r);          /* a short read keeps its "truncated" */
+    if (!r->err && bom != PERSIST_BOM)
         r->err = "other byte order";
     read_id(r, l);
     uint32_t packed = get_u32(r), dtype = packed & 0xFF, half = packed >> 8 & 0xFF;

@@ -175,6 +175,9 @@ TEST(refusals_at_piece_edges)
     refused(a, 30, SIZE_MAX, 7, CORE_ECORRUPT, "truncated");
     /* a size announced that the header says is short or long: at once */
     refused(a, n - 1, n - 1, 4096, CORE_ECORRUPT, "truncated");
+    /* cut inside the byte-order mark: truncated, not another byte order */
+    refused(a, 16, 16, 4096, CORE_ECORRUPT, "truncated");
+    refused(a, 17, 17, 4096, CORE_ECORRUPT, "truncated");
     memcpy(b, a, n);
     memcpy(b + n, "\0\0\0\0", 4);
     refused(b, n + 4, n + 4, 4096, CORE_ECORRUPT, "trailing bytes");
