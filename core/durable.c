@@ -577,7 +577,8 @@ enum core_status sess_store_open_journal(struct sess_store *st,
      * the snapshot below (and removed once it is on disk) */
     size_t found = 0;
     if (rc == CORE_OK &&
-        (rc = sess_load_state_files(st, cfg->dir, cfg->log, cfg->log_arg, &found)) != CORE_OK)
+        (rc = sess_load_state_files(st, cfg->dir, cfg->log, cfg->log_arg, true, &found)) !=
+            CORE_OK)
         sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: the session files of an older "
                   "attnd in %s could not all be read: not starting; they are kept for a "
                   "start once the cause is fixed", d->dir);

@@ -191,9 +191,11 @@ bool sess_encoded_id(const void *p, size_t n, char *id);
 void sess_remove_state_files(const char *dir);
 
 /* state_files.c: sess_store_load, with *found the <id>.sess files seen
- * (restored or skipped). */
+ * (restored or skipped); set_aside: a skipped file is renamed to
+ * NAME.setaside (sess_remove_state_files would remove it). */
 enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
-                                       sess_log_fn log, void *log_arg, size_t *found);
+                                       sess_log_fn log, void *log_arg, bool set_aside,
+                                       size_t *found);
 
 void sess_logf(sess_log_fn log, void *arg, enum sess_log_level level,
                const char *fmt, ...)

@@ -9,7 +9,7 @@
  * damaged journal (cut back, even to nothing), an empty journal of an
  * unfinished snapshot after it, a session expired meanwhile, state files
  * of an older attnd (one that cannot be read now fails the start and is
- * kept), sessions in an older encoding (not version 5, which
+ * kept; a damaged one is set aside), sessions in an older encoding (not version 5, which
  * sessions without an idempotency key are still written in), sessions last used
  * in the future of a wall clock that went back, a journal with another
  * name (a hard-linked copy). Start/stop cycles with and without changes
@@ -454,6 +454,40 @@ TEST(state_files_of_an_older_attnd_are_folded_in)
         sess_store_free(st);
 }
 
+/* A damaged <id>.sess file of an older attnd is not restored, and it is
+ * set aside as NAME.setaside, as a damaged journal is, not removed with
+ * the files the snapshot took in. */
+TEST(a_damaged_state_file_of_an_older_attnd_is_set_aside)
+{
+    build_state();
+    struct sess_config cfg = {.max_sessions = 10, .max_cache_bytes = 1 << 20,
+                              .policy = SESS_POLICY_REJECT, .replica_id = "r1"};
+    struct sess_store *old = sess_store_new(&cfg);
+    char extra[SESS_ID_MAX] = "";
+    CHECK(old && new_f32(old, extra) == CORE_OK);
+    CHECK(old && store_add_rows(old, extra, 6, 8, 11) == CORE_OK);
+    CHECK(old && sess_store_save(old, dir, NULL, NULL) == CORE_OK);
+    if (old)
+        sess_store_free(old);
+    char name[SESS_ID_MAX + 8], kept[SESS_ID_MAX + 20];
+    snprintf(name, sizeof name, "%s.sess", extra);
+    snprintf(kept, sizeof kept, "%s.sess.setaside", extra);
+    flip(name, 100);
+    struct sess_store *st = open_dir();
+    CHECK(st && store_length_of(st, extra) == (size_t)-1);
+    CHECK(st && as_noted(st));
+    CHECK(said("skipping") && said("set aside as"));
+    CHECK(!exists(name));
+    CHECK(exists(kept));
+    if (st)
+        sess_store_free(st);
+    st = open_dir();                    /* never read again, never removed */
+    CHECK(st && as_noted(st) && exists(kept));
+    if (st)
+        sess_store_free(st);
+    unlink(path_of(kept));
+}
+
 /* The big session (tests/store_util.h) saved as an <id>.sess file, as an
  * older attnd's drain left it (made in a child: in_child says why). */
 static void save_big(int to_parent)
@@ -864,6 +898,7 @@ int main(void)
     RUN(an_empty_journal_of_an_unfinished_snapshot_is_folded_in);
     RUN(a_session_expired_since_the_snapshot_is_folded_in);
     RUN(state_files_of_an_older_attnd_are_folded_in);
+    RUN(a_damaged_state_file_of_an_older_attnd_is_set_aside);
     RUN(a_state_file_that_cannot_be_read_now_is_kept);
     RUN(a_snapshot_in_an_older_encoding_is_written_again);
     RUN(a_snapshot_with_keyed_and_unkeyed_sessions_is_kept);
