@@ -16,7 +16,10 @@
  *               x − ln(1 − mass) (row_lse_mass)
  *   mass        Σ p for the extra logit x (0 softmax1, the sink) while it is
  *               at most 1/2, else 1 − exp(x − lse); 1 for standard
- *   entropy     Σ p (lse − s) over allowed keys
+ *   entropy     −Σ p ln p over allowed keys with p > 0, from the weights
+ *               themselves: Σ p (lse − s) would lose ln p to the rounding
+ *               of lse and s at large scores (1e12: 2e-5 of ln 3), and
+ *               give 0·∞ = NaN for a key whose score is far below lse
  *   top-k       a min-heap of k (value, index) pairs, each key compared once
  *               with the heap's smallest: O(L) for most rows
  * Top-k (and lse) without statistics, scores or weights take another road
@@ -207,9 +210,9 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
         double sa = get(s, dt, am);
         row_lse_mass(s, w, dt, L, sa, best, has_extra, xl, &lse, &mass);
         for (size_t j = 0; (x->want & ATTN_X_STATS) && j < L; j++) {
-            double sj = get(s, dt, j);
-            if (sj != -INFINITY)
-                ent += get(w, dt, j) * (lse - sj);
+            double wj = get(w, dt, j);
+            if (get(s, dt, j) != -INFINITY && wj > 0)
+                ent -= wj * log(wj);
         }
     } else if (has_extra) {
         lse = xl;                       /* the denominator is the extra term alone */

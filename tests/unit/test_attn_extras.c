@@ -1049,6 +1049,56 @@ TEST(test_quiet_rows)
                 CHECK_EQ_INT(quiet_case(dts[a], sms[b], stream), 0);
 }
 
+/* Entropy at large scores: softmax is shift invariant, so rows of equal
+ * scores at 1e6..1e300 have entropy ln L, and a row whose other keys score
+ * far below its best (1e308 against −1e308 and 0: weights 1, 0, 0) has 0.
+ * Σ p (lse − s) gave 1.0986328 for ln 3 at 1e12 and 0·∞ = NaN for the
+ * latter; −Σ p ln p from the weights keeps ln p. */
+static size_t entropy_case(enum attn_dtype dt, const double *k, const double *q, size_t N,
+                           const double *want)
+{
+    enum { L = 3 };
+    double v[L] = {1, -1, 2};
+    struct cfg a = {.dt = dt};
+    void *qt = as_dt(&a, q, N), *kt = as_dt(&a, k, L), *vt = as_dt(&a, v, L);
+    size_t esz = attn_dtype_size(dt), bad = 0;
+    struct attn_request r = {.shape = {1, 1, N, L, 1, 1},
+                             .params = {.dtype = dt, .scale = 1},
+                             .outputs = 0};
+    struct attn_inputs in = {qt, kt, vt, NULL, NULL, NULL, 1, 1, 1};
+    void *lse = malloc(N * esz), *ent = malloc(N * esz), *mw = malloc(N * esz);
+    void *mass = malloc(N * esz);
+    int64_t am[8];
+    struct attn_result res = {0};
+    struct attn_extras x = {ATTN_X_LSE | ATTN_X_STATS, NULL, 0, 1};
+    struct attn_extras_out xo = {NULL, lse, ent, mw, mass, am, NULL, NULL};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    double rt = dt == ATTN_F32 ? 1e-6 : 1e-14;
+    for (size_t i = 0; i < N; i++) {
+        double got = at(&a, ent, i);
+        if (!(fabs(got - want[i]) <= rt * (1 + want[i]))) {
+            printf("  dt=%d q=%g: entropy %.17g, expected %.17g\n", (int)dt, q[i], got, want[i]);
+            bad++;
+        }
+    }
+    free(qt); free(kt); free(vt); free(lse); free(ent); free(mw); free(mass);
+    return bad;
+}
+
+TEST(test_entropy_large_scores)
+{
+    static const double eq[3] = {1, 1, 1}, far[3] = {1, -1, 0};
+    static const double q64[] = {1, 1e6, 1e9, 1e12, 1e300}, q32[] = {1, 1e6, 1e9, 1e12, 1e37};
+    static const double big64[] = {1e308}, big32[] = {3e38};
+    double ln3[5], zero[1] = {0};
+    for (size_t i = 0; i < 5; i++)
+        ln3[i] = log(3.0);
+    CHECK_EQ_INT(entropy_case(ATTN_F64, eq, q64, 5, ln3), 0);
+    CHECK_EQ_INT(entropy_case(ATTN_F32, eq, q32, 5, ln3), 0);
+    CHECK_EQ_INT(entropy_case(ATTN_F64, far, big64, 1, zero), 0);
+    CHECK_EQ_INT(entropy_case(ATTN_F32, far, big32, 1, zero), 0);
+}
+
 int main(void)
 {
     RUN(test_seed_example);
@@ -1063,5 +1113,6 @@ int main(void)
     RUN(test_equal_scores_tie_to_lower_index);
     RUN(test_streamed_batch);
     RUN(test_quiet_rows);
+    RUN(test_entropy_large_scores);
     TEST_MAIN_END();
 }
