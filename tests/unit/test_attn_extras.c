@@ -1085,6 +1085,42 @@ static size_t entropy_case(enum attn_dtype dt, const double *k, const double *q,
     return bad;
 }
 
+/* Mass under a sink at large scores: sink and two keys all at 1e12 (or
+ * 1e7 in float32) have weights 1/3 each and Σ p = 2/3; 1 − exp(x − lse)
+ * gave 0.6666735 in float64, lse having rounded away ln 3's last bits. */
+static size_t mass_case(enum attn_dtype dt, double big)
+{
+    enum { L = 2 };
+    double q[1] = {big}, k[L] = {1, 1}, v[L] = {1, -1};
+    struct cfg a = {.dt = dt};
+    void *qt = as_dt(&a, q, 1), *kt = as_dt(&a, k, L), *vt = as_dt(&a, v, L);
+    size_t esz = attn_dtype_size(dt);
+    struct attn_request r = {.shape = {1, 1, 1, L, 1, 1},
+                             .params = {.dtype = dt, .scale = 1, .softmax = ATTN_SOFTMAX_SINK,
+                                        .sink_logit = at(&a, qt, 0)},
+                             .outputs = 0};
+    struct attn_inputs in = {qt, kt, vt, NULL, NULL, NULL, 1, 1, 1};
+    void *lse = malloc(esz), *ent = malloc(esz), *mw = malloc(esz), *mass = malloc(esz);
+    int64_t am[1];
+    struct attn_result res = {0};
+    struct attn_extras x = {ATTN_X_LSE | ATTN_X_STATS, NULL, 0, 1};
+    struct attn_extras_out xo = {NULL, lse, ent, mw, mass, am, NULL, NULL};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    double got = at(&a, mass, 0), rt = dt == ATTN_F32 ? 1e-6 : 1e-14;
+    size_t bad = !(fabs(got - 2.0 / 3) <= rt);
+    if (bad)
+        printf("  dt=%d scores %g: mass %.17g, expected 2/3\n", (int)dt, big, got);
+    free(qt); free(kt); free(vt); free(lse); free(ent); free(mw); free(mass);
+    return bad;
+}
+
+TEST(test_mass_large_scores)
+{
+    CHECK_EQ_INT(mass_case(ATTN_F64, 1e7), 0);
+    CHECK_EQ_INT(mass_case(ATTN_F64, 1e12), 0);
+    CHECK_EQ_INT(mass_case(ATTN_F32, 1e7), 0);
+}
+
 TEST(test_entropy_large_scores)
 {
     static const double eq[3] = {1, 1, 1}, far[3] = {1, -1, 0};
@@ -1114,5 +1150,6 @@ int main(void)
     RUN(test_streamed_batch);
     RUN(test_quiet_rows);
     RUN(test_entropy_large_scores);
+    RUN(test_mass_large_scores);
     TEST_MAIN_END();
 }
