@@ -200,7 +200,9 @@ static void range_done(void *ctx, size_t row, double l, bool base2)
 
 /* Global rows [t0, t1) run as one piece into scratch, then rows [rb, re)
  * of it (a part) copied to out: the piece computes exactly what it computes
- * inside the whole pass. */
+ * inside the whole pass. Its other rows are not the caller's (heads not
+ * chosen), so it runs with empty_rows "zero", and only an empty row of
+ * [rb, re) is CORE_EEMPTYROW under "error". */
 static enum core_status piece_copy(const struct attn_run *x, const struct attn_inputs *in,
                                    const struct attn_kv_view *kv, struct attn_result *out,
                                    struct attn_ws *ws, size_t t0, size_t t1, size_t rb,
@@ -227,6 +229,7 @@ static enum core_status piece_copy(const struct attn_run *x, const struct attn_i
         .empty = rows_at(pe, 0, t0, 1),
     };
     struct attn_run y = *x;             /* its score sink sees [rb, re) only */
+    y.r.empty_rows = ATTN_EMPTY_ZERO;
     struct sink_range f = {x->r.score_sink, rb, re, esz};
     struct attn_score_sink fs = {&f, range_feed, range_reset, range_done};
     if (x->r.score_sink)
@@ -244,6 +247,8 @@ static enum core_status piece_copy(const struct attn_run *x, const struct attn_i
         if (out->empty)
             out->empty[g] = (uint8_t)pe[t];
         out->n_empty += pe[t] != 0;
+        if (pe[t] && r->empty_rows == ATTN_EMPTY_ERROR)
+            st = CORE_EEMPTYROW;
     }
     free(mem);
     return st;

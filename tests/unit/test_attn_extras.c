@@ -1135,6 +1135,48 @@ TEST(test_entropy_large_scores)
     CHECK_EQ_INT(entropy_case(ATTN_F32, far, big32, 1, zero), 0);
 }
 
+/* empty_rows "error" with chosen heads: a head that is not chosen is not
+ * computed, so its empty row is no error. Three query heads share one kv
+ * head, so the chosen head's rows sit in one tile with theirs; that tile
+ * ran whole with empty_rows "error" and answered CORE_EEMPTYROW for head 0
+ * or 2 when only head 1 was asked (a 422 with no row to name). */
+static enum core_status chosen_heads_case(enum attn_dtype dt, size_t empty_head, size_t chosen)
+{
+    enum { H = 3, L = 2 };
+    double q[H * 2] = {1, 0, 0, 1, 1, 1}, k[L * 2] = {1, 0, 0, 1}, v[L] = {1, 2};
+    uint8_t mk[H * L] = {1, 1, 1, 1, 1, 1};
+    mk[empty_head * L] = mk[empty_head * L + 1] = 0;
+    struct cfg a = {.dt = dt};
+    void *qt = as_dt(&a, q, H * 2), *kt = as_dt(&a, k, L * 2), *vt = as_dt(&a, v, L);
+    size_t esz = attn_dtype_size(dt), heads[1] = {chosen};
+    struct attn_request r = {.shape = {H, 1, 1, L, 2, 1},
+                             .params = {.dtype = dt, .scale = 1},
+                             .mask = mk, .mask_heads = H,
+                             .empty_rows = ATTN_EMPTY_ERROR,
+                             .outputs = ATTN_OUT_WEIGHTS | ATTN_OUT_OUTPUT};
+    struct attn_inputs in = {qt, kt, vt, NULL, NULL, NULL, 1, 1, 1};
+    void *w = malloc(L * esz), *o = malloc(esz), *lse = malloc(esz);
+    struct attn_result res = {.weights = w, .output = o};
+    struct attn_extras x = {ATTN_X_LSE, heads, 1, 1};
+    struct attn_extras_out xo = {NULL, lse, NULL, NULL, NULL, NULL, NULL, NULL};
+    enum core_status st = attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL);
+    if (st == CORE_OK && !(fabs(at(&a, w, 0) + at(&a, w, 1) - 1) <= 1e-6))
+        st = CORE_EINVAL;
+    free(qt); free(kt); free(vt); free(w); free(o); free(lse);
+    return st;
+}
+
+TEST(test_empty_row_of_a_head_not_chosen)
+{
+    static const enum attn_dtype dts[] = {ATTN_F64, ATTN_F32};
+    for (size_t t = 0; t < 2; t++) {
+        CHECK_EQ_INT(chosen_heads_case(dts[t], 0, 1), CORE_OK);
+        CHECK_EQ_INT(chosen_heads_case(dts[t], 2, 1), CORE_OK);
+        CHECK_EQ_INT(chosen_heads_case(dts[t], 2, 0), CORE_OK);
+        CHECK_EQ_INT(chosen_heads_case(dts[t], 1, 1), CORE_EEMPTYROW);
+    }
+}
+
 int main(void)
 {
     RUN(test_seed_example);
@@ -1151,5 +1193,6 @@ int main(void)
     RUN(test_quiet_rows);
     RUN(test_entropy_large_scores);
     RUN(test_mass_large_scores);
+    RUN(test_empty_row_of_a_head_not_chosen);
     TEST_MAIN_END();
 }
