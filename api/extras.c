@@ -270,6 +270,17 @@ bool api_extras_numbers(const struct attn_request *r, const struct api_extras *x
     return true;
 }
 
+bool api_extras_topk_too_large(const struct attn_request *r, const struct api_extras *x,
+                               size_t max)
+{
+    if (!x || !(x->want & ATTN_X_TOPK))
+        return false;
+    struct api_extras y = *x;
+    size_t n;
+    y.want &= ~(unsigned)ATTN_X_TOPK;
+    return api_extras_numbers(r, &y, &n) && n <= max;
+}
+
 bool api_extras_bytes(const struct attn_request *r, const struct api_extras *x,
                       size_t *bytes)
 {

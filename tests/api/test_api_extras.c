@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
@@ -645,6 +646,32 @@ TEST(heads_subset_bits)
     }
 }
 
+/* A response past --max-elements for its weights_top_k alone (k far past
+ * L: every row padded to k) names weights_top_k, not "return", whose
+ * outputs are the fewest already: /weights_top_k on /v1,
+ * /parameters/weights_top_k on /v2. */
+TEST(top_k_too_large_names_it)
+{
+    int st;
+    json_t *j = post("{" SEED ",\"return\":[\"weights\"],\"weights_top_k\":2147483647}", &st);
+    CHECK_EQ_INT(st, 422);
+    json_t *e = json_object_get(j, "error");
+    CHECK(strcmp(json_string_value(json_object_get(e, "code")), "response_too_large") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(e, "path")), "/weights_top_k") == 0);
+    CHECK(strstr(json_string_value(json_object_get(e, "message")), "weights_top_k") != NULL);
+    json_decref(j);
+    j = call("/v2/models/attention/infer",
+        "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]},"
+        "{\"name\":\"k\",\"datatype\":\"FP64\",\"shape\":[1,2],\"data\":[1,0]},"
+        "{\"name\":\"v\",\"datatype\":\"FP64\",\"shape\":[1,1],\"data\":[1]}],"
+        "\"parameters\":{\"weights_top_k\":2147483647},"
+        "\"outputs\":[{\"name\":\"top_k_values\"}]}", &st);
+    CHECK_EQ_INT(st, 400);          /* OIP v2 answers its errors 400 */
+    CHECK(strstr(json_string_value(json_object_get(j, "error")),
+                 "at /parameters/weights_top_k]") != NULL);
+    json_decref(j);
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -666,6 +693,7 @@ int main(void)
     RUN(segments_default_positions);
     RUN(half_extras_rounded);
     RUN(heads_subset_bits);
+    RUN(top_k_too_large_names_it);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }
