@@ -503,7 +503,9 @@ static void xs_reset(void *ctx, size_t row0, size_t rows)
 }
 
 /* Row gr complete: its kept keys sorted best-first, turned into weights
- * exp(s − lse) with lse = M + ln(l + exp(x − M)) from the pass's sum,
+ * exp(s − lse) with lse = M + ln(l + exp(x − M)) from the pass's sum
+ * (taken as exp((s − M) − ln(…)), so that at large scores the weights keep
+ * the ln(…) that lse, one double near M, rounds away),
  * equal weights ordered by index, the rest padded; lse stored if asked. */
 static void xs_done(void *ctx, size_t gr, double l, bool base2)
 {
@@ -521,19 +523,21 @@ static void xs_done(void *ctx, size_t gr, double l, bool base2)
         h.ix[t] = h.ix[0];
         kh_place(&h, 0, t, v, j);
     }
-    double xl = 0, lse = NAN;
+    double xl = 0, lse = NAN, off = 0, ln_d = 0;
     bool has_extra = extra_logit(&r->params, gr / r->shape.n % r->shape.h, &xl);
     if (m > 0) {
         double M = get(h.v, h.dt, 0);
+        off = has_extra && xl > M ? xl : M;
         if (has_extra && xl > M)        /* ln(1 + u), u small: log1p keeps it */
-            lse = xl + log1p(l * exp(M - xl));
+            ln_d = log1p(l * exp(M - xl));
         else
-            lse = M + log(l + (has_extra ? exp(xl - M) : 0));
+            ln_d = log(l + (has_extra ? exp(xl - M) : 0));
+        lse = off + ln_d;
     } else if (has_extra) {
         lse = xl;
     }
-    for (size_t t = 0; t < m; t++)
-        put(h.v, h.dt, t, exp(get(h.v, h.dt, t) - lse));
+    for (size_t t = 0; t < m; t++)      /* (s − off) − ln_d: lse rounds ln_d away at large s */
+        put(h.v, h.dt, t, exp((get(h.v, h.dt, t) - off) - ln_d));
     for (size_t t = 1; t < m; t++)      /* rounding may make neighbours equal */
         for (size_t u = t; u > 0 && kh_above(&h, u, u - 1); u--)
             kh_swap(&h, u, u - 1);

@@ -1135,6 +1135,53 @@ TEST(test_entropy_large_scores)
     CHECK_EQ_INT(entropy_case(ATTN_F32, far, big32, 1, zero), 0);
 }
 
+/* Top-k values on the output-only pass at large scores: three equal
+ * scores at 1e12 (1e7 in float32) weigh 1/3 each. exp(s − lse) lost
+ * ln 3's low bits to lse's rounding (0.33333 ± 7e-6 in float64 at 1e12,
+ * 1.6e-11 off at 1e5); they are now exp((s − M) − ln D). */
+static size_t streamed_value_case(enum attn_dtype dt, enum attn_softmax sm, double big)
+{
+    enum { N = 8, L = 3 };              /* over ATTN_LOOP_ROWS rows: the blocked pass */
+    double q[N], k[L] = {1, 1, 1}, v[L] = {1, -1, 2};
+    for (size_t i = 0; i < N; i++)
+        q[i] = big;
+    struct cfg a = {.dt = dt};
+    void *qt = as_dt(&a, q, N), *kt = as_dt(&a, k, L), *vt = as_dt(&a, v, L);
+    size_t esz = attn_dtype_size(dt), bad = 0;
+    double xl = sm == ATTN_SOFTMAX_SINK ? at(&a, qt, 0) : 0;
+    struct attn_request r = {.shape = {1, 1, N, L, 1, 1},
+                             .params = {.dtype = dt, .scale = 1, .softmax = sm, .sink_logit = xl},
+                             .outputs = ATTN_OUT_OUTPUT};
+    CHECK(attn_output_blocked(&r));
+    struct attn_inputs in = {qt, kt, vt, NULL, NULL, NULL, 1, 1, 1};
+    void *out = malloc(N * esz), *tv = malloc(N * L * esz), *lse = malloc(N * esz);
+    int64_t ti[N * L];
+    struct attn_result res = {.output = out};
+    struct attn_extras x = {ATTN_X_TOPK | ATTN_X_LSE, NULL, 0, L};
+    struct attn_extras_out xo = {NULL, lse, NULL, NULL, NULL, NULL, ti, tv};
+    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+    double want = sm == ATTN_SOFTMAX_SINK ? 0.25 : 1.0 / 3, rt = dt == ATTN_F32 ? 1e-6 : 1e-14;
+    for (size_t t = 0; t < N * L; t++)
+        if (!(fabs(at(&a, tv, t) - want) <= rt * want)) {
+            printf("  dt=%d sm=%d scores %g: top-k value %zu %.17g, expected %.17g\n", (int)dt,
+                   (int)sm, big, t, at(&a, tv, t), want);
+            bad++;
+        }
+    free(qt); free(kt); free(vt); free(out); free(tv); free(lse);
+    return bad;
+}
+
+TEST(test_streamed_values_large_scores)
+{
+    static const double big64[] = {1e5, 1e9, 1e12};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ_INT(streamed_value_case(ATTN_F64, ATTN_SOFTMAX_STANDARD, big64[i]), 0);
+        CHECK_EQ_INT(streamed_value_case(ATTN_F64, ATTN_SOFTMAX_SINK, big64[i]), 0);
+    }
+    CHECK_EQ_INT(streamed_value_case(ATTN_F32, ATTN_SOFTMAX_STANDARD, 1e7), 0);
+    CHECK_EQ_INT(streamed_value_case(ATTN_F32, ATTN_SOFTMAX_SINK, 1e7), 0);
+}
+
 /* empty_rows "error" with chosen heads: a head that is not chosen is not
  * computed, so its empty row is no error. Three query heads share one kv
  * head, so the chosen head's rows sit in one tile with theirs; that tile
@@ -1194,5 +1241,6 @@ int main(void)
     RUN(test_entropy_large_scores);
     RUN(test_mass_large_scores);
     RUN(test_empty_row_of_a_head_not_chosen);
+    RUN(test_streamed_values_large_scores);
     TEST_MAIN_END();
 }
