@@ -638,6 +638,8 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
         fail_overflow(c, x, r, in, m, &blame);  /* a sequence's rows, or the pass */
     else if (st == CORE_EEMPTYROW)
         fail_empty_row(c, x, r, x->sess ? &empty : NULL);
+    else if ((st == CORE_ECAPACITY || st == CORE_EFULL) && x->sess && !c->answered)
+        api_v2_fail_room(c, x->sess, st, m);
     else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
     else if (st == CORE_OK)

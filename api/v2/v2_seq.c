@@ -182,8 +182,21 @@ void api_v2_seq_commit(struct api_call *c, struct v2_infer *x)
     if (st == CORE_EEXIST)
         api_fail(c, API_ERR_CAPACITY_EXHAUSTED, "/parameters/sequence_id",
                  "other requests are starting this sequence at the same time; try again");
+    else if (st == CORE_ECAPACITY)
+        api_sessions_fail_full(c);      /* --max-sessions: /v1's create says so too */
     else
         api_fail_core(c, st, NULL);
+}
+
+void api_v2_fail_room(struct api_call *c, const struct sess *s, enum core_status st, size_t m)
+{
+    if (st == CORE_ECAPACITY) {
+        api_sessions_fail_full(c);
+        return;
+    }
+    api_fail(c, API_ERR_SESSION_FULL, NULL, "the sequence's session holds %zu rows; %zu more "
+             "would pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
+             sess_spec(s)->max_tokens);
 }
 
 void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x)

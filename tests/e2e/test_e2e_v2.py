@@ -815,3 +815,24 @@ def test_json_data_is_read_as_its_declared_datatype(attnd):
     assert "INT32" in msg and "/inputs/3/data/1" in msg, msg
     pos = tensor("positions_k", [2], [0, 2 ** 31], "INT64")
     assert infer("FP64", kf, [pos], {"rope_base": 10000.0}).status == 200
+
+
+def test_sequence_refused_for_room_says_which_limit():
+    """A sequence_start past --max-sessions (as when starts race for the
+    last slot) and a sequence step past its max_tokens name the limit, as
+    /v1 does: before, both were a bare "capacity exhausted" / "session full"."""
+    with Attnd("--max-sessions", "1", "--max-tokens", "4") as d:
+        r = d.post("/v1/sessions", {"d_k": 4, "d_v": 2})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        r = d.post(INFER, seq_body(31, Q[:1], K, V, sequence_start=True))
+        err = v2_error(r, 503)
+        assert "[capacity_exhausted]" in err and "--max-sessions 1" in err, err
+        assert r.headers.get("retry-after"), r.headers
+        assert d.get("/v1/sessions/v2i31").status == 404
+        assert d.request("DELETE", f"/v1/sessions/{sid}").status == 204
+        r = d.post(INFER, seq_body(31, Q[:1], K, V, sequence_start=True))
+        assert r.status == 200, r
+        err = v2_error(d.post(INFER, seq_body(31, Q[:1], K[:2], V[:2])), 400)
+        assert "[session_full]" in err and "holds 3 rows" in err and "max_tokens of 4" in err, err
+        assert d.get("/v1/sessions/v2i31").json()["length"] == 3
