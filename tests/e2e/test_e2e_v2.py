@@ -90,53 +90,50 @@ def test_readiness_while_draining_answers_its_documented_body():
     {"name":"attention","ready":false}), as /v2/health/ready always did; the
     model's was refused as a request begun while draining, in the error
     shape ({"error":"the server is draining [draining]"})."""
-    from attnd_proc import http_connection
     paths = {"/v2/health/ready": {"ready": False},
              "/v2/models/attention/ready": {"name": "attention", "ready": False},
              "/v2/models/attention/versions/1/ready": {"name": "attention", "ready": False}}
     with Attnd("--drain-timeout", "20") as a:
-        conns = {}
-        for p in paths:
-            c = http_connection(a.port, timeout=10)
-            c.request("GET", "/v2/health/live")         # kept alive
-            assert c.getresponse().read()
-            conns[p] = c
-        s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
-                              b"Content-Length: 100\r\n\r\n{\"q\":")
-        for p, want in paths.items():
-            conns[p].request("GET", p)
-            r = conns[p].getresponse()
-            assert (r.status, json.loads(r.read())) == (503, want), p
-        s.close()
-        assert a.wait(timeout=20) == 0
+        for p, got in answers_while_draining(a, paths).items():
+            assert got == (503, paths[p]), p
+
+
+def answers_while_draining(a, paths):
+    """{path: (status, JSON body)} of a GET of each path on a connection
+    kept open from before a drain that a held-open upload keeps going;
+    waits for attnd's exit (0) afterwards."""
+    from attnd_proc import http_connection
+    conns = {}
+    for p in paths:
+        c = http_connection(a.port, timeout=10)
+        c.request("GET", "/v2/health/live")             # kept alive
+        assert c.getresponse().read()
+        conns[p] = c
+    s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: 100\r\n\r\n{\"q\":")
+    got = {}
+    for p in paths:
+        conns[p].request("GET", p)
+        r = conns[p].getresponse()
+        got[p] = (r.status, json.loads(r.read()))
+    s.close()
+    assert a.wait(timeout=20) == 0
+    return got
 
 
 def test_metadata_while_draining_is_a_documented_503():
     """GET /v2, /v2/models/attention and its /versions/1 on a connection
     opened before the drain answer 503 in the protocol's error shape; the
     OpenAPI document listed no 503 for them (GET or HEAD)."""
-    from attnd_proc import http_connection
     paths = {"/v2": "/v2", "/v2/models/attention": "/v2/models/attention",
              "/v2/models/attention/versions/1": "/v2/models/attention/versions/{version}"}
     with Attnd("--drain-timeout", "20") as a:
         doc = a.get("/v1/openapi.json").json()
-        conns = {}
-        for p in paths:
-            c = http_connection(a.port, timeout=10)
-            c.request("GET", "/v2/health/live")         # kept alive
-            assert c.getresponse().read()
-            conns[p] = c
-        s = a.drain_held_open(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\n"
-                              b"Content-Length: 100\r\n\r\n{\"q\":")
-        for p, tmpl in paths.items():
-            conns[p].request("GET", p)
-            r = conns[p].getresponse()
-            assert (r.status, json.loads(r.read())) == (
-                503, {"error": "the server is draining [draining]"}), p
+        for p, got in answers_while_draining(a, paths).items():
+            assert got == (503, {"error": "the server is draining [draining]"}), p
             for method in ("get", "head"):
+                tmpl = paths[p]
                 assert "503" in doc["paths"][tmpl][method]["responses"], (tmpl, method)
-        s.close()
-        assert a.wait(timeout=20) == 0
 
 
 def test_model_metadata(attnd):
