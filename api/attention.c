@@ -22,13 +22,7 @@ bool api_attention_fits(struct api_call *c, const struct attn_request *r,
     size_t numbers, more = 0;
 
     if (!api_extras_numbers(r, x, &numbers) || numbers > api_max_elements(c)) {
-        if (api_extras_topk_too_large(r, x, api_max_elements(c)))
-            api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/weights_top_k",
-                     "the response would hold more than %zu numbers (--max-elements): "
-                     "weights_top_k %zu gives every query row %zu indices and values, "
-                     "padded with -1 and 0 past its keys (L = %zu); ask for a smaller weights_top_k",
-                     api_max_elements(c), x->top_k, x->top_k, r->shape.L);
-        else
+        if (!api_extras_fail_topk(c, r, x, api_max_elements(c), "/weights_top_k"))
             api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/return",
                      "the response would hold more than %zu numbers "
                      "(--max-elements); ask for fewer outputs via \"return\"",

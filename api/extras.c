@@ -270,15 +270,22 @@ bool api_extras_numbers(const struct attn_request *r, const struct api_extras *x
     return true;
 }
 
-bool api_extras_topk_too_large(const struct attn_request *r, const struct api_extras *x,
-                               size_t max)
+bool api_extras_fail_topk(struct api_call *c, const struct attn_request *r,
+                          const struct api_extras *x, size_t max, const char *path)
 {
     if (!x || !(x->want & ATTN_X_TOPK))
         return false;
     struct api_extras y = *x;
     size_t n;
     y.want &= ~(unsigned)ATTN_X_TOPK;
-    return api_extras_numbers(r, &y, &n) && n <= max;
+    if (!api_extras_numbers(r, &y, &n) || n > max)
+        return false;
+    api_fail(c, API_ERR_RESPONSE_TOO_LARGE, path,
+             "the response would hold more than %zu numbers (--max-elements): "
+             "weights_top_k %zu gives every query row %zu indices and values, "
+             "padded with -1 and 0 past its keys (L = %zu); ask for a smaller weights_top_k",
+             max, x->top_k, x->top_k, r->shape.L);
+    return true;
 }
 
 bool api_extras_bytes(const struct attn_request *r, const struct api_extras *x,

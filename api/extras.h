@@ -74,10 +74,11 @@ enum core_status api_extras_check_request(const struct attn_request *r);
 bool api_extras_numbers(const struct attn_request *r, const struct api_extras *x,
                         size_t *count);
 
-/* Whether a response over max numbers is so for weights_top_k: it would
- * fit without the top-k's indices and values. */
-bool api_extras_topk_too_large(const struct attn_request *r, const struct api_extras *x,
-                               size_t max);
+/* A response over max numbers that is so for weights_top_k (it would fit
+ * without the top-k's indices and values) answered 422 at path, which
+ * names weights_top_k; false, nothing answered, for any other. */
+bool api_extras_fail_topk(struct api_call *c, const struct attn_request *r,
+                          const struct api_extras *x, size_t max, const char *path);
 
 /* Bytes beyond the numbers' that x adds to a response (labels, brackets). */
 bool api_extras_bytes(const struct attn_request *r, const struct api_extras *x,

@@ -590,13 +590,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     bool extras = api_extras_compute(&x->ext);
     if (!api_extras_numbers(r, &x->ext, &numbers) || numbers > maxe ||
         !api_v2_response_cap(r, x, &cap)) {
-        if (api_extras_topk_too_large(r, &x->ext, maxe))
-            api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/parameters/weights_top_k",
-                     "the response would hold more than %zu numbers (--max-elements): "
-                     "weights_top_k %zu gives every query row %zu indices and values, "
-                     "padded with -1 and 0 past its keys (L = %zu); ask for a smaller weights_top_k",
-                     maxe, x->ext.top_k, x->ext.top_k, r->shape.L);
-        else
+        if (!api_extras_fail_topk(c, r, &x->ext, maxe, "/parameters/weights_top_k"))
             api_fail(c, API_ERR_RESPONSE_TOO_LARGE, "/outputs", "the response would "
                      "hold more than %zu numbers (--max-elements); ask for fewer "
                      "outputs", maxe);
