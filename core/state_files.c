@@ -267,50 +267,11 @@ enum core_status sess_store_load(struct sess_store *st, const char *dir,
     return sess_load_state_files(st, dir, log, log_arg, false, &found);
 }
 
-/* Names of the <id>.sess files a load skipped, to set aside once the
- * whole directory has been read (a start that fails changes nothing). */
-struct skipped {
-    char **names;
-    size_t n, cap;
-};
-
-static bool skipped_add(struct skipped *k, const char *name)
-{
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? 2 * k->cap : 8;
-        char **q = realloc(k->names, cap * sizeof *q);
-        if (!q)
-            return false;
-        k->names = q;
-        k->cap = cap;
-    }
-    if (!(k->names[k->n] = strdup(name)))
-        return false;
-    k->n++;
-    return true;
-}
-
-/* Set aside (aside: true) the skipped files of dir, then forget them. */
-static void skipped_done(struct skipped *k, const struct rdir *rd, bool aside)
-{
-    for (size_t i = 0; i < k->n; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", rd->dir, k->names[i]);
-        if (aside)
-            sess_state_set_aside(rd, path, "a session file of an older attnd that could "
-                                 "not be restored; nothing of it is applied");
-        free(k->names[i]);
-    }
-    free(k->names);
-    *k = (struct skipped){0};
-}
-
 enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
                                        sess_log_fn log, void *log_arg, bool set_aside,
                                        size_t *found)
 {
     const struct rdir rd = {.dir = dir, .log = log, .log_arg = log_arg};
-    struct skipped aside = {0};
     *found = 0;
     DIR *d = opendir(dir);
     if (!d) {
@@ -329,27 +290,26 @@ enum core_status sess_load_state_files(struct sess_store *st, const char *dir,
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         bool now;
         const char *why = restore(st, path, &now);
-        if (why && set_aside && !now && !skipped_add(&aside, e->d_name)) {
-            why = "out of memory";      /* it would be removed with the others */
-            now = true;
-        }
         if (why && now) {
             sess_logf(log, log_arg, SESS_LOG_WARN, "session load: %s cannot be read now "
                       "(%s): the files after it are not read either", path, why);
             closedir(d);
-            skipped_done(&aside, &rd, false);
             *found = loaded_n + skipped + 1;
             return CORE_ESTORAGE;
         }
         if (why) {
             sess_logf(log, log_arg, SESS_LOG_WARN, "session load: skipping %s: %s", path, why);
             skipped++;
+            /* damaged for good: renamed (to a name the loop does not take)
+             * before the start removes the <id>.sess files it restored */
+            if (set_aside)
+                sess_state_set_aside(&rd, path, "a session file of an older attnd that "
+                                     "could not be restored; nothing of it is applied");
         } else {
             loaded_n++;
         }
     }
     closedir(d);
-    skipped_done(&aside, &rd, true);
     *found = loaded_n + skipped;
     if (loaded_n + skipped > 0)
         sess_logf(log, log_arg, skipped ? SESS_LOG_WARN : SESS_LOG_INFO,
