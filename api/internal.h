@@ -316,6 +316,11 @@ void api_sessions_reply_held(struct api_call *c, struct sess *s, const char *id)
  * saying what it holds against which limit. (api/sessions.c) */
 void api_sessions_fail_full(struct api_call *c);
 
+/* The answer to an append of m rows to s refused with rc (pass: the
+ * attention's own pass refused it), for /v1 sessions and v2 sequences. */
+void api_sess_fail_append(struct api_call *c, enum core_status rc, const struct sess *s,
+                          size_t m, bool pass);
+
 /* 422 non_finite for a pass on held session s that appended m rows:
  * pass false, the rows (finite as read) overflowed as stored, after the
  * bias and RoPE; pass true, those rows or the pass itself (the pass alone

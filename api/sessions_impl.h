@@ -30,11 +30,6 @@ bool api_sess_read_kv(struct api_call *c, const json_t *body, const struct sess_
 bool api_sess_check_expected(struct api_call *c, const struct sess *s, long long expected);
 bool api_sess_read_expected(struct api_call *c, const json_t *body, long long *out);
 
-/* The answer to an append of m rows to s refused with rc (pass: the
- * attention's own pass refused it). */
-void api_sess_fail_append(struct api_call *c, enum core_status rc, const struct sess *s,
-                          size_t m, bool pass);
-
 /* POST /v1/sessions/{id}/attention (api/sessions_attend.c). */
 void api_sessions_attention(struct api_call *c, const char *id);
 

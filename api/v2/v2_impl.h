@@ -203,11 +203,6 @@ bool api_v2_seq_create(struct api_call *c, struct v2_infer *x, const struct attn
                        const struct attn_inputs *in);
 void api_v2_seq_commit(struct api_call *c, struct v2_infer *x);
 
-/* A sequence's pass (m rows appended) refused for room, as /v1 says it:
- * CORE_ECAPACITY, the store's limits with their numbers; CORE_EFULL, the
- * rows its session holds against its max_tokens. */
-void api_v2_fail_room(struct api_call *c, const struct sess *s, enum core_status st, size_t m);
-
 /* The end of a sequence request: a start not put in place is dropped and
  * the earlier sequence goes on as it was; anything else held is released
  * (a sequence_end answered removed its session with its pass, in the

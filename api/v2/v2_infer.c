@@ -633,7 +633,7 @@ static void run(struct api_call *c, struct v2_infer *x, struct attn_request *r,
     else if (st == CORE_EEMPTYROW)
         fail_empty_row(c, x, r, x->sess ? &empty : NULL);
     else if ((st == CORE_ECAPACITY || st == CORE_EFULL) && x->sess && !c->answered)
-        api_v2_fail_room(c, x->sess, st, m);
+        api_sess_fail_append(c, st, x->sess, m, true);     /* as /v1 says it */
     else if (st != CORE_OK && !c->answered)     /* else refused by v2_accept, answered */
         api_fail_compute(c, st, r->params.dtype);
     else if (st == CORE_OK)

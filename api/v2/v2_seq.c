@@ -188,17 +188,6 @@ void api_v2_seq_commit(struct api_call *c, struct v2_infer *x)
         api_fail_core(c, st, NULL);
 }
 
-void api_v2_fail_room(struct api_call *c, const struct sess *s, enum core_status st, size_t m)
-{
-    if (st == CORE_ECAPACITY) {
-        api_sessions_fail_full(c);
-        return;
-    }
-    api_fail(c, API_ERR_SESSION_FULL, NULL, "the sequence's session holds %zu rows; %zu more "
-             "would pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
-             sess_spec(s)->max_tokens);
-}
-
 void api_v2_seq_let_go(struct api_call *c, struct v2_infer *x)
 {
     /* an answered sequence_end removed its session with its pass
