@@ -242,20 +242,16 @@ bool api_sess_read_kv(struct api_call *c, const json_t *body,
 bool api_sess_check_expected(struct api_call *c, const struct sess *s,
                           long long expected)
 {
-    struct sess_held h;
+    size_t length = sess_length(s), held = kv_held(sess_cache(s));
+    char rolled[80] = "";
 
-    if (expected < 0 || (size_t)expected == sess_length(s))
+    if (expected < 0 || (size_t)expected == length)
         return true;
-    sess_held_rows(s, &h);
-    if (h.from == 0)
-        api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
-                 "the session's length is %zu rows, expected_length is %lld",
-                 sess_length(s), expected);
-    else
-        api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
-                 "the session's length is %zu rows (every row appended; it holds "
-                 "%zu of them), expected_length is %lld",
-                 sess_length(s), h.front + (h.length - h.from), expected);
+    if (held != length)
+        snprintf(rolled, sizeof rolled, " (every row appended; it holds %zu of them)", held);
+    api_fail(c, API_ERR_LENGTH_CONFLICT, "/expected_length",
+             "the session's length is %zu rows%s, expected_length is %lld",
+             length, rolled, expected);
     return false;
 }
 
