@@ -59,7 +59,7 @@
     X(DRAINING, "draining", 503, "the server is draining")                    \
     X(STORAGE_UNAVAILABLE, "storage_unavailable", 503,                        \
       "the change could not be journaled, retry later")                       \
-    X(DEADLINE_EXCEEDED, "deadline_exceeded", 503,                            \
+    X(DEADLINE_EXCEEDED, "deadline_exceeded", 504,                            \
       "the request did not finish before its deadline")
 
 enum api_err {

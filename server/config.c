@@ -135,7 +135,7 @@ static const struct opt opts[] = {
     {"max-inflight-per-key", OPT_UINT, N(max_inflight_per_key), 0, 1000000, "0",
      "requests in flight per key (or address); 0: off"},
     {"request-timeout", OPT_SECONDS, N(request_timeout_s), 0, 86400, "60",
-     "seconds a request may take on the pool (503 deadline_exceeded); 0: none"},
+     "seconds a request may take on the pool (504 deadline_exceeded); 0: none"},
     {"warm-up", OPT_WARMUP, N(warm_up), 0, 0, "",
      "before listening, run an output-only request of each shape (NxLxD or HxNxLxD, then "
      ":float64, :float16 or :bfloat16 if not float32; comma-separated, at most 4), base64 and "

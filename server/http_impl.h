@@ -125,7 +125,7 @@ struct req {
                                        or the drain stopped it (by_drain) */
     atomic_bool by_drain;           /* gone set by srv_http_cut or
                                        srv_http_cancel, not by its client */
-    bool timed_out;                 /* answered 503 deadline_exceeded */
+    bool timed_out;                 /* answered 504 deadline_exceeded */
     struct watch *watch;            /* notices the hang-up, or NULL */
     int fd;                         /* the connection's socket */
     struct req *next;               /* in srv_http.pending */

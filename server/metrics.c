@@ -296,7 +296,7 @@ static void render_requests(struct out *o, const struct srv_metrics *m)
     if (!limited)
         outf(o, "attnd_rate_limited_total{key=\"-\"} 0\n");
     outf(o, "# HELP attnd_deadline_exceeded_total Requests stopped at their deadline "
-            "(503 deadline_exceeded).\n"
+            "(504 deadline_exceeded).\n"
             "# TYPE attnd_deadline_exceeded_total counter\n"
             "attnd_deadline_exceeded_total %llu\n"
             "# HELP attnd_cancelled_total Requests whose client hung up while they were "

@@ -49,12 +49,13 @@
 /* ---- errors in the protocol's shape ------------------------------------ */
 
 /* Triton's mapping: every client mistake in a request is 400 invalid
- * argument; what HTTP itself says (auth, route, method, body size, rate)
- * keeps its status. */
+ * argument; what HTTP itself says (auth, route, method, body size, rate,
+ * unavailable, deadline) keeps its status. */
 static int v2_status(int status)
 {
     switch (status) {
     case 401: case 404: case 405: case 413: case 429: case 500: case 503:
+    case 504:
         return status;
     default:
         return status >= 500 ? 500 : 400;

@@ -155,7 +155,7 @@ TEST(a_start_the_cache_cannot_hold_keeps_the_earlier_sequence)
     sess_store_free(pctx.store);
 }
 
-/* A start stopped at its deadline (503) keeps the earlier sequence: the
+/* A start stopped at its deadline (504) keeps the earlier sequence: the
  * stop is attached to the request's workspace, due already, and the pass
  * (1024 queries over 1024 keys) is large enough to be cut into pieces,
  * between which the stop is read. */
@@ -201,7 +201,7 @@ TEST(a_start_past_its_deadline_keeps_the_earlier_sequence)
     c.t0_us = api_now_us();
     c.answered = false;
     api_v2(&c, "/models/attention/infer");
-    CHECK_EQ_INT(resp.status, 503);
+    CHECK_EQ_INT(resp.status, 504);
     j = t_json(&resp);
     CHECK(v2_err(j) && strstr(v2_err(j), "deadline"));
     json_decref(j);

@@ -301,8 +301,8 @@ await step('an HTML error page from a proxy in front of attnd is said in a line,
   await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
 });
 
-await step('a 401 or a 503 is not called a refusal of the inputs', async () => {
-  for (const [status, code] of [[401, 'unauthorized'], [503, 'deadline_exceeded']]) {
+await step('a 401 or a 504 is not called a refusal of the inputs', async () => {
+  for (const [status, code] of [[401, 'unauthorized'], [504, 'deadline_exceeded']]) {
     await page.route('**/v1/attention', (route) => route.fulfill({ status, contentType: 'application/json',
       body: JSON.stringify({ error: { code, message: `held back by the test as ${code}`, path: null } }) }));
     try {

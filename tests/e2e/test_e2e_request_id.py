@@ -2,7 +2,7 @@
 X-Request-Id (docker/nginx.conf passes a client's on) when it is 1 to 64
 printable ASCII characters without spaces, else makes one; every answer
 carries it, and the request's log line holds it with the error code of a
-failed request, so a 503 deadline_exceeded is told from a 503 draining."""
+failed request, so a 504 deadline_exceeded is told from a 503 draining."""
 import re
 import time
 

@@ -18,6 +18,7 @@ reaches it once it is up; a replica recreated at a new address is reached
 there; sessions saved in a replica's state dir under the ids compose has
 always given (r2.…) are reached after an upgrade.
 """
+import base64
 import http.client
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -641,3 +643,38 @@ def test_nginx_s_own_errors_take_the_v2_shape_under_v2(cluster):
     r = ng.request("POST", "/v1/attention", big, {"Content-Type": "application/json"})
     assert r.status == 413 and r.json()["error"]["code"] == "body_too_large", r
 
+
+
+def test_a_request_past_its_deadline_is_not_run_again_elsewhere():
+    """nginx passes a stateless request that got a 502 or 503 on to the next
+    replica. A request past its deadline answered 503 deadline_exceeded, so
+    nginx ran it again on each other replica (three times the work, and the
+    client waited for all three) to answer the same in the end. It is 504
+    now, which nginx passes to the client from the first replica. (A
+    cluster of its own: the module's has a replica killed by now.)"""
+    need_nginx()
+    n, d = 8192, 64                     # ~0.2-0.9 s of compute: far past 1 ms
+    rnd = random.Random(7)
+
+    def tensor():
+        raw = struct.pack("<%df" % (n * d), *(rnd.uniform(-1, 1) for _ in range(n * d)))
+        return {"shape": [n, d], "dtype": "float32", "data": base64.b64encode(raw).decode()}
+
+    def stopped(cluster):
+        total = 0
+        for rep in cluster.reps.values():
+            text = rep.get("/metrics").body.decode()
+            total += int(re.search(r"^attnd_deadline_exceeded_total (\d+)$", text, re.M).group(1))
+        return total
+
+    body = {"q": tensor(), "k": tensor(), "v": tensor(), "encoding": "base64",
+            "return": ["output"], "timeout_ms": 1}
+    with Cluster(compose_values()) as cluster:
+        for i in (1, 2, 3):
+            cluster.start(f"r{i}")
+        cluster.nginx.start()
+        r = cluster.nginx.request("POST", "/v1/attention", body)
+        assert r.status == 504 and r.json()["error"]["code"] == "deadline_exceeded", r
+        tried = cluster.nginx.upstream(r)
+        assert "," not in tried and tried in {cluster.addr(rid) for rid in cluster.reps}, tried
+        assert stopped(cluster) == 1
