@@ -294,13 +294,23 @@ static void target_find(const struct api_ctx *ctx, const char *path, struct targ
                : t->file ? API_M_GET : 0;
 }
 
-/* Whether dispatch asks t's request for a key: not for a path nothing
- * has (404), a preflight, a static file or an open route. */
+/* path is /v1 or /v2, or below one of them: the API's own paths. */
+static bool under_api(const char *path)
+{
+    return (strncmp(path, "/v1", 3) == 0 || strncmp(path, "/v2", 3) == 0) &&
+           (path[3] == '\0' || path[3] == '/');
+}
+
+/* Whether dispatch asks t's request for a key: not for a preflight, a
+ * static file or an open route, nor for a path nothing has outside /v1
+ * and /v2 (404). Under them a path with no route asks for one as well,
+ * so that without the key it answers as a route does (401), not 404. */
 static bool needs_key(const struct target *t, const char *method, const char *path)
 {
+    bool options = strcmp(method, "OPTIONS") == 0;
     if (!t->methods && !t->st)
-        return false;
-    if (t->methods && strcmp(method, "OPTIONS") == 0)
+        return !options && under_api(path) && !open_path(path);
+    if (t->methods && options)
         return false;
     return !t->file && !open_path(path);
 }
@@ -318,6 +328,14 @@ static void dispatch(struct api_call *c)
         c->resp->route = t.st->route(t.rest);   /* "unmatched" below it too */
     else if (t.file)
         c->resp->route = t.file;
+    /* the key before the 404: under /v1 and /v2 an unknown path and a
+     * route are told apart only with it */
+    if (needs_key(&t, method, path) && !authorized(c)) {
+        unauthorized(c);
+        if (under_v2(path))
+            api_v2_error_shape(c);
+        return;
+    }
     if (!t.methods && !t.st) {
         api_fail(c, API_ERR_NOT_FOUND, NULL, "no route for %s", path);
         return;
@@ -325,12 +343,6 @@ static void dispatch(struct api_call *c)
     /* below a subtree, a path with no route is the subtree's 404 */
     if (t.methods && strcmp(method, "OPTIONS") == 0) {
         preflight(c, t.methods);
-        return;
-    }
-    if (needs_key(&t, method, path) && !authorized(c)) {
-        unauthorized(c);
-        if (under_v2(path))
-            api_v2_error_shape(c);
         return;
     }
     if (t.st) {

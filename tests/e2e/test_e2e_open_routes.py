@@ -110,3 +110,25 @@ def test_openapi_error_codes_are_the_error_table():
         table = re.findall(r'X\([A-Z_]+,\s*"([a-z_]+)",\s*\d+', f.read())
     assert len(table) > 20
     assert sorted(openapi()["components"]["schemas"]["ErrorCode"]["enum"]) == sorted(table)
+
+
+def test_unknown_paths_under_v1_and_v2_ask_for_the_key_before_404():
+    # without the key a path with no route answers as a route does (401),
+    # so the routes cannot be mapped; with it, the 404 in each one's shape
+    auth = {"Authorization": "Bearer " + KEY}
+    with Attnd("--api-key", KEY) as d:
+        for method, path in (("GET", "/v1/nope"), ("POST", "/v1/nope"), ("GET", "/v1"),
+                             ("GET", "/v1/"), ("DELETE", "/v1/info/x"),
+                             ("GET", "/v1/sessions/abc/nope"), ("GET", "/v2/nope")):
+            body = {} if method == "POST" else None
+            r = d.request(method, path, body=body)
+            assert r.status == 401 and "www-authenticate" in r.headers, f"{method} {path}: {r}"
+            r = d.request(method, path, body=body, headers=auth)
+            assert r.status == 404, f"{method} {path} with the key: {r}"
+            err = r.json()["error"]
+            assert isinstance(err, str) if path.startswith("/v2") else err["code"] == "not_found"
+        # outside /v1 and /v2 (the page's files) a missing file stays 404
+        assert d.get("/nope.js").status == 404
+        # a preflight needs no key on a route, and an open route none
+        assert d.request("OPTIONS", "/v1/info").status == 204
+        assert d.get("/v2/health/live").status == 200
