@@ -13,6 +13,7 @@
  */
 #include "api/v2/v2_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,13 +126,60 @@ bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x)
     return true;
 }
 
+/* The pointer below path (into out) of the *left-th number of JSON data
+ * v, flat or nested, in the order it was read (row-major); false (with
+ * *left counted down) when v holds fewer. */
+static bool leaf_pointer(const json_t *v, size_t *left, const char *path, char *out)
+{
+    char sub[API_PATH_MAX];
+
+    if (!json_is_array(v)) {
+        if (*left == 0) {
+            memcpy(out, path, API_PATH_MAX);
+            return true;
+        }
+        (*left)--;
+        return false;
+    }
+    for (size_t j = 0; j < json_array_size(v); j++)
+        if (leaf_pointer(json_array_get(v, j), left,
+                         api_pointer_index(sub, sizeof sub, path, j), out))
+            return true;
+    return false;
+}
+
+/* The refusal of element i of t (slot), out of [lo, 2^53]: at that
+ * element of its JSON data (/inputs/<index>/data/...), or at the input
+ * when its data came as binary, the message naming it by its indices. */
+static void refuse_seq_element(struct api_call *c, const struct v2_infer *x,
+                               const struct v2_tensor *t, enum v2_slot slot, size_t i,
+                               int64_t lo)
+{
+    char p[API_PATH_MAX], data_path[API_PATH_MAX], at[48];
+    const json_t *in = json_array_get(member(x->hdr, "inputs"), t->index);
+    const json_t *data = json_is_object(in) ? member(in, "data") : NULL;
+    size_t left = i;
+
+    if (!data || !leaf_pointer(data, &left, input_path(data_path, t, "data"), p))
+        input_path(p, t, "");
+    size_t len = t->shape[t->rank - 1];
+    if (t->rank == 2)
+        snprintf(at, sizeof at, "[%zu][%zu]", i / len, i % len);
+    else
+        snprintf(at, sizeof at, "[%zu]", i);
+    api_fail(c, API_ERR_INVALID_FIELD, p, "%s%s is %lld: expected %s", api_v2_slot_names[slot],
+             at, (long long)((const int64_t *)t->data)[i],
+             lo < 0 ? "an integer of magnitude at most 2^53"
+                    : "an integer >= 0 (at most 2^53)");
+}
+
 /* One of positions_q/k, segments_q/k (slot): [len] or [1|B, len], values
  * in [lo, 2^53]; its row count into *batches. */
-static bool seq_input(struct api_call *c, const struct v2_tensor *t,
-                      enum v2_slot slot, size_t len, size_t B, int64_t lo,
-                      size_t *batches)
+static bool seq_input(struct api_call *c, const struct v2_infer *x, enum v2_slot slot,
+                      size_t len, size_t B, int64_t lo, size_t *batches)
 {
     char p[API_PATH_MAX];
+    const struct v2_tensor *t = &x->t[slot];
     const int64_t *d = t->data;
     size_t i;
 
@@ -145,8 +193,7 @@ static bool seq_input(struct api_call *c, const struct v2_tensor *t,
     }
     for (i = 0; i < t->count; i++)
         if (d[i] < lo || d[i] > V2_INT_MAX) {
-            api_fail(c, API_ERR_INVALID_FIELD, input_path(p, t, "data"),
-                     "element %zu is outside %lld..2^53", i, (long long)lo);
+            refuse_seq_element(c, x, t, slot, i, lo);
             return false;
         }
     return true;
@@ -175,10 +222,10 @@ bool api_v2_read_seqs(struct api_call *c, struct v2_infer *x,
     size_t B = s->B ? s->B : 1, bq = 0, bk = 0, rows;
     char p[API_PATH_MAX];
 
-    if ((pq->present && !seq_input(c, pq, V2_PQ, s->n, B, 0, &o->pos_q_batches)) ||
-        (pk->present && !seq_input(c, pk, V2_PK, s->L, B, 0, &o->pos_k_batches)) ||
-        (sq->present && !seq_input(c, sq, V2_SQ, s->n, B, -V2_INT_MAX, &bq)) ||
-        (sk->present && !seq_input(c, sk, V2_SK, s->L, B, -V2_INT_MAX, &bk)))
+    if ((pq->present && !seq_input(c, x, V2_PQ, s->n, B, 0, &o->pos_q_batches)) ||
+        (pk->present && !seq_input(c, x, V2_PK, s->L, B, 0, &o->pos_k_batches)) ||
+        (sq->present && !seq_input(c, x, V2_SQ, s->n, B, -V2_INT_MAX, &bq)) ||
+        (sk->present && !seq_input(c, x, V2_SK, s->L, B, -V2_INT_MAX, &bk)))
         return false;
     if (sq->present != sk->present) {
         api_fail(c, API_ERR_INVALID_FIELD, input_path(p, sq->present ? sq : sk, ""),

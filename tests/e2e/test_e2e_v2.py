@@ -833,3 +833,35 @@ def test_sequence_refused_for_room_says_which_limit():
         err = v2_error(d.post(INFER, seq_body(31, Q[:1], K[:2], V[:2])), 400)
         assert "[session_full]" in err and "holds 3 rows" in err and "max_tokens of 4" in err, err
         assert d.get("/v1/sessions/v2i31").json()["length"] == 3
+
+
+def test_positions_and_segments_out_of_range_name_their_element(attnd):
+    """A position below 0 or a segment id past 2^53 was refused at the whole
+    /inputs/<i>/data with a flat element number; the path now reaches the
+    element, as /v1's does (/positions/q/1), and the message names it by
+    its indices, nested data or flat, and by its indices alone when the
+    data came as binary."""
+    def body(name, shape, data, L=3):
+        k = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]][:L]
+        return {"inputs": [tensor("q", [2, 2], [[1.0, 0.0], [0.0, 1.0]]),
+                           tensor("k", [L, 2], k), tensor("v", [L, 1], [[1.0]] * L),
+                           tensor(name, shape, data, "INT64")]
+                + ([tensor("segments_k", [L], [0] * L, "INT64")] if name == "segments_q" else [])}
+    cases = [
+        ("positions_q", [2], [0, -1], "/inputs/3/data/1", "positions_q[1] is -1"),
+        ("positions_k", [1, 3], [[0, 1, -5]], "/inputs/3/data/0/2", "positions_k[0][2] is -5"),
+        ("positions_k", [1, 3], [0, -2, 1], "/inputs/3/data/1", "positions_k[0][1] is -2"),
+        ("segments_q", [2], [0, 9007199254740993], "/inputs/3/data/1",
+         "segments_q[1] is 9007199254740993: expected an integer of magnitude at most 2^53"),
+    ]
+    for name, shape, data, path, said in cases:
+        err = v2_error(attnd.post(INFER, body(name, shape, data)), 400)
+        assert said in err and err.endswith("[invalid_field at %s]" % path), err
+    # binary data: no JSON element to point at, the input and its indices
+    blob = struct.pack("<2q", 0, -3)
+    header = body("positions_q", [2], None)
+    del header["inputs"][3]["data"]
+    header["inputs"][3]["parameters"] = {"binary_data_size": len(blob)}
+    raw, n = binary_request(header, [blob])
+    err = v2_error(attnd.post(INFER, raw, headers={HDR: str(n)}), 400)
+    assert "positions_q[1] is -3" in err and err.endswith("[invalid_field at /inputs/3]"), err
