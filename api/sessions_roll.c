@@ -57,6 +57,47 @@ bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
     return false;
 }
 
+/* What a v2 start may send instead when its window does not fit under
+ * max_tokens (over 0), into out: the largest window_left with these
+ * sinks, or else the most window_sinks with window_left 0, or that no
+ * window fits. */
+static void seq_window_advice(const struct attn_window *w, size_t max_tokens, char *out,
+                              size_t size)
+{
+    const size_t page = KV_PAGE_ROWS;
+    size_t sinks = (size_t)w->sinks;
+    size_t sink_rows = sinks > SIZE_MAX / 4 ? SIZE_MAX : (sinks + page - 1) / page * page;
+    /* held = sink_rows + left + page - 1 must stay below max_tokens */
+    if (sink_rows != SIZE_MAX && max_tokens >= sink_rows + page)
+        snprintf(out, size, "send a window_left of at most %zu with these window_sinks",
+                 max_tokens - page - sink_rows);
+    else if (max_tokens >= page)
+        snprintf(out, size, "send window_sinks of at most %zu (with window_left 0)",
+                 (max_tokens - page) / page * page);
+    else
+        snprintf(out, size, "no window fits: start the sequence without one");
+}
+
+bool api_roll_check_seq_tokens(struct api_call *c, const struct attn_window *w,
+                               size_t max_tokens)
+{
+    size_t held = w->on ? sess_roll_held_max(w) : 0;
+    char advice[96], need[48];
+    if (!w->on || max_tokens == 0 || max_tokens > held)
+        return true;
+    seq_window_advice(w, max_tokens, advice, sizeof advice);
+    if (held == SIZE_MAX)
+        snprintf(need, sizeof need, "more than any --max-tokens");
+    else
+        snprintf(need, sizeof need, "a --max-tokens of at least %zu", held + 1);
+    api_fail(c, API_ERR_INVALID_FIELD, "/parameters/window_left", "a rolling sequence with "
+             "window_left %lld and window_sinks %lld holds up to %zu rows between appends "
+             "(rows go 64 at a time), so taking a row each step needs %s; this replica's "
+             "--max-tokens is %zu, which a sequence's parameters cannot raise: %s",
+             (long long)w->left, (long long)w->sinks, held, need, max_tokens, advice);
+    return false;
+}
+
 bool api_roll_check_bytes(struct api_call *c, const struct sess_spec *sp, const char *path)
 {
     const struct attn_window *w = &sp->window;

@@ -20,11 +20,17 @@ bool api_roll_read_window(struct api_call *c, const json_t *v, struct attn_windo
 
 /* A rolling session's max_tokens (given, or the default) must pass the
  * rows it holds between appends (sess_roll_held_max), or it would stop at
- * max_tokens for good: else 422 at path (/v1: /max_tokens; a v2 sequence,
- * which takes the default, at its window). max_tokens 0 (the store's
- * default, unknown here) and a window off pass. */
+ * max_tokens for good: else 422 at path (/v1's /max_tokens). max_tokens 0
+ * (the store's default, unknown here) and a window off pass. */
 bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
                            size_t max_tokens, bool given, const char *path);
+
+/* api_roll_check_tokens for a v2 sequence's start, which has no
+ * max_tokens to send and takes --max-tokens (max_tokens here): its 400
+ * at /parameters/window_left advises the window_left (or window_sinks)
+ * that fits instead. */
+bool api_roll_check_seq_tokens(struct api_call *c, const struct attn_window *w,
+                               size_t max_tokens);
 
 /* A rolling session of spec sp must fit --max-cache-bytes at its most
  * (sess_roll_bytes_need), or it would be refused an append for good once

@@ -705,8 +705,7 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
     in.bias_k = x->t[V2_BK].data;
     in.bias_v = x->t[V2_BV].data;
     if ((x->seq_start && (!api_roll_check_window(c, &x->window, "/parameters", "window_") ||
-                          !api_roll_check_tokens(c, &x->window, c->ctx->cfg.max_tokens, false,
-                                                 "/parameters/window_left"))) ||
+                          !api_roll_check_seq_tokens(c, &x->window, c->ctx->cfg.max_tokens))) ||
         (x->sess && !api_v2_check_fixed(c, x, &in)))
         return;
     r.window = x->window;

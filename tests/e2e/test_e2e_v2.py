@@ -516,6 +516,7 @@ def test_sequence_errors(attnd):
     err = v2_error(attnd.post(INFER, seq_body("e2", Q, K, V, sequence_start=True, causal=True,
                                               window_left=40000)), 400)
     assert "[invalid_field at /parameters/window_left]" in err and "40064" in err, err
+    assert "max_tokens must" not in err and "window_left of at most 32704" in err, err
     v2_error(attnd.post(INFER, seq_body("e1", [[1.0, 2.0]])), 400)         # wrong d_k
     assert attnd.post(INFER, seq_body("e1", Q, sequence_end=True)).status == 200
 
@@ -865,3 +866,26 @@ def test_positions_and_segments_out_of_range_name_their_element(attnd):
     raw, n = binary_request(header, [blob])
     err = v2_error(attnd.post(INFER, raw, headers={HDR: str(n)}), 400)
     assert "positions_q[1] is -3" in err and err.endswith("[invalid_field at /inputs/3]"), err
+
+
+def test_rolling_sequence_past_max_tokens_advises_what_v2_can_send():
+    """A rolling start whose window holds --max-tokens rows or more advised
+    "max_tokens must be at least N", a /v1 field no v2 request can send:
+    it now names what a v2 client can change, the largest window_left with
+    its window_sinks (or the most window_sinks), and that advice starts."""
+    with Attnd("--max-tokens", "200") as d:
+        cases = [({"window_left": 150}, "send a window_left of at most 136 with these "
+                  "window_sinks", {"window_left": 136}),
+                 ({"window_left": 10, "window_sinks": 100}, "send a window_left of at most 8",
+                  {"window_left": 8, "window_sinks": 100}),
+                 ({"window_left": 0, "window_sinks": 150}, "send window_sinks of at most 128",
+                  {"window_left": 0, "window_sinks": 128})]
+        for i, (window, advice, fits) in enumerate(cases):
+            err = v2_error(d.post(INFER, seq_body("r%d" % i, Q, K, V, sequence_start=True,
+                                                  causal=True, **window)), 400)
+            assert "max_tokens must" not in err and advice in err, err
+            assert "this replica's --max-tokens is 200" in err, err
+            assert err.endswith("[invalid_field at /parameters/window_left]"), err
+            r = d.post(INFER, seq_body("r%d" % i, Q, K, V, sequence_start=True, causal=True,
+                                       **fits))
+            assert r.status == 200, (fits, r)
