@@ -461,6 +461,13 @@ void api_sess_fail_append(struct api_call *c, enum core_status rc, const struct 
         api_sessions_fail_full(c);
     } else if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
+    } else if (rc == CORE_EFULL && sess_max_rows(c->ctx->store, s) < sess_spec(s)->max_tokens) {
+        api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
+                 "pass this replica's --max-tokens of %zu, lowered since the session was "
+                 "made with max_tokens %zu: it takes rows up to %zu here (export it to a "
+                 "replica whose --max-tokens allows %zu for more)", kv_held(sess_cache(s)), m,
+                 sess_max_rows(c->ctx->store, s), sess_spec(s)->max_tokens,
+                 sess_max_rows(c->ctx->store, s), sess_spec(s)->max_tokens);
     } else if (rc == CORE_EFULL) {
         api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
                  "pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
@@ -649,6 +656,23 @@ static void truncate_req(struct api_call *c, const char *id)
     reply_session(c, s, 200);
 }
 
+/* A fork is a new session: one whose max_tokens is over --max-tokens (a
+ * session restored after the limit was lowered) is refused as its create
+ * or the import of its export is, 422 limit_exceeded; s released then. */
+static bool fork_within_tokens(struct api_call *c, struct sess *s)
+{
+    size_t cap = c->ctx->cfg.max_tokens, own = sess_spec(s)->max_tokens;
+    if (!cap || own <= cap)
+        return true;
+    sess_release(c->ctx->store, s);
+    api_fail(c, API_ERR_LIMIT_EXCEEDED, NULL, "the session's max_tokens (%zu) is over this "
+             "replica's --max-tokens (%zu), lowered since it was made: a fork would be a new "
+             "session over the limit, refused as its create or the import of its export "
+             "is; export it to a replica whose --max-tokens allows %zu to fork it there",
+             own, cap, own);
+    return false;
+}
+
 static void fork_req(struct api_call *c, const char *id)
 {
     static const char *const none[] = {NULL};
@@ -665,7 +689,7 @@ static void fork_req(struct api_call *c, const char *id)
     if (!ok)
         return;
     struct sess *s = api_sess_acquire(c, id);
-    if (!s)
+    if (!s || !fork_within_tokens(c, s))
         return;
     struct sess *made = NULL;
     enum core_status rc = sess_fork_idem(c->ctx->store, s, keyed ? &k.k : NULL, nid, &made);

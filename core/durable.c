@@ -542,6 +542,33 @@ static void warn_over_limits(struct sess_store *st, const struct sess_journal_co
                   : "new sessions and rows are refused until enough are deleted");
 }
 
+/* The same of the token limit: the restored sessions whose max_tokens is
+ * over cfg.max_tokens (lowered since they were made) are kept whole, and
+ * take rows only up to it (sess_max_rows). */
+static void warn_over_tokens(struct sess_store *st, const struct sess_journal_config *cfg)
+{
+    size_t cap = st->cfg.max_tokens, over = 0, most = 0, full = 0;
+    if (!cap)
+        return;
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n_buckets; i++)
+        for (const struct sess *s = st->buckets[i]; s; s = s->hnext) {
+            if (s->spec.max_tokens <= cap)
+                continue;
+            over++;
+            most = s->spec.max_tokens > most ? s->spec.max_tokens : most;
+            full += kv_held(s->kv) >= cap;
+        }
+    pthread_mutex_unlock(&st->mu);
+    if (!over)
+        return;
+    sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: restored sessions are over "
+              "the token limit (%zu with a max_tokens over %zu rows, the largest %zu; %zu of "
+              "them hold %zu rows already): every one is kept and answers as before, but "
+              "takes rows only up to %zu, and is not forked or imported here; its export "
+              "imports on a replica whose limit allows it", over, cap, most, full, cap, cap);
+}
+
 enum core_status sess_store_open_journal(struct sess_store *st,
                                          const struct sess_journal_config *cfg)
 {
@@ -601,6 +628,7 @@ enum core_status sess_store_open_journal(struct sess_store *st,
                  "read");
     sess_store_restoring(st, false);
     warn_over_limits(st, cfg);
+    warn_over_tokens(st, cfg);
     st->dur = d;
     if (!rr.rewrite[0] && keep_snapshot(st, d, &rr, rr.rewrite, sizeof rr.rewrite))
         return CORE_OK;

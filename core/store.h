@@ -45,6 +45,9 @@ struct sess_config {
     size_t max_cache_bytes;     /* accounted bytes over all sessions at most */
     double default_ttl_s;       /* ttl of a session that names none */
     size_t default_max_tokens;  /* max_tokens of a session that names none */
+    size_t max_tokens;          /* rows a session holds at most whatever its
+                                   max_tokens (one restored from before the
+                                   limit was lowered); 0: its max_tokens */
     enum sess_policy policy;
     const char *replica_id;     /* prefix of new ids ("r1."), or NULL */
 };
@@ -252,6 +255,11 @@ size_t sess_roll_held_max(const struct attn_window *w);
  * refused (capacity) once it holds that many. SIZE_MAX on overflow, 0
  * when sp does not roll. */
 size_t sess_roll_bytes_need(const struct sess_spec *sp);
+
+/* The rows s may hold (for a rolling session, with an append's): its
+ * max_tokens, or cfg.max_tokens when that is lower (a session restored
+ * after the limit was lowered, which an append past it finds CORE_EFULL). */
+size_t sess_max_rows(const struct sess_store *st, const struct sess *s);
 
 /* The shortest length sess_truncate accepts (0 unless rows were let go). */
 size_t sess_min_length(const struct sess *s);

@@ -81,6 +81,12 @@ void sess_get_info(struct sess_store *st, const struct sess *s,
     pthread_mutex_unlock(&st->mu);
 }
 
+size_t sess_max_rows(const struct sess_store *st, const struct sess *s)
+{
+    size_t cap = st->cfg.max_tokens;
+    return cap && cap < s->spec.max_tokens ? cap : s->spec.max_tokens;
+}
+
 /* sess_append without its journal record. */
 static enum core_status append_rows(struct sess_store *st, struct sess *s,
                                     const void *k, const void *v, size_t m,
@@ -95,8 +101,10 @@ static enum core_status append_rows(struct sess_store *st, struct sess *s,
         return CORE_EINVAL;
     if (!core_add(len, m, &need))
         return CORE_ELIMIT;
-    /* a rolling session's max_tokens bounds the rows it holds */
-    if ((s->spec.window.on ? kv_held(s->kv) + m : need) > s->spec.max_tokens)
+    /* a rolling session's max_tokens bounds the rows it holds; the
+     * replica's limit too, but for a replay (rows it took once) */
+    size_t cap = st->restoring ? s->spec.max_tokens : sess_max_rows(st, s);
+    if ((s->spec.window.on ? kv_held(s->kv) + m : need) > cap)
         return CORE_EFULL;
     size_t claimed;
     bool tight;

@@ -153,6 +153,7 @@ static struct sess_store *store_open(const struct srv_config *cfg)
         .max_cache_bytes = cfg->max_cache_bytes,
         .default_ttl_s = cfg->session_ttl_s,
         .default_max_tokens = cfg->max_tokens,
+        .max_tokens = cfg->max_tokens,
         .policy = cfg->cache_lru ? SESS_POLICY_LRU : SESS_POLICY_REJECT,
         .replica_id = cfg->replica_id[0] ? cfg->replica_id : NULL,
     };

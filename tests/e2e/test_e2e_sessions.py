@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from attnd_proc import Attnd
+from attnd_proc import Attnd, events
 
 OPTS = {"bias": {"q": [0.25, -0.5, 1.0, 0.0], "k": [[3, -2, 0.5, 1], [0, 1, -1, 2]],
                  "v": [1, -1, 0.5]},
@@ -343,6 +343,80 @@ def test_forks_and_lowered_limits_lose_nothing_across_restarts(tmp_path):
             assert ("every one is kept" in d.logs()) == (restart == 2), restart
             d.signal(signal.SIGTERM)
             assert d.wait(timeout=20) == 0
+
+
+def test_a_lowered_max_tokens_keeps_larger_sessions_and_says_so(tmp_path):
+    """A restart with --max-tokens lowered below the max_tokens of restored
+    sessions kept them without a word, let them grow to their own
+    max_tokens and fork into new sessions over the limit, while the same
+    replica refused the import of their exports. Now, as for a lowered
+    --max-sessions: a warning names how many and the limit, every session
+    is kept (a journal's appends past the limit replayed too) and answers
+    as before, takes rows only up to the limit (409 session_full naming
+    --max-tokens), is not forked here (422 limit_exceeded, as its import),
+    and its export imports on a replica whose limit allows it; a later
+    start with the limit raised again lets it grow to its own max_tokens."""
+    rng = random.Random(11)
+    sd = str(tmp_path / "state")
+    flags = ("--state-dir", sd, "--fsync", "always")
+    rows = _mat(rng, 50, 2)
+    octet = {"Content-Type": "application/octet-stream"}
+    with Attnd(*flags, "--max-tokens", "100") as d:
+        big = _create(d, {"d_k": 2, "d_v": 2})                    # max_tokens 100
+        assert d.post(f"/v1/sessions/{big}/kv", {"k": rows, "v": rows}).status == 200
+        mid = _create(d, {"d_k": 2, "d_v": 2, "max_tokens": 60})
+        assert d.post(f"/v1/sessions/{mid}/kv", {"k": rows[:10], "v": rows[:10]}).status == 200
+        small = _create(d, {"d_k": 2, "d_v": 2, "max_tokens": 30})
+        d.proc.send_signal(signal.SIGKILL)      # the appends come back from the journal
+        d.proc.wait(10)
+    with Attnd(*flags, "--max-tokens", "40") as d:
+        warns = [e["msg"] for e in events(d) if e["level"] == "warn" and "token" in e["msg"]]
+        assert len(warns) == 1 and "2 with a max_tokens over 40 rows, the largest 100" in \
+            warns[0] and "1 of them hold 40 rows already" in warns[0], warns
+        q = {"q": rows[:1], "return": ["output"]}
+        want = d.post(f"/v1/sessions/{big}/attention", q)
+        assert want.status == 200, want
+        for sid, length, max_tokens in ((big, 50, 100), (mid, 10, 60), (small, 0, 30)):
+            g = d.get(f"/v1/sessions/{sid}").json()
+            assert (g["length"], g["max_tokens"]) == (length, max_tokens), g
+        # rows: up to the replica's limit, whichever way they come
+        for body in ({"k": rows[:1], "v": rows[:1]}, dict(q, k=rows[:1], v=rows[:1])):
+            path = "kv" if "q" not in body else "attention"
+            r = d.post(f"/v1/sessions/{big}/{path}", body)
+            assert r.status == 409 and r.json()["error"]["code"] == "session_full", r
+            assert "--max-tokens of 40" in r.json()["error"]["message"], r
+        assert d.post(f"/v1/sessions/{mid}/kv", {"k": rows[:30], "v": rows[:30]}).status == 200
+        r = d.post(f"/v1/sessions/{mid}/kv", {"k": rows[:1], "v": rows[:1]})
+        assert r.status == 409 and "--max-tokens of 40" in r.json()["error"]["message"], r
+        assert d.post(f"/v1/sessions/{small}/kv", {"k": rows[:30], "v": rows[:30]}).status == 200
+        r = d.post(f"/v1/sessions/{small}/kv", {"k": rows[:1], "v": rows[:1]})
+        assert r.status == 409 and "its max_tokens of 30" in r.json()["error"]["message"], r
+        # forks: a new session over the limit is refused as an import is
+        for sid in (big, mid):
+            r = d.post(f"/v1/sessions/{sid}/fork", {})
+            assert r.status == 422 and r.json()["error"]["code"] == "limit_exceeded", r
+            assert "--max-tokens (40)" in r.json()["error"]["message"], r
+        assert d.post(f"/v1/sessions/{small}/fork", {}).status == 201
+        exported = d.get(f"/v1/sessions/{big}/export")
+        assert exported.status == 200, exported
+        r = d.post("/v1/sessions/import", exported.body, headers=octet)
+        assert r.status == 422 and r.json()["error"]["code"] == "limit_exceeded", r
+        # a truncate gives room back, up to the limit
+        assert d.post(f"/v1/sessions/{big}/truncate", {"length": 30}).status == 200
+        assert d.post(f"/v1/sessions/{big}/kv", {"k": rows[:10], "v": rows[:10]}).status == 200
+        assert d.post(f"/v1/sessions/{big}/kv", {"k": rows[:1], "v": rows[:1]}).status == 409
+        d.signal(signal.SIGTERM)
+        assert d.wait(timeout=20) == 0
+    with Attnd("--max-tokens", "100") as other:
+        r = other.post("/v1/sessions/import", exported.body, headers=octet)
+        assert r.status == 201 and r.json()["length"] == 50, r
+        out = other.post(f"/v1/sessions/{r.json()['id']}/attention", q)
+        assert out.json()["output"] == want.json()["output"], out
+    with Attnd(*flags, "--max-tokens", "100") as d:
+        assert not [e for e in events(d) if e["level"] == "warn" and "token" in e["msg"]]
+        r = d.post(f"/v1/sessions/{big}/kv", {"k": rows[:30], "v": rows[:30]})
+        assert r.status == 200 and r.json()["length"] == 70, r
+        assert d.post(f"/v1/sessions/{big}/fork", {}).status == 201
 
 
 # README, Quick start: the members of a session object that are not create options
