@@ -13,6 +13,7 @@
 
 #include "half.h"
 #include "kv_lowp.h"
+#include "tensor.h"
 
 /* ---- reading rows --------------------------------------------------------------- */
 
@@ -213,6 +214,36 @@ static int64_t *held_positions(const struct kv_cache *c, const struct attn_reque
     return pos;
 }
 
+/* A narrow cache's output, for a query that asked for more than the
+ * output (a pass over widened rows, which sums in another order): from the
+ * output-only pass, so that the output does not depend on what else is
+ * asked for (README). Its rows of the heads x chose, [B][nh][n][d_v], over
+ * out->output. Empty rows: the general pass has judged them already (an
+ * error stopped it), and both give them 0. */
+static enum core_status narrow_output(const struct kv_cache *c, const struct attn_request *r,
+                                      const struct attn_inputs *in, const struct attn_extras *x,
+                                      struct attn_result *out, struct attn_ws *ws)
+{
+    const size_t *heads = x ? x->heads : NULL;
+    size_t h = r->shape.h, B = r->shape.B ? r->shape.B : 1;
+    size_t nh = heads ? x->nh : h;
+    size_t row = r->shape.n * r->shape.d_v * attn_dtype_size(r->params.dtype);
+    struct attn_request ro = *r;
+    ro.outputs = ATTN_OUT_OUTPUT;
+    ro.empty_rows = ATTN_EMPTY_ZERO;
+    struct attn_result all = {.output = heads ? malloc(B * h * row) : out->output};
+    if (!all.output)
+        return CORE_ENOMEM;
+    enum core_status st = attend_paged(c, &ro, in, &all, ws);
+    for (size_t b = 0; heads && st == CORE_OK && b < B; b++)
+        for (size_t a = 0; a < nh; a++)
+            memcpy((char *)out->output + (b * nh + a) * row,
+                   (const char *)all.output + (b * h + heads[a]) * row, row);
+    if (heads)
+        free(all.output);
+    return st;
+}
+
 /* kv_attend_x over the held rows (rr->shape.L of them). */
 static enum core_status attend_held(const struct kv_cache *c, const struct attn_request *r,
                                     const struct attn_inputs *in, const struct attn_extras *x,
@@ -222,7 +253,8 @@ static enum core_status attend_held(const struct kv_cache *c, const struct attn_
     /* in place: float32/float64 passes without extras; narrow caches'
      * output-only passes (the decode loops, or a window of keys widened at
      * a time) */
-    if (!x && (c->store == KV_STORE_SAME || r->outputs == ATTN_OUT_OUTPUT))
+    bool narrow = c->store != KV_STORE_SAME;
+    if (!x && (!narrow || r->outputs == ATTN_OUT_OUTPUT))
         return attend_paged(c, r, in, out, ws);
     const void **kp = malloc(2 * c->h_kv * sizeof *kp);
     void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
@@ -234,6 +266,8 @@ static enum core_status attend_held(const struct kv_cache *c, const struct attn_
     }
     free(buf);
     free(kp);
+    if (st == CORE_OK && narrow && (r->outputs & ATTN_OUT_OUTPUT) && out->output)
+        st = narrow_output(c, r, in, x, out, ws);
     return st;
 }
 

@@ -443,3 +443,43 @@ def test_v2_half_binary_refusals_at_their_element(attnd):
     assert r.status == 400, r
     assert r.json()["error"].endswith(
         "need 4 bytes [shape_mismatch at /inputs/0/parameters/binary_data_size]"), r
+
+
+@pytest.mark.parametrize("kv", ["float16", "bfloat16", "int8"])
+def test_narrow_cache_output_does_not_depend_on_what_else_is_asked(attnd, kv):
+    """README: the output does not depend on `return` or a `heads` subset.
+    A float32 session with a narrow kv_dtype answered an output-only query
+    through its decode loops and any query asking for more (weights, lse,
+    stats, a heads subset) through the general pass over widened rows, which
+    sums in another order: outputs differed in their last bits (helper-131:
+    13 of 60 random configurations, up to 2e-7 relative)."""
+    import random
+    rnd = random.Random(11)
+    spec = {"d_k": 16, "d_v": 4, "heads": 2, "kv_heads": 1, "dtype": "float32", "kv_dtype": kv}
+    r = attnd.post("/v1/sessions", json.dumps(spec), headers=JSON)
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    rows = lambda n, d: [[rnd.uniform(-2, 2) for _ in range(d)] for _ in range(n)]
+    r = attnd.post("/v1/sessions/%s/kv" % sid, json.dumps({"k": rows(100, 16), "v": rows(100, 4)}),
+                   headers=JSON)
+    assert r.status == 200, r
+    for step in range(3):
+        q = [rows(2, 16), rows(2, 16)]
+
+        def ask(**extra):
+            r = attnd.post("/v1/sessions/%s/attention" % sid, json.dumps(dict(q=q, **extra)),
+                           headers=JSON)
+            assert r.status == 200, (extra, r)
+            return r.json()
+
+        alone = ask(**{"return": ["output"]})["output"]
+        for extra in ({"return": ["weights", "output"]}, {"return": ["output", "lse"]},
+                      {"return": ["output", "stats"]}, {"return": ["weights", "output"], "weights_top_k": 3}):
+            assert ask(**extra)["output"] == alone, (kv, step, extra)
+        for h in (0, 1):
+            for ret in (["output"], ["output", "weights"]):
+                one = ask(**{"return": ret, "heads": [h]})["output"]
+                assert one == [alone[h]], (kv, step, h, ret)
+        both = ask(**{"return": ["output"], "heads": [1, 0]})["output"]
+        assert both == [alone[1], alone[0]], (kv, step)
+    attnd.request("DELETE", "/v1/sessions/%s" % sid)
