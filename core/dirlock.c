@@ -119,6 +119,10 @@ int sess_dirlock_take(const struct sess_journal_config *cfg, enum core_status *r
             return fd;
         }
         close(fd);
+        if (tries == 7)
+            sess_logf(cfg->log, cfg->log_arg, SESS_LOG_WARN, "journal: %s was replaced "
+                      "each time it was locked (8 times): another process keeps making "
+                      "it", path);
     }
     *rc = CORE_EIO;
     return -1;

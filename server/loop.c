@@ -185,8 +185,12 @@ static struct sess_store *store_open(const struct srv_config *cfg)
             .rewrite_min_bytes = cfg->snapshot_min_bytes, .log = store_log};
         enum core_status rc = sess_store_open_journal(st, &jc);
         if (rc != CORE_OK) {
+            /* an I/O failure's file and cause are in the warnings the store
+             * logged before: "input/output error" alone read as a disk's */
             srv_log_msgf("error", "--state-dir %s: cannot open the journal: %s",
-                         cfg->state_dir, core_status_text(rc));
+                         cfg->state_dir, rc == CORE_EIO ? "a file could not be read or "
+                         "written (the warnings before this line say which and why)"
+                         : core_status_text(rc));
             sess_store_free(st);
             return NULL;
         }

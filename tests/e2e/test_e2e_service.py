@@ -614,6 +614,21 @@ def test_unwritable_state_dir_fails_at_start():
     assert "(attnd runs as uid %d, gid %d)" % (os.getuid(), os.getgid()) in r.stdout
 
 
+def test_a_journal_that_cannot_be_opened_points_at_the_cause(tmp_path):
+    """The store logs the file and errno as a warning; the final error said
+    "input/output error", as if the disk had failed."""
+    sd = tmp_path / "state"
+    (sd / "LOCK").mkdir(parents=True)
+    r = run_bin("--port", "0", "--state-dir", str(sd), "--log-format", "text")
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    cause = [i for i, l in enumerate(lines) if " warn " in l and "LOCK: Is a directory" in l]
+    final = [i for i, l in enumerate(lines) if " error " in l and "cannot open the journal" in l]
+    assert cause and final and cause[0] < final[0], r.stdout
+    assert "input/output error" not in r.stdout
+    assert "the warnings before this line say which and why" in lines[final[0]], r.stdout
+
+
 def test_a_state_dir_that_is_a_file_is_said_to_be_no_directory(tmp_path):
     f = tmp_path / "state"
     f.write_bytes(b"")
