@@ -9,6 +9,8 @@
  * decode.js drives the decode section's session, teach.js the
  * looking-and-dragging views, model.js pasted model requests; they call
  * attnd and share the helpers here through window.attnd.
+ * The parts it is built from load before it and hand their functions
+ * over in window.attndPage: grid.js the editable grids.
  * All arithmetic shown comes from attnd; the page only compares two answers
  * of attnd (what changed since the last edit) and colours the cells.
  * API errors ({"error":{"code","message","path"}}) are shown as text, and a
@@ -17,6 +19,10 @@
 'use strict';
 
 (function () {
+  /* the parts loaded before this file (window.attndPage) */
+  var P = window.attndPage;
+  var parseCell = P.parseCell, renderGrid = P.renderGrid;                 /* grid.js */
+
   /* ---- the built-in worked example ---------------------------------- */
   var EXAMPLE = {
     q: [[1, 0]],
@@ -248,63 +254,7 @@
     clearOptions();
   }
 
-  /* ---- editable grids ------------------------------------------------ */
-  /* A cell's text as a number, NaN for none; one past the largest double
-   * (1e400) too, as JSON.stringify would send its Infinity as null. */
-  function parseCell(text) {
-    var t = String(text).trim().replace(/\u2212/g, '-');
-    if (t === '' || !/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return NaN;
-    var x = Number(t);
-    return isFinite(x) ? x : NaN;
-  }
-
-  /* A matrix (array of rows) or vector as a table of text inputs. name is
-   * the label used for screen readers ("K"), rowName the row label ("k"). */
-  function renderGrid(holder, data, name, rowName, onEdit) {
-    var isVec = !Array.isArray(data[0]);
-    var rows = isVec ? [data] : data;
-    var table = document.createElement('table');
-    table.className = 'grid';
-    var body = document.createElement('tbody');
-    rows.forEach(function (row, r) {
-      var tr = document.createElement('tr');
-      if (!isVec) {   /* a vector is named by the label beside it */
-        var th = document.createElement('th');
-        th.scope = 'row';
-        th.textContent = rowName + (r + 1);
-        tr.appendChild(th);
-      }
-      row.forEach(function (x, c) {
-        var td = document.createElement('td');
-        var inp = document.createElement('input');
-        inp.type = 'text';
-        inp.inputMode = 'decimal';
-        inp.autocomplete = 'off';
-        inp.spellcheck = false;
-        inp.size = 5;
-        inp.value = isNaN(x) ? '' : String(x);
-        inp.dataset.c = String(c);
-        if (!isVec) inp.dataset.r = String(r);
-        inp.setAttribute('aria-label', isVec
-          ? name + ' component ' + (c + 1)
-          : name + ' row ' + (r + 1) + ' column ' + (c + 1));
-        inp.addEventListener('input', function () {
-          var val = parseCell(inp.value);
-          if (isNaN(val)) inp.setAttribute('aria-invalid', 'true');
-          else inp.removeAttribute('aria-invalid');
-          if (isVec) data[c] = val; else data[r][c] = val;
-          onEdit(name + ' edited');
-        });
-        td.appendChild(inp);
-        tr.appendChild(td);
-      });
-      body.appendChild(tr);
-    });
-    table.appendChild(body);
-    holder.textContent = '';
-    holder.appendChild(table);
-  }
-
+  /* ---- the inputs' grids ---------------------------------------------- */
   function renderInputs() {
     renderGrid($('grid-q'), state.q, 'Q', 'q', changed);
     renderGrid($('grid-k'), state.k, 'K', 'k', changed);
