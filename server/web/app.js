@@ -12,7 +12,8 @@
  * The parts it is built from load before it and hand their functions
  * over in window.attndPage: grid.js the editable grids, api.js the
  * calls to attnd and their errors as text, heat.js numbers as text,
- * the colour ramps, heat maps and tables.
+ * the colour ramps, heat maps and tables, results.js the Results
+ * section's maps and what changed since the last answer.
  * All arithmetic shown comes from attnd; the page only compares two answers
  * of attnd (what changed since the last edit) and colours the cells.
  * API errors ({"error":{"code","message","path"}}) are shown as text, and a
@@ -28,6 +29,8 @@
       server = P.server, api = P.api, fillError = P.fillError;            /* api.js */
   var fmt = P.fmt, fmtDiff = P.fmtDiff, cellColour = P.cellColour,
       renderHeat = P.renderHeat, newTable = P.newTable;                   /* heat.js */
+  var renderAttention = P.renderAttention, renderChanges = P.renderChanges,
+      forgetAnswer = P.forgetAnswer;                                      /* results.js */
 
   /* ---- the built-in worked example ---------------------------------- */
   var EXAMPLE = {
@@ -40,7 +43,6 @@
   };
 
   var state = null;         /* {q,k,v,bq,bk,bv}: arrays of numbers (NaN = bad cell) */
-  var prev = null;          /* last successful attention answer + what changed */
   var lastChange = 'the worked example';
   var seq = 0;              /* ids of update rounds; stale answers are dropped */
   var timer = 0;
@@ -250,104 +252,6 @@
     var body = commonOptions({ q: state.q, k: state.k, v: state.v });
     body.bias = { q: state.bq, k: state.bk, v: state.bv };
     return body;
-  }
-
-  /* ---- the Results section's maps ---------------------------------- */
-  function labels(prefix, n) {
-    var a = [];
-    for (var i = 0; i < n; i++) a.push(prefix + (i + 1));
-    return a;
-  }
-
-  function renderAttention(res) {
-    var n = res.weights.length, L = res.weights[0].length, dv = res.output[0].length;
-    var rows = labels('q', n);
-    renderHeat($('map-scores'), res.scores, rows, labels('k', L), 'scores',
-      'Scores: rows are queries, columns are keys');
-    renderHeat($('map-weights'), res.weights, rows, labels('k', L), 'weights',
-      'Weights: rows are queries, columns are keys');
-    renderHeat($('map-output'), res.output, rows, labels('dim ', dv), 'output',
-      'Output: rows are queries, columns are value dimensions');
-    var m = res.meta || {};
-    $('meta').textContent = 'scale = ' + fmt(m.scale) + ', softmax = ' + m.softmax +
-      ', n = ' + m.n + ', L = ' + m.L + ', d_k = ' + m.d_k + ', d_v = ' + m.d_v +
-      (m.empty_rows && m.empty_rows.length ? ', rows with no allowed key: ' + JSON.stringify(m.empty_rows) : '') +
-      ' · computed in ' + m.elapsed_us + ' µs.';
-  }
-
-  /* ---- what changed since the last answer ----------------------------- */
-  function sameShape(a, b) {
-    return a && b && a.length === b.length &&
-      a.every(function (r, i) { return r.length === b[i].length; });
-  }
-
-  function maxAbsDiff(a, b) {
-    var d = 0;
-    a.forEach(function (r, i) {
-      r.forEach(function (x, j) {
-        var y = b[i][j];
-        if (typeof x === 'number' && typeof y === 'number') d = Math.max(d, Math.abs(x - y));
-        else if (x !== y) d = Infinity;
-      });
-    });
-    return d;
-  }
-
-  /* Per query row: did every score move by the same amount? */
-  function scoreShift(a, b) {
-    return a.map(function (r, i) {
-      var deltas = [];
-      r.forEach(function (x, j) {
-        if (typeof x === 'number' && typeof b[i][j] === 'number') deltas.push(x - b[i][j]);
-      });
-      if (!deltas.length) return null;
-      var lo = Math.min.apply(null, deltas), hi = Math.max.apply(null, deltas);
-      return { common: hi - lo <= 1e-9 * Math.max(1, Math.abs(hi)), lo: lo, hi: hi };
-    });
-  }
-
-  function renderChanges(res) {
-    var box = $('changes');
-    box.textContent = '';
-    if (!prev || !sameShape(res.scores, prev.scores) || !sameShape(res.output, prev.output)) {
-      prev = { scores: res.scores, weights: res.weights, output: res.output };
-      return '';
-    }
-    var h = document.createElement('h3');
-    h.textContent = 'What changed (' + lastChange + ')';
-    box.appendChild(h);
-    var ul = document.createElement('ul');
-    var shifts = scoreShift(res.scores, prev.scores);
-    shifts.forEach(function (s, i) {
-      if (!s) return;
-      var li = document.createElement('li');
-      if (s.common && s.hi === 0) li.textContent = 'Row q' + (i + 1) + ': scores unchanged.';
-      else if (s.common) {
-        li.textContent = 'Row q' + (i + 1) + ': every score moved by the same ' +
-          fmt(s.hi) + ' (a common shift of the row).';
-      } else {
-        li.textContent = 'Row q' + (i + 1) + ': scores moved by different amounts per key (from ' +
-          fmt(s.lo) + ' to ' + fmt(s.hi) + '), so relative scores changed.';
-      }
-      ul.appendChild(li);
-    });
-    var dw = maxAbsDiff(res.weights, prev.weights);
-    var dout = maxAbsDiff(res.output, prev.output);
-    var lw = document.createElement('li');
-    lw.id = 'weights-change';
-    lw.dataset.maxAbsDiff = String(dw);
-    lw.textContent = dw <= 1e-12
-      ? 'Weights unchanged (largest |\u0394p| = ' + fmtDiff(dw) + ').'
-      : 'Weights changed (largest |\u0394p| = ' + fmt(dw) + ').';
-    ul.appendChild(lw);
-    var lo = document.createElement('li');
-    lo.textContent = dout <= 1e-12
-      ? 'Output unchanged (largest |\u0394| = ' + fmtDiff(dout) + ').'
-      : 'Output changed (largest |\u0394| = ' + fmt(dout) + ').';
-    ul.appendChild(lo);
-    box.appendChild(ul);
-    prev = { scores: res.scores, weights: res.weights, output: res.output };
-    return dw <= 1e-12 ? ' Weights unchanged.' : ' Weights changed.';
   }
 
   /* ---- claims (/v1/verify) -------------------------------------------- */
@@ -563,7 +467,7 @@
       var res = both[0], v = both[1];
       showError(null);
       renderAttention(res);
-      var summary = renderChanges(res);
+      var summary = renderChanges(res, lastChange);
       if (v && v.failed) {
         takeDown(false);
         $('claim-lead').textContent = leadText(optionsNow());
@@ -658,7 +562,7 @@
 
   function reset() {
     state = clone(EXAMPLE);
-    prev = null;
+    forgetAnswer();
     $('use-bq').checked = false;
     $('use-bk').checked = false;
     $('use-bv').checked = false;
