@@ -282,7 +282,7 @@
   }
 
   /* the statuses that say the body is at fault; a 401 (the API key), a
-   * 503 (overload, a deadline) and the like are not about the inputs */
+   * 503 (overload), a 504 (a deadline) and the like are not about the inputs */
   var REFUSALS = [400, 413, 415, 422];
 
   function update() {
