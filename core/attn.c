@@ -447,8 +447,8 @@ static void fused_span(void *ctx, size_t a, size_t e, const float **k, const flo
  * one exact range (attn_run.h: causal, window without sinks below it,
  * contiguous segments). Sets m, l and the unnormalised O as flash_keys would, and
  * *st; false when the kernel does not apply, or met a score it cannot take
- * (flash_keys then runs and reports it, or finishes a score in
- * (FLT_MAX/log2 e, FLT_MAX] exactly). S: scratch of
+ * (flash_keys then runs and reports it, or finishes exactly a score past
+ * the kernel's bound: attn_fused_impl.h's fused_big). S: scratch of
  * attn_fused_scratch_floats (attn_forward_kv_serial); a view of 2-byte
  * rows is widened into ws's WS_WIDE; a paged view's superblocks come
  * through fused_span, with C its copies' scratch. */

@@ -72,6 +72,7 @@ struct fused_group {
     size_t lim_min, lim_max;    /* see group_init (attn_fused_impl.h) */
     size_t lo_max, lo_start;
     float cap2, icap2;          /* softcap in base 2 and its inverse; 0: off */
+    float big;                  /* largest |score| taken (fused_big) */
     int nz;                     /* registers holding rows: ceil(rows / 16) */
 };
 
@@ -196,11 +197,18 @@ static FUSED_FN void values(const float *pt, size_t kw, const float *V, size_t d
     }
 }
 
+/* Lanes of x that are NaN or past big in magnitude. */
+static inline __attribute__((always_inline, target("avx512f,avx512dq"))) __mmask16
+too_big(__mmask16 k, __m512 x, __m512 big)
+{
+    return _mm512_mask_cmp_ps_mask(k, _mm512_abs_ps(x), big, _CMP_NLE_UQ);
+}
+
 /* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf,
- * the seen ones softcapped when g->cap2 > 0 (after the finiteness test, as
+ * the seen ones softcapped when g->cap2 > 0 (after the range test, as
  * the exact path does); mx: the lanes' block maxima (-inf in registers past
  * g->nz, which the micro-kernel did not write). False when a seen score is
- * not finite. */
+ * NaN or past g->big in magnitude (fused_big). */
 static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
                                __m512 mx[NZ])
 {
@@ -217,13 +225,14 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
     int nz = g->nz;
     bool cap = g->cap2 > 0;
     __m512 cap2 = _mm512_set1_ps(g->cap2), icap2 = _mm512_set1_ps(g->icap2);
+    __m512 big = _mm512_set1_ps(g->big);
     if (k0 >= g->lo_max && k0 + kw <= g->lim_min && nz == NZ) {  /* every lane sees every key */
         for (size_t j = 0; j < kw; j++) {
             float *p = st + j * QG;
             __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16),
                    v2 = _mm512_loadu_ps(p + 32);
-            bad |= _mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99) |
-                   _mm512_fpclass_ps_mask(v2, 0x99);   /* NaN, ±inf */
+            bad |= too_big(0xffff, v0, big) | too_big(0xffff, v1, big) |
+                   too_big(0xffff, v2, big);
             if (cap) {
                 v0 = cap16(v0, cap2, icap2);
                 v1 = cap16(v1, cap2, icap2);
@@ -245,7 +254,7 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
                 __mmask16 seen = _mm512_cmpgt_epi32_mask(lim[z], key) &
                                  _mm512_cmple_epi32_mask(lo[z], key);
                 __m512 x = _mm512_loadu_ps(p);
-                bad |= _mm512_mask_fpclass_ps_mask(seen, x, 0x99);
+                bad |= too_big(seen, x, big);
                 if (cap)
                     x = cap16(x, cap2, icap2);
                 v[z] = _mm512_mask_mov_ps(ninf, seen, x);

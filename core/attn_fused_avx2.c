@@ -18,7 +18,7 @@
  *           needs no padded copy of K or V
  *   BC = 96 keys per online-softmax block (16 tiles of 6)
  *   2^x puts n into the exponent bits (simd256.h: no scalef), and the
- *           finiteness test is a compare of |s| against FLT_MAX (no fpclass)
+ *           range test is a compare of |s| against its bound (no fpclass)
  * Everything else is the same: the transposed layout (qt [d_k][QG],
  * st [BC][QG], ot [d_v][QG]), K and V read in place by broadcasts, the
  * lane-wise online softmax in base 2 with double sums, superblocks of keys
@@ -74,6 +74,7 @@ struct fused_group {
     size_t lim_min, lim_max;    /* see group_init (attn_fused_impl.h) */
     size_t lo_max, lo_start;
     float cap2, icap2;          /* softcap in base 2 and its inverse; 0: off */
+    float big;                  /* largest |score| taken (fused_big) */
     int nz;                     /* registers holding rows: ceil(rows / 8) */
 };
 
@@ -181,17 +182,18 @@ static FUSED_FN void values(const float *pt, size_t kw, const float *V, size_t d
     }
 }
 
-/* All lanes of x where |x| is not a finite float (NaN, ±inf). */
-FUSED_INLINE __m256 not_finite(__m256 x)
+/* All lanes of x that are NaN or past big in magnitude (±inf among them). */
+FUSED_INLINE __m256 too_big(__m256 x, __m256 big)
 {
     __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    return _mm256_cmp_ps(ax, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    return _mm256_cmp_ps(ax, big, _CMP_NLE_UQ);
 }
 
 /* Scores st [kw][QG] of keys k0.. -> keys a lane may not see set to -inf,
- * the seen ones softcapped when g->cap2 > 0 (after the finiteness test);
+ * the seen ones softcapped when g->cap2 > 0 (after the range test);
  * mx: the lanes' block maxima (-inf in registers past g->nz, which the
- * micro-kernel did not write). False when a seen score is not finite. */
+ * micro-kernel did not write). False when a seen score is NaN or past
+ * g->big in magnitude (fused_big). */
 static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fused_group *g,
                                __m256 mx[NZ])
 {
@@ -206,11 +208,12 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
     int nz = g->nz;
     bool cap = g->cap2 > 0;
     __m256 cap2 = _mm256_set1_ps(g->cap2), icap2 = _mm256_set1_ps(g->icap2);
+    __m256 big = _mm256_set1_ps(g->big);
     if (k0 >= g->lo_max && k0 + kw <= g->lim_min && nz == NZ) {  /* every lane sees every key */
         for (size_t j = 0; j < kw; j++) {
             float *p = st + j * QG;
             __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
-            bad = _mm256_or_ps(bad, _mm256_or_ps(not_finite(v0), not_finite(v1)));
+            bad = _mm256_or_ps(bad, _mm256_or_ps(too_big(v0, big), too_big(v1, big)));
             if (cap) {
                 v0 = cap8(v0, cap2, icap2);
                 v1 = cap8(v1, cap2, icap2);
@@ -230,7 +233,7 @@ static FUSED_FN bool block_max(float *st, size_t kw, size_t k0, const struct fus
                 __m256 seen = _mm256_castsi256_ps(_mm256_andnot_si256(
                     _mm256_cmpgt_epi32(lo[z], key), _mm256_cmpgt_epi32(lim[z], key)));
                 __m256 x = _mm256_loadu_ps(p);
-                bad = _mm256_or_ps(bad, _mm256_and_ps(seen, not_finite(x)));
+                bad = _mm256_or_ps(bad, _mm256_and_ps(seen, too_big(x, big)));
                 if (cap)
                     x = cap8(x, cap2, icap2);
                 v[z] = _mm256_blendv_ps(ninf, x, seen);

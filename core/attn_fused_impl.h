@@ -14,7 +14,7 @@
  *   FUSED_WORK_FLOATS(dk)   floats of the ISA's own block scratch after st
  *   FUSED_ROWS_FN, FUSED_SCRATCH_FN, FUSED_WIDE_FN   the entry points' names
  *   struct fused_group      with lim_min, lim_max, lo_max, lo_start (size_t),
- *                           nz (int), cap2, icap2 (float)
+ *                           nz (int), cap2, icap2, big (float)
  *   group_load(g, lo, hi)   lanes' ranges lo, hi [QG] into g, m = -inf, l = 0
  *   group_store(g, mv, lv)  g's running max and sum -> mv, lv [QG]
  *   scores(qt, dk, K, kw, st, work, nz)       st [kw][QG] = K · qt
@@ -23,6 +23,8 @@
  *   rescale(ot, dv, alpha, nz)                ot *= alpha lane-wise
  *   values(st, kw, V, dv, ot, work, nz)       ot [dv][QG] += Vᵀ · st
  */
+#include <float.h>
+
 #include "attn.h"
 #include "half.h"
 #include "stop.h"
@@ -54,9 +56,9 @@ static FUSED_FN void pack_queries(const float *q, size_t rows, size_t dk, float 
  * k0 >= lo_max and k0 + kw <= lim_min (rows that see nothing count there
  * with hi = 0). Lanes past `rows` (queries 0) see the whole loop range, so
  * they never make a block take the masked path; their results are dropped.
- * cap2: the softcap in base 2 (c·log2 e), 0 when off. */
+ * cap2: the softcap in base 2 (c·log2 e), 0 when off; big: fused_big. */
 static FUSED_FN void group_init(struct fused_group *g, const struct attn_fused_keys *keys,
-                                size_t t0, size_t rows, float cap2)
+                                size_t t0, size_t rows, float cap2, float big)
 {
     int32_t lov[QG], hiv[QG];
     size_t lo_min = (size_t)-1;
@@ -83,7 +85,21 @@ static FUSED_FN void group_init(struct fused_group *g, const struct attn_fused_k
     g->nz = (int)((rows + LANES - 1) / LANES);
     g->cap2 = cap2;
     g->icap2 = cap2 > 0 ? 1.0f / cap2 : 0;
+    g->big = big;
     group_load(g, lov, hiv);
+}
+
+/* The largest |score| in base 2 (scale2·q·k) block_max lets through:
+ * past it the pass goes to the exact path (attn_fused_rows returns false),
+ * which reports a score it cannot take or finishes it exactly. The exact
+ * path forms q·k before the scale, as the contract orders them, so with
+ * a scale below 1 q·k can overflow while the kernel's score, whose q was
+ * scaled first, is finite: a request then answered 200 output-only on a
+ * fused kernel and 422 non_finite with weights or on `none`. Half of
+ * FLT_MAX·scale2 leaves room for the sums' other order and roundings. */
+static float fused_big(float scale2)
+{
+    return scale2 >= 2 ? FLT_MAX : (float)((double)FLT_MAX * scale2 / 2);
 }
 
 /* The group's lanes -> O [rows][dv], m [rows] (natural base), l [rows]. */
@@ -182,13 +198,14 @@ FUSED_FN bool FUSED_ROWS_FN(const float *q, size_t nb, size_t d_k, float scale, 
     size_t ks = attn_fused_superblock(d_k, d_v, BC);
     float scale2 = (float)(scale * M_LOG2E);    /* scores in base 2 */
     float cap2 = keys->softcap > 0 ? (float)(keys->softcap * M_LOG2E) : 0;
+    float big = fused_big(scale2);
     struct fused_group *g = (struct fused_group *)(void *)scratch;
     float *qt = scratch + ng * GROUP_FLOATS, *ot = qt + ng * d_k * QG;
     float *st = ot + ng * d_v * QG, *work = st + BC * QG;
     for (size_t i = 0; i < ng; i++) {
         size_t rows = nb - i * QG < QG ? nb - i * QG : QG;
         pack_queries(q + i * QG * d_k, rows, d_k, scale2, qt + i * d_k * QG);
-        group_init(&g[i], keys, i * QG, rows, cap2);
+        group_init(&g[i], keys, i * QG, rows, cap2, big);
         memset(ot + i * d_v * QG, 0, d_v * QG * sizeof(float));
         all = g[i].lim_max > all ? g[i].lim_max : all;
         if (g[i].lim_max && g[i].lo_start < first)

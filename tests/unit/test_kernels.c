@@ -433,6 +433,67 @@ TEST(every_kernel_takes_any_softcap)
     free(o0);
 }
 
+/* q·k past float32's range under a scale that brings the score back
+ * (1e40 · 1e-10): the exact path forms q·k first, as the contract orders
+ * it, and stops non_finite; the fused kernels, whose q is scaled first,
+ * answered 200 output-only, so the answer hung on the kernel, on n and on
+ * `return`. Every kernel answers as NONE does, and so does a score just
+ * inside the range. */
+TEST(every_kernel_answers_an_overflowing_qk_as_none)
+{
+    static const double scales[] = {1e-10, 0.5, 1e-38};
+    enum attn_kernel ks[3];
+    int nk = kernels_here(ks);
+    size_t n = 8, L = 4, dk = 2, dv = 2;
+    float q[8 * 2], k[4 * 2] = {1e20f, 0, 5e19f, 0, 0, 0, -1e20f, 0}, v[4 * 2];
+    for (size_t t = 0; t < n; t++)
+        q[t * dk] = 1e20f, q[t * dk + 1] = 0;
+    for (size_t x = 0; x < L * dv; x++)
+        v[x] = (float)x;
+    float o[8 * 2], o0[8 * 2];
+    for (size_t c = 0; c < sizeof scales / sizeof *scales; c++) {
+        enum core_status want = CORE_OK;
+        for (int i = nk - 1; i >= 0; i--) {     /* NONE first: the answer */
+            attn_kernel_set(ks[i]);
+            struct attn_request r = {0};
+            r.shape = (struct attn_shape){.h = 1, .h_kv = 1, .n = n, .L = L, .d_k = dk, .d_v = dv};
+            r.params.dtype = ATTN_F32;
+            r.params.scale = scales[c];
+            r.outputs = ATTN_OUT_OUTPUT;
+            struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+            struct attn_result out = {NULL, NULL, i == nk - 1 ? o0 : o, NULL, 0};
+            enum core_status st = attn_forward(&r, &in, &out, NULL);
+            if (i == nk - 1)
+                want = st;
+            if (st != want)
+                printf("    %s scale %g: status %d, none %d\n", attn_kernel_name(ks[i]),
+                       scales[c], (int)st, (int)want);
+            CHECK_EQ_INT(st, want);
+            for (size_t x = 0; i != nk - 1 && st == CORE_OK && x < n * dv; x++)
+                CHECK(o[x] == o0[x]);
+        }
+        CHECK_EQ_INT(want, CORE_ENONFINITE);
+    }
+    /* q·k of 1.2e38 at scale 1: inside the range, 200 on every kernel */
+    for (size_t t = 0; t < n; t++)
+        q[t * dk] = 1.2e19f;
+    k[0] = 1e19f, k[2] = 5e18f, k[6] = -1e19f;
+    for (int i = nk - 1; i >= 0; i--) {
+        attn_kernel_set(ks[i]);
+        struct attn_request r = {0};
+        r.shape = (struct attn_shape){.h = 1, .h_kv = 1, .n = n, .L = L, .d_k = dk, .d_v = dv};
+        r.params.dtype = ATTN_F32;
+        r.params.scale = 1;
+        r.outputs = ATTN_OUT_OUTPUT;
+        struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+        struct attn_result out = {NULL, NULL, o, NULL, 0};
+        CHECK_EQ_INT(attn_forward(&r, &in, &out, NULL), CORE_OK);
+        for (size_t x = 0; x < n * dv; x++)
+            CHECK(o[x] == v[x % dv]);
+    }
+    attn_kernel_set(ATTN_KERNEL_AUTO);
+}
+
 TEST(kernel_names_round_trip)
 {
     for (int k = ATTN_KERNEL_NONE; k <= ATTN_KERNEL_AUTO; k++) {
@@ -729,6 +790,7 @@ int main(void)
     RUN(every_kernel_refuses_nonfinite_seen_scores);
     RUN(every_kernel_through_attn_forward);
     RUN(every_kernel_takes_any_softcap);
+    RUN(every_kernel_answers_an_overflowing_qk_as_none);
     RUN(every_kernel_row_alone_same_bits);
     RUN(every_kernel_span_same_bits_as_one_block);
     RUN(fused_tiles_split_evenly_over_two_threads);
