@@ -161,6 +161,10 @@ void api_fail_blame(struct api_call *c, const struct attn_request *r,
         api_fail(c, API_ERR_NON_FINITE, p, "an output is not finite in %s: v %s holds "
                  "%.9Lg, too near the range for a weighted sum of %zu rows; scale v down%s",
                  dt, row, b.value, r->shape.L, tip);
+    else if (b.stage == ATTN_BLAME_QK)
+        api_fail(c, API_ERR_NON_FINITE, p, "q·k of query %s with key %zu is %.6Lg, past "
+                 "%s's range before the scale %.9g is applied; scale q or k down, and the "
+                 "scale up by as much%s", row, key, b.value, dt, r->params.scale, tip);
     else if (b.input == ATTN_BLAME_ATTN_BIAS)
         api_fail(c, API_ERR_NON_FINITE, p, "the score of query %s with key %zu is not finite "
                  "in %s once attn_bias is added (%.6Lg); scale attn_bias down%s", row, key,

@@ -143,6 +143,11 @@ static int blame_score(struct blame_scan *s, size_t hh, size_t i, size_t g, size
         set(o, ATTN_BLAME_Q, ATTN_BLAME_SCORE, hh / h, hh % h, i);
         return 1;
     }
+    if (!(fabsl(dot) < (long double)s->lim)) {  /* the pass forms q·k before the scale */
+        o->value = dot;
+        set(o, ATTN_BLAME_Q, ATTN_BLAME_QK, hh / h, hh % h, i);
+        return 1;
+    }
     double cap = r->params.softcap, bias = bias_at(s, hh, i, j);
     long double capped = cap != 0 ? (long double)(cap * tanh((double)sc / cap)) : sc;
     long double ali = 0;
@@ -169,14 +174,15 @@ static int blame_score(struct blame_scan *s, size_t hh, size_t i, size_t g, size
     return 1;
 }
 
-/* The first allowed score past the range; rows and keys whose bound
- * scale·d_k·max|q_i|·max|k_j| + max|attn_bias| stays below it are skipped.
- * -1 when the budget ran out. */
+/* The first allowed score (or q·k before a scale below 1) past the range;
+ * rows and keys whose bound max(scale, 1)·d_k·max|q_i|·max|k_j| +
+ * max|attn_bias| stays below it are skipped. -1 when the budget ran out. */
 static int blame_scores(struct blame_scan *s, struct attn_blame *o)
 {
     const struct attn_shape *sh = &s->r->shape;
     size_t h = s->x.h, hk = s->x.h_kv, B = s->x.B ? s->x.B : 1, L = sh->L;
-    double f = s->r->params.scale * (double)sh->d_k, bm = bias_max(s);
+    double sc = s->r->params.scale > 1 ? s->r->params.scale : 1;
+    double f = sc * (double)sh->d_k, bm = bias_max(s);
     double *km = malloc(L * sizeof *km);
     if (!km)
         return -1;

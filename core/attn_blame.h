@@ -40,6 +40,9 @@ enum attn_blame_input {
 enum attn_blame_stage {
     ATTN_BLAME_PREPARED,        /* the row after its bias and RoPE */
     ATTN_BLAME_SCORE,           /* a score of query row `row` with key `key` */
+    ATTN_BLAME_QK,              /* q·k of query row `row` with key `key`, past
+                                   the range before the scale (below 1) that
+                                   would have brought the score back */
     ATTN_BLAME_OUTPUT,          /* an output: v row with the largest |value| */
 };
 
@@ -51,7 +54,8 @@ struct attn_blame {
     size_t row;                 /* row of that input: query row i or key row j */
     size_t key;                 /* SCORE: the key row the query row met */
     long double value;          /* SCORE: the score as computed exactly (past
-                                   the dtype's range); OUTPUT: the largest |v| */
+                                   the dtype's range); QK: q·k so computed;
+                                   OUTPUT: the largest |v| */
     long double alibi;          /* SCORE: its ALiBi term -slope·|P_q - P_k|
                                    (0 without ALiBi) */
 };

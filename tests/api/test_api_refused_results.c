@@ -170,6 +170,30 @@ static int post_msg(const char *path, const char *body, char *ptr, char *msg)
     return st;
 }
 
+/* q·k past the range before a scale below 1 brings the score back: the
+ * pass forms q·k first and stops there; the answer is that query row (it
+ * was path null, the scan looking only at scale·q·k), in float32 and
+ * float64, and on the output-only pass of more rows (the fused kernels'). */
+TEST(an_overflowing_qk_under_a_small_scale_names_its_query_row)
+{
+    static const char *const cases[][3] = {
+        {"{\"q\":[[1],[1e20]],\"k\":[[1e20]],\"v\":[[1]],\"dtype\":\"float32\","
+         "\"scale\":1e-10}", "/q/1", "q·k of query row 1 with key 0 is 1e+40, past float32"},
+        {"{\"q\":[[1],[1e200]],\"k\":[[1e200]],\"v\":[[1]],\"scale\":1e-300}", "/q/1",
+         "q·k of query row 1 with key 0 is 1e+400, past float64"},
+        {"{\"q\":[[1],[1],[1],[1],[1],[1],[1e20],[1]],\"k\":[[1e20],[0]],\"v\":[[1],[2]],"
+         "\"dtype\":\"float32\",\"scale\":1e-10,\"return\":[\"output\"]}", "/q/6",
+         "q·k of query row 6 with key 0"}};
+    char ptr[128], msg[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(post_msg("/v1/attention", cases[i][0], ptr, msg), 422);
+        CHECK_STR(ptr, cases[i][1]);
+        CHECK(strstr(msg, cases[i][2]) != NULL);
+        if (!strstr(msg, cases[i][2]))
+            printf("  %s\n", msg);
+    }
+}
+
 /* empty_rows "error": 422 empty_row at the first query row with no key,
  * the message saying which row of which head and what took its keys away
  * (masked, outside the window, another segment, causal), not path null;
@@ -476,6 +500,7 @@ int main(void)
     RUN(overflowed_qk_is_422_at_its_pointer);
     RUN(overflowing_pass_names_its_input);
     RUN(empty_row_names_its_query_row);
+    RUN(an_overflowing_qk_under_a_small_scale_names_its_query_row);
     RUN(overflowing_session_pass_names_its_input);
     RUN(an_alibi_overflow_names_its_slope);
     RUN(a_refused_session_attention_appends_nothing);
