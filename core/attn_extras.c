@@ -104,14 +104,14 @@ static inline bool above(double va, size_t ia, double vb, size_t ib)
     return va > vb || (va == vb && ia < ib);
 }
 
-/* Min-heap (by `above`) of indices into w: the worst of the kept at [0]. */
-static void heap_down(size_t *hp, size_t m, size_t t, const void *w, enum attn_dtype dt)
+/* Min-heap (by `above`) of indices into s: the worst of the kept at [0]. */
+static void heap_down(size_t *hp, size_t m, size_t t, const void *s, enum attn_dtype dt)
 {
     for (;;) {
         size_t l = 2 * t + 1, r = l + 1, worst = t;
-        if (l < m && above(get(w, dt, hp[worst]), hp[worst], get(w, dt, hp[l]), hp[l]))
+        if (l < m && above(get(s, dt, hp[worst]), hp[worst], get(s, dt, hp[l]), hp[l]))
             worst = l;
-        if (r < m && above(get(w, dt, hp[worst]), hp[worst], get(w, dt, hp[r]), hp[r]))
+        if (r < m && above(get(s, dt, hp[worst]), hp[worst], get(s, dt, hp[r]), hp[r]))
             worst = r;
         if (worst == t)
             return;
@@ -174,7 +174,10 @@ static void row_lse_mass(const void *s, const void *w, enum attn_dtype dt, size_
 }
 
 /* Row of final scores s [L] (masked = -inf) and weights w [L] -> slot row
- * `row` of the extras; hp: scratch of min(k, L) indices. */
+ * `row` of the extras; hp: scratch of min(k, L) indices. Keys are ranked
+ * by score, ties to the lower index: the weights' order (a weight grows
+ * with its score), with weights that round to one value (0 among them)
+ * told apart as the streamed top-k, which holds scores alone, tells them. */
 static void row_extras(const struct attn_request *r, const struct attn_extras *x,
                        struct attn_extras_out *xo, size_t hh, size_t row,
                        const void *s, const void *w, size_t *hp)
@@ -182,7 +185,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
     enum attn_dtype dt = r->params.dtype;
     size_t L = r->shape.L, k = x->top_k, kk = k < L ? k : L, m = 0;
     bool topk = (x->want & ATTN_X_TOPK) != 0;
-    double best = 0, xl = 0;
+    double best = 0, sbest = -INFINITY, xl = 0;
     size_t am = SIZE_MAX;
     bool has_extra = extra_logit(&r->params, hh, &xl);
 
@@ -190,9 +193,9 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
         double sj = get(s, dt, j);
         if (sj == -INFINITY)
             continue;
-        double wj = get(w, dt, j);
-        if (am == SIZE_MAX || wj > best) {
-            best = wj;
+        if (am == SIZE_MAX || sj > sbest) {
+            sbest = sj;
+            best = get(w, dt, j);
             am = j;
         }
         if (!topk)
@@ -201,10 +204,10 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
             hp[m++] = j;
             if (m == kk)
                 for (size_t t = kk / 2; t-- > 0;)
-                    heap_down(hp, m, t, w, dt);
-        } else if (above(wj, j, get(w, dt, hp[0]), hp[0])) {
+                    heap_down(hp, m, t, s, dt);
+        } else if (above(sj, j, get(s, dt, hp[0]), hp[0])) {
             hp[0] = j;
-            heap_down(hp, m, 0, w, dt);
+            heap_down(hp, m, 0, s, dt);
         }
     }
 
@@ -233,7 +236,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
         return;
     if (m < kk)                         /* fewer allowed keys than k */
         for (size_t t = m / 2; t-- > 0;)
-            heap_down(hp, m, t, w, dt);
+            heap_down(hp, m, t, s, dt);
     /* pop the worst to the back: the array ends best-first */
     int64_t *ti = xo->top_idx + row * k;
     for (size_t t = m; t-- > 0;) {
@@ -241,7 +244,7 @@ static void row_extras(const struct attn_request *r, const struct attn_extras *x
         ti[t] = (int64_t)j;
         put(xo->top_val, dt, row * k + t, get(w, dt, j));
         hp[0] = hp[t];
-        heap_down(hp, t, 0, w, dt);
+        heap_down(hp, t, 0, s, dt);
     }
     for (size_t t = m; t < k; t++) {
         ti[t] = -1;

@@ -61,6 +61,8 @@ struct attn_extras {
  *                         lower index; -1 (null) when no key is allowed
  *   top_idx     [nh][n][k] int64, largest weight first, ties to the lower
  *                         index; -1 pads rows with fewer than k allowed keys
+ *                         (both rank keys by score: weights that round to
+ *                         one value, 0 among them, by their scores)
  *   top_val     [nh][n][k] the matching weights, 0 in the padding
  * Statistics and top-k weights are computed in double from the final
  * scores (p = exp(s − lse)), so they agree with the weights of a full pass

@@ -908,6 +908,50 @@ TEST(test_equal_scores_tie_to_lower_index)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* Keys whose weights round to one value (0 here: e^-120 and e^-150 are
+ * below float32's least subnormal) are ranked by their scores on both
+ * roads: the streamed top-k, which holds scores alone, and the one that
+ * keeps the weights (statistics asked for), which ranked the rounded
+ * weights and took key 1 (score -150) before key 2 (score -120). */
+TEST(test_weights_rounded_to_one_value_rank_by_score)
+{
+    enum { N = 8, L = 4, K = 2 };
+    static const double kd[L] = {0, -150, -120, -200}, vd[L] = {1, 2, 3, 4};
+    double qd[N];
+    for (size_t i = 0; i < N; i++)
+        qd[i] = 1;
+    size_t bad = 0;
+    for (int stats = 0; stats < 2; stats++) {
+        struct cfg a = {.dt = ATTN_F32};
+        float w[N * L], tv[N * K], mw[N], ent[N], mass[N];
+        int64_t ti[N * K], am[N];
+        void *q = as_dt(&a, qd, N), *k = as_dt(&a, kd, L), *v = as_dt(&a, vd, L);
+        struct attn_request r = {.shape = {1, 1, N, L, 1, 1, 0},
+                                 .params = {.dtype = a.dt, .scale = 1},
+                                 .outputs = stats ? ATTN_OUT_WEIGHTS : 0};
+        struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+        struct attn_result res = {.weights = stats ? w : NULL};
+        struct attn_extras x = {ATTN_X_TOPK | (stats ? ATTN_X_STATS : 0u), NULL, 0, K};
+        struct attn_extras_out xo = {.top_idx = ti, .top_val = tv};
+        if (stats) {
+            xo.entropy = ent;
+            xo.max_weight = mw;
+            xo.mass = mass;
+            xo.argmax = am;
+        }
+        CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+        for (size_t i = 0; i < N; i++) {
+            bad += ti[i * K] != 0 || ti[i * K + 1] != 2;
+            bad += tv[i * K] != 1.0f || tv[i * K + 1] != 0.0f;
+            bad += stats && (am[i] != 0 || w[i * L + 1] != w[i * L + 2]);
+        }
+        free(q);
+        free(k);
+        free(v);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 /* Batches: the streamed top-k of B = 3 elements, every head and a subset
  * in another order, equals the materialising road's (statistics asked for
  * too), which the random cases hold to the reference. */
@@ -1236,6 +1280,7 @@ int main(void)
     RUN(test_streamed_top_k);
     RUN(test_streamed_exact_ties);
     RUN(test_equal_scores_tie_to_lower_index);
+    RUN(test_weights_rounded_to_one_value_rank_by_score);
     RUN(test_streamed_batch);
     RUN(test_quiet_rows);
     RUN(test_entropy_large_scores);
