@@ -851,6 +851,37 @@ TEST(test_streamed_exact_ties)
     }
 }
 
+/* Buffers of rank_rows (of the dtype, but ti and am): the weights and the
+ * statistics are written only when asked for. */
+struct ranked {
+    void *w;
+    int64_t *ti;
+    void *tv, *ent, *mw, *mass;
+    int64_t *am;
+};
+
+/* n query rows of d = 1 over L keys at scale 1: the top K of each row, and
+ * with stats the weights and statistics too (the road that keeps the
+ * weights; without, the streamed one). */
+static bool rank_rows(const struct cfg *a, void *q, void *k, void *v, size_t n, size_t L,
+                      size_t K, bool stats, const struct ranked *o)
+{
+    struct attn_request r = {.shape = {1, 1, n, L, 1, 1, 0},
+                             .params = {.dtype = a->dt, .scale = 1},
+                             .outputs = stats ? ATTN_OUT_WEIGHTS : 0};
+    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
+    struct attn_result res = {.weights = stats ? o->w : NULL};
+    struct attn_extras x = {ATTN_X_TOPK | (stats ? ATTN_X_STATS : 0u), NULL, 0, K};
+    struct attn_extras_out xo = {.top_idx = o->ti, .top_val = o->tv};
+    if (stats) {
+        xo.entropy = o->ent;
+        xo.max_weight = o->mw;
+        xo.mass = o->mass;
+        xo.argmax = o->am;
+    }
+    return attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK;
+}
+
 /* Keys with equal scores get equal weights wherever they sit in the row
  * (the vector body or the tail of the softmax's exponentials), so argmax
  * and the top k take the lowest of them, on the road that keeps the
@@ -877,21 +908,8 @@ TEST(test_equal_scores_tie_to_lower_index)
                         vd[j] = 1;
                     }
                     void *q = as_dt(&a, qd, N), *k = as_dt(&a, kd, L), *v = as_dt(&a, vd, L);
-                    struct attn_request r = {.shape = {1, 1, N, L, 1, 1, 0},
-                                             .params = {.dtype = a.dt, .scale = 1},
-                                             .outputs = stats ? ATTN_OUT_WEIGHTS : 0};
-                    struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
-                    struct attn_result res = {.weights = stats ? w : NULL};
-                    struct attn_extras x = {ATTN_X_TOPK | (stats ? ATTN_X_STATS : 0u), NULL,
-                                            0, K};
-                    struct attn_extras_out xo = {.top_idx = ti, .top_val = tv};
-                    if (stats) {
-                        xo.entropy = ent;
-                        xo.max_weight = mw;
-                        xo.mass = mass;
-                        xo.argmax = am;
-                    }
-                    CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+                    struct ranked out = {w, ti, tv, ent, mw, mass, am};
+                    CHECK(rank_rows(&a, q, k, v, N, L, K, stats, &out));
                     /* q > 0 and the others' key < 2.5: key 0 first,
                      * then keys 1, 2, ... */
                     for (size_t i = 0; i < N; i++) {
@@ -926,20 +944,8 @@ TEST(test_weights_rounded_to_one_value_rank_by_score)
         float w[N * L], tv[N * K], mw[N], ent[N], mass[N];
         int64_t ti[N * K], am[N];
         void *q = as_dt(&a, qd, N), *k = as_dt(&a, kd, L), *v = as_dt(&a, vd, L);
-        struct attn_request r = {.shape = {1, 1, N, L, 1, 1, 0},
-                                 .params = {.dtype = a.dt, .scale = 1},
-                                 .outputs = stats ? ATTN_OUT_WEIGHTS : 0};
-        struct attn_inputs in = {q, k, v, NULL, NULL, NULL, 1, 1, 1};
-        struct attn_result res = {.weights = stats ? w : NULL};
-        struct attn_extras x = {ATTN_X_TOPK | (stats ? ATTN_X_STATS : 0u), NULL, 0, K};
-        struct attn_extras_out xo = {.top_idx = ti, .top_val = tv};
-        if (stats) {
-            xo.entropy = ent;
-            xo.max_weight = mw;
-            xo.mass = mass;
-            xo.argmax = am;
-        }
-        CHECK(attn_forward_extras(&r, &in, NULL, &x, &res, &xo, NULL) == CORE_OK);
+        struct ranked out = {w, ti, tv, ent, mw, mass, am};
+        CHECK(rank_rows(&a, q, k, v, N, L, K, stats, &out));
         for (size_t i = 0; i < N; i++) {
             bad += ti[i * K] != 0 || ti[i * K + 1] != 2;
             bad += tv[i * K] != 1.0f || tv[i * K + 1] != 0.0f;
