@@ -6,8 +6,9 @@
  * Files in the state directory, generation G a 16-hex-digit number:
  *   LOCK         locked by the store that uses the directory (below)
  *   snapshot.G   every session when generation G began (a jnl file of
- *                SESS records, core/journal.h), written as .snapshot.G.tmp,
- *                fsync'd, renamed, directory fsync'd
+ *                SESS records, core/journal.h, then one END record),
+ *                written as .snapshot.G.tmp, fsync'd, renamed, directory
+ *                fsync'd
  *   journal.G    every change since generation G began
  * Start-up loads the newest snapshot S, then replays journal.M for every
  * M >= S in order (core/replay.c: a damaged snapshot record loses only its
@@ -38,6 +39,13 @@
  *   TOUCH   u32 id_len, id (a use: the TTL clock)
  *   FORK    u32 id_len, parent id, u32 id_len, id, u64 length: a fork of
  *           the parent as it was then (O(1): no row)
+ *   END     u64 count: a snapshot's last record (lsn 0), the number of SESS
+ *           records before it. A snapshot cut between two records, or
+ *           before this one, reads as damaged (the sessions before the cut
+ *           are restored, a copy kept, a new snapshot written), not as a
+ *           whole one of fewer sessions. Snapshots have it from version 2
+ *           of their header on; one of version 1 (an attnd from before)
+ *           has none, is read as it was, and is written again at start.
  * A session remembers the lsn of its last change (jlsn). A snapshot holds
  * each session at some point after its generation began, with that lsn, so
  * replay applies a record to a session only when its lsn is newer than the
@@ -360,6 +368,21 @@ static bool snap_one(struct sess_store *st, struct sess *s, struct jnl *sj,
     return rc == CORE_OK;
 }
 
+/* The snapshot's last record: how many SESS records precede it (lsn 0, no
+ * change's), so that a reader tells a snapshot cut between two records
+ * from a whole one. */
+static bool snap_end(struct jnl *sj, uint64_t count, int *err)
+{
+    unsigned char rec[SESS_REC_END_BYTES];
+    uint32_t t = SESS_REC_END;
+    double w = sess_wall_now();
+    memcpy(rec, &t, 4);
+    memcpy(rec + 4, &w, 8);
+    memcpy(rec + 12, &count, 8);
+    struct iovec part = {rec, sizeof rec};
+    return jnl_append(sj, 0, &part, 1, true, err) == CORE_OK;
+}
+
 /* Write snapshot.gen of every session; CORE_ESTORAGE with *err set. */
 static enum core_status write_snapshot(struct sess_store *st,
                                        struct sess_durable *d, uint64_t gen,
@@ -387,6 +410,8 @@ static enum core_status write_snapshot(struct sess_store *st,
         }
     }
     free(all);
+    if (ok)
+        ok = snap_end(sj, *count, err);
     if (ok)
         ok = jnl_sync(sj, err) == CORE_OK;
     *bytes = jnl_size(sj);

@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define JNL_VERSION 1u
 #define JNL_BOM 0x01020304u
 /* A record longer than this is damage, not data (a session is far smaller). */
 #define JNL_MAX_RECORD ((uint64_t)1 << 40)
@@ -243,10 +242,17 @@ static int pwrite_all(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
+/* The newest version of a file of this magic. */
+static uint32_t version_of(const char *magic)
+{
+    return memcmp(magic, JNL_MAGIC_SNAPSHOT, 8) == 0 ? JNL_VERSION_SNAPSHOT
+                                                     : JNL_VERSION_JOURNAL;
+}
+
 /* The header of a file of this magic and generation. */
 static void make_header(unsigned char h[JNL_HEADER_BYTES], const char *magic, uint64_t gen)
 {
-    uint32_t ver = JNL_VERSION, bom = JNL_BOM;
+    uint32_t ver = version_of(magic), bom = JNL_BOM;
     memcpy(h, magic, 8);
     memcpy(h + 8, &ver, 4);
     memcpy(h + 12, &bom, 4);
@@ -517,9 +523,10 @@ static enum core_status check_header(struct jnl_reader *r, const char *magic)
     memcpy(&ver, h + 8, 4);
     memcpy(&bom, h + 12, 4);
     memcpy(&r->gen, h + 16, 8);
+    r->version = ver;
     if (memcmp(h, magic, 8) != 0)
         r->why = "not a file of this kind";
-    else if (ver != JNL_VERSION)
+    else if (ver < 1 || ver > version_of(magic))
         r->why = "unsupported version";
     else if (bom != JNL_BOM)
         r->why = "other byte order";

@@ -98,6 +98,7 @@ struct replay {
     uint64_t journal_records;       /* records read from the journals */
     uint64_t old_format;            /* sessions read in an older encoding */
     uint64_t snapshot_bytes;        /* the size of the snapshot read */
+    uint32_t snapshot_version;      /* its header's version */
     bool nomem;                     /* memory ran short rebuilding a session:
                                        the replay stops, the start fails */
     char nomem_id[SESS_ID_MAX];     /* that session's id ("": unread) */
@@ -408,7 +409,8 @@ enum file_end {
     FILE_DAMAGED,       /* a bad record of any kind, or no header (a torn
                            last record cannot be told from damage in the
                            middle by its length); of a snapshot: any record
-                           dropped */
+                           dropped, or (version 2) its end record missing
+                           or wrong */
     FILE_UNREAD,        /* not read, for a reason that says nothing of it
                            (sess_state_error_transient), or memory ran short
                            rebuilding a session of it: the start fails */
@@ -478,6 +480,39 @@ static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
     return found;
 }
 
+/* Whether p[n] is a snapshot's end record (SESS_REC_END), with the count
+ * of records it names into *count. */
+static bool end_record(const void *p, size_t n, uint64_t *count)
+{
+    uint32_t type;
+    if (n != SESS_REC_END_BYTES)
+        return false;
+    memcpy(&type, p, 4);
+    memcpy(count, (const unsigned char *)p + 12, 8);
+    return type == SESS_REC_END;
+}
+
+/* Why a snapshot of version 2 read to its end is not whole, into why[size]
+ * ("" when it is): its end record is missing (the file was cut, perhaps
+ * between two records), names another count of records than were met, or
+ * is not its last. */
+static void not_whole(char *why, size_t size, const struct jnl_reader *r, bool ended,
+                      uint64_t named, uint64_t frames)
+{
+    why[0] = '\0';
+    if (r->version < JNL_VERSION_SNAPSHOT)
+        return;                     /* written before the end record */
+    if (!ended)
+        snprintf(why, size, "no end record after its %" PRIu64 " records: it was cut "
+                 "short at byte %zu, and the sessions after that are lost", frames, r->size);
+    else if (r->off != r->size)
+        snprintf(why, size, "%zu bytes after its end record at byte %zu, not read",
+                 r->size - r->off, r->off - JNL_FRAME_BYTES - SESS_REC_END_BYTES);
+    else if (named != frames)
+        snprintf(why, size, "its end record names %" PRIu64 " records, %" PRIu64 " were "
+                 "found", named, frames);
+}
+
 /*
  * Read a snapshot's records, each a whole session on its own: a damaged one
  * is dropped and the rest read on while the framing holds. A read that
@@ -486,17 +521,28 @@ static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
  * records after the unreadable bytes could be found again only by
  * searching for a length whose record's checksum holds, which is not
  * done, so the sessions from there on are lost (and the log says so).
+ * A snapshot of version 2 ends with a record naming how many came before
+ * it: without it, or with another count, it is damaged as well (the
+ * sessions past a cut between two records are lost), and read no further
+ * than that record.
  */
 static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
                                    struct replay *rp, struct jnl_reader *r,
                                    const char *path)
 {
-    uint64_t lsn, lost = 0, bytes = 0;
+    uint64_t lsn, lost = 0, bytes = 0, frames = 0, named = 0;
+    bool ended = false;
     const void *p;
     size_t n, at;
     int got;
     for (;;) {
-        while ((got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
+        while (!ended && (got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
+            if (r->version >= JNL_VERSION_SNAPSHOT && end_record(p, n, &named)) {
+                r->kept--;          /* not a session */
+                ended = true;
+                break;
+            }
+            frames++;
             uint64_t failed = rp->failed;
             bool ok = apply(st, rp, lsn, p, n, true);
             if (rp->nomem)
@@ -509,8 +555,13 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
             log_lost_record(d, path, "unreadable record", r->off - JNL_FRAME_BYTES - n,
                             p, n);
         }
+        if (ended) {
+            got = 0;
+            break;
+        }
         if (got == 0 || !jnl_read_skip(r, &p, &n, &at))
             break;
+        frames++;
         lost++;
         bytes += JNL_FRAME_BYTES + n;
         char why[80];
@@ -521,7 +572,10 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
     }
     if (got < 0 && r->err && sess_state_error_transient(r->err))
         return unreadable_now(d, r, path);
-    if (got == 0 && lost == 0) {
+    char unended[200] = "";
+    if (got == 0)
+        not_whole(unended, sizeof unended, r, ended, named, frames);
+    if (got == 0 && lost == 0 && !unended[0]) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records "
                   "kept, 0 dropped", path, r->kept);
         return FILE_WHOLE;
@@ -536,6 +590,8 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
     else if (got < 0)
         snprintf(tail, sizeof tail, ", and the %zu bytes from byte %zu on, where the "
                  "framing is lost (%s)", r->size - r->off, r->off, r->why);
+    else if (unended[0])
+        snprintf(tail, sizeof tail, "; it is not whole: %s", unended);
     sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: %s: %" PRIu64 " records kept, "
               "%" PRIu64 " dropped%s%s; the sessions they held are lost, the journals are "
               "replayed onto the others", path, r->kept, lost, dropped, tail);
@@ -627,8 +683,10 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
         jnl_read_close(&r);
         return FILE_DAMAGED;
     }
-    if (snapshot)
+    if (snapshot) {
         rp->snapshot_bytes = r.size;
+        rp->snapshot_version = r.version;
+    }
     enum file_end e = snapshot ? read_snapshot(st, d, rp, &r, path)
                                : read_journal(st, d, rp, &r, path, good);
     jnl_read_close(&r);
@@ -762,6 +820,10 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
         snprintf(why, size, "sessions of snapshot.%016" PRIx64 " in an encoding older "
                  "than version %u: %" PRIu64, g->snapshot, PERSIST_VERSION_NO_KEY,
                  rp->old_format);
+    else if (rp->snapshot_version < JNL_VERSION_SNAPSHOT)
+        snprintf(why, size, "snapshot.%016" PRIx64 " is of version %u, without the end "
+                 "record of version %u", g->snapshot, rp->snapshot_version,
+                 JNL_VERSION_SNAPSHOT);
     else if (expired > 0)
         snprintf(why, size, "sessions expired since snapshot.%016" PRIx64 " was "
                  "written: %zu", g->snapshot, expired);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/journal.h"
+#include "core/replay.h"
 #include "core/store.h"
 #include "tests/harness.h"
 
@@ -211,6 +212,9 @@ static inline void in_child(void (*fn)(int to_parent), char *out)
 
 /* The offset of record i (0 the first) of the state file name and its
  * bytes (frame included). */
+/* The bytes of a snapshot's end record, its last (core/durable.c). */
+#define SNAP_END_BYTES ((long)JNL_FRAME_BYTES + (long)SESS_REC_END_BYTES)
+
 static inline long record_in(const char *name, int i, long *bytes)
 {
     int fd = open(path_of(name), O_RDONLY);

@@ -238,10 +238,11 @@ def test_restart_with_state_dir_gives_same_bytes():
         snap_name = [n for n in os.listdir(sd) if n.startswith("snapshot.")][0]
         path = os.path.join(sd, snap_name)
         size = os.path.getsize(path)
-        with open(path, "r+b") as f:          # inside the last record
-            f.seek(size - 40)
+        last = size - (16 + 20)               # the last session's record ends here,
+        with open(path, "r+b") as f:          # before the end record: inside it
+            f.seek(last - 40)
             b = f.read(1)
-            f.seek(size - 40)
+            f.seek(last - 40)
             f.write(bytes([b[0] ^ 0xFF]))
         with open(os.path.join(sd, "junk.sess"), "wb") as f:
             f.write(b"ATTNDSES\x01")

@@ -28,6 +28,7 @@
 
 #include "core/journal.h"
 #include "core/kv.h"
+#include "core/replay.h"
 #include "core/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -142,8 +143,19 @@ static void fj_walk(struct sess_store *st, struct fj_seen *seen)
     int got;
     while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1 && seen->n < 8) {
         /* payload: u32 type, f64 wall, then persist's encoding: magic,
-         * version, bom, u32 id_len, id */
-        uint32_t idlen;
+         * version, bom, u32 id_len, id; or, last, the end record */
+        uint32_t idlen, type = 0;
+        if (n >= 4)
+            memcpy(&type, p, 4);
+        if (type == SESS_REC_END) {
+            uint64_t count = 0;
+            if (n != SESS_REC_END_BYTES || r.off != r.size)
+                fj_fail("the snapshot's end record is malformed or not its last");
+            memcpy(&count, (const char *)p + 12, 8);
+            if (count != seen->n)
+                fj_fail("the snapshot's end record counts another number of records");
+            continue;
+        }
         if (n < 12 + 20)
             fj_fail("a snapshot record too short");
         memcpy(&idlen, (const char *)p + 12 + 16, 4);

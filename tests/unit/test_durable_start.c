@@ -333,7 +333,7 @@ TEST(a_damaged_snapshot_is_rewritten)
     build_state();
     struct stat sb;
     CHECK(stat(path_of(SNAP2), &sb) == 0);
-    flip(SNAP2, (long)sb.st_size - 20);          /* in the last session's rows */
+    flip(SNAP2, (long)sb.st_size - SNAP_END_BYTES - 20);   /* the last session's rows */
     struct sess_store *st = open_dir();
     CHECK(st && stats_of(st).sessions == 4);
     check_written_over(2, "journal: a new snapshot is written at start: files were "
@@ -586,9 +586,9 @@ static void snapshot_in_version_4(const char *id)
         fclose(f);
     uint32_t len = 0;
     memcpy(&len, buf + JNL_HEADER_BYTES, 4);
-    CHECK(n > JNL_HEADER_BYTES + 48 && n < sizeof buf &&
-          n == JNL_HEADER_BYTES + 4 + (size_t)len + 4);    /* one record */
-    if (!(n > JNL_HEADER_BYTES + 48 && n == JNL_HEADER_BYTES + 4 + (size_t)len + 4))
+    size_t end = JNL_HEADER_BYTES + 4 + (size_t)len + 4;  /* one record, its end record */
+    CHECK(n > JNL_HEADER_BYTES + 48 && n < sizeof buf && n == end + SNAP_END_BYTES);
+    if (!(n > JNL_HEADER_BYTES + 48 && n == end + SNAP_END_BYTES))
         return;
     const unsigned char *enc = buf + JNL_HEADER_BYTES + 4 + 8 + 12;
     size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 4 + 24;
@@ -615,9 +615,10 @@ static void snapshot_in_version_4(const char *id)
     memcpy(rec + JNL_HEADER_BYTES + 4 + 20, out, o);
     crc = jnl_crc32c(0, rec + JNL_HEADER_BYTES + 4, len4);
     memcpy(rec + JNL_HEADER_BYTES + 4 + len4, &crc, 4);
+    memcpy(rec + JNL_HEADER_BYTES + 4 + len4 + 4, buf + end, SNAP_END_BYTES);
+    size_t total = JNL_HEADER_BYTES + 4 + len4 + 4 + SNAP_END_BYTES;
     f = fopen(path_of(SNAP2), "wb");
-    CHECK(f && fwrite(rec, 1, JNL_HEADER_BYTES + 4 + len4 + 4, f) ==
-                   JNL_HEADER_BYTES + 4 + len4 + 4);
+    CHECK(f && fwrite(rec, 1, total, f) == total);
     if (f)
         fclose(f);
 }
@@ -690,7 +691,8 @@ static void snapshot_from_the_future(double ahead_s)
     size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
     uint32_t len = 0;
     memcpy(&len, buf + JNL_HEADER_BYTES, 4);
-    bool one = n > JNL_HEADER_BYTES + 24 && n == JNL_HEADER_BYTES + 4 + (size_t)len + 4;
+    bool one = n > JNL_HEADER_BYTES + 24 &&
+               n == JNL_HEADER_BYTES + 4 + (size_t)len + 4 + SNAP_END_BYTES;
     CHECK(f && one);
     if (f && one) {
         unsigned char *rec = buf + JNL_HEADER_BYTES + 4;

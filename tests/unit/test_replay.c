@@ -546,8 +546,8 @@ TEST(an_earlier_damaged_copy_is_never_replaced)
  * A snapshot far larger than the address space the start may take (here
  * by a hole of 4 GiB at its end, against a limit of 1 GiB more than now,
  * as in a container with a memory limit) is read a record at a time, not
- * mapped whole: every session is restored, the hole reads as lost framing
- * (a zero length), and the snapshot is kept as a copy (a hard link: the
+ * mapped whole: every session is restored, the hole is bytes after the
+ * snapshot's end record (not read), and the snapshot is kept as a copy (a hard link: the
  * hole is not written out). Before, the mapping failed with ENOMEM and
  * the start with it. Only a snapshot: a damaged journal's copy is written
  * byte by byte, the hole too.
@@ -561,9 +561,9 @@ TEST(a_snapshot_larger_than_the_address_space_is_read_a_record_at_a_time)
     struct sess_store *st = open_under(open_dir, RLIMIT_AS, address_space() + (1ULL << 30));
     CHECK(st && as_wanted(st, NULL, 0));
     char line[200];
-    snprintf(line, sizeof line, "7 records kept, 0 dropped, and the %lld bytes from byte %lld "
-             "on, where the framing is lost (record cut short)", 4LL << 30,
-             (long long)sb.st_size);
+    snprintf(line, sizeof line, "7 records kept, 0 dropped; it is not whole: %lld bytes "
+             "after its end record at byte %lld, not read", 4LL << 30,
+             (long long)sb.st_size - SNAP_END_BYTES);
     CHECK(said(line));
     CHECK(said("snapshot.0000000000000002: a copy is kept as"));
     if (st)

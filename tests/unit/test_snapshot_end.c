@@ -1,0 +1,194 @@
+/*
+ * tests/unit/test_snapshot_end.c — a snapshot shows that it is whole
+ * (core/durable.c writes it, core/replay.c reads it): a snapshot of
+ * version 2 ends with a record naming how many records came before it. One
+ * cut between two records (or before that end record), or missing a record
+ * its end record counts, is damaged, not taken for a smaller whole one:
+ * the sessions it still holds are restored, a copy is kept for a look and
+ * counted, and a new snapshot is written. A snapshot of version 1, as an
+ * attnd before the end record wrote it, still loads whole, and the start
+ * writes it again in version 2.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/journal.h"
+#include "core/store.h"
+#include "tests/harness.h"
+#include "tests/state_dir.h"
+#include "tests/store_util.h"
+
+static struct sess_store *open_dir(void)
+{
+    return open_dir_ttl(0);
+}
+
+#define SNAP2 "snapshot.0000000000000002"
+#define SNAP3 "snapshot.0000000000000003"
+
+enum { N = 5 };
+static char ids[N][SESS_ID_MAX];
+
+/* A fresh directory holding snapshot.2 of N sessions, session i of
+ * 3 * i + 1 rows, and an empty journal.2. */
+static void build_state(void)
+{
+    store_clear_dir(dir);
+    struct sess_store *st = open_dir();
+    for (int i = 0; st && i < N; i++) {
+        CHECK(new_session(st, ids[i]) == CORE_OK);
+        CHECK(store_add_rows(st, ids[i], (size_t)(3 * i + 1), 8, (unsigned)i) == CORE_OK);
+    }
+    CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
+    if (st)
+        sess_store_free(st);
+    CHECK(exists(SNAP2) && exists("journal.0000000000000002"));
+}
+
+/* How many sessions st holds, each at its length. */
+static int held(struct sess_store *st)
+{
+    int n = 0;
+    for (int i = 0; st && i < N; i++)
+        n += store_length_of(st, ids[i]) == (size_t)(3 * i + 1);
+    return n;
+}
+
+static uint64_t kept_files(struct sess_store *st)
+{
+    uint64_t files = 0, bytes = 0;
+    if (st)
+        sess_store_kept_files(st, &files, &bytes);
+    return files;
+}
+
+static uint32_t version_of(const char *name)
+{
+    uint32_t v = 0;
+    int fd = open(path_of(name), O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, &v, 4, 8) == 4);
+    if (fd >= 0)
+        close(fd);
+    return v;
+}
+
+/* The next start keeps the snapshot the last one wrote, every session in it. */
+static void next_start_keeps(const char *gen_name, int sessions)
+{
+    struct sess_store *st = open_dir();
+    char line[120];
+    snprintf(line, sizeof line, "journal: snapshot %s kept: %d sessions", gen_name, sessions);
+    CHECK(st && held(st) == sessions);
+    CHECK(said(line));
+    CHECK(strstr(logged, "warn") == NULL);
+    if (st)
+        sess_store_free(st);
+}
+
+/* Cut snapshot.2 before record 3 and before its end record (record N): each
+ * time the sessions before the cut are restored, and the snapshot is not
+ * taken for a whole one. Before the end record, such a cut read as a whole
+ * snapshot of fewer sessions: nothing said, nothing kept, and the start
+ * kept it. */
+TEST(a_snapshot_cut_between_records_is_damaged)
+{
+    static const int cuts[] = {3, N};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        build_state();
+        long bytes, off = record_in(SNAP2, cuts[c], &bytes);
+        CHECK(truncate(path_of(SNAP2), off) == 0);
+        struct sess_store *st = open_dir();
+        CHECK(st && held(st) == cuts[c]);
+        char line[600];
+        snprintf(line, sizeof line, "%s: %d records kept, 0 dropped; it is not whole: no end "
+                 "record after its %d records: it was cut short at byte %ld", path_of(SNAP2),
+                 cuts[c], cuts[c], off);
+        CHECK(said(line));
+        CHECK(said("journal: a new snapshot is written at start: files were damaged or "
+                   "missing"));
+        CHECK(exists(SNAP2 ".copy") && kept_files(st) == 1);
+        if (st)
+            sess_store_free(st);
+        CHECK(!exists(SNAP2) && exists(SNAP3));
+        next_start_keeps("0000000000000003", cuts[c]);
+    }
+}
+
+/* Record 2 taken out of snapshot.2: the framing holds, but its end record
+ * counts N records and N - 1 are there. */
+TEST(a_snapshot_missing_a_record_is_damaged)
+{
+    build_state();
+    long bytes, off = record_in(SNAP2, 2, &bytes);
+    struct stat sb;
+    CHECK(stat(path_of(SNAP2), &sb) == 0);
+    size_t size = (size_t)sb.st_size;
+    unsigned char *buf = malloc(size);
+    int fd = open(path_of(SNAP2), O_RDWR);
+    CHECK(buf && fd >= 0 && pread(fd, buf, size, 0) == (ssize_t)size);
+    if (buf && fd >= 0) {
+        memmove(buf + off, buf + off + bytes, size - (size_t)(off + bytes));
+        CHECK(pwrite(fd, buf, size - (size_t)bytes, 0) == (ssize_t)(size - (size_t)bytes));
+        CHECK(ftruncate(fd, (off_t)(size - (size_t)bytes)) == 0);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    struct sess_store *st = open_dir();
+    CHECK(st && held(st) == N - 1 && store_length_of(st, ids[2]) == (size_t)-1);
+    char line[100];
+    snprintf(line, sizeof line, "it is not whole: its end record names %d records, %d were "
+             "found", N, N - 1);
+    CHECK(said(line));
+    CHECK(exists(SNAP2 ".copy") && kept_files(st) == 1);
+    if (st)
+        sess_store_free(st);
+    next_start_keeps("0000000000000003", N - 1);
+}
+
+/* snapshot.2 as an attnd before the end record wrote it: version 1 in its
+ * header, its session records, nothing after them. It loads whole and
+ * quietly, and the start writes it again in version 2. */
+TEST(a_snapshot_of_version_1_still_loads)
+{
+    build_state();
+    CHECK(version_of(SNAP2) == JNL_VERSION_SNAPSHOT);
+    long bytes, off = record_in(SNAP2, N, &bytes);
+    CHECK(bytes == SNAP_END_BYTES);
+    CHECK(truncate(path_of(SNAP2), off) == 0);
+    uint32_t v1 = 1;
+    int fd = open(path_of(SNAP2), O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, &v1, 4, 8) == 4);
+    if (fd >= 0)
+        close(fd);
+    struct sess_store *st = open_dir();
+    CHECK(st && held(st) == N);
+    char line[400];
+    snprintf(line, sizeof line, "%s: %d records kept, 0 dropped", path_of(SNAP2), N);
+    CHECK(said(line));
+    CHECK(said("journal: a new snapshot is written at start: snapshot.0000000000000002 is "
+               "of version 1, without the end record of version 2"));
+    CHECK(strstr(logged, "warn") == NULL && kept_files(st) == 0);
+    if (st)
+        sess_store_free(st);
+    CHECK(!exists(SNAP2) && exists(SNAP3) && version_of(SNAP3) == JNL_VERSION_SNAPSHOT);
+    next_start_keeps("0000000000000003", N);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/attnd-test-snapend-%ld", (long)getpid());
+    mkdir(dir, 0700);
+    RUN(a_snapshot_cut_between_records_is_damaged);
+    RUN(a_snapshot_missing_a_record_is_damaged);
+    RUN(a_snapshot_of_version_1_still_loads);
+    store_clear_dir(dir);
+    rmdir(dir);
+    TEST_MAIN_END();
+}
