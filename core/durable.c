@@ -15,6 +15,15 @@
  * session; a journal's first damaged record stops the replay). A new
  * generation then begins and older files go once its snapshot is on disk;
  * a failed snapshot leaves journal.S, journal.S+1, ... for the next start.
+ * A crash between a snapshot's rename and that removal leaves the older
+ * files beside it. They are not needed while S reads whole; when it does
+ * not, an older snapshot O, when it reads whole and every journal from O
+ * to S is there, is read instead with every journal from O on: those are
+ * the whole history since generation O began, as when snapshot S failed,
+ * which the lsn rules below take, and S holds nothing they do not (its
+ * sessions are copies of states those journals record), so S is set
+ * aside. Otherwise the older files, which the start did not use, are set
+ * aside (never removed) and the replay goes on from what S held.
  * A start after which the store holds exactly what snapshot S holds (S
  * read whole, journal.S the only journal after it and empty, nothing
  * failed, dropped, set aside or expired, no session in an older encoding,

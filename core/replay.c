@@ -3,7 +3,9 @@
  * at start-up (sess_replay_dir, called by core/durable.c, which writes the
  * files; their layout and the records are described there).
  *
- * The newest snapshot is loaded, then every journal of its generation and
+ * The newest snapshot is loaded (or, when it is damaged, an older one the
+ * crash of a snapshot's clean-up left with every journal after it:
+ * fall_back), then every journal of its generation and
  * later is replayed in order: each record is applied to the session it
  * names when its lsn is newer than the session's (core/durable.c says why
  * that is enough). Damage is logged with what was kept and dropped (see
@@ -832,6 +834,90 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
                  "(it went back): %zu", future);
 }
 
+/* Read snapshot.gen into the store (empty), as the base the journals are
+ * replayed onto. */
+static enum file_end read_base(struct sess_store *st, const struct rdir *d,
+                               struct replay *rp, uint64_t gen)
+{
+    char path[1100];
+    size_t good;
+    sess_state_name(path, sizeof path, d->dir, "snapshot.", gen, "");
+    rp->dedup = kv_dedup_new();         /* out of memory: copies */
+    enum file_end e = replay_file(st, d, rp, path, gen, true, &good);
+    kv_dedup_free(rp->dedup);
+    rp->dedup = NULL;
+    reverse_lru(st);
+    return e;
+}
+
+/* Empty the store (restoring, no journal: nothing is written) and rp, for
+ * another base; false when memory is short (nothing was removed). */
+static bool start_over(struct sess_store *st, struct replay *rp)
+{
+    size_t n;
+    struct sess **all = sess_hold_all(st, &n);
+    if (!all)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&all[i]->mu);
+        sess_delete_held(st, all[i]);
+    }
+    free(all);
+    free(rp->absent);
+    *rp = (struct replay){.base_whole = true};
+    return true;
+}
+
+/* How the base was chosen when the newest snapshot is damaged. */
+struct base_choice {
+    uint64_t passed;        /* the damaged newest snapshot, read past (0: none) */
+    bool keep_older;        /* files older than it, not read: set aside */
+};
+
+/*
+ * The newest snapshot S (g->snapshot) is damaged (e the way its reading
+ * ended). Files older than it are leftovers of the snapshot that replaced
+ * them (a crash between its rename and their removal): when they are an
+ * older snapshot O and every journal from O to S, they are read instead,
+ * if O reads whole: O and the journals from O on are the whole history
+ * since generation O began, as after a snapshot S that failed (which the
+ * replay's lsn rules take: core/durable.c), and S holds nothing they do
+ * not. g->snapshot is then O, and S is set aside (c->passed). Otherwise
+ * the replay goes on from what S held, and the older files, never read,
+ * are set aside rather than removed with the new snapshot (c->keep_older).
+ */
+static enum file_end fall_back(struct sess_store *st, const struct rdir *d,
+                               struct replay *rp, struct gens *g, enum file_end e,
+                               struct base_choice *c)
+{
+    uint64_t s = g->snapshot, o = g->older;
+    if (e != FILE_DAMAGED)
+        return e;
+    c->keep_older = o || (g->n_journal > 0 && g->journal[0] < s);
+    if (!o || !sess_state_journals_from(g, o, s) || !start_over(st, rp))
+        return e;
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot.%016" PRIx64 " is "
+              "damaged, and snapshot.%016" PRIx64 " with every journal after it is still "
+              "there: those are read instead", s, o);
+    e = read_base(st, d, rp, o);
+    if (e == FILE_WHOLE) {
+        c->passed = s;
+        c->keep_older = false;
+        g->snapshot = o;
+        return e;
+    }
+    if (e == FILE_UNREAD)
+        return e;
+    sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: snapshot.%016" PRIx64 " is damaged "
+              "too: snapshot.%016" PRIx64 " is read again", o, s);
+    if (!start_over(st, rp)) {
+        sess_logf(d->log, d->log_arg, SESS_LOG_WARN, "journal: out of memory starting the "
+                  "replay again: not starting; nothing in the state directory was changed");
+        return FILE_UNREAD;
+    }
+    return read_base(st, d, rp, s);
+}
+
 /*
  * A snapshot holds whole sessions, each on its own, so a damaged or missing
  * one loses its sessions but not the journals' changes to the others: they
@@ -841,7 +927,9 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
  * crash cannot be told from damage in the middle by its length), and later
  * journals, which may build on what was lost, are set aside. The journal
  * is then cut back to its records before the damage, before anything new
- * is written, so the journals this run writes follow a clean one. Whether
+ * is written, so the journals this run writes follow a clean one. Files
+ * older than a damaged newest snapshot are read instead of it or set
+ * aside (fall_back), never left for the new snapshot to remove. Whether
  * the newest snapshot can be kept is decided last (rewrite_why).
  */
 enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_log_fn log,
@@ -862,15 +950,11 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     bool uncut = false;             /* a damaged journal not cut back */
     bool damage = false;            /* a file damaged, missing or set aside */
     enum file_end base = FILE_WHOLE;
+    struct base_choice choice = {0};
     if (g.snapshot) {
-        sess_state_name(path, sizeof path, d->dir, "snapshot.", g.snapshot, "");
-        rp.dedup = kv_dedup_new();      /* out of memory: copies */
-        base = replay_file(st, d, &rp, path, g.snapshot, true, &good);
-        kv_dedup_free(rp.dedup);
-        rp.dedup = NULL;
-        reverse_lru(st);
+        base = fall_back(st, d, &rp, &g, read_base(st, d, &rp, g.snapshot), &choice);
         rp.base_whole = base == FILE_WHOLE;
-        damage = base != FILE_WHOLE;
+        damage = base != FILE_WHOLE || choice.passed;
     }
     /* the journals from the snapshot's generation on, one after the other
      * (generation 1 began empty: it needs no snapshot) */
@@ -961,9 +1045,22 @@ enum core_status sess_replay_dir(struct sess_store *st, const char *dir, sess_lo
     }
     free(dropping);
     free(rp.absent);
-    free(g.journal);
-    if (nocopy)
+    if (nocopy) {
+        free(g.journal);
         return CORE_ESTORAGE;
+    }
+    if (choice.passed) {
+        sess_state_name(path, sizeof path, d->dir, "snapshot.", choice.passed, "");
+        snprintf(why, sizeof why, "damaged; snapshot.%016" PRIx64 " and the journals after "
+                 "it, which hold all it held, were read instead", g.snapshot);
+        sess_state_set_aside(d, path, why);
+    } else if (choice.keep_older) {
+        snprintf(why, sizeof why, "older than the damaged snapshot.%016" PRIx64 " and not "
+                 "used (not a whole snapshot with every journal after it): kept, not removed",
+                 g.snapshot);
+        sess_state_set_aside_older(d, g.snapshot, why);
+    }
+    free(g.journal);
     sess_state_log_kept(d);
     if (rp.whole_pages)
         share_again(st);

@@ -6,8 +6,10 @@
  * replay used stays where it is, and a copy is kept as the first free
  * NAME.copy[.N], its holes kept (a sparse file's copy takes the room of
  * its data, not of its size); a damaged journal is cut back to the
- * records before its damage. An earlier kept file is never replaced or
- * removed, and a start says how many there are (sess_state_count_kept).
+ * records before its damage. Files older than a damaged newest snapshot
+ * that the start did not use are set aside as well. An earlier kept file
+ * is never replaced or removed, and a start says how many there are
+ * (sess_state_count_kept).
  *
  * The names tell a file set aside from a copy: a journal missing from the
  * sequence is passed over only when it was set aside (an earlier start then
@@ -280,6 +282,32 @@ bool sess_state_set_aside_before(const struct rdir *d, uint64_t from, uint64_t t
     return true;
 }
 
+bool sess_state_journals_from(const struct gens *g, uint64_t from, uint64_t to)
+{
+    uint64_t n = 0;                 /* g->journal is sorted, each once */
+    for (size_t i = 0; i < g->n_journal; i++)
+        n += g->journal[i] >= from && g->journal[i] < to;
+    return from <= to && n == to - from;
+}
+
+void sess_state_set_aside_older(const struct rdir *d, uint64_t gen, const char *why)
+{
+    DIR *dd = opendir(d->dir);
+    struct dirent *e;
+    while (dd && (e = readdir(dd)) != NULL) {
+        uint64_t v;
+        char path[1100];
+        /* the names set aside no longer match: none is met twice */
+        if ((sess_state_gen(e->d_name, "snapshot.", &v) ||
+             sess_state_gen(e->d_name, "journal.", &v)) && v < gen) {
+            snprintf(path, sizeof path, "%s/%s", d->dir, e->d_name);
+            sess_state_set_aside(d, path, why);
+        }
+    }
+    if (dd)
+        closedir(dd);
+}
+
 /* Whether name is a kept file: <pre><gen>.<suffix>[.N] of a state file. */
 static bool is_kept(const char *name)
 {
@@ -375,8 +403,12 @@ int sess_state_scan(const char *dir, struct gens *g)
     while (err == 0 && (errno = 0, e = readdir(dd)) != NULL) {
         uint64_t v;
         if (sess_state_gen(e->d_name, "snapshot.", &v)) {
-            if (v > g->snapshot)
+            if (v > g->snapshot) {
+                g->older = g->snapshot;
                 g->snapshot = v;
+            } else if (v > g->older && v < g->snapshot) {
+                g->older = v;
+            }
         } else if (sess_state_gen(e->d_name, "journal.", &v)) {
             if (g->n_journal == cap) {
                 cap = cap ? cap * 2 : 8;

@@ -24,6 +24,7 @@ struct gens {
     uint64_t *journal;
     size_t n_journal;
     uint64_t snapshot;              /* newest; 0 = none */
+    uint64_t older;                 /* the newest before it; 0 = none */
     uint64_t max;
 };
 
@@ -45,6 +46,13 @@ void sess_state_set_aside(const struct rdir *d, const char *path, const char *wh
  * no room for a copy.
  */
 bool sess_state_error_transient(int e);
+
+/* Whether every journal of generations [from, to) is in g. */
+bool sess_state_journals_from(const struct gens *g, uint64_t from, uint64_t to);
+
+/* Set aside every snapshot.G and journal.G of dir with G < gen (why: why,
+ * for the log line each gets). */
+void sess_state_set_aside_older(const struct rdir *d, uint64_t gen, const char *why);
 
 /* Keep a copy of path, which stays where it is, as the first free
  * path.copy[.N] (a hard link when whole); 0, or the errno of the failure
