@@ -5,10 +5,10 @@
  *
  * Files in the state directory, generation G a 16-hex-digit number:
  *   LOCK         locked by the store that uses the directory (below)
- *   snapshot.G   every session when generation G began (a jnl file of
- *                SESS records, core/journal.h, then one END record),
- *                written as .snapshot.G.tmp, fsync'd, renamed, directory
- *                fsync'd
+ *   snapshot.G   every session when generation G began (a jnl file:
+ *                one BEGIN record, SESS records, one END record;
+ *                core/journal.h), written as .snapshot.G.tmp, fsync'd,
+ *                renamed, directory fsync'd
  *   journal.G    every change since generation G began
  * Start-up loads the newest snapshot S, then replays journal.M for every
  * M >= S in order (core/replay.c: a damaged snapshot record loses only its
@@ -49,12 +49,18 @@
  *   FORK    u32 id_len, parent id, u32 id_len, id, u64 length: a fork of
  *           the parent as it was then (O(1): no row)
  *   END     u64 count: a snapshot's last record (lsn 0), the number of SESS
- *           records before it. A snapshot cut between two records, or
- *           before this one, reads as damaged (the sessions before the cut
- *           are restored, a copy kept, a new snapshot written), not as a
- *           whole one of fewer sessions. Snapshots have it from version 2
- *           of their header on; one of version 1 (an attnd from before)
- *           has none, is read as it was, and is written again at start.
+ *           records before it
+ *   BEGIN   nothing more: a snapshot's first record (lsn 0), which says
+ *           that an END record closes it
+ * A snapshot that begins with BEGIN and is cut between two records, or
+ * before END, or whose END counts other records than were met, reads as
+ * damaged (the sessions before the cut are restored, a copy kept, a new
+ * snapshot written), not as a whole one of fewer sessions. A snapshot
+ * without BEGIN was written by an attnd from before these records: it is
+ * read as it was, and written again at start, with them. The header stays
+ * version 1 (core/journal.h): an attnd from before reads a snapshot with
+ * them, drops BEGIN and END as two records it does not know (a warn line),
+ * restores every session, keeps a copy and writes a snapshot of its own.
  * A session remembers the lsn of its last change (jlsn). A snapshot holds
  * each session at some point after its generation began, with that lsn, so
  * replay applies a record to a session only when its lsn is newer than the
@@ -392,6 +398,19 @@ static bool snap_end(struct jnl *sj, uint64_t count, int *err)
     return jnl_append(sj, 0, &part, 1, true, err) == CORE_OK;
 }
 
+/* The snapshot's first record (lsn 0): a reader that meets it first
+ * requires the END record (snap_end) that closes the snapshot. */
+static bool snap_begin(struct jnl *sj, int *err)
+{
+    unsigned char rec[SESS_REC_BEGIN_BYTES];
+    uint32_t t = SESS_REC_BEGIN;
+    double w = sess_wall_now();
+    memcpy(rec, &t, 4);
+    memcpy(rec + 4, &w, 8);
+    struct iovec part = {rec, sizeof rec};
+    return jnl_append(sj, 0, &part, 1, true, err) == CORE_OK;
+}
+
 /* Write snapshot.gen of every session; CORE_ESTORAGE with *err set. */
 static enum core_status write_snapshot(struct sess_store *st,
                                        struct sess_durable *d, uint64_t gen,
@@ -405,11 +424,15 @@ static enum core_status write_snapshot(struct sess_store *st,
     struct jnl *sj = jnl_create(tmp, JNL_MAGIC_SNAPSHOT, gen, JNL_FSYNC_NO, err);
     if (!sj)
         return CORE_ESTORAGE;
-    size_t n;
-    struct sess **all = sess_hold_all(st, &n);
-    bool ok = all != NULL;
-    if (!ok)
-        *err = ENOMEM;
+    size_t n = 0;
+    struct sess **all = NULL;
+    bool ok = snap_begin(sj, err);
+    if (ok) {
+        all = sess_hold_all(st, &n);
+        ok = all != NULL;
+        if (!ok)
+            *err = ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         if (ok)
             ok = snap_one(st, all[i], sj, count, err);

@@ -242,17 +242,10 @@ static int pwrite_all(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
-/* The newest version of a file of this magic. */
-static uint32_t version_of(const char *magic)
-{
-    return memcmp(magic, JNL_MAGIC_SNAPSHOT, 8) == 0 ? JNL_VERSION_SNAPSHOT
-                                                     : JNL_VERSION_JOURNAL;
-}
-
 /* The header of a file of this magic and generation. */
 static void make_header(unsigned char h[JNL_HEADER_BYTES], const char *magic, uint64_t gen)
 {
-    uint32_t ver = version_of(magic), bom = JNL_BOM;
+    uint32_t ver = JNL_VERSION, bom = JNL_BOM;
     memcpy(h, magic, 8);
     memcpy(h + 8, &ver, 4);
     memcpy(h + 12, &bom, 4);
@@ -523,10 +516,9 @@ static enum core_status check_header(struct jnl_reader *r, const char *magic)
     memcpy(&ver, h + 8, 4);
     memcpy(&bom, h + 12, 4);
     memcpy(&r->gen, h + 16, 8);
-    r->version = ver;
     if (memcmp(h, magic, 8) != 0)
         r->why = "not a file of this kind";
-    else if (ver < 1 || ver > version_of(magic))
+    else if (ver != JNL_VERSION)
         r->why = "unsupported version";
     else if (bom != JNL_BOM)
         r->why = "other byte order";

@@ -3,13 +3,13 @@
  * journal of --state-dir, and the snapshot file, which has the same framing).
  *
  * File: a 24-byte header, then records.
- *   header: 8-byte magic ("ATTNDJNL" or "ATTNDSNP"), u32 version,
+ *   header: 8-byte magic ("ATTNDJNL" or "ATTNDSNP"), u32 version = 1,
  *           u32 byte-order mark 0x01020304, u64 generation
- *   version: 1 for a journal; 2 for a snapshot, whose last record says how
- *           many came before it, so that a snapshot cut between two records
- *           is told from a whole one (core/durable.c writes it, core/replay.c
- *           checks it). A snapshot of version 1 (written before) has no such
- *           record and is still read; jnl_create writes the newest version.
+ *   version: 1 for both, and it stays 1: every attnd before refuses a file
+ *           of another version whole, so a snapshot of version 2 would
+ *           restore nothing after a rollback to one. What a snapshot adds
+ *           (its BEGIN and END records, core/durable.c) are records that an
+ *           older attnd drops one by one, reading the sessions around them.
  *   record: u32 len, u64 lsn, (len - 8) payload bytes, u32 crc
  *           len counts lsn and payload; crc is CRC-32C of those len bytes
  * Integers are in host byte order (the mark makes a file from another byte
@@ -47,8 +47,7 @@
 #define JNL_MAGIC_JOURNAL "ATTNDJNL"
 #define JNL_MAGIC_SNAPSHOT "ATTNDSNP"
 #define JNL_HEADER_BYTES 24u
-#define JNL_VERSION_JOURNAL 1u
-#define JNL_VERSION_SNAPSHOT 2u     /* ends with its count record */
+#define JNL_VERSION 1u              /* of journals and snapshots alike */
 #define JNL_FRAME_BYTES 16u         /* len + lsn + crc around a payload */
 
 /* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
@@ -109,7 +108,6 @@ struct jnl_reader {
     int fd;                     /* the file (-1 once closed) */
     size_t size, off;           /* size when opened; off: next record */
     uint64_t gen;               /* from the header */
-    uint32_t version;           /* from the header */
     uint64_t kept;              /* records returned */
     const char *why;            /* why reading stopped early, or NULL */
     int err;                    /* the errno when jnl_read_open or a read
@@ -120,8 +118,7 @@ struct jnl_reader {
     size_t win_cap, win_off, win_len;
 };
 
-/* Open path and check its header (magic as jnl_create; a snapshot's version
- * 1 or 2, a journal's 1). CORE_ENOTFOUND
+/* Open path and check its header (magic as jnl_create). CORE_ENOTFOUND
  * when it does not exist, CORE_EIO when it cannot be opened or its header
  * read (r->err the errno: an open or read interrupted by a signal is tried
  * again), CORE_ECORRUPT for a bad header (r->why says which); on CORE_OK

@@ -51,8 +51,8 @@ enum file_end {
     FILE_DAMAGED,       /* a bad record of any kind, or no header (a torn
                            last record cannot be told from damage in the
                            middle by its length); of a snapshot: any record
-                           dropped, or (version 2) its end record missing
-                           or wrong */
+                           dropped, or (begun by BEGIN) its END record
+                           missing or wrong */
     FILE_UNREAD,        /* not read, for a reason that says nothing of it
                            (sess_state_error_transient), or memory ran short
                            rebuilding a session of it: the start fails */
@@ -122,28 +122,39 @@ static uint64_t log_spanned(const struct rdir *d, const char *path, size_t at,
     return found;
 }
 
-/* Whether p[n] is a snapshot's end record (SESS_REC_END), with the count
- * of records it names into *count. */
-static bool end_record(const void *p, size_t n, uint64_t *count)
+/* Whether p[n] (of lsn 0) is a snapshot's end record (SESS_REC_END), with
+ * the count of records it names into *count. */
+static bool end_record(uint64_t lsn, const void *p, size_t n, uint64_t *count)
 {
     uint32_t type;
-    if (n != SESS_REC_END_BYTES)
+    if (lsn != 0 || n != SESS_REC_END_BYTES)
         return false;
     memcpy(&type, p, 4);
     memcpy(count, (const unsigned char *)p + 12, 8);
     return type == SESS_REC_END;
 }
 
-/* Why a snapshot of version 2 read to its end is not whole, into why[size]
- * ("" when it is): its end record is missing (the file was cut, perhaps
- * between two records), names another count of records than were met, or
- * is not its last. */
-static void not_whole(char *why, size_t size, const struct jnl_reader *r, bool ended,
-                      uint64_t named, uint64_t frames)
+/* Whether p[n] (of lsn 0) is a snapshot's begin record (SESS_REC_BEGIN). */
+static bool begin_record(uint64_t lsn, const void *p, size_t n)
+{
+    uint32_t type;
+    if (lsn != 0 || n != SESS_REC_BEGIN_BYTES)
+        return false;
+    memcpy(&type, p, 4);
+    return type == SESS_REC_BEGIN;
+}
+
+/* Why a snapshot read to its end is not whole, into why[size] ("" when it
+ * is): begun by BEGIN, its END record is missing (the file was cut,
+ * perhaps between two records); or its END names another count of records
+ * than were met, or is not its last. A snapshot with neither (an older
+ * attnd's) is whole when nothing in it was dropped. */
+static void not_whole(char *why, size_t size, const struct jnl_reader *r, bool begun,
+                      bool ended, uint64_t named, uint64_t frames)
 {
     why[0] = '\0';
-    if (r->version < JNL_VERSION_SNAPSHOT)
-        return;                     /* written before the end record */
+    if (!begun && !ended)
+        return;                     /* written before BEGIN and END */
     if (!ended)
         snprintf(why, size, "no end record after its %" PRIu64 " records: it was cut "
                  "short at byte %zu, and the sessions after that are lost", frames, r->size);
@@ -163,23 +174,28 @@ static void not_whole(char *why, size_t size, const struct jnl_reader *r, bool e
  * records after the unreadable bytes could be found again only by
  * searching for a length whose record's checksum holds, which is not
  * done, so the sessions from there on are lost (and the log says so).
- * A snapshot of version 2 ends with a record naming how many came before
- * it: without it, or with another count, it is damaged as well (the
- * sessions past a cut between two records are lost), and read no further
- * than that record.
+ * A snapshot begun by BEGIN ends with END, naming how many records came
+ * between them: without it, or with another count, it is damaged as well
+ * (the sessions past a cut between two records are lost); one without
+ * BEGIN is an older attnd's, read as before. None is read past its END.
  */
 static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
                                    struct replay *rp, struct jnl_reader *r,
                                    const char *path)
 {
     uint64_t lsn, lost = 0, bytes = 0, frames = 0, named = 0;
-    bool ended = false;
+    bool begun = false, ended = false;
     const void *p;
     size_t n, at;
     int got;
     for (;;) {
         while (!ended && (got = jnl_read_next(r, &lsn, &p, &n)) == 1) {
-            if (r->version >= JNL_VERSION_SNAPSHOT && end_record(p, n, &named)) {
+            if (!begun && frames == 0 && lost == 0 && begin_record(lsn, p, n)) {
+                r->kept--;          /* the first record: not a session */
+                begun = true;
+                continue;
+            }
+            if (end_record(lsn, p, n, &named)) {
                 r->kept--;          /* not a session */
                 ended = true;
                 break;
@@ -214,9 +230,10 @@ static enum file_end read_snapshot(struct sess_store *st, const struct rdir *d,
     }
     if (got < 0 && r->err && sess_state_error_transient(r->err))
         return unreadable_now(d, r, path);
+    rp->snapshot_begun = begun;
     char unended[200] = "";
     if (got == 0)
-        not_whole(unended, sizeof unended, r, ended, named, frames);
+        not_whole(unended, sizeof unended, r, begun, ended, named, frames);
     if (got == 0 && lost == 0 && !unended[0]) {
         sess_logf(d->log, d->log_arg, SESS_LOG_INFO, "journal: %s: %" PRIu64 " records "
                   "kept, 0 dropped", path, r->kept);
@@ -325,10 +342,8 @@ static enum file_end replay_file(struct sess_store *st, const struct rdir *d,
         jnl_read_close(&r);
         return FILE_DAMAGED;
     }
-    if (snapshot) {
+    if (snapshot)
         rp->snapshot_bytes = r.size;
-        rp->snapshot_version = r.version;
-    }
     enum file_end e = snapshot ? read_snapshot(st, d, rp, &r, path)
                                : read_journal(st, d, rp, &r, path, good);
     jnl_read_close(&r);
@@ -462,10 +477,9 @@ static void rewrite_why(char *why, size_t size, const struct gens *g,
         snprintf(why, size, "sessions of snapshot.%016" PRIx64 " in an encoding older "
                  "than version %u: %" PRIu64, g->snapshot, PERSIST_VERSION_NO_KEY,
                  rp->old_format);
-    else if (rp->snapshot_version < JNL_VERSION_SNAPSHOT)
-        snprintf(why, size, "snapshot.%016" PRIx64 " is of version %u, without the end "
-                 "record of version %u", g->snapshot, rp->snapshot_version,
-                 JNL_VERSION_SNAPSHOT);
+    else if (!rp->snapshot_begun)
+        snprintf(why, size, "snapshot.%016" PRIx64 " has no begin and end records (an "
+                 "older attnd wrote it)", g->snapshot);
     else if (expired > 0)
         snprintf(why, size, "sessions expired since snapshot.%016" PRIx64 " was "
                  "written: %zu", g->snapshot, expired);

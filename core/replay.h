@@ -17,11 +17,14 @@
 enum sess_rec {
     SESS_REC_SESS = 1, SESS_REC_APPEND, SESS_REC_TRUNC, SESS_REC_DELETE,
     SESS_REC_TOUCH, SESS_REC_FORK,
-    SESS_REC_END                    /* a snapshot's last record (version 2) */
+    SESS_REC_END,                   /* a snapshot's last record */
+    SESS_REC_BEGIN                  /* a snapshot's first record */
 };
 
 /* The payload of SESS_REC_END: u32 type, f64 wall, u64 records before it. */
 #define SESS_REC_END_BYTES 20u
+/* The payload of SESS_REC_BEGIN: u32 type, f64 wall. */
+#define SESS_REC_BEGIN_BYTES 12u
 
 /* Uses without a change are journaled at most this often per session. */
 #define SESS_TOUCH_EVERY_S 1.0

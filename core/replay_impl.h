@@ -34,7 +34,8 @@ struct replay {
     uint64_t journal_records;       /* records read from the journals */
     uint64_t old_format;            /* sessions read in an older encoding */
     uint64_t snapshot_bytes;        /* the size of the snapshot read */
-    uint32_t snapshot_version;      /* its header's version */
+    bool snapshot_begun;            /* it began with BEGIN (else an older
+                                       attnd's: written again at start) */
     bool nomem;                     /* memory ran short rebuilding a session:
                                        the replay stops, the start fails */
     char nomem_id[SESS_ID_MAX];     /* that session's id ("": unread) */

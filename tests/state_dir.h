@@ -210,11 +210,13 @@ static inline void in_child(void (*fn)(int to_parent), char *out)
         snprintf(out, SESS_ID_MAX, "%s", got_n > 0 ? got : "");
 }
 
-/* The offset of record i (0 the first) of the state file name and its
- * bytes (frame included). */
-/* The bytes of a snapshot's end record, its last (core/durable.c). */
+/* The bytes of a snapshot's begin record, its first, and of its end
+ * record, its last (core/durable.c). */
+#define SNAP_BEGIN_BYTES ((long)JNL_FRAME_BYTES + (long)SESS_REC_BEGIN_BYTES)
 #define SNAP_END_BYTES ((long)JNL_FRAME_BYTES + (long)SESS_REC_END_BYTES)
 
+/* The offset of record i (0 the first) of the state file name and its
+ * bytes (frame included). */
 static inline long record_in(const char *name, int i, long *bytes)
 {
     int fd = open(path_of(name), O_RDONLY);
@@ -230,6 +232,13 @@ static inline long record_in(const char *name, int i, long *bytes)
         close(fd);
     *bytes = 4 + (long)len + 4;
     return off;
+}
+
+/* The offset of session record i (0 the first, after the begin record; the
+ * number of sessions: the end record) of snapshot name and its bytes. */
+static inline long session_record_in(const char *name, int i, long *bytes)
+{
+    return record_in(name, i + 1, bytes);
 }
 
 /* Snapshots 2 and 3 fail (their temporary names are taken), so a start

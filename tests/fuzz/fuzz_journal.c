@@ -141,12 +141,22 @@ static void fj_walk(struct sess_store *st, struct fj_seen *seen)
     const void *p;
     size_t n;
     int got;
+    bool first = true;
     while ((got = jnl_read_next(&r, &lsn, &p, &n)) == 1 && seen->n < 8) {
         /* payload: u32 type, f64 wall, then persist's encoding: magic,
-         * version, bom, u32 id_len, id; or, last, the end record */
+         * version, bom, u32 id_len, id; or, first, the begin record and,
+         * last, the end record */
         uint32_t idlen, type = 0;
         if (n >= 4)
             memcpy(&type, p, 4);
+        if (first != (type == SESS_REC_BEGIN))
+            fj_fail("the snapshot's first record is not its begin record, or not only it");
+        if (first) {
+            if (n != SESS_REC_BEGIN_BYTES || lsn != 0)
+                fj_fail("the snapshot's begin record is malformed");
+            first = false;
+            continue;
+        }
         if (type == SESS_REC_END) {
             uint64_t count = 0;
             if (n != SESS_REC_END_BYTES || r.off != r.size)

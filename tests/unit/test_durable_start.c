@@ -585,12 +585,13 @@ static void snapshot_in_version_4(const char *id)
     if (f)
         fclose(f);
     uint32_t len = 0;
-    memcpy(&len, buf + JNL_HEADER_BYTES, 4);
-    size_t end = JNL_HEADER_BYTES + 4 + (size_t)len + 4;  /* one record, its end record */
-    CHECK(n > JNL_HEADER_BYTES + 48 && n < sizeof buf && n == end + SNAP_END_BYTES);
-    if (!(n > JNL_HEADER_BYTES + 48 && n == end + SNAP_END_BYTES))
+    size_t at = JNL_HEADER_BYTES + SNAP_BEGIN_BYTES;      /* after the begin record */
+    memcpy(&len, buf + at, 4);
+    size_t end = at + 4 + (size_t)len + 4;  /* one record, then the end record */
+    CHECK(n > at + 48 && n < sizeof buf && n == end + SNAP_END_BYTES);
+    if (!(n > at + 48 && n == end + SNAP_END_BYTES))
         return;
-    const unsigned char *enc = buf + JNL_HEADER_BYTES + 4 + 8 + 12;
+    const unsigned char *enc = buf + at + 4 + 8 + 12;
     size_t enc_n = len - 8 - 12, yarn = 252 + strlen(id), counts_end = yarn + 4 + 24;
     size_t pad5 = (8 - counts_end % 8) % 8, pad4 = (8 - (counts_end - 4) % 8) % 8;
     size_t rows = counts_end + pad5, rows_n = enc_n - 4 - rows, o = 0;
@@ -607,16 +608,16 @@ static void snapshot_in_version_4(const char *id)
     crc = jnl_crc32c(0, out, o);
     memcpy(out + o, &crc, 4);
     o += 4;
-    /* the record around it: u32 len, u64 lsn, u32 type, f64 wall, encoding, crc */
+    /* the record around it: u32 len, u64 lsn, u32 type, f64 wall, encoding,
+     * crc; and, as that attnd wrote it, no begin or end record */
     uint32_t len4 = (uint32_t)(8 + 12 + o);
     memcpy(rec, buf, JNL_HEADER_BYTES);
     memcpy(rec + JNL_HEADER_BYTES, &len4, 4);
-    memcpy(rec + JNL_HEADER_BYTES + 4, buf + JNL_HEADER_BYTES + 4, 8 + 12);
+    memcpy(rec + JNL_HEADER_BYTES + 4, buf + at + 4, 8 + 12);
     memcpy(rec + JNL_HEADER_BYTES + 4 + 20, out, o);
     crc = jnl_crc32c(0, rec + JNL_HEADER_BYTES + 4, len4);
     memcpy(rec + JNL_HEADER_BYTES + 4 + len4, &crc, 4);
-    memcpy(rec + JNL_HEADER_BYTES + 4 + len4 + 4, buf + end, SNAP_END_BYTES);
-    size_t total = JNL_HEADER_BYTES + 4 + len4 + 4 + SNAP_END_BYTES;
+    size_t total = JNL_HEADER_BYTES + 4 + len4 + 4;
     f = fopen(path_of(SNAP2), "wb");
     CHECK(f && fwrite(rec, 1, total, f) == total);
     if (f)
@@ -690,12 +691,12 @@ static void snapshot_from_the_future(double ahead_s)
     static unsigned char buf[1 << 16];
     size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
     uint32_t len = 0;
-    memcpy(&len, buf + JNL_HEADER_BYTES, 4);
-    bool one = n > JNL_HEADER_BYTES + 24 &&
-               n == JNL_HEADER_BYTES + 4 + (size_t)len + 4 + SNAP_END_BYTES;
+    size_t at = JNL_HEADER_BYTES + SNAP_BEGIN_BYTES;      /* after the begin record */
+    memcpy(&len, buf + at, 4);
+    bool one = n > at + 24 && n == at + 4 + (size_t)len + 4 + SNAP_END_BYTES;
     CHECK(f && one);
     if (f && one) {
-        unsigned char *rec = buf + JNL_HEADER_BYTES + 4;
+        unsigned char *rec = buf + at + 4;
         double wall;
         memcpy(&wall, rec + 12, 8);
         wall += ahead_s;

@@ -87,7 +87,7 @@ static void build_state(void)
 /* The offset of snapshot record i (0 the first) and its bytes. */
 static long record_at(int i, long *bytes)
 {
-    return record_in(SNAP, i, bytes);
+    return session_record_in(SNAP, i, bytes);
 }
 
 /* The id snapshot record i holds, into id. */

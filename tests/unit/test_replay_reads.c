@@ -170,7 +170,7 @@ static void snapshot_of_five(void)
     CHECK(st && sess_store_journal_maintain(st, true) == CORE_OK);
     CHECK(exists(SNAP));
     for (int k = 0; k < 5; k++) {   /* the id after the frame, the record's */
-        long bytes, off = record_in(SNAP, k, &bytes);  /* type and wall, the */
+        long bytes, off = session_record_in(SNAP, k, &bytes);  /* type and wall, the */
         char id[SESS_ID_MAX] = "";                      /* persist header */
         uint32_t len = 0;
         int fd = open(path_of(SNAP), O_RDONLY);
@@ -256,7 +256,7 @@ TEST(an_io_error_mid_snapshot_keeps_the_sessions_before_it)
     struct stat sb;
     CHECK(stat(path_of(SNAP), &sb) == 0);
     uint32_t whole = file_crc(path_of(SNAP));
-    long bytes, off = record_in(SNAP, 2, &bytes);
+    long bytes, off = session_record_in(SNAP, 2, &bytes);
     fault_on(SNAP, off + bytes / 2, EIO, -1, 0);
     struct sess_store *st = open_dir();
     fault_off();
@@ -290,7 +290,7 @@ TEST(an_io_error_mid_snapshot_keeps_the_sessions_before_it)
 TEST(a_damaged_length_is_not_trusted_with_a_buffer_of_its_size)
 {
     snapshot_of_five();
-    long bytes, off = record_in(SNAP, 4, &bytes);
+    long bytes, off = session_record_in(SNAP, 4, &bytes);
     long size = off + bytes + (64L << 20);
     uint32_t claim = (uint32_t)(size - off - 4 - 4 - 100);
     int fd = open(path_of(SNAP), O_WRONLY);
@@ -374,7 +374,7 @@ TEST(a_read_that_fails_for_want_of_memory_fails_the_start_and_changes_nothing)
         off = record_in(J1, 3, &bytes);
         fails_unchanged(J1, off + bytes / 2, errs[e], a_whole);
         snapshot_of_five();
-        off = record_in(SNAP, 3, &bytes);
+        off = session_record_in(SNAP, 3, &bytes);
         fails_unchanged(SNAP, off + bytes / 2, errs[e], five_whole);
     }
 }
@@ -387,7 +387,7 @@ TEST(a_read_that_fails_for_want_of_memory_fails_the_start_and_changes_nothing)
 TEST(a_read_failing_for_want_of_memory_after_damage_changes_nothing)
 {
     snapshot_of_five();
-    long bytes, off = record_in(SNAP, 1, &bytes);
+    long bytes, off = session_record_in(SNAP, 1, &bytes);
     flip(SNAP, off + bytes - 20);
     CHECK(exists(J2));
     off = record_in(J2, 1, &bytes);
@@ -432,7 +432,7 @@ TEST(interrupted_and_short_reads_are_taken_up_again)
             sess_store_free(st);
 
         snapshot_of_five();
-        off = record_in(SNAP, 3, &bytes);
+        off = session_record_in(SNAP, 3, &bytes);
         fault_on(SNAP, off + bytes / 2, EINTR, times, chunks[c]);
         st = open_dir();
         changed = fault.changed;

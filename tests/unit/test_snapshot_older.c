@@ -114,14 +114,14 @@ static void leftovers(void)
 /* Flip a byte in the rows of the first session of snapshot name. */
 static void damage(const char *name)
 {
-    long bytes, off = record_in(name, 0, &bytes);
+    long bytes, off = session_record_in(name, 0, &bytes);
     flip(name, off + bytes - 20);
 }
 
 /* snapshot.3 cut short before its end record (all its sessions there). */
 static void cut_end(const char *name)
 {
-    long bytes, off = record_in(name, 3, &bytes);
+    long bytes, off = session_record_in(name, 3, &bytes);
     CHECK(bytes == SNAP_END_BYTES);
     CHECK(truncate(path_of(name), off) == 0);
 }
