@@ -185,11 +185,19 @@ TEST(an_overflowing_qk_under_a_small_scale_names_its_query_row)
          "\"dtype\":\"float32\",\"scale\":1e-10,\"return\":[\"output\"]}", "/q/6",
          "q·k of query row 6 with key 0"}};
     char ptr[128], msg[512];
+    /* The scan forms q·k in long double: 1e400 needs its range past
+     * double's, which valgrind (x87 at double width) does not give. There
+     * the float64 row is still found, by its score. */
+    volatile long double big = 1e200, sq = big * big;
+    bool wide = sq / big == big;
+    if (!wide)
+        printf("    long double has double's range here: the float64 case names its row only\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *want = wide || i != 1 ? cases[i][2] : "query row 1 with key 0";
         CHECK_EQ_INT(post_msg("/v1/attention", cases[i][0], ptr, msg), 422);
         CHECK_STR(ptr, cases[i][1]);
-        CHECK(strstr(msg, cases[i][2]) != NULL);
-        if (!strstr(msg, cases[i][2]))
+        CHECK(strstr(msg, want) != NULL);
+        if (!strstr(msg, want))
             printf("  %s\n", msg);
     }
 }
