@@ -100,7 +100,6 @@
 #include "replay.h"
 #include "replay_files.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -311,19 +310,15 @@ void sess_dur_touch(struct sess_store *st, struct sess *s)
 
 /* Remove snapshot.G / journal.G files older than gen (stray temporary
  * files go through sess_remove_state_files). */
+static void remove_one(const char *path, void *arg)
+{
+    (void)arg;
+    unlink(path);
+}
+
 static void remove_old(const char *dir, uint64_t gen)
 {
-    DIR *dd = opendir(dir);
-    if (!dd)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dd)) != NULL) {
-        uint64_t v;
-        if ((sess_state_gen(e->d_name, "snapshot.", &v) ||
-             sess_state_gen(e->d_name, "journal.", &v)) && v < gen)
-            unlinkat(dirfd(dd), e->d_name, 0);
-    }
-    closedir(dd);
+    sess_state_each_older(dir, gen, remove_one, NULL);
 }
 
 /* Start generation d->gen + 1 (unless the journal is still empty); with
@@ -383,31 +378,19 @@ static bool snap_one(struct sess_store *st, struct sess *s, struct jnl *sj,
     return rc == CORE_OK;
 }
 
-/* The snapshot's last record: how many SESS records precede it (lsn 0, no
- * change's), so that a reader tells a snapshot cut between two records
- * from a whole one. */
-static bool snap_end(struct jnl *sj, uint64_t count, int *err)
+/* A snapshot's marker record (lsn 0, no change's): BEGIN, its first, says
+ * an END closes it; END, its last, holds how many SESS records precede it,
+ * so that a reader tells a snapshot cut between two records from a whole
+ * one. */
+static bool snap_marker(struct jnl *sj, uint32_t type, uint64_t count, int *err)
 {
     unsigned char rec[SESS_REC_END_BYTES];
-    uint32_t t = SESS_REC_END;
     double w = sess_wall_now();
-    memcpy(rec, &t, 4);
+    memcpy(rec, &type, 4);
     memcpy(rec + 4, &w, 8);
     memcpy(rec + 12, &count, 8);
-    struct iovec part = {rec, sizeof rec};
-    return jnl_append(sj, 0, &part, 1, true, err) == CORE_OK;
-}
-
-/* The snapshot's first record (lsn 0): a reader that meets it first
- * requires the END record (snap_end) that closes the snapshot. */
-static bool snap_begin(struct jnl *sj, int *err)
-{
-    unsigned char rec[SESS_REC_BEGIN_BYTES];
-    uint32_t t = SESS_REC_BEGIN;
-    double w = sess_wall_now();
-    memcpy(rec, &t, 4);
-    memcpy(rec + 4, &w, 8);
-    struct iovec part = {rec, sizeof rec};
+    struct iovec part = {rec, type == SESS_REC_END ? SESS_REC_END_BYTES
+                                                   : SESS_REC_BEGIN_BYTES};
     return jnl_append(sj, 0, &part, 1, true, err) == CORE_OK;
 }
 
@@ -426,7 +409,7 @@ static enum core_status write_snapshot(struct sess_store *st,
         return CORE_ESTORAGE;
     size_t n = 0;
     struct sess **all = NULL;
-    bool ok = snap_begin(sj, err);
+    bool ok = snap_marker(sj, SESS_REC_BEGIN, 0, err);
     if (ok) {
         all = sess_hold_all(st, &n);
         ok = all != NULL;
@@ -443,7 +426,7 @@ static enum core_status write_snapshot(struct sess_store *st,
     }
     free(all);
     if (ok)
-        ok = snap_end(sj, *count, err);
+        ok = snap_marker(sj, SESS_REC_END, *count, err);
     if (ok)
         ok = jnl_sync(sj, err) == CORE_OK;
     *bytes = jnl_size(sj);

@@ -290,22 +290,40 @@ bool sess_state_journals_from(const struct gens *g, uint64_t from, uint64_t to)
     return from <= to && n == to - from;
 }
 
-void sess_state_set_aside_older(const struct rdir *d, uint64_t gen, const char *why)
+void sess_state_each_older(const char *dir, uint64_t gen,
+                           void (*fn)(const char *path, void *arg), void *arg)
 {
-    DIR *dd = opendir(d->dir);
+    DIR *dd = opendir(dir);
     struct dirent *e;
     while (dd && (e = readdir(dd)) != NULL) {
         uint64_t v;
         char path[1100];
-        /* the names set aside no longer match: none is met twice */
         if ((sess_state_gen(e->d_name, "snapshot.", &v) ||
              sess_state_gen(e->d_name, "journal.", &v)) && v < gen) {
-            snprintf(path, sizeof path, "%s/%s", d->dir, e->d_name);
-            sess_state_set_aside(d, path, why);
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            fn(path, arg);
         }
     }
     if (dd)
         closedir(dd);
+}
+
+struct aside_arg {
+    const struct rdir *d;
+    const char *why;
+};
+
+static void aside_one(const char *path, void *arg)
+{
+    const struct aside_arg *a = arg;
+    sess_state_set_aside(a->d, path, a->why);
+}
+
+void sess_state_set_aside_older(const struct rdir *d, uint64_t gen, const char *why)
+{
+    /* the names set aside no longer match: none is met twice */
+    struct aside_arg a = {d, why};
+    sess_state_each_older(d->dir, gen, aside_one, &a);
 }
 
 /* Whether name is a kept file: <pre><gen>.<suffix>[.N] of a state file. */

@@ -50,6 +50,11 @@ bool sess_state_error_transient(int e);
 /* Whether every journal of generations [from, to) is in g. */
 bool sess_state_journals_from(const struct gens *g, uint64_t from, uint64_t to);
 
+/* fn(path, arg) for every snapshot.G and journal.G of dir with G < gen
+ * (fn may rename or remove it). */
+void sess_state_each_older(const char *dir, uint64_t gen,
+                           void (*fn)(const char *path, void *arg), void *arg);
+
 /* Set aside every snapshot.G and journal.G of dir with G < gen (why: why,
  * for the log line each gets). */
 void sess_state_set_aside_older(const struct rdir *d, uint64_t gen, const char *why);
