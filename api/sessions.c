@@ -461,17 +461,17 @@ void api_sess_fail_append(struct api_call *c, enum core_status rc, const struct 
         api_sessions_fail_full(c);
     } else if (rc == CORE_ELENGTH) {
         api_fail_core(c, rc, "/expected_length");
-    } else if (rc == CORE_EFULL && sess_max_rows(c->ctx->store, s) < sess_spec(s)->max_tokens) {
-        api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
-                 "pass this replica's --max-tokens of %zu, lowered since the session was "
-                 "made with max_tokens %zu: it takes rows up to %zu here (export it to a "
-                 "replica whose --max-tokens allows %zu for more)", kv_held(sess_cache(s)), m,
-                 sess_max_rows(c->ctx->store, s), sess_spec(s)->max_tokens,
-                 sess_max_rows(c->ctx->store, s), sess_spec(s)->max_tokens);
     } else if (rc == CORE_EFULL) {
-        api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more would "
-                 "pass its max_tokens of %zu", kv_held(sess_cache(s)), m,
-                 sess_spec(s)->max_tokens);
+        size_t cap = sess_max_rows(c->ctx->store, s), own = sess_spec(s)->max_tokens;
+        if (cap < own)
+            api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more "
+                     "would pass this replica's --max-tokens of %zu, lowered since the "
+                     "session was made with max_tokens %zu: it takes rows up to %zu here "
+                     "(export it to a replica whose --max-tokens allows %zu for more)",
+                     kv_held(sess_cache(s)), m, cap, own, cap, own);
+        else
+            api_fail(c, API_ERR_SESSION_FULL, NULL, "the session holds %zu rows; %zu more "
+                     "would pass its max_tokens of %zu", kv_held(sess_cache(s)), m, own);
     } else {
         api_fail_core(c, rc, NULL);
     }
@@ -661,8 +661,8 @@ static void truncate_req(struct api_call *c, const char *id)
  * or the import of its export is, 422 limit_exceeded; s released then. */
 static bool fork_within_tokens(struct api_call *c, struct sess *s)
 {
-    size_t cap = c->ctx->cfg.max_tokens, own = sess_spec(s)->max_tokens;
-    if (!cap || own <= cap)
+    size_t cap = sess_max_rows(c->ctx->store, s), own = sess_spec(s)->max_tokens;
+    if (cap == own)
         return true;
     sess_release(c->ctx->store, s);
     api_fail(c, API_ERR_LIMIT_EXCEEDED, NULL, "the session's max_tokens (%zu) is over this "

@@ -59,21 +59,22 @@ bool api_roll_check_tokens(struct api_call *c, const struct attn_window *w,
 
 /* What a v2 start may send instead when its window does not fit under
  * max_tokens (over 0), into out: the largest window_left with these
- * sinks, or else the most window_sinks with window_left 0, or that no
- * window fits. */
+ * sinks, or else the most window_sinks (whole pages) with window_left 0,
+ * or that no window fits. held grows by one row with each row of
+ * window_left (sess_roll_held_max). */
 static void seq_window_advice(const struct attn_window *w, size_t max_tokens, char *out,
                               size_t size)
 {
-    const size_t page = KV_PAGE_ROWS;
-    size_t sinks = (size_t)w->sinks;
-    size_t sink_rows = sinks > SIZE_MAX / 4 ? SIZE_MAX : (sinks + page - 1) / page * page;
-    /* held = sink_rows + left + page - 1 must stay below max_tokens */
-    if (sink_rows != SIZE_MAX && max_tokens >= sink_rows + page)
+    struct attn_window sinks_only = *w, none = *w;
+    sinks_only.left = 0;
+    none.left = none.sinks = 0;
+    size_t held0 = sess_roll_held_max(&sinks_only), least = sess_roll_held_max(&none);
+    if (held0 < max_tokens)
         snprintf(out, size, "send a window_left of at most %zu with these window_sinks",
-                 max_tokens - page - sink_rows);
-    else if (max_tokens >= page)
+                 max_tokens - 1 - held0);
+    else if (least < max_tokens)
         snprintf(out, size, "send window_sinks of at most %zu (with window_left 0)",
-                 (max_tokens - page) / page * page);
+                 (max_tokens - 1 - least) / KV_PAGE_ROWS * KV_PAGE_ROWS);
     else
         snprintf(out, size, "no window fits: start the sequence without one");
 }
