@@ -256,17 +256,24 @@ static enum core_status attend_held(const struct kv_cache *c, const struct attn_
     bool narrow = c->store != KV_STORE_SAME;
     if (!x && (!narrow || r->outputs == ATTN_OUT_OUTPUT))
         return attend_paged(c, r, in, out, ws);
+    /* a narrow cache's output comes from narrow_output: the general pass
+     * leaves it out when it has something else to compute (a heads
+     * subset alone still needs it, for its empty rows) */
+    bool own_output = narrow && (r->outputs & ATTN_OUT_OUTPUT) && out->output;
+    struct attn_request rg = *r;
+    if (own_output && ((r->outputs & ~ATTN_OUT_OUTPUT) || (x && x->want)))
+        rg.outputs &= ~ATTN_OUT_OUTPUT;
     const void **kp = malloc(2 * c->h_kv * sizeof *kp);
     void *buf = kp ? gather(c, kp, kp + c->h_kv) : NULL;
     enum core_status st = CORE_ENOMEM;
     if (buf) {
         struct attn_kv_view view = {.k = kp, .v = kp + c->h_kv};
-        st = x ? attn_forward_extras(r, in, &view, x, out, xo, ws)
-               : attn_forward_kv(r, in, &view, out, ws);
+        st = x ? attn_forward_extras(&rg, in, &view, x, out, xo, ws)
+               : attn_forward_kv(&rg, in, &view, out, ws);
     }
     free(buf);
     free(kp);
-    if (st == CORE_OK && narrow && (r->outputs & ATTN_OUT_OUTPUT) && out->output)
+    if (st == CORE_OK && own_output)
         st = narrow_output(c, r, in, x, out, ws);
     return st;
 }
