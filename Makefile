@@ -251,6 +251,9 @@ test-arm64: deps-arm64
 	@# vectoriser off, every fmla there comes from them
 	@aarch64-linux-gnu-objdump -d build/arm64/obj/core/attn.o | grep -q 'fmla' || \
 	  { echo "test-arm64: no NEON loops in core/attn.o"; exit 1; }
+	@# the journal's CRC-32C has its ARMv8 instruction path (qemu has it)
+	@aarch64-linux-gnu-objdump -d build/arm64/obj/core/journal.o | grep -q 'crc32cx' || \
+	  { echo "test-arm64: no crc32cx in core/journal.o"; exit 1; }
 	@QEMU_LD_PREFIX=/ ATTND_TEST_EXEC=qemu-aarch64 ATTND_TEST_QUICK=1 ATTND_TEST_ONLY=c \
 	  sh tests/run.sh build/arm64
 

@@ -84,17 +84,21 @@ static void copy_state(void)
         closedir(d);
 }
 
-TEST(crc32c_matches_reference)
+typedef uint32_t crc_fn(uint32_t crc, const void *p, size_t n);
+
+/* crc against the bitwise reference: the check value, every offset and
+ * length through 1100 bytes, continuing, the three-chain blocks' edges. */
+static void crc_matches_reference(crc_fn *crc)
 {
-    CHECK_EQ_INT(jnl_crc32c(0, "123456789", 9), 0xE3069283u);
+    CHECK_EQ_INT(crc(0, "123456789", 9), 0xE3069283u);
     unsigned char buf[1100];
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = (unsigned char)(i * 131 + 7);
     for (size_t off = 0; off < 9; off++)
         for (size_t n = 0; n + off < sizeof buf; n += 37)
-            CHECK_EQ_INT(jnl_crc32c(0, buf + off, n), test_crc32_bitwise(0x82F63B78u, buf + off, n));
+            CHECK_EQ_INT(crc(0, buf + off, n), test_crc32_bitwise(0x82F63B78u, buf + off, n));
     /* continuing a checksum equals checksumming the whole */
-    CHECK_EQ_INT(jnl_crc32c(jnl_crc32c(0, buf, 500), buf + 500, 600),
+    CHECK_EQ_INT(crc(crc(0, buf, 500), buf + 500, 600),
                  test_crc32_bitwise(0x82F63B78u, buf, 1100));
     /* lengths around the three-chain blocks (3 x 256 and 3 x 8192 bytes) */
     static const size_t lens[] = {767, 768, 769, 775, 1536, 24575, 24576, 24577,
@@ -107,12 +111,23 @@ TEST(crc32c_matches_reference)
         b[i] = (unsigned char)(i * 2654435761u >> 13);
     for (size_t off = 0; off < 3; off++)
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
-            CHECK_EQ_INT(jnl_crc32c(0x12345678u, b + off, lens[i]),
-                         jnl_crc32c(jnl_crc32c(0x12345678u, b + off, 5), b + off + 5,
+            CHECK_EQ_INT(crc(0x12345678u, b + off, lens[i]),
+                         crc(crc(0x12345678u, b + off, 5), b + off + 5,
                                     lens[i] - 5));
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
-        CHECK_EQ_INT(jnl_crc32c(0, b + 1, lens[i]), test_crc32_bitwise(0x82F63B78u, b + 1, lens[i]));
+        CHECK_EQ_INT(crc(0, b + 1, lens[i]), test_crc32_bitwise(0x82F63B78u, b + 1, lens[i]));
     free(b);
+}
+
+TEST(crc32c_matches_reference)
+{
+    crc_matches_reference(jnl_crc32c);      /* the CPU's instruction, if any */
+    crc_matches_reference(jnl_crc32c_table);
+    unsigned char buf[3000];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)(i * 167 + 3);
+    for (size_t n = 0; n <= sizeof buf; n += 97)
+        CHECK_EQ_INT(jnl_crc32c(7, buf, n), jnl_crc32c_table(7, buf, n));
 }
 
 static char *path_in(const char *name)
