@@ -202,6 +202,23 @@ TEST(an_overflowing_qk_under_a_small_scale_names_its_query_row)
     }
 }
 
+/* The scan forms each float64 q·k scaled by powers of two, so products
+ * past double's range cancel as they do exactly: key 0's q·k is 1e400 -
+ * 1e400 = 0 and key 1's 1e400 + 1 is the one past the range. Summed in
+ * long double where that has double's range (valgrind, and any ABI whose
+ * long double is double), key 0's sum was inf - inf and was blamed. */
+TEST(a_float64_score_that_cancels_is_not_blamed)
+{
+    char ptr[128], msg[512];
+    CHECK_EQ_INT(post_msg("/v1/attention",
+                          "{\"q\":[[1e200,1e200]],\"k\":[[1e200,-1e200],[1e200,1e-200]],"
+                          "\"v\":[[1],[2]]}", ptr, msg), 422);
+    CHECK_STR(ptr, "/q/0");
+    CHECK(strstr(msg, "query row 0 with key 1 ") != NULL);
+    if (!strstr(msg, "query row 0 with key 1 "))
+        printf("  %s\n", msg);
+}
+
 /* empty_rows "error": 422 empty_row at the first query row with no key,
  * the message saying which row of which head and what took its keys away
  * (masked, outside the window, another segment, causal), not path null;
@@ -509,6 +526,7 @@ int main(void)
     RUN(overflowing_pass_names_its_input);
     RUN(empty_row_names_its_query_row);
     RUN(an_overflowing_qk_under_a_small_scale_names_its_query_row);
+    RUN(a_float64_score_that_cancels_is_not_blamed);
     RUN(overflowing_session_pass_names_its_input);
     RUN(an_alibi_overflow_names_its_slope);
     RUN(a_refused_session_attention_appends_nothing);
