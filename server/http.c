@@ -524,19 +524,21 @@ static void leave_in_flight(struct srv_http *h)
  * stays open: a body a little over the cap, the usual 413, is answered.
  * Bounded: drop_limit bytes within --conn-timeout seconds of the headers,
  * else the connection is closed (cut_off); a drain does not wait for it.
+ * A request without a body (a 429 to a polled GET) is answered at the
+ * handler's next call, at once, on a connection that stays open too:
+ * closed, a limited keep-alive client reconnected (over HTTPS, a full
+ * handshake) for every retry.
  * Still answered at once, and the connection closed: a larger announced
  * body (a 10 GB upload is not read for minutes), one sent with
  * Expect: 100-continue (the client waits for this answer before it sends
- * the body), a request without a body, or one begun while draining.
+ * the body), or one begun while draining.
  */
 static bool drops_body_first(const struct req *r, const struct body_framing *b)
 {
     if (atomic_load(&r->h->quiesced) ||
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
         return false;
-    return b->chunked ||
-           (b->announced != SIZE_MAX && b->announced > 0 &&
-            b->announced <= drop_limit(r->h->cfg));
+    return b->chunked || b->announced == SIZE_MAX || b->announced <= drop_limit(r->h->cfg);
 }
 
 /* Answer the refusal code (message msg, Retry-After retry when not NULL)

@@ -186,6 +186,35 @@ def test_rate_limit_per_address_without_keys():
         assert metric(a, "attnd_rate_limited_total", "-", {}) == 1
 
 
+def test_a_429_without_a_body_keeps_the_connection():
+    """A request without a body refused 429 (a GET polled over keep-alive)
+    is answered on a connection that stays open, as one with a body is:
+    closing it made a limited client reconnect (a TLS handshake each, over
+    HTTPS) for every retry, more work for the server it was slowed for."""
+    path = key_file(f"alice:{ALICE}\n")
+    get = (b"GET /v1/info HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+           + ALICE.encode() + b"\r\n\r\n")
+    with Attnd("--api-key-file", path, "--rate-limit", "0.1", "--rate-burst", "1") as a:
+        s = connect(a.port)
+        statuses = []
+        for _ in range(3):
+            s.sendall(get)
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                c = s.recv(1)
+                assert c, f"closed after {statuses}: {head!r}"
+                head += c
+            assert b"connection: close" not in head.lower(), head
+            n = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))
+            body = b""
+            while len(body) < n:
+                body += s.recv(n - len(body))
+            statuses.append(int(head.split()[1]))
+        s.close()
+        assert statuses == [200, 429, 429], statuses
+        assert metric(a, "attnd_rate_limited_total", "alice", auth(ALICE)) == 2
+
+
 def test_cors_preflights_are_not_rate_limited():
     """A browser sends a preflight (OPTIONS, no key) before each keyed
     POST: preflights neither use up the page's address's tokens nor get a
