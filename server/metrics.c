@@ -20,7 +20,8 @@
 #define MAX_CODES 16                    /* status codes a route; the rest: "other" */
 #define CODE_OTHER 0
 #define N_BUCKETS 14
-#define MAX_KEYS 64                     /* key-name series; the rest fold into "other" */
+#define MAX_NAMES 63                    /* key-name series; the rest fold into "other" */
+#define MAX_KEYS (MAX_NAMES + 2)        /* and "other" and "-" (no key) beside them */
 
 static const double bucket_le[N_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -45,7 +46,7 @@ struct key_stats {
 struct srv_metrics {
     pthread_mutex_t mu;
     struct key_stats keys[MAX_KEYS];
-    size_t n_keys;
+    size_t n_keys, n_names;             /* slots in use; of them, key names' */
     uint64_t deadline_exceeded, cancelled;
     int64_t on_pool;                    /* queued for or computing on the pool */
     struct route_stats routes[MAX_ROUTES];
@@ -131,19 +132,24 @@ static void count_code(struct route_stats *r, int status)
     r->code_count[r->n_codes++] = 1;
 }
 
-/* The key's slot, as route_slot: the last slot is "other" once full. */
+/* The key's slot: the first MAX_NAMES names have one each, later names
+ * share "other"; "-" (the clients without a key) has its own beside them,
+ * whenever it comes. */
 static struct key_stats *key_slot(struct srv_metrics *m, const char *key)
 {
     if (!key || !key[0] || strlen(key) >= sizeof m->keys[0].name)
         key = "-";
+    bool dash = strcmp(key, "-") == 0;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < m->n_keys; i++)
             if (strcmp(m->keys[i].name, key) == 0)
                 return &m->keys[i];
-        if (m->n_keys < MAX_KEYS - 1)
+        if (dash || m->n_names < MAX_NAMES)
             break;
         key = "other";
     }
+    if (!dash && strcmp(key, "other") != 0)
+        m->n_names++;
     struct key_stats *k = &m->keys[m->n_keys++];
     memcpy(k->name, key, strlen(key) + 1);
     return k;

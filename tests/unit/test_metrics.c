@@ -76,9 +76,53 @@ TEST(codes_beyond_the_table_fold_into_other)
     srv_metrics_free(m);
 }
 
+/* Key names past the 63rd fold into key="other" (README, Operations);
+ * the clients limited by address keep key="-", whenever they come: "-"
+ * once took a name's slot (62 names had their own), and past the 63rd
+ * name the address-limited clients were counted as key="other". */
+static void key_table(bool dash_first)
+{
+    struct srv_metrics *m = srv_metrics_new();
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    char name[32];
+    if (dash_first)
+        srv_metrics_count(m, SRV_EV_RATE_LIMITED, NULL);
+    for (int i = 0; i < 70; i++) {
+        snprintf(name, sizeof name, "k%d", i);
+        srv_metrics_begin(m);
+        srv_metrics_end(m, "/v1/info", 200, 0, 2, 0.001, name);
+    }
+    srv_metrics_count(m, SRV_EV_RATE_LIMITED, NULL);
+    srv_metrics_count(m, SRV_EV_RATE_LIMITED, "k69");
+    size_t len = 0;
+    char *text = srv_metrics_render(m, &len);
+    srv_metrics_free(m);
+    CHECK(text != NULL);
+    if (!text)
+        return;
+    CHECK_EQ_INT(count_lines(text, "attnd_key_requests_total{"), 64);
+    CHECK(strstr(text, "attnd_key_requests_total{key=\"k62\"} 1\n") != NULL);
+    CHECK(strstr(text, "attnd_key_requests_total{key=\"k63\"}") == NULL);
+    CHECK(strstr(text, "attnd_key_requests_total{key=\"other\"} 7\n") != NULL);
+    CHECK(strstr(text, "attnd_key_requests_total{key=\"-\"}") == NULL);
+    CHECK(strstr(text, dash_first ? "attnd_rate_limited_total{key=\"-\"} 2\n"
+                                  : "attnd_rate_limited_total{key=\"-\"} 1\n") != NULL);
+    CHECK(strstr(text, "attnd_rate_limited_total{key=\"other\"} 1\n") != NULL);
+    free(text);
+}
+
+TEST(key_names_past_the_63rd_fold_into_other_and_dash_stays)
+{
+    key_table(true);
+    key_table(false);
+}
+
 int main(void)
 {
     RUN(routes_beyond_the_table_fold_into_other);
     RUN(codes_beyond_the_table_fold_into_other);
+    RUN(key_names_past_the_63rd_fold_into_other_and_dash_stays);
     TEST_MAIN_END();
 }
