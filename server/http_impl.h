@@ -72,7 +72,8 @@ struct srv_http {
         atomic_uint_fast64_t quiet; /* refusals since (not logged) */
     } refused_peer, refused_total,  /* per address; the total cap; */
       failed_tls,                   /* TLS handshakes that failed; */
-      failed_accept;                /* accept() failures (EMFILE, ...) */
+      failed_accept,                /* accept() failures (EMFILE, ...); */
+      gone_mid_request;             /* clients closed with a request half sent */
     srv_http_idle_fn idle;          /* loop thread only */
     void *idle_arg;
     struct req *on_pool;            /* loop thread: queued on the pool, until

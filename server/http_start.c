@@ -159,6 +159,25 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
  * client that tries to connect: one line a second says them instead. */
 #define MHD_ACCEPT_FAILED_MSG "Error accepting connection: "
 #define MHD_ACCEPT_LIMIT_MSG "Hit process or system resource limit"
+/* MHD's messages for a client that closed (or reset) its connection with a
+ * request half sent (0.9.75: plain, over TLS, and a read error), one for
+ * every such connection: a client that times out, a scanner, or one that
+ * opens connections to fill the log. One line a second says them, as for
+ * the failed handshakes; the access log has the line of a request whose
+ * headers were whole (499). */
+static const char *const mhd_gone_msgs[] = {
+    "Connection was closed by remote side with incomplete request",
+    "Socket has been disconnected when reading request",
+    "Connection socket is closed when reading request due to the error: ",
+};
+
+static bool is_gone_msg(const char *msg)
+{
+    for (size_t i = 0; i < sizeof mhd_gone_msgs / sizeof mhd_gone_msgs[0]; i++)
+        if (strncmp(msg, mhd_gone_msgs[i], strlen(mhd_gone_msgs[i])) == 0)
+            return true;
+    return false;
+}
 
 __attribute__((format(printf, 2, 0)))
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -184,6 +203,14 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
             srv_log_msgf("warn", "a TLS handshake failed: the client closed before it "
                          "ended, spoke plain HTTP, or offered no version or cipher suite "
                          "attnd takes; %llu more failed since the last such line",
+                         (unsigned long long)since);
+        return;
+    }
+    if (is_gone_msg(msg)) {
+        uint64_t since;
+        if (refusal_line_due(&h->gone_mid_request, &since))
+            srv_log_msgf("warn", "a client closed its connection before its request was "
+                         "whole; %llu more since the last such line",
                          (unsigned long long)since);
         return;
     }

@@ -11,6 +11,7 @@ HEAD on every GET route is GET's answer without a byte of body.
 """
 import json
 import os
+import re
 import socket
 import ssl
 import time
@@ -481,6 +482,39 @@ def test_client_vanishing_mid_upload_is_freed(small):
     inflight = [float(x.split()[-1]) for x in text.splitlines() if x.startswith("attnd_requests_in_flight ")]
     assert inflight == [1.0], "half-closed uploads still count as in flight"
     still_serving(small)
+
+
+def test_clients_gone_mid_request_are_logged_a_line_a_second():
+    """A client that closes with its request half sent (a timeout, a
+    scanner) made libmicrohttpd log a warn line each ("Connection was
+    closed by remote side with incomplete request."; over TLS "Socket has
+    been disconnected when reading request."): a line per connection, for
+    as many connections as a client cares to open. The log says them at
+    most once a second with the count since, as it does for the failed
+    TLS handshakes and the connection caps' refusals."""
+    with Attnd() as a:
+        t0 = time.monotonic()
+        for i in range(30):
+            s = attnd_proc.connect(a.port)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo" if i % 2 else
+                      post_head(extra=b"Content-Length: 4000\r\n\r\n") + b'{"q":[[1,')
+            s.close()
+        spent = time.monotonic() - t0
+        assert a.get("/healthz").status == 200
+        time.sleep(1.1)
+        for _ in range(3):                            # the count of the quiet second
+            s = attnd_proc.connect(a.port)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+            s.close()
+        deadline = time.monotonic() + 10
+        while (a.logs().count("before its request was whole") < 2 and
+               time.monotonic() < deadline):
+            time.sleep(0.05)
+        lines = [l for l in a.logs().splitlines() if '"level":"warn"' in l]
+        assert all("before its request was whole" in l for l in lines), lines
+        assert 2 <= len(lines) <= 2 + int(spent) + 1, lines
+        more = sum(int(re.search(r"; (\d+) more since", l).group(1)) for l in lines)
+        assert more + len(lines) >= 30, lines        # every one counted
 
 
 def test_huge_header_and_uri_are_refused_cleanly(small):
