@@ -301,17 +301,18 @@ static bool under_api(const char *path)
            (path[3] == '\0' || path[3] == '/');
 }
 
-/* Whether dispatch asks t's request for a key: not for a preflight, a
- * static file or an open route, nor for a path nothing has outside /v1
- * and /v2 (404). Under them a path with no route asks for one as well,
- * so that without the key it answers as a route does (401), not 404. */
+/* Whether dispatch asks t's request for a key: not for a preflight (a
+ * browser sends none: on a path with no route it is 404 with or without
+ * one), a static file or an open route, nor for a path nothing has
+ * outside /v1 and /v2 (404). Under them a path with no route asks for one
+ * as well, so that without the key it answers as a route does (401), not
+ * 404. */
 static bool needs_key(const struct target *t, const char *method, const char *path)
 {
-    bool options = strcmp(method, "OPTIONS") == 0;
-    if (!t->methods && !t->st)
-        return !options && under_api(path) && !open_path(path);
-    if (t->methods && options)
+    if (strcmp(method, "OPTIONS") == 0)
         return false;
+    if (!t->methods && !t->st)
+        return under_api(path) && !open_path(path);
     return !t->file && !open_path(path);
 }
 

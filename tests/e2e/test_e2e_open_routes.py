@@ -132,3 +132,11 @@ def test_unknown_paths_under_v1_and_v2_ask_for_the_key_before_404():
         # a preflight needs no key on a route, and an open route none
         assert d.request("OPTIONS", "/v1/info").status == 204
         assert d.get("/v2/health/live").status == 200
+        # a preflight carries no key: on a path with no route it is 404
+        # with or without one, below a route's subtree as at the top
+        for path in ("/v1/nope", "/v1/sessions/abc/nope", "/v2/models/attention/nope",
+                     "/v2/nope"):
+            for hdr in ({}, auth):
+                r = d.request("OPTIONS", path, headers=hdr)
+                assert r.status == 404, f"OPTIONS {path} {hdr}: {r}"
+        assert d.request("OPTIONS", "/v1/sessions/abc").status == 204
