@@ -234,10 +234,17 @@ static bool authorized(struct api_call *c)
     return ok;
 }
 
+/* 401 with the challenge of RFC 6750 section 3: a Bearer token that was
+ * sent and is not a key is error="invalid_token", so that a client tells
+ * a wrong key from a missing one; none sent, no error code. */
 static void unauthorized(struct api_call *c)
 {
     api_fail(c, API_ERR_UNAUTHORIZED, NULL, NULL);
-    api_response_header(c->resp, "WWW-Authenticate", "Bearer realm=\"attnd\"");
+    const char *h = api_header(c, "Authorization");
+    bool sent = h && strncasecmp(h, "Bearer ", 7) == 0;
+    api_response_header(c->resp, "WWW-Authenticate",
+                        sent ? "Bearer realm=\"attnd\", error=\"invalid_token\""
+                             : "Bearer realm=\"attnd\"");
 }
 
 /* ---- dispatch --------------------------------------------------------- */

@@ -106,6 +106,24 @@ def test_api_key_flag_and_file_together():
         wait_log(a, '"key":"key-1"')
 
 
+def test_a_wrong_token_is_told_from_a_missing_one():
+    # RFC 6750 section 3: error="invalid_token" when a Bearer token was sent
+    # and is not a key; no error code when none was, nor for another scheme
+    path = key_file(f"alice:{ALICE}\n")
+    bare = 'Bearer realm="attnd"'
+    with Attnd("--api-key-file", path) as a:
+        for method, route, body in (("POST", "/v1/attention", VALID), ("GET", "/v1/info", None),
+                                    ("GET", "/v1/nope", None), ("GET", "/metrics", None),
+                                    ("POST", "/v2/models/attention/infer", {})):
+            for hdr, want in (({}, bare), (auth(BOB), bare + ', error="invalid_token"'),
+                              ({"Authorization": "bearer " + BOB}, bare + ', error="invalid_token"'),
+                              ({"Authorization": "Basic YTpi"}, bare)):
+                r = a.request(method, route, body=body, headers=hdr)
+                assert r.status == 401, (method, route, hdr, r)
+                assert r.headers["www-authenticate"] == want, (method, route, hdr, r.headers)
+        assert a.get("/v1/info", headers=auth(ALICE)).status == 200
+
+
 def test_bad_key_files_exit_2():
     cases = [
         (key_file(f"alice:{ALICE}\n", 0o644), "mode 0644 lets other users read it"),
