@@ -313,8 +313,12 @@ bool api_extras_alloc(const struct attn_request *r, struct api_extras *x,
     rs.shape.h = x->nh;
     if (!api_result_alloc(&rs, res) || !x_rows(r, x, &rows))
         return false;
-    if ((x->want & ATTN_X_QK) && !core_mul3(rows, r->shape.L, esz, &qk))
+    /* qk rounded up to 8 bytes: a float32 one of odd rows x L would leave
+     * every part after it, the int64 argmax and indices among them, 4 off */
+    if ((x->want & ATTN_X_QK) &&
+        (!core_mul3(rows, r->shape.L, esz, &qk) || !core_add(qk, 7, &qk)))
         return false;
+    qk &= ~(size_t)7;
     if ((x->want & ATTN_X_TOPK) &&
         (!core_mul3(rows, x->top_k, 8, &k8) || !core_mul3(rows, x->top_k, esz, &kv)))
         return false;

@@ -6,9 +6,12 @@
  * with the full weights of the same request.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/extras.h"
+#include "api/internal.h"
 #include "tests/harness.h"
 #include "tests/api/api_testlib.h"
 #include "tests/half_ref.h"
@@ -672,6 +675,33 @@ TEST(top_k_too_large_names_it)
     json_decref(j);
 }
 
+/* The extras' one block keeps each part on an 8-byte boundary whatever
+ * qk's size: a float32 qk of odd rows x L (here 1 x 3: 12 bytes) left the
+ * int64 argmax and top-k indices after it 4 bytes off, a misaligned store
+ * (UBSan stopped a v2 request asking qk with argmax or top-k there). */
+TEST(block_parts_aligned_after_float32_qk)
+{
+    for (size_t L = 1; L <= 4; L++) {
+        struct attn_request r;
+        memset(&r, 0, sizeof r);
+        r.shape = (struct attn_shape){.B = 1, .h = 1, .h_kv = 1, .n = 1, .L = L, .d_k = 2,
+                                      .d_v = 1};
+        r.params.dtype = ATTN_F32;
+        r.outputs = ATTN_OUT_OUTPUT;
+        struct api_extras x = {.want = ATTN_X_QK | ATTN_X_LSE | ATTN_X_STATS | ATTN_X_TOPK,
+                               .nh = 1, .top_k = 3};
+        struct attn_result res;
+        CHECK(api_extras_alloc(&r, &x, &res));
+        const struct attn_extras_out *o = &x.xo;
+        CHECK(o->qk && o->argmax && o->top_idx);
+        CHECK((uintptr_t)o->argmax % _Alignof(int64_t) == 0);
+        CHECK((uintptr_t)o->top_idx % _Alignof(int64_t) == 0);
+        CHECK((uintptr_t)o->lse % 8 == 0 && (uintptr_t)o->top_val % 8 == 0);
+        api_result_free(&res);
+        api_extras_free(&x);
+    }
+}
+
 int main(void)
 {
     struct sess_config cfg = {.max_sessions = 8, .max_cache_bytes = 1 << 20,
@@ -694,6 +724,7 @@ int main(void)
     RUN(half_extras_rounded);
     RUN(heads_subset_bits);
     RUN(top_k_too_large_names_it);
+    RUN(block_parts_aligned_after_float32_qk);
     sess_store_free(ctx.store);
     TEST_MAIN_END();
 }

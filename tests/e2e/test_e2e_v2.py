@@ -684,6 +684,30 @@ def test_outputs_come_back_in_the_order_asked(attnd):
     assert [o["name"] for o in r.json()["outputs"]] == ["lse", "output", "qk"]
 
 
+
+def test_fp32_qk_beside_int64_outputs_of_an_odd_row_count(attnd):
+    """An FP32 qk of odd rows x keys (1 x 1, 1 x 3) asked with argmax and
+    top_k_indices: those INT64 outputs followed it 4 bytes off in one
+    buffer, a misaligned store that the sanitizer build (make asan) stopped
+    the server on; they answer as in a float64 request."""
+    for L in (1, 3):
+        k = [1.0, 0.0] * L
+        want = None
+        for dt in ("FP64", "FP32"):
+            body = {"inputs": [tensor("q", [1, 2], [1, 0], dt), tensor("k", [L, 2], k, dt),
+                               tensor("v", [L, 1], list(range(L)), dt)],
+                    "parameters": {"weights_top_k": 2},
+                    "outputs": [{"name": "qk"}, {"name": "argmax"},
+                                {"name": "top_k_indices", "parameters": {"binary_data": True}}]}
+            r = attnd.post(INFER, body)
+            assert r.status == 200, r
+            js, raw = split_binary_response(r)
+            outs = outputs(js)
+            got = (outs["qk"]["data"], outs["argmax"]["data"], struct.unpack("<2q", raw))
+            assert got == (want or got)
+            want = got
+        assert want == ([1] * L, [0], (0, 1 if L > 1 else -1))
+
 def test_an_empty_outputs_list_asks_for_every_output(attnd):
     """Triton and KServe read "outputs": [] as no output named, so every
     output: it was 400 "outputs must be a non-empty array"."""
