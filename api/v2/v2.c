@@ -113,14 +113,16 @@ const char *api_v2_datatype_name(enum attn_dtype dt, enum api_half half)
 
 /* ---- metadata and health ----------------------------------------------- */
 
+/* The extensions served; "sequence(string_id)" is how the sequence
+ * extension's text has a server say that sequence_id may be a string. */
 static void v2_server_meta(struct api_call *c)
 {
     const char *v = c->ctx->cfg.version ? c->ctx->cfg.version : "";
 
-    api_reply_json(c, 200, json_pack("{s:s, s:s, s:[s,s,s]}", "name", "attnd",
+    api_reply_json(c, 200, json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "attnd",
                                      "version", v, "extensions",
                                      "binary_tensor_data", "sequence",
-                                     "parameters"));
+                                     "sequence(string_id)", "parameters"));
 }
 
 static void v2_health(struct api_call *c, bool ready)

@@ -76,6 +76,21 @@ def test_server_metadata(attnd):
     assert {"binary_tensor_data", "sequence"} <= set(meta["extensions"])
 
 
+def test_server_metadata_says_sequence_ids_may_be_strings(attnd):
+    """The sequence extension's text: a server whose sequence_id takes
+    strings may report "sequence(string_id)" among its extensions, so that
+    a client can tell before sending one; attnd takes them (README) and
+    did not say so."""
+    assert "sequence(string_id)" in attnd.get("/v2").json()["extensions"]
+    body = {"parameters": {"sequence_id": "e333c95a-07fc-42d2-ab16-033b1a566ed5",
+                           "sequence_start": True, "sequence_end": True},
+            "inputs": [tensor("q", [1, 2], [1, 0]), tensor("k", [2, 2], [1, 0, 0, 1]),
+                       tensor("v", [2, 1], [1, 2])]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    assert r.json()["parameters"]["sequence_id"] == body["parameters"]["sequence_id"]
+
+
 def test_health(attnd):
     assert attnd.get("/v2/health/live").status == 200
     assert attnd.get("/v2/health/ready").status == 200
