@@ -253,16 +253,21 @@ void api_v2_respond(struct api_call *c, const struct v2_infer *x,
     }
 }
 
-/* Bytes the response may take: JSON text per number, binary bytes, and
- * room for the fixed members. */
+/* Bytes the response may take: JSON text per number, binary bytes, the
+ * echoed id (each byte a \u00XX escape at worst) and room for the fixed
+ * members. */
 bool api_v2_response_cap(const struct attn_request *r, const struct v2_infer *x,
                          size_t *cap)
 {
+    const json_t *id = member(x->hdr, "id");
     struct v2_out o[3];
     struct attn_result none;
     size_t total = 4096, part;
     int k;
 
+    if (json_is_string(id) && (!core_mul(json_string_length(id), 6, &part) ||
+                               !core_add(total, part, &total)))
+        return false;
     memset(&none, 0, sizeof none);
     out_views(r, &none, x->t[V2_Q].rank, x->ext.nh, o);
     for (k = 0; k < 3; k++) {

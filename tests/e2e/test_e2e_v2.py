@@ -723,6 +723,23 @@ def test_fp32_qk_beside_int64_outputs_of_an_odd_row_count(attnd):
             want = got
         assert want == ([1] * L, [0], (0, 1 if L > 1 else -1))
 
+
+def test_a_long_request_id_is_echoed(attnd):
+    """The response echoes "id" whatever its length: an id past about 4000
+    bytes (or 700 control characters, each escaped in 6) made the smallest
+    inference 400 "response would exceed the size limit", a limit no
+    documentation names, as the response's room did not count the id."""
+    for rid in ("r" * 5000, "\u0001" * 1000, "é" * 3000, "x" * 70000):
+        for binary in (False, True):
+            body = {"id": rid, "inputs": [tensor("q", [1, 2], [1, 0]),
+                                          tensor("k", [2, 2], [1, 0, 0, 1]),
+                                          tensor("v", [2, 1], [1, 2])],
+                    "outputs": [{"name": "output", "parameters": {"binary_data": binary}}]}
+            r = attnd.post(INFER, body)
+            assert r.status == 200, (len(rid), binary, r)
+            js = split_binary_response(r)[0] if binary else r.json()
+            assert js["id"] == rid
+
 def test_an_empty_outputs_list_asks_for_every_output(attnd):
     """Triton and KServe read "outputs": [] as no output named, so every
     output: it was 400 "outputs must be a non-empty array"."""
