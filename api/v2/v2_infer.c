@@ -133,23 +133,32 @@ static bool u64_of_digits(const char *s, const char *e, uint64_t *out)
     return true;
 }
 
-/* An integer sequence_id -> x->seq_num (0 for none or a string). jansson
- * holds integers up to 2^63-1; a literal beyond is read as a real
- * (api/body.c), so its digits are read again from the JSON header's text:
- * every id up to 2^64-1 is exact, none is rounded. */
-static bool read_seq_num(struct api_call *c, struct v2_infer *x, const json_t *id)
+/* Request parameter key, v, as a uint64 (Triton's sequence_id and
+ * priority) -> *out; false when it is none. jansson holds integers up to
+ * 2^63-1; a literal beyond is read as a real (api/body.c), so its digits
+ * are read again from the JSON header's text: every value up to 2^64-1 is
+ * exact, none is rounded. */
+static bool param_u64(const struct api_call *c, const struct v2_infer *x, const json_t *v,
+                      const char *key, uint64_t *out)
 {
+    char path[API_PATH_MAX];
     const char *vs, *ve;
 
-    x->seq_num = 0;
-    if (json_is_integer(id) && json_integer_value(id) >= 0) {
-        x->seq_num = (uint64_t)json_integer_value(id);
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
         return true;
     }
-    if (!json_is_real(id) ||
-        !api_text_at(c->req->body, c->req->body_len - x->bin_len, c->req->early,
-                     "/parameters/sequence_id", &vs, &ve) ||
-        !u64_of_digits(vs, ve, &x->seq_num)) {
+    return json_is_real(v) &&
+           api_text_at(c->req->body, c->req->body_len - x->bin_len, c->req->early,
+                       api_pointer_key(path, sizeof path, "/parameters", key), &vs, &ve) &&
+           u64_of_digits(vs, ve, out);
+}
+
+/* An integer sequence_id -> x->seq_num (0 for none or a string). */
+static bool read_seq_num(struct api_call *c, struct v2_infer *x, const json_t *id)
+{
+    x->seq_num = 0;
+    if (!param_u64(c, x, id, "sequence_id", &x->seq_num)) {
         api_fail(c, API_ERR_INVALID_FIELD, "/parameters/sequence_id", SEQ_ID_RULE);
         return false;
     }
@@ -388,12 +397,15 @@ static const char *const v2_params_allowed[] = {
     "rope_attention_factor", "rope_truncate", "kv_dtype", "timeout", "priority", NULL,
 };
 
-/* Triton's reserved "priority": a non-negative integer, taken and left
- * unused (attnd has one level: small requests go first whatever it says). */
-static bool read_priority(struct api_call *c, const json_t *v)
+/* Triton's reserved "priority": a uint64 (or an integral real such as
+ * 2.0), taken and left unused (attnd has one level: small requests go
+ * first whatever it says). */
+static bool read_priority(struct api_call *c, const struct v2_infer *x, const json_t *v)
 {
-    size_t level;
-    return !v || api_read_size(c, v, "/parameters/priority", 0, SIZE_MAX, &level);
+    uint64_t level;
+    size_t small;
+    return !v || param_u64(c, x, v, "priority", &level) ||
+           api_read_size(c, v, "/parameters/priority", 0, SIZE_MAX, &small);
 }
 
 /* Per-pass options and the session-fixed softmax, scale and alibi (read
@@ -415,7 +427,7 @@ static bool read_options(struct api_call *c, struct v2_infer *x,
                              "/parameters/empty_rows", &x->empty_rows) ||
         !api_read_timeout(c, member(params, "timeout_ms"), "/parameters/timeout_ms") ||
         !api_read_timeout_us(c, member(params, "timeout"), "/parameters/timeout") ||
-        !read_priority(c, member(params, "priority")))
+        !read_priority(c, x, member(params, "priority")))
         return false;
     x->p.dtype = x->dt;
     /* the input sink_logits stands for the parameter (api/v2/v2_model.c) */

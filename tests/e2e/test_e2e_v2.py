@@ -740,6 +740,21 @@ def test_a_long_request_id_is_echoed(attnd):
             js = split_binary_response(r)[0] if binary else r.json()
             assert js["id"] == rid
 
+
+def test_priority_takes_every_uint64(attnd):
+    """Triton's priority is a uint64, and the refusal said "expected an
+    integer in 0..18446744073709551615", yet 2^63 to 2^64-1 (which jansson
+    reads as reals) were refused with it; they are read from their digits,
+    as sequence_id's are."""
+    body = {"inputs": [tensor("q", [1, 2], [1, 0]), tensor("k", [2, 2], [1, 0, 0, 1]),
+                       tensor("v", [2, 1], [1, 2])], "outputs": [{"name": "output"}]}
+    for level in (0, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 3.0):
+        r = attnd.post(INFER, dict(body, parameters={"priority": level}))
+        assert r.status == 200, (level, r)
+    for level in (2 ** 64, -1, 1.5):
+        err = v2_error(attnd.post(INFER, dict(body, parameters={"priority": level})), 400)
+        assert "0..18446744073709551615 [invalid_field at /parameters/priority]" in err
+
 def test_an_empty_outputs_list_asks_for_every_output(attnd):
     """Triton and KServe read "outputs": [] as no output named, so every
     output: it was 400 "outputs must be a non-empty array"."""
