@@ -741,10 +741,10 @@ bool api_check_fields(struct api_call *c, const json_t *obj,
 
     json_object_foreach((json_t *)obj, key, val) {
         const char *const *a;
-        bool ok = false;
+        bool ok = json_is_null(val);    /* absent, as a known member's null */
         char path[128];
 
-        for (a = allowed; *a; a++)
+        for (a = allowed; *a && !ok; a++)
             if (strcmp(*a, key) == 0) {
                 ok = true;
                 break;

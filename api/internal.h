@@ -258,7 +258,10 @@ json_t *api_parse_body_pre(struct api_call *c, struct api_fast_keys *keys,
 /*
  * Refuse members of obj not listed in allowed (NULL-terminated):
  * 422 invalid_field with path prefix + "/" + escaped key. prefix is the
- * JSON pointer of obj ("" for the body). Returns false after answering.
+ * JSON pointer of obj ("" for the body). A member whose value is null is
+ * absent whatever its name, as a known member's null is (clients that
+ * write every field of their own model, null when unset, are read).
+ * Returns false after answering.
  */
 bool api_check_fields(struct api_call *c, const json_t *obj,
                       const char *prefix, const char *const *allowed);

@@ -491,6 +491,8 @@ static bool body_members(struct api_call *c, const json_t *body, const json_t **
         for (f = 0; f < AF_COUNT; f++)
             if (strcmp(attention_fields[f], key) == 0)
                 break;
+        if (f == AF_COUNT && json_is_null(val))
+            continue;                   /* absent, as for api_check_fields */
         if (f == AF_COUNT) {
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, "",
                      key), "unknown field \"%s\"", key);

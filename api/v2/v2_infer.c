@@ -394,7 +394,8 @@ static const char *const v2_params_allowed[] = {
     "softcap", "window_left", "window_right", "window_sinks", "rope_dims",
     "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-    "rope_attention_factor", "rope_truncate", "kv_dtype", "timeout", "priority", NULL,
+    "rope_attention_factor", "rope_truncate", "kv_dtype", "timeout", "priority",
+    "content_type", NULL,
 };
 
 /* Triton's reserved "priority": a uint64 (or an integral real such as
@@ -785,7 +786,8 @@ void api_v2_infer(struct api_call *c)
         api_fail(c, API_ERR_INVALID_FIELD, "/parameters", "parameters must be an object");
         goto out;
     }
-    if (x.params && !api_check_fields(c, x.params, "/parameters", v2_params_allowed))
+    if (x.params && (!api_check_fields(c, x.params, "/parameters", v2_params_allowed) ||
+                     !api_v2_read_content_type(c, x.params, "/parameters")))
         goto out;
     inputs = member(x.hdr, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) == 0) {

@@ -383,10 +383,24 @@ static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
     return false;
 }
 
+bool api_v2_read_content_type(struct api_call *c, const json_t *params, const char *path)
+{
+    const json_t *v = member(params, "content_type");
+    const char *s = json_string_value(v);
+    char p[API_PATH_MAX];
+
+    if (!v || (s && strcmp(s, "np") == 0))
+        return true;
+    api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, path, "content_type"),
+             "content_type must be \"np\" (numeric tensors, as MLServer's NumpyCodec "
+             "sends them): attnd reads no other codec");
+    return false;
+}
+
 bool api_v2_read_binary_size(struct api_call *c, const json_t *in,
                              const char *prefix, long long *size)
 {
-    static const char *const allowed[] = {"binary_data_size", NULL};
+    static const char *const allowed[] = {"binary_data_size", "content_type", NULL};
     const json_t *p = member(in, "parameters");
     const json_t *b = member(p, "binary_data_size");
     char path[API_PATH_MAX];
@@ -397,7 +411,7 @@ bool api_v2_read_binary_size(struct api_call *c, const json_t *in,
         api_fail(c, API_ERR_INVALID_FIELD, path, "parameters must be an object");
         return false;
     }
-    if (p && !api_check_fields(c, p, path, allowed))
+    if (p && (!api_check_fields(c, p, path, allowed) || !api_v2_read_content_type(c, p, path)))
         return false;
     if (!b)
         return true;

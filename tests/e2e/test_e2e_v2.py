@@ -66,6 +66,38 @@ def ref_attention(q, k, v, scale=None):
     return W, O
 
 
+# ---- clients of the protocol's other servers ----------------------------------
+
+def test_an_mlserver_client_s_request_is_read(attnd):
+    """MLServer's codecs mark numeric tensors "content_type": "np" in the
+    request's and each input's parameters, and a client that dumps its own
+    request model writes unset fields as null: both were 400 'unknown
+    field'. content_type "np" is read (another codec's is refused by name),
+    and a null member is absent whatever its name."""
+    q, k, v = [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [2.0]]
+    ins = [dict(tensor(n, shape_of(m), flat(m)), parameters={"content_type": "np"})
+           for n, m in (("q", q), ("k", k), ("v", v))]
+    ins[0]["parameters"]["binary_data_size"] = None
+    body = {"id": "mls-1", "parameters": {"content_type": "np", "headers": None},
+            "inputs": ins, "outputs": None, "headers": None}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    got = outputs(r.json())["output"]["data"]
+    _, want = ref_attention(q, k, v)
+    assert all(abs(a - b) < 1e-12 for a, b in zip(got, flat(want))), (got, want)
+    for where, bad in ((body["parameters"], "pd"), (ins[1]["parameters"], "str"),
+                       (ins[2]["parameters"], 1)):
+        where["content_type"] = bad
+        err = v2_error(attnd.post(INFER, body), 400)
+        assert 'content_type must be "np"' in err, (bad, err)
+        where["content_type"] = "np"
+    assert attnd.post(INFER, body).status == 200
+    # a member that is not null and not known is still refused by name
+    body["parameters"]["window_lft"] = 4
+    err = v2_error(attnd.post(INFER, body), 400)
+    assert "window_lft" in err, err
+
+
 # ---- metadata and health ----------------------------------------------------
 
 def test_server_metadata(attnd):
