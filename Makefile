@@ -30,7 +30,8 @@ DEPS_RUN   := gcc make pkg-config libmicrohttpd-dev libjansson-dev \
               libopenblas-dev libuv1-dev libgnutls28-dev
 BROWSER    ?= 1
 DEPS_TEST  := $(DEPS_RUN) python3 python3-pytest python3-prometheus-client \
-              python3-yaml python3-dnspython curl git nginx wrk valgrind openssl
+              python3-yaml python3-dnspython python3-torch curl git nginx wrk valgrind \
+              openssl
 ifeq ($(BROWSER),1)
 DEPS_TEST  += chromium nodejs
 endif
