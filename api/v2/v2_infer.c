@@ -744,7 +744,8 @@ static void infer_compute(struct api_call *c, struct v2_infer *x)
 
 /* model_name and model_version in the body: KServe's client
  * (InferRequest.to_rest) sends the model's name beside "inputs". The route
- * names the model; a body that names it too must name the same one. */
+ * names the model; a body that names it too must name the same one. An
+ * empty model_version is the default one, as gRPC-style clients send it. */
 static bool read_model_names(struct api_call *c, const json_t *hdr)
 {
     static const char *const keys[] = {"model_name", "model_version"};
@@ -753,6 +754,8 @@ static bool read_model_names(struct api_call *c, const json_t *hdr)
     for (int i = 0; i < 2; i++) {
         const json_t *v = member(hdr, keys[i]);
         char path[API_PATH_MAX];
+        if (i == 1 && json_is_string(v) && json_string_length(v) == 0)
+            continue;
         if (v && (!json_is_string(v) || strcmp(json_string_value(v), served[i]) != 0)) {
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(path, sizeof path, "",
                      keys[i]), "%s must be the string \"%s\" (this route serves model "

@@ -311,6 +311,13 @@ TEST(body_names_the_model_as_kserve_sends_it)
               SEED_IN "]}", &st);
     CHECK_EQ_INT(st, 200);
     json_decref(j);
+    /* an empty version is the default one (gRPC-style clients) */
+    j = infer("{\"model_name\":\"attention\",\"model_version\":\"\",\"inputs\":["
+              SEED_IN "]}", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    check_bad("{\"model_name\":\"\",\"inputs\":[" SEED_IN "]}", 400,
+              "[invalid_field at /model_name]");
     check_bad("{\"model_name\":\"resnet\",\"inputs\":[" SEED_IN "]}", 400,
               "[invalid_field at /model_name]");
     check_bad("{\"model_name\":7,\"inputs\":[" SEED_IN "]}", 400,
