@@ -151,9 +151,11 @@ bool api_v2_refuse_seqs(struct api_call *c, const struct v2_infer *x);
 void api_v2_pick_dtype(struct v2_infer *x, const json_t *inputs);
 
 /* A parameters object's "content_type" (path: the object's pointer):
- * absent or "np", as MLServer's NumpyCodec marks numeric tensors; any
- * other codec's is a 400 naming it. (api/v2/v2_tensor.c) */
-bool api_v2_read_content_type(struct api_call *c, const json_t *params, const char *path);
+ * absent or "np", as MLServer's NumpyCodec marks numeric tensors, or with
+ * labels (a BYTES input's strings) "str", as its StringCodec marks them;
+ * any other codec's is a 400 naming it. (api/v2/v2_tensor.c) */
+bool api_v2_read_content_type(struct api_call *c, const json_t *params, const char *path,
+                              bool labels);
 
 /* The binary_data_size of input in (prefix: its pointer) -> *size, -1
  * when its data is in JSON; false after a 400 at its parameters.

@@ -790,7 +790,7 @@ void api_v2_infer(struct api_call *c)
         goto out;
     }
     if (x.params && (!api_check_fields(c, x.params, "/parameters", v2_params_allowed) ||
-                     !api_v2_read_content_type(c, x.params, "/parameters")))
+                     !api_v2_read_content_type(c, x.params, "/parameters", false)))
         goto out;
     inputs = member(x.hdr, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) == 0) {

@@ -383,17 +383,23 @@ static bool read_wire(struct api_call *c, const json_t *dt, const char *prefix,
     return false;
 }
 
-bool api_v2_read_content_type(struct api_call *c, const json_t *params, const char *path)
+bool api_v2_read_content_type(struct api_call *c, const json_t *params, const char *path,
+                              bool labels)
 {
     const json_t *v = member(params, "content_type");
     const char *s = json_string_value(v);
     char p[API_PATH_MAX];
 
-    if (!v || (s && strcmp(s, "np") == 0))
+    if (!v || (s && (strcmp(s, "np") == 0 || (labels && strcmp(s, "str") == 0))))
         return true;
-    api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, path, "content_type"),
-             "content_type must be \"np\" (numeric tensors, as MLServer's NumpyCodec "
-             "sends them): attnd reads no other codec");
+    api_pointer_key(p, sizeof p, path, "content_type");
+    if (labels)
+        api_fail(c, API_ERR_INVALID_FIELD, p, "content_type must be \"np\" or \"str\" "
+                 "(strings, as MLServer's NumpyCodec and StringCodec send them): attnd "
+                 "reads no other codec");
+    else
+        api_fail(c, API_ERR_INVALID_FIELD, p, "content_type must be \"np\" (numeric "
+                 "tensors, as MLServer's NumpyCodec sends them): attnd reads no other codec");
     return false;
 }
 
@@ -403,6 +409,7 @@ bool api_v2_read_binary_size(struct api_call *c, const json_t *in,
     static const char *const allowed[] = {"binary_data_size", "content_type", NULL};
     const json_t *p = member(in, "parameters");
     const json_t *b = member(p, "binary_data_size");
+    const char *dt = json_string_value(member(in, "datatype"));
     char path[API_PATH_MAX];
 
     *size = -1;
@@ -411,7 +418,8 @@ bool api_v2_read_binary_size(struct api_call *c, const json_t *in,
         api_fail(c, API_ERR_INVALID_FIELD, path, "parameters must be an object");
         return false;
     }
-    if (p && (!api_check_fields(c, p, path, allowed) || !api_v2_read_content_type(c, p, path)))
+    if (p && (!api_check_fields(c, p, path, allowed) ||
+              !api_v2_read_content_type(c, p, path, dt && strcmp(dt, "BYTES") == 0)))
         return false;
     if (!b)
         return true;

@@ -98,6 +98,32 @@ def test_an_mlserver_client_s_request_is_read(attnd):
     assert "window_lft" in err, err
 
 
+def test_an_mlserver_client_s_token_labels_are_read(attnd):
+    """MLServer's StringCodec marks a BYTES input of strings
+    "content_type": "str": a client encoding tokens_q and tokens_k with it
+    got 400 'content_type must be "np"'. "str" (and "np") is read on a BYTES
+    tokens input and echoed labels are the same; on a numeric input and in
+    the request's parameters "str" is still refused."""
+    q, k, v = [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [2.0]]
+    body = {"inputs": [tensor("q", shape_of(q), flat(q)), tensor("k", shape_of(k), flat(k)),
+                       tensor("v", shape_of(v), flat(v)),
+                       dict(tensor("tokens_q", [1], ["a"], "BYTES"),
+                            parameters={"content_type": "str"}),
+                       dict(tensor("tokens_k", [2], ["x", "y"], "BYTES"),
+                            parameters={"content_type": "str"})],
+            "outputs": [{"name": "output"}, {"name": "tokens_k"}]}
+    r = attnd.post(INFER, body)
+    assert r.status == 200, r
+    assert outputs(r.json())["tokens_k"]["data"] == ["x", "y"]
+    body["inputs"][4]["parameters"]["content_type"] = "np"
+    assert attnd.post(INFER, body).status == 200
+    for where in (body["inputs"][1], body):
+        where["parameters"] = {"content_type": "str"}
+        err = v2_error(attnd.post(INFER, body), 400)
+        assert 'content_type must be "np"' in err, err
+        del where["parameters"]
+
+
 # ---- metadata and health ----------------------------------------------------
 
 def test_server_metadata(attnd):
