@@ -398,15 +398,20 @@ static const char *const v2_params_allowed[] = {
     "content_type", NULL,
 };
 
-/* Triton's reserved "priority": a uint64 (or an integral real such as
- * 2.0), taken and left unused (attnd has one level: small requests go
- * first whatever it says). */
+/* Triton's reserved "priority": a uint64 (or an integral real below 2^64
+ * such as 2.0 or 1e19), taken and left unused (attnd has one level: small
+ * requests go first whatever it says). */
 static bool read_priority(struct api_call *c, const struct v2_infer *x, const json_t *v)
 {
     uint64_t level;
-    size_t small;
-    return !v || param_u64(c, x, v, "priority", &level) ||
-           api_read_size(c, v, "/parameters/priority", 0, SIZE_MAX, &small);
+    double d = json_real_value(v);
+
+    if (!v || param_u64(c, x, v, "priority", &level) ||
+        (json_is_real(v) && d >= 0 && d < 0x1p64 && d == floor(d)))
+        return true;
+    api_fail(c, API_ERR_INVALID_FIELD, "/parameters/priority",
+             "expected an integer in 0..18446744073709551615");
+    return false;
 }
 
 /* Per-pass options and the session-fixed softmax, scale and alibi (read

@@ -806,10 +806,11 @@ def test_priority_takes_every_uint64(attnd):
     as sequence_id's are."""
     body = {"inputs": [tensor("q", [1, 2], [1, 0]), tensor("k", [2, 2], [1, 0, 0, 1]),
                        tensor("v", [2, 1], [1, 2])], "outputs": [{"name": "output"}]}
-    for level in (0, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 3.0):
+    # integral reals past 2^53 (1e+19, 9007199254740994.0) are in the range too
+    for level in (0, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 3.0, 1e19, 9007199254740994.0):
         r = attnd.post(INFER, dict(body, parameters={"priority": level}))
         assert r.status == 200, (level, r)
-    for level in (2 ** 64, -1, 1.5):
+    for level in (2 ** 64, float(2 ** 64), -1, 1.5):
         err = v2_error(attnd.post(INFER, dict(body, parameters={"priority": level})), 400)
         assert "0..18446744073709551615 [invalid_field at /parameters/priority]" in err
 
