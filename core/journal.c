@@ -35,7 +35,11 @@
 
 static uint32_t crc_tab[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-#if defined(__x86_64__) || defined(__aarch64__)
+/* arm64 with gcc, little-endian: clang spells the target attribute
+ * otherwise and declares the intrinsics only with the feature on, and the
+ * words below are loaded in little-endian order. */
+#if defined(__x86_64__) || (defined(__aarch64__) && !defined(__clang__) && \
+                            __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 #define CRC_HW 1
 static bool crc_hw;     /* the CPU's CRC-32C instruction (x86-64, arm64) */
 #endif
