@@ -263,8 +263,10 @@ valgrind: deps-test
 	@$(MAKE) --no-print-directory BUILD=build/vg OPT="-O2 -march=x86-64-v3" all build/vg/tests/.stamp
 	@# ATTND_TEST_QUICK=1: memcheck runs the code tens of times slower, so
 	@# the randomized and many-case tests run their quick sets (every path,
-	@# fewer cases), as under qemu.
-	@ATTND_VALGRIND=1 ATTND_TEST_QUICK=1 ATTND_TEST_ONLY=c sh tests/run.sh build/vg
+	@# fewer cases), as under qemu. Two tests at a time: memcheck runs each
+	@# on one CPU.
+	@ATTND_VALGRIND=1 ATTND_TEST_QUICK=1 ATTND_TEST_ONLY=c ATTND_TEST_JOBS=2 \
+	  sh tests/run.sh build/vg
 
 # Peers measured side by side: numpy, the FastAPI service of ../shared/bench,
 # and libmicrohttpd's hello server (built from ../shared into build/).

@@ -9,6 +9,7 @@
 # ATTND_VALGRIND=1            run the C tests under valgrind
 # ATTND_BROWSER=0             skip the suites that need Chromium and node
 # ATTND_TEST_EXEC=CMD         run each C test as CMD TEST (e.g. qemu-aarch64)
+# ATTND_TEST_JOBS=N           run the C tests N at a time (default 1)
 set -u
 build=${1:-build}
 only=${ATTND_TEST_ONLY:-}
@@ -26,32 +27,72 @@ if [ "$only" != concurrency ]; then
     if [ $rc -ne 0 ]; then echo "== check_sources: FAILED"; cat "$log"; else echo "== check_sources: $line"; fi
 fi
 
-for t in "$build"/tests/test_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    case "$only" in concurrency) case "$name" in *concurrency*|test_attn|test_sched) ;; *) continue ;; esac ;; esac
-    # Under memcheck, which runs one thread at a time, the helper pool's
-    # spin-watch tests ran past 10 minutes; make tsan and make asan run them.
-    if [ "${ATTND_VALGRIND:-}" = 1 ] && [ "$name" = test_pool_concurrency ]; then continue; fi
-    t0=$(date +%s)
-    if [ "${ATTND_VALGRIND:-}" = 1 ]; then
-        valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-            "$t" >"$log" 2>&1; rc=$?
+# run_lane LANE LANES SUM: the C tests whose place in the list (after the
+# filters) is LANE modulo LANES, one "== name: ..." line each; their
+# passed and failed counts go to the file SUM.
+run_lane() {
+    lane=$1; lanes=$2; lp=0; lf=0; i=0
+    tlog=$(mktemp)
+    for t in "$build"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        case "$only" in concurrency) case "$name" in *concurrency*|test_attn|test_sched) ;; *) continue ;; esac ;; esac
+        # Under memcheck, which runs one thread at a time, the helper pool's
+        # spin-watch tests ran past 10 minutes; make tsan and make asan run them.
+        if [ "${ATTND_VALGRIND:-}" = 1 ] && [ "$name" = test_pool_concurrency ]; then continue; fi
+        i=$((i + 1))
+        [ $(( (i - 1) % lanes )) -eq "$lane" ] || continue
+        t0=$(date +%s)
+        if [ "${ATTND_VALGRIND:-}" = 1 ]; then
+            valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+                "$t" >"$tlog" 2>&1; rc=$?
+        else
+            ${ATTND_TEST_EXEC:-} "$t" >"$tlog" 2>&1; rc=$?
+        fi
+        secs=$(( $(date +%s) - t0 ))
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tlog" | tail -n 1)
+        p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}
+        f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/'); f=${f:-0}
+        if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
+        lp=$((lp + p)); lf=$((lf + f))
+        if [ $rc -ne 0 ]; then
+            echo "== $name: FAILED (exit $rc, ${secs} s)"; cat "$tlog"
+        else
+            echo "== $name: $line (${secs} s)"
+        fi
+    done
+    rm -f "$tlog"
+    echo "$lp $lf" >"$3"
+}
+
+# ATTND_TEST_JOBS=N runs the C tests in N lanes at once (make valgrind:
+# memcheck runs a test on one CPU, and the CI's last minutes of it left
+# the other idle); each lane's lines are printed when all are done.
+jobs=${ATTND_TEST_JOBS:-1}
+lanes_dir=$(mktemp -d)
+if [ "$jobs" -le 1 ]; then
+    run_lane 0 1 "$lanes_dir/0.sum"
+else
+    k=0
+    while [ $k -lt "$jobs" ]; do
+        run_lane $k "$jobs" "$lanes_dir/$k.sum" >"$lanes_dir/$k.out" 2>&1 &
+        k=$((k + 1))
+    done
+    wait
+    k=0
+    while [ $k -lt "$jobs" ]; do cat "$lanes_dir/$k.out"; k=$((k + 1)); done
+fi
+k=0
+while [ $k -lt "$jobs" ] || [ $k -eq 0 ]; do
+    if [ -f "$lanes_dir/$k.sum" ]; then
+        read -r lp lf <"$lanes_dir/$k.sum"
+        passed=$((passed + lp)); failed=$((failed + lf))
     else
-        ${ATTND_TEST_EXEC:-} "$t" >"$log" 2>&1; rc=$?
+        echo "== lane $k of the C tests: FAILED (no result)"; failed=$((failed + 1))
     fi
-    secs=$(( $(date +%s) - t0 ))
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); p=${p:-0}
-    f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/'); f=${f:-0}
-    if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
-    passed=$((passed + p)); failed=$((failed + f))
-    if [ $rc -ne 0 ]; then
-        echo "== $name: FAILED (exit $rc, ${secs} s)"; cat "$log"
-    else
-        echo "== $name: $line (${secs} s)"
-    fi
+    k=$((k + 1))
 done
+rm -rf "$lanes_dir"
 
 # redocly lint of the OpenAPI document (npm @redocly/cli, tests/browser):
 # 0 errors, 0 warnings but the ones justified in tests/browser/.redocly.lint-ignore.yaml.
