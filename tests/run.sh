@@ -27,11 +27,12 @@ if [ "$only" != concurrency ]; then
     if [ $rc -ne 0 ]; then echo "== check_sources: FAILED"; cat "$log"; else echo "== check_sources: $line"; fi
 fi
 
-# run_lane LANE LANES SUM: the C tests whose place in the list (after the
-# filters) is LANE modulo LANES, one "== name: ..." line each; their
-# passed and failed counts go to the file SUM.
+# run_lane LANES SUM: the C tests (after the filters), one "== name: ..."
+# line each, their passed and failed counts to the file SUM. With LANES > 1
+# the lanes take the next test not yet taken (an atomic mkdir claims it),
+# so a lane that meets the slow tests does not hold up the others.
 run_lane() {
-    lane=$1; lanes=$2; lp=0; lf=0; i=0
+    lanes=$1; lp=0; lf=0
     tlog=$(mktemp)
     for t in "$build"/tests/test_*; do
         [ -x "$t" ] || continue
@@ -40,8 +41,7 @@ run_lane() {
         # Under memcheck, which runs one thread at a time, the helper pool's
         # spin-watch tests ran past 10 minutes; make tsan and make asan run them.
         if [ "${ATTND_VALGRIND:-}" = 1 ] && [ "$name" = test_pool_concurrency ]; then continue; fi
-        i=$((i + 1))
-        [ $(( (i - 1) % lanes )) -eq "$lane" ] || continue
+        [ "$lanes" -le 1 ] || mkdir "$lanes_dir/$name.claim" 2>/dev/null || continue
         t0=$(date +%s)
         if [ "${ATTND_VALGRIND:-}" = 1 ]; then
             valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
@@ -62,7 +62,7 @@ run_lane() {
         fi
     done
     rm -f "$tlog"
-    echo "$lp $lf" >"$3"
+    echo "$lp $lf" >"$2"
 }
 
 # ATTND_TEST_JOBS=N runs the C tests in N lanes at once (make valgrind:
@@ -71,11 +71,11 @@ run_lane() {
 jobs=${ATTND_TEST_JOBS:-1}
 lanes_dir=$(mktemp -d)
 if [ "$jobs" -le 1 ]; then
-    run_lane 0 1 "$lanes_dir/0.sum"
+    run_lane 1 "$lanes_dir/0.sum"
 else
     k=0
     while [ $k -lt "$jobs" ]; do
-        run_lane $k "$jobs" "$lanes_dir/$k.sum" >"$lanes_dir/$k.out" 2>&1 &
+        run_lane "$jobs" "$lanes_dir/$k.sum" >"$lanes_dir/$k.out" 2>&1 &
         k=$((k + 1))
     done
     wait
