@@ -392,14 +392,10 @@ bool api_v2_read_content_type(struct api_call *c, const json_t *params, const ch
 
     if (!v || (s && (strcmp(s, "np") == 0 || (labels && strcmp(s, "str") == 0))))
         return true;
-    api_pointer_key(p, sizeof p, path, "content_type");
-    if (labels)
-        api_fail(c, API_ERR_INVALID_FIELD, p, "content_type must be \"np\" or \"str\" "
-                 "(strings, as MLServer's NumpyCodec and StringCodec send them): attnd "
-                 "reads no other codec");
-    else
-        api_fail(c, API_ERR_INVALID_FIELD, p, "content_type must be \"np\" (numeric "
-                 "tensors, as MLServer's NumpyCodec sends them): attnd reads no other codec");
+    api_fail(c, API_ERR_INVALID_FIELD, api_pointer_key(p, sizeof p, path, "content_type"),
+             "content_type must be \"np\"%s (as MLServer's codecs mark %s): attnd reads "
+             "no other codec", labels ? " or \"str\"" : "",
+             labels ? "arrays and strings" : "numeric tensors");
     return false;
 }
 
