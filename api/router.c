@@ -200,6 +200,18 @@ static bool secret_equal(const char *a, size_t na, const char *b, size_t nb)
     return diff == 0;
 }
 
+/* The token of an "Authorization: Bearer TOKEN" header (the scheme in
+ * any case, spaces after it skipped), NULL when none is sent. */
+static const char *bearer_token(struct api_call *c)
+{
+    const char *h = api_header(c, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return NULL;
+    for (h += 7; *h == ' ' || *h == '\t'; h++)
+        ;
+    return h;
+}
+
 static bool authorized(struct api_call *c)
 {
     const char *key = c->ctx->cfg.api_key;
@@ -212,12 +224,9 @@ static bool authorized(struct api_call *c)
         snprintf(c->key_name, sizeof c->key_name, "%s", c->req->key_name);
         return c->req->key_name[0] != '\0';
     }
-    h = api_header(c, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+    h = bearer_token(c);
+    if (!h)
         return false;
-    h += 7;
-    while (*h == ' ' || *h == '\t')
-        h++;
     if (c->ctx->cfg.auth) {     /* it ignores trailing whitespace too */
         char name[API_KEY_NAME_MAX] = "";
         bool ok = c->ctx->cfg.auth(c->ctx->cfg.auth_arg, h, name);
@@ -240,10 +249,8 @@ static bool authorized(struct api_call *c)
 static void unauthorized(struct api_call *c)
 {
     api_fail(c, API_ERR_UNAUTHORIZED, NULL, NULL);
-    const char *h = api_header(c, "Authorization");
-    bool sent = h && strncasecmp(h, "Bearer ", 7) == 0;
     api_response_header(c->resp, "WWW-Authenticate",
-                        sent ? "Bearer realm=\"attnd\", error=\"invalid_token\""
+                        bearer_token(c) ? "Bearer realm=\"attnd\", error=\"invalid_token\""
                              : "Bearer realm=\"attnd\"");
 }
 
