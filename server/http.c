@@ -440,7 +440,7 @@ static void identify(struct req *r)
         r->keyed = srv_keys_check(keys, a, r->key_name);
     }
     if (r->keyed) {
-        snprintf(r->client, sizeof r->client, "k:%s", r->key_name);
+        snprintf(r->client, sizeof r->client, SRV_CLIENT_KEYED "%s", r->key_name);
         return;
     }
     char host[64] = "?";

@@ -8,7 +8,7 @@
  * housekeeping sweep frees it. Clients known by address are capped
  * (MAX_CLIENTS): a new address past the cap is admitted unlimited rather
  * than refused, so that a flood of source addresses cannot lock out
- * everyone else. Clients known by API key ("k:" ids) always get their
+ * everyone else. Clients known by API key (SRV_CLIENT_KEYED ids) always get their
  * entry: they are as many as the key file's names (at most KEYS_MAX), and
  * a flood of addresses must not lift a key's limits either.
  */
@@ -82,7 +82,7 @@ static struct client *find(struct srv_limits *l, const char *id, bool create, ui
     for (struct client *c = l->slot[s]; c; c = c->next)
         if (strcmp(c->id, id) == 0)
             return c;
-    if (!create || (l->n >= MAX_CLIENTS && strncmp(id, "k:", 2) != 0))
+    if (!create || (l->n >= MAX_CLIENTS && strncmp(id, SRV_CLIENT_KEYED, strlen(SRV_CLIENT_KEYED)) != 0))
         return NULL;
     struct client *c = calloc(1, sizeof *c);
     if (!c)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define SRV_CLIENT_ID_MAX 72        /* "k:" or "a:" + name or address, NUL */
+#define SRV_CLIENT_KEYED "k:"       /* the prefix of a client known by API key */
 
 struct srv_limits;
 
