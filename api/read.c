@@ -218,11 +218,11 @@ bool api_read_alibi(struct api_call *c, const json_t *v, const char *path,
         return false;
     }
     for (i = 0; i < heads; i++) {
-        if (!get_finite(json_array_get(arr, i), &(*slopes)[i])) {
+        if (!get_finite(json_array_get(arr, i), &(*slopes)[i]) || !((*slopes)[i] >= 0)) {
             free(*slopes);
             *slopes = NULL;
             api_fail(c, API_ERR_INVALID_FIELD, api_pointer_index(pi, sizeof pi, p, i),
-                     "expected a finite number");
+                     "expected a finite number >= 0 (the slope m of -m*|P_q - P_k|)");
             return false;
         }
     }

@@ -168,6 +168,7 @@ for name, field, value, path in [
     ("causal_number", "causal", 1, "/causal"),
     ("alibi_string", "alibi", "yes", "/alibi"),
     ("alibi_slopes_string", "alibi", {"slopes": "x"}, "/alibi/slopes"),
+    ("alibi_slopes_negative", "alibi", {"slopes": [-0.5]}, "/alibi/slopes/0"),
     ("rope_not_object", "rope", "yes", "/rope"),
     ("rope_negative_base", "rope", {"base": -1}, "/rope/base"),
     ("rope_pairs_unknown", "rope", {"base": 10000, "pairs": "diagonal"}, "/rope/pairs"),
