@@ -260,7 +260,7 @@ def test_the_twins_themselves_warn_of_nothing():
 @pytest.mark.parametrize("args,needle", [
     (["--max-elements", "0"], "expected an integer (k/m/g suffix allowed) in [1, 1000000000000000]"),
     (["--max-tokens", "0"], "expected an integer (k/m/g suffix allowed) in [1, 1000000000000]"),
-    (["--max-sessions", "-1"], "expected an integer (k/m/g suffix allowed) in [0, 1000000000]"),
+    (["--max-sessions", "-1"], "expected an integer (k/m/g suffix allowed) in [1, 1000000000]"),
     (["--max-body-bytes", "5g"], "expected an integer (k/m/g suffix allowed) in [1, 4294967296]"),
 ])
 def test_a_size_out_of_range_names_its_bounds_as_integers(args, needle):
@@ -269,3 +269,16 @@ def test_a_size_out_of_range_names_its_bounds_as_integers(args, needle):
     code, out = run_bin(*args, "--version")
     assert code == 2 and needle in out, (args, code, out)
     assert "e+" not in out and "non-negative" not in out, out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-sessions", "0"], "invalid --max-sessions '0': expected an integer"),
+    (["--max-cache-bytes", "0"], "invalid --max-cache-bytes '0': expected an integer"),
+])
+def test_a_zero_session_limit_is_refused(args, needle):
+    """--max-sessions 0 and --max-cache-bytes 0 were taken and lifted the
+    limit (the store reads 0 as none): any number of sessions and cache
+    bytes, and no cgroup memory warning, from a value a user may write to
+    mean "no sessions". Memory stays bounded: 0 exits 2 like a bad value."""
+    code, out = run_bin(*args, "--version")
+    assert code == 2 and needle in out and "in [1, " in out, (args, code, out)
