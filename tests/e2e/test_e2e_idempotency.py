@@ -8,6 +8,7 @@ written, the answer lost with the process) and started again on the same
 (same id, Location, Idempotent-Replayed: true) and makes no second one
 (attnd_sessions counts one each). The same key with another body is 422
 idempotency_key_reused, and a deleted session's key makes a new session.
+Whitespace after a key (RFC 9110 5.5) is not part of it.
 """
 import signal
 
@@ -119,5 +120,25 @@ def test_a_keyed_fork_shares_its_parents_pages_after_kill(tmp_path):
         # page of the parent's rows it does not write
         assert d.post(f"/v1/sessions/{child}/kv", {"k": ROWS, "v": ROWS}).status == 200
         assert d.get(f"/v1/sessions/{parent}/kv").json()["k"] == rows
+    finally:
+        d.stop()
+
+
+def test_whitespace_after_the_key_is_not_part_of_it():
+    """RFC 9110 5.5: whitespace around a field value is not part of it, so
+    "k1 \\t" is the key k1 (libmicrohttpd keeps the trailing whitespace):
+    made once, replayed for either spelling; a value of whitespace alone is
+    no key, 400."""
+    d = Attnd()
+    try:
+        body = {"d_k": D, "d_v": D}
+        r = d.post("/v1/sessions", body, headers={"Idempotency-Key": "k1 \t"})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        _replayed(d.post("/v1/sessions", body, headers={"Idempotency-Key": "k1"}), sid)
+        _replayed(d.post("/v1/sessions", body, headers={"Idempotency-Key": "k1  "}), sid)
+        r = d.post("/v1/sessions", body, headers={"Idempotency-Key": " \t "})
+        assert r.status == 400 and r.json()["error"]["code"] == "bad_request", r
+        assert d.metric("attnd_sessions") == 1
     finally:
         d.stop()
