@@ -379,15 +379,28 @@ static void reverse_lru(struct sess_store *st)
  * snapshot was, an import) rebuilt their sessions with pages of their own:
  * every session's whole pages are shared again where their bytes are equal,
  * as the snapshot's are while it is read, so a fork counts its parent's
- * pages once after a crash too. No request runs yet: no cache changes
- * during the pass (kv_dedup_add's rule). */
+ * pages once after a crash too. The page kept is the first seen of its
+ * bytes, so the caches that share pages already (fork records) go first:
+ * a copy seen first would take their forks away from a parent whose page
+ * is partly used (not looked at), leaving it a page of its own that it
+ * shared before. No request runs yet: no cache changes during the pass
+ * (kv_dedup_add's rule). */
 static void share_again(struct sess_store *st)
 {
     size_t n;
     struct sess **all = sess_hold_all(st, &n);
     struct kv_dedup *d = all ? kv_dedup_new() : NULL;     /* out of memory: copies */
-    for (size_t i = 0; d && i < n; i++)
-        kv_dedup_add(d, all[i]->kv);
+    bool *sharing = d ? calloc(n ? n : 1, sizeof *sharing) : NULL;
+    for (size_t i = 0; sharing && i < n; i++) {
+        size_t shared;
+        kv_bytes_split(all[i]->kv, NULL, &shared);
+        sharing[i] = shared > 0;
+    }
+    for (int pass = 0; d && pass < 2; pass++)     /* without the flags: one pass */
+        for (size_t i = 0; i < n; i++)
+            if (sharing ? sharing[i] == (pass == 0) : pass == 0)
+                kv_dedup_add(d, all[i]->kv);
+    free(sharing);
     kv_dedup_free(d);
     for (size_t i = 0; all && i < n; i++) {
         pthread_mutex_lock(&all[i]->mu);

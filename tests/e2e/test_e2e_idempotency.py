@@ -142,3 +142,39 @@ def test_whitespace_after_the_key_is_not_part_of_it():
         assert d.metric("attnd_sessions") == 1
     finally:
         d.stop()
+
+
+def test_a_keyed_fork_leaves_its_family_sharing_after_kill(tmp_path):
+    """The pages shared again after a replay are the first seen of their
+    bytes: a keyed fork's own copies, seen first (the most recently used),
+    took the unkeyed forks away from the pages they shared with their
+    parent, and the parent's last page, partly used after a truncate and
+    so not looked at, stayed its own: one page more than before the kill.
+    Pages a journal's fork records already share are the ones kept."""
+    sd = str(tmp_path / "state")
+    d = _start(sd)
+    parent = d.post("/v1/sessions", {"d_k": D, "d_v": D}).json()["id"]
+    rows = [[float(i * D + j) for j in range(D)] for i in range(200)]
+    assert d.post(f"/v1/sessions/{parent}/kv", {"k": rows, "v": rows}).status == 200
+    forks = []
+    for key in (None, "fork-3"):                # the keyed one used last
+        r = d.post(f"/v1/sessions/{parent}/fork", None,
+                   headers={"Idempotency-Key": key} if key else {})
+        assert r.status == 201, r
+        forks.append(r.json()["id"])
+        assert d.post(f"/v1/sessions/{forks[-1]}/kv", {"k": ROWS, "v": ROWS}).status == 200
+    # rows 64..99 of the parent's second page, shared with both forks
+    assert d.post(f"/v1/sessions/{parent}/truncate", {"length": 100}).status == 200
+    before = [d.get(f"/v1/sessions/{s}").json() for s in [parent] + forks]
+    held = d.metric("attnd_kv_cache_bytes")
+    assert before[0]["bytes"] == 0, before[0]
+    _kill(d)
+    d = _start(sd)
+    try:
+        after = [d.get(f"/v1/sessions/{s}").json() for s in [parent] + forks]
+        assert [(a["length"], a["bytes"], a["shared_bytes"]) for a in after] == \
+            [(b["length"], b["bytes"], b["shared_bytes"]) for b in before]
+        assert d.metric("attnd_kv_cache_bytes") == held
+        assert d.get(f"/v1/sessions/{parent}/kv").json()["k"] == rows[:100]
+    finally:
+        d.stop()
