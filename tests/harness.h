@@ -6,7 +6,8 @@
  * prints the closing line CI reads, "N passed, N failed", and returns the
  * exit code. t_rng_next() is the deterministic random number generator
  * the tests share. Header-only so each test file is one self-contained
- * program.
+ * program. TEST_VERBOSE=1 prints each test passed with its wall time, to
+ * find the slow ones under memcheck and qemu.
  */
 #ifndef ATTND_TEST_HARNESS_H
 #define ATTND_TEST_HARNESS_H
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift
  * generators"): the next number of the sequence in *state (never 0), so a
@@ -49,10 +51,19 @@ static const char *th_cur_name;
 
 #define TEST(name) static void name(void)
 
+/* Seconds on the monotonic clock, for TEST_VERBOSE's times. */
+static inline double th_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 #define RUN(name)                                                          \
     do {                                                                   \
         th_cur_failed = 0;                                                 \
         th_cur_name = #name;                                               \
+        double th_t0 = th_now();                                           \
         name();                                                            \
         if (th_cur_failed) {                                               \
             th_failed++;                                                   \
@@ -60,7 +71,7 @@ static const char *th_cur_name;
         } else {                                                           \
             th_passed++;                                                   \
             if (getenv("TEST_VERBOSE"))                                    \
-                printf("ok   %s\n", #name);                                \
+                printf("ok   %s (%.2f s)\n", #name, th_now() - th_t0);    \
         }                                                                  \
     } while (0)
 
