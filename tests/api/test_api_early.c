@@ -234,16 +234,20 @@ static const struct {
 /* Every way of sending b answers as the whole body does, with want_taken
  * strings taken from the decoder; want_holes 1: holes are left (the fast
  * reader answered), 0: none (the body was written back whole for jansson),
- * whenever pieces of whole units arrived inside strings. */
+ * whenever pieces of whole units arrived inside strings. Quick (valgrind,
+ * qemu): a third of the ways for each body, the next third for the next
+ * body, so that the bodies of a test still meet every way. */
 static void same_answers(const char *name, const struct t_body *b, size_t want_taken,
                          int want_holes)
 {
+    static size_t turn;
     char *ref = send_whole(b);
     CHECK(ref != NULL);
+    turn++;
     for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
         size_t how = ways[i].how;
-        if (t_quick() && i % 2)
-            continue;                   /* half of them under valgrind, qemu */
+        if (t_quick() && (i + turn) % 3)
+            continue;
         bool holes = false;
         size_t taken = 0;
         char *got = send_early(b, how, ways[i].eq_fill, &holes, &taken);

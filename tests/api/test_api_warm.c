@@ -269,8 +269,15 @@ TEST(warm_up_leaves_what_a_request_of_its_shape_needs)
         {1, 512, 2048, 64, API_WARM_F16},
         {2, 128, 1024, 64, API_WARM_BF16},
     };
-    for (size_t i = 0; i < 2 * sizeof shapes / sizeof shapes[0]; i++) {
-        const struct api_warm_shape *s = &shapes[i / 2];
+    /* Each shape with the options before the tensors and after them;
+     * quick (memcheck, qemu): once each, in turn, with a quarter of the
+     * queries (k and v still make the bodies and blocks large). */
+    size_t shapes_n = sizeof shapes / sizeof shapes[0], per = t_quick() ? 1 : 2;
+    for (size_t i = 0; i < per * shapes_n; i++) {
+        struct api_warm_shape sh = shapes[i / per];
+        if (t_quick())
+            sh.n /= 4;
+        const struct api_warm_shape *s = &sh;
         struct client_bodies c;
         bodies_init(&c, s, i % 2);
         api_spare_drop();
@@ -289,7 +296,7 @@ TEST(warm_up_leaves_what_a_request_of_its_shape_needs)
 
 TEST(warm_up_in_float32_leaves_float64_requests_cold)
 {
-    const struct api_warm_shape f32 = {1, 256, 2048, 64, API_WARM_F32};
+    const struct api_warm_shape f32 = {1, t_quick() ? 64 : 256, 2048, 64, API_WARM_F32};
     struct api_warm_shape f64 = f32;
     f64.dtype = API_WARM_F64;
     struct client_bodies c;

@@ -205,9 +205,15 @@ static void out_free(struct hout *o)
 }
 
 /* One case, one element type, on the active kernel, on ws: half and
- * widened passes agree bit for bit (and in status). */
+ * widened passes agree bit for bit (and in status). Quick: a quarter of
+ * the queries of a case of 100 and more. */
 static bool same_bits(const struct hcase *c, enum attn_elem e, struct attn_ws *ws)
 {
+    struct hcase fewer = *c;
+    if (t_quick() && c->n >= 100) {
+        fewer.n = c->n / 4;     /* every key block is still read */
+        c = &fewer;
+    }
     struct hbuf b;
     struct attn_request r;
     struct hout w, h;
@@ -286,7 +292,7 @@ TEST(half_reads_kv_without_a_copy)
                       ATTN_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, 0, 0,
                       ATTN_SOFTMAX_STANDARD, 0, 0, 0, 0, ATTN_OUT_OUTPUT, 2, 0};
     if (t_quick())
-        c.n = 96;   /* the workspace follows the keys; fewer query blocks */
+        c.n = 24;   /* the workspace follows the keys; one query block and a tail */
     unsigned have = attn_kernel_supported();
     size_t whole = c.h_kv * c.L * (c.dk + c.dv) * sizeof(float);
     size_t block = 512 * (c.dk + c.dv) * sizeof(float);    /* flash_keys' */
