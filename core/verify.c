@@ -384,7 +384,8 @@ typedef enum core_status (*check_fn)(struct vx *c, struct verify_check *ck);
 /* mag: what the check's rounding scales with (verify_tol, flags of
  * verify_impl.h): the biases its scores include, scores or outputs; none
  * for checks 26-27, whose bounds are their own. Check 15's +1000 is not
- * counted: the default tolerances already allow for it. */
+ * counted: the default tolerances already allow for it in the weights, and
+ * check 15 scales the base by max |v| for its outputs. */
 #define M_S VERIFY_MAG_SCORES
 #define M_O VERIFY_MAG_OUTPUTS
 #define M_Q VERIFY_MAG_BQ

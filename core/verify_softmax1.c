@@ -410,6 +410,13 @@ enum core_status verify_check_max_sub(struct vx *c, struct verify_check *ck)
         m = verify_max2(m, verify_maxdiff(p[v].o, v ? o1 : ref->o, n * dv));
     }
     ck->max_abs_diff = m;
+    /* s + 1000 rounds each score by up to 1000 units of rounding: the base
+     * tolerance allows for that in weights of at most 1, and an output,
+     * sum_j p_ij v_j, carries the weights' error times max |v| */
+    double vmax = 1.0;
+    for (size_t x = 0; x < L * dv; x++)
+        vmax = fmax(vmax, fabs(c->v[x]));
+    ck->tolerance = fmax(ck->tolerance, c->tol * vmax);
     if (!finite) {
         ck->passed = false;
         verify_ck_note(ck, "A score, weight or output was not finite.");

@@ -482,6 +482,26 @@ TEST(max_subtraction_negative_scores)
     verify_report_free(&r);
 }
 
+/* Adding 1000 rounds every score by up to 1000 units of rounding, which
+ * the base tolerance allows for in weights of at most 1; outputs carry
+ * that error times |v|. Values near 100 used to fail check 15 at 2e-12
+ * against 1e-12 in float64 (and values near 10 at 1.4e-4 in float32). */
+TEST(max_subtraction_large_values)
+{
+    double q[2] = {0.1, 0.2}, k[6] = {0.3, -0.1, 0.2, 0.5, -0.4, 0.1};
+    double v[3] = {100, -100, 50};
+    struct verify_input in;
+    struct verify_report r;
+    two_dims(&in, 1, 3, q, k, v);
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c15 = find(&r, "max_subtraction");
+    CHECK(c15 && c15->applicable && c15->passed);
+    CHECK(c15 && c15->max_abs_diff > 1e-12 && c15->max_abs_diff <= c15->tolerance);
+    CHECK(c15 && c15->tolerance <= 1e-10);
+    CHECK(r.passed);
+    verify_report_free(&r);
+}
+
 /* Scores 42 apart: softmax1's largest weight is 1 - 4e-19, which is 1.0
  * in double, so raising its score by 1 cannot raise it further; the
  * derivative check must not call that a failure. */
@@ -720,6 +740,7 @@ int main(void)
     RUN(rope_premise_needs_keys_apart_and_rotated_dims);
     RUN(saturated_weights_fail_counterexamples);
     RUN(max_subtraction_negative_scores);
+    RUN(max_subtraction_large_values);
     RUN(own_score_saturated_weight);
     RUN(softmax1_shift_underflowing_row);
     RUN(row_sums_float32_ends);
