@@ -201,7 +201,8 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
     double *u, *s64, *s16, *p0, *p64, *p16, err16[BEIT_SIZES], chg64[BEIT_SIZES];
     double worst = 0, overflow = -1, un = 0;
     size_t L = c->L;
-    bool measured = false;          /* some size left every float16 score finite */
+    bool measured = false;          /* some size of a bias left every float16
+                                       score finite */
 
     double qmax = 0;
     for (size_t i = 0; i < c->n * c->dk; i++)
@@ -241,14 +242,14 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
                 chg64[z] = fmax(chg64[z], fabs(p64[j] - p0[j]));
             }
         }
-        if (isfinite(err16[z])) {
+        if (z > 0 && isfinite(err16[z])) {  /* size 0's error is no bias's */
             worst = err16[z] > worst ? err16[z] : worst;
             measured = true;
         }
     }
     if (!measured)
         return verify_ck_na(ck, "A float16 score overflows (past 65504) at every size of "
-                            "bK, 0 included: q and k are too large for float16 to show "
+                            "bK from 1 on: q and k are too large for float16 to show "
                             "the loss.");
     if (!(worst > c->tol) && beit_keys_alike(c, u, s64, s16))
         return verify_ck_na(ck, "q gives every key the same score in every row, and float16 "
@@ -266,7 +267,8 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
                    "float32 then float16) against the float64 weights without bias; "
                    "weight_change_float64: the float64 weights with bK against those "
                    "without (exact arithmetic would give 0); null where a float16 score "
-                   "overflowed. overflow_size: the first size (doubling from 1) at "
+                   "overflowed. max_abs_diff: the largest weight_error_float16 with a "
+                   "bias (size 1 on). overflow_size: the first size (doubling from 1) at "
                    "which a float16 score overflows (-1: none below 1e9).");
     TRY(verify_ck_vec(ck, "bk_size", BEIT_SIZES, sizes));
     TRY(verify_ck_vec(ck, "weight_error_float16", BEIT_SIZES, err16));

@@ -366,6 +366,16 @@ TEST(premises_that_fail)
     CHECK(c27 && !c27->applicable && c27->passed && strstr(c27->note, "65504"));
     CHECK(r.passed);
     verify_report_free(&r);
+    /* scores near 50000 apart by 4.5: float16 rounds the two keys alike
+     * (an error of 0.011 with no bias at all), and every score with a bias
+     * (size 1 on) overflows; that error used to pass the check */
+    double q7[1] = {45000}, k7[2] = {1.1, 1.1001}, bk7[1] = {1};
+    in.q = q7; in.k = k7; in.bias_k = bk7;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    c27 = find(&r, "beit_key_bias_float16");
+    CHECK(c27 && !c27->applicable && c27->passed && strstr(c27->note, "65504"));
+    verify_report_free(&r);
+    in.bias_k = NULL;
     in.d_k = 2; in.k = k4;                  /* k6 has one dim */
     in.bias_k = bk;
 
