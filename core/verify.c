@@ -392,6 +392,7 @@ typedef enum core_status (*check_fn)(struct vx *c, struct verify_check *ck);
 #define M_K VERIFY_MAG_BK
 #define M_QK (VERIFY_MAG_BQ | VERIFY_MAG_BK)
 #define M_KR VERIFY_MAG_KEY_ROWS
+#define M_SK VERIFY_MAG_SINK
 
 static const struct {
     const char *name;
@@ -443,7 +444,7 @@ static const struct {
      verify_check_row_sums, M_S | M_QK},
     {"v_bias_output_shift",
      "A value bias shifts the output by bV under standard softmax and by "
-     "(sum_j p_ij)*bV under softmax1.", verify_check_v_bias, M_O | M_QK},
+     "(sum_j p_ij)*bV under softmax1.", verify_check_v_bias, M_O | M_QK | M_SK},
     {"rope_breaks_k_bias",
      "With RoPE applied after the bias, the common key bias becomes a "
      "different shift per position, so the weights change.",
@@ -455,10 +456,10 @@ static const struct {
     {"session_decode",
      "Decoding one token at a time through a session's KV cache gives the "
      "same weights and outputs as recomputing from scratch.",
-     verify_check_session, M_O | M_QK},
+     verify_check_session, M_O | M_QK | M_SK},
     {"sink_extra_key",
      "The sink softmax equals standard attention with one extra zero-value "
-     "key whose score is sink_logit.", verify_check_sink, M_O | M_QK},
+     "key whose score is sink_logit.", verify_check_sink, M_O | M_QK | M_SK},
     {"q_bias_exception_allowed_keys",
      "Among the allowed keys that share one dot product with bQ, the query "
      "bias leaves the weights unchanged.", verify_check_q_allowed, M_O | M_Q},
@@ -468,24 +469,24 @@ static const struct {
      "derivative is positive.", verify_check_own_score, M_S | M_QK},
     {"segments_per_segment",
      "A request with packed segments equals one request per segment, its rows "
-     "in the original order.", verify_check_segments, M_O | M_QK},
+     "in the original order.", verify_check_segments, M_O | M_QK | M_SK},
     {"window_over_every_key",
      "A window whose left side reaches every key (left = L with default positions) "
      "equals the same attention without that side: causal alone, or the request's "
      "right side and sinks alone.",
-     verify_check_window_all, M_O | M_QK},
+     verify_check_window_all, M_O | M_QK | M_SK},
     {"softcap_monotone_bounded",
      "Softcap c*tanh(s/c) keeps every score within [-c, c] and keeps the order "
      "of the scores.", verify_check_softcap, M_S},
     {"head_sink_limits",
      "A per-head sink logit of -infinity gives standard softmax, and of 0 gives "
-     "softmax1.", verify_check_head_sinks, M_O},
+     "softmax1.", verify_check_head_sinks, M_O | M_SK},
     {"llama3_factor_one",
      "RoPE scaled by llama3 with factor 1 equals plain RoPE.",
-     verify_check_llama3_one, M_O | M_QK},
+     verify_check_llama3_one, M_O | M_QK | M_SK},
     {"rope_dims_zero",
      "Partial rotary with dims = 0 rotates nothing: it equals attention without "
-     "RoPE.", verify_check_dims_zero, M_O | M_QK},
+     "RoPE.", verify_check_dims_zero, M_O | M_QK | M_SK},
     {"kv_dtype_bound",
      "Float16, bfloat16 and int8 session caches give outputs within a stated bound "
      "of the float32 cache's.", verify_check_kv_dtypes, 0},
@@ -652,7 +653,7 @@ double verify_tol(const struct vx *c, int mag)
     double u = c->dt == ATTN_F32 ? 0x1p-24 : 0x1p-53;
     double f = VERIFY_ROUND_ULPS * ((double)c->dk + 2.0) * u;
     double b = fmax(f * c->scale * nq * (c->nk + ((mag & VERIFY_MAG_BK) ? c->nbk : 0.0)),
-                    f * c->msink);
+                    (mag & VERIFY_MAG_SINK) ? f * c->msink : 0.0);
     if (mag & VERIFY_MAG_OUTPUTS)
         b *= c->mv;
     return isfinite(b) && b > c->tol ? b : c->tol;

@@ -49,7 +49,8 @@
  * VERIFY_ROUND_ULPS * (d_k + 2) * u * M, with u the dtype's unit roundoff
  * and M = scale * (max ||q_i|| + max(||bQ||, 1)) * (max ||k_j|| + ||bK||)
  * (each bias only for a check whose scores include it, the rows of k among
- * the q_i for check 6; each |sink logit| too), times
+ * the q_i for check 6; each |sink logit| too for a check that may run the
+ * sink softmax), times
  * max(1, max |v| + max |bV|) for a check that compares outputs. M bounds
  * the sum of |terms| of every score the checks build (RoPE keeps norms),
  * and a score's rounding error, and so a weight's and a row sum's, is a few

@@ -102,13 +102,15 @@ enum core_status verify_pass(struct vx *c, const struct vrun *r, struct vpass *o
 /* What a check's rounding scales with (verify_tol), as flags: SCORES for
  * scores, weights and row sums, OUTPUTS when outputs are compared too; BQ
  * and BK when its scores include bias.q / bias.k; KEY_ROWS when keys are
- * used as queries too. 0: the base tolerance alone. */
+ * used as queries too; SINK when it may run the sink softmax (the request's
+ * softmax, or sinks of its own). 0: the base tolerance alone. */
 enum {
     VERIFY_MAG_BQ = 1,              /* = C_Q */
     VERIFY_MAG_BK = 2,              /* = C_K */
     VERIFY_MAG_SCORES = 4,
     VERIFY_MAG_OUTPUTS = 8,
     VERIFY_MAG_KEY_ROWS = 16,
+    VERIFY_MAG_SINK = 32,
 };
 
 /* The effective tolerance of a check of magnitude flags mag: the base

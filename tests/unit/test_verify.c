@@ -721,6 +721,31 @@ TEST(large_norms_keep_the_rounding_bound)
     verify_report_free(&b);
 }
 
+/* A sink logit's size counts in the rounding bound of the checks that use
+ * the sink softmax, and only there: it used to widen every check's
+ * tolerance, so a sink of 1e6 gave check 3 (standard softmax, no sink)
+ * 7e-9 for its 1e-12, and one of 1e300 made check 8 fail a change of 0.24. */
+TEST(sink_logit_bounds_only_sink_checks)
+{
+    struct verify_input in;
+    struct verify_report r;
+    verify_builtin(&in);
+    in.softmax = ATTN_SOFTMAX_SINK;
+    in.sink_logit = 1e6;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    CHECK(r.passed);
+    CHECK_NEAR(find(&r, "k_bias_weights_unchanged")->tolerance, 1e-12, 0);
+    CHECK_NEAR(find(&r, "per_key_shift_counterexample")->tolerance, 1e-12, 0);
+    CHECK(find(&r, "sink_extra_key")->tolerance > 1e-9);
+    CHECK(find(&r, "session_decode")->tolerance > 1e-9);
+    verify_report_free(&r);
+    in.sink_logit = 1e300;
+    CHECK_EQ_INT(run(&in, &r), CORE_OK);
+    const struct verify_check *c8 = find(&r, "per_key_shift_counterexample");
+    CHECK(c8 && c8->passed && c8->max_abs_diff > 0.1);
+    verify_report_free(&r);
+}
+
 /* A core that drops the key bias at scores near 1e6 is still caught. */
 TEST(large_magnitudes_catch_faults)
 {
@@ -758,6 +783,7 @@ int main(void)
     RUN(tolerance_and_elements);
     RUN(large_magnitudes_pass_true_properties);
     RUN(large_magnitudes_catch_faults);
+    RUN(sink_logit_bounds_only_sink_checks);
     RUN(large_norms_keep_the_rounding_bound);
     TEST_MAIN_END();
 }
