@@ -301,15 +301,20 @@ static bool half_copy(struct vw *w, const double *x, size_t count, float *f)
     return true;
 }
 
+/* One number of check data: a JSON number (never an array), rounded to
+ * the dtype; null when not finite. */
 static void put_num(struct vw *w, double x)
 {
     if (w->half) {
         float f;
-        size_t one = 1;
-        if (half_copy(w, &x, 1, &f))
-            api_write_matrix_half(w->b, &f, w->half, 0, &one, 0);
-        else
+        char num[API_NUM_MAX];
+        if (!half_copy(w, &x, 1, &f) || !isfinite(f)) {
             api_buf_puts(w->b, "null");
+            return;
+        }
+        uint16_t bits = api_half_bits(w->half, f);
+        api_buf_append(w->b, num, w->half == API_HALF_F16 ? api_dtoa_f16(num, bits)
+                                                          : api_dtoa_bf16(num, bits));
     } else if (w->dt == ATTN_F32) {
         float f = (float)x;
         api_write_number(w->b, ATTN_F32, &f, 0);

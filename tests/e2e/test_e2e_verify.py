@@ -218,6 +218,14 @@ def test_post_float16_and_bfloat16(attnd):
     for ca, cb in zip(a["table"]["standard"], b["table"]["standard"]):
         for x, y in zip(ca["weights"][0], cb["weights"][0]):
             assert f16(y) == f16(struct.unpack("<f", struct.pack("<f", x))[0])
+    # a number of check data (scale, weight_change, key_difference_rank, ...)
+    # stays a number, as in float32: it used to print as a one-element array
+    for half in (b, rb.json()):
+        for c32, ch in zip(a["checks"], half["checks"]):
+            for name, x in c32["data"].items():
+                y = ch["data"][name]
+                assert isinstance(x, list) == isinstance(y, list), (c32["name"], name, y)
+    assert isinstance(by_name(b, "base_scores")["data"]["scale"], (int, float))
     r = attnd.post("/v1/verify", {"q": [[300, 300]], "k": [[300, 300], [1, 1]],
                                   "v": [[1], [2]], "dtype": "float16"})
     assert r.status == 422, r
