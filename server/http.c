@@ -669,6 +669,19 @@ struct framing {
 };
 
 /* A line of one of single_headers: its first value kept, another noted. */
+/* Whether two values of one header are the same: the whitespace after a
+ * value is not part of it (RFC 9110 5.5; libmicrohttpd drops the leading
+ * one), as api/ reads them. */
+static bool same_value(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 0 && (a[na - 1] == ' ' || a[na - 1] == '\t'))
+        na--;
+    while (nb > 0 && (b[nb - 1] == ' ' || b[nb - 1] == '\t'))
+        nb--;
+    return na == nb && memcmp(a, b, na) == 0;
+}
+
 static void scan_single(struct framing *f, const char *key, const char *value)
 {
     for (size_t i = 0; i < N_SINGLE; i++) {
@@ -676,7 +689,7 @@ static void scan_single(struct framing *f, const char *key, const char *value)
             continue;
         if (!f->single[i])
             f->single[i] = value;
-        else if (strcmp(f->single[i], value) != 0 && !f->conflict)
+        else if (!same_value(f->single[i], value) && !f->conflict)
             f->conflict = single_headers[i];
     }
 }

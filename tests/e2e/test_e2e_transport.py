@@ -213,13 +213,16 @@ def test_bad_framing_is_json_400(small, extra):
 def test_a_single_header_with_two_values_is_400(small, name):
     """Idempotency-Key and Authorization are single values: two lines that
     differ are 400 and make nothing (the first is not taken silently);
-    the same value twice is that value."""
+    the same value twice is that value, whitespace after it not counted
+    (RFC 9110 5.5, as api/ reads the value)."""
     before = small.metric("attnd_sessions")
     body = b'{"d_k":2,"d_v":2}'
     lower = name.lower()
     for extra, want in ((b"%s: a1\r\n%s: b1\r\n" % (name, name), 400),
                         (b"%s: a1\r\n%s: b1\r\n" % (name, lower), 400),
-                        (b"%s: t1\r\n%s: t1\r\n" % (name, name), 201)):
+                        (b"%s: t1\r\n%s: t1\r\n" % (name, name), 201),
+                        (b"%s: t2\r\n%s: t2 \t\r\n" % (name, name), 201),
+                        (b"%s: t3\r\n%s: t3x\r\n" % (name, name), 400)):
         s = connect(small)
         s.sendall(post_head("/v1/sessions", extra + b"Content-Length: %d\r\n\r\n" % len(body))
                   + body)
