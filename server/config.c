@@ -67,11 +67,11 @@ static const struct opt opts[] = {
     {"port", OPT_UINT, N(port), 0, 65535, "8080", "TCP port; 0 picks a free one"},
     {"port-file", OPT_FILE, F(port_file), 0, 0, "", "write the bound port to this file"},
     {"workers", OPT_UINT, N(workers), 1, 256, NULL,
-     "compute requests one client runs at once, and one small one more; the pool has twice "
-     "as many threads and one (default: the usable CPUs: online, in the affinity mask, within "
-     "the cgroup's CPU quota)"},
+     "compute requests one client runs at once, and one more small one; the pool has twice "
+     "as many threads and one more. Usable CPUs: the fewest of those online, in the affinity "
+     "mask and in the cgroup's CPU quota"},
     {"http-threads", OPT_UINT, N(http_threads), 1, 64, NULL,
-     "transport threads (default: the usable CPUs)"},
+     "transport threads"},
     {"max-body-bytes", OPT_SIZE, N(max_body_bytes), 1, 4294967296.0, "64m",
      "largest request body (k/m/g suffixes)"},
     {"max-elements", OPT_SIZE, N(max_elements), 1, 1e15, "4194304",
