@@ -318,7 +318,7 @@ static void read_header(struct rd *r, struct loaded *l)
     char magic[8] = {0};
     get(r, magic, 8);
     if (!r->err && memcmp(magic, PERSIST_MAGIC, 8) != 0)
-        r->err = "not a session export (wrong magic)";
+        r->err = "wrong magic: not an attnd session";
     r->version = get_u32(r);
     if (!r->err && (r->version < 1 || r->version > PERSIST_VERSION))
         r->err = "unknown version";
