@@ -507,12 +507,15 @@ TEST(pool_runs_every_piece_once)
 }
 
 /* Runs c on a workspace with a pool (matches the reference) and on one
- * without: they agree bit for bit (the pieces depend only on the request). */
+ * without: they agree bit for bit (the pieces depend only on the request).
+ * Quick: the bits alone; under qemu the reference's binary128 long double
+ * took 122 of the test's 126 s, and fused_output_matches_reference holds
+ * pool passes to it. */
 static int pool_case(const struct tcase *c, struct attn_pool *pool)
 {
     struct attn_ws *ws = attn_ws_new(), *plain = attn_ws_new();
     attn_ws_set_pool(ws, pool);
-    int bad = run_case(c, ws);
+    int bad = t_quick() ? 0 : run_case(c, ws);
     struct tcore a, b;
     tcore_init(c, &a);
     tcore_init(c, &b);
