@@ -73,7 +73,7 @@
   function server() { return { base: apiBase(), key: $('api-key').value.trim() }; }
 
   /* One request; resolves to the parsed JSON body (null for 204), rejects
-   * with ApiError. to: the server() to ask (a decode session's own),
+   * with ApiError (also for a 2xx whose body is no JSON object). to: the server() to ask (a decode session's own),
    * else the one the fields point at. */
   function api(method, path, body, to) {
     var init = { method: method, headers: {} };
@@ -93,7 +93,14 @@
         if (text) {
           try { data = JSON.parse(text); } catch (e) { data = null; }
         }
-        if (r.ok) return data;
+        /* a 2xx that is no JSON object (a server's HTML page, an empty
+         * 200) is not attnd's answer: drawn, it would leave the page busy */
+        if (r.ok && (r.status === 204 || (data && typeof data === 'object'))) return data;
+        if (r.ok) {
+          throw new ApiError(r.status, 'not_json', 'the answer is no JSON object' +
+            (plainText(text) ? ' (' + plainText(text) + ')' : '') +
+            '; is the API base URL the address of attnd?', null);
+        }
         var err = data && data.error;
         if (err && typeof err === 'object') {
           throw new ApiError(r.status, err.code, err.message, err.path);

@@ -17,7 +17,8 @@
 // box; a decode step attnd refuses is said in the decode section, one
 // answered after its session was ended is not drawn nor an error; a
 // double click starts one session; a proxy's HTML error page is said by
-// its title; the status calls only a 4xx about the body a refusal of the
+// its title, a 200 that is no JSON as no answer of attnd (the page not
+// left busy); the status calls only a 4xx about the body a refusal of the
 // inputs. Ends with "N passed, N failed".
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -299,6 +300,33 @@ await step('an HTML error page from a proxy in front of attnd is said in a line,
   assert(err === 'attnd answered 502 http_502: 502 Bad Gateway', `error box: ${JSON.stringify(err.slice(0, 160))}`);
   assert(!/</.test(status) && status.length < 120, `status: ${JSON.stringify(status.slice(0, 160))}`);
   await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
+});
+
+await step('a 200 that is no JSON (a web server\'s page at the API base URL) is said, the page not left busy', async () => {
+  const html = '<!doctype html><html><head><title>Welcome to nginx!</title></head><body>hello</body></html>';
+  await page.route('**/v1/**', (route) => route.fulfill({ status: 200, contentType: 'text/html', body: html }));
+  try {
+    await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0.75'));
+    const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+    assert(/no JSON object \(Welcome to nginx!\)/.test(err), `error box: ${JSON.stringify(err.slice(0, 160))}`);
+    assert(/^Not updated: attnd answered 200/.test(await page.textContent('#status')), 'status');
+    const before = await page.evaluate(() => Number(document.body.dataset.geoRounds || 0));
+    await page.focus('[data-handle="k1"]');
+    await page.keyboard.press('ArrowRight');
+    await page.waitForFunction((n) => Number(document.body.dataset.geoRounds || 0) > n &&
+      document.body.dataset.geoBusy === '0', before, { timeout: 10000 });
+    const geo = await page.$eval('#geo-error', (e) => (e.hidden ? '' : e.textContent));
+    assert(/no JSON object/.test(geo), `plane's error: ${JSON.stringify(geo.slice(0, 160))}`);
+  } finally {
+    await page.unroute('**/v1/**');
+  }
+  const before = await page.evaluate(() => Number(document.body.dataset.geoRounds || 0));
+  await page.keyboard.press('ArrowLeft');
+  await page.waitForFunction((n) => Number(document.body.dataset.geoRounds || 0) > n &&
+    document.body.dataset.geoBusy === '0', before, { timeout: 10000 });
+  assert((await page.$$('#geo-bars .bar-num')).length === 3, 'the plane drew no weights after attnd answered again');
+  await andWait(() => page.fill('#grid-k input[data-r="1"][data-c="0"]', '0'));
+  assert(await page.$eval('#error', (e) => e.hidden), 'the error box stays after attnd answered');
 });
 
 await step('a 401 or a 504 is not called a refusal of the inputs', async () => {
