@@ -49,8 +49,11 @@
     if (o.bv) {
       s.push('A V bias shifts the output by b_V (standard) or by (\u03A3p)\u00B7b_V (softmax1, sink).');
     }
-    if (!o.bq && !o.bk && o.sm !== 'standard') {
-      s.push(o.sm + ' is standard attention with an extra zero-score option: the weights of a row add up to less than 1.');
+    if (!o.bq && !o.bk && o.sm === 'softmax1') {
+      s.push('softmax1 is standard attention with an extra zero-score option: the weights of a row add up to less than 1.');
+    } else if (!o.bq && !o.bk && o.sm === 'sink') {
+      s.push('sink is standard attention with an extra zero-value option whose score is the sink logit ' +
+        '(not scaled): the weights of a row add up to less than 1.');
     }
     if (!s.length) s.push('No bias: these are the base scores s = scale\u00B7q\u00B7k and their softmax. Switch on the K bias, then the Q bias.');
     return s.join(' ');

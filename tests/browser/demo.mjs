@@ -8,7 +8,8 @@
 // show. Chromium is Debian's /usr/bin/chromium driven by playwright-core.
 // Steps: heat map cells equal the API's numbers; the K bias moves the
 // scores and not the weights (standard); softmax1 changes the weights and
-// the K bias then changes them too; /v1/verify's claims are shown; API
+// the K bias then changes them too; the sink's extra option is said to
+// score the sink logit; /v1/verify's claims are shown; API
 // errors are readable; a decode session grows the cached K/V table and
 // says the options it started with, which later changes do not reach; the
 // page is keyboard operable, labelled, readable at 375 px. Screenshots go
@@ -327,6 +328,8 @@ try {
     await andWait(page, () => page.fill('#sink-logit', '1'));
     let api = await apiPost('/v1/attention', { q: Q, k: K, v: V, softmax: 'sink', sink_logit: 1 });
     sameMatrix(await heat(page, 'map-weights'), api.weights, 'sink weights');
+    const lead = await page.textContent('#claim-lead');       /* its extra option scores the sink logit, not 0 */
+    assert(!/zero-score/.test(lead) && /score is the sink logit \(not scaled\)/.test(lead), `sink lead: ${lead}`);
     await andWait(page, () => page.click('#q-add'));
     await andWait(page, () => page.selectOption('#causal', 'bottom_right'));
     api = await apiPost('/v1/attention', { q: [[1, 0], [0, 0]], k: K, v: V, softmax: 'sink', sink_logit: 1,
