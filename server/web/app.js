@@ -413,9 +413,11 @@
   }
 
   function init() {
-    /* ?api=http://host:port lets a page served elsewhere pick its attnd. */
-    var m = /[?&]api=([^&]+)/.exec(location.search);
-    if (m) $('api-base').value = decodeURIComponent(m[1]);
+    /* ?api=http://host:port lets a page served elsewhere pick its attnd;
+     * URLSearchParams keeps a stray "%" as typed, where decodeURIComponent
+     * would throw and leave the page "Loading…". */
+    var given = new URLSearchParams(location.search).get('api');
+    if (given) $('api-base').value = given;
     fixLinks();
     bindStructureButtons();
     bindOptions();

@@ -6,7 +6,8 @@
 // --other: a second attnd that lets the page's origin call it (CORS).
 // An API base URL without http:// or https:// is refused before anything
 // is sent (it would be a path on the page's own server), and one ending in
-// /v1 is taken without it. attnd's error about an option the page sent
+// /v1 is taken without it; one given as ?api= with a stray % is taken as
+// typed. attnd's error about an option the page sent
 // (/scale, /rope/base, /sink_logit, ...) marks that option's field and
 // names it, in the Results and when it refuses a decode session's start;
 // the mark goes once attnd takes the request; axe-core finds no serious
@@ -92,6 +93,24 @@ async function noSeriousViolation(what) {
   const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   assert(bad.length === 0, `${what}: ${bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target).join(' ')}`).join('; ')}`);
 }
+
+await step('?api= with a stray % is taken as typed, not left "Loading…"', async () => {
+  const other = await browser.newPage();
+  const own = [];
+  other.on('pageerror', (e) => own.push(String(e)));
+  try {
+    const url = new URL(PAGE);
+    url.search = '?api=' + API + '/100%';       /* "%" not followed by two hex digits */
+    await other.goto(url.href);
+    await other.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
+      document.body.dataset.busy === '0', null, { timeout: 10000 });
+    assert((await other.inputValue('#api-base')) === API + '/100%', `field: ${await other.inputValue('#api-base')}`);
+    assert(!/Loading/.test(await other.textContent('#status')), `status: ${await other.textContent('#status')}`);
+    assert(own.length === 0, own.join(' | '));
+  } finally {
+    await other.close();
+  }
+});
 
 await step('attnd refusing an option marks its field, names it, and the mark goes once it takes it', async () => {
   for (const [check, sel, bad, good, ptr, what] of [
