@@ -288,14 +288,16 @@
   }
 
   /* The plane's request failed: its error beside the weights, and the
-   * weights, bars and stages of the vectors before taken down, so they
-   * are not read as those of the vectors drawn now. */
+   * weights, bars, stages and quiet-heads masses of the vectors before
+   * taken down, so they are not read as those of the vectors drawn now. */
   function geoFailed(e) {
     geo.res = null;
     A.fillError($('geo-error'), e);
     ['geo-bars', 'geo-stats', 'geo-why'].forEach(function (id) { $(id).textContent = ''; });
     showKeyBars();
     drawSteps();
+    quietSeq++;                       /* a round still on its way is of the vectors before */
+    quietDown();
   }
 
   function check(name) {
@@ -491,13 +493,17 @@
         $('quiet-bar0').style.width = (100 * m0).toFixed(1) + '%';
       }, function (e) {
         if (my !== quietSeq) return;
-        ['quiet-mass1', 'quiet-mass0'].forEach(function (id) { $(id).textContent = '…'; delete $(id).dataset.mass; });
-        $('quiet-bar1').style.width = '0';
-        $('quiet-bar0').style.width = '0';
+        quietDown();
         A.fillError($('geo-error'), e);
       }).then(function () {             /* rounds answered, drawn or not */
         document.body.dataset.quietRounds = String(Number(document.body.dataset.quietRounds || 0) + 1);
       });
+  }
+  /* no masses known for the vectors drawn */
+  function quietDown() {
+    ['quiet-mass1', 'quiet-mass0'].forEach(function (id) { $(id).textContent = '…'; delete $(id).dataset.mass; });
+    $('quiet-bar1').style.width = '0';
+    $('quiet-bar0').style.width = '0';
   }
 
 

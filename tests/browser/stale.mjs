@@ -6,8 +6,9 @@
 // An option field that is on but holds no number (custom scale, RoPE base:
 // a number input reads "" for "1e") is not sent as null, which attnd takes
 // as "use the default", neither for the maps nor for a session; the
-// plane's weights, bars and stages are taken down when its request fails,
-// with the error beside them; an older quiet-heads round answered after a
+// plane's weights, bars, stages and quiet-heads masses are taken down when
+// its request fails, with the error beside them; an older quiet-heads
+// round answered after a
 // newer one (held back here by the test, as a slow network would) does not
 // overwrite the newer masses; the Results maps and the claims are taken
 // down when attnd refuses the inputs (or /v1/verify fails) or a cell holds
@@ -121,9 +122,11 @@ async function failedPlane() {
   const left = await page.evaluate(() => ({
     bars: [...document.querySelectorAll('#geo-bars .bar-num')].map((e) => e.textContent),
     keyBars: [...document.querySelectorAll('#geo-svg .key-bar-num')].map((e) => e.textContent),
-    stages: document.querySelectorAll('#steps-rows .stage').length }));
-  assert(left.bars.length === 0 && left.stages === 0 && left.keyBars.every((t) => t === '\u2026'),
-    `weights of the old vectors still drawn: ${JSON.stringify(left)}`);
+    stages: document.querySelectorAll('#steps-rows .stage').length,
+    masses: ['quiet-mass1', 'quiet-mass0'].map((id) => document.getElementById(id).textContent +
+      (document.getElementById(id).dataset.mass === undefined ? '' : ' ' + document.getElementById(id).dataset.mass)) }));
+  assert(left.bars.length === 0 && left.stages === 0 && left.keyBars.every((t) => t === '\u2026') &&
+    left.masses.every((t) => t === '\u2026'), `weights of the old vectors still drawn: ${JSON.stringify(left)}`);
   assert(await page.$eval('#step-next', (b) => b.disabled) && await page.$eval('#step-prev', (b) => b.disabled),
     'the stepper offers stages of no answer');
 }
