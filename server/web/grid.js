@@ -44,6 +44,8 @@
         inp.spellcheck = false;
         inp.size = 5;
         inp.value = isNaN(x) ? '' : String(x);
+        /* drawn again (a row added) a cell with no number keeps its mark */
+        if (isNaN(x)) inp.setAttribute('aria-invalid', 'true');
         inp.dataset.c = String(c);
         if (!isVec) inp.dataset.r = String(r);
         inp.setAttribute('aria-label', isVec

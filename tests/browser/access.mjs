@@ -3,7 +3,8 @@
 //
 //   node access.mjs --page URL --api URL
 //
-// An invalid cell does not leave the results aria-busy; a cell past the
+// An invalid cell does not leave the results aria-busy, and stays marked
+// when the grids are drawn again (a row or width added); a cell past the
 // largest double is said not sent, not sent as null; a row attnd's
 // error path marked is unmarked, every cell of it, once attnd takes the
 // inputs; every heat-map
@@ -74,6 +75,22 @@ await step('an invalid cell shows its message without leaving the results aria-b
     assert(busy.join() === 'false,0', `"${bad}": aria-busy ${busy[0]}, data-busy ${busy[1]}`);
   }
   await andWait(() => page.fill(cell, '0'));
+});
+
+await step('a cell holding no number stays marked when a row or width is added or removed', async () => {
+  const cell = '#grid-k input[data-r="1"][data-c="0"]';
+  await andWait(() => page.fill(cell, 'abc'));
+  try {
+    for (const button of ['#kv-add', '#q-add', '#dv-add', '#q-del', '#kv-del', '#dv-del']) {
+      await andWait(() => page.click(button));
+      const marked = await page.$$eval('#controls [aria-invalid="true"]', (es) => es.map((e) => e.getAttribute('aria-label')));
+      assert(marked.join() === 'K row 2 column 1', `after ${button}: marked ${JSON.stringify(marked)}, ` +
+        `error "${await page.textContent('#error')}"`);
+    }
+  } finally {
+    await andWait(() => page.click('#reset'));    /* the worked example, whose k2 is (0, 1) */
+  }
+  assert((await page.$$('#controls [aria-invalid="true"]')).length === 0, 'a mark left after the fix');
 });
 
 await step('a cell past the largest double (1e400) is not sent as null, which attnd calls no number', async () => {
