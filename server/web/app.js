@@ -299,6 +299,8 @@
     }
     var my = ++seq;
     setBusy(true);
+    /* the maps still hold the answer before this edit: not "Updated" */
+    $('status').textContent = 'Computing (' + lastChange + ')\u2026';
     var att = api('POST', '/v1/attention', attentionBody());
     var ver = api('POST', '/v1/verify', verifyBody()).then(null, function (e) { return { failed: e }; });
     Promise.all([att, ver]).then(function (both) {

@@ -15,7 +15,8 @@
 // no number; nor does an older pasted-model Draw (an answer or a
 // refusal) replace the newer one's picture or message; the four-case
 // table, computed without a causal mask or RoPE, does not call its row
-// the one shown above when the maps have either. Ends with
+// the one shown above when the maps have either; while attnd has not
+// answered an edit the status says it computes, not "Updated". Ends with
 // "N passed, N failed".
 import { chromium } from 'playwright-core';
 import { andWait as waitRound, arg, assert, close, finish, postJson, step } from './steps.mjs';
@@ -52,6 +53,19 @@ async function typeInto(sel, text) {
   await page.type(sel, text);
 }
 const shown = (sel) => page.$eval(sel, (e) => (e.hidden ? '' : e.textContent));
+/* holds back the /v1/attention requests whose body pick(body) takes, as a
+ * slow network would; held: their routes, all: settles once count are held */
+async function holdAttention(pick, count) {
+  const held = [];
+  let done;
+  const all = new Promise((res) => { done = res; });
+  await page.route('**/v1/attention', (route) => {
+    if (!pick(JSON.parse(route.request().postData() || '{}'))) return route.continue();
+    held.push(route);
+    if (held.length === count) done();
+  });
+  return { held, all };
+}
 
 await page.goto(PAGE);
 await page.waitForFunction(() => Number(document.body.dataset.updates || 0) > 0 &&
@@ -146,18 +160,8 @@ await step('a plane request that fails takes its weights down and says why besid
 });
 
 await step('quiet heads: an older round answered last does not overwrite the newer masses', async () => {
-  const held = [];
-  let heldBoth;
-  const bothHeld = new Promise((res) => { heldBoth = res; });
-  await page.route('**/v1/attention', (route) => {
-    const b = JSON.parse(route.request().postData() || '{}');
-    if (JSON.stringify(b.return) === '["stats"]' && b.attn_bias && b.attn_bias[0][0] === -10) {
-      held.push(route);
-      if (held.length === 2) heldBoth();
-      return;
-    }
-    route.continue();
-  });
+  const { held, all: bothHeld } = await holdAttention((b) =>
+    JSON.stringify(b.return) === '["stats"]' && b.attn_bias && b.attn_bias[0][0] === -10, 2);
   const q0 = await quietRounds();
   let n = await geoRounds();
   await page.$eval('#quiet', (e) => { e.value = '-10'; e.dispatchEvent(new Event('input', { bubbles: true })); });
@@ -283,6 +287,25 @@ await step('the four-case table calls its row "shown above" only when the maps a
     assert(!/shown above/.test(r.head) && r.caption.includes(`without ${what}`), `${what}: ${JSON.stringify(r)}`);
     await andWait(off);
   }
+});
+
+await step('while attnd has not answered an edit, the status does not call the maps updated', async () => {
+  const { held, all: seen } = await holdAttention((b) => b.return === undefined, 1);   /* the Results' */
+  const cell = '#grid-k input[data-r="1"][data-c="0"]';
+  try {
+    await andWait(async () => {
+      await page.fill(cell, '0.5');
+      await Promise.race([seen, page.waitForTimeout(10000).then(() => { throw new Error('no request'); })]);
+      const line = await page.textContent('#status');
+      assert(!/^Updated/.test(line) && /^Computing \(K edited\)/.test(line), `status while attnd computes: ${line}`);
+      for (const r of held) await r.continue();
+    });
+  } finally {
+    await page.unroute('**/v1/attention');
+    for (const r of held) await r.continue().catch(() => {});
+  }
+  assert(/^Updated \(K edited\)/.test(await page.textContent('#status')), `status: ${await page.textContent('#status')}`);
+  await andWait(() => page.fill(cell, '0'));
 });
 
 await step('no uncaught script errors', async () => {
