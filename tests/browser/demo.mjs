@@ -9,7 +9,8 @@
 // Steps: heat map cells equal the API's numbers; the K bias moves the
 // scores and not the weights (standard); softmax1 changes the weights and
 // the K bias then changes them too; the sink's extra option is said to
-// score the sink logit; /v1/verify's claims are shown; API
+// score the sink logit; the lede's formula adds the biases to q, k and v;
+// /v1/verify's claims are shown; API
 // errors are readable; a decode session grows the cached K/V table and
 // says the options it started with, which later changes do not reach; the
 // page is keyboard operable, labelled, readable at 375 px. Screenshots go
@@ -235,6 +236,12 @@ try {
       current: tr.getAttribute('aria-current') === 'true',
       cells: Array.from(tr.querySelectorAll('td')).map((td) => td.textContent) }));
   }
+
+  await step('the lede\'s formula adds the biases to q, k and v, not to the scores', async () => {
+    const lede = (await page.textContent('header .lede')).replace(/\s+/g, ' ');
+    assert(lede.includes('s = scale·(q + bQ)·(k + bK)') && lede.includes('Σ p·(v + bV)') &&
+      !/q·k \+ bias/.test(lede), `lede: ${lede}`);
+  });
 
   await step('the claim panel shows /v1/verify\'s K-bias checks and the four-case table', async () => {
     const lead = await page.textContent('#claim-lead');
