@@ -35,7 +35,9 @@
     var m = res.meta || {};
     $('meta').textContent = 'scale = ' + fmt(m.scale) + ', softmax = ' + m.softmax +
       ', n = ' + m.n + ', L = ' + m.L + ', d_k = ' + m.d_k + ', d_v = ' + m.d_v +
-      (m.empty_rows && m.empty_rows.length ? ', rows with no allowed key: ' + JSON.stringify(m.empty_rows) : '') +
+      (m.empty_rows && m.empty_rows.length ? ', rows with no allowed key: ' + m.empty_rows.map(function (i) {
+        return typeof i === 'number' ? rows[i] : JSON.stringify(i);   /* attnd counts from 0, the maps from q1 */
+      }).join(', ') : '') +
       ' · computed in ' + m.elapsed_us + ' µs.';
   }
 

@@ -330,7 +330,7 @@ try {
     await andWait(page, () => page.click('#reset'));
   });
 
-  await step('sink softmax and a bottom-right causal mask (masked cells say so)', async () => {
+  await step('sink softmax and a bottom-right causal mask (masked cells and rows say so)', async () => {
     await andWait(page, () => page.check('#sm-sink'));
     await andWait(page, () => page.fill('#sink-logit', '1'));
     let api = await apiPost('/v1/attention', { q: Q, k: K, v: V, softmax: 'sink', sink_logit: 1 });
@@ -345,8 +345,16 @@ try {
     sameMatrix(await heat(page, 'map-weights'), api.weights, 'causal weights');
     const masked = await page.$eval('#map-scores td[data-row="0"][data-col="2"]', (td) => td.textContent);
     assert(api.scores[0][2] === null && masked === 'masked', `masked cell shows ${masked}`);
+    await andWait(page, () => page.click('#q-add'));
+    await andWait(page, () => page.click('#q-add'));        /* n = 4 > L = 3: query 1 sits before every key */
+    api = await apiPost('/v1/attention', { q: [[1, 0], [0, 0], [0, 0], [0, 0]], k: K, v: V, softmax: 'sink',
+      sink_logit: 1, causal: 'bottom_right' });
+    const meta = await page.textContent('#meta');
+    const rowName = await page.textContent('#map-scores tbody tr:first-child th');
     await andWait(page, () => page.click('#reset'));
     sameMatrix(await heat(page, 'map-weights'), base.weights, 'weights after reset');
+    assert(JSON.stringify(api.meta.empty_rows) === '[0]' && rowName === 'q1' &&
+      /rows with no allowed key: q1\b/.test(meta), `row ${rowName}; meta: ${meta}`);
   });
 
   await step('decode: three tokens grow the cache; the last query\'s weights equal the stateless ones', async () => {
