@@ -138,12 +138,21 @@
     var dk = state.q[0].length, dv = state.v[0].length;
     $('dims').textContent = 'n = ' + state.q.length + ' queries, L = ' +
       state.k.length + ' tokens, d_k = ' + dk + ', d_v = ' + dv + '.';
-    $('q-del').disabled = state.q.length <= 1;
-    $('kv-del').disabled = state.k.length <= 1;
-    $('dk-del').disabled = dk <= 1;
-    $('dv-del').disabled = dv <= 1;
+    disable('q-del', state.q.length <= 1, 'q-add');
+    disable('kv-del', state.k.length <= 1, 'kv-add');
+    disable('dk-del', dk <= 1, 'dk-add');
+    disable('dv-del', dv <= 1, 'dv-add');
     $('scale-help').textContent = 'Default: 1/\u221Ad_k = ' + fmt(1 / Math.sqrt(dk)) + '.';
     inputWatchers.forEach(function (fn) { fn(); });
+  }
+
+  /* Button id disabled (off) or not; a focused one being disabled hands
+   * the focus to partner, where Chrome would drop it on the page and a
+   * keyboard user would lose their place. teach.js's stepper too. */
+  function disable(id, off, partner) {
+    var el = $(id), had = document.activeElement === el;
+    el.disabled = off;
+    if (off && had) $(partner).focus();
   }
 
   function zeros(n) { var a = []; for (var i = 0; i < n; i++) a.push(0); return a; }
@@ -434,7 +443,7 @@
                    onServerChange: onServerChange, onInputsChange: onInputsChange,
                    inputs: function () { return state; }, renderGrid: renderGrid,
                    renderHeat: renderHeat, badOption: badOption, commonOptions: commonOptions,
-                   setBusy: setBusy };
+                   setBusy: setBusy, disable: disable };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

@@ -469,8 +469,8 @@
     });
     $('steps-now').textContent = 'Stage ' + (stage + 1) + ' of ' + STAGES.length + ': ' +
       stageRows()[stage].title.replace(/^\d+\. /, '') + '.';
-    $('step-prev').disabled = stage === 0;
-    $('step-next').disabled = stage === STAGES.length - 1;
+    A.disable('step-prev', stage === 0, 'step-next');
+    A.disable('step-next', stage === STAGES.length - 1, 'step-prev');
   }
 
   /* ---- quiet heads ---------------------------------------------------- */

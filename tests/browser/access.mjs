@@ -4,7 +4,9 @@
 //   node access.mjs --page URL --api URL
 //
 // An invalid cell does not leave the results aria-busy, and stays marked
-// when the grids are drawn again (a row or width added); a cell past the
+// when the grids are drawn again (a row or width added); a button that
+// gets disabled under the keyboard (Remove the last extra row, the last
+// stage) hands its focus to its partner; a cell past the
 // largest double is said not sent, not sent as null; a row attnd's
 // error path marked is unmarked, every cell of it, once attnd takes the
 // inputs; every heat-map
@@ -91,6 +93,20 @@ await step('a cell holding no number stays marked when a row or width is added o
     await andWait(() => page.click('#reset'));    /* the worked example, whose k2 is (0, 1) */
   }
   assert((await page.$$('#controls [aria-invalid="true"]')).length === 0, 'a mark left after the fix');
+});
+
+await step('a button disabled under the keyboard hands its focus on, not to the page', async () => {
+  const focused = () => page.evaluate(() => document.activeElement.id);
+  await andWait(() => page.click('#q-add'));
+  await page.focus('#q-del');
+  await andWait(() => page.keyboard.press('Enter'));          /* back to one query: Remove is disabled */
+  assert((await focused()) === 'q-add', `focus on "${await focused()}" after removing the last extra row`);
+  await page.focus('#step-next');
+  for (let i = 0; i < 7; i++) await page.keyboard.press('Enter');   /* to the last of the 8 stages */
+  assert(await page.$eval('#step-next', (b) => b.disabled), 'not at the last stage');
+  assert((await focused()) === 'step-prev', `focus on "${await focused()}" at the last stage`);
+  for (let i = 0; i < 7; i++) await page.keyboard.press('Enter');   /* back to the first */
+  assert((await focused()) === 'step-next', `focus on "${await focused()}" at the first stage`);
 });
 
 await step('a cell past the largest double (1e400) is not sent as null, which attnd calls no number', async () => {
