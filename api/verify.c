@@ -398,6 +398,16 @@ static void put_key(struct vw *w, const char *key, bool first)
     api_buf_putc(w->b, ':');
 }
 
+/* The sink and RoPE parameters of in, as the readers' echo writers take
+ * them. */
+static struct attn_params echo_params(const struct verify_input *in)
+{
+    return (struct attn_params){.softmax = in->softmax, .sink_logit = in->sink_logit,
+                                .sink_logits = in->sinks, .rope = in->rope,
+                                .rope_base = in->rope_base, .rope_pairs = in->rope_pairs,
+                                .rope_dims = in->rope_dims, .rope_scaling = in->rope_scaling};
+}
+
 static void put_inputs(struct vw *w, const struct verify_input *in,
                        double scale)
 {
@@ -419,10 +429,7 @@ static void put_inputs(struct vw *w, const struct verify_input *in,
     api_buf_putc(w->b, '}');
     put_key(w, "softmax", false);
     api_write_string(w->b, api_softmax_name(in->softmax));
-    struct attn_params p = {.softmax = in->softmax, .sink_logit = in->sink_logit,
-                            .sink_logits = in->sinks, .rope = in->rope,
-                            .rope_base = in->rope_base, .rope_pairs = in->rope_pairs,
-                            .rope_dims = in->rope_dims, .rope_scaling = in->rope_scaling};
+    struct attn_params p = echo_params(in);
     if (in->softmax == ATTN_SOFTMAX_SINK) {
         put_key(w, "sink_logit", false);
         put_json(w, api_sinks_json(&p, in->n_sinks));
@@ -590,32 +597,82 @@ static void put_report(struct vw *w, const struct verify_report *r,
 
 /* ---- running ------------------------------------------------------------ */
 
-/* Numbers the report will hold, bounded before computing: every data array
- * and table entry is one of [n][L+1], [n+L][d_k], [n][d_v], [L][d_k],
- * check 23's [sinks·n][L] or shorter, and there are fewer than 96 of them. */
-static bool verify_numbers_bound(const struct verify_input *in, size_t *out)
+/* Numbers in a JSON value (rope's echo). */
+static size_t json_numbers(const json_t *v)
 {
-    size_t nl, nq, nv, lk, sum, L1, nL, dk1, hs;
+    const char *key;
+    const json_t *x;
+    size_t i, count = json_is_number(v);
 
-    return core_add(in->L, 1, &L1) && core_add(in->n, in->L, &nL) &&
-           core_add(in->d_k, 1, &dk1) && core_mul(in->n, L1, &nl) &&
-           core_mul(nL, dk1, &nq) &&
-           core_mul(in->n, in->d_v, &nv) && core_mul(in->L, in->d_k, &lk) &&
-           core_mul3(in->n_sinks, in->n, in->L, &hs) &&      /* check 23's heads */
-           core_add(nl, nq, &sum) && core_add(sum, nv, &sum) &&
-           core_add(sum, lk, &sum) && core_add(sum, hs, &sum) && core_mul(sum, 96, out);
+    if (json_is_array(v))
+        json_array_foreach(v, i, x)
+            count += json_numbers(x);
+    if (json_is_object(v))
+        json_object_foreach((json_t *)v, key, x)
+            count += json_numbers(x);
+    return count;
 }
 
-/* The report's cap in bytes: its numbers and the inputs echo, each at most
- * API_NUM_MAX bytes with its comma, plus text (claims, notes, names). */
+/* Numbers of the inputs echo (put_inputs): q, k, v, the biases given, the
+ * sink logits, RoPE's, the scale, positions, segments, window, softcap.
+ * CORE_ENOMEM (RoPE's JSON), CORE_ELIMIT past SIZE_MAX. */
+static enum core_status echo_numbers(const struct verify_input *in, size_t *out)
+{
+    struct attn_params p = echo_params(in);
+    size_t sum = 1 + (in->softcap > 0) + (in->softmax == ATTN_SOFTMAX_SINK
+                                          ? (in->sinks ? in->n_sinks : 1) : 0);
+    size_t nq, lk, lv, nL;
+    json_t *rope = in->rope ? api_rope_json(&p, in->d_k) : NULL;
+
+    if (in->rope && !rope)
+        return CORE_ENOMEM;
+    sum += json_numbers(rope);
+    json_decref(rope);
+    if (in->window.on)
+        sum += (in->window.left >= 0) + (in->window.right >= 0) + (in->window.sinks > 0);
+    if (!core_mul(in->n, in->d_k, &nq) || !core_mul(in->L, in->d_k, &lk) ||
+        !core_mul(in->L, in->d_v, &lv) || !core_add(in->n, in->L, &nL) ||
+        !core_add(sum, nq, &sum) || !core_add(sum, lk, &sum) || !core_add(sum, lv, &sum) ||
+        !core_add(sum, in->bias_q ? in->d_k : 0, &sum) ||
+        !core_add(sum, in->bias_k ? in->d_k : 0, &sum) ||
+        !core_add(sum, in->bias_v ? in->d_v : 0, &sum) ||
+        !core_add(sum, in->pos_q ? in->n : 0, &sum) ||
+        !core_add(sum, in->pos_k ? in->L : 0, &sum) || !core_add(sum, in->seg_q ? nL : 0, &sum))
+        return CORE_ELIMIT;
+    *out = sum;
+    return CORE_OK;
+}
+
+/* The numbers one head's report holds, counted before running: its checks'
+ * data and its tables (verify_report_numbers, with rank as there; *unsure
+ * the numbers of check 7 it counted without knowing) and its inputs echo;
+ * CORE_ELIMIT past SIZE_MAX. */
+static enum core_status report_numbers(const struct verify_input *in, bool rank, size_t *out,
+                                       size_t *unsure)
+{
+    size_t echo;
+    enum core_status st = verify_report_numbers(in, rank, out, unsure);
+
+    if (st == CORE_OK)
+        st = echo_numbers(in, &echo);
+    if (st == CORE_OK && !core_add(*out, echo, out))
+        st = CORE_ELIMIT;
+    return st;
+}
+
+/* The report's cap in bytes: its numbers (data, tables, inputs echo) and
+ * each check's id, max_abs_diff and tolerance, each at most API_NUM_MAX
+ * bytes with its comma and brackets, plus 64 KiB of text (names, claims,
+ * notes). */
 static bool report_bytes(const struct verify_report *rep, const struct verify_input *in,
                          size_t *bytes)
 {
     size_t numbers, inputs;
 
-    return verify_report_elements(rep, &numbers) && verify_numbers_bound(in, &inputs) &&
-           core_add(numbers, inputs, bytes) && core_mul(*bytes, API_NUM_MAX + 4, bytes) &&
-           core_add(*bytes, 1u << 16, bytes);
+    return verify_report_elements(rep, &numbers) && echo_numbers(in, &inputs) == CORE_OK &&
+           core_add(numbers, inputs, bytes) &&
+           core_add(*bytes, 3 * VERIFY_MAX_CHECKS + 2, bytes) &&
+           core_mul(*bytes, API_NUM_MAX + 4, bytes) && core_add(*bytes, 1u << 16, bytes);
 }
 
 /* 200 with the report in w->b, or 422 non_finite at the JSON pointer of the
@@ -631,74 +688,23 @@ static void reply_report(struct api_call *c, struct vw *w)
     api_reply_buf(c, 200, w->b);
 }
 
-/* 422 response_too_large before computing (path: q, whose size it is). */
-static void too_large(struct api_call *c, const char *path, size_t heads)
+/* 422 response_too_large before computing, for a report of numbers (at
+ * least that many; SIZE_MAX: past it) over heads: at q, whose size it is,
+ * or at no path for the built-in example (nothing the client sent). */
+static void too_large(struct api_call *c, size_t numbers, bool at_least, size_t heads,
+                      bool builtin)
 {
-    api_fail(c, API_ERR_RESPONSE_TOO_LARGE, path, "verify would return more than %zu "
-             "numbers (--max-elements) for %zu head%s; send fewer %s", api_max_elements(c),
-             heads, heads == 1 ? "" : "s", heads == 1 ? "rows" : "heads or rows");
+    char what[96] = "";
+
+    if (heads > 1)
+        snprintf(what, sizeof what, " over its %zu heads", heads);
+    api_fail(c, API_ERR_RESPONSE_TOO_LARGE, builtin ? NULL : "/q", "%s report would hold "
+             "%s%zu numbers (the checks' data, the tables and the inputs echoed%s), more "
+             "than the %zu --max-elements allows%s%s", builtin ? "the built-in checks'"
+             : "verify's", numbers == SIZE_MAX ? "more than " : at_least ? "at least " : "",
+             numbers, what, api_max_elements(c), builtin ? "" : "; send fewer ",
+             builtin ? "" : heads == 1 ? "rows" : "heads or rows");
 }
-
-/* 422 non_finite for head e of r whose pass overflowed: at the row of q,
- * k or v the core found (b, of e's one-head pass), or api_fail_compute's
- * answer when it found none (r NULL: the built-in example). */
-static void fail_overflow(struct api_call *c, const struct verify_req *r, size_t e,
-                          const struct attn_blame *found, enum attn_dtype dt)
-{
-    if (!r || found->input == ATTN_BLAME_NONE) {
-        api_fail_compute(c, CORE_ENONFINITE, dt);
-        return;
-    }
-    const struct attn_shape *s = &r->shape;
-    struct attn_request rq = {.shape = *s, .params.dtype = dt};
-    struct attn_blame b = *found;
-    size_t hh = e % s->h;
-    b.b = e / s->h;
-    b.head = b.input == ATTN_BLAME_Q ? hh : hh / (s->h / s->h_kv);
-    struct api_blame_at at;
-    api_blame_at_tensors(&at, &r->q, &r->k, &r->v, &r->q);     /* no attn_bias here */
-    api_fail_blame(c, &rq, &b, &at, NULL);
-}
-
-static void verify_answer(struct api_call *c, const struct verify_input *in,
-                          const struct verify_req *r)
-{
-    bool builtin = !r;
-    struct verify_report rep;
-    struct api_buf buf;
-    size_t numbers, bytes;
-    enum core_status st;
-
-    if (!verify_numbers_bound(in, &numbers) || numbers > api_max_elements(c)) {
-        if (builtin)        /* a GET: nothing the client sent to make smaller */
-            api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, "the built-in checks' report "
-                     "holds more than %zu numbers (--max-elements)", api_max_elements(c));
-        else
-            too_large(c, "/q", 1);
-        return;
-    }
-    st = verify_run(in, &rep);
-    if (st != CORE_OK) {
-        if (st == CORE_ENONFINITE)
-            fail_overflow(c, r, 0, &rep.blame, in->dtype);
-        else
-            api_fail_compute(c, st, in->dtype);
-        verify_report_free(&rep);
-        return;
-    }
-    if (!report_bytes(&rep, in, &bytes)) {
-        verify_report_free(&rep);
-        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
-        return;
-    }
-    api_buf_init(&buf, bytes);
-    struct vw w = {.b = &buf, .dt = rep.dtype, .half = c->half, .where = {"inputs", NULL}};
-    put_report(&w, &rep, in, builtin, api_now_us() - c->t0_us);
-    verify_report_free(&rep);
-    reply_report(c, &w);
-}
-
-/* ---- heads and batches -------------------------------------------------- */
 
 /* Head e of a rank-3/4 request (batch element e / h, query head e % h) as
  * one head's input: its q, its kv head's k and v, its bias rows, its batch
@@ -734,6 +740,110 @@ static void element_input(const struct verify_req *r, size_t e, struct verify_in
         out->sink_logit = r->sinks[hh];
     }
 }
+
+/* The numbers of every head's report (one head: in; r's heads for a rank-3
+ * or rank-4 r), as report_numbers. */
+static enum core_status count_heads(const struct verify_req *r, const struct verify_input *in,
+                                    bool rank, size_t *total, size_t *unsure)
+{
+    size_t E = r && r->rank > 2 ? r->shape.B * r->shape.h : 1, each, maybe;
+    struct verify_input head = *in;
+    enum core_status st = CORE_OK;
+
+    *total = *unsure = 0;
+    for (size_t e = 0; e < E && st == CORE_OK; e++) {
+        if (r && r->rank > 2)
+            element_input(r, e, &head);
+        st = report_numbers(&head, rank, &each, &maybe);
+        if (st == CORE_OK && (!core_add(*total, each, total) ||
+                              !core_add(*unsure, maybe, unsure)))
+            st = CORE_ELIMIT;
+    }
+    return st;
+}
+
+/* Whether the report fits --max-elements, counted before running (else a
+ * 422, or the count's error). Check 7's premise past d_k keys (the rank of
+ * the key differences, as costly as the check) is found only when the
+ * count with its arrays and the count without them fall on both sides of
+ * the limit: a refusal without it says "at least". */
+static bool report_fits(struct api_call *c, const struct verify_req *r,
+                        const struct verify_input *in)
+{
+    size_t total, unsure, max = api_max_elements(c);
+    enum core_status st = count_heads(r, in, false, &total, &unsure);
+    bool at_least = false;
+
+    if (st == CORE_OK && total > max && total - unsure <= max)
+        st = count_heads(r, in, true, &total, &unsure);
+    else if (st == CORE_OK && total > max && unsure) {
+        total -= unsure;
+        at_least = true;
+    }
+    if (st == CORE_OK && total <= max)
+        return true;
+    if (st == CORE_OK || st == CORE_ELIMIT)
+        too_large(c, st == CORE_OK ? total : SIZE_MAX, at_least,
+                  r && r->rank > 2 ? r->shape.B * r->shape.h : 1, !r);
+    else
+        api_fail_compute(c, st, in->dtype);
+    return false;
+}
+
+/* 422 non_finite for head e of r whose pass overflowed: at the row of q,
+ * k or v the core found (b, of e's one-head pass), or api_fail_compute's
+ * answer when it found none (r NULL: the built-in example). */
+static void fail_overflow(struct api_call *c, const struct verify_req *r, size_t e,
+                          const struct attn_blame *found, enum attn_dtype dt)
+{
+    if (!r || found->input == ATTN_BLAME_NONE) {
+        api_fail_compute(c, CORE_ENONFINITE, dt);
+        return;
+    }
+    const struct attn_shape *s = &r->shape;
+    struct attn_request rq = {.shape = *s, .params.dtype = dt};
+    struct attn_blame b = *found;
+    size_t hh = e % s->h;
+    b.b = e / s->h;
+    b.head = b.input == ATTN_BLAME_Q ? hh : hh / (s->h / s->h_kv);
+    struct api_blame_at at;
+    api_blame_at_tensors(&at, &r->q, &r->k, &r->v, &r->q);     /* no attn_bias here */
+    api_fail_blame(c, &rq, &b, &at, NULL);
+}
+
+static void verify_answer(struct api_call *c, const struct verify_input *in,
+                          const struct verify_req *r)
+{
+    bool builtin = !r;
+    struct verify_report rep;
+    struct api_buf buf;
+    size_t bytes;
+    enum core_status st;
+
+    if (!report_fits(c, r, in))
+        return;
+    st = verify_run(in, &rep);
+    if (st != CORE_OK) {
+        if (st == CORE_ENONFINITE)
+            fail_overflow(c, r, 0, &rep.blame, in->dtype);
+        else
+            api_fail_compute(c, st, in->dtype);
+        verify_report_free(&rep);
+        return;
+    }
+    if (!report_bytes(&rep, in, &bytes)) {
+        verify_report_free(&rep);
+        api_fail(c, API_ERR_RESPONSE_TOO_LARGE, NULL, NULL);
+        return;
+    }
+    api_buf_init(&buf, bytes);
+    struct vw w = {.b = &buf, .dt = rep.dtype, .half = c->half, .where = {"inputs", NULL}};
+    put_report(&w, &rep, in, builtin, api_now_us() - c->t0_us);
+    verify_report_free(&rep);
+    reply_report(c, &w);
+}
+
+/* ---- heads and batches -------------------------------------------------- */
 
 /* "batch" (rank 4), "head" and "kv_head" of head e, then a comma. */
 static void put_element_index(struct vw *w, const struct verify_req *r, size_t e)
@@ -814,18 +924,14 @@ static void run_element(void *arg, size_t e, struct attn_ws *ws)
  * report does not depend on the thread it ran on). */
 static void verify_answer_batch(struct api_call *c, const struct verify_req *r)
 {
-    size_t E = r->shape.B * r->shape.h, each, total, bytes = 1u << 16, one, e;
+    size_t E = r->shape.B * r->shape.h, bytes = 1u << 16, one, e;
     struct verify_input in;
     struct batch_job job = {r, NULL, NULL};
     enum core_status st = CORE_OK;
     bool fits = true;
 
-    element_input(r, 0, &in);       /* every head has the same sizes */
-    if (!verify_numbers_bound(&in, &each) || !core_mul(each, E, &total) ||
-        total > api_max_elements(c)) {
-        too_large(c, "/q", E);
+    if (!report_fits(c, r, &r->in))
         return;
-    }
     job.reps = calloc(E, sizeof *job.reps);
     job.st = malloc(E * sizeof *job.st);            /* E <= VERIFY_API_MAX_HEADS */
     if (!job.reps || !job.st) {

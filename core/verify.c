@@ -769,6 +769,209 @@ bool verify_report_elements(const struct verify_report *r, size_t *count)
     return true;
 }
 
+/* ---- the report's size, before running ---------------------------------- */
+
+_Static_assert(N_CHECKS == 27, "check_numbers counts each check's arrays: add the new one's");
+
+/* A sum of products that remembers an overflow. */
+struct tally {
+    size_t sum;
+    bool over;
+};
+
+static void tally(struct tally *t, size_t a, size_t b)
+{
+    size_t x;
+    if (!core_mul(a, b, &x) || !core_add(t->sum, x, &t->sum))
+        t->over = true;
+}
+
+/* Whether some number of x [count] is not zero. */
+static bool any_nonzero(const double *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (x[i] != 0.0)
+            return true;
+    return false;
+}
+
+/* The numbers check id writes into its data, array by array as it writes
+ * them, when the premises it tests before its passes hold (none when it is
+ * not applicable). Three premises need its passes, and count as holding:
+ * check 10's rows whose largest weight underflows, check 26's float16
+ * range, check 27's float16 overflow and keys alike; and check 7's needs
+ * the rank of the key differences when L > d_k, found only with rank (else
+ * its arrays count as holding, into *unsure too). */
+static enum core_status check_numbers(struct vx *c, int id, bool rank, struct tally *t,
+                                      struct tally *unsure)
+{
+    const struct verify_input *in = c->in;
+    size_t n = c->n, L = c->L, dk = c->dk, dv = c->dv, nL = n + L;
+    bool ok;
+
+    switch (id) {
+    case 1:                         /* scores_core, scores_reference, scale */
+        tally(t, 2 * n, L);
+        tally(t, 1, 1);
+        break;
+    case 2:                         /* scores with/without, score_shift; row_constant */
+        if (c->bk) {
+            tally(t, 3 * n, L);
+            tally(t, n, 1);
+        }
+        break;
+    case 3:                         /* weights, outputs with and without */
+        if (c->bk) {
+            tally(t, 2 * n, L);
+            tally(t, 2 * n, dv);
+        }
+        break;
+    case 4:                         /* scores, difference_change, weights; expected; change */
+        if (c->bq) {
+            tally(t, 5 * n, L);
+            tally(t, L + 1, 1);
+        }
+        break;
+    case 5:                         /* 2 terms, scores_both, sum; term_q_bk; term_bq_bk */
+        if (c->bq || c->bk) {
+            tally(t, 4 * n, L);
+            tally(t, n + 1, 1);
+        }
+        break;
+    case 6:                         /* queries [n+L][d_k]; row_constant, row_max_abs_diff */
+        if (c->bq || c->bk) {
+            tally(t, nL, dk);
+            tally(t, nL, 2);
+        }
+        break;
+    case 7:                         /* key_difference_rank; bias_q_used, bias_q_dot_k; 3 [n][L] */
+        tally(t, 1, 1);
+        ok = true;
+        if (rank || L - 1 < dk)
+            TRY(verify_q_exception_applies(c, &ok));
+        else
+            tally(unsure, 3 * n, L), tally(unsure, dk + L, 1);
+        if (ok) {
+            tally(t, dk + L, 1);
+            tally(t, 3 * n, L);
+        }
+        break;
+    case 8:                         /* key_shifts [L][d_k]; score_shift, weights */
+        if (L >= 2 && any_nonzero(c->q, n * dk)) {
+            tally(t, L, dk);
+            tally(t, 3 * n, L);
+        }
+        break;
+    case 9:                         /* weights, ratios, exp_score_difference; reference_key */
+        tally(t, 5 * n, L);
+        tally(t, n, 1);
+        break;
+    case 10:                        /* row_constant, 2 row sums, weight_change; 4 [n][L] */
+        if (verify_k_bias_shifts(c)) {
+            tally(t, 3 * n + 1, 1);
+            tally(t, 4 * n, L);
+        }
+        break;
+    case 11:                        /* weights [n][L], [n][L+1]; zero_key_weight; outputs */
+    case 17:                        /* the same, and sink_logit */
+        tally(t, n, 2 * L + 2);
+        tally(t, 2 * n, dv);
+        tally(t, id == 17, 1);
+        break;
+    case 12:                        /* score_shift; three [shifts][n] row sums */
+        tally(t, VERIFY_ROW_SUM_SHIFTS, 1 + 3 * n);
+        break;
+    case 13:                        /* bias_v; 2 output shifts, row sums; and the sink's */
+        if (c->bv) {
+            bool sink = in->softmax == ATTN_SOFTMAX_SINK;
+            tally(t, dv, 1);
+            tally(t, (sink ? 3 : 2) * n, dv);
+            tally(t, sink ? 2 : 1, n);
+        }
+        break;
+    case 14:                        /* 2 score shifts, 2 weights; score_shift_spread */
+        if (c->bk && dk % 2 == 0 && L >= 2 && !verify_rope_keeps_shift(c)) {
+            tally(t, 4 * n, L);
+            tally(t, n, 1);
+        }
+        break;
+    case 15:                        /* score_shift; 3 weights; row_sums_shifted_softmax1 */
+        tally(t, 3 * n, L);
+        tally(t, n + 1, 1);
+        break;
+    case 16:                        /* weights and outputs decoded/recomputed; with RoPE */
+        if (n <= L) {
+            tally(t, (!in->rope && dk % 2 == 0 ? 4 : 2) * n, L);
+            tally(t, 2 * n, dv);
+        }
+        break;
+    case 18:                        /* allowed_keys, bias_q_dot_k; 2 weights; change */
+        TRY(verify_q_allowed_applies(c, &ok));
+        if (ok) {
+            tally(t, 2 * L + 1, 1);
+            tally(t, 2 * n, L);
+        }
+        break;
+    case 19:                        /* bumped_key; weights before, after, predicted */
+        tally(t, n, 1);
+        tally(t, 3 * n, L);
+        break;
+    case 20:                        /* weights_packed; output packed, per segment */
+        if ((in->seg_q && in->seg_k) || L >= 2) {
+            tally(t, n, L);
+            tally(t, 2 * n, dv);
+        }
+        break;
+    case 21:                        /* weights window, no window, the request's window */
+        tally(t, (in->window.on ? 3 : 2) * n, L);
+        break;
+    case 22:                        /* softcap; 3 scores; largest_fall_per_row */
+        tally(t, 3 * n, L);
+        tally(t, n + 1, 1);
+        break;
+    case 23:                        /* 4 weights, and the request's sinks' [m·n][L] */
+        tally(t, (4 + (in->sinks ? in->n_sinks : 0)) * n, L);
+        break;
+    case 24:                        /* weights_llama3, weights_plain_rope */
+        tally(t, dk % 2 == 0 ? 2 * n : 0, L);
+        break;
+    case 25:                        /* weights_dims_0, weights_no_rope */
+        tally(t, 2 * n, L);
+        break;
+    case 26:                        /* max_abs_diff_vs_float32_cache, bound */
+        tally(t, 2, 3);
+        break;
+    case 27:                        /* bk_size, 2 weight errors; overflow_size */
+        if (L >= 2 && any_nonzero(c->q, n * dk))
+            tally(t, 3 * VERIFY_BEIT_SIZES + 1, 1);
+        break;
+    default:
+        return CORE_EINVAL;
+    }
+    return CORE_OK;
+}
+
+enum core_status verify_report_numbers(const struct verify_input *in, bool rank,
+                                       size_t *count, size_t *unsure)
+{
+    struct vx c;
+    struct verify_report sizes;     /* what vx_setup writes of the report */
+    struct tally t = {0, false}, u = {0, false};
+    enum core_status st;
+
+    memset(&c, 0, sizeof c);
+    st = vx_setup(&c, in, &sizes);
+    tally(&t, 2 * 4 * 2 * c.n, c.L);        /* the table: scores, weights [n][L] */
+    for (size_t i = 0; i < N_CHECKS && st == CORE_OK; i++)
+        st = check_numbers(&c, (int)i + 1, rank, &t, &u);
+    vx_free_all(&c);
+    if (st == CORE_OK && t.over)
+        st = CORE_ELIMIT;
+    *count = t.sum;
+    *unsure = u.sum;
+    return st;
+}
+
 static const double B_Q[2] = {1.0, 0.0};
 static const double B_K[3][2] = {{1.0, 0.0}, {0.0, 1.0}, {-1.0, 0.0}};
 static const double B_V[3][3] = {{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0},

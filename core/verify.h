@@ -175,6 +175,24 @@ void verify_report_free(struct verify_report *r);
 bool verify_report_elements(const struct verify_report *r, size_t *count);
 
 /*
+ * The numbers verify_run's report of in will hold in its data arrays and
+ * table (what verify_report_elements counts of it), found before running:
+ * each check's arrays at their sizes, for the checks whose premises hold.
+ * Exact but for three premises known only from a check's passes, counted
+ * as holding (an upper bound then): check 10 with every row's largest
+ * weight underflowing (4nL + 3n + 1 fewer), check 26 with k or v past
+ * float16's range (6), check 27 overflowing or with keys alike (22).
+ * Check 7's premise needs the rank of the key differences when L > d_k,
+ * O(L·d_k²) (as much as check 7 itself): without rank its 3nL + L + d_k
+ * numbers are counted as holding then, and *unsure gets them (0 when the
+ * count is exact so far). Costs O((n + L)·d_k) besides, and a sort of L
+ * dot products (check 18). Errors: verify_run's CORE_EINVAL, CORE_ELIMIT
+ * (also a count past SIZE_MAX), CORE_ENOMEM.
+ */
+enum core_status verify_report_numbers(const struct verify_input *in, bool rank,
+                                       size_t *count, size_t *unsure);
+
+/*
  * The built-in example: q = (1,0); k1 = (1,0), k2 = (0,1),
  * k3 = (-1,0); bQ = (0,1); bK = (3,-2); d_k = 2. The values are the 3x3
  * identity, v_j = e_j, so each output row shows its weights; bV =

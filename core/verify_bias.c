@@ -11,6 +11,7 @@
 #include "verify_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- checks 1-6: biases under standard softmax ------------------------- */
@@ -306,6 +307,26 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
     return true;
 }
 
+/* Whether check 7 applies: whether it finds a nonzero bQ with equal dot
+ * products with every key. Fewer than d_k key differences cannot span
+ * every direction, so it always does then; else as the check decides. */
+enum core_status verify_q_exception_applies(struct vx *c, bool *applies)
+{
+    size_t dk = c->dk;
+    double *basis, *tmp, *bq;
+    struct verify_check notes = {0};
+
+    *applies = true;
+    if (c->L - 1 < dk)
+        return CORE_OK;
+    NEED(basis = verify_dbl(c, dk, dk));
+    NEED(tmp = verify_dbl(c, dk, 1));
+    NEED(bq = verify_dbl(c, dk, 1));
+    *applies = exception_bq(c, basis, key_diff_basis(c, basis, tmp), bq, &notes);
+    free(notes.note);
+    return CORE_OK;
+}
+
 enum core_status verify_check_q_exception(struct vx *c, struct verify_check *ck)
 {
     size_t n = c->n, L = c->L, dk = c->dk;
@@ -388,7 +409,13 @@ enum core_status verify_check_per_key_shift(struct vx *c,
 
 /* ---- check 18: the exception over the allowed keys ---------------------- */
 
-/* The largest group of keys whose bQ.k_j agree (within 1e-12 of their size)
+/* Whether two keys' bQ.k agree: within 1e-12 of the larger (or of 1). */
+static bool same_dot(double a, double b)
+{
+    return fabs(b - a) <= 1e-12 * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
+/* The largest group of keys whose bQ.k_j agree (same_dot with one of them)
  * into allowed [L] (1 = in the group); returns its size. */
 static size_t equal_dot_group(const struct vx *c, const double *dots,
                               uint8_t *allowed)
@@ -396,20 +423,46 @@ static size_t equal_dot_group(const struct vx *c, const double *dots,
     size_t best = 0, bj = 0, L = c->L;
     for (size_t j = 0; j < L; j++) {
         size_t cnt = 0;
-        for (size_t k = 0; k < L; k++) {
-            double e = 1e-12 * fmax(1.0, fmax(fabs(dots[j]), fabs(dots[k])));
-            cnt += fabs(dots[k] - dots[j]) <= e;
-        }
+        for (size_t k = 0; k < L; k++)
+            cnt += same_dot(dots[j], dots[k]);
         if (cnt > best) {
             best = cnt;
             bj = j;
         }
     }
-    for (size_t k = 0; k < L; k++) {
-        double e = 1e-12 * fmax(1.0, fmax(fabs(dots[bj]), fabs(dots[k])));
-        allowed[k] = fabs(dots[k] - dots[bj]) <= e;
-    }
+    for (size_t k = 0; k < L; k++)
+        allowed[k] = same_dot(dots[bj], dots[k]);
     return best;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether check 18 applies: bias.q given and two keys whose bQ.k_j agree
+ * (equal_dot_group finds a group of 2), found in O(L log L): of a sorted
+ * a <= b <= c with a, c agreeing, b agrees with the one of larger |x| (it
+ * lies closer to both, and that one's margin is the pair's). A dot that is
+ * not finite counts as applicable. */
+enum core_status verify_q_allowed_applies(struct vx *c, bool *applies)
+{
+    size_t L = c->L, dk = c->dk;
+    double *dots;
+
+    *applies = c->bq != NULL;
+    if (!c->bq)
+        return CORE_OK;
+    NEED(dots = verify_dbl(c, L, 1));
+    for (size_t j = 0; j < L; j++)
+        if (!isfinite(dots[j] = verify_dot(c->bq, c->k + j * dk, dk)))
+            return CORE_OK;
+    qsort(dots, L, sizeof *dots, by_value);
+    *applies = false;
+    for (size_t j = 1; j < L && !*applies; j++)
+        *applies = same_dot(dots[j - 1], dots[j]);
+    return CORE_OK;
 }
 
 enum core_status verify_check_q_allowed(struct vx *c, struct verify_check *ck)

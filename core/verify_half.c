@@ -142,8 +142,6 @@ enum core_status verify_check_kv_dtypes(struct vx *c, struct verify_check *ck)
 
 /* ---- beit_key_bias_float16 ---------------------------------------------- */
 
-#define BEIT_SIZES 7
-
 /* Standard softmax weights of s [L] into p. */
 static void softmax(const double *s, size_t L, double *p)
 {
@@ -197,8 +195,8 @@ static bool beit_keys_alike(const struct vx *c, const double *u, double *s64, do
 
 enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *ck)
 {
-    static const double sizes[BEIT_SIZES] = {0, 1, 10, 100, 1000, 3000, 10000};
-    double *u, *s64, *s16, *p0, *p64, *p16, err16[BEIT_SIZES], chg64[BEIT_SIZES];
+    static const double sizes[VERIFY_BEIT_SIZES] = {0, 1, 10, 100, 1000, 3000, 10000};
+    double *u, *s64, *s16, *p0, *p64, *p16, err16[VERIFY_BEIT_SIZES], chg64[VERIFY_BEIT_SIZES];
     double worst = 0, overflow = -1, un = 0;
     size_t L = c->L;
     bool measured = false;          /* some size of a bias left every float16
@@ -226,7 +224,7 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
             u[t] = un = 1.0;
     for (size_t t = 0; t < c->dk; t++)
         u[t] /= un;
-    for (int z = 0; z < BEIT_SIZES; z++) {
+    for (int z = 0; z < VERIFY_BEIT_SIZES; z++) {
         err16[z] = chg64[z] = 0;
         for (size_t i = 0; i < c->n; i++) {
             beit_scores(c, i, u, 0, s64, s16);
@@ -270,9 +268,9 @@ enum core_status verify_check_beit_key_bias(struct vx *c, struct verify_check *c
                    "overflowed. max_abs_diff: the largest weight_error_float16 with a "
                    "bias (size 1 on). overflow_size: the first size (doubling from 1) at "
                    "which a float16 score overflows (-1: none below 1e9).");
-    TRY(verify_ck_vec(ck, "bk_size", BEIT_SIZES, sizes));
-    TRY(verify_ck_vec(ck, "weight_error_float16", BEIT_SIZES, err16));
-    TRY(verify_ck_vec(ck, "weight_change_float64", BEIT_SIZES, chg64));
+    TRY(verify_ck_vec(ck, "bk_size", VERIFY_BEIT_SIZES, sizes));
+    TRY(verify_ck_vec(ck, "weight_error_float16", VERIFY_BEIT_SIZES, err16));
+    TRY(verify_ck_vec(ck, "weight_change_float64", VERIFY_BEIT_SIZES, chg64));
     TRY(verify_ck_num(ck, "overflow_size", overflow));
     return CORE_OK;
 }

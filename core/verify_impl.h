@@ -41,6 +41,11 @@ struct vrun {
 
 enum { C_NONE = 0, C_Q = 1, C_K = 2, C_BOTH = 3 };
 
+/* Score shifts of check 12 (softmax1_row_sums) and key bias sizes of check
+ * 27 (beit_key_bias_float16): the lengths of their arrays. */
+#define VERIFY_ROW_SUM_SHIFTS 4
+#define VERIFY_BEIT_SIZES 7
+
 struct vx {
     const struct verify_input *in;
     size_t n, L, dk, dv;
@@ -175,6 +180,17 @@ enum core_status verify_ck_num(struct verify_check *ck, const char *name, double
 __attribute__((format(printf, 2, 3))) void verify_ck_note(struct verify_check *ck,
                                                          const char *fmt, ...);
 enum core_status verify_ck_na(struct verify_check *ck, const char *why);
+
+/* The premises checks 7, 10, 14 and 18 test on the inputs before their
+ * passes (verify_report_numbers counts their arrays only when they hold):
+ * check 7 finds a bQ with equal dot products with every key, bias.k adds
+ * something to some row's scores (false without it), why RoPE would leave
+ * the key bias one shift per row (NULL: it does not), two keys share their
+ * dot product with bias.q. */
+enum core_status verify_q_exception_applies(struct vx *c, bool *applies);
+bool verify_k_bias_shifts(const struct vx *c);
+const char *verify_rope_keeps_shift(const struct vx *c);
+enum core_status verify_q_allowed_applies(struct vx *c, bool *applies);
 
 /* Checks 1-8 and 18 (core/verify_bias.c). */
 enum core_status verify_check_base_scores(struct vx *c, struct verify_check *ck);

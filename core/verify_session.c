@@ -27,7 +27,7 @@ static bool unrotated(const double *x, size_t r)
  * NULL. The shift of score (i, j) is (R(P_q(i)) (q_i + bQ)) . (R(P_k(j)) bK)
  * plus the unrotated dims' product: one number per row when every key is at
  * one position, or when bK, or every q_i + bQ, is zero in the rotated dims. */
-static const char *rope_keeps_shift(const struct vx *c)
+const char *verify_rope_keeps_shift(const struct vx *c)
 {
     struct attn_params p = {.rope_dims = c->in->rope ? c->in->rope_dims : 0};
     const int64_t *pk = c->in->pos_k;
@@ -57,7 +57,7 @@ enum core_status verify_check_rope(struct vx *c, struct verify_check *ck)
         return verify_ck_na(ck, "RoPE rotates pairs of dimensions, and d_k is odd.");
     if (c->L < 2)
         return verify_ck_na(ck, "With one key every weight is 1, whatever the shift.");
-    const char *same = rope_keeps_shift(c);
+    const char *same = verify_rope_keeps_shift(c);
     if (same)
         return verify_ck_na(ck, same);
     size_t n = c->n, L = c->L;

@@ -91,28 +91,40 @@ static double ratio_diff(const struct vx *c, const double *ra, const double *rb,
     return m;
 }
 
+/* scale*(q_i + bQ).bK: what bias.k adds to every score of row i. */
+static double k_row_shift(const struct vx *c, size_t i)
+{
+    double qb = 0.0;
+    for (size_t d = 0; d < c->dk; d++)
+        qb += (c->q[i * c->dk + d] + (c->bq ? c->bq[d] : 0.0)) * c->bk[d];
+    return c->scale * qb;
+}
+
+bool verify_k_bias_shifts(const struct vx *c)
+{
+    for (size_t i = 0; c->bk && i < c->n; i++)
+        if (k_row_shift(c, i) != 0.0)
+            return true;
+    return false;
+}
+
 enum core_status verify_check_softmax1_shift(struct vx *c,
                                              struct verify_check *ck)
 {
     if (!c->bk)
         return verify_ck_na(ck, "no bias.k was given");
-    size_t n = c->n, L = c->L, dk = c->dk, skipped = 0;
+    if (!verify_k_bias_shifts(c))
+        return verify_ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
+                     "nothing to any score.");
+    size_t n = c->n, L = c->L, skipped = 0;
     const struct vpass *a = &c->p[1][C_Q], *b = &c->p[1][C_BOTH];
-    double *cst, *ra, *rb, *sa, *sb, cmax = 0.0;
+    double *cst, *ra, *rb, *sa, *sb;
     uint8_t *oka, *okb;
     NEED(cst = verify_dbl(c, n, 1));
     NEED(ra = verify_dbl(c, n, L));
     NEED(rb = verify_dbl(c, n, L));
-    for (size_t i = 0; i < n; i++) {
-        double qb = 0.0;
-        for (size_t d = 0; d < dk; d++)
-            qb += (c->q[i * dk + d] + (c->bq ? c->bq[d] : 0.0)) * c->bk[d];
-        cst[i] = c->scale * qb;
-        cmax = verify_max2(cmax, fabs(cst[i]));
-    }
-    if (cmax == 0.0)
-        return verify_ck_na(ck, "(q_i + bQ).bK is 0 for every row, so bias.k adds "
-                     "nothing to any score.");
+    for (size_t i = 0; i < n; i++)
+        cst[i] = k_row_shift(c, i);
     NEED(oka = verify_bytes(c, n, 1));
     NEED(okb = verify_bytes(c, n, 1));
     ratios_against(c, a->s, a->w, ra, oka);
@@ -227,8 +239,6 @@ static double softmax1_sum(const double *s, size_t L, double t)
     return S / (exp(-shift) + S);
 }
 
-#define N_SHIFTS 4
-
 /* Sums of softmax1 (sum1) and standard (sum0) rows at score shift -t. */
 static enum core_status sums_at(struct vx *c, double t, double *sum1,
                                 double *sum0)
@@ -250,11 +260,11 @@ static enum core_status sums_at(struct vx *c, double t, double *sum1,
     return CORE_OK;
 }
 
-/* Extra conditions of check 12 on row sums [N_SHIFTS][n]; false if broken. */
+/* Extra conditions of check 12 on row sums [VERIFY_ROW_SUM_SHIFTS][n]; false if broken. */
 static bool sums_ok(const struct vx *c, const double *s1, const double *ex,
                     double tol)
 {
-    for (size_t t = 0; t < N_SHIFTS; t++)
+    for (size_t t = 0; t < VERIFY_ROW_SUM_SHIFTS; t++)
         for (size_t i = 0; i < c->n; i++) {
             double x = s1[t * c->n + i], e = ex[t * c->n + i];
             if (!(x >= 0.0 && x <= 1.0 + tol))
@@ -266,7 +276,7 @@ static bool sums_ok(const struct vx *c, const double *s1, const double *ex,
                 return false;
             if (t > 0 && !(x <= s1[(t - 1) * c->n + i] + tol))
                 return false;
-            if (t == N_SHIFTS - 1 && !(x <= tol))
+            if (t == VERIFY_ROW_SUM_SHIFTS - 1 && !(x <= tol))
                 return false;
         }
     return true;
@@ -277,14 +287,14 @@ enum core_status verify_check_row_sums(struct vx *c, struct verify_check *ck)
     size_t n = c->n, L = c->L;
     const double *s = c->p[1][C_BOTH].s;
     double smax = s[verify_argmax(s, n * L)];
-    double shifts[N_SHIFTS] = {0.0, 10.0, 100.0, 0.0}, neg[N_SHIFTS];
-    shifts[N_SHIFTS - 1] = (smax > 0.0 ? smax : 0.0) + 1000.0;
+    double shifts[VERIFY_ROW_SUM_SHIFTS] = {0.0, 10.0, 100.0, 0.0}, neg[VERIFY_ROW_SUM_SHIFTS];
+    shifts[VERIFY_ROW_SUM_SHIFTS - 1] = (smax > 0.0 ? smax : 0.0) + 1000.0;
     double *s1, *s0, *ex;
-    NEED(s1 = verify_dbl(c, N_SHIFTS, n));
-    NEED(s0 = verify_dbl(c, N_SHIFTS, n));
-    NEED(ex = verify_dbl(c, N_SHIFTS, n));
+    NEED(s1 = verify_dbl(c, VERIFY_ROW_SUM_SHIFTS, n));
+    NEED(s0 = verify_dbl(c, VERIFY_ROW_SUM_SHIFTS, n));
+    NEED(ex = verify_dbl(c, VERIFY_ROW_SUM_SHIFTS, n));
     double m = 0.0;
-    for (size_t t = 0; t < N_SHIFTS; t++) {
+    for (size_t t = 0; t < VERIFY_ROW_SUM_SHIFTS; t++) {
         TRY(sums_at(c, shifts[t], s1 + t * n, s0 + t * n));
         neg[t] = -shifts[t];
         for (size_t i = 0; i < n; i++) {
@@ -302,10 +312,10 @@ enum core_status verify_check_row_sums(struct vx *c, struct verify_check *ck)
         verify_ck_note(ck, "Every score of a row is shifted by score_shift through "
                 "attn_bias; the last shift puts every score below -1000.");
     }
-    TRY(verify_ck_vec(ck, "score_shift", N_SHIFTS, neg));
-    TRY(verify_ck_mat(ck, "row_sums_softmax1", N_SHIFTS, n, s1));
-    TRY(verify_ck_mat(ck, "expected_row_sums_softmax1", N_SHIFTS, n, ex));
-    return verify_ck_mat(ck, "row_sums_standard", N_SHIFTS, n, s0);
+    TRY(verify_ck_vec(ck, "score_shift", VERIFY_ROW_SUM_SHIFTS, neg));
+    TRY(verify_ck_mat(ck, "row_sums_softmax1", VERIFY_ROW_SUM_SHIFTS, n, s1));
+    TRY(verify_ck_mat(ck, "expected_row_sums_softmax1", VERIFY_ROW_SUM_SHIFTS, n, ex));
+    return verify_ck_mat(ck, "row_sums_standard", VERIFY_ROW_SUM_SHIFTS, n, s0);
 }
 
 /* ---- check 13: value bias --------------------------------------------- */

@@ -280,6 +280,38 @@ TEST(half_overflow_names_the_element)
     api_response_free(&r);
 }
 
+/* Numbers in a JSON value (booleans are not numbers). */
+static size_t numbers_in(const json_t *v)
+{
+    size_t count = json_is_number(v);
+
+    for (void *it = json_object_iter((json_t *)v); it;
+         it = json_object_iter_next((json_t *)v, it))
+        count += numbers_in(json_object_iter_value(it));
+    for (size_t i = 0; i < json_array_size(v); i++)    /* 0 unless an array */
+        count += numbers_in(json_array_get(v, i));
+    return count;
+}
+
+/* What --max-elements counts of a verify answer: every report's checks'
+ * data, tables and inputs echo. */
+static size_t report_numbers(const json_t *rep)
+{
+    const json_t *els = json_object_get(rep, "elements"), *x;
+    size_t i, count = 0;
+
+    if (els) {
+        json_array_foreach(els, i, x)
+            count += report_numbers(x);
+        return count;
+    }
+    count = numbers_in(json_object_get(rep, "inputs")) +
+            numbers_in(json_object_get(rep, "table"));
+    json_array_foreach(json_object_get(rep, "checks"), i, x)
+        count += numbers_in(json_object_get(x, "data"));
+    return count;
+}
+
 /* Limits count every head: the numbers of all elements against
  * --max-elements (response_too_large at /q), and at most 1024 heads. */
 TEST(limits_count_every_head)
@@ -290,7 +322,12 @@ TEST(limits_count_every_head)
     static const char four[] = "{\"q\":[[[[1,0]],[[0,1]]],[[[1,1]],[[1,0]]]],"
                                "\"k\":[[[[1,0],[0,1]]],[[[1,0],[0,1]]]],"
                                "\"v\":[[[[1],[2]]],[[[1],[2]]]]}";
-    ctx.cfg.max_elements = 3000;        /* one head's bound fits, four heads' do not */
+    t_call(&ctx, "POST", "/v1/verify", one, &r);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *rep = t_json(&r);
+    api_response_free(&r);
+    ctx.cfg.max_elements = report_numbers(rep);    /* one head fits, four heads do not */
+    json_decref(rep);
     t_call(&ctx, "POST", "/v1/verify", one, &r);
     CHECK_EQ_INT(r.status, 200);
     api_response_free(&r);
@@ -317,6 +354,72 @@ TEST(limits_count_every_head)
     json_decref(j);
 }
 
+/* Before running, verify counts the numbers its report will hold: a limit
+ * of exactly that many answers 200, one fewer 422 response_too_large
+ * naming the count, for one head with every option, heads with GQA and
+ * per-head biases and sinks, a float16 batch; a limit the old bound (96
+ * arrays of the largest shape, 5 to 7 times the report) refused. */
+TEST(limit_counts_what_the_report_holds)
+{
+    size_t saved = ctx.cfg.max_elements;
+    unsigned seed = 5;
+    json_t *bodies[4];
+    static const int pq[3] = {4, 5, 6}, pk[5] = {0, 1, 2, 3, 5}, sq[3] = {0, 0, 1},
+                     sk[5] = {0, 1, 0, 1, 1}, pq2[2][3] = {{1, 2, 3}, {5, 6, 7}},
+                     pk2[2][4] = {{0, 1, 2, 3}, {2, 3, 4, 5}};
+
+    bodies[0] = json_pack("{s:o,s:o,s:o,s:{s:o,s:o,s:o},s:s,s:[f,f],s:{s:s,s:i,s:{s:s,s:i}},"
+                          "s:{s:o,s:o},s:{s:o,s:o},s:{s:i,s:i},s:f}",
+                          "q", mat(&seed, 3, 4), "k", mat(&seed, 5, 4), "v", mat(&seed, 5, 2),
+                          "bias", "q", vec(&seed, 4), "k", vec(&seed, 4), "v", vec(&seed, 2),
+                          "softmax", "sink", "sink_logit", 0.5, -1.0, "rope", "pairs", "half",
+                          "dims", 2, "scaling", "type", "linear", "factor", 2, "positions",
+                          "q", ints(pq, 3), "k", ints(pk, 5), "segments", "q", ints(sq, 3),
+                          "k", ints(sk, 5), "window", "left", 2, "sinks", 1, "softcap", 5.0);
+    bodies[1] = json_pack("{s:o,s:o,s:o,s:s}", "q", mat(&seed, 8, 8), "k", mat(&seed, 8, 8),
+                          "v", mat(&seed, 8, 8), "dtype", "float32");
+    bodies[2] = json_pack("{s:o,s:o,s:o,s:{s:o,s:o},s:s,s:[f,f,f,f]}", "q",
+                          heads(&seed, 4, 2, 4), "k", heads(&seed, 2, 6, 4), "v",
+                          heads(&seed, 2, 6, 3), "bias", "q", mat(&seed, 4, 4), "k",
+                          mat(&seed, 2, 4), "softmax", "sink", "sink_logit", 0.0, 1.0, -2.0, 3.0);
+    json_t *q4 = json_pack("[o,o]", heads(&seed, 2, 3, 2), heads(&seed, 2, 3, 2));
+    json_t *k4 = json_pack("[o,o]", heads(&seed, 1, 4, 2), heads(&seed, 1, 4, 2));
+    json_t *v4 = json_pack("[o,o]", heads(&seed, 1, 4, 2), heads(&seed, 1, 4, 2));
+    bodies[3] = json_pack("{s:o,s:o,s:o,s:s,s:{s:[o,o],s:[o,o]},s:{s:o}}", "q", q4, "k", k4,
+                          "v", v4, "dtype", "float16", "positions", "q", ints(pq2[0], 3),
+                          ints(pq2[1], 3), "k", ints(pk2[0], 4), ints(pk2[1], 4),
+                          "bias", "v", vec(&seed, 2));
+    for (size_t b = 0; b < 4; b++) {
+        int st;
+        char numbers[64];
+        CHECK(bodies[b] != NULL);
+        if (!bodies[b])
+            continue;
+        ctx.cfg.max_elements = saved;
+        json_t *j = post(json_incref(bodies[b]), &st);
+        CHECK_EQ_INT(st, 200);
+        size_t count = report_numbers(j);
+        json_decref(j);
+        ctx.cfg.max_elements = count;
+        j = post(json_incref(bodies[b]), &st);
+        CHECK_EQ_INT(st, 200);
+        json_decref(j);
+        ctx.cfg.max_elements = count - 1;
+        j = post(json_incref(bodies[b]), &st);
+        CHECK_EQ_INT(st, 422);
+        json_t *err = json_object_get(j, "error");
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        CHECK_STR(json_string_value(json_object_get(err, "code")), "response_too_large");
+        snprintf(numbers, sizeof numbers, " %zu numbers (", count);     /* or "at least" */
+        CHECK(msg && strstr(msg, numbers));
+        if (getenv("TEST_VERBOSE"))
+            printf("  body %zu: %zu numbers; %s\n", b, count, msg ? msg : "");
+        json_decref(j);
+        json_decref(bodies[b]);
+    }
+    ctx.cfg.max_elements = saved;
+}
+
 int main(void)
 {
     t_ctx_init(&ctx);
@@ -325,5 +428,6 @@ int main(void)
     RUN(failed_lists_the_failing_checks);
     RUN(half_overflow_names_the_element);
     RUN(limits_count_every_head);
+    RUN(limit_counts_what_the_report_holds);
     TEST_MAIN_END();
 }

@@ -6,6 +6,9 @@ here with Python's math module; POST runs every check on caller data
 (float64 and float32); bad bodies get the error shape.
 """
 import math
+import random
+
+from attnd_proc import Attnd
 
 PUB_SCORES = [
     (0.707107, 0.0, -0.707107),
@@ -231,3 +234,55 @@ def test_post_float16_and_bfloat16(attnd):
     assert r.status == 422, r
     err = r.json()["error"]
     assert err["code"] == "non_finite" and "scores" in err["message"], err
+
+
+def numbers_in(x):
+    """JSON numbers in a value (booleans are not numbers)."""
+    if isinstance(x, bool) or x is None:
+        return 0
+    if isinstance(x, (int, float)):
+        return 1
+    if isinstance(x, list):
+        return sum(numbers_in(y) for y in x)
+    if isinstance(x, dict):
+        return sum(numbers_in(y) for y in x.values())
+    return 0
+
+
+def report_numbers(rep):
+    """What --max-elements counts of a verify report: its checks' data, its
+    tables and its inputs echo (of every element of a batch)."""
+    if "elements" in rep:
+        return sum(report_numbers(e) for e in rep["elements"])
+    return (numbers_in(rep["inputs"]) + numbers_in(rep["table"]) +
+            sum(numbers_in(c["data"]) for c in rep["checks"]))
+
+
+def test_post_limit_counts_the_report(attnd):
+    """A head of n = L = d_k = d_v = 100 holds 692238 numbers: it fits the
+    default --max-elements (4194304), which an estimate of 96 arrays of the
+    largest shape (4828800) refused. Under a limit of exactly its count it is
+    answered; with a softcap (one more number in the inputs echo) it is
+    refused, the message saying how many numbers of what."""
+    rnd = random.Random(3)
+
+    def mat(rows, cols):
+        return [[round(rnd.uniform(-1, 1), 3) for _ in range(cols)] for _ in range(rows)]
+
+    body = {"q": mat(100, 100), "k": mat(100, 100), "v": mat(100, 100)}
+    r = attnd.post("/v1/verify", body)
+    assert r.status == 200, r
+    count = report_numbers(r.json())
+    assert 600000 < count < 800000, count
+    with Attnd("--max-elements", str(count)) as a:
+        r = a.post("/v1/verify", body)
+        assert r.status == 200, r
+        assert report_numbers(r.json()) == count
+        r = a.post("/v1/verify", dict(body, softcap=30))
+        assert r.status == 422, r
+        err = r.json()["error"]
+        assert err["code"] == "response_too_large" and err["path"] == "/q", err
+        assert err["message"] == (
+            "verify's report would hold %d numbers (the checks' data, the tables and "
+            "the inputs echoed), more than the %d --max-elements allows; send fewer "
+            "rows" % (count + 1, count)), err
