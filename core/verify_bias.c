@@ -234,15 +234,20 @@ static void project_out(double *x, const double *basis, size_t nb, size_t d)
 }
 
 /*
- * Orthonormal basis of span{k_j - k_1} into basis [d_k][d_k]; returns its
- * size. Modified Gram-Schmidt, hand-written because the problem is a few
+ * Orthonormal basis of span{k_j - k_1} into basis [d_k][d_k], its size into
+ * *size. Modified Gram-Schmidt, hand-written because the problem is a few
  * vectors of d_k numbers and LAPACK is not a dependency of attnd. A
  * difference whose residual is below 1e-9 of its length is dependent.
+ * O(L·d_k²) in all: each key is a piece of the request (CORE_ESTOPPED past
+ * its deadline).
  */
-static size_t key_diff_basis(const struct vx *c, double *basis, double *tmp)
+static enum core_status key_diff_basis(const struct vx *c, double *basis, double *tmp,
+                                       size_t *size)
 {
     size_t nb = 0, dk = c->dk;
     for (size_t j = 1; j < c->L && nb < dk; j++) {
+        if (attn_ws_boundary(c->ws))
+            return CORE_ESTOPPED;
         for (size_t i = 0; i < dk; i++)
             tmp[i] = c->k[j * dk + i] - c->k[i];
         double n0 = verify_norm(tmp, dk);
@@ -256,16 +261,19 @@ static size_t key_diff_basis(const struct vx *c, double *basis, double *tmp)
             basis[nb * dk + i] = tmp[i] / n1;
         nb++;
     }
-    return nb;
+    *size = nb;
+    return CORE_OK;
 }
 
 /* A nonzero bQ with equal dot products with every key into out [d_k]:
  * bias.q projected onto the null space of the key differences, else the
- * unit basis vector whose projection is longest. false when only 0 works. */
-static bool exception_bq(struct vx *c, const double *basis, size_t nb,
-                         double *out, struct verify_check *ck)
+ * unit basis vector whose projection is longest (each a piece of the
+ * request). *found false when only 0 works. */
+static enum core_status exception_bq(struct vx *c, const double *basis, size_t nb,
+                                     double *out, struct verify_check *ck, bool *found)
 {
     size_t dk = c->dk;
+    *found = true;
     if (c->bq) {
         memcpy(out, c->bq, dk * sizeof(double));
         double n0 = verify_norm(out, dk);
@@ -274,17 +282,19 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
         if (n0 > 0.0 && n1 >= n0 * (1.0 - 1e-12)) {
             memcpy(out, c->bq, dk * sizeof(double));
             verify_ck_note(ck, "bias.q already has equal dot products with every key.");
-            return true;
+            return CORE_OK;
         }
         if (n0 > 0.0 && n1 > 1e-9 * n0) {
             verify_ck_note(ck, "bQ is bias.q projected onto the directions orthogonal "
                     "to every key difference k_j - k_1.");
-            return true;
+            return CORE_OK;
         }
     }
     double best = 0.0;
     size_t bi = 0;
     for (size_t e = 0; e < dk; e++) {
+        if (attn_ws_boundary(c->ws))
+            return CORE_ESTOPPED;
         memset(out, 0, dk * sizeof(double));
         out[e] = 1.0;
         project_out(out, basis, nb, dk);
@@ -294,8 +304,10 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
             bi = e;
         }
     }
-    if (best <= 1e-9)
-        return false;
+    if (best <= 1e-9) {
+        *found = false;
+        return CORE_OK;
+    }
     memset(out, 0, dk * sizeof(double));
     out[bi] = 1.0;
     project_out(out, basis, nb, dk);
@@ -304,7 +316,7 @@ static bool exception_bq(struct vx *c, const double *basis, size_t nb,
     verify_ck_note(ck, "bQ is the unit vector e_%zu projected onto the directions "
             "orthogonal to every key difference k_j - k_1, then normalised.",
             bi + 1);
-    return true;
+    return CORE_OK;
 }
 
 /* Whether check 7 applies: whether it finds a nonzero bQ with equal dot
@@ -322,9 +334,12 @@ enum core_status verify_q_exception_applies(struct vx *c, bool *applies)
     NEED(basis = verify_dbl(c, dk, dk));
     NEED(tmp = verify_dbl(c, dk, 1));
     NEED(bq = verify_dbl(c, dk, 1));
-    *applies = exception_bq(c, basis, key_diff_basis(c, basis, tmp), bq, &notes);
+    size_t nb;
+    enum core_status st = key_diff_basis(c, basis, tmp, &nb);
+    if (st == CORE_OK)
+        st = exception_bq(c, basis, nb, bq, &notes, applies);
     free(notes.note);
-    return CORE_OK;
+    return st;
 }
 
 enum core_status verify_check_q_exception(struct vx *c, struct verify_check *ck)
@@ -334,9 +349,12 @@ enum core_status verify_check_q_exception(struct vx *c, struct verify_check *ck)
     NEED(basis = verify_dbl(c, dk, dk));
     NEED(tmp = verify_dbl(c, dk, 1));
     NEED(bq = verify_dbl(c, dk, 1));
-    size_t nb = key_diff_basis(c, basis, tmp);
+    size_t nb;
+    bool found;
+    TRY(key_diff_basis(c, basis, tmp, &nb));
     TRY(verify_ck_num(ck, "key_difference_rank", (double)nb));
-    if (!exception_bq(c, basis, nb, bq, ck))
+    TRY(exception_bq(c, basis, nb, bq, ck, &found));
+    if (!found)
         return verify_ck_na(ck, "The key differences k_j - k_1 span every direction, "
                      "so only bQ = 0 has equal dot products with all keys.");
     verify_round(c, bq, dk);
@@ -416,12 +434,15 @@ static bool same_dot(double a, double b)
 }
 
 /* The largest group of keys whose bQ.k_j agree (same_dot with one of them)
- * into allowed [L] (1 = in the group); returns its size. */
-static size_t equal_dot_group(const struct vx *c, const double *dots,
-                              uint8_t *allowed)
+ * into allowed [L] (1 = in the group), its size into *size. O(L²): each
+ * key is a piece of the request (CORE_ESTOPPED past its deadline). */
+static enum core_status equal_dot_group(const struct vx *c, const double *dots,
+                                        uint8_t *allowed, size_t *size)
 {
     size_t best = 0, bj = 0, L = c->L;
     for (size_t j = 0; j < L; j++) {
+        if (attn_ws_boundary(c->ws))
+            return CORE_ESTOPPED;
         size_t cnt = 0;
         for (size_t k = 0; k < L; k++)
             cnt += same_dot(dots[j], dots[k]);
@@ -432,7 +453,8 @@ static size_t equal_dot_group(const struct vx *c, const double *dots,
     }
     for (size_t k = 0; k < L; k++)
         allowed[k] = same_dot(dots[bj], dots[k]);
-    return best;
+    *size = best;
+    return CORE_OK;
 }
 
 static int by_value(const void *a, const void *b)
@@ -478,7 +500,8 @@ enum core_status verify_check_q_allowed(struct vx *c, struct verify_check *ck)
     NEED(mask = verify_bytes(c, n * L, 1));
     for (size_t j = 0; j < L; j++)
         dots[j] = verify_dot(c->bq, c->k + j * dk, dk);
-    size_t g = equal_dot_group(c, dots, allowed);
+    size_t g;
+    TRY(equal_dot_group(c, dots, allowed, &g));
     if (g < 2)
         return verify_ck_na(ck, "bias.q has a different dot product with every key, "
                      "so no two keys can be compared.");

@@ -286,3 +286,21 @@ def test_post_limit_counts_the_report(attnd):
             "verify's report would hold %d numbers (the checks' data, the tables and "
             "the inputs echoed), more than the %d --max-elements allows; send fewer "
             "rows" % (count + 1, count)), err
+
+
+def test_post_check_7_keeps_the_deadline():
+    """Check 7's basis of the key differences is O(L·d_k²) in plain loops:
+    at L = 1100, d_k = 1024 about 16 s, which ran to its end past a 1 s
+    --request-timeout. Each key is now a piece: 504 soon after the deadline."""
+    import time
+
+    rnd = random.Random(7)
+    body = {"q": [[round(rnd.uniform(-1, 1), 2) for _ in range(1024)]],
+            "k": [[round(rnd.uniform(-1, 1), 2) for _ in range(1024)] for _ in range(1100)],
+            "v": [[1.0] for _ in range(1100)]}
+    with Attnd("--request-timeout", "1") as a:
+        t = time.monotonic()
+        r = a.post("/v1/verify", body)
+        took = time.monotonic() - t
+        assert r.status == 504 and r.json()["error"]["code"] == "deadline_exceeded", r
+        assert took < 8, took
