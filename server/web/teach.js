@@ -517,6 +517,7 @@
     $('geo-scale').addEventListener('input', function (e) {
       geo.scale = Number(e.target.value);
       $('geo-scale-out').textContent = geo.scale.toFixed(2);
+      e.target.setAttribute('aria-valuetext', geo.scale.toFixed(2));   /* not 16 digits read aloud */
       requestGeo();
     });
     $('quiet').addEventListener('input', function (e) {

@@ -109,6 +109,23 @@ await step('a button disabled under the keyboard hands its focus on, not to the 
   assert((await focused()) === 'step-next', `focus on "${await focused()}" at the first stage`);
 });
 
+await step('the scale slider is read as the two decimals shown, not 1/sqrt(2) in 16 digits', async () => {
+  const said = () => page.$eval('#geo-scale', (r) => [r.getAttribute('aria-valuetext'),
+    document.getElementById('geo-scale-out').textContent]);
+  let [text, shown] = await said();
+  assert(text === '0.71' && shown === '0.71', `at the start: aria-valuetext ${text}, shown ${shown}`);
+  await page.focus('#geo-scale');
+  await page.keyboard.press('End');
+  [text, shown] = await said();
+  assert(text === '3.00' && shown === '3.00', `at the end: aria-valuetext ${text}, shown ${shown}`);
+  await page.$eval('#geo-scale', (r) => {          /* back to 1/sqrt(2) for the steps after */
+    r.value = '0.7071067811865476';
+    r.dispatchEvent(new Event('input'));
+  });
+  [text, shown] = await said();
+  assert(text === '0.71' && shown === '0.71', `back: aria-valuetext ${text}, shown ${shown}`);
+});
+
 await step('a cell past the largest double (1e400) is not sent as null, which attnd calls no number', async () => {
   const cell = '#grid-q input[data-r="0"][data-c="0"]';
   for (const big of ['1e400', '-1e400']) {
