@@ -212,9 +212,11 @@ enum core_status verify_check_session(struct vx *c, struct verify_check *ck)
     verify_ck_note(ck, "The cache is prefilled with the first L-n keys, then gets one "
             "key per query row and attends that row; the recomputation is "
             "causal (bottom-right) over all keys. With the request's softmax "
-            "and biases, %s.", c->in->rope ? "with the request's RoPE"
+            "and biases, %s. The cache holds %s rows%s.", c->in->rope ? "with the request's RoPE"
             : rope2 ? "once without and once with RoPE (base 10000)"
-            : "without RoPE (d_k is odd)");
+            : "without RoPE (d_k is odd)", attn_dtype_name(c->dt),
+            c->dt == ATTN_F32 ? " (a float16 or bfloat16 request runs in float32 too: "
+            "kv_dtype_bound bounds the narrower caches a session may keep)" : "");
     TRY(verify_ck_mat(ck, "weights_decoded", n, L, w[0]));
     TRY(verify_ck_mat(ck, "weights_recomputed", n, L, full[0].w));
     TRY(verify_ck_mat(ck, "output_decoded", n, dv, o[0]));
