@@ -67,6 +67,13 @@ struct api_ctx {
 /* Looks up a request header by case-insensitive name; NULL if absent. */
 typedef const char *(*api_header_fn)(void *arg, const char *name);
 
+/* The length of a header field's value v without the spaces and tabs
+ * after it: RFC 9110 5.5, they are not part of the value (libmicrohttpd
+ * drops the ones before it only). One rule for the Bearer token, the
+ * Idempotency-Key, the API key file's check and the transport's check of
+ * repeated lines. */
+size_t api_field_len(const char *v);
+
 struct api_request {
     const char *method;             /* "GET", "POST", ... */
     const char *path;               /* URL path, percent-decoded by the transport, no query */

@@ -27,21 +27,10 @@
 
 static const char hdr_key[] = "Idempotency-Key";
 
-/* The key's length in the header's value v: RFC 9110 5.5, whitespace
- * around a field value is not part of it (libmicrohttpd drops the leading
- * one only), as for the Bearer token (api/router.c). */
-static size_t key_len(const char *v)
-{
-    size_t n = strlen(v);
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    return n;
-}
-
 bool api_idem_valid(const struct api_call *c)
 {
     const char *v = api_header(c, hdr_key);
-    size_t n = v ? key_len(v) : 0;
+    size_t n = v ? api_field_len(v) : 0;
     bool ok = !v || (n >= 1 && n < SESS_IDEM_KEY_MAX);
     for (size_t i = 0; v && ok && i < n; i++)
         ok = v[i] >= 0x21 && v[i] <= 0x7e;
@@ -62,7 +51,7 @@ bool api_idem_read(struct api_call *c, enum api_idem_route route, const char *pa
     }
     if (!v)
         return true;
-    memcpy(k->k.key, v, key_len(v));
+    memcpy(k->k.key, v, api_field_len(v));
     snprintf(k->k.scope, sizeof k->k.scope, "%s", c->key_name);
     unsigned char tag = (unsigned char)route;
     k->crc = jnl_crc32c(0, &tag, 1);

@@ -202,6 +202,14 @@ static bool secret_equal(const char *a, size_t na, const char *b, size_t nb)
 
 /* The token of an "Authorization: Bearer TOKEN" header (the scheme in
  * any case, spaces after it skipped), NULL when none is sent. */
+size_t api_field_len(const char *v)
+{
+    size_t n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    return n;
+}
+
 static const char *bearer_token(struct api_call *c)
 {
     const char *h = api_header(c, "Authorization");
@@ -234,10 +242,7 @@ static bool authorized(struct api_call *c)
             snprintf(c->key_name, sizeof c->key_name, "%s", name);
         return ok;
     }
-    size_t n = strlen(h);
-    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;                    /* RFC 9110 5.5: whitespace around a field value is not part of it */
-    bool ok = secret_equal(h, n, key, strlen(key));
+    bool ok = secret_equal(h, api_field_len(h), key, strlen(key));
     if (ok)
         snprintf(c->key_name, sizeof c->key_name, "default");
     return ok;

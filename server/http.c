@@ -669,17 +669,12 @@ struct framing {
 };
 
 /* A line of one of single_headers: its first value kept, another noted. */
-/* Whether two values of one header are the same: the whitespace after a
- * value is not part of it (RFC 9110 5.5; libmicrohttpd drops the leading
- * one), as api/ reads them. */
+/* Whether two values of one header are the same, as api/ reads them
+ * (api_field_len). */
 static bool same_value(const char *a, const char *b)
 {
-    size_t na = strlen(a), nb = strlen(b);
-    while (na > 0 && (a[na - 1] == ' ' || a[na - 1] == '\t'))
-        na--;
-    while (nb > 0 && (b[nb - 1] == ' ' || b[nb - 1] == '\t'))
-        nb--;
-    return na == nb && memcmp(a, b, na) == 0;
+    size_t na = api_field_len(a);
+    return na == api_field_len(b) && memcmp(a, b, na) == 0;
 }
 
 static void scan_single(struct framing *f, const char *key, const char *value)

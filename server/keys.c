@@ -25,6 +25,8 @@
  */
 #include "server/keys.h"
 
+#include "api/api.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -263,9 +265,7 @@ size_t srv_keys_count(struct srv_keys *k)
 
 bool srv_keys_check(struct srv_keys *k, const char *token, char name[SRV_KEY_NAME_MAX])
 {
-    size_t tn = strlen(token);
-    while (tn > 0 && (token[tn - 1] == ' ' || token[tn - 1] == '\t'))
-        tn--;                           /* RFC 9110 5.5: not part of the value */
+    size_t tn = api_field_len(token);
     size_t hit = SIZE_MAX, cmp = tn < KEY_MAX ? tn : KEY_MAX;
     pthread_rwlock_rdlock(&k->lock);
     for (size_t i = 0; i < k->set.n; i++) {
