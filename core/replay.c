@@ -390,17 +390,13 @@ static void share_again(struct sess_store *st)
     size_t n;
     struct sess **all = sess_hold_all(st, &n);
     struct kv_dedup *d = all ? kv_dedup_new() : NULL;     /* out of memory: copies */
-    bool *sharing = d ? calloc(n ? n : 1, sizeof *sharing) : NULL;
-    for (size_t i = 0; sharing && i < n; i++) {
-        size_t shared;
-        kv_bytes_split(all[i]->kv, NULL, &shared);
-        sharing[i] = shared > 0;
-    }
-    for (int pass = 0; d && pass < 2; pass++)     /* without the flags: one pass */
-        for (size_t i = 0; i < n; i++)
-            if (sharing ? sharing[i] == (pass == 0) : pass == 0)
+    for (int pass = 0; d && pass < 2; pass++)     /* those that share pages first */
+        for (size_t i = 0; i < n; i++) {
+            size_t shared;
+            kv_bytes_split(all[i]->kv, NULL, &shared);
+            if ((shared > 0) == (pass == 0))
                 kv_dedup_add(d, all[i]->kv);
-    free(sharing);
+        }
     kv_dedup_free(d);
     for (size_t i = 0; all && i < n; i++) {
         pthread_mutex_lock(&all[i]->mu);
